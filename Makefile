@@ -1,0 +1,106 @@
+# uscope - dynamic tracer for Linux user-space programs.
+#   make          build ./uscope
+#   make check    install dependencies, build, run every test
+#   make demo     install dependencies, build, trace the bundled demo
+#   make bench    run the benchmarks
+#   make install PREFIX=/usr/local
+
+VERSION  := 0.1.0
+PREFIX   ?= /usr/local
+CC       ?= cc
+PKGS     := libtracefs libtraceevent libelf libdw
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lZydis
+WERROR   ?= $(if $(CI),-Werror,)
+CFLAGS   ?= -O2 -g
+BASE_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -I. $(PKG_CFLAGS) \
+	-DUSC_VERSION='"$(VERSION)"' -D_GNU_SOURCE
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+LIB_SRCS := $(shell find src -name '*.c' | sort)
+CLI_SRCS := $(wildcard cli/*.c)
+
+# Two builds of the same sources: build/rel (what users run) and build/san
+# (ASan+UBSan, what the tests run).
+define objs
+$(patsubst %.c,$(1)/%.o,$(2))
+endef
+REL_LIB_OBJS := $(call objs,build/rel,$(LIB_SRCS))
+REL_CLI_OBJS := $(call objs,build/rel,$(CLI_SRCS))
+SAN_LIB_OBJS := $(call objs,build/san,$(LIB_SRCS))
+SAN_CLI_OBJS := $(call objs,build/san,$(CLI_SRCS))
+
+all: uscope
+
+build/rel/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+build/san/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN_FLAGS) -MMD -MP -c $< -o $@
+
+build/rel/libuscope.a: $(REL_LIB_OBJS)
+	@rm -f $@; ar rcs $@ $^
+build/san/libuscope.a: $(SAN_LIB_OBJS)
+	@rm -f $@; ar rcs $@ $^
+
+uscope: $(REL_CLI_OBJS) build/rel/libuscope.a
+	$(CC) $(CFLAGS) -o $@ $^ $(PKG_LIBS)
+build/san/uscope: $(SAN_CLI_OBJS) build/san/libuscope.a
+	$(CC) $(SAN_FLAGS) -o $@ $^ $(PKG_LIBS)
+
+# ---- tests -------------------------------------------------------------
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,build/san/tests/%,$(UNIT_SRCS))
+build/san/tests/%: tests/unit/%.c build/san/libuscope.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN_FLAGS) -Itests/unit -o $@ $< build/san/libuscope.a $(PKG_LIBS) -lcmocka
+
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
+FUZZ_LIB_SRCS := src/core/log.c $(wildcard src/probe/*.c)
+build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
+	@mkdir -p $(dir $@)
+	clang $(BASE_CFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^
+FUZZ_SECONDS ?= 20
+
+targets:
+	$(MAKE) -C tests/targets
+
+deps:
+	@bash scripts/deps.sh
+
+unit: $(UNIT_BINS)
+	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+
+fuzz: $(FUZZ_BINS)
+	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p build/fuzz/corpus-$$n; \
+	  echo "== $$n ($(FUZZ_SECONDS)s)"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 build/fuzz/corpus-$$n tests/fuzz/seeds/$$n 2>&1 | tail -n 2; done
+
+e2e: uscope build/san/uscope targets
+	USCOPE=$(CURDIR)/build/san/uscope python3 -m pytest -q tests/e2e
+
+check: deps
+	$(MAKE) uscope build/san/uscope
+	$(MAKE) unit
+	$(MAKE) fuzz
+	$(MAKE) e2e
+
+demo: deps
+	$(MAKE) uscope targets
+	@bash scripts/demo.sh
+
+bench: uscope targets
+	@bash bench/run.sh
+
+install: uscope
+	install -D -m 0755 uscope $(DESTDIR)$(PREFIX)/bin/uscope
+
+clean:
+	rm -rf build uscope
+	$(MAKE) -C tests/targets clean
+
+.PHONY: all deps unit fuzz e2e check demo bench install clean targets
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install what uscope needs to build and test, on Debian 12. Idempotent:
+# installs nothing when everything is present.
+set -euo pipefail
+pkgs=(build-essential pkg-config clang libclang-rt-14-dev
+      libelf-dev libdw-dev libtracefs-dev libtraceevent-dev libzydis-dev
+      libcmocka-dev python3 python3-pytest systemtap-sdt-dev binutils file)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps: missing ${missing[*]}; run as root or: sudo apt-get install ${missing[*]}" >&2
+		exit 1
+	fi
+	echo "deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# The kernel engine needs tracefs mounted.
+if [ "$(id -u)" = 0 ] && [ ! -e /sys/kernel/tracing/uprobe_events ]; then
+	mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+fi
