@@ -1,0 +1,93 @@
+/* The intermediate fetch program: what one FETCHARG computes.
+ *
+ * Like the kernel's trace_probe, a program is a short array of fixed-size,
+ * pointer-free instructions in stages:
+ *   1. one load   (FOP_REG, FOP_STACK, FOP_STACKP, FOP_RETVAL, FOP_COMM,
+ *                  FOP_IMM, FOP_MEM, FOP_FOFFS)
+ *   2. dereferences (FOP_DEREF: val = *(u64 *)(val + imm))
+ *   3. one store  (FOP_ST_RAW: val itself; FOP_ST_MEM: `size` bytes at val+imm;
+ *                  FOP_ST_STRING: NUL-terminated string at val+imm)
+ *   4. optional modify (FOP_MOD_BF)
+ *   5. FOP_END
+ * Every front end (the probe parser, later USDT arg specs and DWARF
+ * locations) produces this form, and every engine lowers from it: the tracefs
+ * engine prints it as uprobe_events fetchargs; an in-process engine can
+ * interpret it; a BPF engine can copy it into a map. */
+#ifndef USC_PROBE_FETCH_H
+#define USC_PROBE_FETCH_H
+
+#include <stdint.h>
+
+enum fetch_op {
+	FOP_END = 0,
+	/* load stage */
+	FOP_REG,	/* reg = enum usc_reg: full 64-bit register value */
+	FOP_STACK,	/* imm = N: the N-th word at the stack pointer ($stackN) */
+	FOP_STACKP,	/* the stack pointer itself ($stack) */
+	FOP_RETVAL,	/* the return value (return probes) */
+	FOP_COMM,	/* the task's comm (string only) */
+	FOP_IMM,	/* imm: a constant */
+	FOP_MEM,	/* imm: an absolute user address (@ADDR) */
+	FOP_FOFFS,	/* imm: a file offset in the probed file (@+OFF) */
+	/* dereference stage */
+	FOP_DEREF,	/* val = *(u64 *)(val + imm) */
+	/* store stage */
+	FOP_ST_RAW,	/* store the low `size` bytes of val */
+	FOP_ST_MEM,	/* store `size` bytes read at val + imm */
+	FOP_ST_STRING,	/* store the string at val + imm */
+	/* modify stage */
+	FOP_MOD_BF,	/* bf_width bits at bf_offset of a `size`-byte container */
+};
+
+/* Registers, in the order of the kernel's x86-64 pt_regs names. */
+enum usc_reg {
+	USC_REG_AX, USC_REG_BX, USC_REG_CX, USC_REG_DX, USC_REG_SI, USC_REG_DI,
+	USC_REG_BP, USC_REG_SP, USC_REG_R8, USC_REG_R9, USC_REG_R10,
+	USC_REG_R11, USC_REG_R12, USC_REG_R13, USC_REG_R14, USC_REG_R15,
+	USC_REG_IP, USC_REG_NR
+};
+
+struct fetch_insn {
+	uint8_t op;		/* enum fetch_op */
+	uint8_t size;		/* store size in bytes (1, 2, 4, 8) */
+	uint8_t reg;		/* enum usc_reg, for FOP_REG */
+	uint8_t bf_width;	/* FOP_MOD_BF */
+	uint8_t bf_offset;	/* FOP_MOD_BF */
+	uint8_t pad[3];
+	int64_t imm;
+};
+_Static_assert(sizeof(struct fetch_insn) == 16, "fetch_insn must stay 16 bytes");
+
+#define USC_FETCH_MAX 16
+
+/* The value types of the probe language. */
+enum usc_type {
+	USC_T_U8, USC_T_U16, USC_T_U32, USC_T_U64,
+	USC_T_S8, USC_T_S16, USC_T_S32, USC_T_S64,
+	USC_T_X8, USC_T_X16, USC_T_X32, USC_T_X64,
+	USC_T_STRING, USC_T_USTRING,
+	USC_T_SYMBOL,		/* an address shown as SYMBOL+OFF */
+	USC_T_BITFIELD,		/* unsigned; insn carries the geometry */
+	USC_T_NR
+};
+
+/* Kernel register name ("ax", "r8", ...) for enum usc_reg. */
+const char *fetch_reg_kname(enum usc_reg reg);
+/* Canonical type name ("u32", "string", ...). */
+const char *fetch_type_name(enum usc_type type);
+/* Byte size of a fixed-size type (0 for strings). */
+unsigned fetch_type_size(enum usc_type type);
+static inline int fetch_type_is_string(enum usc_type t)
+{
+	return t == USC_T_STRING || t == USC_T_USTRING;
+}
+static inline int fetch_type_is_signed(enum usc_type t)
+{
+	return t >= USC_T_S8 && t <= USC_T_S64;
+}
+static inline int fetch_type_is_hex(enum usc_type t)
+{
+	return (t >= USC_T_X8 && t <= USC_T_X64) || t == USC_T_SYMBOL;
+}
+
+#endif

@@ -1,0 +1,607 @@
+/* The probe-language parser. See probe.h for the grammar; README for the
+ * user's view. It reads its input without modifying it and reports the byte
+ * offset of the first mistake. */
+#include "probe/probe.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static const char *const perr_msgs[USC_PERR_NR] = {
+#define X(id, msg) [USC_PERR_##id] = msg,
+	USC_PARSE_ERRORS(X)
+#undef X
+};
+
+const char *usc_parse_strerror(enum usc_parse_err code)
+{
+	return (unsigned)code < USC_PERR_NR ? perr_msgs[code] : "unknown error";
+}
+
+static int fail(struct usc_parse_error *err, enum usc_parse_err code, size_t pos)
+{
+	if (err) {
+		err->code = code;
+		err->pos = pos;
+	}
+	return -EINVAL;
+}
+
+static int is_ident_start(int c)
+{
+	return isalpha(c) || c == '_';
+}
+
+static int is_ident(int c)
+{
+	return isalnum(c) || c == '_';
+}
+
+size_t probe_parse_number(const char *s, uint64_t *out)
+{
+	const char *p = s;
+	uint64_t v = 0;
+	unsigned base = 10;
+
+	if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
+		base = 16;
+		p += 2;
+		if (!isxdigit((unsigned char)*p))
+			return 0;
+	} else if (p[0] == '0' && isdigit((unsigned char)p[1])) {
+		base = 8;
+		p++;
+	} else if (!isdigit((unsigned char)*p)) {
+		return 0;
+	}
+	for (;; p++) {
+		unsigned d;
+		int c = (unsigned char)*p;
+
+		if (isdigit(c))
+			d = c - '0';
+		else if (base == 16 && isxdigit(c))
+			d = (tolower(c) - 'a') + 10;
+		else
+			break;
+		if (d >= base)
+			return 0;	/* 08, 0x...: a digit out of its base */
+		if (v > (UINT64_MAX - d) / base)
+			return 0;	/* overflow */
+		v = v * base + d;
+	}
+	if (is_ident(*p))
+		return 0;		/* 12abc */
+	*out = v;
+	return (size_t)(p - s);
+}
+
+/* ---- registers -------------------------------------------------------- */
+
+struct reg_alias {
+	const char *name;
+	uint8_t reg;
+	uint8_t width;		/* bytes */
+};
+
+/* Every x86-64 name of the low part of a general register. */
+static const struct reg_alias reg_aliases[] = {
+	{"rax", USC_REG_AX, 8}, {"eax", USC_REG_AX, 4}, {"ax", USC_REG_AX, 2}, {"al", USC_REG_AX, 1},
+	{"rbx", USC_REG_BX, 8}, {"ebx", USC_REG_BX, 4}, {"bx", USC_REG_BX, 2}, {"bl", USC_REG_BX, 1},
+	{"rcx", USC_REG_CX, 8}, {"ecx", USC_REG_CX, 4}, {"cx", USC_REG_CX, 2}, {"cl", USC_REG_CX, 1},
+	{"rdx", USC_REG_DX, 8}, {"edx", USC_REG_DX, 4}, {"dx", USC_REG_DX, 2}, {"dl", USC_REG_DX, 1},
+	{"rsi", USC_REG_SI, 8}, {"esi", USC_REG_SI, 4}, {"si", USC_REG_SI, 2}, {"sil", USC_REG_SI, 1},
+	{"rdi", USC_REG_DI, 8}, {"edi", USC_REG_DI, 4}, {"di", USC_REG_DI, 2}, {"dil", USC_REG_DI, 1},
+	{"rbp", USC_REG_BP, 8}, {"ebp", USC_REG_BP, 4}, {"bp", USC_REG_BP, 2}, {"bpl", USC_REG_BP, 1},
+	{"rsp", USC_REG_SP, 8}, {"esp", USC_REG_SP, 4}, {"sp", USC_REG_SP, 2}, {"spl", USC_REG_SP, 1},
+	{"r8", USC_REG_R8, 8}, {"r8d", USC_REG_R8, 4}, {"r8w", USC_REG_R8, 2}, {"r8b", USC_REG_R8, 1},
+	{"r9", USC_REG_R9, 8}, {"r9d", USC_REG_R9, 4}, {"r9w", USC_REG_R9, 2}, {"r9b", USC_REG_R9, 1},
+	{"r10", USC_REG_R10, 8}, {"r10d", USC_REG_R10, 4}, {"r10w", USC_REG_R10, 2}, {"r10b", USC_REG_R10, 1},
+	{"r11", USC_REG_R11, 8}, {"r11d", USC_REG_R11, 4}, {"r11w", USC_REG_R11, 2}, {"r11b", USC_REG_R11, 1},
+	{"r12", USC_REG_R12, 8}, {"r12d", USC_REG_R12, 4}, {"r12w", USC_REG_R12, 2}, {"r12b", USC_REG_R12, 1},
+	{"r13", USC_REG_R13, 8}, {"r13d", USC_REG_R13, 4}, {"r13w", USC_REG_R13, 2}, {"r13b", USC_REG_R13, 1},
+	{"r14", USC_REG_R14, 8}, {"r14d", USC_REG_R14, 4}, {"r14w", USC_REG_R14, 2}, {"r14b", USC_REG_R14, 1},
+	{"r15", USC_REG_R15, 8}, {"r15d", USC_REG_R15, 4}, {"r15w", USC_REG_R15, 2}, {"r15b", USC_REG_R15, 1},
+	{"rip", USC_REG_IP, 8},
+};
+
+static const struct reg_alias *reg_lookup(const char *s, size_t n)
+{
+	for (size_t i = 0; i < sizeof(reg_aliases) / sizeof(reg_aliases[0]); i++)
+		if (strlen(reg_aliases[i].name) == n && !strncmp(reg_aliases[i].name, s, n))
+			return &reg_aliases[i];
+	return NULL;
+}
+
+/* $argN by the x86-64 SysV ABI. */
+static const uint8_t sysv_arg_regs[6] = {
+	USC_REG_DI, USC_REG_SI, USC_REG_DX, USC_REG_CX, USC_REG_R8, USC_REG_R9,
+};
+
+/* ---- types ------------------------------------------------------------ */
+
+static enum usc_type type_for_width(unsigned width)
+{
+	switch (width) {
+	case 1: return USC_T_X8;
+	case 2: return USC_T_X16;
+	case 4: return USC_T_X32;
+	default: return USC_T_X64;
+	}
+}
+
+/* Parse TYPE at s[0..n); fills type and bitfield geometry. */
+static int parse_type(const char *text, size_t pos, size_t n, enum usc_type *type,
+		      unsigned *bf_w, unsigned *bf_o, unsigned *bf_c,
+		      struct usc_parse_error *err)
+{
+	const char *s = text + pos;
+
+	for (int t = 0; t < USC_T_NR; t++) {
+		if (t == USC_T_BITFIELD)
+			continue;
+		if (strlen(fetch_type_name(t)) == n && !strncmp(fetch_type_name(t), s, n)) {
+			*type = t;
+			return 0;
+		}
+	}
+	if (n > 0 && s[0] == 'b' && n < 32) {
+		char buf[32];
+		unsigned w, o, c;
+		int used = 0;
+
+		memcpy(buf, s, n);
+		buf[n] = 0;
+		if (sscanf(buf, "b%u@%u/%u%n", &w, &o, &c, &used) != 3 || (size_t)used != n ||
+		    !isdigit((unsigned char)buf[1]))
+			return fail(err, USC_PERR_BAD_BITFIELD, pos);
+		if ((c != 8 && c != 16 && c != 32 && c != 64) || w == 0 || w + o > c)
+			return fail(err, USC_PERR_BAD_BITFIELD, pos);
+		*type = USC_T_BITFIELD;
+		*bf_w = w;
+		*bf_o = o;
+		*bf_c = c;
+		return 0;
+	}
+	return fail(err, USC_PERR_BAD_TYPE, pos);
+}
+
+/* ---- expressions ------------------------------------------------------ */
+
+#define MAX_DEREFS (USC_FETCH_MAX - 4)
+
+struct expr {
+	struct fetch_insn load;
+	unsigned reg_width;		/* for %REG: the alias's width */
+	unsigned noffs;
+	int64_t offs[MAX_DEREFS + 1];	/* innermost first */
+};
+
+/* EXPR in text[*p..end). Advances *p. */
+static int parse_expr(const char *text, size_t *p, size_t end, bool is_return,
+		      struct expr *ex, unsigned depth, struct usc_parse_error *err)
+{
+	size_t i = *p;
+	const char *s = text;
+
+	if (i >= end)
+		return fail(err, USC_PERR_BAD_FETCHARG, i);
+
+	if (s[i] == '%') {
+		size_t j = i + 1;
+		const struct reg_alias *ra;
+
+		while (j < end && isalnum((unsigned char)s[j]))
+			j++;
+		ra = reg_lookup(s + i + 1, j - i - 1);
+		if (!ra)
+			return fail(err, USC_PERR_BAD_REG, i);
+		ex->load.op = FOP_REG;
+		ex->load.reg = ra->reg;
+		ex->reg_width = ra->width;
+		*p = j;
+		return 0;
+	}
+	if (s[i] == '$') {
+		size_t j = i + 1;
+		const char *v = s + i + 1;
+
+		while (j < end && is_ident((unsigned char)s[j]))
+			j++;
+		size_t n = j - i - 1;
+		uint64_t num;
+
+		if (n > 3 && !strncmp(v, "arg", 3) && isdigit((unsigned char)v[3])) {
+			if (probe_parse_number(v + 3, &num) != n - 3 || num < 1 || num > 6)
+				return fail(err, USC_PERR_BAD_ARG_INDEX, i);
+			ex->load.op = FOP_REG;
+			ex->load.reg = sysv_arg_regs[num - 1];
+			ex->reg_width = 8;
+		} else if (n == 6 && !strncmp(v, "retval", 6)) {
+			if (!is_return)
+				return fail(err, USC_PERR_RETVAL_ON_ENTRY, i);
+			ex->load.op = FOP_RETVAL;
+		} else if (n == 5 && !strncmp(v, "stack", 5)) {
+			ex->load.op = FOP_STACKP;
+		} else if (n > 5 && !strncmp(v, "stack", 5) && isdigit((unsigned char)v[5])) {
+			if (probe_parse_number(v + 5, &num) != n - 5 || num > 1024)
+				return fail(err, USC_PERR_BAD_NUMBER, i + 6);
+			ex->load.op = FOP_STACK;
+			ex->load.imm = (int64_t)num;
+		} else if (n == 4 && !strncmp(v, "comm", 4)) {
+			ex->load.op = FOP_COMM;
+		} else {
+			return fail(err, USC_PERR_BAD_VAR, i);
+		}
+		*p = j;
+		return 0;
+	}
+	if (s[i] == '@') {
+		uint64_t num;
+		size_t j = i + 1, used;
+		bool foff = false;
+
+		if (j < end && s[j] == '+') {
+			foff = true;
+			j++;
+		}
+		used = probe_parse_number(s + j, &num);
+		if (!used || j + used > end)
+			return fail(err, USC_PERR_BAD_NUMBER, j);
+		ex->load.op = foff ? FOP_FOFFS : FOP_MEM;
+		ex->load.imm = (int64_t)num;
+		ex->offs[ex->noffs++] = 0;	/* @ADDR is the memory at ADDR */
+		*p = j + used;
+		return 0;
+	}
+	if (s[i] == '+' || s[i] == '-') {
+		uint64_t num;
+		size_t j = i + 1, used;
+		int64_t off;
+
+		used = probe_parse_number(s + j, &num);
+		if (!used || j + used > end || num > INT32_MAX)
+			return fail(err, USC_PERR_BAD_NUMBER, j);
+		off = s[i] == '-' ? -(int64_t)num : (int64_t)num;
+		j += used;
+		if (j >= end || s[j] != '(')
+			return fail(err, USC_PERR_BAD_DEREF, j);
+		if (depth >= MAX_DEREFS)
+			return fail(err, USC_PERR_DEREF_TOO_DEEP, i);
+		j++;
+		if (parse_expr(text, &j, end, is_return, ex, depth + 1, err))
+			return -EINVAL;
+		if (j >= end || s[j] != ')')
+			return fail(err, USC_PERR_NO_CLOSE_PAREN, j);
+		if (ex->load.op == FOP_COMM)
+			return fail(err, USC_PERR_COMM_TYPE, i);
+		if (ex->noffs >= MAX_DEREFS)
+			return fail(err, USC_PERR_DEREF_TOO_DEEP, i);
+		ex->offs[ex->noffs++] = off;
+		*p = j + 1;
+		return 0;
+	}
+	return fail(err, USC_PERR_BAD_FETCHARG, i);
+}
+
+static int arg_name_ok(const char *s, size_t n)
+{
+	if (n == 0 || n >= USC_NAME_MAX || !is_ident_start((unsigned char)s[0]))
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if (!is_ident((unsigned char)s[i]))
+			return 0;
+	/* names the kernel's event format already uses */
+	if (!strncmp(s, "common_", 7) || !strncmp(s, "__probe", 7))
+		return 0;
+	return 1;
+}
+
+int probe_parse_fetcharg(const char *text, size_t start, size_t end, bool is_return,
+			 struct usc_fetcharg *arg, struct usc_parse_error *err)
+{
+	size_t p = start, q;
+	struct expr ex;
+	unsigned bf_w = 0, bf_o = 0, bf_c = 0, n = 0;
+
+	memset(arg, 0, sizeof(*arg));
+	memset(&ex, 0, sizeof(ex));
+	arg->pos = (uint32_t)start;
+	arg->len = (uint32_t)(end - start);
+
+	/* NAME= */
+	q = p;
+	while (q < end && is_ident((unsigned char)text[q]))
+		q++;
+	if (q < end && text[q] == '=') {
+		if (!arg_name_ok(text + p, q - p))
+			return fail(err, USC_PERR_BAD_ARG_NAME, p);
+		memcpy(arg->name, text + p, q - p);
+		arg->named = true;
+		p = q + 1;
+	}
+
+	if (parse_expr(text, &p, end, is_return, &ex, 0, err))
+		return -EINVAL;
+
+	/* :TYPE */
+	if (p < end && text[p] == ':') {
+		if (parse_type(text, p + 1, end - p - 1, &arg->type, &bf_w, &bf_o, &bf_c, err))
+			return -EINVAL;
+		arg->type_given = true;
+		p = end;
+	} else if (p < end) {
+		return fail(err, USC_PERR_BAD_SPACE, p);
+	} else if (ex.load.op == FOP_COMM) {
+		arg->type = USC_T_STRING;
+	} else if (ex.load.op == FOP_REG && ex.noffs == 0) {
+		arg->type = type_for_width(ex.reg_width);
+	} else {
+		arg->type = USC_T_X64;
+	}
+
+	if (ex.load.op == FOP_COMM) {
+		if (arg->type != USC_T_STRING)
+			return fail(err, USC_PERR_COMM_TYPE, start);
+		arg->insn[n++] = ex.load;
+		arg->insn[n++] = (struct fetch_insn){.op = FOP_END};
+		arg->ninsn = (uint8_t)n;
+		return 0;
+	}
+
+	/* load, then every dereference but the last, then the store: the
+	 * last dereference is fused into the store, as in the kernel. A plain
+	 * value typed :string is the address of the string ($arg1:string
+	 * means +0($arg1):string). */
+	arg->insn[n++] = ex.load;
+	bool is_str = fetch_type_is_string(arg->type);
+	unsigned size = arg->type == USC_T_BITFIELD ? bf_c / 8 : fetch_type_size(arg->type);
+
+	for (unsigned i = 0; i + 1 < ex.noffs; i++)
+		arg->insn[n++] = (struct fetch_insn){.op = FOP_DEREF, .imm = ex.offs[i]};
+	if (is_str)
+		arg->insn[n++] = (struct fetch_insn){.op = FOP_ST_STRING,
+			.imm = ex.noffs ? ex.offs[ex.noffs - 1] : 0};
+	else if (ex.noffs)
+		arg->insn[n++] = (struct fetch_insn){.op = FOP_ST_MEM, .size = (uint8_t)size,
+			.imm = ex.offs[ex.noffs - 1]};
+	else
+		arg->insn[n++] = (struct fetch_insn){.op = FOP_ST_RAW, .size = (uint8_t)size};
+	if (arg->type == USC_T_BITFIELD)
+		arg->insn[n++] = (struct fetch_insn){.op = FOP_MOD_BF, .size = (uint8_t)size,
+			.bf_width = (uint8_t)bf_w, .bf_offset = (uint8_t)bf_o};
+	arg->insn[n++] = (struct fetch_insn){.op = FOP_END};
+	arg->ninsn = (uint8_t)n;
+	return 0;
+}
+
+/* ---- the whole probe ---------------------------------------------------- */
+
+struct tok {
+	size_t start, end;
+};
+
+static bool tok_is_fetcharg(const char *s, struct tok t)
+{
+	char c = s[t.start];
+
+	if (c == '%' || c == '$' || c == '@' || c == '+' || c == '-')
+		return true;
+	for (size_t i = t.start; i < t.end; i++)
+		if (s[i] == '=')
+			return true;
+	return false;
+}
+
+/* The first ':' that is not part of a "::" (C++ scope). */
+static const char *lone_colon(const char *s, const char *end)
+{
+	for (const char *p = s; p < end; p++) {
+		if (*p != ':')
+			continue;
+		if (p + 1 < end && p[1] == ':') {
+			p++;
+			continue;
+		}
+		return p;
+	}
+	return NULL;
+}
+
+static bool sym_char_ok(int c)
+{
+	return is_ident(c) || strchr(".$@*?[]!^:~<>,&()-", c) != NULL;
+}
+
+static int parse_location(const char *text, struct tok t, struct usc_probe_spec *spec,
+			  struct usc_parse_error *err)
+{
+	const char *s = text + t.start, *end = text + t.end;
+	const char *colon = lone_colon(s, end);
+	size_t pos = t.start;
+
+	if (t.start >= t.end)
+		return fail(err, USC_PERR_NO_LOCATION, t.start);
+	if (colon) {
+		size_t mlen = (size_t)(colon - s);
+
+		if (mlen == 0 || mlen >= USC_MODULE_MAX)
+			return fail(err, USC_PERR_BAD_MODULE, pos);
+		memcpy(spec->module, s, mlen);
+		spec->module_pos = (uint32_t)pos;
+		s = colon + 1;
+		pos = (size_t)(s - text);
+		if (s >= end)
+			return fail(err, USC_PERR_NO_LOCATION, pos);
+	}
+	spec->loc_pos = (uint32_t)pos;
+
+	if (isdigit((unsigned char)*s)) {
+		size_t used = probe_parse_number(s, &spec->address);
+
+		if (!used)
+			return fail(err, USC_PERR_BAD_NUMBER, pos);
+		if (s + used != end)
+			return fail(err, USC_PERR_TRAILING, pos + used);
+		spec->loc_kind = USC_LOC_ADDRESS;
+		return 0;
+	}
+
+	const char *plus = memchr(s, '+', (size_t)(end - s));
+	const char *sym_end = plus ? plus : end;
+	size_t slen = (size_t)(sym_end - s);
+
+	if (slen == 0 || slen >= USC_SYM_MAX)
+		return fail(err, USC_PERR_BAD_SYMBOL, pos);
+	if (!(is_ident_start((unsigned char)*s) || strchr(".*?[", *s)))
+		return fail(err, USC_PERR_BAD_SYMBOL, pos);
+	for (const char *c = s; c < sym_end; c++)
+		if (!sym_char_ok((unsigned char)*c))
+			return fail(err, USC_PERR_BAD_SYMBOL, (size_t)(c - text));
+	memcpy(spec->symbol, s, slen);
+	spec->loc_kind = USC_LOC_SYMBOL;
+	spec->is_glob = strpbrk(spec->symbol, "*?[") != NULL;
+	if (plus) {
+		size_t used = probe_parse_number(plus + 1, &spec->offset);
+
+		if (!used)
+			return fail(err, USC_PERR_BAD_OFFSET, (size_t)(plus + 1 - text));
+		if (plus + 1 + used != end)
+			return fail(err, USC_PERR_TRAILING, (size_t)(plus + 1 + used - text));
+		spec->has_offset = true;
+	}
+	return 0;
+}
+
+static bool event_name_ok(const char *s, size_t n)
+{
+	if (n == 0 || n >= USC_NAME_MAX || !is_ident_start((unsigned char)s[0]))
+		return false;
+	for (size_t i = 1; i < n; i++)
+		if (!is_ident((unsigned char)s[i]))
+			return false;
+	return true;
+}
+
+int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
+		    struct usc_parse_error *err)
+{
+	struct tok toks[USC_MAX_ARGS + 3];
+	size_t ntok = 0, len = strlen(text), i = 0, t = 0;
+
+	memset(spec, 0, sizeof(*spec));
+	if (err)
+		*err = (struct usc_parse_error){0};
+	if (len >= USC_SPEC_MAX)
+		return fail(err, USC_PERR_TOO_LONG, USC_SPEC_MAX - 1);
+	memcpy(spec->text, text, len);
+
+	while (i < len) {
+		while (i < len && isspace((unsigned char)text[i]))
+			i++;
+		if (i >= len)
+			break;
+		if (ntok == sizeof(toks) / sizeof(toks[0]))
+			return fail(err, USC_PERR_TOO_MANY_ARGS, i);
+		toks[ntok].start = i;
+		while (i < len && !isspace((unsigned char)text[i]))
+			i++;
+		toks[ntok++].end = i;
+	}
+	if (ntok == 0)
+		return fail(err, USC_PERR_EMPTY, 0);
+
+	struct tok loc = toks[0];
+	const char *t0 = text + toks[0].start;
+	size_t t0len = toks[0].end - toks[0].start;
+
+	if (t0len == 1 && (t0[0] == 'p' || t0[0] == 'r')) {
+		spec->is_return = t0[0] == 'r';
+		if (ntok < 2)
+			return fail(err, USC_PERR_NO_LOCATION, len);
+		loc = toks[1];
+		t = 2;
+	} else if (t0len >= 2 && (t0[0] == 'p' || t0[0] == 'r') && t0[1] == ':') {
+		struct tok rest = {toks[0].start + 2, toks[0].end};
+		bool has_colon = memchr(text + rest.start, ':', rest.end - rest.start) != NULL;
+
+		spec->is_return = t0[0] == 'r';
+		if (!has_colon && ntok >= 2 && !tok_is_fetcharg(text, toks[1])) {
+			/* p:EVENT LOCATION */
+			if (!event_name_ok(text + rest.start, rest.end - rest.start))
+				return fail(err, USC_PERR_BAD_EVENT, rest.start);
+			memcpy(spec->event, text + rest.start, rest.end - rest.start);
+			spec->event_given = true;
+			loc = toks[1];
+			t = 2;
+		} else {
+			if (rest.start == rest.end)
+				return fail(err, USC_PERR_NO_LOCATION, rest.start);
+			loc = rest;
+			t = 1;
+		}
+	} else {
+		if (tok_is_fetcharg(text, toks[0]))
+			return fail(err, USC_PERR_NO_LOCATION, toks[0].start);
+		t = 1;
+	}
+
+	if (parse_location(text, loc, spec, err))
+		return -EINVAL;
+
+	for (; t < ntok; t++) {
+		struct usc_fetcharg *a;
+
+		if (spec->nargs >= USC_MAX_ARGS)
+			return fail(err, USC_PERR_TOO_MANY_ARGS, toks[t].start);
+		a = &spec->args[spec->nargs];
+		if (probe_parse_fetcharg(text, toks[t].start, toks[t].end, spec->is_return, a, err))
+			return -EINVAL;
+		if (!a->named)
+			snprintf(a->name, sizeof(a->name), "arg%u", spec->nargs + 1);
+		for (unsigned k = 0; k < spec->nargs; k++)
+			if (!strcmp(spec->args[k].name, a->name))
+				return fail(err, USC_PERR_DUP_ARG_NAME, toks[t].start);
+		spec->nargs++;
+	}
+	return 0;
+}
+
+/* ---- back to text ------------------------------------------------------- */
+
+int probe_fetcharg_format(const struct usc_fetcharg *arg, char *buf, size_t len)
+{
+	char expr[512] = "", tmp[512];
+	const struct fetch_insn *in = arg->insn;
+	unsigned n = arg->ninsn;
+
+	for (unsigned i = 0; i < n && in[i].op != FOP_END; i++) {
+		const struct fetch_insn *f = &in[i];
+		int64_t off = f->imm;
+
+		switch (f->op) {
+		case FOP_REG: snprintf(expr, sizeof(expr), "%%%s", fetch_reg_kname(f->reg)); break;
+		case FOP_STACK: snprintf(expr, sizeof(expr), "$stack%lld", (long long)f->imm); break;
+		case FOP_STACKP: snprintf(expr, sizeof(expr), "$stack"); break;
+		case FOP_RETVAL: snprintf(expr, sizeof(expr), "$retval"); break;
+		case FOP_COMM: snprintf(expr, sizeof(expr), "$comm"); break;
+		case FOP_IMM: snprintf(expr, sizeof(expr), "\\%lld", (long long)f->imm); break;
+		case FOP_MEM: snprintf(expr, sizeof(expr), "&0x%llx", (unsigned long long)f->imm); break;
+		case FOP_FOFFS: snprintf(expr, sizeof(expr), "&+0x%llx", (unsigned long long)f->imm); break;
+		case FOP_DEREF:
+		case FOP_ST_MEM:
+			snprintf(tmp, sizeof(tmp), "%s%lld(%s)", off < 0 ? "-" : "+",
+				 (long long)(off < 0 ? -off : off), expr);
+			memcpy(expr, tmp, sizeof(expr));
+			break;
+		case FOP_ST_STRING:
+			snprintf(tmp, sizeof(tmp), "%s%lld(%s)", off < 0 ? "-" : "+",
+				 (long long)(off < 0 ? -off : off), expr);
+			memcpy(expr, tmp, sizeof(expr));
+			break;
+		default: break;
+		}
+	}
+	return snprintf(buf, len, "%s=%s:%s", arg->name, expr, fetch_type_name(arg->type));
+}

@@ -1,0 +1,116 @@
+/* The probe language: `[p|r][:EVENT] LOCATION [FETCHARG ...]` -> usc_probe_spec.
+ *
+ * The parser never writes into its input and never allocates: a spec is one
+ * self-contained struct. Errors carry the byte offset of the mistake so the
+ * CLI can print a caret under it. */
+#ifndef USC_PROBE_PROBE_H
+#define USC_PROBE_PROBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "probe/fetch.h"
+
+#define USC_MAX_ARGS 32
+#define USC_NAME_MAX 64		/* event and argument names */
+#define USC_SYM_MAX 512		/* symbol, glob or C++ name */
+#define USC_MODULE_MAX 4096
+#define USC_SPEC_MAX 4096	/* longest probe text accepted */
+
+/* One table of parse errors (as the kernel's trace_probe does). */
+#define USC_PARSE_ERRORS(X)                                                    \
+	X(OK, "no error")                                                      \
+	X(EMPTY, "empty probe")                                                \
+	X(TOO_LONG, "probe text is too long")                                  \
+	X(BAD_KIND, "expected 'p' or 'r' before ':'")                          \
+	X(BAD_EVENT, "expected an event name ([A-Za-z_][A-Za-z0-9_]*)")        \
+	X(NO_LOCATION, "expected a location: SYMBOL, SYMBOL+OFFSET or ADDRESS") \
+	X(BAD_MODULE, "expected a module name or path before ':'")             \
+	X(BAD_SYMBOL, "expected a symbol name or glob")                        \
+	X(BAD_NUMBER, "expected a number (decimal, 0x hex or 0 octal)")        \
+	X(BAD_OFFSET, "expected an offset after '+'")                          \
+	X(TRAILING, "unexpected text after the location")                      \
+	X(TOO_MANY_ARGS, "too many fetch arguments")                           \
+	X(BAD_ARG_NAME, "expected an argument name ([A-Za-z_][A-Za-z0-9_]*)")  \
+	X(DUP_ARG_NAME, "an argument of this name already exists")             \
+	X(BAD_FETCHARG, "expected %REG, $argN, $retval, $stackN, $stack, $comm, @ADDR, @+OFFSET or +OFFS(EXPR)") \
+	X(BAD_REG, "unknown register")                                         \
+	X(BAD_ARG_INDEX, "$argN takes N from 1 to 6")                          \
+	X(RETVAL_ON_ENTRY, "$retval needs a return probe ('r:')")              \
+	X(BAD_VAR, "unknown $-variable")                                       \
+	X(BAD_DEREF, "expected '(' after the dereference offset")              \
+	X(NO_CLOSE_PAREN, "expected ')'")                                      \
+	X(DEREF_TOO_DEEP, "dereferences nested too deeply")                    \
+	X(BAD_TYPE, "expected a type: u8..u64, s8..s64, x8..x64, string, ustring, symbol or b<width>@<offset>/<size>") \
+	X(BAD_BITFIELD, "expected a bitfield b<width>@<offset>/<container size 8|16|32|64>") \
+	X(COMM_TYPE, "$comm is a string; only :string fits it")                \
+	X(STRING_OF_STRING, "this expression is already a string")             \
+	X(BAD_SPACE, "expected a space between fetch arguments")
+
+enum usc_parse_err {
+#define X(id, msg) USC_PERR_##id,
+	USC_PARSE_ERRORS(X)
+#undef X
+	USC_PERR_NR
+};
+
+struct usc_parse_error {
+	enum usc_parse_err code;
+	size_t pos;		/* byte offset into the probe text */
+};
+
+const char *usc_parse_strerror(enum usc_parse_err code);
+
+struct usc_fetcharg {
+	char name[USC_NAME_MAX];
+	bool named;			/* NAME= given */
+	enum usc_type type;
+	bool type_given;		/* :TYPE given */
+	uint32_t pos;			/* offset of the argument in the probe text */
+	uint32_t len;			/* its length */
+	uint8_t ninsn;			/* including the FOP_END */
+	struct fetch_insn insn[USC_FETCH_MAX];
+};
+
+enum usc_loc_kind {
+	USC_LOC_SYMBOL,		/* SYMBOL or SYMBOL+OFFSET; symbol may be a glob */
+	USC_LOC_ADDRESS,	/* a link-time virtual address */
+};
+
+struct usc_probe_spec {
+	char text[USC_SPEC_MAX];	/* the probe as given */
+	bool is_return;
+	bool event_given;
+	char event[USC_NAME_MAX];
+	char module[USC_MODULE_MAX];	/* "" = the target's executable */
+	uint32_t module_pos;
+	enum usc_loc_kind loc_kind;
+	uint32_t loc_pos;		/* offset of the location's symbol/address */
+	char symbol[USC_SYM_MAX];	/* may carry @VER / @@VER */
+	bool is_glob;
+	uint64_t offset;		/* SYMBOL+OFFSET */
+	bool has_offset;
+	uint64_t address;		/* USC_LOC_ADDRESS */
+	unsigned nargs;
+	struct usc_fetcharg args[USC_MAX_ARGS];
+};
+
+/* Parse one probe. Returns 0, or -EINVAL with *err filled. */
+int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
+		    struct usc_parse_error *err);
+
+/* Parse one FETCHARG alone (text[pos..]) into arg; used by the probe parser
+ * and by front ends that build probes programmatically. */
+int probe_parse_fetcharg(const char *text, size_t start, size_t end,
+			 bool is_return, struct usc_fetcharg *arg,
+			 struct usc_parse_error *err);
+
+/* Parse a number: decimal, 0x hex or 0 octal. Returns chars consumed, 0 on
+ * error. */
+size_t probe_parse_number(const char *s, uint64_t *out);
+
+/* Render a fetch program back as probe-language text (for messages and tests). */
+int probe_fetcharg_format(const struct usc_fetcharg *arg, char *buf, size_t len);
+
+#endif
