@@ -1,0 +1,1164 @@
+/* ELF files: symbols, segments, file offsets (libelf).
+ *
+ * The file is mmap'd read-only for the life of the elf_file; libelf is used
+ * while indexing (program headers, section headers, symbol tables, symbol
+ * versions) and released afterwards. Everything the caller sees (names,
+ * versions, paths) is a private copy owned by the elf_file. */
+#include "elf/elf.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+struct elf_priv {
+	const unsigned char *map;	/* the whole file, read-only */
+	size_t mapsz;
+	const struct elf_sym **byaddr;	/* syms sorted by vaddr, then name */
+	uint64_t maxsize;		/* largest st_size, bounds elf_func_at */
+};
+
+/* ---- raw file access ------------------------------------------------- */
+
+static int seg_find_vaddr(const struct elf_file *ef, uint64_t vaddr)
+{
+	for (size_t i = 0; i < ef->nsegs; i++) {
+		const struct elf_seg *s = &ef->segs[i];
+		if (vaddr >= s->vaddr && vaddr - s->vaddr < s->filesz)
+			return (int)i;
+	}
+	return -1;
+}
+
+int elf_vaddr_to_offset(const struct elf_file *ef, uint64_t vaddr, uint64_t *off)
+{
+	int i = seg_find_vaddr(ef, vaddr);
+
+	if (i < 0)
+		return -ENOENT;
+	*off = vaddr - ef->segs[i].vaddr + ef->segs[i].offset;
+	return 0;
+}
+
+int elf_offset_to_vaddr(const struct elf_file *ef, uint64_t off, uint64_t *vaddr)
+{
+	for (size_t i = 0; i < ef->nsegs; i++) {
+		const struct elf_seg *s = &ef->segs[i];
+		if (off >= s->offset && off - s->offset < s->filesz) {
+			*vaddr = off - s->offset + s->vaddr;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+bool elf_vaddr_is_exec(const struct elf_file *ef, uint64_t vaddr)
+{
+	for (size_t i = 0; i < ef->nsegs; i++) {
+		const struct elf_seg *s = &ef->segs[i];
+		if ((s->flags & PF_X) && vaddr >= s->vaddr && vaddr - s->vaddr < s->memsz)
+			return true;
+	}
+	return false;
+}
+
+/* Bytes [off, off+len) of the file, or NULL. */
+static const void *raw_at(const struct elf_priv *p, uint64_t off, uint64_t len)
+{
+	if (off > p->mapsz || len > p->mapsz - off)
+		return NULL;
+	return p->map + off;
+}
+
+/* A NUL-terminated string at off, not crossing limit (file offset), or NULL. */
+static const char *raw_str(const struct elf_priv *p, uint64_t off, uint64_t limit)
+{
+	if (limit > p->mapsz)
+		limit = p->mapsz;
+	if (off >= limit)
+		return NULL;
+	if (!memchr(p->map + off, 0, limit - off))
+		return NULL;
+	return (const char *)p->map + off;
+}
+
+int elf_read(const struct elf_file *ef, uint64_t vaddr, void *buf, size_t len)
+{
+	const struct elf_priv *p = ef->priv;
+	unsigned char *dst = buf;
+
+	while (len) {
+		int i = seg_find_vaddr(ef, vaddr);
+		const struct elf_seg *s;
+		uint64_t in, n;
+		const void *src;
+
+		if (i < 0) {
+			log_error("%s: address 0x%" PRIx64 " is not in the file image",
+				  ef->path, vaddr);
+			return -ENOENT;
+		}
+		s = &ef->segs[i];
+		in = vaddr - s->vaddr;
+		n = s->filesz - in;
+		if (n > len)
+			n = len;
+		src = raw_at(p, s->offset + in, n);
+		if (!src) {
+			log_error("%s: segment at 0x%" PRIx64 " is truncated", ef->path,
+				  s->vaddr);
+			return -EIO;
+		}
+		memcpy(dst, src, n);
+		dst += n;
+		vaddr += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* ---- symbol collection ----------------------------------------------- */
+
+struct symvec {
+	struct elf_sym *v;
+	size_t n, cap;
+};
+
+static int symvec_add(struct symvec *sv, const char *name, size_t namelen,
+		      const char *version, uint64_t vaddr, uint64_t size,
+		      unsigned flags)
+{
+	struct elf_sym *s;
+
+	if (!namelen)
+		return 0;
+	if (sv->n == sv->cap) {
+		size_t cap = sv->cap ? sv->cap * 2 : 256;
+		struct elf_sym *v = realloc(sv->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		sv->v = v;
+		sv->cap = cap;
+	}
+	s = &sv->v[sv->n];
+	s->name = strndup(name, namelen);
+	s->version = version ? strdup(version) : NULL;
+	if (!s->name || (version && !s->version)) {
+		free((char *)s->name);
+		free((char *)s->version);
+		return -ENOMEM;
+	}
+	s->vaddr = vaddr;
+	s->size = size;
+	s->flags = flags;
+	sv->n++;
+	return 0;
+}
+
+static void sym_free_strings(struct elf_sym *s)
+{
+	free((char *)s->name);
+	free((char *)s->version);
+	s->name = s->version = NULL;
+}
+
+/* Add one symbol table entry if it is a defined function. In .symtab the
+ * name may carry its version ("foo@VER" / "foo@@VER"); in .dynsym the
+ * version comes from the versym table (version/hidden). */
+static int add_gsym(struct symvec *sv, const GElf_Sym *sym, const char *name,
+		    bool dynsym, const char *version, bool hidden)
+{
+	int type = GELF_ST_TYPE(sym->st_info);
+	int bind = GELF_ST_BIND(sym->st_info);
+	unsigned flags = dynsym ? ELF_SYM_DYNSYM : ELF_SYM_SYMTAB;
+	size_t namelen;
+
+	if (type != STT_FUNC && type != STT_GNU_IFUNC)
+		return 0;
+	if (sym->st_shndx == SHN_UNDEF || !name || !*name)
+		return 0;
+	if (type == STT_GNU_IFUNC)
+		flags |= ELF_SYM_IFUNC;
+	if (bind == STB_WEAK)
+		flags |= ELF_SYM_WEAK;
+	else if (bind == STB_LOCAL)
+		flags |= ELF_SYM_LOCAL;
+
+	namelen = strlen(name);
+	if (!dynsym) {
+		const char *at = strchr(name, '@');
+		if (at) {
+			namelen = (size_t)(at - name);
+			if (at[1] == '@') {
+				version = at + 2;
+				hidden = false;
+			} else {
+				version = at + 1;
+				hidden = true;
+			}
+			if (!*version)
+				version = NULL;
+		}
+	}
+	if (version)
+		flags |= hidden ? ELF_SYM_HIDDEN_VER : ELF_SYM_DEFAULT_VER;
+	return symvec_add(sv, name, namelen, version, sym->st_value, sym->st_size,
+			  flags);
+}
+
+/* Version index -> name, from a verdef table. */
+struct vertab {
+	const char **names;	/* indexed by vd_ndx, NULL for none/base */
+	size_t n;
+};
+
+static int vertab_set(struct vertab *vt, unsigned ndx, const char *name)
+{
+	if (ndx >= 0x8000)
+		return 0;
+	if (ndx >= vt->n) {
+		size_t n = ndx + 1;
+		const char **v = realloc(vt->names, n * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		for (size_t i = vt->n; i < n; i++)
+			v[i] = NULL;
+		vt->names = v;
+		vt->n = n;
+	}
+	vt->names[ndx] = name;
+	return 0;
+}
+
+static const char *vertab_get(const struct vertab *vt, unsigned versym, bool *hidden)
+{
+	unsigned ndx = versym & 0x7fff;
+
+	*hidden = versym & 0x8000;
+	if (ndx <= VER_NDX_GLOBAL || ndx >= vt->n)
+		return NULL;
+	return vt->names[ndx];
+}
+
+static int load_verdef_scn(Elf *elf, Elf_Scn *scn, struct vertab *vt)
+{
+	GElf_Shdr sh;
+	Elf_Data *d;
+	size_t off = 0;
+
+	if (!gelf_getshdr(scn, &sh) || !(d = elf_getdata(scn, NULL)) || !d->d_buf)
+		return 0;
+	for (size_t i = 0; i < 0x8000; i++) {
+		GElf_Verdef vd;
+		GElf_Verdaux vda;
+		if (!gelf_getverdef(d, (int)off, &vd))
+			break;
+		if (!(vd.vd_flags & VER_FLG_BASE) && vd.vd_cnt &&
+		    gelf_getverdaux(d, (int)(off + vd.vd_aux), &vda)) {
+			const char *nm = elf_strptr(elf, sh.sh_link, vda.vda_name);
+			if (nm && vertab_set(vt, vd.vd_ndx, nm) < 0)
+				return -ENOMEM;
+		}
+		if (!vd.vd_next)
+			break;
+		off += vd.vd_next;
+	}
+	return 0;
+}
+
+static int load_symtab_scn(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
+			   Elf_Data *versym, const struct vertab *vt,
+			   struct symvec *sv)
+{
+	bool dyn = sh->sh_type == SHT_DYNSYM;
+	Elf_Data *d = elf_getdata(scn, NULL);
+	size_t n;
+
+	if (!d || !d->d_buf || !sh->sh_entsize)
+		return 0;
+	n = sh->sh_size / sh->sh_entsize;
+	for (size_t i = 1; i < n; i++) {
+		GElf_Sym sym;
+		const char *name, *ver = NULL;
+		bool hidden = false;
+		int err;
+
+		if (!gelf_getsym(d, (int)i, &sym))
+			break;
+		if (GELF_ST_TYPE(sym.st_info) != STT_FUNC &&
+		    GELF_ST_TYPE(sym.st_info) != STT_GNU_IFUNC)
+			continue;
+		name = elf_strptr(elf, sh->sh_link, sym.st_name);
+		if (dyn && versym) {
+			GElf_Versym vs;
+			if (gelf_getversym(versym, (int)i, &vs))
+				ver = vertab_get(vt, vs, &hidden);
+		}
+		err = add_gsym(sv, &sym, name, dyn, ver, hidden);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+/* Dynamic-segment values used for the no-section-header fallback. */
+struct dyninfo {
+	uint64_t strtab, strsz, symtab, syment, hash, gnu_hash, versym, verdef,
+		 verdefnum;
+};
+
+static uint64_t dyn_count_syms(const struct elf_file *ef, const struct dyninfo *di)
+{
+	const struct elf_priv *p = ef->priv;
+	uint64_t off;
+	const uint32_t *w;
+
+	if (di->hash && !elf_vaddr_to_offset(ef, di->hash, &off) &&
+	    (w = raw_at(p, off, 8)) && !((uintptr_t)w & 3))
+		return w[1];	/* nchain */
+	if (di->gnu_hash && !elf_vaddr_to_offset(ef, di->gnu_hash, &off) &&
+	    (w = raw_at(p, off, 16)) && !((uintptr_t)w & 3)) {
+		uint32_t nbuckets = w[0], symoffset = w[1], bloom = w[2];
+		uint64_t boff = off + 16 + (uint64_t)bloom * 8;
+		const uint32_t *buckets = raw_at(p, boff, (uint64_t)nbuckets * 4);
+		uint32_t max = 0;
+		uint64_t coff;
+
+		if (!buckets)
+			return 0;
+		for (uint32_t i = 0; i < nbuckets; i++)
+			if (buckets[i] > max)
+				max = buckets[i];
+		if (max < symoffset)
+			return symoffset;
+		coff = boff + (uint64_t)nbuckets * 4;
+		for (uint64_t i = max; i < (1u << 24); i++) {
+			const uint32_t *c = raw_at(p, coff + (i - symoffset) * 4, 4);
+			if (!c)
+				return 0;
+			if (*c & 1)
+				return i + 1;
+		}
+	}
+	return 0;
+}
+
+/* .dynsym through DT_SYMTAB & co., for files without section headers. */
+static int load_dynsym_from_dynamic(const struct elf_file *ef,
+				    const struct dyninfo *di, struct symvec *sv)
+{
+	const struct elf_priv *p = ef->priv;
+	uint64_t symoff, stroff, versymoff = 0, nsyms;
+	struct vertab vt = { 0 };
+	const uint16_t *versym = NULL;
+	int err = 0;
+
+	if (!di->symtab || !di->strtab ||
+	    elf_vaddr_to_offset(ef, di->symtab, &symoff) ||
+	    elf_vaddr_to_offset(ef, di->strtab, &stroff))
+		return 0;
+	if (di->syment && di->syment != sizeof(Elf64_Sym))
+		return 0;
+	nsyms = dyn_count_syms(ef, di);
+	if (!nsyms || !raw_at(p, symoff, nsyms * sizeof(Elf64_Sym))) {
+		log_debug("%s: cannot size the dynamic symbol table", ef->path);
+		return 0;
+	}
+	if (di->versym && !elf_vaddr_to_offset(ef, di->versym, &versymoff))
+		versym = raw_at(p, versymoff, nsyms * 2);
+	if (versym && ((uintptr_t)versym & 1))
+		versym = NULL;
+	if (versym && di->verdef) {
+		uint64_t off;
+		if (!elf_vaddr_to_offset(ef, di->verdef, &off)) {
+			for (uint64_t i = 0; i < (di->verdefnum ? di->verdefnum : 0x7fff); i++) {
+				Elf64_Verdef vd;
+				Elf64_Verdaux vda;
+				const void *r = raw_at(p, off, sizeof(vd));
+				if (!r)
+					break;
+				memcpy(&vd, r, sizeof(vd));
+				r = raw_at(p, off + vd.vd_aux, sizeof(vda));
+				if (r && !(vd.vd_flags & VER_FLG_BASE) && vd.vd_cnt) {
+					const char *nm;
+					memcpy(&vda, r, sizeof(vda));
+					nm = raw_str(p, stroff + vda.vda_name,
+						     di->strsz ? stroff + di->strsz : p->mapsz);
+					if (nm && (err = vertab_set(&vt, vd.vd_ndx, nm)) < 0)
+						goto out;
+				}
+				if (!vd.vd_next)
+					break;
+				off += vd.vd_next;
+			}
+		}
+	}
+	for (uint64_t i = 1; i < nsyms; i++) {
+		Elf64_Sym raw;
+		GElf_Sym sym;
+		const char *name, *ver = NULL;
+		bool hidden = false;
+
+		memcpy(&raw, p->map + symoff + i * sizeof(raw), sizeof(raw));
+		sym.st_name = raw.st_name;
+		sym.st_info = raw.st_info;
+		sym.st_other = raw.st_other;
+		sym.st_shndx = raw.st_shndx;
+		sym.st_value = raw.st_value;
+		sym.st_size = raw.st_size;
+		name = raw_str(p, stroff + sym.st_name,
+			       di->strsz ? stroff + di->strsz : p->mapsz);
+		if (versym)
+			ver = vertab_get(&vt, versym[i], &hidden);
+		if ((err = add_gsym(sv, &sym, name, true, ver, hidden)))
+			goto out;
+	}
+out:
+	free(vt.names);
+	return err;
+}
+
+static int cmp_str_null_first(const char *a, const char *b)
+{
+	if (!a || !b)
+		return (a != NULL) - (b != NULL);
+	return strcmp(a, b);
+}
+
+static int cmp_sym_name_addr(const void *pa, const void *pb)
+{
+	const struct elf_sym *a = pa, *b = pb;
+	int c = strcmp(a->name, b->name);
+
+	if (c)
+		return c;
+	if (a->vaddr != b->vaddr)
+		return a->vaddr < b->vaddr ? -1 : 1;
+	return cmp_str_null_first(a->version, b->version);
+}
+
+static int cmp_symp_addr(const void *pa, const void *pb)
+{
+	const struct elf_sym *a = *(const struct elf_sym *const *)pa;
+	const struct elf_sym *b = *(const struct elf_sym *const *)pb;
+
+	if (a->vaddr != b->vaddr)
+		return a->vaddr < b->vaddr ? -1 : 1;
+	/* same order as ef->syms (pointers into one array) */
+	return a < b ? -1 : a > b;
+}
+
+/* LOCAL and WEAK only survive a merge if both entries have them. */
+static unsigned merge_flags(unsigned a, unsigned b)
+{
+	unsigned both = ELF_SYM_LOCAL | ELF_SYM_WEAK;
+
+	return ((a | b) & ~both) | (a & b & both);
+}
+
+/* Sort, then merge (name, version, vaddr) duplicates, and fold unversioned
+ * entries (typically .symtab copies of .dynsym symbols) into a versioned
+ * entry of the same name at the same address. */
+static void syms_normalize(struct symvec *sv)
+{
+	size_t w = 0;
+
+	if (!sv->n)
+		return;
+	qsort(sv->v, sv->n, sizeof(*sv->v), cmp_sym_name_addr);
+	for (size_t i = 0; i < sv->n;) {
+		size_t j = i, k, keep;
+		/* run of the same (name, vaddr) */
+		while (j < sv->n && !strcmp(sv->v[j].name, sv->v[i].name) &&
+		       sv->v[j].vaddr == sv->v[i].vaddr)
+			j++;
+		/* unversioned entries sort first; pick a versioned target */
+		keep = j;
+		for (k = i; k < j; k++) {
+			if (sv->v[k].version && (keep == j ||
+			    (sv->v[k].flags & ELF_SYM_DEFAULT_VER)))
+				keep = k;
+			if (keep != j && (sv->v[keep].flags & ELF_SYM_DEFAULT_VER))
+				break;
+		}
+		for (k = i; k < j; k++) {
+			struct elf_sym *s = &sv->v[k];
+			struct elf_sym *into = NULL;
+
+			if (!s->version && keep != j)
+				into = &sv->v[keep];
+			else if (w > 0 && !strcmp(sv->v[w - 1].name, s->name) &&
+				 sv->v[w - 1].vaddr == s->vaddr &&
+				 !cmp_str_null_first(sv->v[w - 1].version, s->version))
+				into = &sv->v[w - 1];
+			if (into) {
+				into->flags = merge_flags(into->flags, s->flags);
+				if (!into->size)
+					into->size = s->size;
+				sym_free_strings(s);
+				continue;
+			}
+			sv->v[w++] = *s;
+		}
+		i = j;
+	}
+	sv->n = w;
+}
+
+/* ---- open/close ---------------------------------------------------- */
+
+static char *xstrdup_opt(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+void elf_close(struct elf_file *ef)
+{
+	struct elf_priv *p;
+
+	if (!ef)
+		return;
+	p = ef->priv;
+	for (size_t i = 0; i < ef->nsyms; i++)
+		sym_free_strings(&ef->syms[i]);
+	free(ef->syms);
+	for (size_t i = 0; i < ef->nneeded; i++)
+		free(ef->needed[i]);
+	free(ef->needed);
+	free(ef->segs);
+	free(ef->path);
+	free(ef->soname);
+	free(ef->runpath);
+	free(ef->rpath);
+	free(ef->interp);
+	if (p) {
+		if (p->map)
+			munmap((void *)p->map, p->mapsz);
+		free(p->byaddr);
+		free(p);
+	}
+	free(ef);
+}
+
+static int load_dynamic(struct elf_file *ef, const GElf_Phdr *dynph,
+			struct dyninfo *di)
+{
+	const struct elf_priv *p = ef->priv;
+	uint64_t n, stroff = 0, strend;
+	const unsigned char *base;
+	uint64_t soname = UINT64_MAX, rpath = UINT64_MAX, runpath = UINT64_MAX;
+	size_t nneeded = 0;
+
+	if (!(base = raw_at(p, dynph->p_offset, dynph->p_filesz)))
+		return 0;
+	n = dynph->p_filesz / sizeof(Elf64_Dyn);
+	for (uint64_t i = 0; i < n; i++) {
+		Elf64_Dyn d;
+		memcpy(&d, base + i * sizeof(d), sizeof(d));
+		if (d.d_tag == DT_NULL)
+			break;
+		switch (d.d_tag) {
+		case DT_NEEDED: nneeded++; break;
+		case DT_STRTAB: di->strtab = d.d_un.d_ptr; break;
+		case DT_STRSZ: di->strsz = d.d_un.d_val; break;
+		case DT_SYMTAB: di->symtab = d.d_un.d_ptr; break;
+		case DT_SYMENT: di->syment = d.d_un.d_val; break;
+		case DT_HASH: di->hash = d.d_un.d_ptr; break;
+		case DT_GNU_HASH: di->gnu_hash = d.d_un.d_ptr; break;
+		case DT_VERSYM: di->versym = d.d_un.d_ptr; break;
+		case DT_VERDEF: di->verdef = d.d_un.d_ptr; break;
+		case DT_VERDEFNUM: di->verdefnum = d.d_un.d_val; break;
+		case DT_SONAME: soname = d.d_un.d_val; break;
+		case DT_RPATH: rpath = d.d_un.d_val; break;
+		case DT_RUNPATH: runpath = d.d_un.d_val; break;
+		default: break;
+		}
+	}
+	if (!di->strtab || elf_vaddr_to_offset(ef, di->strtab, &stroff)) {
+		if (nneeded || soname != UINT64_MAX)
+			log_warn("%s: dynamic string table not found", ef->path);
+		return 0;
+	}
+	strend = di->strsz ? stroff + di->strsz : p->mapsz;
+#define DSTR(v) ((v) == UINT64_MAX ? NULL : raw_str(p, stroff + (v), strend))
+	if (soname != UINT64_MAX && !(ef->soname = xstrdup_opt(DSTR(soname))) &&
+	    DSTR(soname))
+		return -ENOMEM;
+	if (rpath != UINT64_MAX && !(ef->rpath = xstrdup_opt(DSTR(rpath))) &&
+	    DSTR(rpath))
+		return -ENOMEM;
+	if (runpath != UINT64_MAX && !(ef->runpath = xstrdup_opt(DSTR(runpath))) &&
+	    DSTR(runpath))
+		return -ENOMEM;
+	if (nneeded) {
+		ef->needed = calloc(nneeded, sizeof(char *));
+		if (!ef->needed)
+			return -ENOMEM;
+		for (uint64_t i = 0; i < n && ef->nneeded < nneeded; i++) {
+			Elf64_Dyn d;
+			const char *s;
+			memcpy(&d, base + i * sizeof(d), sizeof(d));
+			if (d.d_tag == DT_NULL)
+				break;
+			if (d.d_tag != DT_NEEDED)
+				continue;
+			if (!(s = DSTR(d.d_un.d_val))) {
+				log_warn("%s: bad DT_NEEDED string", ef->path);
+				continue;
+			}
+			if (!(ef->needed[ef->nneeded] = strdup(s)))
+				return -ENOMEM;
+			ef->nneeded++;
+		}
+	}
+#undef DSTR
+	return 0;
+}
+
+static int load_syms(struct elf_file *ef, Elf *elf, const struct dyninfo *di)
+{
+	struct symvec sv = { 0 };
+	struct vertab vt = { 0 };
+	Elf_Scn *scn = NULL, *versym_scn = NULL, *verdef_scn = NULL;
+	Elf_Data *versym = NULL;
+	bool have_tables = false;
+	struct elf_priv *p = ef->priv;
+	int err = 0;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_GNU_versym && !versym_scn)
+			versym_scn = scn;
+		else if (sh.sh_type == SHT_GNU_verdef && !verdef_scn)
+			verdef_scn = scn;
+	}
+	if (versym_scn && verdef_scn) {
+		versym = elf_getdata(versym_scn, NULL);
+		if (versym && !versym->d_buf)
+			versym = NULL;
+		if ((err = load_verdef_scn(elf, verdef_scn, &vt)))
+			goto out;
+	}
+	scn = NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM)
+			continue;
+		have_tables = true;
+		err = load_symtab_scn(elf, scn, &sh,
+				      sh.sh_type == SHT_DYNSYM ? versym : NULL, &vt, &sv);
+		if (err)
+			goto out;
+	}
+	if (!have_tables && di->symtab) {
+		log_debug("%s: no symbol table sections, reading DT_SYMTAB", ef->path);
+		if ((err = load_dynsym_from_dynamic(ef, di, &sv)))
+			goto out;
+	}
+	syms_normalize(&sv);
+	ef->syms = sv.v;
+	ef->nsyms = sv.n;
+	sv.v = NULL;
+	sv.n = 0;
+	if (ef->nsyms) {
+		p->byaddr = malloc(ef->nsyms * sizeof(*p->byaddr));
+		if (!p->byaddr) {
+			err = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < ef->nsyms; i++) {
+			p->byaddr[i] = &ef->syms[i];
+			if (ef->syms[i].size > p->maxsize)
+				p->maxsize = ef->syms[i].size;
+		}
+		qsort(p->byaddr, ef->nsyms, sizeof(*p->byaddr), cmp_symp_addr);
+	}
+out:
+	for (size_t i = 0; i < sv.n; i++)
+		sym_free_strings(&sv.v[i]);
+	free(sv.v);
+	free(vt.names);
+	return err;
+}
+
+static int index_elf(struct elf_file *ef, Elf *elf)
+{
+	struct elf_priv *p = ef->priv;
+	struct dyninfo di = { 0 };
+	GElf_Ehdr eh;
+	GElf_Phdr dynph;
+	bool have_dyn = false;
+	size_t phnum, nload = 0;
+	int err;
+
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
+	    gelf_getclass(elf) != ELFCLASS64 || eh.e_machine != EM_X86_64 ||
+	    eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+		log_error("%s: not a 64-bit x86-64 ELF file", ef->path);
+		return -ENOEXEC;
+	}
+	ef->is_dyn = eh.e_type == ET_DYN;
+	ef->is_exec_type = eh.e_type == ET_EXEC;
+	if (elf_getphdrnum(elf, &phnum)) {
+		log_error("%s: bad program headers: %s", ef->path, elf_errmsg(-1));
+		return -ENOEXEC;
+	}
+	ef->segs = calloc(phnum ? phnum : 1, sizeof(*ef->segs));
+	if (!ef->segs)
+		return -ENOMEM;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+		if (!gelf_getphdr(elf, (int)i, &ph))
+			continue;
+		if (ph.p_type == PT_LOAD) {
+			struct elf_seg *s = &ef->segs[nload++];
+			s->vaddr = ph.p_vaddr;
+			s->memsz = ph.p_memsz;
+			s->offset = ph.p_offset;
+			s->filesz = ph.p_filesz;
+			s->flags = ph.p_flags;
+		} else if (ph.p_type == PT_INTERP && !ef->interp) {
+			const char *s = raw_str(p, ph.p_offset, ph.p_offset + ph.p_filesz);
+			if (s && !(ef->interp = strdup(s)))
+				return -ENOMEM;
+		} else if (ph.p_type == PT_DYNAMIC && !have_dyn) {
+			dynph = ph;
+			have_dyn = true;
+		}
+	}
+	ef->nsegs = nload;
+	if (have_dyn && (err = load_dynamic(ef, &dynph, &di)))
+		return err;
+	return load_syms(ef, elf, &di);
+}
+
+int elf_open(const char *path, struct elf_file **out)
+{
+	struct elf_file *ef;
+	struct elf_priv *p;
+	struct stat st;
+	Elf *elf;
+	int fd, err;
+
+	*out = NULL;
+	if (elf_version(EV_CURRENT) == EV_NONE) {
+		log_error("libelf initialisation failed: %s", elf_errmsg(-1));
+		return -ENOSYS;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		log_error("cannot open %s: %s", path, strerror(errno));
+		return err;
+	}
+	if (fstat(fd, &st) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+		log_error("%s: not a 64-bit x86-64 ELF file", path);
+		close(fd);
+		return S_ISDIR(st.st_mode) ? -EISDIR : -ENOEXEC;
+	}
+	ef = calloc(1, sizeof(*ef));
+	p = calloc(1, sizeof(*p));
+	if (!ef || !p || !(ef->path = strdup(path))) {
+		free(ef);
+		free(p);
+		close(fd);
+		return -ENOMEM;
+	}
+	ef->priv = p;
+	p->mapsz = (size_t)st.st_size;
+	p->map = mmap(NULL, p->mapsz, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (p->map == MAP_FAILED) {
+		err = -errno;
+		p->map = NULL;
+		log_error("cannot map %s: %s", path, strerror(errno));
+		close(fd);
+		elf_close(ef);
+		return err;
+	}
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf) {
+		log_error("%s: %s", path, elf_errmsg(-1));
+		close(fd);
+		elf_close(ef);
+		return -ENOEXEC;
+	}
+	err = index_elf(ef, elf);
+	elf_end(elf);
+	close(fd);
+	if (err) {
+		elf_close(ef);
+		return err;
+	}
+	*out = ef;
+	return 0;
+}
+
+/* ---- lookups -------------------------------------------------------- */
+
+/* First index whose name's first len bytes are >= key: since the names
+ * are sorted, an exact match is the first of the names with that prefix. */
+static size_t syms_lower_bound(const struct elf_file *ef, const char *key, size_t len)
+{
+	size_t lo = 0, hi = ef->nsyms;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const char *n = ef->syms[mid].name;
+		if (strncmp(n, key, len) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static bool name_eq(const char *n, const char *key, size_t len)
+{
+	return !strncmp(n, key, len) && n[len] == 0;
+}
+
+/* Preference among aliases at one address. */
+static int sym_pref(const struct elf_sym *s)
+{
+	if (s->flags & ELF_SYM_DEFAULT_VER)
+		return 0;
+	if (!s->version)
+		return 1;
+	return 2;
+}
+
+int elf_func_lookup(const struct elf_file *ef, const char *name,
+		    const struct elf_sym **out,
+		    const struct elf_sym ***cands, size_t *ncands)
+{
+	const char *at = strchr(name, '@'), *qver = NULL;
+	bool qdefault = false, any_strong = false, any_visible = false;
+	size_t len = at ? (size_t)(at - name) : strlen(name);
+	size_t lo, hi, nsel = 0, naddr = 0;
+	const struct elf_sym **sel, **grp;
+
+	if (out)
+		*out = NULL;
+	if (cands)
+		*cands = NULL;
+	if (ncands)
+		*ncands = 0;
+	if (at) {
+		qdefault = at[1] == '@';
+		qver = at + (qdefault ? 2 : 1);
+		if (!*qver)
+			qver = NULL;
+	}
+	lo = syms_lower_bound(ef, name, len);
+	hi = lo;
+	while (hi < ef->nsyms && name_eq(ef->syms[hi].name, name, len))
+		hi++;
+	if (hi == lo)
+		return -ENOENT;
+
+	sel = malloc((hi - lo) * sizeof(*sel));
+	if (!sel)
+		return -ENOMEM;
+	for (size_t i = lo; i < hi; i++)
+		if (!(ef->syms[i].flags & ELF_SYM_HIDDEN_VER))
+			any_visible = true;
+	for (size_t i = lo; i < hi; i++) {
+		const struct elf_sym *s = &ef->syms[i];
+		if (qver) {
+			if (!s->version || strcmp(s->version, qver))
+				continue;
+			if (qdefault && !(s->flags & ELF_SYM_DEFAULT_VER))
+				continue;
+		} else if (any_visible && (s->flags & ELF_SYM_HIDDEN_VER)) {
+			continue;
+		}
+		sel[nsel++] = s;
+		if (!(s->flags & (ELF_SYM_WEAK | ELF_SYM_LOCAL)))
+			any_strong = true;
+	}
+	/* group by address (sel is in address order), strong beats weak */
+	grp = sel;
+	for (size_t i = 0; i < nsel; i++) {
+		const struct elf_sym *s = sel[i];
+		if (any_strong && (s->flags & ELF_SYM_WEAK))
+			continue;
+		if (naddr && grp[naddr - 1]->vaddr == s->vaddr) {
+			if (sym_pref(s) < sym_pref(grp[naddr - 1]))
+				grp[naddr - 1] = s;
+			continue;
+		}
+		grp[naddr++] = s;
+	}
+	if (naddr == 0) {
+		free(sel);
+		return -ENOENT;
+	}
+	if (naddr == 1) {
+		if (out)
+			*out = grp[0];
+		free(sel);
+		return 0;
+	}
+	log_debug("%s: %zu functions named %s", ef->path, naddr, name);
+	if (cands && ncands) {
+		*cands = grp;
+		*ncands = naddr;
+	} else {
+		free(sel);
+	}
+	return -EEXIST;
+}
+
+struct match_ent {
+	uint64_t vaddr;
+	size_t idx;
+};
+
+static int cmp_match_ent(const void *pa, const void *pb)
+{
+	const struct match_ent *a = pa, *b = pb;
+
+	if (a->vaddr != b->vaddr)
+		return a->vaddr < b->vaddr ? -1 : 1;
+	return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+ssize_t elf_func_match(const struct elf_file *ef, const char *glob,
+		       const struct elf_sym ***out)
+{
+	bool versioned = strchr(glob, '@') != NULL;
+	struct match_ent *m;
+	const struct elf_sym **res;
+	size_t nm = 0, nres = 0;
+	bool *keep;
+	char *buf = NULL;
+	size_t bufsz = 0;
+
+	*out = NULL;
+	if (!ef->nsyms)
+		return 0;
+	m = malloc(ef->nsyms * sizeof(*m));
+	keep = calloc(ef->nsyms, sizeof(*keep));
+	if (!m || !keep) {
+		free(m);
+		free(keep);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < ef->nsyms; i++) {
+		const struct elf_sym *s = &ef->syms[i];
+		const char *subject = s->name;
+		int r;
+
+		if (versioned) {
+			size_t need = strlen(s->name) + (s->version ? strlen(s->version) : 0) + 3;
+			if (need > bufsz) {
+				char *nb = realloc(buf, need);
+				if (!nb) {
+					free(buf);
+					free(m);
+					free(keep);
+					return -ENOMEM;
+				}
+				buf = nb;
+				bufsz = need;
+			}
+			snprintf(buf, bufsz, "%s%s%s", s->name,
+				 !s->version ? "" :
+				 (s->flags & ELF_SYM_DEFAULT_VER) ? "@@" : "@",
+				 s->version ? s->version : "");
+			subject = buf;
+		}
+		r = fnmatch(glob, subject, 0);
+		if (r == 0) {
+			m[nm].vaddr = s->vaddr;
+			m[nm].idx = i;
+			nm++;
+		} else if (r != FNM_NOMATCH) {
+			log_error("bad pattern '%s'", glob);
+			free(buf);
+			free(m);
+			free(keep);
+			return -EINVAL;
+		}
+	}
+	free(buf);
+	qsort(m, nm, sizeof(*m), cmp_match_ent);
+	for (size_t i = 0; i < nm; i++)
+		if (i == 0 || m[i].vaddr != m[i - 1].vaddr) {
+			keep[m[i].idx] = true;
+			nres++;
+		}
+	free(m);
+	if (!nres) {
+		free(keep);
+		return 0;
+	}
+	res = malloc(nres * sizeof(*res));
+	if (!res) {
+		free(keep);
+		return -ENOMEM;
+	}
+	nres = 0;
+	for (size_t i = 0; i < ef->nsyms; i++)
+		if (keep[i])
+			res[nres++] = &ef->syms[i];
+	free(keep);
+	*out = res;
+	return (ssize_t)nres;
+}
+
+const struct elf_sym *elf_func_at(const struct elf_file *ef, uint64_t vaddr)
+{
+	const struct elf_priv *p = ef->priv;
+	const struct elf_sym *best = NULL;
+	size_t lo = 0, hi = ef->nsyms;
+
+	if (!ef->nsyms)
+		return NULL;
+	/* first entry with start > vaddr */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->byaddr[mid]->vaddr <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* walk back: the innermost (highest start) containing function wins,
+	 * among aliases the first in name order */
+	for (size_t i = lo; i-- > 0;) {
+		const struct elf_sym *s = p->byaddr[i];
+		bool in;
+
+		if (best && s->vaddr != best->vaddr)
+			break;
+		if (vaddr - s->vaddr > p->maxsize && !best)
+			break;
+		in = s->size ? vaddr - s->vaddr < s->size : vaddr == s->vaddr;
+		if (in)
+			best = s;
+	}
+	return best;
+}
+
+/* Optimal string alignment distance (Damerau-Levenshtein with adjacent
+ * transpositions), case-insensitive. */
+static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb,
+			    size_t *rows)
+{
+	size_t *r0 = rows, *r1 = rows + lb + 1, *r2 = rows + 2 * (lb + 1);
+
+	for (size_t j = 0; j <= lb; j++)
+		r1[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t *t;
+		r2[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			int ca = tolower((unsigned char)a[i - 1]);
+			int cb = tolower((unsigned char)b[j - 1]);
+			size_t cost = ca != cb;
+			size_t v = r1[j] + 1;
+			if (r2[j - 1] + 1 < v)
+				v = r2[j - 1] + 1;
+			if (r1[j - 1] + cost < v)
+				v = r1[j - 1] + cost;
+			if (i > 1 && j > 1 &&
+			    ca == tolower((unsigned char)b[j - 2]) &&
+			    tolower((unsigned char)a[i - 2]) == cb &&
+			    r0[j - 2] + 1 < v)
+				v = r0[j - 2] + 1;
+			r2[j] = v;
+		}
+		t = r0; r0 = r1; r1 = r2; r2 = t;
+	}
+	return r1[lb];
+}
+
+struct suggest_ent {
+	size_t score, dist;
+	const char *name;
+};
+
+static int cmp_suggest(const void *pa, const void *pb)
+{
+	const struct suggest_ent *a = pa, *b = pb;
+
+	if (a->score != b->score)
+		return a->score < b->score ? -1 : 1;
+	if (a->dist != b->dist)
+		return a->dist < b->dist ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+#define SUGGEST_MAXLEN 256
+
+/* Candidates: names within max(2, len/3) edits, or containing the query
+ * (case-insensitive; their distance counts half). Ranked by that score, then
+ * distance, then name. Each name is suggested once. */
+size_t elf_func_suggest(const struct elf_file *ef, const char *name,
+			const char **out, size_t max)
+{
+	size_t qlen = strlen(name), thr, n = 0;
+	struct suggest_ent *e;
+	size_t *rows;
+
+	if (!max || !ef->nsyms || !qlen)
+		return 0;
+	if (qlen > SUGGEST_MAXLEN)
+		qlen = SUGGEST_MAXLEN;
+	thr = qlen / 3 > 2 ? qlen / 3 : 2;
+	e = malloc(ef->nsyms * sizeof(*e));
+	rows = malloc(3 * (SUGGEST_MAXLEN + 1) * sizeof(*rows));
+	if (!e || !rows) {
+		free(e);
+		free(rows);
+		return 0;
+	}
+	for (size_t i = 0; i < ef->nsyms; i++) {
+		const char *nm = ef->syms[i].name;
+		size_t ln = strlen(nm), d;
+		bool sub;
+
+		if (i > 0 && !strcmp(nm, ef->syms[i - 1].name))
+			continue;
+		if (ln > SUGGEST_MAXLEN)
+			ln = SUGGEST_MAXLEN;
+		sub = strcasestr(nm, name) != NULL;
+		if (!sub && (ln > qlen ? ln - qlen : qlen - ln) > thr)
+			continue;
+		d = edit_distance(nm, ln, name, qlen, rows);
+		if (!sub && d > thr)
+			continue;
+		e[n].dist = d;
+		e[n].score = sub ? d / 2 : d;
+		e[n].name = nm;
+		n++;
+	}
+	qsort(e, n, sizeof(*e), cmp_suggest);
+	if (n > max)
+		n = max;
+	for (size_t i = 0; i < n; i++)
+		out[i] = e[i].name;
+	free(e);
+	free(rows);
+	return n;
+}

@@ -1,0 +1,100 @@
+/* ELF files: symbols, segments, file offsets (libelf).
+ *
+ * File offsets come from the PT_LOAD program header that holds an address:
+ *   file_off = vaddr - p_vaddr + p_offset
+ * so they are right with section headers stripped, for PIE and non-PIE
+ * executables and shared libraries alike. */
+#ifndef USC_ELF_ELF_H
+#define USC_ELF_ELF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct elf_seg {
+	uint64_t vaddr, memsz, offset, filesz;
+	uint32_t flags;		/* PF_X | PF_W | PF_R */
+};
+
+enum elf_sym_flags {
+	ELF_SYM_IFUNC = 1 << 0,	/* STT_GNU_IFUNC: the symbol is the resolver */
+	ELF_SYM_WEAK = 1 << 1,
+	ELF_SYM_LOCAL = 1 << 2,
+	ELF_SYM_DYNSYM = 1 << 3,	/* seen in .dynsym */
+	ELF_SYM_SYMTAB = 1 << 4,	/* seen in .symtab */
+	ELF_SYM_DEFAULT_VER = 1 << 5,	/* name@@VER (the default version) */
+	ELF_SYM_HIDDEN_VER = 1 << 6,	/* name@VER, not the default */
+};
+
+/* A defined function symbol (STT_FUNC or STT_GNU_IFUNC, st_shndx != UNDEF).
+ * One entry per distinct (name, version, address): a name present in both
+ * .dynsym and .symtab at the same address is one entry with both flags. */
+struct elf_sym {
+	const char *name;	/* without the version */
+	const char *version;	/* NULL when unversioned */
+	uint64_t vaddr;		/* link-time virtual address (st_value) */
+	uint64_t size;
+	unsigned flags;		/* enum elf_sym_flags */
+};
+
+struct elf_file {
+	char *path;
+	bool is_dyn;		/* ET_DYN (PIE or shared library) */
+	bool is_exec_type;	/* ET_EXEC */
+	char *soname;		/* DT_SONAME or NULL */
+	char **needed;		/* DT_NEEDED, nneeded entries */
+	size_t nneeded;
+	char *runpath;		/* DT_RUNPATH or NULL */
+	char *rpath;		/* DT_RPATH or NULL */
+	char *interp;		/* PT_INTERP or NULL */
+	struct elf_seg *segs;	/* PT_LOAD only, in file order */
+	size_t nsegs;
+	struct elf_sym *syms;	/* functions, sorted by name then address */
+	size_t nsyms;
+	/* private */
+	void *priv;
+};
+
+/* Open and index an ELF file. Returns 0 or -errno (-ENOENT, -EACCES,
+ * -ENOEXEC for a file that is not a 64-bit x86-64 ELF). */
+int elf_open(const char *path, struct elf_file **out);
+void elf_close(struct elf_file *ef);
+
+/* vaddr -> file offset through PT_LOAD. -ENOENT if no segment holds it
+ * in its file-backed part. */
+int elf_vaddr_to_offset(const struct elf_file *ef, uint64_t vaddr, uint64_t *off);
+int elf_offset_to_vaddr(const struct elf_file *ef, uint64_t off, uint64_t *vaddr);
+/* true if vaddr is inside an executable PT_LOAD segment */
+bool elf_vaddr_is_exec(const struct elf_file *ef, uint64_t vaddr);
+
+/* Read len bytes of the file image at vaddr (code bytes). 0 or -errno. */
+int elf_read(const struct elf_file *ef, uint64_t vaddr, void *buf, size_t len);
+
+/* Look up a function by exact name, optionally versioned as "name@VER" or
+ * "name@@VER". Rules, as the dynamic linker and perf probe apply them:
+ *  - aliases (same address) are one candidate;
+ *  - a strong definition beats a weak one;
+ *  - an unversioned lookup of a versioned name picks the default (@@) version;
+ *  - two or more remaining candidates at different addresses: -EEXIST, and
+ *    *cands and *ncands list them (caller frees the array, not the symbols).
+ * Returns 0 with *out set, -ENOENT, or -EEXIST. */
+int elf_func_lookup(const struct elf_file *ef, const char *name,
+		    const struct elf_sym **out,
+		    const struct elf_sym ***cands, size_t *ncands);
+
+/* All functions whose name matches the fnmatch(3) glob, one per address
+ * (aliases collapse to the first name in sort order), sorted by name.
+ * Returns the count (>= 0) or -errno; *out is malloc'd. */
+ssize_t elf_func_match(const struct elf_file *ef, const char *glob,
+		       const struct elf_sym ***out);
+
+/* The function containing vaddr (vaddr in [sym, sym+size)), or NULL. */
+const struct elf_sym *elf_func_at(const struct elf_file *ef, uint64_t vaddr);
+
+/* Up to max function names closest to name (edit distance), for
+ * "did you mean". Returns the count; names point into ef. */
+size_t elf_func_suggest(const struct elf_file *ef, const char *name,
+			const char **out, size_t max);
+
+#endif

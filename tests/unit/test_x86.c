@@ -1,0 +1,209 @@
+/* Tests of src/x86/insn.c: a hand-written byte vector, and whole functions
+ * of this binary checked at every offset against objdump's boundaries. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "x86/insn.h"
+
+/* endbr64; push rbp; mov rbp,rsp; mov eax,[rip+0x10];
+ * movabs rax,0x1122334455667788; lock cmpxchg [rdx],ecx; ret */
+static const uint8_t vec[] = {
+	0xf3, 0x0f, 0x1e, 0xfa,
+	0x55,
+	0x48, 0x89, 0xe5,
+	0x8b, 0x05, 0x10, 0x00, 0x00, 0x00,
+	0x48, 0xb8, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
+	0xf0, 0x0f, 0xb1, 0x0a,
+	0xc3,
+};
+static const uint64_t vec_bounds[] = { 0, 4, 5, 8, 14, 24, 28, 29 };
+
+static void test_vector_every_offset(void **state)
+{
+	size_t nb = sizeof(vec_bounds) / sizeof(vec_bounds[0]);
+
+	(void)state;
+	assert_int_equal(vec_bounds[nb - 1], sizeof(vec));
+	for (uint64_t off = 0; off <= sizeof(vec); off++) {
+		uint64_t prev = 12345, next = 12345;
+		size_t k = 0;
+		int r = x86_check_boundary(vec, sizeof(vec), 0x401000, off, &prev, &next);
+
+		while (k + 1 < nb && vec_bounds[k + 1] <= off)
+			k++;
+		if (vec_bounds[k] == off) {
+			assert_int_equal(r, 0);
+		} else {
+			assert_int_equal(r, -EINVAL);
+			assert_int_equal(prev, vec_bounds[k]);
+			assert_int_equal(next, vec_bounds[k + 1]);
+		}
+	}
+	assert_int_equal(x86_check_boundary(vec, sizeof(vec), 0, sizeof(vec) + 1, NULL, NULL),
+			 -ERANGE);
+	/* prev/next may be NULL */
+	assert_int_equal(x86_check_boundary(vec, sizeof(vec), 0, 6, NULL, NULL), -EINVAL);
+}
+
+static void test_undecodable(void **state)
+{
+	/* push es is invalid in 64-bit mode */
+	static const uint8_t bad[] = { 0x90, 0x06, 0x90, 0x90 };
+	/* mov r/m64, r64 without its ModRM byte */
+	static const uint8_t trunc[] = { 0x90, 0x48, 0x89 };
+	uint64_t prev = 0, next = 0;
+
+	(void)state;
+	assert_int_equal(x86_check_boundary(bad, sizeof(bad), 0, 0, &prev, &next), 0);
+	assert_int_equal(x86_check_boundary(bad, sizeof(bad), 0, 1, &prev, &next), 0);
+	assert_int_equal(x86_check_boundary(bad, sizeof(bad), 0, 2, &prev, &next), -ENOEXEC);
+	assert_int_equal(prev, 1);
+	assert_int_equal(x86_check_boundary(bad, sizeof(bad), 0, 3, &prev, &next), -ENOEXEC);
+	assert_int_equal(x86_check_boundary(trunc, sizeof(trunc), 0, 2, &prev, &next), -ENOEXEC);
+	assert_int_equal(x86_check_boundary(trunc, sizeof(trunc), 0, 3, &prev, &next), -ENOEXEC);
+	assert_int_equal(x86_check_boundary(trunc, sizeof(trunc), 0, 1, &prev, &next), 0);
+	assert_int_equal(x86_check_boundary(NULL, 0, 0, 0, &prev, &next), 0);
+}
+
+/* A function with prefixes, VEX/EVEX-free SSE, AVX, long NOPs, jumps. */
+__asm__(".text\n"
+	".globl x86_sample\n"
+	".type x86_sample, @function\n"
+	"x86_sample:\n"
+	"	endbr64\n"
+	"	push %rbp\n"
+	"	mov %rsp, %rbp\n"
+	"	mov 0x10(%rip), %eax\n"
+	"	movabs $0x1122334455667788, %rax\n"
+	"	lock cmpxchg %ecx, (%rdx)\n"
+	"	vaddps %ymm1, %ymm2, %ymm3\n"
+	"	movdqu 0x12345678(%rax,%rbx,4), %xmm9\n"
+	"	addl $0x12345678, %fs:0x28\n"
+	"	rep movsb\n"
+	"	nopw 0x0(%rax,%rax,1)\n"
+	"	jmp 1f\n"
+	"	.byte 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00\n"
+	"1:	cmpq $-1, -0x80(%r12,%r13,8)\n"
+	"	jne 1b\n"
+	"	call *0x18(%rax)\n"
+	"	pop %rbp\n"
+	"	ret\n"
+	".size x86_sample, .-x86_sample\n");
+void x86_sample(void);
+
+/* Instruction offsets (and the function's length, last) per objdump. */
+static size_t objdump_insns(const char *sym, uint64_t *offs, size_t max)
+{
+	char cmd[PATH_MAX + 128], exe[PATH_MAX], line[2048];
+	uint64_t first = UINT64_MAX, end = 0;
+	size_t n = 0;
+	ssize_t el;
+	FILE *p;
+
+	el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	assert_true(el > 0);
+	exe[el] = 0;
+	snprintf(cmd, sizeof(cmd), "objdump -d -w --disassemble=%s '%s'", sym, exe);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	while (fgets(line, sizeof(line), p)) {
+		uint64_t a;
+		char *s, *tab;
+		size_t nbytes = 0;
+		int used;
+
+		if (sscanf(line, " %" SCNx64 ":%n", &a, &used) != 1 || line[used] != '\t')
+			continue;
+		s = line + used + 1;
+		tab = strchr(s, '\t');
+		if (!tab)
+			tab = s + strlen(s);
+		while (s < tab) {
+			char *tok;
+			while (s < tab && *s == ' ')
+				s++;
+			tok = s;
+			while (s < tab && *s != ' ' && *s != '\n')
+				s++;
+			if (s - tok == 2)
+				nbytes++;
+			else if (s == tok)
+				break;
+		}
+		if (first == UINT64_MAX)
+			first = a;
+		assert_true(n < max);
+		offs[n++] = a - first;
+		end = a - first + nbytes;
+	}
+	pclose(p);
+	assert_true(n > 0);
+	assert_true(n < max);
+	offs[n] = end;
+	return n;
+}
+
+static void check_function(const char *sym, const uint8_t *code)
+{
+	static uint64_t offs[65536];
+	size_t n = objdump_insns(sym, offs, sizeof(offs) / sizeof(offs[0]) - 1);
+	uint64_t len = offs[n];
+	size_t k = 0;
+
+	assert_true(len > 0);
+	for (uint64_t off = 0; off <= len; off++) {
+		uint64_t prev = 0, next = 0;
+		int r = x86_check_boundary(code, len, (uint64_t)(uintptr_t)code, off,
+					   &prev, &next);
+
+		while (k < n && offs[k + 1] <= off)
+			k++;
+		if (offs[k] == off) {
+			if (r != 0)
+				fail_msg("%s+%" PRIu64 ": %d, expected a boundary", sym, off, r);
+		} else {
+			if (r != -EINVAL || prev != offs[k] || next != offs[k + 1])
+				fail_msg("%s+%" PRIu64 ": %d [%" PRIu64 ", %" PRIu64 "], "
+					 "expected inside [%" PRIu64 ", %" PRIu64 "]",
+					 sym, off, r, prev, next, offs[k], offs[k + 1]);
+		}
+	}
+}
+
+static void test_against_objdump_asm(void **state)
+{
+	(void)state;
+	check_function("x86_sample", (const uint8_t *)(uintptr_t)&x86_sample);
+}
+
+static void test_against_objdump_compiled(void **state)
+{
+	(void)state;
+	/* the decoder's own compiled (sanitizer-instrumented) code */
+	check_function("x86_check_boundary", (const uint8_t *)(uintptr_t)&x86_check_boundary);
+	check_function("objdump_insns", (const uint8_t *)(uintptr_t)&objdump_insns);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_vector_every_offset),
+		cmocka_unit_test(test_undecodable),
+		cmocka_unit_test(test_against_objdump_asm),
+		cmocka_unit_test(test_against_objdump_compiled),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
