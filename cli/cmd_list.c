@@ -1,0 +1,175 @@
+/* uscope list: the functions that can be probed. */
+#include <errno.h>
+#include <fnmatch.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "elf/elf.h"
+#include "elf/modules.h"
+
+static const char list_usage[] =
+	"usage: uscope list [-v] [-p PID | BINARY] [PATTERN]\n"
+	"\n"
+	"  BINARY    an executable or library: a path, a command on PATH, or a\n"
+	"            library name the dynamic loader would find (libc)\n"
+	"  -p PID    every function of the executable and the libraries loaded in PID,\n"
+	"            as MODULE:FUNCTION\n"
+	"  PATTERN   a glob on function names (default: all)\n"
+	"  -v        add ADDRESS SIZE FILE_OFFSET before each name; IFUNCs are marked\n";
+
+static void print_sym(const struct elf_file *ef, const struct elf_sym *s, const char *module,
+		      bool verbose)
+{
+	char name[1024];
+
+	if (s->version && !(s->flags & ELF_SYM_DEFAULT_VER))
+		snprintf(name, sizeof(name), "%s@%s", s->name, s->version);
+	else
+		snprintf(name, sizeof(name), "%s", s->name);
+	if (verbose) {
+		uint64_t off = 0;
+
+		elf_vaddr_to_offset(ef, s->vaddr, &off);
+		printf("0x%016llx 0x%-8llx 0x%-8llx %s%s%s%s\n", (unsigned long long)s->vaddr,
+		       (unsigned long long)s->size, (unsigned long long)off,
+		       module ? module : "", module ? ":" : "", name,
+		       (s->flags & ELF_SYM_IFUNC) ? " [ifunc]" : "");
+	} else {
+		printf("%s%s%s\n", module ? module : "", module ? ":" : "", name);
+	}
+}
+
+static int list_file(const char *path, const char *module, const char *pattern, bool verbose)
+{
+	struct elf_file *ef;
+	int ret = elf_open(path, &ef);
+	const char *last = NULL;
+
+	if (ret) {
+		if (ret == -ENOEXEC)
+			cli_error("%s is not an x86-64 ELF file", path);
+		else
+			cli_error("cannot open %s: %s", path, strerror(-ret));
+		return ret;
+	}
+	for (size_t i = 0; i < ef->nsyms; i++) {
+		const struct elf_sym *s = &ef->syms[i];
+
+		if (pattern && fnmatch(pattern, s->name, 0))
+			continue;
+		/* one line per name, unless -v shows the different addresses */
+		if (!verbose && last && !strcmp(last, s->name) &&
+		    !(s->version && !(s->flags & ELF_SYM_DEFAULT_VER)))
+			continue;
+		print_sym(ef, s, module, verbose);
+		last = s->name;
+	}
+	elf_close(ef);
+	return 0;
+}
+
+static int list_pid(pid_t pid, const char *pattern, bool verbose)
+{
+	struct proc_map *maps;
+	ssize_t n = procmaps_read(pid, &maps);
+	char **seen = NULL;
+	size_t nseen = 0;
+
+	if (n < 0) {
+		if (n == -ESRCH || n == -ENOENT)
+			cli_error("no such process: %d", (int)pid);
+		else
+			cli_error("cannot read the mappings of process %d: %s", (int)pid,
+				  strerror((int)-n));
+		return (int)n;
+	}
+	for (ssize_t i = 0; i < n; i++) {
+		const char *p = maps[i].path;
+		bool dup = false;
+
+		if (!p || p[0] != '/' || maps[i].perms[2] != 'x')
+			continue;
+		for (size_t k = 0; k < nseen; k++)
+			dup |= !strcmp(seen[k], p);
+		if (dup)
+			continue;
+		char **v = realloc(seen, (nseen + 1) * sizeof(*v));
+
+		if (!v)
+			break;
+		seen = v;
+		seen[nseen++] = (char *)p;
+		list_file(p, strrchr(p, '/') + 1, pattern, verbose);
+	}
+	free(seen);
+	procmaps_free(maps, (size_t)n);
+	return 0;
+}
+
+int cmd_list(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"pid", required_argument, NULL, 'p'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	bool verbose = false;
+	pid_t pid = 0;
+	int c, ret;
+	char *path = NULL;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "p:vh", opts, NULL)) != -1) {
+		char *end;
+
+		switch (c) {
+		case 'p':
+			pid = (pid_t)strtol(optarg, &end, 10);
+			if (*end || pid <= 0) {
+				cli_error("-p wants a process id, not '%s'", optarg);
+				return 2;
+			}
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case 'h':
+			fputs(list_usage, stdout);
+			return 0;
+		default:
+			fputs(list_usage, stderr);
+			return 2;
+		}
+	}
+	if (pid) {
+		if (argc - optind > 1) {
+			fputs(list_usage, stderr);
+			return 2;
+		}
+		return list_pid(pid, optind < argc ? argv[optind] : NULL, verbose) ? 1 : 0;
+	}
+	if (optind >= argc || argc - optind > 2) {
+		fputs(list_usage, stderr);
+		return 2;
+	}
+	const char *bin = argv[optind];
+
+	if (strchr(bin, '/') || access(bin, F_OK) == 0) {
+		path = realpath(bin, NULL);
+		if (!path) {
+			cli_error("no such file: %s", bin);
+			return 1;
+		}
+	} else if (module_which(bin, &path) && module_find_system(bin, &path)) {
+		cli_error("no such file, command or library: %s", bin);
+		return 1;
+	}
+	ret = list_file(path, NULL, optind + 1 < argc ? argv[optind + 1] : NULL, verbose);
+	free(path);
+	return ret ? 1 : 0;
+}

@@ -1,0 +1,788 @@
+/* The tracefs engine: the kernel's uprobe_events.
+ *
+ * Each session owns one tracefs instance and one event group, both named
+ * uscope_<pid>, so sessions and other tracefs users never see each other's
+ * events. Events are read in binary form from the instance's per-CPU
+ * trace_pipe_raw and decoded with libtraceevent. A session that was
+ * SIGKILLed leaves its instance and group behind; the next session removes
+ * them (tfs_clean_stale), after checking that their owner is gone. */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event-parse.h>
+#include <kbuffer.h>
+#include <tracefs.h>
+
+#include "core/log.h"
+#include "engine/engine.h"
+#include "engine/tracefs/tracefs_lower.h"
+
+#define TFS_PREFIX "uscope_"
+#define TFS_BUFFER_KB 4096	/* per CPU */
+
+struct tfs_site {
+	struct tracefs_dynevent *dev;
+	struct tep_event *ev;
+	struct tep_format_field *f_ip, *f_func;
+	struct tep_format_field *f_arg[USC_MAX_ARGS];
+};
+
+struct tfs_task {
+	int tid, tgid;
+	int8_t ours;		/* the -p filter's verdict */
+	char comm[24];
+};
+
+struct tfs_rec {
+	uint64_t ts;
+	uint32_t off, size;
+	int cpu;
+};
+
+struct tfs {
+	struct usc_engine base;
+	char name[32];
+	struct tracefs_instance *inst;
+	struct tfs_site *ts;
+	size_t nsites;
+	struct usc_site_stats *stats;
+	struct tep_handle *tep;
+	struct kbuffer *kbuf;
+	int *site_of_id;
+	int max_id;
+	int ncpus;
+	int *cpu_fd;
+	char *page;
+	size_t page_size;
+	pid_t pid;		/* -p: report this process's threads only */
+	bool filter_process;
+	bool live, removed;
+	/* task cache: open addressing on tid */
+	struct tfs_task *tasks;
+	size_t ntasks, task_cap;
+	/* one drain's records, sorted by time across CPUs */
+	struct tfs_rec *recs;
+	size_t nrecs, rec_cap;
+	char *arena;
+	size_t arena_len, arena_cap;
+	struct usc_value vals[USC_MAX_ARGS];
+};
+
+static struct tfs *tfs_of(struct usc_engine *e)
+{
+	return container_of(e, struct tfs, base);
+}
+
+/* ---- stale sessions ----------------------------------------------------- */
+
+/* A session is alive while a uscope process holds its pid. */
+static bool tfs_owner_alive(const char *name)
+{
+	char path[64], comm[32] = "";
+	long pid;
+	char *end;
+	FILE *f;
+
+	if (strncmp(name, TFS_PREFIX, strlen(TFS_PREFIX)))
+		return true;	/* not ours */
+	pid = strtol(name + strlen(TFS_PREFIX), &end, 10);
+	if (*end || pid <= 0)
+		return true;
+	if (pid == getpid())
+		return false;	/* a previous life of our pid */
+	snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = 0;
+	fclose(f);
+	comm[strcspn(comm, "\n")] = 0;
+	return !strcmp(comm, "uscope");
+}
+
+struct name_list {
+	char **v;
+	size_t n;
+};
+
+static int collect_instance(const char *name, void *ctx)
+{
+	struct name_list *l = ctx;
+	char **v;
+
+	if (strncmp(name, TFS_PREFIX, strlen(TFS_PREFIX)) || tfs_owner_alive(name))
+		return 0;
+	v = realloc(l->v, (l->n + 1) * sizeof(*v));
+	if (!v)
+		return 0;
+	l->v = v;
+	l->v[l->n] = strdup(name);
+	if (l->v[l->n])
+		l->n++;
+	return 0;
+}
+
+static void tfs_clean_stale(void)
+{
+	struct name_list l = {0};
+	struct tracefs_dynevent **all;
+
+	tracefs_instances_walk(collect_instance, &l);
+	for (size_t i = 0; i < l.n; i++) {
+		struct tracefs_instance *in = tracefs_instance_alloc(NULL, l.v[i]);
+
+		if (in) {
+			if (tracefs_instance_destroy(in) == 0)
+				log_info("removed the tracefs instance %s of a session that died",
+					 l.v[i]);
+			tracefs_instance_free(in);
+		}
+		free(l.v[i]);
+	}
+	free(l.v);
+
+	all = tracefs_dynevent_get_all(TRACEFS_DYNEVENT_UPROBE | TRACEFS_DYNEVENT_URETPROBE,
+				       NULL);
+	for (size_t i = 0; all && all[i]; i++) {
+		char *sys = NULL, *ev = NULL;
+
+		tracefs_dynevent_info(all[i], &sys, &ev, NULL, NULL, NULL);
+		if (sys && !strncmp(sys, TFS_PREFIX, strlen(TFS_PREFIX)) && !tfs_owner_alive(sys)) {
+			if (tracefs_dynevent_destroy(all[i], true) == 0)
+				log_debug("removed stale uprobe %s/%s", sys, ev);
+		}
+		free(sys);
+		free(ev);
+	}
+	tracefs_dynevent_list_free(all);
+}
+
+/* ---- open ---------------------------------------------------------------- */
+
+static int tfs_open(struct usc_session *s, struct usc_engine **out)
+{
+	const char *dir = tracefs_tracing_dir();
+	char path[4096];
+	struct tfs *t;
+
+	if (!dir) {
+		if (geteuid() != 0) {
+			log_error("the tracefs engine needs root: tracefs is not mounted, and only "
+				  "root can mount it (try: sudo uscope ...)");
+			return -EPERM;
+		}
+		log_error("no tracefs: it is not mounted and could not be mounted at "
+			  "/sys/kernel/tracing (is CONFIG_TRACING enabled?)");
+		return -ENODEV;
+	}
+	snprintf(path, sizeof(path), "%s/uprobe_events", dir);
+	if (access(path, F_OK)) {
+		if (errno == EACCES || geteuid() != 0) {
+			log_error("the tracefs engine needs root: no access to %s (try: sudo uscope ...)",
+				  dir);
+			return -EPERM;
+		}
+		log_error("the kernel has no uprobe events: %s is missing "
+			  "(CONFIG_UPROBE_EVENTS is needed)", path);
+		return -ENOTSUP;
+	}
+	if (access(path, W_OK)) {
+		log_error("the tracefs engine needs root: %s is not writable (try: sudo uscope ...)",
+			  path);
+		return -EPERM;
+	}
+
+	tfs_clean_stale();
+
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->base.ops = &tracefs_engine_ops;
+	t->base.session = s;
+	snprintf(t->name, sizeof(t->name), TFS_PREFIX "%d", (int)getpid());
+	t->nsites = s->nsites;
+	t->ts = calloc(s->nsites ? s->nsites : 1, sizeof(*t->ts));
+	t->stats = calloc(s->nsites ? s->nsites : 1, sizeof(*t->stats));
+	if (!t->ts || !t->stats) {
+		free(t->ts);
+		free(t->stats);
+		free(t);
+		return -ENOMEM;
+	}
+	t->inst = tracefs_instance_create(t->name);
+	if (!t->inst) {
+		int e = errno ? errno : EIO;
+
+		log_error("cannot create the tracefs instance %s: %s", t->name, strerror(e));
+		free(t->ts);
+		free(t->stats);
+		free(t);
+		return -e;
+	}
+	*out = &t->base;
+	return 0;
+}
+
+/* ---- attach ------------------------------------------------------------------ */
+
+static void kernel_error(const char *what, const char *event)
+{
+	char *msg = tracefs_error_last(NULL);
+
+	if (msg && *msg) {
+		/* the kernel's error_log entry: keep its first line */
+		msg[strcspn(msg, "\n")] = 0;
+		log_error("the kernel refused %s %s: %s", what, event, msg);
+	} else {
+		log_error("the kernel refused %s %s: %s", what, event, strerror(errno));
+	}
+	free(msg);
+}
+
+static int tfs_setup_decode(struct tfs *t)
+{
+	const char *systems[] = {t->name, NULL};
+	struct usc_session *s = t->base.session;
+	char *sz;
+
+	t->tep = tracefs_local_events_system(NULL, systems);
+	if (!t->tep) {
+		log_error("cannot load the formats of the events of %s", t->name);
+		return -EIO;
+	}
+	t->kbuf = tep_kbuffer(t->tep);
+	if (!t->kbuf)
+		return -ENOMEM;
+	t->max_id = 0;
+	for (size_t i = 0; i < s->nsites; i++) {
+		struct tfs_site *ts = &t->ts[i];
+		const struct usc_site *site = &s->sites[i];
+
+		ts->ev = tep_find_event_by_name(t->tep, t->name, site->event);
+		if (!ts->ev) {
+			log_error("the kernel made no format for event %s", site->event);
+			return -EIO;
+		}
+		if (ts->ev->id > t->max_id)
+			t->max_id = ts->ev->id;
+		ts->f_ip = tep_find_field(ts->ev, site->is_return ? "__probe_ret_ip" : "__probe_ip");
+		ts->f_func = site->is_return ? tep_find_field(ts->ev, "__probe_func") : NULL;
+		for (unsigned a = 0; a < site->spec->nargs; a++) {
+			ts->f_arg[a] = tep_find_field(ts->ev, site->spec->args[a].name);
+			if (!ts->f_arg[a]) {
+				log_error("event %s has no field %s", site->event,
+					  site->spec->args[a].name);
+				return -EIO;
+			}
+		}
+	}
+	t->site_of_id = malloc((size_t)(t->max_id + 1) * sizeof(int));
+	if (!t->site_of_id)
+		return -ENOMEM;
+	for (int i = 0; i <= t->max_id; i++)
+		t->site_of_id[i] = -1;
+	for (size_t i = 0; i < s->nsites; i++)
+		t->site_of_id[t->ts[i].ev->id] = (int)i;
+
+	t->page_size = (size_t)getpagesize();
+	sz = tracefs_instance_file_read(t->inst, "buffer_subbuf_size_kb", NULL);
+	if (sz) {
+		long kb = strtol(sz, NULL, 10);
+
+		if (kb > 0)
+			t->page_size = (size_t)kb * 1024;
+		free(sz);
+	}
+	t->page = malloc(t->page_size);
+	if (!t->page)
+		return -ENOMEM;
+	t->ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
+	t->cpu_fd = malloc((size_t)t->ncpus * sizeof(int));
+	if (!t->cpu_fd)
+		return -ENOMEM;
+	for (int c = 0; c < t->ncpus; c++) {
+		char file[64];
+		char *p;
+
+		snprintf(file, sizeof(file), "per_cpu/cpu%d/trace_pipe_raw", c);
+		p = tracefs_instance_get_file(t->inst, file);
+		t->cpu_fd[c] = p ? open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC) : -1;
+		tracefs_put_tracing_file(p);
+	}
+	return 0;
+}
+
+static int tfs_attach(struct usc_engine *e)
+{
+	struct tfs *t = tfs_of(e);
+	struct usc_session *s = e->session;
+	char args[8192];
+	int ret;
+
+	for (size_t i = 0; i < s->nsites; i++) {
+		const struct usc_site *site = &s->sites[i];
+		struct tracefs_dynevent *dev;
+
+		ret = tracefs_lower_args(site->spec, args, sizeof(args));
+		if (ret) {
+			log_error("%s: the fetch arguments are too long for uprobe_events",
+				  site->spec->text);
+			return ret;
+		}
+		if (site->is_return)
+			dev = tracefs_uretprobe_alloc(t->name, site->event, site->path,
+						      site->offset, args[0] ? args : NULL);
+		else
+			dev = tracefs_uprobe_alloc(t->name, site->event, site->path,
+						   site->offset, args[0] ? args : NULL);
+		if (!dev)
+			return -ENOMEM;
+		if (tracefs_dynevent_create(dev)) {
+			int err = errno ? errno : EINVAL;
+
+			kernel_error("the probe", site->event);
+			tracefs_dynevent_free(dev);
+			return -err;
+		}
+		t->ts[i].dev = dev;
+	}
+
+	/* Session settings, all on our own instance. Timestamps use
+	 * CLOCK_MONOTONIC so every engine reports the same clock. New events
+	 * are dropped, not old ones overwritten, when the consumer falls
+	 * behind; the kernel counts them. */
+	tracefs_instance_file_write(t->inst, "trace_clock", "mono");
+	tracefs_option_disable(t->inst, TRACEFS_OPTION_OVERWRITE);
+	tracefs_instance_set_buffer_size(t->inst, TFS_BUFFER_KB, -1);
+	return tfs_setup_decode(t);
+}
+
+/* ---- start ---------------------------------------------------------------------- */
+
+static int write_task_pids(struct tfs *t, pid_t pid, bool append)
+{
+	char dir[64], buf[64];
+	DIR *d;
+	struct dirent *de;
+	int ret = 0;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	d = opendir(dir);
+	if (!d)
+		return -ESRCH;
+	while ((de = readdir(d))) {
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		snprintf(buf, sizeof(buf), "%.32s ", de->d_name);
+		if (!append) {
+			ret = tracefs_instance_file_write(t->inst, "set_event_pid", buf) < 0;
+			append = true;
+		} else {
+			ret = tracefs_instance_file_append(t->inst, "set_event_pid", buf) < 0;
+		}
+		if (ret)
+			break;
+	}
+	closedir(d);
+	return ret ? -EIO : 0;
+}
+
+static int tfs_start(struct usc_engine *e, pid_t pid, int follow_children)
+{
+	struct tfs *t = tfs_of(e);
+	int ret;
+
+	if (pid > 0) {
+		/* set_event_pid holds task ids; event-fork adds the tasks they
+		 * create (threads and processes) as they are created. */
+		tracefs_option_enable(t->inst, TRACEFS_OPTION_EVENT_FORK);
+		ret = write_task_pids(t, pid, false);
+		if (!ret)
+			ret = write_task_pids(t, pid, true);	/* threads born meanwhile */
+		if (ret) {
+			log_error("cannot filter on process %d: %s", (int)pid,
+				  ret == -ESRCH ? "it has exited" : "set_event_pid failed");
+			return ret;
+		}
+		t->pid = pid;
+		t->filter_process = !follow_children;
+	}
+	if (tracefs_event_enable(t->inst, t->name, NULL)) {
+		kernel_error("to enable the events of", t->name);
+		return -EIO;
+	}
+	t->live = true;
+	return 0;
+}
+
+/* ---- tasks ---------------------------------------------------------------------- */
+
+static void task_read(struct tfs *t, struct tfs_task *tk)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	tk->tgid = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", tk->tid);
+	f = fopen(path, "r");
+	if (f) {
+		while (fgets(line, sizeof(line), f)) {
+			if (!strncmp(line, "Name:", 5)) {
+				char *p = line + 5;
+
+				while (*p == ' ' || *p == '\t')
+					p++;
+				p[strcspn(p, "\n")] = 0;
+				snprintf(tk->comm, sizeof(tk->comm), "%.23s", p);
+			} else if (!strncmp(line, "Tgid:", 5)) {
+				tk->tgid = atoi(line + 5);
+				break;
+			}
+		}
+		fclose(f);
+	}
+	if (!tk->comm[0]) {
+		/* gone already: the kernel's saved comm, as ftrace shows it */
+		const char *c = tep_data_comm_from_pid(t->tep, tk->tid);
+
+		snprintf(tk->comm, sizeof(tk->comm), "%s", c && strcmp(c, "<...>") ? c : "<...>");
+	}
+	if (!t->filter_process)
+		tk->ours = 1;
+	else if (tk->tgid)
+		tk->ours = tk->tgid == t->pid;
+	else
+		tk->ours = 1;	/* gone; it passed the kernel's pid filter */
+	if (!tk->tgid)
+		tk->tgid = t->filter_process ? t->pid : tk->tid;
+}
+
+static struct tfs_task *task_get(struct tfs *t, int tid)
+{
+	size_t i;
+
+	if (t->ntasks * 2 >= t->task_cap) {
+		size_t cap = t->task_cap ? t->task_cap * 2 : 256;
+		struct tfs_task *n = calloc(cap, sizeof(*n));
+
+		if (!n)
+			return NULL;
+		for (size_t k = 0; k < t->task_cap; k++) {
+			if (!t->tasks[k].tid)
+				continue;
+			for (i = (size_t)t->tasks[k].tid % cap; n[i].tid; i = (i + 1) % cap)
+				;
+			n[i] = t->tasks[k];
+		}
+		free(t->tasks);
+		t->tasks = n;
+		t->task_cap = cap;
+	}
+	for (i = (size_t)tid % t->task_cap; t->tasks[i].tid; i = (i + 1) % t->task_cap)
+		if (t->tasks[i].tid == tid)
+			return &t->tasks[i];
+	t->tasks[i].tid = tid;
+	t->ntasks++;
+	task_read(t, &t->tasks[i]);
+	return &t->tasks[i];
+}
+
+/* ---- reading -------------------------------------------------------------------- */
+
+static int rec_push(struct tfs *t, int cpu, uint64_t ts, const void *data, uint32_t size)
+{
+	if (t->nrecs == t->rec_cap) {
+		size_t cap = t->rec_cap ? t->rec_cap * 2 : 1024;
+		struct tfs_rec *r = realloc(t->recs, cap * sizeof(*r));
+
+		if (!r)
+			return -ENOMEM;
+		t->recs = r;
+		t->rec_cap = cap;
+	}
+	if (t->arena_len + size > t->arena_cap) {
+		size_t cap = t->arena_cap ? t->arena_cap * 2 : 65536;
+		char *a;
+
+		while (cap < t->arena_len + size)
+			cap *= 2;
+		a = realloc(t->arena, cap);
+		if (!a)
+			return -ENOMEM;
+		t->arena = a;
+		t->arena_cap = cap;
+	}
+	memcpy(t->arena + t->arena_len, data, size);
+	t->recs[t->nrecs++] = (struct tfs_rec){ts, (uint32_t)t->arena_len, size, cpu};
+	t->arena_len += size;
+	return 0;
+}
+
+static int rec_cmp(const void *a, const void *b)
+{
+	const struct tfs_rec *x = a, *y = b;
+
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x->cpu - y->cpu;
+}
+
+static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, void *ctx)
+{
+	struct usc_session *s = t->base.session;
+	char *data = t->arena + r->off;
+	struct tep_record rec = {.ts = r->ts, .cpu = r->cpu, .data = data, .size = (int)r->size};
+	int id = tep_data_type(t->tep, &rec), idx;
+	const struct usc_site *site;
+	struct tfs_site *ts;
+	struct tfs_task *tk;
+	struct usc_event ev;
+
+	if (id < 0 || id > t->max_id || (idx = t->site_of_id[id]) < 0)
+		return 0;
+	site = &s->sites[idx];
+	ts = &t->ts[idx];
+	tk = task_get(t, tep_data_pid(t->tep, &rec));
+	if (!tk)
+		return -ENOMEM;
+	if (!tk->ours)
+		return 0;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.time_ns = r->ts;
+	ev.cpu = r->cpu;
+	ev.tid = tk->tid;
+	ev.pid = tk->tgid;
+	ev.comm = tk->comm;
+	ev.site = site;
+	if (ts->f_ip)
+		ev.ip = tep_read_number(t->tep, data + ts->f_ip->offset, ts->f_ip->size);
+	if (ts->f_func)
+		ev.func = tep_read_number(t->tep, data + ts->f_func->offset, ts->f_func->size);
+	for (unsigned a = 0; a < site->spec->nargs; a++) {
+		const struct tep_format_field *f = ts->f_arg[a];
+		struct usc_value *v = &t->vals[a];
+
+		memset(v, 0, sizeof(*v));
+		if (f->flags & TEP_FIELD_IS_DYNAMIC) {
+			unsigned long long dl = tep_read_number(t->tep, data + f->offset, 4);
+			unsigned off = dl & 0xffff, len = (unsigned)(dl >> 16);
+
+			/* the kernel stores a string that faulted with length 0 */
+			if (len == 0 || off + len > r->size) {
+				v->kind = USC_V_FAULT;
+				continue;
+			}
+			v->kind = USC_V_STR;
+			v->str = data + off;
+			v->len = len - (data[off + len - 1] == 0);
+		} else {
+			v->kind = USC_V_INT;
+			v->u = tep_read_number(t->tep, data + f->offset, f->size);
+		}
+	}
+	ev.nvals = site->spec->nargs;
+	ev.vals = t->vals;
+	t->stats[idx].events++;
+	return fn(&ev, ctx);
+}
+
+static int tfs_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *ctx)
+{
+	struct tfs *t = tfs_of(e);
+	int delivered = 0, ret = 0;
+
+	(void)timeout_ms;	/* trace_pipe_raw wakes readers by buffer_percent, not per
+				 * event: the caller paces the drains instead */
+	if (!t->tep)
+		return 0;
+	t->nrecs = 0;
+	t->arena_len = 0;
+	for (int c = 0; c < t->ncpus; c++) {
+		/* bound one drain so a flood cannot starve the caller's loop */
+		for (int pages = 0; t->cpu_fd[c] >= 0 && pages < 256; pages++) {
+			ssize_t n = read(t->cpu_fd[c], t->page, t->page_size);
+			unsigned long long ts;
+			void *d;
+
+			if (n <= 0)
+				break;
+			if (kbuffer_load_subbuffer(t->kbuf, t->page) < 0)
+				break;
+			for (d = kbuffer_read_event(t->kbuf, &ts); d;
+			     d = kbuffer_next_event(t->kbuf, &ts)) {
+				ret = rec_push(t, c, ts, d, (uint32_t)kbuffer_event_size(t->kbuf));
+				if (ret)
+					return ret;
+			}
+		}
+	}
+	if (t->nrecs > 1)
+		qsort(t->recs, t->nrecs, sizeof(*t->recs), rec_cmp);
+	for (size_t i = 0; i < t->nrecs; i++) {
+		ret = tfs_decode(t, &t->recs[i], fn, ctx);
+		if (ret < 0)
+			return ret;
+		delivered++;
+		if (ret > 0)
+			break;
+	}
+	return delivered;
+}
+
+/* ---- stats ------------------------------------------------------------------------ */
+
+static uint64_t stat_field(const char *text, const char *key)
+{
+	const char *p = strstr(text, key);
+
+	return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+static uint64_t tfs_kernel_lost(struct tfs *t)
+{
+	uint64_t lost = 0;
+
+	for (int c = 0; c < t->ncpus; c++) {
+		char file[64];
+		char *txt;
+
+		snprintf(file, sizeof(file), "per_cpu/cpu%d/stats", c);
+		txt = tracefs_instance_file_read(t->inst, file, NULL);
+		if (!txt)
+			continue;
+		lost += stat_field(txt, "overrun:") + stat_field(txt, "commit overrun:") +
+			stat_field(txt, "dropped events:");
+		free(txt);
+	}
+	return lost;
+}
+
+/* hits per event from uprobe_profile: "  PATH EVENT HITS" */
+static void tfs_profile_lost(struct tfs *t)
+{
+	struct usc_session *s = t->base.session;
+	char *prof = tracefs_instance_file_read(NULL, "uprobe_profile", NULL);
+	char *save = NULL;
+
+	if (!prof)
+		return;
+	for (char *line = strtok_r(prof, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char path[4096], event[256];
+		unsigned long long hits;
+
+		if (sscanf(line, " %4095s %255s %llu", path, event, &hits) != 3)
+			continue;
+		for (size_t i = 0; i < s->nsites; i++) {
+			const struct usc_site *site = &s->sites[i];
+
+			if (strcmp(site->event, event) || strcmp(site->path, path))
+				continue;
+			t->stats[i].lost = hits > t->stats[i].events ?
+					   (int64_t)(hits - t->stats[i].events) : 0;
+		}
+	}
+	free(prof);
+}
+
+static int tfs_stats(struct usc_engine *e, struct usc_stats *st)
+{
+	struct tfs *t = tfs_of(e);
+
+	st->events = 0;
+	for (size_t i = 0; i < t->nsites; i++)
+		st->events += t->stats[i].events;
+	st->lost = t->inst && !t->removed ? tfs_kernel_lost(t) : 0;
+	for (size_t i = 0; i < t->nsites; i++)
+		t->stats[i].lost = st->lost ? -1 : 0;
+	/* Without a pid filter every hit is an event, so the kernel's hit
+	 * count tells each probe's losses. */
+	if (st->lost && !t->pid)
+		tfs_profile_lost(t);
+	st->sites = t->stats;
+	return 0;
+}
+
+/* ---- stop and detach --------------------------------------------------------------- */
+
+static void tfs_stop(struct usc_engine *e)
+{
+	struct tfs *t = tfs_of(e);
+
+	if (t->live && t->inst)
+		tracefs_event_disable(t->inst, t->name, NULL);
+	t->live = false;
+}
+
+static void tfs_detach(struct usc_engine *e)
+{
+	struct tfs *t = tfs_of(e);
+
+	if (t->removed)
+		return;
+	t->removed = true;
+	/* An instance with open trace_pipe_raw readers is busy. */
+	for (int c = 0; t->cpu_fd && c < t->ncpus; c++) {
+		if (t->cpu_fd[c] >= 0)
+			close(t->cpu_fd[c]);
+		t->cpu_fd[c] = -1;
+	}
+	/* The instance goes first: that disables its events everywhere. */
+	if (t->inst) {
+		tracefs_event_disable(t->inst, NULL, NULL);
+		if (tracefs_instance_destroy(t->inst))
+			log_warn("could not remove the tracefs instance %s", t->name);
+	}
+	for (size_t i = 0; i < t->nsites; i++) {
+		if (!t->ts[i].dev)
+			continue;
+		if (tracefs_dynevent_destroy(t->ts[i].dev, true))
+			log_warn("could not remove the uprobe %s/%s", t->name,
+				 t->base.session->sites[i].event);
+	}
+	t->live = false;
+}
+
+static void tfs_destroy(struct usc_engine *e)
+{
+	struct tfs *t = tfs_of(e);
+
+	tfs_detach(e);
+	for (size_t i = 0; i < t->nsites; i++)
+		tracefs_dynevent_free(t->ts[i].dev);
+	if (t->inst)
+		tracefs_instance_free(t->inst);
+	if (t->kbuf)
+		kbuffer_free(t->kbuf);	/* tep_kbuffer() gives the caller its own */
+	if (t->tep)
+		tep_free(t->tep);
+	free(t->cpu_fd);
+	free(t->page);
+	free(t->site_of_id);
+	free(t->ts);
+	free(t->stats);
+	free(t->tasks);
+	free(t->recs);
+	free(t->arena);
+	free(t);
+}
+
+const struct usc_engine_ops tracefs_engine_ops = {
+	.name = "tracefs",
+	.open = tfs_open,
+	.attach = tfs_attach,
+	.start = tfs_start,
+	.poll = tfs_poll,
+	.stop = tfs_stop,
+	.stats = tfs_stats,
+	.detach = tfs_detach,
+	.destroy = tfs_destroy,
+};

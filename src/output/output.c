@@ -1,0 +1,240 @@
+#include "output/output.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int reserve(struct usc_output *o, size_t more)
+{
+	if (o->len + more + 1 <= o->cap)
+		return 0;
+	size_t cap = o->cap ? o->cap : 4096;
+
+	while (cap < o->len + more + 1)
+		cap *= 2;
+	char *b = realloc(o->buf, cap);
+
+	if (!b)
+		return -ENOMEM;
+	o->buf = b;
+	o->cap = cap;
+	return 0;
+}
+
+__attribute__((format(printf, 2, 3)))
+static int put(struct usc_output *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	for (;;) {
+		size_t room = o->cap - o->len;
+
+		va_start(ap, fmt);
+		n = vsnprintf(o->buf ? o->buf + o->len : NULL, o->buf ? room : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0)
+			return -EINVAL;
+		if (o->buf && (size_t)n < room) {
+			o->len += (size_t)n;
+			return 0;
+		}
+		if (reserve(o, (size_t)n + 1))
+			return -ENOMEM;
+	}
+}
+
+static int putc_(struct usc_output *o, char c)
+{
+	if (reserve(o, 1))
+		return -ENOMEM;
+	o->buf[o->len++] = c;
+	o->buf[o->len] = 0;
+	return 0;
+}
+
+int output_c_string(struct usc_output *o, const char *s, size_t n)
+{
+	int ret = putc_(o, '"');
+
+	for (size_t i = 0; i < n && !ret; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		switch (c) {
+		case '"': ret = put(o, "\\\""); break;
+		case '\\': ret = put(o, "\\\\"); break;
+		case '\n': ret = put(o, "\\n"); break;
+		case '\t': ret = put(o, "\\t"); break;
+		case '\r': ret = put(o, "\\r"); break;
+		default:
+			ret = (c < 0x20 || c >= 0x7f) ? put(o, "\\x%02x", c) : putc_(o, (char)c);
+		}
+	}
+	return ret ? ret : putc_(o, '"');
+}
+
+/* Length of a valid UTF-8 sequence at s (max n bytes), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len;
+	uint32_t cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0) {
+		len = 2;
+		cp = s[0] & 0x1f;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		len = 3;
+		cp = s[0] & 0x0f;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		len = 4;
+		cp = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	/* overlong forms, surrogates, beyond Unicode */
+	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		return 0;
+	return len;
+}
+
+/* Valid JSON. A byte that is not part of valid UTF-8 is escaped as the code
+ * point of the same value (\u00XX), so the text stays valid and the byte
+ * remains recoverable. */
+int output_json_string(struct usc_output *o, const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	int ret = putc_(o, '"');
+
+	for (size_t i = 0; i < n && !ret;) {
+		unsigned char c = u[i];
+		size_t l;
+
+		if (c == '"' || c == '\\') {
+			ret = put(o, "\\%c", c);
+			i++;
+		} else if (c == '\n') {
+			ret = put(o, "\\n");
+			i++;
+		} else if (c == '\t') {
+			ret = put(o, "\\t");
+			i++;
+		} else if (c < 0x20 || c == 0x7f) {
+			ret = put(o, "\\u%04x", c);
+			i++;
+		} else if ((l = utf8_len(u + i, n - i)) > 0) {
+			if (reserve(o, l))
+				return -ENOMEM;
+			memcpy(o->buf + o->len, u + i, l);
+			o->len += l;
+			o->buf[o->len] = 0;
+			i += l;
+		} else {
+			ret = put(o, "\\u%04x", c);
+			i++;
+		}
+	}
+	return ret ? ret : putc_(o, '"');
+}
+
+static uint64_t truncate_to(uint64_t v, unsigned size)
+{
+	return size >= 8 ? v : v & ((1ULL << (size * 8)) - 1);
+}
+
+static int64_t sign_extend(uint64_t v, unsigned size)
+{
+	unsigned shift = 64 - size * 8;
+
+	return size >= 8 ? (int64_t)v : (int64_t)(v << shift) >> shift;
+}
+
+static int put_value(struct usc_output *o, const struct usc_event *ev,
+		     const struct usc_fetcharg *a, const struct usc_value *v)
+{
+	unsigned size = fetch_type_size(a->type);
+
+	if (v->kind == USC_V_FAULT)
+		return put(o, o->json ? "null" : "(fault)");
+	if (v->kind == USC_V_STR)
+		return o->json ? output_json_string(o, v->str, v->len) :
+				 output_c_string(o, v->str, v->len);
+	if (a->type == USC_T_SYMBOL) {
+		char sym[512];
+
+		resolve_symbolize(ev->pid, v->u, sym, sizeof(sym));
+		return o->json ? output_json_string(o, sym, strlen(sym)) : put(o, "%s", sym);
+	}
+	if (fetch_type_is_hex(a->type)) {
+		uint64_t x = truncate_to(v->u, size);
+
+		return put(o, o->json ? "\"0x%" PRIx64 "\"" : "0x%" PRIx64, x);
+	}
+	if (fetch_type_is_signed(a->type))
+		return put(o, "%" PRId64, sign_extend(v->u, size));
+	if (a->type == USC_T_BITFIELD)
+		return put(o, "%" PRIu64, v->u);
+	return put(o, "%" PRIu64, truncate_to(v->u, size));
+}
+
+int output_event(struct usc_output *o, const struct usc_event *ev)
+{
+	const struct usc_probe_spec *spec = ev->site->spec;
+	int ret;
+
+	if (o->json) {
+		ret = put(o, "{\"time_ns\":%" PRIu64 ",\"comm\":", ev->time_ns);
+		ret = ret ? ret : output_json_string(o, ev->comm, strlen(ev->comm));
+		ret = ret ? ret : put(o, ",\"pid\":%d,\"tid\":%d,\"cpu\":%d,\"event\":", ev->pid,
+				      ev->tid, ev->cpu);
+		ret = ret ? ret : output_json_string(o, ev->site->event, strlen(ev->site->event));
+		ret = ret ? ret : put(o, ",\"type\":\"%c\",\"ip\":\"0x%" PRIx64 "\"",
+				      ev->site->is_return ? 'r' : 'p', ev->ip);
+		if (!ret && ev->site->is_return)
+			ret = put(o, ",\"func\":\"0x%" PRIx64 "\"", ev->func);
+		ret = ret ? ret : put(o, ",\"args\":{");
+		for (unsigned i = 0; i < ev->nvals && !ret; i++) {
+			ret = put(o, "%s\"%s\":", i ? "," : "", spec->args[i].name);
+			ret = ret ? ret : put_value(o, ev, &spec->args[i], &ev->vals[i]);
+		}
+		return ret ? ret : put(o, "}}\n");
+	}
+
+	ret = put(o, "%s-%d [%03d] %" PRIu64 ".%06" PRIu64 ": %s: ", ev->comm, ev->tid, ev->cpu,
+		  ev->time_ns / 1000000000u, (ev->time_ns % 1000000000u) / 1000u, ev->site->event);
+	if (!ret && ev->site->is_return)
+		ret = put(o, "(0x%" PRIx64 " <- 0x%" PRIx64 ")", ev->ip, ev->func);
+	else if (!ret)
+		ret = put(o, "(0x%" PRIx64 ")", ev->ip);
+	for (unsigned i = 0; i < ev->nvals && !ret; i++) {
+		ret = put(o, " %s=", spec->args[i].name);
+		ret = ret ? ret : put_value(o, ev, &spec->args[i], &ev->vals[i]);
+	}
+	return ret ? ret : putc_(o, '\n');
+}
+
+void output_reset(struct usc_output *o)
+{
+	o->len = 0;
+	if (o->buf)
+		o->buf[0] = 0;
+}
+
+void output_free(struct usc_output *o)
+{
+	free(o->buf);
+	o->buf = NULL;
+	o->len = o->cap = 0;
+}

@@ -1,0 +1,27 @@
+/* Formatting events: ftrace-shaped text, or one JSON object per line. Every
+ * engine delivers struct usc_event, so every engine prints the same way.
+ * The output module formats into its own buffer; the caller writes it. */
+#ifndef USC_OUTPUT_OUTPUT_H
+#define USC_OUTPUT_OUTPUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/engine.h"
+
+struct usc_output {
+	bool json;
+	char *buf;
+	size_t len, cap;
+};
+
+/* Append one event (with its trailing newline) to o->buf. 0 or -ENOMEM. */
+int output_event(struct usc_output *o, const struct usc_event *ev);
+void output_reset(struct usc_output *o);
+void output_free(struct usc_output *o);
+
+/* Escapers, exposed for tests. They append to o->buf. */
+int output_c_string(struct usc_output *o, const char *s, size_t n);
+int output_json_string(struct usc_output *o, const char *s, size_t n);
+
+#endif

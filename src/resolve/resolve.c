@@ -1,0 +1,543 @@
+#include "resolve/resolve.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "elf/elf.h"
+#include "elf/modules.h"
+#include "x86/insn.h"
+
+/* ---- a small cache of open ELF files, by path --------------------------- */
+
+struct elf_cache_ent {
+	char *path;
+	struct elf_file *ef;
+};
+static struct elf_cache_ent *elf_cache;
+static size_t elf_cache_n;
+
+static int cached_elf(const char *path, struct elf_file **out)
+{
+	for (size_t i = 0; i < elf_cache_n; i++) {
+		if (!strcmp(elf_cache[i].path, path)) {
+			*out = elf_cache[i].ef;
+			return *out ? 0 : -ENOEXEC;
+		}
+	}
+	struct elf_file *ef = NULL;
+	int ret = elf_open(path, &ef);
+	struct elf_cache_ent *n = realloc(elf_cache, (elf_cache_n + 1) * sizeof(*n));
+
+	if (!n) {
+		elf_close(ef);
+		return -ENOMEM;
+	}
+	elf_cache = n;
+	elf_cache[elf_cache_n].path = strdup(path);
+	elf_cache[elf_cache_n].ef = ret ? NULL : ef;
+	if (!elf_cache[elf_cache_n].path) {
+		elf_close(ef);
+		return -ENOMEM;
+	}
+	elf_cache_n++;
+	*out = ef;
+	return ret;
+}
+
+/* ---- the target ---------------------------------------------------------- */
+
+int resolve_target(struct usc_target *target, const char *command)
+{
+	char buf[PATH_MAX], link[64];
+	ssize_t n;
+
+	switch (target->kind) {
+	case USC_TARGET_PID:
+		if (kill(target->pid, 0) && errno == ESRCH) {
+			log_error("no such process: %d", (int)target->pid);
+			return -ESRCH;
+		}
+		snprintf(link, sizeof(link), "/proc/%d/exe", (int)target->pid);
+		n = readlink(link, buf, sizeof(buf) - 1);
+		if (n < 0) {
+			int e = errno;
+
+			if (e == ENOENT || e == ESRCH) {
+				log_error("no such process: %d", (int)target->pid);
+				return -ESRCH;
+			}
+			log_error("cannot read the executable of process %d: %s", (int)target->pid,
+				  strerror(e));
+			return -e;
+		}
+		buf[n] = 0;
+		if (n > 10 && !strcmp(buf + n - 10, " (deleted)")) {
+			log_error("the executable of process %d was deleted or replaced: %s",
+				  (int)target->pid, buf);
+			return -ENOENT;
+		}
+		target->exe = strdup(buf);
+		return target->exe ? 0 : -ENOMEM;
+	case USC_TARGET_COMMAND:
+		if (module_which(command, &target->exe)) {
+			log_error("command not found: %s", command);
+			return -ENOENT;
+		}
+		return 0;
+	default:
+		target->exe = NULL;
+		return 0;
+	}
+}
+
+/* ---- event names ---------------------------------------------------------- */
+
+static void sanitize_name(const char *in, char *out, size_t max)
+{
+	size_t n = 0;
+
+	if (!isalpha((unsigned char)in[0]) && in[0] != '_' && n + 1 < max)
+		out[n++] = '_';
+	for (const char *p = in; *p && n + 1 < max; p++) {
+		if (*p == '@')
+			break;		/* drop the symbol version */
+		if (isalnum((unsigned char)*p) || *p == '_')
+			out[n++] = *p;
+		else if (n && out[n - 1] != '_')
+			out[n++] = '_';
+	}
+	while (n > 1 && out[n - 1] == '_')
+		n--;
+	out[n] = 0;
+}
+
+static void name_site(struct usc_site *site, struct usc_site *all, size_t nall,
+		      bool several)
+{
+	const struct usc_probe_spec *spec = site->spec;
+	char base[USC_NAME_MAX], tmp[USC_NAME_MAX * 2];
+	const char *suffix = site->is_return ? "__return" : "";
+	size_t room = USC_NAME_MAX - 1 - strlen(suffix) - 4; /* keep space for _NN */
+
+	if (spec->event_given && !several) {
+		snprintf(site->event, sizeof(site->event), "%s", spec->event);
+		return;
+	}
+	if (spec->loc_kind == USC_LOC_ADDRESS)
+		snprintf(tmp, sizeof(tmp), "addr_0x%llx", (unsigned long long)site->vaddr);
+	else if (spec->has_offset)
+		snprintf(tmp, sizeof(tmp), "%s_0x%llx", site->symbol,
+			 (unsigned long long)spec->offset);
+	else
+		snprintf(tmp, sizeof(tmp), "%s%s%s", spec->event_given ? spec->event : "",
+			 spec->event_given ? "_" : "", site->symbol);
+	sanitize_name(tmp, base, room < sizeof(base) ? room : sizeof(base));
+	snprintf(tmp, sizeof(tmp), "%s%s", base, suffix);
+	for (unsigned k = 2;; k++) {
+		bool clash = false;
+
+		for (size_t i = 0; i < nall; i++)
+			if (&all[i] != site && all[i].event[0] && !strcmp(all[i].event, tmp))
+				clash = true;
+		if (!clash)
+			break;
+		snprintf(tmp, sizeof(tmp), "%s_%u%s", base, k, suffix);
+	}
+	tmp[USC_NAME_MAX - 1] = 0;	/* base was sized to leave room */
+	memcpy(site->event, tmp, USC_NAME_MAX);
+}
+
+/* ---- modules ------------------------------------------------------------- */
+
+static int find_module(const struct usc_target *t, const struct usc_probe_spec *spec,
+		       char **path)
+{
+	const char *m = spec->module;
+	char real[PATH_MAX];
+	int ret;
+
+	if (!m[0]) {
+		if (!t->exe) {
+			log_error("%s: system-wide tracing needs a MODULE: write PATH:%s or LIBRARY:%s",
+				  spec->text, spec->symbol[0] ? spec->symbol : "ADDRESS",
+				  spec->symbol[0] ? spec->symbol : "ADDRESS");
+			return -EINVAL;
+		}
+		*path = strdup(t->exe);
+		return *path ? 0 : -ENOMEM;
+	}
+	if (strchr(m, '/')) {
+		if (!realpath(m, real)) {
+			int e = errno;
+
+			log_error("%s: no such file: %s", spec->text, m);
+			return -e;
+		}
+		*path = strdup(real);
+		return *path ? 0 : -ENOMEM;
+	}
+	switch (t->kind) {
+	case USC_TARGET_PID:
+		ret = module_find_in_pid(t->pid, m, path);
+		break;
+	case USC_TARGET_COMMAND:
+		ret = module_find_for_exe(t->exe, m, path);
+		if (ret == -ENOENT && module_find_system(m, path) == 0) {
+			/* not linked: perhaps dlopen'ed later; the probe is on the
+			 * file, so it fires once the command maps it */
+			log_info("%s: %s does not link '%s'; using %s", spec->text, t->exe, m,
+				 *path);
+			ret = 0;
+		}
+		break;
+	default:
+		ret = module_find_system(m, path);
+		break;
+	}
+	if (ret == -ENOENT) {
+		if (t->kind == USC_TARGET_PID)
+			log_error("%s: process %d has no module '%s' loaded", spec->text,
+				  (int)t->pid, m);
+		else if (t->kind == USC_TARGET_COMMAND)
+			log_error("%s: %s does not link a module '%s'", spec->text, t->exe, m);
+		else
+			log_error("%s: no library '%s' found where the dynamic loader looks",
+				  spec->text, m);
+	} else if (ret == -ESRCH) {
+		log_error("no such process: %d", (int)t->pid);
+	} else if (ret) {
+		log_error("%s: cannot resolve module '%s': %s", spec->text, m, strerror(-ret));
+	}
+	return ret;
+}
+
+/* ---- sites ----------------------------------------------------------------- */
+
+static int check_boundary(const struct elf_file *ef, const struct elf_sym *fn, uint64_t off,
+			  const struct usc_probe_spec *spec)
+{
+	uint8_t *code;
+	uint64_t prev = 0, next = 0;
+	int ret;
+
+	if (!fn->size)
+		return 0;
+	code = malloc(fn->size);
+	if (!code)
+		return -ENOMEM;
+	ret = elf_read(ef, fn->vaddr, code, fn->size);
+	if (!ret)
+		ret = x86_check_boundary(code, fn->size, fn->vaddr, off, &prev, &next);
+	free(code);
+	if (ret == -EINVAL)
+		log_error("%s: offset 0x%llx is inside an instruction of %s; the nearest "
+			  "instruction boundaries are +0x%llx and +0x%llx",
+			  spec->text, (unsigned long long)off, fn->name,
+			  (unsigned long long)prev, (unsigned long long)next);
+	else if (ret == -ENOEXEC)
+		log_error("%s: cannot decode %s up to offset 0x%llx to check the instruction "
+			  "boundary", spec->text, fn->name, (unsigned long long)off);
+	else if (ret)
+		log_error("%s: cannot read the code of %s: %s", spec->text, fn->name,
+			  strerror(-ret));
+	return ret;
+}
+
+struct site_vec {
+	struct usc_site *v;
+	size_t n, cap;
+};
+
+static struct usc_site *site_push(struct site_vec *sv)
+{
+	if (sv->n == sv->cap) {
+		size_t cap = sv->cap ? sv->cap * 2 : 16;
+		struct usc_site *v = realloc(sv->v, cap * sizeof(*v));
+
+		if (!v)
+			return NULL;
+		sv->v = v;
+		sv->cap = cap;
+	}
+	memset(&sv->v[sv->n], 0, sizeof(sv->v[0]));
+	return &sv->v[sv->n++];
+}
+
+static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsigned idx,
+		    const char *path, const struct elf_file *ef, const struct elf_sym *fn,
+		    uint64_t vaddr)
+{
+	struct usc_site *s;
+	uint64_t off;
+
+	if (!elf_vaddr_is_exec(ef, vaddr)) {
+		log_error("%s: address 0x%llx is not in an executable segment of %s", spec->text,
+			  (unsigned long long)vaddr, path);
+		return -EINVAL;
+	}
+	if (elf_vaddr_to_offset(ef, vaddr, &off)) {
+		log_error("%s: address 0x%llx has no file offset in %s", spec->text,
+			  (unsigned long long)vaddr, path);
+		return -EINVAL;
+	}
+	if (fn && (fn->flags & ELF_SYM_IFUNC))
+		log_warn("%s: %s is an IFUNC: the probe is on its resolver, which runs when the "
+			 "symbol is bound, not on the implementation it selects", spec->text,
+			 fn->name);
+	s = site_push(sv);
+	if (!s)
+		return -ENOMEM;
+	s->spec = spec;
+	s->probe = idx;
+	s->path = strdup(path);
+	s->symbol = fn ? strdup(fn->name) : NULL;
+	s->vaddr = vaddr;
+	s->func_vaddr = fn ? fn->vaddr : 0;
+	s->offset = off;
+	s->is_return = spec->is_return;
+	if (!s->path || (fn && !s->symbol))
+		return -ENOMEM;
+	return 0;
+}
+
+static void log_unknown(const struct usc_probe_spec *spec, const struct elf_file *ef,
+			const char *path)
+{
+	const char *sugg[3];
+	char list[512] = "";
+	size_t n = elf_func_suggest(ef, spec->symbol, sugg, 3), used = 0;
+
+	for (size_t i = 0; i < n && used < sizeof(list); i++)
+		used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
+					 sugg[i]);
+	if (n)
+		log_error("%s: no function '%s' in %s; did you mean: %s?", spec->text,
+			  spec->symbol, path, list);
+	else
+		log_error("%s: no function '%s' in %s", spec->text, spec->symbol, path);
+}
+
+static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *spec,
+		       unsigned idx, struct site_vec *sv)
+{
+	char *path = NULL;
+	struct elf_file *ef;
+	int ret = find_module(t, spec, &path);
+
+	if (ret)
+		return ret;
+	ret = cached_elf(path, &ef);
+	if (ret) {
+		if (ret == -ENOEXEC)
+			log_error("%s: %s is not an x86-64 ELF file", spec->text, path);
+		else
+			log_error("%s: cannot open %s: %s", spec->text, path, strerror(-ret));
+		goto out;
+	}
+
+	if (spec->loc_kind == USC_LOC_ADDRESS) {
+		const struct elf_sym *fn = elf_func_at(ef, spec->address);
+
+		if (spec->is_return && (!fn || fn->vaddr != spec->address)) {
+			log_error("%s: a return probe needs a function's entry address", spec->text);
+			ret = -EINVAL;
+			goto out;
+		}
+		if (fn && fn->vaddr != spec->address) {
+			ret = check_boundary(ef, fn, spec->address - fn->vaddr, spec);
+			if (ret)
+				goto out;
+		}
+		ret = add_site(sv, spec, idx, path, ef, fn, spec->address);
+		goto out;
+	}
+
+	if (spec->is_glob) {
+		const struct elf_sym **m = NULL;
+		ssize_t n = elf_func_match(ef, spec->symbol, &m);
+
+		if (n < 0) {
+			ret = (int)n;
+			goto out;
+		}
+		if (n == 0) {
+			log_error("%s: no function matches '%s' in %s", spec->text, spec->symbol,
+				  path);
+			ret = -ENOENT;
+		}
+		for (ssize_t i = 0; i < n && !ret; i++) {
+			if (spec->has_offset && spec->offset >= m[i]->size)
+				continue;	/* too short for the offset */
+			ret = add_site(sv, spec, idx, path, ef, m[i], m[i]->vaddr + spec->offset);
+		}
+		free(m);
+		goto out;
+	}
+
+	const struct elf_sym *fn = NULL, **cands = NULL;
+	size_t ncands = 0;
+
+	ret = elf_func_lookup(ef, spec->symbol, &fn, &cands, &ncands);
+	if (ret == -ENOENT) {
+		log_unknown(spec, ef, path);
+		goto out;
+	}
+	if (ret == -EEXIST) {
+		char list[1024] = "";
+		size_t used = 0;
+
+		for (size_t i = 0; i < ncands && used < sizeof(list); i++)
+			used += (size_t)snprintf(list + used, sizeof(list) - used,
+						 "%s%s%s%s at 0x%llx", i ? ", " : "",
+						 cands[i]->name, cands[i]->version ? "@" : "",
+						 cands[i]->version ? cands[i]->version : "",
+						 (unsigned long long)cands[i]->vaddr);
+		log_error("%s: %zu functions are named '%s' in %s (%s); probe one by ADDRESS",
+			  spec->text, ncands, spec->symbol, path, list);
+		free(cands);
+		goto out;
+	}
+	free(cands);
+	if (ret)
+		goto out;
+	if (spec->has_offset) {
+		if (spec->is_return) {
+			log_error("%s: a return probe goes on a function, not at an offset in it",
+				  spec->text);
+			ret = -EINVAL;
+			goto out;
+		}
+		if (fn->size && spec->offset >= fn->size) {
+			log_error("%s: offset 0x%llx is outside %s (size 0x%llx)", spec->text,
+				  (unsigned long long)spec->offset, fn->name,
+				  (unsigned long long)fn->size);
+			ret = -EINVAL;
+			goto out;
+		}
+		ret = check_boundary(ef, fn, spec->offset, spec);
+		if (ret)
+			goto out;
+	}
+	ret = add_site(sv, spec, idx, path, ef, fn, fn->vaddr + spec->offset);
+out:
+	free(path);
+	return ret;
+}
+
+int resolve_probes(const struct usc_target *target, const struct usc_probe_spec *specs,
+		   size_t nspecs, struct usc_site **sites, size_t *nsites)
+{
+	struct site_vec sv = {0};
+	int ret = 0;
+
+	for (size_t i = 0; i < nspecs && !ret; i++) {
+		size_t first = sv.n;
+
+		ret = resolve_one(target, &specs[i], (unsigned)i, &sv);
+		for (size_t k = first; !ret && k < sv.n; k++)
+			name_site(&sv.v[k], sv.v, sv.n, sv.n - first > 1);
+	}
+	if (ret) {
+		resolve_sites_free(sv.v, sv.n);
+		return ret;
+	}
+	*sites = sv.v;
+	*nsites = sv.n;
+	return 0;
+}
+
+void resolve_sites_free(struct usc_site *sites, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(sites[i].path);
+		free(sites[i].symbol);
+	}
+	free(sites);
+}
+
+/* ---- symbolization of runtime addresses -------------------------------- */
+
+struct pid_maps {
+	pid_t pid;
+	struct proc_map *maps;
+	size_t n;
+};
+static struct pid_maps *pmaps;
+static size_t npmaps;
+
+static const struct pid_maps *maps_of(pid_t pid)
+{
+	struct proc_map *m = NULL;
+	ssize_t n;
+	struct pid_maps *v;
+
+	for (size_t i = 0; i < npmaps; i++)
+		if (pmaps[i].pid == pid)
+			return &pmaps[i];
+	n = procmaps_read(pid, &m);
+	if (n < 0)
+		return NULL;
+	v = realloc(pmaps, (npmaps + 1) * sizeof(*v));
+	if (!v) {
+		procmaps_free(m, (size_t)n);
+		return NULL;
+	}
+	pmaps = v;
+	pmaps[npmaps] = (struct pid_maps){pid, m, (size_t)n};
+	return &pmaps[npmaps++];
+}
+
+void resolve_symbolize(pid_t pid, uint64_t addr, char *buf, size_t len)
+{
+	const struct pid_maps *pm = maps_of(pid);
+
+	snprintf(buf, len, "0x%llx", (unsigned long long)addr);
+	if (!pm)
+		return;
+	for (size_t i = 0; i < pm->n; i++) {
+		const struct proc_map *m = &pm->maps[i];
+		struct elf_file *ef;
+		uint64_t off, vaddr;
+		const char *base;
+
+		if (addr < m->start || addr >= m->end || !m->path || m->path[0] != '/')
+			continue;
+		off = addr - m->start + m->pgoff;
+		base = strrchr(m->path, '/') + 1;
+		if (cached_elf(m->path, &ef) || elf_offset_to_vaddr(ef, off, &vaddr)) {
+			snprintf(buf, len, "%s+0x%llx", base, (unsigned long long)off);
+			return;
+		}
+		const struct elf_sym *fn = elf_func_at(ef, vaddr);
+
+		if (fn)
+			snprintf(buf, len, "%s+0x%llx", fn->name,
+				 (unsigned long long)(vaddr - fn->vaddr));
+		else
+			snprintf(buf, len, "%s+0x%llx", base, (unsigned long long)off);
+		return;
+	}
+}
+
+void resolve_cache_free(void)
+{
+	for (size_t i = 0; i < elf_cache_n; i++) {
+		elf_close(elf_cache[i].ef);
+		free(elf_cache[i].path);
+	}
+	free(elf_cache);
+	elf_cache = NULL;
+	elf_cache_n = 0;
+	for (size_t i = 0; i < npmaps; i++)
+		procmaps_free(pmaps[i].maps, pmaps[i].n);
+	free(pmaps);
+	pmaps = NULL;
+	npmaps = 0;
+}

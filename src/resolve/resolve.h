@@ -1,0 +1,55 @@
+/* From logical probes to sites: find the module, the function(s), the
+ * address and the file offset of every place a probe goes. Expansion (globs,
+ * later USDT sites and inlined copies) is done here, before any engine is
+ * involved, as bpftrace separates its matcher from its attacher. */
+#ifndef USC_RESOLVE_RESOLVE_H
+#define USC_RESOLVE_RESOLVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "probe/probe.h"
+
+enum usc_target_kind {
+	USC_TARGET_SYSTEM,	/* every process running the probed files */
+	USC_TARGET_PID,		/* a running process */
+	USC_TARGET_COMMAND,	/* a command uscope starts */
+};
+
+struct usc_target {
+	enum usc_target_kind kind;
+	pid_t pid;		/* USC_TARGET_PID */
+	char *exe;		/* the executable (absolute path), or NULL */
+};
+
+struct usc_site {
+	const struct usc_probe_spec *spec;
+	unsigned probe;			/* index of spec */
+	char event[USC_NAME_MAX];	/* unique within the session */
+	char *path;			/* the module file */
+	char *symbol;			/* function name, or NULL */
+	uint64_t vaddr;			/* link-time address of the probe point */
+	uint64_t func_vaddr;		/* link-time address of the function, or 0 */
+	uint64_t offset;		/* file offset of the probe point */
+	bool is_return;
+};
+
+/* Fill target->exe for a PID (/proc/PID/exe) or a command (PATH lookup).
+ * -ESRCH (no such process), -ENOENT (command not found). */
+int resolve_target(struct usc_target *target, const char *command);
+
+/* Expand specs into sites. 0 or -errno; every failure is logged as one line
+ * naming the probe (unknown symbols with the closest names, ambiguities with
+ * their candidates). */
+int resolve_probes(const struct usc_target *target, const struct usc_probe_spec *specs,
+		   size_t nspecs, struct usc_site **sites, size_t *nsites);
+void resolve_sites_free(struct usc_site *sites, size_t n);
+
+/* Symbolize a runtime address of process pid as "sym+0xoff" or "module+0xoff";
+ * falls back to "0x...". Caches mappings and symbol tables. */
+void resolve_symbolize(pid_t pid, uint64_t addr, char *buf, size_t len);
+void resolve_cache_free(void);
+
+#endif
