@@ -74,13 +74,20 @@ deps:
 unit: $(UNIT_BINS)
 	@set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
+# A crash or sanitizer report fails the run; its input is kept in build/fuzz/.
 fuzz: $(FUZZ_BINS)
 	@set -e; for f in $(FUZZ_BINS); do n=$$(basename $$f); mkdir -p build/fuzz/corpus-$$n; \
 	  echo "== $$n ($(FUZZ_SECONDS)s)"; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 build/fuzz/corpus-$$n tests/fuzz/seeds/$$n 2>&1 | tail -n 2; done
+	  if ! $$f -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=build/fuzz/$$n- \
+	      build/fuzz/corpus-$$n tests/fuzz/seeds/$$n > build/fuzz/$$n.log 2>&1; then \
+	    tail -n 40 build/fuzz/$$n.log; echo "fuzz: $$n failed"; exit 1; fi; \
+	  tail -n 1 build/fuzz/$$n.log; done
 
+# Debian's python3, which has python3-pytest (a python3 earlier on PATH,
+# e.g. from pyenv, may not).
+PYTHON ?= /usr/bin/python3
 e2e: uscope build/san/uscope targets
-	USCOPE=$(CURDIR)/build/san/uscope python3 -m pytest -q tests/e2e
+	USCOPE=$(CURDIR)/build/san/uscope $(PYTHON) -m pytest -q tests/e2e
 
 check: deps
 	$(MAKE) uscope build/san/uscope

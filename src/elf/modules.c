@@ -95,8 +95,9 @@ ssize_t procmaps_read(pid_t pid, struct proc_map **out)
 	snprintf(fn, sizeof(fn), "/proc/%d/maps", (int)pid);
 	f = fopen(fn, "re");
 	if (!f) {
+		/* the caller says what it means to its user ("no such process") */
 		err = errno == ENOENT ? -ESRCH : -errno;
-		log_error("cannot read %s: %s", fn, strerror(-err));
+		log_debug("cannot read %s: %s", fn, strerror(-err));
 		return err;
 	}
 	errno = 0;
@@ -1005,6 +1006,6 @@ int module_which(const char *cmd, char **out)
 	}
 	free(copy);
 	if (err == -ENOENT)
-		log_error("%s: command not found", cmd);
+		log_debug("%s: not found on PATH", cmd);
 	return err;
 }

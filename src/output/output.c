@@ -56,25 +56,6 @@ static int putc_(struct usc_output *o, char c)
 	return 0;
 }
 
-int output_c_string(struct usc_output *o, const char *s, size_t n)
-{
-	int ret = putc_(o, '"');
-
-	for (size_t i = 0; i < n && !ret; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		switch (c) {
-		case '"': ret = put(o, "\\\""); break;
-		case '\\': ret = put(o, "\\\\"); break;
-		case '\n': ret = put(o, "\\n"); break;
-		case '\t': ret = put(o, "\\t"); break;
-		case '\r': ret = put(o, "\\r"); break;
-		default:
-			ret = (c < 0x20 || c >= 0x7f) ? put(o, "\\x%02x", c) : putc_(o, (char)c);
-		}
-	}
-	return ret ? ret : putc_(o, '"');
-}
 
 /* Length of a valid UTF-8 sequence at s (max n bytes), or 0. */
 static size_t utf8_len(const unsigned char *s, size_t n)
@@ -108,6 +89,42 @@ static size_t utf8_len(const unsigned char *s, size_t n)
 	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
 		return 0;
 	return len;
+}
+
+/* C escapes for text output. Valid UTF-8 stays as it is, as a terminal shows
+ * it; control bytes and bytes that are not UTF-8 become \xNN. */
+int output_c_string(struct usc_output *o, const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	int ret = putc_(o, '"');
+
+	for (size_t i = 0; i < n && !ret;) {
+		unsigned char c = u[i];
+		size_t l;
+
+		switch (c) {
+		case '"': ret = put(o, "\\\""); i++; continue;
+		case '\\': ret = put(o, "\\\\"); i++; continue;
+		case '\n': ret = put(o, "\\n"); i++; continue;
+		case '\t': ret = put(o, "\\t"); i++; continue;
+		case '\r': ret = put(o, "\\r"); i++; continue;
+		}
+		if (c >= 0x20 && c < 0x7f) {
+			ret = putc_(o, (char)c);
+			i++;
+		} else if (c >= 0x80 && (l = utf8_len(u + i, n - i)) > 0) {
+			if (reserve(o, l))
+				return -ENOMEM;
+			memcpy(o->buf + o->len, u + i, l);
+			o->len += l;
+			o->buf[o->len] = 0;
+			i += l;
+		} else {
+			ret = put(o, "\\x%02x", c);
+			i++;
+		}
+	}
+	return ret ? ret : putc_(o, '"');
 }
 
 /* Valid JSON. A byte that is not part of valid UTF-8 is escaped as the code

@@ -146,22 +146,30 @@ static int parse_type(const char *text, size_t pos, size_t n, enum usc_type *typ
 			return 0;
 		}
 	}
-	if (n > 0 && s[0] == 'b' && n < 32) {
-		char buf[32];
-		unsigned w, o, c;
-		int used = 0;
+	if (n > 0 && s[0] == 'b') {
+		/* b<width>@<offset>/<container>: plain decimal digits only */
+		unsigned v[3] = {0, 0, 0};
+		const char seps[3] = {'@', '/', 0};
+		size_t i = 1;
 
-		memcpy(buf, s, n);
-		buf[n] = 0;
-		if (sscanf(buf, "b%u@%u/%u%n", &w, &o, &c, &used) != 3 || (size_t)used != n ||
-		    !isdigit((unsigned char)buf[1]))
-			return fail(err, USC_PERR_BAD_BITFIELD, pos);
-		if ((c != 8 && c != 16 && c != 32 && c != 64) || w == 0 || w + o > c)
+		for (int k = 0; k < 3; k++) {
+			size_t start = i;
+
+			while (i < n && isdigit((unsigned char)s[i]) && i - start < 3)
+				v[k] = v[k] * 10 + (unsigned)(s[i++] - '0');
+			if (i == start || (i < n && isdigit((unsigned char)s[i])))
+				return fail(err, USC_PERR_BAD_BITFIELD, pos);
+			if (seps[k] ? (i >= n || s[i] != seps[k]) : i != n)
+				return fail(err, USC_PERR_BAD_BITFIELD, pos);
+			i++;
+		}
+		if ((v[2] != 8 && v[2] != 16 && v[2] != 32 && v[2] != 64) || v[0] == 0 ||
+		    v[1] >= v[2] || v[0] > v[2] - v[1])
 			return fail(err, USC_PERR_BAD_BITFIELD, pos);
 		*type = USC_T_BITFIELD;
-		*bf_w = w;
-		*bf_o = o;
-		*bf_c = c;
+		*bf_w = v[0];
+		*bf_o = v[1];
+		*bf_c = v[2];
 		return 0;
 	}
 	return fail(err, USC_PERR_BAD_TYPE, pos);
@@ -484,11 +492,26 @@ static bool event_name_ok(const char *s, size_t n)
 	return true;
 }
 
+/* The next whitespace-separated token at or after *i; false at the end. */
+static bool next_tok(const char *text, size_t len, size_t *i, struct tok *t)
+{
+	while (*i < len && isspace((unsigned char)text[*i]))
+		(*i)++;
+	if (*i >= len)
+		return false;
+	t->start = *i;
+	while (*i < len && !isspace((unsigned char)text[*i]))
+		(*i)++;
+	t->end = *i;
+	return true;
+}
+
 int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 		    struct usc_parse_error *err)
 {
-	struct tok toks[USC_MAX_ARGS + 3];
-	size_t ntok = 0, len = strlen(text), i = 0, t = 0;
+	size_t len = strlen(text), i = 0;
+	struct tok t0, t1, loc, t;
+	bool have_t1, t1_used = false;
 
 	memset(spec, 0, sizeof(*spec));
 	if (err)
@@ -497,72 +520,63 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 		return fail(err, USC_PERR_TOO_LONG, USC_SPEC_MAX - 1);
 	memcpy(spec->text, text, len);
 
-	while (i < len) {
-		while (i < len && isspace((unsigned char)text[i]))
-			i++;
-		if (i >= len)
-			break;
-		if (ntok == sizeof(toks) / sizeof(toks[0]))
-			return fail(err, USC_PERR_TOO_MANY_ARGS, i);
-		toks[ntok].start = i;
-		while (i < len && !isspace((unsigned char)text[i]))
-			i++;
-		toks[ntok++].end = i;
-	}
-	if (ntok == 0)
+	if (!next_tok(text, len, &i, &t0))
 		return fail(err, USC_PERR_EMPTY, 0);
+	have_t1 = next_tok(text, len, &i, &t1);
 
-	struct tok loc = toks[0];
-	const char *t0 = text + toks[0].start;
-	size_t t0len = toks[0].end - toks[0].start;
+	const char *s0 = text + t0.start;
+	size_t n0 = t0.end - t0.start;
 
-	if (t0len == 1 && (t0[0] == 'p' || t0[0] == 'r')) {
-		spec->is_return = t0[0] == 'r';
-		if (ntok < 2)
+	loc = t0;
+	if (n0 == 1 && (s0[0] == 'p' || s0[0] == 'r')) {
+		spec->is_return = s0[0] == 'r';
+		if (!have_t1)
 			return fail(err, USC_PERR_NO_LOCATION, len);
-		loc = toks[1];
-		t = 2;
-	} else if (t0len >= 2 && (t0[0] == 'p' || t0[0] == 'r') && t0[1] == ':') {
-		struct tok rest = {toks[0].start + 2, toks[0].end};
+		loc = t1;
+		t1_used = true;
+	} else if (n0 >= 2 && (s0[0] == 'p' || s0[0] == 'r') && s0[1] == ':' &&
+		   !(n0 >= 3 && s0[2] == ':')) {	/* p::x is a C++ scope */
+		struct tok rest = {t0.start + 2, t0.end};
 		bool has_colon = memchr(text + rest.start, ':', rest.end - rest.start) != NULL;
 
-		spec->is_return = t0[0] == 'r';
-		if (!has_colon && ntok >= 2 && !tok_is_fetcharg(text, toks[1])) {
+		spec->is_return = s0[0] == 'r';
+		if (!has_colon && have_t1 && !tok_is_fetcharg(text, t1)) {
 			/* p:EVENT LOCATION */
 			if (!event_name_ok(text + rest.start, rest.end - rest.start))
 				return fail(err, USC_PERR_BAD_EVENT, rest.start);
 			memcpy(spec->event, text + rest.start, rest.end - rest.start);
 			spec->event_given = true;
-			loc = toks[1];
-			t = 2;
+			loc = t1;
+			t1_used = true;
 		} else {
 			if (rest.start == rest.end)
 				return fail(err, USC_PERR_NO_LOCATION, rest.start);
 			loc = rest;
-			t = 1;
 		}
-	} else {
-		if (tok_is_fetcharg(text, toks[0]))
-			return fail(err, USC_PERR_NO_LOCATION, toks[0].start);
-		t = 1;
+	} else if (tok_is_fetcharg(text, t0)) {
+		return fail(err, USC_PERR_NO_LOCATION, t0.start);
 	}
 
 	if (parse_location(text, loc, spec, err))
 		return -EINVAL;
 
-	for (; t < ntok; t++) {
+	bool more = have_t1 && !t1_used;
+
+	t = t1;
+	while (more || next_tok(text, len, &i, &t)) {
 		struct usc_fetcharg *a;
 
+		more = false;
 		if (spec->nargs >= USC_MAX_ARGS)
-			return fail(err, USC_PERR_TOO_MANY_ARGS, toks[t].start);
+			return fail(err, USC_PERR_TOO_MANY_ARGS, t.start);
 		a = &spec->args[spec->nargs];
-		if (probe_parse_fetcharg(text, toks[t].start, toks[t].end, spec->is_return, a, err))
+		if (probe_parse_fetcharg(text, t.start, t.end, spec->is_return, a, err))
 			return -EINVAL;
 		if (!a->named)
 			snprintf(a->name, sizeof(a->name), "arg%u", spec->nargs + 1);
 		for (unsigned k = 0; k < spec->nargs; k++)
 			if (!strcmp(spec->args[k].name, a->name))
-				return fail(err, USC_PERR_DUP_ARG_NAME, toks[t].start);
+				return fail(err, USC_PERR_DUP_ARG_NAME, t.start);
 		spec->nargs++;
 	}
 	return 0;
@@ -570,38 +584,65 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 
 /* ---- back to text ------------------------------------------------------- */
 
+static const char *const reg_names64[USC_REG_NR] = {
+	"rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9",
+	"r10", "r11", "r12", "r13", "r14", "r15", "rip",
+};
+
+/* Back to probe-language text that parses to the same program: NAME=EXPR:TYPE
+ * with 64-bit register names (a sub-register's width is in its type). */
 int probe_fetcharg_format(const struct usc_fetcharg *arg, char *buf, size_t len)
 {
-	char expr[512] = "", tmp[512];
-	const struct fetch_insn *in = arg->insn;
-	unsigned n = arg->ninsn;
+	char expr[512] = "", tmp[512], type[32];
+	bool absorb = false;
 
-	for (unsigned i = 0; i < n && in[i].op != FOP_END; i++) {
-		const struct fetch_insn *f = &in[i];
-		int64_t off = f->imm;
+	for (unsigned i = 0; i < arg->ninsn && arg->insn[i].op != FOP_END; i++) {
+		const struct fetch_insn *f = &arg->insn[i];
+		long long off = f->imm;
 
 		switch (f->op) {
-		case FOP_REG: snprintf(expr, sizeof(expr), "%%%s", fetch_reg_kname(f->reg)); break;
-		case FOP_STACK: snprintf(expr, sizeof(expr), "$stack%lld", (long long)f->imm); break;
+		case FOP_REG:
+			snprintf(expr, sizeof(expr), "%%%s",
+				 f->reg < USC_REG_NR ? reg_names64[f->reg] : "?");
+			break;
+		case FOP_STACK: snprintf(expr, sizeof(expr), "$stack%lld", off); break;
 		case FOP_STACKP: snprintf(expr, sizeof(expr), "$stack"); break;
 		case FOP_RETVAL: snprintf(expr, sizeof(expr), "$retval"); break;
 		case FOP_COMM: snprintf(expr, sizeof(expr), "$comm"); break;
-		case FOP_IMM: snprintf(expr, sizeof(expr), "\\%lld", (long long)f->imm); break;
-		case FOP_MEM: snprintf(expr, sizeof(expr), "&0x%llx", (unsigned long long)f->imm); break;
-		case FOP_FOFFS: snprintf(expr, sizeof(expr), "&+0x%llx", (unsigned long long)f->imm); break;
+		case FOP_IMM: snprintf(expr, sizeof(expr), "%lld", off); break;
+		case FOP_MEM:
+			snprintf(expr, sizeof(expr), "@0x%llx", (unsigned long long)off);
+			absorb = true;
+			break;
+		case FOP_FOFFS:
+			snprintf(expr, sizeof(expr), "@+0x%llx", (unsigned long long)off);
+			absorb = true;
+			break;
 		case FOP_DEREF:
 		case FOP_ST_MEM:
-			snprintf(tmp, sizeof(tmp), "%s%lld(%s)", off < 0 ? "-" : "+",
-				 (long long)(off < 0 ? -off : off), expr);
-			memcpy(expr, tmp, sizeof(expr));
-			break;
 		case FOP_ST_STRING:
-			snprintf(tmp, sizeof(tmp), "%s%lld(%s)", off < 0 ? "-" : "+",
-				 (long long)(off < 0 ? -off : off), expr);
+			if (absorb && off == 0) {
+				absorb = false;
+				break;
+			}
+			absorb = false;
+			if (snprintf(tmp, sizeof(tmp), "%c%lld(%s)", off < 0 ? '-' : '+',
+				     off < 0 ? -off : off, expr) >= (int)sizeof(tmp))
+				return -1;
 			memcpy(expr, tmp, sizeof(expr));
 			break;
-		default: break;
+		default:
+			break;
 		}
 	}
-	return snprintf(buf, len, "%s=%s:%s", arg->name, expr, fetch_type_name(arg->type));
+	if (arg->type == USC_T_BITFIELD) {
+		snprintf(type, sizeof(type), "b?");
+		for (unsigned i = 0; i < arg->ninsn; i++)
+			if (arg->insn[i].op == FOP_MOD_BF)
+				snprintf(type, sizeof(type), "b%u@%u/%u", arg->insn[i].bf_width,
+					 arg->insn[i].bf_offset, arg->insn[i].size * 8u);
+	} else {
+		snprintf(type, sizeof(type), "%s", fetch_type_name(arg->type));
+	}
+	return snprintf(buf, len, "%s=%s:%s", arg->name, expr, type);
 }

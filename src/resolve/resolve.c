@@ -345,11 +345,16 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 	if (spec->loc_kind == USC_LOC_ADDRESS) {
 		const struct elf_sym *fn = elf_func_at(ef, spec->address);
 
-		if (spec->is_return && (!fn || fn->vaddr != spec->address)) {
-			log_error("%s: a return probe needs a function's entry address", spec->text);
+		if (spec->is_return && fn && fn->vaddr != spec->address) {
+			log_error("%s: a return probe needs a function's entry address; 0x%llx is "
+				  "inside %s", spec->text, (unsigned long long)spec->address, fn->name);
 			ret = -EINVAL;
 			goto out;
 		}
+		if (spec->is_return && !fn)
+			log_warn("%s: no symbol covers 0x%llx; the return probe is only right if "
+				 "it is a function's entry", spec->text,
+				 (unsigned long long)spec->address);
 		if (fn && fn->vaddr != spec->address) {
 			ret = check_boundary(ef, fn, spec->address - fn->vaddr, spec);
 			if (ret)

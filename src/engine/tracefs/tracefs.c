@@ -450,8 +450,12 @@ static void task_read(struct tfs *t, struct tfs_task *tk)
 		fclose(f);
 	}
 	if (!tk->comm[0]) {
-		/* gone already: the kernel's saved comm, as ftrace shows it */
+		/* Gone already: the kernel's saved comm, as ftrace shows it. It
+		 * records them at context switches while events are enabled. */
 		const char *c = tep_data_comm_from_pid(t->tep, tk->tid);
+
+		if ((!c || !strcmp(c, "<...>")) && tracefs_load_cmdlines(NULL, t->tep) == 0)
+			c = tep_data_comm_from_pid(t->tep, tk->tid);
 
 		snprintf(tk->comm, sizeof(tk->comm), "%s", c && strcmp(c, "<...>") ? c : "<...>");
 	}

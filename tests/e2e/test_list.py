@@ -1,0 +1,68 @@
+"""uscope list: functions of a binary (plain, glob, -v) and of a process (-p)."""
+
+import uscope_e2e as u
+from uscope_e2e import Target, target
+
+ARGS = target("args")
+OURS = {"add", "adjust", "area", "compute", "handle", "main", "note", "pack", "peek", "sum3"}
+
+
+def test_list_binary_sorted():
+    r = u.run_uscope(["list", ARGS])
+    assert r.returncode == 0, r.stderr
+    names = r.stdout.splitlines()
+    assert names == sorted(names)
+    assert len(names) == len(set(names))
+    assert OURS <= set(names), OURS - set(names)
+    assert all(n and " " not in n for n in names), names
+    assert not ({"g_iter", "g_magic", "g_sink"} & set(names)), "data symbols listed"
+
+
+def test_list_glob():
+    r = u.run_uscope(["list", ARGS, "a*"])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["add", "adjust", "area"]
+    r = u.run_uscope(["list", ARGS, "?dd"])
+    assert r.stdout.splitlines() == ["add"]
+
+
+def test_list_verbose():
+    r = u.run_uscope(["list", "-v", ARGS, "[ac]*"])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    nm = u.nm_funcs(ARGS)
+    assert [l.split()[-1] for l in lines] == ["add", "adjust", "area", "compute"]
+    for line in lines:
+        f = line.split()
+        assert len(f) == 4, line
+        assert all(x.startswith("0x") for x in f[:3]), line
+        addr, size, off = (int(x, 16) for x in f[:3])
+        name = f[3]
+        assert (addr, size) == nm[name][0], (line, nm[name])
+        assert off == u.file_offset(ARGS, addr), line
+
+
+def test_list_verbose_nopie_file_offset():
+    nopie = target("args-nopie")
+    r = u.run_uscope(["list", "-v", nopie, "add"])
+    assert r.returncode == 0, r.stderr
+    f = r.stdout.split()
+    assert int(f[0], 16) == u.func_addr(nopie, "add")
+    assert int(f[2], 16) == u.file_offset(nopie, int(f[0], 16)) == int(f[0], 16) - 0x400000
+
+
+def test_list_pid():
+    t = Target([target("uselib"), 1, "wait"])
+    t.expect("uselib done n=1 total=2")
+    t.expect("ready")
+    r = u.run_uscope(["list", "-p", t.pid, "lib_*"])
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "libdemo.so:lib_mul" in lines, lines
+    assert all(":" in l and l.split(":", 1)[1].startswith("lib_") for l in lines), lines
+    r = u.run_uscope(["list", "-p", t.pid, "main"])
+    assert "uselib:main" in r.stdout.splitlines(), r.stdout
+    r = u.run_uscope(["list", "-p", t.pid, "malloc"])
+    assert "libc.so.6:malloc" in r.stdout.splitlines(), r.stdout
+    t.close_stdin()
+    assert t.wait() == 0

@@ -1,0 +1,683 @@
+"""Helpers for the uscope end-to-end tests: running uscope, parsing its text
+and JSON output and its summary, driving target programs, and reading
+addresses out of the targets with nm/objdump/readelf.
+
+Imported by conftest.py and by the test modules (tests/e2e is on sys.path
+under pytest's default import mode)."""
+
+import collections
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+REPO = Path(__file__).resolve().parents[2]
+TARGETS = REPO / "tests" / "targets"
+BIN = TARGETS / "bin"
+TRACEFS = Path("/sys/kernel/tracing")
+UPROBE_EVENTS = TRACEFS / "uprobe_events"
+INSTANCES = TRACEFS / "instances"
+
+TIMEOUT = 30          # one uscope run; pytest's own limit is 60 s per test
+
+
+def uscope_path() -> Path:
+    env = os.environ.get("USCOPE")
+    if env:
+        return Path(env).resolve()
+    return REPO / "uscope"
+
+
+def target(name: str) -> str:
+    return str(BIN / name)
+
+
+# The strings handle() receives: PATHS[i % 3] (see tests/targets/args.c).
+ARGS_PATHS = ["/etc/hosts", "/tmp/with space", 'tab\there "q"\\']
+ARGS_MAGIC = 0x5EED1234ABCD
+
+
+# --------------------------------------------------------------------------
+# Output parsing
+
+# COMM-TID [CPU] SECONDS.MICROSECONDS: EVENT: (0xADDR[ <- 0xFUNC]) args...
+EVENT_RE = re.compile(
+    r"^(?P<comm>.+)-(?P<tid>\d+) \[(?P<cpu>\d{3,})\] (?P<sec>\d+)\.(?P<usec>\d{6}): "
+    r"(?P<event>[A-Za-z0-9_]+): \((?P<ip>0x[0-9a-f]+)(?: <- (?P<func>0x[0-9a-f]+))?\)"
+    r"(?P<rest>.*)$")
+ARG_RE = re.compile(r' ([A-Za-z_][A-Za-z0-9_]*)=("(?:[^"\\]|\\.)*"|[^ "]*)')
+SUMMARY_RE = re.compile(r"^uscope:\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
+PER_EVENT_RE = re.compile(r"^\s+([A-Za-z0-9_]+):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
+READY_RE = re.compile(r"^uscope: tracing (\d+) probes?\s*$")
+
+_ESC = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f",
+        "v": "\v", "e": "\x1b", "\\": "\\", '"': '"', "'": "'", "?": "?"}
+
+
+def c_unescape(s: str) -> str:
+    """Decode the C escapes of a double-quoted text value (quotes removed)."""
+    out = bytearray()
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c != "\\":
+            out += c.encode("utf-8", "surrogateescape")
+            i += 1
+            continue
+        i += 1
+        if i >= len(s):
+            raise ValueError(f"dangling backslash in {s!r}")
+        c = s[i]
+        if c in _ESC:
+            out += _ESC[c].encode()
+            i += 1
+        elif c == "x":
+            m = re.match(r"[0-9a-fA-F]{1,2}", s[i + 1:])
+            if not m:
+                raise ValueError(f"bad \\x escape in {s!r}")
+            out.append(int(m.group(0), 16))
+            i += 1 + len(m.group(0))
+        elif c in "01234567":
+            m = re.match(r"[0-7]{1,3}", s[i:])
+            out.append(int(m.group(0), 8) & 0xFF)
+            i += len(m.group(0))
+        else:
+            raise ValueError(f"unknown escape \\{c} in {s!r}")
+    return out.decode("utf-8", "surrogateescape")
+
+
+def decode_text_value(raw: str):
+    """Text value -> the Python value the JSON output would carry:
+    strings -> str, (fault) -> None, decimal -> int, 0x... and symbols -> str."""
+    if raw.startswith('"'):
+        return c_unescape(raw[1:-1])
+    if raw == "(fault)":
+        return None
+    if re.fullmatch(r"-?\d+", raw):
+        return int(raw)
+    return raw
+
+
+@dataclass
+class Event:
+    comm: str
+    tid: int
+    cpu: int
+    time: float           # seconds
+    event: str
+    type: str             # "p" or "r"
+    ip: int               # return probes: the return address
+    func: Optional[int]   # return probes: the function's address
+    args: dict            # name -> decoded value (same shape for text and JSON)
+    pid: Optional[int] = None   # JSON only
+    raw: Optional[dict] = None  # text only: name -> value as printed
+    line: str = ""
+
+
+def parse_text_line(line: str) -> Optional[Event]:
+    m = EVENT_RE.match(line)
+    if not m:
+        return None
+    rest = m.group("rest")
+    raw = {}
+    pos = 0
+    while pos < len(rest):
+        am = ARG_RE.match(rest, pos)
+        if not am:
+            return None
+        if am.group(1) in raw:
+            return None
+        raw[am.group(1)] = am.group(2)
+        pos = am.end()
+    try:
+        args = {k: decode_text_value(v) for k, v in raw.items()}
+    except ValueError:
+        return None
+    func = m.group("func")
+    return Event(comm=m.group("comm"), tid=int(m.group("tid")), cpu=int(m.group("cpu")),
+                 time=int(m.group("sec")) + int(m.group("usec")) / 1e6,
+                 event=m.group("event"), type="r" if func else "p",
+                 ip=int(m.group("ip"), 16), func=int(func, 16) if func else None,
+                 args=args, raw=raw, line=line)
+
+
+def parse_text(out: str):
+    """-> (events, other non-empty lines that are not event lines)"""
+    events, other = [], []
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        ev = parse_text_line(line)
+        if ev is None:
+            other.append(line)
+        else:
+            events.append(ev)
+    return events, other
+
+
+def parse_json_objects(out: str):
+    """json.loads on every non-empty line (AssertionError naming the line)."""
+    objs = []
+    for n, line in enumerate(out.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise AssertionError(f"--json output line {n} is not JSON ({e}): {line!r}")
+        assert isinstance(obj, dict), f"--json line {n} is not an object: {line!r}"
+        objs.append(obj)
+    return objs
+
+
+def json_to_event(o: dict) -> Event:
+    def addr(v):
+        return int(v, 16) if isinstance(v, str) else v
+    return Event(comm=o.get("comm"), tid=o.get("tid"), cpu=o.get("cpu"),
+                 time=(o.get("time_ns") or 0) / 1e9, event=o.get("event"),
+                 type=o.get("type"), ip=addr(o.get("ip")),
+                 func=addr(o["func"]) if "func" in o else None,
+                 args=o.get("args") or {}, pid=o.get("pid"), line=json.dumps(o))
+
+
+@dataclass
+class Summary:
+    total: int
+    lost: int
+    per_event: dict = field(default_factory=dict)   # EVENT -> (events, lost)
+
+
+def parse_summary(stderr: str) -> Optional[Summary]:
+    lines = stderr.splitlines()
+    for i, line in enumerate(lines):
+        m = SUMMARY_RE.match(line)
+        if not m:
+            continue
+        s = Summary(int(m.group(1)), int(m.group(2)))
+        for nxt in lines[i + 1:]:
+            pm = PER_EVENT_RE.match(nxt)
+            if not pm:
+                break
+            s.per_event[pm.group(1)] = (int(pm.group(2)), int(pm.group(3)))
+        return s
+    return None
+
+
+def parse_ready(stderr: str) -> Optional[int]:
+    for line in stderr.splitlines():
+        m = READY_RE.match(line)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+@dataclass
+class TraceResult:
+    argv: list
+    rc: int
+    stdout: str           # uscope's stdout (the COMMAND's output when -o is used)
+    stderr: str
+    output: str           # the event output (the -o file, or stdout)
+    json: bool = False
+    events: list = field(default_factory=list)
+    objects: list = field(default_factory=list)   # raw JSON objects
+    other: list = field(default_factory=list)     # output lines that are not events
+
+    def __post_init__(self):
+        if self.json:
+            self.objects = parse_json_objects(self.output)
+            self.events = [json_to_event(o) for o in self.objects]
+        else:
+            self.events, self.other = parse_text(self.output)
+
+    @property
+    def summary(self) -> Optional[Summary]:
+        return parse_summary(self.stderr)
+
+    @property
+    def ready(self) -> Optional[int]:
+        return parse_ready(self.stderr)
+
+    def named(self, name: str) -> list:
+        return [e for e in self.events if e.event == name]
+
+    def counts(self) -> dict:
+        return dict(collections.Counter(e.event for e in self.events))
+
+    def describe(self) -> str:
+        return (f"argv: {self.argv}\nrc: {self.rc}\nstderr:\n{self.stderr[-4000:]}\n"
+                f"output (first lines):\n" + "\n".join(self.output.splitlines()[:15]))
+
+    def check(self, rc: int = 0, ready: Optional[int] = None, lost0: bool = True):
+        """rc, every output line an event, readiness count, summary consistent."""
+        assert self.rc == rc, f"uscope exited {self.rc}, expected {rc}\n{self.describe()}"
+        assert not self.other, f"non-event lines in the output: {self.other[:5]}\n{self.describe()}"
+        if ready is not None:
+            assert self.ready == ready, \
+                f"readiness line says {self.ready} probes, expected {ready}\n{self.describe()}"
+        s = self.summary
+        assert s is not None, f"no summary line on stderr\n{self.describe()}"
+        assert s.total == len(self.events), \
+            f"summary says {s.total} events, output has {len(self.events)}\n{self.describe()}"
+        for name, n in self.counts().items():
+            assert name in s.per_event, f"no summary line for {name}\n{self.describe()}"
+            assert s.per_event[name][0] == n, \
+                f"summary {name}: {s.per_event[name]}, output has {n}\n{self.describe()}"
+        if lost0:
+            assert s.lost == 0 and all(v[1] == 0 for v in s.per_event.values()), \
+                f"events lost\n{self.describe()}"
+        return self
+
+
+def assert_multiset(actual, expected, what="values"):
+    a, e = collections.Counter(actual), collections.Counter(expected)
+    if a != e:
+        missing = list((e - a).elements())[:10]
+        extra = list((a - e).elements())[:10]
+        raise AssertionError(f"{what} differ: {len(list(a.elements()))} seen, "
+                             f"{len(list(e.elements()))} expected; "
+                             f"missing {missing}; unexpected {extra}")
+
+
+# --------------------------------------------------------------------------
+# Processes. Every process a test starts is registered and ended (uscope
+# first, politely, so that it can clean up) before the leftover check.
+
+class Registry:
+    def __init__(self):
+        self.uscopes = []
+        self.targets = []
+
+    def cleanup(self):
+        for p in self.uscopes:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        for p in self.targets:
+            if p.poll() is None:
+                p.kill()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+            for f in (p.stdin, p.stdout, p.stderr):
+                if f:
+                    try:
+                        f.close()
+                    except OSError:
+                        pass
+        self.uscopes.clear()
+        self.targets.clear()
+
+
+REGISTRY = Registry()
+
+
+def _stop(p: subprocess.Popen):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def run_uscope(args, timeout=TIMEOUT, prefix=(), input=None):
+    """Run uscope to completion. -> CompletedProcess (text). On timeout the
+    process gets SIGTERM (so it can clean up), then SIGKILL, and the test fails."""
+    argv = list(prefix) + [str(uscope_path())] + [str(a) for a in args]
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         errors="surrogateescape")
+    REGISTRY.uscopes.append(p)
+    try:
+        out, err = p.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(p)
+        out, err = p.communicate()
+        raise AssertionError(f"uscope did not finish within {timeout}s: {argv}\nstderr:\n{err}")
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
+def trace_argv(probes, cmd=None, pid=None, json=False, duration=None, out=None, extra=()):
+    a = ["trace"]
+    if pid is not None:
+        a += ["-p", str(pid)]
+    if json:
+        a.append("--json")
+    if out is not None:
+        a += ["-o", str(out)]
+    if duration is not None:
+        a += ["-d", str(duration)]
+    a += list(extra) + list(probes)
+    if cmd is not None:
+        a += ["--"] + [str(c) for c in cmd]
+    return a
+
+
+def trace(*probes, cmd=None, pid=None, json=False, duration=None, use_file=True,
+          extra=(), timeout=TIMEOUT) -> TraceResult:
+    """uscope trace ... to completion; events go to an -o file unless
+    use_file=False (then they are read from stdout)."""
+    with tempfile.TemporaryDirectory(prefix="uscope-e2e-") as d:
+        outf = Path(d) / "events.out" if use_file else None
+        args = trace_argv(probes, cmd, pid, json, duration, outf, extra)
+        cp = run_uscope(args, timeout=timeout)
+        output = cp.stdout
+        if outf is not None:
+            output = outf.read_text(errors="surrogateescape") if outf.exists() else ""
+        return TraceResult(cp.args, cp.returncode, cp.stdout, cp.stderr, output, json=json)
+
+
+class Background:
+    """uscope running in the background. stdout goes to a file; stderr is read
+    by a thread, which notices the readiness line."""
+
+    def __init__(self, args, json=False):
+        self.dir = tempfile.TemporaryDirectory(prefix="uscope-e2e-")
+        self.stdout_path = Path(self.dir.name) / "stdout"
+        self.json = json
+        self.argv = [str(uscope_path())] + [str(a) for a in args]
+        self._stdout = open(self.stdout_path, "w")
+        self.p = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self._stdout,
+                                  stderr=subprocess.PIPE, text=True, errors="surrogateescape")
+        REGISTRY.uscopes.append(self.p)
+        self.pid = self.p.pid
+        self.err_lines = []
+        self.ready_n = None
+        self._ready = threading.Event()
+        self._t = threading.Thread(target=self._read, daemon=True)
+        self._t.start()
+
+    def _read(self):
+        for line in self.p.stderr:
+            self.err_lines.append(line)
+            m = READY_RE.match(line.rstrip("\n"))
+            if m and self.ready_n is None:
+                self.ready_n = int(m.group(1))
+                self._ready.set()
+        self._ready.set()   # EOF: wake any waiter
+
+    @property
+    def stderr(self):
+        return "".join(self.err_lines)
+
+    def wait_ready(self, timeout=TIMEOUT):
+        self._ready.wait(timeout)
+        if self.ready_n is None:
+            if self.p.poll() is None:
+                _stop(self.p)
+            raise AssertionError(f"uscope never printed 'uscope: tracing N probes' "
+                                 f"(rc={self.p.poll()}): {self.argv}\nstderr:\n{self.stderr}")
+        return self.ready_n
+
+    def signal(self, sig):
+        self.p.send_signal(sig)
+
+    def wait(self, timeout=TIMEOUT):
+        try:
+            rc = self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            _stop(self.p)
+            raise AssertionError(f"uscope did not exit within {timeout}s: {self.argv}\n"
+                                 f"stderr:\n{self.stderr}")
+        self._t.join(10)
+        return rc
+
+    def result(self, output_file=None, timeout=TIMEOUT) -> TraceResult:
+        rc = self.wait(timeout)
+        self._stdout.close()
+        stdout = self.stdout_path.read_text(errors="surrogateescape")
+        output = stdout
+        if output_file is not None:
+            output = Path(output_file).read_text(errors="surrogateescape") \
+                if Path(output_file).exists() else ""
+        self.dir.cleanup()
+        return TraceResult(self.argv, rc, stdout, self.stderr, output, json=self.json)
+
+
+def trace_bg(*probes, pid=None, json=False, duration=None, out=None, extra=()) -> Background:
+    return Background(trace_argv(probes, None, pid, json, duration, out, extra), json=json)
+
+
+class Target:
+    """A target program with piped stdin/stdout, read line by line."""
+
+    def __init__(self, argv, stdin=True):
+        self.p = subprocess.Popen([str(a) for a in argv],
+                                  stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        REGISTRY.targets.append(self.p)
+        self.pid = self.p.pid
+        self._buf = b""
+
+    def readline(self, timeout=TIMEOUT) -> str:
+        deadline = time.monotonic() + timeout
+        fd = self.p.stdout.fileno()
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"target {self.p.args} printed no line within {timeout}s")
+            r, _, _ = select.select([fd], [], [], left)
+            if r:
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    raise AssertionError(f"target {self.p.args} closed stdout "
+                                         f"(rc={self.p.poll()}), partial {self._buf!r}")
+                self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode()
+
+    def expect(self, text, timeout=TIMEOUT):
+        line = self.readline(timeout)
+        assert line == text, f"target printed {line!r}, expected {text!r}"
+
+    def write(self, data: str):
+        self.p.stdin.write(data.encode())
+        self.p.stdin.flush()
+
+    def close_stdin(self):
+        self.p.stdin.close()
+
+    def alive(self):
+        return self.p.poll() is None
+
+    def kill(self, sig=signal.SIGKILL):
+        self.p.send_signal(sig)
+        return self.p.wait(TIMEOUT)
+
+    def wait(self, timeout=TIMEOUT):
+        return self.p.wait(timeout)
+
+
+class Waiter(Target):
+    def __init__(self):
+        super().__init__([target("waiter")])
+        self.k = 0
+        self.expect("ready")
+
+    def send(self, line: str):
+        """Write a line and wait until on_line() has run for it."""
+        self.write(line + "\n")
+        self.k += 1
+        self.expect(f"got {self.k}")
+
+
+def start_spin() -> Target:
+    t = Target([target("spin")], stdin=False)
+    t.expect("ready")
+    return t
+
+
+# --------------------------------------------------------------------------
+# Leftovers in tracefs
+
+def leftovers(include_live_sessions=False):
+    """(uprobe_events lines containing "uscope", instances named uscope*).
+
+    Entries named uscope_<PID> whose PID is a uscope process still running
+    are another live session (e.g. someone using uscope on this machine
+    meanwhile), not something left behind: they are skipped unless
+    include_live_sessions. Every uscope a test starts has ended before
+    this is checked."""
+    events = [l for l in UPROBE_EVENTS.read_text().splitlines() if "uscope" in l]
+    insts = sorted(n for n in os.listdir(INSTANCES) if n.startswith("uscope")) \
+        if INSTANCES.is_dir() else []
+    if not include_live_sessions:
+        events = [l for l in events if not _owned_by_live_uscope(l.split()[0])]
+        insts = [n for n in insts if not _owned_by_live_uscope(n)]
+    return events, insts
+
+
+def _write(path, text):
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError:
+        pass
+
+
+def _owned_by_live_uscope(name: str) -> bool:
+    """Is this uscope_<PID>... name owned by a uscope process still running
+    (another session, not ours to remove)?"""
+    m = re.search(r"uscope_(\d+)", name)
+    if not m or any(p.pid == int(m.group(1)) for p in REGISTRY.uscopes):
+        return False
+    try:
+        comm = Path(f"/proc/{m.group(1)}/comm").read_text()
+        stat = Path(f"/proc/{m.group(1)}/stat").read_text()
+    except OSError:
+        return False
+    zombie = stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X")
+    return "uscope" in comm and not zombie
+
+
+def force_cleanup():
+    """Best effort removal of what a broken uscope left, so that one failure
+    does not make every later test fail its leftover check. Never touches
+    what a live uscope process owns."""
+    events, insts = leftovers()
+    for name in insts:
+        d = INSTANCES / name
+        _write(d / "tracing_on", "0")
+        _write(d / "events" / "enable", "0")
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+    for line in events:
+        m = re.match(r"^[pr]:(\S+)/(\S+)\s", line)
+        if not m:
+            continue
+        group, ev = m.group(1), m.group(2)
+        _write(TRACEFS / "events" / group / ev / "enable", "0")
+        with open(UPROBE_EVENTS, "a") as f:
+            try:
+                f.write(f"-:{group}/{ev}\n")
+            except OSError:
+                pass
+
+
+# --------------------------------------------------------------------------
+# Binary inspection
+
+def _run(argv) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+def nm_funcs(path) -> dict:
+    """name -> [(address, size or None)] for defined function symbols."""
+    out = collections.defaultdict(list)
+    for line in _run(["nm", "-S", "--defined-only", str(path)]).splitlines():
+        f = line.split()
+        if len(f) == 4:
+            addr, size, typ, name = f
+        elif len(f) == 3:
+            addr, typ, name = f
+            size = None
+        else:
+            continue
+        if typ in "TtWwi":
+            out[name].append((int(addr, 16), int(size, 16) if size else None))
+    return dict(out)
+
+
+def nm_addr(path, name) -> int:
+    for line in _run(["nm", "--defined-only", str(path)]).splitlines():
+        f = line.split()
+        if len(f) == 3 and f[2] == name:
+            return int(f[0], 16)
+    raise KeyError(f"{name} not in nm {path}")
+
+
+def func_addr(path, name) -> int:
+    c = nm_funcs(path)[name]
+    assert len(c) == 1, f"{name} is ambiguous in {path}: {c}"
+    return c[0][0]
+
+
+def disasm(path, func):
+    """[(address, instruction text)] of one function, from objdump."""
+    out = _run(["objdump", "-d", "--no-show-raw-insn", f"--disassemble={func}", str(path)])
+    insns = []
+    for line in out.splitlines():
+        m = re.match(r"^\s+([0-9a-f]+):\s+(.*)$", line)
+        if m:
+            insns.append((int(m.group(1), 16), m.group(2).strip()))
+    return insns
+
+
+def insn_offsets(path, func):
+    """Offsets of the instruction boundaries in func, with each length."""
+    start = func_addr(path, func)
+    size = nm_funcs(path)[func][0][1]
+    ins = disasm(path, func)
+    res = []
+    for k, (a, _) in enumerate(ins):
+        nxt = ins[k + 1][0] if k + 1 < len(ins) else start + size
+        res.append((a - start, nxt - a))
+    return res
+
+
+def call_return_addr(path, caller, callee) -> int:
+    """Address of the instruction after the (only) call to callee in caller."""
+    ins = disasm(path, caller)
+    hits = [k for k, (_, t) in enumerate(ins) if t.startswith("call") and f"<{callee}>" in t]
+    assert len(hits) == 1, f"{len(hits)} calls to {callee} in {caller}"
+    return ins[hits[0] + 1][0]
+
+
+def file_offset(path, vaddr) -> int:
+    """File offset of a link-time virtual address (from the LOAD headers)."""
+    for line in _run(["readelf", "-lW", str(path)]).splitlines():
+        f = line.split()
+        if f and f[0] == "LOAD":
+            off, va, filesz = int(f[1], 16), int(f[2], 16), int(f[4], 16)
+            if va <= vaddr < va + filesz:
+                return vaddr - va + off
+    raise ValueError(f"{vaddr:#x} not in a LOAD segment of {path}")
+
+
+def unused_pid() -> int:
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    for cand in range(pid_max - 1, 1000, -1):
+        if not os.path.exists(f"/proc/{cand}"):
+            return cand
+    raise RuntimeError("no free pid")
+
+
+def error_lines(stderr: str):
+    return [l for l in stderr.splitlines() if l.strip()]

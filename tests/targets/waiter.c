@@ -1,0 +1,32 @@
+/* uscope e2e target for -p: prints "ready" then, for each line read from
+ * stdin (newline stripped), calls on_line(line, len) and prints
+ * "got <k>" (k = 1, 2, ...; flushed, so a test knows the call happened).
+ * Exits 0 at EOF. */
+#include <stdio.h>
+#include <string.h>
+
+volatile int g_seen;
+
+__attribute__((noipa, used)) int on_line(const char *line, int len)
+{
+	g_seen += len + (line[0] != 0);
+	return len;
+}
+
+int main(void)
+{
+	char buf[4096];
+	int k = 0;
+
+	printf("ready\n");
+	fflush(stdout);
+	while (fgets(buf, sizeof(buf), stdin)) {
+		size_t len = strlen(buf);
+		if (len && buf[len - 1] == '\n')
+			buf[--len] = 0;
+		on_line(buf, (int)len);
+		printf("got %d\n", ++k);
+		fflush(stdout);
+	}
+	return 0;
+}

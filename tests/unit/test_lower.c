@@ -1,0 +1,211 @@
+/* Unit tests for lowering parsed fetchargs to the kernel's uprobe_events
+ * syntax (src/engine/tracefs/tracefs_lower.c): parse a probe, lower it, and
+ * compare with the exact text the kernel is given. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/tracefs/tracefs_lower.h"
+#include "probe/probe.h"
+
+static struct usc_probe_spec spec;
+
+static void parse_ok(const char *text)
+{
+	struct usc_parse_error err = {0};
+
+	if (usc_probe_parse(text, &spec, &err))
+		fail_msg("\"%s\": %s at %zu", text, usc_parse_strerror(err.code), err.pos);
+}
+
+struct lcase {
+	const char *probe;
+	const char *want;	/* tracefs_lower_args of every argument */
+};
+
+static const struct lcase cases[] = {
+	/* registers: kernel names, the alias's width as the default type */
+	{"main x=%eax", "x=%ax:x32"},
+	{"main %rax %ax %al %r8d %sil %rip %rsp %r15w",
+	 "arg1=%ax:x64 arg2=%ax:x16 arg3=%ax:x8 arg4=%r8:x32 arg5=%si:x8 arg6=%ip:x64 "
+	 "arg7=%sp:x64 arg8=%r15:x16"},
+	{"main %eax:s64 %rdi:u8", "arg1=%ax:s64 arg2=%di:u8"},
+	/* $argN by the SysV ABI */
+	{"main $arg2", "arg1=%si:x64"},
+	{"main $arg1 $arg3 $arg4 $arg5 $arg6:u8",
+	 "arg1=%di:x64 arg2=%dx:x64 arg3=%cx:x64 arg4=%r8:x64 arg5=%r9:u8"},
+	/* strings: a plain value typed :string is the address of the string */
+	{"main s=$arg1:string", "s=+0(%di):string"},
+	{"main %rsi:ustring", "arg1=+0(%si):ustring"},
+	{"main +0(+8($arg1)):string", "arg1=+0(+8(%di)):string"},
+	{"main p=+4($arg1):string", "p=+4(%di):string"},
+	/* dereferences */
+	{"main +8(+16(%di)):u32", "arg1=+8(+16(%di)):u32"},
+	{"main +8(+16(-4(%rdi)))", "arg1=+8(+16(-4(%di))):x64"},
+	{"main -8(%rbp)", "arg1=-8(%bp):x64"},
+	{"main -8(%rbp):s32 +010(%rdi):s64", "arg1=-8(%bp):s32 arg2=+8(%di):s64"},
+	{"main +0x7fffffff(%rsp) -2147483647(%rsp)",
+	 "arg1=+2147483647(%sp):x64 arg2=-2147483647(%sp):x64"},
+	/* memory: @ADDR already means the memory at ADDR */
+	{"main @0x1000:u32", "arg1=@0x1000:u32"},
+	{"main @4096", "arg1=@0x1000:x64"},
+	{"main @+0x2000:s16", "arg1=@+0x2000:s16"},
+	{"main @0x1000:string", "arg1=@0x1000:string"},
+	{"main +4(@0x1000):u8", "arg1=+4(@0x1000):u8"},
+	{"main +0(@0x1000)", "arg1=+0(@0x1000):x64"},
+	{"main -8(@+0x10):s8", "arg1=-8(@+0x10):s8"},
+	{"main +0(@0x1000):string", "arg1=+0(@0x1000):string"},
+	{"main +0(+0(@0x1000)):u16", "arg1=+0(+0(@0x1000)):u16"},
+	/* $-variables */
+	{"main $comm", "arg1=$comm:string"},
+	{"main c=$comm:string", "c=$comm:string"},
+	{"main $stack2", "arg1=$stack2:x64"},
+	{"main $stack $stack0:u32", "arg1=$stack:x64 arg2=$stack0:u32"},
+	{"main +8($stack):s16", "arg1=+8($stack):s16"},
+	{"r main $retval:s32", "arg1=$retval:s32"},
+	{"r main ret=$retval", "ret=$retval:x64"},
+	{"r main $retval:string", "arg1=+0($retval):string"},
+	/* symbols travel as x64 and are resolved in user space */
+	{"main %di:symbol", "arg1=%di:x64"},
+	{"main +8(%rdi):symbol", "arg1=+8(%di):x64"},
+	/* bitfields */
+	{"main %di:b4@2/32", "arg1=%di:b4@2/32"},
+	{"main %edi:b8@8/32 +2($arg2):b8@0/16 $arg1:b1@63/64",
+	 "arg1=%di:b8@8/32 arg2=+2(%si):b8@0/16 arg3=%di:b1@63/64"},
+	/* every fixed type */
+	{"main %rdi:u8 %rdi:u16 %rdi:u32 %rdi:u64 %rdi:s8 %rdi:s16 %rdi:s32 %rdi:s64",
+	 "arg1=%di:u8 arg2=%di:u16 arg3=%di:u32 arg4=%di:u64 arg5=%di:s8 arg6=%di:s16 "
+	 "arg7=%di:s32 arg8=%di:s64"},
+	{"main %rdi:x8 %rdi:x16 %rdi:x32 %rdi:x64",
+	 "arg1=%di:x8 arg2=%di:x16 arg3=%di:x32 arg4=%di:x64"},
+	/* no arguments */
+	{"main", ""},
+};
+
+static void check_case(void **state)
+{
+	const struct lcase *c = *state;
+	char buf[4096];
+	int ret;
+
+	parse_ok(c->probe);
+	memset(buf, 'Z', sizeof(buf));
+	ret = tracefs_lower_args(&spec, buf, sizeof(buf));
+	if (ret)
+		fail_msg("\"%s\": tracefs_lower_args = %d", c->probe, ret);
+	if (strcmp(buf, c->want))
+		fail_msg("\"%s\" lowers to \"%s\", expected \"%s\"", c->probe, buf, c->want);
+
+	/* and one at a time */
+	const char *w = c->want;
+
+	for (unsigned i = 0; i < spec.nargs; i++) {
+		size_t n = strcspn(w, " ");
+
+		assert_int_equal(tracefs_lower_arg(&spec.args[i], buf, sizeof(buf)), 0);
+		if (strlen(buf) != n || strncmp(buf, w, n))
+			fail_msg("\"%s\" arg %u lowers to \"%s\", expected \"%.*s\"", c->probe, i, buf,
+				 (int)n, w);
+		w += n + (w[n] == ' ');
+	}
+}
+
+static void test_deep(void **state)
+{
+	(void)state;
+	char text[256], buf[512];
+
+	strcpy(text, "main ");
+	for (int i = 0; i < 12; i++)
+		strcat(text, "-1(");
+	strcat(text, "%r12");
+	for (int i = 0; i < 12; i++)
+		strcat(text, ")");
+	strcat(text, ":b3@5/8");
+	parse_ok(text);
+	assert_int_equal(tracefs_lower_arg(&spec.args[0], buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "arg1=-1(-1(-1(-1(-1(-1(-1(-1(-1(-1(-1(-1(%r12)))))))))))):b3@5/8");
+}
+
+static void test_enospc(void **state)
+{
+	(void)state;
+	char buf[64];
+	const char *want = "name=+8(+16(%di)):u32";
+	size_t n = strlen(want);
+
+	parse_ok("main name=+8(+16(%rdi)):u32");
+	/* exactly enough room (with the NUL) works, one less does not */
+	assert_int_equal(tracefs_lower_arg(&spec.args[0], buf, n + 1), 0);
+	assert_string_equal(buf, want);
+	assert_int_equal(tracefs_lower_arg(&spec.args[0], buf, n), -ENOSPC);
+
+	/* the whole list */
+	parse_ok("main a=%rdi b=%rsi");
+	assert_int_equal(tracefs_lower_args(&spec, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "a=%di:x64 b=%si:x64");
+	assert_int_equal(tracefs_lower_args(&spec, buf, strlen("a=%di:x64 b=%si:x64") + 1), 0);
+	assert_string_equal(buf, "a=%di:x64 b=%si:x64");
+	assert_int_equal(tracefs_lower_args(&spec, buf, 10), -ENOSPC);
+}
+
+static void test_max_args(void **state)
+{
+	(void)state;
+	char text[512], buf[2048], want[2048];
+	size_t used = 0;
+
+	strcpy(text, "main");
+	for (int i = 0; i < USC_MAX_ARGS; i++)
+		strcat(text, " $stack");
+	parse_ok(text);
+	for (int i = 0; i < USC_MAX_ARGS; i++)
+		used += (size_t)snprintf(want + used, sizeof(want) - used, "%sarg%d=$stack:x64",
+					 i ? " " : "", i + 1);
+	assert_int_equal(tracefs_lower_args(&spec, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, want);
+	assert_int_equal(tracefs_lower_args(&spec, buf, 100), -ENOSPC);
+}
+
+/* a bitfield type without its geometry cannot be lowered */
+static void test_bitfield_without_geometry(void **state)
+{
+	(void)state;
+	struct usc_fetcharg a = {
+		.name = "x",
+		.type = USC_T_BITFIELD,
+		.ninsn = 3,
+		.insn = {{.op = FOP_REG, .reg = USC_REG_DI}, {.op = FOP_ST_RAW, .size = 4},
+			 {.op = FOP_END}},
+	};
+	char buf[64];
+
+	assert_int_equal(tracefs_lower_arg(&a, buf, sizeof(buf)), -EINVAL);
+}
+
+int main(void)
+{
+	const size_t n = sizeof(cases) / sizeof(cases[0]);
+	struct CMUnitTest t[sizeof(cases) / sizeof(cases[0])];
+	int fails = 0;
+
+	for (size_t i = 0; i < n; i++)
+		t[i] = (struct CMUnitTest){cases[i].probe, check_case, NULL, NULL, (void *)&cases[i]};
+
+	const struct CMUnitTest others[] = {
+		cmocka_unit_test(test_deep),
+		cmocka_unit_test(test_enospc),
+		cmocka_unit_test(test_max_args),
+		cmocka_unit_test(test_bitfield_without_geometry),
+	};
+
+	fails += _cmocka_run_group_tests("lower", t, n, NULL, NULL);
+	fails += cmocka_run_group_tests_name("lower_misc", others, NULL, NULL);
+	return fails ? 1 : 0;
+}
