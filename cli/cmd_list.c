@@ -10,16 +10,65 @@
 #include "cli/cli.h"
 #include "elf/elf.h"
 #include "elf/modules.h"
+#include "usdt/usdt.h"
 
 static const char list_usage[] =
-	"usage: uscope list [-v] [-p PID | BINARY] [PATTERN]\n"
+	"usage: uscope list [--usdt] [-v] [-p PID | BINARY] [PATTERN]\n"
 	"\n"
 	"  BINARY    an executable or library: a path, a command on PATH, or a\n"
 	"            library name the dynamic loader would find (libc)\n"
 	"  -p PID    every function of the executable and the libraries loaded in PID,\n"
 	"            as MODULE:FUNCTION\n"
 	"  PATTERN   a glob on function names (default: all)\n"
-	"  -v        add ADDRESS SIZE FILE_OFFSET before each name; IFUNCs are marked\n";
+	"  -v        add ADDRESS SIZE FILE_OFFSET before each name; IFUNCs are marked\n"
+	"  --usdt    list USDT static probes as MODULE %PROVIDER:NAME instead; PATTERN\n"
+	"            is a glob on PROVIDER:NAME; -v adds each site's address,\n"
+	"            semaphore and argument specs\n";
+
+static bool usdt_mode;
+
+/* MODULE %PROVIDER:NAME once per probe; with -v, one line per site. */
+static int list_usdt(const char *path, const char *pattern, bool verbose)
+{
+	struct elf_file *ef;
+	struct usdt_note *notes = NULL;
+	size_t n = 0;
+	int ret = elf_open(path, &ef);
+
+	if (ret) {
+		cli_error("cannot open %s: %s", path, ret == -ENOEXEC ? "not an x86-64 ELF file" :
+			  strerror(-ret));
+		return ret;
+	}
+	ret = usdt_read(ef, &notes, &n);
+	if (ret) {
+		cli_error("%s: malformed .note.stapsdt (see above)", path);
+		elf_close(ef);
+		return ret;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char full[512];
+		bool dup = false;
+
+		snprintf(full, sizeof(full), "%s:%s", notes[i].provider, notes[i].name);
+		if (pattern && fnmatch(pattern, full, 0))
+			continue;
+		if (verbose) {
+			printf("%s %%%s\n  site 0x%llx semaphore 0x%llx args: %s\n", path, full,
+			       (unsigned long long)notes[i].pc, (unsigned long long)notes[i].sema,
+			       notes[i].args[0] ? notes[i].args : "(none)");
+			continue;
+		}
+		for (size_t k = 0; k < i; k++)
+			dup |= !strcmp(notes[k].provider, notes[i].provider) &&
+			       !strcmp(notes[k].name, notes[i].name);
+		if (!dup)
+			printf("%s %%%s\n", path, full);
+	}
+	usdt_notes_free(notes, n);
+	elf_close(ef);
+	return 0;
+}
 
 static void print_sym(const struct elf_file *ef, const struct elf_sym *s, const char *module,
 		      bool verbose)
@@ -46,8 +95,12 @@ static void print_sym(const struct elf_file *ef, const struct elf_sym *s, const 
 static int list_file(const char *path, const char *module, const char *pattern, bool verbose)
 {
 	struct elf_file *ef;
-	int ret = elf_open(path, &ef);
+	int ret;
 	const char *last = NULL;
+
+	if (usdt_mode)
+		return list_usdt(path, pattern, verbose);
+	ret = elf_open(path, &ef);
 
 	if (ret) {
 		if (ret == -ENOEXEC)
@@ -115,6 +168,7 @@ int cmd_list(int argc, char **argv)
 	static const struct option opts[] = {
 		{"pid", required_argument, NULL, 'p'},
 		{"verbose", no_argument, NULL, 'v'},
+		{"usdt", no_argument, NULL, 'U'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -137,6 +191,9 @@ int cmd_list(int argc, char **argv)
 			break;
 		case 'v':
 			verbose = true;
+			break;
+		case 'U':
+			usdt_mode = true;
 			break;
 		case 'h':
 			fputs(list_usage, stdout);

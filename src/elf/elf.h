@@ -97,4 +97,21 @@ const struct elf_sym *elf_func_at(const struct elf_file *ef, uint64_t vaddr);
 size_t elf_func_suggest(const struct elf_file *ef, const char *name,
 			const char **out, size_t max);
 
+/* The address of a defined symbol of any kind (object, function, notype,
+ * ...; not TLS, section or file symbols) by exact name, from .symtab and
+ * .dynsym: a global definition beats a weak one, which beats a local one;
+ * among equals the first found wins. Without section headers, only the
+ * functions found through DT_SYMTAB. Returns 0 with *vaddr (st_value), or
+ * -ENOENT. */
+int elf_symbol_vaddr(const struct elf_file *ef, const char *name, uint64_t *vaddr);
+
+/* The raw bytes and sh_addr of the first section named name (through the
+ * section headers, read from the mapped file). *data points into the file's
+ * mapping and stays valid until elf_close; an SHT_NOBITS or empty section
+ * gives *data = NULL and *len = 0. Any of data, len, addr may be NULL.
+ * Returns 0, -ENOENT (no such section, or no section headers), or -EIO when
+ * the section runs past the end of the file. */
+int elf_section_data(const struct elf_file *ef, const char *name, const void **data,
+		     size_t *len, uint64_t *addr);
+
 #endif

@@ -34,7 +34,7 @@ struct usc_event {
 	uint64_t ip;		/* probe address; for returns, the return address */
 	uint64_t func;		/* returns: the function's address */
 	unsigned nvals;
-	const struct usc_value *vals;	/* in the order of site->spec->args */
+	const struct usc_value *vals;	/* in the order of site->args */
 };
 
 /* Return non-zero to stop delivery. */

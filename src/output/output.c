@@ -206,9 +206,23 @@ static int put_value(struct usc_output *o, const struct usc_event *ev,
 	return put(o, "%" PRIu64, truncate_to(v->u, size));
 }
 
+int output_event_args(struct usc_output *o, const struct usc_event *ev)
+{
+	const struct usc_fetcharg *args = ev->site->args;
+	int ret = o->json ? putc_(o, '{') : 0;
+
+	for (unsigned i = 0; i < ev->nvals && !ret; i++) {
+		if (o->json)
+			ret = put(o, "%s\"%s\":", i ? "," : "", args[i].name);
+		else
+			ret = put(o, " %s=", args[i].name);
+		ret = ret ? ret : put_value(o, ev, &args[i], &ev->vals[i]);
+	}
+	return ret || !o->json ? ret : putc_(o, '}');
+}
+
 int output_event(struct usc_output *o, const struct usc_event *ev)
 {
-	const struct usc_probe_spec *spec = ev->site->spec;
 	int ret;
 
 	if (o->json) {
@@ -216,29 +230,23 @@ int output_event(struct usc_output *o, const struct usc_event *ev)
 		ret = ret ? ret : output_json_string(o, ev->comm, strlen(ev->comm));
 		ret = ret ? ret : put(o, ",\"pid\":%d,\"tid\":%d,\"cpu\":%d,\"event\":", ev->pid,
 				      ev->tid, ev->cpu);
-		ret = ret ? ret : output_json_string(o, ev->site->event, strlen(ev->site->event));
+		ret = ret ? ret : output_json_string(o, ev->site->label, strlen(ev->site->label));
 		ret = ret ? ret : put(o, ",\"type\":\"%c\",\"ip\":\"0x%" PRIx64 "\"",
 				      ev->site->is_return ? 'r' : 'p', ev->ip);
 		if (!ret && ev->site->is_return)
 			ret = put(o, ",\"func\":\"0x%" PRIx64 "\"", ev->func);
-		ret = ret ? ret : put(o, ",\"args\":{");
-		for (unsigned i = 0; i < ev->nvals && !ret; i++) {
-			ret = put(o, "%s\"%s\":", i ? "," : "", spec->args[i].name);
-			ret = ret ? ret : put_value(o, ev, &spec->args[i], &ev->vals[i]);
-		}
-		return ret ? ret : put(o, "}}\n");
+		ret = ret ? ret : put(o, ",\"args\":");
+		ret = ret ? ret : output_event_args(o, ev);
+		return ret ? ret : put(o, "}\n");
 	}
 
 	ret = put(o, "%s-%d [%03d] %" PRIu64 ".%06" PRIu64 ": %s: ", ev->comm, ev->tid, ev->cpu,
-		  ev->time_ns / 1000000000u, (ev->time_ns % 1000000000u) / 1000u, ev->site->event);
+		  ev->time_ns / 1000000000u, (ev->time_ns % 1000000000u) / 1000u, ev->site->label);
 	if (!ret && ev->site->is_return)
 		ret = put(o, "(0x%" PRIx64 " <- 0x%" PRIx64 ")", ev->ip, ev->func);
 	else if (!ret)
 		ret = put(o, "(0x%" PRIx64 ")", ev->ip);
-	for (unsigned i = 0; i < ev->nvals && !ret; i++) {
-		ret = put(o, " %s=", spec->args[i].name);
-		ret = ret ? ret : put_value(o, ev, &spec->args[i], &ev->vals[i]);
-	}
+	ret = ret ? ret : output_event_args(o, ev);
 	return ret ? ret : putc_(o, '\n');
 }
 

@@ -17,6 +17,10 @@ struct usc_output {
 
 /* Append one event (with its trailing newline) to o->buf. 0 or -ENOMEM. */
 int output_event(struct usc_output *o, const struct usc_event *ev);
+/* Append just the event's arguments, as output_event formats them: text
+ * " name=value ..." (nothing when there are none), or in JSON mode the object
+ * {"name":value,...}. No newline. 0 or -ENOMEM. */
+int output_event_args(struct usc_output *o, const struct usc_event *ev);
 void output_reset(struct usc_output *o);
 void output_free(struct usc_output *o);
 

@@ -3,7 +3,8 @@
  * Like the kernel's trace_probe, a program is a short array of fixed-size,
  * pointer-free instructions in stages:
  *   1. one load   (FOP_REG, FOP_STACK, FOP_STACKP, FOP_RETVAL, FOP_COMM,
- *                  FOP_IMM, FOP_MEM, FOP_FOFFS)
+ *                  FOP_IMM, FOP_MEM, FOP_FOFFS, FOP_VADDR; FOP_ARG before
+ *                  binding), then optionally FOP_ADD_REG
  *   2. dereferences (FOP_DEREF: val = *(u64 *)(val + imm))
  *   3. one store  (FOP_ST_RAW: val itself; FOP_ST_MEM: `size` bytes at val+imm;
  *                  FOP_ST_STRING: NUL-terminated string at val+imm)
@@ -29,6 +30,13 @@ enum fetch_op {
 	FOP_IMM,	/* imm: a constant */
 	FOP_MEM,	/* imm: an absolute user address (@ADDR) */
 	FOP_FOFFS,	/* imm: a file offset in the probed file (@+OFF) */
+	FOP_VADDR,	/* imm: a link-time address in the probed module (USDT
+			 * sym(%rip)); engines add the load bias */
+	FOP_ARG,	/* imm = N: the probe's N-th argument. A placeholder the
+			 * parser emits for $argN; binding replaces it with the
+			 * SysV register, or the USDT argument's program */
+	/* index stage (after the load) */
+	FOP_ADD_REG,	/* val += reg * size (a USDT SIB operand's index) */
 	/* dereference stage */
 	FOP_DEREF,	/* val = *(u64 *)(val + imm) */
 	/* store stage */

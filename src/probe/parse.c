@@ -114,11 +114,6 @@ static const struct reg_alias *reg_lookup(const char *s, size_t n)
 	return NULL;
 }
 
-/* $argN by the x86-64 SysV ABI. */
-static const uint8_t sysv_arg_regs[6] = {
-	USC_REG_DI, USC_REG_SI, USC_REG_DX, USC_REG_CX, USC_REG_R8, USC_REG_R9,
-};
-
 /* ---- types ------------------------------------------------------------ */
 
 static enum usc_type type_for_width(unsigned width)
@@ -188,7 +183,8 @@ struct expr {
 
 /* EXPR in text[*p..end). Advances *p. */
 static int parse_expr(const char *text, size_t *p, size_t end, bool is_return,
-		      struct expr *ex, unsigned depth, struct usc_parse_error *err)
+		      unsigned max_arg, struct expr *ex, unsigned depth,
+		      struct usc_parse_error *err)
 {
 	size_t i = *p;
 	const char *s = text;
@@ -221,10 +217,10 @@ static int parse_expr(const char *text, size_t *p, size_t end, bool is_return,
 		uint64_t num;
 
 		if (n > 3 && !strncmp(v, "arg", 3) && isdigit((unsigned char)v[3])) {
-			if (probe_parse_number(v + 3, &num) != n - 3 || num < 1 || num > 6)
+			if (probe_parse_number(v + 3, &num) != n - 3 || num < 1 || num > max_arg)
 				return fail(err, USC_PERR_BAD_ARG_INDEX, i);
-			ex->load.op = FOP_REG;
-			ex->load.reg = sysv_arg_regs[num - 1];
+			ex->load.op = FOP_ARG;
+			ex->load.imm = (int64_t)num;
 			ex->reg_width = 8;
 		} else if (n == 6 && !strncmp(v, "retval", 6)) {
 			if (!is_return)
@@ -278,7 +274,7 @@ static int parse_expr(const char *text, size_t *p, size_t end, bool is_return,
 		if (depth >= MAX_DEREFS)
 			return fail(err, USC_PERR_DEREF_TOO_DEEP, i);
 		j++;
-		if (parse_expr(text, &j, end, is_return, ex, depth + 1, err))
+		if (parse_expr(text, &j, end, is_return, max_arg, ex, depth + 1, err))
 			return -EINVAL;
 		if (j >= end || s[j] != ')')
 			return fail(err, USC_PERR_NO_CLOSE_PAREN, j);
@@ -306,8 +302,8 @@ static int arg_name_ok(const char *s, size_t n)
 	return 1;
 }
 
-int probe_parse_fetcharg(const char *text, size_t start, size_t end, bool is_return,
-			 struct usc_fetcharg *arg, struct usc_parse_error *err)
+static int parse_fetcharg(const char *text, size_t start, size_t end, bool is_return,
+			  unsigned max_arg, struct usc_fetcharg *arg, struct usc_parse_error *err)
 {
 	size_t p = start, q;
 	struct expr ex;
@@ -330,7 +326,7 @@ int probe_parse_fetcharg(const char *text, size_t start, size_t end, bool is_ret
 		p = q + 1;
 	}
 
-	if (parse_expr(text, &p, end, is_return, &ex, 0, err))
+	if (parse_expr(text, &p, end, is_return, max_arg, &ex, 0, err))
 		return -EINVAL;
 
 	/* :TYPE */
@@ -384,6 +380,12 @@ int probe_parse_fetcharg(const char *text, size_t start, size_t end, bool is_ret
 	return 0;
 }
 
+int probe_parse_fetcharg(const char *text, size_t start, size_t end, bool is_return,
+			 struct usc_fetcharg *arg, struct usc_parse_error *err)
+{
+	return parse_fetcharg(text, start, end, is_return, 6, arg, err);
+}
+
 /* ---- the whole probe ---------------------------------------------------- */
 
 struct tok {
@@ -394,7 +396,16 @@ static bool tok_is_fetcharg(const char *s, struct tok t)
 {
 	char c = s[t.start];
 
-	if (c == '%' || c == '$' || c == '@' || c == '+' || c == '-')
+	if (c == '%') {
+		/* %rax or %rax:TYPE is a register; %PROVIDER:NAME a USDT probe */
+		size_t j = t.start + 1;
+
+		while (j < t.end && isalnum((unsigned char)s[j]))
+			j++;
+		return reg_lookup(s + t.start + 1, j - t.start - 1) || j == t.end ||
+		       s[j] != ':';
+	}
+	if (c == '$' || c == '@' || c == '+' || c == '-')
 		return true;
 	for (size_t i = t.start; i < t.end; i++)
 		if (s[i] == '=')
@@ -422,11 +433,38 @@ static bool sym_char_ok(int c)
 	return is_ident(c) || strchr(".$@*?[]!^:~<>,&()-", c) != NULL;
 }
 
+/* %PROVIDER:NAME, both globs allowed */
+static int parse_usdt(const char *text, const char *s, const char *end,
+		      struct usc_probe_spec *spec, struct usc_parse_error *err)
+{
+	const char *p = s + 1, *colon = memchr(p, ':', (size_t)(end - p));
+
+	if (!colon || colon == p || colon + 1 == end)
+		return fail(err, USC_PERR_BAD_USDT, (size_t)(s - text));
+	if ((size_t)(colon - p) >= sizeof(spec->provider) || (size_t)(end - colon - 1) >= USC_SYM_MAX)
+		return fail(err, USC_PERR_BAD_USDT, (size_t)(s - text));
+	for (const char *c = p; c < end; c++) {
+		if (c == colon)
+			continue;
+		if (*c == '+' && c > colon)
+			return fail(err, USC_PERR_USDT_OFFSET, (size_t)(c - text));
+		if (!is_ident((unsigned char)*c) && !strchr("*?[]!-.", *c))
+			return fail(err, USC_PERR_BAD_USDT, (size_t)(c - text));
+	}
+	memcpy(spec->provider, p, (size_t)(colon - p));
+	memcpy(spec->symbol, colon + 1, (size_t)(end - colon - 1));
+	spec->loc_kind = USC_LOC_USDT;
+	spec->is_glob = strpbrk(spec->provider, "*?[") || strpbrk(spec->symbol, "*?[");
+	if (spec->is_return)
+		return fail(err, USC_PERR_USDT_RETURN, 0);
+	return 0;
+}
+
 static int parse_location(const char *text, struct tok t, struct usc_probe_spec *spec,
 			  struct usc_parse_error *err)
 {
 	const char *s = text + t.start, *end = text + t.end;
-	const char *colon = lone_colon(s, end);
+	const char *colon = *s == '%' ? NULL : lone_colon(s, end);
 	size_t pos = t.start;
 
 	if (t.start >= t.end)
@@ -445,6 +483,15 @@ static int parse_location(const char *text, struct tok t, struct usc_probe_spec 
 	}
 	spec->loc_pos = (uint32_t)pos;
 
+	if (*s == '%') {
+		const char *r = s + 1;
+
+		while (r < end && isalnum((unsigned char)*r))
+			r++;
+		if (reg_lookup(s + 1, (size_t)(r - s - 1)))
+			return fail(err, USC_PERR_BAD_SYMBOL, pos);	/* a register */
+		return parse_usdt(text, s, end, spec, err);
+	}
 	if (isdigit((unsigned char)*s)) {
 		size_t used = probe_parse_number(s, &spec->address);
 
@@ -570,7 +617,8 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 		if (spec->nargs >= USC_MAX_ARGS)
 			return fail(err, USC_PERR_TOO_MANY_ARGS, t.start);
 		a = &spec->args[spec->nargs];
-		if (probe_parse_fetcharg(text, t.start, t.end, spec->is_return, a, err))
+		if (parse_fetcharg(text, t.start, t.end, spec->is_return,
+				   spec->loc_kind == USC_LOC_USDT ? 12 : 6, a, err))
 			return -EINVAL;
 		if (!a->named)
 			snprintf(a->name, sizeof(a->name), "arg%u", spec->nargs + 1);
@@ -609,6 +657,7 @@ int probe_fetcharg_format(const struct usc_fetcharg *arg, char *buf, size_t len)
 		case FOP_STACKP: snprintf(expr, sizeof(expr), "$stack"); break;
 		case FOP_RETVAL: snprintf(expr, sizeof(expr), "$retval"); break;
 		case FOP_COMM: snprintf(expr, sizeof(expr), "$comm"); break;
+		case FOP_ARG: snprintf(expr, sizeof(expr), "$arg%lld", off); break;
 		case FOP_IMM: snprintf(expr, sizeof(expr), "%lld", off); break;
 		case FOP_MEM:
 			snprintf(expr, sizeof(expr), "@0x%llx", (unsigned long long)off);

@@ -36,7 +36,10 @@
 	X(DUP_ARG_NAME, "an argument of this name already exists")             \
 	X(BAD_FETCHARG, "expected %REG, $argN, $retval, $stackN, $stack, $comm, @ADDR, @+OFFSET or +OFFS(EXPR)") \
 	X(BAD_REG, "unknown register")                                         \
-	X(BAD_ARG_INDEX, "$argN takes N from 1 to 6")                          \
+	X(BAD_ARG_INDEX, "$argN takes N from 1 to 6 (1 to 12 on a USDT probe)") \
+	X(BAD_USDT, "expected %PROVIDER:NAME")                                 \
+	X(USDT_RETURN, "a USDT probe fires at its site: 'r' does not apply")   \
+	X(USDT_OFFSET, "a USDT probe takes no +OFFSET")                        \
 	X(RETVAL_ON_ENTRY, "$retval needs a return probe ('r:')")              \
 	X(BAD_VAR, "unknown $-variable")                                       \
 	X(BAD_DEREF, "expected '(' after the dereference offset")              \
@@ -76,6 +79,7 @@ struct usc_fetcharg {
 enum usc_loc_kind {
 	USC_LOC_SYMBOL,		/* SYMBOL or SYMBOL+OFFSET; symbol may be a glob */
 	USC_LOC_ADDRESS,	/* a link-time virtual address */
+	USC_LOC_USDT,		/* %PROVIDER:NAME; symbol holds NAME */
 };
 
 struct usc_probe_spec {
@@ -87,7 +91,8 @@ struct usc_probe_spec {
 	uint32_t module_pos;
 	enum usc_loc_kind loc_kind;
 	uint32_t loc_pos;		/* offset of the location's symbol/address */
-	char symbol[USC_SYM_MAX];	/* may carry @VER / @@VER */
+	char symbol[USC_SYM_MAX];	/* may carry @VER / @@VER; USDT: the name */
+	char provider[USC_NAME_MAX * 2];	/* USDT */
 	bool is_glob;
 	uint64_t offset;		/* SYMBOL+OFFSET */
 	bool has_offset;
@@ -109,6 +114,13 @@ int probe_parse_fetcharg(const char *text, size_t start, size_t end,
 /* Parse a number: decimal, 0x hex or 0 octal. Returns chars consumed, 0 on
  * error. */
 size_t probe_parse_number(const char *s, uint64_t *out);
+
+/* Bind a parsed argument to a site: FOP_ARG N becomes the N-th SysV
+ * argument register (usdt == NULL) or the program of the USDT probe's N-th
+ * argument. A bare $argN with no :TYPE takes the USDT argument's type.
+ * 0, -ERANGE (no such argument), -E2BIG (program too long). */
+int probe_bind_arg(const struct usc_fetcharg *in, const struct usc_fetcharg *usdt,
+		   unsigned nusdt, struct usc_fetcharg *out);
 
 /* Render a fetch program back as probe-language text (for messages and tests). */
 int probe_fetcharg_format(const struct usc_fetcharg *arg, char *buf, size_t len);

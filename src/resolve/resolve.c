@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "core/log.h"
 #include "elf/elf.h"
 #include "elf/modules.h"
+#include "usdt/usdt.h"
 #include "x86/insn.h"
 
 /* ---- a small cache of open ELF files, by path --------------------------- */
@@ -128,9 +130,12 @@ static void name_site(struct usc_site *site, struct usc_site *all, size_t nall,
 
 	if (spec->event_given && !several) {
 		snprintf(site->event, sizeof(site->event), "%s", spec->event);
+		snprintf(site->label, sizeof(site->label), "%s", spec->event);
 		return;
 	}
-	if (spec->loc_kind == USC_LOC_ADDRESS)
+	if (spec->loc_kind == USC_LOC_USDT)
+		snprintf(tmp, sizeof(tmp), "%s", site->symbol);	/* provider_name */
+	else if (spec->loc_kind == USC_LOC_ADDRESS)
 		snprintf(tmp, sizeof(tmp), "addr_0x%llx", (unsigned long long)site->vaddr);
 	else if (spec->has_offset)
 		snprintf(tmp, sizeof(tmp), "%s_0x%llx", site->symbol,
@@ -152,6 +157,9 @@ static void name_site(struct usc_site *site, struct usc_site *all, size_t nall,
 	}
 	tmp[USC_NAME_MAX - 1] = 0;	/* base was sized to leave room */
 	memcpy(site->event, tmp, USC_NAME_MAX);
+	/* Every site of one USDT probe shows as PROVIDER:NAME (or EVENT). */
+	if (site->label[0] == 0)
+		snprintf(site->label, sizeof(site->label), "%s", site->event);
 }
 
 /* ---- modules ------------------------------------------------------------- */
@@ -250,6 +258,8 @@ static int check_boundary(const struct elf_file *ef, const struct elf_sym *fn, u
 	return ret;
 }
 
+static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt);
+
 struct site_vec {
 	struct usc_site *v;
 	size_t n, cap;
@@ -304,7 +314,133 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 	s->is_return = spec->is_return;
 	if (!s->path || (fn && !s->symbol))
 		return -ENOMEM;
+	return bind_site(s, NULL, 0);
+}
+
+/* Bind the probe's arguments to a site: $argN becomes a register (a
+ * function) or the USDT argument's program. A USDT probe with no FETCHARG
+ * records all of its arguments. */
+static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt)
+{
+	const struct usc_probe_spec *spec = site->spec;
+	unsigned n = spec->nargs ? spec->nargs : (usdt ? nusdt : 0);
+
+	site->args = calloc(n ? n : 1, sizeof(*site->args));
+	if (!site->args)
+		return -ENOMEM;
+	site->nargs = n;
+	if (!spec->nargs) {
+		if (n)
+			memcpy(site->args, usdt, n * sizeof(*usdt));
+		return 0;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		int ret = probe_bind_arg(&spec->args[i], usdt, nusdt, &site->args[i]);
+
+		if (ret == -ERANGE) {
+			log_error("%s: %.*s: %s has %u argument%s", spec->text,
+				  (int)spec->args[i].len, spec->text + spec->args[i].pos,
+				  site->label[0] ? site->label : "the probe", nusdt,
+				  nusdt == 1 ? "" : "s");
+			return ret;
+		}
+		if (ret) {
+			log_error("%s: %.*s: the argument's program is too long", spec->text,
+				  (int)spec->args[i].len, spec->text + spec->args[i].pos);
+			return ret;
+		}
+	}
 	return 0;
+}
+
+static int resolve_usdt(const struct usc_probe_spec *spec, unsigned idx, const char *path,
+			const struct elf_file *ef, struct site_vec *sv)
+{
+	struct usdt_note *notes = NULL;
+	size_t nnotes = 0, matched = 0;
+	int ret = usdt_read(ef, &notes, &nnotes);
+
+	if (ret) {
+		log_error("%s: cannot read the USDT notes of %s", spec->text, path);
+		return ret;
+	}
+	for (size_t i = 0; i < nnotes && !ret; i++) {
+		const struct usdt_note *nt = &notes[i];
+		struct usc_fetcharg uargs[USDT_MAX_ARGS];
+		struct usdt_arg_error aerr = {0};
+		unsigned nu = 0;
+		struct usc_site *s;
+		uint64_t off, ref = 0;
+
+		if (fnmatch(spec->provider, nt->provider, 0) || fnmatch(spec->symbol, nt->name, 0))
+			continue;
+		matched++;
+		if (usdt_parse_args(nt->args, ef, uargs, USDT_MAX_ARGS, &nu, &aerr)) {
+			log_error("%s: %s:%s in %s has an argument spec uscope cannot read at "
+				  "byte %zu (%s): \"%s\"", spec->text, nt->provider, nt->name, path,
+				  aerr.pos, aerr.msg ? aerr.msg : "?", nt->args);
+			ret = -EINVAL;
+			break;
+		}
+		if (elf_vaddr_to_offset(ef, nt->pc, &off)) {
+			log_error("%s: %s:%s has a site at 0x%llx outside the file's segments",
+				  spec->text, nt->provider, nt->name, (unsigned long long)nt->pc);
+			ret = -EINVAL;
+			break;
+		}
+		if (nt->sema && elf_vaddr_to_offset(ef, nt->sema, &ref)) {
+			log_error("%s: %s:%s has its semaphore at 0x%llx, which has no file offset",
+				  spec->text, nt->provider, nt->name, (unsigned long long)nt->sema);
+			ret = -EINVAL;
+			break;
+		}
+		s = site_push(sv);
+		if (!s) {
+			ret = -ENOMEM;
+			break;
+		}
+		s->spec = spec;
+		s->probe = idx;
+		s->path = strdup(path);
+		if (asprintf(&s->symbol, "%s_%s", nt->provider, nt->name) < 0)
+			s->symbol = NULL;
+		s->vaddr = nt->pc;
+		s->offset = off;
+		s->ref_ctr_offset = ref;
+		if (spec->event_given)
+			snprintf(s->label, sizeof(s->label), "%s", spec->event);
+		else
+			snprintf(s->label, sizeof(s->label), "%s:%s", nt->provider, nt->name);
+		if (!s->path || !s->symbol) {
+			ret = -ENOMEM;
+			break;
+		}
+		ret = bind_site(s, uargs, nu);
+	}
+	if (!ret && matched == 0) {
+		char list[512] = "";
+		size_t used = 0;
+
+		for (size_t i = 0; i < nnotes && used < sizeof(list) - 1; i++) {
+			bool dup = false;
+
+			for (size_t k = 0; k < i; k++)
+				dup |= !strcmp(notes[k].provider, notes[i].provider) &&
+				       !strcmp(notes[k].name, notes[i].name);
+			if (!dup)
+				used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%%%s:%s",
+							 used ? ", " : "", notes[i].provider,
+							 notes[i].name);
+		}
+		if (nnotes)
+			log_error("%s: no USDT probe %%%s:%s in %s; it has: %s", spec->text,
+				  spec->provider, spec->symbol, path, list);
+		else
+			log_error("%s: %s has no USDT probes", spec->text, path);
+		ret = -ENOENT;
+	}
+	usdt_notes_free(notes, nnotes);
+	return ret;
 }
 
 static void log_unknown(const struct usc_probe_spec *spec, const struct elf_file *ef,
@@ -342,6 +478,10 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 		goto out;
 	}
 
+	if (spec->loc_kind == USC_LOC_USDT) {
+		ret = resolve_usdt(spec, idx, path, ef, sv);
+		goto out;
+	}
 	if (spec->loc_kind == USC_LOC_ADDRESS) {
 		const struct elf_sym *fn = elf_func_at(ef, spec->address);
 
@@ -463,6 +603,7 @@ void resolve_sites_free(struct usc_site *sites, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		free(sites[i].path);
 		free(sites[i].symbol);
+		free(sites[i].args);
 	}
 	free(sites);
 }

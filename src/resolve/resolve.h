@@ -27,7 +27,12 @@ struct usc_target {
 struct usc_site {
 	const struct usc_probe_spec *spec;
 	unsigned probe;			/* index of spec */
-	char event[USC_NAME_MAX];	/* unique within the session */
+	char event[USC_NAME_MAX];	/* the kernel's event name: unique in the session */
+	char label[USC_NAME_MAX * 2];	/* what output calls it: the event name, or for
+					 * every site of one USDT probe, PROVIDER:NAME */
+	struct usc_fetcharg *args;	/* bound to this site (probe_bind_arg) */
+	unsigned nargs;
+	uint64_t ref_ctr_offset;	/* file offset of a USDT semaphore, or 0 */
 	char *path;			/* the module file */
 	char *symbol;			/* function name, or NULL */
 	uint64_t vaddr;			/* link-time address of the probe point */

@@ -41,7 +41,7 @@ static int is_identifier(const char *s, size_t max)
 
 static int is_load(uint8_t op)
 {
-	return op >= FOP_REG && op <= FOP_FOFFS;
+	return (op >= FOP_REG && op <= FOP_FOFFS) || op == FOP_ARG;  /* the parser never emits FOP_VADDR */
 }
 
 static int is_store(uint8_t op)
@@ -136,6 +136,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (spec.loc_kind == USC_LOC_SYMBOL) {
 			CHECK(spec.symbol[0] != 0);
 			CHECK(spec.is_glob == (strpbrk(spec.symbol, "*?[") != NULL));
+		} else if (spec.loc_kind == USC_LOC_USDT) {
+			CHECK(spec.provider[0] != 0 && spec.symbol[0] != 0);
+			CHECK(!spec.is_return && !spec.has_offset);
+			CHECK(spec.is_glob == (strpbrk(spec.symbol, "*?[") != NULL ||
+					       strpbrk(spec.provider, "*?[") != NULL));
 		} else {
 			CHECK(spec.loc_kind == USC_LOC_ADDRESS);
 			CHECK(spec.symbol[0] == 0 && !spec.has_offset);

@@ -22,6 +22,13 @@ static void parse_ok(const char *text)
 
 	if (usc_probe_parse(text, &spec, &err))
 		fail_msg("\"%s\": %s at %zu", text, usc_parse_strerror(err.code), err.pos);
+	/* a function probe: $argN binds to the SysV registers */
+	for (unsigned i = 0; i < spec.nargs; i++) {
+		struct usc_fetcharg bound;
+
+		assert_int_equal(probe_bind_arg(&spec.args[i], NULL, 0, &bound), 0);
+		spec.args[i] = bound;
+	}
 }
 
 struct lcase {
@@ -96,7 +103,7 @@ static void check_case(void **state)
 
 	parse_ok(c->probe);
 	memset(buf, 'Z', sizeof(buf));
-	ret = tracefs_lower_args(&spec, buf, sizeof(buf));
+	ret = tracefs_lower_args(spec.args, spec.nargs, 0, buf, sizeof(buf));
 	if (ret)
 		fail_msg("\"%s\": tracefs_lower_args = %d", c->probe, ret);
 	if (strcmp(buf, c->want))
@@ -108,7 +115,7 @@ static void check_case(void **state)
 	for (unsigned i = 0; i < spec.nargs; i++) {
 		size_t n = strcspn(w, " ");
 
-		assert_int_equal(tracefs_lower_arg(&spec.args[i], buf, sizeof(buf)), 0);
+		assert_int_equal(tracefs_lower_arg(&spec.args[i], 0, buf, sizeof(buf)), 0);
 		if (strlen(buf) != n || strncmp(buf, w, n))
 			fail_msg("\"%s\" arg %u lowers to \"%s\", expected \"%.*s\"", c->probe, i, buf,
 				 (int)n, w);
@@ -129,7 +136,7 @@ static void test_deep(void **state)
 		strcat(text, ")");
 	strcat(text, ":b3@5/8");
 	parse_ok(text);
-	assert_int_equal(tracefs_lower_arg(&spec.args[0], buf, sizeof(buf)), 0);
+	assert_int_equal(tracefs_lower_arg(&spec.args[0], 0, buf, sizeof(buf)), 0);
 	assert_string_equal(buf, "arg1=-1(-1(-1(-1(-1(-1(-1(-1(-1(-1(-1(-1(%r12)))))))))))):b3@5/8");
 }
 
@@ -142,17 +149,17 @@ static void test_enospc(void **state)
 
 	parse_ok("main name=+8(+16(%rdi)):u32");
 	/* exactly enough room (with the NUL) works, one less does not */
-	assert_int_equal(tracefs_lower_arg(&spec.args[0], buf, n + 1), 0);
+	assert_int_equal(tracefs_lower_arg(&spec.args[0], 0, buf, n + 1), 0);
 	assert_string_equal(buf, want);
-	assert_int_equal(tracefs_lower_arg(&spec.args[0], buf, n), -ENOSPC);
+	assert_int_equal(tracefs_lower_arg(&spec.args[0], 0, buf, n), -ENOSPC);
 
 	/* the whole list */
 	parse_ok("main a=%rdi b=%rsi");
-	assert_int_equal(tracefs_lower_args(&spec, buf, sizeof(buf)), 0);
+	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, buf, sizeof(buf)), 0);
 	assert_string_equal(buf, "a=%di:x64 b=%si:x64");
-	assert_int_equal(tracefs_lower_args(&spec, buf, strlen("a=%di:x64 b=%si:x64") + 1), 0);
+	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, buf, strlen("a=%di:x64 b=%si:x64") + 1), 0);
 	assert_string_equal(buf, "a=%di:x64 b=%si:x64");
-	assert_int_equal(tracefs_lower_args(&spec, buf, 10), -ENOSPC);
+	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, buf, 10), -ENOSPC);
 }
 
 static void test_max_args(void **state)
@@ -168,9 +175,9 @@ static void test_max_args(void **state)
 	for (int i = 0; i < USC_MAX_ARGS; i++)
 		used += (size_t)snprintf(want + used, sizeof(want) - used, "%sarg%d=$stack:x64",
 					 i ? " " : "", i + 1);
-	assert_int_equal(tracefs_lower_args(&spec, buf, sizeof(buf)), 0);
+	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, buf, sizeof(buf)), 0);
 	assert_string_equal(buf, want);
-	assert_int_equal(tracefs_lower_args(&spec, buf, 100), -ENOSPC);
+	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, buf, 100), -ENOSPC);
 }
 
 /* a bitfield type without its geometry cannot be lowered */
@@ -186,7 +193,79 @@ static void test_bitfield_without_geometry(void **state)
 	};
 	char buf[64];
 
-	assert_int_equal(tracefs_lower_arg(&a, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(tracefs_lower_arg(&a, 0, buf, sizeof(buf)), -EINVAL);
+}
+
+/* USDT sym(%rip) operands are link-time addresses: the kernel wants them as
+ * @+OFFSET relative to the probed file, so the site's offset-vaddr delta
+ * applies. Two registers added (SIB) and an unbound $argN cannot be lowered. */
+static void test_vaddr_and_unlowerable(void **state)
+{
+	(void)state;
+	char buf[128];
+	struct usc_fetcharg v = {
+		.name = "g", .type = USC_T_S32, .ninsn = 3,
+		.insn = {{.op = FOP_VADDR, .imm = 0x4010}, {.op = FOP_ST_MEM, .size = 4},
+			 {.op = FOP_END}},
+	};
+	struct usc_fetcharg sib = {
+		.name = "s", .type = USC_T_U64, .ninsn = 4,
+		.insn = {{.op = FOP_REG, .reg = USC_REG_AX},
+			 {.op = FOP_ADD_REG, .reg = USC_REG_BX, .size = 8},
+			 {.op = FOP_ST_MEM, .size = 8}, {.op = FOP_END}},
+	};
+
+	assert_int_equal(tracefs_lower_arg(&v, -0x1000, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, "g=@+0x3010:s32");
+	assert_int_equal(tracefs_lower_arg(&sib, 0, buf, sizeof(buf)), -ENOTSUP);
+	struct usc_parse_error err;
+
+	assert_int_equal(usc_probe_parse("main $arg2", &spec, &err), 0);
+	assert_int_equal(tracefs_lower_arg(&spec.args[0], 0, buf, sizeof(buf)), -ENOTSUP);
+}
+
+/* $argN on a USDT probe takes the argument's program; a bare $argN keeps its
+ * size and sign, a typed or dereferenced one is built on its value. */
+static void test_usdt_binding(void **state)
+{
+	(void)state;
+	struct usc_fetcharg uargs[2] = {
+		{.name = "arg1", .type = USC_T_S32, .ninsn = 3,
+		 .insn = {{.op = FOP_REG, .reg = USC_REG_AX}, {.op = FOP_ST_RAW, .size = 4},
+			  {.op = FOP_END}}},
+		{.name = "arg2", .type = USC_T_U64, .ninsn = 3,
+		 .insn = {{.op = FOP_REG, .reg = USC_REG_BP}, {.op = FOP_ST_MEM, .size = 8, .imm = -16},
+			  {.op = FOP_END}}},
+	};
+	static const struct {
+		const char *probe, *want;
+	} cases[] = {
+		{"%p:n $arg1", "arg1=%ax:s32"},
+		{"%p:n $arg2", "arg1=-16(%bp):u64"},
+		{"%p:n x=$arg2:s16", "x=-16(%bp):s16"},
+		{"%p:n s=$arg2:string", "s=+0(-16(%bp)):string"},
+		{"%p:n f=+8($arg2):u32", "f=+8(-16(%bp)):u32"},
+		{"%p:n t=+0(+8($arg2)):string", "t=+0(+8(-16(%bp))):string"},
+		{"%p:n s=$arg1:string", "s=+0(%ax):string"},
+	};
+	char buf[256];
+	struct usc_parse_error err;
+	struct usc_fetcharg out;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(usc_probe_parse(cases[i].probe, &spec, &err), 0);
+		assert_int_equal(spec.loc_kind, USC_LOC_USDT);
+		assert_int_equal(probe_bind_arg(&spec.args[0], uargs, 2, &out), 0);
+		assert_int_equal(tracefs_lower_arg(&out, 0, buf, sizeof(buf)), 0);
+		if (strcmp(buf, cases[i].want))
+			fail_msg("\"%s\" binds and lowers to \"%s\", expected \"%s\"", cases[i].probe,
+				 buf, cases[i].want);
+	}
+	assert_int_equal(usc_probe_parse("%p:n $arg3", &spec, &err), 0);
+	assert_int_equal(probe_bind_arg(&spec.args[0], uargs, 2, &out), -ERANGE);
+	assert_int_equal(usc_probe_parse("%p:n $arg12", &spec, &err), 0);
+	assert_int_not_equal(usc_probe_parse("main $arg7", &spec, &err), 0);
+	assert_int_equal(err.code, USC_PERR_BAD_ARG_INDEX);
 }
 
 int main(void)
@@ -203,6 +282,8 @@ int main(void)
 		cmocka_unit_test(test_enospc),
 		cmocka_unit_test(test_max_args),
 		cmocka_unit_test(test_bitfield_without_geometry),
+		cmocka_unit_test(test_vaddr_and_unlowerable),
+		cmocka_unit_test(test_usdt_binding),
 	};
 
 	fails += _cmocka_run_group_tests("lower", t, n, NULL, NULL);

@@ -293,7 +293,8 @@ static void test_event_entry(void **state)
 	(void)state;
 	parse_ok("p:ev main a=%di:u8 s=%di:s16 x=%di:x32 str=$arg1:string b=%di:b4@2/32 f=%di:u64 "
 		 "q=%di:s64 h=%rdi");
-	struct usc_site site = {.spec = &spec, .event = "ev", .is_return = false};
+	struct usc_site site = {.spec = &spec, .event = "ev", .label = "ev", .is_return = false,
+				.args = spec.args, .nargs = spec.nargs};
 	const struct usc_value vals[] = {
 		{.kind = USC_V_INT, .u = 0x1ff},
 		{.kind = USC_V_INT, .u = 0xfffe},
@@ -334,7 +335,8 @@ static void test_event_return(void **state)
 {
 	(void)state;
 	parse_ok("r:done main ret=$retval:s32 p=$retval:x16");
-	struct usc_site site = {.spec = &spec, .event = "done", .is_return = true};
+	struct usc_site site = {.spec = &spec, .event = "done", .label = "done", .is_return = true,
+				.args = spec.args, .nargs = spec.nargs};
 	const struct usc_value vals[] = {
 		{.kind = USC_V_INT, .u = 0xffffffffull},
 		{.kind = USC_V_INT, .u = 0x12345},
@@ -362,7 +364,7 @@ static void test_event_no_args(void **state)
 {
 	(void)state;
 	parse_ok("main");
-	struct usc_site site = {.spec = &spec, .event = "main"};
+	struct usc_site site = {.spec = &spec, .event = "main", .label = "main"};
 	struct usc_event ev = {.comm = "c", .site = &site, .ip = 1};
 	struct usc_output o = {.json = true};
 

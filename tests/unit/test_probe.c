@@ -271,8 +271,15 @@ static void check_valid(void **state)
 
 	for (unsigned i = 0; i < c->nargs; i++) {
 		const struct xarg *x = &c->a[i];
+		struct usc_fetcharg bound;
 		const struct usc_fetcharg *a = &spec->args[i];
 		unsigned n = 0;
+
+		/* $argN parses to FOP_ARG; on a function it binds to a SysV register */
+		if (spec->loc_kind != USC_LOC_USDT) {
+			assert_int_equal(probe_bind_arg(a, NULL, 0, &bound), 0);
+			a = &bound;
+		}
 
 		while (n < USC_FETCH_MAX && x->in[n].op != FOP_END)
 			n++;
@@ -764,7 +771,7 @@ static void test_format(void **state)
 		{"main %eax", "arg1=%rax:x32"},
 		{"main x=+8(+16(%rdi)):u32", "x=+8(+16(%rdi)):u32"},
 		{"main -8(%rbp):s16", "arg1=-8(%rbp):s16"},
-		{"main $arg2:string", "arg1=+0(%rsi):string"},
+		{"main $arg2:string", "arg1=+0($arg2):string"},
 		{"main $comm", "arg1=$comm:string"},
 		{"main $stack $stack3", "arg1=$stack:x64"},
 		{"r main $retval:s64", "arg1=$retval:s64"},

@@ -28,7 +28,7 @@
 #define TFS_BUFFER_KB 4096	/* per CPU */
 
 struct tfs_site {
-	struct tracefs_dynevent *dev;
+	bool created;
 	struct tep_event *ev;
 	struct tep_format_field *f_ip, *f_func;
 	struct tep_format_field *f_arg[USC_MAX_ARGS];
@@ -275,11 +275,11 @@ static int tfs_setup_decode(struct tfs *t)
 			t->max_id = ts->ev->id;
 		ts->f_ip = tep_find_field(ts->ev, site->is_return ? "__probe_ret_ip" : "__probe_ip");
 		ts->f_func = site->is_return ? tep_find_field(ts->ev, "__probe_func") : NULL;
-		for (unsigned a = 0; a < site->spec->nargs; a++) {
-			ts->f_arg[a] = tep_find_field(ts->ev, site->spec->args[a].name);
+		for (unsigned a = 0; a < site->nargs; a++) {
+			ts->f_arg[a] = tep_find_field(ts->ev, site->args[a].name);
 			if (!ts->f_arg[a]) {
 				log_error("event %s has no field %s", site->event,
-					  site->spec->args[a].name);
+					  site->args[a].name);
 				return -EIO;
 			}
 		}
@@ -324,35 +324,45 @@ static int tfs_attach(struct usc_engine *e)
 {
 	struct tfs *t = tfs_of(e);
 	struct usc_session *s = e->session;
-	char args[8192];
+	char args[8192], ref[32], *cmd;
 	int ret;
 
 	for (size_t i = 0; i < s->nsites; i++) {
 		const struct usc_site *site = &s->sites[i];
-		struct tracefs_dynevent *dev;
 
-		ret = tracefs_lower_args(site->spec, args, sizeof(args));
+		ret = tracefs_lower_args(site->args, site->nargs,
+					 (int64_t)(site->offset - site->vaddr), args, sizeof(args));
+		if (ret == -ENOTSUP) {
+			log_error("%s: the kernel's fetch arguments cannot compute an argument "
+				  "of %s (it adds two registers: a USDT base+index operand); "
+				  "leave that argument out", site->spec->text, site->label);
+			return ret;
+		}
 		if (ret) {
 			log_error("%s: the fetch arguments are too long for uprobe_events",
 				  site->spec->text);
 			return ret;
 		}
-		if (site->is_return)
-			dev = tracefs_uretprobe_alloc(t->name, site->event, site->path,
-						      site->offset, args[0] ? args : NULL);
-		else
-			dev = tracefs_uprobe_alloc(t->name, site->event, site->path,
-						   site->offset, args[0] ? args : NULL);
-		if (!dev)
+		/* PATH:OFFSET(REF_CTR_OFFSET): the kernel raises the USDT
+		 * semaphore while the probe is registered, in every process
+		 * that maps the file, and lowers it afterwards. */
+		ref[0] = 0;
+		if (site->ref_ctr_offset)
+			snprintf(ref, sizeof(ref), "(0x%llx)",
+				 (unsigned long long)site->ref_ctr_offset);
+		if (asprintf(&cmd, "%c:%s/%s %s:0x%llx%s%s%s\n", site->is_return ? 'r' : 'p',
+			     t->name, site->event, site->path, (unsigned long long)site->offset,
+			     ref, args[0] ? " " : "", args) < 0)
 			return -ENOMEM;
-		if (tracefs_dynevent_create(dev)) {
+		ret = tracefs_instance_file_append(NULL, "uprobe_events", cmd);
+		free(cmd);
+		if (ret < 0) {
 			int err = errno ? errno : EINVAL;
 
 			kernel_error("the probe", site->event);
-			tracefs_dynevent_free(dev);
 			return -err;
 		}
-		t->ts[i].dev = dev;
+		t->ts[i].created = true;
 	}
 
 	/* Session settings, all on our own instance. Timestamps use
@@ -571,7 +581,7 @@ static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, v
 		ev.ip = tep_read_number(t->tep, data + ts->f_ip->offset, ts->f_ip->size);
 	if (ts->f_func)
 		ev.func = tep_read_number(t->tep, data + ts->f_func->offset, ts->f_func->size);
-	for (unsigned a = 0; a < site->spec->nargs; a++) {
+	for (unsigned a = 0; a < site->nargs; a++) {
 		const struct tep_format_field *f = ts->f_arg[a];
 		struct usc_value *v = &t->vals[a];
 
@@ -593,7 +603,7 @@ static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, v
 			v->u = tep_read_number(t->tep, data + f->offset, f->size);
 		}
 	}
-	ev.nvals = site->spec->nargs;
+	ev.nvals = site->nargs;
 	ev.vals = t->vals;
 	t->stats[idx].events++;
 	return fn(&ev, ctx);
@@ -746,11 +756,16 @@ static void tfs_detach(struct usc_engine *e)
 			log_warn("could not remove the tracefs instance %s", t->name);
 	}
 	for (size_t i = 0; i < t->nsites; i++) {
-		if (!t->ts[i].dev)
+		char cmd[160];
+
+		if (!t->ts[i].created)
 			continue;
-		if (tracefs_dynevent_destroy(t->ts[i].dev, true))
+		snprintf(cmd, sizeof(cmd), "-:%s/%s\n", t->name, t->base.session->sites[i].event);
+		if (tracefs_instance_file_append(NULL, "uprobe_events", cmd) < 0)
 			log_warn("could not remove the uprobe %s/%s", t->name,
 				 t->base.session->sites[i].event);
+		else
+			t->ts[i].created = false;
 	}
 	t->live = false;
 }
@@ -760,8 +775,6 @@ static void tfs_destroy(struct usc_engine *e)
 	struct tfs *t = tfs_of(e);
 
 	tfs_detach(e);
-	for (size_t i = 0; i < t->nsites; i++)
-		tracefs_dynevent_free(t->ts[i].dev);
 	if (t->inst)
 		tracefs_instance_free(t->inst);
 	if (t->kbuf)

@@ -21,7 +21,8 @@ static int lower_type(const struct usc_fetcharg *arg, char *buf, size_t len)
 	return snprintf(buf, len, "%s", fetch_type_name(arg->type));
 }
 
-int tracefs_lower_arg(const struct usc_fetcharg *arg, char *buf, size_t len)
+int tracefs_lower_arg(const struct usc_fetcharg *arg, int64_t foff_delta, char *buf,
+		      size_t len)
 {
 	char expr[1024], tmp[1024], type[32];
 	bool absorb = false;	/* @ADDR / @+OFF already mean "the memory at" */
@@ -58,6 +59,16 @@ int tracefs_lower_arg(const struct usc_fetcharg *arg, char *buf, size_t len)
 			snprintf(expr, sizeof(expr), "@+0x%llx", (unsigned long long)off);
 			absorb = true;
 			break;
+		case FOP_VADDR:
+			/* the kernel resolves @+OFF against the probed file's
+			 * mapping: probe address - probe offset + OFF */
+			snprintf(expr, sizeof(expr), "@+0x%llx",
+				 (unsigned long long)(off + foff_delta));
+			absorb = true;
+			break;
+		case FOP_ADD_REG:
+		case FOP_ARG:
+			return -ENOTSUP;
 		case FOP_DEREF:
 		case FOP_ST_MEM:
 		case FOP_ST_STRING:
@@ -82,14 +93,15 @@ int tracefs_lower_arg(const struct usc_fetcharg *arg, char *buf, size_t len)
 	return 0;
 }
 
-int tracefs_lower_args(const struct usc_probe_spec *spec, char *buf, size_t len)
+int tracefs_lower_args(const struct usc_fetcharg *args, unsigned n, int64_t foff_delta,
+		       char *buf, size_t len)
 {
 	size_t used = 0;
 
 	buf[0] = 0;
-	for (unsigned i = 0; i < spec->nargs; i++) {
+	for (unsigned i = 0; i < n; i++) {
 		char one[1200];
-		int ret = tracefs_lower_arg(&spec->args[i], one, sizeof(one));
+		int ret = tracefs_lower_arg(&args[i], foff_delta, one, sizeof(one));
 
 		if (ret)
 			return ret;

@@ -6,9 +6,14 @@
 
 #include "probe/probe.h"
 
-/* One fetcharg: "NAME=EXPR:TYPE". 0, or -ENOSPC. */
-int tracefs_lower_arg(const struct usc_fetcharg *arg, char *buf, size_t len);
-/* All of a probe's fetchargs, space-separated ("" when none). */
-int tracefs_lower_args(const struct usc_probe_spec *spec, char *buf, size_t len);
+/* One bound fetcharg: "NAME=EXPR:TYPE". foff_delta is the probe site's
+ * file offset minus its link-time address, to express FOP_VADDR as the
+ * kernel's @+FILE_OFFSET. 0, -ENOSPC, or -ENOTSUP for what the kernel's
+ * fetch arguments cannot do (adding two registers; an unbound $argN). */
+int tracefs_lower_arg(const struct usc_fetcharg *arg, int64_t foff_delta, char *buf,
+		      size_t len);
+/* Several, space-separated ("" when none). */
+int tracefs_lower_args(const struct usc_fetcharg *args, unsigned n, int64_t foff_delta,
+		       char *buf, size_t len);
 
 #endif
