@@ -1,0 +1,157 @@
+#include "flow/flow.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct frame {
+	const char *key;
+	size_t keylen;
+	uint64_t time_ns;
+};
+
+struct thread {
+	int32_t tid;
+	bool used;
+	struct frame *frames;
+	size_t n, cap;
+};
+
+/* Open addressing on tid, linear probing, at most 3/4 full. */
+struct flow_state {
+	struct thread *t;
+	size_t cap, n;
+};
+
+static size_t hash_tid(int32_t tid)
+{
+	uint64_t h = (uint32_t)tid * 0x9e3779b97f4a7c15ULL;
+
+	return (size_t)(h ^ (h >> 29));
+}
+
+struct flow_state *flow_new(void)
+{
+	return calloc(1, sizeof(struct flow_state));
+}
+
+void flow_free(struct flow_state *st)
+{
+	if (!st)
+		return;
+	for (size_t i = 0; i < st->cap; i++)
+		free(st->t[i].frames);
+	free(st->t);
+	free(st);
+}
+
+static struct thread *lookup(const struct flow_state *st, int32_t tid)
+{
+	if (!st->cap)
+		return NULL;
+	for (size_t i = hash_tid(tid) & (st->cap - 1);; i = (i + 1) & (st->cap - 1)) {
+		if (!st->t[i].used)
+			return NULL;
+		if (st->t[i].tid == tid)
+			return &st->t[i];
+	}
+}
+
+static int grow_table(struct flow_state *st)
+{
+	size_t cap = st->cap ? st->cap * 2 : 64;
+	struct thread *t = calloc(cap, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < st->cap; i++) {
+		size_t k;
+
+		if (!st->t[i].used)
+			continue;
+		for (k = hash_tid(st->t[i].tid) & (cap - 1); t[k].used; k = (k + 1) & (cap - 1))
+			;
+		t[k] = st->t[i];
+	}
+	free(st->t);
+	st->t = t;
+	st->cap = cap;
+	return 0;
+}
+
+static struct thread *get_thread(struct flow_state *st, int32_t tid)
+{
+	struct thread *th = lookup(st, tid);
+	size_t i;
+
+	if (th)
+		return th;
+	if ((st->n + 1) * 4 > st->cap * 3 && grow_table(st))
+		return NULL;
+	for (i = hash_tid(tid) & (st->cap - 1); st->t[i].used; i = (i + 1) & (st->cap - 1))
+		;
+	st->t[i].used = true;
+	st->t[i].tid = tid;
+	st->n++;
+	return &st->t[i];
+}
+
+int flow_feed(struct flow_state *st, int32_t tid, uint64_t time_ns, enum flow_kind kind,
+	      const char *key, size_t keylen, struct flow_result *out)
+{
+	struct thread *th;
+
+	out->depth = 0;
+	out->duration_ns = -1;
+	out->dropped = 0;
+	if (kind != FLOW_ENTRY) {
+		/* a return or an event never needs a new thread */
+		th = lookup(st, tid);
+		if (!th)
+			return 0;
+		if (kind == FLOW_EVENT) {
+			out->depth = th->n;
+			return 0;
+		}
+		for (size_t i = th->n; i-- > 0;) {
+			const struct frame *f = &th->frames[i];
+
+			if (f->keylen != keylen || (f->key != key && memcmp(f->key, key, keylen)))
+				continue;
+			out->depth = i;
+			out->duration_ns = time_ns >= f->time_ns ? (int64_t)(time_ns - f->time_ns) : 0;
+			out->dropped = th->n - i - 1;
+			th->n = i;
+			return 0;
+		}
+		return 0;	/* no entry seen: depth 0, no duration */
+	}
+
+	th = get_thread(st, tid);
+	if (!th)
+		return -ENOMEM;
+	if (th->n == th->cap) {
+		size_t cap = th->cap ? th->cap * 2 : 16;
+		struct frame *f = realloc(th->frames, cap * sizeof(*f));
+
+		if (!f)
+			return -ENOMEM;
+		th->frames = f;
+		th->cap = cap;
+	}
+	out->depth = th->n;
+	th->frames[th->n++] = (struct frame){.key = key, .keylen = keylen, .time_ns = time_ns};
+	return 0;
+}
+
+size_t flow_depth(const struct flow_state *st, int32_t tid)
+{
+	const struct thread *th = lookup(st, tid);
+
+	return th ? th->n : 0;
+}
+
+size_t flow_nthreads(const struct flow_state *st)
+{
+	return st->n;
+}

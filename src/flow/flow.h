@@ -1,0 +1,45 @@
+/* Call flow: pair entries with returns, per thread, into nested frames.
+ *
+ * Each thread (tid) has a stack of open frames. An entry pushes one; a return
+ * pops up to and including the most recent frame with the same key (the
+ * frames above it missed their returns), which gives its duration; a return
+ * whose key is on no frame (its entry was not seen, e.g. tracing started
+ * mid-call) is reported at depth 0 with no duration and leaves the stack as it
+ * is. Recursion nests naturally. No printing here: the CLI formats. */
+#ifndef USC_FLOW_FLOW_H
+#define USC_FLOW_FLOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum flow_kind {
+	FLOW_ENTRY,	/* push a frame */
+	FLOW_RETURN,	/* pop the most recent frame with the same key */
+	FLOW_EVENT,	/* a one-off event: reported at the current depth */
+};
+
+struct flow_result {
+	size_t depth;		/* entry: depth before the push; return: the popped
+				 * frame's depth (0 if unmatched); event: current depth */
+	int64_t duration_ns;	/* matched return: time since its entry; else -1 */
+	size_t dropped;		/* matched return: frames above it popped with it */
+};
+
+struct flow_state;
+
+struct flow_state *flow_new(void);
+void flow_free(struct flow_state *st);
+
+/* Feed one event of thread tid. key/keylen name the frame (a function name,
+ * a USDT probe's stem); the bytes are compared, not copied, so they must stay
+ * valid while a frame holding them may be on a stack (until flow_free).
+ * 0 or -ENOMEM (the state is unchanged then). */
+int flow_feed(struct flow_state *st, int32_t tid, uint64_t time_ns, enum flow_kind kind,
+	      const char *key, size_t keylen, struct flow_result *out);
+
+/* Open frames of tid (0 for a thread never seen), and threads seen. */
+size_t flow_depth(const struct flow_state *st, int32_t tid);
+size_t flow_nthreads(const struct flow_state *st);
+
+#endif

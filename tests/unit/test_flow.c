@@ -1,0 +1,220 @@
+/* Unit tests for entry/return pairing (src/flow/flow.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "flow/flow.h"
+
+#define K(s) s, strlen(s)
+
+static struct flow_result feed(struct flow_state *st, int32_t tid, uint64_t t,
+			       enum flow_kind kind, const char *key)
+{
+	struct flow_result r;
+
+	assert_int_equal(flow_feed(st, tid, t, kind, key, strlen(key), &r), 0);
+	return r;
+}
+
+static void expect(struct flow_result r, size_t depth, int64_t dur)
+{
+	assert_int_equal(r.depth, depth);
+	assert_int_equal(r.duration_ns, dur);
+}
+
+static void test_simple_pair(void **state)
+{
+	struct flow_state *st = flow_new();
+
+	(void)state;
+	assert_non_null(st);
+	expect(feed(st, 7, 1000, FLOW_ENTRY, "main"), 0, -1);
+	expect(feed(st, 7, 1500, FLOW_ENTRY, "parse"), 1, -1);
+	expect(feed(st, 7, 1600, FLOW_EVENT, "x"), 2, -1);
+	expect(feed(st, 7, 4089, FLOW_RETURN, "parse"), 1, 2589);
+	assert_int_equal(flow_depth(st, 7), 1);
+	expect(feed(st, 7, 5000, FLOW_RETURN, "main"), 0, 4000);
+	assert_int_equal(flow_depth(st, 7), 0);
+	/* the stack is reusable after it emptied */
+	expect(feed(st, 7, 6000, FLOW_ENTRY, "main"), 0, -1);
+	expect(feed(st, 7, 6000, FLOW_RETURN, "main"), 0, 0);
+	assert_int_equal(flow_nthreads(st), 1);
+	flow_free(st);
+}
+
+/* fib(3): fib(2) { fib(1), fib(0) }, fib(1) */
+static void test_recursion(void **state)
+{
+	struct flow_state *st = flow_new();
+	uint64_t t = 0;
+
+	(void)state;
+	expect(feed(st, 1, t += 10, FLOW_ENTRY, "fib"), 0, -1);	/* fib(3) @10 */
+	expect(feed(st, 1, t += 10, FLOW_ENTRY, "fib"), 1, -1);	/* fib(2) @20 */
+	expect(feed(st, 1, t += 10, FLOW_ENTRY, "fib"), 2, -1);	/* fib(1) @30 */
+	expect(feed(st, 1, t += 10, FLOW_RETURN, "fib"), 2, 10);	/* @40 */
+	expect(feed(st, 1, t += 10, FLOW_ENTRY, "fib"), 2, -1);	/* fib(0) @50 */
+	expect(feed(st, 1, t += 10, FLOW_RETURN, "fib"), 2, 10);	/* @60 */
+	expect(feed(st, 1, t += 10, FLOW_RETURN, "fib"), 1, 50);	/* fib(2) @70 */
+	expect(feed(st, 1, t += 10, FLOW_ENTRY, "fib"), 1, -1);	/* fib(1) @80 */
+	expect(feed(st, 1, t += 10, FLOW_RETURN, "fib"), 1, 10);	/* @90 */
+	expect(feed(st, 1, t += 10, FLOW_RETURN, "fib"), 0, 90);	/* fib(3) @100 */
+	assert_int_equal(flow_depth(st, 1), 0);
+	flow_free(st);
+}
+
+static void test_two_threads(void **state)
+{
+	struct flow_state *st = flow_new();
+
+	(void)state;
+	expect(feed(st, 100, 1, FLOW_ENTRY, "work"), 0, -1);
+	expect(feed(st, 200, 2, FLOW_ENTRY, "work"), 0, -1);
+	expect(feed(st, 100, 3, FLOW_ENTRY, "step"), 1, -1);
+	expect(feed(st, 200, 4, FLOW_ENTRY, "step"), 1, -1);
+	expect(feed(st, 200, 5, FLOW_EVENT, "tick"), 2, -1);
+	expect(feed(st, 100, 6, FLOW_RETURN, "step"), 1, 3);
+	expect(feed(st, 200, 9, FLOW_RETURN, "step"), 1, 5);
+	expect(feed(st, 200, 10, FLOW_RETURN, "work"), 0, 8);
+	assert_int_equal(flow_depth(st, 100), 1);
+	assert_int_equal(flow_depth(st, 200), 0);
+	expect(feed(st, 100, 11, FLOW_RETURN, "work"), 0, 10);
+	assert_int_equal(flow_nthreads(st), 2);
+	flow_free(st);
+}
+
+static void test_return_without_entry(void **state)
+{
+	struct flow_state *st = flow_new();
+
+	(void)state;
+	/* unknown thread */
+	expect(feed(st, 5, 10, FLOW_RETURN, "main"), 0, -1);
+	expect(feed(st, 5, 10, FLOW_EVENT, "e"), 0, -1);
+	assert_int_equal(flow_nthreads(st), 0);
+	/* known thread, key on no frame: the stack stays as it is */
+	expect(feed(st, 5, 20, FLOW_ENTRY, "a"), 0, -1);
+	expect(feed(st, 5, 30, FLOW_ENTRY, "b"), 1, -1);
+	expect(feed(st, 5, 40, FLOW_RETURN, "zzz"), 0, -1);
+	assert_int_equal(flow_depth(st, 5), 2);
+	/* same name, other length: not the same key */
+	expect(feed(st, 5, 45, FLOW_RETURN, "bb"), 0, -1);
+	assert_int_equal(flow_depth(st, 5), 2);
+	expect(feed(st, 5, 50, FLOW_RETURN, "b"), 1, 20);
+	expect(feed(st, 5, 60, FLOW_RETURN, "a"), 0, 40);
+	flow_free(st);
+}
+
+static void test_missed_return(void **state)
+{
+	struct flow_state *st = flow_new();
+	struct flow_result r;
+
+	(void)state;
+	expect(feed(st, 1, 100, FLOW_ENTRY, "A"), 0, -1);
+	expect(feed(st, 1, 200, FLOW_ENTRY, "B"), 1, -1);
+	expect(feed(st, 1, 250, FLOW_ENTRY, "C"), 2, -1);
+	r = feed(st, 1, 300, FLOW_RETURN, "A");	/* B's and C's frames go with it */
+	expect(r, 0, 200);
+	assert_int_equal(r.dropped, 2);
+	assert_int_equal(flow_depth(st, 1), 0);
+	expect(feed(st, 1, 400, FLOW_RETURN, "B"), 0, -1);	/* B is gone */
+	flow_free(st);
+}
+
+/* keys are compared by content, not by pointer */
+static void test_key_bytes(void **state)
+{
+	struct flow_state *st = flow_new();
+	const char *a = "python_function__entry", *b = "python_function__return";
+	struct flow_result r;
+
+	(void)state;
+	assert_int_equal(flow_feed(st, 1, 1, FLOW_ENTRY, a, 17, &r), 0);
+	assert_int_equal(flow_feed(st, 1, 4, FLOW_RETURN, b, 17, &r), 0);
+	expect(r, 0, 3);
+	flow_free(st);
+}
+
+static void test_deep(void **state)
+{
+	struct flow_state *st = flow_new();
+	enum { N = 10000 };
+
+	(void)state;
+	for (size_t i = 0; i < N; i++)
+		expect(feed(st, 42, i, FLOW_ENTRY, "rec"), i, -1);
+	assert_int_equal(flow_depth(st, 42), N);
+	for (size_t i = N; i-- > 0;)
+		expect(feed(st, 42, 2 * N - 1 - i, FLOW_RETURN, "rec"), i,
+		       (int64_t)(2 * N - 1 - 2 * i));
+	assert_int_equal(flow_depth(st, 42), 0);
+	/* again deep, then one return of the outermost key unwinds it all */
+	expect(feed(st, 42, 0, FLOW_ENTRY, "outer"), 0, -1);
+	for (size_t i = 0; i < N; i++)
+		feed(st, 42, 1, FLOW_ENTRY, "rec");
+	expect(feed(st, 42, 5, FLOW_RETURN, "outer"), 0, 5);
+	assert_int_equal(flow_depth(st, 42), 0);
+	flow_free(st);
+}
+
+static void test_many_threads(void **state)
+{
+	struct flow_state *st = flow_new();
+	enum { T = 1000, D = 5 };
+
+	(void)state;
+	/* interleave: every thread goes one level deeper each round */
+	for (int d = 0; d < D; d++)
+		for (int32_t tid = 1; tid <= T; tid++)
+			expect(feed(st, tid * 7919, (uint64_t)(d * T + tid), FLOW_ENTRY, "f"),
+			       (size_t)d, -1);
+	assert_int_equal(flow_nthreads(st), T);
+	for (int32_t tid = 1; tid <= T; tid++)
+		assert_int_equal(flow_depth(st, tid * 7919), D);
+	assert_int_equal(flow_depth(st, 1), 0);
+	for (int d = D; d-- > 0;)
+		for (int32_t tid = T; tid >= 1; tid--) {
+			uint64_t t = (uint64_t)(2 * D * T) - (uint64_t)(d * T + tid);
+
+			expect(feed(st, tid * 7919, t, FLOW_RETURN, "f"), (size_t)d,
+			       (int64_t)(t - (uint64_t)(d * T + tid)));
+		}
+	for (int32_t tid = 1; tid <= T; tid++)
+		assert_int_equal(flow_depth(st, tid * 7919), 0);
+	/* negative and zero tids hash like any other */
+	expect(feed(st, -1, 1, FLOW_ENTRY, "f"), 0, -1);
+	expect(feed(st, 0, 1, FLOW_ENTRY, "f"), 0, -1);
+	expect(feed(st, -1, 3, FLOW_RETURN, "f"), 0, 2);
+	assert_int_equal(flow_nthreads(st), T + 2);
+	flow_free(st);
+}
+
+static void test_free_null(void **state)
+{
+	(void)state;
+	flow_free(NULL);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_simple_pair),
+		cmocka_unit_test(test_recursion),
+		cmocka_unit_test(test_two_threads),
+		cmocka_unit_test(test_return_without_entry),
+		cmocka_unit_test(test_missed_return),
+		cmocka_unit_test(test_key_bytes),
+		cmocka_unit_test(test_deep),
+		cmocka_unit_test(test_many_threads),
+		cmocka_unit_test(test_free_null),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
