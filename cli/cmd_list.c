@@ -42,7 +42,8 @@ static int list_usdt(const char *path, const char *pattern, bool verbose)
 	}
 	ret = usdt_read(ef, &notes, &n);
 	if (ret) {
-		cli_error("%s: malformed .note.stapsdt (see above)", path);
+		if (ret != -EINVAL)	/* a malformed note was reported already */
+			cli_error("%s: cannot read its USDT notes: %s", path, strerror(-ret));
 		elf_close(ef);
 		return ret;
 	}

@@ -397,13 +397,11 @@ static bool tok_is_fetcharg(const char *s, struct tok t)
 	char c = s[t.start];
 
 	if (c == '%') {
-		/* %rax or %rax:TYPE is a register; %PROVIDER:NAME a USDT probe */
-		size_t j = t.start + 1;
+		/* %rax or %rax:TYPE is a register; %PROVIDER:NAME (globs
+		 * allowed) a USDT probe */
+		const char *colon = memchr(s + t.start, ':', t.end - t.start);
 
-		while (j < t.end && isalnum((unsigned char)s[j]))
-			j++;
-		return reg_lookup(s + t.start + 1, j - t.start - 1) || j == t.end ||
-		       s[j] != ':';
+		return !colon || reg_lookup(s + t.start + 1, (size_t)(colon - s - t.start - 1));
 	}
 	if (c == '$' || c == '@' || c == '+' || c == '-')
 		return true;

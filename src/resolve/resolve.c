@@ -361,7 +361,9 @@ static int resolve_usdt(const struct usc_probe_spec *spec, unsigned idx, const c
 	int ret = usdt_read(ef, &notes, &nnotes);
 
 	if (ret) {
-		log_error("%s: cannot read the USDT notes of %s", spec->text, path);
+		if (ret != -EINVAL)	/* a malformed note was reported already */
+			log_error("%s: cannot read the USDT notes of %s: %s", spec->text, path,
+				  strerror(-ret));
 		return ret;
 	}
 	for (size_t i = 0; i < nnotes && !ret; i++) {

@@ -111,6 +111,9 @@ static int parse_desc(const unsigned char *desc, size_t len, uint64_t actual_bas
 	return 0;
 }
 
+/* usdt_read names the file in the one error line a malformed note gives */
+static __thread const char *usdt_log_prefix = "";
+
 int usdt_parse_notes(const void *data, size_t len, uint64_t actual_base,
 		     struct usdt_note **out, size_t *n)
 {
@@ -181,7 +184,8 @@ int usdt_parse_notes(const void *data, size_t len, uint64_t actual_base,
 	return 0;
 
 bad:
-	log_error("usdt: .note.stapsdt note %zu at byte offset %zu: %s", idx, off, what);
+	log_error("%s.note.stapsdt is malformed: note %zu at byte offset %zu: %s",
+		  usdt_log_prefix, idx, off, what);
 	err = -EINVAL;
 fail:
 	usdt_notes_free(v, nv);
@@ -204,9 +208,12 @@ int usdt_read(const struct elf_file *ef, struct usdt_note **out, size_t *n)
 		return err;
 	if (!elf_section_data(ef, ".stapsdt.base", &bdata, &blen, &addr))
 		base = addr;
+	char prefix[4200];
+
+	snprintf(prefix, sizeof(prefix), "%s: ", ef->path);
+	usdt_log_prefix = prefix;
 	err = usdt_parse_notes(data, len, base, out, n);
-	if (err == -EINVAL)
-		log_error("%s: malformed .note.stapsdt section", ef->path);
+	usdt_log_prefix = "";
 	return err;
 }
 

@@ -57,6 +57,13 @@ ARG_RE = re.compile(r' ([A-Za-z_][A-Za-z0-9_]*)=("(?:[^"\\]|\\.)*"|[^ "]*)')
 SUMMARY_RE = re.compile(r"^uscope:\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
 PER_EVENT_RE = re.compile(r"^\s+([A-Za-z0-9_]+):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
 READY_RE = re.compile(r"^uscope: tracing (\d+) probes?\s*$")
+# USDT events are labelled PROVIDER:NAME (app:tick): the same line formats
+# with one colon allowed in the event name (labels=True below).
+_LABEL = r"[A-Za-z0-9_]+(?::[A-Za-z0-9_]+)?"
+LABEL_EVENT_RE = re.compile(EVENT_RE.pattern.replace(r"(?P<event>[A-Za-z0-9_]+)",
+                                                     rf"(?P<event>{_LABEL})"))
+LABEL_PER_EVENT_RE = re.compile(rf"^\s+({_LABEL}):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
+assert LABEL_EVENT_RE.pattern != EVENT_RE.pattern
 
 _ESC = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f",
         "v": "\v", "e": "\x1b", "\\": "\\", '"': '"', "'": "'", "?": "?"}
@@ -122,8 +129,8 @@ class Event:
     line: str = ""
 
 
-def parse_text_line(line: str) -> Optional[Event]:
-    m = EVENT_RE.match(line)
+def parse_text_line(line: str, labels: bool = False) -> Optional[Event]:
+    m = (LABEL_EVENT_RE if labels else EVENT_RE).match(line)
     if not m:
         return None
     rest = m.group("rest")
@@ -149,13 +156,14 @@ def parse_text_line(line: str) -> Optional[Event]:
                  args=args, raw=raw, line=line)
 
 
-def parse_text(out: str):
-    """-> (events, other non-empty lines that are not event lines)"""
+def parse_text(out: str, labels: bool = False):
+    """-> (events, other non-empty lines that are not event lines)
+    labels: event names may be PROVIDER:NAME (USDT)."""
     events, other = [], []
     for line in out.splitlines():
         if not line.strip():
             continue
-        ev = parse_text_line(line)
+        ev = parse_text_line(line, labels)
         if ev is None:
             other.append(line)
         else:
@@ -195,7 +203,7 @@ class Summary:
     per_event: dict = field(default_factory=dict)   # EVENT -> (events, lost)
 
 
-def parse_summary(stderr: str) -> Optional[Summary]:
+def parse_summary(stderr: str, labels: bool = False) -> Optional[Summary]:
     lines = stderr.splitlines()
     for i, line in enumerate(lines):
         m = SUMMARY_RE.match(line)
@@ -203,7 +211,7 @@ def parse_summary(stderr: str) -> Optional[Summary]:
             continue
         s = Summary(int(m.group(1)), int(m.group(2)))
         for nxt in lines[i + 1:]:
-            pm = PER_EVENT_RE.match(nxt)
+            pm = (LABEL_PER_EVENT_RE if labels else PER_EVENT_RE).match(nxt)
             if not pm:
                 break
             s.per_event[pm.group(1)] = (int(pm.group(2)), int(pm.group(3)))
@@ -227,6 +235,7 @@ class TraceResult:
     stderr: str
     output: str           # the event output (the -o file, or stdout)
     json: bool = False
+    labels: bool = False  # text: event names may be PROVIDER:NAME (USDT)
     events: list = field(default_factory=list)
     objects: list = field(default_factory=list)   # raw JSON objects
     other: list = field(default_factory=list)     # output lines that are not events
@@ -236,11 +245,11 @@ class TraceResult:
             self.objects = parse_json_objects(self.output)
             self.events = [json_to_event(o) for o in self.objects]
         else:
-            self.events, self.other = parse_text(self.output)
+            self.events, self.other = parse_text(self.output, self.labels)
 
     @property
     def summary(self) -> Optional[Summary]:
-        return parse_summary(self.stderr)
+        return parse_summary(self.stderr, self.labels)
 
     @property
     def ready(self) -> Optional[int]:
@@ -369,9 +378,10 @@ def trace_argv(probes, cmd=None, pid=None, json=False, duration=None, out=None, 
 
 
 def trace(*probes, cmd=None, pid=None, json=False, duration=None, use_file=True,
-          extra=(), timeout=TIMEOUT) -> TraceResult:
+          extra=(), timeout=TIMEOUT, labels=False) -> TraceResult:
     """uscope trace ... to completion; events go to an -o file unless
-    use_file=False (then they are read from stdout)."""
+    use_file=False (then they are read from stdout). labels: event names
+    may be PROVIDER:NAME (USDT)."""
     with tempfile.TemporaryDirectory(prefix="uscope-e2e-") as d:
         outf = Path(d) / "events.out" if use_file else None
         args = trace_argv(probes, cmd, pid, json, duration, outf, extra)
@@ -379,17 +389,19 @@ def trace(*probes, cmd=None, pid=None, json=False, duration=None, use_file=True,
         output = cp.stdout
         if outf is not None:
             output = outf.read_text(errors="surrogateescape") if outf.exists() else ""
-        return TraceResult(cp.args, cp.returncode, cp.stdout, cp.stderr, output, json=json)
+        return TraceResult(cp.args, cp.returncode, cp.stdout, cp.stderr, output, json=json,
+                           labels=labels)
 
 
 class Background:
     """uscope running in the background. stdout goes to a file; stderr is read
     by a thread, which notices the readiness line."""
 
-    def __init__(self, args, json=False):
+    def __init__(self, args, json=False, labels=False):
         self.dir = tempfile.TemporaryDirectory(prefix="uscope-e2e-")
         self.stdout_path = Path(self.dir.name) / "stdout"
         self.json = json
+        self.labels = labels
         self.argv = [str(uscope_path())] + [str(a) for a in args]
         self._stdout = open(self.stdout_path, "w")
         self.p = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self._stdout,
@@ -446,11 +458,14 @@ class Background:
             output = Path(output_file).read_text(errors="surrogateescape") \
                 if Path(output_file).exists() else ""
         self.dir.cleanup()
-        return TraceResult(self.argv, rc, stdout, self.stderr, output, json=self.json)
+        return TraceResult(self.argv, rc, stdout, self.stderr, output, json=self.json,
+                           labels=self.labels)
 
 
-def trace_bg(*probes, pid=None, json=False, duration=None, out=None, extra=()) -> Background:
-    return Background(trace_argv(probes, None, pid, json, duration, out, extra), json=json)
+def trace_bg(*probes, pid=None, json=False, duration=None, out=None, extra=(),
+             labels=False) -> Background:
+    return Background(trace_argv(probes, None, pid, json, duration, out, extra), json=json,
+                      labels=labels)
 
 
 class Target:
@@ -681,3 +696,239 @@ def unused_pid() -> int:
 
 def error_lines(stderr: str):
     return [l for l in stderr.splitlines() if l.strip()]
+
+
+# --------------------------------------------------------------------------
+# USDT notes (readelf -n), for tests/e2e/test_usdt.py
+
+@dataclass
+class UsdtSite:
+    provider: str
+    name: str
+    location: int
+    base: int
+    semaphore: int
+    args: list            # the argument specs, e.g. ["-4@%edi", "8@(%rax,%rdx,8)"]
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}:{self.name}"
+
+
+def usdt_notes(path) -> list:
+    """Every site of every USDT probe of a file, in note order, from
+    `readelf -nW` (its .note.stapsdt section)."""
+    sites, cur = [], {}
+    for line in _run(["readelf", "-nW", str(path)]).splitlines():
+        s = line.strip()
+        if "Provider: " in s:     # with -W, on the line of the note's owner
+            cur = {"provider": s.split("Provider: ", 1)[1].strip()}
+        elif s.startswith("Name: ") and "provider" in cur:
+            cur["name"] = s.split(": ", 1)[1]
+        elif s.startswith("Location: ") and "name" in cur:
+            m = re.match(r"Location: (0x[0-9a-f]+), Base: (0x[0-9a-f]+), "
+                         r"Semaphore: (0x[0-9a-f]+)", s)
+            cur.update(location=int(m.group(1), 16), base=int(m.group(2), 16),
+                       semaphore=int(m.group(3), 16))
+        elif s.startswith("Arguments:") and "location" in cur:
+            sites.append(UsdtSite(args=s[len("Arguments:"):].split(), **cur))
+            cur = {}
+    return sites
+
+
+# x86-64 arg spec operand forms (GNU as AT&T syntax, after "SIZE@")
+SPEC_RE = re.compile(r"^(?P<size>-?(?:1|2|4|8))@(?P<op>.+)$")
+SPEC_FORMS = {
+    "register": re.compile(r"^%[a-z0-9]+$"),
+    "constant": re.compile(r"^\$-?\d+$"),
+    "rip": re.compile(r"^[A-Za-z_.][A-Za-z0-9_.$]*(?:[+-]\d+)?\(%rip\)$"),
+    "frame": re.compile(r"^-?\d+\(%r[bs]p\)$"),
+    "sib": re.compile(r"^(?:-?\w*)\(%?[a-z0-9]*,%[a-z0-9]+(?:,\d)?\)$"),
+}
+
+
+def spec_form(spec: str) -> Optional[str]:
+    """-> register, constant, rip, frame, sib or None (another form)."""
+    m = SPEC_RE.match(spec)
+    if not m:
+        return None
+    for form, rx in SPEC_FORMS.items():
+        if rx.match(m.group("op")):
+            return form
+    return None
+
+
+# --------------------------------------------------------------------------
+# uscope flow, for tests/e2e/test_flow.py
+
+FLOW_HEADER = ["TID", "TIME(us)", "DURATION", "FUNCTION"]
+# "%-6d %10.3f %10s  " + 2*depth spaces + "-> FUNC" | "<- FUNC"
+FLOW_LINE_RE = re.compile(r"^(?P<tid>\d+) +(?P<time>-?\d+\.\d{3}) (?P<dur>.{10})  "
+                          r"(?P<indent> *)(?P<dir>->|<-) (?P<func>\S.*)$")
+DURATION_RE = re.compile(r"^(\d+\.\d{3}) (us|ms|s)$")
+_UNIT_NS = {"us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def parse_duration(text: str) -> Optional[int]:
+    """"2.589 us" -> 2589 (ns, rounded), "" -> None; ValueError otherwise."""
+    text = text.strip()
+    if not text:
+        return None
+    m = DURATION_RE.match(text)
+    if not m:
+        raise ValueError(f"bad duration {text!r}")
+    return round(float(m.group(1)) * _UNIT_NS[m.group(2)])
+
+
+@dataclass
+class FlowLine:
+    tid: int
+    time_us: float
+    dir: str                      # "->" entry, "<-" return, "event" (JSON only)
+    function: str
+    depth: int
+    duration_ns: Optional[int]
+    duration_text: str = ""       # text: as printed (stripped)
+    pid: Optional[int] = None     # JSON only
+    comm: Optional[str] = None    # JSON only
+    args: dict = field(default_factory=dict)   # JSON only
+    line: str = ""
+
+
+def parse_flow_line(line: str) -> Optional[FlowLine]:
+    m = FLOW_LINE_RE.match(line)
+    if not m:
+        return None
+    indent = len(m.group("indent"))
+    if indent % 2:
+        return None
+    dur = m.group("dur")
+    if dur.strip() and dur != dur.strip().rjust(10):
+        return None
+    try:
+        ns = parse_duration(dur)
+    except ValueError:
+        return None
+    return FlowLine(tid=int(m.group("tid")), time_us=float(m.group("time")),
+                    dir=m.group("dir"), function=m.group("func"), depth=indent // 2,
+                    duration_ns=ns, duration_text=dur.strip(), line=line)
+
+
+_FLOW_DIR = {"entry": "->", "return": "<-", "event": "event"}
+
+
+def flow_json_line(o: dict) -> FlowLine:
+    return FlowLine(tid=o.get("tid"), time_us=(o.get("time_ns") or 0) / 1000,
+                    dir=_FLOW_DIR.get(o.get("type"), str(o.get("type"))),
+                    function=o.get("function"), depth=o.get("depth"),
+                    duration_ns=o.get("duration_ns"), pid=o.get("pid"), comm=o.get("comm"),
+                    args=o.get("args") or {}, line=json.dumps(o))
+
+
+@dataclass
+class FlowResult:
+    argv: list
+    rc: int
+    stdout: str
+    stderr: str
+    output: str           # the flow output (the -o file, or stdout)
+    json: bool = False
+    header: Optional[str] = None                  # text: the first non-empty line
+    lines: list = field(default_factory=list)     # FlowLine
+    objects: list = field(default_factory=list)   # JSON: the raw objects
+    other: list = field(default_factory=list)     # text lines that are neither
+
+    def __post_init__(self):
+        if self.json:
+            self.objects = parse_json_objects(self.output)
+            self.lines = [flow_json_line(o) for o in self.objects]
+            return
+        for line in self.output.splitlines():
+            if not line.strip():
+                continue
+            if self.header is None and not self.lines and not self.other:
+                self.header = line
+                continue
+            fl = parse_flow_line(line)
+            if fl is None:
+                self.other.append(line)
+            else:
+                self.lines.append(fl)
+
+    def describe(self) -> str:
+        return (f"argv: {self.argv}\nrc: {self.rc}\nstderr:\n{self.stderr[-3000:]}\n"
+                f"output (first lines):\n" + "\n".join(self.output.splitlines()[:40]))
+
+    def check(self, rc: int = 0):
+        """rc, the header (text), every line a flow line."""
+        assert self.rc == rc, f"uscope flow exited {self.rc}, expected {rc}\n{self.describe()}"
+        if not self.json:
+            assert self.header is not None and self.header.split() == FLOW_HEADER, \
+                f"header {self.header!r}, expected the columns {FLOW_HEADER}\n{self.describe()}"
+            assert not self.other, f"lines that are not flow lines: {self.other[:5]}\n" \
+                f"{self.describe()}"
+        return self
+
+    def tids(self) -> list:
+        return sorted({fl.tid for fl in self.lines})
+
+    def of_tid(self, tid) -> list:
+        return [fl for fl in self.lines if fl.tid == tid]
+
+    def seq(self, tid=None) -> list:
+        """[(dir, function, depth)], of one thread or of all."""
+        return [(fl.dir, fl.function, fl.depth) for fl in self.lines
+                if tid is None or fl.tid == tid]
+
+
+def flow_argv(probes, cmd=None, pid=None, json=False, duration=None, out=None, quiet=False,
+              extra=()):
+    a = ["flow"]
+    if pid is not None:
+        a += ["-p", str(pid)]
+    if json:
+        a.append("--json")
+    if out is not None:
+        a += ["-o", str(out)]
+    if duration is not None:
+        a += ["-d", str(duration)]
+    if quiet:
+        a.append("-q")
+    a += list(extra) + list(probes)
+    if cmd is not None:
+        a += ["--"] + [str(c) for c in cmd]
+    return a
+
+
+def flow(*probes, cmd=None, pid=None, json=False, duration=None, quiet=False, extra=(),
+         use_file=True, timeout=TIMEOUT) -> FlowResult:
+    """uscope flow ... to completion; the output goes to an -o file unless
+    use_file=False."""
+    with tempfile.TemporaryDirectory(prefix="uscope-e2e-") as d:
+        outf = Path(d) / "flow.out" if use_file else None
+        cp = run_uscope(flow_argv(probes, cmd, pid, json, duration, outf, quiet, extra),
+                        timeout=timeout)
+        output = cp.stdout
+        if outf is not None:
+            output = outf.read_text(errors="surrogateescape") if outf.exists() else ""
+        return FlowResult(cp.args, cp.returncode, cp.stdout, cp.stderr, output, json=json)
+
+
+class FlowBackground(Background):
+    """uscope flow running in the background (see Background)."""
+
+    def result(self, output_file=None, timeout=TIMEOUT) -> FlowResult:
+        rc = self.wait(timeout)
+        self._stdout.close()
+        stdout = self.stdout_path.read_text(errors="surrogateescape")
+        output = stdout
+        if output_file is not None:
+            output = Path(output_file).read_text(errors="surrogateescape") \
+                if Path(output_file).exists() else ""
+        self.dir.cleanup()
+        return FlowResult(self.argv, rc, stdout, self.stderr, output, json=self.json)
+
+
+def flow_bg(*probes, pid=None, json=False, duration=None, out=None, extra=()) -> FlowBackground:
+    return FlowBackground(flow_argv(probes, None, pid, json, duration, out, False, extra),
+                          json=json)

@@ -35,9 +35,9 @@ struct tfs_site {
 };
 
 struct tfs_task {
-	int tid, tgid;
+	int tid, tgid;		/* tgid 0: not known yet */
 	int8_t ours;		/* the -p filter's verdict */
-	char comm[24];
+	char comm[24];		/* "" until the first event of the task */
 };
 
 struct tfs_rec {
@@ -57,6 +57,9 @@ struct tfs {
 	struct kbuffer *kbuf;
 	int *site_of_id;
 	int max_id;
+	/* task:task_newtask tells each new task's thread group */
+	struct tep_event *newtask;
+	struct tep_format_field *nt_pid, *nt_flags;
 	int ncpus;
 	int *cpu_fd;
 	char *page;
@@ -249,7 +252,7 @@ static void kernel_error(const char *what, const char *event)
 
 static int tfs_setup_decode(struct tfs *t)
 {
-	const char *systems[] = {t->name, NULL};
+	const char *systems[] = {t->name, "task", NULL};
 	struct usc_session *s = t->base.session;
 	char *sz;
 
@@ -283,6 +286,15 @@ static int tfs_setup_decode(struct tfs *t)
 				return -EIO;
 			}
 		}
+	}
+	t->newtask = tep_find_event_by_name(t->tep, "task", "task_newtask");
+	if (t->newtask) {
+		t->nt_pid = tep_find_field(t->newtask, "pid");
+		t->nt_flags = tep_find_field(t->newtask, "clone_flags");
+		if (!t->nt_pid || !t->nt_flags)
+			t->newtask = NULL;
+		else if (t->newtask->id > t->max_id)
+			t->max_id = t->newtask->id;
 	}
 	t->site_of_id = malloc((size_t)(t->max_id + 1) * sizeof(int));
 	if (!t->site_of_id)
@@ -425,6 +437,10 @@ static int tfs_start(struct usc_engine *e, pid_t pid, int follow_children)
 		t->pid = pid;
 		t->filter_process = !follow_children;
 	}
+	/* Tasks created from now on announce their thread group; a thread
+	 * that exits before its events are read is still attributed right. */
+	if (t->newtask && tracefs_event_enable(t->inst, "task", "task_newtask"))
+		t->newtask = NULL;
 	if (tracefs_event_enable(t->inst, t->name, NULL)) {
 		kernel_error("to enable the events of", t->name);
 		return -EIO;
@@ -438,9 +454,9 @@ static int tfs_start(struct usc_engine *e, pid_t pid, int follow_children)
 static void task_read(struct tfs *t, struct tfs_task *tk)
 {
 	char path[64], line[256];
+	int tgid = 0;
 	FILE *f;
 
-	tk->tgid = 0;
 	snprintf(path, sizeof(path), "/proc/%d/status", tk->tid);
 	f = fopen(path, "r");
 	if (f) {
@@ -453,7 +469,7 @@ static void task_read(struct tfs *t, struct tfs_task *tk)
 				p[strcspn(p, "\n")] = 0;
 				snprintf(tk->comm, sizeof(tk->comm), "%.23s", p);
 			} else if (!strncmp(line, "Tgid:", 5)) {
-				tk->tgid = atoi(line + 5);
+				tgid = atoi(line + 5);
 				break;
 			}
 		}
@@ -469,17 +485,14 @@ static void task_read(struct tfs *t, struct tfs_task *tk)
 
 		snprintf(tk->comm, sizeof(tk->comm), "%s", c && strcmp(c, "<...>") ? c : "<...>");
 	}
-	if (!t->filter_process)
-		tk->ours = 1;
-	else if (tk->tgid)
-		tk->ours = tk->tgid == t->pid;
-	else
-		tk->ours = 1;	/* gone; it passed the kernel's pid filter */
-	if (!tk->tgid)
-		tk->tgid = t->filter_process ? t->pid : tk->tid;
+	if (!tk->tgid)		/* task_newtask did not tell */
+		tk->tgid = tgid ? tgid : t->pid ? t->pid : tk->tid;
+	/* -p: the process's threads only (the kernel's filter also admits
+	 * the processes it forks) */
+	tk->ours = !t->filter_process || tk->tgid == t->pid;
 }
 
-static struct tfs_task *task_get(struct tfs *t, int tid)
+static struct tfs_task *task_slot(struct tfs *t, int tid)
 {
 	size_t i;
 
@@ -505,8 +518,49 @@ static struct tfs_task *task_get(struct tfs *t, int tid)
 			return &t->tasks[i];
 	t->tasks[i].tid = tid;
 	t->ntasks++;
-	task_read(t, &t->tasks[i]);
 	return &t->tasks[i];
+}
+
+static struct tfs_task *task_get(struct tfs *t, int tid)
+{
+	struct tfs_task *tk = task_slot(t, tid);
+
+	if (tk && !tk->comm[0])
+		task_read(t, tk);
+	return tk;
+}
+
+#define USC_CLONE_THREAD 0x00010000
+
+/* task_newtask, recorded in the parent: a thread joins its parent's group,
+ * a process starts its own. A reused tid is overwritten. */
+static int task_learn(struct tfs *t, struct tep_record *rec)
+{
+	int parent = tep_data_pid(t->tep, rec);
+	int child = (int)tep_read_number(t->tep, (char *)rec->data + t->nt_pid->offset,
+					 t->nt_pid->size);
+	unsigned long long flags = tep_read_number(t->tep, (char *)rec->data + t->nt_flags->offset,
+						   t->nt_flags->size);
+	struct tfs_task *pt, *ct;
+	int tgid;
+
+	if (flags & USC_CLONE_THREAD) {
+		pt = task_slot(t, parent);
+		if (!pt)
+			return -ENOMEM;
+		if (!pt->tgid)
+			task_read(t, pt);
+		tgid = pt->tgid;
+	} else {
+		tgid = child;
+	}
+	ct = task_slot(t, child);
+	if (!ct)
+		return -ENOMEM;
+	memset(ct, 0, sizeof(*ct));
+	ct->tid = child;
+	ct->tgid = tgid;
+	return 0;
 }
 
 /* ---- reading -------------------------------------------------------------------- */
@@ -560,15 +614,20 @@ static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, v
 	struct tfs_task *tk;
 	struct usc_event ev;
 
+	if (t->newtask && id == t->newtask->id) {
+		int ret = task_learn(t, &rec);
+
+		return ret < 0 ? ret : 1;	/* not an event of ours: nothing delivered */
+	}
 	if (id < 0 || id > t->max_id || (idx = t->site_of_id[id]) < 0)
-		return 0;
+		return 1;
 	site = &s->sites[idx];
 	ts = &t->ts[idx];
 	tk = task_get(t, tep_data_pid(t->tep, &rec));
 	if (!tk)
 		return -ENOMEM;
 	if (!tk->ours)
-		return 0;
+		return 1;
 
 	memset(&ev, 0, sizeof(ev));
 	ev.time_ns = r->ts;
@@ -606,7 +665,8 @@ static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, v
 	ev.nvals = site->nargs;
 	ev.vals = t->vals;
 	t->stats[idx].events++;
-	return fn(&ev, ctx);
+	/* 0: delivered; 2: the consumer asked to stop */
+	return fn(&ev, ctx) ? 2 : 0;
 }
 
 static int tfs_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *ctx)
@@ -645,11 +705,13 @@ static int tfs_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 		ret = tfs_decode(t, &t->recs[i], fn, ctx);
 		if (ret < 0)
 			return ret;
+		if (ret == 1)
+			continue;	/* not delivered (another process, a task record) */
 		delivered++;
-		if (ret > 0)
+		if (ret > 1)
 			break;
 	}
-	return delivered;
+	return delivered ? delivered : (int)(t->nrecs > 0);
 }
 
 /* ---- stats ------------------------------------------------------------------------ */
