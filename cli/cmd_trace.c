@@ -29,6 +29,9 @@ static const char trace_usage[] =
 	"  -d, --duration SECS  stop after SECS seconds\n"
 	"  -e, --engine NAME    auto (default) or tracefs\n"
 	"  -q, --quiet          no readiness line or summary on stderr\n"
+	"      --uretprobe      return probes swap the return address (the kernel's\n"
+	"                       uretprobe) instead of probing every ret of the function;\n"
+	"                       Go programs and stack walkers do not survive it\n"
 	"  -v, --verbose        say more on stderr\n"
 	"\n"
 	"examples:\n"
@@ -79,6 +82,7 @@ int cmd_trace(int argc, char **argv)
 		{"duration", required_argument, NULL, 'd'},
 		{"engine", required_argument, NULL, 'e'},
 		{"quiet", no_argument, NULL, 'q'},
+		{"uretprobe", no_argument, NULL, 'R'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -132,6 +136,9 @@ int cmd_trace(int argc, char **argv)
 			break;
 		case 'q':
 			run.quiet = true;
+			break;
+		case 'R':
+			run.uretprobe = true;
 			break;
 		case 'v':
 			cli_verbose = true;

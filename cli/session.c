@@ -118,7 +118,8 @@ int cli_run_session(const struct cli_run *run, struct usc_probe_spec *specs, siz
 		exit_code = cmd ? 127 : 1;
 		goto out_free;
 	}
-	if (resolve_probes(&s.target, s.specs, s.nspecs, &s.sites, &s.nsites))
+	if (resolve_probes(&s.target, s.specs, s.nspecs, run->uretprobe ? RESOLVE_URETPROBE : 0,
+			   &s.sites, &s.nsites))
 		goto out_free;
 
 	/* From here on, every way out goes through cleanup: the signals that

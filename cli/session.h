@@ -17,6 +17,8 @@ struct cli_run {
 	double duration;		/* -d, 0 = none */
 	const char *engine;		/* -e */
 	bool quiet;			/* no readiness line, no summary */
+	bool uretprobe;			/* r: swaps the return address (kernel uretprobe)
+					 * instead of probing the return sites */
 	/* where events go */
 	usc_event_fn on_event;
 	void *ctx;

@@ -183,6 +183,8 @@ static int put_value(struct usc_output *o, const struct usc_event *ev,
 {
 	unsigned size = fetch_type_size(a->type);
 
+	if (a->unavailable)
+		return put(o, o->json ? "null" : "(unavailable)");
 	if (v->kind == USC_V_FAULT)
 		return put(o, o->json ? "null" : "(fault)");
 	if (v->kind == USC_V_STR)

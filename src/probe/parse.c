@@ -297,7 +297,7 @@ static int arg_name_ok(const char *s, size_t n)
 		if (!is_ident((unsigned char)s[i]))
 			return 0;
 	/* names the kernel's event format already uses */
-	if (!strncmp(s, "common_", 7) || !strncmp(s, "__probe", 7))
+	if (!strncmp(s, "common_", 7) || !strncmp(s, "__probe", 7) || !strncmp(s, "__usc", 5))
 		return 0;
 	return 1;
 }

@@ -72,6 +72,8 @@ struct usc_fetcharg {
 	bool type_given;		/* :TYPE given */
 	uint32_t pos;			/* offset of the argument in the probe text */
 	uint32_t len;			/* its length */
+	bool unavailable;		/* bound where its value does not exist yet
+					 * ($retval at a tail call): shown as such */
 	uint8_t ninsn;			/* including the FOP_END */
 	struct fetch_insn insn[USC_FETCH_MAX];
 };

@@ -280,9 +280,12 @@ static struct usc_site *site_push(struct site_vec *sv)
 	return &sv->v[sv->n++];
 }
 
+#define SITE_RET 1	/* on a ret */
+#define SITE_TAIL 2	/* on a tail-call jmp */
+
 static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsigned idx,
 		    const char *path, const struct elf_file *ef, const struct elf_sym *fn,
-		    uint64_t vaddr)
+		    uint64_t vaddr, unsigned site_flags)
 {
 	struct usc_site *s;
 	uint64_t off;
@@ -312,8 +315,13 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 	s->func_vaddr = fn ? fn->vaddr : 0;
 	s->offset = off;
 	s->is_return = spec->is_return;
+	s->ret_site = site_flags != 0;
+	s->tail_call = site_flags & SITE_TAIL;
 	if (!s->path || (fn && !s->symbol))
 		return -ENOMEM;
+	if (s->ret_site)	/* every return site of one function shows as one */
+		snprintf(s->label, sizeof(s->label), "%s%s", spec->event_given ? spec->event : fn->name,
+			 spec->event_given ? "" : "__return");
 	return bind_site(s, NULL, 0);
 }
 
@@ -336,6 +344,16 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 	}
 	for (unsigned i = 0; i < n; i++) {
 		int ret = probe_bind_arg(&spec->args[i], usdt, nusdt, &site->args[i]);
+
+		/* At a return site $retval is %rax; at a tail call the callee
+		 * has not computed it yet. */
+		if (!ret && site->ret_site && site->args[i].insn[0].op == FOP_RETVAL) {
+			site->args[i].insn[0] = (struct fetch_insn){.op = FOP_REG, .reg = USC_REG_AX};
+			if (site->tail_call) {
+				site->args[i].insn[0] = (struct fetch_insn){.op = FOP_IMM};
+				site->args[i].unavailable = true;
+			}
+		}
 
 		if (ret == -ERANGE) {
 			log_error("%s: %.*s: %s has %u argument%s", spec->text,
@@ -462,8 +480,77 @@ static void log_unknown(const struct usc_probe_spec *spec, const struct elf_file
 		log_error("%s: no function '%s' in %s", spec->text, spec->symbol, path);
 }
 
+/* A return probe on fn: one entry-style probe on each of its return sites
+ * (seed 001's "kretinsn"), so the stack is never touched, unless the caller
+ * asked for the kernel's uretprobe. When the sites cannot all be known,
+ * say what is missing: an error for a named function, a warning (and the
+ * function skipped) within a glob. */
+static int add_return_sites(struct site_vec *sv, const struct usc_probe_spec *spec,
+			    unsigned idx, const char *path, const struct elf_file *ef,
+			    const struct elf_sym *fn, unsigned flags)
+{
+	struct x86_region rg[8];
+	struct x86_ret_site *rs = NULL;
+	const struct elf_sym **cold = NULL;
+	const char *why = NULL;
+	char glob[USC_SYM_MAX + 16];
+	size_t nrg = 0;
+	ssize_t n, ncold;
+	int ret = 0;
+
+	if (flags & RESOLVE_URETPROBE)
+		return add_site(sv, spec, idx, path, ef, fn, fn->vaddr, 0);
+	if (!fn->size) {
+		why = "its size is unknown";
+		n = -ENOTSUP;
+		goto refuse;
+	}
+	/* the function and the fragments GCC split off it (NAME.cold,
+	 * NAME.cold.N): the same function, placed elsewhere */
+	snprintf(glob, sizeof(glob), "%s.cold*", fn->name);
+	ncold = elf_func_match(ef, glob, &cold);
+	rg[nrg++] = (struct x86_region){NULL, fn->size, fn->vaddr};
+	for (ssize_t i = 0; i < ncold && nrg < sizeof(rg) / sizeof(rg[0]); i++)
+		if (cold[i]->size)
+			rg[nrg++] = (struct x86_region){NULL, cold[i]->size, cold[i]->vaddr};
+	free(cold);
+	for (size_t i = 0; i < nrg && !ret; i++) {
+		uint8_t *code = malloc(rg[i].len);
+
+		if (!code)
+			ret = -ENOMEM;
+		else if ((ret = elf_read(ef, rg[i].addr, code, rg[i].len)))
+			log_error("%s: cannot read the code of %s: %s", spec->text, fn->name,
+				  strerror(-ret));
+		rg[i].code = code;
+	}
+	n = ret ? ret : x86_return_sites(rg, nrg, &rs, &why);
+	for (size_t i = 0; i < nrg; i++)
+		free((void *)rg[i].code);
+	if (n == -ENOMEM || (ret && n == ret))
+		return (int)n;
+refuse:
+	if (n <= 0) {
+		if (spec->is_glob) {
+			log_warn("%s: skipping %s: cannot find all its return sites: %s "
+				 "(--uretprobe probes it by swapping the return address)",
+				 spec->text, fn->name, why ? why : "?");
+			return 0;
+		}
+		log_error("%s: cannot find all the return sites of %s: %s; --uretprobe probes it "
+			  "by swapping the return address instead, which programs that walk their "
+			  "stacks (Go) do not survive", spec->text, fn->name, why ? why : "?");
+		return n == -ENOENT ? -ENOENT : -ENOTSUP;
+	}
+	for (ssize_t i = 0; i < n && !ret; i++)
+		ret = add_site(sv, spec, idx, path, ef, fn, rs[i].addr,
+			       rs[i].kind == X86_TAIL_JMP ? SITE_TAIL : SITE_RET);
+	free(rs);
+	return ret;
+}
+
 static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *spec,
-		       unsigned idx, struct site_vec *sv)
+		       unsigned idx, unsigned flags, struct site_vec *sv)
 {
 	char *path = NULL;
 	struct elf_file *ef;
@@ -502,7 +589,11 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 			if (ret)
 				goto out;
 		}
-		ret = add_site(sv, spec, idx, path, ef, fn, spec->address);
+		if (spec->is_return && fn)
+			ret = add_return_sites(sv, spec, idx, path, ef, fn, flags);
+		else
+			ret = add_site(sv, spec, idx, path, ef, fn, spec->address,
+				       0);
 		goto out;
 	}
 
@@ -522,7 +613,11 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 		for (ssize_t i = 0; i < n && !ret; i++) {
 			if (spec->has_offset && spec->offset >= m[i]->size)
 				continue;	/* too short for the offset */
-			ret = add_site(sv, spec, idx, path, ef, m[i], m[i]->vaddr + spec->offset);
+			if (spec->is_return)
+				ret = add_return_sites(sv, spec, idx, path, ef, m[i], flags);
+			else
+				ret = add_site(sv, spec, idx, path, ef, m[i],
+					       m[i]->vaddr + spec->offset, 0);
 		}
 		free(m);
 		goto out;
@@ -572,14 +667,17 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 		if (ret)
 			goto out;
 	}
-	ret = add_site(sv, spec, idx, path, ef, fn, fn->vaddr + spec->offset);
+	if (spec->is_return)
+		ret = add_return_sites(sv, spec, idx, path, ef, fn, flags);
+	else
+		ret = add_site(sv, spec, idx, path, ef, fn, fn->vaddr + spec->offset, 0);
 out:
 	free(path);
 	return ret;
 }
 
 int resolve_probes(const struct usc_target *target, const struct usc_probe_spec *specs,
-		   size_t nspecs, struct usc_site **sites, size_t *nsites)
+		   size_t nspecs, unsigned flags, struct usc_site **sites, size_t *nsites)
 {
 	struct site_vec sv = {0};
 	int ret = 0;
@@ -587,7 +685,7 @@ int resolve_probes(const struct usc_target *target, const struct usc_probe_spec 
 	for (size_t i = 0; i < nspecs && !ret; i++) {
 		size_t first = sv.n;
 
-		ret = resolve_one(target, &specs[i], (unsigned)i, &sv);
+		ret = resolve_one(target, &specs[i], (unsigned)i, flags, &sv);
 		for (size_t k = first; !ret && k < sv.n; k++)
 			name_site(&sv.v[k], sv.v, sv.n, sv.n - first > 1);
 	}

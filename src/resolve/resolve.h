@@ -33,6 +33,10 @@ struct usc_site {
 	struct usc_fetcharg *args;	/* bound to this site (probe_bind_arg) */
 	unsigned nargs;
 	uint64_t ref_ctr_offset;	/* file offset of a USDT semaphore, or 0 */
+	bool ret_site;			/* a return probe placed on a ret (or tail-call
+					 * jmp) of the function: an entry-style probe
+					 * that never touches the stack */
+	bool tail_call;			/* ... on a tail-call jmp: $retval unavailable */
 	char *path;			/* the module file */
 	char *symbol;			/* function name, or NULL */
 	uint64_t vaddr;			/* link-time address of the probe point */
@@ -48,8 +52,13 @@ int resolve_target(struct usc_target *target, const char *command);
 /* Expand specs into sites. 0 or -errno; every failure is logged as one line
  * naming the probe (unknown symbols with the closest names, ambiguities with
  * their candidates). */
+enum resolve_flags {
+	/* r: probes swap the return address (the kernel's uretprobe) instead
+	 * of probing the function's return sites */
+	RESOLVE_URETPROBE = 1 << 0,
+};
 int resolve_probes(const struct usc_target *target, const struct usc_probe_spec *specs,
-		   size_t nspecs, struct usc_site **sites, size_t *nsites);
+		   size_t nspecs, unsigned flags, struct usc_site **sites, size_t *nsites);
 void resolve_sites_free(struct usc_site *sites, size_t n);
 
 /* Symbolize a runtime address of process pid as "sym+0xoff" or "module+0xoff";

@@ -196,6 +196,85 @@ static void test_against_objdump_compiled(void **state)
 	check_function("objdump_insns", (const uint8_t *)(uintptr_t)&objdump_insns);
 }
 
+/* ---- return sites: byte vectors --------------------------------------- */
+
+static ssize_t sites_of(const uint8_t *code, size_t len, uint64_t addr,
+			struct x86_ret_site **rs, const char **why)
+{
+	struct x86_region r = {code, len, addr};
+
+	return x86_return_sites(&r, 1, rs, why);
+}
+
+static void test_ret_sites_plain_and_internal_jumps(void **state)
+{
+	(void)state;
+	/* push rbp; mov rbp,rsp; test edi,edi; je +1; pop rbp; (target:) pop rbp; ret; ret imm16 */
+	static const uint8_t f[] = {0x55, 0x48, 0x89, 0xe5, 0x85, 0xff, 0x74, 0x01, 0x5d,
+				    0x5d, 0xc3, 0xc2, 0x08, 0x00};
+	struct x86_ret_site *rs;
+	const char *why;
+
+	assert_int_equal(sites_of(f, sizeof(f), 0x1000, &rs, &why), 2);
+	assert_int_equal(rs[0].addr, 0x100a);
+	assert_int_equal(rs[0].kind, X86_RET);
+	assert_int_equal(rs[1].addr, 0x100b);
+	assert_int_equal(rs[1].kind, X86_RET);
+	free(rs);
+}
+
+static void test_ret_sites_tail_call(void **state)
+{
+	(void)state;
+	/* add edi,1; jmp rel32 +0x100 (outside: a tail call); jmp rel8 -7 (inside) */
+	static const uint8_t f[] = {0x83, 0xc7, 0x01, 0xe9, 0x00, 0x01, 0x00, 0x00, 0xeb, 0xf6};
+	struct x86_ret_site *rs;
+	const char *why;
+
+	assert_int_equal(sites_of(f, sizeof(f), 0x2000, &rs, &why), 1);
+	assert_int_equal(rs[0].addr, 0x2003);
+	assert_int_equal(rs[0].kind, X86_TAIL_JMP);
+	free(rs);
+}
+
+static void test_ret_sites_refused(void **state)
+{
+	(void)state;
+	/* jmp rax; ret */
+	static const uint8_t ind[] = {0xff, 0xe0, 0xc3};
+	/* cmp edi,7; ja rel32 +0x40 (out); ret */
+	static const uint8_t jcc[] = {0x83, 0xff, 0x07, 0x0f, 0x87, 0x40, 0x00, 0x00, 0x00, 0xc3};
+	/* ud2 */
+	static const uint8_t noret[] = {0x0f, 0x0b};
+	struct x86_ret_site *rs;
+	const char *why;
+
+	assert_int_equal(sites_of(ind, sizeof(ind), 0x3000, &rs, &why), -ENOTSUP);
+	assert_non_null(strstr(why, "indirect jump at 0x3000"));
+	assert_int_equal(sites_of(jcc, sizeof(jcc), 0x4000, &rs, &why), -ENOTSUP);
+	assert_non_null(strstr(why, "conditional jump out of the function at 0x4003"));
+	assert_int_equal(sites_of(noret, sizeof(noret), 0x5000, &rs, &why), -ENOENT);
+}
+
+/* GCC's NAME.cold: the conditional jump goes to a fragment of the same
+ * function, which returns from there. */
+static void test_ret_sites_cold_fragment(void **state)
+{
+	(void)state;
+	/* hot at 0x4000: cmp edi,7; ja rel32 -> 0x4100 (cold); ret */
+	static const uint8_t hot[] = {0x83, 0xff, 0x07, 0x0f, 0x87, 0xf7, 0x00, 0x00, 0x00, 0xc3};
+	/* cold at 0x4100: mov eax,-1; ret */
+	static const uint8_t cold[] = {0xb8, 0xff, 0xff, 0xff, 0xff, 0xc3};
+	struct x86_region r[2] = {{hot, sizeof(hot), 0x4000}, {cold, sizeof(cold), 0x4100}};
+	struct x86_ret_site *rs;
+	const char *why;
+
+	assert_int_equal(x86_return_sites(r, 2, &rs, &why), 2);
+	assert_int_equal(rs[0].addr, 0x4009);
+	assert_int_equal(rs[1].addr, 0x4105);
+	free(rs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -203,6 +282,10 @@ int main(void)
 		cmocka_unit_test(test_undecodable),
 		cmocka_unit_test(test_against_objdump_asm),
 		cmocka_unit_test(test_against_objdump_compiled),
+		cmocka_unit_test(test_ret_sites_plain_and_internal_jumps),
+		cmocka_unit_test(test_ret_sites_tail_call),
+		cmocka_unit_test(test_ret_sites_refused),
+		cmocka_unit_test(test_ret_sites_cold_fragment),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

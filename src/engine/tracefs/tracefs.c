@@ -31,6 +31,7 @@ struct tfs_site {
 	bool created;
 	struct tep_event *ev;
 	struct tep_format_field *f_ip, *f_func;
+	struct tep_format_field *f_ret;		/* return sites: the return address */
 	struct tep_format_field *f_arg[USC_MAX_ARGS];
 };
 
@@ -276,8 +277,11 @@ static int tfs_setup_decode(struct tfs *t)
 		}
 		if (ts->ev->id > t->max_id)
 			t->max_id = ts->ev->id;
-		ts->f_ip = tep_find_field(ts->ev, site->is_return ? "__probe_ret_ip" : "__probe_ip");
-		ts->f_func = site->is_return ? tep_find_field(ts->ev, "__probe_func") : NULL;
+		bool uret = site->is_return && !site->ret_site;
+
+		ts->f_ip = tep_find_field(ts->ev, uret ? "__probe_ret_ip" : "__probe_ip");
+		ts->f_func = uret ? tep_find_field(ts->ev, "__probe_func") : NULL;
+		ts->f_ret = site->ret_site ? tep_find_field(ts->ev, "__usc_ret") : NULL;
 		for (unsigned a = 0; a < site->nargs; a++) {
 			ts->f_arg[a] = tep_find_field(ts->ev, site->args[a].name);
 			if (!ts->f_arg[a]) {
@@ -362,9 +366,13 @@ static int tfs_attach(struct usc_engine *e)
 		if (site->ref_ctr_offset)
 			snprintf(ref, sizeof(ref), "(0x%llx)",
 				 (unsigned long long)site->ref_ctr_offset);
-		if (asprintf(&cmd, "%c:%s/%s %s:0x%llx%s%s%s\n", site->is_return ? 'r' : 'p',
-			     t->name, site->event, site->path, (unsigned long long)site->offset,
-			     ref, args[0] ? " " : "", args) < 0)
+		/* A return site is an entry-style probe on a ret or tail-call
+		 * jmp: the return address is the word at the stack pointer. */
+		if (asprintf(&cmd, "%c:%s/%s %s:0x%llx%s%s%s%s\n",
+			     site->is_return && !site->ret_site ? 'r' : 'p', t->name, site->event,
+			     site->path, (unsigned long long)site->offset, ref,
+			     site->ret_site ? " __usc_ret=+0(%sp):x64" : "", args[0] ? " " : "",
+			     args) < 0)
 			return -ENOMEM;
 		ret = tracefs_instance_file_append(NULL, "uprobe_events", cmd);
 		free(cmd);
@@ -640,6 +648,12 @@ static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, v
 		ev.ip = tep_read_number(t->tep, data + ts->f_ip->offset, ts->f_ip->size);
 	if (ts->f_func)
 		ev.func = tep_read_number(t->tep, data + ts->f_func->offset, ts->f_func->size);
+	if (ts->f_ret) {
+		/* the probe hit the ret; report where it returns to and the
+		 * function's runtime address, as a uretprobe would */
+		ev.func = ev.ip - (site->vaddr - site->func_vaddr);
+		ev.ip = tep_read_number(t->tep, data + ts->f_ret->offset, ts->f_ret->size);
+	}
 	for (unsigned a = 0; a < site->nargs; a++) {
 		const struct tep_format_field *f = ts->f_arg[a];
 		struct usc_value *v = &t->vals[a];

@@ -1,0 +1,3 @@
+module gogrow
+
+go 1.19
