@@ -9,6 +9,7 @@ extern bool cli_verbose;
 
 int cmd_trace(int argc, char **argv);
 int cmd_list(int argc, char **argv);
+int cmd_count(int argc, char **argv);
 int cmd_flow(int argc, char **argv);
 
 /* Parse probe texts; on a mistake print the probe with a caret under it and

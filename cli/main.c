@@ -70,6 +70,7 @@ static void usage(FILE *f)
 	      "commands:\n"
 	      "  trace   put probes on functions and print their events\n"
 	      "  flow    show calls as a per-thread tree with durations\n"
+	      "  count   count the hits of each probe\n"
 	      "  list    list the functions that can be probed\n"
 	      "\n"
 	      "'uscope COMMAND --help' describes a command.\n", f);
@@ -94,10 +95,12 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "trace"))
 		return cmd_trace(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "count"))
+		return cmd_count(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "flow"))
 		return cmd_flow(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "list"))
 		return cmd_list(argc - 1, argv + 1);
-	cli_error("unknown command '%s' (commands: trace, flow, list; see uscope --help)", argv[1]);
+	cli_error("unknown command '%s' (commands: trace, flow, count, list; see uscope --help)", argv[1]);
 	return 2;
 }

@@ -112,6 +112,7 @@ int cli_run_session(const struct cli_run *run, struct usc_probe_spec *specs, siz
 		return 2;
 	s.specs = specs;
 	s.nspecs = nspecs;
+	s.count_only = run->count_only;
 	s.target.kind = cmd ? USC_TARGET_COMMAND : pid ? USC_TARGET_PID : USC_TARGET_SYSTEM;
 	s.target.pid = pid;
 	if (resolve_target(&s.target, cmd ? cmd[0] : NULL)) {
@@ -181,6 +182,7 @@ int cli_run_session(const struct cli_run *run, struct usc_probe_spec *specs, siz
 	}
 
 	double deadline = run->duration > 0 ? now_s() + run->duration : 0;
+	double next_report = run->interval > 0 ? now_s() + run->interval : 0;
 
 	exit_code = 0;
 	while (!stopping) {
@@ -221,6 +223,13 @@ int cli_run_session(const struct cli_run *run, struct usc_probe_spec *specs, siz
 			break;
 		if (deadline && now_s() >= deadline)
 			break;
+		if (next_report && now_s() >= next_report && run->report) {
+			struct usc_stats st = {0};
+
+			if (ops->stats(e, &st) == 0)
+				run->report(run->ctx, &s, &st, false);
+			next_report += run->interval;
+		}
 		if (n > 0)
 			continue;	/* more may be waiting: drain without sleeping */
 		fds[nfds++] = (struct pollfd){.fd = sfd, .events = POLLIN};
@@ -242,7 +251,9 @@ int cli_run_session(const struct cli_run *run, struct usc_probe_spec *specs, siz
 	struct usc_stats st = {0};
 
 	ops->stats(e, &st);
-	if (!run->quiet)
+	if (run->report)
+		run->report(run->ctx, &s, &st, true);
+	if (!run->quiet && !run->no_summary)
 		print_summary(&s, &st);
 	if (target_gone && cmd) {
 		if (WIFEXITED(child_status))

@@ -24,6 +24,12 @@ struct cli_run {
 	void *ctx;
 	/* after each drain; return non-zero to stop (a write error) */
 	int (*flush)(void *ctx);
+	/* every `interval` seconds (if > 0) and once at the end (final) */
+	double interval;
+	void (*report)(void *ctx, const struct usc_session *s, const struct usc_stats *st,
+		       bool final);
+	bool count_only;		/* only hit counts are wanted */
+	bool no_summary;		/* report() replaces the summary */
 };
 
 /* Run a session over specs. Returns the exit code: COMMAND's status in

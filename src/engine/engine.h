@@ -11,6 +11,7 @@
 #ifndef USC_ENGINE_ENGINE_H
 #define USC_ENGINE_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -43,6 +44,9 @@ typedef int (*usc_event_fn)(const struct usc_event *ev, void *ctx);
 struct usc_site_stats {
 	uint64_t events;	/* delivered */
 	int64_t lost;		/* -1: the kernel cannot attribute it to this probe */
+	int64_t hits;		/* the kernel's hit count, -1 when it has none for
+				 * this session (a pid filter: hits of other
+				 * processes would be in it) */
 };
 
 struct usc_stats {
@@ -80,6 +84,7 @@ struct usc_engine {
 
 struct usc_session {
 	struct usc_target target;
+	bool count_only;	/* only hits are wanted: engines may skip recording */
 	struct usc_probe_spec *specs;
 	size_t nspecs;
 	struct usc_site *sites;

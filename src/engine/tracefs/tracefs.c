@@ -449,6 +449,16 @@ static int tfs_start(struct usc_engine *e, pid_t pid, int follow_children)
 	 * that exits before its events are read is still attributed right. */
 	if (t->newtask && tracefs_event_enable(t->inst, "task", "task_newtask"))
 		t->newtask = NULL;
+	/* Counting system-wide: uprobe_profile counts every hit before the
+	 * event filter runs, so a filter that drops everything keeps the ring
+	 * buffer out of it. */
+	if (e->session->count_only && !pid) {
+		char file[96];
+
+		snprintf(file, sizeof(file), "events/%s/filter", t->name);
+		if (tracefs_instance_file_write(t->inst, file, "common_pid < 0") < 0)
+			log_debug("cannot filter %s: its events are recorded", t->name);
+	}
 	if (tracefs_event_enable(t->inst, t->name, NULL)) {
 		kernel_error("to enable the events of", t->name);
 		return -EIO;
@@ -757,7 +767,7 @@ static uint64_t tfs_kernel_lost(struct tfs *t)
 }
 
 /* hits per event from uprobe_profile: "  PATH EVENT HITS" */
-static void tfs_profile_lost(struct tfs *t)
+static void tfs_profile_hits(struct tfs *t)
 {
 	struct usc_session *s = t->base.session;
 	char *prof = tracefs_instance_file_read(NULL, "uprobe_profile", NULL);
@@ -776,8 +786,7 @@ static void tfs_profile_lost(struct tfs *t)
 
 			if (strcmp(site->event, event) || strcmp(site->path, path))
 				continue;
-			t->stats[i].lost = hits > t->stats[i].events ?
-					   (int64_t)(hits - t->stats[i].events) : 0;
+			t->stats[i].hits = (int64_t)hits;
 		}
 	}
 	free(prof);
@@ -791,12 +800,19 @@ static int tfs_stats(struct usc_engine *e, struct usc_stats *st)
 	for (size_t i = 0; i < t->nsites; i++)
 		st->events += t->stats[i].events;
 	st->lost = t->inst && !t->removed ? tfs_kernel_lost(t) : 0;
-	for (size_t i = 0; i < t->nsites; i++)
+	for (size_t i = 0; i < t->nsites; i++) {
 		t->stats[i].lost = st->lost ? -1 : 0;
+		t->stats[i].hits = -1;
+	}
 	/* Without a pid filter every hit is an event, so the kernel's hit
-	 * count tells each probe's losses. */
-	if (st->lost && !t->pid)
-		tfs_profile_lost(t);
+	 * count is the probe's own, and tells its losses. */
+	if (!t->pid && !t->removed) {
+		tfs_profile_hits(t);
+		for (size_t i = 0; i < t->nsites && st->lost; i++)
+			if (t->stats[i].hits >= 0)
+				t->stats[i].lost = t->stats[i].hits > (int64_t)t->stats[i].events ?
+						   t->stats[i].hits - (int64_t)t->stats[i].events : 0;
+	}
 	st->sites = t->stats;
 	return 0;
 }
