@@ -3,7 +3,6 @@
  * read and nothing is recorded; with a PID filter they would include other
  * processes, so events are counted instead. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,88 +142,21 @@ static void report(void *ctx, const struct usc_session *s, const struct usc_stat
 
 int cmd_count(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"pid", required_argument, NULL, 'p'},
-		{"duration", required_argument, NULL, 'd'},
-		{"interval", required_argument, NULL, 'i'},
-		{"json", no_argument, NULL, 'j'},
-		{"engine", required_argument, NULL, 'e'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	struct count_ctx cc = {0};
 	struct cli_run run = {.engine = "auto", .count_only = true, .no_summary = true};
-	struct usc_probe_spec *specs = NULL;
-	char **cmd = NULL;
-	int c, exit_code;
+	struct cli_args a = {0};
+	int exit_code = cli_parse_args(argc, argv, CLI_ARG_JSON | CLI_ARG_INTERVAL, "count",
+				       count_usage, &run, &a);
 
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--")) {
-			cmd = argv + i + 1;
-			if (!cmd[0]) {
-				cli_error("nothing after '--': give a COMMAND to run");
-				return 2;
-			}
-			argc = i;
-			break;
-		}
-	}
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "p:d:i:e:qh", opts, NULL)) != -1) {
-		char *end;
-
-		switch (c) {
-		case 'p':
-			errno = 0;
-			run.pid = (pid_t)strtol(optarg, &end, 10);
-			if (*end || run.pid <= 0 || errno) {
-				cli_error("-p wants a process id, not '%s'", optarg);
-				return 2;
-			}
-			break;
-		case 'd':
-		case 'i':
-			*(c == 'd' ? &run.duration : &run.interval) = strtod(optarg, &end);
-			if (*end || (c == 'd' ? run.duration : run.interval) <= 0) {
-				cli_error("-%c wants a positive number of seconds, not '%s'", c, optarg);
-				return 2;
-			}
-			break;
-		case 'j':
-			cc.json = true;
-			break;
-		case 'e':
-			run.engine = optarg;
-			break;
-		case 'q':
-			run.quiet = true;
-			break;
-		case 'h':
-			fputs(count_usage, stdout);
-			return 0;
-		default:
-			fputs(count_usage, stderr);
-			return 2;
-		}
-	}
-	if (optind >= argc) {
-		cli_error("count needs at least one PROBE (see uscope count --help)");
-		return 2;
-	}
-	if (cmd && run.pid) {
-		cli_error("give either -p PID or a COMMAND, not both");
-		return 2;
-	}
-	if (cli_parse_probes(argv + optind, argc - optind, &specs))
-		return 1;
-	run.cmd = cmd;
+	if (exit_code >= 0)
+		return exit_code;
+	cc.json = a.json;
 	run.on_event = on_event;
 	run.ctx = &cc;
 	run.report = report;
-	exit_code = cli_run_session(&run, specs, (size_t)(argc - optind));
+	exit_code = cli_run_session(&run, a.specs, a.nspecs);
 	free(cc.labels);
 	free(cc.prev);
-	free(specs);
+	free(a.specs);
 	return exit_code;
 }

@@ -2,7 +2,6 @@
  * tree with durations. Pairing is src/flow; this file only classifies events
  * and formats them. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,97 +272,21 @@ static int add_returns(struct usc_probe_spec **specs, size_t *nspecs)
 
 int cmd_flow(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"pid", required_argument, NULL, 'p'},
-		{"json", no_argument, NULL, 'j'},
-		{"output", required_argument, NULL, 'o'},
-		{"duration", required_argument, NULL, 'd'},
-		{"engine", required_argument, NULL, 'e'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"uretprobe", no_argument, NULL, 'R'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	struct flow_ctx fc = {0};
 	struct cli_run run = {.engine = "auto"};
-	struct usc_probe_spec *specs = NULL;
-	const char *outfile = NULL;
-	pid_t pid = 0;
-	char **cmd = NULL;
-	int cmd_argc = 0, c, exit_code;
+	struct cli_args a = {0};
+	struct usc_probe_spec *specs;
+	const char *outfile;
 	size_t nspecs;
+	int exit_code = cli_parse_args(argc, argv, CLI_ARG_JSON | CLI_ARG_OUTPUT | CLI_ARG_URETPROBE,
+				       "flow", flow_usage, &run, &a);
 
-	/* COMMAND follows the first "--"; everything before it is ours */
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--")) {
-			cmd = argv + i + 1;
-			cmd_argc = argc - i - 1;
-			argc = i;
-			break;
-		}
-	}
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "p:o:d:e:qvh", opts, NULL)) != -1) {
-		char *end;
-
-		switch (c) {
-		case 'p':
-			errno = 0;
-			pid = (pid_t)strtol(optarg, &end, 10);
-			if (*end || pid <= 0 || errno) {
-				cli_error("-p wants a process id, not '%s'", optarg);
-				return 2;
-			}
-			break;
-		case 'j':
-			fc.json = true;
-			break;
-		case 'o':
-			outfile = optarg;
-			break;
-		case 'd':
-			run.duration = strtod(optarg, &end);
-			if (*end || run.duration <= 0) {
-				cli_error("-d wants a positive number of seconds, not '%s'", optarg);
-				return 2;
-			}
-			break;
-		case 'e':
-			run.engine = optarg;
-			break;
-		case 'q':
-			run.quiet = true;
-			break;
-		case 'R':
-			run.uretprobe = true;
-			break;
-		case 'v':
-			cli_verbose = true;
-			break;
-		case 'h':
-			fputs(flow_usage, stdout);
-			return 0;
-		default:
-			fputs(flow_usage, stderr);
-			return 2;
-		}
-	}
-	if (optind >= argc) {
-		cli_error("flow needs at least one PROBE (see uscope flow --help)");
-		return 2;
-	}
-	if (cmd && cmd_argc == 0) {
-		cli_error("nothing after '--': give a COMMAND to run");
-		return 2;
-	}
-	if (cmd && pid) {
-		cli_error("give either -p PID or a COMMAND, not both");
-		return 2;
-	}
-	nspecs = (size_t)(argc - optind);
-	if (cli_parse_probes(argv + optind, argc - optind, &specs))
-		return 1;
+	if (exit_code >= 0)
+		return exit_code;
+	specs = a.specs;
+	nspecs = a.nspecs;
+	outfile = a.outfile;
+	fc.json = a.json;
 	if (add_returns(&specs, &nspecs)) {
 		cli_error("out of memory");
 		free(specs);
@@ -385,8 +308,6 @@ int cmd_flow(int argc, char **argv)
 			return 1;
 		}
 	}
-	run.pid = pid;
-	run.cmd = cmd;
 	run.on_event = on_event;
 	run.ctx = &fc;
 	run.flush = flush_out;

@@ -1,6 +1,5 @@
 /* uscope trace: put probes in place, print their events, clean up. */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,115 +74,33 @@ static int flush_out(void *ctx)
 
 int cmd_trace(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"pid", required_argument, NULL, 'p'},
-		{"json", no_argument, NULL, 'j'},
-		{"output", required_argument, NULL, 'o'},
-		{"duration", required_argument, NULL, 'd'},
-		{"engine", required_argument, NULL, 'e'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"uretprobe", no_argument, NULL, 'R'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
 	struct trace_ctx tc = {0};
 	struct cli_run run = {.engine = "auto"};
-	struct usc_probe_spec *specs = NULL;
-	const char *outfile = NULL;
-	pid_t pid = 0;
-	char **cmd = NULL;
-	int cmd_argc = 0, c, exit_code;
-	size_t nspecs;
+	struct cli_args a = {0};
+	int exit_code = cli_parse_args(argc, argv, CLI_ARG_JSON | CLI_ARG_OUTPUT | CLI_ARG_URETPROBE,
+				       "trace", trace_usage, &run, &a);
 
-	/* COMMAND follows the first "--"; everything before it is ours */
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--")) {
-			cmd = argv + i + 1;
-			cmd_argc = argc - i - 1;
-			argc = i;
-			break;
-		}
-	}
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "p:o:d:e:qvh", opts, NULL)) != -1) {
-		char *end;
-
-		switch (c) {
-		case 'p':
-			errno = 0;
-			pid = (pid_t)strtol(optarg, &end, 10);
-			if (*end || pid <= 0 || errno) {
-				cli_error("-p wants a process id, not '%s'", optarg);
-				return 2;
-			}
-			break;
-		case 'j':
-			tc.out.json = true;
-			break;
-		case 'o':
-			outfile = optarg;
-			break;
-		case 'd':
-			run.duration = strtod(optarg, &end);
-			if (*end || run.duration <= 0) {
-				cli_error("-d wants a positive number of seconds, not '%s'", optarg);
-				return 2;
-			}
-			break;
-		case 'e':
-			run.engine = optarg;
-			break;
-		case 'q':
-			run.quiet = true;
-			break;
-		case 'R':
-			run.uretprobe = true;
-			break;
-		case 'v':
-			cli_verbose = true;
-			break;
-		case 'h':
-			fputs(trace_usage, stdout);
-			return 0;
-		default:
-			fputs(trace_usage, stderr);
-			return 2;
-		}
-	}
-	if (optind >= argc) {
-		cli_error("trace needs at least one PROBE (see uscope trace --help)");
-		return 2;
-	}
-	if (cmd && cmd_argc == 0) {
-		cli_error("nothing after '--': give a COMMAND to run");
-		return 2;
-	}
-	if (cmd && pid) {
-		cli_error("give either -p PID or a COMMAND, not both");
-		return 2;
-	}
-	nspecs = (size_t)(argc - optind);
-	if (cli_parse_probes(argv + optind, argc - optind, &specs))
-		return 1;
+	if (exit_code >= 0)
+		return exit_code;
+	tc.out.json = a.json;
 	tc.fp = stdout;
-	if (outfile) {
-		tc.fp = fopen(outfile, "w");
+	if (a.outfile) {
+		tc.fp = fopen(a.outfile, "w");
 		if (!tc.fp) {
-			cli_error("cannot write %s: %s", outfile, strerror(errno));
-			free(specs);
+			cli_error("cannot write %s: %s", a.outfile, strerror(errno));
+			free(a.specs);
 			return 1;
 		}
 	}
-	run.pid = pid;
-	run.cmd = cmd;
 	run.on_event = on_event;
 	run.ctx = &tc;
 	run.flush = flush_out;
-	exit_code = cli_run_session(&run, specs, nspecs);
-	if (tc.fp != stdout)
-		fclose(tc.fp);
+	exit_code = cli_run_session(&run, a.specs, a.nspecs);
+	if (tc.fp != stdout && fclose(tc.fp) && !exit_code) {
+		cli_error("cannot write %s: %s", a.outfile, strerror(errno));
+		exit_code = 1;
+	}
 	output_free(&tc.out);
-	free(specs);
+	free(a.specs);
 	return exit_code;
 }

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -284,4 +285,108 @@ out_free:
 	resolve_cache_free();
 	free(s.target.exe);
 	return exit_code;
+}
+
+int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, const char *usage,
+		   struct cli_run *run, struct cli_args *a)
+{
+	static const struct option all[] = {
+		{"pid", required_argument, NULL, 'p'},
+		{"duration", required_argument, NULL, 'd'},
+		{"engine", required_argument, NULL, 'e'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{"json", no_argument, NULL, 'j'},
+		{"output", required_argument, NULL, 'o'},
+		{"interval", required_argument, NULL, 'i'},
+		{"uretprobe", no_argument, NULL, 'R'},
+	};
+	static const unsigned need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
+					CLI_ARG_INTERVAL, CLI_ARG_URETPROBE};
+	struct option opts[sizeof(all) / sizeof(all[0]) + 1];
+	char shorts[32] = "p:d:e:qvh";
+	size_t n = 0;
+	int c;
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (!need[i] || (extra & need[i]))
+			opts[n++] = all[i];
+	opts[n] = (struct option){NULL, 0, NULL, 0};
+	if (extra & CLI_ARG_OUTPUT)
+		strcat(shorts, "o:");
+	if (extra & CLI_ARG_INTERVAL)
+		strcat(shorts, "i:");
+
+	/* COMMAND follows the first "--"; everything before it is ours */
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--")) {
+			run->cmd = argv + i + 1;
+			if (!run->cmd[0]) {
+				cli_error("nothing after '--': give a COMMAND to run");
+				return 2;
+			}
+			argc = i;
+			break;
+		}
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
+		char *end;
+
+		switch (c) {
+		case 'p':
+			errno = 0;
+			run->pid = (pid_t)strtol(optarg, &end, 10);
+			if (*end || run->pid <= 0 || errno) {
+				cli_error("-p wants a process id, not '%s'", optarg);
+				return 2;
+			}
+			break;
+		case 'd':
+		case 'i':
+			*(c == 'd' ? &run->duration : &run->interval) = strtod(optarg, &end);
+			if (*end || (c == 'd' ? run->duration : run->interval) <= 0) {
+				cli_error("-%c wants a positive number of seconds, not '%s'", c, optarg);
+				return 2;
+			}
+			break;
+		case 'e':
+			run->engine = optarg;
+			break;
+		case 'q':
+			run->quiet = true;
+			break;
+		case 'v':
+			cli_verbose = true;
+			break;
+		case 'j':
+			a->json = true;
+			break;
+		case 'o':
+			a->outfile = optarg;
+			break;
+		case 'R':
+			run->uretprobe = true;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		default:
+			fputs(usage, stderr);
+			return 2;
+		}
+	}
+	if (optind >= argc) {
+		cli_error("%s needs at least one PROBE (see uscope %s --help)", name, name);
+		return 2;
+	}
+	if (run->cmd && run->pid) {
+		cli_error("give either -p PID or a COMMAND, not both");
+		return 2;
+	}
+	a->nspecs = (size_t)(argc - optind);
+	if (cli_parse_probes(argv + optind, argc - optind, &a->specs))
+		return 1;
+	return -1;
 }

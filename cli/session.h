@@ -32,6 +32,28 @@ struct cli_run {
 	bool no_summary;		/* report() replaces the summary */
 };
 
+/* What a tracing subcommand takes beyond the shared options. */
+enum cli_arg_extra {
+	CLI_ARG_JSON = 1 << 0,		/* --json */
+	CLI_ARG_OUTPUT = 1 << 1,	/* -o FILE */
+	CLI_ARG_INTERVAL = 1 << 2,	/* -i SECONDS */
+	CLI_ARG_URETPROBE = 1 << 3,	/* --uretprobe */
+};
+
+struct cli_args {
+	bool json;
+	const char *outfile;
+	struct usc_probe_spec *specs;	/* parsed PROBE...; the caller frees */
+	size_t nspecs;
+};
+
+/* Parse a tracing subcommand's command line: -p, -d, -e, -q, -v, -h and
+ * "-- COMMAND" for every one, plus `extra`; then the PROBEs. Returns -1 when
+ * the caller should go on, else the exit code to return (0 after --help, 2
+ * for a usage mistake, 1 for a malformed probe, already reported). */
+int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, const char *usage,
+		   struct cli_run *run, struct cli_args *a);
+
 /* Run a session over specs. Returns the exit code: COMMAND's status in
  * COMMAND mode, 0 on a clean end, 1 on an error (already reported), 127/126
  * when COMMAND cannot run. */

@@ -17,6 +17,7 @@
 #ifndef USC_PROBE_FETCH_H
 #define USC_PROBE_FETCH_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum fetch_op {
@@ -81,6 +82,18 @@ enum usc_type {
 
 /* Kernel register name ("ax", "r8", ...) for enum usc_reg. */
 const char *fetch_reg_kname(enum usc_reg reg);
+/* Its x86-64 assembler name ("rax", "r8", ...). */
+const char *fetch_reg_name64(enum usc_reg reg);
+
+/* A register name as written in x86 assembly: the register and how many of
+ * its low bytes the name covers. */
+struct fetch_reg_name {
+	const char *name;
+	uint8_t reg;		/* enum usc_reg */
+	uint8_t width;		/* bytes */
+};
+/* name[0..n) -> its entry, or NULL. */
+const struct fetch_reg_name *fetch_reg_lookup(const char *name, size_t n);
 /* Canonical type name ("u32", "string", ...). */
 const char *fetch_type_name(enum usc_type type);
 /* Byte size of a fixed-size type (0 for strings). */

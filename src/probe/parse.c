@@ -79,40 +79,6 @@ size_t probe_parse_number(const char *s, uint64_t *out)
 
 /* ---- registers -------------------------------------------------------- */
 
-struct reg_alias {
-	const char *name;
-	uint8_t reg;
-	uint8_t width;		/* bytes */
-};
-
-/* Every x86-64 name of the low part of a general register. */
-static const struct reg_alias reg_aliases[] = {
-	{"rax", USC_REG_AX, 8}, {"eax", USC_REG_AX, 4}, {"ax", USC_REG_AX, 2}, {"al", USC_REG_AX, 1},
-	{"rbx", USC_REG_BX, 8}, {"ebx", USC_REG_BX, 4}, {"bx", USC_REG_BX, 2}, {"bl", USC_REG_BX, 1},
-	{"rcx", USC_REG_CX, 8}, {"ecx", USC_REG_CX, 4}, {"cx", USC_REG_CX, 2}, {"cl", USC_REG_CX, 1},
-	{"rdx", USC_REG_DX, 8}, {"edx", USC_REG_DX, 4}, {"dx", USC_REG_DX, 2}, {"dl", USC_REG_DX, 1},
-	{"rsi", USC_REG_SI, 8}, {"esi", USC_REG_SI, 4}, {"si", USC_REG_SI, 2}, {"sil", USC_REG_SI, 1},
-	{"rdi", USC_REG_DI, 8}, {"edi", USC_REG_DI, 4}, {"di", USC_REG_DI, 2}, {"dil", USC_REG_DI, 1},
-	{"rbp", USC_REG_BP, 8}, {"ebp", USC_REG_BP, 4}, {"bp", USC_REG_BP, 2}, {"bpl", USC_REG_BP, 1},
-	{"rsp", USC_REG_SP, 8}, {"esp", USC_REG_SP, 4}, {"sp", USC_REG_SP, 2}, {"spl", USC_REG_SP, 1},
-	{"r8", USC_REG_R8, 8}, {"r8d", USC_REG_R8, 4}, {"r8w", USC_REG_R8, 2}, {"r8b", USC_REG_R8, 1},
-	{"r9", USC_REG_R9, 8}, {"r9d", USC_REG_R9, 4}, {"r9w", USC_REG_R9, 2}, {"r9b", USC_REG_R9, 1},
-	{"r10", USC_REG_R10, 8}, {"r10d", USC_REG_R10, 4}, {"r10w", USC_REG_R10, 2}, {"r10b", USC_REG_R10, 1},
-	{"r11", USC_REG_R11, 8}, {"r11d", USC_REG_R11, 4}, {"r11w", USC_REG_R11, 2}, {"r11b", USC_REG_R11, 1},
-	{"r12", USC_REG_R12, 8}, {"r12d", USC_REG_R12, 4}, {"r12w", USC_REG_R12, 2}, {"r12b", USC_REG_R12, 1},
-	{"r13", USC_REG_R13, 8}, {"r13d", USC_REG_R13, 4}, {"r13w", USC_REG_R13, 2}, {"r13b", USC_REG_R13, 1},
-	{"r14", USC_REG_R14, 8}, {"r14d", USC_REG_R14, 4}, {"r14w", USC_REG_R14, 2}, {"r14b", USC_REG_R14, 1},
-	{"r15", USC_REG_R15, 8}, {"r15d", USC_REG_R15, 4}, {"r15w", USC_REG_R15, 2}, {"r15b", USC_REG_R15, 1},
-	{"rip", USC_REG_IP, 8},
-};
-
-static const struct reg_alias *reg_lookup(const char *s, size_t n)
-{
-	for (size_t i = 0; i < sizeof(reg_aliases) / sizeof(reg_aliases[0]); i++)
-		if (strlen(reg_aliases[i].name) == n && !strncmp(reg_aliases[i].name, s, n))
-			return &reg_aliases[i];
-	return NULL;
-}
 
 /* ---- types ------------------------------------------------------------ */
 
@@ -194,11 +160,11 @@ static int parse_expr(const char *text, size_t *p, size_t end, bool is_return,
 
 	if (s[i] == '%') {
 		size_t j = i + 1;
-		const struct reg_alias *ra;
+		const struct fetch_reg_name *ra;
 
 		while (j < end && isalnum((unsigned char)s[j]))
 			j++;
-		ra = reg_lookup(s + i + 1, j - i - 1);
+		ra = fetch_reg_lookup(s + i + 1, j - i - 1);
 		if (!ra)
 			return fail(err, USC_PERR_BAD_REG, i);
 		ex->load.op = FOP_REG;
@@ -401,7 +367,7 @@ static bool tok_is_fetcharg(const char *s, struct tok t)
 		 * allowed) a USDT probe */
 		const char *colon = memchr(s + t.start, ':', t.end - t.start);
 
-		return !colon || reg_lookup(s + t.start + 1, (size_t)(colon - s - t.start - 1));
+		return !colon || fetch_reg_lookup(s + t.start + 1, (size_t)(colon - s - t.start - 1));
 	}
 	if (c == '$' || c == '@' || c == '+' || c == '-')
 		return true;
@@ -486,7 +452,7 @@ static int parse_location(const char *text, struct tok t, struct usc_probe_spec 
 
 		while (r < end && isalnum((unsigned char)*r))
 			r++;
-		if (reg_lookup(s + 1, (size_t)(r - s - 1)))
+		if (fetch_reg_lookup(s + 1, (size_t)(r - s - 1)))
 			return fail(err, USC_PERR_BAD_SYMBOL, pos);	/* a register */
 		return parse_usdt(text, s, end, spec, err);
 	}
@@ -630,66 +596,12 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 
 /* ---- back to text ------------------------------------------------------- */
 
-static const char *const reg_names64[USC_REG_NR] = {
-	"rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9",
-	"r10", "r11", "r12", "r13", "r14", "r15", "rip",
-};
 
 /* Back to probe-language text that parses to the same program: NAME=EXPR:TYPE
  * with 64-bit register names (a sub-register's width is in its type). */
 int probe_fetcharg_format(const struct usc_fetcharg *arg, char *buf, size_t len)
 {
-	char expr[512] = "", tmp[512], type[32];
-	bool absorb = false;
+	int ret = fetch_render(arg, &fetch_syntax_probe, buf, len);
 
-	for (unsigned i = 0; i < arg->ninsn && arg->insn[i].op != FOP_END; i++) {
-		const struct fetch_insn *f = &arg->insn[i];
-		long long off = f->imm;
-
-		switch (f->op) {
-		case FOP_REG:
-			snprintf(expr, sizeof(expr), "%%%s",
-				 f->reg < USC_REG_NR ? reg_names64[f->reg] : "?");
-			break;
-		case FOP_STACK: snprintf(expr, sizeof(expr), "$stack%lld", off); break;
-		case FOP_STACKP: snprintf(expr, sizeof(expr), "$stack"); break;
-		case FOP_RETVAL: snprintf(expr, sizeof(expr), "$retval"); break;
-		case FOP_COMM: snprintf(expr, sizeof(expr), "$comm"); break;
-		case FOP_ARG: snprintf(expr, sizeof(expr), "$arg%lld", off); break;
-		case FOP_IMM: snprintf(expr, sizeof(expr), "%lld", off); break;
-		case FOP_MEM:
-			snprintf(expr, sizeof(expr), "@0x%llx", (unsigned long long)off);
-			absorb = true;
-			break;
-		case FOP_FOFFS:
-			snprintf(expr, sizeof(expr), "@+0x%llx", (unsigned long long)off);
-			absorb = true;
-			break;
-		case FOP_DEREF:
-		case FOP_ST_MEM:
-		case FOP_ST_STRING:
-			if (absorb && off == 0) {
-				absorb = false;
-				break;
-			}
-			absorb = false;
-			if (snprintf(tmp, sizeof(tmp), "%c%lld(%s)", off < 0 ? '-' : '+',
-				     off < 0 ? -off : off, expr) >= (int)sizeof(tmp))
-				return -1;
-			memcpy(expr, tmp, sizeof(expr));
-			break;
-		default:
-			break;
-		}
-	}
-	if (arg->type == USC_T_BITFIELD) {
-		snprintf(type, sizeof(type), "b?");
-		for (unsigned i = 0; i < arg->ninsn; i++)
-			if (arg->insn[i].op == FOP_MOD_BF)
-				snprintf(type, sizeof(type), "b%u@%u/%u", arg->insn[i].bf_width,
-					 arg->insn[i].bf_offset, arg->insn[i].size * 8u);
-	} else {
-		snprintf(type, sizeof(type), "%s", fetch_type_name(arg->type));
-	}
-	return snprintf(buf, len, "%s=%s:%s", arg->name, expr, type);
+	return ret ? ret : (int)strlen(buf);
 }

@@ -124,6 +124,24 @@ size_t probe_parse_number(const char *s, uint64_t *out);
 int probe_bind_arg(const struct usc_fetcharg *in, const struct usc_fetcharg *usdt,
 		   unsigned nusdt, struct usc_fetcharg *out);
 
+/* How a syntax writes a fetch program (fetch_render). */
+struct fetch_syntax {
+	const char *(*reg_name)(enum usc_reg reg);
+	const char *imm_prefix;		/* "\\" for the kernel's immediates */
+	bool has_vaddr;			/* FOP_VADDR as @+(imm + foff_delta) */
+	bool has_arg;			/* FOP_ARG as $argN (unbound programs) */
+	bool symbol_as_x64;		/* no user-space :symbol: fetch an x64 */
+	int64_t foff_delta;
+};
+extern const struct fetch_syntax fetch_syntax_probe;	/* the probe language */
+extern const struct fetch_syntax fetch_syntax_kernel;	/* uprobe_events */
+
+/* "NAME=EXPR:TYPE" in a syntax. 0, -ENOSPC, -ENOTSUP (an operation the
+ * syntax cannot write: two registers added, an unbound $argN for the
+ * kernel), -EINVAL (a bitfield type without its geometry). */
+int fetch_render(const struct usc_fetcharg *arg, const struct fetch_syntax *syn, char *buf,
+		 size_t len);
+
 /* Render a fetch program back as probe-language text (for messages and tests). */
 int probe_fetcharg_format(const struct usc_fetcharg *arg, char *buf, size_t len);
 

@@ -219,34 +219,6 @@ int usdt_read(const struct elf_file *ef, struct usdt_note **out, size_t *n)
 
 /* ---- argument specs --------------------------------------------------- */
 
-struct reg_name {
-	const char *name;
-	uint8_t reg;
-	uint8_t width;		/* bytes */
-};
-
-/* Every name of every general register (the high bytes ah..dh excepted:
- * no fetch program can shift them down); rip only inside an address. */
-static const struct reg_name regs[] = {
-	{"rax", USC_REG_AX, 8}, {"eax", USC_REG_AX, 4}, {"ax", USC_REG_AX, 2}, {"al", USC_REG_AX, 1},
-	{"rbx", USC_REG_BX, 8}, {"ebx", USC_REG_BX, 4}, {"bx", USC_REG_BX, 2}, {"bl", USC_REG_BX, 1},
-	{"rcx", USC_REG_CX, 8}, {"ecx", USC_REG_CX, 4}, {"cx", USC_REG_CX, 2}, {"cl", USC_REG_CX, 1},
-	{"rdx", USC_REG_DX, 8}, {"edx", USC_REG_DX, 4}, {"dx", USC_REG_DX, 2}, {"dl", USC_REG_DX, 1},
-	{"rsi", USC_REG_SI, 8}, {"esi", USC_REG_SI, 4}, {"si", USC_REG_SI, 2}, {"sil", USC_REG_SI, 1},
-	{"rdi", USC_REG_DI, 8}, {"edi", USC_REG_DI, 4}, {"di", USC_REG_DI, 2}, {"dil", USC_REG_DI, 1},
-	{"rbp", USC_REG_BP, 8}, {"ebp", USC_REG_BP, 4}, {"bp", USC_REG_BP, 2}, {"bpl", USC_REG_BP, 1},
-	{"rsp", USC_REG_SP, 8}, {"esp", USC_REG_SP, 4}, {"sp", USC_REG_SP, 2}, {"spl", USC_REG_SP, 1},
-	{"r8", USC_REG_R8, 8}, {"r8d", USC_REG_R8, 4}, {"r8w", USC_REG_R8, 2}, {"r8b", USC_REG_R8, 1},
-	{"r9", USC_REG_R9, 8}, {"r9d", USC_REG_R9, 4}, {"r9w", USC_REG_R9, 2}, {"r9b", USC_REG_R9, 1},
-	{"r10", USC_REG_R10, 8}, {"r10d", USC_REG_R10, 4}, {"r10w", USC_REG_R10, 2}, {"r10b", USC_REG_R10, 1},
-	{"r11", USC_REG_R11, 8}, {"r11d", USC_REG_R11, 4}, {"r11w", USC_REG_R11, 2}, {"r11b", USC_REG_R11, 1},
-	{"r12", USC_REG_R12, 8}, {"r12d", USC_REG_R12, 4}, {"r12w", USC_REG_R12, 2}, {"r12b", USC_REG_R12, 1},
-	{"r13", USC_REG_R13, 8}, {"r13d", USC_REG_R13, 4}, {"r13w", USC_REG_R13, 2}, {"r13b", USC_REG_R13, 1},
-	{"r14", USC_REG_R14, 8}, {"r14d", USC_REG_R14, 4}, {"r14w", USC_REG_R14, 2}, {"r14b", USC_REG_R14, 1},
-	{"r15", USC_REG_R15, 8}, {"r15d", USC_REG_R15, 4}, {"r15w", USC_REG_R15, 2}, {"r15b", USC_REG_R15, 1},
-	{"rip", USC_REG_IP, 8},
-};
-
 /* The spec string and the cursor through it. */
 struct lex {
 	const char *s;
@@ -357,7 +329,7 @@ static int lex_signed(struct lex *lx, int64_t *out)
 }
 
 /* %REG at the cursor. */
-static int lex_reg(struct lex *lx, const struct reg_name **out)
+static int lex_reg(struct lex *lx, const struct fetch_reg_name **out)
 {
 	const char *s = lx->s;
 	size_t start = lx->i, i = start + 1, n;
@@ -367,12 +339,10 @@ static int lex_reg(struct lex *lx, const struct reg_name **out)
 	while (is_alnum(s[i]))
 		i++;
 	n = i - start - 1;
-	for (size_t k = 0; k < sizeof(regs) / sizeof(regs[0]); k++) {
-		if (strlen(regs[k].name) == n && !strncmp(regs[k].name, s + start + 1, n)) {
-			*out = &regs[k];
-			lx->i = i;
-			return 0;
-		}
+	*out = fetch_reg_lookup(s + start + 1, n);
+	if (*out) {
+		lx->i = i;
+		return 0;
 	}
 	if (n == 2 && strchr("abcd", s[start + 1]) && s[start + 2] == 'h')
 		return arg_fail(lx, start, "high-byte registers (%ah..%dh) are not supported");
@@ -380,7 +350,7 @@ static int lex_reg(struct lex *lx, const struct reg_name **out)
 }
 
 /* A register usable in an address: 64-bit, and rip only when allowed. */
-static int lex_addr_reg(struct lex *lx, bool is_index, const struct reg_name **out)
+static int lex_addr_reg(struct lex *lx, bool is_index, const struct fetch_reg_name **out)
 {
 	size_t start = lx->i;
 
@@ -405,13 +375,13 @@ static int parse_loc(struct lex *lx, unsigned size, struct usc_fetcharg *a)
 {
 	const char *s = lx->s;
 	size_t start = lx->i, sym_pos = 0, sym_len = 0;
-	const struct reg_name *base = NULL, *index = NULL;
+	const struct fetch_reg_name *base = NULL, *index = NULL;
 	int64_t disp = 0;
 	uint64_t scale = 1;
 	bool have_sym = false;
 
 	if (s[start] == '%') {				/* %reg */
-		const struct reg_name *r;
+		const struct fetch_reg_name *r;
 
 		if (lex_reg(lx, &r))
 			return -EINVAL;
