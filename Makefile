@@ -55,7 +55,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,build/san/tests/%,$(UNIT_SRCS))
 build/san/tests/%: tests/unit/%.c build/san/libuscope.a
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN_FLAGS) -Itests/unit -o $@ $< build/san/libuscope.a $(PKG_LIBS) -lcmocka
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN_FLAGS) -Itests/unit -MMD -MP -o $@ $< build/san/libuscope.a $(PKG_LIBS) -lcmocka
 
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))

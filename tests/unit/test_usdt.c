@@ -18,6 +18,7 @@
 
 #include "core/log.h"
 #include "elf/elf.h"
+#include "fixture.h"
 #include "usdt/usdt.h"
 
 static char tmpdir[256];
@@ -920,63 +921,18 @@ static void test_args_errors(void **state)
 
 /* ---- setup ------------------------------------------------------------ */
 
-static bool find_fixture_dir(void)
-{
-	char exe[PATH_MAX], *slash;
-	ssize_t n;
-	char cand[PATH_MAX];
-
-	/* from the repository root (make unit) */
-	snprintf(cand, sizeof(cand), "%s", __FILE__);
-	if ((slash = strrchr(cand, '/')))
-		*slash = 0;
-	else
-		snprintf(cand, sizeof(cand), ".");
-	snprintf(fxdir, sizeof(fxdir), "%s/fixtures/usdt", cand);
-	if (!access(fxdir, R_OK))
-		return true;
-	/* from build/san/tests/test_usdt */
-	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n < 0)
-		return false;
-	exe[n] = 0;
-	for (int i = 0; i < 4 && (slash = strrchr(exe, '/')); i++)
-		*slash = 0;
-	snprintf(fxdir, sizeof(fxdir), "%s/tests/unit/fixtures/usdt", exe);
-	return !access(fxdir, R_OK);
-}
-
 static int group_setup(void **state)
 {
-	char cmd[3 * PATH_MAX + 256];
-
 	(void)state;
-	if (!find_fixture_dir()) {
-		fprintf(stderr, "fixtures not found\n");
+	if (fixture_build("usdt", fxdir, sizeof(fxdir), tmpdir, sizeof(tmpdir)))
 		return -1;
-	}
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/uscope-test-usdt-XXXXXX");
-	if (!mkdtemp(tmpdir))
-		return -1;
-	snprintf(cmd, sizeof(cmd), "sh '%s/build.sh' '%s'", fxdir, tmpdir);
-	if (system(cmd) != 0) {
-		fprintf(stderr, "fixture build failed: %s\n", cmd);
-		return -1;
-	}
 	return 0;
 }
 
 static int group_teardown(void **state)
 {
-	char cmd[PATH_MAX + 16];
-
 	(void)state;
-	if (tmpdir[0]) {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-		if (system(cmd) != 0)
-			return -1;
-	}
-	return 0;
+	return fixture_remove(tmpdir);
 }
 
 int main(void)
