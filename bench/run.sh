@@ -61,6 +61,17 @@ print(f"  uscope -e tracefs       {ours:10.1f} ns/call  (+{ours-free:.0f} ns/hit
 print(f"  uscope / raw probe      {(ours-free)/(raw-free):10.2f}x per hit")
 PY
 
+echo "== return probe on bench_fn with its return value"
+rsite=$($US trace -q -o /dev/null 'r:bench_fn ret=$retval:s64' -- $T $N_PROBED | ns_of)
+uret=$($US trace -q -o /dev/null --uretprobe 'r:bench_fn ret=$retval:s64' -- $T $N_PROBED | ns_of)
+python3 - "$free" "$rsite" "$uret" <<'PY'
+import sys
+free, rsite, uret = map(float, sys.argv[1:])
+print(f"  uscope r: on the ret instruction   {rsite:10.1f} ns/call  (+{rsite-free:.0f} ns/hit)")
+print(f"  uscope --uretprobe (kernel swap)   {uret:10.1f} ns/call  (+{uret-free:.0f} ns/hit)")
+print(f"  return site / uretprobe            {(rsite-free)/(uret-free):10.2f}x per hit")
+PY
+
 echo "== highest event rate kept without loss (2 threads)"
 best=""
 for r in 0 400000 200000 100000 50000 25000; do
