@@ -25,6 +25,8 @@
 struct elf_priv {
 	const unsigned char *map;	/* the whole file, read-only */
 	size_t mapsz;
+	int fd;				/* kept open for elf, for section lookups */
+	Elf *elf;
 	const struct elf_sym **byaddr;	/* syms sorted by vaddr, then name */
 	uint64_t maxsize;		/* largest st_size, bounds elf_func_at */
 };
@@ -543,6 +545,10 @@ void elf_close(struct elf_file *ef)
 	free(ef->rpath);
 	free(ef->interp);
 	if (p) {
+		if (p->elf)
+			elf_end(p->elf);
+		if (p->fd >= 0)
+			close(p->fd);
 		if (p->map)
 			munmap((void *)p->map, p->mapsz);
 		free(p->byaddr);
@@ -785,6 +791,7 @@ int elf_open(const char *path, struct elf_file **out)
 		return -ENOMEM;
 	}
 	ef->priv = p;
+	p->fd = -1;
 	p->mapsz = (size_t)st.st_size;
 	p->map = mmap(NULL, p->mapsz, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (p->map == MAP_FAILED) {
@@ -803,8 +810,8 @@ int elf_open(const char *path, struct elf_file **out)
 		return -ENOEXEC;
 	}
 	err = index_elf(ef, elf);
-	elf_end(elf);
-	close(fd);
+	p->elf = elf;
+	p->fd = fd;
 	if (err) {
 		elf_close(ef);
 		return err;
@@ -1166,85 +1173,35 @@ size_t elf_func_suggest(const struct elf_file *ef, const char *name,
 /* ---- raw section headers ---------------------------------------------- */
 
 /* Section header i, bounds-checked against the mapped file. */
-static bool shdr_get(const struct elf_priv *p, uint64_t shoff, uint64_t i, Elf64_Shdr *out)
-{
-	const void *r;
-
-	if (i > (UINT64_MAX - shoff) / sizeof(Elf64_Shdr))
-		return false;
-	r = raw_at(p, shoff + i * sizeof(Elf64_Shdr), sizeof(Elf64_Shdr));
-	if (!r)
-		return false;
-	memcpy(out, r, sizeof(*out));
-	return true;
-}
-
-/* The section header table: offset, count, and the section-name string
- * table's header (extended numbering handled). false when there is none. */
-static bool shdr_table(const struct elf_priv *p, uint64_t *shoff, uint64_t *shnum,
-		       Elf64_Shdr *shstr)
-{
-	Elf64_Ehdr eh;
-	Elf64_Shdr sh0;
-	uint64_t strndx;
-	const void *r = raw_at(p, 0, sizeof(eh));
-
-	if (!r)
-		return false;
-	memcpy(&eh, r, sizeof(eh));
-	if (!eh.e_shoff || eh.e_shentsize != sizeof(Elf64_Shdr))
-		return false;
-	*shoff = eh.e_shoff;
-	*shnum = eh.e_shnum;
-	strndx = eh.e_shstrndx;
-	if (*shnum == 0 || strndx == SHN_XINDEX) {
-		if (!shdr_get(p, *shoff, 0, &sh0))
-			return false;
-		if (*shnum == 0)
-			*shnum = sh0.sh_size;
-		if (strndx == SHN_XINDEX)
-			strndx = sh0.sh_link;
-	}
-	if (*shnum == 0 || strndx == SHN_UNDEF || strndx >= *shnum)
-		return false;
-	return shdr_get(p, *shoff, strndx, shstr) && shstr->sh_type != SHT_NOBITS &&
-	       raw_at(p, shstr->sh_offset, shstr->sh_size);
-}
-
 int elf_section_data(const struct elf_file *ef, const char *name, const void **data,
 		     size_t *len, uint64_t *addr)
 {
-	const struct elf_priv *p = ef->priv;
-	uint64_t shoff, shnum, nlen = strlen(name);
-	Elf64_Shdr shstr;
+	Elf *elf = ((const struct elf_priv *)ef->priv)->elf;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
 
-	if (!shdr_table(p, &shoff, &shnum, &shstr))
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx))
 		return -ENOENT;
-	for (uint64_t i = 1; i < shnum; i++) {
-		Elf64_Shdr sh;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
 		const char *nm;
-		const void *bytes = NULL;
+		Elf_Data *d = NULL;
 
-		if (!shdr_get(p, shoff, i, &sh))
-			break;
-		if (sh.sh_name >= shstr.sh_size || nlen >= shstr.sh_size - sh.sh_name)
-			continue;
-		nm = raw_str(p, shstr.sh_offset + sh.sh_name,
-			     shstr.sh_offset + shstr.sh_size);
-		if (!nm || strcmp(nm, name))
+		if (!gelf_getshdr(scn, &sh) || !(nm = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+		    strcmp(nm, name))
 			continue;
 		if (sh.sh_type != SHT_NOBITS && sh.sh_size) {
-			bytes = raw_at(p, sh.sh_offset, sh.sh_size);
-			if (!bytes || sh.sh_size > SIZE_MAX) {
-				log_error("%s: section %s runs past the end of the file",
-					  ef->path, name);
+			d = elf_rawdata(scn, NULL);
+			if (!d || d->d_size != sh.sh_size) {
+				log_error("%s: section %s runs past the end of the file", ef->path,
+					  name);
 				return -EIO;
 			}
 		}
 		if (data)
-			*data = bytes;
+			*data = d ? d->d_buf : NULL;
 		if (len)
-			*len = bytes ? (size_t)sh.sh_size : 0;
+			*len = d ? d->d_size : 0;
 		if (addr)
 			*addr = sh.sh_addr;
 		return 0;
@@ -1270,47 +1227,38 @@ static int bind_rank(int bind)
 
 int elf_symbol_vaddr(const struct elf_file *ef, const char *name, uint64_t *vaddr)
 {
-	const struct elf_priv *p = ef->priv;
-	uint64_t shoff, shnum, best = 0;
+	Elf *elf = ((const struct elf_priv *)ef->priv)->elf;
+	Elf_Scn *scn = NULL;
+	uint64_t best = 0;
 	int best_rank = 4;
-	Elf64_Shdr shstr;
 
 	if (!*name)
 		return -ENOENT;
-	if (shdr_table(p, &shoff, &shnum, &shstr)) {
-		for (uint64_t i = 1; i < shnum; i++) {
-			Elf64_Shdr sh, strsh;
-			uint64_t nsyms;
+	while (elf && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
 
-			if (!shdr_get(p, shoff, i, &sh))
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
+		    !sh.sh_entsize || !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t k = 1; k < sh.sh_size / sh.sh_entsize; k++) {
+			GElf_Sym sym;
+			const char *nm;
+			int type, rank;
+
+			if (!gelf_getsym(d, (int)k, &sym))
 				break;
-			if ((sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
-			    sh.sh_entsize != sizeof(Elf64_Sym) ||
-			    !shdr_get(p, shoff, sh.sh_link, &strsh) ||
-			    strsh.sh_type == SHT_NOBITS || !raw_at(p, strsh.sh_offset, strsh.sh_size) ||
-			    !raw_at(p, sh.sh_offset, sh.sh_size))
+			type = GELF_ST_TYPE(sym.st_info);
+			if (sym.st_shndx == SHN_UNDEF || sym.st_shndx == SHN_COMMON ||
+			    type == STT_SECTION || type == STT_FILE || type == STT_TLS)
 				continue;
-			nsyms = sh.sh_size / sizeof(Elf64_Sym);
-			for (uint64_t k = 1; k < nsyms; k++) {
-				Elf64_Sym sym;
-				const char *nm;
-				int type, rank;
-
-				memcpy(&sym, p->map + sh.sh_offset + k * sizeof(sym), sizeof(sym));
-				type = ELF64_ST_TYPE(sym.st_info);
-				if (sym.st_shndx == SHN_UNDEF || sym.st_shndx == SHN_COMMON ||
-				    type == STT_SECTION || type == STT_FILE || type == STT_TLS ||
-				    sym.st_name >= strsh.sh_size)
-					continue;
-				nm = raw_str(p, strsh.sh_offset + sym.st_name,
-					     strsh.sh_offset + strsh.sh_size);
-				if (!nm || strcmp(nm, name))
-					continue;
-				rank = bind_rank(ELF64_ST_BIND(sym.st_info));
-				if (rank < best_rank) {
-					best_rank = rank;
-					best = sym.st_value;
-				}
+			nm = elf_strptr(elf, sh.sh_link, sym.st_name);
+			if (!nm || strcmp(nm, name))
+				continue;
+			rank = bind_rank(GELF_ST_BIND(sym.st_info));
+			if (rank < best_rank) {
+				best_rank = rank;
+				best = sym.st_value;
 			}
 		}
 	}
