@@ -300,7 +300,7 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 			  (unsigned long long)vaddr, path);
 		return -EINVAL;
 	}
-	if (fn && (fn->flags & ELF_SYM_IFUNC))
+	if (fn && (fn->flags & ELF_SYM_IFUNC) && !spec->is_glob)
 		log_warn("%s: %s is an IFUNC: the probe is on its resolver, which runs when the "
 			 "symbol is bound, not on the implementation it selects", spec->text,
 			 fn->name);
@@ -610,6 +610,21 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 				  path);
 			ret = -ENOENT;
 		}
+		/* one line for every IFUNC the glob matched */
+		char ifuncs[256] = "";
+		size_t nif = 0, used = 0;
+
+		for (ssize_t i = 0; i < n; i++) {
+			if (!(m[i]->flags & ELF_SYM_IFUNC))
+				continue;
+			if (nif++ < 6 && used < sizeof(ifuncs))
+				used += (size_t)snprintf(ifuncs + used, sizeof(ifuncs) - used, "%s%s",
+							 nif > 1 ? ", " : "", m[i]->name);
+		}
+		if (nif)
+			log_warn("%s: %zu of the matches are IFUNCs (%s%s): their probes are on the "
+				 "resolvers, which run when the symbols are bound", spec->text, nif,
+				 ifuncs, nif > 6 ? ", ..." : "");
 		for (ssize_t i = 0; i < n && !ret; i++) {
 			if (spec->has_offset && spec->offset >= m[i]->size)
 				continue;	/* too short for the offset */
