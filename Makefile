@@ -8,7 +8,7 @@
 VERSION  := 0.1.0
 PREFIX   ?= /usr/local
 CC       ?= cc
-PKGS     := libtracefs libtraceevent libelf libdw
+PKGS     := libtracefs libtraceevent libelf libdw libbpf
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lZydis
 WERROR   ?= $(if $(CI),-Werror,)
@@ -17,7 +17,7 @@ BASE_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -I. $(PKG_CFLAGS) \
 	-DUSC_VERSION='"$(VERSION)"' -D_GNU_SOURCE
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-LIB_SRCS := $(shell find src -name '*.c' | sort)
+LIB_SRCS := $(shell find src -name '*.c' ! -name '*.bpf.c' | sort)
 CLI_SRCS := $(wildcard cli/*.c)
 
 # Two builds of the same sources: build/rel (what users run) and build/san
@@ -31,6 +31,16 @@ SAN_LIB_OBJS := $(call objs,build/san,$(LIB_SRCS))
 SAN_CLI_OBJS := $(call objs,build/san,$(CLI_SRCS))
 
 all: uscope
+
+# The bpf engine's kernel program, compiled at build time (no compiler is
+# needed at run time) and embedded as a libbpf skeleton.
+build/bpf/uscope.bpf.o: src/engine/bpf/uscope.bpf.c src/engine/bpf/bpf_shared.h src/probe/fetch.h
+	@mkdir -p $(dir $@)
+	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu -Isrc -c $< -o $@
+build/bpf/uscope.skel.h: build/bpf/uscope.bpf.o
+	bpftool gen skeleton $< name uscope_bpf > $@.tmp && mv $@.tmp $@
+build/rel/src/engine/bpf/bpf.o build/san/src/engine/bpf/bpf.o: build/bpf/uscope.skel.h
+BASE_CFLAGS += -Ibuild/bpf
 
 build/rel/%.o: %.c
 	@mkdir -p $(dir $@)

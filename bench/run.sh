@@ -37,6 +37,7 @@ PY
 echo "== per-hit cost, entry probe on bench_fn recording 2 integer arguments"
 free=$($T $N_FREE | ns_of)
 ours=$($US trace -q -o /dev/null 'bench_fn a=%di:s64 b=%si:s64' -- $T $N_PROBED | ns_of)
+bpf=$($US trace -q -e bpf -o /dev/null 'bench_fn a=%di:s64 b=%si:s64' -- $T $N_PROBED | ns_of)
 
 # The same probe by hand, in an instance of its own, nobody reading.
 raw_inst=$TFS/instances/uscope_bench_raw_$$
@@ -52,13 +53,14 @@ echo 1 > $raw_inst/events/uscope_bench_raw/raw/enable
 raw=$($T $N_PROBED | ns_of)
 cleanup; trap - EXIT
 
-python3 - "$free" "$ours" "$raw" <<'PY'
+python3 - "$free" "$ours" "$raw" "$bpf" <<'PY'
 import sys
-free, ours, raw = map(float, sys.argv[1:])
+free, ours, raw, bpf = map(float, sys.argv[1:])
 print(f"  unprobed call           {free:10.1f} ns/call")
 print(f"  raw uprobe_events probe {raw:10.1f} ns/call  (+{raw-free:.0f} ns/hit, {raw/free:.0f}x the call)")
 print(f"  uscope -e tracefs       {ours:10.1f} ns/call  (+{ours-free:.0f} ns/hit, {ours/free:.0f}x the call)")
-print(f"  uscope / raw probe      {(ours-free)/(raw-free):10.2f}x per hit")
+print(f"  uscope -e bpf           {bpf:10.1f} ns/call  (+{bpf-free:.0f} ns/hit, {bpf/free:.0f}x the call)")
+print(f"  uscope / raw probe      {(ours-free)/(raw-free):10.2f}x per hit (tracefs), {(bpf-free)/(raw-free):.2f}x (bpf)")
 PY
 
 echo "== return probe on bench_fn with its return value"

@@ -123,6 +123,8 @@ int cli_run_session(const struct cli_run *run, struct usc_probe_spec *specs, siz
 	if (resolve_probes(&s.target, s.specs, s.nspecs, run->uretprobe ? RESOLVE_URETPROBE : 0,
 			   &s.sites, &s.nsites))
 		goto out_free;
+	if (!ops)
+		ops = engine_choose(&s);
 
 	/* From here on, every way out goes through cleanup: the signals that
 	 * end a session are read from a signalfd, never acted on

@@ -7,14 +7,13 @@
 
 static const struct usc_engine_ops *const engines[] = {
 	&tracefs_engine_ops,
+	&bpf_engine_ops,
 };
 
 int engine_lookup(const char *name, const struct usc_engine_ops **out)
 {
-	/* auto: the only engine so far is the kernel's. Engines added later
-	 * (inject, bpf) are ranked here. */
-	if (!strcmp(name, "auto")) {
-		*out = engines[0];
+	if (!strcmp(name, "auto")) {	/* decided once the sites are known */
+		*out = NULL;
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(engines) / sizeof(engines[0]); i++) {
@@ -23,6 +22,23 @@ int engine_lookup(const char *name, const struct usc_engine_ops **out)
 			return 0;
 		}
 	}
-	log_error("unknown engine '%s' (available: auto, tracefs)", name);
+	log_error("unknown engine '%s' (available: auto, tracefs, bpf)", name);
 	return -ENOENT;
+}
+
+/* auto: the kernel's uprobe_events, the most proven path, unless a site
+ * needs what its fetch arguments cannot compute (two registers added, a
+ * USDT base+index operand): then the bpf engine, which interprets the
+ * fetch program itself. */
+const struct usc_engine_ops *engine_choose(const struct usc_session *s)
+{
+	for (size_t i = 0; i < s->nsites; i++)
+		for (unsigned a = 0; a < s->sites[i].nargs; a++)
+			for (unsigned k = 0; k < s->sites[i].args[a].ninsn; k++)
+				if (s->sites[i].args[a].insn[k].op == FOP_ADD_REG) {
+					log_info("%s: using the bpf engine: uprobe_events cannot "
+						 "add two registers", s->sites[i].label);
+					return &bpf_engine_ops;
+				}
+	return &tracefs_engine_ops;
 }

@@ -98,8 +98,11 @@ struct usc_session {
 #endif
 
 extern const struct usc_engine_ops tracefs_engine_ops;
+extern const struct usc_engine_ops bpf_engine_ops;
 
-/* Pick an engine by name ("auto", "tracefs"). -ENOENT for an unknown name. */
+/* Pick an engine by name ("auto", "tracefs", "bpf"). -ENOENT for an unknown
+ * name. "auto" gives NULL: the choice waits for the sites (engine_choose). */
 int engine_lookup(const char *name, const struct usc_engine_ops **out);
+const struct usc_engine_ops *engine_choose(const struct usc_session *s);
 
 #endif

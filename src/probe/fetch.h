@@ -17,8 +17,18 @@
 #ifndef USC_PROBE_FETCH_H
 #define USC_PROBE_FETCH_H
 
+#ifdef __bpf__
+/* the bpf engine's kernel program includes this for the enums: no libc */
+#include <linux/types.h>
+typedef __u8 uint8_t;
+typedef __u32 uint32_t;
+typedef __s64 int64_t;
+typedef __u64 uint64_t;
+typedef __SIZE_TYPE__ size_t;
+#else
 #include <stddef.h>
 #include <stdint.h>
+#endif
 
 enum fetch_op {
 	FOP_END = 0,
