@@ -46,6 +46,10 @@ enum fetch_op {
 	FOP_ARG,	/* imm = N: the probe's N-th argument. A placeholder the
 			 * parser emits for $argN; binding replaces it with the
 			 * SysV register, or the USDT argument's program */
+	FOP_VAR,	/* a C expression on DWARF variables (r->path), at
+			 * imm = pos | len << 32 in the probe text. A placeholder:
+			 * binding lowers it from the debug info at the site */
+	FOP_PARAMS,	/* $params: every parameter; binding expands it */
 	/* index stage (after the load) */
 	FOP_ADD_REG,	/* val += reg * size (a USDT SIB operand's index) */
 	/* dereference stage */

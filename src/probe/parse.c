@@ -158,6 +158,38 @@ static int parse_expr(const char *text, size_t *p, size_t end, bool is_return,
 	if (i >= end)
 		return fail(err, USC_PERR_BAD_FETCHARG, i);
 
+	if (isalpha((unsigned char)s[i]) || s[i] == '_' || (s[i] == '*' && depth == 0)) {
+		/* a C expression on debug-info variables: [*]NAME{->F|.F|[N]} */
+		size_t j = i + (s[i] == '*');
+
+		if (!(isalpha((unsigned char)s[j]) || s[j] == '_'))
+			return fail(err, USC_PERR_BAD_VAR_EXPR, j);
+		while (j < end && s[j] != ':') {
+			if (is_ident((unsigned char)s[j])) {
+				j++;
+			} else if (s[j] == '.' && j + 1 < end && is_ident_start((unsigned char)s[j + 1])) {
+				j++;
+			} else if (s[j] == '-' && j + 2 < end && s[j + 1] == '>' &&
+				   is_ident_start((unsigned char)s[j + 2])) {
+				j += 2;
+			} else if (s[j] == '[') {
+				size_t k = j + 1;
+
+				while (k < end && isalnum((unsigned char)s[k]))
+					k++;
+				if (k == j + 1 || k >= end || s[k] != ']')
+					return fail(err, USC_PERR_BAD_VAR_EXPR, j);
+				j = k + 1;
+			} else {
+				return fail(err, USC_PERR_BAD_VAR_EXPR, j);
+			}
+		}
+		ex->load.op = FOP_VAR;
+		ex->load.imm = (int64_t)((uint64_t)i | (uint64_t)(j - i) << 32);
+		ex->reg_width = 8;
+		*p = j;
+		return 0;
+	}
 	if (s[i] == '%') {
 		size_t j = i + 1;
 		const struct fetch_reg_name *ra;
@@ -201,6 +233,10 @@ static int parse_expr(const char *text, size_t *p, size_t end, bool is_return,
 			ex->load.imm = (int64_t)num;
 		} else if (n == 4 && !strncmp(v, "comm", 4)) {
 			ex->load.op = FOP_COMM;
+		} else if (n == 6 && !strncmp(v, "params", 6)) {
+			if (depth)
+				return fail(err, USC_PERR_PARAMS_ALONE, i);
+			ex->load.op = FOP_PARAMS;
 		} else {
 			return fail(err, USC_PERR_BAD_VAR, i);
 		}
@@ -294,6 +330,15 @@ static int parse_fetcharg(const char *text, size_t start, size_t end, bool is_re
 
 	if (parse_expr(text, &p, end, is_return, max_arg, &ex, 0, err))
 		return -EINVAL;
+	if (ex.load.op == FOP_PARAMS) {
+		if (arg->named || p != end)
+			return fail(err, USC_PERR_PARAMS_ALONE, arg->named ? start : p);
+		snprintf(arg->name, sizeof(arg->name), "params");
+		arg->insn[0] = ex.load;
+		arg->insn[1] = (struct fetch_insn){.op = FOP_END};
+		arg->ninsn = 2;
+		return 0;
+	}
 
 	/* :TYPE */
 	if (p < end && text[p] == ':') {
@@ -371,8 +416,10 @@ static bool tok_is_fetcharg(const char *s, struct tok t)
 	}
 	if (c == '$' || c == '@' || c == '+' || c == '-')
 		return true;
+	/* NAME=, or a C expression through a pointer (r->f). A leading '*' or a
+	 * '[' could start a glob, so such a token is a location. */
 	for (size_t i = t.start; i < t.end; i++)
-		if (s[i] == '=')
+		if (s[i] == '=' || (s[i] == '-' && i + 1 < t.end && s[i + 1] == '>'))
 			return true;
 	return false;
 }
@@ -584,8 +631,26 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 		if (parse_fetcharg(text, t.start, t.end, spec->is_return,
 				   spec->loc_kind == USC_LOC_USDT ? 12 : 6, a, err))
 			return -EINVAL;
-		if (!a->named)
+		if (!a->named && a->insn[0].op == FOP_VAR) {
+			/* r->next->id is named r_next_id */
+			size_t vp = (size_t)(a->insn[0].imm & 0xffffffff), vl = (size_t)(a->insn[0].imm >> 32), o = 0;
+
+			for (size_t q = vp; q < vp + vl && o + 1 < sizeof(a->name); q++) {
+				char ch = text[q];
+
+				if (is_ident((unsigned char)ch))
+					a->name[o++] = ch;
+				else if (o && a->name[o - 1] != '_' && ch != ']')
+					a->name[o++] = '_';
+			}
+			while (o && a->name[o - 1] == '_')
+				o--;
+			a->name[o] = 0;
+			if (!arg_name_ok(a->name, o))	/* "_", a reserved prefix */
+				snprintf(a->name, sizeof(a->name), "arg%u", spec->nargs + 1);
+		} else if (!a->named && a->insn[0].op != FOP_PARAMS) {
 			snprintf(a->name, sizeof(a->name), "arg%u", spec->nargs + 1);
+		}
 		for (unsigned k = 0; k < spec->nargs; k++)
 			if (!strcmp(spec->args[k].name, a->name))
 				return fail(err, USC_PERR_DUP_ARG_NAME, t.start);

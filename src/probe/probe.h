@@ -49,7 +49,9 @@
 	X(BAD_BITFIELD, "expected a bitfield b<width>@<offset>/<container size 8|16|32|64>") \
 	X(COMM_TYPE, "$comm is a string; only :string fits it")                \
 	X(STRING_OF_STRING, "this expression is already a string")             \
-	X(BAD_SPACE, "expected a space between fetch arguments")
+	X(BAD_SPACE, "expected a space between fetch arguments")                \
+	X(BAD_VAR_EXPR, "expected a variable, then ->field, .field or [N]")   \
+	X(PARAMS_ALONE, "$params stands alone: no name, type or dereference")
 
 enum usc_parse_err {
 #define X(id, msg) USC_PERR_##id,

@@ -88,6 +88,16 @@ int fetch_render(const struct usc_fetcharg *arg, const struct fetch_syntax *syn,
 				return -ENOTSUP;	/* unbound */
 			snprintf(expr, sizeof(expr), "$arg%lld", off);
 			break;
+		case FOP_VAR:		/* unbound: where the C expression stands */
+			if (!syn->has_arg)
+				return -ENOTSUP;
+			snprintf(expr, sizeof(expr), "$var@%lld:%lld", off & 0xffffffff, off >> 32);
+			break;
+		case FOP_PARAMS:
+			if (!syn->has_arg)
+				return -ENOTSUP;
+			snprintf(expr, sizeof(expr), "$params");
+			break;
 		case FOP_ADD_REG:
 			return -ENOTSUP;	/* neither syntax adds two registers */
 		case FOP_DEREF:

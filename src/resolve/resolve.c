@@ -12,6 +12,7 @@
 
 #include "core/log.h"
 #include "elf/elf.h"
+#include "dwarf/dwarf.h"
 #include "elf/modules.h"
 #include "usdt/usdt.h"
 #include "x86/insn.h"
@@ -51,6 +52,51 @@ static int cached_elf(const char *path, struct elf_file **out)
 	elf_cache_n++;
 	*out = ef;
 	return ret;
+}
+
+/* ---- debug info, by path ------------------------------------------------- */
+
+struct dwarf_cache_ent {
+	char *path;
+	struct dwarf_module *m;
+	int err;
+};
+static struct dwarf_cache_ent *dw_cache;
+static size_t dw_cache_n;
+
+static int cached_dwarf(const char *path, struct dwarf_module **out)
+{
+	struct dwarf_cache_ent *n;
+
+	for (size_t i = 0; i < dw_cache_n; i++) {
+		if (!strcmp(dw_cache[i].path, path)) {
+			*out = dw_cache[i].m;
+			return dw_cache[i].err;
+		}
+	}
+	n = realloc(dw_cache, (dw_cache_n + 1) * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	dw_cache = n;
+	n = &dw_cache[dw_cache_n];
+	n->m = NULL;
+	n->err = dwarf_open(path, &n->m);
+	n->path = strdup(path);
+	if (!n->path) {
+		dwarf_close(n->m);
+		return -ENOMEM;
+	}
+	dw_cache_n++;
+	*out = n->m;
+	return n->err;
+}
+
+static bool spec_needs_dwarf(const struct usc_probe_spec *spec)
+{
+	for (unsigned i = 0; i < spec->nargs; i++)
+		if (spec->args[i].insn[0].op == FOP_VAR || spec->args[i].insn[0].op == FOP_PARAMS)
+			return true;
+	return false;
 }
 
 /* ---- the target ---------------------------------------------------------- */
@@ -258,7 +304,8 @@ static int check_boundary(const struct elf_file *ef, const struct elf_sym *fn, u
 	return ret;
 }
 
-static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt);
+static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt,
+		     struct dwarf_module *dm);
 
 struct site_vec {
 	struct usc_site *v;
@@ -287,6 +334,7 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 		    const char *path, const struct elf_file *ef, const struct elf_sym *fn,
 		    uint64_t vaddr, unsigned site_flags)
 {
+	struct dwarf_module *dm = NULL;
 	struct usc_site *s;
 	uint64_t off;
 
@@ -299,6 +347,32 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 		log_error("%s: address 0x%llx has no file offset in %s", spec->text,
 			  (unsigned long long)vaddr, path);
 		return -EINVAL;
+	}
+	if (spec_needs_dwarf(spec)) {
+		int err;
+
+		if (spec->is_return || site_flags) {
+			log_error("%s: variables by name are not readable at a return; use $retval",
+				  spec->text);
+			return -EINVAL;
+		}
+		err = cached_dwarf(path, &dm);
+		if (err == -ENODATA) {
+			log_error("%s: %s has no debug info (DWARF) to find variables by name in: "
+				  "build it with -g, or install its separate debug file", spec->text,
+				  path);
+			return err;
+		}
+		if (err) {
+			log_error("%s: cannot read the debug info of %s: %s", spec->text, path,
+				  strerror(-err));
+			return err;
+		}
+		/* at a function's entry its parameters are not home yet: probe
+		 * after the prologue, as perf probe does */
+		if (fn && vaddr == fn->vaddr && dwarf_after_prologue(dm, fn->vaddr, &vaddr) == 0 &&
+		    elf_vaddr_to_offset(ef, vaddr, &off))
+			return -EINVAL;
 	}
 	if (fn && (fn->flags & ELF_SYM_IFUNC) && !spec->is_glob)
 		log_warn("%s: %s is an IFUNC: the probe is on its resolver, which runs when the "
@@ -322,52 +396,104 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 	if (s->ret_site)	/* every return site of one function shows as one */
 		snprintf(s->label, sizeof(s->label), "%s%s", spec->event_given ? spec->event : fn->name,
 			 spec->event_given ? "" : "__return");
-	return bind_site(s, NULL, 0);
+	return bind_site(s, NULL, 0, dm);
 }
 
 /* Bind the probe's arguments to a site: $argN becomes a register (a
  * function) or the USDT argument's program. A USDT probe with no FETCHARG
  * records all of its arguments. */
-static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt)
+static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt,
+		     struct dwarf_module *dm)
 {
 	const struct usc_probe_spec *spec = site->spec;
-	unsigned n = spec->nargs ? spec->nargs : (usdt ? nusdt : 0);
+	unsigned n = spec->nargs ? USC_MAX_ARGS : (usdt ? nusdt : 0), out = 0;
 
 	site->args = calloc(n ? n : 1, sizeof(*site->args));
 	if (!site->args)
 		return -ENOMEM;
-	site->nargs = n;
 	if (!spec->nargs) {
 		if (n)
 			memcpy(site->args, usdt, n * sizeof(*usdt));
+		site->nargs = n;
 		return 0;
 	}
-	for (unsigned i = 0; i < n; i++) {
-		int ret = probe_bind_arg(&spec->args[i], usdt, nusdt, &site->args[i]);
+	for (unsigned i = 0; i < spec->nargs; i++) {
+		const struct usc_fetcharg *in = &spec->args[i];
+		struct usc_fetcharg low = {0}, copy;
+		int ret;
 
-		/* At a return site $retval is %rax; at a tail call the callee
-		 * has not computed it yet. */
-		if (!ret && site->ret_site && site->args[i].insn[0].op == FOP_RETVAL) {
-			site->args[i].insn[0] = (struct fetch_insn){.op = FOP_REG, .reg = USC_REG_AX};
-			if (site->tail_call) {
-				site->args[i].insn[0] = (struct fetch_insn){.op = FOP_IMM};
-				site->args[i].unavailable = true;
-			}
+		if (out >= USC_MAX_ARGS) {
+			log_error("%s: more than %d arguments", spec->text, USC_MAX_ARGS);
+			return -E2BIG;
 		}
+		if ((in->insn[0].op == FOP_PARAMS || in->insn[0].op == FOP_VAR) && !dm) {
+			log_error("%s: %.*s: variables by name work on function and address "
+				  "probes, not here", spec->text, (int)in->len, spec->text + in->pos);
+			return -EINVAL;
+		}
+		if (in->insn[0].op == FOP_PARAMS) {
+			/* every parameter, named after it */
+			ret = dwarf_params(dm, site->vaddr, &site->args[out], USC_MAX_ARGS - out);
+			if (ret < 0) {
+				log_error("%s: $params: %s", spec->text,
+					  ret == -ENOSPC ? "too many parameters" :
+					  "no function with debug info at the probe");
+				return ret;
+			}
+			out += (unsigned)ret;
+			continue;
+		}
+		if (in->insn[0].op == FOP_VAR) {
+			/* the C expression, lowered from the debug info at the
+			 * site, then the user's :TYPE as on a USDT argument */
+			struct dwarf_error derr = {0};
+			size_t vp = (size_t)(in->insn[0].imm & 0xffffffff);
+			size_t vl = (size_t)(in->insn[0].imm >> 32);
 
+			ret = dwarf_lower_expr(dm, site->vaddr, spec->text + vp, vl, &low, &derr);
+			if (ret) {
+				log_error("%s: %.*s: %s", spec->text, (int)vl, spec->text + vp,
+					  derr.msg[0] ? derr.msg : strerror(-ret));
+				return ret;
+			}
+			copy = *in;
+			copy.insn[0] = (struct fetch_insn){.op = FOP_ARG, .imm = 1};
+			ret = probe_bind_arg(&copy, &low, 1, &site->args[out]);
+			site->args[out].unavailable = low.unavailable;
+		} else {
+			ret = probe_bind_arg(in, usdt, nusdt, &site->args[out]);
+		}
 		if (ret == -ERANGE) {
-			log_error("%s: %.*s: %s has %u argument%s", spec->text,
-				  (int)spec->args[i].len, spec->text + spec->args[i].pos,
-				  site->label[0] ? site->label : "the probe", nusdt,
+			log_error("%s: %.*s: %s has %u argument%s", spec->text, (int)in->len,
+				  spec->text + in->pos, site->label[0] ? site->label : "the probe", nusdt,
 				  nusdt == 1 ? "" : "s");
 			return ret;
 		}
 		if (ret) {
 			log_error("%s: %.*s: the argument's program is too long", spec->text,
-				  (int)spec->args[i].len, spec->text + spec->args[i].pos);
+				  (int)in->len, spec->text + in->pos);
 			return ret;
 		}
+		/* At a return site $retval is %rax; at a tail call the callee
+		 * has not computed it yet. */
+		if (site->ret_site && site->args[out].insn[0].op == FOP_RETVAL) {
+			site->args[out].insn[0] = (struct fetch_insn){.op = FOP_REG, .reg = USC_REG_AX};
+			if (site->tail_call) {
+				site->args[out].insn[0] = (struct fetch_insn){.op = FOP_IMM};
+				site->args[out].unavailable = true;
+			}
+		}
+		out++;
 	}
+	/* names must stay unique once $params has added its own */
+	for (unsigned i = 0; i < out; i++)
+		for (unsigned k = 0; k < i; k++)
+			if (!strcmp(site->args[i].name, site->args[k].name)) {
+				log_error("%s: two arguments are named '%s'", spec->text,
+					  site->args[i].name);
+				return -EINVAL;
+			}
+	site->nargs = out;
 	return 0;
 }
 
@@ -435,7 +561,7 @@ static int resolve_usdt(const struct usc_probe_spec *spec, unsigned idx, const c
 			ret = -ENOMEM;
 			break;
 		}
-		ret = bind_site(s, uargs, nu);
+		ret = bind_site(s, uargs, nu, NULL);
 	}
 	if (!ret && matched == 0) {
 		char list[512] = "";
@@ -789,6 +915,13 @@ void resolve_symbolize(pid_t pid, uint64_t addr, char *buf, size_t len)
 
 void resolve_cache_free(void)
 {
+	for (size_t i = 0; i < dw_cache_n; i++) {
+		dwarf_close(dw_cache[i].m);
+		free(dw_cache[i].path);
+	}
+	free(dw_cache);
+	dw_cache = NULL;
+	dw_cache_n = 0;
 	for (size_t i = 0; i < elf_cache_n; i++) {
 		elf_close(elf_cache[i].ef);
 		free(elf_cache[i].path);

@@ -41,7 +41,9 @@ static int is_identifier(const char *s, size_t max)
 
 static int is_load(uint8_t op)
 {
-	return (op >= FOP_REG && op <= FOP_FOFFS) || op == FOP_ARG;  /* the parser never emits FOP_VADDR */
+	/* the parser never emits FOP_VADDR */
+	return (op >= FOP_REG && op <= FOP_FOFFS) || op == FOP_ARG || op == FOP_VAR ||
+	       op == FOP_PARAMS;
 }
 
 static int is_store(uint8_t op)
@@ -75,6 +77,13 @@ static void check_arg(const struct usc_fetcharg *a, size_t len)
 		CHECK(n == 2);
 		return;
 	}
+	if (in[i].op == FOP_PARAMS) {	/* expanded at the site */
+		CHECK(n == 2 && !a->named);
+		return;
+	}
+	if (in[i].op == FOP_VAR)	/* the expression lies inside the argument */
+		CHECK((in[i].imm & 0xffffffff) >= a->pos &&
+		      (in[i].imm & 0xffffffff) + (in[i].imm >> 32) <= (int64_t)a->pos + a->len);
 	i++;
 	/* dereferences */
 	while (in[i].op == FOP_DEREF)

@@ -384,7 +384,14 @@ static const struct icase invalid_cases[] = {
 	{"08", USC_PERR_BAD_NUMBER, 0},
 	{"18446744073709551616", USC_PERR_BAD_NUMBER, 0},
 	/* fetchargs */
-	{"foo bar", USC_PERR_BAD_FETCHARG, 4},
+	{"foo #bar", USC_PERR_BAD_FETCHARG, 4},
+	{"main r->", USC_PERR_BAD_VAR_EXPR, 6},
+	{"main r-x", USC_PERR_BAD_VAR_EXPR, 6},
+	{"main a[", USC_PERR_BAD_VAR_EXPR, 6},
+	{"main *9", USC_PERR_BAD_VAR_EXPR, 6},
+	{"main $params:u32", USC_PERR_PARAMS_ALONE, 12},
+	{"main x=$params", USC_PERR_PARAMS_ALONE, 5},
+	{"main +8($params)", USC_PERR_PARAMS_ALONE, 8},
 	{"main a=%di a=%si", USC_PERR_DUP_ARG_NAME, 11},
 	{"main arg2=%di %si", USC_PERR_DUP_ARG_NAME, 14},
 	{"main %di arg1=%si", USC_PERR_DUP_ARG_NAME, 9},
@@ -668,12 +675,56 @@ static void test_input_untouched(void **state)
 
 /* ---- probe_parse_fetcharg on its own ---------------------------------------- */
 
+/* C expressions on debug-info variables parse to a FOP_VAR placeholder that
+ * keeps where the expression stands; binding lowers it at the site. */
+static void test_var_exprs(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *probe, *name;
+		size_t pos, len;
+		enum usc_type type;
+	} cases[] = {
+		{"handle r->path:string", "r_path", 7, 7, USC_T_STRING},
+		{"handle r->next->id", "r_next_id", 7, 11, USC_T_X64},
+		{"main *p", "p", 5, 2, USC_T_X64},
+		{"main a.b[3]:s32", "a_b_3", 5, 6, USC_T_S32},
+		{"main g_counter", "g_counter", 5, 9, USC_T_X64},
+		{"main n=r->size:u16", "n", 7, 7, USC_T_U16},
+	};
+	struct usc_probe_spec spec;
+	struct usc_parse_error err;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const struct usc_fetcharg *a = &spec.args[0];
+
+		if (usc_probe_parse(cases[i].probe, &spec, &err))
+			fail_msg("\"%s\": %s at %zu", cases[i].probe, usc_parse_strerror(err.code),
+				 err.pos);
+		assert_int_equal(spec.nargs, 1);
+		assert_string_equal(a->name, cases[i].name);
+		assert_int_equal(a->insn[0].op, FOP_VAR);
+		assert_int_equal(a->insn[0].imm & 0xffffffff, cases[i].pos);
+		assert_int_equal(a->insn[0].imm >> 32, cases[i].len);
+		assert_int_equal(a->type, cases[i].type);
+	}
+	/* $params stands alone and expands at the site */
+	assert_int_equal(usc_probe_parse("handle $params", &spec, &err), 0);
+	assert_int_equal(spec.nargs, 1);
+	assert_int_equal(spec.args[0].insn[0].op, FOP_PARAMS);
+	/* p:EVENT LOCATION still reads a pointer chain as an argument */
+	assert_int_equal(usc_probe_parse("p:handle r->id", &spec, &err), 0);
+	assert_false(spec.event_given);
+	assert_string_equal(spec.symbol, "handle");
+	assert_int_equal(spec.nargs, 1);
+}
+
 static void test_parse_fetcharg_direct(void **state)
 {
 	(void)state;
 	struct usc_fetcharg a;
 	struct usc_parse_error err = {0};
-	const char *t = "x=%di:u8 junk";
+	const char *t = "x=%di:u8 #unk";
 
 	assert_int_equal(probe_parse_fetcharg(t, 0, 8, false, &a, &err), 0);
 	assert_string_equal(a.name, "x");
@@ -867,6 +918,7 @@ int main(void)
 		cmocka_unit_test(test_arg_positions),
 		cmocka_unit_test(test_input_untouched),
 		cmocka_unit_test(test_parse_fetcharg_direct),
+		cmocka_unit_test(test_var_exprs),
 		cmocka_unit_test(test_parse_number),
 		cmocka_unit_test(test_format),
 		cmocka_unit_test(test_format_roundtrip),

@@ -1,0 +1,1028 @@
+/* DWARF front end: variables, their types and locations at a pc -> fetch
+ * programs (src/probe/fetch.h).
+ *
+ * Everything is done in link-time addresses. libdwfl reports an offline
+ * module at some bias (0 for ET_EXEC and ET_DYN alike, in practice); the
+ * Dwfl calls take link + bias, the Dwarf calls take link-time addresses and
+ * the CFI tables their own bias. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <dwarf.h>
+#include <elfutils/known-dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+
+#include "core/log.h"
+#include "dwarf/dwarf.h"
+
+struct dwarf_module {
+	Dwfl *dwfl;
+	Dwfl_Module *mod;
+	Dwarf *dw;
+	Dwarf_Addr bias;	/* Dwfl address = link-time address + bias */
+};
+
+static char *debuginfo_path;	/* NULL: libdwfl's default search path */
+
+static const Dwfl_Callbacks offline_callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+	.debuginfo_path = &debuginfo_path,
+};
+
+int dwarf_open(const char *path, struct dwarf_module **out)
+{
+	struct dwarf_module *m;
+	int fd;
+
+	*out = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		log_error("dwarf: cannot open %s: %s", path, strerror(e));
+		return -e;
+	}
+	close(fd);
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->dwfl = dwfl_begin(&offline_callbacks);
+	if (!m->dwfl) {
+		log_error("dwarf: %s", dwfl_errmsg(-1));
+		free(m);
+		return -ENOMEM;
+	}
+	dwfl_report_begin(m->dwfl);
+	m->mod = dwfl_report_offline(m->dwfl, path, path, -1);
+	dwfl_report_end(m->dwfl, NULL, NULL);
+	if (!m->mod) {
+		log_error("dwarf: %s: %s", path, dwfl_errmsg(-1));
+		dwarf_close(m);
+		return -EIO;
+	}
+	m->dw = dwfl_module_getdwarf(m->mod, &m->bias);
+	if (!m->dw) {
+		log_error("dwarf: %s has no DWARF debug info (%s)", path, dwfl_errmsg(-1));
+		dwarf_close(m);
+		return -ENODATA;
+	}
+	*out = m;
+	return 0;
+}
+
+void dwarf_close(struct dwarf_module *m)
+{
+	if (!m)
+		return;
+	if (m->dwfl)
+		dwfl_end(m->dwfl);
+	free(m);
+}
+
+/* ---- small DWARF helpers ----------------------------------------------- */
+
+static const char *op_name(unsigned op)
+{
+	switch (op) {
+#define DWARF_ONE_KNOWN_DW_OP(NAME, CODE) case CODE: return #CODE;
+		DWARF_ALL_KNOWN_DW_OP
+#undef DWARF_ONE_KNOWN_DW_OP
+	default:
+		return "DW_OP_?";
+	}
+}
+
+/* DWARF x86-64 register numbers 0..15 -> enum usc_reg; -1 for the rest. */
+static int map_reg(uint64_t dwreg)
+{
+	static const uint8_t map[16] = {
+		USC_REG_AX, USC_REG_DX, USC_REG_CX, USC_REG_BX,
+		USC_REG_SI, USC_REG_DI, USC_REG_BP, USC_REG_SP,
+		USC_REG_R8, USC_REG_R9, USC_REG_R10, USC_REG_R11,
+		USC_REG_R12, USC_REG_R13, USC_REG_R14, USC_REG_R15,
+	};
+	return dwreg < 16 ? map[dwreg] : -1;
+}
+
+static const char *die_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+
+	if (!dwarf_attr_integrate(die, DW_AT_name, &a))
+		return NULL;
+	return dwarf_formstring(&a);
+}
+
+/* The DIE's DW_AT_type; false for none (void). */
+static bool die_type(Dwarf_Die *die, Dwarf_Die *type)
+{
+	Dwarf_Attribute a;
+
+	return dwarf_attr_integrate(die, DW_AT_type, &a) && dwarf_formref_die(&a, type);
+}
+
+/* Strip typedefs and qualifiers: false for void. */
+static bool strip_type(Dwarf_Die *t)
+{
+	for (int i = 0; i < 64; i++) {
+		switch (dwarf_tag(t)) {
+		case DW_TAG_typedef:
+		case DW_TAG_const_type:
+		case DW_TAG_volatile_type:
+		case DW_TAG_restrict_type:
+		case DW_TAG_atomic_type:
+			if (!die_type(t, t))
+				return false;
+			break;
+		default:
+			return true;
+		}
+	}
+	return false;
+}
+
+static bool is_char(Dwarf_Die *t)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word enc;
+
+	if (dwarf_tag(t) != DW_TAG_base_type || dwarf_bytesize(t) != 1)
+		return false;
+	if (!dwarf_attr(t, DW_AT_encoding, &a) || dwarf_formudata(&a, &enc))
+		return false;
+	return enc == DW_ATE_signed_char || enc == DW_ATE_unsigned_char;
+}
+
+static bool is_aggregate(int tag)
+{
+	return tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
+	       tag == DW_TAG_class_type;
+}
+
+static const char *tag_word(int tag)
+{
+	switch (tag) {
+	case DW_TAG_structure_type: return "a struct";
+	case DW_TAG_union_type: return "a union";
+	case DW_TAG_class_type: return "a class";
+	case DW_TAG_array_type: return "an array";
+	case DW_TAG_pointer_type: return "a pointer";
+	case DW_TAG_subroutine_type: return "a function";
+	default: return "a scalar";
+	}
+}
+
+/* ---- lowering state ---------------------------------------------------- */
+
+enum lv_kind { LV_REG, LV_MEM, LV_CONST };
+
+/* Where the object the expression names so far lives: in a register
+ * (prog = [REG]), in memory at val + off (prog = load + derefs), or a
+ * constant. */
+struct lval {
+	enum lv_kind kind;
+	struct fetch_insn prog[USC_FETCH_MAX];
+	unsigned n;
+	int64_t off;
+	int64_t cval;
+	Dwarf_Die type;		/* stripped; valid when has_type */
+	bool has_type;
+	/* a bitfield member: bit_size bits at bit_pos from val + off */
+	unsigned bit_size, bit_pos;
+};
+
+struct ctx {
+	struct dwarf_module *m;
+	uint64_t pc;		/* link-time */
+	Dwarf_Addr dwpc;	/* the same in the CU's addresses */
+	Dwarf_Die *scopes;	/* innermost first, freed by the caller */
+	int nscopes;
+	Dwarf_Die cudie;
+	bool has_cu;
+	const char *expr;
+	size_t len;
+	struct dwarf_error *err;
+};
+
+__attribute__((format(printf, 4, 5)))
+static int fail(struct ctx *c, int ret, size_t pos, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->err) {
+		c->err->pos = pos;
+		va_start(ap, fmt);
+		vsnprintf(c->err->msg, sizeof(c->err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return ret;
+}
+
+/* The memory offset to use for the next access, folding an offset into a
+ * bare FOP_VADDR load (whose renderings mean "the memory at" already). */
+static int64_t access_off(struct lval *lv)
+{
+	int64_t off = lv->off;
+
+	if (lv->n == 1 && lv->prog[0].op == FOP_VADDR) {
+		lv->prog[0].imm += off;
+		off = 0;
+	}
+	lv->off = 0;
+	return off;
+}
+
+static int push(struct ctx *c, struct lval *lv, struct fetch_insn in, size_t pos)
+{
+	/* room for this, a store, a modify and the END */
+	if (lv->n + 3 >= USC_FETCH_MAX)
+		return fail(c, -E2BIG, pos, "'%.*s' needs too many dereferences", (int)pos,
+			    c->expr);
+	lv->prog[lv->n++] = in;
+	return 0;
+}
+
+/* The enclosing function of the scopes at pc (for DW_AT_frame_base). */
+static Dwarf_Die *scope_func(struct ctx *c)
+{
+	for (int i = 0; i < c->nscopes; i++)
+		if (dwarf_tag(&c->scopes[i]) == DW_TAG_subprogram)
+			return &c->scopes[i];
+	return NULL;
+}
+
+/* The CFA at pc as "reg + k". */
+static int cfa_at(struct ctx *c, int *reg, int64_t *k)
+{
+	Dwarf_CFI *cfis[2];
+	Dwarf_Addr biases[2] = {0, 0};
+
+	cfis[0] = dwfl_module_dwarf_cfi(c->m->mod, &biases[0]);
+	cfis[1] = dwfl_module_eh_cfi(c->m->mod, &biases[1]);
+	for (int i = 0; i < 2; i++) {
+		Dwarf_Frame *frame = NULL;
+		Dwarf_Op *ops;
+		size_t nops;
+		int ok = 0;
+
+		if (!cfis[i] ||
+		    dwarf_cfi_addrframe(cfis[i], c->pc + c->m->bias - biases[i], &frame))
+			continue;
+		if (!dwarf_frame_cfa(frame, &ops, &nops) && nops == 1) {
+			if (ops[0].atom == DW_OP_bregx) {
+				*reg = map_reg(ops[0].number);
+				*k = (int64_t)ops[0].number2;
+				ok = *reg >= 0;
+			} else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
+				*reg = map_reg(ops[0].atom - DW_OP_breg0);
+				*k = (int64_t)ops[0].number;
+				ok = *reg >= 0;
+			}
+		}
+		free(frame);
+		if (ok)
+			return 0;
+	}
+	return -1;
+}
+
+/* The location of the variable DIE at pc into lv. */
+static int var_location(struct ctx *c, Dwarf_Die *var, const char *name, size_t pos,
+			struct lval *lv)
+{
+	Dwarf_Attribute a;
+	Dwarf_Op *ops;
+	size_t nops;
+	int reg, r;
+
+	memset(lv, 0, sizeof(*lv));
+	if (!dwarf_attr(var, DW_AT_location, &a)) {
+		Dwarf_Sword sv;
+
+		if (dwarf_attr_integrate(var, DW_AT_const_value, &a) && !dwarf_formsdata(&a, &sv)) {
+			lv->kind = LV_CONST;
+			lv->cval = sv;
+			return 0;
+		}
+		return fail(c, -ENOENT, pos, "'%s' is optimized out at 0x%" PRIx64, name, c->pc);
+	}
+	r = dwarf_getlocation_addr(&a, c->dwpc, &ops, &nops, 1);
+	if (r < 0)
+		return fail(c, -EINVAL, pos, "'%s': cannot read its DWARF location: %s", name,
+			    dwarf_errmsg(-1));
+	if (r == 0 || nops == 0)
+		return fail(c, -ENOENT, pos, "'%s' is optimized out at 0x%" PRIx64, name, c->pc);
+	if (nops == 1) {
+		unsigned op = ops[0].atom;
+
+		if ((op >= DW_OP_reg0 && op <= DW_OP_reg31) || op == DW_OP_regx) {
+			reg = map_reg(op == DW_OP_regx ? ops[0].number : op - DW_OP_reg0);
+			if (reg >= 0) {
+				lv->kind = LV_REG;
+				lv->prog[lv->n++] = (struct fetch_insn){.op = FOP_REG,
+									.reg = (uint8_t)reg};
+				return 0;
+			}
+		} else if ((op >= DW_OP_breg0 && op <= DW_OP_breg31) || op == DW_OP_bregx) {
+			reg = map_reg(op == DW_OP_bregx ? ops[0].number : op - DW_OP_breg0);
+			if (reg >= 0) {
+				lv->kind = LV_MEM;
+				lv->prog[lv->n++] = (struct fetch_insn){.op = FOP_REG,
+									.reg = (uint8_t)reg};
+				lv->off = (int64_t)(op == DW_OP_bregx ? ops[0].number2
+								      : ops[0].number);
+				return 0;
+			}
+		} else if (op == DW_OP_addr) {
+			lv->kind = LV_MEM;
+			lv->prog[lv->n++] = (struct fetch_insn){.op = FOP_VADDR,
+								.imm = (int64_t)ops[0].number};
+			return 0;
+		} else if (op == DW_OP_fbreg) {
+			Dwarf_Die *fn = scope_func(c);
+			Dwarf_Attribute fa;
+			Dwarf_Op *fops;
+			size_t fnops;
+			int64_t k = 0;
+
+			if (!fn || !dwarf_attr(fn, DW_AT_frame_base, &fa) ||
+			    dwarf_getlocation_addr(&fa, c->dwpc, &fops, &fnops, 1) != 1 ||
+			    fnops != 1)
+				return fail(c, -EINVAL, pos,
+					    "'%s': its function has no frame base at 0x%" PRIx64,
+					    name, c->pc);
+			if (fops[0].atom == DW_OP_call_frame_cfa) {
+				if (cfa_at(c, &reg, &k))
+					return fail(c, -EINVAL, pos,
+						    "'%s': no call frame info for 0x%" PRIx64, name,
+						    c->pc);
+			} else if (fops[0].atom >= DW_OP_reg0 && fops[0].atom <= DW_OP_reg31) {
+				reg = map_reg(fops[0].atom - DW_OP_reg0);
+			} else if (fops[0].atom >= DW_OP_breg0 && fops[0].atom <= DW_OP_breg31) {
+				reg = map_reg(fops[0].atom - DW_OP_breg0);
+				k = (int64_t)fops[0].number;
+			} else {
+				return fail(c, -EINVAL, pos,
+					    "'%s' lives in a DWARF location uscope cannot read yet: "
+					    "frame base %s", name, op_name(fops[0].atom));
+			}
+			if (reg < 0)
+				return fail(c, -EINVAL, pos,
+					    "'%s': its frame base is not in a general register",
+					    name);
+			lv->kind = LV_MEM;
+			lv->prog[lv->n++] = (struct fetch_insn){.op = FOP_REG, .reg = (uint8_t)reg};
+			lv->off = k + (int64_t)ops[0].number;
+			return 0;
+		}
+	}
+	/* name the first operation that is not a plain register/memory form */
+	{
+		unsigned bad = ops[0].atom;
+
+		if (nops > 1 &&
+		    ((bad >= DW_OP_reg0 && bad <= DW_OP_breg31) || bad == DW_OP_regx ||
+		     bad == DW_OP_bregx || bad == DW_OP_fbreg || bad == DW_OP_addr))
+			bad = ops[1].atom;
+		return fail(c, -EINVAL, pos,
+			    "'%s' lives in a DWARF location uscope cannot read yet: %s", name,
+			    op_name(bad));
+	}
+}
+
+/* ---- variables ---------------------------------------------------------- */
+
+struct names {
+	char buf[120];
+	unsigned n;
+};
+
+static void names_add(struct names *nm, const char *name)
+{
+	size_t l = strlen(nm->buf);
+
+	if (nm->n >= 8)
+		return;
+	for (const char *p = nm->buf; (p = strstr(p, name)); p++)
+		if ((p == nm->buf || p[-1] == ' ') && (p[strlen(name)] == ',' || !p[strlen(name)]))
+			return;		/* shadowed or repeated */
+	snprintf(nm->buf + l, sizeof(nm->buf) - l, "%s%s", l ? ", " : "", name);
+	nm->n++;
+}
+
+static bool is_var_tag(int tag)
+{
+	return tag == DW_TAG_formal_parameter || tag == DW_TAG_variable;
+}
+
+/* A top-level DW_TAG_variable definition named name among the children of
+ * die; false if none. Declarations (extern) are skipped. */
+static bool find_child(Dwarf_Die *scope, const char *name, bool globals, Dwarf_Die *out,
+		       struct names *nm)
+{
+	Dwarf_Die child;
+
+	if (dwarf_child(scope, &child) != 0)
+		return false;
+	do {
+		const char *n;
+
+		if (!is_var_tag(dwarf_tag(&child)) || dwarf_hasattr(&child, DW_AT_declaration))
+			continue;
+		if (globals && !dwarf_hasattr(&child, DW_AT_location) &&
+		    !dwarf_hasattr_integrate(&child, DW_AT_const_value))
+			continue;
+		n = die_name(&child);
+		if (!n)
+			continue;
+		if (!strcmp(n, name)) {
+			*out = child;
+			return true;
+		}
+		if (nm)
+			names_add(nm, n);
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return false;
+}
+
+/* The variable named name[0..len) visible at c->pc. */
+static int find_var(struct ctx *c, const char *name, Dwarf_Die *out)
+{
+	struct names nm = {.buf = ""};
+	bool in_func = true;
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+
+	for (int i = 0; i < c->nscopes; i++) {
+		int tag = dwarf_tag(&c->scopes[i]);
+
+		if (tag == DW_TAG_compile_unit || tag == DW_TAG_partial_unit) {
+			if (find_child(&c->scopes[i], name, true, out, &nm))
+				return 0;
+			continue;
+		}
+		if (!in_func)
+			continue;	/* the callers of an inlined function */
+		if (find_child(&c->scopes[i], name, false, out, &nm))
+			return 0;
+		if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
+			in_func = false;
+	}
+	/* a global of another compilation unit */
+	while (dwarf_nextcu(c->m->dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+		Dwarf_Die cu;
+
+		if (dwarf_offdie(c->m->dw, off + hsize, &cu) &&
+		    find_child(&cu, name, true, out, NULL))
+			return 0;
+		off = next;
+	}
+	return fail(c, -ENOENT, 0, "no variable '%s' at 0x%" PRIx64 "%s%s", name, c->pc,
+		    nm.n ? "; visible: " : "", nm.buf);
+}
+
+/* The member named name of the struct/union type t, with its byte offset and
+ * bitfield geometry; recursing into anonymous members. */
+static bool find_member(Dwarf_Die *t, const char *name, Dwarf_Die *mem, int64_t *off,
+			unsigned *bit_size, unsigned *bit_pos, struct names *nm)
+{
+	Dwarf_Die child;
+
+	if (dwarf_child(t, &child) != 0)
+		return false;
+	do {
+		Dwarf_Attribute a;
+		Dwarf_Word loc = 0, v;
+		const char *n;
+
+		if (dwarf_tag(&child) != DW_TAG_member)
+			continue;
+		if (dwarf_attr(&child, DW_AT_data_member_location, &a)) {
+			if (dwarf_formudata(&a, &loc)) {
+				Dwarf_Op *ops;
+				size_t nops;
+
+				if (dwarf_getlocation(&a, &ops, &nops) || nops != 1 ||
+				    ops[0].atom != DW_OP_plus_uconst)
+					continue;
+				loc = ops[0].number;
+			}
+		}
+		n = die_name(&child);
+		if (!n) {
+			Dwarf_Die sub;
+
+			if (die_type(&child, &sub) && strip_type(&sub) &&
+			    is_aggregate(dwarf_tag(&sub)) &&
+			    find_member(&sub, name, mem, off, bit_size, bit_pos, nm)) {
+				*off += (int64_t)loc;
+				return true;
+			}
+			continue;
+		}
+		if (strcmp(n, name)) {
+			if (nm)
+				names_add(nm, n);
+			continue;
+		}
+		*mem = child;
+		*off = (int64_t)loc;
+		*bit_size = 0;
+		*bit_pos = 0;
+		if (dwarf_attr(&child, DW_AT_bit_size, &a) && !dwarf_formudata(&a, &v)) {
+			*bit_size = (unsigned)v;
+			if (dwarf_attr(&child, DW_AT_data_bit_offset, &a) &&
+			    !dwarf_formudata(&a, &v)) {
+				*bit_pos = (unsigned)v;
+			} else if (dwarf_attr(&child, DW_AT_bit_offset, &a) &&
+				   !dwarf_formudata(&a, &v)) {
+				/* DWARF 2: counted from the storage unit's top bit */
+				Dwarf_Die mt;
+				int bs = die_type(&child, &mt) ? dwarf_bytesize(&mt) : -1;
+
+				if (bs <= 0)
+					return false;
+				*bit_pos = (unsigned)(bs * 8 - (int)v - (int)*bit_size);
+			}
+			*bit_pos += (unsigned)loc * 8;
+			*off = 0;
+		}
+		return true;
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return false;
+}
+
+/* ---- the expression ----------------------------------------------------- */
+
+static size_t skip_ws(const char *s, size_t p, size_t len)
+{
+	while (p < len && (s[p] == ' ' || s[p] == '\t'))
+		p++;
+	return p;
+}
+
+static size_t ident(const char *s, size_t p, size_t len)
+{
+	size_t q = p;
+
+	if (q < len && (s[q] == '_' || (s[q] >= 'a' && s[q] <= 'z') || (s[q] >= 'A' && s[q] <= 'Z')))
+		for (q++; q < len && (s[q] == '_' || (s[q] >= 'a' && s[q] <= 'z') ||
+				      (s[q] >= 'A' && s[q] <= 'Z') || (s[q] >= '0' && s[q] <= '9'));
+		     q++)
+			;
+	return q - p;
+}
+
+/* The object lv points to (lv has pointer type): its memory. */
+static int deref(struct ctx *c, struct lval *lv, size_t pos)
+{
+	Dwarf_Die pointee;
+	int ret;
+
+	if (lv->kind == LV_MEM) {
+		int64_t off = access_off(lv);
+
+		ret = push(c, lv, (struct fetch_insn){.op = FOP_DEREF, .imm = off}, pos);
+		if (ret)
+			return ret;
+	} else if (lv->kind == LV_CONST) {
+		return fail(c, -EINVAL, pos, "'%.*s' is a constant, not in memory", (int)pos,
+			    c->expr);
+	}
+	lv->kind = LV_MEM;
+	lv->off = 0;
+	lv->has_type = die_type(&lv->type, &pointee) && strip_type(&pointee);
+	if (lv->has_type)
+		lv->type = pointee;
+	return 0;
+}
+
+/* The final store for the object lv into out. */
+static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
+{
+	struct fetch_insn st = {0};
+	size_t end = c->len;
+	int tag, size;
+
+	if (!lv->has_type)
+		return fail(c, -EINVAL, 0, "'%.*s' has type void", (int)end, c->expr);
+	tag = dwarf_tag(&lv->type);
+	if (is_aggregate(tag) || (tag == DW_TAG_array_type && lv->kind == LV_MEM)) {
+		Dwarf_Die elem;
+
+		if (tag == DW_TAG_array_type && die_type(&lv->type, &elem) && strip_type(&elem) &&
+		    is_char(&elem)) {
+			out->type = USC_T_STRING;
+			st = (struct fetch_insn){.op = FOP_ST_STRING, .imm = access_off(lv)};
+			goto emit;
+		}
+		return fail(c, -EINVAL, 0, "'%.*s' is %s: pick a member%s", (int)end, c->expr,
+			    tag_word(tag), tag == DW_TAG_array_type ? " with [N]" : " with . or ->");
+	}
+	if (tag == DW_TAG_pointer_type) {
+		Dwarf_Die to;
+
+		if (die_type(&lv->type, &to) && strip_type(&to) && is_char(&to) &&
+		    lv->kind != LV_CONST) {
+			int ret = deref(c, lv, end);
+
+			if (ret)
+				return ret;
+			out->type = USC_T_STRING;
+			st = (struct fetch_insn){.op = FOP_ST_STRING, .imm = 0};
+			goto emit;
+		}
+		size = 8;
+		out->type = USC_T_X64;
+	} else if (tag == DW_TAG_base_type || tag == DW_TAG_enumeration_type) {
+		Dwarf_Attribute a;
+		Dwarf_Word enc = DW_ATE_unsigned;
+		int idx;
+
+		size = dwarf_bytesize(&lv->type);
+		if (tag == DW_TAG_enumeration_type) {
+			Dwarf_Die under;
+
+			enc = DW_ATE_unsigned;
+			if (die_type(&lv->type, &under) && strip_type(&under) &&
+			    dwarf_attr(&under, DW_AT_encoding, &a))
+				dwarf_formudata(&a, &enc);
+		} else if (!dwarf_attr(&lv->type, DW_AT_encoding, &a) ||
+			   dwarf_formudata(&a, &enc)) {
+			enc = DW_ATE_unsigned;
+		}
+		switch (size) {
+		case 1: idx = 0; break;
+		case 2: idx = 1; break;
+		case 4: idx = 2; break;
+		case 8: idx = 3; break;
+		default:
+			return fail(c, -EINVAL, 0, "'%.*s' is %d bytes: uscope fetches 1, 2, 4 or 8",
+				    (int)end, c->expr, size);
+		}
+		if (enc == DW_ATE_signed || enc == DW_ATE_signed_char)
+			out->type = (enum usc_type)(USC_T_S8 + idx);
+		else if (enc == DW_ATE_float)
+			out->type = (enum usc_type)(USC_T_X8 + idx);
+		else
+			out->type = (enum usc_type)(USC_T_U8 + idx);
+	} else {
+		size = dwarf_bytesize(&lv->type);
+		if (size != 8)
+			return fail(c, -EINVAL, 0, "'%.*s' is %s uscope cannot fetch", (int)end,
+				    c->expr, tag_word(tag));
+		out->type = USC_T_X64;
+	}
+	if (lv->bit_size) {
+		unsigned cbits = (unsigned)size * 8, first = lv->bit_pos / cbits * cbits;
+
+		if (lv->kind != LV_MEM || lv->bit_pos + lv->bit_size > first + cbits)
+			return fail(c, -EINVAL, 0, "'%.*s': a bitfield uscope cannot fetch",
+				    (int)end, c->expr);
+		lv->off += first / 8;
+		st = (struct fetch_insn){.op = FOP_ST_MEM, .size = (uint8_t)size,
+					 .imm = access_off(lv)};
+		out->type = USC_T_BITFIELD;
+		lv->prog[lv->n++] = st;
+		st = (struct fetch_insn){.op = FOP_MOD_BF, .size = (uint8_t)size,
+					 .bf_width = (uint8_t)lv->bit_size,
+					 .bf_offset = (uint8_t)(lv->bit_pos - first)};
+		goto emit;
+	}
+	if (lv->kind == LV_REG)
+		st = (struct fetch_insn){.op = FOP_ST_RAW, .size = (uint8_t)size};
+	else if (lv->kind == LV_MEM)
+		st = (struct fetch_insn){.op = FOP_ST_MEM, .size = (uint8_t)size,
+					 .imm = access_off(lv)};
+	else {
+		lv->prog[lv->n++] = (struct fetch_insn){.op = FOP_IMM, .imm = lv->cval};
+		st = (struct fetch_insn){.op = FOP_ST_RAW, .size = (uint8_t)size};
+	}
+emit:
+	lv->prog[lv->n++] = st;
+	lv->prog[lv->n++] = (struct fetch_insn){.op = FOP_END};
+	memset(out->insn, 0, sizeof(out->insn));
+	memcpy(out->insn, lv->prog, lv->n * sizeof(lv->prog[0]));
+	out->ninsn = (uint8_t)lv->n;
+	out->unavailable = false;
+	return 0;
+}
+
+/* Lower expr (already split into scopes in c) starting from var if not NULL,
+ * else from the variable the expression names. */
+static int lower(struct ctx *c, Dwarf_Die *var, struct usc_fetcharg *out)
+{
+	const char *s = c->expr;
+	size_t len = c->len, p, n, star_pos = 0;
+	bool star = false;
+	char name[256];
+	Dwarf_Die vd;
+	struct lval lv;
+	int ret;
+
+	p = skip_ws(s, 0, len);
+	if (p < len && s[p] == '*') {
+		star = true;
+		star_pos = p;
+		p = skip_ws(s, p + 1, len);
+	}
+	n = ident(s, p, len);
+	if (!n || n >= sizeof(name))
+		return fail(c, -EINVAL, p, "expected a variable name");
+	memcpy(name, s + p, n);
+	name[n] = 0;
+	if (!var) {
+		ret = find_var(c, name, &vd);
+		if (ret) {
+			if (c->err)
+				c->err->pos = p;
+			return ret;
+		}
+		var = &vd;
+	}
+	ret = var_location(c, var, name, p, &lv);
+	if (ret)
+		return ret;
+	lv.has_type = die_type(var, &lv.type) && strip_type(&lv.type);
+	p += n;
+
+	for (;;) {
+		size_t op_pos;
+		int tag;
+
+		p = skip_ws(s, p, len);
+		if (p >= len)
+			break;
+		op_pos = p;
+		tag = lv.has_type ? dwarf_tag(&lv.type) : 0;
+		if (s[p] == '[') {
+			char num[32], *e;
+			unsigned long long idx;
+			Dwarf_Die elem;
+			Dwarf_Word esz;
+			size_t q = skip_ws(s, p + 1, len), k = 0;
+
+			while (q + k < len && k + 1 < sizeof(num) && s[q + k] != ']' && s[q + k] != ' ')
+				k++;
+			memcpy(num, s + q, k);
+			num[k] = 0;
+			errno = 0;
+			idx = strtoull(num, &e, 0);
+			if (!k || *e || errno || num[0] == '-')
+				return fail(c, -EINVAL, q, "expected a constant index");
+			q = skip_ws(s, q + k, len);
+			if (q >= len || s[q] != ']')
+				return fail(c, -EINVAL, q, "expected ']'");
+			if (tag == DW_TAG_pointer_type) {
+				ret = deref(c, &lv, op_pos);
+				if (ret)
+					return ret;
+			} else if (tag == DW_TAG_array_type && lv.kind == LV_MEM) {
+				lv.has_type = die_type(&lv.type, &elem) && strip_type(&elem);
+				if (lv.has_type)
+					lv.type = elem;
+			} else {
+				return fail(c, -EINVAL, op_pos,
+					    "'%.*s' is not an array or a pointer: [] does not apply",
+					    (int)op_pos, s);
+			}
+			if (!lv.has_type || dwarf_aggregate_size(&lv.type, &esz))
+				return fail(c, -EINVAL, op_pos,
+					    "'%.*s': cannot index, element size unknown", (int)op_pos,
+					    s);
+			lv.off += (int64_t)(idx * esz);
+			p = q + 1;
+			continue;
+		}
+		if (s[p] == '.' || (s[p] == '-' && p + 1 < len && s[p + 1] == '>')) {
+			bool arrow = s[p] == '-';
+			struct names nm = {.buf = ""};
+			Dwarf_Die mem;
+			int64_t moff;
+			unsigned bsz, bpos;
+
+			if (arrow) {
+				if (tag != DW_TAG_pointer_type)
+					return fail(c, -EINVAL, op_pos,
+						    "'%.*s' is not a pointer: use '.' instead of '->'",
+						    (int)op_pos, s);
+				ret = deref(c, &lv, op_pos);
+				if (ret)
+					return ret;
+				tag = lv.has_type ? dwarf_tag(&lv.type) : 0;
+				p += 2;
+			} else {
+				if (tag == DW_TAG_pointer_type)
+					return fail(c, -EINVAL, op_pos,
+						    "'%.*s' is a pointer: use '->' instead of '.'",
+						    (int)op_pos, s);
+				p++;
+			}
+			if (!is_aggregate(tag))
+				return fail(c, -EINVAL, op_pos, "'%.*s'%s is not a struct or union",
+					    (int)op_pos, s, arrow ? " does not point to what" : "");
+			if (lv.kind != LV_MEM)
+				return fail(c, -EINVAL, op_pos,
+					    "'%.*s' is a struct outside memory: uscope cannot read "
+					    "its members", (int)op_pos, s);
+			p = skip_ws(s, p, len);
+			n = ident(s, p, len);
+			if (!n || n >= sizeof(name))
+				return fail(c, -EINVAL, p, "expected a member name");
+			memcpy(name, s + p, n);
+			name[n] = 0;
+			if (!find_member(&lv.type, name, &mem, &moff, &bsz, &bpos, &nm))
+				return fail(c, -ENOENT, p, "no member '%s' in '%.*s'%s%s", name,
+					    (int)op_pos, s, nm.n ? "; members: " : "", nm.buf);
+			lv.off += moff;
+			lv.bit_size = bsz;
+			lv.bit_pos = bpos;
+			lv.has_type = die_type(&mem, &lv.type) && strip_type(&lv.type);
+			p += n;
+			continue;
+		}
+		return fail(c, -EINVAL, p, "expected '->', '.' or '[' after '%.*s'", (int)p, s);
+	}
+	if (star) {
+		if (!lv.has_type || dwarf_tag(&lv.type) != DW_TAG_pointer_type)
+			return fail(c, -EINVAL, star_pos, "'%.*s' is not a pointer: '*' does not apply",
+				    (int)(len - star_pos - 1), s + star_pos + 1);
+		ret = deref(c, &lv, star_pos);
+		if (ret)
+			return ret;
+	}
+	ret = store(c, &lv, out);
+	if (ret && c->err && c->err->pos == 0)
+		c->err->pos = star ? star_pos : skip_ws(s, 0, len);
+	return ret;
+}
+
+/* The scopes at pc into c (c->scopes to be freed). */
+static int ctx_init(struct ctx *c, struct dwarf_module *m, uint64_t pc, struct dwarf_error *err)
+{
+	Dwarf_Addr b;
+	Dwarf_Die *cu;
+
+	memset(c, 0, sizeof(*c));
+	c->m = m;
+	c->pc = pc;
+	c->err = err;
+	c->dwpc = pc;
+	cu = dwfl_module_addrdie(m->mod, pc + m->bias, &b);
+	if (cu) {
+		c->cudie = *cu;
+		c->has_cu = true;
+		c->dwpc = pc + m->bias - b;
+		c->nscopes = dwarf_getscopes(&c->cudie, c->dwpc, &c->scopes);
+		if (c->nscopes < 0) {
+			c->nscopes = 0;
+			c->scopes = NULL;
+		}
+	}
+	return 0;
+}
+
+int dwarf_lower_expr(struct dwarf_module *m, uint64_t pc, const char *expr, size_t len,
+		     struct usc_fetcharg *out, struct dwarf_error *err)
+{
+	struct ctx c;
+	int ret;
+
+	if (err) {
+		err->pos = 0;
+		err->msg[0] = 0;
+	}
+	ctx_init(&c, m, pc, err);
+	c.expr = expr;
+	c.len = len;
+	ret = lower(&c, NULL, out);
+	free(c.scopes);
+	return ret;
+}
+
+int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, unsigned max)
+{
+	struct dwarf_error err;
+	struct ctx c;
+	Dwarf_Die *fn = NULL, child;
+	unsigned count = 0;
+	int ret = 0;
+
+	ctx_init(&c, m, pc, &err);
+	for (int i = 0; i < c.nscopes && !fn; i++) {
+		int tag = dwarf_tag(&c.scopes[i]);
+
+		if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine)
+			fn = &c.scopes[i];
+	}
+	if (!fn) {
+		log_error("dwarf: no function with debug info at 0x%" PRIx64, pc);
+		free(c.scopes);
+		return -ENOENT;
+	}
+	if (dwarf_child(fn, &child) == 0) {
+		do {
+			const char *name;
+			Dwarf_Die t;
+
+			if (dwarf_tag(&child) != DW_TAG_formal_parameter)
+				continue;
+			name = die_name(&child);
+			if (!name || strlen(name) >= USC_NAME_MAX)
+				continue;
+			if (die_type(&child, &t) && strip_type(&t) && is_aggregate(dwarf_tag(&t))) {
+				log_warn("dwarf: parameter '%s' is %s passed by value: skipped", name,
+					 tag_word(dwarf_tag(&t)));
+				continue;
+			}
+			if (count >= max) {
+				log_error("dwarf: more than %u parameters at 0x%" PRIx64, max, pc);
+				ret = -ENOSPC;
+				break;
+			}
+			c.expr = name;
+			c.len = strlen(name);
+			memset(&out[count], 0, sizeof(out[count]));
+			if (lower(&c, &child, &out[count])) {
+				log_warn("dwarf: parameter skipped: %s", err.msg);
+				continue;
+			}
+			snprintf(out[count].name, sizeof(out[count].name), "%s", name);
+			out[count].named = true;
+			count++;
+		} while (dwarf_siblingof(&child, &child) == 0);
+	}
+	free(c.scopes);
+	return ret ? ret : (int)count;
+}
+
+int dwarf_after_prologue(struct dwarf_module *m, uint64_t func_vaddr, uint64_t *pc)
+{
+	Dwarf_Addr b, lo = 0, hi = 0, base, s, e, entry, addr;
+	Dwarf_Die *cu, *scopes = NULL, *fn = NULL;
+	Dwarf_Lines *lines;
+	size_t nlines, first = SIZE_MAX;
+	ptrdiff_t it = 0;
+	int n;
+
+	*pc = func_vaddr;
+	cu = dwfl_module_addrdie(m->mod, func_vaddr + m->bias, &b);
+	if (!cu)
+		return 0;
+	entry = func_vaddr + m->bias - b;	/* in the CU's addresses */
+	n = dwarf_getscopes(cu, entry, &scopes);
+	for (int i = 0; i < n && !fn; i++)
+		if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram)
+			fn = &scopes[i];
+	/* the function's range that starts at the entry */
+	while (fn && (it = dwarf_ranges(fn, it, &base, &s, &e)) > 0)
+		if (entry >= s && entry < e) {
+			lo = s;
+			hi = e;
+			break;
+		}
+	free(scopes);
+	if (!hi || lo != entry)
+		return 0;	/* not the start of a function we know */
+	if (dwarf_getsrclines(cu, &lines, &nlines))
+		return 0;
+	for (size_t i = 0; i < nlines; i++) {
+		Dwarf_Line *l = dwarf_onesrcline(lines, i);
+		bool end = false, pe = false;
+
+		if (!l || dwarf_lineaddr(l, &addr) || dwarf_lineendsequence(l, &end))
+			continue;
+		if (end || addr < entry || addr >= hi)
+			continue;
+		if (first == SIZE_MAX) {
+			if (addr != entry)
+				return 0;	/* no row at the entry */
+			first = i;
+		}
+		if (addr > entry && !dwarf_lineprologueend(l, &pe) && pe) {
+			*pc = addr - m->bias + b;
+			return 0;
+		}
+	}
+	for (size_t i = first == SIZE_MAX ? nlines : first; i < nlines; i++) {
+		Dwarf_Line *l = dwarf_onesrcline(lines, i);
+		bool end = false;
+
+		if (!l || dwarf_lineaddr(l, &addr) || dwarf_lineendsequence(l, &end) || end)
+			continue;
+		if (addr > entry && addr < hi) {
+			*pc = addr - m->bias + b;
+			break;
+		}
+	}
+	return 0;
+}

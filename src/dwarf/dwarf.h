@@ -1,0 +1,54 @@
+/* DWARF front end: C expressions over a function's variables -> fetch programs.
+ *
+ * A module is one ELF file's debug info, found through libdwfl: in the file
+ * itself, or in a separate debug file by build-id or .gnu_debuglink. All
+ * addresses in and out are link-time addresses of that file. */
+#ifndef USC_DWARF_DWARF_H
+#define USC_DWARF_DWARF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "probe/probe.h"
+
+struct dwarf_module;
+
+/* Open the debug info of the ELF file at path. 0, -ENODATA (no DWARF
+ * anywhere), -ENOENT / -EIO (cannot read the file), -ENOMEM. */
+int dwarf_open(const char *path, struct dwarf_module **out);
+void dwarf_close(struct dwarf_module *m);
+
+/* Where a probe on the function starting at func_vaddr sees its parameters
+ * in their home locations: the DW_LNS prologue_end row if the function has
+ * one, else the second line-table address of the function (as perf probe and
+ * gdb do); func_vaddr itself when there is no line info. Always inside the
+ * function. 0 or -errno. */
+int dwarf_after_prologue(struct dwarf_module *m, uint64_t func_vaddr, uint64_t *pc);
+
+struct dwarf_error {
+	size_t pos;		/* byte offset into the expression */
+	char msg[160];
+};
+
+/* Lower the C expression expr[0..len) as seen at pc:
+ *   ['*'] NAME { '->' FIELD | '.' FIELD | '[' CONST ']' }
+ * NAME is a parameter or local of the scopes at pc, else a global. Fills
+ * out->type, out->ninsn and out->insn (name, type_given and the rest are
+ * left for the caller). The type comes from DWARF: char * and char[N] are
+ * strings, integers/enums sN/uN of their size (bool u8), pointers and other
+ * 8-byte values x64, bitfields USC_T_BITFIELD with FOP_MOD_BF.
+ * 0; -ENOENT (no such variable or member, or optimized out at pc); -EINVAL
+ * (syntax, wrong operator for the type, a struct/array left without a
+ * member, a DWARF location form not supported); -E2BIG (program too long).
+ * Errors fill *err (if not NULL) and are not logged. */
+int dwarf_lower_expr(struct dwarf_module *m, uint64_t pc, const char *expr, size_t len,
+		     struct usc_fetcharg *out, struct dwarf_error *err);
+
+/* Every formal parameter of the innermost function at pc, lowered as above
+ * and named after it (out[i].name). Parameters that cannot be fetched (a
+ * struct by value, optimized out, an unsupported location) are skipped with
+ * a log_warn. The count, or -errno (-ENOENT: no function at pc, -ENOSPC:
+ * more than max parameters, the first max filled). */
+int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, unsigned max);
+
+#endif

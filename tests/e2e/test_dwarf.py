@@ -1,0 +1,69 @@
+"""Arguments by name from debug info: parameters, struct fields through
+pointers, char arrays and char pointers as strings, globals, $params; at -O0
+and -O2, and with the DWARF in a separate file (.gnu_debuglink)."""
+
+import pytest
+
+from uscope_e2e import run_uscope, target, trace
+
+BUILDS = ["dwarfapp-O0", "dwarfapp-O2", "dwarfapp-split"]
+N = 3
+PATHS = ["/zero", "/one", "/two"]
+
+
+def col(res, name):
+    return [e.args[name] for e in res.events]
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_fields_strings_and_globals_by_name(build):
+    res = trace("handle r->id r->tag r->path r->size r->next->id n flag c g_counter",
+                cmd=[target(build), str(N)], json=True).check(rc=0)
+    assert res.counts() == {"handle": N}
+    assert col(res, "r_id") == [10 * i for i in range(1, N + 1)]
+    assert col(res, "r_tag") == [f"t{i}" for i in range(1, N + 1)]
+    assert col(res, "r_path") == [PATHS[i % 3] for i in range(1, N + 1)]
+    assert col(res, "r_size") == [1000 * i for i in range(1, N + 1)]
+    assert col(res, "r_next_id") == [77] * N
+    assert col(res, "n") == list(range(1, N + 1))
+    assert col(res, "flag") == [i % 2 for i in range(1, N + 1)]
+    assert col(res, "c") == [5 if i % 3 else 0 for i in range(1, N + 1)]
+    assert col(res, "g_counter") == list(range(1, N + 1))
+
+
+@pytest.mark.parametrize("build", ["dwarfapp-O0", "dwarfapp-O2"])
+def test_bpf_engine_lowers_the_same_names(build):
+    res = trace("handle id=r->id n flag size=r->size g_counter",
+                cmd=[target(build), str(N)], json=True, extra=["-e", "bpf"]).check(rc=0)
+    assert col(res, "id") == [10 * i for i in range(1, N + 1)]
+    assert col(res, "n") == list(range(1, N + 1))
+    assert col(res, "size") == [1000 * i for i in range(1, N + 1)]
+    assert col(res, "g_counter") == list(range(1, N + 1))
+
+
+def test_params_and_type_override():
+    res = trace("handle $params", "p:h2 handle n:x8 p=r->path:x64",
+                cmd=[target("dwarfapp-O0"), str(N)], json=True).check(rc=0)
+    ev = [e for e in res.events if e.event == "handle"]
+    assert list(ev[0].args) == ["r", "n", "flag", "c"]
+    assert [e.args["n"] for e in ev] == list(range(1, N + 1))
+    assert all(isinstance(e.args["r"], str) and e.args["r"].startswith("0x") for e in ev)
+    h2 = [e for e in res.events if e.event == "h2"]
+    assert [e.args["n"] for e in h2] == [hex(i) for i in range(1, N + 1)]
+
+
+def test_unknown_variable_and_member_name_what_exists():
+    cp = run_uscope(["trace", "handle zz", "--", target("dwarfapp-O0"), "1"])
+    assert cp.returncode == 1
+    line = cp.stderr.strip().splitlines()[-1]
+    assert "zz" in line and "r" in line and "flag" in line
+    cp = run_uscope(["trace", "handle r->nope", "--", target("dwarfapp-O0"), "1"])
+    assert cp.returncode == 1
+    line = cp.stderr.strip().splitlines()[-1]
+    assert "nope" in line and "path" in line and "size" in line
+
+
+def test_no_debug_info_is_a_clear_error():
+    cp = run_uscope(["trace", "add r->x", "--", target("args-nodebug"), "1"])
+    assert cp.returncode == 1
+    assert "debug info" in cp.stderr
