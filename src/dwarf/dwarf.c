@@ -1026,3 +1026,90 @@ int dwarf_after_prologue(struct dwarf_module *m, uint64_t func_vaddr, uint64_t *
 	}
 	return 0;
 }
+
+/* ---- source lines -------------------------------------------------------- */
+
+int dwarf_func_line(struct dwarf_module *m, uint64_t func_vaddr, const char **file,
+		    unsigned *line)
+{
+	Dwarf_Addr b;
+	Dwarf_Die *cu, *scopes = NULL;
+	int n, ret = -ENOENT;
+
+	cu = dwfl_module_addrdie(m->mod, func_vaddr + m->bias, &b);
+	if (!cu)
+		return -ENOENT;
+	n = dwarf_getscopes(cu, func_vaddr + m->bias - b, &scopes);
+	for (int i = 0; i < n; i++) {
+		int l;
+
+		if (dwarf_tag(&scopes[i]) != DW_TAG_subprogram)
+			continue;
+		*file = dwarf_decl_file(&scopes[i]);
+		if (*file && dwarf_decl_line(&scopes[i], &l) == 0 && l > 0) {
+			*line = (unsigned)l;
+			ret = 0;
+		}
+		break;
+	}
+	free(scopes);
+	return ret;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+ssize_t dwarf_line_addrs(struct dwarf_module *m, const char *file, unsigned line,
+			 uint64_t **out, unsigned *nearest)
+{
+	Dwfl_Line **srcs = NULL;
+	size_t nsrcs = 0, n = 0;
+	uint64_t *v;
+
+	*out = NULL;
+	*nearest = 0;
+	/* a relative FILE matches the end of the line table's names */
+	if (dwfl_module_getsrc_file(m->mod, file, (int)line, 0, &srcs, &nsrcs) != 0 || !nsrcs)
+		return 0;
+	v = calloc(nsrcs, sizeof(*v));
+	if (!v) {
+		free(srcs);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nsrcs; i++) {
+		Dwarf_Addr addr, lbias;
+		int lno = 0;
+		bool stmt = true;
+		Dwarf_Line *dl = dwfl_dwarf_line(srcs[i], &lbias);
+
+		if (!dwfl_lineinfo(srcs[i], &addr, &lno, NULL, NULL, NULL))
+			continue;
+		if (dl)
+			dwarf_linebeginstatement(dl, &stmt);
+		if ((unsigned)lno != line) {
+			/* libdw gives the next line with code when LINE has none */
+			if (!*nearest || (unsigned)lno < *nearest)
+				*nearest = (unsigned)lno;
+			continue;
+		}
+		if (stmt)
+			v[n++] = addr - m->bias;
+	}
+	free(srcs);
+	qsort(v, n, sizeof(*v), cmp_u64);
+	size_t u = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (!u || v[u - 1] != v[i])
+			v[u++] = v[i];
+	if (!u) {
+		free(v);
+		return 0;
+	}
+	*out = v;
+	return (ssize_t)u;
+}

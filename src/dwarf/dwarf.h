@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "probe/probe.h"
 
@@ -50,5 +51,17 @@ int dwarf_lower_expr(struct dwarf_module *m, uint64_t pc, const char *expr, size
  * a log_warn. The count, or -errno (-ENOENT: no function at pc, -ENOSPC:
  * more than max parameters, the first max filled). */
 int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, unsigned max);
+
+/* The declaration of the function whose entry is func_vaddr: its source file
+ * (as the debug info names it; valid while m is open) and line. 0 or -ENOENT. */
+int dwarf_func_line(struct dwarf_module *m, uint64_t func_vaddr, const char **file,
+		    unsigned *line);
+
+/* The link-time addresses of the statements of FILE:LINE (FILE may be a
+ * trailing part of the path the debug info records), sorted and unique.
+ * Returns the count (0: no code at that line, with *nearest the next line
+ * that has code, or 0), *out malloc'd; or -errno. */
+ssize_t dwarf_line_addrs(struct dwarf_module *m, const char *file, unsigned line,
+			 uint64_t **out, unsigned *nearest);
 
 #endif

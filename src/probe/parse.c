@@ -471,6 +471,55 @@ static int parse_usdt(const char *text, const char *s, const char *end,
 	return 0;
 }
 
+/* Does s[0..n) name a source file (file.c, src/x.cc, y.h ...)? */
+static bool is_source_name(const char *s, size_t n)
+{
+	static const char *const exts[] = {".c", ".h", ".cc", ".cpp", ".cxx", ".hh", ".hpp",
+					   ".C", ".S", ".s", ".go", ".rs", ".m", ".i"};
+
+	for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+		size_t e = strlen(exts[i]);
+
+		if (n > e && !memcmp(s + n - e, exts[i], e))
+			return true;
+	}
+	return false;
+}
+
+static bool all_digits(const char *s, const char *end)
+{
+	if (s >= end)
+		return false;
+	for (; s < end; s++)
+		if (!isdigit((unsigned char)*s))
+			return false;
+	return true;
+}
+
+/* FILE:LINE or FUNCTION:+N at s..end (the module, if any, already taken). */
+static int parse_line_loc(const char *text, const char *s, const char *colon, const char *end,
+			  struct usc_probe_spec *spec, struct usc_parse_error *err)
+{
+	const char *num = colon + 1;
+	uint64_t line;
+
+	spec->line_rel = *num == '+';
+	if (spec->line_rel)
+		num++;
+	if (!all_digits(num, end) || !probe_parse_number(num, &line) || line == 0 ||
+	    line > UINT32_MAX)
+		return fail(err, USC_PERR_BAD_LINE, (size_t)(num - text));
+	if ((size_t)(colon - s) >= USC_SYM_MAX)
+		return fail(err, USC_PERR_BAD_SYMBOL, (size_t)(s - text));
+	memcpy(spec->symbol, s, (size_t)(colon - s));
+	spec->loc_kind = USC_LOC_LINE;
+	spec->line = (uint32_t)line;
+	spec->loc_pos = (uint32_t)(s - text);
+	if (spec->is_return)
+		return fail(err, USC_PERR_BAD_LINE, 0);
+	return 0;
+}
+
 static int parse_location(const char *text, struct tok t, struct usc_probe_spec *spec,
 			  struct usc_parse_error *err)
 {
@@ -480,6 +529,23 @@ static int parse_location(const char *text, struct tok t, struct usc_probe_spec 
 
 	if (t.start >= t.end)
 		return fail(err, USC_PERR_NO_LOCATION, t.start);
+	/* source lines: FILE:LINE, FUNCTION:+N, or MODULE: before either */
+	if (colon) {
+		const char *c2 = lone_colon(colon + 1, end);
+
+		if (!c2 && colon > s &&
+		    ((is_source_name(s, (size_t)(colon - s)) && all_digits(colon + 1, end)) ||
+		     colon[1] == '+'))
+			return parse_line_loc(text, s, colon, end, spec, err);
+		if (c2 && c2 > colon + 1 &&
+		    ((is_source_name(colon + 1, (size_t)(c2 - colon - 1)) &&
+		      all_digits(c2 + 1, end)) || c2[1] == '+') &&
+		    (size_t)(colon - s) < USC_MODULE_MAX && colon > s) {
+			memcpy(spec->module, s, (size_t)(colon - s));
+			spec->module_pos = (uint32_t)t.start;
+			return parse_line_loc(text, colon + 1, c2, end, spec, err);
+		}
+	}
 	if (colon) {
 		size_t mlen = (size_t)(colon - s);
 

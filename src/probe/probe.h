@@ -51,7 +51,8 @@
 	X(STRING_OF_STRING, "this expression is already a string")             \
 	X(BAD_SPACE, "expected a space between fetch arguments")                \
 	X(BAD_VAR_EXPR, "expected a variable, then ->field, .field or [N]")   \
-	X(PARAMS_ALONE, "$params stands alone: no name, type or dereference")
+	X(PARAMS_ALONE, "$params stands alone: no name, type or dereference") \
+	X(BAD_LINE, "expected a line number (FILE:LINE or FUNCTION:+N)")
 
 enum usc_parse_err {
 #define X(id, msg) USC_PERR_##id,
@@ -84,6 +85,8 @@ enum usc_loc_kind {
 	USC_LOC_SYMBOL,		/* SYMBOL or SYMBOL+OFFSET; symbol may be a glob */
 	USC_LOC_ADDRESS,	/* a link-time virtual address */
 	USC_LOC_USDT,		/* %PROVIDER:NAME; symbol holds NAME */
+	USC_LOC_LINE,		/* FILE:LINE (symbol holds FILE), or FUNCTION:+N
+				 * (symbol holds FUNCTION, line_rel set) */
 };
 
 struct usc_probe_spec {
@@ -101,6 +104,8 @@ struct usc_probe_spec {
 	uint64_t offset;		/* SYMBOL+OFFSET */
 	bool has_offset;
 	uint64_t address;		/* USC_LOC_ADDRESS */
+	uint32_t line;			/* USC_LOC_LINE */
+	bool line_rel;			/* ... relative to the function's first line */
 	unsigned nargs;
 	struct usc_fetcharg args[USC_MAX_ARGS];
 };

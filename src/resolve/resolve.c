@@ -675,6 +675,75 @@ refuse:
 	return ret;
 }
 
+/* FILE:LINE or FUNCTION:+N: a probe on every statement of that line (a
+ * line can have several: loops, inlined copies, split conditions). */
+static int resolve_line(const struct usc_probe_spec *spec, unsigned idx, const char *path,
+			const struct elf_file *ef, struct site_vec *sv)
+{
+	struct dwarf_module *dm;
+	const char *file = spec->symbol;
+	unsigned line = spec->line, nearest = 0;
+	uint64_t *addrs = NULL;
+	char label[USC_NAME_MAX * 2];
+	ssize_t n;
+	size_t first = sv->n;
+	int ret = cached_dwarf(path, &dm);
+
+	if (ret) {
+		log_error("%s: %s has no debug info (DWARF) to find source lines in%s", spec->text,
+			  path, ret == -ENODATA ? ": build it with -g, or install its separate debug "
+			  "file" : "");
+		return ret;
+	}
+	if (spec->line_rel) {
+		const struct elf_sym *fn = NULL;
+		unsigned l0;
+
+		ret = elf_func_lookup(ef, spec->symbol, &fn, NULL, NULL);
+		if (ret) {
+			log_unknown(spec, ef, path);
+			return ret;
+		}
+		if (dwarf_func_line(dm, fn->vaddr, &file, &l0)) {
+			log_error("%s: the debug info of %s does not say where %s starts", spec->text,
+				  path, fn->name);
+			return -ENOENT;
+		}
+		line = l0 + spec->line;
+	}
+	n = dwarf_line_addrs(dm, file, line, &addrs, &nearest);
+	if (n < 0)
+		return (int)n;
+	if (n == 0) {
+		if (nearest)
+			log_error("%s: no code at %s:%u; the next line with code is %u", spec->text,
+				  file, line, nearest);
+		else
+			log_error("%s: no code at %s:%u in %s", spec->text, file, line, path);
+		return -ENOENT;
+	}
+	snprintf(label, sizeof(label), "%s:%u", strrchr(file, '/') ? strrchr(file, '/') + 1 : file,
+		 line);
+	for (ssize_t i = 0; i < n && !ret; i++) {
+		const struct elf_sym *fn = elf_func_at(ef, addrs[i]);
+
+		ret = add_site(sv, spec, idx, path, ef, fn, addrs[i], 0);
+	}
+	free(addrs);
+	for (size_t i = first; i < sv->n && !ret; i++) {
+		struct usc_site *st = &sv->v[i];
+
+		if (!spec->event_given)
+			snprintf(st->label, sizeof(st->label), "%s", label);
+		free(st->symbol);
+		/* the kernel's event name: the label's characters that may be in one */
+		st->symbol = strdup(label);
+		if (!st->symbol)
+			ret = -ENOMEM;
+	}
+	return ret;
+}
+
 static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *spec,
 		       unsigned idx, unsigned flags, struct site_vec *sv)
 {
@@ -695,6 +764,10 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 
 	if (spec->loc_kind == USC_LOC_USDT) {
 		ret = resolve_usdt(spec, idx, path, ef, sv);
+		goto out;
+	}
+	if (spec->loc_kind == USC_LOC_LINE) {
+		ret = resolve_line(spec, idx, path, ef, sv);
 		goto out;
 	}
 	if (spec->loc_kind == USC_LOC_ADDRESS) {

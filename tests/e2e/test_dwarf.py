@@ -2,6 +2,8 @@
 pointers, char arrays and char pointers as strings, globals, $params; at -O0
 and -O2, and with the DWARF in a separate file (.gnu_debuglink)."""
 
+from pathlib import Path
+
 import pytest
 
 from uscope_e2e import run_uscope, target, trace
@@ -67,3 +69,49 @@ def test_no_debug_info_is_a_clear_error():
     cp = run_uscope(["trace", "add r->x", "--", target("args-nodebug"), "1"])
     assert cp.returncode == 1
     assert "debug info" in cp.stderr
+
+
+# --------------------------------------------------------------------------
+# Source lines: FILE:LINE and FUNCTION:+N
+
+SRC = Path(__file__).resolve().parents[1] / "targets" / "dwarfapp.c"
+
+
+def marker_line(tag):
+    for n, text in enumerate(SRC.read_text().splitlines(), 1):
+        if f"LINE:{tag}" in text:
+            return n
+    raise AssertionError(f"no marker {tag}")
+
+
+def decl_line(func):
+    for n, text in enumerate(SRC.read_text().splitlines(), 1):
+        if f" {func}(" in text and not text[:1].isspace():
+            return n
+    raise AssertionError(f"no {func}")
+
+
+def expected_v(i):
+    return 1000 * i + i + i % 2 + (5 if i % 3 else 0) + 77
+
+
+@pytest.mark.parametrize("build", ["dwarfapp-O0", "dwarfapp-split"])
+def test_file_line_probe_sees_locals(build):
+    line = marker_line("v-computed")
+    res = trace(f"dwarfapp.c:{line} v n", cmd=[target(build), str(N)], json=True).check(rc=0)
+    assert {e.event for e in res.events} == {f"dwarfapp.c:{line}"}
+    assert [(e.args["n"], e.args["v"]) for e in res.events] == \
+        [(i, expected_v(i)) for i in range(1, N + 1)]
+
+
+def test_function_relative_line():
+    line = marker_line("v-computed")
+    rel = line - decl_line("handle")
+    res = trace(f"handle:+{rel} v", cmd=[target("dwarfapp-O0"), str(N)], json=True).check(rc=0)
+    assert [e.args["v"] for e in res.events] == [expected_v(i) for i in range(1, N + 1)]
+
+
+def test_line_without_code_names_the_next_one():
+    cp = run_uscope(["trace", "dwarfapp.c:1", "--", target("dwarfapp-O0"), "1"])
+    assert cp.returncode == 1
+    assert "no code at dwarfapp.c:1" in cp.stderr

@@ -150,6 +150,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			CHECK(!spec.is_return && !spec.has_offset);
 			CHECK(spec.is_glob == (strpbrk(spec.symbol, "*?[") != NULL ||
 					       strpbrk(spec.provider, "*?[") != NULL));
+		} else if (spec.loc_kind == USC_LOC_LINE) {
+			CHECK(spec.symbol[0] != 0 && spec.line > 0 && !spec.is_return);
 		} else {
 			CHECK(spec.loc_kind == USC_LOC_ADDRESS);
 			CHECK(spec.symbol[0] == 0 && !spec.has_offset);

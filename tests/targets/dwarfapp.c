@@ -24,7 +24,7 @@ __attribute__((noinline)) long handle(struct req *r, int n, unsigned char flag, 
 {
 	long v = r->size + n + flag + (long)c + r->next->id;
 
-	__asm__ volatile("" : "+r"(v));
+	__asm__ volatile("" : "+r"(v)); /* LINE:v-computed */
 	return v;
 }
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -708,6 +709,29 @@ static void test_var_exprs(void **state)
 		assert_int_equal(a->insn[0].imm >> 32, cases[i].len);
 		assert_int_equal(a->type, cases[i].type);
 	}
+	/* source lines */
+	assert_int_equal(usc_probe_parse("dwarfapp.c:27 v", &spec, &err), 0);
+	assert_int_equal(spec.loc_kind, USC_LOC_LINE);
+	assert_string_equal(spec.symbol, "dwarfapp.c");
+	assert_int_equal(spec.line, 27);
+	assert_false(spec.line_rel);
+	assert_string_equal(spec.module, "");
+	assert_int_equal(usc_probe_parse("app:src/x.cc:+", &spec, &err), -EINVAL);
+	assert_int_equal(err.code, USC_PERR_BAD_LINE);
+	assert_int_equal(usc_probe_parse(":+4", &spec, &err), -EINVAL);
+	assert_int_equal(usc_probe_parse("app:src/x.cc:12", &spec, &err), 0);
+	assert_string_equal(spec.module, "app");
+	assert_string_equal(spec.symbol, "src/x.cc");
+	assert_int_equal(spec.line, 12);
+	assert_int_equal(usc_probe_parse("handle:+3", &spec, &err), 0);
+	assert_int_equal(spec.loc_kind, USC_LOC_LINE);
+	assert_string_equal(spec.symbol, "handle");
+	assert_true(spec.line_rel);
+	assert_int_equal(spec.line, 3);
+	assert_int_equal(usc_probe_parse("libc:malloc+8", &spec, &err), 0);
+	assert_int_equal(spec.loc_kind, USC_LOC_SYMBOL);
+	assert_int_equal(usc_probe_parse("handle:+0", &spec, &err), -EINVAL);
+	assert_int_equal(err.code, USC_PERR_BAD_LINE);
 	/* $params stands alone and expands at the site */
 	assert_int_equal(usc_probe_parse("handle $params", &spec, &err), 0);
 	assert_int_equal(spec.nargs, 1);
