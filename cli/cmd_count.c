@@ -26,7 +26,7 @@ static const char count_usage[] =
 	"  -d, --duration SECS    stop after SECS seconds\n"
 	"  -i, --interval SECS    also print every SECS seconds\n"
 	"      --json             one JSON object per report\n"
-	"  -e, --engine NAME      auto (default) or tracefs\n"
+	"  -e, --engine NAME      auto (default), tracefs or bpf\n"
 	"  -q, --quiet            no readiness line on stderr\n"
 	"\n"
 	"example:\n"

@@ -32,7 +32,7 @@ static const char flow_usage[] =
 	"      --json           one JSON object per entry, return or event\n"
 	"  -o, --output FILE    write the flow to FILE\n"
 	"  -d, --duration SECS  stop after SECS seconds\n"
-	"  -e, --engine NAME    auto (default) or tracefs\n"
+	"  -e, --engine NAME    auto (default), tracefs or bpf\n"
 	"  -q, --quiet          no readiness line or summary on stderr\n"
 	"      --uretprobe      return probes swap the return address (the kernel's\n"
 	"                       uretprobe) instead of probing every ret of the function;\n"

@@ -9,11 +9,15 @@
 
 #include "cli/cli.h"
 #include "elf/elf.h"
+#include "dwarf/dwarf.h"
 #include "elf/modules.h"
+#include "resolve/resolve.h"
 #include "usdt/usdt.h"
 
 static const char list_usage[] =
 	"usage: uscope list [--usdt] [-v] [-p PID | BINARY] [PATTERN]\n"
+	"       uscope list --lines FUNCTION [-p PID | BINARY]\n"
+	"       uscope list --vars LOCATION [-p PID | BINARY]\n"
 	"\n"
 	"  BINARY    an executable or library: a path, a command on PATH, or a\n"
 	"            library name the dynamic loader would find (libc)\n"
@@ -23,7 +27,11 @@ static const char list_usage[] =
 	"  -v        add ADDRESS SIZE FILE_OFFSET before each name; IFUNCs are marked\n"
 	"  --usdt    list USDT static probes as MODULE %PROVIDER:NAME instead; PATTERN\n"
 	"            is a glob on PROVIDER:NAME; -v adds each site's address,\n"
-	"            semaphore and argument specs\n";
+	"            semaphore and argument specs\n"
+	"  --lines FUNCTION  the source of FUNCTION, each line that can be probed\n"
+	"            (as FILE:LINE or FUNCTION:+N) numbered (needs debug info)\n"
+	"  --vars LOCATION   the parameters and locals visible at LOCATION (any\n"
+	"            probe location), with their types (needs debug info)\n";
 
 static bool usdt_mode;
 
@@ -164,16 +172,140 @@ static int list_pid(pid_t pid, const char *pattern, bool verbose)
 	return 0;
 }
 
+/* The sites of one LOCATION, resolved as trace would resolve them. */
+static int location_sites(const char *loc, pid_t pid, const char *bin, struct usc_probe_spec *spec,
+			  struct usc_site **sites, size_t *nsites)
+{
+	struct usc_target t = {.kind = pid ? USC_TARGET_PID : USC_TARGET_COMMAND, .pid = pid};
+	char *argv1[1] = {(char *)loc};
+	struct usc_probe_spec *parsed;
+	int ret;
+
+	if (cli_parse_probes(argv1, 1, &parsed))
+		return -EINVAL;
+	*spec = *parsed;
+	free(parsed);
+	if (pid) {
+		if (resolve_target(&t, NULL))
+			return -ESRCH;
+	} else {
+		t.exe = realpath(bin, NULL);
+		if (!t.exe) {
+			cli_error("no such file: %s", bin);
+			return -ENOENT;
+		}
+	}
+	ret = resolve_probes(&t, spec, 1, 0, sites, nsites);
+	free(t.exe);
+	return ret;
+}
+
+static void print_var(const char *name, const char *type, bool param, void *ctx)
+{
+	(void)ctx;
+	printf("  %-28s %s%s\n", type, name, param ? "  (parameter)" : "");
+}
+
+static int list_vars(const char *loc, pid_t pid, const char *bin)
+{
+	struct usc_probe_spec spec;
+	struct usc_site *sites = NULL;
+	size_t n = 0;
+	int ret = location_sites(loc, pid, bin, &spec, &sites, &n);
+
+	for (size_t i = 0; i < n && !ret; i++) {
+		struct dwarf_module *dm;
+		uint64_t pc = sites[i].vaddr;
+
+		ret = resolve_debuginfo(sites[i].path, &dm);
+		if (ret) {
+			cli_error("%s has no debug info (DWARF)", sites[i].path);
+			break;
+		}
+		/* at a function's entry, where trace puts a probe that names
+		 * variables: after the prologue */
+		if (pc == sites[i].func_vaddr)
+			dwarf_after_prologue(dm, pc, &pc);
+		printf("%s at 0x%llx (%s):\n", sites[i].label, (unsigned long long)pc, sites[i].path);
+		if (dwarf_vars_at(dm, pc, print_var, NULL))
+			printf("  (no variables known there)\n");
+	}
+	resolve_sites_free(sites, n);
+	resolve_cache_free();
+	return ret ? 1 : 0;
+}
+
+static int list_lines(const char *func, pid_t pid, const char *bin)
+{
+	struct usc_probe_spec spec;
+	struct usc_site *sites = NULL;
+	size_t n = 0;
+	int ret = location_sites(func, pid, bin, &spec, &sites, &n);
+
+	for (size_t i = 0; i < n && !ret; i++) {
+		struct dwarf_module *dm;
+		struct elf_file *ef;
+		const struct elf_sym *fn;
+		const char *file;
+		unsigned *lines = NULL, first = 0;
+		ssize_t nl;
+		FILE *src;
+		char text[512];
+
+		if (resolve_debuginfo(sites[i].path, &dm) || elf_open(sites[i].path, &ef)) {
+			cli_error("%s has no debug info (DWARF)", sites[i].path);
+			ret = -ENODATA;
+			break;
+		}
+		fn = elf_func_at(ef, sites[i].func_vaddr);
+		nl = fn ? dwarf_func_lines(dm, fn->vaddr, fn->size, &file, &lines) : -ENOENT;
+		if (nl <= 0 || dwarf_func_line(dm, fn->vaddr, &file, &first)) {
+			cli_error("%s: no line information for %s", func, fn ? fn->name : func);
+			elf_close(ef);
+			free(lines);
+			ret = -ENOENT;
+			break;
+		}
+		printf("%s (%s):\n", fn->name, file);
+		src = fopen(file, "r");
+		for (unsigned l = 1, k = 0; l <= lines[nl - 1]; l++) {
+			bool code = k < (size_t)nl && lines[k] == l;
+			bool have = src && fgets(text, sizeof(text), src);
+
+			if (code)
+				k++;
+			if (l < first)
+				continue;
+			if (have)
+				text[strcspn(text, "\n")] = 0;
+			if (code)
+				printf("%7u  %s\n", l, have ? text : "");
+			else if (have)
+				printf("         %s\n", text);
+		}
+		if (src)
+			fclose(src);
+		free(lines);
+		elf_close(ef);
+	}
+	resolve_sites_free(sites, n);
+	resolve_cache_free();
+	return ret ? 1 : 0;
+}
+
 int cmd_list(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"pid", required_argument, NULL, 'p'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"usdt", no_argument, NULL, 'U'},
+		{"lines", required_argument, NULL, 'L'},
+		{"vars", required_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	bool verbose = false;
+	const char *lines_of = NULL, *vars_at = NULL;
 	pid_t pid = 0;
 	int c, ret;
 	char *path = NULL;
@@ -196,6 +328,12 @@ int cmd_list(int argc, char **argv)
 		case 'U':
 			usdt_mode = true;
 			break;
+		case 'L':
+			lines_of = optarg;
+			break;
+		case 'V':
+			vars_at = optarg;
+			break;
 		case 'h':
 			fputs(list_usage, stdout);
 			return 0;
@@ -203,6 +341,14 @@ int cmd_list(int argc, char **argv)
 			fputs(list_usage, stderr);
 			return 2;
 		}
+	}
+	if (lines_of || vars_at) {
+		if ((!pid && optind + 1 != argc) || (pid && optind != argc)) {
+			fputs(list_usage, stderr);
+			return 2;
+		}
+		return lines_of ? list_lines(lines_of, pid, pid ? NULL : argv[optind]) :
+				  list_vars(vars_at, pid, pid ? NULL : argv[optind]);
 	}
 	if (pid) {
 		if (argc - optind > 1) {

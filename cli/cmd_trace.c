@@ -14,10 +14,12 @@ static const char trace_usage[] =
 	"                    [-- COMMAND [ARG...]]\n"
 	"\n"
 	"  PROBE is one shell word: [p|r][:EVENT] LOCATION [FETCHARG ...]\n"
-	"    LOCATION  [MODULE:]SYMBOL | [MODULE:]SYMBOL+OFFSET | [MODULE:]ADDRESS\n"
+	"    LOCATION  [MODULE:]SYMBOL | [MODULE:]SYMBOL+OFFSET | [MODULE:]ADDRESS |\n"
+	"              [MODULE:]%PROVIDER:NAME (USDT) | [MODULE:]FILE:LINE | FUNCTION:+N\n"
 	"    FETCHARG  [NAME=]EXPR[:TYPE]\n"
 	"    EXPR      %REG | $argN | $retval | $stackN | $stack | $comm | @ADDR |\n"
-	"              @+FILE_OFFSET | +OFFS(EXPR) | -OFFS(EXPR)\n"
+	"              @+FILE_OFFSET | +OFFS(EXPR) | -OFFS(EXPR) |\n"
+	"              VAR[->FIELD|.FIELD|[N]]... | $params   (with debug info)\n"
 	"    TYPE      u8..u64 s8..s64 x8..x64 string ustring symbol b<width>@<offset>/<size>\n"
 	"\n"
 	"  -p, --pid PID        trace a running process (all its threads)\n"
@@ -26,7 +28,7 @@ static const char trace_usage[] =
 	"      --json           one JSON object per event\n"
 	"  -o, --output FILE    write events to FILE\n"
 	"  -d, --duration SECS  stop after SECS seconds\n"
-	"  -e, --engine NAME    auto (default) or tracefs\n"
+	"  -e, --engine NAME    auto (default), tracefs or bpf\n"
 	"  -q, --quiet          no readiness line or summary on stderr\n"
 	"      --uretprobe      return probes swap the return address (the kernel's\n"
 	"                       uretprobe) instead of probing every ret of the function;\n"
@@ -35,7 +37,8 @@ static const char trace_usage[] =
 	"\n"
 	"examples:\n"
 	"  uscope trace 'libc:getaddrinfo host=+0($arg1):string' -- getent ahosts localhost\n"
-	"  uscope trace 'r:libc:malloc ptr=$retval' -p 1234\n";
+	"  uscope trace 'r:libc:malloc ptr=$retval' -p 1234\n"
+	"  uscope trace 'handle r->path r->size' '%python:gc__start' -- ./app\n";
 
 struct trace_ctx {
 	struct usc_output out;

@@ -1056,6 +1056,13 @@ int dwarf_func_line(struct dwarf_module *m, uint64_t func_vaddr, const char **fi
 	return ret;
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -1112,4 +1119,135 @@ ssize_t dwarf_line_addrs(struct dwarf_module *m, const char *file, unsigned line
 	}
 	*out = v;
 	return (ssize_t)u;
+}
+
+/* ---- discovery: list --lines, list --vars ---------------------------------- */
+
+ssize_t dwarf_func_lines(struct dwarf_module *m, uint64_t func_vaddr, uint64_t size,
+			 const char **file, unsigned **out)
+{
+	Dwarf_Addr b;
+	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, func_vaddr + m->bias, &b);
+	Dwarf_Lines *lines;
+	size_t nlines, n = 0;
+	unsigned *v;
+	uint64_t lo = func_vaddr + m->bias - b, hi = lo + size;
+
+	*out = NULL;
+	if (!cu || dwarf_func_line(m, func_vaddr, file, &(unsigned){0}) ||
+	    dwarf_getsrclines(cu, &lines, &nlines))
+		return -ENOENT;
+	v = calloc(nlines + 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < nlines; i++) {
+		Dwarf_Line *l = dwarf_onesrcline(lines, i);
+		Dwarf_Addr a;
+		const char *src;
+		int lno;
+		bool stmt = false;
+
+		if (!l || dwarf_lineaddr(l, &a) || a < lo || a >= hi || dwarf_lineno(l, &lno) ||
+		    dwarf_linebeginstatement(l, &stmt) || !stmt)
+			continue;
+		src = dwarf_linesrc(l, NULL, NULL);
+		if (src && !strcmp(src, *file) && lno > 0)
+			v[n++] = (unsigned)lno;
+	}
+	qsort(v, n, sizeof(*v), cmp_u32);
+	size_t u = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (!u || v[u - 1] != v[i])
+			v[u++] = v[i];
+	*out = v;
+	return (ssize_t)u;
+}
+
+/* A C type name for DIE t ("const char *", "struct req *", "int[8]"). */
+static void type_name(Dwarf_Die *t, bool has, char *buf, size_t len)
+{
+	char inner[256];
+	const char *nm;
+	Dwarf_Die sub;
+	Dwarf_Word n;
+
+	if (!has) {
+		snprintf(buf, len, "void");
+		return;
+	}
+	nm = die_name(t);
+	switch (dwarf_tag(t)) {
+	case DW_TAG_pointer_type:
+		type_name(&sub, die_type(t, &sub), inner, sizeof(inner));
+		snprintf(buf, len, "%s *", inner);
+		return;
+	case DW_TAG_const_type:
+		type_name(&sub, die_type(t, &sub), inner, sizeof(inner));
+		snprintf(buf, len, "const %s", inner);
+		return;
+	case DW_TAG_volatile_type:
+		type_name(&sub, die_type(t, &sub), inner, sizeof(inner));
+		snprintf(buf, len, "volatile %s", inner);
+		return;
+	case DW_TAG_array_type:
+		type_name(&sub, die_type(t, &sub), inner, sizeof(inner));
+		if (dwarf_child(t, &sub) == 0 && dwarf_aggregate_size(t, &n) == 0 && n)
+			snprintf(buf, len, "%s[] (%llu bytes)", inner, (unsigned long long)n);
+		else
+			snprintf(buf, len, "%s[]", inner);
+		return;
+	case DW_TAG_structure_type:
+		snprintf(buf, len, "struct %s", nm ? nm : "{...}");
+		return;
+	case DW_TAG_union_type:
+		snprintf(buf, len, "union %s", nm ? nm : "{...}");
+		return;
+	case DW_TAG_enumeration_type:
+		snprintf(buf, len, "enum %s", nm ? nm : "{...}");
+		return;
+	case DW_TAG_subroutine_type:
+		snprintf(buf, len, "function");
+		return;
+	default:
+		snprintf(buf, len, "%s", nm ? nm : "?");
+	}
+}
+
+int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
+		  void (*fn)(const char *name, const char *type, bool param, void *ctx), void *ctx)
+{
+	Dwarf_Addr b;
+	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, pc + m->bias, &b), *scopes = NULL;
+	int n;
+
+	if (!cu)
+		return -ENOENT;
+	n = dwarf_getscopes(cu, pc + m->bias - b, &scopes);
+	if (n <= 0)
+		return -ENOENT;
+	for (int i = 0; i < n; i++) {
+		Dwarf_Die child;
+		int tag = dwarf_tag(&scopes[i]);
+
+		if (tag == DW_TAG_compile_unit)
+			break;	/* globals: too many to list */
+		if (dwarf_child(&scopes[i], &child) != 0)
+			continue;
+		do {
+			int ct = dwarf_tag(&child);
+			const char *nm = die_name(&child);
+			char tn[320];
+			Dwarf_Die t;
+
+			if ((ct != DW_TAG_formal_parameter && ct != DW_TAG_variable) || !nm)
+				continue;
+			type_name(&t, die_type(&child, &t), tn, sizeof(tn));
+			fn(nm, tn, ct == DW_TAG_formal_parameter, ctx);
+		} while (dwarf_siblingof(&child, &child) == 0);
+		if (tag == DW_TAG_subprogram)
+			break;	/* the function's own scope is the last we show */
+	}
+	free(scopes);
+	return 0;
 }

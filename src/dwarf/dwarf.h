@@ -6,6 +6,7 @@
 #ifndef USC_DWARF_DWARF_H
 #define USC_DWARF_DWARF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -63,5 +64,16 @@ int dwarf_func_line(struct dwarf_module *m, uint64_t func_vaddr, const char **fi
  * that has code, or 0), *out malloc'd; or -errno. */
 ssize_t dwarf_line_addrs(struct dwarf_module *m, const char *file, unsigned line,
 			 uint64_t **out, unsigned *nearest);
+
+/* The lines of the function at func_vaddr..+size that begin a statement, in
+ * the function's own source file (*file), sorted and unique. Count or -errno. */
+ssize_t dwarf_func_lines(struct dwarf_module *m, uint64_t func_vaddr, uint64_t size,
+			 const char **file, unsigned **out);
+
+/* The parameters and locals visible at pc, innermost scope first, with their
+ * C types ("struct req *"). 0 or -ENOENT. */
+int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
+		  void (*fn)(const char *name, const char *type, bool param, void *ctx),
+		  void *ctx);
 
 #endif

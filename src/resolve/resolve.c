@@ -91,6 +91,11 @@ static int cached_dwarf(const char *path, struct dwarf_module **out)
 	return n->err;
 }
 
+int resolve_debuginfo(const char *path, struct dwarf_module **m)
+{
+	return cached_dwarf(path, m);
+}
+
 static bool spec_needs_dwarf(const struct usc_probe_spec *spec)
 {
 	for (unsigned i = 0; i < spec->nargs; i++)

@@ -66,4 +66,9 @@ void resolve_sites_free(struct usc_site *sites, size_t n);
 void resolve_symbolize(pid_t pid, uint64_t addr, char *buf, size_t len);
 void resolve_cache_free(void);
 
+/* The debug info of a module file, from the session's cache (closed by
+ * resolve_cache_free). 0, -ENODATA (none), -errno. */
+struct dwarf_module;
+int resolve_debuginfo(const char *path, struct dwarf_module **m);
+
 #endif

@@ -115,3 +115,28 @@ def test_line_without_code_names_the_next_one():
     cp = run_uscope(["trace", "dwarfapp.c:1", "--", target("dwarfapp-O0"), "1"])
     assert cp.returncode == 1
     assert "no code at dwarfapp.c:1" in cp.stderr
+
+
+# --------------------------------------------------------------------------
+# Discovery: list --lines, list --vars
+
+def test_list_lines_numbers_the_probeable_lines():
+    cp = run_uscope(["list", "--lines", "handle", target("dwarfapp-O0")])
+    assert cp.returncode == 0
+    numbered = [int(l.split()[0]) for l in cp.stdout.splitlines()[1:] if l[:7].strip()]
+    v = marker_line("v-computed")
+    assert v in numbered and v + 1 in numbered     # the asm line and the return
+    assert decl_line("handle") not in numbered      # the declaration has no code
+    assert all(decl_line("handle") < n <= v + 2 for n in numbered)
+
+
+@pytest.mark.parametrize("build", ["dwarfapp-O0", "dwarfapp-O2", "dwarfapp-split"])
+def test_list_vars_at_a_function_and_a_line(build):
+    for loc in ("handle", f"dwarfapp.c:{marker_line('v-computed')}"):
+        cp = run_uscope(["list", "--vars", loc, target(build)])
+        assert cp.returncode == 0, cp.stderr
+        rows = {l.split()[-1] if "(parameter)" not in l else l.split()[-2]: l
+                for l in cp.stdout.splitlines()[1:]}
+        assert set(rows) >= {"r", "n", "flag", "c"}
+        assert "struct req *" in rows["r"] and "(parameter)" in rows["r"]
+        assert "enum color" in rows["c"]
