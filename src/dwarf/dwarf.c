@@ -71,7 +71,7 @@ int dwarf_open(const char *path, struct dwarf_module **out)
 	}
 	m->dw = dwfl_module_getdwarf(m->mod, &m->bias);
 	if (!m->dw) {
-		log_error("dwarf: %s has no DWARF debug info (%s)", path, dwfl_errmsg(-1));
+		log_debug("dwarf: %s has no DWARF debug info (%s)", path, dwfl_errmsg(-1));
 		dwarf_close(m);
 		return -ENODATA;
 	}

@@ -140,3 +140,82 @@ def test_list_vars_at_a_function_and_a_line(build):
         assert set(rows) >= {"r", "n", "flag", "c"}
         assert "struct req *" in rows["r"] and "(parameter)" in rows["r"]
         assert "enum color" in rows["c"]
+
+
+# --------------------------------------------------------------------------
+# Where debug info comes from: /usr/lib/debug/.build-id, and debuginfod
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+
+def build_id(path):
+    out = subprocess.check_output(["readelf", "-n", path], text=True)
+    return next(l.split()[-1] for l in out.splitlines() if "Build ID" in l)
+
+
+def nodebug_copy(d):
+    """A copy of dwarfapp-O0 without DWARF, and its DWARF apart."""
+    full = target("dwarfapp-O0")
+    app, dbg = os.path.join(d, "app"), os.path.join(d, "app.debug")
+    subprocess.check_call(["objcopy", "--only-keep-debug", full, dbg])
+    subprocess.check_call(["objcopy", "--strip-debug", full, app])
+    return app, dbg
+
+
+def check_handle(cp):
+    assert cp.returncode == 0, cp.stderr
+    lines = [l for l in cp.stdout.splitlines() if ": handle: " in l]
+    assert [l.split("r_id=")[1] for l in lines] == ["10", "20"]
+
+
+def test_separate_debug_file_by_build_id():
+    with tempfile.TemporaryDirectory() as d:
+        app, dbg = nodebug_copy(d)
+        bid = build_id(app)
+        dest = f"/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug"
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copy(dbg, dest)
+        try:
+            check_handle(run_uscope(["trace", "-o", "/dev/stdout", "handle r->id", "--", app, "2"]))
+        finally:
+            os.unlink(dest)
+
+
+def test_debuginfod_on_loopback():
+    with tempfile.TemporaryDirectory() as d:
+        app, dbg = nodebug_copy(d)
+        srv = os.path.join(d, "srv")
+        os.mkdir(srv)
+        shutil.move(dbg, srv)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        server = subprocess.Popen(["debuginfod", "-F", srv, "-p", str(port),
+                                   "-d", os.path.join(d, "db.sqlite")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.time() + 30
+            while True:     # until it has scanned the directory
+                try:
+                    urllib.request.urlopen(f"{url}/buildid/{build_id(app)}/debuginfo", timeout=2)
+                    break
+                except Exception:
+                    assert time.time() < deadline, "debuginfod did not serve the debug file"
+                    time.sleep(0.3)
+            env = ["env", f"DEBUGINFOD_URLS={url}",
+                   f"DEBUGINFOD_CACHE_PATH={os.path.join(d, 'cache')}"]
+            # without the server: no debug info
+            cp = run_uscope(["trace", "handle r->id", "--", app, "2"])
+            assert cp.returncode == 1 and "no debug info" in cp.stderr
+            check_handle(run_uscope(["trace", "-o", "/dev/stdout", "handle r->id", "--", app, "2"],
+                                    prefix=env))
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
