@@ -1251,3 +1251,67 @@ int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
 	free(scopes);
 	return 0;
 }
+
+/* ---- the return value's type ----------------------------------------------- */
+
+int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_fetcharg *out)
+{
+	Dwarf_Addr b;
+	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, func_vaddr + m->bias, &b), *scopes = NULL;
+	Dwarf_Die t, to;
+	Dwarf_Attribute a;
+	Dwarf_Word enc = DW_ATE_unsigned;
+	int n, ret = -ENOENT, size, idx, tag;
+
+	if (!cu)
+		return -ENOENT;
+	n = dwarf_getscopes(cu, func_vaddr + m->bias - b, &scopes);
+	for (int i = 0; i < n; i++) {
+		if (dwarf_tag(&scopes[i]) != DW_TAG_subprogram)
+			continue;
+		ret = die_type(&scopes[i], &t) && strip_type(&t) ? 0 : -ENOENT;	/* void */
+		break;
+	}
+	free(scopes);
+	if (ret)
+		return ret;
+	memset(out->insn, 0, sizeof(out->insn));
+	out->insn[0] = (struct fetch_insn){.op = FOP_RETVAL};
+	tag = dwarf_tag(&t);
+	if (tag == DW_TAG_pointer_type) {
+		if (die_type(&t, &to) && strip_type(&to) && is_char(&to)) {
+			out->type = USC_T_STRING;
+			out->insn[1] = (struct fetch_insn){.op = FOP_ST_STRING};
+		} else {
+			out->type = USC_T_X64;
+			out->insn[1] = (struct fetch_insn){.op = FOP_ST_RAW, .size = 8};
+		}
+		out->insn[2] = (struct fetch_insn){.op = FOP_END};
+		out->ninsn = 3;
+		return 0;
+	}
+	if (tag != DW_TAG_base_type && tag != DW_TAG_enumeration_type)
+		return -ENOTSUP;	/* a struct: not in %rax */
+	size = dwarf_bytesize(&t);
+	if (tag == DW_TAG_enumeration_type) {
+		if (die_type(&t, &to) && strip_type(&to) && dwarf_attr(&to, DW_AT_encoding, &a))
+			dwarf_formudata(&a, &enc);
+	} else if (dwarf_attr(&t, DW_AT_encoding, &a)) {
+		dwarf_formudata(&a, &enc);
+	}
+	if (enc == DW_ATE_float)
+		return -ENOTSUP;	/* returned in %xmm0 */
+	switch (size) {
+	case 1: idx = 0; break;
+	case 2: idx = 1; break;
+	case 4: idx = 2; break;
+	case 8: idx = 3; break;
+	default: return -ENOTSUP;
+	}
+	out->type = (enum usc_type)((enc == DW_ATE_signed || enc == DW_ATE_signed_char ?
+				     USC_T_S8 : USC_T_U8) + idx);
+	out->insn[1] = (struct fetch_insn){.op = FOP_ST_RAW, .size = (uint8_t)size};
+	out->insn[2] = (struct fetch_insn){.op = FOP_END};
+	out->ninsn = 3;
+	return 0;
+}

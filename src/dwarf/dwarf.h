@@ -65,6 +65,12 @@ int dwarf_func_line(struct dwarf_module *m, uint64_t func_vaddr, const char **fi
 ssize_t dwarf_line_addrs(struct dwarf_module *m, const char *file, unsigned line,
 			 uint64_t **out, unsigned *nearest);
 
+/* The program of the value the function at func_vaddr returns, typed from
+ * its DWARF return type (integers and enums by size and sign, char * as a
+ * string, other pointers x64), loading FOP_RETVAL. -ENOENT (void, unknown),
+ * -ENOTSUP (a float or struct: not in %rax). */
+int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_fetcharg *out);
+
 /* The lines of the function at func_vaddr..+size that begin a statement, in
  * the function's own source file (*file), sorted and unique. Count or -errno. */
 ssize_t dwarf_func_lines(struct dwarf_module *m, uint64_t func_vaddr, uint64_t size,

@@ -465,6 +465,16 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 			copy.insn[0] = (struct fetch_insn){.op = FOP_ARG, .imm = 1};
 			ret = probe_bind_arg(&copy, &low, 1, &site->args[out]);
 			site->args[out].unavailable = low.unavailable;
+		} else if (site->is_return && site->func_vaddr && in->insn[0].op == FOP_RETVAL &&
+			   !in->type_given && in->ninsn == 3 && in->insn[1].op == FOP_ST_RAW &&
+			   (dm || cached_dwarf(site->path, &dm) == 0) &&
+			   dwarf_func_rettype(dm, site->func_vaddr, &low) == 0) {
+			/* a bare $retval takes the function's return type */
+			site->args[out] = *in;
+			memcpy(site->args[out].insn, low.insn, sizeof(low.insn));
+			site->args[out].ninsn = low.ninsn;
+			site->args[out].type = low.type;
+			ret = 0;
 		} else {
 			ret = probe_bind_arg(in, usdt, nusdt, &site->args[out]);
 		}

@@ -219,3 +219,11 @@ def test_debuginfod_on_loopback():
         finally:
             server.terminate()
             server.wait(timeout=10)
+
+
+def test_bare_retval_takes_the_functions_return_type():
+    res = trace("r:handle $retval", cmd=[target("dwarfapp-O0"), str(N)], json=True).check(rc=0)
+    assert [e.args["arg1"] for e in res.events] == [expected_v(i) for i in range(1, N + 1)]
+    # no debug info: the default x64
+    res = trace("r:handle $retval", cmd=[target("args-nodebug"), "2"], json=True).check(rc=0)
+    assert [e.args["arg1"] for e in res.events] == ["0x8", "0x9"]
