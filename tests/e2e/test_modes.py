@@ -196,3 +196,20 @@ def test_json_fields_and_types():
     assert all(type(a["mid"]) is int for a in by("pack"))
     ts = [o["time_ns"] for o in res.objects]
     assert max(ts) - min(ts) < 60 * 10**9
+
+
+def test_attach_pid_excludes_forked_children_even_short_lived():
+    """The kernel's pid filter follows forks; uscope keeps the target's threads
+    (a new thread's work() is reported) and drops its forked processes, which
+    exit before their events are read."""
+    f = u.Target([target("forker")])
+    f.expect("ready")
+    bg = trace_bg("work v=$arg1:s32", pid=f.pid, json=True)
+    bg.wait_ready()
+    f.write("go\n")
+    f.close_stdin()
+    assert f.wait() == 0
+    res = bg.result().check(rc=0)
+    assert sorted(e.args["v"] for e in res.events) == [0, 0, 1, 1, 2, 2]
+    assert {e.pid for e in res.events} == {f.pid}
+    assert len({e.tid for e in res.events}) == 2
