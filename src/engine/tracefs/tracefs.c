@@ -58,9 +58,10 @@ struct tfs {
 	struct kbuffer *kbuf;
 	int *site_of_id;
 	int max_id;
-	/* task:task_newtask tells each new task's thread group */
-	struct tep_event *newtask;
-	struct tep_format_field *nt_pid, *nt_flags;
+	/* task:task_newtask tells each new task's thread group and name,
+	 * sched:sched_process_exec its new name */
+	struct tep_event *newtask, *exec;
+	struct tep_format_field *nt_pid, *nt_flags, *nt_comm, *ex_pid, *ex_file;
 	int ncpus;
 	int *cpu_fd;
 	char *page;
@@ -253,7 +254,7 @@ static void kernel_error(const char *what, const char *event)
 
 static int tfs_setup_decode(struct tfs *t)
 {
-	const char *systems[] = {t->name, "task", NULL};
+	const char *systems[] = {t->name, "task", "sched", NULL};
 	struct usc_session *s = t->base.session;
 	char *sz;
 
@@ -295,10 +296,20 @@ static int tfs_setup_decode(struct tfs *t)
 	if (t->newtask) {
 		t->nt_pid = tep_find_field(t->newtask, "pid");
 		t->nt_flags = tep_find_field(t->newtask, "clone_flags");
+		t->nt_comm = tep_find_field(t->newtask, "comm");
 		if (!t->nt_pid || !t->nt_flags)
 			t->newtask = NULL;
 		else if (t->newtask->id > t->max_id)
 			t->max_id = t->newtask->id;
+	}
+	t->exec = tep_find_event_by_name(t->tep, "sched", "sched_process_exec");
+	if (t->exec) {
+		t->ex_pid = tep_find_field(t->exec, "pid");
+		t->ex_file = tep_find_field(t->exec, "filename");
+		if (!t->ex_pid || !t->ex_file || !(t->ex_file->flags & TEP_FIELD_IS_DYNAMIC))
+			t->exec = NULL;
+		else if (t->exec->id > t->max_id)
+			t->max_id = t->exec->id;
 	}
 	t->site_of_id = malloc((size_t)(t->max_id + 1) * sizeof(int));
 	if (!t->site_of_id)
@@ -449,6 +460,8 @@ static int tfs_start(struct usc_engine *e, pid_t pid, int follow_children)
 	 * that exits before its events are read is still attributed right. */
 	if (t->newtask && tracefs_event_enable(t->inst, "task", "task_newtask"))
 		t->newtask = NULL;
+	if (t->exec && tracefs_event_enable(t->inst, "sched", "sched_process_exec"))
+		t->exec = NULL;
 	/* Counting system-wide: uprobe_profile counts every hit before the
 	 * event filter runs, so a filter that drops everything keeps the ring
 	 * buffer out of it. */
@@ -578,6 +591,42 @@ static int task_learn(struct tfs *t, struct tep_record *rec)
 	memset(ct, 0, sizeof(*ct));
 	ct->tid = child;
 	ct->tgid = tgid;
+	if (t->nt_comm && t->nt_comm->size > 0) {
+		size_t n = (size_t)t->nt_comm->size < sizeof(ct->comm) - 1 ?
+			   (size_t)t->nt_comm->size : sizeof(ct->comm) - 1;
+
+		memcpy(ct->comm, (char *)rec->data + t->nt_comm->offset, n);
+		ct->comm[n] = 0;
+		if (!t->filter_process)
+			ct->ours = 1;
+		else
+			ct->ours = ct->tgid == t->pid;
+	}
+	return 0;
+}
+
+/* sched_process_exec: the task takes the new program's name (the kernel
+ * sets comm from the file's base name, 15 bytes at most) and leads its
+ * thread group. */
+static int task_exec(struct tfs *t, struct tep_record *rec)
+{
+	const char *data = rec->data;
+	int pid = (int)tep_read_number(t->tep, data + t->ex_pid->offset, t->ex_pid->size);
+	unsigned long long dl = tep_read_number(t->tep, data + t->ex_file->offset, 4);
+	unsigned off = dl & 0xffff, len = (unsigned)(dl >> 16);
+	struct tfs_task *tk = task_slot(t, pid);
+	const char *base, *file;
+
+	if (!tk)
+		return -ENOMEM;
+	if (!len || off + len > (unsigned)rec->size)
+		return 0;
+	file = data + off;
+	base = memrchr(file, '/', len);
+	base = base ? base + 1 : file;
+	snprintf(tk->comm, sizeof(tk->comm), "%.15s", base);
+	tk->tgid = pid;
+	tk->ours = !t->filter_process || pid == t->pid;
 	return 0;
 }
 
@@ -636,6 +685,11 @@ static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, v
 		int ret = task_learn(t, &rec);
 
 		return ret < 0 ? ret : 1;	/* not an event of ours: nothing delivered */
+	}
+	if (t->exec && id == t->exec->id) {
+		int ret = task_exec(t, &rec);
+
+		return ret < 0 ? ret : 1;
 	}
 	if (id < 0 || id > t->max_id || (idx = t->site_of_id[id]) < 0)
 		return 1;
