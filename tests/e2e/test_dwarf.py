@@ -179,12 +179,16 @@ def test_separate_debug_file_by_build_id():
         app, dbg = nodebug_copy(d)
         bid = build_id(app)
         dest = f"/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug"
+        made = [p for p in ("/usr/lib/debug", "/usr/lib/debug/.build-id", os.path.dirname(dest))
+                if not os.path.isdir(p)]
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         shutil.copy(dbg, dest)
         try:
             check_handle(run_uscope(["trace", "-o", "/dev/stdout", "handle r->id", "--", app, "2"]))
         finally:
             os.unlink(dest)
+            for p in reversed(made):    # leave the system as it was
+                os.rmdir(p)
 
 
 def test_debuginfod_on_loopback():
