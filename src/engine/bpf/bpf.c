@@ -29,7 +29,6 @@ struct ub {
 	size_t nsites;
 	struct usc_site_stats *stats;
 	int *ret_idx;		/* per site: the hidden return-address arg, or -1 */
-	bool stopping;
 	/* delivery */
 	usc_event_fn fn;
 	void *ctx;
