@@ -24,7 +24,7 @@ def test_sib_argument_auto_picks_bpf():
 
 def test_entry_args_deref_strings_fault_and_return_sites():
     res = trace("add a=$arg1:s32 b=$arg2:s32", "note m=$arg1:string",
-                "peek s=$arg1:string", "r:compute ret=$retval:s64",
+                "peek s=$arg1:string c=+0($arg1):u8", "r:compute ret=$retval:s64",
                 cmd=[ARGS, "4"], extra=BPF, json=True).check(rc=0)
     c = res.counts()
     assert c == {"add": 4, "note": 4, "peek": 2, "compute__return": 4}
@@ -34,6 +34,8 @@ def test_entry_args_deref_strings_fault_and_return_sites():
     assert [e.args["m"] for e in res.named("note")] == [f"note {i}" for i in range(1, 5)]
     # peek((char *)1) faults, and is marked so; the target is unharmed
     assert [e.args["s"] for e in res.named("peek")] == [None, "ok"]
+    # a number behind a bad pointer is a fault marker too, not a made-up value
+    assert [e.args["c"] for e in res.named("peek")] == [None, ord("o")]
     assert [e.args["ret"] for e in res.named("compute__return")] == \
         [100003 * i * 3 + 1 for i in range(1, 5)]
     for e in res.named("compute__return"):
