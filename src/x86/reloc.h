@@ -1,0 +1,96 @@
+/* x86-64 code relocation for the inject engine: plan a 5-byte `jmp rel32`
+ * patch over whole instructions, and move the instructions it displaces into
+ * a trampoline (Zydis decodes and encodes).
+ *
+ * Addresses: the regions, the patch and the reader all use one address space
+ * (link-time or runtime, the caller's choice), except x86_relocate's `to`,
+ * which is where the copy will run. */
+#ifndef USC_X86_RELOC_H
+#define USC_X86_RELOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "x86/insn.h"
+
+/* The size of the patch: a `jmp rel32`. */
+#define X86_JMP_LEN 5
+
+/* The most bytes x86_relocate writes for len input bytes: a jcc rel8 (2
+ * bytes) becomes a jcc rel32 (6), at most 3x; a call becomes a push of its
+ * return address (at most 13 bytes) and a jmp (at most 15), once, as the last
+ * instruction. Add X86_JMP_LEN for the jump back. */
+#define X86_RELOC_MAX(len) (3 * (size_t)(len) + 28)
+
+/* A planned patch: a 5-byte `jmp rel32` written at addr, displacing whole
+ * instructions [addr, addr+len), len >= 5. The probe fires at addr+probe_off
+ * (0 for an entry probe; the return instruction's offset for a return site).
+ * The trampoline runs: relocated [addr, addr+probe_off), the probe,
+ * relocated [addr+probe_off, addr+len), then jumps back to addr+len (not
+ * needed when the last instruction is a ret or a jmp, but harmless). */
+struct x86_patch {
+	uint64_t addr;
+	uint32_t len;
+	uint32_t probe_off;
+};
+
+/* Reads memory outside the code regions: jump tables (.rodata). len bytes
+ * at vaddr (the regions' address space) into buf; 0 or -errno. The inject
+ * engine can pass one backed by the ELF file (elf_read). */
+struct x86_reader {
+	int (*read)(void *ctx, uint64_t vaddr, void *buf, size_t len);
+	void *ctx;
+};
+
+/* Plan an entry/offset probe at `addr` inside the function made of
+ * `regions` (regions[0] is the hot body, the others its NAME.cold parts).
+ * A leading endbr64 at the function entry stays in place: the patch goes
+ * after it (addr+4), so indirect branches still land on endbr64. rd may be
+ * NULL; then a function with a jump table is refused.
+ * Returns 0, or -ENOTSUP with *why naming the rule that refuses (a string
+ * valid until this thread's next call), -ENOEXEC for undecodable code,
+ * -EINVAL when addr is not an instruction boundary of the regions, -ENOMEM. */
+int x86_plan_probe(const struct x86_region *regions, size_t nregions,
+		   const struct x86_reader *rd, uint64_t addr,
+		   struct x86_patch *out, const char **why);
+
+/* Plan a patch for a return site (a ret, or a tail-call jmp, at ret_addr, as
+ * x86_return_sites finds them): displace the ret plus as many preceding
+ * instructions of its block as needed to reach 5 bytes. Same returns. */
+int x86_plan_return(const struct x86_region *regions, size_t nregions,
+		    const struct x86_reader *rd, uint64_t ret_addr,
+		    struct x86_patch *out, const char **why);
+
+/* Relocate the instructions code[0..len) (loaded at `from`) to run at `to`.
+ * Writes at most cap bytes to out (X86_RELOC_MAX(len) always suffices);
+ * returns bytes written or -errno: -ENOTSUP with *why for an instruction
+ * that cannot be relocated (not on the allow-list, or a call/syscall that is
+ * not the last instruction), -ERANGE if a rel32/disp32 no longer reaches,
+ * -ENOEXEC for undecodable or truncated code, -ENOSPC if cap is too small.
+ * No jmp back is appended. */
+ssize_t x86_relocate(const uint8_t *code, size_t len, uint64_t from, uint64_t to,
+		     uint8_t *out, size_t cap, const char **why);
+
+/* Encode a jmp rel32 from `from` to `to` into out[5]; 0, or -ERANGE if too
+ * far. */
+int x86_encode_jmp(uint64_t from, uint64_t to, uint8_t out[5]);
+
+/* Whether the inject engine can probe a function: its entry (x86_plan_probe
+ * at regions[0].addr) and all its returns (x86_return_sites, then
+ * x86_plan_return at each site). */
+struct x86_patchability {
+	int entry;		/* 0 or -errno */
+	int ret;		/* 0 or -errno */
+	size_t nret;		/* return sites found */
+	/* the rule that refused, a static string (NULL when ok): for counting */
+	const char *entry_rule, *ret_rule;
+	/* the rule with its details (addresses) */
+	char entry_why[192], ret_why[192];
+};
+
+/* Fills *out; returns 0, or -ENOMEM (other failures go in *out). */
+int x86_func_patchable(const struct x86_region *regions, size_t nregions,
+		       const struct x86_reader *rd, struct x86_patchability *out);
+
+#endif
