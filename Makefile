@@ -17,7 +17,7 @@ BASE_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -I. $(PKG_CFLAGS) \
 	-DUSC_VERSION='"$(VERSION)"' -D_GNU_SOURCE
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
-LIB_SRCS := $(shell find src -name '*.c' ! -name '*.bpf.c' | sort)
+LIB_SRCS := $(shell find src -name '*.c' ! -name '*.bpf.c' ! -path '*/agent/*' | sort)
 CLI_SRCS := $(wildcard cli/*.c)
 
 # Two builds of the same sources: build/rel (what users run) and build/san
@@ -41,6 +41,26 @@ build/bpf/uscope.skel.h: build/bpf/uscope.bpf.o
 	bpftool gen skeleton $< name uscope_bpf > $@.tmp && mv $@.tmp $@
 build/rel/src/engine/bpf/bpf.o build/san/src/engine/bpf/bpf.o: build/bpf/uscope.skel.h
 BASE_CFLAGS += -Ibuild/bpf
+
+# The inject engine's agent: freestanding code the tracer copies into the
+# traced process, so no libc, no unwind tables, no jump tables, no vector
+# registers, and no relocation left after a link at address 0 (checked).
+AGENT_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -O2 -fPIC -ffreestanding \
+	-fno-builtin -fno-stack-protector -fno-asynchronous-unwind-tables -fno-unwind-tables \
+	-fno-jump-tables -fno-tree-loop-distribute-patterns -mgeneral-regs-only \
+	-fcf-protection=none -fvisibility=hidden -fno-sanitize=all
+build/inject/agent.bin: src/engine/inject/agent/agent.c src/engine/inject/agent/agent.lds \
+		src/engine/inject/inject_shared.h src/probe/fetch.h
+	@mkdir -p $(dir $@)
+	$(CC) $(AGENT_CFLAGS) -c $< -o build/inject/agent.o
+	@if readelf -rW build/inject/agent.o | awk '/^Relocation section/ { sec = $$3 } \
+		/R_X86_64_(64|32|32S) / && index(sec, "agent_hdr") == 0 { bad = 1 } \
+		END { exit !bad }'; then \
+		echo "agent.o has absolute relocations: it must be position-independent" >&2; \
+		exit 1; fi
+	ld -T src/engine/inject/agent/agent.lds -o build/inject/agent.elf build/inject/agent.o
+	objcopy -O binary build/inject/agent.elf $@
+build/rel/src/engine/inject/blob.o build/san/src/engine/inject/blob.o: build/inject/agent.bin
 
 build/rel/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
+#include <sys/ptrace.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,9 +32,10 @@ static double now_s(void)
 }
 
 /* Fork COMMAND, held before exec until `go` is written; its exec failure
- * comes back through `err` (close-on-exec). */
-static pid_t spawn_held(const char *exe, char **argv, const sigset_t *oldmask, int *go_w,
-			int *err_r)
+ * comes back through `err` (close-on-exec). With traceme, it becomes our
+ * tracee, stopped at its exec for the engine (launched). */
+static pid_t spawn_held(const char *exe, char **argv, const sigset_t *oldmask, bool traceme,
+			int *go_w, int *err_r)
 {
 	int go[2], err[2];
 	pid_t pid;
@@ -52,6 +54,8 @@ static pid_t spawn_held(const char *exe, char **argv, const sigset_t *oldmask, i
 		sigprocmask(SIG_SETMASK, oldmask, NULL);
 		if (read(go[0], &c, 1) != 1)
 			_exit(127);	/* the tracer gave up */
+		if (traceme && ptrace(PTRACE_TRACEME, 0, 0, 0) < 0)
+			_exit(126);
 		execv(exe, argv);
 		e = errno;
 		if (write(err[1], &e, sizeof(e)) < 0)
@@ -147,7 +151,7 @@ int cli_run_session(const struct cli_run *run, struct usc_probe_spec *specs, siz
 		goto out_detach;
 
 	if (cmd) {
-		child = spawn_held(s.target.exe, cmd, &oldmask, &go_w, &err_r);
+		child = spawn_held(s.target.exe, cmd, &oldmask, ops->trace_exec, &go_w, &err_r);
 		if (child < 0) {
 			cli_error("cannot start %s: %s", cmd[0], strerror(errno));
 			goto out_detach;
@@ -180,6 +184,13 @@ int cli_run_session(const struct cli_run *run, struct usc_probe_spec *specs, siz
 			waitpid(child, NULL, 0);
 			child = -1;
 			exit_code = err == ENOENT ? 127 : 126;
+			goto out_detach;
+		}
+		if (ops->launched && ops->launched(e, child)) {
+			cli_error("cannot attach to %s", cmd[0]);
+			kill(child, SIGKILL);
+			waitpid(child, NULL, 0);
+			child = -1;
 			goto out_detach;
 		}
 	}

@@ -8,6 +8,7 @@
 static const struct usc_engine_ops *const engines[] = {
 	&tracefs_engine_ops,
 	&bpf_engine_ops,
+	&inject_engine_ops,
 };
 
 int engine_lookup(const char *name, const struct usc_engine_ops **out)
@@ -22,7 +23,7 @@ int engine_lookup(const char *name, const struct usc_engine_ops **out)
 			return 0;
 		}
 	}
-	log_error("unknown engine '%s' (available: auto, tracefs, bpf)", name);
+	log_error("unknown engine '%s' (available: auto, tracefs, bpf, inject)", name);
 	return -ENOENT;
 }
 

@@ -60,6 +60,9 @@ struct usc_engine;
 
 struct usc_engine_ops {
 	const char *name;
+	/* COMMAND is to be held at its exec by PTRACE_TRACEME, and launched()
+	 * called once it has exec'd (an engine that patches the process) */
+	bool trace_exec;
 	/* Check support and permission; set up engine state. -errno. */
 	int (*open)(struct usc_session *s, struct usc_engine **out);
 	/* Create every site's probe, not yet live. -errno. */
@@ -67,6 +70,9 @@ struct usc_engine_ops {
 	/* Go live, for process pid and its threads (0 = system-wide);
 	 * follow_children also follows processes it forks. */
 	int (*start)(struct usc_engine *e, pid_t pid, int follow_children);
+	/* trace_exec engines: COMMAND (pid) has exec'd and is stopped by
+	 * ptrace; the engine takes it from there and lets it run. -errno. */
+	int (*launched)(struct usc_engine *e, pid_t pid);
 	/* Deliver what is available, waiting at most timeout_ms for it.
 	 * Returns the number of events delivered, or -errno. */
 	int (*poll)(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *ctx);
@@ -99,8 +105,9 @@ struct usc_session {
 
 extern const struct usc_engine_ops tracefs_engine_ops;
 extern const struct usc_engine_ops bpf_engine_ops;
+extern const struct usc_engine_ops inject_engine_ops;
 
-/* Pick an engine by name ("auto", "tracefs", "bpf"). -ENOENT for an unknown
+/* Pick an engine by name ("auto", "tracefs", "bpf", "inject"). -ENOENT for an unknown
  * name. "auto" gives NULL: the choice waits for the sites (engine_choose). */
 int engine_lookup(const char *name, const struct usc_engine_ops **out);
 const struct usc_engine_ops *engine_choose(const struct usc_session *s);

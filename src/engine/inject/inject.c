@@ -1,0 +1,1256 @@
+/* The inject engine: probes patched into the traced process itself.
+ *
+ * Attach (one stop of the whole process, whatever the number of probes):
+ *   1. stop every thread with ptrace (remote.c);
+ *   2. plan each site: the whole function is decoded and the 5-byte jump
+ *      checked safe (x86/reloc.c); the bytes in memory must be the file's;
+ *   3. with system calls run in the target: a memfd shared with us (the
+ *      control block, per-thread slots, counters, site programs and rings),
+ *      the agent's code, a MADV_WIPEONFORK word, and one trampoline area
+ *      within +-2 GiB of each probed module;
+ *   4. write the trampolines: relocated instructions, the probe (tramp.c),
+ *      the rest, a jump back;
+ *   5. move any thread whose instruction pointer lies inside a displaced
+ *      range, then write the jumps, and let the process go.
+ * ptrace is released while tracing: the process runs, forks, execs and
+ * takes signals on its own. Detach stops it once more and writes back
+ * every original byte; trampolines and the shared memory stay mapped, since
+ * a thread may still be inside them. A SIGKILLed tracer leaves the patches
+ * in place: the process runs on, its records dropped when its ring is full.
+ *
+ * Events: the agent (agent/agent.c) appends records to the hitting
+ * thread's ring; poll drains every ring, merges by time and delivers
+ * events exactly as the other engines do. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <cpuid.h>
+#include <x86intrin.h>
+
+#include "core/log.h"
+#include "elf/elf.h"
+#include "elf/modules.h"
+#include "engine/engine.h"
+#include "engine/inject/inject_shared.h"
+#include "engine/inject/remote.h"
+#include "engine/inject/tramp.h"
+#include "x86/insn.h"
+#include "x86/reloc.h"
+
+#define INJ_MAX_SITES 65536
+#define INJ_NSLOTS 256		/* threads with a ring */
+#define INJ_RING_SIZE (1u << 20)
+#define INJ_CPU_BUCKETS 64
+#define GLIBC_TID_OFF 0x2d0	/* offsetof(struct pthread, tid), glibc 2.3x x86-64 */
+
+extern const unsigned char inject_agent_blob[], inject_agent_blob_end[];
+
+struct agent_hdr {
+	uint64_t magic;
+	uint64_t hit_off;
+};
+
+/* One patch: a jump at addr over len displaced bytes, to a trampoline that
+ * runs the probes of one or more sites (several probes at one address). */
+struct inj_patch {
+	uint64_t addr;		/* runtime */
+	struct x86_patch plan;	/* link-time addresses */
+	uint64_t bias;		/* runtime - link-time */
+	uint8_t orig[32];
+	size_t *sites;
+	size_t nsites;
+	uint64_t tramp;
+	bool applied;
+	int area;
+};
+
+/* Trampolines near one module. */
+struct inj_area {
+	char *path;
+	uint64_t lo, hi;	/* the module's mappings */
+	uint64_t base, size, used;
+};
+
+struct inj_comm {
+	pid_t tid;
+	char comm[17];
+};
+
+struct inj {
+	struct usc_engine base;
+	pid_t pid;
+	bool live, gone;
+	struct remote rem;
+	/* shared memory, our mapping and the target's address */
+	void *shm;
+	size_t shm_size;
+	uint64_t shm_remote;
+	struct inj_ctl *ctl;
+	uint64_t cpu_counts_off;
+	uint32_t cpu_stride;
+	uint64_t agent_remote, alive_remote;
+	struct inj_patch *patches;
+	size_t npatches;
+	struct inj_area *areas;
+	size_t nareas;
+	uint64_t *semaphores;	/* runtime addresses of USDT semaphores we raised */
+	size_t nsemaphores;
+	struct usc_site_stats *stats;
+	/* time: tsc -> CLOCK_MONOTONIC, fitted between two samples */
+	uint64_t tsc0, ns0;
+	double ns_per_tick;
+	struct inj_comm *comms;
+	size_t ncomms;
+	struct usc_value vals[INJ_MAX_ARGS];
+};
+
+static struct inj *inj_of(struct usc_engine *e)
+{
+	return container_of(e, struct inj, base);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void inj_calibrate(struct inj *j)
+{
+	uint64_t t = __rdtsc(), ns = mono_ns();
+
+	if (ns > j->ns0 + 1000000 && t > j->tsc0)
+		j->ns_per_tick = (double)(ns - j->ns0) / (double)(t - j->tsc0);
+}
+
+static uint64_t inj_time(const struct inj *j, uint64_t tsc)
+{
+	double d = ((double)(int64_t)(tsc - j->tsc0)) * j->ns_per_tick;
+
+	return (uint64_t)((double)j->ns0 + d);
+}
+
+/* ---- planning ----------------------------------------------------------- */
+
+struct fn_code {
+	struct x86_region rg[8];
+	size_t nrg;
+};
+
+static void fn_code_free(struct fn_code *fc)
+{
+	for (size_t i = 0; i < fc->nrg; i++)
+		free((void *)fc->rg[i].code);
+	fc->nrg = 0;
+}
+
+/* The function around vaddr, and the fragments GCC split off it. */
+static int fn_code_load(const struct elf_file *ef, uint64_t vaddr, struct fn_code *fc)
+{
+	const struct elf_sym *fn = elf_func_at(ef, vaddr), **cold = NULL;
+	char glob[512];
+	ssize_t ncold;
+
+	fc->nrg = 0;
+	if (!fn || !fn->size)
+		return -ENOENT;
+	snprintf(glob, sizeof(glob), "%s.cold*", fn->name);
+	fc->rg[fc->nrg++] = (struct x86_region){NULL, fn->size, fn->vaddr};
+	ncold = elf_func_match(ef, glob, &cold);
+	for (ssize_t i = 0; i < ncold && fc->nrg < 8; i++)
+		if (cold[i]->size)
+			fc->rg[fc->nrg++] = (struct x86_region){NULL, cold[i]->size, cold[i]->vaddr};
+	free(cold);
+	for (size_t i = 0; i < fc->nrg; i++) {
+		uint8_t *code = malloc(fc->rg[i].len);
+
+		fc->rg[i].code = code;
+		if (!code || elf_read(ef, fc->rg[i].addr, code, fc->rg[i].len)) {
+			fn_code_free(fc);
+			return code ? -EIO : -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+struct elf_cache {
+	struct elf_file **files;
+	size_t n;
+};
+
+static struct elf_file *elf_cache_get(struct elf_cache *c, const char *path)
+{
+	struct elf_file *ef, **f;
+
+	for (size_t i = 0; i < c->n; i++)
+		if (!strcmp(c->files[i]->path, path))
+			return c->files[i];
+	if (elf_open(path, &ef))
+		return NULL;
+	f = realloc(c->files, (c->n + 1) * sizeof(*f));
+	if (!f) {
+		elf_close(ef);
+		return NULL;
+	}
+	c->files = f;
+	c->files[c->n++] = ef;
+	return ef;
+}
+
+static void elf_cache_free(struct elf_cache *c)
+{
+	for (size_t i = 0; i < c->n; i++)
+		elf_close(c->files[i]);
+	free(c->files);
+}
+
+static int elf_reader(void *ctx, uint64_t vaddr, void *buf, size_t len)
+{
+	return elf_read(ctx, vaddr, buf, len);
+}
+
+/* Plan site i's patch from the file. 0, or -ENOTSUP with the reason logged. */
+static int inj_plan_site(const struct usc_site *site, struct elf_cache *ec, struct x86_patch *p)
+{
+	struct elf_file *ef = elf_cache_get(ec, site->path);
+	struct fn_code fc;
+	const char *why = NULL;
+	int ret;
+
+	if (site->is_return && !site->ret_site) {
+		log_error("%s: the inject engine probes returns on their return sites only; "
+			  "--uretprobe needs -e tracefs", site->spec->text);
+		return -ENOTSUP;
+	}
+	if (!ef)
+		return -ENOENT;
+	ret = fn_code_load(ef, site->vaddr, &fc);
+	if (ret == -ENOENT) {
+		log_error("%s: cannot probe %s+0x%llx in process: no function symbol around it "
+			  "to check the patch against (-e tracefs can probe it)", site->spec->text,
+			  site->path, (unsigned long long)site->offset);
+		return -ENOTSUP;
+	}
+	if (ret)
+		return ret;
+	{
+		struct x86_reader rd = {.read = elf_reader, .ctx = ef};
+
+		if (site->ret_site)
+			ret = x86_plan_return(fc.rg, fc.nrg, &rd, site->vaddr, p, &why);
+		else
+			ret = x86_plan_probe(fc.rg, fc.nrg, &rd, site->vaddr, p, &why);
+	}
+	fn_code_free(&fc);
+	if (ret) {
+		log_error("%s: cannot patch %s at 0x%llx: %s; -e tracefs can probe it",
+			  site->label, site->symbol ? site->symbol : site->path,
+			  (unsigned long long)site->vaddr, why ? why : strerror(-ret));
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+/* ---- the target's memory ------------------------------------------------ */
+
+static long rsys(struct inj *j, long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+	bool ok;
+	long r = remote_syscall(&j->rem, &ok, nr, a1, a2, a3, a4, a5, a6);
+
+	if (!ok)
+		log_error("cannot run a system call in process %d: %s", (int)j->pid,
+			  strerror((int)-r));
+	return r;
+}
+
+static bool rsys_failed(long r)
+{
+	return r < 0 && r > -4096;
+}
+
+/* A free range of size bytes with every byte of [lo, hi) within rel32 reach
+ * of every byte of it: the gaps between mappings, nearest first. */
+static int inj_area_map(struct inj *j, struct inj_area *a, const struct proc_map *maps,
+			size_t nmaps)
+{
+	const uint64_t reach = 0x7fff0000ULL, page = 4096;
+	uint64_t best = 0, best_dist = UINT64_MAX;
+
+	for (size_t pass = 0; pass < 8; pass++) {
+		best = 0;
+		best_dist = UINT64_MAX;
+		for (size_t i = 0; i + 1 <= nmaps; i++) {
+			uint64_t gs = i ? maps[i - 1].end : 0x10000, ge = maps[i].start, cand;
+
+			if (ge <= gs || ge - gs < a->size)
+				continue;
+			/* as close to the module as the gap allows */
+			cand = ge <= a->lo ? (ge - a->size) & ~(page - 1) : gs;
+			if (cand < gs || cand + a->size > ge)
+				continue;
+			if (cand + a->size > a->lo + reach || a->hi > cand + reach)
+				continue;
+			uint64_t dist = cand < a->lo ? a->lo - cand : cand - a->lo;
+
+			if (dist < best_dist) {
+				best = cand;
+				best_dist = dist;
+			}
+		}
+		if (!best)
+			break;
+		long r = rsys(j, SYS_mmap, (long)best, (long)a->size, PROT_READ | PROT_EXEC,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+
+		if (!rsys_failed(r) && (uint64_t)r == best) {
+			a->base = best;
+			return 0;
+		}
+		if (!rsys_failed(r))
+			rsys(j, SYS_munmap, r, (long)a->size, 0, 0, 0, 0);
+		break;
+	}
+	log_error("no free address range within 2 GiB of %s in process %d for trampolines",
+		  a->path, (int)j->pid);
+	return -ENOMEM;
+}
+
+static int inj_areas(struct inj *j, const struct proc_map *maps, size_t nmaps)
+{
+	for (size_t p = 0; p < j->npatches; p++) {
+		const struct usc_site *site = &j->base.session->sites[j->patches[p].sites[0]];
+		size_t a;
+
+		for (a = 0; a < j->nareas; a++)
+			if (!strcmp(j->areas[a].path, site->path))
+				break;
+		if (a == j->nareas) {
+			struct inj_area *na = realloc(j->areas, (j->nareas + 1) * sizeof(*na));
+
+			if (!na)
+				return -ENOMEM;
+			j->areas = na;
+			memset(&na[a], 0, sizeof(na[a]));
+			na[a].path = site->path;
+			na[a].lo = UINT64_MAX;
+			for (size_t m = 0; m < nmaps; m++)
+				if (maps[m].path && !strcmp(maps[m].path, site->path)) {
+					if (maps[m].start < na[a].lo)
+						na[a].lo = maps[m].start;
+					if (maps[m].end > na[a].hi)
+						na[a].hi = maps[m].end;
+				}
+			if (na[a].lo == UINT64_MAX)
+				na[a].lo = na[a].hi = j->patches[p].addr;
+			j->nareas++;
+		}
+		j->patches[p].area = (int)a;
+		j->areas[a].size += TRAMP_MAX * (j->patches[p].nsites + 1);
+	}
+	for (size_t a = 0; a < j->nareas; a++) {
+		int ret;
+
+		j->areas[a].size = (j->areas[a].size + 4095) & ~4095ULL;
+		ret = inj_area_map(j, &j->areas[a], maps, nmaps);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* The memfd both sides map, and the agent's code. */
+static int inj_shared(struct inj *j)
+{
+	struct usc_session *s = j->base.session;
+	struct user_regs_struct regs;
+	const char name[] = "uscope";
+	uint64_t scratch, off = 0;
+	size_t blob = (size_t)(inject_agent_blob_end - inject_agent_blob);
+	const struct agent_hdr *hdr = (const void *)inject_agent_blob;
+	char path[64];
+	long fd, r;
+	int lfd, ret;
+
+	if (blob < sizeof(*hdr) || hdr->magic != INJ_MAGIC)
+		return -ENOEXEC;
+	/* layout */
+	off = (sizeof(struct inj_ctl) + 63) & ~63ULL;
+	uint64_t slots_off = off;
+	off += INJ_NSLOTS * sizeof(struct inj_slot);
+	uint64_t counts_off = off;
+	off += (uint64_t)INJ_NSLOTS * s->nsites * 2 * sizeof(uint64_t);
+	off = (off + 63) & ~63ULL;
+	j->cpu_counts_off = off;
+	j->cpu_stride = (uint32_t)((s->nsites * sizeof(uint64_t) + 63) & ~63ULL);
+	off += (uint64_t)INJ_CPU_BUCKETS * j->cpu_stride;
+	uint64_t sites_off = off;
+	off += s->nsites * sizeof(struct inj_site);
+	off = (off + 4095) & ~4095ULL;
+	uint64_t rings_off = off;
+	off += (uint64_t)INJ_NSLOTS * INJ_RING_SIZE;
+	j->shm_size = off;
+
+	ret = remote_get_regs(&j->rem, 0, &regs);
+	if (ret)
+		return ret;
+	scratch = (regs.rsp - 1024) & ~15ULL;	/* below the red zone: free */
+	ret = remote_write(&j->rem, scratch, name, sizeof(name));
+	if (ret)
+		return ret;
+	fd = rsys(j, SYS_memfd_create, (long)scratch, MFD_CLOEXEC, 0, 0, 0, 0);
+	if (rsys_failed(fd))
+		return (int)fd;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%ld", (int)j->pid, fd);
+	lfd = open(path, O_RDWR | O_CLOEXEC);
+	if (lfd < 0 || ftruncate(lfd, (off_t)j->shm_size)) {
+		ret = -errno;
+		log_error("cannot share memory with process %d: %s", (int)j->pid, strerror(errno));
+		if (lfd >= 0)
+			close(lfd);
+		rsys(j, SYS_close, fd, 0, 0, 0, 0, 0);
+		return ret;
+	}
+	j->shm = mmap(NULL, j->shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, lfd, 0);
+	close(lfd);
+	r = rsys(j, SYS_mmap, 0, (long)j->shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	rsys(j, SYS_close, fd, 0, 0, 0, 0, 0);
+	if (j->shm == MAP_FAILED || rsys_failed(r)) {
+		if (j->shm == MAP_FAILED)
+			j->shm = NULL;
+		log_error("cannot map shared memory into process %d", (int)j->pid);
+		return -ENOMEM;
+	}
+	j->shm_remote = (uint64_t)r;
+
+	/* the agent */
+	r = rsys(j, SYS_mmap, 0, (long)((blob + 4095) & ~4095UL), PROT_READ | PROT_EXEC,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (rsys_failed(r))
+		return (int)r;
+	j->agent_remote = (uint64_t)r;
+	ret = remote_write(&j->rem, j->agent_remote, inject_agent_blob, blob);
+	if (ret)
+		return ret;
+	/* a word that reads 1 here and 0 in a forked child */
+	r = rsys(j, SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (rsys_failed(r))
+		return (int)r;
+	j->alive_remote = (uint64_t)r;
+	if (rsys(j, SYS_madvise, r, 4096, MADV_WIPEONFORK, 0, 0, 0))
+		log_warn("process %d: no MADV_WIPEONFORK (kernel 4.14): its forked children "
+			 "would record into its rings", (int)j->pid);
+	{
+		uint32_t one = 1;
+
+		ret = remote_write(&j->rem, j->alive_remote, &one, sizeof(one));
+		if (ret)
+			return ret;
+	}
+
+	struct inj_ctl *c = j->shm;
+
+	j->ctl = c;
+	c->nslots = INJ_NSLOTS;
+	c->nsites = (uint32_t)s->nsites;
+	c->ring_size = INJ_RING_SIZE;
+	c->tgid = (uint32_t)j->pid;
+	c->alive = j->alive_remote;
+	c->slots_off = slots_off;
+	c->counts_off = counts_off;
+	c->sites_off = sites_off;
+	c->rings_off = rings_off;
+	c->use_rdfsbase = (getauxval(AT_HWCAP2) & 2) != 0;	/* HWCAP2_FSGSBASE */
+	c->enabled = 1;
+	return 0;
+}
+
+/* How a thread knows its tid without a system call: glibc keeps it at a
+ * fixed offset from the thread pointer. Checked on every thread; otherwise
+ * the fs base is the key and the tid asked once. */
+static void inj_key_mode(struct inj *j)
+{
+	struct inj_ctl *c = j->ctl;
+	bool all = j->rem.ntasks > 0;
+
+	for (size_t t = 0; t < j->rem.ntasks && all; t++) {
+		struct user_regs_struct regs;
+		uint32_t tid = 0;
+
+		all = remote_get_regs(&j->rem, t, &regs) == 0 && regs.fs_base &&
+		      remote_read(&j->rem, regs.fs_base + GLIBC_TID_OFF, &tid, 4) == 0 &&
+		      tid == (uint32_t)j->rem.tasks[t].tid;
+	}
+	c->key_mode = all ? INJ_KEY_TID_AT_FS : INJ_KEY_FSBASE;
+	c->tid_off = all ? GLIBC_TID_OFF : 0;
+	log_debug("inject: threads keyed by %s", all ? "glibc's tid" : "fs base");
+}
+
+static void inj_fill_sites(struct inj *j)
+{
+	struct usc_session *s = j->base.session;
+	struct inj_site *is = (struct inj_site *)((char *)j->shm + j->ctl->sites_off);
+
+	for (size_t p = 0; p < j->npatches; p++) {
+		const struct inj_patch *pa = &j->patches[p];
+
+		for (size_t k = 0; k < pa->nsites; k++) {
+			size_t i = pa->sites[k];
+			const struct usc_site *site = &s->sites[i];
+			struct inj_site *d = &is[i];
+
+			d->ctl = j->shm_remote;
+			d->ip = site->vaddr + pa->bias;
+			d->offset = site->offset;
+			d->vaddr = site->vaddr;
+			d->index = (uint32_t)i;
+			d->nargs = site->nargs < INJ_MAX_ARGS ? site->nargs : INJ_MAX_ARGS;
+			d->ret_site = site->ret_site;
+			for (unsigned a = 0; a < d->nargs; a++) {
+				const struct usc_fetcharg *fa = &site->args[a];
+
+				d->args[a].ninsn = fa->ninsn;
+				memcpy(d->args[a].insn, fa->insn, sizeof(fa->insn[0]) * fa->ninsn);
+				for (unsigned k2 = 0; k2 < fa->ninsn; k2++)
+					if (fa->insn[k2].op == FOP_ST_STRING ||
+					    fa->insn[k2].op == FOP_COMM)
+						d->nstr++;
+			}
+		}
+	}
+}
+
+static bool have_rdpid(void)
+{
+	unsigned a, b, c, d;
+
+	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 22));
+}
+
+/* Relocate code[from_off..to_off) of the patch to run at `at`. */
+static ssize_t inj_reloc(const struct inj_patch *pa, uint32_t from_off, uint32_t to_off,
+			 uint64_t at, uint8_t *out, size_t cap)
+{
+	const char *why = NULL;
+	ssize_t n;
+
+	if (to_off == from_off)
+		return 0;
+	n = x86_relocate(pa->orig + from_off, to_off - from_off, pa->addr + from_off, at, out,
+			 cap, &why);
+	if (n < 0)
+		log_error("cannot relocate the code at 0x%llx: %s",
+			  (unsigned long long)(pa->addr + from_off), why ? why : strerror((int)-n));
+	return n;
+}
+
+static int inj_write_tramp(struct inj *j, struct inj_patch *pa)
+{
+	struct usc_session *s = j->base.session;
+	struct inj_area *a = &j->areas[pa->area];
+	uint8_t buf[TRAMP_MAX * 4];
+	uint64_t at = a->base + a->used;
+	size_t len = 0, cap = TRAMP_MAX * (pa->nsites + 1);
+	const struct usc_site *first = &s->sites[pa->sites[0]];
+	bool entry = first->func_vaddr &&
+		     (first->vaddr == first->func_vaddr || first->vaddr == first->func_vaddr + 4);
+	bool rdpid = have_rdpid();
+	ssize_t n;
+
+	if (cap > sizeof(buf))
+		cap = sizeof(buf);
+	n = inj_reloc(pa, 0, pa->plan.probe_off, at, buf, cap);
+	if (n < 0)
+		return (int)n;
+	len = (size_t)n;
+	for (size_t k = 0; k < pa->nsites; k++) {
+		size_t i = pa->sites[k];
+		struct tramp_spec ts = {
+			.at = at,
+			.probe_at = at + len,
+			.save_flags = !(entry || s->sites[i].ret_site),
+			.have_rdpid = rdpid,
+		};
+
+		if (s->count_only) {
+			ts.counter = j->shm_remote + j->cpu_counts_off + i * sizeof(uint64_t);
+			ts.stride = j->cpu_stride;
+		} else {
+			ts.hit = j->agent_remote + ((const struct agent_hdr *)inject_agent_blob)->hit_off;
+			ts.site = j->shm_remote + j->ctl->sites_off + i * sizeof(struct inj_site);
+		}
+		n = tramp_encode_probe(&ts, buf + len, cap - len);
+		if (n < 0) {
+			log_error("cannot encode the trampoline of %s", s->sites[i].label);
+			return (int)n;
+		}
+		len += (size_t)n;
+	}
+	n = inj_reloc(pa, pa->plan.probe_off, pa->plan.len, at + len, buf + len, cap - len);
+	if (n < 0)
+		return (int)n;
+	len += (size_t)n;
+	if (len + 5 > cap || x86_encode_jmp(at + len, pa->addr + pa->plan.len, buf + len))
+		return -ERANGE;
+	len += 5;
+	pa->tramp = at;
+	a->used += (len + 15) & ~15UL;
+	return remote_write(&j->rem, at, buf, len);
+}
+
+/* Is a thread stopped inside a displaced range? rip itself, or, for a
+ * system call that will restart, the syscall instruction before it. */
+static struct inj_patch *inj_conflict(struct inj *j, const struct user_regs_struct *r)
+{
+	bool restart = (long long)r->orig_rax >= 0 &&
+		       ((long long)r->rax == -512 || (long long)r->rax == -513 ||
+			(long long)r->rax == -514 || (long long)r->rax == -516);
+
+	for (size_t p = 0; p < j->npatches; p++) {
+		uint64_t lo = j->patches[p].addr, hi = lo + j->patches[p].plan.len;
+
+		if ((r->rip > lo && r->rip < hi) || (restart && r->rip - 2 > lo && r->rip - 2 < hi))
+			return &j->patches[p];
+	}
+	return NULL;
+}
+
+/* Move every thread out of the displaced ranges by single steps. */
+static int inj_clear_threads(struct inj *j)
+{
+	for (size_t t = 0; t < j->rem.ntasks; t++) {
+		for (int step = 0;; step++) {
+			struct user_regs_struct r;
+			struct inj_patch *pa;
+
+			if (remote_get_regs(&j->rem, t, &r))
+				break;	/* gone */
+			pa = inj_conflict(j, &r);
+			if (!pa)
+				break;
+			if (step >= 64 || (long long)r.orig_rax >= 0) {
+				log_error("thread %d of process %d is inside the code a probe would "
+					  "replace (0x%llx); try again", (int)j->rem.tasks[t].tid,
+					  (int)j->pid, (unsigned long long)pa->addr);
+				return -EAGAIN;
+			}
+			if (remote_step(&j->rem, t))
+				break;
+		}
+	}
+	return 0;
+}
+
+static int inj_semaphores(struct inj *j, const struct proc_map *maps, size_t nmaps, int delta)
+{
+	struct usc_session *s = j->base.session;
+
+	if (delta < 0) {
+		for (size_t i = 0; i < j->nsemaphores; i++) {
+			uint16_t v;
+
+			if (remote_read(&j->rem, j->semaphores[i], &v, 2) == 0 && v) {
+				v--;
+				remote_write(&j->rem, j->semaphores[i], &v, 2);
+			}
+		}
+		j->nsemaphores = 0;
+		return 0;
+	}
+	for (size_t i = 0; i < s->nsites; i++) {
+		uint64_t addr;
+		uint16_t v;
+		bool seen = false;
+
+		if (!s->sites[i].ref_ctr_offset)
+			continue;
+		if (procmaps_file_offset_to_addr(maps, nmaps, s->sites[i].path,
+						 s->sites[i].ref_ctr_offset, &addr))
+			continue;
+		for (size_t k = 0; k < j->nsemaphores; k++)
+			seen |= j->semaphores[k] == addr;
+		if (seen)
+			continue;
+		if (remote_read(&j->rem, addr, &v, 2))
+			continue;
+		v++;
+		if (remote_write(&j->rem, addr, &v, 2))
+			continue;
+		j->semaphores[j->nsemaphores++] = addr;
+	}
+	return 0;
+}
+
+static int cmp_patch(const void *a, const void *b)
+{
+	const struct inj_patch *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* Sites -> patches, at their runtime addresses; sites at one address share
+ * one patch; overlapping patches are refused. */
+static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
+{
+	struct usc_session *s = j->base.session;
+	struct elf_cache ec = {0};
+	int ret = 0;
+
+	j->patches = calloc(s->nsites + 1, sizeof(*j->patches));
+	if (!j->patches)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->nsites && !ret; i++) {
+		const struct usc_site *site = &s->sites[i];
+		struct x86_patch plan;
+		uint64_t rt, bias;
+		size_t p;
+
+		ret = inj_plan_site(site, &ec, &plan);
+		if (ret)
+			break;
+		if (procmaps_file_offset_to_addr(maps, nmaps, site->path, site->offset, &rt)) {
+			log_error("%s: %s is not mapped in process %d", site->label, site->path,
+				  (int)j->pid);
+			ret = -ENOENT;
+			break;
+		}
+		bias = rt - site->vaddr;
+		for (p = 0; p < j->npatches; p++)
+			if (j->patches[p].addr == plan.addr + bias &&
+			    j->patches[p].plan.probe_off == plan.probe_off &&
+			    j->patches[p].plan.len == plan.len)
+				break;
+		if (p == j->npatches) {
+			struct inj_patch *pa = &j->patches[j->npatches++];
+
+			pa->addr = plan.addr + bias;
+			pa->plan = plan;
+			pa->bias = bias;
+		}
+		size_t *ns = realloc(j->patches[p].sites,
+				     (j->patches[p].nsites + 1) * sizeof(*ns));
+
+		if (!ns) {
+			ret = -ENOMEM;
+			break;
+		}
+		ns[j->patches[p].nsites++] = i;
+		j->patches[p].sites = ns;
+	}
+	elf_cache_free(&ec);
+	if (ret)
+		return ret;
+	qsort(j->patches, j->npatches, sizeof(*j->patches), cmp_patch);
+	for (size_t p = 0; p + 1 < j->npatches; p++) {
+		const struct inj_patch *a = &j->patches[p], *b = &j->patches[p + 1];
+
+		if (a->addr + a->plan.len > b->addr) {
+			log_error("%s and %s: their patches overlap (0x%llx and 0x%llx); probe "
+				  "one of them with -e tracefs",
+				  s->sites[a->sites[0]].label, s->sites[b->sites[0]].label,
+				  (unsigned long long)a->addr, (unsigned long long)b->addr);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
+/* With every thread stopped: everything. */
+static int inj_install(struct inj *j)
+{
+	struct proc_map *maps = NULL;
+	ssize_t nmaps = procmaps_read(j->pid, &maps);
+	int ret;
+
+	if (nmaps < 0)
+		return (int)nmaps;
+	ret = inj_patches(j, maps, (size_t)nmaps);
+	for (size_t p = 0; p < j->npatches && !ret; p++) {
+		struct inj_patch *pa = &j->patches[p];
+		uint8_t file[sizeof(pa->orig)];
+		struct elf_cache ec = {0};
+		const struct usc_site *site = &j->base.session->sites[pa->sites[0]];
+		struct elf_file *ef = elf_cache_get(&ec, site->path);
+
+		if (pa->plan.len > sizeof(pa->orig))
+			ret = -E2BIG;
+		else if ((ret = remote_read(&j->rem, pa->addr, pa->orig, pa->plan.len)))
+			log_error("cannot read process %d at 0x%llx: %s", (int)j->pid,
+				  (unsigned long long)pa->addr, strerror(-ret));
+		else if (ef && elf_read(ef, pa->plan.addr, file, pa->plan.len) == 0 &&
+			 memcmp(file, pa->orig, pa->plan.len)) {
+			log_error("%s: the code of process %d at 0x%llx differs from %s (a "
+				  "breakpoint or another tool's patch?)", site->label, (int)j->pid,
+				  (unsigned long long)pa->addr, site->path);
+			ret = -EBUSY;
+		}
+		elf_cache_free(&ec);
+	}
+	if (!ret)
+		ret = inj_shared(j);
+	if (!ret) {
+		inj_key_mode(j);
+		inj_fill_sites(j);
+		ret = inj_areas(j, maps, (size_t)nmaps);
+	}
+	for (size_t p = 0; p < j->npatches && !ret; p++)
+		ret = inj_write_tramp(j, &j->patches[p]);
+	if (!ret)
+		ret = inj_clear_threads(j);
+	if (!ret) {
+		j->semaphores = calloc(j->base.session->nsites + 1, sizeof(*j->semaphores));
+		if (!j->semaphores)
+			ret = -ENOMEM;
+		else
+			inj_semaphores(j, maps, (size_t)nmaps, +1);
+	}
+	/* the trampolines are in place: now the jumps */
+	for (size_t p = 0; p < j->npatches && !ret; p++) {
+		struct inj_patch *pa = &j->patches[p];
+		uint8_t jmp[5];
+
+		ret = x86_encode_jmp(pa->addr, pa->tramp, jmp);
+		if (!ret)
+			ret = remote_write(&j->rem, pa->addr, jmp, sizeof(jmp));
+		if (!ret)
+			pa->applied = true;
+	}
+	procmaps_free(maps, (size_t)nmaps);
+	return ret;
+}
+
+/* Write back every original byte (the process is stopped). */
+static void inj_restore(struct inj *j)
+{
+	for (size_t p = 0; p < j->npatches; p++) {
+		struct inj_patch *pa = &j->patches[p];
+
+		if (pa->applied && remote_write(&j->rem, pa->addr, pa->orig, pa->plan.len) == 0)
+			pa->applied = false;
+	}
+	inj_semaphores(j, NULL, 0, -1);
+}
+
+/* ---- ops ----------------------------------------------------------------- */
+
+static int inj_open(struct usc_session *s, struct usc_engine **out)
+{
+	struct inj *j;
+	struct elf_cache ec = {0};
+	int ret = 0;
+
+	if (s->target.kind == USC_TARGET_SYSTEM) {
+		log_error("the inject engine traces one process: give -p PID or a COMMAND "
+			  "(system-wide tracing needs -e tracefs)");
+		return -ENOTSUP;
+	}
+	if (s->nsites > INJ_MAX_SITES) {
+		log_error("the inject engine takes at most %d sites (%zu asked)", INJ_MAX_SITES,
+			  s->nsites);
+		return -E2BIG;
+	}
+	/* every site must be patchable: say which is not, before touching the
+	 * process */
+	for (size_t i = 0; i < s->nsites && !ret; i++) {
+		struct x86_patch p;
+
+		ret = inj_plan_site(&s->sites[i], &ec, &p);
+		if (!ret && s->sites[i].nargs > INJ_MAX_ARGS) {
+			log_error("%s: the inject engine takes at most %d fetch arguments",
+				  s->sites[i].spec->text, INJ_MAX_ARGS);
+			ret = -E2BIG;
+		}
+	}
+	elf_cache_free(&ec);
+	if (ret)
+		return ret;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->base.ops = &inject_engine_ops;
+	j->base.session = s;
+	j->rem.mem_fd = -1;
+	j->stats = calloc(s->nsites + 1, sizeof(*j->stats));
+	if (!j->stats) {
+		free(j);
+		return -ENOMEM;
+	}
+	j->tsc0 = __rdtsc();
+	j->ns0 = mono_ns();
+	j->ns_per_tick = 1.0;
+	*out = &j->base;
+	return 0;
+}
+
+static int inj_attach(struct usc_engine *e)
+{
+	(void)e;	/* the process is stopped and patched in start */
+	return 0;
+}
+
+static int inj_go(struct inj *j)
+{
+	int ret = inj_install(j);
+
+	if (ret)
+		inj_restore(j);
+	else
+		j->live = true;
+	inj_calibrate(j);
+	remote_release(&j->rem);
+	return ret;
+}
+
+static int inj_start(struct usc_engine *e, pid_t pid, int follow_children)
+{
+	struct inj *j = inj_of(e);
+	int ret;
+
+	j->pid = pid;
+	if (e->session->target.kind == USC_TARGET_COMMAND)
+		return 0;	/* at its entry point: inj_launched */
+	(void)follow_children;
+	ret = remote_stop_all(&j->rem, pid);
+	if (ret == -ESRCH)
+		log_error("process %d has gone", (int)pid);
+	if (ret)
+		return ret;
+	return inj_go(j);
+}
+
+static int auxv_entry(pid_t pid, uint64_t *entry)
+{
+	char path[64];
+	uint64_t kv[2];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (read(fd, kv, sizeof(kv)) == (ssize_t)sizeof(kv) && kv[0] != AT_NULL)
+		if (kv[0] == AT_ENTRY) {
+			*entry = kv[1];
+			close(fd);
+			return 0;
+		}
+	close(fd);
+	return -ENOENT;
+}
+
+/* COMMAND, stopped by PTRACE_TRACEME at its exec: run it to its entry
+ * point, where the dynamic linker has loaded every library and main has not
+ * run, then patch. */
+static int inj_launched(struct usc_engine *e, pid_t pid)
+{
+	struct inj *j = inj_of(e);
+	struct user_regs_struct regs;
+	uint64_t entry = 0;
+	uint8_t orig, trap = 0xcc;
+	int st, ret;
+
+	j->pid = pid;
+	if (waitpid(pid, &st, __WALL) != pid || !WIFSTOPPED(st))
+		return -ESRCH;
+	ret = remote_adopt(&j->rem, pid);
+	if (ret)
+		return ret;
+	ret = auxv_entry(pid, &entry);
+	if (!ret)
+		ret = remote_read(&j->rem, entry, &orig, 1);
+	if (!ret)
+		ret = remote_write(&j->rem, entry, &trap, 1);
+	if (ret) {
+		remote_release(&j->rem);
+		return ret;
+	}
+	for (;;) {
+		if (ptrace(PTRACE_CONT, pid, 0, 0) < 0 || waitpid(pid, &st, __WALL) != pid ||
+		    !WIFSTOPPED(st)) {
+			remote_release(&j->rem);
+			return -ESRCH;
+		}
+		if (WSTOPSIG(st) == SIGTRAP)
+			break;
+		/* a signal before main: deliver it */
+		if (ptrace(PTRACE_CONT, pid, 0, (void *)(long)WSTOPSIG(st)) < 0)
+			break;
+	}
+	ret = remote_write(&j->rem, entry, &orig, 1);
+	if (!ret)
+		ret = remote_get_regs(&j->rem, 0, &regs);
+	if (!ret && regs.rip == entry + 1) {
+		regs.rip = entry;
+		ret = remote_set_regs(&j->rem, 0, &regs);
+	}
+	if (ret) {
+		remote_release(&j->rem);
+		return ret;
+	}
+	return inj_go(j);
+}
+
+static uint64_t *inj_counts(struct inj *j)
+{
+	return (uint64_t *)((char *)j->shm + j->ctl->counts_off);
+}
+
+static struct inj_slot *inj_slots(struct inj *j)
+{
+	return (struct inj_slot *)((char *)j->shm + j->ctl->slots_off);
+}
+
+static const char *inj_comm(struct inj *j, pid_t tid)
+{
+	char path[64];
+	struct inj_comm *c;
+	FILE *f;
+
+	for (size_t i = 0; i < j->ncomms; i++)
+		if (j->comms[i].tid == tid)
+			return j->comms[i].comm;
+	c = realloc(j->comms, (j->ncomms + 1) * sizeof(*c));
+	if (!c)
+		return "";
+	j->comms = c;
+	c = &c[j->ncomms++];
+	c->tid = tid;
+	c->comm[0] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)j->pid, (int)tid);
+	f = fopen(path, "re");
+	if (!f) {
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)j->pid);
+		f = fopen(path, "re");
+	}
+	if (f) {
+		if (fgets(c->comm, sizeof(c->comm), f))
+			c->comm[strcspn(c->comm, "\n")] = 0;
+		fclose(f);
+	}
+	return c->comm;
+}
+
+struct pending {
+	uint64_t tsc;
+	const struct inj_rec *rec;
+	uint32_t slot;
+};
+
+static int cmp_pending(const void *a, const void *b)
+{
+	const struct pending *x = a, *y = b;
+
+	return x->tsc < y->tsc ? -1 : x->tsc > y->tsc;
+}
+
+static int inj_deliver(struct inj *j, const struct pending *pd, usc_event_fn fn, void *ctx)
+{
+	struct usc_session *s = j->base.session;
+	const struct inj_rec *r = pd->rec;
+	const struct inj_slot *sl = &inj_slots(j)[pd->slot];
+	const struct inj_site *is;
+	const struct usc_site *site;
+	struct usc_event ev;
+
+	if (r->site >= s->nsites)
+		return 0;
+	site = &s->sites[r->site];
+	is = (const struct inj_site *)((char *)j->shm + j->ctl->sites_off) + r->site;
+	memset(&ev, 0, sizeof(ev));
+	ev.time_ns = inj_time(j, r->tsc);
+	ev.pid = j->pid;
+	ev.tid = (int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key);
+	ev.cpu = (int32_t)r->cpu;
+	ev.comm = inj_comm(j, ev.tid);
+	ev.site = site;
+	ev.ip = is->ip;
+	if (site->ret_site) {
+		ev.func = is->ip - (site->vaddr - site->func_vaddr);
+		ev.ip = r->retaddr;
+	}
+	for (unsigned a = 0; a < r->nvals && a < INJ_MAX_ARGS; a++) {
+		const struct inj_val *v = &r->vals[a];
+		struct usc_value *o = &j->vals[a];
+
+		memset(o, 0, sizeof(*o));
+		if (v->kind == INJ_STR && (uint32_t)v->str_off + v->str_len < r->len) {
+			o->kind = USC_V_STR;
+			o->str = (const char *)r + v->str_off;
+			o->len = v->str_len;
+		} else if (v->kind == INJ_INT) {
+			o->kind = USC_V_INT;
+			o->u = v->val;
+		} else {
+			o->kind = USC_V_FAULT;
+		}
+	}
+	ev.nvals = site->nargs;
+	ev.vals = j->vals;
+	j->stats[r->site].events++;
+	return fn(&ev, ctx);
+}
+
+static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *ctx)
+{
+	struct inj *j = inj_of(e);
+	struct inj_slot *slots;
+	struct pending *pd = NULL;
+	size_t npd = 0, cap = 0;
+	uint64_t heads[INJ_NSLOTS];
+	int delivered = 0, stop = 0;
+
+	if (!j->shm)
+		return 0;
+	inj_calibrate(j);
+	slots = inj_slots(j);
+	for (uint32_t sidx = 0; sidx < INJ_NSLOTS; sidx++) {
+		struct inj_slot *sl = &slots[sidx];
+		const char *ring = (const char *)j->shm + j->ctl->rings_off +
+				   (uint64_t)sidx * INJ_RING_SIZE;
+		uint64_t pos, head;
+
+		heads[sidx] = 0;
+		if (!sl->key)
+			continue;
+		head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
+		heads[sidx] = head;
+		for (pos = sl->tail; pos != head;) {
+			const struct inj_rec *r = (const void *)(ring + (pos & (INJ_RING_SIZE - 1)));
+
+			if (r->len & INJ_REC_PAD) {
+				pos += r->len & ~INJ_REC_PAD;
+				continue;
+			}
+			if (r->len < sizeof(*r) || r->len > INJ_REC_MAX + 4096)
+				break;	/* cannot happen: the agent writes whole records */
+			if (npd == cap) {
+				struct pending *n;
+
+				cap = cap ? cap * 2 : 1024;
+				n = realloc(pd, cap * sizeof(*n));
+				if (!n) {
+					free(pd);
+					return -ENOMEM;
+				}
+				pd = n;
+			}
+			pd[npd++] = (struct pending){r->tsc, r, sidx};
+			pos += r->len;
+		}
+	}
+	qsort(pd, npd, sizeof(*pd), cmp_pending);
+	for (size_t i = 0; i < npd && !stop; i++) {
+		stop = inj_deliver(j, &pd[i], fn, ctx);
+		delivered++;
+	}
+	free(pd);
+	for (uint32_t sidx = 0; sidx < INJ_NSLOTS; sidx++)
+		if (slots[sidx].key && heads[sidx])
+			__atomic_store_n(&slots[sidx].tail, heads[sidx], __ATOMIC_RELEASE);
+	if (!delivered && timeout_ms > 0)
+		usleep((useconds_t)(timeout_ms < 20 ? timeout_ms : 20) * 1000);
+	return delivered;
+}
+
+static void inj_stop(struct usc_engine *e)
+{
+	struct inj *j = inj_of(e);
+
+	if (j->ctl)
+		j->ctl->enabled = 0;	/* hits are still counted */
+}
+
+static int inj_stats(struct usc_engine *e, struct usc_stats *st)
+{
+	struct inj *j = inj_of(e);
+	struct usc_session *s = e->session;
+
+	st->events = st->lost = 0;
+	for (size_t i = 0; i < s->nsites; i++) {
+		uint64_t hits = 0, lost = 0;
+
+		if (j->shm) {
+			const uint64_t *c = inj_counts(j);
+			const char *cc = (const char *)j->shm + j->cpu_counts_off;
+
+			for (uint32_t sl = 0; sl < INJ_NSLOTS; sl++) {
+				hits += c[2 * ((uint64_t)sl * s->nsites + i)];
+				lost += c[2 * ((uint64_t)sl * s->nsites + i) + 1];
+			}
+			for (uint32_t b = 0; b < INJ_CPU_BUCKETS; b++)
+				hits += *(const uint64_t *)(cc + (uint64_t)b * j->cpu_stride +
+							    i * sizeof(uint64_t));
+		}
+		j->stats[i].hits = (int64_t)hits;
+		j->stats[i].lost = (int64_t)lost;
+		st->events += j->stats[i].events;
+		st->lost += lost;
+	}
+	if (j->ctl)
+		st->lost += j->ctl->slot_full;
+	st->sites = j->stats;
+	return 0;
+}
+
+static void inj_detach(struct usc_engine *e)
+{
+	struct inj *j = inj_of(e);
+	bool any = false;
+
+	for (size_t p = 0; p < j->npatches; p++)
+		any |= j->patches[p].applied;
+	if (!any && !j->nsemaphores)
+		return;
+	inj_stop(e);
+	if (remote_stop_all(&j->rem, j->pid)) {
+		/* it has gone: nothing of it to restore */
+		for (size_t p = 0; p < j->npatches; p++)
+			j->patches[p].applied = false;
+		j->nsemaphores = 0;
+		return;
+	}
+	inj_restore(j);
+	remote_release(&j->rem);
+}
+
+static void inj_destroy(struct usc_engine *e)
+{
+	struct inj *j = inj_of(e);
+
+	inj_detach(e);
+	if (j->shm)
+		munmap(j->shm, j->shm_size);
+	for (size_t p = 0; p < j->npatches; p++)
+		free(j->patches[p].sites);
+	free(j->patches);
+	free(j->areas);
+	free(j->semaphores);
+	free(j->stats);
+	free(j->comms);
+	free(j);
+}
+
+const struct usc_engine_ops inject_engine_ops = {
+	.name = "inject",
+	.trace_exec = true,
+	.open = inj_open,
+	.attach = inj_attach,
+	.start = inj_start,
+	.launched = inj_launched,
+	.poll = inj_poll,
+	.stop = inj_stop,
+	.stats = inj_stats,
+	.detach = inj_detach,
+	.destroy = inj_destroy,
+};

@@ -1,0 +1,308 @@
+/* Controlling a traced process with ptrace. */
+#include "engine/inject/remote.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "elf/modules.h"
+
+static struct remote_task *remote_find(struct remote *r, pid_t tid)
+{
+	for (size_t i = 0; i < r->ntasks; i++)
+		if (r->tasks[i].tid == tid)
+			return &r->tasks[i];
+	return NULL;
+}
+
+static int remote_add(struct remote *r, pid_t tid)
+{
+	if (r->ntasks == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 16;
+		struct remote_task *t = realloc(r->tasks, cap * sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		r->tasks = t;
+		r->cap = cap;
+	}
+	r->tasks[r->ntasks++] = (struct remote_task){.tid = tid};
+	return 0;
+}
+
+static pid_t tracer_of(pid_t pid)
+{
+	char path[64], line[256];
+	pid_t t = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "TracerPid: %d", &t) == 1)
+			break;
+	fclose(f);
+	return t;
+}
+
+/* Wait for tid's next stop. A signal that arrives meanwhile is kept for
+ * detach and the task resumed with `resume` (PTRACE_SINGLESTEP or
+ * PTRACE_CONT), until a stop of the wanted kind: want_trap for a finished
+ * single step (or breakpoint), else the PTRACE_INTERRUPT stop. */
+static int remote_wait(struct remote *r, pid_t tid, bool want_trap, int resume)
+{
+	for (;;) {
+		int st, ev, sig;
+		struct remote_task *t;
+
+		if (waitpid(tid, &st, __WALL) < 0)
+			return -errno;
+		if (WIFEXITED(st) || WIFSIGNALED(st))
+			return -ESRCH;
+		if (!WIFSTOPPED(st))
+			continue;
+		sig = WSTOPSIG(st);
+		ev = st >> 16;
+		if (!want_trap && (ev == PTRACE_EVENT_STOP || sig == SIGTRAP))
+			return 0;	/* stopped: by our interrupt, or a trap */
+		if (want_trap && sig == SIGTRAP && ev == 0)
+			return 0;
+		if (ev == 0 && sig != SIGTRAP && (t = remote_find(r, tid)))
+			t->pending_sig = sig;	/* delivered at detach */
+		if (ev == 0 && !want_trap)
+			return 0;	/* stopped at a signal: stopped all the same */
+		if (ptrace(resume, tid, 0, 0) < 0)
+			return -errno;
+	}
+}
+
+static int remote_open_mem(struct remote *r)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)r->pid);
+	r->mem_fd = open(path, O_RDWR | O_CLOEXEC);
+	return r->mem_fd < 0 ? -errno : 0;
+}
+
+/* A `syscall` instruction in the target: its vDSO is the same image as ours. */
+static int remote_find_syscall(struct remote *r)
+{
+	const uint8_t *mine = (const uint8_t *)getauxval(AT_SYSINFO_EHDR);
+	struct proc_map *maps = NULL;
+	ssize_t n = procmaps_read(r->pid, &maps);
+	uint64_t base = 0, len = 0;
+
+	for (ssize_t i = 0; i < n; i++)
+		if (maps[i].path && !strcmp(maps[i].path, "[vdso]")) {
+			base = maps[i].start;
+			len = maps[i].end - maps[i].start;
+		}
+	procmaps_free(maps, n > 0 ? (size_t)n : 0);
+	if (n < 0)
+		return (int)n;
+	if (!mine || !base)
+		return -ENOTSUP;
+	for (uint64_t i = 0; i + 1 < len; i++)
+		if (mine[i] == 0x0f && mine[i + 1] == 0x05) {
+			r->syscall_insn = base + i;
+			return 0;
+		}
+	return -ENOTSUP;
+}
+
+int remote_stop_all(struct remote *r, pid_t pid)
+{
+	char dir[64];
+	bool grew = true;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->pid = pid;
+	r->mem_fd = -1;
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	while (grew) {
+		DIR *d = opendir(dir);
+		struct dirent *de;
+
+		if (!d) {
+			ret = -ESRCH;
+			goto fail;
+		}
+		grew = false;
+		while ((de = readdir(d))) {
+			pid_t tid = (pid_t)atoi(de->d_name);
+
+			if (tid <= 0 || remote_find(r, tid))
+				continue;
+			if (ptrace(PTRACE_SEIZE, tid, 0, 0) < 0) {
+				pid_t other;
+
+				ret = -errno;
+				if (ret == -ESRCH)
+					continue;	/* a thread that just exited */
+				closedir(d);
+				other = tracer_of(pid);
+				if (ret == -EPERM && other && other != getpid()) {
+					log_error("process %d is already traced by process %d "
+						  "(a debugger or another tracer)", (int)pid,
+						  (int)other);
+					ret = -EBUSY;
+				} else if (ret == -EPERM) {
+					log_error("no permission to ptrace process %d (another "
+						  "user's process needs root or CAP_SYS_PTRACE)",
+						  (int)pid);
+				} else {
+					log_error("cannot ptrace process %d: %s", (int)pid,
+						  strerror(-ret));
+				}
+				goto fail;
+			}
+			ret = remote_add(r, tid);
+			if (ret) {
+				closedir(d);
+				goto fail;
+			}
+			if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) < 0 ||
+			    remote_wait(r, tid, false, PTRACE_CONT) < 0) {
+				/* it exited meanwhile */
+				ptrace(PTRACE_DETACH, tid, 0, 0);
+				r->ntasks--;
+				continue;
+			}
+			grew = true;
+		}
+		closedir(d);
+	}
+	if (!r->ntasks || !remote_find(r, pid)) {
+		ret = -ESRCH;
+		goto fail;
+	}
+	/* the thread-group leader first: it runs the system calls */
+	for (size_t i = 0; i < r->ntasks; i++)
+		if (r->tasks[i].tid == pid) {
+			struct remote_task t = r->tasks[0];
+
+			r->tasks[0] = r->tasks[i];
+			r->tasks[i] = t;
+		}
+	ret = remote_open_mem(r);
+	if (!ret)
+		ret = remote_find_syscall(r);
+	if (ret)
+		goto fail;
+	return 0;
+fail:
+	remote_release(r);
+	return ret;
+}
+
+int remote_adopt(struct remote *r, pid_t pid)
+{
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->pid = pid;
+	r->mem_fd = -1;
+	ret = remote_add(r, pid);
+	if (!ret)
+		ret = remote_open_mem(r);
+	if (!ret)
+		ret = remote_find_syscall(r);
+	if (ret)
+		remote_release(r);
+	return ret;
+}
+
+void remote_release(struct remote *r)
+{
+	for (size_t i = 0; i < r->ntasks; i++)
+		ptrace(PTRACE_DETACH, r->tasks[i].tid, 0, (void *)(long)r->tasks[i].pending_sig);
+	free(r->tasks);
+	r->tasks = NULL;
+	r->ntasks = r->cap = 0;
+	if (r->mem_fd >= 0)
+		close(r->mem_fd);
+	r->mem_fd = -1;
+}
+
+int remote_read(struct remote *r, uint64_t addr, void *buf, size_t len)
+{
+	ssize_t n = pread(r->mem_fd, buf, len, (off_t)addr);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+int remote_write(struct remote *r, uint64_t addr, const void *buf, size_t len)
+{
+	ssize_t n = pwrite(r->mem_fd, buf, len, (off_t)addr);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+int remote_get_regs(struct remote *r, size_t task, struct user_regs_struct *regs)
+{
+	return ptrace(PTRACE_GETREGS, r->tasks[task].tid, 0, regs) < 0 ? -errno : 0;
+}
+
+int remote_set_regs(struct remote *r, size_t task, const struct user_regs_struct *regs)
+{
+	return ptrace(PTRACE_SETREGS, r->tasks[task].tid, 0, regs) < 0 ? -errno : 0;
+}
+
+int remote_step(struct remote *r, size_t task)
+{
+	pid_t tid = r->tasks[task].tid;
+
+	if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) < 0)
+		return -errno;
+	return remote_wait(r, tid, true, PTRACE_SINGLESTEP);
+}
+
+long remote_syscall(struct remote *r, bool *ok, long nr, long a1, long a2, long a3, long a4,
+		    long a5, long a6)
+{
+	struct user_regs_struct saved, regs;
+	int ret;
+
+	*ok = false;
+	ret = remote_get_regs(r, 0, &saved);
+	if (ret)
+		return ret;
+	regs = saved;
+	regs.rax = (unsigned long long)nr;
+	regs.orig_rax = (unsigned long long)-1;	/* no restart into our call */
+	regs.rdi = (unsigned long long)a1;
+	regs.rsi = (unsigned long long)a2;
+	regs.rdx = (unsigned long long)a3;
+	regs.r10 = (unsigned long long)a4;
+	regs.r8 = (unsigned long long)a5;
+	regs.r9 = (unsigned long long)a6;
+	regs.rip = r->syscall_insn;
+	ret = remote_set_regs(r, 0, &regs);
+	if (!ret)
+		ret = remote_step(r, 0);
+	if (!ret)
+		ret = remote_get_regs(r, 0, &regs);
+	if (remote_set_regs(r, 0, &saved) && !ret)
+		ret = -EIO;
+	if (ret)
+		return ret;
+	*ok = true;
+	return (long)regs.rax;
+}

@@ -1,0 +1,49 @@
+/* Controlling a traced process with ptrace: stopping every thread, reading
+ * and writing its memory, and running system calls in it. */
+#ifndef USC_ENGINE_INJECT_REMOTE_H
+#define USC_ENGINE_INJECT_REMOTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+struct remote_task {
+	pid_t tid;
+	int pending_sig;	/* a signal that arrived while we held it: given
+				 * back at detach */
+};
+
+struct remote {
+	pid_t pid;
+	int mem_fd;		/* /proc/PID/mem */
+	struct remote_task *tasks;
+	size_t ntasks, cap;
+	uint64_t syscall_insn;	/* address of a `syscall` instruction (the vDSO) */
+};
+
+/* Stop every thread of pid: PTRACE_SEIZE + PTRACE_INTERRUPT each task in
+ * /proc/PID/task, rescanning until the set stops growing. -ESRCH (gone),
+ * -EBUSY (another tracer holds it; logged), -EPERM (logged). */
+int remote_stop_all(struct remote *r, pid_t pid);
+/* Take over a process that is already our tracee and stopped, with one
+ * thread (COMMAND, held by PTRACE_TRACEME at its exec). */
+int remote_adopt(struct remote *r, pid_t pid);
+/* Let every thread go (PTRACE_DETACH), giving back held signals. */
+void remote_release(struct remote *r);
+
+int remote_read(struct remote *r, uint64_t addr, void *buf, size_t len);
+int remote_write(struct remote *r, uint64_t addr, const void *buf, size_t len);
+int remote_get_regs(struct remote *r, size_t task, struct user_regs_struct *regs);
+int remote_set_regs(struct remote *r, size_t task, const struct user_regs_struct *regs);
+/* Execute one instruction of a stopped task. */
+int remote_step(struct remote *r, size_t task);
+/* Run system call nr in the first task, its registers saved and restored
+ * (an interrupted system call is still restarted afterwards). Returns the
+ * call's result (-errno on its failure), or an -errno of ptrace itself
+ * with *ok false. */
+long remote_syscall(struct remote *r, bool *ok, long nr, long a1, long a2, long a3, long a4,
+		    long a5, long a6);
+
+#endif

@@ -1,0 +1,247 @@
+/* The probe part of a trampoline: save the registers below the red zone,
+ * call the agent with them and the site, restore them. A count-only probe
+ * is one locked increment of a per-CPU counter instead.
+ *
+ * The flags are saved only where they may be live: not at a function's entry
+ * nor at a return site, where the calling convention leaves them dead. The
+ * agent is compiled with general registers only, so no vector state needs
+ * saving. */
+#include "engine/inject/tramp.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <Zydis/Zydis.h>
+
+#include "engine/inject/inject_shared.h"
+
+struct emit {
+	uint8_t *out;
+	size_t len, cap;
+	uint64_t at;
+	int err;
+};
+
+static void emit_req(struct emit *e, ZydisEncoderRequest *req)
+{
+	ZyanUSize n = e->cap - e->len;
+
+	if (e->err)
+		return;
+	req->machine_mode = ZYDIS_MACHINE_MODE_LONG_64;
+	if (ZYAN_FAILED(ZydisEncoderEncodeInstructionAbsolute(req, e->out + e->len, &n,
+							       e->at + e->len))) {
+		e->err = -EINVAL;
+		return;
+	}
+	e->len += n;
+}
+
+static ZydisEncoderRequest req0(ZydisMnemonic m)
+{
+	ZydisEncoderRequest r;
+
+	memset(&r, 0, sizeof(r));
+	r.mnemonic = m;
+	return r;
+}
+
+static void op_reg(ZydisEncoderRequest *r, ZydisRegister reg)
+{
+	ZydisEncoderOperand *o = &r->operands[r->operand_count++];
+
+	o->type = ZYDIS_OPERAND_TYPE_REGISTER;
+	o->reg.value = reg;
+}
+
+static void op_mem(ZydisEncoderRequest *r, ZydisRegister base, int64_t disp, uint16_t size)
+{
+	ZydisEncoderOperand *o = &r->operands[r->operand_count++];
+
+	o->type = ZYDIS_OPERAND_TYPE_MEMORY;
+	o->mem.base = base;
+	o->mem.displacement = disp;
+	o->mem.size = size;
+}
+
+static void op_imm(ZydisEncoderRequest *r, int64_t imm)
+{
+	ZydisEncoderOperand *o = &r->operands[r->operand_count++];
+
+	o->type = ZYDIS_OPERAND_TYPE_IMMEDIATE;
+	o->imm.s = imm;
+}
+
+static void emit_rr(struct emit *e, ZydisMnemonic m, ZydisRegister a, ZydisRegister b)
+{
+	ZydisEncoderRequest r = req0(m);
+
+	op_reg(&r, a);
+	op_reg(&r, b);
+	emit_req(e, &r);
+}
+
+static void emit_ri(struct emit *e, ZydisMnemonic m, ZydisRegister a, int64_t imm)
+{
+	ZydisEncoderRequest r = req0(m);
+
+	op_reg(&r, a);
+	op_imm(&r, imm);
+	emit_req(e, &r);
+}
+
+/* lea rsp, [rsp + d]: moves the stack pointer without touching the flags */
+static void emit_adjust_sp(struct emit *e, int32_t d)
+{
+	ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_LEA);
+
+	op_reg(&r, ZYDIS_REGISTER_RSP);
+	op_mem(&r, ZYDIS_REGISTER_RSP, d, 8);
+	emit_req(e, &r);
+}
+
+static void emit_store(struct emit *e, int32_t disp, ZydisRegister reg)
+{
+	ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_MOV);
+
+	op_mem(&r, ZYDIS_REGISTER_RSP, disp, 8);
+	op_reg(&r, reg);
+	emit_req(e, &r);
+}
+
+static void emit_load(struct emit *e, ZydisRegister reg, int32_t disp)
+{
+	ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_MOV);
+
+	op_reg(&r, reg);
+	op_mem(&r, ZYDIS_REGISTER_RSP, disp, 8);
+	emit_req(e, &r);
+}
+
+static void emit_plain(struct emit *e, ZydisMnemonic m)
+{
+	ZydisEncoderRequest r = req0(m);
+
+	emit_req(e, &r);
+}
+
+/* enum usc_reg order */
+static const ZydisRegister gpr[USC_REG_NR] = {
+	ZYDIS_REGISTER_RAX, ZYDIS_REGISTER_RBX, ZYDIS_REGISTER_RCX, ZYDIS_REGISTER_RDX,
+	ZYDIS_REGISTER_RSI, ZYDIS_REGISTER_RDI, ZYDIS_REGISTER_RBP, ZYDIS_REGISTER_RSP,
+	ZYDIS_REGISTER_R8, ZYDIS_REGISTER_R9, ZYDIS_REGISTER_R10, ZYDIS_REGISTER_R11,
+	ZYDIS_REGISTER_R12, ZYDIS_REGISTER_R13, ZYDIS_REGISTER_R14, ZYDIS_REGISTER_R15,
+	ZYDIS_REGISTER_NONE,
+};
+
+#define RED_ZONE 128
+
+static void emit_count(struct emit *e, const struct tramp_spec *s)
+{
+	ZydisEncoderRequest r;
+
+	emit_adjust_sp(e, -RED_ZONE);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_PUSHFQ);
+	{
+		ZydisEncoderRequest p = req0(ZYDIS_MNEMONIC_PUSH);
+
+		op_reg(&p, ZYDIS_REGISTER_RAX);
+		emit_req(e, &p);
+		p = req0(ZYDIS_MNEMONIC_PUSH);
+		op_reg(&p, ZYDIS_REGISTER_RCX);
+		emit_req(e, &p);
+	}
+	if (s->have_rdpid) {
+		r = req0(ZYDIS_MNEMONIC_RDPID);
+		op_reg(&r, ZYDIS_REGISTER_RAX);
+		emit_req(e, &r);
+		emit_ri(e, ZYDIS_MNEMONIC_AND, ZYDIS_REGISTER_EAX, 63);
+		r = req0(ZYDIS_MNEMONIC_IMUL);
+		op_reg(&r, ZYDIS_REGISTER_RAX);
+		op_reg(&r, ZYDIS_REGISTER_RAX);
+		op_imm(&r, s->stride);
+		emit_req(e, &r);
+	} else {
+		emit_rr(e, ZYDIS_MNEMONIC_XOR, ZYDIS_REGISTER_EAX, ZYDIS_REGISTER_EAX);
+	}
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RCX, (int64_t)s->counter);
+	r = req0(ZYDIS_MNEMONIC_INC);
+	r.prefixes = ZYDIS_ATTRIB_HAS_LOCK;
+	{
+		ZydisEncoderOperand *o = &r.operands[r.operand_count++];
+
+		o->type = ZYDIS_OPERAND_TYPE_MEMORY;
+		o->mem.base = ZYDIS_REGISTER_RCX;
+		o->mem.index = ZYDIS_REGISTER_RAX;
+		o->mem.scale = 1;
+		o->mem.size = 8;
+	}
+	emit_req(e, &r);
+	{
+		ZydisEncoderRequest p = req0(ZYDIS_MNEMONIC_POP);
+
+		op_reg(&p, ZYDIS_REGISTER_RCX);
+		emit_req(e, &p);
+		p = req0(ZYDIS_MNEMONIC_POP);
+		op_reg(&p, ZYDIS_REGISTER_RAX);
+		emit_req(e, &p);
+	}
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
+	emit_adjust_sp(e, RED_ZONE);
+}
+
+static void emit_call_agent(struct emit *e, const struct tramp_spec *s)
+{
+	const int32_t frame = 8 * USC_REG_NR;	/* struct inj_regs */
+	int32_t above = frame + RED_ZONE + (s->save_flags ? 8 : 0);
+
+	emit_adjust_sp(e, -RED_ZONE);
+	if (s->save_flags) {
+		emit_plain(e, ZYDIS_MNEMONIC_PUSHFQ);
+		emit_plain(e, ZYDIS_MNEMONIC_CLD);	/* the agent's C code assumes DF=0 */
+	}
+	emit_adjust_sp(e, -frame);
+	for (int i = 0; i < USC_REG_NR; i++)
+		if (gpr[i] != ZYDIS_REGISTER_NONE && gpr[i] != ZYDIS_REGISTER_RSP)
+			emit_store(e, 8 * i, gpr[i]);
+	{	/* regs[SP]: the stack pointer where the probe fired */
+		ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_LEA);
+
+		op_reg(&r, ZYDIS_REGISTER_RAX);
+		op_mem(&r, ZYDIS_REGISTER_RSP, above, 8);
+		emit_req(e, &r);
+	}
+	emit_store(e, 8 * USC_REG_SP, ZYDIS_REGISTER_RAX);
+	emit_rr(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RBX, ZYDIS_REGISTER_RSP);
+	emit_ri(e, ZYDIS_MNEMONIC_AND, ZYDIS_REGISTER_RSP, -16);	/* the ABI's alignment */
+	emit_rr(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RDI, ZYDIS_REGISTER_RBX);
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RSI, (int64_t)s->site);
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->hit);
+	{
+		ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_CALL);
+
+		op_reg(&r, ZYDIS_REGISTER_RAX);
+		emit_req(e, &r);
+	}
+	emit_rr(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RSP, ZYDIS_REGISTER_RBX);
+	for (int i = 0; i < USC_REG_NR; i++)
+		if (gpr[i] != ZYDIS_REGISTER_NONE && gpr[i] != ZYDIS_REGISTER_RSP)
+			emit_load(e, gpr[i], 8 * i);
+	emit_adjust_sp(e, frame);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
+	emit_adjust_sp(e, RED_ZONE);
+}
+
+ssize_t tramp_encode_probe(const struct tramp_spec *spec, uint8_t *out, size_t cap)
+{
+	struct emit e = {.out = out, .cap = cap, .at = spec->probe_at};
+
+	if (spec->hit)
+		emit_call_agent(&e, spec);
+	else
+		emit_count(&e, spec);
+	return e.err ? e.err : (ssize_t)e.len;
+}

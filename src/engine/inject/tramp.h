@@ -1,0 +1,33 @@
+/* Trampolines of the inject engine, encoded with Zydis. */
+#ifndef USC_ENGINE_INJECT_TRAMP_H
+#define USC_ENGINE_INJECT_TRAMP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define TRAMP_MAX 512	/* bytes of one site's trampoline, at most */
+
+struct tramp_spec {
+	uint64_t at;		/* the trampoline's runtime address */
+	const uint8_t *pre;	/* relocated instructions before the probe */
+	size_t npre;		/*   (already encoded for their place: at) */
+	uint64_t probe_at;	/* where the probe's code starts: at + npre */
+	bool save_flags;	/* the flags may be live here */
+	/* a recording probe: call hit(regs, site) */
+	uint64_t hit;		/* the agent's entry point */
+	uint64_t site;		/* the site's struct inj_site */
+	/* a count-only probe (hit == 0): lock inc of a per-CPU counter at
+	 * counter + (cpu % 64) * stride; without rdpid, CPU 0's */
+	uint64_t counter;
+	uint32_t stride;
+	bool have_rdpid;
+};
+
+/* Encode the probe part of a trampoline at spec->probe_at into out:
+ * everything between the relocated instructions before and after the probe.
+ * Returns its length or -errno. */
+ssize_t tramp_encode_probe(const struct tramp_spec *spec, uint8_t *out, size_t cap);
+
+#endif
