@@ -818,7 +818,8 @@ static int an_build(struct func_an *a, const struct x86_region *rg, size_t nrg,
 		}
 	}
 	/* jump tables, once the direct targets are known */
-	qsort(a->tg, a->ntg, sizeof(*a->tg), cmp_target);
+	if (a->ntg)
+		qsort(a->tg, a->ntg, sizeof(*a->tg), cmp_target);
 	for (size_t k = 0; k < nind && !ret; k++) {
 		size_t before = a->ntg;
 

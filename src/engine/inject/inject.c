@@ -48,7 +48,7 @@
 
 #define INJ_MAX_SITES 65536
 #define INJ_NSLOTS 256		/* threads with a ring */
-#define INJ_RING_SIZE (1u << 20)
+#define INJ_RING_SIZE (4u << 20)	/* per thread: 65k records of 2 integers */
 #define INJ_CPU_BUCKETS 64
 #define GLIBC_TID_OFF 0x2d0	/* offsetof(struct pthread, tid), glibc 2.3x x86-64 */
 
@@ -1149,7 +1149,8 @@ static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 			pos += r->len;
 		}
 	}
-	qsort(pd, npd, sizeof(*pd), cmp_pending);
+	if (npd)
+		qsort(pd, npd, sizeof(*pd), cmp_pending);
 	for (size_t i = 0; i < npd && !stop; i++) {
 		stop = inj_deliver(j, &pd[i], fn, ctx);
 		delivered++;
