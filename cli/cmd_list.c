@@ -11,6 +11,7 @@
 #include "elf/elf.h"
 #include "dwarf/dwarf.h"
 #include "elf/modules.h"
+#include "resolve/patchable.h"
 #include "resolve/resolve.h"
 #include "usdt/usdt.h"
 
@@ -18,6 +19,7 @@ static const char list_usage[] =
 	"usage: uscope list [--usdt] [-v] [-p PID | BINARY] [PATTERN]\n"
 	"       uscope list --lines FUNCTION [-p PID | BINARY]\n"
 	"       uscope list --vars LOCATION [-p PID | BINARY]\n"
+	"       uscope list --patchable [-v] BINARY [PATTERN]\n"
 	"\n"
 	"  BINARY    an executable or library: a path, a command on PATH, or a\n"
 	"            library name the dynamic loader would find (libc)\n"
@@ -31,9 +33,92 @@ static const char list_usage[] =
 	"  --lines FUNCTION  the source of FUNCTION, each line that can be probed\n"
 	"            (as FILE:LINE or FUNCTION:+N) numbered (needs debug info)\n"
 	"  --vars LOCATION   the parameters and locals visible at LOCATION (any\n"
-	"            probe location), with their types (needs debug info)\n";
+	"            probe location), with their types (needs debug info)\n"
+	"  --patchable  whether the inject engine can probe each function's entry and\n"
+	"            returns: a summary with the reasons it cannot; -v: one line each\n";
 
 static bool usdt_mode;
+static bool patchable_mode;
+
+/* --patchable: one refusal rule and how many functions it refused */
+struct rule_count {
+	const char *rule;
+	size_t n;
+};
+
+static void rule_add(struct rule_count *v, size_t *n, size_t max, const char *rule)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp(v[i].rule, rule)) {
+			v[i].n++;
+			return;
+		}
+	if (*n < max)
+		v[(*n)++] = (struct rule_count){rule, 1};
+}
+
+static int rule_cmp(const void *a, const void *b)
+{
+	const struct rule_count *x = a, *y = b;
+
+	return x->n < y->n ? 1 : x->n > y->n ? -1 : strcmp(x->rule, y->rule);
+}
+
+static void rules_print(const char *what, struct rule_count *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), rule_cmp);
+	for (size_t i = 0; i < n; i++)
+		printf("  %s refused: %6zu  %s\n", what, v[i].n, v[i].rule);
+}
+
+/* Whether the inject engine can patch each function (not its .cold parts,
+ * which belong to another): a summary, with -v a line each. */
+static int list_patchable(const char *path, const char *pattern, bool verbose)
+{
+	struct rule_count er[64], rr[64];
+	size_t ner = 0, nrr = 0, total = 0, eok = 0, rok = 0;
+	const struct elf_sym **fns = NULL;
+	struct elf_file *ef;
+	ssize_t n;
+	int ret = elf_open(path, &ef);
+
+	if (ret) {
+		cli_error("cannot open %s: %s", path, ret == -ENOEXEC ? "not an x86-64 ELF file" :
+			  strerror(-ret));
+		return ret;
+	}
+	n = elf_func_match(ef, pattern ? pattern : "*", &fns);
+	for (ssize_t i = 0; i < n; i++) {
+		struct x86_patchability pa;
+
+		if (!fns[i]->size || strstr(fns[i]->name, ".cold"))
+			continue;
+		ret = patchable_func(ef, fns[i], &pa);
+		if (ret) {
+			cli_error("%s: cannot read %s: %s", path, fns[i]->name, strerror(-ret));
+			break;
+		}
+		total++;
+		eok += !pa.entry;
+		rok += !pa.ret;
+		if (pa.entry)
+			rule_add(er, &ner, 64, pa.entry_rule);
+		if (pa.ret)
+			rule_add(rr, &nrr, 64, pa.ret_rule);
+		if (verbose)
+			printf("%s  entry: %s  return: %s\n", fns[i]->name, pa.entry_why, pa.ret_why);
+	}
+	free(fns);
+	elf_close(ef);
+	if (n < 0 || ret)
+		return n < 0 ? (int)n : ret;
+	printf("%zu functions: entry ok %zu (%.1f%%), return ok %zu (%.1f%%)\n", total, eok,
+	       total ? 100.0 * (double)eok / (double)total : 0.0, rok,
+	       total ? 100.0 * (double)rok / (double)total : 0.0);
+	rules_print("entry", er, ner);
+	rules_print("return", rr, nrr);
+	return 0;
+}
 
 /* MODULE %PROVIDER:NAME once per probe; with -v, one line per site. */
 static int list_usdt(const char *path, const char *pattern, bool verbose)
@@ -109,6 +194,8 @@ static int list_file(const char *path, const char *module, const char *pattern, 
 
 	if (usdt_mode)
 		return list_usdt(path, pattern, verbose);
+	if (patchable_mode)
+		return list_patchable(path, pattern, verbose);
 	ret = elf_open(path, &ef);
 
 	if (ret) {
@@ -301,6 +388,7 @@ int cmd_list(int argc, char **argv)
 		{"usdt", no_argument, NULL, 'U'},
 		{"lines", required_argument, NULL, 'L'},
 		{"vars", required_argument, NULL, 'V'},
+		{"patchable", no_argument, NULL, 'P'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -328,6 +416,9 @@ int cmd_list(int argc, char **argv)
 		case 'U':
 			usdt_mode = true;
 			break;
+		case 'P':
+			patchable_mode = true;
+			break;
 		case 'L':
 			lines_of = optarg;
 			break;
@@ -349,6 +440,10 @@ int cmd_list(int argc, char **argv)
 		}
 		return lines_of ? list_lines(lines_of, pid, pid ? NULL : argv[optind]) :
 				  list_vars(vars_at, pid, pid ? NULL : argv[optind]);
+	}
+	if (pid && patchable_mode) {
+		cli_error("--patchable takes a BINARY, not -p");
+		return 2;
 	}
 	if (pid) {
 		if (argc - optind > 1) {

@@ -330,11 +330,13 @@ static int reloc_one(const uint8_t *code, const ZydisDecodedInstruction *in,
 {
 	uint64_t pc = from + off, next = pc + in->length, target = 0, orig;
 	const char *mn = ZydisMnemonicGetString(in->mnemonic);
-	bool rel = in->attributes & ZYDIS_ATTRIB_IS_RELATIVE;
+	bool rel = false;	/* a relative immediate: a branch target */
 	int ret;
 
 	if (in->attributes & ZYDIS_ATTRIB_IS_PRIVILEGED)
 		return refuse(rf, -ENOTSUP, R_INSN, ": privileged %s at 0x%" PRIx64, mn, pc);
+	for (int k = 0; k < in->operand_count; k++)
+		rel |= ops[k].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[k].imm.is_relative;
 	if (rel && ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[0].imm.is_relative)
 		target = next + (uint64_t)ops[0].imm.value.s;
 	orig = target;
