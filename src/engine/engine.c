@@ -27,12 +27,21 @@ int engine_lookup(const char *name, const struct usc_engine_ops **out)
 	return -ENOENT;
 }
 
-/* auto: the kernel's uprobe_events, the most proven path, unless a site
- * needs what its fetch arguments cannot compute (two registers added, a
- * USDT base+index operand): then the bpf engine, which interprets the
- * fetch program itself. */
+/* auto: for one process (-p, COMMAND), the inject engine wherever it can
+ * patch every site: no trap per hit, no root. Otherwise, and system-wide,
+ * the kernel's uprobe_events, the most proven path, unless a site needs
+ * what its fetch arguments cannot compute (two registers added, a USDT
+ * base+index operand): then the bpf engine, which interprets the fetch
+ * program itself. */
 const struct usc_engine_ops *engine_choose(const struct usc_session *s)
 {
+	char why[512];
+
+	if (s->target.kind != USC_TARGET_SYSTEM) {
+		if (inject_can_place(s, why, sizeof(why)) == 0)
+			return &inject_engine_ops;
+		log_info("not using the inject engine: %s", why);
+	}
 	for (size_t i = 0; i < s->nsites; i++)
 		for (unsigned a = 0; a < s->sites[i].nargs; a++)
 			for (unsigned k = 0; k < s->sites[i].args[a].ninsn; k++)

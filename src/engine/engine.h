@@ -107,6 +107,10 @@ extern const struct usc_engine_ops tracefs_engine_ops;
 extern const struct usc_engine_ops bpf_engine_ops;
 extern const struct usc_engine_ops inject_engine_ops;
 
+/* The inject engine can patch every site of s (and there is a process to
+ * patch): 0, or -ENOTSUP with the first reason why not in why. */
+int inject_can_place(const struct usc_session *s, char *why, size_t len);
+
 /* Pick an engine by name ("auto", "tracefs", "bpf", "inject"). -ENOENT for an unknown
  * name. "auto" gives NULL: the choice waits for the sites (engine_choose). */
 int engine_lookup(const char *name, const struct usc_engine_ops **out);

@@ -220,27 +220,30 @@ static int elf_reader(void *ctx, uint64_t vaddr, void *buf, size_t len)
 	return elf_read(ctx, vaddr, buf, len);
 }
 
-/* Plan site i's patch from the file. 0, or -ENOTSUP with the reason logged. */
-static int inj_plan_site(const struct usc_site *site, struct elf_cache *ec, struct x86_patch *p)
+/* Plan a site's patch from the file. 0, or -ENOTSUP with the reason logged,
+ * or, with why, written there instead. */
+static int inj_plan_site(const struct usc_site *site, struct elf_cache *ec, struct x86_patch *p,
+			 char *why_out, size_t why_len)
 {
 	struct elf_file *ef = elf_cache_get(ec, site->path);
 	struct fn_code fc;
 	const char *why = NULL;
+	char msg[8192];
 	int ret;
 
 	if (site->is_return && !site->ret_site) {
-		log_error("%s: the inject engine probes returns on their return sites only; "
-			  "--uretprobe needs -e tracefs", site->spec->text);
-		return -ENOTSUP;
+		snprintf(msg, sizeof(msg), "%s: the inject engine probes returns on their return "
+			 "sites only; --uretprobe needs -e tracefs", site->spec->text);
+		goto refuse;
 	}
 	if (!ef)
 		return -ENOENT;
 	ret = fn_code_load(ef, site->vaddr, &fc);
 	if (ret == -ENOENT) {
-		log_error("%s: cannot probe %s+0x%llx in process: no function symbol around it "
-			  "to check the patch against (-e tracefs can probe it)", site->spec->text,
-			  site->path, (unsigned long long)site->offset);
-		return -ENOTSUP;
+		snprintf(msg, sizeof(msg), "%s: cannot probe %s+0x%llx in process: no function "
+			 "symbol around it to check the patch against; -e tracefs can probe it",
+			 site->spec->text, site->path, (unsigned long long)site->offset);
+		goto refuse;
 	}
 	if (ret)
 		return ret;
@@ -253,13 +256,52 @@ static int inj_plan_site(const struct usc_site *site, struct elf_cache *ec, stru
 			ret = x86_plan_probe(fc.rg, fc.nrg, &rd, site->vaddr, p, &why);
 	}
 	fn_code_free(&fc);
-	if (ret) {
-		log_error("%s: cannot patch %s at 0x%llx: %s; -e tracefs can probe it",
-			  site->label, site->symbol ? site->symbol : site->path,
-			  (unsigned long long)site->vaddr, why ? why : strerror(-ret));
+	if (!ret)
+		return 0;
+	if (ret == -ENOMEM)
+		return ret;
+	snprintf(msg, sizeof(msg), "%s: cannot patch %s at 0x%llx: %s; -e tracefs can probe it",
+		 site->label, site->symbol ? site->symbol : site->path,
+		 (unsigned long long)site->vaddr, why ? why : strerror(-ret));
+refuse:
+	if (why_out)
+		snprintf(why_out, why_len, "%s", msg);
+	else
+		log_error("%s", msg);
+	return -ENOTSUP;
+}
+
+/* Can every site be patched, and every argument computed? */
+static int inj_check_sites(const struct usc_session *s, char *why, size_t len)
+{
+	struct elf_cache ec = {0};
+	int ret = 0;
+
+	for (size_t i = 0; i < s->nsites && !ret; i++) {
+		struct x86_patch p;
+
+		ret = inj_plan_site(&s->sites[i], &ec, &p, why, len);
+		if (!ret && s->sites[i].nargs > INJ_MAX_ARGS) {
+			if (why)
+				snprintf(why, len, "%s: more than %d fetch arguments",
+					 s->sites[i].spec->text, INJ_MAX_ARGS);
+			else
+				log_error("%s: the inject engine takes at most %d fetch arguments",
+					  s->sites[i].spec->text, INJ_MAX_ARGS);
+			ret = -E2BIG;
+		}
+	}
+	elf_cache_free(&ec);
+	return ret;
+}
+
+int inject_can_place(const struct usc_session *s, char *why, size_t len)
+{
+	if (s->target.kind == USC_TARGET_SYSTEM) {
+		snprintf(why, len, "no process to patch");
 		return -ENOTSUP;
 	}
-	return 0;
+	return inj_check_sites(s, why, len);
 }
 
 /* ---- the target's memory ------------------------------------------------ */
@@ -716,7 +758,7 @@ static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
 		uint64_t rt, bias;
 		size_t p;
 
-		ret = inj_plan_site(site, &ec, &plan);
+		ret = inj_plan_site(site, &ec, &plan, NULL, 0);
 		if (ret)
 			break;
 		if (procmaps_file_offset_to_addr(maps, nmaps, site->path, site->offset, &rt)) {
@@ -847,8 +889,7 @@ static void inj_restore(struct inj *j)
 static int inj_open(struct usc_session *s, struct usc_engine **out)
 {
 	struct inj *j;
-	struct elf_cache ec = {0};
-	int ret = 0;
+	int ret;
 
 	if (s->target.kind == USC_TARGET_SYSTEM) {
 		log_error("the inject engine traces one process: give -p PID or a COMMAND "
@@ -862,17 +903,7 @@ static int inj_open(struct usc_session *s, struct usc_engine **out)
 	}
 	/* every site must be patchable: say which is not, before touching the
 	 * process */
-	for (size_t i = 0; i < s->nsites && !ret; i++) {
-		struct x86_patch p;
-
-		ret = inj_plan_site(&s->sites[i], &ec, &p);
-		if (!ret && s->sites[i].nargs > INJ_MAX_ARGS) {
-			log_error("%s: the inject engine takes at most %d fetch arguments",
-				  s->sites[i].spec->text, INJ_MAX_ARGS);
-			ret = -E2BIG;
-		}
-	}
-	elf_cache_free(&ec);
+	ret = inj_check_sites(s, NULL, 0);
 	if (ret)
 		return ret;
 	j = calloc(1, sizeof(*j));
