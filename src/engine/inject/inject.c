@@ -66,7 +66,8 @@ struct inj_patch {
 	struct x86_patch plan;	/* link-time addresses */
 	uint64_t bias;		/* runtime - link-time */
 	uint8_t orig[32];
-	size_t *sites;
+	size_t *sites;		/* by probe offset */
+	uint32_t *probe_off;	/* per site: where in the displaced bytes it fires */
 	size_t nsites;
 	uint64_t tramp;
 	bool applied;
@@ -328,13 +329,15 @@ static int inj_area_map(struct inj *j, struct inj_area *a, const struct proc_map
 			size_t nmaps)
 {
 	const uint64_t reach = 0x7fff0000ULL, page = 4096;
-	uint64_t best = 0, best_dist = UINT64_MAX;
+	uint64_t tried[16];
+	size_t ntried = 0;
 
-	for (size_t pass = 0; pass < 8; pass++) {
-		best = 0;
-		best_dist = UINT64_MAX;
-		for (size_t i = 0; i + 1 <= nmaps; i++) {
-			uint64_t gs = i ? maps[i - 1].end : 0x10000, ge = maps[i].start, cand;
+	while (ntried < sizeof(tried) / sizeof(tried[0])) {
+		uint64_t best = 0, best_dist = UINT64_MAX;
+
+		for (size_t i = 0; i < nmaps; i++) {
+			uint64_t gs = i ? maps[i - 1].end : 0x10000, ge = maps[i].start, cand, dist;
+			bool seen = false;
 
 			if (ge <= gs || ge - gs < a->size)
 				continue;
@@ -344,25 +347,28 @@ static int inj_area_map(struct inj *j, struct inj_area *a, const struct proc_map
 				continue;
 			if (cand + a->size > a->lo + reach || a->hi > cand + reach)
 				continue;
-			uint64_t dist = cand < a->lo ? a->lo - cand : cand - a->lo;
-
-			if (dist < best_dist) {
+			for (size_t k = 0; k < ntried; k++)
+				seen |= tried[k] == cand;
+			dist = cand < a->lo ? a->lo - cand : cand - a->lo;
+			if (!seen && dist < best_dist) {
 				best = cand;
 				best_dist = dist;
 			}
 		}
 		if (!best)
 			break;
+		tried[ntried++] = best;
 		long r = rsys(j, SYS_mmap, (long)best, (long)a->size, PROT_READ | PROT_EXEC,
 			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 
+		log_debug("inject: trampolines for %s at 0x%llx: %ld", a->path,
+			  (unsigned long long)best, r);
 		if (!rsys_failed(r) && (uint64_t)r == best) {
 			a->base = best;
 			return 0;
 		}
-		if (!rsys_failed(r))
+		if (!rsys_failed(r))	/* a kernel without MAP_FIXED_NOREPLACE (4.17) */
 			rsys(j, SYS_munmap, r, (long)a->size, 0, 0, 0, 0);
-		break;
 	}
 	log_error("no free address range within 2 GiB of %s in process %d for trampolines",
 		  a->path, (int)j->pid);
@@ -605,26 +611,31 @@ static int inj_write_tramp(struct inj *j, struct inj_patch *pa)
 	uint64_t at = a->base + a->used;
 	size_t len = 0, cap = TRAMP_MAX * (pa->nsites + 1);
 	const struct usc_site *first = &s->sites[pa->sites[0]];
-	bool entry = first->func_vaddr &&
+	bool entry = first->func_vaddr && !first->ret_site &&
 		     (first->vaddr == first->func_vaddr || first->vaddr == first->func_vaddr + 4);
 	bool rdpid = have_rdpid();
 	ssize_t n;
 
 	if (cap > sizeof(buf))
 		cap = sizeof(buf);
-	n = inj_reloc(pa, 0, pa->plan.probe_off, at, buf, cap);
-	if (n < 0)
-		return (int)n;
-	len = (size_t)n;
+	/* relocated pieces between the probes, in address order: an entry and
+	 * a return site of a short function can share one patch */
+	uint32_t done = 0;
+
 	for (size_t k = 0; k < pa->nsites; k++) {
 		size_t i = pa->sites[k];
 		struct tramp_spec ts = {
 			.at = at,
-			.probe_at = at + len,
 			.save_flags = !(entry || s->sites[i].ret_site),
 			.have_rdpid = rdpid,
 		};
 
+		n = inj_reloc(pa, done, pa->probe_off[k], at + len, buf + len, cap - len);
+		if (n < 0)
+			return (int)n;
+		len += (size_t)n;
+		done = pa->probe_off[k];
+		ts.probe_at = at + len;
 		if (s->count_only) {
 			ts.counter = j->shm_remote + j->cpu_counts_off + i * sizeof(uint64_t);
 			ts.stride = j->cpu_stride;
@@ -639,7 +650,7 @@ static int inj_write_tramp(struct inj *j, struct inj_patch *pa)
 		}
 		len += (size_t)n;
 	}
-	n = inj_reloc(pa, pa->plan.probe_off, pa->plan.len, at + len, buf + len, cap - len);
+	n = inj_reloc(pa, done, pa->plan.len, at + len, buf + len, cap - len);
 	if (n < 0)
 		return (int)n;
 	len += (size_t)n;
@@ -770,7 +781,6 @@ static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
 		bias = rt - site->vaddr;
 		for (p = 0; p < j->npatches; p++)
 			if (j->patches[p].addr == plan.addr + bias &&
-			    j->patches[p].plan.probe_off == plan.probe_off &&
 			    j->patches[p].plan.len == plan.len)
 				break;
 		if (p == j->npatches) {
@@ -780,31 +790,85 @@ static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
 			pa->plan = plan;
 			pa->bias = bias;
 		}
-		size_t *ns = realloc(j->patches[p].sites,
-				     (j->patches[p].nsites + 1) * sizeof(*ns));
+		struct inj_patch *pa = &j->patches[p];
+		size_t *ns = realloc(pa->sites, (pa->nsites + 1) * sizeof(*ns)), k;
+		uint32_t *no = realloc(pa->probe_off, (pa->nsites + 1) * sizeof(*no));
 
-		if (!ns) {
+		if (ns)
+			pa->sites = ns;
+		if (no)
+			pa->probe_off = no;
+		if (!ns || !no) {
 			ret = -ENOMEM;
 			break;
 		}
-		ns[j->patches[p].nsites++] = i;
-		j->patches[p].sites = ns;
+		/* keep them ordered by where they fire (stable for equal offsets) */
+		for (k = pa->nsites; k > 0 && pa->probe_off[k - 1] > plan.probe_off; k--) {
+			pa->sites[k] = pa->sites[k - 1];
+			pa->probe_off[k] = pa->probe_off[k - 1];
+		}
+		pa->sites[k] = i;
+		pa->probe_off[k] = plan.probe_off;
+		pa->nsites++;
 	}
 	elf_cache_free(&ec);
 	if (ret)
 		return ret;
 	qsort(j->patches, j->npatches, sizeof(*j->patches), cmp_patch);
-	for (size_t p = 0; p + 1 < j->npatches; p++) {
-		const struct inj_patch *a = &j->patches[p], *b = &j->patches[p + 1];
+	/* Overlapping patches become one over their union: an entry probe and a
+	 * return site of a short function, say. Each was checked safe (no branch
+	 * into its interior); overlapping, their interiors cover the union's. */
+	size_t out = 0;
 
-		if (a->addr + a->plan.len > b->addr) {
-			log_error("%s and %s: their patches overlap (0x%llx and 0x%llx); probe "
-				  "one of them with -e tracefs",
-				  s->sites[a->sites[0]].label, s->sites[b->sites[0]].label,
-				  (unsigned long long)a->addr, (unsigned long long)b->addr);
+	for (size_t p = 0; p < j->npatches; p++) {
+		struct inj_patch *a = out ? &j->patches[out - 1] : NULL, *b = &j->patches[p];
+
+		if (!a || a->addr + a->plan.len <= b->addr || a->bias != b->bias) {
+			j->patches[out++] = *b;
+			continue;
+		}
+		uint64_t end = b->addr + b->plan.len > a->addr + a->plan.len ?
+				       b->addr + b->plan.len : a->addr + a->plan.len;
+		size_t n = a->nsites + b->nsites, k = 0, x = 0, y = 0;
+		size_t *ns = malloc(n * sizeof(*ns));
+		uint32_t *no = malloc(n * sizeof(*no)), shift = (uint32_t)(b->addr - a->addr);
+
+		if (!ns || !no || end - a->addr > sizeof(a->orig)) {
+			free(ns);
+			free(no);
+			log_error("%s and %s: their patches overlap (0x%llx and 0x%llx); probe one "
+				  "of them with -e tracefs", s->sites[a->sites[0]].label,
+				  s->sites[b->sites[0]].label, (unsigned long long)a->addr,
+				  (unsigned long long)b->addr);
+			j->npatches = out;
+			free(b->sites);
+			free(b->probe_off);
+			for (size_t q = p + 1; q < j->npatches; q++) {
+				free(j->patches[q].sites);
+				free(j->patches[q].probe_off);
+			}
 			return -ENOTSUP;
 		}
+		while (x < a->nsites || y < b->nsites) {	/* merge by offset */
+			if (y == b->nsites ||
+			    (x < a->nsites && a->probe_off[x] <= b->probe_off[y] + shift)) {
+				ns[k] = a->sites[x];
+				no[k++] = a->probe_off[x++];
+			} else {
+				ns[k] = b->sites[y];
+				no[k++] = b->probe_off[y++] + shift;
+			}
+		}
+		free(a->sites);
+		free(a->probe_off);
+		free(b->sites);
+		free(b->probe_off);
+		a->sites = ns;
+		a->probe_off = no;
+		a->nsites = n;
+		a->plan.len = (uint32_t)(end - a->addr);
 	}
+	j->npatches = out;
 	return 0;
 }
 
@@ -844,7 +908,10 @@ static int inj_install(struct inj *j)
 	if (!ret) {
 		inj_key_mode(j);
 		inj_fill_sites(j);
-		ret = inj_areas(j, maps, (size_t)nmaps);
+		/* again: the shared memory and the agent took some of the gaps */
+		procmaps_free(maps, (size_t)nmaps);
+		nmaps = procmaps_read(j->pid, &maps);
+		ret = nmaps < 0 ? (int)nmaps : inj_areas(j, maps, (size_t)nmaps);
 	}
 	for (size_t p = 0; p < j->npatches && !ret; p++)
 		ret = inj_write_tramp(j, &j->patches[p]);
@@ -868,7 +935,8 @@ static int inj_install(struct inj *j)
 		if (!ret)
 			pa->applied = true;
 	}
-	procmaps_free(maps, (size_t)nmaps);
+	if (nmaps > 0)
+		procmaps_free(maps, (size_t)nmaps);
 	return ret;
 }
 
@@ -1235,6 +1303,26 @@ static int inj_stats(struct usc_engine *e, struct usc_stats *st)
 	return 0;
 }
 
+/* Not gone, nor a zombie. */
+static bool proc_alive(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
 static void inj_detach(struct usc_engine *e)
 {
 	struct inj *j = inj_of(e);
@@ -1245,7 +1333,7 @@ static void inj_detach(struct usc_engine *e)
 	if (!any && !j->nsemaphores)
 		return;
 	inj_stop(e);
-	if (remote_stop_all(&j->rem, j->pid)) {
+	if (!proc_alive(j->pid) || remote_stop_all(&j->rem, j->pid)) {
 		/* it has gone: nothing of it to restore */
 		for (size_t p = 0; p < j->npatches; p++)
 			j->patches[p].applied = false;
@@ -1263,8 +1351,10 @@ static void inj_destroy(struct usc_engine *e)
 	inj_detach(e);
 	if (j->shm)
 		munmap(j->shm, j->shm_size);
-	for (size_t p = 0; p < j->npatches; p++)
+	for (size_t p = 0; p < j->npatches; p++) {
 		free(j->patches[p].sites);
+		free(j->patches[p].probe_off);
+	}
 	free(j->patches);
 	free(j->areas);
 	free(j->semaphores);
