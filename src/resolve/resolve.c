@@ -298,13 +298,13 @@ static int check_boundary(const struct elf_file *ef, const struct elf_sym *fn, u
 	if (ret == -EINVAL)
 		log_error("%s: offset 0x%llx is inside an instruction of %s; the nearest "
 			  "instruction boundaries are +0x%llx and +0x%llx",
-			  spec->text, (unsigned long long)off, fn->name,
+			  spec->text, (unsigned long long)off, elf_sym_pretty(fn),
 			  (unsigned long long)prev, (unsigned long long)next);
 	else if (ret == -ENOEXEC)
 		log_error("%s: cannot decode %s up to offset 0x%llx to check the instruction "
-			  "boundary", spec->text, fn->name, (unsigned long long)off);
+			  "boundary", spec->text, elf_sym_pretty(fn), (unsigned long long)off);
 	else if (ret)
-		log_error("%s: cannot read the code of %s: %s", spec->text, fn->name,
+		log_error("%s: cannot read the code of %s: %s", spec->text, elf_sym_pretty(fn),
 			  strerror(-ret));
 	return ret;
 }
@@ -382,14 +382,14 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 	if (fn && (fn->flags & ELF_SYM_IFUNC) && !spec->is_glob)
 		log_warn("%s: %s is an IFUNC: the probe is on its resolver, which runs when the "
 			 "symbol is bound, not on the implementation it selects", spec->text,
-			 fn->name);
+			 elf_sym_pretty(fn));
 	s = site_push(sv);
 	if (!s)
 		return -ENOMEM;
 	s->spec = spec;
 	s->probe = idx;
 	s->path = strdup(path);
-	s->symbol = fn ? strdup(fn->name) : NULL;
+	s->symbol = fn ? strdup(elf_sym_pretty(fn)) : NULL;
 	s->vaddr = vaddr;
 	s->func_vaddr = fn ? fn->vaddr : 0;
 	s->offset = off;
@@ -399,8 +399,15 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 	if (!s->path || (fn && !s->symbol))
 		return -ENOMEM;
 	if (s->ret_site)	/* every return site of one function shows as one */
-		snprintf(s->label, sizeof(s->label), "%s%s", spec->event_given ? spec->event : fn->name,
+		snprintf(s->label, sizeof(s->label), "%s%s",
+			 spec->event_given ? spec->event : elf_sym_pretty(fn),
 			 spec->event_given ? "" : "__return");
+	else if (fn && fn->demangled && !spec->event_given && spec->has_offset)
+		snprintf(s->label, sizeof(s->label), "%s+0x%llx", fn->demangled,
+			 (unsigned long long)spec->offset);
+	else if (fn && fn->demangled && !spec->event_given)	/* C++: the demangled name */
+		snprintf(s->label, sizeof(s->label), "%s%s", fn->demangled,
+			 s->is_return ? "__return" : "");
 	return bind_site(s, NULL, 0, dm);
 }
 
@@ -661,7 +668,7 @@ static int add_return_sites(struct site_vec *sv, const struct usc_probe_spec *sp
 		if (!code)
 			ret = -ENOMEM;
 		else if ((ret = elf_read(ef, rg[i].addr, code, rg[i].len)))
-			log_error("%s: cannot read the code of %s: %s", spec->text, fn->name,
+			log_error("%s: cannot read the code of %s: %s", spec->text, elf_sym_pretty(fn),
 				  strerror(-ret));
 		rg[i].code = code;
 	}
@@ -675,12 +682,12 @@ refuse:
 		if (spec->is_glob) {
 			log_warn("%s: skipping %s: cannot find all its return sites: %s "
 				 "(--uretprobe probes it by swapping the return address)",
-				 spec->text, fn->name, why ? why : "?");
+				 spec->text, elf_sym_pretty(fn), why ? why : "?");
 			return 0;
 		}
 		log_error("%s: cannot find all the return sites of %s: %s; --uretprobe probes it "
 			  "by swapping the return address instead, which programs that walk their "
-			  "stacks (Go) do not survive", spec->text, fn->name, why ? why : "?");
+			  "stacks (Go) do not survive", spec->text, elf_sym_pretty(fn), why ? why : "?");
 		return n == -ENOENT ? -ENOENT : -ENOTSUP;
 	}
 	for (ssize_t i = 0; i < n && !ret; i++)
@@ -721,7 +728,7 @@ static int resolve_line(const struct usc_probe_spec *spec, unsigned idx, const c
 		}
 		if (dwarf_func_line(dm, fn->vaddr, &file, &l0)) {
 			log_error("%s: the debug info of %s does not say where %s starts", spec->text,
-				  path, fn->name);
+				  path, elf_sym_pretty(fn));
 			return -ENOENT;
 		}
 		line = l0 + spec->line;
@@ -790,7 +797,7 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 
 		if (spec->is_return && fn && fn->vaddr != spec->address) {
 			log_error("%s: a return probe needs a function's entry address; 0x%llx is "
-				  "inside %s", spec->text, (unsigned long long)spec->address, fn->name);
+				  "inside %s", spec->text, (unsigned long long)spec->address, elf_sym_pretty(fn));
 			ret = -EINVAL;
 			goto out;
 		}
@@ -833,7 +840,7 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 				continue;
 			if (nif++ < 6 && used < sizeof(ifuncs))
 				used += (size_t)snprintf(ifuncs + used, sizeof(ifuncs) - used, "%s%s",
-							 nif > 1 ? ", " : "", m[i]->name);
+							 nif > 1 ? ", " : "", elf_sym_pretty(m[i]));
 		}
 		if (nif)
 			log_warn("%s: %zu of the matches are IFUNCs (%s%s): their probes are on the "
@@ -867,11 +874,17 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 		for (size_t i = 0; i < ncands && used < sizeof(list); i++)
 			used += (size_t)snprintf(list + used, sizeof(list) - used,
 						 "%s%s%s%s at 0x%llx", i ? ", " : "",
-						 cands[i]->name, cands[i]->version ? "@" : "",
+						 elf_sym_pretty(cands[i]), cands[i]->version ? "@" : "",
 						 cands[i]->version ? cands[i]->version : "",
 						 (unsigned long long)cands[i]->vaddr);
-		log_error("%s: %zu functions are named '%s' in %s (%s); probe one by ADDRESS",
-			  spec->text, ncands, spec->symbol, path, list);
+		if (cands[0]->demangled && strcmp(cands[0]->name, spec->symbol) &&
+		    !strchr(spec->symbol, '('))
+			log_error("%s: '%s' is overloaded in %s: %s; name one with its parameters "
+				  "('%s'), or every one with a glob ('%s*')", spec->text,
+				  spec->symbol, path, list, cands[0]->demangled, spec->symbol);
+		else
+			log_error("%s: %zu functions are named '%s' in %s (%s); probe one by "
+				  "ADDRESS", spec->text, ncands, spec->symbol, path, list);
 		free(cands);
 		goto out;
 	}
@@ -887,7 +900,7 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 		}
 		if (fn->size && spec->offset >= fn->size) {
 			log_error("%s: offset 0x%llx is outside %s (size 0x%llx)", spec->text,
-				  (unsigned long long)spec->offset, fn->name,
+				  (unsigned long long)spec->offset, elf_sym_pretty(fn),
 				  (unsigned long long)fn->size);
 			ret = -EINVAL;
 			goto out;
@@ -993,7 +1006,7 @@ void resolve_symbolize(pid_t pid, uint64_t addr, char *buf, size_t len)
 		const struct elf_sym *fn = elf_func_at(ef, vaddr);
 
 		if (fn)
-			snprintf(buf, len, "%s+0x%llx", fn->name,
+			snprintf(buf, len, "%s+0x%llx", elf_sym_pretty(fn),
 				 (unsigned long long)(vaddr - fn->vaddr));
 		else
 			snprintf(buf, len, "%s+0x%llx", base, (unsigned long long)off);

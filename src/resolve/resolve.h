@@ -28,7 +28,7 @@ struct usc_site {
 	const struct usc_probe_spec *spec;
 	unsigned probe;			/* index of spec */
 	char event[USC_NAME_MAX];	/* the kernel's event name: unique in the session */
-	char label[USC_NAME_MAX * 2];	/* what output calls it: the event name, or for
+	char label[USC_NAME_MAX * 4];	/* what output calls it: the event name, or for
 					 * every site of one USDT probe, PROVIDER:NAME */
 	struct usc_fetcharg *args;	/* bound to this site (probe_bind_arg) */
 	unsigned nargs;
