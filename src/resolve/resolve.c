@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "elf/elf.h"
 #include "dwarf/dwarf.h"
+#include "dwarf/inline.h"
 #include "elf/modules.h"
 #include "usdt/usdt.h"
 #include "x86/insn.h"
@@ -697,6 +698,109 @@ refuse:
 	return ret;
 }
 
+/* The label every site of one function's probe shows: the event, or the
+ * function's name (demangled). */
+static void label_sites(struct site_vec *sv, size_t first, const struct usc_probe_spec *spec,
+			const char *name)
+{
+	for (size_t i = first; i < sv->n; i++)
+		snprintf(sv->v[i].label, sizeof(sv->v[i].label), "%s%s",
+			 spec->event_given ? spec->event : name,
+			 sv->v[i].is_return && !spec->event_given ? "__return" : "");
+}
+
+/* Can every variable the probe names be read at the inlined copy? The
+ * compiler often folds an inlined copy's parameters into constants or
+ * computes them: such a copy is skipped with a warning, the others stay. */
+static bool inline_vars_ok(struct dwarf_module *dm, const struct usc_probe_spec *spec,
+			   const char *name, const struct dwarf_inline_site *is)
+{
+	for (unsigned i = 0; i < spec->nargs; i++) {
+		const struct usc_fetcharg *in = &spec->args[i];
+		struct usc_fetcharg low = {0};
+		struct dwarf_error derr = {0};
+		size_t vp = (size_t)(in->insn[0].imm & 0xffffffff);
+		size_t vl = (size_t)(in->insn[0].imm >> 32);
+		int ret;
+
+		if (in->insn[0].op != FOP_VAR)
+			continue;
+		ret = dwarf_lower_expr(dm, is->pc, spec->text + vp, vl, &low, &derr);
+		if (ret) {
+			log_warn("%s: skipping the copy of %s inlined at %s:%u (0x%llx): %.*s: %s",
+				 spec->text, name,
+				 !is->call_file ? "?" : strrchr(is->call_file, '/') ?
+				 strrchr(is->call_file, '/') + 1 : is->call_file,
+				 is->call_line, (unsigned long long)is->pc, (int)vl, spec->text + vp,
+				 derr.msg[0] ? derr.msg : strerror(-ret));
+			return false;
+		}
+	}
+	return true;
+}
+
+/* An entry probe on a function also goes on every copy of it the compiler
+ * inlined (as perf probe does), with the same label. fn is the out-of-line
+ * function, or NULL for a function that only exists inlined (name). A
+ * return probe cannot: an inlined copy has no return; say so. Without
+ * debug info there is nothing to add. Returns the number of copies added,
+ * or -errno. */
+static int add_inline_sites(struct site_vec *sv, const struct usc_probe_spec *spec,
+			    unsigned idx, const char *path, const struct elf_file *ef,
+			    const struct elf_sym *fn, const char *name, unsigned flags)
+{
+	struct dwarf_module *dm;
+	struct dwarf_inline_site *is = NULL;
+	ssize_t n;
+	int ret = 0, added = 0;
+
+	if ((flags & RESOLVE_NO_INLINES) || spec->has_offset || cached_dwarf(path, &dm))
+		return 0;
+	n = dwarf_inline_sites(dm, fn ? fn->vaddr : 0, name, &is);
+	if (n == -ENOENT)
+		return 0;
+	if (n < 0)
+		return (int)n;
+	if (n && spec->is_return && !fn) {
+		log_error("%s: %s has no out-of-line copy, and its %zd inlined cop%s no "
+			  "return to probe", spec->text, name, n, n == 1 ? "y has" : "ies have");
+		free(is);
+		return -ENOTSUP;
+	}
+	if (n && spec->is_return) {
+		log_warn("%s: %s is also inlined at %zd place%s, which %s no return to probe: "
+			 "only its out-of-line copy is probed", spec->text, name, n,
+			 n == 1 ? "" : "s", n == 1 ? "has" : "have");
+		n = 0;
+	}
+	for (ssize_t i = 0; i < n && !ret; i++) {
+		struct usc_site *s;
+
+		if (!inline_vars_ok(dm, spec, name, &is[i]))
+			continue;
+		ret = add_site(sv, spec, idx, path, ef, NULL, is[i].pc, 0);
+		if (ret)
+			break;
+		s = &sv->v[sv->n - 1];
+		s->symbol = strdup(name);
+		s->func_vaddr = fn ? fn->vaddr : 0;
+		s->inlined = true;
+		if (!s->symbol)
+			ret = -ENOMEM;
+		log_debug("%s: inlined copy of %s at 0x%llx (%s:%u)", spec->text, name,
+			  (unsigned long long)is[i].pc, is[i].call_file ? is[i].call_file : "?",
+			  is[i].call_line);
+		added++;
+	}
+	free(is);
+	if (!ret && n > 0 && !added && !fn) {
+		log_error("%s: %s exists only inlined, and none of its %zd copies can be probed",
+			  spec->text, name, n);
+		return -ENOENT;
+	}
+	return ret ? ret : added;
+}
+
 /* FILE:LINE or FUNCTION:+N: a probe on every statement of that line (a
  * line can have several: loops, inlined copies, split conditions). */
 static int resolve_line(const struct usc_probe_spec *spec, unsigned idx, const char *path,
@@ -847,6 +951,9 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 				 "resolvers, which run when the symbols are bound", spec->text, nif,
 				 ifuncs, nif > 6 ? ", ..." : "");
 		for (ssize_t i = 0; i < n && !ret; i++) {
+			size_t first = sv->n;
+			int k;
+
 			if (spec->has_offset && spec->offset >= m[i]->size)
 				continue;	/* too short for the offset */
 			if (spec->is_return)
@@ -854,6 +961,12 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 			else
 				ret = add_site(sv, spec, idx, path, ef, m[i],
 					       m[i]->vaddr + spec->offset, 0);
+			k = ret ? 0 : add_inline_sites(sv, spec, idx, path, ef, m[i],
+						       elf_sym_pretty(m[i]), flags);
+			if (k < 0)
+				ret = k;
+			else if (k > 0 && !spec->event_given)	/* one label a function */
+				label_sites(sv, first, spec, elf_sym_pretty(m[i]));
 		}
 		free(m);
 		goto out;
@@ -864,7 +977,19 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 
 	ret = elf_func_lookup(ef, spec->symbol, &fn, &cands, &ncands);
 	if (ret == -ENOENT) {
-		log_unknown(spec, ef, path);
+		/* perhaps a function that only exists inlined */
+		size_t first = sv->n;
+		int k = spec->has_offset ? 0 :
+			add_inline_sites(sv, spec, idx, path, ef, NULL, spec->symbol, flags);
+
+		if (k > 0) {
+			label_sites(sv, first, spec, spec->symbol);
+			ret = 0;
+		} else if (k < 0) {
+			ret = k;
+		} else {
+			log_unknown(spec, ef, path);
+		}
 		goto out;
 	}
 	if (ret == -EEXIST) {
@@ -909,10 +1034,18 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 		if (ret)
 			goto out;
 	}
+	size_t first = sv->n;
+	int k;
+
 	if (spec->is_return)
 		ret = add_return_sites(sv, spec, idx, path, ef, fn, flags);
 	else
 		ret = add_site(sv, spec, idx, path, ef, fn, fn->vaddr + spec->offset, 0);
+	k = ret ? 0 : add_inline_sites(sv, spec, idx, path, ef, fn, elf_sym_pretty(fn), flags);
+	if (k < 0)
+		ret = k;
+	else if (k > 0)		/* the copies show as the function */
+		label_sites(sv, first, spec, elf_sym_pretty(fn));
 out:
 	free(path);
 	return ret;
