@@ -177,29 +177,38 @@ static int index_build(struct dwarf_module *m)
 	return 0;
 }
 
-/* The subprogram whose code starts at func_vaddr. */
+struct func_find {
+	Dwarf_Addr entry;	/* in the CU's addresses */
+	struct func_id *id;
+	bool ok;
+};
+
+static int func_cb(Dwarf_Die *die, void *arg)
+{
+	struct func_find *ff = arg;
+	Dwarf_Addr lo;
+
+	if (entry_of(die, &lo) && lo == ff->entry && func_id_of(die, ff->id)) {
+		ff->ok = true;
+		return DWARF_CB_ABORT;
+	}
+	return DWARF_CB_OK;
+}
+
+/* The subprogram whose code starts at func_vaddr: among the CU's
+ * functions, not through dwarf_getscopes, which gives an inlined copy's
+ * abstract scopes instead of the function it sits in. */
 static bool func_at(struct dwarf_module *m, uint64_t func_vaddr, struct func_id *id)
 {
 	Dwarf_Addr b;
-	Dwarf_Die *cu, *scopes = NULL;
-	bool ok = false;
-	int n;
+	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, func_vaddr + m->bias, &b);
+	struct func_find ff = {.id = id};
 
-	cu = dwfl_module_addrdie(m->mod, func_vaddr + m->bias, &b);
 	if (!cu)
 		return false;
-	n = dwarf_getscopes(cu, func_vaddr + m->bias - b, &scopes);
-	for (int i = 0; i < n; i++) {
-		Dwarf_Addr lo;
-
-		if (dwarf_tag(&scopes[i]) != DW_TAG_subprogram)
-			continue;
-		ok = entry_of(&scopes[i], &lo) && lo + b - m->bias == func_vaddr &&
-		     func_id_of(&scopes[i], id);
-		break;
-	}
-	free(scopes);
-	return ok;
+	ff.entry = func_vaddr + m->bias - b;
+	dwarf_getfuncs(cu, func_cb, &ff, 0);
+	return ff.ok;
 }
 
 /* Is the copy's function named name (C, or a C++ name with or without its

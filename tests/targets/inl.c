@@ -4,7 +4,8 @@
  *   step_a(i)        scale(i, 3) inlined
  *   step_b(i)        scale(i + 100, 5) inlined
  *   fp(i + 1000, 7)  the out-of-line scale
- * so scale runs 3N times: N at each inlined copy, N out of line. */
+ * so scale runs 3N times: N at each inlined copy, N out of line. tick() has
+ * no out-of-line copy at all: it is inlined into step_a and step_b (2N). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -18,13 +19,22 @@ static inline long scale(long v, int k)
 	return r + 1;
 }
 
+volatile int ticks;
+
+static inline void tick(void)
+{
+	ticks++;
+}
+
 __attribute__((noipa)) long step_a(long i)
 {
+	tick();
 	return scale(i, 3);
 }
 
 __attribute__((noipa)) long step_b(long i)
 {
+	tick();
 	return scale(i + 100, 5) + 2;
 }
 
