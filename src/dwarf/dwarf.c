@@ -22,13 +22,7 @@
 
 #include "core/log.h"
 #include "dwarf/dwarf.h"
-
-struct dwarf_module {
-	Dwfl *dwfl;
-	Dwfl_Module *mod;
-	Dwarf *dw;
-	Dwarf_Addr bias;	/* Dwfl address = link-time address + bias */
-};
+#include "dwarf/dwarf_int.h"
 
 static char *debuginfo_path;	/* NULL: libdwfl's default search path */
 
@@ -83,6 +77,7 @@ void dwarf_close(struct dwarf_module *m)
 {
 	if (!m)
 		return;
+	inline_index_free(m);
 	if (m->dwfl)
 		dwfl_end(m->dwfl);
 	free(m);

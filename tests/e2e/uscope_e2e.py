@@ -55,7 +55,7 @@ EVENT_RE = re.compile(
     r"(?P<rest>.*)$")
 ARG_RE = re.compile(r' ([A-Za-z_][A-Za-z0-9_]*)=("(?:[^"\\]|\\.)*"|[^ "]*)')
 SUMMARY_RE = re.compile(r"^uscope:\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
-PER_EVENT_RE = re.compile(r"^\s+(\S+):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
+PER_EVENT_RE = re.compile(r"^\s+(\S.*?):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")  # C++ labels have spaces
 READY_RE = re.compile(r"^uscope: tracing (\d+) probes?\s*$")
 # USDT events are labelled PROVIDER:NAME (app:tick): the same line formats
 # with one colon allowed in the event name (labels=True below).
