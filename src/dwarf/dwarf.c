@@ -23,11 +23,21 @@
 #include "core/log.h"
 #include "dwarf/dwarf.h"
 
+/* An enum type's enumerators, made once per type DIE for output; the names
+ * point into the debug info. */
+struct enum_ent {
+	Dwarf_Off die;
+	struct usc_enum e;
+	struct usc_enumerator *v;
+};
+
 struct dwarf_module {
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	Dwarf *dw;
 	Dwarf_Addr bias;	/* Dwfl address = link-time address + bias */
+	struct enum_ent *enums;
+	size_t nenums;
 };
 
 static char *debuginfo_path;	/* NULL: libdwfl's default search path */
@@ -83,6 +93,9 @@ void dwarf_close(struct dwarf_module *m)
 {
 	if (!m)
 		return;
+	for (size_t i = 0; i < m->nenums; i++)
+		free(m->enums[i].v);
+	free(m->enums);
 	if (m->dwfl)
 		dwfl_end(m->dwfl);
 	free(m);
@@ -179,6 +192,67 @@ static const char *tag_word(int tag)
 	case DW_TAG_subroutine_type: return "a function";
 	default: return "a scalar";
 	}
+}
+
+/* The enumerators of the enum type t (stripped), for output: made once per
+ * type and kept with the module. NULL if it has none or memory is short. */
+static const struct usc_enum *enum_table(struct dwarf_module *m, Dwarf_Die *t)
+{
+	Dwarf_Off off = dwarf_dieoffset(t);
+	int size = dwarf_bytesize(t);
+	uint64_t mask = size > 0 && size < 8 ? (1ULL << (size * 8)) - 1 : UINT64_MAX;
+	uint64_t max = 0;
+	unsigned n = 0, bits = 0;
+	bool zero = false, single = true;
+	struct enum_ent *ent;
+	Dwarf_Die child;
+
+	for (size_t i = 0; i < m->nenums; i++)
+		if (m->enums[i].die == off)
+			return &m->enums[i].e;
+	if (dwarf_child(t, &child) != 0)
+		return NULL;
+	do
+		n += dwarf_tag(&child) == DW_TAG_enumerator;
+	while (dwarf_siblingof(&child, &child) == 0);
+	if (!n)
+		return NULL;
+	ent = realloc(m->enums, (m->nenums + 1) * sizeof(*ent));
+	if (!ent)
+		return NULL;
+	m->enums = ent;
+	ent = &m->enums[m->nenums];
+	memset(ent, 0, sizeof(*ent));
+	ent->v = calloc(n, sizeof(*ent->v));
+	if (!ent->v)
+		return NULL;
+	dwarf_child(t, &child);
+	do {
+		Dwarf_Attribute a;
+		Dwarf_Sword sv;
+		const char *name = die_name(&child);
+		uint64_t v;
+
+		if (dwarf_tag(&child) != DW_TAG_enumerator || !name ||
+		    !dwarf_attr(&child, DW_AT_const_value, &a) || dwarf_formsdata(&a, &sv))
+			continue;
+		v = (uint64_t)sv & mask;
+		ent->v[ent->e.n++] = (struct usc_enumerator){.value = v, .name = name};
+		if (!v)
+			zero = true;
+		else if (v & (v - 1))
+			single = false;
+		else
+			bits++;
+		if (v > max)
+			max = v;
+	} while (dwarf_siblingof(&child, &child) == 0);
+	/* flags: single bits only, and not just the start of 0, 1, 2, ... */
+	ent->e.flags = single && bits >= 2 && (!zero || max >= 4);
+	ent->e.v = ent->v;
+	ent->die = off;
+	m->nenums++;
+	return &ent->e;
 }
 
 /* ---- lowering state ---------------------------------------------------- */
@@ -616,6 +690,8 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 	if (!lv->has_type)
 		return fail(c, -EINVAL, 0, "'%.*s' has type void", (int)end, c->expr);
 	tag = dwarf_tag(&lv->type);
+	out->show = USC_SHOW_PLAIN;
+	out->enums = NULL;
 	if (is_aggregate(tag) || (tag == DW_TAG_array_type && lv->kind == LV_MEM)) {
 		Dwarf_Die elem;
 
@@ -668,6 +744,12 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 		default:
 			return fail(c, -EINVAL, 0, "'%.*s' is %d bytes: uscope fetches 1, 2, 4 or 8",
 				    (int)end, c->expr, size);
+		}
+		if (tag == DW_TAG_enumeration_type) {
+			out->enums = enum_table(c->m, &lv->type);
+			out->show = out->enums ? USC_SHOW_ENUM : USC_SHOW_PLAIN;
+		} else if (enc == DW_ATE_boolean) {
+			out->show = USC_SHOW_BOOL;
 		}
 		if (enc == DW_ATE_signed || enc == DW_ATE_signed_char)
 			out->type = (enum usc_type)(USC_T_S8 + idx);
@@ -1277,6 +1359,8 @@ int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_f
 		return ret;
 	memset(out->insn, 0, sizeof(out->insn));
 	out->insn[0] = (struct fetch_insn){.op = FOP_RETVAL};
+	out->show = USC_SHOW_PLAIN;
+	out->enums = NULL;
 	tag = dwarf_tag(&t);
 	if (tag == DW_TAG_pointer_type) {
 		if (die_type(&t, &to) && strip_type(&to) && is_char(&to)) {
@@ -1310,6 +1394,9 @@ int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_f
 	}
 	out->type = (enum usc_type)((enc == DW_ATE_signed || enc == DW_ATE_signed_char ?
 				     USC_T_S8 : USC_T_U8) + idx);
+	out->enums = tag == DW_TAG_enumeration_type ? enum_table(m, &t) : NULL;
+	out->show = out->enums ? USC_SHOW_ENUM : enc == DW_ATE_boolean ? USC_SHOW_BOOL :
+		    USC_SHOW_PLAIN;
 	out->insn[1] = (struct fetch_insn){.op = FOP_ST_RAW, .size = (uint8_t)size};
 	out->insn[2] = (struct fetch_insn){.op = FOP_END};
 	out->ninsn = 3;

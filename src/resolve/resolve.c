@@ -465,6 +465,10 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 			copy.insn[0] = (struct fetch_insn){.op = FOP_ARG, .imm = 1};
 			ret = probe_bind_arg(&copy, &low, 1, &site->args[out]);
 			site->args[out].unavailable = low.unavailable;
+			if (!in->type_given) {	/* :TYPE overrides how it shows */
+				site->args[out].show = low.show;
+				site->args[out].enums = low.enums;
+			}
 		} else if (site->is_return && site->func_vaddr && in->insn[0].op == FOP_RETVAL &&
 			   !in->type_given && in->ninsn == 3 && in->insn[1].op == FOP_ST_RAW &&
 			   (dm || cached_dwarf(site->path, &dm) == 0) &&
@@ -474,6 +478,8 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 			memcpy(site->args[out].insn, low.insn, sizeof(low.insn));
 			site->args[out].ninsn = low.ninsn;
 			site->args[out].type = low.type;
+			site->args[out].show = low.show;
+			site->args[out].enums = low.enums;
 			ret = 0;
 		} else {
 			ret = probe_bind_arg(in, usdt, nusdt, &site->args[out]);
