@@ -387,14 +387,14 @@ static int var_location(struct ctx *c, Dwarf_Die *var, const char *name, size_t 
 			lv->cval = sv;
 			return 0;
 		}
-		return fail(c, -ENOENT, pos, "'%s' is optimized out at 0x%" PRIx64, name, c->pc);
+		return fail(c, -ENODATA, pos, "'%s' is optimized out at 0x%" PRIx64, name, c->pc);
 	}
 	r = dwarf_getlocation_addr(&a, c->dwpc, &ops, &nops, 1);
 	if (r < 0)
 		return fail(c, -EINVAL, pos, "'%s': cannot read its DWARF location: %s", name,
 			    dwarf_errmsg(-1));
 	if (r == 0 || nops == 0)
-		return fail(c, -ENOENT, pos, "'%s' is optimized out at 0x%" PRIx64, name, c->pc);
+		return fail(c, -ENODATA, pos, "'%s' is optimized out at 0x%" PRIx64, name, c->pc);
 	if (nops == 1) {
 		unsigned op = ops[0].atom;
 
@@ -564,6 +564,54 @@ static int find_var(struct ctx *c, const char *name, Dwarf_Die *out)
 		    nm.n ? "; visible: " : "", nm.buf);
 }
 
+/* A member's byte offset in its struct; false for a form uscope cannot read. */
+static bool member_loc(Dwarf_Die *mem, Dwarf_Word *loc)
+{
+	Dwarf_Attribute a;
+
+	*loc = 0;
+	if (dwarf_attr(mem, DW_AT_data_member_location, &a) && dwarf_formudata(&a, loc)) {
+		Dwarf_Op *ops;
+		size_t nops;
+
+		if (dwarf_getlocation(&a, &ops, &nops) || nops != 1 ||
+		    ops[0].atom != DW_OP_plus_uconst)
+			return false;
+		*loc = ops[0].number;
+	}
+	return true;
+}
+
+/* A member at byte loc: its offset, or for a bitfield its geometry in bits
+ * from the struct's start (and *off 0). */
+static bool member_geom(Dwarf_Die *mem, Dwarf_Word loc, int64_t *off, unsigned *bit_size,
+			unsigned *bit_pos)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word v;
+
+	*off = (int64_t)loc;
+	*bit_size = 0;
+	*bit_pos = 0;
+	if (dwarf_attr(mem, DW_AT_bit_size, &a) && !dwarf_formudata(&a, &v)) {
+		*bit_size = (unsigned)v;
+		if (dwarf_attr(mem, DW_AT_data_bit_offset, &a) && !dwarf_formudata(&a, &v)) {
+			*bit_pos = (unsigned)v;
+		} else if (dwarf_attr(mem, DW_AT_bit_offset, &a) && !dwarf_formudata(&a, &v)) {
+			/* DWARF 2: counted from the storage unit's top bit */
+			Dwarf_Die mt;
+			int bs = die_type(mem, &mt) ? dwarf_bytesize(&mt) : -1;
+
+			if (bs <= 0)
+				return false;
+			*bit_pos = (unsigned)(bs * 8 - (int)v - (int)*bit_size);
+		}
+		*bit_pos += (unsigned)loc * 8;
+		*off = 0;
+	}
+	return true;
+}
+
 /* The member named name of the struct/union type t, with its byte offset and
  * bitfield geometry; recursing into anonymous members. */
 static bool find_member(Dwarf_Die *t, const char *name, Dwarf_Die *mem, int64_t *off,
@@ -574,23 +622,11 @@ static bool find_member(Dwarf_Die *t, const char *name, Dwarf_Die *mem, int64_t 
 	if (dwarf_child(t, &child) != 0)
 		return false;
 	do {
-		Dwarf_Attribute a;
-		Dwarf_Word loc = 0, v;
+		Dwarf_Word loc;
 		const char *n;
 
-		if (dwarf_tag(&child) != DW_TAG_member)
+		if (dwarf_tag(&child) != DW_TAG_member || !member_loc(&child, &loc))
 			continue;
-		if (dwarf_attr(&child, DW_AT_data_member_location, &a)) {
-			if (dwarf_formudata(&a, &loc)) {
-				Dwarf_Op *ops;
-				size_t nops;
-
-				if (dwarf_getlocation(&a, &ops, &nops) || nops != 1 ||
-				    ops[0].atom != DW_OP_plus_uconst)
-					continue;
-				loc = ops[0].number;
-			}
-		}
 		n = die_name(&child);
 		if (!n) {
 			Dwarf_Die sub;
@@ -609,28 +645,7 @@ static bool find_member(Dwarf_Die *t, const char *name, Dwarf_Die *mem, int64_t 
 			continue;
 		}
 		*mem = child;
-		*off = (int64_t)loc;
-		*bit_size = 0;
-		*bit_pos = 0;
-		if (dwarf_attr(&child, DW_AT_bit_size, &a) && !dwarf_formudata(&a, &v)) {
-			*bit_size = (unsigned)v;
-			if (dwarf_attr(&child, DW_AT_data_bit_offset, &a) &&
-			    !dwarf_formudata(&a, &v)) {
-				*bit_pos = (unsigned)v;
-			} else if (dwarf_attr(&child, DW_AT_bit_offset, &a) &&
-				   !dwarf_formudata(&a, &v)) {
-				/* DWARF 2: counted from the storage unit's top bit */
-				Dwarf_Die mt;
-				int bs = die_type(&child, &mt) ? dwarf_bytesize(&mt) : -1;
-
-				if (bs <= 0)
-					return false;
-				*bit_pos = (unsigned)(bs * 8 - (int)v - (int)*bit_size);
-			}
-			*bit_pos += (unsigned)loc * 8;
-			*off = 0;
-		}
-		return true;
+		return member_geom(&child, loc, off, bit_size, bit_pos);
 	} while (dwarf_siblingof(&child, &child) == 0);
 	return false;
 }
@@ -799,9 +814,10 @@ emit:
 	return 0;
 }
 
-/* Lower expr (already split into scopes in c) starting from var if not NULL,
- * else from the variable the expression names. */
-static int lower(struct ctx *c, Dwarf_Die *var, struct usc_fetcharg *out)
+/* Where the object expr (already split into scopes in c) names lives, and
+ * its type: starting from var if not NULL, else from the variable the
+ * expression names. *pos0: where the expression starts, for errors. */
+static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *pos0)
 {
 	const char *s = c->expr;
 	size_t len = c->len, p, n, star_pos = 0;
@@ -942,10 +958,139 @@ static int lower(struct ctx *c, Dwarf_Die *var, struct usc_fetcharg *out)
 		if (ret)
 			return ret;
 	}
+	*lvp = lv;
+	*pos0 = star ? star_pos : skip_ws(s, 0, len);
+	return 0;
+}
+
+/* Lower expr to one value (a struct without a member is an error). */
+static int lower(struct ctx *c, Dwarf_Die *var, struct usc_fetcharg *out)
+{
+	struct lval lv;
+	size_t pos0;
+	int ret = lower_lval(c, var, &lv, &pos0);
+
+	if (ret)
+		return ret;
 	ret = store(c, &lv, out);
 	if (ret && c->err && c->err->pos == 0)
-		c->err->pos = star ? star_pos : skip_ws(s, 0, len);
+		c->err->pos = pos0;
 	return ret;
+}
+
+/* A value that is not fetched (a nested struct or array, a variable
+ * optimized out): an immediate, harmless for every engine. */
+static void placeholder(struct usc_fetcharg *out, uint8_t show, bool optimized_out)
+{
+	memset(out->insn, 0, sizeof(out->insn));
+	out->insn[0] = (struct fetch_insn){.op = FOP_IMM};
+	out->insn[1] = (struct fetch_insn){.op = FOP_ST_RAW, .size = 1};
+	out->insn[2] = (struct fetch_insn){.op = FOP_END};
+	out->ninsn = 3;
+	out->type = USC_T_U8;
+	out->show = show;
+	out->enums = NULL;
+	out->optimized_out = optimized_out;
+	out->unavailable = false;
+}
+
+/* The members of the struct or union lv, one level deep, into out[*n..max)
+ * (anonymous members' members in their place), each named GROUP__MEMBER. */
+static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_fetcharg *out,
+		  unsigned max, unsigned *n)
+{
+	Dwarf_Die child;
+
+	if (dwarf_child(&lv->type, &child) != 0)
+		return 0;
+	do {
+		struct lval m = *lv;
+		struct usc_fetcharg *a;
+		const char *mname;
+		Dwarf_Word loc;
+		int64_t off;
+		int tag, ret;
+
+		if (dwarf_tag(&child) != DW_TAG_member || !member_loc(&child, &loc))
+			continue;
+		m.has_type = die_type(&child, &m.type) && strip_type(&m.type);
+		tag = m.has_type ? dwarf_tag(&m.type) : 0;
+		mname = die_name(&child);
+		if (!mname) {
+			if (!is_aggregate(tag))
+				continue;
+			m.off += (int64_t)loc;
+			ret = expand(c, &m, group, out, max, n);
+			if (ret)
+				return ret;
+			continue;
+		}
+		if (*n >= max)
+			return fail(c, -E2BIG, 0, "'%.*s' has more than %u members: pick members "
+				    "with . or ->", (int)c->len, c->expr, max);
+		if (!member_geom(&child, loc, &off, &m.bit_size, &m.bit_pos))
+			continue;
+		m.off += off;	/* a bitfield: off 0, bit_pos from the struct's start */
+		a = &out[*n];
+		memset(a, 0, sizeof(*a));
+		if ((size_t)snprintf(a->name, sizeof(a->name), "%s__%s", group, mname) >=
+		    sizeof(a->name))
+			return fail(c, -ENAMETOOLONG, 0, "'%s__%s' is too long a name for a member",
+				    group, mname);
+		a->group_len = (uint8_t)strlen(group);
+		a->group_first = *n == 0;
+		a->named = true;
+		if (is_aggregate(tag)) {
+			placeholder(a, USC_SHOW_STRUCT, false);
+		} else if (tag == DW_TAG_array_type) {
+			Dwarf_Die elem;
+
+			if (die_type(&m.type, &elem) && strip_type(&elem) && is_char(&elem)) {
+				if (store(c, &m, a))
+					continue;
+			} else {
+				placeholder(a, USC_SHOW_ARRAY, false);
+			}
+		} else if (store(c, &m, a)) {
+			continue;	/* a member uscope cannot fetch (a long double) */
+		}
+		(*n)++;
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return 0;
+}
+
+/* Lower expr to its value, or if it names a struct or union, to its
+ * members (group names them). The count, or -errno. */
+static int lower_var(struct ctx *c, Dwarf_Die *var, const char *group, struct usc_fetcharg *out,
+		     unsigned max)
+{
+	struct lval lv;
+	size_t pos0;
+	unsigned n = 0;
+	int ret = lower_lval(c, var, &lv, &pos0);
+
+	if (ret == -ENODATA)
+		placeholder(&out[0], USC_SHOW_PLAIN, true);
+	if (ret)
+		return ret;
+	if (lv.has_type && is_aggregate(dwarf_tag(&lv.type))) {
+		if (lv.kind != LV_MEM)
+			return fail(c, -EINVAL, pos0, "'%.*s' is a struct outside memory: uscope "
+				    "cannot read its members", (int)c->len, c->expr);
+		ret = expand(c, &lv, group, out, max, &n);
+		if (!ret && !n)
+			ret = fail(c, -EINVAL, pos0, "'%.*s' has no member uscope can fetch",
+				   (int)c->len, c->expr);
+		if (ret && c->err && c->err->pos == 0)
+			c->err->pos = pos0;
+		return ret ? ret : (int)n;
+	}
+	if (!max)
+		return fail(c, -E2BIG, pos0, "no room for '%.*s'", (int)c->len, c->expr);
+	ret = store(c, &lv, out);
+	if (ret && c->err && c->err->pos == 0)
+		c->err->pos = pos0;
+	return ret ? ret : 1;
 }
 
 /* The scopes at pc into c (c->scopes to be freed). */
@@ -991,6 +1136,25 @@ int dwarf_lower_expr(struct dwarf_module *m, uint64_t pc, const char *expr, size
 	return ret;
 }
 
+int dwarf_lower_var(struct dwarf_module *m, uint64_t pc, const char *expr, size_t len,
+		    const char *group, struct usc_fetcharg *out, unsigned max,
+		    struct dwarf_error *err)
+{
+	struct ctx c;
+	int ret;
+
+	if (err) {
+		err->pos = 0;
+		err->msg[0] = 0;
+	}
+	ctx_init(&c, m, pc, err);
+	c.expr = expr;
+	c.len = len;
+	ret = lower_var(&c, NULL, group, out, max);
+	free(c.scopes);
+	return ret;
+}
+
 int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, unsigned max)
 {
 	struct dwarf_error err;
@@ -1014,18 +1178,13 @@ int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, 
 	if (dwarf_child(fn, &child) == 0) {
 		do {
 			const char *name;
-			Dwarf_Die t;
+			int n;
 
 			if (dwarf_tag(&child) != DW_TAG_formal_parameter)
 				continue;
 			name = die_name(&child);
 			if (!name || strlen(name) >= USC_NAME_MAX)
 				continue;
-			if (die_type(&child, &t) && strip_type(&t) && is_aggregate(dwarf_tag(&t))) {
-				log_warn("dwarf: parameter '%s' is %s passed by value: skipped", name,
-					 tag_word(dwarf_tag(&t)));
-				continue;
-			}
 			if (count >= max) {
 				log_error("dwarf: more than %u parameters at 0x%" PRIx64, max, pc);
 				ret = -ENOSPC;
@@ -1034,13 +1193,19 @@ int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, 
 			c.expr = name;
 			c.len = strlen(name);
 			memset(&out[count], 0, sizeof(out[count]));
-			if (lower(&c, &child, &out[count])) {
+			/* a struct by value shows as its members */
+			n = lower_var(&c, &child, name, &out[count], max - count);
+			if (n == -ENODATA) {
+				n = 1;	/* shown as <optimized out> */
+			} else if (n < 0) {
 				log_warn("dwarf: parameter skipped: %s", err.msg);
 				continue;
 			}
-			snprintf(out[count].name, sizeof(out[count].name), "%s", name);
-			out[count].named = true;
-			count++;
+			if (!out[count].group_len) {
+				snprintf(out[count].name, sizeof(out[count].name), "%s", name);
+				out[count].named = true;
+			}
+			count += (unsigned)n;
 		} while (dwarf_siblingof(&child, &child) == 0);
 	}
 	free(c.scopes);

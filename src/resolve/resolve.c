@@ -454,13 +454,41 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 			struct dwarf_error derr = {0};
 			size_t vp = (size_t)(in->insn[0].imm & 0xffffffff);
 			size_t vl = (size_t)(in->insn[0].imm >> 32);
+			struct usc_fetcharg mem[USC_MAX_ARGS];
 
-			ret = dwarf_lower_expr(dm, site->vaddr, spec->text + vp, vl, &low, &derr);
-			if (ret) {
+			ret = dwarf_lower_var(dm, site->vaddr, spec->text + vp, vl, in->name, mem,
+					      USC_MAX_ARGS - out, &derr);
+			if (ret == -ENODATA) {
+				/* <optimized out> here; an error if it is so at
+				 * every site of the probe (check_optimized_out) */
+				site->args[out] = *in;
+				memcpy(site->args[out].insn, mem[0].insn, sizeof(mem[0].insn));
+				site->args[out].ninsn = mem[0].ninsn;
+				site->args[out].type = mem[0].type;
+				site->args[out].optimized_out = true;
+				out++;
+				continue;
+			}
+			if (ret < 0) {
 				log_error("%s: %.*s: %s", spec->text, (int)vl, spec->text + vp,
 					  derr.msg[0] ? derr.msg : strerror(-ret));
 				return ret;
 			}
+			if (mem[0].group_len) {
+				/* a struct shown whole: one argument per member */
+				if (in->type_given) {
+					log_error("%s: %.*s: a struct takes no :TYPE; pick a member",
+						  spec->text, (int)in->len, spec->text + in->pos);
+					return -EINVAL;
+				}
+				for (int k = 0; k < ret; k++) {
+					mem[k].pos = in->pos;
+					mem[k].len = in->len;
+					site->args[out++] = mem[k];
+				}
+				continue;
+			}
+			low = mem[0];
 			copy = *in;
 			copy.insn[0] = (struct fetch_insn){.op = FOP_ARG, .imm = 1};
 			ret = probe_bind_arg(&copy, &low, 1, &site->args[out]);
