@@ -395,6 +395,30 @@ static int var_location(struct ctx *c, Dwarf_Die *var, const char *name, size_t 
 			    dwarf_errmsg(-1));
 	if (r == 0 || nops == 0)
 		return fail(c, -ENODATA, pos, "'%s' is optimized out at 0x%" PRIx64, name, c->pc);
+	/* only the value it had at the function's entry is known: gone here */
+	for (size_t i = 0; i < nops; i++)
+		if (ops[i].atom == DW_OP_entry_value || ops[i].atom == DW_OP_GNU_entry_value)
+			return fail(c, -ENODATA, pos,
+				    "'%s' is optimized out at 0x%" PRIx64 " (only its value at the "
+				    "function's entry is recorded)", name, c->pc);
+	/* a constant: DW_OP_lit<N> / DW_OP_const* then DW_OP_stack_value */
+	if (nops == 2 && ops[1].atom == DW_OP_stack_value) {
+		unsigned op = ops[0].atom;
+
+		if (op >= DW_OP_lit0 && op <= DW_OP_lit31) {
+			lv->kind = LV_CONST;
+			lv->cval = op - DW_OP_lit0;
+			return 0;
+		}
+		if (op == DW_OP_const1u || op == DW_OP_const2u || op == DW_OP_const4u ||
+		    op == DW_OP_const8u || op == DW_OP_constu || op == DW_OP_const1s ||
+		    op == DW_OP_const2s || op == DW_OP_const4s || op == DW_OP_const8s ||
+		    op == DW_OP_consts) {
+			lv->kind = LV_CONST;
+			lv->cval = (int64_t)ops[0].number;
+			return 0;
+		}
+	}
 	if (nops == 1) {
 		unsigned op = ops[0].atom;
 

@@ -939,6 +939,42 @@ out:
 	return ret;
 }
 
+/* A variable optimized out at some sites of a probe shows <optimized out>
+ * there; at all of them it is an error, naming it and where. */
+static int check_optimized_out(const struct usc_probe_spec *spec, const struct usc_site *v,
+			       size_t n)
+{
+	for (unsigned i = 0; i < spec->nargs && n; i++) {
+		const struct usc_fetcharg *in = &spec->args[i];
+		struct dwarf_module *dm;
+		struct dwarf_error derr = {0};
+		struct usc_fetcharg tmp[1];
+		size_t vp = (size_t)(in->insn[0].imm & 0xffffffff);
+		size_t vl = (size_t)(in->insn[0].imm >> 32);
+		bool seen = false, somewhere = false;
+
+		if (in->insn[0].op != FOP_VAR)
+			continue;
+		for (size_t k = 0; k < n && !somewhere; k++)
+			for (unsigned a = 0; a < v[k].nargs; a++)
+				if (v[k].args[a].pos == in->pos) {
+					seen = true;
+					somewhere |= !v[k].args[a].optimized_out;
+				}
+		if (!seen || somewhere)
+			continue;
+		/* the reason, as the debug info gives it at the first site */
+		if (cached_dwarf(v[0].path, &dm) == 0)
+			dwarf_lower_var(dm, v[0].vaddr, spec->text + vp, vl, in->name, tmp, 1, &derr);
+		log_error("%s: %.*s: %s%s%s%s", spec->text, (int)vl, spec->text + vp,
+			  derr.msg[0] ? derr.msg : "optimized out",
+			  v[0].symbol ? " in " : "", v[0].symbol ? v[0].symbol : "",
+			  n > 1 ? ", and at every other site of the probe" : "");
+		return -ENODATA;
+	}
+	return 0;
+}
+
 int resolve_probes(const struct usc_target *target, const struct usc_probe_spec *specs,
 		   size_t nspecs, unsigned flags, struct usc_site **sites, size_t *nsites)
 {
@@ -949,6 +985,8 @@ int resolve_probes(const struct usc_target *target, const struct usc_probe_spec 
 		size_t first = sv.n;
 
 		ret = resolve_one(target, &specs[i], (unsigned)i, flags, &sv);
+		if (!ret)
+			ret = check_optimized_out(&specs[i], sv.v + first, sv.n - first);
 		for (size_t k = first; !ret && k < sv.n; k++)
 			name_site(&sv.v[k], sv.v, sv.n, sv.n - first > 1);
 	}
