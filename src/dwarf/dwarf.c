@@ -282,6 +282,7 @@ struct ctx {
 	int nscopes;
 	Dwarf_Die cudie;
 	bool has_cu;
+	Dwarf_Die frame_func;	/* scope_func's answer inside an inlined copy */
 	const char *expr;
 	size_t len;
 	struct dwarf_error *err;
@@ -325,13 +326,37 @@ static int push(struct ctx *c, struct lval *lv, struct fetch_insn in, size_t pos
 	return 0;
 }
 
-/* The enclosing function of the scopes at pc (for DW_AT_frame_base). */
+/* The concrete function under die (a CU, a namespace) whose code has pc. */
+static bool func_at(Dwarf_Die *die, Dwarf_Addr pc, Dwarf_Die *out)
+{
+	Dwarf_Die child;
+
+	if (dwarf_child(die, &child) != 0)
+		return false;
+	do {
+		int tag = dwarf_tag(&child);
+
+		if (tag == DW_TAG_subprogram && dwarf_hasattr(&child, DW_AT_frame_base) &&
+		    dwarf_haspc(&child, pc) > 0) {
+			*out = child;
+			return true;
+		}
+		if ((tag == DW_TAG_namespace || is_aggregate(tag)) && func_at(&child, pc, out))
+			return true;
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return false;
+}
+
+/* The function whose frame holds the variables at pc (for DW_AT_frame_base).
+ * Inside an inlined copy, dwarf_getscopes continues with the abstract
+ * definition, which has no frame: the frame is the concrete caller's. */
 static Dwarf_Die *scope_func(struct ctx *c)
 {
 	for (int i = 0; i < c->nscopes; i++)
-		if (dwarf_tag(&c->scopes[i]) == DW_TAG_subprogram)
+		if (dwarf_tag(&c->scopes[i]) == DW_TAG_subprogram &&
+		    dwarf_hasattr(&c->scopes[i], DW_AT_frame_base))
 			return &c->scopes[i];
-	return NULL;
+	return c->has_cu && func_at(&c->cudie, c->dwpc, &c->frame_func) ? &c->frame_func : NULL;
 }
 
 /* The CFA at pc as "reg + k". */
