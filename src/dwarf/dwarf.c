@@ -23,12 +23,12 @@
 #include "core/log.h"
 #include "dwarf/dwarf.h"
 
-/* An enum type's enumerators, made once per type DIE for output; the names
- * point into the debug info. */
+/* An enum type's enumerators, made once per type DIE for output (each on
+ * its own: sites keep pointers to it); the names point into the debug info. */
 struct enum_ent {
 	Dwarf_Off die;
 	struct usc_enum e;
-	struct usc_enumerator *v;
+	struct usc_enumerator v[];
 };
 
 struct dwarf_module {
@@ -36,7 +36,7 @@ struct dwarf_module {
 	Dwfl_Module *mod;
 	Dwarf *dw;
 	Dwarf_Addr bias;	/* Dwfl address = link-time address + bias */
-	struct enum_ent *enums;
+	struct enum_ent **enums;
 	size_t nenums;
 };
 
@@ -94,7 +94,7 @@ void dwarf_close(struct dwarf_module *m)
 	if (!m)
 		return;
 	for (size_t i = 0; i < m->nenums; i++)
-		free(m->enums[i].v);
+		free(m->enums[i]);
 	free(m->enums);
 	if (m->dwfl)
 		dwfl_end(m->dwfl);
@@ -204,12 +204,12 @@ static const struct usc_enum *enum_table(struct dwarf_module *m, Dwarf_Die *t)
 	uint64_t max = 0;
 	unsigned n = 0, bits = 0;
 	bool zero = false, single = true;
-	struct enum_ent *ent;
+	struct enum_ent *ent, **v;
 	Dwarf_Die child;
 
 	for (size_t i = 0; i < m->nenums; i++)
-		if (m->enums[i].die == off)
-			return &m->enums[i].e;
+		if (m->enums[i]->die == off)
+			return &m->enums[i]->e;
 	if (dwarf_child(t, &child) != 0)
 		return NULL;
 	do
@@ -217,14 +217,12 @@ static const struct usc_enum *enum_table(struct dwarf_module *m, Dwarf_Die *t)
 	while (dwarf_siblingof(&child, &child) == 0);
 	if (!n)
 		return NULL;
-	ent = realloc(m->enums, (m->nenums + 1) * sizeof(*ent));
-	if (!ent)
+	v = realloc(m->enums, (m->nenums + 1) * sizeof(*v));
+	if (!v)
 		return NULL;
-	m->enums = ent;
-	ent = &m->enums[m->nenums];
-	memset(ent, 0, sizeof(*ent));
-	ent->v = calloc(n, sizeof(*ent->v));
-	if (!ent->v)
+	m->enums = v;
+	ent = calloc(1, sizeof(*ent) + n * sizeof(ent->v[0]));
+	if (!ent)
 		return NULL;
 	dwarf_child(t, &child);
 	do {
@@ -251,7 +249,7 @@ static const struct usc_enum *enum_table(struct dwarf_module *m, Dwarf_Die *t)
 	ent->e.flags = single && bits >= 2 && (!zero || max >= 4);
 	ent->e.v = ent->v;
 	ent->die = off;
-	m->nenums++;
+	m->enums[m->nenums++] = ent;
 	return &ent->e;
 }
 
@@ -1136,6 +1134,9 @@ static int lower_var(struct ctx *c, Dwarf_Die *var, const char *group, struct us
 	}
 	if (!max)
 		return fail(c, -E2BIG, pos0, "no room for '%.*s'", (int)c->len, c->expr);
+	out->group_len = 0;
+	out->group_first = false;
+	out->optimized_out = false;
 	ret = store(c, &lv, out);
 	if (ret && c->err && c->err->pos == 0)
 		c->err->pos = pos0;

@@ -456,6 +456,8 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 			size_t vl = (size_t)(in->insn[0].imm >> 32);
 			struct usc_fetcharg mem[USC_MAX_ARGS];
 
+			memset(&mem[0], 0, sizeof(mem[0]));
+
 			ret = dwarf_lower_var(dm, site->vaddr, spec->text + vp, vl, in->name, mem,
 					      USC_MAX_ARGS - out, &derr);
 			if (ret == -ENODATA) {
