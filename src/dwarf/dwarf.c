@@ -1171,19 +1171,7 @@ static int ctx_init(struct ctx *c, struct dwarf_module *m, uint64_t pc, struct d
 int dwarf_lower_expr(struct dwarf_module *m, uint64_t pc, const char *expr, size_t len,
 		     struct usc_fetcharg *out, struct dwarf_error *err)
 {
-	struct ctx c;
-	int ret;
-
-	if (err) {
-		err->pos = 0;
-		err->msg[0] = 0;
-	}
-	ctx_init(&c, m, pc, err);
-	c.expr = expr;
-	c.len = len;
-	ret = lower(&c, NULL, out);
-	free(c.scopes);
-	return ret;
+	return dwarf_lower_var(m, pc, expr, len, NULL, out, 1, err);
 }
 
 int dwarf_lower_var(struct dwarf_module *m, uint64_t pc, const char *expr, size_t len,
@@ -1200,7 +1188,8 @@ int dwarf_lower_var(struct dwarf_module *m, uint64_t pc, const char *expr, size_
 	ctx_init(&c, m, pc, err);
 	c.expr = expr;
 	c.len = len;
-	ret = lower_var(&c, NULL, group, out, max);
+	/* no group: one value, a struct without a member is an error */
+	ret = group ? lower_var(&c, NULL, group, out, max) : lower(&c, NULL, out);
 	free(c.scopes);
 	return ret;
 }

@@ -55,7 +55,8 @@ int dwarf_lower_expr(struct dwarf_module *m, uint64_t pc, const char *expr, size
  * out[0]; a char array member is a string, a nested struct/union or other
  * array a placeholder (USC_SHOW_STRUCT / USC_SHOW_ARRAY, an immediate
  * program); members uscope cannot fetch are left out. A scalar fills out[0]
- * alone with its name untouched. The count; or -errno as dwarf_lower_expr,
+ * alone with its name untouched (group NULL: as dwarf_lower_expr, a struct
+ * is an error, 0 for success). The count; or -errno as dwarf_lower_expr,
  * -E2BIG with more members than max. On -ENODATA out[0] is still filled: an
  * immediate program with optimized_out set, its name untouched. */
 int dwarf_lower_var(struct dwarf_module *m, uint64_t pc, const char *expr, size_t len,
