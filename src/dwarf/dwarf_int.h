@@ -6,6 +6,7 @@
 #include <elfutils/libdwfl.h>
 
 struct inline_index;
+struct enum_ent;
 
 struct dwarf_module {
 	Dwfl *dwfl;
@@ -13,6 +14,8 @@ struct dwarf_module {
 	Dwarf *dw;
 	Dwarf_Addr bias;	/* Dwfl address = link-time address + bias */
 	struct inline_index *inl;	/* built on first use (inline.c) */
+	struct enum_ent **enums;	/* enum tables made for output (dwarf.c) */
+	size_t nenums;
 };
 
 void inline_index_free(struct dwarf_module *m);

@@ -462,17 +462,51 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 			struct dwarf_error derr = {0};
 			size_t vp = (size_t)(in->insn[0].imm & 0xffffffff);
 			size_t vl = (size_t)(in->insn[0].imm >> 32);
+			struct usc_fetcharg mem[USC_MAX_ARGS];
 
-			ret = dwarf_lower_expr(dm, site->vaddr, spec->text + vp, vl, &low, &derr);
-			if (ret) {
+			memset(&mem[0], 0, sizeof(mem[0]));
+
+			ret = dwarf_lower_var(dm, site->vaddr, spec->text + vp, vl, in->name, mem,
+					      USC_MAX_ARGS - out, &derr);
+			if (ret == -ENODATA) {
+				/* <optimized out> here; an error if it is so at
+				 * every site of the probe (check_optimized_out) */
+				site->args[out] = *in;
+				memcpy(site->args[out].insn, mem[0].insn, sizeof(mem[0].insn));
+				site->args[out].ninsn = mem[0].ninsn;
+				site->args[out].type = mem[0].type;
+				site->args[out].optimized_out = true;
+				out++;
+				continue;
+			}
+			if (ret < 0) {
 				log_error("%s: %.*s: %s", spec->text, (int)vl, spec->text + vp,
 					  derr.msg[0] ? derr.msg : strerror(-ret));
 				return ret;
 			}
+			if (mem[0].group_len) {
+				/* a struct shown whole: one argument per member */
+				if (in->type_given) {
+					log_error("%s: %.*s: a struct takes no :TYPE; pick a member",
+						  spec->text, (int)in->len, spec->text + in->pos);
+					return -EINVAL;
+				}
+				for (int k = 0; k < ret; k++) {
+					mem[k].pos = in->pos;
+					mem[k].len = in->len;
+					site->args[out++] = mem[k];
+				}
+				continue;
+			}
+			low = mem[0];
 			copy = *in;
 			copy.insn[0] = (struct fetch_insn){.op = FOP_ARG, .imm = 1};
 			ret = probe_bind_arg(&copy, &low, 1, &site->args[out]);
 			site->args[out].unavailable = low.unavailable;
+			if (!in->type_given) {	/* :TYPE overrides how it shows */
+				site->args[out].show = low.show;
+				site->args[out].enums = low.enums;
+			}
 		} else if (site->is_return && site->func_vaddr && in->insn[0].op == FOP_RETVAL &&
 			   !in->type_given && in->ninsn == 3 && in->insn[1].op == FOP_ST_RAW &&
 			   (dm || cached_dwarf(site->path, &dm) == 0) &&
@@ -482,6 +516,8 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 			memcpy(site->args[out].insn, low.insn, sizeof(low.insn));
 			site->args[out].ninsn = low.ninsn;
 			site->args[out].type = low.type;
+			site->args[out].show = low.show;
+			site->args[out].enums = low.enums;
 			ret = 0;
 		} else {
 			ret = probe_bind_arg(in, usdt, nusdt, &site->args[out]);
@@ -1051,6 +1087,42 @@ out:
 	return ret;
 }
 
+/* A variable optimized out at some sites of a probe shows <optimized out>
+ * there; at all of them it is an error, naming it and where. */
+static int check_optimized_out(const struct usc_probe_spec *spec, const struct usc_site *v,
+			       size_t n)
+{
+	for (unsigned i = 0; i < spec->nargs && n; i++) {
+		const struct usc_fetcharg *in = &spec->args[i];
+		struct dwarf_module *dm;
+		struct dwarf_error derr = {0};
+		struct usc_fetcharg tmp[1];
+		size_t vp = (size_t)(in->insn[0].imm & 0xffffffff);
+		size_t vl = (size_t)(in->insn[0].imm >> 32);
+		bool seen = false, somewhere = false;
+
+		if (in->insn[0].op != FOP_VAR)
+			continue;
+		for (size_t k = 0; k < n && !somewhere; k++)
+			for (unsigned a = 0; a < v[k].nargs; a++)
+				if (v[k].args[a].pos == in->pos) {
+					seen = true;
+					somewhere |= !v[k].args[a].optimized_out;
+				}
+		if (!seen || somewhere)
+			continue;
+		/* the reason, as the debug info gives it at the first site */
+		if (cached_dwarf(v[0].path, &dm) == 0)
+			dwarf_lower_var(dm, v[0].vaddr, spec->text + vp, vl, in->name, tmp, 1, &derr);
+		log_error("%s: %.*s: %s%s%s%s", spec->text, (int)vl, spec->text + vp,
+			  derr.msg[0] ? derr.msg : "optimized out",
+			  v[0].symbol ? " in " : "", v[0].symbol ? v[0].symbol : "",
+			  n > 1 ? ", and at every other site of the probe" : "");
+		return -ENODATA;
+	}
+	return 0;
+}
+
 int resolve_probes(const struct usc_target *target, const struct usc_probe_spec *specs,
 		   size_t nspecs, unsigned flags, struct usc_site **sites, size_t *nsites)
 {
@@ -1061,6 +1133,8 @@ int resolve_probes(const struct usc_target *target, const struct usc_probe_spec 
 		size_t first = sv.n;
 
 		ret = resolve_one(target, &specs[i], (unsigned)i, flags, &sv);
+		if (!ret)
+			ret = check_optimized_out(&specs[i], sv.v + first, sv.n - first);
 		for (size_t k = first; !ret && k < sv.n; k++)
 			name_site(&sv.v[k], sv.v, sv.n, sv.n - first > 1);
 	}
