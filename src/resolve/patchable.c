@@ -64,9 +64,23 @@ static int read_ro(void *ctx, uint64_t vaddr, void *buf, size_t len)
 	return -ENOENT;
 }
 
+/* Filler after a function: up to the next function symbol, and at most to
+ * the next 16-byte boundary (where GCC and Clang align functions: in a
+ * stripped file the next function may have no symbol). */
+static size_t filler(void *ctx, uint64_t end)
+{
+	const struct elf_file *ef = ctx;
+	uint64_t next = (end + 15) & ~(uint64_t)15;
+
+	for (size_t i = 0; i < ef->nsyms; i++)
+		if (ef->syms[i].vaddr >= end && ef->syms[i].vaddr < next)
+			next = ef->syms[i].vaddr;
+	return (size_t)(next - end);
+}
+
 struct x86_reader patchable_reader(const struct elf_file *ef)
 {
-	return (struct x86_reader){read_ro, (void *)ef};
+	return (struct x86_reader){read_ro, (void *)ef, filler};
 }
 
 int patchable_func(const struct elf_file *ef, const struct elf_sym *fn,

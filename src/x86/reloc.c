@@ -500,11 +500,16 @@ ssize_t x86_relocate(const uint8_t *code, size_t len, uint64_t from, uint64_t to
 
 enum flow { FLOW_NEXT, FLOW_CALL, FLOW_END /* jmp, ret, ud2: no fall-through */ };
 
+enum an_kind { K_OTHER, K_RET, K_JMP, K_JCC, K_IJMP };
+
 struct an_insn {
 	uint64_t addr;
+	uint64_t target;	/* of a direct branch */
 	uint8_t len;
 	uint8_t flow;
 	uint8_t region;
+	uint8_t kind;		/* enum an_kind */
+	bool tail;		/* K_IJMP taken for a tail call */
 };
 
 struct an_target {
@@ -675,6 +680,12 @@ static ssize_t an_read_table(struct func_an *a, const struct x86_reader *rd, uin
 	return n;
 }
 
+static int tail_call(struct func_an *a, size_t i)
+{
+	a->in[i].tail = true;
+	return 0;
+}
+
 /* An indirect jmp at instruction i: find and read its table, or mark the
  * function's targets unknown, or (no table) take it for a tail call. */
 static int an_indirect(struct func_an *a, size_t i, const ZydisDecodedOperand *op,
@@ -691,7 +702,7 @@ static int an_indirect(struct func_an *a, size_t i, const ZydisDecodedOperand *o
 		return -ENOEXEC;
 	if (op->type == ZYDIS_OPERAND_TYPE_MEMORY) {
 		if (op->mem.index == ZYDIS_REGISTER_NONE)
-			return 0;	/* jmp *8(%rax), jmp *x@GOTPCREL(%rip): a tail call */
+			return tail_call(a, i);	/* jmp *8(%rax), jmp *x@GOTPCREL(%rip) */
 		if (op->mem.base == ZYDIS_REGISTER_NONE && op->mem.scale == 8) {
 			table = (uint64_t)op->mem.disp.value;	/* jmp *T(,%rI,8) */
 			esize = 8;
@@ -702,10 +713,10 @@ static int an_indirect(struct func_an *a, size_t i, const ZydisDecodedOperand *o
 
 		w = an_writer(a, i, r, &dec, &in, ops);
 		if (w < 0)
-			return 0;	/* not computed here: a tail call */
+			return tail_call(a, i);	/* not computed here */
 		if (in.mnemonic == ZYDIS_MNEMONIC_MOV && ops[1].type == ZYDIS_OPERAND_TYPE_MEMORY &&
 		    ops[1].mem.index == ZYDIS_REGISTER_NONE)
-			return 0;	/* mov 8(%rdi),%rax; jmp *%rax: a tail call */
+			return tail_call(a, i);	/* mov 8(%rdi),%rax; jmp *%rax */
 		if (in.mnemonic != ZYDIS_MNEMONIC_ADD || ops[1].type != ZYDIS_OPERAND_TYPE_REGISTER) {
 			/* an indexed load, or anything else that computes it */
 			bool idx = false;
@@ -714,10 +725,11 @@ static int an_indirect(struct func_an *a, size_t i, const ZydisDecodedOperand *o
 				idx |= ops[k].type == ZYDIS_OPERAND_TYPE_MEMORY &&
 				       ops[k].mem.index != ZYDIS_REGISTER_NONE;
 			if (!idx && in.mnemonic == ZYDIS_MNEMONIC_MOV)
-				return 0;	/* mov %rdi,%rax; jmp *%rax */
+				return tail_call(a, i);	/* mov %rdi,%rax; jmp *%rax */
 			if (in.mnemonic == ZYDIS_MNEMONIC_LEA && ops[1].mem.base == ZYDIS_REGISTER_RIP &&
 			    ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &ops[1], a->in[w].addr, &table)))
-				return an_add_target(a, table, at);	/* lea L(%rip),%rax */
+				return an_is_insn(a, table) ? an_add_target(a, table, at) :
+				       tail_call(a, i);	/* lea L(%rip),%rax; jmp *%rax */
 			goto unknown;
 		}
 		/* add %rB,%rX (or %rX,%rB): one is the table, the other an entry */
@@ -787,8 +799,8 @@ static int an_build(struct func_an *a, const struct x86_region *rg, size_t nrg,
 		return -ENOMEM;
 	for (size_t r = 0; r < nrg && r < 256 && !ret; r++) {
 		for (uint64_t pos = 0; pos < rg[r].len; pos += in.length) {
-			uint64_t at = rg[r].addr + pos;
-			uint8_t flow = FLOW_NEXT;
+			uint64_t at = rg[r].addr + pos, target = 0;
+			uint8_t flow = FLOW_NEXT, kind = K_OTHER;
 
 			if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, rg[r].code + pos,
 								 rg[r].len - pos, &in, ops))) {
@@ -796,9 +808,19 @@ static int an_build(struct func_an *a, const struct x86_region *rg, size_t nrg,
 				break;
 			}
 			if (in.attributes & ZYDIS_ATTRIB_IS_RELATIVE &&
-			    ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[0].imm.is_relative &&
-			    (ret = an_add_target(a, at + in.length + (uint64_t)ops[0].imm.value.s, at)))
-				break;
+			    ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[0].imm.is_relative) {
+				target = at + in.length + (uint64_t)ops[0].imm.value.s;
+				if ((ret = an_add_target(a, target, at)))
+					break;
+				if (in.mnemonic == ZYDIS_MNEMONIC_JMP)
+					kind = K_JMP;
+				else if (in.meta.category == ZYDIS_CATEGORY_COND_BR)
+					kind = K_JCC;
+			} else if (in.mnemonic == ZYDIS_MNEMONIC_JMP) {
+				kind = K_IJMP;
+			} else if (in.mnemonic == ZYDIS_MNEMONIC_RET) {
+				kind = K_RET;
+			}
 			if (in.mnemonic == ZYDIS_MNEMONIC_CALL) {
 				flow = FLOW_CALL;
 			} else if (in.mnemonic == ZYDIS_MNEMONIC_JMP || in.mnemonic == ZYDIS_MNEMONIC_RET ||
@@ -816,7 +838,8 @@ static int an_build(struct func_an *a, const struct x86_region *rg, size_t nrg,
 					ind[nind++] = a->nin;
 				}
 			}
-			a->in[a->nin++] = (struct an_insn){at, in.length, flow, (uint8_t)r};
+			a->in[a->nin++] = (struct an_insn){at, target, in.length, flow, (uint8_t)r,
+							   kind, false};
 		}
 	}
 	/* jump tables, once the direct targets are known */
@@ -841,7 +864,8 @@ static int an_build(struct func_an *a, const struct x86_region *rg, size_t nrg,
 
 /* The checks every patch passes: no unknown jump table, no branch into
  * (addr, addr+len), and its instructions relocatable. */
-static int an_check(const struct func_an *a, uint64_t addr, size_t len, struct refusal *rf)
+static int an_check(const struct func_an *a, uint64_t addr, size_t len, const uint8_t *code,
+		    struct refusal *rf)
 {
 	const struct an_target *t;
 	const struct x86_region *r;
@@ -861,7 +885,8 @@ static int an_check(const struct func_an *a, uint64_t addr, size_t len, struct r
 	if (!scratch)
 		return -ENOMEM;
 	/* relocated to where they are: only the allow-list and call rules can fail */
-	n = relocate(r->code + (addr - r->addr), len, addr, addr, scratch, X86_RELOC_MAX(len), rf);
+	n = relocate(code ? code : r->code + (addr - r->addr), len, addr, addr, scratch,
+		     X86_RELOC_MAX(len), rf);
 	free(scratch);
 	return n < 0 ? (int)n : 0;
 }
@@ -889,11 +914,43 @@ static int an_plan_probe(const struct func_an *a, uint64_t addr, struct x86_patc
 	if (len < X86_JMP_LEN)
 		return refuse(rf, -ENOTSUP, R_SHORT, " (%zu bytes from 0x%" PRIx64 ")", len, addr);
 	*out = (struct x86_patch){addr, (uint32_t)len, 0};
-	return an_check(a, addr, len, rf);
+	return an_check(a, addr, len, NULL, rf);
 }
 
-static int an_plan_return(const struct func_an *a, uint64_t ret_addr, struct x86_patch *out,
-			  struct refusal *rf)
+/* Extend [start, end) -- which ends with the last instruction of region r
+ * -- over whole NOPs of the filler after the region, to X86_JMP_LEN bytes.
+ * Returns the bytes taken (0: not possible), their code in buf. */
+static size_t an_filler(const struct func_an *a, const struct x86_reader *rd, size_t r,
+			uint64_t start, uint64_t end, uint8_t *buf)
+{
+	const struct x86_region *rg = &a->rg[r];
+	size_t have = (size_t)(end - start), avail, took = 0;
+	uint8_t pad[16];
+	ZydisDecoder dec;
+	ZydisDecodedInstruction in;
+
+	if (!rd || !rd->filler || !rd->read || end != rg->addr + rg->len || !decoder_init(&dec))
+		return 0;
+	avail = rd->filler(rd->ctx, end);
+	if (avail > sizeof(pad))
+		avail = sizeof(pad);
+	if (!avail || rd->read(rd->ctx, end, pad, avail))
+		return 0;
+	while (have + took < X86_JMP_LEN) {
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, NULL, pad + took,
+								avail - took, &in)) ||
+		    (in.meta.category != ZYDIS_CATEGORY_NOP &&
+		     in.meta.category != ZYDIS_CATEGORY_WIDENOP))
+			return 0;
+		took += in.length;
+	}
+	memcpy(buf, rg->code + (start - rg->addr), have);
+	memcpy(buf + have, pad, took);
+	return took;
+}
+
+static int an_plan_return(const struct func_an *a, const struct x86_reader *rd,
+			  uint64_t ret_addr, struct x86_patch *out, struct refusal *rf)
 {
 	ssize_t i = an_find(a, ret_addr);
 	size_t len, k;
@@ -918,6 +975,16 @@ static int an_plan_return(const struct func_an *a, uint64_t ret_addr, struct x86
 		if (what) {
 			const struct an_target *t = an_target_inside(a, a->in[k].addr - 1,
 								     a->in[k].addr + 1);
+			uint8_t buf[32];
+			size_t pad = an_filler(a, rd, a->in[i].region, a->in[k].addr,
+					       ret_addr + a->in[i].len, buf);
+
+			if (pad) {
+				len += pad;
+				*out = (struct x86_patch){a->in[k].addr, (uint32_t)len,
+							  (uint32_t)(ret_addr - a->in[k].addr)};
+				return an_check(a, out->addr, len, buf, rf);
+			}
 
 			if (t && k == (size_t)i)
 				return refuse(rf, -ENOTSUP, R_TARGET, " (0x%" PRIx64 " jumps to the "
@@ -931,7 +998,7 @@ static int an_plan_return(const struct func_an *a, uint64_t ret_addr, struct x86
 	}
 	*out = (struct x86_patch){a->in[k].addr, (uint32_t)len,
 				  (uint32_t)(ret_addr - a->in[k].addr)};
-	return an_check(a, out->addr, len, rf);
+	return an_check(a, out->addr, len, NULL, rf);
 }
 
 int x86_plan_probe(const struct x86_region *regions, size_t nregions,
@@ -963,11 +1030,84 @@ int x86_plan_return(const struct x86_region *regions, size_t nregions,
 	rf.rule = NULL;
 	ret = an_build(&a, regions, nregions, rd, &rf);
 	if (!ret) {
-		ret = an_plan_return(&a, ret_addr, out, &rf);
+		ret = an_plan_return(&a, rd, ret_addr, out, &rf);
 		an_free(&a);
 	}
 	*why = rf.rule ? rf.why : NULL;
 	return ret;
+}
+
+static bool an_in_regions(const struct func_an *a, uint64_t t)
+{
+	for (size_t r = 0; r < a->nrg; r++)
+		if (t >= a->rg[r].addr && t - a->rg[r].addr < a->rg[r].len)
+			return true;
+	return false;
+}
+
+static const char R_COND_TAIL[] = "a conditional tail call";
+static const char R_NORET[] = "no return site (it never returns)";
+
+/* As x86_return_sites, with jump tables resolved: a jump table's jmp is no
+ * return site, a jmp through a pointer is a tail call. */
+static ssize_t an_return_sites(const struct func_an *a, struct x86_ret_site **out,
+			       struct refusal *rf)
+{
+	struct x86_ret_site *v = NULL;
+	size_t n = 0;
+
+	*out = NULL;
+	if (a->unknown) {
+		*rf = a->unknown_rf;
+		return a->unknown;
+	}
+	for (size_t i = 0; i < a->nin; i++) {
+		const struct an_insn *in = &a->in[i];
+		bool out_of = in->kind == K_JMP || in->kind == K_JCC ?
+			      !an_in_regions(a, in->target) : false;
+
+		if (in->kind == K_JCC && out_of) {
+			free(v);
+			return refuse(rf, -ENOTSUP, R_COND_TAIL, " (a conditional jump out of the "
+				      "function at 0x%" PRIx64 ", to 0x%" PRIx64 ")", in->addr,
+				      in->target);
+		}
+		if (in->kind == K_RET || (in->kind == K_JMP && out_of) ||
+		    (in->kind == K_IJMP && in->tail)) {
+			struct x86_ret_site *nv = realloc(v, (n + 1) * sizeof(*v));
+
+			if (!nv) {
+				free(v);
+				return -ENOMEM;
+			}
+			v = nv;
+			v[n++] = (struct x86_ret_site){in->addr,
+						      in->kind == K_RET ? X86_RET : X86_TAIL_JMP};
+		}
+	}
+	if (!n)
+		return refuse(rf, -ENOENT, R_NORET, NULL);
+	*out = v;
+	return (ssize_t)n;
+}
+
+ssize_t x86_return_sites_rd(const struct x86_region *regions, size_t nregions,
+			    const struct x86_reader *rd, struct x86_ret_site **out,
+			    const char **why)
+{
+	static __thread struct refusal rf;
+	struct func_an a;
+	ssize_t n;
+
+	rf.rule = NULL;
+	*out = NULL;
+	n = an_build(&a, regions, nregions, rd, &rf);
+	if (!n) {
+		n = an_return_sites(&a, out, &rf);
+		an_free(&a);
+	}
+	*why = rf.rule ? rf.why : NULL;
+	return n;
 }
 
 static void set_result(int *res, const char **rule, char *why, size_t wsize, int ret,
@@ -985,7 +1125,6 @@ int x86_func_patchable(const struct x86_region *regions, size_t nregions,
 	struct refusal rf = {0};
 	struct x86_ret_site *rs = NULL;
 	struct x86_patch p;
-	const char *why = NULL;
 	ssize_t n;
 	int ret;
 
@@ -1006,18 +1145,12 @@ int x86_func_patchable(const struct x86_region *regions, size_t nregions,
 		goto out;
 	set_result(&out->entry, &out->entry_rule, out->entry_why, sizeof(out->entry_why), ret,
 		   &rf);
-	n = x86_return_sites(regions, nregions, &rs, &why);
+	n = an_return_sites(&a, &rs, &rf);
 	if (n == -ENOMEM) {
 		ret = -ENOMEM;
 		goto out;
 	}
 	if (n < 0) {
-		/* x86_return_sites' reasons, one rule each */
-		rf.rule = n == -ENOENT ? "no return site (it never returns)" :
-			  n == -ENOEXEC ? R_NOEXEC :
-			  why && strstr(why, "conditional") ? "a conditional tail call" :
-			  "return sites unknown: an indirect jump";
-		snprintf(rf.why, sizeof(rf.why), "%s", why ? why : rf.rule);
 		set_result(&out->ret, &out->ret_rule, out->ret_why, sizeof(out->ret_why),
 			   (int)n, &rf);
 		ret = 0;
@@ -1026,7 +1159,7 @@ int x86_func_patchable(const struct x86_region *regions, size_t nregions,
 	out->nret = (size_t)n;
 	ret = 0;
 	for (ssize_t k = 0; k < n && !ret; k++)
-		ret = an_plan_return(&a, rs[k].addr, &p, &rf);
+		ret = an_plan_return(&a, rd, rs[k].addr, &p, &rf);
 	set_result(&out->ret, &out->ret_rule, out->ret_why, sizeof(out->ret_why), ret, &rf);
 	ret = ret == -ENOMEM ? ret : 0;
 out:
