@@ -500,7 +500,7 @@ ssize_t x86_relocate(const uint8_t *code, size_t len, uint64_t from, uint64_t to
 
 enum flow { FLOW_NEXT, FLOW_CALL, FLOW_END /* jmp, ret, ud2: no fall-through */ };
 
-enum an_kind { K_OTHER, K_RET, K_JMP, K_JCC, K_IJMP };
+enum an_kind { K_OTHER, K_RET, K_JMP, K_JCC, K_IJMP, K_NOP };
 
 struct an_insn {
 	uint64_t addr;
@@ -820,6 +820,9 @@ static int an_build(struct func_an *a, const struct x86_region *rg, size_t nrg,
 				kind = K_IJMP;
 			} else if (in.mnemonic == ZYDIS_MNEMONIC_RET) {
 				kind = K_RET;
+			} else if (in.meta.category == ZYDIS_CATEGORY_NOP ||
+				   in.meta.category == ZYDIS_CATEGORY_WIDENOP) {
+				kind = K_NOP;
 			}
 			if (in.mnemonic == ZYDIS_MNEMONIC_CALL) {
 				flow = FLOW_CALL;
@@ -917,35 +920,56 @@ static int an_plan_probe(const struct func_an *a, uint64_t addr, struct x86_patc
 	return an_check(a, addr, len, NULL, rf);
 }
 
-/* Extend [start, end) -- which ends with the last instruction of region r
- * -- over whole NOPs of the filler after the region, to X86_JMP_LEN bytes.
- * Returns the bytes taken (0: not possible), their code in buf. */
-static size_t an_filler(const struct func_an *a, const struct x86_reader *rd, size_t r,
-			uint64_t start, uint64_t end, uint8_t *buf)
+/* Extend the patch [in[k], in[i]] (in[i] a ret or jmp) to X86_JMP_LEN bytes
+ * over the NOPs after it, which nothing runs: alignment filler that no
+ * branch targets, inside the region, then (at the region's end) up to the
+ * next function, as rd->filler says. Returns the bytes taken (0: not
+ * possible) with the code of the whole patch in buf. */
+static size_t an_filler(const struct func_an *a, const struct x86_reader *rd, size_t k,
+			size_t i, uint8_t *buf, size_t cap)
 {
-	const struct x86_region *rg = &a->rg[r];
-	size_t have = (size_t)(end - start), avail, took = 0;
+	const struct x86_region *rg = &a->rg[a->in[i].region];
+	uint64_t start = a->in[k].addr, end = a->in[i].addr + a->in[i].len;
+	size_t have = (size_t)(end - start), took = 0, avail;
 	uint8_t pad[16];
 	ZydisDecoder dec;
 	ZydisDecodedInstruction in;
 
-	if (!rd || !rd->filler || !rd->read || end != rg->addr + rg->len || !decoder_init(&dec))
-		return 0;
-	avail = rd->filler(rd->ctx, end);
-	if (avail > sizeof(pad))
-		avail = sizeof(pad);
-	if (!avail || rd->read(rd->ctx, end, pad, avail))
-		return 0;
-	while (have + took < X86_JMP_LEN) {
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, NULL, pad + took,
-								avail - took, &in)) ||
-		    (in.meta.category != ZYDIS_CATEGORY_NOP &&
-		     in.meta.category != ZYDIS_CATEGORY_WIDENOP))
+	for (size_t j = i + 1; have + took < X86_JMP_LEN; j++) {
+		if (j >= a->nin || a->in[j].region != a->in[i].region)
+			break;
+		if (a->in[j].kind != K_NOP || an_has_target(a, a->in[j].addr))
 			return 0;
-		took += in.length;
+		took += a->in[j].len;
 	}
-	memcpy(buf, rg->code + (start - rg->addr), have);
-	memcpy(buf + have, pad, took);
+	if (have + took < X86_JMP_LEN) {
+		uint64_t rend = rg->addr + rg->len;
+		size_t more = 0;
+
+		if (!rd || !rd->filler || !rd->read || end + took != rend || !decoder_init(&dec))
+			return 0;
+		avail = rd->filler(rd->ctx, rend);
+		if (avail > sizeof(pad))
+			avail = sizeof(pad);
+		if (!avail || rd->read(rd->ctx, rend, pad, avail))
+			return 0;
+		while (have + took + more < X86_JMP_LEN) {
+			if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, NULL, pad + more,
+									avail - more, &in)) ||
+			    (in.meta.category != ZYDIS_CATEGORY_NOP &&
+			     in.meta.category != ZYDIS_CATEGORY_WIDENOP))
+				return 0;
+			more += in.length;
+		}
+		if (have + took + more > cap)
+			return 0;
+		memcpy(buf + have + took, pad, more);
+		memcpy(buf, rg->code + (start - rg->addr), have + took);
+		return took + more;
+	}
+	if (have + took > cap)
+		return 0;
+	memcpy(buf, rg->code + (start - rg->addr), have + took);
 	return took;
 }
 
@@ -975,9 +999,8 @@ static int an_plan_return(const struct func_an *a, const struct x86_reader *rd,
 		if (what) {
 			const struct an_target *t = an_target_inside(a, a->in[k].addr - 1,
 								     a->in[k].addr + 1);
-			uint8_t buf[32];
-			size_t pad = an_filler(a, rd, a->in[i].region, a->in[k].addr,
-					       ret_addr + a->in[i].len, buf);
+			uint8_t buf[64];
+			size_t pad = an_filler(a, rd, k, (size_t)i, buf, sizeof(buf));
 
 			if (pad) {
 				len += pad;

@@ -550,6 +550,21 @@ static void test_plan_return(void **state)
 	assert_non_null(strstr(why, "a branch targets the displaced bytes"));
 	assert_non_null(strstr(why, "0x1002 jumps to the return at 0x1009"));
 
+	/* the same, with alignment NOPs after the ret that nothing targets:
+	 * they complete the patch (and are never run) */
+	static const uint8_t nops[] = {0x85, 0xff, 0x74, 0x05, 0x8b, 0x07, 0x83, 0xc0, 0x01, 0xc3,
+				       0x0f, 0x1f, 0x40, 0x00, 0x31, 0xc0, 0xc3};
+	r = (struct x86_region){nops, sizeof(nops), 0x1000};
+	assert_int_equal(x86_plan_return(&r, 1, NULL, 0x1009, &p, &why), 0);
+	assert_int_equal(p.addr, 0x1009);
+	assert_int_equal(p.len, 5);
+	assert_int_equal(p.probe_off, 0);
+	/* not when a branch targets them */
+	static const uint8_t nops_t[] = {0x85, 0xff, 0x74, 0x05, 0x8b, 0x07, 0x83, 0xc0, 0x01, 0xc3,
+					 0x90, 0x90, 0x90, 0x90, 0x31, 0xc0, 0x75, 0xf8, 0xc3};
+	r = (struct x86_region){nops_t, sizeof(nops_t), 0x1000};
+	assert_int_equal(x86_plan_return(&r, 1, NULL, 0x1009, &p, &why), -ENOTSUP);
+
 	r = (struct x86_region){after_call, sizeof(after_call), 0x1000};
 	assert_int_equal(x86_plan_return(&r, 1, NULL, 0x1006, &p, &why), -ENOTSUP);
 	assert_non_null(strstr(why, "after a call"));
