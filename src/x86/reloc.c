@@ -1133,6 +1133,24 @@ ssize_t x86_return_sites_rd(const struct x86_region *regions, size_t nregions,
 	return n;
 }
 
+ssize_t x86_branches_out(const struct x86_region *regions, size_t nregions,
+			 uint64_t *targets, size_t max)
+{
+	struct refusal rf;
+	struct func_an a;
+	size_t n = 0;
+	int ret = an_build(&a, regions, nregions, NULL, &rf);
+
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < a.nin && n < max; i++)
+		if ((a.in[i].kind == K_JMP || a.in[i].kind == K_JCC) &&
+		    !an_in_regions(&a, a.in[i].target))
+			targets[n++] = a.in[i].target;
+	an_free(&a);
+	return (ssize_t)n;
+}
+
 static void set_result(int *res, const char **rule, char *why, size_t wsize, int ret,
 		       const struct refusal *rf)
 {

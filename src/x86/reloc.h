@@ -91,6 +91,13 @@ ssize_t x86_return_sites_rd(const struct x86_region *regions, size_t nregions,
 			    const struct x86_reader *rd, struct x86_ret_site **out,
 			    const char **why);
 
+/* The targets of the direct jmp and jcc instructions of the regions that
+ * are in none of them (tail calls, or parts of the function not known yet:
+ * a stripped file's NAME.cold), up to max, into targets. Returns the count,
+ * or -ENOEXEC, -ENOMEM. */
+ssize_t x86_branches_out(const struct x86_region *regions, size_t nregions,
+			 uint64_t *targets, size_t max);
+
 /* Whether the inject engine can probe a function: its entry (x86_plan_probe
  * at regions[0].addr) and all its returns (x86_return_sites_rd, then
  * x86_plan_return at each site). */
