@@ -249,6 +249,48 @@ static bool uses_rsp(const ZydisDecodedOperand *op)
 	return false;
 }
 
+/* Do two decoded instructions have the same operands and prefixes, but for
+ * the displacement of a RIP-relative operand (checked by the caller)? */
+static bool same_operands(const ZydisDecodedInstruction *a, const ZydisDecodedOperand *ao,
+			  const ZydisDecodedInstruction *b, const ZydisDecodedOperand *bo)
+{
+	const ZydisInstructionAttributes pfx = ZYDIS_ATTRIB_HAS_LOCK | ZYDIS_ATTRIB_HAS_REP |
+		ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE | ZYDIS_ATTRIB_HAS_SEGMENT_FS |
+		ZYDIS_ATTRIB_HAS_SEGMENT_GS;
+
+	if (a->operand_count_visible != b->operand_count_visible ||
+	    (a->attributes & pfx) != (b->attributes & pfx) || a->operand_width != b->operand_width ||
+	    a->address_width != b->address_width)
+		return false;
+	for (int k = 0; k < a->operand_count_visible; k++) {
+		const ZydisDecodedOperand *x = &ao[k], *y = &bo[k];
+
+		if (x->type != y->type || x->size != y->size)
+			return false;
+		switch (x->type) {
+		case ZYDIS_OPERAND_TYPE_REGISTER:
+			if (x->reg.value != y->reg.value)
+				return false;
+			break;
+		case ZYDIS_OPERAND_TYPE_MEMORY:
+			if (x->mem.type != y->mem.type || x->mem.base != y->mem.base ||
+			    x->mem.index != y->mem.index || x->mem.scale != y->mem.scale ||
+			    x->mem.segment != y->mem.segment ||
+			    (x->mem.base != ZYDIS_REGISTER_RIP &&
+			     x->mem.disp.value != y->mem.disp.value))
+				return false;
+			break;
+		case ZYDIS_OPERAND_TYPE_IMMEDIATE:
+			if (x->imm.value.u != y->imm.value.u || x->imm.is_relative != y->imm.is_relative)
+				return false;
+			break;
+		default:
+			return false;
+		}
+	}
+	return true;
+}
+
 /* Re-encode the instruction (with mnemonic m, which may differ: call ->
  * jmp) at `at`, its RIP-relative operand (if any) pointing at the same
  * absolute address. Checked by decoding the result again. */
@@ -279,8 +321,7 @@ static int enc_rebased(const ZydisDecodedInstruction *in, const ZydisDecodedOper
 		return fits_rel32((int64_t)(abs - (at + len))) ? -EINVAL : -ERANGE;
 	if (!decoder_init(&dec) ||
 	    !ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, buf, len, &chk, cops)) ||
-	    chk.length != len || chk.mnemonic != m ||
-	    chk.operand_count_visible != in->operand_count_visible)
+	    chk.length != len || chk.mnemonic != m || !same_operands(in, ops, &chk, cops))
 		return -EINVAL;
 	if (k >= 0 && (cops[k].type != ZYDIS_OPERAND_TYPE_MEMORY ||
 		       cops[k].mem.base != ZYDIS_REGISTER_RIP ||
@@ -406,8 +447,11 @@ static int reloc_one(const uint8_t *code, const ZydisDecodedInstruction *in,
 		return 0;
 	}
 	ret = enc_rebased(in, ops, pc, in->mnemonic, at, buf, n);
-	if (ret == -EINVAL)
+	if (ret == -EINVAL) {
+		log_debug("Zydis cannot re-encode %s at 0x%" PRIx64 ": its disp32 re-based in place",
+			  mn, pc);
 		ret = enc_disp_patch(code, in, ops, pc, at, buf, n);
+	}
 	if (ret == -ERANGE)
 		return refuse(rf, -ERANGE, R_RANGE, ": %s at 0x%" PRIx64 " from 0x%" PRIx64,
 			      mn, pc, at);
