@@ -1068,9 +1068,9 @@ static int an_plan_return(const struct func_an *a, const struct x86_reader *rd,
 	return an_check(a, out->addr, len, NULL, rf);
 }
 
-int x86_plan_probe(const struct x86_region *regions, size_t nregions,
-		   const struct x86_reader *rd, uint64_t addr,
-		   struct x86_patch *out, const char **why)
+/* x86_plan_probe (is_ret false) or x86_plan_return */
+static int plan(const struct x86_region *regions, size_t nregions, const struct x86_reader *rd,
+		uint64_t addr, bool is_ret, struct x86_patch *out, const char **why)
 {
 	static __thread struct refusal rf;
 	struct func_an a;
@@ -1079,29 +1079,26 @@ int x86_plan_probe(const struct x86_region *regions, size_t nregions,
 	rf.rule = NULL;
 	ret = an_build(&a, regions, nregions, rd, &rf);
 	if (!ret) {
-		ret = an_plan_probe(&a, addr, out, &rf);
+		ret = is_ret ? an_plan_return(&a, rd, addr, out, &rf) :
+			       an_plan_probe(&a, addr, out, &rf);
 		an_free(&a);
 	}
 	*why = rf.rule ? rf.why : NULL;
 	return ret;
 }
 
+int x86_plan_probe(const struct x86_region *regions, size_t nregions,
+		   const struct x86_reader *rd, uint64_t addr,
+		   struct x86_patch *out, const char **why)
+{
+	return plan(regions, nregions, rd, addr, false, out, why);
+}
+
 int x86_plan_return(const struct x86_region *regions, size_t nregions,
 		    const struct x86_reader *rd, uint64_t ret_addr,
 		    struct x86_patch *out, const char **why)
 {
-	static __thread struct refusal rf;
-	struct func_an a;
-	int ret;
-
-	rf.rule = NULL;
-	ret = an_build(&a, regions, nregions, rd, &rf);
-	if (!ret) {
-		ret = an_plan_return(&a, rd, ret_addr, out, &rf);
-		an_free(&a);
-	}
-	*why = rf.rule ? rf.why : NULL;
-	return ret;
+	return plan(regions, nregions, rd, ret_addr, true, out, why);
 }
 
 static bool an_in_regions(const struct func_an *a, uint64_t t)
