@@ -94,9 +94,17 @@ static int list_patchable(const char *path, const char *pattern, bool verbose)
 		if (!fns[i]->size || strstr(fns[i]->name, ".cold"))
 			continue;
 		ret = patchable_func(ef, fns[i], &pa);
-		if (ret) {
-			cli_error("%s: cannot read %s: %s", path, fns[i]->name, strerror(-ret));
+		if (ret == -ENOMEM) {
+			cli_error("out of memory");
 			break;
+		}
+		if (ret) {	/* its code is not in the file */
+			pa.entry = pa.ret = ret;
+			pa.entry_rule = pa.ret_rule = "cannot read its code";
+			snprintf(pa.entry_why, sizeof(pa.entry_why), "cannot read its code: %s",
+				 strerror(-ret));
+			snprintf(pa.ret_why, sizeof(pa.ret_why), "%s", pa.entry_why);
+			ret = 0;
 		}
 		total++;
 		eok += !pa.entry;

@@ -41,6 +41,12 @@ struct x86_patch {
 struct x86_reader {
 	int (*read)(void *ctx, uint64_t vaddr, void *buf, size_t len);
 	void *ctx;
+	/* Optional (may be NULL): how many bytes after `end`, the end of a
+	 * region, are alignment filler that no code runs, up to the next
+	 * function. A return at the very end of its region whose block is too
+	 * short (or is a branch target) may then displace whole NOPs of that
+	 * filler: they are relocated as NOPs and never reached. */
+	size_t (*filler)(void *ctx, uint64_t end);
 };
 
 /* Plan an entry/offset probe at `addr` inside the function made of
@@ -76,8 +82,24 @@ ssize_t x86_relocate(const uint8_t *code, size_t len, uint64_t from, uint64_t to
  * far. */
 int x86_encode_jmp(uint64_t from, uint64_t to, uint8_t out[5]);
 
+/* x86_return_sites (insn.h), with jump tables resolved through rd (may be
+ * NULL): the jmp of a jump table is no return site, and any other indirect
+ * jmp is taken for a tail call through a pointer (X86_TAIL_JMP). Refuses
+ * (-ENOTSUP) a jump table whose targets are unknown and a conditional jump
+ * out of the function; -ENOENT: no return site. */
+ssize_t x86_return_sites_rd(const struct x86_region *regions, size_t nregions,
+			    const struct x86_reader *rd, struct x86_ret_site **out,
+			    const char **why);
+
+/* The targets of the direct jmp and jcc instructions of the regions that
+ * are in none of them (tail calls, or parts of the function not known yet:
+ * a stripped file's NAME.cold), up to max, into targets. Returns the count,
+ * or -ENOEXEC, -ENOMEM. */
+ssize_t x86_branches_out(const struct x86_region *regions, size_t nregions,
+			 uint64_t *targets, size_t max);
+
 /* Whether the inject engine can probe a function: its entry (x86_plan_probe
- * at regions[0].addr) and all its returns (x86_return_sites, then
+ * at regions[0].addr) and all its returns (x86_return_sites_rd, then
  * x86_plan_return at each site). */
 struct x86_patchability {
 	int entry;		/* 0 or -errno */

@@ -351,7 +351,29 @@ static int jt_read(void *ctx, uint64_t vaddr, void *buf, size_t len)
 	return 0;
 }
 
-static const struct x86_reader jt_reader = {jt_read, NULL};
+static const struct x86_reader jt_reader = {jt_read, NULL, NULL};
+
+/* jt_code is followed by filler: nop dword [rax]; nop */
+static const uint8_t jt_pad[] = {0x0f, 0x1f, 0x40, 0x00, 0x90, 0xcc};
+
+static int jt_read_pad(void *ctx, uint64_t vaddr, void *buf, size_t len)
+{
+	uint64_t end = 0x401000 + sizeof(jt_code);
+
+	if (vaddr >= end && vaddr + len <= end + sizeof(jt_pad)) {
+		memcpy(buf, jt_pad + (vaddr - end), len);
+		return 0;
+	}
+	return jt_read(ctx, vaddr, buf, len);
+}
+
+static size_t jt_filler_len(void *ctx, uint64_t end)
+{
+	(void)ctx;
+	return end == 0x401000 + sizeof(jt_code) ? sizeof(jt_pad) : 0;
+}
+
+static const struct x86_reader jt_filler = {jt_read_pad, NULL, jt_filler_len};
 
 static void test_endbr64_kept_first(void **state)
 {
@@ -395,6 +417,20 @@ static void test_jump_table_resolved(void **state)
 	assert_non_null(strstr(why, "a branch targets the displaced bytes"));
 	assert_non_null(strstr(why, "0x401017"));
 	jt_table[1] = 0x40101f - 0x402000;
+	/* return sites: the three rets, not the table's jmp */
+	struct x86_ret_site *rs;
+
+	assert_int_equal(x86_return_sites_rd(&r, 1, &jt_reader, &rs, &why), 3);
+	assert_int_equal(rs[0].addr, 0x40101e);
+	assert_int_equal(rs[1].addr, 0x401024);
+	assert_int_equal(rs[2].addr, 0x401027);
+	free(rs);
+	/* the last one displaces [xor eax,eax; ret] and a whole NOP of filler */
+	assert_int_equal(x86_plan_return(&r, 1, &jt_reader, 0x401027, &p, &why), -ENOTSUP);
+	assert_int_equal(x86_plan_return(&r, 1, &jt_filler, 0x401027, &p, &why), 0);
+	assert_int_equal(p.addr, 0x401025);
+	assert_int_equal(p.len, 7);
+	assert_int_equal(p.probe_off, 2);
 }
 
 static void test_jump_table_unknown_refused(void **state)
@@ -420,6 +456,10 @@ static void test_jump_table_unknown_refused(void **state)
 	r = (struct x86_region){idx, sizeof(idx), 0x1000};
 	assert_int_equal(x86_plan_probe(&r, 1, &jt_reader, 0x1000, &p, &why), -ENOTSUP);
 	assert_non_null(strstr(why, "a jump table whose targets are unknown"));
+	/* ... and it has no return site it knows */
+	struct x86_ret_site *rs;
+
+	assert_int_equal(x86_return_sites_rd(&r, 1, &jt_reader, &rs, &why), -ENOTSUP);
 	/* a tail call through a pointer is no table */
 	static const uint8_t tail[] = {
 		0x48, 0x8b, 0x47, 0x08,		/* mov rax,[rdi+8] */
@@ -428,6 +468,14 @@ static void test_jump_table_unknown_refused(void **state)
 	r = (struct x86_region){tail, sizeof(tail), 0x1000};
 	assert_int_equal(x86_plan_probe(&r, 1, NULL, 0x1000, &p, &why), 0);
 	assert_int_equal(p.len, 6);
+	/* ... but a return site */
+	assert_int_equal(x86_return_sites_rd(&r, 1, NULL, &rs, &why), 1);
+	assert_int_equal(rs[0].addr, 0x1004);
+	assert_int_equal(rs[0].kind, X86_TAIL_JMP);
+	free(rs);
+	assert_int_equal(x86_plan_return(&r, 1, NULL, 0x1004, &p, &why), 0);
+	assert_int_equal(p.addr, 0x1000);
+	assert_int_equal(p.probe_off, 4);
 }
 
 static void test_branch_into_displaced_refused(void **state)
@@ -502,6 +550,21 @@ static void test_plan_return(void **state)
 	assert_non_null(strstr(why, "a branch targets the displaced bytes"));
 	assert_non_null(strstr(why, "0x1002 jumps to the return at 0x1009"));
 
+	/* the same, with alignment NOPs after the ret that nothing targets:
+	 * they complete the patch (and are never run) */
+	static const uint8_t nops[] = {0x85, 0xff, 0x74, 0x05, 0x8b, 0x07, 0x83, 0xc0, 0x01, 0xc3,
+				       0x0f, 0x1f, 0x40, 0x00, 0x31, 0xc0, 0xc3};
+	r = (struct x86_region){nops, sizeof(nops), 0x1000};
+	assert_int_equal(x86_plan_return(&r, 1, NULL, 0x1009, &p, &why), 0);
+	assert_int_equal(p.addr, 0x1009);
+	assert_int_equal(p.len, 5);
+	assert_int_equal(p.probe_off, 0);
+	/* not when a branch targets them */
+	static const uint8_t nops_t[] = {0x85, 0xff, 0x74, 0x05, 0x8b, 0x07, 0x83, 0xc0, 0x01, 0xc3,
+					 0x90, 0x90, 0x90, 0x90, 0x31, 0xc0, 0x75, 0xf8, 0xc3};
+	r = (struct x86_region){nops_t, sizeof(nops_t), 0x1000};
+	assert_int_equal(x86_plan_return(&r, 1, NULL, 0x1009, &p, &why), -ENOTSUP);
+
 	r = (struct x86_region){after_call, sizeof(after_call), 0x1000};
 	assert_int_equal(x86_plan_return(&r, 1, NULL, 0x1006, &p, &why), -ENOTSUP);
 	assert_non_null(strstr(why, "after a call"));
@@ -521,9 +584,17 @@ static void test_func_patchable(void **state)
 	(void)state;
 	assert_int_equal(x86_func_patchable(&r, 1, &jt_reader, &pa), 0);
 	assert_int_equal(pa.entry, 0);
-	/* x86_return_sites refuses the indirect jump */
+	/* the table's jmp is no return site; the third ret, after a ret and
+	 * a branch target, is too short */
+	assert_int_equal(pa.nret, 3);
 	assert_int_equal(pa.ret, -ENOTSUP);
-	assert_non_null(pa.ret_rule);
+	assert_string_equal(pa.ret_rule, "the return's block is shorter than the patch");
+	assert_non_null(strstr(pa.ret_why, "0x401027"));
+	/* unless alignment filler follows it */
+	assert_int_equal(x86_func_patchable(&r, 1, &jt_filler, &pa), 0);
+	assert_int_equal(pa.ret, 0);
+	assert_null(pa.ret_rule);
+	assert_string_equal(pa.ret_why, "ok");
 
 	static const uint8_t code[] = {0x85, 0xff, 0x74, 0x05, 0x8b, 0x07, 0x83, 0xc0, 0x01, 0xc3};
 
