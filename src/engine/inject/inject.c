@@ -43,6 +43,7 @@
 #include "engine/inject/inject_shared.h"
 #include "engine/inject/remote.h"
 #include "engine/inject/tramp.h"
+#include "resolve/patchable.h"
 #include "x86/insn.h"
 #include "x86/reloc.h"
 
@@ -144,47 +145,6 @@ static uint64_t inj_time(const struct inj *j, uint64_t tsc)
 
 /* ---- planning ----------------------------------------------------------- */
 
-struct fn_code {
-	struct x86_region rg[8];
-	size_t nrg;
-};
-
-static void fn_code_free(struct fn_code *fc)
-{
-	for (size_t i = 0; i < fc->nrg; i++)
-		free((void *)fc->rg[i].code);
-	fc->nrg = 0;
-}
-
-/* The function around vaddr, and the fragments GCC split off it. */
-static int fn_code_load(const struct elf_file *ef, uint64_t vaddr, struct fn_code *fc)
-{
-	const struct elf_sym *fn = elf_func_at(ef, vaddr), **cold = NULL;
-	char glob[512];
-	ssize_t ncold;
-
-	fc->nrg = 0;
-	if (!fn || !fn->size)
-		return -ENOENT;
-	snprintf(glob, sizeof(glob), "%s.cold*", fn->name);
-	fc->rg[fc->nrg++] = (struct x86_region){NULL, fn->size, fn->vaddr};
-	ncold = elf_func_match(ef, glob, &cold);
-	for (ssize_t i = 0; i < ncold && fc->nrg < 8; i++)
-		if (cold[i]->size)
-			fc->rg[fc->nrg++] = (struct x86_region){NULL, cold[i]->size, cold[i]->vaddr};
-	free(cold);
-	for (size_t i = 0; i < fc->nrg; i++) {
-		uint8_t *code = malloc(fc->rg[i].len);
-
-		fc->rg[i].code = code;
-		if (!code || elf_read(ef, fc->rg[i].addr, code, fc->rg[i].len)) {
-			fn_code_free(fc);
-			return code ? -EIO : -ENOMEM;
-		}
-	}
-	return 0;
-}
-
 struct elf_cache {
 	struct elf_file **files;
 	size_t n;
@@ -216,19 +176,16 @@ static void elf_cache_free(struct elf_cache *c)
 	free(c->files);
 }
 
-static int elf_reader(void *ctx, uint64_t vaddr, void *buf, size_t len)
-{
-	return elf_read(ctx, vaddr, buf, len);
-}
-
 /* Plan a site's patch from the file. 0, or -ENOTSUP with the reason logged,
  * or, with why, written there instead. */
 static int inj_plan_site(const struct usc_site *site, struct elf_cache *ec, struct x86_patch *p,
 			 char *why_out, size_t why_len)
 {
 	struct elf_file *ef = elf_cache_get(ec, site->path);
-	struct fn_code fc;
+	struct x86_region rg[PATCHABLE_MAX_REGIONS];
+	const struct elf_sym *fn;
 	const char *why = NULL;
+	ssize_t n;
 	char msg[8192];
 	int ret;
 
@@ -239,24 +196,25 @@ static int inj_plan_site(const struct usc_site *site, struct elf_cache *ec, stru
 	}
 	if (!ef)
 		return -ENOENT;
-	ret = fn_code_load(ef, site->vaddr, &fc);
-	if (ret == -ENOENT) {
+	fn = elf_func_at(ef, site->vaddr);
+	n = fn && fn->size ? patchable_regions(ef, fn, rg) : -ENOENT;
+	if (n == -ENOENT || n == -EINVAL) {
 		snprintf(msg, sizeof(msg), "%s: cannot probe %s+0x%llx in process: no function "
 			 "symbol around it to check the patch against; -e tracefs can probe it",
 			 site->spec->text, site->path, (unsigned long long)site->offset);
 		goto refuse;
 	}
-	if (ret)
-		return ret;
+	if (n < 0)
+		return (int)n;
 	{
-		struct x86_reader rd = {.read = elf_reader, .ctx = ef};
+		struct x86_reader rd = patchable_reader(ef);
 
 		if (site->ret_site)
-			ret = x86_plan_return(fc.rg, fc.nrg, &rd, site->vaddr, p, &why);
+			ret = x86_plan_return(rg, (size_t)n, &rd, site->vaddr, p, &why);
 		else
-			ret = x86_plan_probe(fc.rg, fc.nrg, &rd, site->vaddr, p, &why);
+			ret = x86_plan_probe(rg, (size_t)n, &rd, site->vaddr, p, &why);
 	}
-	fn_code_free(&fc);
+	patchable_regions_free(rg, (size_t)n);
 	if (!ret)
 		return 0;
 	if (ret == -ENOMEM)
@@ -607,7 +565,7 @@ static int inj_write_tramp(struct inj *j, struct inj_patch *pa)
 {
 	struct usc_session *s = j->base.session;
 	struct inj_area *a = &j->areas[pa->area];
-	uint8_t buf[TRAMP_MAX * 4];
+	uint8_t *buf;
 	uint64_t at = a->base + a->used;
 	size_t len = 0, cap = TRAMP_MAX * (pa->nsites + 1);
 	const struct usc_site *first = &s->sites[pa->sites[0]];
@@ -616,8 +574,9 @@ static int inj_write_tramp(struct inj *j, struct inj_patch *pa)
 	bool rdpid = have_rdpid();
 	ssize_t n;
 
-	if (cap > sizeof(buf))
-		cap = sizeof(buf);
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
 	/* relocated pieces between the probes, in address order: an entry and
 	 * a return site of a short function can share one patch */
 	uint32_t done = 0;
@@ -632,7 +591,7 @@ static int inj_write_tramp(struct inj *j, struct inj_patch *pa)
 
 		n = inj_reloc(pa, done, pa->probe_off[k], at + len, buf + len, cap - len);
 		if (n < 0)
-			return (int)n;
+			goto out;
 		len += (size_t)n;
 		done = pa->probe_off[k];
 		ts.probe_at = at + len;
@@ -646,20 +605,24 @@ static int inj_write_tramp(struct inj *j, struct inj_patch *pa)
 		n = tramp_encode_probe(&ts, buf + len, cap - len);
 		if (n < 0) {
 			log_error("cannot encode the trampoline of %s", s->sites[i].label);
-			return (int)n;
+			goto out;
 		}
 		len += (size_t)n;
 	}
 	n = inj_reloc(pa, done, pa->plan.len, at + len, buf + len, cap - len);
 	if (n < 0)
-		return (int)n;
+		goto out;
 	len += (size_t)n;
+	n = -ERANGE;
 	if (len + 5 > cap || x86_encode_jmp(at + len, pa->addr + pa->plan.len, buf + len))
-		return -ERANGE;
+		goto out;
 	len += 5;
 	pa->tramp = at;
 	a->used += (len + 15) & ~15UL;
-	return remote_write(&j->rem, at, buf, len);
+	n = remote_write(&j->rem, at, buf, len);
+out:
+	free(buf);
+	return (int)n;
 }
 
 /* Is a thread stopped inside a displaced range? rip itself, or, for a
@@ -998,7 +961,8 @@ static int inj_attach(struct usc_engine *e)
 	return 0;
 }
 
-static int inj_go(struct inj *j)
+/* Install with every thread stopped (since t0, ns), then let them go. */
+static int inj_go(struct inj *j, uint64_t t0)
 {
 	int ret = inj_install(j);
 
@@ -1008,6 +972,10 @@ static int inj_go(struct inj *j)
 		j->live = true;
 	inj_calibrate(j);
 	remote_release(&j->rem);
+	if (!ret)
+		log_info("inject: %zu probe%s patched in process %d, stopped for %.2f ms",
+			 j->base.session->nsites, j->base.session->nsites == 1 ? "" : "s",
+			 (int)j->pid, (double)(mono_ns() - t0) / 1e6);
 	return ret;
 }
 
@@ -1020,12 +988,14 @@ static int inj_start(struct usc_engine *e, pid_t pid, int follow_children)
 	if (e->session->target.kind == USC_TARGET_COMMAND)
 		return 0;	/* at its entry point: inj_launched */
 	(void)follow_children;
+	uint64_t t0 = mono_ns();
+
 	ret = remote_stop_all(&j->rem, pid);
 	if (ret == -ESRCH)
 		log_error("process %d has gone", (int)pid);
 	if (ret)
 		return ret;
-	return inj_go(j);
+	return inj_go(j, t0);
 }
 
 static int auxv_entry(pid_t pid, uint64_t *entry)
@@ -1097,7 +1067,7 @@ static int inj_launched(struct usc_engine *e, pid_t pid)
 		remote_release(&j->rem);
 		return ret;
 	}
-	return inj_go(j);
+	return inj_go(j, mono_ns());
 }
 
 static uint64_t *inj_counts(struct inj *j)
