@@ -961,6 +961,8 @@ static int inj_attach(struct usc_engine *e)
 	return 0;
 }
 
+static const char *inj_comm(struct inj *j, pid_t tid);
+
 /* Install with every thread stopped (since t0, ns), then let them go. */
 static int inj_go(struct inj *j, uint64_t t0)
 {
@@ -971,6 +973,8 @@ static int inj_go(struct inj *j, uint64_t t0)
 	else
 		j->live = true;
 	inj_calibrate(j);
+	for (size_t t = 0; t < j->rem.ntasks && !ret; t++)
+		inj_comm(j, j->rem.tasks[t].tid);	/* the names before any exec */
 	remote_release(&j->rem);
 	if (!ret)
 		log_info("inject: %zu probe%s patched in process %d, stopped for %.2f ms",
