@@ -280,3 +280,13 @@ def test_signal_handler_hits_and_exec():
     assert kinds[2] + s.lost == handler_n
     assert 3 not in kinds
     assert {e.comm for e in res.events} == {"sigexec"}
+
+
+def test_exited_threads_give_their_ring_back():
+    # 400 threads over time, more than the 256 rings: all recorded
+    n = 400
+    res = trace("work t=%di:s32 i=%si:s32", cmd=[target("churn"), str(n)], extra=INJ,
+                json=True).check(rc=0)
+    u.assert_multiset([(e.args["t"], e.args["i"]) for e in res.events],
+                      [(t, i) for t in range(n) for i in range(3)], "work arguments")
+    assert len({e.tid for e in res.events}) == n

@@ -112,6 +112,8 @@ struct inj {
 	double ns_per_tick;
 	struct inj_comm *comms;
 	size_t ncomms;
+	uint64_t *folded;	/* [nsites][2]: hits and losses of reclaimed slots */
+	uint64_t next_reclaim;	/* ns */
 	struct usc_value vals[INJ_MAX_ARGS];
 };
 
@@ -944,7 +946,10 @@ static int inj_open(struct usc_session *s, struct usc_engine **out)
 	j->base.session = s;
 	j->rem.mem_fd = -1;
 	j->stats = calloc(s->nsites + 1, sizeof(*j->stats));
-	if (!j->stats) {
+	j->folded = calloc(2 * s->nsites + 2, sizeof(*j->folded));
+	if (!j->stats || !j->folded) {
+		free(j->stats);
+		free(j->folded);
 		free(j);
 		return -ENOMEM;
 	}
@@ -1174,6 +1179,43 @@ static int inj_deliver(struct inj *j, const struct pending *pd, usc_event_fn fn,
 	return fn(&ev, ctx);
 }
 
+/* Give the slots of threads that have exited back, so a process that
+ * starts threads all the time does not run out of them: their counts are
+ * kept here. Only where a slot's key is the tid (a new thread of the same
+ * fs base would find a slot keyed by it at once). */
+static void inj_reclaim(struct inj *j)
+{
+	struct usc_session *s = j->base.session;
+	struct inj_slot *slots = inj_slots(j);
+	uint64_t *c = inj_counts(j);
+	char path[64];
+
+	if (j->ctl->key_mode != INJ_KEY_TID_AT_FS)
+		return;
+	for (uint32_t k = 0; k < INJ_NSLOTS; k++) {
+		struct inj_slot *sl = &slots[k];
+		uint64_t key = sl->key;
+
+		if (!key || sl->head != sl->tail)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%llu", (int)j->pid,
+			 (unsigned long long)key);
+		if (access(path, F_OK) == 0 || errno != ENOENT)
+			continue;
+		for (size_t i = 0; i < s->nsites; i++) {
+			uint64_t *cc = &c[2 * ((uint64_t)k * s->nsites + i)];
+
+			j->folded[2 * i] += cc[0];
+			j->folded[2 * i + 1] += cc[1];
+			cc[0] = cc[1] = 0;
+		}
+		sl->head = sl->tail = 0;
+		sl->tid = 0;
+		sl->nest = 0;
+		__atomic_store_n(&sl->key, 0, __ATOMIC_RELEASE);
+	}
+}
+
 static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *ctx)
 {
 	struct inj *j = inj_of(e);
@@ -1232,6 +1274,10 @@ static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 	for (uint32_t sidx = 0; sidx < INJ_NSLOTS; sidx++)
 		if (slots[sidx].key && heads[sidx])
 			__atomic_store_n(&slots[sidx].tail, heads[sidx], __ATOMIC_RELEASE);
+	if (j->live && mono_ns() >= j->next_reclaim) {
+		inj_reclaim(j);
+		j->next_reclaim = mono_ns() + 200000000ULL;
+	}
 	if (!delivered && timeout_ms > 0)
 		usleep((useconds_t)(timeout_ms < 20 ? timeout_ms : 20) * 1000);
 	return delivered;
@@ -1252,7 +1298,7 @@ static int inj_stats(struct usc_engine *e, struct usc_stats *st)
 
 	st->events = st->lost = 0;
 	for (size_t i = 0; i < s->nsites; i++) {
-		uint64_t hits = 0, lost = 0;
+		uint64_t hits = j->folded[2 * i], lost = j->folded[2 * i + 1];
 
 		if (j->shm) {
 			const uint64_t *c = inj_counts(j);
@@ -1333,6 +1379,7 @@ static void inj_destroy(struct usc_engine *e)
 	free(j->areas);
 	free(j->semaphores);
 	free(j->stats);
+	free(j->folded);
 	free(j->comms);
 	free(j);
 }
