@@ -201,6 +201,17 @@ int x86_encode_jmp(uint64_t from, uint64_t to, uint8_t out[5])
 	return 0;
 }
 
+int x86_encode_jmp8(uint64_t from, uint64_t to, uint8_t out[2])
+{
+	int64_t d = (int64_t)(to - (from + X86_JMP8_LEN));
+
+	if (d < INT8_MIN || d > INT8_MAX)
+		return -ERANGE;
+	out[0] = 0xeb;
+	out[1] = (uint8_t)(int8_t)d;
+	return 0;
+}
+
 /* Push the 64-bit constant v without touching flags or registers:
  * push imm32 (sign-extended low half), then mov dword [rsp+4], high half. */
 static int enc_push64(uint64_t v, uint8_t *buf, size_t *n)
@@ -960,7 +971,7 @@ static int an_plan_probe(const struct func_an *a, uint64_t addr, struct x86_patc
 		len += a->in[k].len;
 	if (len < X86_JMP_LEN)
 		return refuse(rf, -ENOTSUP, R_SHORT, " (%zu bytes from 0x%" PRIx64 ")", len, addr);
-	*out = (struct x86_patch){addr, (uint32_t)len, 0};
+	*out = (struct x86_patch){addr, (uint32_t)len, 0, 0};
 	return an_check(a, addr, len, NULL, rf);
 }
 
@@ -970,7 +981,7 @@ static int an_plan_probe(const struct func_an *a, uint64_t addr, struct x86_patc
  * next function, as rd->filler says. Returns the bytes taken (0: not
  * possible) with the code of the whole patch in buf. */
 static size_t an_filler(const struct func_an *a, const struct x86_reader *rd, size_t k,
-			size_t i, uint8_t *buf, size_t cap)
+			size_t i, uint8_t *buf, size_t cap, size_t *beyond)
 {
 	const struct x86_region *rg = &a->rg[a->in[i].region];
 	uint64_t start = a->in[k].addr, end = a->in[i].addr + a->in[i].len;
@@ -979,6 +990,7 @@ static size_t an_filler(const struct func_an *a, const struct x86_reader *rd, si
 	ZydisDecoder dec;
 	ZydisDecodedInstruction in;
 
+	*beyond = 0;
 	for (size_t j = i + 1; have + took < X86_JMP_LEN; j++) {
 		if (j >= a->nin || a->in[j].region != a->in[i].region)
 			break;
@@ -1009,6 +1021,7 @@ static size_t an_filler(const struct func_an *a, const struct x86_reader *rd, si
 			return 0;
 		memcpy(buf + have + took, pad, more);
 		memcpy(buf, rg->code + (start - rg->addr), have + took);
+		*beyond = more;
 		return took + more;
 	}
 	if (have + took > cap)
@@ -1017,54 +1030,198 @@ static size_t an_filler(const struct func_an *a, const struct x86_reader *rd, si
 	return took;
 }
 
-static int an_plan_return(const struct func_an *a, const struct x86_reader *rd,
-			  uint64_t ret_addr, struct x86_patch *out, struct refusal *rf)
+static bool an_in_regions(const struct func_an *a, uint64_t t)
 {
-	ssize_t i = an_find(a, ret_addr);
-	size_t len, k;
+	for (size_t r = 0; r < a->nrg; r++)
+		if (t >= a->rg[r].addr && t - a->rg[r].addr < a->rg[r].len)
+			return true;
+	return false;
+}
 
-	if (i < 0)
-		return refuse(rf, -EINVAL, R_BOUNDARY, ": 0x%" PRIx64, ret_addr);
-	k = (size_t)i;
-	len = a->in[k].len;
+/* Is in[i] a return site, as an_return_sites finds them? */
+static bool an_is_ret_site(const struct func_an *a, size_t i)
+{
+	const struct an_insn *in = &a->in[i];
+
+	return in->kind == K_RET || (in->kind == K_JMP && !an_in_regions(a, in->target)) ||
+	       (in->kind == K_IJMP && in->tail);
+}
+
+/* The classic patch of the return site in[i]: its block, back from it. */
+struct ret_geom {
+	size_t k;		/* the block's first displaced instruction */
+	size_t len;		/* bytes from in[k] to the end of the return */
+	const char *what;	/* what ends the block short of X86_JMP_LEN; NULL: long enough */
+	size_t pad;		/* filler NOPs taken after the return (an_filler); 0: none */
+	size_t beyond;		/* of those, bytes after the end of the region */
+	uint8_t buf[64];	/* the code of the whole patch, when pad */
+};
+
+static void an_ret_geom(const struct func_an *a, const struct x86_reader *rd, size_t i,
+			struct ret_geom *g)
+{
+	size_t k = i, len = a->in[i].len;
+
+	g->what = NULL;
+	g->pad = g->beyond = 0;
 	/* grow backwards over the ret's block: stop at a branch target (the
 	 * start of the block), a call, a jmp or ret (the end of the one before) */
 	while (len < X86_JMP_LEN) {
-		const char *what = NULL;
-
 		if (an_has_target(a, a->in[k].addr))
-			what = "a branch target";
+			g->what = "a branch target";
 		else if (k == 0 || a->in[k - 1].region != a->in[k].region)
-			what = "the start of the function";
+			g->what = "the start of the function";
 		else if (a->in[k - 1].flow == FLOW_CALL)
-			what = "a call";
+			g->what = "a call";
 		else if (a->in[k - 1].flow == FLOW_END)
-			what = "a jmp or ret";
-		if (what) {
-			const struct an_target *t = an_target_inside(a, a->in[k].addr - 1,
-								     a->in[k].addr + 1);
-			uint8_t buf[64];
-			size_t pad = an_filler(a, rd, k, (size_t)i, buf, sizeof(buf));
-
-			if (pad) {
-				len += pad;
-				*out = (struct x86_patch){a->in[k].addr, (uint32_t)len,
-							  (uint32_t)(ret_addr - a->in[k].addr)};
-				return an_check(a, out->addr, len, buf, rf);
-			}
-
-			if (t && k == (size_t)i)
-				return refuse(rf, -ENOTSUP, R_TARGET, " (0x%" PRIx64 " jumps to the "
-					      "return at 0x%" PRIx64 ")", t->from, t->to);
-			return refuse(rf, -ENOTSUP, R_RSHORT, " (%zu bytes from 0x%" PRIx64 " to the "
-				      "return at 0x%" PRIx64 ", after %s)", len, a->in[k].addr,
-				      ret_addr, what);
+			g->what = "a jmp or ret";
+		if (g->what) {
+			g->pad = an_filler(a, rd, k, i, g->buf, sizeof(g->buf), &g->beyond);
+			break;
 		}
 		k--;
 		len += a->in[k].len;
 	}
+	g->k = k;
+	g->len = len;
+}
+
+/* Does the return need a springboard: a block too short for the jmp rel32,
+ * no filler to grow over, but room for a jmp rel8? */
+static bool needs_spring(const struct ret_geom *g)
+{
+	return g->what && !g->pad && g->len >= X86_JMP8_LEN;
+}
+
+/* How many bytes after rend, up to rd->filler's bound, are whole padding
+ * instructions (NOPs of any length, int3): at most cap, read into buf. */
+static size_t an_padding(const struct x86_reader *rd, uint64_t rend, uint8_t *buf, size_t cap)
+{
+	ZydisDecoder dec;
+	ZydisDecodedInstruction in;
+	size_t avail, n = 0;
+
+	if (!rd || !rd->filler || !rd->read || !decoder_init(&dec))
+		return 0;
+	avail = rd->filler(rd->ctx, rend);
+	if (avail > cap)
+		avail = cap;
+	if (!avail || rd->read(rd->ctx, rend, buf, avail))
+		return 0;
+	while (n < avail &&
+	       ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, NULL, buf + n, avail - n, &in)) &&
+	       (in.meta.category == ZYDIS_CATEGORY_NOP ||
+		in.meta.category == ZYDIS_CATEGORY_WIDENOP || in.mnemonic == ZYDIS_MNEMONIC_INT3))
+		n += in.length;
+	return n;
+}
+
+static const char R_NOSLOT[] = "the return's block is shorter than the patch, with no "
+			       "springboard slot in reach";
+
+/* The springboard slot of the return site in[i], whose 2-byte jmp rel8 is
+ * at `from`.
+ *
+ * Where: the filler after the end of the region holding the return, which
+ * is dead: it follows the function's (or its cold part's) last byte, so no
+ * instruction of the function runs into it; nothing branches to it (no
+ * compiler targets alignment padding, and the function's own branch targets
+ * are checked below); and it ends before the next symbol, which another
+ * function's patches may use, as rd->filler bounds it (for an ELF file,
+ * patchable_reader's: the next function symbol, the next FDE, the next
+ * 16-byte boundary and the end of .text, whichever comes first). Only the
+ * whole NOP and int3 instructions at its start count (an_padding): code is
+ * never taken for filler. A function never uses the filler before it: that
+ * is the previous function's.
+ *
+ * Which: a function's slots must never overlap, yet x86_plan_return sees
+ * one site at a time. So the assignment depends on the function alone: the
+ * filler bytes a classic patch of the region's last return grows over
+ * (an_filler) come first and are skipped; then the k-th return site of the
+ * region (in address order) that needs a springboard gets the k-th 5-byte
+ * slot, nearest first. A site whose slot is not in the filler, or out of
+ * the jmp rel8's reach, is refused; the others keep theirs. */
+static int an_spring_slot(const struct func_an *a, const struct x86_reader *rd, size_t i,
+			  const struct ret_geom *rg_i, uint64_t from, uint64_t *slot,
+			  struct refusal *rf)
+{
+	uint8_t r = a->in[i].region, pad[256];
+	const struct x86_region *rg = &a->rg[r];
+	uint64_t rend = rg->addr + rg->len, at;
+	size_t nth = 0, skip = 0, usable;
+	const struct an_target *t;
+	struct ret_geom g;
+	int64_t rel;
+
+	for (size_t j = 0; j < a->nin; j++) {
+		if (a->in[j].region != r || !an_is_ret_site(a, j))
+			continue;
+		an_ret_geom(a, rd, j, &g);
+		if (g.beyond > skip)
+			skip = g.beyond;
+		if (j < i && needs_spring(&g))
+			nth++;
+	}
+	usable = an_padding(rd, rend, pad, sizeof(pad));
+	at = rend + skip + X86_JMP_LEN * nth;
+	if (at + X86_JMP_LEN > rend + usable)
+		return refuse(rf, -ENOTSUP, R_NOSLOT, " (%zu bytes to the return at 0x%" PRIx64
+			      ", after %s; slot %zu of %zu filler bytes after 0x%" PRIx64 ", %zu "
+			      "taken)", rg_i->len, a->in[i].addr, rg_i->what, nth, usable, rend,
+			      skip);
+	rel = (int64_t)(at - (from + X86_JMP8_LEN));
+	if (rel < INT8_MIN || rel > INT8_MAX)
+		return refuse(rf, -ENOTSUP, R_NOSLOT, " (beyond a jmp rel8: slot 0x%" PRIx64
+			      " for the return at 0x%" PRIx64 ", after %s)", at, a->in[i].addr,
+			      rg_i->what);
+	t = an_target_inside(a, at - 1, at + X86_JMP_LEN);
+	if (t)
+		return refuse(rf, -ENOTSUP, R_NOSLOT, " (0x%" PRIx64 " jumps into the filler at "
+			      "0x%" PRIx64 ")", t->from, t->to);
+	*slot = at;
+	return 0;
+}
+
+static int an_plan_return(const struct func_an *a, const struct x86_reader *rd,
+			  uint64_t ret_addr, struct x86_patch *out, struct refusal *rf)
+{
+	ssize_t i = an_find(a, ret_addr);
+	struct ret_geom g;
+	size_t k, len;
+	uint64_t slot = 0;
+	int ret;
+
+	if (i < 0)
+		return refuse(rf, -EINVAL, R_BOUNDARY, ": 0x%" PRIx64, ret_addr);
+	an_ret_geom(a, rd, (size_t)i, &g);
+	if (!g.what || g.pad) {
+		len = g.len + g.pad;
+		*out = (struct x86_patch){a->in[g.k].addr, (uint32_t)len,
+					  (uint32_t)(ret_addr - a->in[g.k].addr), 0};
+		return an_check(a, out->addr, len, g.pad ? g.buf : NULL, rf);
+	}
+	if (!needs_spring(&g)) {
+		const struct an_target *t = an_target_inside(a, ret_addr - 1, ret_addr + 1);
+
+		if (t && g.k == (size_t)i)
+			return refuse(rf, -ENOTSUP, R_TARGET, " (0x%" PRIx64 " jumps to the "
+				      "return at 0x%" PRIx64 ")", t->from, t->to);
+		return refuse(rf, -ENOTSUP, R_RSHORT, " (%zu bytes from 0x%" PRIx64 " to the "
+			      "return at 0x%" PRIx64 ", after %s)", g.len, a->in[g.k].addr,
+			      ret_addr, g.what);
+	}
+	/* a springboard: as few instructions of the block as make a jmp rel8 */
+	k = (size_t)i;
+	len = a->in[k].len;
+	while (len < X86_JMP8_LEN) {
+		k--;
+		len += a->in[k].len;
+	}
+	ret = an_spring_slot(a, rd, (size_t)i, &g, a->in[k].addr, &slot, rf);
+	if (ret)
+		return ret;
 	*out = (struct x86_patch){a->in[k].addr, (uint32_t)len,
-				  (uint32_t)(ret_addr - a->in[k].addr)};
+				  (uint32_t)(ret_addr - a->in[k].addr), slot};
 	return an_check(a, out->addr, len, NULL, rf);
 }
 
@@ -1101,14 +1258,6 @@ int x86_plan_return(const struct x86_region *regions, size_t nregions,
 	return plan(regions, nregions, rd, ret_addr, true, out, why);
 }
 
-static bool an_in_regions(const struct func_an *a, uint64_t t)
-{
-	for (size_t r = 0; r < a->nrg; r++)
-		if (t >= a->rg[r].addr && t - a->rg[r].addr < a->rg[r].len)
-			return true;
-	return false;
-}
-
 static const char R_COND_TAIL[] = "a conditional tail call";
 static const char R_NORET[] = "no return site (it never returns)";
 
@@ -1136,8 +1285,7 @@ static ssize_t an_return_sites(const struct func_an *a, struct x86_ret_site **ou
 				      "function at 0x%" PRIx64 ", to 0x%" PRIx64 ")", in->addr,
 				      in->target);
 		}
-		if (in->kind == K_RET || (in->kind == K_JMP && out_of) ||
-		    (in->kind == K_IJMP && in->tail)) {
+		if (an_is_ret_site(a, i)) {
 			struct x86_ret_site *nv = realloc(v, (n + 1) * sizeof(*v));
 
 			if (!nv) {
@@ -1240,8 +1388,10 @@ int x86_func_patchable(const struct x86_region *regions, size_t nregions,
 	}
 	out->nret = (size_t)n;
 	ret = 0;
-	for (ssize_t k = 0; k < n && !ret; k++)
+	for (ssize_t k = 0; k < n && !ret; k++) {
 		ret = an_plan_return(&a, rd, rs[k].addr, &p, &rf);
+		out->nspring += !ret && p.spring;
+	}
 	set_result(&out->ret, &out->ret_rule, out->ret_why, sizeof(out->ret_why), ret, &rf);
 	ret = ret == -ENOMEM ? ret : 0;
 out:

@@ -217,6 +217,12 @@ static int inj_plan_site(const struct usc_site *site, struct elf_cache *ec, stru
 			ret = x86_plan_probe(rg, (size_t)n, &rd, site->vaddr, p, &why);
 	}
 	patchable_regions_free(rg, (size_t)n);
+	/* springboard patches (p->spring): planned, not written yet by this engine */
+	if (!ret && p->spring) {
+		ret = -ENOTSUP;
+		why = "its return's block is shorter than the patch (a springboard would be "
+		      "needed, which this engine does not write yet)";
+	}
 	if (!ret)
 		return 0;
 	if (ret == -ENOMEM)
