@@ -291,3 +291,13 @@ def test_exited_threads_give_their_ring_back():
     u.assert_multiset([(e.args["t"], e.args["i"]) for e in res.events],
                       [(t, i) for t in range(n) for i in range(3)], "work arguments")
     assert len({e.tid for e in res.events}) == n
+
+
+def test_short_return_block_through_a_springboard():
+    # springy's second ret ends a 4-byte block: a 2-byte jmp to a 5-byte jmp
+    # in the alignment filler after the function
+    res = trace("springy x=%di:s64", "r:springy r=$retval:s64",
+                cmd=[target("springy"), "4"], extra=INJ, json=True).check(rc=0, ready=3)
+    assert [e.args["x"] for e in res.named("springy")] == [0, 1, 2, 3]
+    assert [e.args["r"] for e in res.named("springy__return")] == [0, 2, 3, 4]
+    assert res.stdout == "springy done total=9\n"

@@ -67,6 +67,8 @@ struct inj_patch {
 	struct x86_patch plan;	/* link-time addresses */
 	uint64_t bias;		/* runtime - link-time */
 	uint8_t orig[32];
+	uint64_t spring;	/* runtime: a springboard's jmp rel32 (dead filler), or 0 */
+	uint8_t orig_spring[5];
 	size_t *sites;		/* by probe offset */
 	uint32_t *probe_off;	/* per site: where in the displaced bytes it fires */
 	size_t nsites;
@@ -217,12 +219,6 @@ static int inj_plan_site(const struct usc_site *site, struct elf_cache *ec, stru
 			ret = x86_plan_probe(rg, (size_t)n, &rd, site->vaddr, p, &why);
 	}
 	patchable_regions_free(rg, (size_t)n);
-	/* springboard patches (p->spring): planned, not written yet by this engine */
-	if (!ret && p->spring) {
-		ret = -ENOTSUP;
-		why = "its return's block is shorter than the patch (a springboard would be "
-		      "needed, which this engine does not write yet)";
-	}
 	if (!ret)
 		return 0;
 	if (ret == -ENOMEM)
@@ -752,7 +748,8 @@ static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
 		bias = rt - site->vaddr;
 		for (p = 0; p < j->npatches; p++)
 			if (j->patches[p].addr == plan.addr + bias &&
-			    j->patches[p].plan.len == plan.len)
+			    j->patches[p].plan.len == plan.len &&
+			    j->patches[p].plan.spring == plan.spring)
 				break;
 		if (p == j->npatches) {
 			struct inj_patch *pa = &j->patches[j->npatches++];
@@ -760,6 +757,7 @@ static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
 			pa->addr = plan.addr + bias;
 			pa->plan = plan;
 			pa->bias = bias;
+			pa->spring = plan.spring ? plan.spring + bias : 0;
 		}
 		struct inj_patch *pa = &j->patches[p];
 		size_t *ns = realloc(pa->sites, (pa->nsites + 1) * sizeof(*ns)), k;
@@ -794,7 +792,8 @@ static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
 	for (size_t p = 0; p < j->npatches; p++) {
 		struct inj_patch *a = out ? &j->patches[out - 1] : NULL, *b = &j->patches[p];
 
-		if (!a || a->addr + a->plan.len <= b->addr || a->bias != b->bias) {
+		if (!a || a->addr + a->plan.len <= b->addr ||
+		    (a->bias != b->bias && !a->plan.spring && !b->plan.spring)) {
 			j->patches[out++] = *b;
 			continue;
 		}
@@ -804,7 +803,8 @@ static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
 		size_t *ns = malloc(n * sizeof(*ns));
 		uint32_t *no = malloc(n * sizeof(*no)), shift = (uint32_t)(b->addr - a->addr);
 
-		if (!ns || !no || end - a->addr > sizeof(a->orig)) {
+		if (!ns || !no || end - a->addr > sizeof(a->orig) || a->plan.spring ||
+		    b->plan.spring || a->bias != b->bias) {
 			free(ns);
 			free(no);
 			log_error("%s and %s: their patches overlap (0x%llx and 0x%llx); probe one "
@@ -865,8 +865,14 @@ static int inj_install(struct inj *j)
 		else if ((ret = remote_read(&j->rem, pa->addr, pa->orig, pa->plan.len)))
 			log_error("cannot read process %d at 0x%llx: %s", (int)j->pid,
 				  (unsigned long long)pa->addr, strerror(-ret));
-		else if (ef && elf_read(ef, pa->plan.addr, file, pa->plan.len) == 0 &&
-			 memcmp(file, pa->orig, pa->plan.len)) {
+		else if (pa->spring &&
+			 (ret = remote_read(&j->rem, pa->spring, pa->orig_spring, 5)))
+			log_error("cannot read process %d at 0x%llx: %s", (int)j->pid,
+				  (unsigned long long)pa->spring, strerror(-ret));
+		else if (ef && ((elf_read(ef, pa->plan.addr, file, pa->plan.len) == 0 &&
+				 memcmp(file, pa->orig, pa->plan.len)) ||
+				(pa->spring && elf_read(ef, pa->plan.spring, file, 5) == 0 &&
+				 memcmp(file, pa->orig_spring, 5)))) {
 			log_error("%s: the code of process %d at 0x%llx differs from %s (a "
 				  "breakpoint or another tool's patch?)", site->label, (int)j->pid,
 				  (unsigned long long)pa->addr, site->path);
@@ -900,9 +906,23 @@ static int inj_install(struct inj *j)
 		struct inj_patch *pa = &j->patches[p];
 		uint8_t jmp[5];
 
-		ret = x86_encode_jmp(pa->addr, pa->tramp, jmp);
-		if (!ret)
-			ret = remote_write(&j->rem, pa->addr, jmp, sizeof(jmp));
+		if (pa->spring) {
+			/* the slot first (dead filler: never run before the jmp rel8
+			 * that leads to it), then the jmp rel8 */
+			uint8_t j8[2];
+
+			ret = x86_encode_jmp(pa->spring, pa->tramp, jmp);
+			if (!ret)
+				ret = x86_encode_jmp8(pa->addr, pa->spring, j8);
+			if (!ret)
+				ret = remote_write(&j->rem, pa->spring, jmp, sizeof(jmp));
+			if (!ret)
+				ret = remote_write(&j->rem, pa->addr, j8, sizeof(j8));
+		} else {
+			ret = x86_encode_jmp(pa->addr, pa->tramp, jmp);
+			if (!ret)
+				ret = remote_write(&j->rem, pa->addr, jmp, sizeof(jmp));
+		}
 		if (!ret)
 			pa->applied = true;
 	}
@@ -917,7 +937,8 @@ static void inj_restore(struct inj *j)
 	for (size_t p = 0; p < j->npatches; p++) {
 		struct inj_patch *pa = &j->patches[p];
 
-		if (pa->applied && remote_write(&j->rem, pa->addr, pa->orig, pa->plan.len) == 0)
+		if (pa->applied && remote_write(&j->rem, pa->addr, pa->orig, pa->plan.len) == 0 &&
+		    (!pa->spring || remote_write(&j->rem, pa->spring, pa->orig_spring, 5) == 0))
 			pa->applied = false;
 	}
 	inj_semaphores(j, NULL, 0, -1);
