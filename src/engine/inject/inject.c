@@ -109,6 +109,7 @@ struct inj {
 	uint64_t *semaphores;	/* runtime addresses of USDT semaphores we raised */
 	size_t nsemaphores;
 	struct usc_site_stats *stats;
+	struct x86_patch *plans;	/* per site, from the file, made at open */
 	/* time: tsc -> CLOCK_MONOTONIC, fitted between two samples */
 	uint64_t tsc0, ns0;
 	double ns_per_tick;
@@ -234,8 +235,10 @@ refuse:
 	return -ENOTSUP;
 }
 
-/* Can every site be patched, and every argument computed? */
-static int inj_check_sites(const struct usc_session *s, char *why, size_t len)
+/* Can every site be patched, and every argument computed? The plans go to
+ * plans[nsites] when it is given. */
+static int inj_check_sites(const struct usc_session *s, struct x86_patch *plans, char *why,
+			   size_t len)
 {
 	struct elf_cache ec = {0};
 	int ret = 0;
@@ -244,6 +247,8 @@ static int inj_check_sites(const struct usc_session *s, char *why, size_t len)
 		struct x86_patch p;
 
 		ret = inj_plan_site(&s->sites[i], &ec, &p, why, len);
+		if (!ret && plans)
+			plans[i] = p;
 		if (!ret && s->sites[i].nargs > INJ_MAX_ARGS) {
 			if (why)
 				snprintf(why, len, "%s: more than %d fetch arguments",
@@ -264,7 +269,7 @@ int inject_can_place(const struct usc_session *s, char *why, size_t len)
 		snprintf(why, len, "no process to patch");
 		return -ENOTSUP;
 	}
-	return inj_check_sites(s, why, len);
+	return inj_check_sites(s, NULL, why, len);
 }
 
 /* ---- the target's memory ------------------------------------------------ */
@@ -380,6 +385,17 @@ static int inj_areas(struct inj *j, const struct proc_map *maps, size_t nmaps)
 	return 0;
 }
 
+/* cpuid traps to the hypervisor in a VM: asked once */
+static bool have_rdpid(void)
+{
+	static int known = -1;
+	unsigned a, b, c, d;
+
+	if (known < 0)
+		known = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 22));
+	return known;
+}
+
 /* The memfd both sides map, and the agent's code. */
 static int inj_shared(struct inj *j)
 {
@@ -482,6 +498,7 @@ static int inj_shared(struct inj *j)
 	c->sites_off = sites_off;
 	c->rings_off = rings_off;
 	c->use_rdfsbase = (getauxval(AT_HWCAP2) & 2) != 0;	/* HWCAP2_FSGSBASE */
+	c->use_rdpid = have_rdpid();
 	c->enabled = 1;
 	return 0;
 }
@@ -541,12 +558,6 @@ static void inj_fill_sites(struct inj *j)
 	}
 }
 
-static bool have_rdpid(void)
-{
-	unsigned a, b, c, d;
-
-	return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 22));
-}
 
 /* Relocate code[from_off..to_off) of the patch to run at `at`. */
 static ssize_t inj_reloc(const struct inj_patch *pa, uint32_t from_off, uint32_t to_off,
@@ -736,9 +747,7 @@ static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
 		uint64_t rt, bias;
 		size_t p;
 
-		ret = inj_plan_site(site, &ec, &plan, NULL, 0);
-		if (ret)
-			break;
+		plan = j->plans[i];
 		if (procmaps_file_offset_to_addr(maps, nmaps, site->path, site->offset, &rt)) {
 			log_error("%s: %s is not mapped in process %d", site->label, site->path,
 				  (int)j->pid);
@@ -852,11 +861,12 @@ static int inj_install(struct inj *j)
 
 	if (nmaps < 0)
 		return (int)nmaps;
+	struct elf_cache ec = {0};
+
 	ret = inj_patches(j, maps, (size_t)nmaps);
 	for (size_t p = 0; p < j->npatches && !ret; p++) {
 		struct inj_patch *pa = &j->patches[p];
 		uint8_t file[sizeof(pa->orig)];
-		struct elf_cache ec = {0};
 		const struct usc_site *site = &j->base.session->sites[pa->sites[0]];
 		struct elf_file *ef = elf_cache_get(&ec, site->path);
 
@@ -878,8 +888,8 @@ static int inj_install(struct inj *j)
 				  (unsigned long long)pa->addr, site->path);
 			ret = -EBUSY;
 		}
-		elf_cache_free(&ec);
 	}
+	elf_cache_free(&ec);
 	if (!ret)
 		ret = inj_shared(j);
 	if (!ret) {
@@ -961,11 +971,6 @@ static int inj_open(struct usc_session *s, struct usc_engine **out)
 			  s->nsites);
 		return -E2BIG;
 	}
-	/* every site must be patchable: say which is not, before touching the
-	 * process */
-	ret = inj_check_sites(s, NULL, 0);
-	if (ret)
-		return ret;
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
@@ -974,11 +979,16 @@ static int inj_open(struct usc_session *s, struct usc_engine **out)
 	j->rem.mem_fd = -1;
 	j->stats = calloc(s->nsites + 1, sizeof(*j->stats));
 	j->folded = calloc(2 * s->nsites + 2, sizeof(*j->folded));
-	if (!j->stats || !j->folded) {
+	j->plans = calloc(s->nsites + 1, sizeof(*j->plans));
+	/* every site must be patchable: say which is not, before touching the
+	 * process (and not plan again while it is stopped) */
+	ret = !j->stats || !j->folded || !j->plans ? -ENOMEM : inj_check_sites(s, j->plans, NULL, 0);
+	if (ret) {
 		free(j->stats);
 		free(j->folded);
+		free(j->plans);
 		free(j);
-		return -ENOMEM;
+		return ret;
 	}
 	j->tsc0 = __rdtsc();
 	j->ns0 = mono_ns();
@@ -1407,6 +1417,7 @@ static void inj_destroy(struct usc_engine *e)
 	free(j->semaphores);
 	free(j->stats);
 	free(j->folded);
+	free(j->plans);
 	free(j->comms);
 	free(j);
 }

@@ -44,6 +44,8 @@ struct inj_ctl {
 	uint32_t key_mode;		/* enum inj_key_mode */
 	uint32_t tid_off;
 	uint32_t use_rdfsbase;		/* the kernel allows rdfsbase (HWCAP2_FSGSBASE) */
+	uint32_t use_rdpid;		/* the CPU has rdpid: rdtsc + rdpid, cheaper
+					 * than rdtscp (28 ns against 14 in a VM) */
 	uint32_t tgid;			/* the traced process, for process_vm_readv */
 	volatile uint32_t enabled;	/* 0: hits are counted, nothing recorded */
 	uint64_t alive;			/* address of a MADV_WIPEONFORK word the

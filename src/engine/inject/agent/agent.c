@@ -268,7 +268,15 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 			 .str_off = (uint32_t)(sizeof(*h) + nargs * sizeof(struct inj_val))};
 
 	r->r[USC_REG_IP] = site->ip;
-	__asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
+	if (c->use_rdpid) {
+		uint64_t id;
+
+		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+		__asm__ volatile("rdpid %0" : "=r"(id));
+		aux = (uint32_t)id;
+	} else {
+		__asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
+	}
 	h->tsc = (uint64_t)hi << 32 | lo;
 	h->cpu = aux & 0xfff;
 	h->site = site->index;
