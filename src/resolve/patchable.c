@@ -227,11 +227,12 @@ static uint64_t next_fde(const struct elf_file *ef, uint64_t vaddr)
  * such). It stops at the first of: the next function symbol, the next FDE
  * (a function or cold part a stripped file has no symbol for), the next
  * 16-byte boundary (where GCC and Clang align functions) and the end of
- * the executable section holding `end` (none outside one). */
+ * the executable section holding `end` (none outside one). None when
+ * `end` is the end of (or inside) more than one function. */
 static size_t filler(void *ctx, uint64_t end)
 {
 	const struct elf_file *ef = ctx;
-	uint64_t next = (end + 15) & ~(uint64_t)15, sec, send, fde;
+	uint64_t next = (end + 15) & ~(uint64_t)15, sec, send, fde, owner = 0;
 
 	if (elf_exec_section_at(ef, end, &sec, &send))
 		return 0;
@@ -240,9 +241,21 @@ static size_t filler(void *ctx, uint64_t end)
 	fde = next_fde(ef, end);
 	if (fde < next)
 		next = fde;
-	for (size_t i = 0; i < ef->nsyms; i++)
-		if (ef->syms[i].vaddr >= end && ef->syms[i].vaddr < next)
-			next = ef->syms[i].vaddr;
+	for (size_t i = 0; i < ef->nsyms; i++) {
+		const struct elf_sym *f = &ef->syms[i];
+
+		if (f->vaddr >= end && f->vaddr < next)
+			next = f->vaddr;
+		/* the filler is one function's alone: x86_plan_return shares it out
+		 * among that function's returns only. Not when functions of
+		 * different starts end there, or one runs over `end` (a symbol
+		 * nested in another, glibc's assembly has some) */
+		if (f->vaddr < end && f->vaddr + f->size >= end) {
+			if (owner && f->vaddr != owner)
+				return 0;
+			owner = f->vaddr;
+		}
+	}
 	return (size_t)(next - end);
 }
 
