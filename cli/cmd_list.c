@@ -76,7 +76,7 @@ static void rules_print(const char *what, struct rule_count *v, size_t n)
 static int list_patchable(const char *path, const char *pattern, bool verbose)
 {
 	struct rule_count er[64], rr[64];
-	size_t ner = 0, nrr = 0, total = 0, eok = 0, rok = 0;
+	size_t ner = 0, nrr = 0, total = 0, eok = 0, rok = 0, sfn = 0, ssites = 0;
 	const struct elf_sym **fns = NULL;
 	struct elf_file *ef;
 	ssize_t n;
@@ -113,7 +113,14 @@ static int list_patchable(const char *path, const char *pattern, bool verbose)
 			rule_add(er, &ner, 64, pa.entry_rule);
 		if (pa.ret)
 			rule_add(rr, &nrr, 64, pa.ret_rule);
-		if (verbose)
+		if (!pa.ret && pa.nspring) {
+			sfn++;
+			ssites += pa.nspring;
+		}
+		if (verbose && !pa.ret && pa.nspring)
+			printf("%s  entry: %s  return: ok (%zu of %zu by springboard)\n", fns[i]->name,
+			       pa.entry_why, pa.nspring, pa.nret);
+		else if (verbose)
 			printf("%s  entry: %s  return: %s\n", fns[i]->name, pa.entry_why, pa.ret_why);
 	}
 	free(fns);
@@ -123,6 +130,9 @@ static int list_patchable(const char *path, const char *pattern, bool verbose)
 	printf("%zu functions: entry ok %zu (%.1f%%), return ok %zu (%.1f%%)\n", total, eok,
 	       total ? 100.0 * (double)eok / (double)total : 0.0, rok,
 	       total ? 100.0 * (double)rok / (double)total : 0.0);
+	if (sfn)
+		printf("  return ok by springboard: %zu functions (%zu return sites: a jmp rel8 to "
+		       "a jmp rel32 in the function's trailing filler)\n", sfn, ssites);
 	rules_print("entry", er, ner);
 	rules_print("return", rr, nrr);
 	return 0;

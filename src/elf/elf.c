@@ -1302,6 +1302,28 @@ int elf_section_data(const struct elf_file *ef, const char *name, const void **d
 	return -ENOENT;
 }
 
+int elf_exec_section_at(const struct elf_file *ef, uint64_t vaddr, uint64_t *start,
+			uint64_t *end)
+{
+	Elf *elf = ((const struct elf_priv *)ef->priv)->elf;
+	Elf_Scn *scn = NULL;
+
+	if (!elf)
+		return -ENOENT;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_flags & (SHF_ALLOC | SHF_EXECINSTR)) !=
+		    (SHF_ALLOC | SHF_EXECINSTR) || sh.sh_type == SHT_NOBITS ||
+		    vaddr < sh.sh_addr || vaddr - sh.sh_addr > sh.sh_size)
+			continue;
+		*start = sh.sh_addr;
+		*end = sh.sh_addr + sh.sh_size;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 /* Binding preference for elf_symbol_vaddr: lower wins. */
 static int bind_rank(int bind)
 {

@@ -135,4 +135,10 @@ int elf_symbol_vaddr(const struct elf_file *ef, const char *name, uint64_t *vadd
 int elf_section_data(const struct elf_file *ef, const char *name, const void **data,
 		     size_t *len, uint64_t *addr);
 
+/* The allocated executable section (SHF_ALLOC | SHF_EXECINSTR) whose
+ * [sh_addr, sh_addr + sh_size] holds vaddr (its end included): its bounds in
+ * [*start, *end). 0, or -ENOENT (none, or no section headers). */
+int elf_exec_section_at(const struct elf_file *ef, uint64_t vaddr, uint64_t *start,
+			uint64_t *end);
+
 #endif

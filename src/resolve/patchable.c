@@ -192,17 +192,70 @@ static int read_ro(void *ctx, uint64_t vaddr, void *buf, size_t len)
 	return -ENOENT;
 }
 
-/* Filler after a function: up to the next function symbol, and at most to
- * the next 16-byte boundary (where GCC and Clang align functions: in a
- * stripped file the next function may have no symbol). */
+/* The start of the first FDE (from .eh_frame_hdr's sorted table) at or
+ * after vaddr: every function, named or not, and every cold part has one.
+ * UINT64_MAX when there is none or no table (of the layout fde_fragment
+ * reads). */
+static uint64_t next_fde(const struct elf_file *ef, uint64_t vaddr)
+{
+	const uint8_t *h;
+	size_t hlen, lo, hi, count;
+	uint64_t hdr;
+
+	if (elf_section_data(ef, ".eh_frame_hdr", (const void **)&h, &hlen, &hdr) || !h ||
+	    hlen < 12 || h[0] != 1 || h[2] != 0x03 || h[3] != 0x3b)
+		return UINT64_MAX;
+	count = (uint32_t)le32s(h + 8);
+	if (count > (hlen - 12) / 8)
+		return UINT64_MAX;
+	lo = 0;
+	hi = count;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (hdr + (uint64_t)(int64_t)le32s(h + 12 + 8 * mid) < vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < count ? hdr + (uint64_t)(int64_t)le32s(h + 12 + 8 * lo) : UINT64_MAX;
+}
+
+/* Filler after a function (or a cold part) ending at `end`: bytes no code
+ * runs and nothing branches to (compilers pad with NOPs or int3 to align
+ * the next function; x86_reader's users also check that they decode as
+ * such). It stops at the first of: the next function symbol, the next FDE
+ * (a function or cold part a stripped file has no symbol for), the next
+ * 16-byte boundary (where GCC and Clang align functions) and the end of
+ * the executable section holding `end` (none outside one). None when
+ * `end` is the end of (or inside) more than one function. */
 static size_t filler(void *ctx, uint64_t end)
 {
 	const struct elf_file *ef = ctx;
-	uint64_t next = (end + 15) & ~(uint64_t)15;
+	uint64_t next = (end + 15) & ~(uint64_t)15, sec, send, fde, owner = 0;
 
-	for (size_t i = 0; i < ef->nsyms; i++)
-		if (ef->syms[i].vaddr >= end && ef->syms[i].vaddr < next)
-			next = ef->syms[i].vaddr;
+	if (elf_exec_section_at(ef, end, &sec, &send))
+		return 0;
+	if (next > send)
+		next = send;
+	fde = next_fde(ef, end);
+	if (fde < next)
+		next = fde;
+	for (size_t i = 0; i < ef->nsyms; i++) {
+		const struct elf_sym *f = &ef->syms[i];
+
+		if (f->vaddr >= end && f->vaddr < next)
+			next = f->vaddr;
+		/* the filler is one function's alone: x86_plan_return shares it out
+		 * among that function's returns only. Not when functions of
+		 * different starts end there, or one runs over `end` (a symbol
+		 * nested in another, glibc's assembly has some) */
+		if (f->vaddr < end && f->vaddr + f->size >= end) {
+			if (owner && f->vaddr != owner)
+				return 0;
+			owner = f->vaddr;
+		}
+	}
 	return (size_t)(next - end);
 }
 
