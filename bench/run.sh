@@ -37,12 +37,12 @@ have() { command -v "$1" >/dev/null; }
 # inside a word) stands for the target with N calls; record each run's
 # ns/call and the records lost (from uscope's summary) in $RES.
 run() {
-	local name=$1 n=$2 reps=$3 targ="$T $2 1 0 $BURST $GAP_MS" cmd=() a out lost
+	local name=$1 n=$2 reps=$3 targ="$T $2 1 0 $BURST $GAP_MS" cmd=() a out lost i
 	shift 3
 	for a in "$@"; do
 		if [ "$a" = @T@ ]; then cmd+=($targ); else cmd+=("${a//@T@/$targ}"); fi
 	done
-	for ((r = 0; r < reps; r++)); do
+	for ((i = 0; i < reps; i++)); do
 		out=$("${cmd[@]}" 2>$B/stderr) || { cat $B/stderr >&2; echo "bench: $name failed" >&2; exit 1; }
 		lost=$(sed -n 's/^uscope: [0-9]* events, \([0-9]*\) lost.*/\1/p' $B/stderr)
 		echo "$name $(echo "$out" | sed -n 's/.*ns_per_call \([0-9.]*\).*/\1/p') ${lost:-0}" >> $RES
