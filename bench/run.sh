@@ -120,7 +120,7 @@ def row(label, k, note='', per='hit'):
         print(f"  {label:46s} {'(not installed)':>12s}")
         return
     lo = f", {lost[k]} lost" if lost[k] else ""
-    print(f"  {label:46s} {ns[k]:10.1f} ns/call  +{extra[k]:8.1f} ns/{per:4s}"
+    print(f"  {label:46s} {ns[k]:10.1f} ns/call  +{extra[k]:8.1f} ns/{per:4s} "
           f"{ns[k] / free:7.1f}x the call{lo}{note}")
 
 def ratios(k, others, per='hit'):
