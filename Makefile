@@ -10,7 +10,7 @@ PREFIX   ?= /usr/local
 CC       ?= cc
 PKGS     := libtracefs libtraceevent libelf libdw libbpf
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lZydis
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lZydis -liberty
 WERROR   ?= $(if $(CI),-Werror,)
 CFLAGS   ?= -O2 -g
 BASE_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -I. $(PKG_CFLAGS) \
@@ -89,10 +89,10 @@ build/san/tests/%: tests/unit/%.c build/san/libuscope.a
 
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
-FUZZ_LIB_SRCS := src/core/log.c $(wildcard src/probe/*.c) src/usdt/usdt.c src/elf/elf.c
+FUZZ_LIB_SRCS := src/core/log.c $(wildcard src/probe/*.c) src/usdt/usdt.c src/elf/elf.c src/elf/demangle.c
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
 	@mkdir -p $(dir $@)
-	clang $(BASE_CFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ -lelf
+	clang $(BASE_CFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ -lelf -liberty
 FUZZ_SECONDS ?= 20
 
 targets:

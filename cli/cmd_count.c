@@ -28,6 +28,8 @@ static const char count_usage[] =
 	"      --json             one JSON object per report\n"
 	"  -e, --engine NAME      auto (default), tracefs or bpf\n"
 	"  -q, --quiet            no readiness line on stderr\n"
+	"      --no-inlines       count a function's out-of-line calls only, not its\n"
+	"                         inlined copies\n"
 	"\n"
 	"example:\n"
 	"  uscope count 'libc:str*' -d 5\n";

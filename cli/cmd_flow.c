@@ -287,6 +287,8 @@ int cmd_flow(int argc, char **argv)
 	nspecs = a.nspecs;
 	outfile = a.outfile;
 	fc.json = a.json;
+	/* an inlined copy has no return to pair its entry with */
+	run.no_inlines = true;
 	if (add_returns(&specs, &nspecs)) {
 		cli_error("out of memory");
 		free(specs);

@@ -94,9 +94,17 @@ static int list_patchable(const char *path, const char *pattern, bool verbose)
 		if (!fns[i]->size || strstr(fns[i]->name, ".cold"))
 			continue;
 		ret = patchable_func(ef, fns[i], &pa);
-		if (ret) {
-			cli_error("%s: cannot read %s: %s", path, fns[i]->name, strerror(-ret));
+		if (ret == -ENOMEM) {
+			cli_error("out of memory");
 			break;
+		}
+		if (ret) {	/* its code is not in the file */
+			pa.entry = pa.ret = ret;
+			pa.entry_rule = pa.ret_rule = "cannot read its code";
+			snprintf(pa.entry_why, sizeof(pa.entry_why), "cannot read its code: %s",
+				 strerror(-ret));
+			snprintf(pa.ret_why, sizeof(pa.ret_why), "%s", pa.entry_why);
+			ret = 0;
 		}
 		total++;
 		eok += !pa.entry;
@@ -169,10 +177,16 @@ static void print_sym(const struct elf_file *ef, const struct elf_sym *s, const 
 {
 	char name[1024];
 
+	/* C++ functions by their demangled names (-v adds the mangled one) */
 	if (s->version && !(s->flags & ELF_SYM_DEFAULT_VER))
-		snprintf(name, sizeof(name), "%s@%s", s->name, s->version);
+		snprintf(name, sizeof(name), "%s@%s", elf_sym_pretty(s), s->version);
 	else
-		snprintf(name, sizeof(name), "%s", s->name);
+		snprintf(name, sizeof(name), "%s", elf_sym_pretty(s));
+	if (verbose && s->demangled) {
+		size_t l = strlen(name);
+
+		snprintf(name + l, sizeof(name) - l, " [%s]", s->name);
+	}
 	if (verbose) {
 		uint64_t off = 0;
 
@@ -208,14 +222,14 @@ static int list_file(const char *path, const char *module, const char *pattern, 
 	for (size_t i = 0; i < ef->nsyms; i++) {
 		const struct elf_sym *s = &ef->syms[i];
 
-		if (pattern && fnmatch(pattern, s->name, 0))
+		if (pattern && fnmatch(pattern, s->name, 0) && !elf_sym_match_cxx(s, pattern))
 			continue;
 		/* one line per name, unless -v shows the different addresses */
-		if (!verbose && last && !strcmp(last, s->name) &&
+		if (!verbose && last && !strcmp(last, elf_sym_pretty(s)) &&
 		    !(s->version && !(s->flags & ELF_SYM_DEFAULT_VER)))
 			continue;
 		print_sym(ef, s, module, verbose);
-		last = s->name;
+		last = elf_sym_pretty(s);	/* C1/C2 constructors are one */
 	}
 	elf_close(ef);
 	return 0;
@@ -347,13 +361,13 @@ static int list_lines(const char *func, pid_t pid, const char *bin)
 		fn = elf_func_at(ef, sites[i].func_vaddr);
 		nl = fn ? dwarf_func_lines(dm, fn->vaddr, fn->size, &file, &lines) : -ENOENT;
 		if (nl <= 0 || dwarf_func_line(dm, fn->vaddr, &file, &first)) {
-			cli_error("%s: no line information for %s", func, fn ? fn->name : func);
+			cli_error("%s: no line information for %s", func, fn ? elf_sym_pretty(fn) : func);
 			elf_close(ef);
 			free(lines);
 			ret = -ENOENT;
 			break;
 		}
-		printf("%s (%s):\n", fn->name, file);
+		printf("%s (%s):\n", elf_sym_pretty(fn), file);
 		src = fopen(file, "r");
 		for (unsigned l = 1, k = 0; l <= lines[nl - 1]; l++) {
 			bool code = k < (size_t)nl && lines[k] == l;

@@ -33,6 +33,8 @@ static const char trace_usage[] =
 	"      --uretprobe      return probes swap the return address (the kernel's\n"
 	"                       uretprobe) instead of probing every ret of the function;\n"
 	"                       Go programs and stack walkers do not survive it\n"
+	"      --no-inlines     probe a function at its out-of-line entry only, not also\n"
+	"                       at the copies the compiler inlined (debug info)\n"
 	"  -v, --verbose        say more on stderr\n"
 	"\n"
 	"examples:\n"

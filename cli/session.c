@@ -124,8 +124,9 @@ int cli_run_session(const struct cli_run *run, struct usc_probe_spec *specs, siz
 		exit_code = cmd ? 127 : 1;
 		goto out_free;
 	}
-	if (resolve_probes(&s.target, s.specs, s.nspecs, run->uretprobe ? RESOLVE_URETPROBE : 0,
-			   &s.sites, &s.nsites))
+	if (resolve_probes(&s.target, s.specs, s.nspecs,
+			   (run->uretprobe ? RESOLVE_URETPROBE : 0) |
+			   (run->no_inlines ? RESOLVE_NO_INLINES : 0), &s.sites, &s.nsites))
 		goto out_free;
 	if (!ops)
 		ops = engine_choose(&s);
@@ -314,9 +315,10 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 		{"output", required_argument, NULL, 'o'},
 		{"interval", required_argument, NULL, 'i'},
 		{"uretprobe", no_argument, NULL, 'R'},
+		{"no-inlines", no_argument, NULL, 'N'},
 	};
 	static const unsigned need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
-					CLI_ARG_INTERVAL, CLI_ARG_URETPROBE};
+					CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, 0};
 	struct option opts[sizeof(all) / sizeof(all[0]) + 1];
 	char shorts[32] = "p:d:e:qvh";
 	size_t n = 0;
@@ -381,6 +383,9 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 			break;
 		case 'R':
 			run->uretprobe = true;
+			break;
+		case 'N':
+			run->no_inlines = true;
 			break;
 		case 'h':
 			fputs(usage, stdout);

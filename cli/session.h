@@ -19,6 +19,7 @@ struct cli_run {
 	bool quiet;			/* no readiness line, no summary */
 	bool uretprobe;			/* r: swaps the return address (kernel uretprobe)
 					 * instead of probing the return sites */
+	bool no_inlines;		/* --no-inlines: out-of-line entries only */
 	/* where events go */
 	usc_event_fn on_event;
 	void *ctx;

@@ -7,7 +7,7 @@ set -euo pipefail
 pkgs=(build-essential pkg-config clang libclang-rt-14-dev
       libelf-dev libdw-dev libtracefs-dev libtraceevent-dev libzydis-dev
       libcmocka-dev python3 python3-pytest systemtap-sdt-dev binutils file golang-go
-      libbpf-dev bpftool debuginfod libdebuginfod1)
+      libbpf-dev bpftool debuginfod libdebuginfod1 libiberty-dev)
 [ "${1:-}" = bench ] && pkgs+=(uftrace bpftrace)
 missing=()
 for p in "${pkgs[@]}"; do

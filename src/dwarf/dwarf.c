@@ -22,12 +22,14 @@
 
 #include "core/log.h"
 #include "dwarf/dwarf.h"
+#include "dwarf/dwarf_int.h"
 
-struct dwarf_module {
-	Dwfl *dwfl;
-	Dwfl_Module *mod;
-	Dwarf *dw;
-	Dwarf_Addr bias;	/* Dwfl address = link-time address + bias */
+/* An enum type's enumerators, made once per type DIE for output (each on
+ * its own: sites keep pointers to it); the names point into the debug info. */
+struct enum_ent {
+	Dwarf_Off die;
+	struct usc_enum e;
+	struct usc_enumerator v[];
 };
 
 static char *debuginfo_path;	/* NULL: libdwfl's default search path */
@@ -83,6 +85,10 @@ void dwarf_close(struct dwarf_module *m)
 {
 	if (!m)
 		return;
+	inline_index_free(m);
+	for (size_t i = 0; i < m->nenums; i++)
+		free(m->enums[i]);
+	free(m->enums);
 	if (m->dwfl)
 		dwfl_end(m->dwfl);
 	free(m);
@@ -181,6 +187,65 @@ static const char *tag_word(int tag)
 	}
 }
 
+/* The enumerators of the enum type t (stripped), for output: made once per
+ * type and kept with the module. NULL if it has none or memory is short. */
+static const struct usc_enum *enum_table(struct dwarf_module *m, Dwarf_Die *t)
+{
+	Dwarf_Off off = dwarf_dieoffset(t);
+	int size = dwarf_bytesize(t);
+	uint64_t mask = size > 0 && size < 8 ? (1ULL << (size * 8)) - 1 : UINT64_MAX;
+	uint64_t max = 0;
+	unsigned n = 0, bits = 0;
+	bool zero = false, single = true;
+	struct enum_ent *ent, **v;
+	Dwarf_Die child;
+
+	for (size_t i = 0; i < m->nenums; i++)
+		if (m->enums[i]->die == off)
+			return &m->enums[i]->e;
+	if (dwarf_child(t, &child) != 0)
+		return NULL;
+	do
+		n += dwarf_tag(&child) == DW_TAG_enumerator;
+	while (dwarf_siblingof(&child, &child) == 0);
+	if (!n)
+		return NULL;
+	v = realloc(m->enums, (m->nenums + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	m->enums = v;
+	ent = calloc(1, sizeof(*ent) + n * sizeof(ent->v[0]));
+	if (!ent)
+		return NULL;
+	dwarf_child(t, &child);
+	do {
+		Dwarf_Attribute a;
+		Dwarf_Sword sv;
+		const char *name = die_name(&child);
+		uint64_t v;
+
+		if (dwarf_tag(&child) != DW_TAG_enumerator || !name ||
+		    !dwarf_attr(&child, DW_AT_const_value, &a) || dwarf_formsdata(&a, &sv))
+			continue;
+		v = (uint64_t)sv & mask;
+		ent->v[ent->e.n++] = (struct usc_enumerator){.value = v, .name = name};
+		if (!v)
+			zero = true;
+		else if (v & (v - 1))
+			single = false;
+		else
+			bits++;
+		if (v > max)
+			max = v;
+	} while (dwarf_siblingof(&child, &child) == 0);
+	/* flags: single bits only, and not just the start of 0, 1, 2, ... */
+	ent->e.flags = single && bits >= 2 && (!zero || max >= 4);
+	ent->e.v = ent->v;
+	ent->die = off;
+	m->enums[m->nenums++] = ent;
+	return &ent->e;
+}
+
 /* ---- lowering state ---------------------------------------------------- */
 
 enum lv_kind { LV_REG, LV_MEM, LV_CONST };
@@ -208,6 +273,7 @@ struct ctx {
 	int nscopes;
 	Dwarf_Die cudie;
 	bool has_cu;
+	Dwarf_Die frame_func;	/* scope_func's answer inside an inlined copy */
 	const char *expr;
 	size_t len;
 	struct dwarf_error *err;
@@ -251,13 +317,37 @@ static int push(struct ctx *c, struct lval *lv, struct fetch_insn in, size_t pos
 	return 0;
 }
 
-/* The enclosing function of the scopes at pc (for DW_AT_frame_base). */
+/* The concrete function under die (a CU, a namespace) whose code has pc. */
+static bool func_at(Dwarf_Die *die, Dwarf_Addr pc, Dwarf_Die *out)
+{
+	Dwarf_Die child;
+
+	if (dwarf_child(die, &child) != 0)
+		return false;
+	do {
+		int tag = dwarf_tag(&child);
+
+		if (tag == DW_TAG_subprogram && dwarf_hasattr(&child, DW_AT_frame_base) &&
+		    dwarf_haspc(&child, pc) > 0) {
+			*out = child;
+			return true;
+		}
+		if ((tag == DW_TAG_namespace || is_aggregate(tag)) && func_at(&child, pc, out))
+			return true;
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return false;
+}
+
+/* The function whose frame holds the variables at pc (for DW_AT_frame_base).
+ * Inside an inlined copy, dwarf_getscopes continues with the abstract
+ * definition, which has no frame: the frame is the concrete caller's. */
 static Dwarf_Die *scope_func(struct ctx *c)
 {
 	for (int i = 0; i < c->nscopes; i++)
-		if (dwarf_tag(&c->scopes[i]) == DW_TAG_subprogram)
+		if (dwarf_tag(&c->scopes[i]) == DW_TAG_subprogram &&
+		    dwarf_hasattr(&c->scopes[i], DW_AT_frame_base))
 			return &c->scopes[i];
-	return NULL;
+	return c->has_cu && func_at(&c->cudie, c->dwpc, &c->frame_func) ? &c->frame_func : NULL;
 }
 
 /* The CFA at pc as "reg + k". */
@@ -313,14 +403,38 @@ static int var_location(struct ctx *c, Dwarf_Die *var, const char *name, size_t 
 			lv->cval = sv;
 			return 0;
 		}
-		return fail(c, -ENOENT, pos, "'%s' is optimized out at 0x%" PRIx64, name, c->pc);
+		return fail(c, -ENODATA, pos, "'%s' is optimized out at 0x%" PRIx64, name, c->pc);
 	}
 	r = dwarf_getlocation_addr(&a, c->dwpc, &ops, &nops, 1);
 	if (r < 0)
 		return fail(c, -EINVAL, pos, "'%s': cannot read its DWARF location: %s", name,
 			    dwarf_errmsg(-1));
 	if (r == 0 || nops == 0)
-		return fail(c, -ENOENT, pos, "'%s' is optimized out at 0x%" PRIx64, name, c->pc);
+		return fail(c, -ENODATA, pos, "'%s' is optimized out at 0x%" PRIx64, name, c->pc);
+	/* only the value it had at the function's entry is known: gone here */
+	for (size_t i = 0; i < nops; i++)
+		if (ops[i].atom == DW_OP_entry_value || ops[i].atom == DW_OP_GNU_entry_value)
+			return fail(c, -ENODATA, pos,
+				    "'%s' is optimized out at 0x%" PRIx64 " (only its value at the "
+				    "function's entry is recorded)", name, c->pc);
+	/* a constant: DW_OP_lit<N> / DW_OP_const* then DW_OP_stack_value */
+	if (nops == 2 && ops[1].atom == DW_OP_stack_value) {
+		unsigned op = ops[0].atom;
+
+		if (op >= DW_OP_lit0 && op <= DW_OP_lit31) {
+			lv->kind = LV_CONST;
+			lv->cval = op - DW_OP_lit0;
+			return 0;
+		}
+		if (op == DW_OP_const1u || op == DW_OP_const2u || op == DW_OP_const4u ||
+		    op == DW_OP_const8u || op == DW_OP_constu || op == DW_OP_const1s ||
+		    op == DW_OP_const2s || op == DW_OP_const4s || op == DW_OP_const8s ||
+		    op == DW_OP_consts) {
+			lv->kind = LV_CONST;
+			lv->cval = (int64_t)ops[0].number;
+			return 0;
+		}
+	}
 	if (nops == 1) {
 		unsigned op = ops[0].atom;
 
@@ -490,6 +604,54 @@ static int find_var(struct ctx *c, const char *name, Dwarf_Die *out)
 		    nm.n ? "; visible: " : "", nm.buf);
 }
 
+/* A member's byte offset in its struct; false for a form uscope cannot read. */
+static bool member_loc(Dwarf_Die *mem, Dwarf_Word *loc)
+{
+	Dwarf_Attribute a;
+
+	*loc = 0;
+	if (dwarf_attr(mem, DW_AT_data_member_location, &a) && dwarf_formudata(&a, loc)) {
+		Dwarf_Op *ops;
+		size_t nops;
+
+		if (dwarf_getlocation(&a, &ops, &nops) || nops != 1 ||
+		    ops[0].atom != DW_OP_plus_uconst)
+			return false;
+		*loc = ops[0].number;
+	}
+	return true;
+}
+
+/* A member at byte loc: its offset, or for a bitfield its geometry in bits
+ * from the struct's start (and *off 0). */
+static bool member_geom(Dwarf_Die *mem, Dwarf_Word loc, int64_t *off, unsigned *bit_size,
+			unsigned *bit_pos)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word v;
+
+	*off = (int64_t)loc;
+	*bit_size = 0;
+	*bit_pos = 0;
+	if (dwarf_attr(mem, DW_AT_bit_size, &a) && !dwarf_formudata(&a, &v)) {
+		*bit_size = (unsigned)v;
+		if (dwarf_attr(mem, DW_AT_data_bit_offset, &a) && !dwarf_formudata(&a, &v)) {
+			*bit_pos = (unsigned)v;
+		} else if (dwarf_attr(mem, DW_AT_bit_offset, &a) && !dwarf_formudata(&a, &v)) {
+			/* DWARF 2: counted from the storage unit's top bit */
+			Dwarf_Die mt;
+			int bs = die_type(mem, &mt) ? dwarf_bytesize(&mt) : -1;
+
+			if (bs <= 0)
+				return false;
+			*bit_pos = (unsigned)(bs * 8 - (int)v - (int)*bit_size);
+		}
+		*bit_pos += (unsigned)loc * 8;
+		*off = 0;
+	}
+	return true;
+}
+
 /* The member named name of the struct/union type t, with its byte offset and
  * bitfield geometry; recursing into anonymous members. */
 static bool find_member(Dwarf_Die *t, const char *name, Dwarf_Die *mem, int64_t *off,
@@ -500,23 +662,11 @@ static bool find_member(Dwarf_Die *t, const char *name, Dwarf_Die *mem, int64_t 
 	if (dwarf_child(t, &child) != 0)
 		return false;
 	do {
-		Dwarf_Attribute a;
-		Dwarf_Word loc = 0, v;
+		Dwarf_Word loc;
 		const char *n;
 
-		if (dwarf_tag(&child) != DW_TAG_member)
+		if (dwarf_tag(&child) != DW_TAG_member || !member_loc(&child, &loc))
 			continue;
-		if (dwarf_attr(&child, DW_AT_data_member_location, &a)) {
-			if (dwarf_formudata(&a, &loc)) {
-				Dwarf_Op *ops;
-				size_t nops;
-
-				if (dwarf_getlocation(&a, &ops, &nops) || nops != 1 ||
-				    ops[0].atom != DW_OP_plus_uconst)
-					continue;
-				loc = ops[0].number;
-			}
-		}
 		n = die_name(&child);
 		if (!n) {
 			Dwarf_Die sub;
@@ -535,28 +685,7 @@ static bool find_member(Dwarf_Die *t, const char *name, Dwarf_Die *mem, int64_t 
 			continue;
 		}
 		*mem = child;
-		*off = (int64_t)loc;
-		*bit_size = 0;
-		*bit_pos = 0;
-		if (dwarf_attr(&child, DW_AT_bit_size, &a) && !dwarf_formudata(&a, &v)) {
-			*bit_size = (unsigned)v;
-			if (dwarf_attr(&child, DW_AT_data_bit_offset, &a) &&
-			    !dwarf_formudata(&a, &v)) {
-				*bit_pos = (unsigned)v;
-			} else if (dwarf_attr(&child, DW_AT_bit_offset, &a) &&
-				   !dwarf_formudata(&a, &v)) {
-				/* DWARF 2: counted from the storage unit's top bit */
-				Dwarf_Die mt;
-				int bs = die_type(&child, &mt) ? dwarf_bytesize(&mt) : -1;
-
-				if (bs <= 0)
-					return false;
-				*bit_pos = (unsigned)(bs * 8 - (int)v - (int)*bit_size);
-			}
-			*bit_pos += (unsigned)loc * 8;
-			*off = 0;
-		}
-		return true;
+		return member_geom(&child, loc, off, bit_size, bit_pos);
 	} while (dwarf_siblingof(&child, &child) == 0);
 	return false;
 }
@@ -616,6 +745,8 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 	if (!lv->has_type)
 		return fail(c, -EINVAL, 0, "'%.*s' has type void", (int)end, c->expr);
 	tag = dwarf_tag(&lv->type);
+	out->show = USC_SHOW_PLAIN;
+	out->enums = NULL;
 	if (is_aggregate(tag) || (tag == DW_TAG_array_type && lv->kind == LV_MEM)) {
 		Dwarf_Die elem;
 
@@ -669,6 +800,12 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 			return fail(c, -EINVAL, 0, "'%.*s' is %d bytes: uscope fetches 1, 2, 4 or 8",
 				    (int)end, c->expr, size);
 		}
+		if (tag == DW_TAG_enumeration_type) {
+			out->enums = enum_table(c->m, &lv->type);
+			out->show = out->enums ? USC_SHOW_ENUM : USC_SHOW_PLAIN;
+		} else if (enc == DW_ATE_boolean) {
+			out->show = USC_SHOW_BOOL;
+		}
 		if (enc == DW_ATE_signed || enc == DW_ATE_signed_char)
 			out->type = (enum usc_type)(USC_T_S8 + idx);
 		else if (enc == DW_ATE_float)
@@ -717,9 +854,10 @@ emit:
 	return 0;
 }
 
-/* Lower expr (already split into scopes in c) starting from var if not NULL,
- * else from the variable the expression names. */
-static int lower(struct ctx *c, Dwarf_Die *var, struct usc_fetcharg *out)
+/* Where the object expr (already split into scopes in c) names lives, and
+ * its type: starting from var if not NULL, else from the variable the
+ * expression names. *pos0: where the expression starts, for errors. */
+static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *pos0)
 {
 	const char *s = c->expr;
 	size_t len = c->len, p, n, star_pos = 0;
@@ -860,10 +998,142 @@ static int lower(struct ctx *c, Dwarf_Die *var, struct usc_fetcharg *out)
 		if (ret)
 			return ret;
 	}
+	*lvp = lv;
+	*pos0 = star ? star_pos : skip_ws(s, 0, len);
+	return 0;
+}
+
+/* Lower expr to one value (a struct without a member is an error). */
+static int lower(struct ctx *c, Dwarf_Die *var, struct usc_fetcharg *out)
+{
+	struct lval lv;
+	size_t pos0;
+	int ret = lower_lval(c, var, &lv, &pos0);
+
+	if (ret)
+		return ret;
 	ret = store(c, &lv, out);
 	if (ret && c->err && c->err->pos == 0)
-		c->err->pos = star ? star_pos : skip_ws(s, 0, len);
+		c->err->pos = pos0;
 	return ret;
+}
+
+/* A value that is not fetched (a nested struct or array, a variable
+ * optimized out): an immediate, harmless for every engine. */
+static void placeholder(struct usc_fetcharg *out, uint8_t show, bool optimized_out)
+{
+	memset(out->insn, 0, sizeof(out->insn));
+	out->insn[0] = (struct fetch_insn){.op = FOP_IMM};
+	out->insn[1] = (struct fetch_insn){.op = FOP_ST_RAW, .size = 1};
+	out->insn[2] = (struct fetch_insn){.op = FOP_END};
+	out->ninsn = 3;
+	out->type = USC_T_U8;
+	out->show = show;
+	out->enums = NULL;
+	out->optimized_out = optimized_out;
+	out->unavailable = false;
+}
+
+/* The members of the struct or union lv, one level deep, into out[*n..max)
+ * (anonymous members' members in their place), each named GROUP__MEMBER. */
+static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_fetcharg *out,
+		  unsigned max, unsigned *n)
+{
+	Dwarf_Die child;
+
+	if (dwarf_child(&lv->type, &child) != 0)
+		return 0;
+	do {
+		struct lval m = *lv;
+		struct usc_fetcharg *a;
+		const char *mname;
+		Dwarf_Word loc;
+		int64_t off;
+		int tag, ret;
+
+		if (dwarf_tag(&child) != DW_TAG_member || !member_loc(&child, &loc))
+			continue;
+		m.has_type = die_type(&child, &m.type) && strip_type(&m.type);
+		tag = m.has_type ? dwarf_tag(&m.type) : 0;
+		mname = die_name(&child);
+		if (!mname) {
+			if (!is_aggregate(tag))
+				continue;
+			m.off += (int64_t)loc;
+			ret = expand(c, &m, group, out, max, n);
+			if (ret)
+				return ret;
+			continue;
+		}
+		if (*n >= max)
+			return fail(c, -E2BIG, 0, "'%.*s' has more than %u members: pick members "
+				    "with . or ->", (int)c->len, c->expr, max);
+		if (!member_geom(&child, loc, &off, &m.bit_size, &m.bit_pos))
+			continue;
+		m.off += off;	/* a bitfield: off 0, bit_pos from the struct's start */
+		a = &out[*n];
+		memset(a, 0, sizeof(*a));
+		if ((size_t)snprintf(a->name, sizeof(a->name), "%s__%s", group, mname) >=
+		    sizeof(a->name))
+			return fail(c, -ENAMETOOLONG, 0, "'%s__%s' is too long a name for a member",
+				    group, mname);
+		a->group_len = (uint8_t)strlen(group);
+		a->group_first = *n == 0;
+		a->named = true;
+		if (is_aggregate(tag)) {
+			placeholder(a, USC_SHOW_STRUCT, false);
+		} else if (tag == DW_TAG_array_type) {
+			Dwarf_Die elem;
+
+			if (die_type(&m.type, &elem) && strip_type(&elem) && is_char(&elem)) {
+				if (store(c, &m, a))
+					continue;
+			} else {
+				placeholder(a, USC_SHOW_ARRAY, false);
+			}
+		} else if (store(c, &m, a)) {
+			continue;	/* a member uscope cannot fetch (a long double) */
+		}
+		(*n)++;
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return 0;
+}
+
+/* Lower expr to its value, or if it names a struct or union, to its
+ * members (group names them). The count, or -errno. */
+static int lower_var(struct ctx *c, Dwarf_Die *var, const char *group, struct usc_fetcharg *out,
+		     unsigned max)
+{
+	struct lval lv;
+	size_t pos0;
+	unsigned n = 0;
+	int ret = lower_lval(c, var, &lv, &pos0);
+
+	if (ret == -ENODATA)
+		placeholder(&out[0], USC_SHOW_PLAIN, true);
+	if (ret)
+		return ret;
+	if (lv.has_type && is_aggregate(dwarf_tag(&lv.type))) {
+		if (lv.kind != LV_MEM)
+			return fail(c, -EINVAL, pos0, "'%.*s' is a struct outside memory: uscope "
+				    "cannot read its members", (int)c->len, c->expr);
+		ret = expand(c, &lv, group, out, max, &n);
+		if (!ret && !n)
+			ret = fail(c, -EINVAL, pos0, "'%.*s' has no member uscope can fetch",
+				   (int)c->len, c->expr);
+		if (ret && c->err && c->err->pos == 0)
+			c->err->pos = pos0;
+		return ret ? ret : (int)n;
+	}
+	if (!max)
+		return fail(c, -E2BIG, pos0, "no room for '%.*s'", (int)c->len, c->expr);
+	out->group_len = 0;
+	out->group_first = false;
+	out->optimized_out = false;
+	ret = store(c, &lv, out);
+	if (ret && c->err && c->err->pos == 0)
+		c->err->pos = pos0;
+	return ret ? ret : 1;
 }
 
 /* The scopes at pc into c (c->scopes to be freed). */
@@ -894,6 +1164,13 @@ static int ctx_init(struct ctx *c, struct dwarf_module *m, uint64_t pc, struct d
 int dwarf_lower_expr(struct dwarf_module *m, uint64_t pc, const char *expr, size_t len,
 		     struct usc_fetcharg *out, struct dwarf_error *err)
 {
+	return dwarf_lower_var(m, pc, expr, len, NULL, out, 1, err);
+}
+
+int dwarf_lower_var(struct dwarf_module *m, uint64_t pc, const char *expr, size_t len,
+		    const char *group, struct usc_fetcharg *out, unsigned max,
+		    struct dwarf_error *err)
+{
 	struct ctx c;
 	int ret;
 
@@ -904,7 +1181,8 @@ int dwarf_lower_expr(struct dwarf_module *m, uint64_t pc, const char *expr, size
 	ctx_init(&c, m, pc, err);
 	c.expr = expr;
 	c.len = len;
-	ret = lower(&c, NULL, out);
+	/* no group: one value, a struct without a member is an error */
+	ret = group ? lower_var(&c, NULL, group, out, max) : lower(&c, NULL, out);
 	free(c.scopes);
 	return ret;
 }
@@ -932,18 +1210,13 @@ int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, 
 	if (dwarf_child(fn, &child) == 0) {
 		do {
 			const char *name;
-			Dwarf_Die t;
+			int n;
 
 			if (dwarf_tag(&child) != DW_TAG_formal_parameter)
 				continue;
 			name = die_name(&child);
 			if (!name || strlen(name) >= USC_NAME_MAX)
 				continue;
-			if (die_type(&child, &t) && strip_type(&t) && is_aggregate(dwarf_tag(&t))) {
-				log_warn("dwarf: parameter '%s' is %s passed by value: skipped", name,
-					 tag_word(dwarf_tag(&t)));
-				continue;
-			}
 			if (count >= max) {
 				log_error("dwarf: more than %u parameters at 0x%" PRIx64, max, pc);
 				ret = -ENOSPC;
@@ -952,13 +1225,19 @@ int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, 
 			c.expr = name;
 			c.len = strlen(name);
 			memset(&out[count], 0, sizeof(out[count]));
-			if (lower(&c, &child, &out[count])) {
+			/* a struct by value shows as its members */
+			n = lower_var(&c, &child, name, &out[count], max - count);
+			if (n == -ENODATA) {
+				n = 1;	/* shown as <optimized out> */
+			} else if (n < 0) {
 				log_warn("dwarf: parameter skipped: %s", err.msg);
 				continue;
 			}
-			snprintf(out[count].name, sizeof(out[count].name), "%s", name);
-			out[count].named = true;
-			count++;
+			if (!out[count].group_len) {
+				snprintf(out[count].name, sizeof(out[count].name), "%s", name);
+				out[count].named = true;
+			}
+			count += (unsigned)n;
 		} while (dwarf_siblingof(&child, &child) == 0);
 	}
 	free(c.scopes);
@@ -1277,6 +1556,8 @@ int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_f
 		return ret;
 	memset(out->insn, 0, sizeof(out->insn));
 	out->insn[0] = (struct fetch_insn){.op = FOP_RETVAL};
+	out->show = USC_SHOW_PLAIN;
+	out->enums = NULL;
 	tag = dwarf_tag(&t);
 	if (tag == DW_TAG_pointer_type) {
 		if (die_type(&t, &to) && strip_type(&to) && is_char(&to)) {
@@ -1310,6 +1591,9 @@ int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_f
 	}
 	out->type = (enum usc_type)((enc == DW_ATE_signed || enc == DW_ATE_signed_char ?
 				     USC_T_S8 : USC_T_U8) + idx);
+	out->enums = tag == DW_TAG_enumeration_type ? enum_table(m, &t) : NULL;
+	out->show = out->enums ? USC_SHOW_ENUM : enc == DW_ATE_boolean ? USC_SHOW_BOOL :
+		    USC_SHOW_PLAIN;
 	out->insn[1] = (struct fetch_insn){.op = FOP_ST_RAW, .size = (uint8_t)size};
 	out->insn[2] = (struct fetch_insn){.op = FOP_END};
 	out->ninsn = 3;

@@ -38,19 +38,38 @@ struct dwarf_error {
  * out->type, out->ninsn and out->insn (name, type_given and the rest are
  * left for the caller). The type comes from DWARF: char * and char[N] are
  * strings, integers/enums sN/uN of their size (bool u8), pointers and other
- * 8-byte values x64, bitfields USC_T_BITFIELD with FOP_MOD_BF.
- * 0; -ENOENT (no such variable or member, or optimized out at pc); -EINVAL
+ * 8-byte values x64, bitfields USC_T_BITFIELD with FOP_MOD_BF. Enums also get
+ * out->show USC_SHOW_ENUM and out->enums (valid while m is open), bools
+ * USC_SHOW_BOOL.
+ * 0; -ENOENT (no such variable or member); -ENODATA (the variable is
+ * optimized out at pc: no location there); -EINVAL
  * (syntax, wrong operator for the type, a struct/array left without a
  * member, a DWARF location form not supported); -E2BIG (program too long).
  * Errors fill *err (if not NULL) and are not logged. */
 int dwarf_lower_expr(struct dwarf_module *m, uint64_t pc, const char *expr, size_t len,
 		     struct usc_fetcharg *out, struct dwarf_error *err);
 
-/* Every formal parameter of the innermost function at pc, lowered as above
- * and named after it (out[i].name). Parameters that cannot be fetched (a
- * struct by value, optimized out, an unsupported location) are skipped with
- * a log_warn. The count, or -errno (-ENOENT: no function at pc, -ENOSPC:
- * more than max parameters, the first max filled). */
+/* As dwarf_lower_expr, into out[0..max), but an expression that names a
+ * struct or union (no member chosen) lowers to its members, one level deep:
+ * out[i].name "GROUP__MEMBER", group_len strlen(GROUP), group_first on
+ * out[0]; a char array member is a string, a nested struct/union or other
+ * array a placeholder (USC_SHOW_STRUCT / USC_SHOW_ARRAY, an immediate
+ * program); members uscope cannot fetch are left out. A scalar fills out[0]
+ * alone with its name untouched (group NULL: as dwarf_lower_expr, a struct
+ * is an error, 0 for success). The count; or -errno as dwarf_lower_expr,
+ * -E2BIG with more members than max. On -ENODATA out[0] is still filled: an
+ * immediate program with optimized_out set, its name untouched. */
+int dwarf_lower_var(struct dwarf_module *m, uint64_t pc, const char *expr, size_t len,
+		    const char *group, struct usc_fetcharg *out, unsigned max,
+		    struct dwarf_error *err);
+
+/* Every formal parameter of the innermost function at pc, lowered as by
+ * dwarf_lower_var and named after it (out[i].name; a struct by value in
+ * memory as its members). A parameter optimized out at pc is kept, with
+ * optimized_out set. Parameters that cannot be fetched (an unsupported
+ * location, a struct in registers) are skipped with a log_warn. The count,
+ * or -errno (-ENOENT: no function at pc, -ENOSPC: more than max parameters,
+ * the first ones filled). */
 int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, unsigned max);
 
 /* The declaration of the function whose entry is func_vaddr: its source file

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "elf/demangle.h"
 
 struct elf_priv {
 	const unsigned char *map;	/* the whole file, read-only */
@@ -164,6 +165,7 @@ static int symvec_add(struct symvec *sv, const char *name, size_t namelen,
 	s->vaddr = vaddr;
 	s->size = size;
 	s->flags = flags;
+	s->demangled = s->qualname = NULL;
 	sv->n++;
 	return 0;
 }
@@ -172,7 +174,9 @@ static void sym_free_strings(struct elf_sym *s)
 {
 	free((char *)s->name);
 	free((char *)s->version);
-	s->name = s->version = NULL;
+	free((char *)s->demangled);
+	free((char *)s->qualname);
+	s->name = s->version = s->demangled = s->qualname = NULL;
 }
 
 /* Add one symbol table entry if it is a defined function. In .symtab the
@@ -688,6 +692,15 @@ static int load_syms(struct elf_file *ef, Elf *elf, const struct dyninfo *di)
 			goto out;
 		}
 		for (size_t i = 0; i < ef->nsyms; i++) {
+			struct elf_sym *sy = &ef->syms[i];
+			char *full, *qual;
+
+			if (demangle_name(sy->name, &full, &qual) == -ENOMEM) {
+				err = -ENOMEM;
+				goto out;
+			}
+			sy->demangled = full;
+			sy->qualname = qual;
 			p->byaddr[i] = &ef->syms[i];
 			if (ef->syms[i].size > p->maxsize)
 				p->maxsize = ef->syms[i].size;
@@ -854,57 +867,15 @@ static int sym_pref(const struct elf_sym *s)
 	return 2;
 }
 
-int elf_func_lookup(const struct elf_file *ef, const char *name,
-		    const struct elf_sym **out,
-		    const struct elf_sym ***cands, size_t *ncands)
+/* Of the candidates sel[0..nsel) (in address order), the hidden versions
+ * are gone already: strong beats weak, aliases are one. */
+static int pick_cands(const struct elf_file *ef, const char *name, const struct elf_sym **sel,
+		      size_t nsel, bool any_strong, const struct elf_sym **out,
+		      const struct elf_sym ***cands, size_t *ncands)
 {
-	const char *at = strchr(name, '@'), *qver = NULL;
-	bool qdefault = false, any_strong = false, any_visible = false;
-	size_t len = at ? (size_t)(at - name) : strlen(name);
-	size_t lo, hi, nsel = 0, naddr = 0;
-	const struct elf_sym **sel, **grp;
+	const struct elf_sym **grp = sel;
+	size_t naddr = 0;
 
-	if (out)
-		*out = NULL;
-	if (cands)
-		*cands = NULL;
-	if (ncands)
-		*ncands = 0;
-	if (at) {
-		qdefault = at[1] == '@';
-		qver = at + (qdefault ? 2 : 1);
-		if (!*qver)
-			qver = NULL;
-	}
-	lo = syms_lower_bound(ef, name, len);
-	hi = lo;
-	while (hi < ef->nsyms && name_eq(ef->syms[hi].name, name, len))
-		hi++;
-	if (hi == lo)
-		return -ENOENT;
-
-	sel = malloc((hi - lo) * sizeof(*sel));
-	if (!sel)
-		return -ENOMEM;
-	for (size_t i = lo; i < hi; i++)
-		if (!(ef->syms[i].flags & ELF_SYM_HIDDEN_VER))
-			any_visible = true;
-	for (size_t i = lo; i < hi; i++) {
-		const struct elf_sym *s = &ef->syms[i];
-		if (qver) {
-			if (!s->version || strcmp(s->version, qver))
-				continue;
-			if (qdefault && !(s->flags & ELF_SYM_DEFAULT_VER))
-				continue;
-		} else if (any_visible && (s->flags & ELF_SYM_HIDDEN_VER)) {
-			continue;
-		}
-		sel[nsel++] = s;
-		if (!(s->flags & (ELF_SYM_WEAK | ELF_SYM_LOCAL)))
-			any_strong = true;
-	}
-	/* group by address (sel is in address order), strong beats weak */
-	grp = sel;
 	for (size_t i = 0; i < nsel; i++) {
 		const struct elf_sym *s = sel[i];
 		if (any_strong && (s->flags & ELF_SYM_WEAK))
@@ -936,6 +907,94 @@ int elf_func_lookup(const struct elf_file *ef, const char *name,
 	return -EEXIST;
 }
 
+/* The C++ functions whose demangled name is name: with its parameters if
+ * name has a '(', else without. */
+static int lookup_demangled(const struct elf_file *ef, const char *name,
+			    const struct elf_sym **out,
+			    const struct elf_sym ***cands, size_t *ncands)
+{
+	bool params = strchr(name, '(') != NULL, any_strong = false, any_visible = false;
+	const struct elf_sym **sel;
+	size_t nsel = 0;
+
+	sel = malloc((ef->nsyms ? ef->nsyms : 1) * sizeof(*sel));
+	if (!sel)
+		return -ENOMEM;
+	for (size_t i = 0; i < ef->nsyms; i++) {
+		const struct elf_sym *s = &ef->syms[i];
+
+		if (s->demangled && demangle_same(name, params ? s->demangled : s->qualname)) {
+			sel[nsel++] = s;
+			if (!(s->flags & ELF_SYM_HIDDEN_VER))
+				any_visible = true;
+		}
+	}
+	size_t w = 0;
+
+	for (size_t i = 0; i < nsel; i++) {
+		if (any_visible && (sel[i]->flags & ELF_SYM_HIDDEN_VER))
+			continue;
+		if (!(sel[i]->flags & (ELF_SYM_WEAK | ELF_SYM_LOCAL)))
+			any_strong = true;
+		sel[w++] = sel[i];
+	}
+	qsort(sel, w, sizeof(*sel), cmp_symp_addr);
+	return pick_cands(ef, name, sel, w, any_strong, out, cands, ncands);
+}
+
+int elf_func_lookup(const struct elf_file *ef, const char *name,
+		    const struct elf_sym **out,
+		    const struct elf_sym ***cands, size_t *ncands)
+{
+	const char *at = strchr(name, '@'), *qver = NULL;
+	bool qdefault = false, any_strong = false, any_visible = false;
+	size_t len = at ? (size_t)(at - name) : strlen(name);
+	size_t lo, hi, nsel = 0;
+	const struct elf_sym **sel;
+
+	if (out)
+		*out = NULL;
+	if (cands)
+		*cands = NULL;
+	if (ncands)
+		*ncands = 0;
+	if (at) {
+		qdefault = at[1] == '@';
+		qver = at + (qdefault ? 2 : 1);
+		if (!*qver)
+			qver = NULL;
+	}
+	lo = syms_lower_bound(ef, name, len);
+	hi = lo;
+	while (hi < ef->nsyms && name_eq(ef->syms[hi].name, name, len))
+		hi++;
+	if (hi == lo)
+		return at ? -ENOENT : lookup_demangled(ef, name, out, cands, ncands);
+
+	sel = malloc((hi - lo) * sizeof(*sel));
+	if (!sel)
+		return -ENOMEM;
+	for (size_t i = lo; i < hi; i++)
+		if (!(ef->syms[i].flags & ELF_SYM_HIDDEN_VER))
+			any_visible = true;
+	for (size_t i = lo; i < hi; i++) {
+		const struct elf_sym *s = &ef->syms[i];
+		if (qver) {
+			if (!s->version || strcmp(s->version, qver))
+				continue;
+			if (qdefault && !(s->flags & ELF_SYM_DEFAULT_VER))
+				continue;
+		} else if (any_visible && (s->flags & ELF_SYM_HIDDEN_VER)) {
+			continue;
+		}
+		sel[nsel++] = s;
+		if (!(s->flags & (ELF_SYM_WEAK | ELF_SYM_LOCAL)))
+			any_strong = true;
+	}
+	/* grouped by address (sel is in address order) */
+	return pick_cands(ef, name, sel, nsel, any_strong, out, cands, ncands);
+}
+
 struct match_ent {
 	uint64_t vaddr;
 	size_t idx;
@@ -948,6 +1007,29 @@ static int cmp_match_ent(const void *pa, const void *pb)
 	if (a->vaddr != b->vaddr)
 		return a->vaddr < b->vaddr ? -1 : 1;
 	return (a->idx > b->idx) - (a->idx < b->idx);
+}
+
+bool elf_sym_match_cxx(const struct elf_sym *s, const char *glob)
+{
+	const char *dn;
+	char *fg, *fs;
+	size_t need;
+	bool ok;
+
+	if (!s->demangled)
+		return false;
+	dn = strchr(glob, '(') ? s->demangled : s->qualname;
+	need = strlen(dn) + strlen(glob) + 2;
+	fg = malloc(need);
+	fs = malloc(need);
+	if (fg && fs) {
+		demangle_fold(glob, fg, need);
+		demangle_fold(dn, fs, need);
+	}
+	ok = fg && fs && fnmatch(fg, fs, 0) == 0;
+	free(fg);
+	free(fs);
+	return ok;
 }
 
 ssize_t elf_func_match(const struct elf_file *ef, const char *glob,
@@ -996,6 +1078,8 @@ ssize_t elf_func_match(const struct elf_file *ef, const char *glob,
 			subject = buf;
 		}
 		r = fnmatch(glob, subject, 0);
+		if (r == FNM_NOMATCH && !versioned && elf_sym_match_cxx(s, glob))
+			r = 0;
 		if (r == 0) {
 			m[nm].vaddr = s->vaddr;
 			m[nm].idx = i;
@@ -1124,7 +1208,8 @@ static int cmp_suggest(const void *pa, const void *pb)
 size_t elf_func_suggest(const struct elf_file *ef, const char *name,
 			const char **out, size_t max)
 {
-	size_t qlen = strlen(name), thr, n = 0;
+	size_t qlen = strlen(name), thr, n = 0, nout = 0;
+	bool params = strchr(name, '(') != NULL, mangled = !strncmp(name, "_Z", 2);
 	struct suggest_ent *e;
 	size_t *rows;
 
@@ -1141,11 +1226,15 @@ size_t elf_func_suggest(const struct elf_file *ef, const char *name,
 		return 0;
 	}
 	for (size_t i = 0; i < ef->nsyms; i++) {
-		const char *nm = ef->syms[i].name;
+		const struct elf_sym *s = &ef->syms[i];
+		/* a C++ function by its demangled name, unless asked by the
+		 * mangled one */
+		const char *nm = s->demangled && !mangled ? (params ? s->demangled : s->qualname) :
+				 s->name;
 		size_t ln = strlen(nm), d;
 		bool sub;
 
-		if (i > 0 && !strcmp(nm, ef->syms[i - 1].name))
+		if (i > 0 && !strcmp(s->name, ef->syms[i - 1].name))
 			continue;
 		if (ln > SUGGEST_MAXLEN)
 			ln = SUGGEST_MAXLEN;
@@ -1157,17 +1246,21 @@ size_t elf_func_suggest(const struct elf_file *ef, const char *name,
 			continue;
 		e[n].dist = d;
 		e[n].score = sub ? d / 2 : d;
-		e[n].name = nm;
+		e[n].name = mangled ? s->name : elf_sym_pretty(s);
 		n++;
 	}
 	qsort(e, n, sizeof(*e), cmp_suggest);
-	if (n > max)
-		n = max;
-	for (size_t i = 0; i < n; i++)
-		out[i] = e[i].name;
+	for (size_t i = 0; i < n && nout < max; i++) {
+		bool dup = false;
+
+		for (size_t k = 0; k < nout; k++)
+			dup |= !strcmp(out[k], e[i].name);
+		if (!dup)
+			out[nout++] = e[i].name;
+	}
 	free(e);
 	free(rows);
-	return n;
+	return nout;
 }
 
 /* ---- raw section headers ---------------------------------------------- */

@@ -36,7 +36,16 @@ struct elf_sym {
 	uint64_t vaddr;		/* link-time virtual address (st_value) */
 	uint64_t size;
 	unsigned flags;		/* enum elf_sym_flags */
+	/* C++ (an Itanium-mangled name), else both NULL: */
+	const char *demangled;	/* "ns::Class::method(int)", "ns::f(int) [clone .cold]" */
+	const char *qualname;	/* "ns::Class::method", "ns::f [clone .cold]" */
 };
+
+/* The name to show a person: demangled, with parameters, for C++. */
+static inline const char *elf_sym_pretty(const struct elf_sym *s)
+{
+	return s->demangled ? s->demangled : s->name;
+}
 
 struct elf_file {
 	char *path;
@@ -72,7 +81,10 @@ bool elf_vaddr_is_exec(const struct elf_file *ef, uint64_t vaddr);
 int elf_read(const struct elf_file *ef, uint64_t vaddr, void *buf, size_t len);
 
 /* Look up a function by exact name, optionally versioned as "name@VER" or
- * "name@@VER". Rules, as the dynamic linker and perf probe apply them:
+ * "name@@VER". A name no symbol has is looked up among the demangled C++
+ * names: "ns::Class::method" (every overload is a candidate) or, with a
+ * parameter list, "ns::Class::method(int)" (white space between tokens does
+ * not matter). Rules, as the dynamic linker and perf probe apply them:
  *  - aliases (same address) are one candidate;
  *  - a strong definition beats a weak one;
  *  - an unversioned lookup of a versioned name picks the default (@@) version;
@@ -84,16 +96,25 @@ int elf_func_lookup(const struct elf_file *ef, const char *name,
 		    const struct elf_sym ***cands, size_t *ncands);
 
 /* All functions whose name matches the fnmatch(3) glob, one per address
- * (aliases collapse to the first name in sort order), sorted by name.
+ * (aliases collapse to the first name in sort order), sorted by name. A C++
+ * function also matches by its demangled name: without its parameters
+ * ("ns::Class::method*" gives every overload), or with them when the glob
+ * has a '(' ("ns::f(int*").
  * Returns the count (>= 0) or -errno; *out is malloc'd. */
 ssize_t elf_func_match(const struct elf_file *ef, const char *glob,
 		       const struct elf_sym ***out);
+
+/* Does the C++ function s match the glob by its demangled name (without
+ * its parameters, or with them if the glob has a '('; spacing folded)? */
+bool elf_sym_match_cxx(const struct elf_sym *s, const char *glob);
 
 /* The function containing vaddr (vaddr in [sym, sym+size)), or NULL. */
 const struct elf_sym *elf_func_at(const struct elf_file *ef, uint64_t vaddr);
 
 /* Up to max function names closest to name (edit distance), for
- * "did you mean". Returns the count; names point into ef. */
+ * "did you mean"; a C++ function is compared by its demangled name and
+ * suggested as "ns::Class::method(int)". Returns the count; names point
+ * into ef. */
 size_t elf_func_suggest(const struct elf_file *ef, const char *name,
 			const char **out, size_t max);
 

@@ -178,15 +178,62 @@ static int64_t sign_extend(uint64_t v, unsigned size)
 	return size >= 8 ? (int64_t)v : (int64_t)(v << shift) >> shift;
 }
 
+/* An enum's value by name: its enumerator, or for a flags enum the bits'
+ * names joined by '|' (bits no enumerator names in hex at the end). Returns
+ * 1 when written, 0 when the value has no name (printed as a number). */
+static int put_enum(struct usc_output *o, const struct usc_enum *e, uint64_t x, int *ret)
+{
+	char buf[512];
+	size_t l = 0;
+	uint64_t rest = x;
+
+	for (unsigned i = 0; i < e->n; i++)
+		if (e->v[i].value == x) {
+			*ret = o->json ? output_json_string(o, e->v[i].name, strlen(e->v[i].name)) :
+					 put(o, "%s", e->v[i].name);
+			return 1;
+		}
+	if (!e->flags || !x)
+		return 0;
+	for (unsigned i = 0; i < e->n && l < sizeof(buf); i++)
+		if (e->v[i].value && (rest & e->v[i].value) == e->v[i].value) {
+			l += (size_t)snprintf(buf + l, sizeof(buf) - l, "%s%s", l ? "|" : "",
+					      e->v[i].name);
+			rest &= ~e->v[i].value;
+		}
+	if (rest == x)
+		return 0;	/* no bit has a name */
+	if (rest && l < sizeof(buf))
+		l += (size_t)snprintf(buf + l, sizeof(buf) - l, "|0x%" PRIx64, rest);
+	if (l >= sizeof(buf))
+		l = sizeof(buf) - 1;
+	*ret = o->json ? output_json_string(o, buf, l) : put(o, "%.*s", (int)l, buf);
+	return 1;
+}
+
 static int put_value(struct usc_output *o, const struct usc_event *ev,
 		     const struct usc_fetcharg *a, const struct usc_value *v)
 {
 	unsigned size = fetch_type_size(a->type);
+	int ret = 0;
 
+	if (a->optimized_out)
+		return put(o, o->json ? "null" : "<optimized out>");
 	if (a->unavailable)
 		return put(o, o->json ? "null" : "(unavailable)");
+	if (a->show == USC_SHOW_STRUCT)
+		return o->json ? output_json_string(o, "{...}", 5) : put(o, "{...}");
+	if (a->show == USC_SHOW_ARRAY)
+		return o->json ? output_json_string(o, "[...]", 5) : put(o, "[...]");
 	if (v->kind == USC_V_FAULT)
 		return put(o, o->json ? "null" : "(fault)");
+	if (v->kind == USC_V_INT && a->show == USC_SHOW_BOOL)
+		return put(o, "%s", (a->type == USC_T_BITFIELD ? v->u : truncate_to(v->u, size)) ?
+				    "true" : "false");
+	if (v->kind == USC_V_INT && a->show == USC_SHOW_ENUM && a->enums &&
+	    put_enum(o, a->enums, a->type == USC_T_BITFIELD ? v->u : truncate_to(v->u, size),
+		     &ret))
+		return ret;
 	if (v->kind == USC_V_STR)
 		return o->json ? output_json_string(o, v->str, v->len) :
 				 output_c_string(o, v->str, v->len);
@@ -214,11 +261,29 @@ int output_event_args(struct usc_output *o, const struct usc_event *ev)
 	int ret = o->json ? putc_(o, '{') : 0;
 
 	for (unsigned i = 0; i < ev->nvals && !ret; i++) {
-		if (o->json)
-			ret = put(o, "%s\"%s\":", i ? "," : "", args[i].name);
-		else
-			ret = put(o, " %s=", args[i].name);
-		ret = ret ? ret : put_value(o, ev, &args[i], &ev->vals[i]);
+		const struct usc_fetcharg *a = &args[i];
+		const char *name = a->name;
+
+		if (a->group_len) {
+			/* a struct shown whole: NAME={MEMBER=VALUE ...} */
+			name += a->group_len + 2;
+			if (a->group_first)
+				ret = o->json ? put(o, "%s\"%.*s\":{", i ? "," : "", a->group_len,
+						    a->name) :
+						put(o, " %.*s={", a->group_len, a->name);
+			else
+				ret = putc_(o, o->json ? ',' : ' ');
+			if (!ret)
+				ret = o->json ? put(o, "\"%s\":", name) : put(o, "%s=", name);
+		} else if (o->json) {
+			ret = put(o, "%s\"%s\":", i ? "," : "", name);
+		} else {
+			ret = put(o, " %s=", name);
+		}
+		ret = ret ? ret : put_value(o, ev, a, &ev->vals[i]);
+		if (!ret && a->group_len &&
+		    (i + 1 == ev->nvals || !args[i + 1].group_len || args[i + 1].group_first))
+			ret = putc_(o, '}');
 	}
 	return ret || !o->json ? ret : putc_(o, '}');
 }

@@ -418,9 +418,16 @@ static bool tok_is_fetcharg(const char *s, struct tok t)
 		return true;
 	/* NAME=, or a C expression through a pointer (r->f). A leading '*' or a
 	 * '[' could start a glob, so such a token is a location. */
-	for (size_t i = t.start; i < t.end; i++)
-		if (s[i] == '=' || (s[i] == '-' && i + 1 < t.end && s[i + 1] == '>'))
+	for (size_t i = t.start; i < t.end; i++) {
+		if (s[i] == '=')
 			return true;
+		if (s[i] == '-' && i + 2 < t.end && s[i + 1] == '>' &&
+		    is_ident_start((unsigned char)s[i + 2]))
+			return true;
+		if (!is_ident((unsigned char)s[i]) && s[i] != '.' && s[i] != '[' && s[i] != ']' &&
+		    s[i] != '-' && s[i] != '>')
+			return false;	/* "ns::f(int x=...": a C++ location */
+	}
 	return false;
 }
 
@@ -441,7 +448,65 @@ static const char *lone_colon(const char *s, const char *end)
 
 static bool sym_char_ok(int c)
 {
-	return is_ident(c) || strchr(".$@*?[]!^:~<>,&()-", c) != NULL;
+	return is_ident(c) || strchr(".$@*?[]!^:~<>,&()- ", c) != NULL;
+}
+
+/* The length of a C++ operator's name at p ("operator<<", "operator()",
+ * "operator new[]", "operator bool"), whose characters are not those of
+ * the probe language; 0 if p does not start one. */
+static size_t operator_len(const char *text, const char *p, const char *end)
+{
+	const char *q = p + 8;
+
+	if (end - p < 9 || memcmp(p, "operator", 8) || (p > text && is_ident((unsigned char)p[-1])))
+		return 0;
+	if (q + 1 < end && q[0] == '(' && q[1] == ')')
+		return 10;
+	if (strchr("<>=!+-*/%&|^~,[", *q)) {
+		while (q < end && *q && strchr("<>=!+-*/%&|^~,[]", *q))
+			q++;
+		return (size_t)(q - p);
+	}
+	if (*q != ' ')
+		return 0;
+	/* a conversion, new or delete: up to the parameters */
+	while (q < end && (is_ident((unsigned char)*q) || strchr(" *&[]:<>", *q)))
+		q++;
+	while (q > p + 8 && q[-1] == ' ')
+		q--;
+	return (size_t)(q - p);
+}
+
+/* Where the location token starting at text[start] ends: at white space,
+ * except inside a C++ parameter or template list ("ns::f(int, char const*)",
+ * "std::vector<int, std::allocator<int> >::push_back"). */
+static size_t loc_end(const char *text, size_t len, size_t start)
+{
+	size_t i = start;
+	int depth = 0;
+
+	while (i < len) {
+		char c = text[i];
+		size_t op;
+
+		if (isspace((unsigned char)c)) {
+			if (depth <= 0)
+				break;
+			i++;
+			continue;
+		}
+		op = operator_len(text, text + i, text + len);
+		if (op) {
+			i += op;
+			continue;
+		}
+		if (c == '(' || c == '<')
+			depth++;
+		else if ((c == ')' || c == '>') && depth > 0)
+			depth--;
+		i++;
+	}
+	return i;
 }
 
 /* %PROVIDER:NAME, both globs allowed */
@@ -580,20 +645,45 @@ static int parse_location(const char *text, struct tok t, struct usc_probe_spec 
 		return 0;
 	}
 
-	const char *plus = memchr(s, '+', (size_t)(end - s));
+	/* SYMBOL[+OFFSET]: the '+' of an offset is outside a C++ name's lists
+	 * and operators; glob characters count before its parameters */
+	const char *plus = NULL, *c = s;
+	bool glob = false, in_params = false;
+	int depth = 0;
+
+	if (!(is_ident_start((unsigned char)*s) || strchr(".*?[", *s) ||
+	      (end - s > 21 && !memcmp(s, "(anonymous namespace)", 21))))
+		return fail(err, USC_PERR_BAD_SYMBOL, pos);
+	while (c < end && !plus) {
+		size_t op = operator_len(text, c, end);
+
+		if (op) {
+			c += op;
+			continue;
+		}
+		if (!sym_char_ok((unsigned char)*c) && !(*c == '+' && depth == 0))
+			return fail(err, USC_PERR_BAD_SYMBOL, (size_t)(c - text));
+		if (*c == '+' && depth == 0)
+			plus = c;
+		else if (*c == '(' && !(end - c >= 21 && !memcmp(c, "(anonymous namespace)", 21)))
+			in_params = true;
+		if (*c == '(' || *c == '<')
+			depth++;
+		else if ((*c == ')' || *c == '>') && depth > 0)
+			depth--;
+		else if (depth == 0 && !in_params && strchr("*?[", *c))
+			glob = true;
+		c++;
+	}
+
 	const char *sym_end = plus ? plus : end;
 	size_t slen = (size_t)(sym_end - s);
 
 	if (slen == 0 || slen >= USC_SYM_MAX)
 		return fail(err, USC_PERR_BAD_SYMBOL, pos);
-	if (!(is_ident_start((unsigned char)*s) || strchr(".*?[", *s)))
-		return fail(err, USC_PERR_BAD_SYMBOL, pos);
-	for (const char *c = s; c < sym_end; c++)
-		if (!sym_char_ok((unsigned char)*c))
-			return fail(err, USC_PERR_BAD_SYMBOL, (size_t)(c - text));
 	memcpy(spec->symbol, s, slen);
 	spec->loc_kind = USC_LOC_SYMBOL;
-	spec->is_glob = strpbrk(spec->symbol, "*?[") != NULL;
+	spec->is_glob = glob;
 	if (plus) {
 		size_t used = probe_parse_number(plus + 1, &spec->offset);
 
@@ -646,6 +736,7 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 
 	if (!next_tok(text, len, &i, &t0))
 		return fail(err, USC_PERR_EMPTY, 0);
+	t0.end = i = loc_end(text, len, t0.start);	/* it may be the location */
 	have_t1 = next_tok(text, len, &i, &t1);
 
 	const char *s0 = text + t0.start;
@@ -656,6 +747,7 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 		spec->is_return = s0[0] == 'r';
 		if (!have_t1)
 			return fail(err, USC_PERR_NO_LOCATION, len);
+		t1.end = i = loc_end(text, len, t1.start);
 		loc = t1;
 		t1_used = true;
 	} else if (n0 >= 2 && (s0[0] == 'p' || s0[0] == 'r') && s0[1] == ':' &&
@@ -670,6 +762,7 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 				return fail(err, USC_PERR_BAD_EVENT, rest.start);
 			memcpy(spec->event, text + rest.start, rest.end - rest.start);
 			spec->event_given = true;
+			t1.end = i = loc_end(text, len, t1.start);
 			loc = t1;
 			t1_used = true;
 		} else {

@@ -68,6 +68,28 @@ struct usc_parse_error {
 
 const char *usc_parse_strerror(enum usc_parse_err code);
 
+/* An enum type's enumerators, for output (from the debug info). Values are
+ * the enum's bytes as fetched, truncated to its size. */
+struct usc_enumerator {
+	uint64_t value;
+	const char *name;
+};
+struct usc_enum {
+	unsigned n;
+	bool flags;		/* every value a single bit: combinations show as A|B */
+	const struct usc_enumerator *v;
+};
+
+/* How output shows a value, beyond its type: presentation only. Engines
+ * fetch the program as always and ignore this. */
+enum usc_show {
+	USC_SHOW_PLAIN,		/* by its type */
+	USC_SHOW_BOOL,		/* true / false */
+	USC_SHOW_ENUM,		/* by enumerator name (enums) */
+	USC_SHOW_STRUCT,	/* a nested struct or union, not fetched: {...} */
+	USC_SHOW_ARRAY,		/* a nested array, not fetched: [...] */
+};
+
 struct usc_fetcharg {
 	char name[USC_NAME_MAX];
 	bool named;			/* NAME= given */
@@ -77,6 +99,17 @@ struct usc_fetcharg {
 	uint32_t len;			/* its length */
 	bool unavailable;		/* bound where its value does not exist yet
 					 * ($retval at a tail call): shown as such */
+	bool optimized_out;		/* the variable has no location at this
+					 * site: the program is a harmless immediate,
+					 * output shows <optimized out> */
+	uint8_t show;			/* enum usc_show */
+	const struct usc_enum *enums;	/* USC_SHOW_ENUM; owned by the debug info it
+					 * came from (valid until resolve_cache_free) */
+	/* A member of a struct shown whole: the args of one struct are
+	 * consecutive, the first has group_first. name is "GROUP__MEMBER";
+	 * group_len is the length of GROUP. 0: not a member. */
+	uint8_t group_len;
+	bool group_first;
 	uint8_t ninsn;			/* including the FOP_END */
 	struct fetch_insn insn[USC_FETCH_MAX];
 };

@@ -14,8 +14,11 @@
 
 /* The regions of fn: rg[0] its body, then the fragments GCC split off it
  * (NAME.cold, NAME.cold.N), each with its code read from ef (malloc'd; free
- * with patchable_regions_free). Link-time addresses. Returns the count, or
- * -errno (-EINVAL: fn has no size). */
+ * with patchable_regions_free). Link-time addresses. In a stripped file,
+ * where those have no symbol, a fragment is found as code the function's
+ * jmp/jcc reach outside any known function whose FDE (.eh_frame) starts
+ * mid-function (its CFA is not the entry's). Returns the count, or -errno
+ * (-EINVAL: fn has no size). */
 ssize_t patchable_regions(const struct elf_file *ef, const struct elf_sym *fn,
 			  struct x86_region rg[PATCHABLE_MAX_REGIONS]);
 void patchable_regions_free(struct x86_region *rg, size_t n);

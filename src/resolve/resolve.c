@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "elf/elf.h"
 #include "dwarf/dwarf.h"
+#include "dwarf/inline.h"
 #include "elf/modules.h"
 #include "usdt/usdt.h"
 #include "x86/insn.h"
@@ -298,13 +299,13 @@ static int check_boundary(const struct elf_file *ef, const struct elf_sym *fn, u
 	if (ret == -EINVAL)
 		log_error("%s: offset 0x%llx is inside an instruction of %s; the nearest "
 			  "instruction boundaries are +0x%llx and +0x%llx",
-			  spec->text, (unsigned long long)off, fn->name,
+			  spec->text, (unsigned long long)off, elf_sym_pretty(fn),
 			  (unsigned long long)prev, (unsigned long long)next);
 	else if (ret == -ENOEXEC)
 		log_error("%s: cannot decode %s up to offset 0x%llx to check the instruction "
-			  "boundary", spec->text, fn->name, (unsigned long long)off);
+			  "boundary", spec->text, elf_sym_pretty(fn), (unsigned long long)off);
 	else if (ret)
-		log_error("%s: cannot read the code of %s: %s", spec->text, fn->name,
+		log_error("%s: cannot read the code of %s: %s", spec->text, elf_sym_pretty(fn),
 			  strerror(-ret));
 	return ret;
 }
@@ -382,14 +383,14 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 	if (fn && (fn->flags & ELF_SYM_IFUNC) && !spec->is_glob)
 		log_warn("%s: %s is an IFUNC: the probe is on its resolver, which runs when the "
 			 "symbol is bound, not on the implementation it selects", spec->text,
-			 fn->name);
+			 elf_sym_pretty(fn));
 	s = site_push(sv);
 	if (!s)
 		return -ENOMEM;
 	s->spec = spec;
 	s->probe = idx;
 	s->path = strdup(path);
-	s->symbol = fn ? strdup(fn->name) : NULL;
+	s->symbol = fn ? strdup(elf_sym_pretty(fn)) : NULL;
 	s->vaddr = vaddr;
 	s->func_vaddr = fn ? fn->vaddr : 0;
 	s->offset = off;
@@ -399,8 +400,15 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 	if (!s->path || (fn && !s->symbol))
 		return -ENOMEM;
 	if (s->ret_site)	/* every return site of one function shows as one */
-		snprintf(s->label, sizeof(s->label), "%s%s", spec->event_given ? spec->event : fn->name,
+		snprintf(s->label, sizeof(s->label), "%s%s",
+			 spec->event_given ? spec->event : elf_sym_pretty(fn),
 			 spec->event_given ? "" : "__return");
+	else if (fn && fn->demangled && !spec->event_given && spec->has_offset)
+		snprintf(s->label, sizeof(s->label), "%s+0x%llx", fn->demangled,
+			 (unsigned long long)spec->offset);
+	else if (fn && fn->demangled && !spec->event_given)	/* C++: the demangled name */
+		snprintf(s->label, sizeof(s->label), "%s%s", fn->demangled,
+			 s->is_return ? "__return" : "");
 	return bind_site(s, NULL, 0, dm);
 }
 
@@ -454,17 +462,51 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 			struct dwarf_error derr = {0};
 			size_t vp = (size_t)(in->insn[0].imm & 0xffffffff);
 			size_t vl = (size_t)(in->insn[0].imm >> 32);
+			struct usc_fetcharg mem[USC_MAX_ARGS];
 
-			ret = dwarf_lower_expr(dm, site->vaddr, spec->text + vp, vl, &low, &derr);
-			if (ret) {
+			memset(&mem[0], 0, sizeof(mem[0]));
+
+			ret = dwarf_lower_var(dm, site->vaddr, spec->text + vp, vl, in->name, mem,
+					      USC_MAX_ARGS - out, &derr);
+			if (ret == -ENODATA) {
+				/* <optimized out> here; an error if it is so at
+				 * every site of the probe (check_optimized_out) */
+				site->args[out] = *in;
+				memcpy(site->args[out].insn, mem[0].insn, sizeof(mem[0].insn));
+				site->args[out].ninsn = mem[0].ninsn;
+				site->args[out].type = mem[0].type;
+				site->args[out].optimized_out = true;
+				out++;
+				continue;
+			}
+			if (ret < 0) {
 				log_error("%s: %.*s: %s", spec->text, (int)vl, spec->text + vp,
 					  derr.msg[0] ? derr.msg : strerror(-ret));
 				return ret;
 			}
+			if (mem[0].group_len) {
+				/* a struct shown whole: one argument per member */
+				if (in->type_given) {
+					log_error("%s: %.*s: a struct takes no :TYPE; pick a member",
+						  spec->text, (int)in->len, spec->text + in->pos);
+					return -EINVAL;
+				}
+				for (int k = 0; k < ret; k++) {
+					mem[k].pos = in->pos;
+					mem[k].len = in->len;
+					site->args[out++] = mem[k];
+				}
+				continue;
+			}
+			low = mem[0];
 			copy = *in;
 			copy.insn[0] = (struct fetch_insn){.op = FOP_ARG, .imm = 1};
 			ret = probe_bind_arg(&copy, &low, 1, &site->args[out]);
 			site->args[out].unavailable = low.unavailable;
+			if (!in->type_given) {	/* :TYPE overrides how it shows */
+				site->args[out].show = low.show;
+				site->args[out].enums = low.enums;
+			}
 		} else if (site->is_return && site->func_vaddr && in->insn[0].op == FOP_RETVAL &&
 			   !in->type_given && in->ninsn == 3 && in->insn[1].op == FOP_ST_RAW &&
 			   (dm || cached_dwarf(site->path, &dm) == 0) &&
@@ -474,6 +516,8 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 			memcpy(site->args[out].insn, low.insn, sizeof(low.insn));
 			site->args[out].ninsn = low.ninsn;
 			site->args[out].type = low.type;
+			site->args[out].show = low.show;
+			site->args[out].enums = low.enums;
 			ret = 0;
 		} else {
 			ret = probe_bind_arg(in, usdt, nusdt, &site->args[out]);
@@ -661,7 +705,7 @@ static int add_return_sites(struct site_vec *sv, const struct usc_probe_spec *sp
 		if (!code)
 			ret = -ENOMEM;
 		else if ((ret = elf_read(ef, rg[i].addr, code, rg[i].len)))
-			log_error("%s: cannot read the code of %s: %s", spec->text, fn->name,
+			log_error("%s: cannot read the code of %s: %s", spec->text, elf_sym_pretty(fn),
 				  strerror(-ret));
 		rg[i].code = code;
 	}
@@ -675,12 +719,12 @@ refuse:
 		if (spec->is_glob) {
 			log_warn("%s: skipping %s: cannot find all its return sites: %s "
 				 "(--uretprobe probes it by swapping the return address)",
-				 spec->text, fn->name, why ? why : "?");
+				 spec->text, elf_sym_pretty(fn), why ? why : "?");
 			return 0;
 		}
 		log_error("%s: cannot find all the return sites of %s: %s; --uretprobe probes it "
 			  "by swapping the return address instead, which programs that walk their "
-			  "stacks (Go) do not survive", spec->text, fn->name, why ? why : "?");
+			  "stacks (Go) do not survive", spec->text, elf_sym_pretty(fn), why ? why : "?");
 		return n == -ENOENT ? -ENOENT : -ENOTSUP;
 	}
 	for (ssize_t i = 0; i < n && !ret; i++)
@@ -688,6 +732,109 @@ refuse:
 			       rs[i].kind == X86_TAIL_JMP ? SITE_TAIL : SITE_RET);
 	free(rs);
 	return ret;
+}
+
+/* The label every site of one function's probe shows: the event, or the
+ * function's name (demangled). */
+static void label_sites(struct site_vec *sv, size_t first, const struct usc_probe_spec *spec,
+			const char *name)
+{
+	for (size_t i = first; i < sv->n; i++)
+		snprintf(sv->v[i].label, sizeof(sv->v[i].label), "%s%s",
+			 spec->event_given ? spec->event : name,
+			 sv->v[i].is_return && !spec->event_given ? "__return" : "");
+}
+
+/* Can every variable the probe names be read at the inlined copy? The
+ * compiler often folds an inlined copy's parameters into constants or
+ * computes them: such a copy is skipped with a warning, the others stay. */
+static bool inline_vars_ok(struct dwarf_module *dm, const struct usc_probe_spec *spec,
+			   const char *name, const struct dwarf_inline_site *is)
+{
+	for (unsigned i = 0; i < spec->nargs; i++) {
+		const struct usc_fetcharg *in = &spec->args[i];
+		struct usc_fetcharg low = {0};
+		struct dwarf_error derr = {0};
+		size_t vp = (size_t)(in->insn[0].imm & 0xffffffff);
+		size_t vl = (size_t)(in->insn[0].imm >> 32);
+		int ret;
+
+		if (in->insn[0].op != FOP_VAR)
+			continue;
+		ret = dwarf_lower_expr(dm, is->pc, spec->text + vp, vl, &low, &derr);
+		if (ret) {
+			log_warn("%s: skipping the copy of %s inlined at %s:%u (0x%llx): %.*s: %s",
+				 spec->text, name,
+				 !is->call_file ? "?" : strrchr(is->call_file, '/') ?
+				 strrchr(is->call_file, '/') + 1 : is->call_file,
+				 is->call_line, (unsigned long long)is->pc, (int)vl, spec->text + vp,
+				 derr.msg[0] ? derr.msg : strerror(-ret));
+			return false;
+		}
+	}
+	return true;
+}
+
+/* An entry probe on a function also goes on every copy of it the compiler
+ * inlined (as perf probe does), with the same label. fn is the out-of-line
+ * function, or NULL for a function that only exists inlined (name). A
+ * return probe cannot: an inlined copy has no return; say so. Without
+ * debug info there is nothing to add. Returns the number of copies added,
+ * or -errno. */
+static int add_inline_sites(struct site_vec *sv, const struct usc_probe_spec *spec,
+			    unsigned idx, const char *path, const struct elf_file *ef,
+			    const struct elf_sym *fn, const char *name, unsigned flags)
+{
+	struct dwarf_module *dm;
+	struct dwarf_inline_site *is = NULL;
+	ssize_t n;
+	int ret = 0, added = 0;
+
+	if ((flags & RESOLVE_NO_INLINES) || spec->has_offset || cached_dwarf(path, &dm))
+		return 0;
+	n = dwarf_inline_sites(dm, fn ? fn->vaddr : 0, name, &is);
+	if (n == -ENOENT)
+		return 0;
+	if (n < 0)
+		return (int)n;
+	if (n && spec->is_return && !fn) {
+		log_error("%s: %s has no out-of-line copy, and its %zd inlined cop%s no "
+			  "return to probe", spec->text, name, n, n == 1 ? "y has" : "ies have");
+		free(is);
+		return -ENOTSUP;
+	}
+	if (n && spec->is_return) {
+		log_warn("%s: %s is also inlined at %zd place%s, which %s no return to probe: "
+			 "only its out-of-line copy is probed", spec->text, name, n,
+			 n == 1 ? "" : "s", n == 1 ? "has" : "have");
+		n = 0;
+	}
+	for (ssize_t i = 0; i < n && !ret; i++) {
+		struct usc_site *s;
+
+		if (!inline_vars_ok(dm, spec, name, &is[i]))
+			continue;
+		ret = add_site(sv, spec, idx, path, ef, NULL, is[i].pc, 0);
+		if (ret)
+			break;
+		s = &sv->v[sv->n - 1];
+		s->symbol = strdup(name);
+		s->func_vaddr = fn ? fn->vaddr : 0;
+		s->inlined = true;
+		if (!s->symbol)
+			ret = -ENOMEM;
+		log_debug("%s: inlined copy of %s at 0x%llx (%s:%u)", spec->text, name,
+			  (unsigned long long)is[i].pc, is[i].call_file ? is[i].call_file : "?",
+			  is[i].call_line);
+		added++;
+	}
+	free(is);
+	if (!ret && n > 0 && !added && !fn) {
+		log_error("%s: %s exists only inlined, and none of its %zd copies can be probed",
+			  spec->text, name, n);
+		return -ENOENT;
+	}
+	return ret ? ret : added;
 }
 
 /* FILE:LINE or FUNCTION:+N: a probe on every statement of that line (a
@@ -721,7 +868,7 @@ static int resolve_line(const struct usc_probe_spec *spec, unsigned idx, const c
 		}
 		if (dwarf_func_line(dm, fn->vaddr, &file, &l0)) {
 			log_error("%s: the debug info of %s does not say where %s starts", spec->text,
-				  path, fn->name);
+				  path, elf_sym_pretty(fn));
 			return -ENOENT;
 		}
 		line = l0 + spec->line;
@@ -790,7 +937,7 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 
 		if (spec->is_return && fn && fn->vaddr != spec->address) {
 			log_error("%s: a return probe needs a function's entry address; 0x%llx is "
-				  "inside %s", spec->text, (unsigned long long)spec->address, fn->name);
+				  "inside %s", spec->text, (unsigned long long)spec->address, elf_sym_pretty(fn));
 			ret = -EINVAL;
 			goto out;
 		}
@@ -833,13 +980,16 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 				continue;
 			if (nif++ < 6 && used < sizeof(ifuncs))
 				used += (size_t)snprintf(ifuncs + used, sizeof(ifuncs) - used, "%s%s",
-							 nif > 1 ? ", " : "", m[i]->name);
+							 nif > 1 ? ", " : "", elf_sym_pretty(m[i]));
 		}
 		if (nif)
 			log_warn("%s: %zu of the matches are IFUNCs (%s%s): their probes are on the "
 				 "resolvers, which run when the symbols are bound", spec->text, nif,
 				 ifuncs, nif > 6 ? ", ..." : "");
 		for (ssize_t i = 0; i < n && !ret; i++) {
+			size_t first = sv->n;
+			int k;
+
 			if (spec->has_offset && spec->offset >= m[i]->size)
 				continue;	/* too short for the offset */
 			if (spec->is_return)
@@ -847,6 +997,12 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 			else
 				ret = add_site(sv, spec, idx, path, ef, m[i],
 					       m[i]->vaddr + spec->offset, 0);
+			k = ret ? 0 : add_inline_sites(sv, spec, idx, path, ef, m[i],
+						       elf_sym_pretty(m[i]), flags);
+			if (k < 0)
+				ret = k;
+			else if (k > 0 && !spec->event_given)	/* one label a function */
+				label_sites(sv, first, spec, elf_sym_pretty(m[i]));
 		}
 		free(m);
 		goto out;
@@ -857,7 +1013,19 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 
 	ret = elf_func_lookup(ef, spec->symbol, &fn, &cands, &ncands);
 	if (ret == -ENOENT) {
-		log_unknown(spec, ef, path);
+		/* perhaps a function that only exists inlined */
+		size_t first = sv->n;
+		int k = spec->has_offset ? 0 :
+			add_inline_sites(sv, spec, idx, path, ef, NULL, spec->symbol, flags);
+
+		if (k > 0) {
+			label_sites(sv, first, spec, spec->symbol);
+			ret = 0;
+		} else if (k < 0) {
+			ret = k;
+		} else {
+			log_unknown(spec, ef, path);
+		}
 		goto out;
 	}
 	if (ret == -EEXIST) {
@@ -867,11 +1035,17 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 		for (size_t i = 0; i < ncands && used < sizeof(list); i++)
 			used += (size_t)snprintf(list + used, sizeof(list) - used,
 						 "%s%s%s%s at 0x%llx", i ? ", " : "",
-						 cands[i]->name, cands[i]->version ? "@" : "",
+						 elf_sym_pretty(cands[i]), cands[i]->version ? "@" : "",
 						 cands[i]->version ? cands[i]->version : "",
 						 (unsigned long long)cands[i]->vaddr);
-		log_error("%s: %zu functions are named '%s' in %s (%s); probe one by ADDRESS",
-			  spec->text, ncands, spec->symbol, path, list);
+		if (cands[0]->demangled && strcmp(cands[0]->name, spec->symbol) &&
+		    !strchr(spec->symbol, '('))
+			log_error("%s: '%s' is overloaded in %s: %s; name one with its parameters "
+				  "('%s'), or every one with a glob ('%s*')", spec->text,
+				  spec->symbol, path, list, cands[0]->demangled, spec->symbol);
+		else
+			log_error("%s: %zu functions are named '%s' in %s (%s); probe one by "
+				  "ADDRESS", spec->text, ncands, spec->symbol, path, list);
 		free(cands);
 		goto out;
 	}
@@ -887,7 +1061,7 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 		}
 		if (fn->size && spec->offset >= fn->size) {
 			log_error("%s: offset 0x%llx is outside %s (size 0x%llx)", spec->text,
-				  (unsigned long long)spec->offset, fn->name,
+				  (unsigned long long)spec->offset, elf_sym_pretty(fn),
 				  (unsigned long long)fn->size);
 			ret = -EINVAL;
 			goto out;
@@ -896,13 +1070,57 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 		if (ret)
 			goto out;
 	}
+	size_t first = sv->n;
+	int k;
+
 	if (spec->is_return)
 		ret = add_return_sites(sv, spec, idx, path, ef, fn, flags);
 	else
 		ret = add_site(sv, spec, idx, path, ef, fn, fn->vaddr + spec->offset, 0);
+	k = ret ? 0 : add_inline_sites(sv, spec, idx, path, ef, fn, elf_sym_pretty(fn), flags);
+	if (k < 0)
+		ret = k;
+	else if (k > 0)		/* the copies show as the function */
+		label_sites(sv, first, spec, elf_sym_pretty(fn));
 out:
 	free(path);
 	return ret;
+}
+
+/* A variable optimized out at some sites of a probe shows <optimized out>
+ * there; at all of them it is an error, naming it and where. */
+static int check_optimized_out(const struct usc_probe_spec *spec, const struct usc_site *v,
+			       size_t n)
+{
+	for (unsigned i = 0; i < spec->nargs && n; i++) {
+		const struct usc_fetcharg *in = &spec->args[i];
+		struct dwarf_module *dm;
+		struct dwarf_error derr = {0};
+		struct usc_fetcharg tmp[1];
+		size_t vp = (size_t)(in->insn[0].imm & 0xffffffff);
+		size_t vl = (size_t)(in->insn[0].imm >> 32);
+		bool seen = false, somewhere = false;
+
+		if (in->insn[0].op != FOP_VAR)
+			continue;
+		for (size_t k = 0; k < n && !somewhere; k++)
+			for (unsigned a = 0; a < v[k].nargs; a++)
+				if (v[k].args[a].pos == in->pos) {
+					seen = true;
+					somewhere |= !v[k].args[a].optimized_out;
+				}
+		if (!seen || somewhere)
+			continue;
+		/* the reason, as the debug info gives it at the first site */
+		if (cached_dwarf(v[0].path, &dm) == 0)
+			dwarf_lower_var(dm, v[0].vaddr, spec->text + vp, vl, in->name, tmp, 1, &derr);
+		log_error("%s: %.*s: %s%s%s%s", spec->text, (int)vl, spec->text + vp,
+			  derr.msg[0] ? derr.msg : "optimized out",
+			  v[0].symbol ? " in " : "", v[0].symbol ? v[0].symbol : "",
+			  n > 1 ? ", and at every other site of the probe" : "");
+		return -ENODATA;
+	}
+	return 0;
 }
 
 int resolve_probes(const struct usc_target *target, const struct usc_probe_spec *specs,
@@ -915,6 +1133,8 @@ int resolve_probes(const struct usc_target *target, const struct usc_probe_spec 
 		size_t first = sv.n;
 
 		ret = resolve_one(target, &specs[i], (unsigned)i, flags, &sv);
+		if (!ret)
+			ret = check_optimized_out(&specs[i], sv.v + first, sv.n - first);
 		for (size_t k = first; !ret && k < sv.n; k++)
 			name_site(&sv.v[k], sv.v, sv.n, sv.n - first > 1);
 	}
@@ -993,7 +1213,7 @@ void resolve_symbolize(pid_t pid, uint64_t addr, char *buf, size_t len)
 		const struct elf_sym *fn = elf_func_at(ef, vaddr);
 
 		if (fn)
-			snprintf(buf, len, "%s+0x%llx", fn->name,
+			snprintf(buf, len, "%s+0x%llx", elf_sym_pretty(fn),
 				 (unsigned long long)(vaddr - fn->vaddr));
 		else
 			snprintf(buf, len, "%s+0x%llx", base, (unsigned long long)off);

@@ -28,7 +28,7 @@ struct usc_site {
 	const struct usc_probe_spec *spec;
 	unsigned probe;			/* index of spec */
 	char event[USC_NAME_MAX];	/* the kernel's event name: unique in the session */
-	char label[USC_NAME_MAX * 2];	/* what output calls it: the event name, or for
+	char label[USC_NAME_MAX * 4];	/* what output calls it: the event name, or for
 					 * every site of one USDT probe, PROVIDER:NAME */
 	struct usc_fetcharg *args;	/* bound to this site (probe_bind_arg) */
 	unsigned nargs;
@@ -43,6 +43,7 @@ struct usc_site {
 	uint64_t func_vaddr;		/* link-time address of the function, or 0 */
 	uint64_t offset;		/* file offset of the probe point */
 	bool is_return;
+	bool inlined;			/* on an inlined copy of the function */
 };
 
 /* Fill target->exe for a PID (/proc/PID/exe) or a command (PATH lookup).
@@ -56,6 +57,9 @@ enum resolve_flags {
 	/* r: probes swap the return address (the kernel's uretprobe) instead
 	 * of probing the function's return sites */
 	RESOLVE_URETPROBE = 1 << 0,
+	/* a function's probe goes on its out-of-line entry only, not also on
+	 * the copies the compiler inlined (DWARF) */
+	RESOLVE_NO_INLINES = 1 << 1,
 };
 int resolve_probes(const struct usc_target *target, const struct usc_probe_spec *specs,
 		   size_t nspecs, unsigned flags, struct usc_site **sites, size_t *nsites);

@@ -201,6 +201,17 @@ int x86_encode_jmp(uint64_t from, uint64_t to, uint8_t out[5])
 	return 0;
 }
 
+int x86_encode_jmp8(uint64_t from, uint64_t to, uint8_t out[2])
+{
+	int64_t d = (int64_t)(to - (from + X86_JMP8_LEN));
+
+	if (d < INT8_MIN || d > INT8_MAX)
+		return -ERANGE;
+	out[0] = 0xeb;
+	out[1] = (uint8_t)(int8_t)d;
+	return 0;
+}
+
 /* Push the 64-bit constant v without touching flags or registers:
  * push imm32 (sign-extended low half), then mov dword [rsp+4], high half. */
 static int enc_push64(uint64_t v, uint8_t *buf, size_t *n)
@@ -249,6 +260,48 @@ static bool uses_rsp(const ZydisDecodedOperand *op)
 	return false;
 }
 
+/* Do two decoded instructions have the same operands and prefixes, but for
+ * the displacement of a RIP-relative operand (checked by the caller)? */
+static bool same_operands(const ZydisDecodedInstruction *a, const ZydisDecodedOperand *ao,
+			  const ZydisDecodedInstruction *b, const ZydisDecodedOperand *bo)
+{
+	const ZydisInstructionAttributes pfx = ZYDIS_ATTRIB_HAS_LOCK | ZYDIS_ATTRIB_HAS_REP |
+		ZYDIS_ATTRIB_HAS_REPE | ZYDIS_ATTRIB_HAS_REPNE | ZYDIS_ATTRIB_HAS_SEGMENT_FS |
+		ZYDIS_ATTRIB_HAS_SEGMENT_GS;
+
+	if (a->operand_count_visible != b->operand_count_visible ||
+	    (a->attributes & pfx) != (b->attributes & pfx) || a->operand_width != b->operand_width ||
+	    a->address_width != b->address_width)
+		return false;
+	for (int k = 0; k < a->operand_count_visible; k++) {
+		const ZydisDecodedOperand *x = &ao[k], *y = &bo[k];
+
+		if (x->type != y->type || x->size != y->size)
+			return false;
+		switch (x->type) {
+		case ZYDIS_OPERAND_TYPE_REGISTER:
+			if (x->reg.value != y->reg.value)
+				return false;
+			break;
+		case ZYDIS_OPERAND_TYPE_MEMORY:
+			if (x->mem.type != y->mem.type || x->mem.base != y->mem.base ||
+			    x->mem.index != y->mem.index || x->mem.scale != y->mem.scale ||
+			    x->mem.segment != y->mem.segment ||
+			    (x->mem.base != ZYDIS_REGISTER_RIP &&
+			     x->mem.disp.value != y->mem.disp.value))
+				return false;
+			break;
+		case ZYDIS_OPERAND_TYPE_IMMEDIATE:
+			if (x->imm.value.u != y->imm.value.u || x->imm.is_relative != y->imm.is_relative)
+				return false;
+			break;
+		default:
+			return false;
+		}
+	}
+	return true;
+}
+
 /* Re-encode the instruction (with mnemonic m, which may differ: call ->
  * jmp) at `at`, its RIP-relative operand (if any) pointing at the same
  * absolute address. Checked by decoding the result again. */
@@ -279,8 +332,7 @@ static int enc_rebased(const ZydisDecodedInstruction *in, const ZydisDecodedOper
 		return fits_rel32((int64_t)(abs - (at + len))) ? -EINVAL : -ERANGE;
 	if (!decoder_init(&dec) ||
 	    !ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, buf, len, &chk, cops)) ||
-	    chk.length != len || chk.mnemonic != m ||
-	    chk.operand_count_visible != in->operand_count_visible)
+	    chk.length != len || chk.mnemonic != m || !same_operands(in, ops, &chk, cops))
 		return -EINVAL;
 	if (k >= 0 && (cops[k].type != ZYDIS_OPERAND_TYPE_MEMORY ||
 		       cops[k].mem.base != ZYDIS_REGISTER_RIP ||
@@ -406,8 +458,11 @@ static int reloc_one(const uint8_t *code, const ZydisDecodedInstruction *in,
 		return 0;
 	}
 	ret = enc_rebased(in, ops, pc, in->mnemonic, at, buf, n);
-	if (ret == -EINVAL)
+	if (ret == -EINVAL) {
+		log_debug("Zydis cannot re-encode %s at 0x%" PRIx64 ": its disp32 re-based in place",
+			  mn, pc);
 		ret = enc_disp_patch(code, in, ops, pc, at, buf, n);
+	}
 	if (ret == -ERANGE)
 		return refuse(rf, -ERANGE, R_RANGE, ": %s at 0x%" PRIx64 " from 0x%" PRIx64,
 			      mn, pc, at);
@@ -500,11 +555,16 @@ ssize_t x86_relocate(const uint8_t *code, size_t len, uint64_t from, uint64_t to
 
 enum flow { FLOW_NEXT, FLOW_CALL, FLOW_END /* jmp, ret, ud2: no fall-through */ };
 
+enum an_kind { K_OTHER, K_RET, K_JMP, K_JCC, K_IJMP, K_NOP };
+
 struct an_insn {
 	uint64_t addr;
+	uint64_t target;	/* of a direct branch */
 	uint8_t len;
 	uint8_t flow;
 	uint8_t region;
+	uint8_t kind;		/* enum an_kind */
+	bool tail;		/* K_IJMP taken for a tail call */
 };
 
 struct an_target {
@@ -675,6 +735,12 @@ static ssize_t an_read_table(struct func_an *a, const struct x86_reader *rd, uin
 	return n;
 }
 
+static int tail_call(struct func_an *a, size_t i)
+{
+	a->in[i].tail = true;
+	return 0;
+}
+
 /* An indirect jmp at instruction i: find and read its table, or mark the
  * function's targets unknown, or (no table) take it for a tail call. */
 static int an_indirect(struct func_an *a, size_t i, const ZydisDecodedOperand *op,
@@ -691,7 +757,7 @@ static int an_indirect(struct func_an *a, size_t i, const ZydisDecodedOperand *o
 		return -ENOEXEC;
 	if (op->type == ZYDIS_OPERAND_TYPE_MEMORY) {
 		if (op->mem.index == ZYDIS_REGISTER_NONE)
-			return 0;	/* jmp *8(%rax), jmp *x@GOTPCREL(%rip): a tail call */
+			return tail_call(a, i);	/* jmp *8(%rax), jmp *x@GOTPCREL(%rip) */
 		if (op->mem.base == ZYDIS_REGISTER_NONE && op->mem.scale == 8) {
 			table = (uint64_t)op->mem.disp.value;	/* jmp *T(,%rI,8) */
 			esize = 8;
@@ -702,10 +768,10 @@ static int an_indirect(struct func_an *a, size_t i, const ZydisDecodedOperand *o
 
 		w = an_writer(a, i, r, &dec, &in, ops);
 		if (w < 0)
-			return 0;	/* not computed here: a tail call */
+			return tail_call(a, i);	/* not computed here */
 		if (in.mnemonic == ZYDIS_MNEMONIC_MOV && ops[1].type == ZYDIS_OPERAND_TYPE_MEMORY &&
 		    ops[1].mem.index == ZYDIS_REGISTER_NONE)
-			return 0;	/* mov 8(%rdi),%rax; jmp *%rax: a tail call */
+			return tail_call(a, i);	/* mov 8(%rdi),%rax; jmp *%rax */
 		if (in.mnemonic != ZYDIS_MNEMONIC_ADD || ops[1].type != ZYDIS_OPERAND_TYPE_REGISTER) {
 			/* an indexed load, or anything else that computes it */
 			bool idx = false;
@@ -714,10 +780,11 @@ static int an_indirect(struct func_an *a, size_t i, const ZydisDecodedOperand *o
 				idx |= ops[k].type == ZYDIS_OPERAND_TYPE_MEMORY &&
 				       ops[k].mem.index != ZYDIS_REGISTER_NONE;
 			if (!idx && in.mnemonic == ZYDIS_MNEMONIC_MOV)
-				return 0;	/* mov %rdi,%rax; jmp *%rax */
+				return tail_call(a, i);	/* mov %rdi,%rax; jmp *%rax */
 			if (in.mnemonic == ZYDIS_MNEMONIC_LEA && ops[1].mem.base == ZYDIS_REGISTER_RIP &&
 			    ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &ops[1], a->in[w].addr, &table)))
-				return an_add_target(a, table, at);	/* lea L(%rip),%rax */
+				return an_is_insn(a, table) ? an_add_target(a, table, at) :
+				       tail_call(a, i);	/* lea L(%rip),%rax; jmp *%rax */
 			goto unknown;
 		}
 		/* add %rB,%rX (or %rX,%rB): one is the table, the other an entry */
@@ -787,8 +854,8 @@ static int an_build(struct func_an *a, const struct x86_region *rg, size_t nrg,
 		return -ENOMEM;
 	for (size_t r = 0; r < nrg && r < 256 && !ret; r++) {
 		for (uint64_t pos = 0; pos < rg[r].len; pos += in.length) {
-			uint64_t at = rg[r].addr + pos;
-			uint8_t flow = FLOW_NEXT;
+			uint64_t at = rg[r].addr + pos, target = 0;
+			uint8_t flow = FLOW_NEXT, kind = K_OTHER;
 
 			if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, rg[r].code + pos,
 								 rg[r].len - pos, &in, ops))) {
@@ -796,9 +863,22 @@ static int an_build(struct func_an *a, const struct x86_region *rg, size_t nrg,
 				break;
 			}
 			if (in.attributes & ZYDIS_ATTRIB_IS_RELATIVE &&
-			    ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[0].imm.is_relative &&
-			    (ret = an_add_target(a, at + in.length + (uint64_t)ops[0].imm.value.s, at)))
-				break;
+			    ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[0].imm.is_relative) {
+				target = at + in.length + (uint64_t)ops[0].imm.value.s;
+				if ((ret = an_add_target(a, target, at)))
+					break;
+				if (in.mnemonic == ZYDIS_MNEMONIC_JMP)
+					kind = K_JMP;
+				else if (in.meta.category == ZYDIS_CATEGORY_COND_BR)
+					kind = K_JCC;
+			} else if (in.mnemonic == ZYDIS_MNEMONIC_JMP) {
+				kind = K_IJMP;
+			} else if (in.mnemonic == ZYDIS_MNEMONIC_RET) {
+				kind = K_RET;
+			} else if (in.meta.category == ZYDIS_CATEGORY_NOP ||
+				   in.meta.category == ZYDIS_CATEGORY_WIDENOP) {
+				kind = K_NOP;
+			}
 			if (in.mnemonic == ZYDIS_MNEMONIC_CALL) {
 				flow = FLOW_CALL;
 			} else if (in.mnemonic == ZYDIS_MNEMONIC_JMP || in.mnemonic == ZYDIS_MNEMONIC_RET ||
@@ -816,7 +896,8 @@ static int an_build(struct func_an *a, const struct x86_region *rg, size_t nrg,
 					ind[nind++] = a->nin;
 				}
 			}
-			a->in[a->nin++] = (struct an_insn){at, in.length, flow, (uint8_t)r};
+			a->in[a->nin++] = (struct an_insn){at, target, in.length, flow, (uint8_t)r,
+							   kind, false};
 		}
 	}
 	/* jump tables, once the direct targets are known */
@@ -841,7 +922,8 @@ static int an_build(struct func_an *a, const struct x86_region *rg, size_t nrg,
 
 /* The checks every patch passes: no unknown jump table, no branch into
  * (addr, addr+len), and its instructions relocatable. */
-static int an_check(const struct func_an *a, uint64_t addr, size_t len, struct refusal *rf)
+static int an_check(const struct func_an *a, uint64_t addr, size_t len, const uint8_t *code,
+		    struct refusal *rf)
 {
 	const struct an_target *t;
 	const struct x86_region *r;
@@ -861,7 +943,8 @@ static int an_check(const struct func_an *a, uint64_t addr, size_t len, struct r
 	if (!scratch)
 		return -ENOMEM;
 	/* relocated to where they are: only the allow-list and call rules can fail */
-	n = relocate(r->code + (addr - r->addr), len, addr, addr, scratch, X86_RELOC_MAX(len), rf);
+	n = relocate(code ? code : r->code + (addr - r->addr), len, addr, addr, scratch,
+		     X86_RELOC_MAX(len), rf);
 	free(scratch);
 	return n < 0 ? (int)n : 0;
 }
@@ -888,86 +971,373 @@ static int an_plan_probe(const struct func_an *a, uint64_t addr, struct x86_patc
 		len += a->in[k].len;
 	if (len < X86_JMP_LEN)
 		return refuse(rf, -ENOTSUP, R_SHORT, " (%zu bytes from 0x%" PRIx64 ")", len, addr);
-	*out = (struct x86_patch){addr, (uint32_t)len, 0};
-	return an_check(a, addr, len, rf);
+	*out = (struct x86_patch){addr, (uint32_t)len, 0, 0};
+	return an_check(a, addr, len, NULL, rf);
 }
 
-static int an_plan_return(const struct func_an *a, uint64_t ret_addr, struct x86_patch *out,
-			  struct refusal *rf)
+/* Extend the patch [in[k], in[i]] (in[i] a ret or jmp) to X86_JMP_LEN bytes
+ * over the NOPs after it, which nothing runs: alignment filler that no
+ * branch targets, inside the region, then (at the region's end) up to the
+ * next function, as rd->filler says. Returns the bytes taken (0: not
+ * possible) with the code of the whole patch in buf. */
+static size_t an_filler(const struct func_an *a, const struct x86_reader *rd, size_t k,
+			size_t i, uint8_t *buf, size_t cap, size_t *beyond)
 {
-	ssize_t i = an_find(a, ret_addr);
-	size_t len, k;
+	const struct x86_region *rg = &a->rg[a->in[i].region];
+	uint64_t start = a->in[k].addr, end = a->in[i].addr + a->in[i].len;
+	size_t have = (size_t)(end - start), took = 0, avail;
+	uint8_t pad[16];
+	ZydisDecoder dec;
+	ZydisDecodedInstruction in;
 
-	if (i < 0)
-		return refuse(rf, -EINVAL, R_BOUNDARY, ": 0x%" PRIx64, ret_addr);
-	k = (size_t)i;
-	len = a->in[k].len;
+	*beyond = 0;
+	for (size_t j = i + 1; have + took < X86_JMP_LEN; j++) {
+		if (j >= a->nin || a->in[j].region != a->in[i].region)
+			break;
+		if (a->in[j].kind != K_NOP || an_has_target(a, a->in[j].addr))
+			return 0;
+		took += a->in[j].len;
+	}
+	if (have + took < X86_JMP_LEN) {
+		uint64_t rend = rg->addr + rg->len;
+		size_t more = 0;
+
+		if (!rd || !rd->filler || !rd->read || end + took != rend || !decoder_init(&dec))
+			return 0;
+		avail = rd->filler(rd->ctx, rend);
+		if (avail > sizeof(pad))
+			avail = sizeof(pad);
+		if (!avail || rd->read(rd->ctx, rend, pad, avail))
+			return 0;
+		while (have + took + more < X86_JMP_LEN) {
+			if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, NULL, pad + more,
+									avail - more, &in)) ||
+			    (in.meta.category != ZYDIS_CATEGORY_NOP &&
+			     in.meta.category != ZYDIS_CATEGORY_WIDENOP))
+				return 0;
+			more += in.length;
+		}
+		if (have + took + more > cap)
+			return 0;
+		memcpy(buf + have + took, pad, more);
+		memcpy(buf, rg->code + (start - rg->addr), have + took);
+		*beyond = more;
+		return took + more;
+	}
+	if (have + took > cap)
+		return 0;
+	memcpy(buf, rg->code + (start - rg->addr), have + took);
+	return took;
+}
+
+static bool an_in_regions(const struct func_an *a, uint64_t t)
+{
+	for (size_t r = 0; r < a->nrg; r++)
+		if (t >= a->rg[r].addr && t - a->rg[r].addr < a->rg[r].len)
+			return true;
+	return false;
+}
+
+/* Is in[i] a return site, as an_return_sites finds them? */
+static bool an_is_ret_site(const struct func_an *a, size_t i)
+{
+	const struct an_insn *in = &a->in[i];
+
+	return in->kind == K_RET || (in->kind == K_JMP && !an_in_regions(a, in->target)) ||
+	       (in->kind == K_IJMP && in->tail);
+}
+
+/* The classic patch of the return site in[i]: its block, back from it. */
+struct ret_geom {
+	size_t k;		/* the block's first displaced instruction */
+	size_t len;		/* bytes from in[k] to the end of the return */
+	const char *what;	/* what ends the block short of X86_JMP_LEN; NULL: long enough */
+	size_t pad;		/* filler NOPs taken after the return (an_filler); 0: none */
+	size_t beyond;		/* of those, bytes after the end of the region */
+	uint8_t buf[64];	/* the code of the whole patch, when pad */
+};
+
+static void an_ret_geom(const struct func_an *a, const struct x86_reader *rd, size_t i,
+			struct ret_geom *g)
+{
+	size_t k = i, len = a->in[i].len;
+
+	g->what = NULL;
+	g->pad = g->beyond = 0;
 	/* grow backwards over the ret's block: stop at a branch target (the
 	 * start of the block), a call, a jmp or ret (the end of the one before) */
 	while (len < X86_JMP_LEN) {
-		const char *what = NULL;
-
 		if (an_has_target(a, a->in[k].addr))
-			what = "a branch target";
+			g->what = "a branch target";
 		else if (k == 0 || a->in[k - 1].region != a->in[k].region)
-			what = "the start of the function";
+			g->what = "the start of the function";
 		else if (a->in[k - 1].flow == FLOW_CALL)
-			what = "a call";
+			g->what = "a call";
 		else if (a->in[k - 1].flow == FLOW_END)
-			what = "a jmp or ret";
-		if (what) {
-			const struct an_target *t = an_target_inside(a, a->in[k].addr - 1,
-								     a->in[k].addr + 1);
-
-			if (t && k == (size_t)i)
-				return refuse(rf, -ENOTSUP, R_TARGET, " (0x%" PRIx64 " jumps to the "
-					      "return at 0x%" PRIx64 ")", t->from, t->to);
-			return refuse(rf, -ENOTSUP, R_RSHORT, " (%zu bytes from 0x%" PRIx64 " to the "
-				      "return at 0x%" PRIx64 ", after %s)", len, a->in[k].addr,
-				      ret_addr, what);
+			g->what = "a jmp or ret";
+		if (g->what) {
+			g->pad = an_filler(a, rd, k, i, g->buf, sizeof(g->buf), &g->beyond);
+			break;
 		}
 		k--;
 		len += a->in[k].len;
 	}
+	g->k = k;
+	g->len = len;
+}
+
+/* Does the return need a springboard: a block too short for the jmp rel32,
+ * no filler to grow over, but room for a jmp rel8? */
+static bool needs_spring(const struct ret_geom *g)
+{
+	return g->what && !g->pad && g->len >= X86_JMP8_LEN;
+}
+
+/* How many bytes after rend, up to rd->filler's bound, are whole padding
+ * instructions (NOPs of any length, int3): at most cap, read into buf. */
+static size_t an_padding(const struct x86_reader *rd, uint64_t rend, uint8_t *buf, size_t cap)
+{
+	ZydisDecoder dec;
+	ZydisDecodedInstruction in;
+	size_t avail, n = 0;
+
+	if (!rd || !rd->filler || !rd->read || !decoder_init(&dec))
+		return 0;
+	avail = rd->filler(rd->ctx, rend);
+	if (avail > cap)
+		avail = cap;
+	if (!avail || rd->read(rd->ctx, rend, buf, avail))
+		return 0;
+	while (n < avail &&
+	       ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, NULL, buf + n, avail - n, &in)) &&
+	       (in.meta.category == ZYDIS_CATEGORY_NOP ||
+		in.meta.category == ZYDIS_CATEGORY_WIDENOP || in.mnemonic == ZYDIS_MNEMONIC_INT3))
+		n += in.length;
+	return n;
+}
+
+static const char R_NOSLOT[] = "the return's block is shorter than the patch, with no "
+			       "springboard slot in reach";
+
+/* The springboard slot of the return site in[i], whose 2-byte jmp rel8 is
+ * at `from`.
+ *
+ * Where: the filler after the end of the region holding the return, which
+ * is dead: it follows the function's (or its cold part's) last byte, so no
+ * instruction of the function runs into it; nothing branches to it (no
+ * compiler targets alignment padding, and the function's own branch targets
+ * are checked below); and it ends before the next symbol, which another
+ * function's patches may use, as rd->filler bounds it (for an ELF file,
+ * patchable_reader's: the next function symbol, the next FDE, the next
+ * 16-byte boundary and the end of .text, whichever comes first). Only the
+ * whole NOP and int3 instructions at its start count (an_padding): code is
+ * never taken for filler. A function never uses the filler before it: that
+ * is the previous function's.
+ *
+ * Which: a function's slots must never overlap, yet x86_plan_return sees
+ * one site at a time. So the assignment depends on the function alone: the
+ * filler bytes a classic patch of the region's last return grows over
+ * (an_filler) come first and are skipped; then the k-th return site of the
+ * region (in address order) that needs a springboard gets the k-th 5-byte
+ * slot, nearest first. A site whose slot is not in the filler, or out of
+ * the jmp rel8's reach, is refused; the others keep theirs. */
+static int an_spring_slot(const struct func_an *a, const struct x86_reader *rd, size_t i,
+			  const struct ret_geom *rg_i, uint64_t from, uint64_t *slot,
+			  struct refusal *rf)
+{
+	uint8_t r = a->in[i].region, pad[256];
+	const struct x86_region *rg = &a->rg[r];
+	uint64_t rend = rg->addr + rg->len, at;
+	size_t nth = 0, skip = 0, usable;
+	const struct an_target *t;
+	struct ret_geom g;
+	int64_t rel;
+
+	for (size_t j = 0; j < a->nin; j++) {
+		if (a->in[j].region != r || !an_is_ret_site(a, j))
+			continue;
+		an_ret_geom(a, rd, j, &g);
+		if (g.beyond > skip)
+			skip = g.beyond;
+		if (j < i && needs_spring(&g))
+			nth++;
+	}
+	usable = an_padding(rd, rend, pad, sizeof(pad));
+	at = rend + skip + X86_JMP_LEN * nth;
+	if (at + X86_JMP_LEN > rend + usable)
+		return refuse(rf, -ENOTSUP, R_NOSLOT, " (%zu bytes to the return at 0x%" PRIx64
+			      ", after %s; slot %zu of %zu filler bytes after 0x%" PRIx64 ", %zu "
+			      "taken)", rg_i->len, a->in[i].addr, rg_i->what, nth, usable, rend,
+			      skip);
+	rel = (int64_t)(at - (from + X86_JMP8_LEN));
+	if (rel < INT8_MIN || rel > INT8_MAX)
+		return refuse(rf, -ENOTSUP, R_NOSLOT, " (beyond a jmp rel8: slot 0x%" PRIx64
+			      " for the return at 0x%" PRIx64 ", after %s)", at, a->in[i].addr,
+			      rg_i->what);
+	t = an_target_inside(a, at - 1, at + X86_JMP_LEN);
+	if (t)
+		return refuse(rf, -ENOTSUP, R_NOSLOT, " (0x%" PRIx64 " jumps into the filler at "
+			      "0x%" PRIx64 ")", t->from, t->to);
+	*slot = at;
+	return 0;
+}
+
+static int an_plan_return(const struct func_an *a, const struct x86_reader *rd,
+			  uint64_t ret_addr, struct x86_patch *out, struct refusal *rf)
+{
+	ssize_t i = an_find(a, ret_addr);
+	struct ret_geom g;
+	size_t k, len;
+	uint64_t slot = 0;
+	int ret;
+
+	if (i < 0)
+		return refuse(rf, -EINVAL, R_BOUNDARY, ": 0x%" PRIx64, ret_addr);
+	an_ret_geom(a, rd, (size_t)i, &g);
+	if (!g.what || g.pad) {
+		len = g.len + g.pad;
+		*out = (struct x86_patch){a->in[g.k].addr, (uint32_t)len,
+					  (uint32_t)(ret_addr - a->in[g.k].addr), 0};
+		return an_check(a, out->addr, len, g.pad ? g.buf : NULL, rf);
+	}
+	if (!needs_spring(&g)) {
+		const struct an_target *t = an_target_inside(a, ret_addr - 1, ret_addr + 1);
+
+		if (t && g.k == (size_t)i)
+			return refuse(rf, -ENOTSUP, R_TARGET, " (0x%" PRIx64 " jumps to the "
+				      "return at 0x%" PRIx64 ")", t->from, t->to);
+		return refuse(rf, -ENOTSUP, R_RSHORT, " (%zu bytes from 0x%" PRIx64 " to the "
+			      "return at 0x%" PRIx64 ", after %s)", g.len, a->in[g.k].addr,
+			      ret_addr, g.what);
+	}
+	/* a springboard: as few instructions of the block as make a jmp rel8 */
+	k = (size_t)i;
+	len = a->in[k].len;
+	while (len < X86_JMP8_LEN) {
+		k--;
+		len += a->in[k].len;
+	}
+	ret = an_spring_slot(a, rd, (size_t)i, &g, a->in[k].addr, &slot, rf);
+	if (ret)
+		return ret;
 	*out = (struct x86_patch){a->in[k].addr, (uint32_t)len,
-				  (uint32_t)(ret_addr - a->in[k].addr)};
-	return an_check(a, out->addr, len, rf);
+				  (uint32_t)(ret_addr - a->in[k].addr), slot};
+	return an_check(a, out->addr, len, NULL, rf);
+}
+
+/* x86_plan_probe (is_ret false) or x86_plan_return */
+static int plan(const struct x86_region *regions, size_t nregions, const struct x86_reader *rd,
+		uint64_t addr, bool is_ret, struct x86_patch *out, const char **why)
+{
+	static __thread struct refusal rf;
+	struct func_an a;
+	int ret;
+
+	rf.rule = NULL;
+	ret = an_build(&a, regions, nregions, rd, &rf);
+	if (!ret) {
+		ret = is_ret ? an_plan_return(&a, rd, addr, out, &rf) :
+			       an_plan_probe(&a, addr, out, &rf);
+		an_free(&a);
+	}
+	*why = rf.rule ? rf.why : NULL;
+	return ret;
 }
 
 int x86_plan_probe(const struct x86_region *regions, size_t nregions,
 		   const struct x86_reader *rd, uint64_t addr,
 		   struct x86_patch *out, const char **why)
 {
-	static __thread struct refusal rf;
-	struct func_an a;
-	int ret;
-
-	rf.rule = NULL;
-	ret = an_build(&a, regions, nregions, rd, &rf);
-	if (!ret) {
-		ret = an_plan_probe(&a, addr, out, &rf);
-		an_free(&a);
-	}
-	*why = rf.rule ? rf.why : NULL;
-	return ret;
+	return plan(regions, nregions, rd, addr, false, out, why);
 }
 
 int x86_plan_return(const struct x86_region *regions, size_t nregions,
 		    const struct x86_reader *rd, uint64_t ret_addr,
 		    struct x86_patch *out, const char **why)
 {
+	return plan(regions, nregions, rd, ret_addr, true, out, why);
+}
+
+static const char R_COND_TAIL[] = "a conditional tail call";
+static const char R_NORET[] = "no return site (it never returns)";
+
+/* As x86_return_sites, with jump tables resolved: a jump table's jmp is no
+ * return site, a jmp through a pointer is a tail call. */
+static ssize_t an_return_sites(const struct func_an *a, struct x86_ret_site **out,
+			       struct refusal *rf)
+{
+	struct x86_ret_site *v = NULL;
+	size_t n = 0;
+
+	*out = NULL;
+	if (a->unknown) {
+		*rf = a->unknown_rf;
+		return a->unknown;
+	}
+	for (size_t i = 0; i < a->nin; i++) {
+		const struct an_insn *in = &a->in[i];
+		bool out_of = in->kind == K_JMP || in->kind == K_JCC ?
+			      !an_in_regions(a, in->target) : false;
+
+		if (in->kind == K_JCC && out_of) {
+			free(v);
+			return refuse(rf, -ENOTSUP, R_COND_TAIL, " (a conditional jump out of the "
+				      "function at 0x%" PRIx64 ", to 0x%" PRIx64 ")", in->addr,
+				      in->target);
+		}
+		if (an_is_ret_site(a, i)) {
+			struct x86_ret_site *nv = realloc(v, (n + 1) * sizeof(*v));
+
+			if (!nv) {
+				free(v);
+				return -ENOMEM;
+			}
+			v = nv;
+			v[n++] = (struct x86_ret_site){in->addr,
+						      in->kind == K_RET ? X86_RET : X86_TAIL_JMP};
+		}
+	}
+	if (!n)
+		return refuse(rf, -ENOENT, R_NORET, NULL);
+	*out = v;
+	return (ssize_t)n;
+}
+
+ssize_t x86_return_sites_rd(const struct x86_region *regions, size_t nregions,
+			    const struct x86_reader *rd, struct x86_ret_site **out,
+			    const char **why)
+{
 	static __thread struct refusal rf;
 	struct func_an a;
-	int ret;
+	ssize_t n;
 
 	rf.rule = NULL;
-	ret = an_build(&a, regions, nregions, rd, &rf);
-	if (!ret) {
-		ret = an_plan_return(&a, ret_addr, out, &rf);
+	*out = NULL;
+	n = an_build(&a, regions, nregions, rd, &rf);
+	if (!n) {
+		n = an_return_sites(&a, out, &rf);
 		an_free(&a);
 	}
 	*why = rf.rule ? rf.why : NULL;
-	return ret;
+	return n;
+}
+
+ssize_t x86_branches_out(const struct x86_region *regions, size_t nregions,
+			 uint64_t *targets, size_t max)
+{
+	struct refusal rf;
+	struct func_an a;
+	size_t n = 0;
+	int ret = an_build(&a, regions, nregions, NULL, &rf);
+
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < a.nin && n < max; i++)
+		if ((a.in[i].kind == K_JMP || a.in[i].kind == K_JCC) &&
+		    !an_in_regions(&a, a.in[i].target))
+			targets[n++] = a.in[i].target;
+	an_free(&a);
+	return (ssize_t)n;
 }
 
 static void set_result(int *res, const char **rule, char *why, size_t wsize, int ret,
@@ -985,7 +1355,6 @@ int x86_func_patchable(const struct x86_region *regions, size_t nregions,
 	struct refusal rf = {0};
 	struct x86_ret_site *rs = NULL;
 	struct x86_patch p;
-	const char *why = NULL;
 	ssize_t n;
 	int ret;
 
@@ -1006,18 +1375,12 @@ int x86_func_patchable(const struct x86_region *regions, size_t nregions,
 		goto out;
 	set_result(&out->entry, &out->entry_rule, out->entry_why, sizeof(out->entry_why), ret,
 		   &rf);
-	n = x86_return_sites(regions, nregions, &rs, &why);
+	n = an_return_sites(&a, &rs, &rf);
 	if (n == -ENOMEM) {
 		ret = -ENOMEM;
 		goto out;
 	}
 	if (n < 0) {
-		/* x86_return_sites' reasons, one rule each */
-		rf.rule = n == -ENOENT ? "no return site (it never returns)" :
-			  n == -ENOEXEC ? R_NOEXEC :
-			  why && strstr(why, "conditional") ? "a conditional tail call" :
-			  "return sites unknown: an indirect jump";
-		snprintf(rf.why, sizeof(rf.why), "%s", why ? why : rf.rule);
 		set_result(&out->ret, &out->ret_rule, out->ret_why, sizeof(out->ret_why),
 			   (int)n, &rf);
 		ret = 0;
@@ -1025,8 +1388,10 @@ int x86_func_patchable(const struct x86_region *regions, size_t nregions,
 	}
 	out->nret = (size_t)n;
 	ret = 0;
-	for (ssize_t k = 0; k < n && !ret; k++)
-		ret = an_plan_return(&a, rs[k].addr, &p, &rf);
+	for (ssize_t k = 0; k < n && !ret; k++) {
+		ret = an_plan_return(&a, rd, rs[k].addr, &p, &rf);
+		out->nspring += !ret && p.spring;
+	}
 	set_result(&out->ret, &out->ret_rule, out->ret_why, sizeof(out->ret_why), ret, &rf);
 	ret = ret == -ENOMEM ? ret : 0;
 out:

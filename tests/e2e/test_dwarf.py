@@ -2,6 +2,7 @@
 pointers, char arrays and char pointers as strings, globals, $params; at -O0
 and -O2, and with the DWARF in a separate file (.gnu_debuglink)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def test_fields_strings_and_globals_by_name(build):
     assert col(res, "r_next_id") == [77] * N
     assert col(res, "n") == list(range(1, N + 1))
     assert col(res, "flag") == [i % 2 for i in range(1, N + 1)]
-    assert col(res, "c") == [5 if i % 3 else 0 for i in range(1, N + 1)]
+    assert col(res, "c") == ["GREEN" if i % 3 else "RED" for i in range(1, N + 1)]
     assert col(res, "g_counter") == list(range(1, N + 1))
 
 
@@ -231,3 +232,108 @@ def test_bare_retval_takes_the_functions_return_type():
     # no debug info: the default x64
     res = trace("r:handle $retval", cmd=[target("args-nodebug"), "2"], json=True).check(rc=0)
     assert [e.args["arg1"] for e in res.events] == ["0x8", "0x9"]
+
+
+# --------------------------------------------------------------------------
+# How DWARF types show: enums by name, bools, a struct whole, <optimized out>
+
+ENGINES = ["tracefs", "bpf"]
+# run_job(&j, verbose, m, s) for i = 1, 2, 3 (see dwarfapp.c)
+MODES = ["M_READ", "M_READ|M_EXEC", "M_READ|0x8"]
+STATES = ["RUNNING", "DONE", 3]
+JOBS = [{"name": f"job{i}", "state": STATES[i - 1], "urgent": bool(i % 2),
+         "mode": MODES[i - 1], "span": "{...}", "prio": "[...]"} for i in (1, 2, 3)]
+
+
+def args_text(res, event):
+    """The text after '(ADDRESS) ' of each line of the event (or of the
+    events EVENT_*: the sites of a line probe that names its event)."""
+    pat = re.compile(rf": {event}(_\w+)?: \(")
+    return [l.split(") ", 1)[1] for l in res.output.splitlines() if pat.search(l)]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("build", ["dwarfapp-O0", "dwarfapp-O2"])
+def test_enums_bools_and_a_struct_whole(build, engine):
+    res = trace("run_job *j verbose m s", "r:job_done $retval",
+                cmd=[target(build), "3"], json=True, extra=["-e", engine]).check(rc=0)
+    ev = res.named("run_job")
+    assert [e.args for e in ev] == [
+        {"j": JOBS[i], "verbose": bool((i + 1) % 2), "m": MODES[i], "s": STATES[i]}
+        for i in range(3)]
+    assert [e.args["arg1"] for e in res.named("job_done__return")] == [False, True, False]
+    # the same in text
+    res = trace("run_job *j verbose m s", "r:job_done $retval",
+                cmd=[target(build), "3"], extra=["-e", engine]).check(rc=0)
+    assert args_text(res, "run_job") == [
+        'j={name="job1" state=RUNNING urgent=true mode=M_READ span={...} prio=[...]} '
+        'verbose=true m=M_READ s=RUNNING',
+        'j={name="job2" state=DONE urgent=false mode=M_READ|M_EXEC span={...} prio=[...]} '
+        'verbose=false m=M_READ|M_EXEC s=DONE',
+        'j={name="job3" state=3 urgent=true mode=M_READ|0x8 span={...} prio=[...]} '
+        'verbose=true m=M_READ|0x8 s=3']
+    assert args_text(res, "job_done__return") == ["arg1=false", "arg1=true", "arg1=false"]
+
+
+def test_type_overrides_the_names():
+    res = trace("run_job s:s32 v=verbose:u8 st=j->state",
+                cmd=[target("dwarfapp-O0"), "2"], json=True).check(rc=0)
+    assert [(e.args["s"], e.args["v"], e.args["st"]) for e in res.events] == \
+        [(2, 1, "RUNNING"), (7, 0, "DONE")]
+
+
+def test_a_struct_takes_no_type():
+    cp = run_uscope(["trace", "run_job *j:u32", "--", target("dwarfapp-O0"), "1"])
+    assert cp.returncode == 1
+    assert "a struct takes no :TYPE; pick a member" in cp.stderr
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_optimized_out_where_a_site_lacks_the_value(engine):
+    """twice() is inlined into keep_k and drop_k: its line has two sites. At
+    -O2, k lives on in keep_k only; at -O0 it is everywhere."""
+    line = marker_line("twice-call")
+    for build, dropped in (("dwarfapp-O0", None), ("dwarfapp-O2", "<optimized out>")):
+        res = trace(f"p:twice dwarfapp.c:{line} k use", cmd=[target(build), "2"],
+                    extra=["-e", engine]).check(rc=0)
+        want = []
+        for i in (1, 2):
+            want += [f"k={10 * i} use=1", f"k={dropped or 20 * i} use=0"]
+        assert args_text(res, "twice") == want, build
+    res = trace(f"dwarfapp.c:{line} k", cmd=[target("dwarfapp-O2"), "1"], json=True,
+                extra=["-e", engine]).check(rc=0)
+    assert [e.args["k"] for e in res.events] == [10, None]
+
+
+def line_addrs_in(build, line, func):
+    """Link-time addresses of the statements of dwarfapp.c:LINE inside FUNC."""
+    path = target(build)
+    start, size = next((int(f[0], 16), int(f[1], 16))
+                       for f in (l.split() for l in subprocess.check_output(
+                           ["nm", "-S", path], text=True).splitlines())
+                       if len(f) == 4 and f[3] == func)
+    out = subprocess.check_output(["readelf", "--debug-dump=decodedline", path], text=True)
+    addrs = set()
+    for l in out.splitlines():
+        f = l.split()
+        if len(f) >= 4 and f[0] == "dwarfapp.c" and f[1] == str(line) and f[-1] == "x":
+            a = int(f[2], 16)
+            if start <= a < start + size:
+                addrs.add(a)
+    return sorted(addrs)
+
+
+def test_optimized_out_at_every_site_is_an_error():
+    """The site in drop_k alone, by address: k is optimized out at all of its
+    (one) sites, so the probe is refused, naming k and where."""
+    line = marker_line("twice-call")
+    addrs = line_addrs_in("dwarfapp-O2", line, "drop_k")
+    assert len(addrs) == 1
+    cp = run_uscope(["trace", f"{hex(addrs[0])} k", "--", target("dwarfapp-O2"), "1"])
+    assert cp.returncode == 1
+    assert f"'k' is optimized out at {hex(addrs[0])}" in cp.stderr
+    assert "in drop_k" in cp.stderr
+    # at -O0 the same site has it
+    addrs = line_addrs_in("dwarfapp-O0", line, "drop_k")
+    res = trace(f"{hex(addrs[0])} k", cmd=[target("dwarfapp-O0"), "1"], json=True).check(rc=0)
+    assert [e.args["k"] for e in res.events] == [20]

@@ -6,6 +6,7 @@ the tracer's deaths, forks, and refusals with their reasons."""
 
 import collections
 import ctypes
+import os
 import signal
 import subprocess
 import time
@@ -168,7 +169,6 @@ def test_forked_children_are_not_traced_and_not_broken():
     f.write("go\n")
     f.close_stdin()
     assert f.wait() == 0
-    bg.signal(signal.SIGINT)
     res = bg.result()
     if res.rc != 0 and "cannot patch" in res.stderr:
         return  # work() is a rip-relative store: see test_bad_pointer...
@@ -217,7 +217,6 @@ def test_process_held_by_another_tracer():
     finally:
         libc.ptrace(PTRACE_DETACH, w.pid, None, None)
     assert cp.returncode != 0
-    import os
     assert f"process {w.pid} is already traced by process {os.getpid()}" in cp.stderr
     w.send("still fine")
     w.close_stdin()
@@ -229,3 +228,66 @@ def test_gone_pid():
     p.wait()
     cp = run_uscope(["trace", "-e", "inject", "-p", p.pid, "on_line"])
     assert cp.returncode != 0
+    assert cp.stderr.strip().splitlines() == [f"uscope: no such process: {p.pid}"], cp.stderr
+
+
+AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def test_no_root_for_ones_own_processes():
+    # a command, and a running process of the same user, both by default (-e auto)
+    cp = run_uscope(["trace", "area a=%di:s32", "--", ARGS, "2"], prefix=AS_NOBODY)
+    assert cp.returncode == 0, cp.stderr
+    got = [line.split("a=")[1] for line in cp.stdout.splitlines() if ": area: " in line]
+    assert got == ["1", "2"], cp.stdout
+    w = subprocess.Popen(AS_NOBODY + [SPIN], stdout=subprocess.PIPE, text=True)
+    u.REGISTRY.targets.append(w)
+    assert w.stdout.readline() == "ready\n"
+    cp = run_uscope(["count", "-d", "0.5", "-p", w.pid, "tick"], prefix=AS_NOBODY)
+    w.kill()
+    w.wait()
+    assert cp.returncode == 0, cp.stderr
+    lines = cp.stdout.splitlines()
+    assert lines[0].split() == ["PROBE", "COUNT"] and lines[1].split()[0] == "tick"
+    assert int(lines[1].split()[1]) > 50    # a tick a millisecond
+
+
+def test_another_users_process_is_refused():
+    w = Waiter()    # root's
+    cp = run_uscope(["trace", "-e", "inject", "-p", w.pid, "on_line"], prefix=AS_NOBODY)
+    assert cp.returncode != 0
+    lines = cp.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("uscope: "), cp.stderr
+    assert str(w.pid) in lines[0] and ("Permission denied" in lines[0] or
+                                       "no permission" in lines[0]), cp.stderr
+    w.send("unharmed")
+    w.close_stdin()
+    assert w.wait() == 0
+
+
+def test_signal_handler_hits_and_exec():
+    """Hits from a signal handler that interrupts the traced loop (possibly in
+    the middle of a hit) are recorded or counted as lost, never corrupt; after
+    exec the new image runs unpatched and untraced."""
+    res = trace("work k=%di:s64", cmd=[target("sigexec"), "20000"], extra=INJ)
+    out = res.stdout.splitlines()
+    assert out[1] == "after exec", res.stdout
+    main_n, handler_n = int(out[0].split()[1]), int(out[0].split()[3])
+    assert main_n == 20000 and handler_n > 0
+    kinds = collections.Counter(e.args["k"] for e in res.events)
+    s = res.summary
+    # every hit is an event or a counted loss (a hit nested in a hit)
+    assert kinds[1] == main_n
+    assert kinds[2] + s.lost == handler_n
+    assert 3 not in kinds
+    assert {e.comm for e in res.events} == {"sigexec"}
+
+
+def test_exited_threads_give_their_ring_back():
+    # 400 threads over time, more than the 256 rings: all recorded
+    n = 400
+    res = trace("work t=%di:s32 i=%si:s32", cmd=[target("churn"), str(n)], extra=INJ,
+                json=True).check(rc=0)
+    u.assert_multiset([(e.args["t"], e.args["i"]) for e in res.events],
+                      [(t, i) for t in range(n) for i in range(3)], "work arguments")
+    assert len({e.tid for e in res.events}) == n

@@ -66,3 +66,51 @@ def test_list_pid():
     assert "libc.so.6:malloc" in r.stdout.splitlines(), r.stdout
     t.close_stdin()
     assert t.wait() == 0
+
+
+PATCHME = target("patchme")
+
+
+def test_list_patchable_verbose():
+    """--patchable -v: a line per function, the rule that refuses it named."""
+    r = u.run_uscope(["list", "--patchable", "-v", PATCHME, "pm_*"])
+    assert r.returncode == 0, r.stderr
+    lines = {l.split()[0]: l for l in r.stdout.splitlines() if "  entry: " in l}
+    assert set(lines) == {"pm_switch", "pm_plain", "pm_into_prologue", "pm_shared_ret",
+                          "pm_tiny", "pm_unknown_table"}, r.stdout
+    # its jump table read, its .cold part (the default case) included
+    assert lines["pm_switch"] == "pm_switch  entry: ok  return: ok"
+    assert lines["pm_plain"] == "pm_plain  entry: ok  return: ok"
+    entry, ret = lines["pm_into_prologue"].split("  entry: ")[1].split("  return: ")
+    assert entry.startswith("a branch targets the displaced bytes"), entry
+    assert ret == "ok"
+    entry, ret = lines["pm_shared_ret"].split("  entry: ")[1].split("  return: ")
+    assert entry == "ok"
+    assert ret.startswith("a branch targets the displaced bytes") and "to the return" in ret
+    entry, ret = lines["pm_tiny"].split("  entry: ")[1].split("  return: ")
+    assert entry.startswith("function shorter than the patch"), entry
+    assert ret.startswith("the return's block is shorter than the patch"), ret
+    entry, ret = lines["pm_unknown_table"].split("  entry: ")[1].split("  return: ")
+    assert entry.startswith("a jump table whose targets are unknown"), entry
+    assert ret.startswith("a jump table whose targets are unknown"), ret
+    assert "6 functions: entry ok 3 (50.0%), return ok 3 (50.0%)" in r.stdout
+
+
+def test_list_patchable_summary():
+    r = u.run_uscope(["list", "--patchable", PATCHME, "pm_*"])
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert out[0] == "6 functions: entry ok 3 (50.0%), return ok 3 (50.0%)", r.stdout
+    assert "  entry refused:      1  function shorter than the patch" in out
+    assert "  return refused:      1  a jump table whose targets are unknown" in out
+    assert not [l for l in out if "  entry: " in l]
+    # the whole file: every function of a real binary is accounted for
+    r = u.run_uscope(["list", "--patchable", PATCHME])
+    assert r.returncode == 0, r.stderr
+    assert " functions: entry ok " in r.stdout.splitlines()[0]
+
+
+def test_list_patchable_usage():
+    r = u.run_uscope(["list", "--patchable", "-p", "1"])
+    assert r.returncode == 2
+    assert "--patchable" in r.stderr

@@ -53,9 +53,13 @@ EVENT_RE = re.compile(
     r"^(?P<comm>.+)-(?P<tid>\d+) \[(?P<cpu>\d{3,})\] (?P<sec>\d+)\.(?P<usec>\d{6}): "
     r"(?P<event>[A-Za-z0-9_]+): \((?P<ip>0x[0-9a-f]+)(?: <- (?P<func>0x[0-9a-f]+))?\)"
     r"(?P<rest>.*)$")
-ARG_RE = re.compile(r' ([A-Za-z_][A-Za-z0-9_]*)=("(?:[^"\\]|\\.)*"|[^ "]*)')
+_VAL = r'"(?:[^"\\]|\\.)*"|<optimized out>|\{\.\.\.\}|\[\.\.\.\]|[^ "{}]*'
+ARG_RE = re.compile(rf' ([A-Za-z_][A-Za-z0-9_]*)=({_VAL})')
+# a struct shown whole: NAME={MEMBER=VALUE MEMBER=VALUE}
+GROUP_RE = re.compile(r' ([A-Za-z_][A-Za-z0-9_]*)=\{')
+MEMBER_RE = re.compile(rf' ?([A-Za-z_][A-Za-z0-9_]*)=({_VAL})')
 SUMMARY_RE = re.compile(r"^uscope:\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
-PER_EVENT_RE = re.compile(r"^\s+(\S+):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
+PER_EVENT_RE = re.compile(r"^\s+(\S.*?):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")  # C++ labels have spaces
 READY_RE = re.compile(r"^uscope: tracing (\d+) probes?\s*$")
 # USDT events are labelled PROVIDER:NAME (app:tick): the same line formats
 # with one colon allowed in the event name (labels=True below).
@@ -106,8 +110,10 @@ def decode_text_value(raw: str):
     strings -> str, (fault) -> None, decimal -> int, 0x... and symbols -> str."""
     if raw.startswith('"'):
         return c_unescape(raw[1:-1])
-    if raw == "(fault)":
+    if raw in ("(fault)", "<optimized out>"):
         return None
+    if raw in ("true", "false"):
+        return raw == "true"
     if re.fullmatch(r"-?\d+", raw):
         return int(raw)
     return raw
@@ -137,6 +143,20 @@ def parse_text_line(line: str, labels: bool = False) -> Optional[Event]:
     raw = {}
     pos = 0
     while pos < len(rest):
+        gm = GROUP_RE.match(rest, pos)
+        if gm and not rest.startswith("{...}", gm.end() - 1):
+            members, pos = {}, gm.end()
+            while pos < len(rest) and rest[pos] != "}":
+                mm = MEMBER_RE.match(rest, pos)
+                if not mm or (mm.group(0)[0] == " ") != bool(members):
+                    return None
+                members[mm.group(1)] = mm.group(2)
+                pos = mm.end()
+            if pos >= len(rest) or not members or gm.group(1) in raw:
+                return None
+            raw[gm.group(1)] = members
+            pos += 1
+            continue
         am = ARG_RE.match(rest, pos)
         if not am:
             return None
@@ -145,7 +165,8 @@ def parse_text_line(line: str, labels: bool = False) -> Optional[Event]:
         raw[am.group(1)] = am.group(2)
         pos = am.end()
     try:
-        args = {k: decode_text_value(v) for k, v in raw.items()}
+        args = {k: {mk: decode_text_value(mv) for mk, mv in v.items()} if isinstance(v, dict)
+                else decode_text_value(v) for k, v in raw.items()}
     except ValueError:
         return None
     func = m.group("func")

@@ -509,7 +509,7 @@ static void test_O2_entry(void **state)
 				assert_int_equal(a.insn[0].op, FOP_REG);
 				assert_int_equal(a.insn[a.ninsn - 1].op, FOP_END);
 				ok++;
-			} else if (ret == -ENOENT) {
+			} else if (ret == -ENODATA) {
 				assert_non_null(strstr(err.msg, "is optimized out at 0x"));
 				gone++;
 			} else {
@@ -559,14 +559,6 @@ static void test_params(void **state)
 	assert_memory_equal(one.insn, a[2].insn, sizeof(one.insn));
 	assert_int_equal(dwarf_params(m, pc, a, 2), -ENOSPC);
 	assert_string_equal(a[1].name, "n");
-	/* a struct by value is skipped with a warning */
-	nwarn = 0;
-	assert_int_equal(dwarf_after_prologue(m, sym("prog_O0", "by_value", NULL), &pc), 0);
-	n = dwarf_params(m, pc, a, 8);
-	assert_int_equal(n, 1);
-	assert_string_equal(a[0].name, "k");
-	assert_int_equal(nwarn, 1);
-	assert_non_null(strstr(last_warn, "'p'"));
 	/* no function there */
 	assert_int_equal(dwarf_params(m, 0x10, a, 8), -ENOENT);
 	dwarf_close(m);
@@ -576,6 +568,128 @@ static void test_params(void **state)
 	check_params(a, n);
 	assert_int_equal(a[0].insn[0].op, FOP_REG);
 	assert_int_equal(a[0].insn[0].reg, USC_REG_DI);
+	dwarf_close(m);
+}
+
+/* ---- types: enums, bools, a struct whole, optimized out ------------------ */
+
+static void test_shows(void **state)
+{
+	struct dwarf_module *m;
+	struct usc_fetcharg a[8];
+	struct dwarf_error err = {0};
+	uint64_t pc, gf;
+	int n;
+
+	(void)state;
+	assert_int_equal(dwarf_open(fx("prog_O0"), &m), 0);
+	assert_int_equal(dwarf_after_prologue(m, sym("prog_O0", "handle", NULL), &pc), 0);
+	gf = sym("prog_O0", "g_flags", NULL);
+	/* an enum: its size and sign, and its enumerators for output */
+	memset(a, 0, sizeof(a));
+	assert_int_equal(dwarf_lower_expr(m, pc, "c", 1, &a[0], &err), 0);
+	assert_int_equal(a[0].show, USC_SHOW_ENUM);
+	assert_non_null(a[0].enums);
+	assert_int_equal(a[0].enums->n, 2);
+	assert_false(a[0].enums->flags);
+	assert_string_equal(a[0].enums->v[1].name, "GREEN");
+	assert_int_equal(a[0].enums->v[1].value, 5);
+	/* the same type gives the same table */
+	assert_int_equal(dwarf_lower_expr(m, pc, "g_flags.color", 13, &a[1], &err), 0);
+	assert_ptr_equal(a[1].enums, a[0].enums);
+	/* single bits: a flags enum */
+	check_expr(m, pc, "g_flags.mode", W("VADDR 0x%" PRIx64 "; ST_MEM 0/4; END :u32", gf + 4));
+	assert_int_equal(dwarf_lower_expr(m, pc, "g_flags.mode", 12, &a[0], &err), 0);
+	assert_true(a[0].enums->flags);
+	/* _Bool */
+	check_expr(m, pc, "g_flags.on", W("VADDR 0x%" PRIx64 "; ST_MEM 0/1; END :u8", gf));
+	assert_int_equal(dwarf_lower_expr(m, pc, "g_flags.on", 10, &a[0], &err), 0);
+	assert_int_equal(a[0].show, USC_SHOW_BOOL);
+	/* an int is plain */
+	assert_int_equal(dwarf_lower_expr(m, pc, "n", 1, &a[0], &err), 0);
+	assert_int_equal(a[0].show, USC_SHOW_PLAIN);
+	assert_null(a[0].enums);
+
+	/* a struct whole: one argument per member, grouped */
+	memset(a, 0, sizeof(a));
+	n = dwarf_lower_var(m, pc, "g_flags", 7, "gf", a, 8, &err);
+	assert_int_equal(n, 6);
+	{
+		static const char *const names[] = {"gf__on", "gf__mode", "gf__color",
+						    "gf__inner", "gf__arr", "gf__label"};
+		static const uint8_t shows[] = {USC_SHOW_BOOL, USC_SHOW_ENUM, USC_SHOW_ENUM,
+						USC_SHOW_STRUCT, USC_SHOW_ARRAY, USC_SHOW_PLAIN};
+
+		for (int i = 0; i < 6; i++) {
+			assert_string_equal(a[i].name, names[i]);
+			assert_int_equal(a[i].group_len, 2);
+			assert_int_equal(a[i].group_first, i == 0);
+			assert_int_equal(a[i].show, shows[i]);
+		}
+	}
+	format_prog(&a[0], want_buf[15], sizeof(want_buf[15]));
+	assert_string_equal(want_buf[15], W("VADDR 0x%" PRIx64 "; ST_MEM 0/1; END :u8", gf));
+	format_prog(&a[3], want_buf[15], sizeof(want_buf[15]));
+	assert_string_equal(want_buf[15], "IMM 0; ST_RAW 1; END :u8");	/* not fetched */
+	format_prog(&a[5], want_buf[15], sizeof(want_buf[15]));
+	assert_string_equal(want_buf[15],
+			    W("VADDR 0x%" PRIx64 "; ST_STRING 0; END :string", gf + 40));
+	/* the members of *r, through the pointer: the chain's own programs */
+	n = dwarf_lower_var(m, pc, "*r", 2, "r", a, 8, &err);
+	assert_int_equal(n, 8);
+	{
+		struct usc_fetcharg one;
+
+		assert_int_equal(dwarf_lower_expr(m, pc, "r->path", 7, &one, NULL), 0);
+		assert_memory_equal(one.insn, a[2].insn, sizeof(one.insn));
+		assert_string_equal(a[2].name, "r__path");
+		assert_int_equal(dwarf_lower_expr(m, pc, "r->prio", 7, &one, NULL), 0);
+		assert_memory_equal(one.insn, a[6].insn, sizeof(one.insn));
+	}
+	/* more members than room */
+	assert_int_equal(dwarf_lower_var(m, pc, "*r", 2, "r", a, 3, &err), -E2BIG);
+	assert_non_null(strstr(err.msg, "more than 3 members"));
+	/* a scalar: one, its name untouched */
+	strcpy(a[0].name, "keep");
+	assert_int_equal(dwarf_lower_var(m, pc, "n", 1, "n", a, 8, &err), 1);
+	assert_string_equal(a[0].name, "keep");
+	assert_int_equal(a[0].group_len, 0);
+	/* a struct by value in $params: its members */
+	assert_int_equal(dwarf_after_prologue(m, sym("prog_O0", "by_value", NULL), &pc), 0);
+	n = dwarf_params(m, pc, a, 8);
+	assert_int_equal(n, 3);
+	assert_string_equal(a[0].name, "p__a");
+	assert_string_equal(a[1].name, "p__b");
+	assert_string_equal(a[2].name, "k");
+	dwarf_close(m);
+}
+
+/* -O2: where the location list does not cover pc, -ENODATA and an
+ * immediate program marked optimized out */
+static void test_optimized_out(void **state)
+{
+	struct dwarf_module *m;
+	struct usc_fetcharg a[2];
+	struct dwarf_error err;
+	uint64_t entry, size, pc;
+	bool found = false;
+
+	(void)state;
+	assert_int_equal(dwarf_open(fx("prog_O2"), &m), 0);
+	entry = sym("prog_O2", "handle", &size);
+	/* flag is dead once used: somewhere its location list ends */
+	for (pc = entry; pc < entry + size && !found; pc++) {
+		memset(a, 0, sizeof(a));
+		strcpy(a[0].name, "keep");
+		found = dwarf_lower_var(m, pc, "flag", 4, "flag", a, 2, &err) == -ENODATA;
+	}
+	assert_true(found);
+	assert_non_null(strstr(err.msg, "'flag' is optimized out at 0x"));
+	assert_true(a[0].optimized_out);
+	assert_string_equal(a[0].name, "keep");
+	assert_int_equal(a[0].insn[0].op, FOP_IMM);
+	assert_int_equal(a[0].insn[a[0].ninsn - 1].op, FOP_END);
+	assert_int_equal(dwarf_lower_expr(m, pc - 1, "flag", 4, &a[1], &err), -ENODATA);
 	dwarf_close(m);
 }
 
@@ -611,6 +725,8 @@ int main(void)
 		cmocka_unit_test(test_block_locals),
 		cmocka_unit_test(test_O2_entry),
 		cmocka_unit_test(test_params),
+		cmocka_unit_test(test_shows),
+		cmocka_unit_test(test_optimized_out),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

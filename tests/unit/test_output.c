@@ -375,6 +375,82 @@ static void test_event_no_args(void **state)
 	output_free(&o);
 }
 
+/* Presentation from the debug info: enums by name (flags as A|B), bools,
+ * a struct's members grouped, nested aggregates elided, optimized out. */
+static void test_event_dwarf_shapes(void **state)
+{
+	(void)state;
+	static const struct usc_enumerator colors[] = {{0, "RED"}, {5, "GREEN"}};
+	static const struct usc_enum color = {2, false, colors};
+	static const struct usc_enumerator modes[] = {{1, "READ"}, {2, "WRITE"}, {4, "EXEC"}};
+	static const struct usc_enum mode = {3, true, modes};
+	static const struct usc_enumerator negs[] = {{0xffffffffu, "NEG"}};
+	static const struct usc_enum neg = {1, false, negs};
+
+	parse_ok("p:ev main c=%di:u32 u=%di:u32 m=%di:u32 m2=%di:u32 m3=%di:u32 m4=%di:u32 "
+		 "n=%di:s32 b=%di:u8 f=%di:u8 r__id=%di:s32 r__path=$arg1:string r__in=%di "
+		 "r__arr=%di r__ok=%di:u8 o=%di:s32 q__x=%di:s32 b2=%di:u8");
+	struct usc_fetcharg *a = spec.args;
+
+	a[0].show = a[1].show = USC_SHOW_ENUM;
+	a[0].enums = a[1].enums = &color;
+	for (int i = 2; i <= 5; i++) {
+		a[i].show = USC_SHOW_ENUM;
+		a[i].enums = &mode;
+	}
+	a[6].show = USC_SHOW_ENUM;
+	a[6].enums = &neg;
+	a[7].show = a[8].show = a[13].show = a[16].show = USC_SHOW_BOOL;
+	for (int i = 9; i <= 13; i++)
+		a[i].group_len = 1;
+	a[9].group_first = true;
+	a[11].show = USC_SHOW_STRUCT;
+	a[12].show = USC_SHOW_ARRAY;
+	a[14].optimized_out = true;
+	a[15].group_len = 1;
+	a[15].group_first = true;
+	struct usc_site site = {.spec = &spec, .event = "ev", .label = "ev",
+				.args = spec.args, .nargs = spec.nargs};
+	const struct usc_value vals[] = {
+		{.kind = USC_V_INT, .u = 0x100000005ull},	/* GREEN: the enum's 4 bytes */
+		{.kind = USC_V_INT, .u = 7},			/* no name: a number */
+		{.kind = USC_V_INT, .u = 2},
+		{.kind = USC_V_INT, .u = 5},			/* READ|EXEC */
+		{.kind = USC_V_INT, .u = 0x43},			/* READ|WRITE|0x40 */
+		{.kind = USC_V_INT, .u = 0},			/* no name for 0 */
+		{.kind = USC_V_INT, .u = 0xffffffffu},		/* a negative enumerator */
+		{.kind = USC_V_INT, .u = 0x100},		/* one byte: false */
+		{.kind = USC_V_INT, .u = 2},
+		{.kind = USC_V_INT, .u = 10},
+		{.kind = USC_V_STR, .str = "/x", .len = 2},
+		{.kind = USC_V_INT, .u = 0},
+		{.kind = USC_V_INT, .u = 0},
+		{.kind = USC_V_FAULT},
+		{.kind = USC_V_INT, .u = 0},
+		{.kind = USC_V_INT, .u = 3},
+		{.kind = USC_V_INT, .u = 1},
+	};
+	struct usc_event ev = {.comm = "c", .tid = 1, .site = &site, .ip = 0x10, .nvals = 17,
+			       .vals = vals};
+	struct usc_output o = {0};
+
+	assert_int_equal(output_event(&o, &ev), 0);
+	expect_bytes("text", &o,
+		     "c-1 [000] 0.000000: ev: (0x10) c=GREEN u=7 m=WRITE m2=READ|EXEC "
+		     "m3=READ|WRITE|0x40 m4=0 n=NEG b=false f=true "
+		     "r={id=10 path=\"/x\" in={...} arr=[...] ok=(fault)} o=<optimized out> "
+		     "q={x=3} b2=true\n");
+	output_free(&o);
+	o.json = true;
+	assert_int_equal(output_event_args(&o, &ev), 0);
+	expect_bytes("json", &o,
+		     "{\"c\":\"GREEN\",\"u\":7,\"m\":\"WRITE\",\"m2\":\"READ|EXEC\","
+		     "\"m3\":\"READ|WRITE|0x40\",\"m4\":0,\"n\":\"NEG\",\"b\":false,\"f\":true,"
+		     "\"r\":{\"id\":10,\"path\":\"/x\",\"in\":\"{...}\",\"arr\":\"[...]\","
+		     "\"ok\":null},\"o\":null,\"q\":{\"x\":3},\"b2\":true}");
+	output_free(&o);
+}
+
 int main(void)
 {
 	const size_t n = sizeof(cases) / sizeof(cases[0]);
@@ -391,6 +467,7 @@ int main(void)
 		cmocka_unit_test(test_event_entry),
 		cmocka_unit_test(test_event_return),
 		cmocka_unit_test(test_event_no_args),
+		cmocka_unit_test(test_event_dwarf_shapes),
 	};
 
 	fails += _cmocka_run_group_tests("output_escape", t, n, NULL, NULL);

@@ -124,6 +124,31 @@ static const struct vcase valid_cases[] = {
 	{"std::vector<int>::push_back", SYM(0, "std::vector<int>::push_back")},
 	/* a namespace called p or r is still C++ scope, not the p:/r: prefix */
 	{"p::run", SYM(0, "p::run")},
+	/* C++ signatures: spaces, commas and '*' inside the parameter list are
+	 * the name's; glob characters count before it */
+	{"ns::Class::method(int)", SYM(0, "ns::Class::method(int)")},
+	{"ns::f(char const*, int) x=%rdi", SYM(0, "ns::f(char const*, int)"), .nargs = 1,
+	 .a = {{"x", true, USC_T_X64, false, {I_REG(DI), I_RAW(8), I_END}}}},
+	{"p:ev ns::f(int, long) %rsi", .event = "ev", SYM(5, "ns::f(int, long)"), .nargs = 1,
+	 .a = {{"arg1", false, USC_T_X64, false, {I_REG(SI), I_RAW(8), I_END}}}},
+	{"r ns::f(int,  long)", .is_return = true, SYM(2, "ns::f(int,  long)")},
+	{"r:ns::f(int, long)", .is_return = true, SYM(2, "ns::f(int, long)")},
+	{"app:ns::f(int, long)", .module = "app", .module_pos = 0, SYM(4, "ns::f(int, long)")},
+	{"ns::Class::method*", SYM(0, "ns::Class::method*"), .is_glob = true},
+	{"ns::*(int)", SYM(0, "ns::*(int)"), .is_glob = true},
+	{"std::vector<int, std::allocator<int> >::push_back(int const&)",
+	 SYM(0, "std::vector<int, std::allocator<int> >::push_back(int const&)")},
+	{"ns::operator+(ns::X const&, ns::X const&)+4",
+	 SYM(0, "ns::operator+(ns::X const&, ns::X const&)"), .has_offset = true, .offset = 4},
+	{"ns::operator<<(std::ostream&, ns::X const&)",
+	 SYM(0, "ns::operator<<(std::ostream&, ns::X const&)")},
+	{"ns::X::operator()(int)", SYM(0, "ns::X::operator()(int)")},
+	{"ns::X::operator*()", SYM(0, "ns::X::operator*()")},
+	{"ns::X::operator new[](unsigned long)", SYM(0, "ns::X::operator new[](unsigned long)")},
+	{"(anonymous namespace)::helper(int) %rdi",
+	 SYM(0, "(anonymous namespace)::helper(int)"), .nargs = 1,
+	 .a = {{"arg1", false, USC_T_X64, false, {I_REG(DI), I_RAW(8), I_END}}}},
+	{"ns::X::~X()", SYM(0, "ns::X::~X()")},
 
 	/* ---- registers and their aliases ---- */
 	{"main %rax %eax %ax %al %r8d %sil %rip %rsp", SYM(0, "main"), .nargs = 8,
@@ -331,6 +356,9 @@ static const struct icase invalid_cases[] = {
 	{"x=%di", USC_PERR_NO_LOCATION, 0},
 	{"p %rdi", USC_PERR_BAD_SYMBOL, 2},
 	{"fo/o", USC_PERR_BAD_SYMBOL, 2},
+	/* an unclosed parameter list takes the rest: the caret on the mistake */
+	{"ns::f(int x=%rdi", USC_PERR_BAD_SYMBOL, 11},
+	{"ns::f(int)+x", USC_PERR_BAD_OFFSET, 11},
 	{"lib:", USC_PERR_NO_LOCATION, 4},
 	{":foo", USC_PERR_BAD_MODULE, 0},
 	/* types */

@@ -351,7 +351,29 @@ static int jt_read(void *ctx, uint64_t vaddr, void *buf, size_t len)
 	return 0;
 }
 
-static const struct x86_reader jt_reader = {jt_read, NULL};
+static const struct x86_reader jt_reader = {jt_read, NULL, NULL};
+
+/* jt_code is followed by filler: nop dword [rax]; nop */
+static const uint8_t jt_pad[] = {0x0f, 0x1f, 0x40, 0x00, 0x90, 0xcc};
+
+static int jt_read_pad(void *ctx, uint64_t vaddr, void *buf, size_t len)
+{
+	uint64_t end = 0x401000 + sizeof(jt_code);
+
+	if (vaddr >= end && vaddr + len <= end + sizeof(jt_pad)) {
+		memcpy(buf, jt_pad + (vaddr - end), len);
+		return 0;
+	}
+	return jt_read(ctx, vaddr, buf, len);
+}
+
+static size_t jt_filler_len(void *ctx, uint64_t end)
+{
+	(void)ctx;
+	return end == 0x401000 + sizeof(jt_code) ? sizeof(jt_pad) : 0;
+}
+
+static const struct x86_reader jt_filler = {jt_read_pad, NULL, jt_filler_len};
 
 static void test_endbr64_kept_first(void **state)
 {
@@ -395,6 +417,20 @@ static void test_jump_table_resolved(void **state)
 	assert_non_null(strstr(why, "a branch targets the displaced bytes"));
 	assert_non_null(strstr(why, "0x401017"));
 	jt_table[1] = 0x40101f - 0x402000;
+	/* return sites: the three rets, not the table's jmp */
+	struct x86_ret_site *rs;
+
+	assert_int_equal(x86_return_sites_rd(&r, 1, &jt_reader, &rs, &why), 3);
+	assert_int_equal(rs[0].addr, 0x40101e);
+	assert_int_equal(rs[1].addr, 0x401024);
+	assert_int_equal(rs[2].addr, 0x401027);
+	free(rs);
+	/* the last one displaces [xor eax,eax; ret] and a whole NOP of filler */
+	assert_int_equal(x86_plan_return(&r, 1, &jt_reader, 0x401027, &p, &why), -ENOTSUP);
+	assert_int_equal(x86_plan_return(&r, 1, &jt_filler, 0x401027, &p, &why), 0);
+	assert_int_equal(p.addr, 0x401025);
+	assert_int_equal(p.len, 7);
+	assert_int_equal(p.probe_off, 2);
 }
 
 static void test_jump_table_unknown_refused(void **state)
@@ -420,6 +456,10 @@ static void test_jump_table_unknown_refused(void **state)
 	r = (struct x86_region){idx, sizeof(idx), 0x1000};
 	assert_int_equal(x86_plan_probe(&r, 1, &jt_reader, 0x1000, &p, &why), -ENOTSUP);
 	assert_non_null(strstr(why, "a jump table whose targets are unknown"));
+	/* ... and it has no return site it knows */
+	struct x86_ret_site *rs;
+
+	assert_int_equal(x86_return_sites_rd(&r, 1, &jt_reader, &rs, &why), -ENOTSUP);
 	/* a tail call through a pointer is no table */
 	static const uint8_t tail[] = {
 		0x48, 0x8b, 0x47, 0x08,		/* mov rax,[rdi+8] */
@@ -428,6 +468,14 @@ static void test_jump_table_unknown_refused(void **state)
 	r = (struct x86_region){tail, sizeof(tail), 0x1000};
 	assert_int_equal(x86_plan_probe(&r, 1, NULL, 0x1000, &p, &why), 0);
 	assert_int_equal(p.len, 6);
+	/* ... but a return site */
+	assert_int_equal(x86_return_sites_rd(&r, 1, NULL, &rs, &why), 1);
+	assert_int_equal(rs[0].addr, 0x1004);
+	assert_int_equal(rs[0].kind, X86_TAIL_JMP);
+	free(rs);
+	assert_int_equal(x86_plan_return(&r, 1, NULL, 0x1004, &p, &why), 0);
+	assert_int_equal(p.addr, 0x1000);
+	assert_int_equal(p.probe_off, 4);
 }
 
 static void test_branch_into_displaced_refused(void **state)
@@ -502,6 +550,21 @@ static void test_plan_return(void **state)
 	assert_non_null(strstr(why, "a branch targets the displaced bytes"));
 	assert_non_null(strstr(why, "0x1002 jumps to the return at 0x1009"));
 
+	/* the same, with alignment NOPs after the ret that nothing targets:
+	 * they complete the patch (and are never run) */
+	static const uint8_t nops[] = {0x85, 0xff, 0x74, 0x05, 0x8b, 0x07, 0x83, 0xc0, 0x01, 0xc3,
+				       0x0f, 0x1f, 0x40, 0x00, 0x31, 0xc0, 0xc3};
+	r = (struct x86_region){nops, sizeof(nops), 0x1000};
+	assert_int_equal(x86_plan_return(&r, 1, NULL, 0x1009, &p, &why), 0);
+	assert_int_equal(p.addr, 0x1009);
+	assert_int_equal(p.len, 5);
+	assert_int_equal(p.probe_off, 0);
+	/* not when a branch targets them */
+	static const uint8_t nops_t[] = {0x85, 0xff, 0x74, 0x05, 0x8b, 0x07, 0x83, 0xc0, 0x01, 0xc3,
+					 0x90, 0x90, 0x90, 0x90, 0x31, 0xc0, 0x75, 0xf8, 0xc3};
+	r = (struct x86_region){nops_t, sizeof(nops_t), 0x1000};
+	assert_int_equal(x86_plan_return(&r, 1, NULL, 0x1009, &p, &why), -ENOTSUP);
+
 	r = (struct x86_region){after_call, sizeof(after_call), 0x1000};
 	assert_int_equal(x86_plan_return(&r, 1, NULL, 0x1006, &p, &why), -ENOTSUP);
 	assert_non_null(strstr(why, "after a call"));
@@ -521,9 +584,18 @@ static void test_func_patchable(void **state)
 	(void)state;
 	assert_int_equal(x86_func_patchable(&r, 1, &jt_reader, &pa), 0);
 	assert_int_equal(pa.entry, 0);
-	/* x86_return_sites refuses the indirect jump */
+	/* the table's jmp is no return site; the third ret, after a ret and
+	 * a branch target, is too short */
+	assert_int_equal(pa.nret, 3);
 	assert_int_equal(pa.ret, -ENOTSUP);
-	assert_non_null(pa.ret_rule);
+	assert_string_equal(pa.ret_rule, "the return's block is shorter than the patch, with no "
+			    "springboard slot in reach");
+	assert_non_null(strstr(pa.ret_why, "0x401027"));
+	/* unless alignment filler follows it */
+	assert_int_equal(x86_func_patchable(&r, 1, &jt_filler, &pa), 0);
+	assert_int_equal(pa.ret, 0);
+	assert_null(pa.ret_rule);
+	assert_string_equal(pa.ret_why, "ok");
 
 	static const uint8_t code[] = {0x85, 0xff, 0x74, 0x05, 0x8b, 0x07, 0x83, 0xc0, 0x01, 0xc3};
 
@@ -533,6 +605,183 @@ static void test_func_patchable(void **state)
 	assert_int_equal(pa.ret, -ENOTSUP);
 	assert_int_equal(pa.nret, 1);
 	assert_string_equal(pa.ret_rule, "a branch targets the displaced bytes");
+}
+
+static void test_encode_jmp8(void **state)
+{
+	uint8_t b[2];
+
+	(void)state;
+	assert_int_equal(x86_encode_jmp8(0x1000, 0x1009, b), 0);
+	assert_memory_equal(b, "\xeb\x07", 2);
+	assert_int_equal(x86_encode_jmp8(0x1000, 0x1000 + 2 + 127, b), 0);
+	assert_memory_equal(b, "\xeb\x7f", 2);
+	assert_int_equal(x86_encode_jmp8(0x1000, 0x1000 + 2 - 128, b), 0);
+	assert_memory_equal(b, "\xeb\x80", 2);
+	assert_int_equal(x86_encode_jmp8(0x1000, 0x1000 + 2 + 128, b), -ERANGE);
+	assert_int_equal(x86_encode_jmp8(0x1000, 0x1000 + 2 - 129, b), -ERANGE);
+}
+
+/* ---- springboards ------------------------------------------------------ */
+
+/* A function at 0x1000 followed by filler (pad) up to the next function. */
+struct sb_fn {
+	const uint8_t *code, *pad;
+	size_t len, npad;
+};
+
+static int sb_read(void *ctx, uint64_t vaddr, void *buf, size_t len)
+{
+	const struct sb_fn *f = ctx;
+	uint64_t end = 0x1000 + f->len;
+
+	if (vaddr < end || vaddr + len > end + f->npad)
+		return -ENOENT;
+	memcpy(buf, f->pad + (vaddr - end), len);
+	return 0;
+}
+
+static size_t sb_filler(void *ctx, uint64_t end)
+{
+	const struct sb_fn *f = ctx;
+
+	return end == 0x1000 + f->len ? f->npad : 0;
+}
+
+/*   0 push rbx
+ *   1 cmp edi,5
+ *   4 je 0x11            ; .L2
+ *   6 test edi,edi
+ *   8 je 0xf             ; .L1
+ *   a lea eax,[rdi+1]
+ *   d pop rbx
+ *   e ret                ; classic: [a, f)
+ *   f .L1: pop rbx
+ *  10 ret                ; a 2-byte block: a springboard
+ *  11 .L2: xor eax,eax
+ *  13 pop rbx
+ *  14 ret                ; a 4-byte block, at the end: grows over filler */
+#define SB_HEAD 0x53, 0x83, 0xff, 0x05, 0x74, 0x0b, 0x85, 0xff, 0x74, 0x05, 0x8d, 0x47, 0x01, \
+		0x5b, 0xc3, 0x5b, 0xc3, 0x31, 0xc0, 0x5b, 0xc3
+static const uint8_t sb_nops[] = {0x0f, 0x1f, 0x44, 0x00, 0x00, 0x0f, 0x1f, 0x44, 0x00, 0x00,
+				  0x90};
+
+static void test_springboard(void **state)
+{
+	static const uint8_t code[] = {SB_HEAD};
+	struct sb_fn f = {code, sb_nops, sizeof(code), sizeof(sb_nops)};
+	struct x86_reader rd = {sb_read, &f, sb_filler};
+	struct x86_region r = {code, sizeof(code), 0x1000};
+	struct x86_patchability pa;
+	struct x86_patch p;
+	const char *why = NULL;
+	uint8_t j8[2];
+
+	(void)state;
+	assert_int_equal(x86_plan_return(&r, 1, &rd, 0x100e, &p, &why), 0);
+	assert_int_equal(p.addr, 0x100a);
+	assert_int_equal(p.len, 5);
+	assert_int_equal(p.spring, 0);
+	/* the last ret takes the first NOP of the filler: [11, 1a) */
+	assert_int_equal(x86_plan_return(&r, 1, &rd, 0x1014, &p, &why), 0);
+	assert_int_equal(p.addr, 0x1011);
+	assert_int_equal(p.len, 9);
+	assert_int_equal(p.probe_off, 3);
+	assert_int_equal(p.spring, 0);
+	/* .L1: pop rbx; ret: a jmp rel8 to the next 5 bytes of filler */
+	assert_int_equal(x86_plan_return(&r, 1, &rd, 0x1010, &p, &why), 0);
+	assert_int_equal(p.addr, 0x100f);
+	assert_int_equal(p.len, 2);
+	assert_int_equal(p.probe_off, 1);
+	assert_int_equal(p.spring, 0x101a);
+	assert_int_equal(x86_encode_jmp8(p.addr, p.spring, j8), 0);
+	assert_memory_equal(j8, "\xeb\x09", 2);
+
+	assert_int_equal(x86_func_patchable(&r, 1, &rd, &pa), 0);
+	assert_int_equal(pa.entry, 0);
+	assert_int_equal(pa.ret, 0);
+	assert_int_equal(pa.nret, 3);
+	assert_int_equal(pa.nspring, 1);
+}
+
+/* SB_HEAD then ud2: the last ret is no longer at the end, and needs a
+ * springboard too */
+static void test_springboard_two_slots(void **state)
+{
+	static const uint8_t code[] = {SB_HEAD, 0x0f, 0x0b};
+	struct sb_fn f = {code, sb_nops, sizeof(code), sizeof(sb_nops)};
+	struct x86_reader rd = {sb_read, &f, sb_filler};
+	struct x86_region r = {code, sizeof(code), 0x1000};
+	struct x86_patchability pa;
+	struct x86_patch p, q;
+	const char *why = NULL;
+
+	(void)state;
+	/* asked for in either order, the same slots, nearest first */
+	assert_int_equal(x86_plan_return(&r, 1, &rd, 0x1014, &q, &why), 0);
+	assert_int_equal(x86_plan_return(&r, 1, &rd, 0x1010, &p, &why), 0);
+	assert_int_equal(p.addr, 0x100f);
+	assert_int_equal(p.len, 2);
+	assert_int_equal(p.spring, 0x1017);
+	/* as few instructions as make 2 bytes: pop rbx; ret */
+	assert_int_equal(q.addr, 0x1013);
+	assert_int_equal(q.len, 2);
+	assert_int_equal(q.probe_off, 1);
+	assert_int_equal(q.spring, 0x101c);
+	assert_true(q.spring >= p.spring + X86_JMP_LEN);
+
+	assert_int_equal(x86_func_patchable(&r, 1, &rd, &pa), 0);
+	assert_int_equal(pa.ret, 0);
+	assert_int_equal(pa.nspring, 2);
+
+	/* one slot only: the first site keeps it, the second is refused */
+	f.npad = 6;
+	assert_int_equal(x86_plan_return(&r, 1, &rd, 0x1014, &q, &why), -ENOTSUP);
+	assert_non_null(strstr(why, "no springboard slot"));
+	assert_int_equal(x86_plan_return(&r, 1, &rd, 0x1010, &p, &why), 0);
+	assert_int_equal(p.spring, 0x1017);
+
+	/* no filler: refused */
+	f.npad = 0;
+	assert_int_equal(x86_plan_return(&r, 1, &rd, 0x1010, &p, &why), -ENOTSUP);
+	assert_non_null(strstr(why, "the return's block is shorter than the patch, with no "
+				    "springboard slot in reach"));
+	assert_int_equal(x86_plan_return(&r, 1, NULL, 0x1010, &p, &why), -ENOTSUP);
+	assert_int_equal(x86_func_patchable(&r, 1, &rd, &pa), 0);
+	assert_int_equal(pa.ret, -ENOTSUP);
+	assert_string_equal(pa.ret_rule, "the return's block is shorter than the patch, with "
+			    "no springboard slot in reach");
+
+	/* filler that is not padding (the next function's code) is not taken */
+	static const uint8_t code_after[] = {0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3, 0x90, 0x90, 0x90,
+					     0x90, 0x90};
+	f.pad = code_after;
+	f.npad = sizeof(code_after);
+	assert_int_equal(x86_plan_return(&r, 1, &rd, 0x1010, &p, &why), -ENOTSUP);
+}
+
+/* the short block, then 130 bytes of code before the filler: the slot is
+ * beyond a jmp rel8 */
+static void test_springboard_out_of_reach(void **state)
+{
+	uint8_t code[sizeof((uint8_t[]){SB_HEAD}) + 130];
+	static const uint8_t head[] = {SB_HEAD};
+	struct sb_fn f = {code, sb_nops, sizeof(code), sizeof(sb_nops)};
+	struct x86_reader rd = {sb_read, &f, sb_filler};
+	struct x86_region r = {code, sizeof(code), 0x1000};
+	struct x86_patch p;
+	const char *why = NULL;
+
+	(void)state;
+	/* .L2: xor eax,eax; 130 NOPs; pop rbx; ret */
+	memcpy(code, head, 0x13);
+	memset(code + 0x13, 0x90, 130);
+	code[0x13 + 130] = 0x5b;
+	code[0x13 + 131] = 0xc3;
+	assert_int_equal(x86_plan_return(&r, 1, &rd, 0x1010, &p, &why), -ENOTSUP);
+	assert_non_null(strstr(why, "beyond a jmp rel8"));
+	assert_int_equal(x86_plan_return(&r, 1, &rd, 0x1000 + 0x13 + 131, &p, &why), 0);
+	assert_int_equal(p.spring, 0);
 }
 
 int main(void)
@@ -556,6 +805,10 @@ int main(void)
 		cmocka_unit_test(test_function_shorter_than_patch),
 		cmocka_unit_test(test_plan_return),
 		cmocka_unit_test(test_func_patchable),
+		cmocka_unit_test(test_encode_jmp8),
+		cmocka_unit_test(test_springboard),
+		cmocka_unit_test(test_springboard_two_slots),
+		cmocka_unit_test(test_springboard_out_of_reach),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

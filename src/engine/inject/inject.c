@@ -43,6 +43,7 @@
 #include "engine/inject/inject_shared.h"
 #include "engine/inject/remote.h"
 #include "engine/inject/tramp.h"
+#include "resolve/patchable.h"
 #include "x86/insn.h"
 #include "x86/reloc.h"
 
@@ -66,7 +67,8 @@ struct inj_patch {
 	struct x86_patch plan;	/* link-time addresses */
 	uint64_t bias;		/* runtime - link-time */
 	uint8_t orig[32];
-	size_t *sites;
+	size_t *sites;		/* by probe offset */
+	uint32_t *probe_off;	/* per site: where in the displaced bytes it fires */
 	size_t nsites;
 	uint64_t tramp;
 	bool applied;
@@ -110,6 +112,8 @@ struct inj {
 	double ns_per_tick;
 	struct inj_comm *comms;
 	size_t ncomms;
+	uint64_t *folded;	/* [nsites][2]: hits and losses of reclaimed slots */
+	uint64_t next_reclaim;	/* ns */
 	struct usc_value vals[INJ_MAX_ARGS];
 };
 
@@ -143,47 +147,6 @@ static uint64_t inj_time(const struct inj *j, uint64_t tsc)
 
 /* ---- planning ----------------------------------------------------------- */
 
-struct fn_code {
-	struct x86_region rg[8];
-	size_t nrg;
-};
-
-static void fn_code_free(struct fn_code *fc)
-{
-	for (size_t i = 0; i < fc->nrg; i++)
-		free((void *)fc->rg[i].code);
-	fc->nrg = 0;
-}
-
-/* The function around vaddr, and the fragments GCC split off it. */
-static int fn_code_load(const struct elf_file *ef, uint64_t vaddr, struct fn_code *fc)
-{
-	const struct elf_sym *fn = elf_func_at(ef, vaddr), **cold = NULL;
-	char glob[512];
-	ssize_t ncold;
-
-	fc->nrg = 0;
-	if (!fn || !fn->size)
-		return -ENOENT;
-	snprintf(glob, sizeof(glob), "%s.cold*", fn->name);
-	fc->rg[fc->nrg++] = (struct x86_region){NULL, fn->size, fn->vaddr};
-	ncold = elf_func_match(ef, glob, &cold);
-	for (ssize_t i = 0; i < ncold && fc->nrg < 8; i++)
-		if (cold[i]->size)
-			fc->rg[fc->nrg++] = (struct x86_region){NULL, cold[i]->size, cold[i]->vaddr};
-	free(cold);
-	for (size_t i = 0; i < fc->nrg; i++) {
-		uint8_t *code = malloc(fc->rg[i].len);
-
-		fc->rg[i].code = code;
-		if (!code || elf_read(ef, fc->rg[i].addr, code, fc->rg[i].len)) {
-			fn_code_free(fc);
-			return code ? -EIO : -ENOMEM;
-		}
-	}
-	return 0;
-}
-
 struct elf_cache {
 	struct elf_file **files;
 	size_t n;
@@ -215,19 +178,16 @@ static void elf_cache_free(struct elf_cache *c)
 	free(c->files);
 }
 
-static int elf_reader(void *ctx, uint64_t vaddr, void *buf, size_t len)
-{
-	return elf_read(ctx, vaddr, buf, len);
-}
-
 /* Plan a site's patch from the file. 0, or -ENOTSUP with the reason logged,
  * or, with why, written there instead. */
 static int inj_plan_site(const struct usc_site *site, struct elf_cache *ec, struct x86_patch *p,
 			 char *why_out, size_t why_len)
 {
 	struct elf_file *ef = elf_cache_get(ec, site->path);
-	struct fn_code fc;
+	struct x86_region rg[PATCHABLE_MAX_REGIONS];
+	const struct elf_sym *fn;
 	const char *why = NULL;
+	ssize_t n;
 	char msg[8192];
 	int ret;
 
@@ -238,24 +198,31 @@ static int inj_plan_site(const struct usc_site *site, struct elf_cache *ec, stru
 	}
 	if (!ef)
 		return -ENOENT;
-	ret = fn_code_load(ef, site->vaddr, &fc);
-	if (ret == -ENOENT) {
+	fn = elf_func_at(ef, site->vaddr);
+	n = fn && fn->size ? patchable_regions(ef, fn, rg) : -ENOENT;
+	if (n == -ENOENT || n == -EINVAL) {
 		snprintf(msg, sizeof(msg), "%s: cannot probe %s+0x%llx in process: no function "
 			 "symbol around it to check the patch against; -e tracefs can probe it",
 			 site->spec->text, site->path, (unsigned long long)site->offset);
 		goto refuse;
 	}
-	if (ret)
-		return ret;
+	if (n < 0)
+		return (int)n;
 	{
-		struct x86_reader rd = {.read = elf_reader, .ctx = ef};
+		struct x86_reader rd = patchable_reader(ef);
 
 		if (site->ret_site)
-			ret = x86_plan_return(fc.rg, fc.nrg, &rd, site->vaddr, p, &why);
+			ret = x86_plan_return(rg, (size_t)n, &rd, site->vaddr, p, &why);
 		else
-			ret = x86_plan_probe(fc.rg, fc.nrg, &rd, site->vaddr, p, &why);
+			ret = x86_plan_probe(rg, (size_t)n, &rd, site->vaddr, p, &why);
 	}
-	fn_code_free(&fc);
+	patchable_regions_free(rg, (size_t)n);
+	/* springboard patches (p->spring): planned, not written yet by this engine */
+	if (!ret && p->spring) {
+		ret = -ENOTSUP;
+		why = "its return's block is shorter than the patch (a springboard would be "
+		      "needed, which this engine does not write yet)";
+	}
 	if (!ret)
 		return 0;
 	if (ret == -ENOMEM)
@@ -328,13 +295,15 @@ static int inj_area_map(struct inj *j, struct inj_area *a, const struct proc_map
 			size_t nmaps)
 {
 	const uint64_t reach = 0x7fff0000ULL, page = 4096;
-	uint64_t best = 0, best_dist = UINT64_MAX;
+	uint64_t tried[16];
+	size_t ntried = 0;
 
-	for (size_t pass = 0; pass < 8; pass++) {
-		best = 0;
-		best_dist = UINT64_MAX;
-		for (size_t i = 0; i + 1 <= nmaps; i++) {
-			uint64_t gs = i ? maps[i - 1].end : 0x10000, ge = maps[i].start, cand;
+	while (ntried < sizeof(tried) / sizeof(tried[0])) {
+		uint64_t best = 0, best_dist = UINT64_MAX;
+
+		for (size_t i = 0; i < nmaps; i++) {
+			uint64_t gs = i ? maps[i - 1].end : 0x10000, ge = maps[i].start, cand, dist;
+			bool seen = false;
 
 			if (ge <= gs || ge - gs < a->size)
 				continue;
@@ -344,25 +313,28 @@ static int inj_area_map(struct inj *j, struct inj_area *a, const struct proc_map
 				continue;
 			if (cand + a->size > a->lo + reach || a->hi > cand + reach)
 				continue;
-			uint64_t dist = cand < a->lo ? a->lo - cand : cand - a->lo;
-
-			if (dist < best_dist) {
+			for (size_t k = 0; k < ntried; k++)
+				seen |= tried[k] == cand;
+			dist = cand < a->lo ? a->lo - cand : cand - a->lo;
+			if (!seen && dist < best_dist) {
 				best = cand;
 				best_dist = dist;
 			}
 		}
 		if (!best)
 			break;
+		tried[ntried++] = best;
 		long r = rsys(j, SYS_mmap, (long)best, (long)a->size, PROT_READ | PROT_EXEC,
 			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 
+		log_debug("inject: trampolines for %s at 0x%llx: %ld", a->path,
+			  (unsigned long long)best, r);
 		if (!rsys_failed(r) && (uint64_t)r == best) {
 			a->base = best;
 			return 0;
 		}
-		if (!rsys_failed(r))
+		if (!rsys_failed(r))	/* a kernel without MAP_FIXED_NOREPLACE (4.17) */
 			rsys(j, SYS_munmap, r, (long)a->size, 0, 0, 0, 0);
-		break;
 	}
 	log_error("no free address range within 2 GiB of %s in process %d for trampolines",
 		  a->path, (int)j->pid);
@@ -601,30 +573,36 @@ static int inj_write_tramp(struct inj *j, struct inj_patch *pa)
 {
 	struct usc_session *s = j->base.session;
 	struct inj_area *a = &j->areas[pa->area];
-	uint8_t buf[TRAMP_MAX * 4];
+	uint8_t *buf;
 	uint64_t at = a->base + a->used;
 	size_t len = 0, cap = TRAMP_MAX * (pa->nsites + 1);
 	const struct usc_site *first = &s->sites[pa->sites[0]];
-	bool entry = first->func_vaddr &&
+	bool entry = first->func_vaddr && !first->ret_site &&
 		     (first->vaddr == first->func_vaddr || first->vaddr == first->func_vaddr + 4);
 	bool rdpid = have_rdpid();
 	ssize_t n;
 
-	if (cap > sizeof(buf))
-		cap = sizeof(buf);
-	n = inj_reloc(pa, 0, pa->plan.probe_off, at, buf, cap);
-	if (n < 0)
-		return (int)n;
-	len = (size_t)n;
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	/* relocated pieces between the probes, in address order: an entry and
+	 * a return site of a short function can share one patch */
+	uint32_t done = 0;
+
 	for (size_t k = 0; k < pa->nsites; k++) {
 		size_t i = pa->sites[k];
 		struct tramp_spec ts = {
 			.at = at,
-			.probe_at = at + len,
 			.save_flags = !(entry || s->sites[i].ret_site),
 			.have_rdpid = rdpid,
 		};
 
+		n = inj_reloc(pa, done, pa->probe_off[k], at + len, buf + len, cap - len);
+		if (n < 0)
+			goto out;
+		len += (size_t)n;
+		done = pa->probe_off[k];
+		ts.probe_at = at + len;
 		if (s->count_only) {
 			ts.counter = j->shm_remote + j->cpu_counts_off + i * sizeof(uint64_t);
 			ts.stride = j->cpu_stride;
@@ -635,20 +613,24 @@ static int inj_write_tramp(struct inj *j, struct inj_patch *pa)
 		n = tramp_encode_probe(&ts, buf + len, cap - len);
 		if (n < 0) {
 			log_error("cannot encode the trampoline of %s", s->sites[i].label);
-			return (int)n;
+			goto out;
 		}
 		len += (size_t)n;
 	}
-	n = inj_reloc(pa, pa->plan.probe_off, pa->plan.len, at + len, buf + len, cap - len);
+	n = inj_reloc(pa, done, pa->plan.len, at + len, buf + len, cap - len);
 	if (n < 0)
-		return (int)n;
+		goto out;
 	len += (size_t)n;
+	n = -ERANGE;
 	if (len + 5 > cap || x86_encode_jmp(at + len, pa->addr + pa->plan.len, buf + len))
-		return -ERANGE;
+		goto out;
 	len += 5;
 	pa->tramp = at;
 	a->used += (len + 15) & ~15UL;
-	return remote_write(&j->rem, at, buf, len);
+	n = remote_write(&j->rem, at, buf, len);
+out:
+	free(buf);
+	return (int)n;
 }
 
 /* Is a thread stopped inside a displaced range? rip itself, or, for a
@@ -770,7 +752,6 @@ static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
 		bias = rt - site->vaddr;
 		for (p = 0; p < j->npatches; p++)
 			if (j->patches[p].addr == plan.addr + bias &&
-			    j->patches[p].plan.probe_off == plan.probe_off &&
 			    j->patches[p].plan.len == plan.len)
 				break;
 		if (p == j->npatches) {
@@ -780,31 +761,85 @@ static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
 			pa->plan = plan;
 			pa->bias = bias;
 		}
-		size_t *ns = realloc(j->patches[p].sites,
-				     (j->patches[p].nsites + 1) * sizeof(*ns));
+		struct inj_patch *pa = &j->patches[p];
+		size_t *ns = realloc(pa->sites, (pa->nsites + 1) * sizeof(*ns)), k;
+		uint32_t *no = realloc(pa->probe_off, (pa->nsites + 1) * sizeof(*no));
 
-		if (!ns) {
+		if (ns)
+			pa->sites = ns;
+		if (no)
+			pa->probe_off = no;
+		if (!ns || !no) {
 			ret = -ENOMEM;
 			break;
 		}
-		ns[j->patches[p].nsites++] = i;
-		j->patches[p].sites = ns;
+		/* keep them ordered by where they fire (stable for equal offsets) */
+		for (k = pa->nsites; k > 0 && pa->probe_off[k - 1] > plan.probe_off; k--) {
+			pa->sites[k] = pa->sites[k - 1];
+			pa->probe_off[k] = pa->probe_off[k - 1];
+		}
+		pa->sites[k] = i;
+		pa->probe_off[k] = plan.probe_off;
+		pa->nsites++;
 	}
 	elf_cache_free(&ec);
 	if (ret)
 		return ret;
 	qsort(j->patches, j->npatches, sizeof(*j->patches), cmp_patch);
-	for (size_t p = 0; p + 1 < j->npatches; p++) {
-		const struct inj_patch *a = &j->patches[p], *b = &j->patches[p + 1];
+	/* Overlapping patches become one over their union: an entry probe and a
+	 * return site of a short function, say. Each was checked safe (no branch
+	 * into its interior); overlapping, their interiors cover the union's. */
+	size_t out = 0;
 
-		if (a->addr + a->plan.len > b->addr) {
-			log_error("%s and %s: their patches overlap (0x%llx and 0x%llx); probe "
-				  "one of them with -e tracefs",
-				  s->sites[a->sites[0]].label, s->sites[b->sites[0]].label,
-				  (unsigned long long)a->addr, (unsigned long long)b->addr);
+	for (size_t p = 0; p < j->npatches; p++) {
+		struct inj_patch *a = out ? &j->patches[out - 1] : NULL, *b = &j->patches[p];
+
+		if (!a || a->addr + a->plan.len <= b->addr || a->bias != b->bias) {
+			j->patches[out++] = *b;
+			continue;
+		}
+		uint64_t end = b->addr + b->plan.len > a->addr + a->plan.len ?
+				       b->addr + b->plan.len : a->addr + a->plan.len;
+		size_t n = a->nsites + b->nsites, k = 0, x = 0, y = 0;
+		size_t *ns = malloc(n * sizeof(*ns));
+		uint32_t *no = malloc(n * sizeof(*no)), shift = (uint32_t)(b->addr - a->addr);
+
+		if (!ns || !no || end - a->addr > sizeof(a->orig)) {
+			free(ns);
+			free(no);
+			log_error("%s and %s: their patches overlap (0x%llx and 0x%llx); probe one "
+				  "of them with -e tracefs", s->sites[a->sites[0]].label,
+				  s->sites[b->sites[0]].label, (unsigned long long)a->addr,
+				  (unsigned long long)b->addr);
+			j->npatches = out;
+			free(b->sites);
+			free(b->probe_off);
+			for (size_t q = p + 1; q < j->npatches; q++) {
+				free(j->patches[q].sites);
+				free(j->patches[q].probe_off);
+			}
 			return -ENOTSUP;
 		}
+		while (x < a->nsites || y < b->nsites) {	/* merge by offset */
+			if (y == b->nsites ||
+			    (x < a->nsites && a->probe_off[x] <= b->probe_off[y] + shift)) {
+				ns[k] = a->sites[x];
+				no[k++] = a->probe_off[x++];
+			} else {
+				ns[k] = b->sites[y];
+				no[k++] = b->probe_off[y++] + shift;
+			}
+		}
+		free(a->sites);
+		free(a->probe_off);
+		free(b->sites);
+		free(b->probe_off);
+		a->sites = ns;
+		a->probe_off = no;
+		a->nsites = n;
+		a->plan.len = (uint32_t)(end - a->addr);
 	}
+	j->npatches = out;
 	return 0;
 }
 
@@ -844,7 +879,10 @@ static int inj_install(struct inj *j)
 	if (!ret) {
 		inj_key_mode(j);
 		inj_fill_sites(j);
-		ret = inj_areas(j, maps, (size_t)nmaps);
+		/* again: the shared memory and the agent took some of the gaps */
+		procmaps_free(maps, (size_t)nmaps);
+		nmaps = procmaps_read(j->pid, &maps);
+		ret = nmaps < 0 ? (int)nmaps : inj_areas(j, maps, (size_t)nmaps);
 	}
 	for (size_t p = 0; p < j->npatches && !ret; p++)
 		ret = inj_write_tramp(j, &j->patches[p]);
@@ -868,7 +906,8 @@ static int inj_install(struct inj *j)
 		if (!ret)
 			pa->applied = true;
 	}
-	procmaps_free(maps, (size_t)nmaps);
+	if (nmaps > 0)
+		procmaps_free(maps, (size_t)nmaps);
 	return ret;
 }
 
@@ -913,7 +952,10 @@ static int inj_open(struct usc_session *s, struct usc_engine **out)
 	j->base.session = s;
 	j->rem.mem_fd = -1;
 	j->stats = calloc(s->nsites + 1, sizeof(*j->stats));
-	if (!j->stats) {
+	j->folded = calloc(2 * s->nsites + 2, sizeof(*j->folded));
+	if (!j->stats || !j->folded) {
+		free(j->stats);
+		free(j->folded);
 		free(j);
 		return -ENOMEM;
 	}
@@ -930,7 +972,10 @@ static int inj_attach(struct usc_engine *e)
 	return 0;
 }
 
-static int inj_go(struct inj *j)
+static const char *inj_comm(struct inj *j, pid_t tid);
+
+/* Install with every thread stopped (since t0, ns), then let them go. */
+static int inj_go(struct inj *j, uint64_t t0)
 {
 	int ret = inj_install(j);
 
@@ -939,7 +984,13 @@ static int inj_go(struct inj *j)
 	else
 		j->live = true;
 	inj_calibrate(j);
+	for (size_t t = 0; t < j->rem.ntasks && !ret; t++)
+		inj_comm(j, j->rem.tasks[t].tid);	/* the names before any exec */
 	remote_release(&j->rem);
+	if (!ret)
+		log_info("inject: %zu probe%s patched in process %d, stopped for %.2f ms",
+			 j->base.session->nsites, j->base.session->nsites == 1 ? "" : "s",
+			 (int)j->pid, (double)(mono_ns() - t0) / 1e6);
 	return ret;
 }
 
@@ -952,12 +1003,14 @@ static int inj_start(struct usc_engine *e, pid_t pid, int follow_children)
 	if (e->session->target.kind == USC_TARGET_COMMAND)
 		return 0;	/* at its entry point: inj_launched */
 	(void)follow_children;
+	uint64_t t0 = mono_ns();
+
 	ret = remote_stop_all(&j->rem, pid);
 	if (ret == -ESRCH)
 		log_error("process %d has gone", (int)pid);
 	if (ret)
 		return ret;
-	return inj_go(j);
+	return inj_go(j, t0);
 }
 
 static int auxv_entry(pid_t pid, uint64_t *entry)
@@ -1029,7 +1082,7 @@ static int inj_launched(struct usc_engine *e, pid_t pid)
 		remote_release(&j->rem);
 		return ret;
 	}
-	return inj_go(j);
+	return inj_go(j, mono_ns());
 }
 
 static uint64_t *inj_counts(struct inj *j)
@@ -1132,6 +1185,43 @@ static int inj_deliver(struct inj *j, const struct pending *pd, usc_event_fn fn,
 	return fn(&ev, ctx);
 }
 
+/* Give the slots of threads that have exited back, so a process that
+ * starts threads all the time does not run out of them: their counts are
+ * kept here. Only where a slot's key is the tid (a new thread of the same
+ * fs base would find a slot keyed by it at once). */
+static void inj_reclaim(struct inj *j)
+{
+	struct usc_session *s = j->base.session;
+	struct inj_slot *slots = inj_slots(j);
+	uint64_t *c = inj_counts(j);
+	char path[64];
+
+	if (j->ctl->key_mode != INJ_KEY_TID_AT_FS)
+		return;
+	for (uint32_t k = 0; k < INJ_NSLOTS; k++) {
+		struct inj_slot *sl = &slots[k];
+		uint64_t key = sl->key;
+
+		if (!key || sl->head != sl->tail)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%llu", (int)j->pid,
+			 (unsigned long long)key);
+		if (access(path, F_OK) == 0 || errno != ENOENT)
+			continue;
+		for (size_t i = 0; i < s->nsites; i++) {
+			uint64_t *cc = &c[2 * ((uint64_t)k * s->nsites + i)];
+
+			j->folded[2 * i] += cc[0];
+			j->folded[2 * i + 1] += cc[1];
+			cc[0] = cc[1] = 0;
+		}
+		sl->head = sl->tail = 0;
+		sl->tid = 0;
+		sl->nest = 0;
+		__atomic_store_n(&sl->key, 0, __ATOMIC_RELEASE);
+	}
+}
+
 static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *ctx)
 {
 	struct inj *j = inj_of(e);
@@ -1190,6 +1280,10 @@ static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 	for (uint32_t sidx = 0; sidx < INJ_NSLOTS; sidx++)
 		if (slots[sidx].key && heads[sidx])
 			__atomic_store_n(&slots[sidx].tail, heads[sidx], __ATOMIC_RELEASE);
+	if (j->live && mono_ns() >= j->next_reclaim) {
+		inj_reclaim(j);
+		j->next_reclaim = mono_ns() + 200000000ULL;
+	}
 	if (!delivered && timeout_ms > 0)
 		usleep((useconds_t)(timeout_ms < 20 ? timeout_ms : 20) * 1000);
 	return delivered;
@@ -1210,7 +1304,7 @@ static int inj_stats(struct usc_engine *e, struct usc_stats *st)
 
 	st->events = st->lost = 0;
 	for (size_t i = 0; i < s->nsites; i++) {
-		uint64_t hits = 0, lost = 0;
+		uint64_t hits = j->folded[2 * i], lost = j->folded[2 * i + 1];
 
 		if (j->shm) {
 			const uint64_t *c = inj_counts(j);
@@ -1235,6 +1329,26 @@ static int inj_stats(struct usc_engine *e, struct usc_stats *st)
 	return 0;
 }
 
+/* Not gone, nor a zombie. */
+static bool proc_alive(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
 static void inj_detach(struct usc_engine *e)
 {
 	struct inj *j = inj_of(e);
@@ -1245,7 +1359,7 @@ static void inj_detach(struct usc_engine *e)
 	if (!any && !j->nsemaphores)
 		return;
 	inj_stop(e);
-	if (remote_stop_all(&j->rem, j->pid)) {
+	if (!proc_alive(j->pid) || remote_stop_all(&j->rem, j->pid)) {
 		/* it has gone: nothing of it to restore */
 		for (size_t p = 0; p < j->npatches; p++)
 			j->patches[p].applied = false;
@@ -1263,12 +1377,15 @@ static void inj_destroy(struct usc_engine *e)
 	inj_detach(e);
 	if (j->shm)
 		munmap(j->shm, j->shm_size);
-	for (size_t p = 0; p < j->npatches; p++)
+	for (size_t p = 0; p < j->npatches; p++) {
 		free(j->patches[p].sites);
+		free(j->patches[p].probe_off);
+	}
 	free(j->patches);
 	free(j->areas);
 	free(j->semaphores);
 	free(j->stats);
+	free(j->folded);
 	free(j->comms);
 	free(j);
 }

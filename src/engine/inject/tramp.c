@@ -118,6 +118,14 @@ static void emit_load(struct emit *e, ZydisRegister reg, int32_t disp)
 	emit_req(e, &r);
 }
 
+static void emit_r(struct emit *e, ZydisMnemonic m, ZydisRegister a)
+{
+	ZydisEncoderRequest r = req0(m);
+
+	op_reg(&r, a);
+	emit_req(e, &r);
+}
+
 static void emit_plain(struct emit *e, ZydisMnemonic m)
 {
 	ZydisEncoderRequest r = req0(m);
@@ -143,19 +151,10 @@ static void emit_count(struct emit *e, const struct tramp_spec *s)
 	emit_adjust_sp(e, -RED_ZONE);
 	if (s->save_flags)
 		emit_plain(e, ZYDIS_MNEMONIC_PUSHFQ);
-	{
-		ZydisEncoderRequest p = req0(ZYDIS_MNEMONIC_PUSH);
-
-		op_reg(&p, ZYDIS_REGISTER_RAX);
-		emit_req(e, &p);
-		p = req0(ZYDIS_MNEMONIC_PUSH);
-		op_reg(&p, ZYDIS_REGISTER_RCX);
-		emit_req(e, &p);
-	}
+	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RAX);
+	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RCX);
 	if (s->have_rdpid) {
-		r = req0(ZYDIS_MNEMONIC_RDPID);
-		op_reg(&r, ZYDIS_REGISTER_RAX);
-		emit_req(e, &r);
+		emit_r(e, ZYDIS_MNEMONIC_RDPID, ZYDIS_REGISTER_RAX);
 		emit_ri(e, ZYDIS_MNEMONIC_AND, ZYDIS_REGISTER_EAX, 63);
 		r = req0(ZYDIS_MNEMONIC_IMUL);
 		op_reg(&r, ZYDIS_REGISTER_RAX);
@@ -178,15 +177,8 @@ static void emit_count(struct emit *e, const struct tramp_spec *s)
 		o->mem.size = 8;
 	}
 	emit_req(e, &r);
-	{
-		ZydisEncoderRequest p = req0(ZYDIS_MNEMONIC_POP);
-
-		op_reg(&p, ZYDIS_REGISTER_RCX);
-		emit_req(e, &p);
-		p = req0(ZYDIS_MNEMONIC_POP);
-		op_reg(&p, ZYDIS_REGISTER_RAX);
-		emit_req(e, &p);
-	}
+	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RCX);
+	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RAX);
 	if (s->save_flags)
 		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
 	emit_adjust_sp(e, RED_ZONE);
@@ -219,12 +211,7 @@ static void emit_call_agent(struct emit *e, const struct tramp_spec *s)
 	emit_rr(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RDI, ZYDIS_REGISTER_RBX);
 	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RSI, (int64_t)s->site);
 	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->hit);
-	{
-		ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_CALL);
-
-		op_reg(&r, ZYDIS_REGISTER_RAX);
-		emit_req(e, &r);
-	}
+	emit_r(e, ZYDIS_MNEMONIC_CALL, ZYDIS_REGISTER_RAX);
 	emit_rr(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RSP, ZYDIS_REGISTER_RBX);
 	for (int i = 0; i < USC_REG_NR; i++)
 		if (gpr[i] != ZYDIS_REGISTER_NONE && gpr[i] != ZYDIS_REGISTER_RSP)

@@ -121,8 +121,18 @@ static void eval_arg(struct eval *e, const struct inj_arg *a, struct inj_val *v)
 		case FOP_REG:
 			val = in->reg < USC_REG_NR ? regs[in->reg] : 0;
 			break;
-		case FOP_STACK:	/* the thread's own stack: readable */
-			val = ((const uint64_t *)regs[USC_REG_SP])[in->imm];
+		case FOP_STACK:
+			/* the first words above the stack pointer are always mapped (a
+			 * frame, a return address, a caller's frame or what a thread
+			 * starts under); further up, the stack may end */
+			if (in->imm >= 0 && in->imm < 8) {
+				val = ((const uint64_t *)regs[USC_REG_SP])[in->imm];
+			} else if (safe_read(e->c, &tmp, regs[USC_REG_SP] + 8 * (uint64_t)in->imm,
+					     8) != 8) {
+				goto fault;
+			} else {
+				val = tmp;
+			}
 			break;
 		case FOP_STACKP:
 			val = regs[USC_REG_SP];

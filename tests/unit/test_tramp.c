@@ -1,0 +1,190 @@
+/* Tests of src/engine/inject/tramp.c: the probe code is run, here, between
+ * a call and a ret, with every general register set to a known value. It
+ * must hand the agent the registers as they were (the stack pointer as the
+ * callee sees it at entry), and give every one of them, and the flags where
+ * asked, back unchanged. The count-only code must add one to the right
+ * per-CPU counter. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <cpuid.h>
+
+#include "engine/inject/inject_shared.h"
+#include "engine/inject/tramp.h"
+
+/* written by fake_hit, which only the generated code calls: not static, so
+ * the compiler cannot assume they keep their values across it */
+uint64_t seen[USC_REG_NR], seen_site;
+volatile int hits;
+
+static void fake_hit(uint64_t *regs, uint64_t site)
+{
+	memcpy(seen, regs, sizeof(seen));
+	seen_site = site;
+	hits++;
+	/* the caller-saved registers are the trampoline's to restore */
+	__asm__ volatile("xor %%eax, %%eax; xor %%ecx, %%ecx; xor %%edx, %%edx; xor %%esi, %%esi;"
+			 "xor %%edi, %%edi; xor %%r8d, %%r8d; xor %%r9d, %%r9d;"
+			 "xor %%r10d, %%r10d; xor %%r11d, %%r11d; cmp %%eax, %%eax"
+			 ::: "rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "cc");
+}
+
+/* Build code = probe + ret at an executable page. */
+static void *build(const struct tramp_spec *base)
+{
+	uint8_t *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct tramp_spec ts = *base;
+	ssize_t n;
+
+	assert_true(page != MAP_FAILED);
+	ts.at = ts.probe_at = (uint64_t)page;
+	n = tramp_encode_probe(&ts, page, 4000);
+	assert_true(n > 0 && n < 4000);
+	page[n] = 0xc3;	/* ret */
+	return page;
+}
+
+/* Every register = its index * 0x1111..., except rsp; CF set. After the
+ * call, each register compared: out[i] = 1 where one changed; out[16] the
+ * carry flag after; out[17] rsp just before the call. */
+uint64_t tr_after[16], tr_sp_before;
+uint8_t tr_carry;
+
+static void run(void *code, uint64_t out[18])
+{
+
+	__asm__ volatile(
+		"lea -128(%%rsp), %%rsp\n\t"	/* this function's red zone */
+		"push %%rbx; push %%rbp; push %%r12; push %%r13; push %%r14; push %%r15\n\t"
+		"push %[code]\n\t"
+		"movabs $0x1111111111111111, %%rax\n\t"
+		"movabs $0x2222222222222222, %%rbx\n\t"
+		"movabs $0x3333333333333333, %%rcx\n\t"
+		"movabs $0x4444444444444444, %%rdx\n\t"
+		"movabs $0x5555555555555555, %%rsi\n\t"
+		"movabs $0x6666666666666666, %%rdi\n\t"
+		"movabs $0x7777777777777777, %%rbp\n\t"
+		"movabs $0x8888888888888888, %%r8\n\t"
+		"movabs $0x9999999999999999, %%r9\n\t"
+		"movabs $0xaaaaaaaaaaaaaaaa, %%r10\n\t"
+		"movabs $0xbbbbbbbbbbbbbbbb, %%r11\n\t"
+		"movabs $0xcccccccccccccccc, %%r12\n\t"
+		"movabs $0xdddddddddddddddd, %%r13\n\t"
+		"movabs $0xeeeeeeeeeeeeeeee, %%r14\n\t"
+		"movabs $0xffffffffffffffff, %%r15\n\t"
+		"mov %%rsp, tr_sp_before(%%rip)\n\t"
+		"stc\n\t"
+		"call *(%%rsp)\n\t"
+		"setc tr_carry(%%rip)\n\t"
+		"mov %%rax, tr_after+0(%%rip)\n\t"
+		"mov %%rbx, tr_after+8(%%rip)\n\t"
+		"mov %%rcx, tr_after+16(%%rip)\n\t"
+		"mov %%rdx, tr_after+24(%%rip)\n\t"
+		"mov %%rsi, tr_after+32(%%rip)\n\t"
+		"mov %%rdi, tr_after+40(%%rip)\n\t"
+		"mov %%rbp, tr_after+48(%%rip)\n\t"
+		"mov %%rsp, tr_after+56(%%rip)\n\t"
+		"mov %%r8, tr_after+64(%%rip)\n\t"
+		"mov %%r9, tr_after+72(%%rip)\n\t"
+		"mov %%r10, tr_after+80(%%rip)\n\t"
+		"mov %%r11, tr_after+88(%%rip)\n\t"
+		"mov %%r12, tr_after+96(%%rip)\n\t"
+		"mov %%r13, tr_after+104(%%rip)\n\t"
+		"mov %%r14, tr_after+112(%%rip)\n\t"
+		"mov %%r15, tr_after+120(%%rip)\n\t"
+		"pop %%rax\n\t"
+		"pop %%r15; pop %%r14; pop %%r13; pop %%r12; pop %%rbp; pop %%rbx\n\t"
+		"lea 128(%%rsp), %%rsp\n\t"
+		:
+		: [code] "r"(code)
+		: "rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "memory", "cc");
+	for (int i = 0; i < 16; i++) {
+		uint64_t want = (uint64_t)(i < 7 ? i + 1 : i) * 0x1111111111111111ULL;
+
+		if (i == USC_REG_SP)
+			want = tr_sp_before;
+		out[i] = tr_after[i] != want;
+	}
+	out[16] = tr_carry;
+	out[17] = tr_sp_before;
+}
+
+static uint64_t reg_value(int i)
+{
+	return (uint64_t)(i < 7 ? i + 1 : i) * 0x1111111111111111ULL;
+}
+
+static void test_agent_call_sees_and_restores_every_register(void **state)
+{
+	for (int flags = 0; flags < 2; flags++) {
+		struct tramp_spec ts = {.save_flags = flags, .hit = (uint64_t)fake_hit,
+					.site = 0x5eed};
+		void *code = build(&ts);
+		uint64_t out[18];
+
+		(void)state;
+		hits = 0;
+		run(code, out);
+		assert_int_equal(hits, 1);
+		assert_int_equal(seen_site, 0x5eed);
+		for (int i = 0; i < 16; i++) {
+			if (i == USC_REG_SP)	/* as at a function's entry: at the return address */
+				assert_int_equal(seen[i], out[17] - 8);
+			else
+				assert_int_equal(seen[i], reg_value(i));
+			assert_int_equal(out[i], 0);	/* unchanged after */
+		}
+		if (flags)
+			assert_int_equal(out[16], 1);	/* the carry survived the agent's cmp */
+		munmap(code, 4096);
+	}
+}
+
+static void test_count_only_adds_one_to_this_cpus_counter(void **state)
+{
+	static uint64_t counters[64][8] __attribute__((aligned(64)));
+	unsigned a, b, c, d;
+	bool rdpid = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 22));
+
+	(void)state;
+	for (int flags = 0; flags < 2; flags++) {
+		struct tramp_spec ts = {.save_flags = flags, .counter = (uint64_t)&counters[0][3],
+					.stride = sizeof(counters[0]), .have_rdpid = rdpid};
+		void *code = build(&ts);
+		uint64_t out[18], total = 0;
+
+		memset(counters, 0, sizeof(counters));
+		for (int k = 0; k < 10; k++)
+			run(code, out);
+		for (int i = 0; i < 16; i++)
+			assert_int_equal(out[i], 0);
+		if (flags)
+			assert_int_equal(out[16], 1);
+		for (int cpu = 0; cpu < 64; cpu++)
+			for (int s = 0; s < 8; s++) {
+				if (s != 3)
+					assert_int_equal(counters[cpu][s], 0);
+				total += counters[cpu][s];
+			}
+		assert_int_equal(total, 10);
+		munmap(code, 4096);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_agent_call_sees_and_restores_every_register),
+		cmocka_unit_test(test_count_only_adds_one_to_this_cpus_counter),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
