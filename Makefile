@@ -130,6 +130,7 @@ demo: deps
 	@bash scripts/demo.sh
 
 bench: uscope targets
+	@bash scripts/deps.sh bench
 	@bash bench/run.sh
 
 install: uscope

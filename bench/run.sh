@@ -1,24 +1,53 @@
 #!/usr/bin/env bash
-# make bench: per-hit cost of the tracefs engine, side by side in one run with
-# the unprobed call and a raw uprobe written by hand to uprobe_events, on the
-# same function; then the highest event rate the consumer keeps up with.
+# make bench: per-hit cost of every engine, side by side in one run on the
+# same function (bench_fn in bench/target.c), with the unprobed call, a raw
+# uprobe written by hand to uprobe_events, uftrace's dynamic patching
+# (uftrace record -P) and bpftrace when they are installed; then the highest
+# event rate the tracefs consumer keeps up with; then how long the inject
+# engine takes to attach 1, 100 and 1000 probes to a running process.
 # Timings on a VM are noisy: read the ratios, not the absolute numbers.
+#
+# Every timed run calls bench_fn in bursts of BURST calls with a GAP_MS pause
+# after each (the pauses are not timed), so that the tracers' consumers drain
+# their buffers: a hit dropped on a full buffer costs less than a recorded
+# one, and would flatter the figure. Each run's losses are shown.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=build/bench
 mkdir -p $B
 cc -O2 -g -pthread -o $B/target bench/target.c
+python3 bench/gen_funcs.py 1000 > $B/funcs.c
+cc -O2 -o $B/funcs $B/funcs.c
 T=$(realpath $B/target)
 US=./uscope
 TFS=/sys/kernel/tracing
-N_FREE=${N_FREE:-5000000}
-N_PROBED=${N_PROBED:-200000}
+N_FAST=${N_FAST:-2000000}	# unprobed, inject, uftrace: tens of ns a hit
+N_PROBED=${N_PROBED:-200000}	# kernel uprobes: 1-20 us a hit
+BURST=${BURST:-8192}
+GAP_MS=${GAP_MS:-20}
+REPS=${REPS:-3}			# fast runs: the median of REPS
+RES=$B/results
+: > $RES
 
 if [ "$(id -u)" != 0 ]; then echo "bench: the kernel engine needs root" >&2; exit 1; fi
 [ -e $TFS/uprobe_events ] || mount -t tracefs nodev $TFS
+have() { command -v "$1" >/dev/null; }
 
-ns_of() { sed -n 's/.*ns_per_call \([0-9.]*\).*/\1/p'; }
-rate_of() { sed -n 's/.*rate \([0-9]*\).*/\1/p'; }
+# run NAME N REPS CMD...: run CMD REPS times, where the word @T@ (or @T@
+# inside a word) stands for the target with N calls; record each run's
+# ns/call and the records lost (from uscope's summary) in $RES.
+run() {
+	local name=$1 n=$2 reps=$3 targ="$T $2 1 0 $BURST $GAP_MS" cmd=() a out lost i
+	shift 3
+	for a in "$@"; do
+		if [ "$a" = @T@ ]; then cmd+=($targ); else cmd+=("${a//@T@/$targ}"); fi
+	done
+	for ((i = 0; i < reps; i++)); do
+		out=$("${cmd[@]}" 2>$B/stderr) || { cat $B/stderr >&2; echo "bench: $name failed" >&2; exit 1; }
+		lost=$(sed -n 's/^uscope: [0-9]* events, \([0-9]*\) lost.*/\1/p' $B/stderr)
+		echo "$name $(echo "$out" | sed -n 's/.*ns_per_call \([0-9.]*\).*/\1/p') ${lost:-0}" >> $RES
+	done
+}
 
 off=$(python3 - "$T" <<'PY'
 import subprocess, sys
@@ -34,12 +63,33 @@ for l in subprocess.check_output(['readelf', '-lW', sys.argv[1]]).decode().split
 PY
 )
 
-echo "== per-hit cost, entry probe on bench_fn recording 2 integer arguments"
-free=$($T $N_FREE | ns_of)
-ours=$($US trace -q -o /dev/null 'bench_fn a=%di:s64 b=%si:s64' -- $T $N_PROBED | ns_of)
-bpf=$($US trace -q -e bpf -o /dev/null 'bench_fn a=%di:s64 b=%si:s64' -- $T $N_PROBED | ns_of)
+ARGS='bench_fn a=%di:s64 b=%si:s64'
+echo "bench: timing (N_FAST=$N_FAST, N_PROBED=$N_PROBED, bursts of $BURST calls, ${GAP_MS} ms apart)..." >&2
+# the fast runs, interleaved so that drift hits them alike
+for ((r = 0; r < REPS; r++)); do
+	run free $N_FAST 1 @T@
+	run inj_entry $N_FAST 1 $US trace -e inject -o /dev/null "$ARGS" -- @T@
+	run inj_count $N_FAST 1 $US count -e inject bench_fn -- @T@
+	run inj_flow $N_FAST 1 $US flow -e inject -o /dev/null bench_fn -- @T@
+	if have uftrace; then
+		run uft_args $N_FAST 1 uftrace record -d $B/uftrace.data --no-libcall -P bench_fn \
+			-A 'bench_fn@arg1/i64,arg2/i64' @T@
+		run uft_flow $N_FAST 1 uftrace record -d $B/uftrace.data --no-libcall -P bench_fn @T@
+	fi
+done
+rm -rf $B/uftrace.data
+# the kernel's: one run each
+run tfs_entry $N_PROBED 1 $US trace -e tracefs -o /dev/null "$ARGS" -- @T@
+run bpf_entry $N_PROBED 1 $US trace -e bpf -o /dev/null "$ARGS" -- @T@
+run tfs_count $N_PROBED 1 $US count -e tracefs bench_fn -- @T@
+run tfs_flow $N_PROBED 1 $US flow -e tracefs -o /dev/null bench_fn -- @T@
+if have bpftrace; then
+	run bpftrace_count $N_PROBED 1 bpftrace -q -e "uprobe:$T:bench_fn { @[tid] = count(); }" -c @T@
+fi
+run tfs_ret $N_PROBED 1 $US trace -e tracefs -o /dev/null 'r:bench_fn ret=$retval:s64' -- @T@
+run tfs_uret $N_PROBED 1 $US trace -e tracefs -o /dev/null --uretprobe 'r:bench_fn ret=$retval:s64' -- @T@
 
-# The same probe by hand, in an instance of its own, nobody reading.
+# The same entry probe by hand, in an instance of its own, nobody reading.
 raw_inst=$TFS/instances/uscope_bench_raw_$$
 cleanup() {
 	[ -d $raw_inst ] && { echo 0 > $raw_inst/events/uscope_bench_raw/enable 2>/dev/null || true; rmdir $raw_inst; }
@@ -50,39 +100,88 @@ trap cleanup EXIT
 echo "p:uscope_bench_raw/raw $T:$off a=%di:s64 b=%si:s64" >> $TFS/uprobe_events
 mkdir $raw_inst
 echo 1 > $raw_inst/events/uscope_bench_raw/raw/enable
-raw=$($T $N_PROBED | ns_of)
+run raw_entry $N_PROBED 1 @T@
 cleanup; trap - EXIT
 
-python3 - "$free" "$ours" "$raw" "$bpf" <<'PY'
-import sys
-free, ours, raw, bpf = map(float, sys.argv[1:])
-print(f"  unprobed call           {free:10.1f} ns/call")
-print(f"  raw uprobe_events probe {raw:10.1f} ns/call  (+{raw-free:.0f} ns/hit, {raw/free:.0f}x the call)")
-print(f"  uscope -e tracefs       {ours:10.1f} ns/call  (+{ours-free:.0f} ns/hit, {ours/free:.0f}x the call)")
-print(f"  uscope -e bpf           {bpf:10.1f} ns/call  (+{bpf-free:.0f} ns/hit, {bpf/free:.0f}x the call)")
-print(f"  uscope / raw probe      {(ours-free)/(raw-free):10.2f}x per hit (tracefs), {(bpf-free)/(raw-free):.2f}x (bpf)")
+python3 - "$RES" "$(have uftrace && uftrace --version | head -1)" "$(have bpftrace && bpftrace --version)" <<'PY'
+import statistics, sys
+runs = {}
+for l in open(sys.argv[1]):
+    k, ns, lost = l.split()
+    runs.setdefault(k, []).append((float(ns), int(lost)))
+uft_ver, bpft_ver = sys.argv[2], sys.argv[3]
+ns = {k: statistics.median(v[0] for v in vs) for k, vs in runs.items()}
+lost = {k: sum(v[1] for v in vs) for k, vs in runs.items()}
+free = ns['free']
+extra = {k: ns[k] - free for k in ns}
+
+def row(label, k, note='', per='hit'):
+    if k not in ns:
+        print(f"  {label:46s} {'(not installed)':>12s}")
+        return
+    lo = f", {lost[k]} lost" if lost[k] else ""
+    print(f"  {label:46s} {ns[k]:10.1f} ns/call  +{extra[k]:8.1f} ns/{per:4s} "
+          f"{ns[k] / free:7.1f}x the call{lo}{note}")
+
+def ratios(k, others, per='hit'):
+    out = []
+    for label, o in others:
+        if o in extra and extra[k] > 0:
+            out.append(f"{extra[o] / extra[k]:.1f}x cheaper a {per} than {label}")
+    if out:
+        print(f"  inject: " + "; ".join(out))
+
+def target(k, limit, what):
+    if k in extra:
+        ok = "MET" if extra[k] <= limit else "MISSED"
+        print(f"  target {what} <= {limit} ns: {extra[k]:.1f} ns, {ok}")
+
+n = len(runs['free'])
+print(f"(fast runs: median of {n}; kernel runs: one each; +ns/hit is above the unprobed call)")
+print("== entry probe on bench_fn recording 2 integer arguments and a timestamp")
+row("unprobed call", 'free')
+row("uscope -e inject", 'inj_entry')
+row("uscope -e tracefs", 'tfs_entry')
+row("uscope -e bpf", 'bpf_entry')
+row("raw uprobe_events probe, nobody reading", 'raw_entry')
+row("uftrace record -P -A arg1,arg2 (entry+exit)", 'uft_args')
+ratios('inj_entry', [("tracefs", 'tfs_entry'), ("bpf", 'bpf_entry'),
+                     ("uftrace -P (which also records the exit)", 'uft_args')])
+target('inj_entry', 20, "entry probe, 2 args + timestamp")
+print("== count-only probe on bench_fn")
+row("uscope count -e inject", 'inj_count')
+row("uscope count -e tracefs", 'tfs_count')
+row("bpftrace uprobe { @[tid] = count() }", 'bpftrace_count')
+ratios('inj_count', [("tracefs", 'tfs_count'), ("bpftrace", 'bpftrace_count')])
+target('inj_count', 5, "count-only probe")
+print("== entry + return with duration (uscope flow bench_fn: 2 records a call)")
+row("uscope flow -e inject", 'inj_flow', per='call')
+row("uscope flow -e tracefs", 'tfs_flow', per='call')
+row("uftrace record -P bench_fn", 'uft_flow', per='call')
+ratios('inj_flow', [("tracefs", 'tfs_flow'), ("uftrace -P", 'uft_flow')], per='call')
+target('inj_flow', 40, "entry + return a call")
+print("== return probe on bench_fn with its return value (tracefs engine)")
+row("r: on the ret instruction", 'tfs_ret')
+row("--uretprobe (the kernel's return-address swap)", 'tfs_uret')
+print(f"  return site / uretprobe {extra['tfs_ret'] / extra['tfs_uret']:.2f}x a hit; "
+      f"uscope tracefs / raw probe {extra['tfs_entry'] / extra['raw_entry']:.2f}x a hit")
+print(f"  ({uft_ver or 'uftrace: not installed'}: -P patches the plain -O2 binary, no -pg "
+      f"nor -fpatchable-function-entry; {bpft_ver or 'bpftrace: not installed'})")
 PY
 
-echo "== return probe on bench_fn with its return value"
-rsite=$($US trace -q -o /dev/null 'r:bench_fn ret=$retval:s64' -- $T $N_PROBED | ns_of)
-uret=$($US trace -q -o /dev/null --uretprobe 'r:bench_fn ret=$retval:s64' -- $T $N_PROBED | ns_of)
-python3 - "$free" "$rsite" "$uret" <<'PY'
-import sys
-free, rsite, uret = map(float, sys.argv[1:])
-print(f"  uscope r: on the ret instruction   {rsite:10.1f} ns/call  (+{rsite-free:.0f} ns/hit)")
-print(f"  uscope --uretprobe (kernel swap)   {uret:10.1f} ns/call  (+{uret-free:.0f} ns/hit)")
-print(f"  return site / uretprobe            {(rsite-free)/(uret-free):10.2f}x per hit")
-PY
-
-echo "== highest event rate kept without loss (2 threads)"
+echo "== highest event rate kept without loss, tracefs engine (2 threads)"
 best=""
 for r in 0 400000 200000 100000 50000 25000; do
-	out=$($US trace -o /dev/null 'bench_fn a=%di:s64 b=%si:s64' -- $T 100000 2 $r 2>$B/summary)
+	out=$($US trace -e tracefs -o /dev/null "$ARGS" -- $T 100000 2 $r 2>$B/summary)
 	lost=$(sed -n 's/^uscope: \([0-9]*\) events, \([0-9]*\) lost.*/\2/p' $B/summary)
 	events=$(sed -n 's/^uscope: \([0-9]*\) events.*/\1/p' $B/summary)
-	rate=$(echo "$out" | rate_of)
+	rate=$(echo "$out" | sed -n 's/.*rate \([0-9]*\).*/\1/p')
 	label=$([ "$r" = 0 ] && echo "unpaced" || echo "paced $((r*2))/s")
 	echo "  $label: $rate events/s offered, $events recorded, $lost lost"
 	if [ "$lost" = 0 ]; then best=$rate; break; fi
 done
 [ -n "$best" ] && echo "  sustained without loss: $best events/s" || echo "  losses at every rate tried"
+
+echo "== attaching the inject engine to a running process ($B/funcs: 1000 functions, all"
+echo "   called every millisecond); from uscope's start to its readiness line, ms"
+python3 bench/attach.py $US $B/funcs ${ATTACH_RUNS:-7} f_0007 'f_00*' 'f_*'

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Install what uscope needs to build and test, on Debian 12. Idempotent:
-# installs nothing when everything is present.
+# installs nothing when everything is present. `deps.sh bench` also installs
+# the tools make bench compares with (uftrace, bpftrace); make check does not
+# need them.
 set -euo pipefail
 pkgs=(build-essential pkg-config clang libclang-rt-14-dev
       libelf-dev libdw-dev libtracefs-dev libtraceevent-dev libzydis-dev
       libcmocka-dev python3 python3-pytest systemtap-sdt-dev binutils file golang-go
       libbpf-dev bpftool debuginfod libdebuginfod1 libiberty-dev)
+[ "${1:-}" = bench ] && pkgs+=(uftrace bpftrace)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
