@@ -47,7 +47,7 @@ BASE_CFLAGS += -Ibuild/bpf
 # registers, and no relocation left after a link at address 0 (checked).
 AGENT_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -O2 -fPIC -ffreestanding \
 	-fno-builtin -fno-stack-protector -fno-asynchronous-unwind-tables -fno-unwind-tables \
-	-fno-jump-tables -fno-tree-loop-distribute-patterns -mgeneral-regs-only \
+	-fno-tree-loop-distribute-patterns -mgeneral-regs-only \
 	-fcf-protection=none -fvisibility=hidden -fno-sanitize=all
 build/inject/agent.bin: src/engine/inject/agent/agent.c src/engine/inject/agent/agent.lds \
 		src/engine/inject/inject_shared.h src/probe/fetch.h

@@ -546,7 +546,15 @@ static void inj_fill_sites(struct inj *j)
 			d->ret_site = site->ret_site;
 			for (unsigned a = 0; a < d->nargs; a++) {
 				const struct usc_fetcharg *fa = &site->args[a];
+				const struct fetch_insn *in = fa->insn;
 
+				/* a register stored as it is: the agent's fast path
+				 * (IP is the agent's to fill in: not one) */
+				d->reg_only[a] = 0xff;
+				if (fa->ninsn >= 2 && in[0].op == FOP_REG && in[0].reg < USC_REG_IP &&
+				    (in[1].op == FOP_END ||
+				     (in[1].op == FOP_ST_RAW && fa->ninsn >= 3 && in[2].op == FOP_END)))
+					d->reg_only[a] = in[0].reg;
 				d->args[a].ninsn = fa->ninsn;
 				memcpy(d->args[a].insn, fa->insn, sizeof(fa->insn[0]) * fa->ninsn);
 				for (unsigned k2 = 0; k2 < fa->ninsn; k2++)

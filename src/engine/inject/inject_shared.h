@@ -82,6 +82,8 @@ struct inj_site {
 	uint32_t nargs;
 	uint32_t ret_site;		/* record the return address at [sp] */
 	uint32_t nstr;			/* arguments that store a string */
+	uint8_t reg_only[INJ_MAX_ARGS];	/* an argument that is a register as it is:
+					 * that register (the fast path), else 0xff */
 	struct inj_arg args[INJ_MAX_ARGS];
 };
 

@@ -213,8 +213,13 @@ static void emit_call_agent(struct emit *e, const struct tramp_spec *s)
 	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->hit);
 	emit_r(e, ZYDIS_MNEMONIC_CALL, ZYDIS_REGISTER_RAX);
 	emit_rr(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RSP, ZYDIS_REGISTER_RBX);
+	/* the agent keeps the callee-saved registers (the ABI): only rbx, which
+	 * held the frame, and the caller-saved ones need reloading */
 	for (int i = 0; i < USC_REG_NR; i++)
-		if (gpr[i] != ZYDIS_REGISTER_NONE && gpr[i] != ZYDIS_REGISTER_RSP)
+		if (gpr[i] != ZYDIS_REGISTER_NONE && gpr[i] != ZYDIS_REGISTER_RSP &&
+		    gpr[i] != ZYDIS_REGISTER_RBP && gpr[i] != ZYDIS_REGISTER_R12 &&
+		    gpr[i] != ZYDIS_REGISTER_R13 && gpr[i] != ZYDIS_REGISTER_R14 &&
+		    gpr[i] != ZYDIS_REGISTER_R15)
 			emit_load(e, gpr[i], 8 * i);
 	emit_adjust_sp(e, frame);
 	if (s->save_flags)

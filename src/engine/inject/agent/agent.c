@@ -223,9 +223,14 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 
 	if (*(volatile uint32_t *)c->alive != 1)
 		return;		/* a forked child: not traced */
-	key = fs_base(c);
-	if (c->key_mode == INJ_KEY_TID_AT_FS)
-		key = *(volatile uint32_t *)(key + c->tid_off);
+	if (c->key_mode == INJ_KEY_TID_AT_FS) {
+		uint32_t tid;	/* glibc's, at the thread pointer + tid_off */
+
+		__asm__ volatile("movl %%fs:(%1), %0" : "=r"(tid) : "r"((uint64_t)c->tid_off));
+		key = tid;
+	} else {
+		key = fs_base(c);
+	}
 	s = key ? slot_get(c, key) : 0;
 	if (!s) {
 		__sync_fetch_and_add(&c->slot_full, 1);
@@ -282,8 +287,16 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 	h->site = site->index;
 	h->nvals = nargs;
 	h->retaddr = site->ret_site ? *(const uint64_t *)r->r[USC_REG_SP] : 0;
-	for (uint32_t i = 0; i < nargs; i++)
-		eval_arg(&e, &site->args[i], &h->vals[i]);
+	for (uint32_t i = 0; i < nargs; i++) {
+		uint8_t reg = site->reg_only[i];
+
+		if (reg < USC_REG_NR) {
+			h->vals[i].kind = INJ_INT;
+			h->vals[i].val = r->r[reg];
+		} else {
+			eval_arg(&e, &site->args[i], &h->vals[i]);
+		}
+	}
 	h->len = (e.str_off + 7) & ~7u;
 	__atomic_store_n(&s->head, head + h->len, __ATOMIC_RELEASE);
 out:
