@@ -90,14 +90,20 @@ static void emit_ri(struct emit *e, ZydisMnemonic m, ZydisRegister a, int64_t im
 	emit_req(e, &r);
 }
 
+/* m reg, [rsp + disp] (mov: a load; lea: an address) */
+static void emit_rm(struct emit *e, ZydisMnemonic m, ZydisRegister reg, int32_t disp)
+{
+	ZydisEncoderRequest r = req0(m);
+
+	op_reg(&r, reg);
+	op_mem(&r, ZYDIS_REGISTER_RSP, disp, 8);
+	emit_req(e, &r);
+}
+
 /* lea rsp, [rsp + d]: moves the stack pointer without touching the flags */
 static void emit_adjust_sp(struct emit *e, int32_t d)
 {
-	ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_LEA);
-
-	op_reg(&r, ZYDIS_REGISTER_RSP);
-	op_mem(&r, ZYDIS_REGISTER_RSP, d, 8);
-	emit_req(e, &r);
+	emit_rm(e, ZYDIS_MNEMONIC_LEA, ZYDIS_REGISTER_RSP, d);
 }
 
 static void emit_store(struct emit *e, int32_t disp, ZydisRegister reg)
@@ -106,15 +112,6 @@ static void emit_store(struct emit *e, int32_t disp, ZydisRegister reg)
 
 	op_mem(&r, ZYDIS_REGISTER_RSP, disp, 8);
 	op_reg(&r, reg);
-	emit_req(e, &r);
-}
-
-static void emit_load(struct emit *e, ZydisRegister reg, int32_t disp)
-{
-	ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_MOV);
-
-	op_reg(&r, reg);
-	op_mem(&r, ZYDIS_REGISTER_RSP, disp, 8);
 	emit_req(e, &r);
 }
 
@@ -198,13 +195,8 @@ static void emit_call_agent(struct emit *e, const struct tramp_spec *s)
 	for (int i = 0; i < USC_REG_NR; i++)
 		if (gpr[i] != ZYDIS_REGISTER_NONE && gpr[i] != ZYDIS_REGISTER_RSP)
 			emit_store(e, 8 * i, gpr[i]);
-	{	/* regs[SP]: the stack pointer where the probe fired */
-		ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_LEA);
-
-		op_reg(&r, ZYDIS_REGISTER_RAX);
-		op_mem(&r, ZYDIS_REGISTER_RSP, above, 8);
-		emit_req(e, &r);
-	}
+	/* regs[SP]: the stack pointer where the probe fired */
+	emit_rm(e, ZYDIS_MNEMONIC_LEA, ZYDIS_REGISTER_RAX, above);
 	emit_store(e, 8 * USC_REG_SP, ZYDIS_REGISTER_RAX);
 	emit_rr(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RBX, ZYDIS_REGISTER_RSP);
 	emit_ri(e, ZYDIS_MNEMONIC_AND, ZYDIS_REGISTER_RSP, -16);	/* the ABI's alignment */
@@ -220,7 +212,7 @@ static void emit_call_agent(struct emit *e, const struct tramp_spec *s)
 		    gpr[i] != ZYDIS_REGISTER_RBP && gpr[i] != ZYDIS_REGISTER_R12 &&
 		    gpr[i] != ZYDIS_REGISTER_R13 && gpr[i] != ZYDIS_REGISTER_R14 &&
 		    gpr[i] != ZYDIS_REGISTER_R15)
-			emit_load(e, gpr[i], 8 * i);
+			emit_rm(e, ZYDIS_MNEMONIC_MOV, gpr[i], 8 * i);
 	emit_adjust_sp(e, frame);
 	if (s->save_flags)
 		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
