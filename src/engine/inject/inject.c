@@ -69,6 +69,8 @@ struct inj_patch {
 	uint8_t orig[32];
 	uint64_t spring;	/* runtime: a springboard's jmp rel32 (dead filler), or 0 */
 	uint8_t orig_spring[5];
+	uint8_t written[5];	/* the jump written at addr, checked before restoring */
+	uint8_t nwritten;
 	size_t *sites;		/* by probe offset */
 	uint32_t *probe_off;	/* per site: where in the displaced bytes it fires */
 	size_t nsites;
@@ -263,12 +265,53 @@ static int inj_check_sites(const struct usc_session *s, struct x86_patch *plans,
 	return ret;
 }
 
+/* What about a running process rules the engine out: a seccomp filter
+ * (the system calls run in it could kill it), a shadow stack (a relocated
+ * call pushes its return address by hand), another PID namespace (the
+ * agent's process_vm_readv and glibc's tids speak that namespace's pids).
+ * 0, or -ENOTSUP with the reason. */
+static int inj_proc_refusal(pid_t pid, char *why, size_t len)
+{
+	char path[64], line[512];
+	int ret = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;	/* gone: said elsewhere */
+	while (!ret && fgets(line, sizeof(line), f)) {
+		int mode;
+
+		if (sscanf(line, "Seccomp: %d", &mode) == 1 && mode != 0) {
+			snprintf(why, len, "process %d runs under seccomp, which could kill it for "
+				 "the system calls the inject engine makes in it; -e tracefs can "
+				 "trace it", (int)pid);
+			ret = -ENOTSUP;
+		} else if (!strncmp(line, "x86_Thread_features:", 20) && strstr(line, "shstk")) {
+			snprintf(why, len, "process %d has a shadow stack, which the inject "
+				 "engine's relocated calls would break; -e tracefs can trace it",
+				 (int)pid);
+			ret = -ENOTSUP;
+		} else if (!strncmp(line, "NStgid:", 7) && strchr(line + 8, '\t')) {
+			snprintf(why, len, "process %d is in another PID namespace, which the "
+				 "inject engine does not handle yet; -e tracefs can trace it",
+				 (int)pid);
+			ret = -ENOTSUP;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
 int inject_can_place(const struct usc_session *s, char *why, size_t len)
 {
 	if (s->target.kind == USC_TARGET_SYSTEM) {
 		snprintf(why, len, "no process to patch");
 		return -ENOTSUP;
 	}
+	if (s->target.kind == USC_TARGET_PID && inj_proc_refusal(s->target.pid, why, len))
+		return -ENOTSUP;
 	return inj_check_sites(s, NULL, why, len);
 }
 
@@ -400,7 +443,6 @@ static bool have_rdpid(void)
 static int inj_shared(struct inj *j)
 {
 	struct usc_session *s = j->base.session;
-	struct user_regs_struct regs;
 	const char name[] = "uscope";
 	uint64_t scratch, off = 0;
 	size_t blob = (size_t)(inject_agent_blob_end - inject_agent_blob);
@@ -428,10 +470,13 @@ static int inj_shared(struct inj *j)
 	off += (uint64_t)INJ_NSLOTS * INJ_RING_SIZE;
 	j->shm_size = off;
 
-	ret = remote_get_regs(&j->rem, 0, &regs);
-	if (ret)
-		return ret;
-	scratch = (regs.rsp - 1024) & ~15ULL;	/* below the red zone: free */
+	/* a word that reads 1 here and 0 in a forked child; first, the memfd's
+	 * name goes there (no other memory of the process is ours to write) */
+	r = rsys(j, SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (rsys_failed(r))
+		return (int)r;
+	j->alive_remote = (uint64_t)r;
+	scratch = j->alive_remote + 64;
 	ret = remote_write(&j->rem, scratch, name, sizeof(name));
 	if (ret)
 		return ret;
@@ -469,12 +514,7 @@ static int inj_shared(struct inj *j)
 	ret = remote_write(&j->rem, j->agent_remote, inject_agent_blob, blob);
 	if (ret)
 		return ret;
-	/* a word that reads 1 here and 0 in a forked child */
-	r = rsys(j, SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (rsys_failed(r))
-		return (int)r;
-	j->alive_remote = (uint64_t)r;
-	if (rsys(j, SYS_madvise, r, 4096, MADV_WIPEONFORK, 0, 0, 0))
+	if (rsys(j, SYS_madvise, (long)j->alive_remote, 4096, MADV_WIPEONFORK, 0, 0, 0))
 		log_warn("process %d: no MADV_WIPEONFORK (kernel 4.14): its forked children "
 			 "would record into its rings", (int)j->pid);
 	{
@@ -591,9 +631,6 @@ static int inj_write_tramp(struct inj *j, struct inj_patch *pa)
 	uint8_t *buf;
 	uint64_t at = a->base + a->used;
 	size_t len = 0, cap = TRAMP_MAX * (pa->nsites + 1);
-	const struct usc_site *first = &s->sites[pa->sites[0]];
-	bool entry = first->func_vaddr && !first->ret_site &&
-		     (first->vaddr == first->func_vaddr || first->vaddr == first->func_vaddr + 4);
 	bool rdpid = have_rdpid();
 	ssize_t n;
 
@@ -608,7 +645,11 @@ static int inj_write_tramp(struct inj *j, struct inj_patch *pa)
 		size_t i = pa->sites[k];
 		struct tramp_spec ts = {
 			.at = at,
-			.save_flags = !(entry || s->sites[i].ret_site),
+			/* flags are dead at a function's entry and at its returns
+			 * (the planner moves an entry patch past endbr64 itself) */
+			.save_flags = !(s->sites[i].ret_site ||
+					(s->sites[i].func_vaddr &&
+					 s->sites[i].vaddr == s->sites[i].func_vaddr)),
 			.have_rdpid = rdpid,
 		};
 
@@ -678,7 +719,13 @@ static int inj_clear_threads(struct inj *j)
 			pa = inj_conflict(j, &r);
 			if (!pa)
 				break;
-			if (step >= 64 || (long long)r.orig_rax >= 0) {
+			uint8_t insn[2] = {0};
+
+			remote_read(&j->rem, r.rip, insn, 2);
+			/* stepping over a system call could block with every
+			 * thread held */
+			if (step >= 64 || (long long)r.orig_rax >= 0 ||
+			    (insn[0] == 0x0f && insn[1] == 0x05)) {
 				log_error("thread %d of process %d is inside the code a probe would "
 					  "replace (0x%llx); try again", (int)j->rem.tasks[t].tid,
 					  (int)j->pid, (unsigned long long)pa->addr);
@@ -828,13 +875,13 @@ static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
 				  "of them with -e tracefs", s->sites[a->sites[0]].label,
 				  s->sites[b->sites[0]].label, (unsigned long long)a->addr,
 				  (unsigned long long)b->addr);
-			j->npatches = out;
 			free(b->sites);
 			free(b->probe_off);
 			for (size_t q = p + 1; q < j->npatches; q++) {
 				free(j->patches[q].sites);
 				free(j->patches[q].probe_off);
 			}
+			j->npatches = out;
 			return -ENOTSUP;
 		}
 		while (x < a->nsites || y < b->nsites) {	/* merge by offset */
@@ -936,10 +983,14 @@ static int inj_install(struct inj *j)
 				ret = remote_write(&j->rem, pa->spring, jmp, sizeof(jmp));
 			if (!ret)
 				ret = remote_write(&j->rem, pa->addr, j8, sizeof(j8));
+			memcpy(pa->written, j8, sizeof(j8));
+			pa->nwritten = sizeof(j8);
 		} else {
 			ret = x86_encode_jmp(pa->addr, pa->tramp, jmp);
 			if (!ret)
 				ret = remote_write(&j->rem, pa->addr, jmp, sizeof(jmp));
+			memcpy(pa->written, jmp, sizeof(jmp));
+			pa->nwritten = sizeof(jmp);
 		}
 		if (!ret)
 			pa->applied = true;
@@ -949,17 +1000,35 @@ static int inj_install(struct inj *j)
 	return ret;
 }
 
-/* Write back every original byte (the process is stopped). */
+/* Write back every original byte (the process is stopped), where our jump
+ * still is: after an exec, or the pid's reuse, the addresses belong to
+ * another image, which is left alone (its semaphores too). */
 static void inj_restore(struct inj *j)
 {
+	bool same_image = true;
+
 	for (size_t p = 0; p < j->npatches; p++) {
 		struct inj_patch *pa = &j->patches[p];
+		uint8_t now[5];
 
-		if (pa->applied && remote_write(&j->rem, pa->addr, pa->orig, pa->plan.len) == 0 &&
+		if (!pa->applied)
+			continue;
+		if (remote_read(&j->rem, pa->addr, now, pa->nwritten) ||
+		    memcmp(now, pa->written, pa->nwritten)) {
+			same_image = false;
+			pa->applied = false;
+			continue;
+		}
+		if (remote_write(&j->rem, pa->addr, pa->orig, pa->plan.len) == 0 &&
 		    (!pa->spring || remote_write(&j->rem, pa->spring, pa->orig_spring, 5) == 0))
 			pa->applied = false;
 	}
-	inj_semaphores(j, NULL, 0, -1);
+	if (same_image)
+		inj_semaphores(j, NULL, 0, -1);
+	else
+		log_warn("process %d no longer runs the code that was patched (an exec?): left "
+			 "as it is", (int)j->pid);
+	j->nsemaphores = 0;
 }
 
 /* ---- ops ----------------------------------------------------------------- */
@@ -1043,7 +1112,12 @@ static int inj_start(struct usc_engine *e, pid_t pid, int follow_children)
 		return 0;	/* at its entry point: inj_launched */
 	(void)follow_children;
 	uint64_t t0 = mono_ns();
+	char why[256];
 
+	if (inj_proc_refusal(pid, why, sizeof(why))) {
+		log_error("%s", why);
+		return -ENOTSUP;
+	}
 	ret = remote_stop_all(&j->rem, pid);
 	if (ret == -ESRCH)
 		log_error("process %d has gone", (int)pid);
@@ -1075,18 +1149,52 @@ static int auxv_entry(pid_t pid, uint64_t *entry)
 /* COMMAND, stopped by PTRACE_TRACEME at its exec: run it to its entry
  * point, where the dynamic linker has loaded every library and main has not
  * run, then patch. */
+/* Run the tracee (our TRACEME child) until it stops with SIGTRAP, passing
+ * any other signal on; a group-stop (no siginfo) is resumed without one.
+ * When at is non-zero, only a trap with the instruction pointer at `at`
+ * counts. 0, or -ESRCH if it died. */
+static int inj_run_to_trap(pid_t pid, uint64_t at, bool resume)
+{
+	int st, sig = 0;
+
+	for (;;) {
+		if (resume && ptrace(PTRACE_CONT, pid, 0, (void *)(long)sig) < 0)
+			return -ESRCH;
+		resume = true;
+		if (waitpid(pid, &st, __WALL) != pid || !WIFSTOPPED(st))
+			return -ESRCH;
+		sig = WSTOPSIG(st);
+		if (sig == SIGTRAP) {
+			struct user_regs_struct r;
+
+			if (!at || (ptrace(PTRACE_GETREGS, pid, 0, &r) == 0 && r.rip == at))
+				return 0;
+			sig = 0;	/* not ours: a trap we caused (exec), dropped */
+			continue;
+		}
+		siginfo_t si;
+
+		if (ptrace(PTRACE_GETSIGINFO, pid, 0, &si) < 0)
+			sig = 0;	/* a group-stop, not a signal to deliver */
+	}
+}
+
+/* COMMAND, stopped by PTRACE_TRACEME at its exec: run it to its entry
+ * point, where the dynamic linker has loaded every library and main has not
+ * run, then patch. Signals meanwhile are delivered as they come. */
 static int inj_launched(struct usc_engine *e, pid_t pid)
 {
 	struct inj *j = inj_of(e);
 	struct user_regs_struct regs;
 	uint64_t entry = 0;
 	uint8_t orig, trap = 0xcc;
-	int st, ret;
+	int ret;
 
 	j->pid = pid;
-	if (waitpid(pid, &st, __WALL) != pid || !WIFSTOPPED(st))
-		return -ESRCH;
-	ret = remote_adopt(&j->rem, pid);
+	/* the exec's SIGTRAP (a signal caught before the exec is passed on) */
+	ret = inj_run_to_trap(pid, 0, false);
+	if (!ret)
+		ret = remote_adopt(&j->rem, pid);
 	if (ret)
 		return ret;
 	ret = auxv_entry(pid, &entry);
@@ -1094,26 +1202,16 @@ static int inj_launched(struct usc_engine *e, pid_t pid)
 		ret = remote_read(&j->rem, entry, &orig, 1);
 	if (!ret)
 		ret = remote_write(&j->rem, entry, &trap, 1);
+	if (!ret)
+		ret = inj_run_to_trap(pid, entry + 1, true);
 	if (ret) {
 		remote_release(&j->rem);
 		return ret;
 	}
-	for (;;) {
-		if (ptrace(PTRACE_CONT, pid, 0, 0) < 0 || waitpid(pid, &st, __WALL) != pid ||
-		    !WIFSTOPPED(st)) {
-			remote_release(&j->rem);
-			return -ESRCH;
-		}
-		if (WSTOPSIG(st) == SIGTRAP)
-			break;
-		/* a signal before main: deliver it */
-		if (ptrace(PTRACE_CONT, pid, 0, (void *)(long)WSTOPSIG(st)) < 0)
-			break;
-	}
 	ret = remote_write(&j->rem, entry, &orig, 1);
 	if (!ret)
 		ret = remote_get_regs(&j->rem, 0, &regs);
-	if (!ret && regs.rip == entry + 1) {
+	if (!ret) {
 		regs.rip = entry;
 		ret = remote_set_regs(&j->rem, 0, &regs);
 	}
@@ -1247,6 +1345,15 @@ static void inj_reclaim(struct inj *j)
 			 (unsigned long long)key);
 		if (access(path, F_OK) == 0 || errno != ENOENT)
 			continue;
+		/* take it out of the table first (a new thread of the same tid would
+		 * claim another slot), then check nothing is inside it */
+		if (!__atomic_compare_exchange_n(&sl->key, &key, INJ_KEY_TOMB, false,
+						 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			continue;
+		if (sl->nest || sl->head != sl->tail) {
+			__atomic_store_n(&sl->key, key, __ATOMIC_RELEASE);
+			continue;
+		}
 		for (size_t i = 0; i < s->nsites; i++) {
 			uint64_t *cc = &c[2 * ((uint64_t)k * s->nsites + i)];
 
@@ -1286,14 +1393,22 @@ static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 		head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
 		heads[sidx] = head;
 		for (pos = sl->tail; pos != head;) {
-			const struct inj_rec *r = (const void *)(ring + (pos & (INJ_RING_SIZE - 1)));
+			uint64_t at = pos & (INJ_RING_SIZE - 1), left = head - pos;
+			const struct inj_rec *r = (const void *)(ring + at);
+			uint32_t len = r->len;
 
-			if (r->len & INJ_REC_PAD) {
-				pos += r->len & ~INJ_REC_PAD;
+			/* the ring is the target's memory: trust nothing in it */
+			if (len & INJ_REC_PAD) {
+				len &= ~INJ_REC_PAD;
+				if (!len || at + len != INJ_RING_SIZE || len > left)
+					break;
+				pos += len;
 				continue;
 			}
-			if (r->len < sizeof(*r) || r->len > INJ_REC_MAX + 4096)
-				break;	/* cannot happen: the agent writes whole records */
+			if (len < sizeof(*r) || len > left || at + len > INJ_RING_SIZE || (len & 7) ||
+			    r->nvals > INJ_MAX_ARGS ||
+			    sizeof(*r) + r->nvals * sizeof(struct inj_val) > len)
+				break;	/* not a record the agent writes */
 			if (npd == cap) {
 				struct pending *n;
 
@@ -1306,7 +1421,7 @@ static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 				pd = n;
 			}
 			pd[npd++] = (struct pending){r->tsc, r, sidx};
-			pos += r->len;
+			pos += len;
 		}
 	}
 	if (npd)
@@ -1414,8 +1529,14 @@ static void inj_destroy(struct usc_engine *e)
 	struct inj *j = inj_of(e);
 
 	inj_detach(e);
-	if (j->shm)
+	if (j->shm) {
+		/* the rings' pages are charged to the process (it touched them):
+		 * give them back; the mapping stays, a late hit refaults a zero
+		 * page, and records nothing (enabled is 0) */
+		madvise((char *)j->shm + j->ctl->rings_off, (size_t)INJ_NSLOTS * INJ_RING_SIZE,
+			MADV_REMOVE);
 		munmap(j->shm, j->shm_size);
+	}
 	for (size_t p = 0; p < j->npatches; p++) {
 		free(j->patches[p].sites);
 		free(j->patches[p].probe_off);

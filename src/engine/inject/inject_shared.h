@@ -55,6 +55,8 @@ struct inj_ctl {
 	volatile uint64_t slot_full;	/* hits lost because every slot was taken */
 };
 
+#define INJ_KEY_TOMB (~0ULL)	/* a slot being given back: matches no thread */
+
 struct inj_slot {
 	volatile uint64_t key;		/* 0: free */
 	volatile uint32_t tid;

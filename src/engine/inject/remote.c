@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,7 +36,8 @@ static int remote_add(struct remote *r, pid_t tid)
 		r->tasks = t;
 		r->cap = cap;
 	}
-	r->tasks[r->ntasks++] = (struct remote_task){.tid = tid};
+	memset(&r->tasks[r->ntasks], 0, sizeof(r->tasks[0]));
+	r->tasks[r->ntasks++].tid = tid;
 	return 0;
 }
 
@@ -78,8 +80,12 @@ static int remote_wait(struct remote *r, pid_t tid, bool want_trap, int resume)
 			return 0;	/* stopped: by our interrupt, or a trap */
 		if (want_trap && sig == SIGTRAP && ev == 0)
 			return 0;
-		if (ev == 0 && sig != SIGTRAP && (t = remote_find(r, tid)))
-			t->pending_sig = sig;	/* delivered at detach */
+		if (ev == 0 && sig != SIGTRAP && (t = remote_find(r, tid))) {
+			siginfo_t si;	/* delivered at detach */
+
+			if (ptrace(PTRACE_GETSIGINFO, tid, 0, &si) == 0 && t->nheld < REMOTE_MAX_HELD)
+				t->held[t->nheld++] = si;
+		}
 		if (ev == 0 && !want_trap)
 			return 0;	/* stopped at a signal: stopped all the same */
 		if (ptrace(resume, tid, 0, 0) < 0)
@@ -225,10 +231,31 @@ int remote_adopt(struct remote *r, pid_t pid)
 	return ret;
 }
 
+/* A fault the instruction raises again when it runs once more. */
+static bool sync_fault(const siginfo_t *si)
+{
+	return si->si_code > 0 && (si->si_signo == SIGSEGV || si->si_signo == SIGBUS ||
+				   si->si_signo == SIGILL || si->si_signo == SIGFPE);
+}
+
 void remote_release(struct remote *r)
 {
-	for (size_t i = 0; i < r->ntasks; i++)
-		ptrace(PTRACE_DETACH, r->tasks[i].tid, 0, (void *)(long)r->tasks[i].pending_sig);
+	for (size_t i = 0; i < r->ntasks; i++) {
+		struct remote_task *t = &r->tasks[i];
+		int first = 0;
+		unsigned k = 0;
+
+		for (; k < t->nheld; k++)
+			if (!(t->stepped && sync_fault(&t->held[k])))
+				break;
+		if (k < t->nheld &&
+		    ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->held[k]) == 0)
+			first = t->held[k++].si_signo;
+		ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)first);
+		for (; k < t->nheld; k++)
+			if (!(t->stepped && sync_fault(&t->held[k])))
+				syscall(SYS_tgkill, r->pid, t->tid, t->held[k].si_signo);
+	}
 	free(r->tasks);
 	r->tasks = NULL;
 	r->ntasks = r->cap = 0;
@@ -269,6 +296,7 @@ int remote_step(struct remote *r, size_t task)
 {
 	pid_t tid = r->tasks[task].tid;
 
+	r->tasks[task].stepped = true;
 	if (ptrace(PTRACE_SINGLESTEP, tid, 0, 0) < 0)
 		return -errno;
 	return remote_wait(r, tid, true, PTRACE_SINGLESTEP);

@@ -9,10 +9,18 @@
 #include <sys/types.h>
 #include <sys/user.h>
 
+#include <signal.h>
+
+#define REMOTE_MAX_HELD 8
+
+/* Signals that arrived while we held a task, given back at detach: the
+ * first with its siginfo (PTRACE_SETSIGINFO + PTRACE_DETACH), later ones
+ * with tgkill (another process cannot be sent a kernel siginfo). */
 struct remote_task {
 	pid_t tid;
-	int pending_sig;	/* a signal that arrived while we held it: given
-				 * back at detach */
+	bool stepped;		/* it ran an instruction under us */
+	unsigned nheld;
+	siginfo_t held[REMOTE_MAX_HELD];
 };
 
 struct remote {

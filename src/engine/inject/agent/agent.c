@@ -122,10 +122,10 @@ static void eval_arg(struct eval *e, const struct inj_arg *a, struct inj_val *v)
 			val = in->reg < USC_REG_NR ? regs[in->reg] : 0;
 			break;
 		case FOP_STACK:
-			/* the first words above the stack pointer are always mapped (a
-			 * frame, a return address, a caller's frame or what a thread
-			 * starts under); further up, the stack may end */
-			if (in->imm >= 0 && in->imm < 8) {
+			/* the page of the stack pointer is mapped; beyond it, the
+			 * stack may end (the top of a coroutine's stack) */
+			if (in->imm >= 0 && in->imm < 8 &&
+			    (regs[USC_REG_SP] & 4095) + 8 * (uint64_t)in->imm + 8 <= 4096) {
 				val = ((const uint64_t *)regs[USC_REG_SP])[in->imm];
 			} else if (safe_read(e->c, &tmp, regs[USC_REG_SP] + 8 * (uint64_t)in->imm,
 					     8) != 8) {
