@@ -301,3 +301,50 @@ def test_short_return_block_through_a_springboard():
     assert [e.args["x"] for e in res.named("springy")] == [0, 1, 2, 3]
     assert [e.args["r"] for e in res.named("springy__return")] == [0, 2, 3, 4]
     assert res.stdout == "springy done total=9\n"
+
+
+def test_process_under_seccomp_is_refused_and_auto_takes_tracefs():
+    t = Target([target("seccomped")], stdin=False)
+    t.expect("ready")
+    cp = run_uscope(["trace", "-e", "inject", "-d", "0.3", "-p", t.pid, "tick"])
+    assert cp.returncode != 0
+    lines = cp.stderr.strip().splitlines()
+    assert len(lines) == 1 and "seccomp" in lines[0] and "-e tracefs" in lines[0], cp.stderr
+    cp = run_uscope(["count", "-d", "0.5", "-p", t.pid, "tick"])
+    assert cp.returncode == 0, cp.stderr
+    assert int(cp.stdout.splitlines()[1].split()[1]) > 50
+    assert t.alive()
+
+
+def test_detach_after_exec_leaves_the_new_image_alone():
+    """A non-PIE program that execs another non-PIE program: the new image's
+    code sits at the addresses that were patched, and detach must not write
+    the old bytes into it."""
+    exe, other = target("waiter-nopie"), target("spin-nopie")
+    w = Target([exe])
+    w.expect("ready")
+    bg = u.trace_bg("on_line s=$arg1:string", pid=w.pid, extra=INJ)
+    bg.wait_ready()
+    w.write("hello\n")
+    w.expect("got 1")
+    w.write(f"exec {other}\n")
+    w.expect("ready")      # spin runs, in the same process
+    bg.signal(signal.SIGINT)
+    res = bg.result().check(rc=0)
+    assert [e.args["s"] for e in res.events] == ["hello", f"exec {other}"]
+    assert "no longer runs the code that was patched" in res.stderr
+    with open(other, "rb") as f:
+        image = f.read()
+    with open(f"/proc/{w.pid}/maps") as m:
+        maps = [l.split() for l in m]
+    checked = 0
+    for parts in maps:
+        if len(parts) >= 6 and "x" in parts[1] and parts[5] == other:
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            code = read_code(w.pid, [(lo, hi, other)])[(lo, other)]
+            want = image[int(parts[2], 16):int(parts[2], 16) + (hi - lo)]
+            assert code[:len(want)] == want, "the new image's code was written to"
+            checked += 1
+    assert checked
+    assert w.alive()
+    w.kill()

@@ -1,9 +1,13 @@
 /* uscope e2e target for -p: prints "ready" then, for each line read from
  * stdin (newline stripped), calls on_line(line, len) and prints
  * "got <k>" (k = 1, 2, ...; flushed, so a test knows the call happened).
- * Exits 0 at EOF. */
+ * The line "exec" makes it exec itself afresh (it prints "ready" again);
+ * "exec PATH" execs PATH.
+ * Exits 0 at EOF. waiter-nopie is the same, not position-independent: an
+ * exec maps it at the same addresses. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 volatile int g_seen;
 
@@ -25,6 +29,14 @@ int main(void)
 		if (len && buf[len - 1] == '\n')
 			buf[--len] = 0;
 		on_line(buf, (int)len);
+		if (!strcmp(buf, "exec")) {
+			execl("/proc/self/exe", "waiter", (char *)NULL);
+			return 1;
+		}
+		if (!strncmp(buf, "exec ", 5)) {
+			execl(buf + 5, buf + 5, (char *)NULL);
+			return 1;
+		}
 		printf("got %d\n", ++k);
 		fflush(stdout);
 	}
