@@ -94,7 +94,7 @@ struct inj_comm {
 struct inj {
 	struct usc_engine base;
 	pid_t pid;
-	bool live, gone;
+	bool live;
 	struct remote rem;
 	/* shared memory, our mapping and the target's address */
 	void *shm;
@@ -790,7 +790,6 @@ static int cmp_patch(const void *a, const void *b)
 static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
 {
 	struct usc_session *s = j->base.session;
-	struct elf_cache ec = {0};
 	int ret = 0;
 
 	j->patches = calloc(s->nsites + 1, sizeof(*j->patches));
@@ -844,7 +843,6 @@ static int inj_patches(struct inj *j, const struct proc_map *maps, size_t nmaps)
 		pa->probe_off[k] = plan.probe_off;
 		pa->nsites++;
 	}
-	elf_cache_free(&ec);
 	if (ret)
 		return ret;
 	qsort(j->patches, j->npatches, sizeof(*j->patches), cmp_patch);

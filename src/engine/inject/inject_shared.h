@@ -25,7 +25,6 @@
 #define INJ_MAGIC 0x7573636f70650001ULL	/* "uscope", layout 1 */
 #define INJ_MAX_ARGS 16			/* per site */
 #define INJ_STR_MAX 128			/* bytes of one string, NUL included */
-#define INJ_REC_MAX 4096		/* one record, strings included */
 
 /* Where a thread's key comes from (inj_ctl.key_mode). */
 enum inj_key_mode {
