@@ -382,8 +382,10 @@ def run_uscope(args, timeout=TIMEOUT, prefix=(), input=None):
     return subprocess.CompletedProcess(argv, p.returncode, out, err)
 
 
-def trace_argv(probes, cmd=None, pid=None, json=False, duration=None, out=None, extra=()):
-    a = ["trace"]
+def trace_argv(probes, cmd=None, pid=None, json=False, duration=None, out=None, extra=(),
+               command="trace"):
+    """argv of `uscope COMMAND ...` (trace, or flow: they share their options)."""
+    a = [command]
     if pid is not None:
         a += ["-p", str(pid)]
     if json:
@@ -904,21 +906,8 @@ class FlowResult:
 
 def flow_argv(probes, cmd=None, pid=None, json=False, duration=None, out=None, quiet=False,
               extra=()):
-    a = ["flow"]
-    if pid is not None:
-        a += ["-p", str(pid)]
-    if json:
-        a.append("--json")
-    if out is not None:
-        a += ["-o", str(out)]
-    if duration is not None:
-        a += ["-d", str(duration)]
-    if quiet:
-        a.append("-q")
-    a += list(extra) + list(probes)
-    if cmd is not None:
-        a += ["--"] + [str(c) for c in cmd]
-    return a
+    return trace_argv(probes, cmd, pid, json, duration, out,
+                      (["-q"] if quiet else []) + list(extra), command="flow")
 
 
 def flow(*probes, cmd=None, pid=None, json=False, duration=None, quiet=False, extra=(),
