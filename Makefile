@@ -3,7 +3,7 @@
 #   make check    install dependencies, build, run every test
 #   make demo     install dependencies, build, trace the bundled demo
 #   make bench    run the benchmarks
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   (uscope, libuscope-sdt and its Python module)
 
 VERSION  := 0.1.0
 PREFIX   ?= /usr/local
@@ -30,16 +30,20 @@ REL_CLI_OBJS := $(call objs,build/rel,$(CLI_SRCS))
 SAN_LIB_OBJS := $(call objs,build/san,$(LIB_SRCS))
 SAN_CLI_OBJS := $(call objs,build/san,$(CLI_SRCS))
 
-all: uscope
+all: uscope sdt
 
 # The bpf engine's kernel program, compiled at build time (no compiler is
 # needed at run time) and embedded as a libbpf skeleton.
-build/bpf/uscope.bpf.o: src/engine/bpf/uscope.bpf.c src/engine/bpf/bpf_shared.h src/probe/fetch.h
+build/bpf/uscope.bpf.o: src/engine/bpf/uscope.bpf.c src/engine/bpf/bpf_shared.h src/probe/fetch.h \
+		src/probe/fetch_eval.h src/probe/filter_eval.h src/probe/agg.h
 	@mkdir -p $(dir $@)
 	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu -Isrc -c $< -o $@
 build/bpf/uscope.skel.h: build/bpf/uscope.bpf.o
 	bpftool gen skeleton $< name uscope_bpf > $@.tmp && mv $@.tmp $@
-build/rel/src/engine/bpf/bpf.o build/san/src/engine/bpf/bpf.o: build/bpf/uscope.skel.h
+# Every object of the bpf engine may include the skeleton: with make -j they
+# must wait for it (a clean CI build compiled agg.c first and failed).
+BPF_ENGINE_SRCS := $(filter src/engine/bpf/%.c,$(LIB_SRCS))
+$(call objs,build/rel,$(BPF_ENGINE_SRCS)) $(call objs,build/san,$(BPF_ENGINE_SRCS)): build/bpf/uscope.skel.h
 BASE_CFLAGS += -Ibuild/bpf
 
 # The inject engine's agent: freestanding code the tracer copies into the
@@ -50,7 +54,8 @@ AGENT_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -O2 -fPIC -ffreestandin
 	-fno-tree-loop-distribute-patterns -mgeneral-regs-only \
 	-fcf-protection=none -fvisibility=hidden -fno-sanitize=all
 build/inject/agent.bin: src/engine/inject/agent/agent.c src/engine/inject/agent/agent.lds \
-		src/engine/inject/inject_shared.h src/probe/fetch.h
+		src/engine/inject/inject_shared.h src/probe/fetch.h src/probe/fetch_eval.h \
+		src/probe/filter_eval.h src/probe/agg.h
 	@mkdir -p $(dir $@)
 	$(CC) $(AGENT_CFLAGS) -c $< -o build/inject/agent.o
 	@if readelf -rW build/inject/agent.o | awk '/^Relocation section/ { sec = $$3 } \
@@ -80,6 +85,35 @@ uscope: $(REL_CLI_OBJS) build/rel/libuscope.a
 build/san/uscope: $(SAN_CLI_OBJS) build/san/libuscope.a
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(PKG_LIBS)
 
+# ---- libuscope-sdt: USDT probes a program defines at run time (sdt/) ----
+# A shared library that exports its public API only (-fvisibility=hidden,
+# USC_SDT_API on the API), a static one from the same objects, and a
+# sanitized static build for the unit tests.
+SDT_SRCS := $(wildcard sdt/src/*.c)
+SDT_SONAME := libuscope-sdt.so.0
+SDT_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -D_GNU_SOURCE -Isdt/include -fPIC \
+	-fvisibility=hidden
+SDT_LIBS := -lelf
+SDT_OBJS := $(patsubst sdt/src/%.c,build/sdt/obj/%.o,$(SDT_SRCS))
+SDT_SAN_OBJS := $(patsubst sdt/src/%.c,build/san/sdt/%.o,$(SDT_SRCS))
+
+build/sdt/obj/%.o: sdt/src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SDT_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+build/san/sdt/%.o: sdt/src/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SDT_CFLAGS) -O1 -g $(SAN_FLAGS) -MMD -MP -c $< -o $@
+
+build/sdt/libuscope-sdt.so: $(SDT_OBJS)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(SDT_SONAME) -Wl,-z,defs -o $@ $^ $(SDT_LIBS)
+	ln -sf libuscope-sdt.so build/sdt/$(SDT_SONAME)
+build/sdt/libuscope-sdt.a: $(SDT_OBJS)
+	@rm -f $@; ar rcs $@ $^
+build/san/sdt/libuscope-sdt.a: $(SDT_SAN_OBJS)
+	@rm -f $@; ar rcs $@ $^
+
+sdt: build/sdt/libuscope-sdt.so build/sdt/libuscope-sdt.a
+
 # ---- tests -------------------------------------------------------------
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,build/san/tests/%,$(UNIT_SRCS))
@@ -87,15 +121,29 @@ build/san/tests/%: tests/unit/%.c build/san/libuscope.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN_FLAGS) -Itests/unit -MMD -MP -o $@ $< build/san/libuscope.a $(PKG_LIBS) -lcmocka
 
+# libuscope-sdt's tests: the sanitized library, read back with uscope's
+# own ELF and USDT code; sdt_fastpath.c is built as a program would be
+# (-O2, no sanitizers) for the test to read its machine code.
+build/sdt/test/sdt_fastpath.o: tests/unit/sdt_fastpath.c sdt/include/uscope/sdt.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -Wall -Wextra $(WERROR) -O2 -Isdt/include -c $< -o $@
+build/san/tests/test_sdt: tests/unit/test_sdt.c build/san/libuscope.a build/san/sdt/libuscope-sdt.a \
+		build/sdt/test/sdt_fastpath.o
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -Isdt/include -O1 -g $(SAN_FLAGS) -Itests/unit -MMD -MP -o $@ $< \
+		build/sdt/test/sdt_fastpath.o build/san/sdt/libuscope-sdt.a build/san/libuscope.a \
+		$(PKG_LIBS) -lcmocka
+
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
-FUZZ_LIB_SRCS := src/core/log.c $(wildcard src/probe/*.c) src/usdt/usdt.c src/elf/elf.c src/elf/demangle.c
+FUZZ_LIB_SRCS := src/core/log.c $(wildcard src/probe/*.c) src/usdt/usdt.c src/elf/elf.c src/elf/demangle.c \
+	src/elf/gopclntab.c
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
 	@mkdir -p $(dir $@)
-	clang $(BASE_CFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ -lelf -liberty
+	clang $(BASE_CFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ -lelf -ldw -liberty
 FUZZ_SECONDS ?= 20
 
-targets:
+targets: sdt
 	$(MAKE) -C tests/targets
 
 deps:
@@ -116,7 +164,7 @@ fuzz: $(FUZZ_BINS)
 # Debian's python3, which has python3-pytest (a python3 earlier on PATH,
 # e.g. from pyenv, may not).
 PYTHON ?= /usr/bin/python3
-e2e: uscope build/san/uscope targets
+e2e: uscope build/san/uscope sdt targets
 	USCOPE=$(CURDIR)/build/san/uscope $(PYTHON) -m pytest -q tests/e2e
 
 check: deps
@@ -129,16 +177,37 @@ demo: deps
 	$(MAKE) uscope targets
 	@bash scripts/demo.sh
 
-bench: uscope targets
+bench: uscope sdt targets
 	@bash scripts/deps.sh bench
 	@bash bench/run.sh
 
-install: uscope
+# libuscope-sdt: the library (soname and link), the static one, the header,
+# a pkg-config file, and the Python module with the installed library's path
+# written in, in the directory this Python looks in for PREFIX.
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PYTHON_SITE ?= $(shell $(PYTHON) sdt/python/site_dir.py $(PREFIX))
+install: uscope sdt
 	install -D -m 0755 uscope $(DESTDIR)$(PREFIX)/bin/uscope
+	install -D -m 0755 build/sdt/libuscope-sdt.so $(DESTDIR)$(LIBDIR)/$(SDT_SONAME)
+	ln -sf $(SDT_SONAME) $(DESTDIR)$(LIBDIR)/libuscope-sdt.so
+	install -D -m 0644 build/sdt/libuscope-sdt.a $(DESTDIR)$(LIBDIR)/libuscope-sdt.a
+	install -D -m 0644 sdt/include/uscope/sdt.h $(DESTDIR)$(INCLUDEDIR)/uscope/sdt.h
+	@mkdir -p $(DESTDIR)$(LIBDIR)/pkgconfig
+	printf 'prefix=%s\nlibdir=%s\nincludedir=%s\n\nName: uscope-sdt\nDescription: %s\nVersion: %s\nLibs: -L$${libdir} -luscope-sdt\nLibs.private: -lelf\nCflags: -I$${includedir}\n' \
+		'$(PREFIX)' '$(LIBDIR)' '$(INCLUDEDIR)' 'USDT probes defined at run time' '$(VERSION)' \
+		> $(DESTDIR)$(LIBDIR)/pkgconfig/uscope-sdt.pc
+	@test -n '$(PYTHON_SITE)' || { echo "install: cannot tell where $(PYTHON) looks for modules" >&2; exit 1; }
+	@mkdir -p $(DESTDIR)$(PYTHON_SITE)
+	sed 's|^_INSTALLED_LIB = None$$|_INSTALLED_LIB = "$(LIBDIR)/$(SDT_SONAME)"|' sdt/python/uscope_sdt.py \
+		> $(DESTDIR)$(PYTHON_SITE)/uscope_sdt.py
+	@grep -q '^_INSTALLED_LIB = "' $(DESTDIR)$(PYTHON_SITE)/uscope_sdt.py
+	@# the dynamic loader finds a new library by name once its cache knows it
+	@if [ -z '$(DESTDIR)' ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
 clean:
 	rm -rf build uscope
 	$(MAKE) -C tests/targets clean
 
-.PHONY: all deps unit fuzz e2e check demo bench install clean targets
+.PHONY: all deps unit fuzz e2e check demo bench install clean targets sdt
 -include $(shell find build -name '*.d' 2>/dev/null)
