@@ -86,12 +86,100 @@ void dwarf_close(struct dwarf_module *m)
 	if (!m)
 		return;
 	inline_index_free(m);
+	free(m->cur);
 	for (size_t i = 0; i < m->nenums; i++)
 		free(m->enums[i]);
 	free(m->enums);
 	if (m->dwfl)
 		dwfl_end(m->dwfl);
 	free(m);
+}
+
+/* ---- compilation units by address --------------------------------------- */
+
+struct cu_range {
+	Dwarf_Addr lo, hi;	/* [lo, hi) in the unit's (link-time) addresses */
+	Dwarf_Off die;		/* the unit's DIE */
+};
+
+static int cmp_cu_range(const void *pa, const void *pb)
+{
+	const struct cu_range *a = pa, *b = pb;
+
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	return (a->hi > b->hi) - (a->hi < b->hi);
+}
+
+/* Every unit's ranges, from its DIE (DW_AT_ranges, or low_pc/high_pc). */
+static void cu_index_build(struct dwarf_module *m)
+{
+	Dwarf_Off off = 0, next;
+	size_t hsize, cap = 0;
+
+	m->cur_built = true;
+	while (dwarf_nextcu(m->dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+		Dwarf_Die cu;
+		Dwarf_Addr base, lo, hi;
+		ptrdiff_t it = 0;
+
+		if (!dwarf_offdie(m->dw, off + hsize, &cu)) {
+			off = next;
+			continue;
+		}
+		while ((it = dwarf_ranges(&cu, it, &base, &lo, &hi)) > 0) {
+			if (hi <= lo)
+				continue;
+			if (m->ncur == cap) {
+				size_t ncap = cap ? cap * 2 : 64;
+				struct cu_range *v = realloc(m->cur, ncap * sizeof(*v));
+
+				if (!v) {
+					log_warn("dwarf: out of memory indexing the compilation units");
+					return;
+				}
+				m->cur = v;
+				cap = ncap;
+			}
+			m->cur[m->ncur++] = (struct cu_range){lo, hi, dwarf_dieoffset(&cu)};
+		}
+		off = next;
+	}
+	qsort(m->cur, m->ncur, sizeof(*m->cur), cmp_cu_range);
+	log_debug("dwarf: no .debug_aranges: %zu address ranges from the compilation units",
+		  m->ncur);
+}
+
+bool dwmod_cu_at(struct dwarf_module *m, uint64_t pc, Dwarf_Die *cu, Dwarf_Addr *dwpc)
+{
+	Dwarf_Addr b;
+	Dwarf_Die *d = dwfl_module_addrdie(m->mod, pc + m->bias, &b);
+	size_t lo = 0, hi;
+
+	if (d) {
+		*cu = *d;
+		*dwpc = pc + m->bias - b;
+		return true;
+	}
+	if (!m->cur_built)
+		cu_index_build(m);
+	/* the last range starting at or before pc, then back over any that
+	 * start earlier and reach further (ranges rarely overlap) */
+	hi = m->ncur;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->cur[mid].lo <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i-- > 0;)
+		if (pc < m->cur[i].hi && dwarf_offdie(m->dw, m->cur[i].die, cu)) {
+			*dwpc = pc;
+			return true;
+		}
+	return false;
 }
 
 /* ---- small DWARF helpers ----------------------------------------------- */
@@ -117,6 +205,17 @@ static int map_reg(uint64_t dwreg)
 		USC_REG_R12, USC_REG_R13, USC_REG_R14, USC_REG_R15,
 	};
 	return dwreg < 16 ? map[dwreg] : -1;
+}
+
+/* The name of DWARF x86-64 register dwreg, or NULL. */
+static const char *reg_name(uint64_t dwreg)
+{
+	static const char *const names[17] = {
+		"rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
+		"r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip",
+	};
+
+	return dwreg < 17 ? names[dwreg] : NULL;
 }
 
 static const char *die_name(Dwarf_Die *die)
@@ -417,6 +516,43 @@ static int var_location(struct ctx *c, Dwarf_Die *var, const char *name, size_t 
 			return fail(c, -ENODATA, pos,
 				    "'%s' is optimized out at 0x%" PRIx64 " (only its value at the "
 				    "function's entry is recorded)", name, c->pc);
+	/* a value in pieces (DW_OP_piece): Go's register ABI passes a string,
+	 * a slice, an interface or a small struct in several registers (the
+	 * message fits struct dwarf_error's 160 bytes). One piece covering
+	 * the whole value is the value; several are refused, saying where they
+	 * are, rather than read as their first part. */
+	if (nops >= 2 && ops[1].atom == DW_OP_piece) {
+		Dwarf_Die t;
+		Dwarf_Word size = 0;
+
+		if (nops == 2 && die_type(var, &t) && strip_type(&t) &&
+		    !dwarf_aggregate_size(&t, &size) && size == ops[1].number) {
+			nops = 1;
+		} else {
+			char where[96] = "";
+			size_t used = 0, npieces = 0;
+
+			for (size_t i = 0; i < nops && used < sizeof(where); i++) {
+				unsigned op = ops[i].atom;
+				const char *r = NULL;
+
+				if (op == DW_OP_piece) {
+					npieces++;
+					continue;
+				}
+				if (op >= DW_OP_reg0 && op <= DW_OP_reg31)
+					r = reg_name(op - DW_OP_reg0);
+				else if (op == DW_OP_regx)
+					r = reg_name(ops[i].number);
+				used += (size_t)snprintf(where + used, sizeof(where) - used, "%s%s",
+							 used ? ", " : "", r ? r : "memory");
+			}
+			return fail(c, -EINVAL, pos,
+				    "'%s' is in %zu pieces at 0x%" PRIx64 " (%s): uscope cannot "
+				    "fetch a value split over several places yet", name, npieces,
+				    c->pc, where);
+		}
+	}
 	/* a constant: DW_OP_lit<N> / DW_OP_const* then DW_OP_stack_value */
 	if (nops == 2 && ops[1].atom == DW_OP_stack_value) {
 		unsigned op = ops[0].atom;
@@ -1139,19 +1275,13 @@ static int lower_var(struct ctx *c, Dwarf_Die *var, const char *group, struct us
 /* The scopes at pc into c (c->scopes to be freed). */
 static int ctx_init(struct ctx *c, struct dwarf_module *m, uint64_t pc, struct dwarf_error *err)
 {
-	Dwarf_Addr b;
-	Dwarf_Die *cu;
-
 	memset(c, 0, sizeof(*c));
 	c->m = m;
 	c->pc = pc;
 	c->err = err;
 	c->dwpc = pc;
-	cu = dwfl_module_addrdie(m->mod, pc + m->bias, &b);
-	if (cu) {
-		c->cudie = *cu;
+	if (dwmod_cu_at(m, pc, &c->cudie, &c->dwpc)) {
 		c->has_cu = true;
-		c->dwpc = pc + m->bias - b;
 		c->nscopes = dwarf_getscopes(&c->cudie, c->dwpc, &c->scopes);
 		if (c->nscopes < 0) {
 			c->nscopes = 0;
@@ -1187,6 +1317,17 @@ int dwarf_lower_var(struct dwarf_module *m, uint64_t pc, const char *expr, size_
 	return ret;
 }
 
+/* Go lists a function's results among its formal parameters, marked
+ * DW_AT_variable_parameter ("~r0", or their names): not set at the entry. */
+static bool is_go_result(Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+	bool flag = false;
+
+	return dwarf_attr(die, DW_AT_variable_parameter, &a) && !dwarf_formflag(&a, &flag) &&
+	       flag;
+}
+
 int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, unsigned max)
 {
 	struct dwarf_error err;
@@ -1194,8 +1335,10 @@ int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, 
 	Dwarf_Die *fn = NULL, child;
 	unsigned count = 0;
 	int ret = 0;
+	bool go;
 
 	ctx_init(&c, m, pc, &err);
+	go = c.has_cu && dwarf_srclang(&c.cudie) == DW_LANG_Go;
 	for (int i = 0; i < c.nscopes && !fn; i++) {
 		int tag = dwarf_tag(&c.scopes[i]);
 
@@ -1213,6 +1356,8 @@ int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, 
 			int n;
 
 			if (dwarf_tag(&child) != DW_TAG_formal_parameter)
+				continue;
+			if (go && is_go_result(&child))
 				continue;
 			name = die_name(&child);
 			if (!name || strlen(name) >= USC_NAME_MAX)
@@ -1246,18 +1391,16 @@ int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, 
 
 int dwarf_after_prologue(struct dwarf_module *m, uint64_t func_vaddr, uint64_t *pc)
 {
-	Dwarf_Addr b, lo = 0, hi = 0, base, s, e, entry, addr;
-	Dwarf_Die *cu, *scopes = NULL, *fn = NULL;
+	Dwarf_Addr lo = 0, hi = 0, base, s, e, entry, addr;
+	Dwarf_Die cud, *cu = &cud, *scopes = NULL, *fn = NULL;
 	Dwarf_Lines *lines;
 	size_t nlines, first = SIZE_MAX;
 	ptrdiff_t it = 0;
 	int n;
 
 	*pc = func_vaddr;
-	cu = dwfl_module_addrdie(m->mod, func_vaddr + m->bias, &b);
-	if (!cu)
+	if (!dwmod_cu_at(m, func_vaddr, &cud, &entry))	/* entry: in the CU's addresses */
 		return 0;
-	entry = func_vaddr + m->bias - b;	/* in the CU's addresses */
 	n = dwarf_getscopes(cu, entry, &scopes);
 	for (int i = 0; i < n && !fn; i++)
 		if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram)
@@ -1288,10 +1431,16 @@ int dwarf_after_prologue(struct dwarf_module *m, uint64_t func_vaddr, uint64_t *
 			first = i;
 		}
 		if (addr > entry && !dwarf_lineprologueend(l, &pe) && pe) {
-			*pc = addr - m->bias + b;
+			*pc = addr - entry + func_vaddr;
 			return 0;
 		}
 	}
+	/* Go marks the end of its prologue (the stack check) where it has one;
+	 * a function without is a leaf whose parameters are in their registers
+	 * from its first instruction (Go's location lists say where each one
+	 * is at every pc), which a later line may have reused already */
+	if (dwarf_srclang(cu) == DW_LANG_Go)
+		return 0;
 	for (size_t i = first == SIZE_MAX ? nlines : first; i < nlines; i++) {
 		Dwarf_Line *l = dwarf_onesrcline(lines, i);
 		bool end = false;
@@ -1299,7 +1448,7 @@ int dwarf_after_prologue(struct dwarf_module *m, uint64_t func_vaddr, uint64_t *
 		if (!l || dwarf_lineaddr(l, &addr) || dwarf_lineendsequence(l, &end) || end)
 			continue;
 		if (addr > entry && addr < hi) {
-			*pc = addr - m->bias + b;
+			*pc = addr - entry + func_vaddr;
 			break;
 		}
 	}
@@ -1311,14 +1460,13 @@ int dwarf_after_prologue(struct dwarf_module *m, uint64_t func_vaddr, uint64_t *
 int dwarf_func_line(struct dwarf_module *m, uint64_t func_vaddr, const char **file,
 		    unsigned *line)
 {
-	Dwarf_Addr b;
-	Dwarf_Die *cu, *scopes = NULL;
+	Dwarf_Addr dwpc;
+	Dwarf_Die cu, *scopes = NULL;
 	int n, ret = -ENOENT;
 
-	cu = dwfl_module_addrdie(m->mod, func_vaddr + m->bias, &b);
-	if (!cu)
+	if (!dwmod_cu_at(m, func_vaddr, &cu, &dwpc))
 		return -ENOENT;
-	n = dwarf_getscopes(cu, func_vaddr + m->bias - b, &scopes);
+	n = dwarf_getscopes(&cu, dwpc, &scopes);
 	for (int i = 0; i < n; i++) {
 		int l;
 
@@ -1405,14 +1553,14 @@ ssize_t dwarf_line_addrs(struct dwarf_module *m, const char *file, unsigned line
 ssize_t dwarf_func_lines(struct dwarf_module *m, uint64_t func_vaddr, uint64_t size,
 			 const char **file, unsigned **out)
 {
-	Dwarf_Addr b;
-	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, func_vaddr + m->bias, &b);
+	Dwarf_Addr lo = 0, hi;
+	Dwarf_Die cud, *cu = dwmod_cu_at(m, func_vaddr, &cud, &lo) ? &cud : NULL;
 	Dwarf_Lines *lines;
 	size_t nlines, n = 0;
 	unsigned *v;
-	uint64_t lo = func_vaddr + m->bias - b, hi = lo + size;
 
 	*out = NULL;
+	hi = lo + size;
 	if (!cu || dwarf_func_line(m, func_vaddr, file, &(unsigned){0}) ||
 	    dwarf_getsrclines(cu, &lines, &nlines))
 		return -ENOENT;
@@ -1496,13 +1644,16 @@ static void type_name(Dwarf_Die *t, bool has, char *buf, size_t len)
 int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
 		  void (*fn)(const char *name, const char *type, bool param, void *ctx), void *ctx)
 {
-	Dwarf_Addr b;
-	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, pc + m->bias, &b), *scopes = NULL;
+	Dwarf_Addr dwpc;
+	Dwarf_Die cu, *scopes = NULL;
 	int n;
 
-	if (!cu)
+	bool go;
+
+	if (!dwmod_cu_at(m, pc, &cu, &dwpc))
 		return -ENOENT;
-	n = dwarf_getscopes(cu, pc + m->bias - b, &scopes);
+	go = dwarf_srclang(&cu) == DW_LANG_Go;
+	n = dwarf_getscopes(&cu, dwpc, &scopes);
 	if (n <= 0)
 		return -ENOENT;
 	for (int i = 0; i < n; i++) {
@@ -1522,7 +1673,9 @@ int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
 			if ((ct != DW_TAG_formal_parameter && ct != DW_TAG_variable) || !nm)
 				continue;
 			type_name(&t, die_type(&child, &t), tn, sizeof(tn));
-			fn(nm, tn, ct == DW_TAG_formal_parameter, ctx);
+			/* a Go result is no parameter (see is_go_result) */
+			fn(nm, tn, ct == DW_TAG_formal_parameter &&
+			   !(go && is_go_result(&child)), ctx);
 		} while (dwarf_siblingof(&child, &child) == 0);
 		if (tag == DW_TAG_subprogram)
 			break;	/* the function's own scope is the last we show */
@@ -1535,16 +1688,16 @@ int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
 
 int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_fetcharg *out)
 {
-	Dwarf_Addr b;
-	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, func_vaddr + m->bias, &b), *scopes = NULL;
+	Dwarf_Addr dwpc;
+	Dwarf_Die cu, *scopes = NULL;
 	Dwarf_Die t, to;
 	Dwarf_Attribute a;
 	Dwarf_Word enc = DW_ATE_unsigned;
 	int n, ret = -ENOENT, size, idx, tag;
 
-	if (!cu)
+	if (!dwmod_cu_at(m, func_vaddr, &cu, &dwpc))
 		return -ENOENT;
-	n = dwarf_getscopes(cu, func_vaddr + m->bias - b, &scopes);
+	n = dwarf_getscopes(&cu, dwpc, &scopes);
 	for (int i = 0; i < n; i++) {
 		if (dwarf_tag(&scopes[i]) != DW_TAG_subprogram)
 			continue;

@@ -200,14 +200,12 @@ static int func_cb(Dwarf_Die *die, void *arg)
  * abstract scopes instead of the function it sits in. */
 static bool func_at(struct dwarf_module *m, uint64_t func_vaddr, struct func_id *id)
 {
-	Dwarf_Addr b;
-	Dwarf_Die *cu = dwfl_module_addrdie(m->mod, func_vaddr + m->bias, &b);
+	Dwarf_Die cu;
 	struct func_find ff = {.id = id};
 
-	if (!cu)
+	if (!dwmod_cu_at(m, func_vaddr, &cu, &ff.entry))
 		return false;
-	ff.entry = func_vaddr + m->bias - b;
-	dwarf_getfuncs(cu, func_cb, &ff, 0);
+	dwarf_getfuncs(&cu, func_cb, &ff, 0);
 	return ff.ok;
 }
 

@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <gelf.h>
 #include <inttypes.h>
 #include <libelf.h>
@@ -22,6 +24,7 @@
 
 #include "core/log.h"
 #include "elf/demangle.h"
+#include "elf/gopclntab.h"
 
 struct elf_priv {
 	const unsigned char *map;	/* the whole file, read-only */
@@ -30,6 +33,8 @@ struct elf_priv {
 	Elf *elf;
 	const struct elf_sym **byaddr;	/* syms sorted by vaddr, then name */
 	uint64_t maxsize;		/* largest st_size, bounds elf_func_at */
+	Dwarf_CFI *cfi;			/* .eh_frame, read when first asked (elf_fde_at) */
+	bool cfi_tried;
 };
 
 /* ---- raw file access ------------------------------------------------- */
@@ -548,7 +553,10 @@ void elf_close(struct elf_file *ef)
 	free(ef->runpath);
 	free(ef->rpath);
 	free(ef->interp);
+	free(ef->go_version);
 	if (p) {
+		if (p->cfi)
+			dwarf_cfi_end(p->cfi);
 		if (p->elf)
 			elf_end(p->elf);
 		if (p->fd >= 0)
@@ -636,6 +644,347 @@ static int load_dynamic(struct elf_file *ef, const GElf_Phdr *dynph,
 	return 0;
 }
 
+/* ---- Go programs ------------------------------------------------------ */
+
+/* The section named name, through the section headers, with its bytes in
+ * the mapped file (*len 0 and NULL for SHT_NOBITS). NULL if none. */
+static const unsigned char *scn_named(const struct elf_file *ef, Elf *elf, const char *name,
+				      size_t *len, uint64_t *addr)
+{
+	const struct elf_priv *p = ef->priv;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *nm;
+		const unsigned char *b;
+
+		if (!gelf_getshdr(scn, &sh) || !(nm = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+		    strcmp(nm, name) || sh.sh_type == SHT_NOBITS)
+			continue;
+		b = raw_at(p, sh.sh_offset, sh.sh_size);
+		if (!b) {
+			log_warn("%s: section %s runs past the end of the file", ef->path, name);
+			return NULL;
+		}
+		*len = sh.sh_size;
+		if (addr)
+			*addr = sh.sh_addr;
+		return b;
+	}
+	return NULL;
+}
+
+/* A Go build id note ("Go", type 4) in a PT_NOTE segment. */
+static bool has_go_note(const struct elf_file *ef, Elf *elf)
+{
+	const struct elf_priv *p = ef->priv;
+	size_t phnum;
+
+	if (elf_getphdrnum(elf, &phnum))
+		return false;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+		const unsigned char *b;
+		uint64_t off = 0;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_NOTE ||
+		    !(b = raw_at(p, ph.p_offset, ph.p_filesz)))
+			continue;
+		while (ph.p_filesz - off >= 12) {
+			uint32_t nsz, dsz, type;
+			uint64_t nalign, dalign;
+
+			memcpy(&nsz, b + off, 4);
+			memcpy(&dsz, b + off + 4, 4);
+			memcpy(&type, b + off + 8, 4);
+			nalign = ((uint64_t)nsz + 3) & ~3ull;
+			dalign = ((uint64_t)dsz + 3) & ~3ull;
+			if (nalign + dalign > ph.p_filesz - off - 12)
+				break;
+			if (type == 4 && nsz == 3 && !memcmp(b + off + 12, "Go", 3))
+				return true;
+			off += 12 + nalign + dalign;
+		}
+	}
+	return false;
+}
+
+/* len bytes at vaddr, within one segment's file image, or NULL. */
+static const unsigned char *image_at(const struct elf_file *ef, uint64_t vaddr, uint64_t len)
+{
+	int i = seg_find_vaddr(ef, vaddr);
+	const struct elf_seg *s;
+
+	if (i < 0)
+		return NULL;
+	s = &ef->segs[i];
+	if (len > s->filesz - (vaddr - s->vaddr))
+		return NULL;
+	return raw_at(ef->priv, s->offset + (vaddr - s->vaddr), len);
+}
+
+#define GO_BUILDINFO_MAGIC "\xff Go buildinf:"
+#define GO_VERSION_MAX 64
+
+/* The Go version from the build info b[0..len) ("go1.19.8"): inline since
+ * Go 1.18 (flag 2: a varint length and the bytes at offset 32), before that
+ * a pointer at offset 16 to a Go string header (pointer, length). */
+static char *go_buildinfo_version(const struct elf_file *ef, const unsigned char *b, size_t len)
+{
+	char ver[GO_VERSION_MAX + 1];
+	uint64_t n = 0;
+	const unsigned char *s = NULL;
+	unsigned ptrsize, flags;
+
+	if (len < 32 || memcmp(b, GO_BUILDINFO_MAGIC, 14))
+		return NULL;
+	ptrsize = b[14];
+	flags = b[15];
+	if (flags & 1)
+		return NULL;	/* big-endian: not an x86-64 program */
+	if (flags & 2) {
+		size_t off = 32;
+
+		for (unsigned shift = 0; off < len && shift < 64; shift += 7) {
+			n |= (uint64_t)(b[off] & 0x7f) << shift;
+			if (!(b[off++] & 0x80)) {
+				s = b + off;
+				break;
+			}
+		}
+		if (!s || n > len - off)
+			return NULL;
+	} else if (ptrsize == 8) {
+		uint64_t hdr, str;
+		const unsigned char *h;
+
+		memcpy(&hdr, b + 16, 8);
+		if (!(h = image_at(ef, hdr, 16)))
+			return NULL;
+		memcpy(&str, h, 8);
+		memcpy(&n, h + 8, 8);
+		if (n > GO_VERSION_MAX || !(s = image_at(ef, str, n)))
+			return NULL;
+	} else {
+		return NULL;
+	}
+	if (n < 3 || n > GO_VERSION_MAX)
+		return NULL;
+	for (uint64_t i = 0; i < n; i++)
+		if (s[i] <= ' ' || s[i] >= 0x7f)
+			return NULL;
+	memcpy(ver, s, n);
+	ver[n] = 0;
+	return strdup(ver);
+}
+
+/* Which version of Go built it: from the build info, by its section, else
+ * (a Go program only) searched for in the writable segments as Go's
+ * debug/buildinfo does. Sets is_go when the section is there. */
+static int go_version(struct elf_file *ef, Elf *elf)
+{
+	const unsigned char *b;
+	size_t len = 0;
+
+	b = scn_named(ef, elf, ".go.buildinfo", &len, NULL);
+	if (b) {
+		ef->is_go = true;
+	} else if (ef->is_go) {
+		/* linked externally the section may be merged away: the build
+		 * info is 16-byte aligned in a writable segment */
+		for (size_t i = 0; i < ef->nsegs && !b; i++) {
+			const struct elf_seg *s = &ef->segs[i];
+			const unsigned char *seg;
+
+			if (!(s->flags & PF_W) || !(seg = raw_at(ef->priv, s->offset, s->filesz)))
+				continue;
+			for (uint64_t off = (16 - (s->vaddr & 15)) & 15; off + 32 <= s->filesz;
+			     off += 16)
+				if (!memcmp(seg + off, GO_BUILDINFO_MAGIC, 14)) {
+					b = seg + off;
+					len = s->filesz - off;
+					break;
+				}
+		}
+	}
+	if (b && !(ef->go_version = go_buildinfo_version(ef, b, len)) && errno == ENOMEM)
+		return -ENOMEM;
+	return 0;
+}
+
+/* Is this a Go program? From the build id note, the build info and the
+ * function table's section (or, later, the table found in the segments:
+ * load_gopclntab). */
+static int go_detect(struct elf_file *ef, Elf *elf)
+{
+	size_t len;
+
+	ef->is_go = has_go_note(ef, elf) || scn_named(ef, elf, ".gopclntab", &len, NULL) ||
+		    scn_named(ef, elf, ".data.rel.ro.gopclntab", &len, NULL);
+	return go_version(ef, elf);
+}
+
+/* The address of a R_X86_64_RELATIVE relocation's target at vaddr (what a
+ * PIE's word there holds once loaded), from the SHT_RELA sections. */
+static bool relative_reloc_at(Elf *elf, uint64_t vaddr, uint64_t *val)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize ||
+		    !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Rela r;
+
+			if (!gelf_getrela(d, (int)i, &r))
+				break;
+			if (r.r_offset == vaddr && GELF_R_TYPE(r.r_info) == R_X86_64_RELATIVE) {
+				*val = (uint64_t)r.r_addend;
+				return true;
+			}
+		}
+	}
+	return false;
+}
+
+/* Go's linker writes the '·' (U+00B7) of a name as '.' in the ELF symbol
+ * table ("type:.eq.net.dialResult·2" is "type:.eq.net.dialResult.2"): the
+ * same here, so that a function has one name, stripped or not. */
+static void go_middle_dot(const char *name)
+{
+	char *w = (char *)name;
+
+	for (const char *r = name; *r; r++) {
+		if (r[0] == '\xc2' && r[1] == '\xb7') {
+			*w++ = '.';
+			r++;
+			continue;
+		}
+		*w++ = *r;
+	}
+	*w = 0;
+}
+
+/* The function table at tab[0..len) (link-time address vaddr) into sv.
+ * false if it is not a table whose functions lie in this file's code. */
+static bool try_gopclntab(const struct elf_file *ef, Elf *elf, const unsigned char *tab,
+			  size_t len, uint64_t vaddr, bool quiet, struct symvec *sv, int *err)
+{
+	struct gopclntab_hdr h;
+	struct gopclntab_func *f = NULL;
+	ssize_t n;
+	size_t added = 0;
+
+	*err = 0;
+	if (gopclntab_header(tab, len, &h)) {
+		if (!quiet)
+			log_warn("%s: .gopclntab is not a Go function table uscope can read",
+				 ef->path);
+		return false;
+	}
+	/* a PIE linker may leave the relocated word 0 in the file */
+	if (h.version >= GOPCLNTAB_118 && !elf_vaddr_is_exec(ef, h.text_start) &&
+	    relative_reloc_at(elf, vaddr + h.text_start_off, &h.text_start))
+		log_debug("%s: Go's text start from its relocation: 0x%" PRIx64, ef->path,
+			  h.text_start);
+	n = gopclntab_funcs(tab, len, &h, &f);
+	if (n == -ENOMEM) {
+		*err = -ENOMEM;
+		return false;
+	}
+	if (n <= 0 || !elf_vaddr_is_exec(ef, f[0].entry)) {
+		if (!quiet)
+			log_warn("%s: Go's function table (.gopclntab) is corrupt or does not "
+				 "describe this file's code: no functions from it", ef->path);
+		free(f);
+		return false;
+	}
+	for (ssize_t i = 0; i < n; i++) {
+		if (!elf_vaddr_is_exec(ef, f[i].entry))
+			continue;
+		*err = symvec_add(sv, f[i].name, strlen(f[i].name), NULL, f[i].entry,
+				  f[i].end - f[i].entry, ELF_SYM_GOPCLNTAB);
+		if (*err)
+			break;
+		go_middle_dot(sv->v[sv->n - 1].name);
+		added++;
+	}
+	free(f);
+	if (!*err)
+		log_debug("%s: %zu functions from Go's function table (format of Go %s)", ef->path,
+			  added, h.version == GOPCLNTAB_12 ? "1.2-1.15" : h.version == GOPCLNTAB_116 ?
+			  "1.16-1.17" : h.version == GOPCLNTAB_118 ? "1.18-1.19" : "1.20+");
+	return !*err;
+}
+
+/* The functions of a Go program whose .symtab has none (stripped), from
+ * its function table. The table is found by its section: .gopclntab, or
+ * .data.rel.ro.gopclntab in a PIE Go's own linker made. An external linker
+ * (cgo, -linkmode=external) merges the latter into .data.rel.ro, and a file
+ * may have lost its section headers (sstrip): then the table is searched
+ * for by its header in the read-only and RELRO segments, 8-byte aligned,
+ * and taken only if its functions are this file's code. */
+static int load_gopclntab(struct elf_file *ef, Elf *elf, struct symvec *sv)
+{
+	static const char *const names[] = {".gopclntab", ".data.rel.ro.gopclntab"};
+	static const unsigned char magics[4][4] = {
+		{0xfb, 0xff, 0xff, 0xff}, {0xfa, 0xff, 0xff, 0xff},
+		{0xf0, 0xff, 0xff, 0xff}, {0xf1, 0xff, 0xff, 0xff},
+	};
+	size_t shnum = 0;
+	int err;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		uint64_t addr = 0;
+		size_t len = 0;
+		const unsigned char *tab = scn_named(ef, elf, names[i], &len, &addr);
+
+		if (tab) {
+			ef->is_go = true;
+			try_gopclntab(ef, elf, tab, len, addr, false, sv, &err);
+			return err;
+		}
+	}
+	if (!ef->is_go && !elf_getshdrnum(elf, &shnum) && shnum)
+		return 0;
+	for (size_t i = 0; i < ef->nsegs; i++) {
+		const struct elf_seg *s = &ef->segs[i];
+		const unsigned char *seg;
+
+		if ((s->flags & PF_X) || !(seg = raw_at(ef->priv, s->offset, s->filesz)))
+			continue;
+		for (uint64_t off = (8 - (s->vaddr & 7)) & 7; off + 16 <= s->filesz; off += 8) {
+			const unsigned char *c = seg + off;
+			bool magic = false;
+
+			if (c[4] || c[5] || c[6] != 1 || c[7] != 8)
+				continue;
+			for (int k = 0; k < 4; k++)
+				magic |= !memcmp(c, magics[k], 4);
+			if (!magic)
+				continue;
+			if (try_gopclntab(ef, elf, c, s->filesz - off, s->vaddr + off, true, sv,
+					  &err)) {
+				log_debug("%s: Go's function table found at 0x%" PRIx64, ef->path,
+					  s->vaddr + off);
+				ef->is_go = true;
+				return 0;
+			}
+			if (err)
+				return err;
+		}
+	}
+	return 0;
+}
+
 static int load_syms(struct elf_file *ef, Elf *elf, const struct dyninfo *di)
 {
 	struct symvec sv = { 0 };
@@ -680,6 +1029,19 @@ static int load_syms(struct elf_file *ef, Elf *elf, const struct dyninfo *di)
 		if ((err = load_dynsym_from_dynamic(ef, di, &sv)))
 			goto out;
 	}
+	/* a stripped Go program: its names from Go's own function table */
+	bool symtab_funcs = false;
+
+	for (size_t i = 0; i < sv.n && !symtab_funcs; i++)
+		symtab_funcs = sv.v[i].flags & ELF_SYM_SYMTAB;
+	if (!symtab_funcs && (err = load_gopclntab(ef, elf, &sv)))
+		goto out;
+	/* a Go program known by its table alone: its version now */
+	if (ef->is_go && !ef->go_version && (err = go_version(ef, elf)))
+		goto out;
+	if (ef->is_go)
+		log_debug("%s: a Go program%s%s", ef->path, ef->go_version ? ", built by " : "",
+			  ef->go_version ? ef->go_version : "");
 	syms_normalize(&sv);
 	ef->syms = sv.v;
 	ef->nsyms = sv.n;
@@ -762,6 +1124,8 @@ static int index_elf(struct elf_file *ef, Elf *elf)
 	}
 	ef->nsegs = nload;
 	if (have_dyn && (err = load_dynamic(ef, &dynph, &di)))
+		return err;
+	if ((err = go_detect(ef, elf)))
 		return err;
 	return load_syms(ef, elf, &di);
 }
@@ -1324,6 +1688,30 @@ int elf_exec_section_at(const struct elf_file *ef, uint64_t vaddr, uint64_t *sta
 	return -ENOENT;
 }
 
+bool elf_in_plt(const struct elf_file *ef, uint64_t vaddr)
+{
+	static const char *const names[] = {".plt", ".plt.got", ".plt.sec", ".iplt"};
+	Elf *elf = ((const struct elf_priv *)ef->priv)->elf;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx))
+		return false;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || vaddr < sh.sh_addr || vaddr - sh.sh_addr >= sh.sh_size ||
+		    !(sh.sh_flags & SHF_EXECINSTR))
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++)
+			if (!strcmp(name, names[i]))
+				return true;
+	}
+	return false;
+}
+
 /* Binding preference for elf_symbol_vaddr: lower wins. */
 static int bind_rank(int bind)
 {
@@ -1386,5 +1774,82 @@ int elf_symbol_vaddr(const struct elf_file *ef, const char *name, uint64_t *vadd
 		best = s->vaddr;
 	}
 	*vaddr = best;
+	return 0;
+}
+
+/* ---- call frame information ------------------------------------------- */
+
+/* Is the CFA at the start of a frame the one a function's entry has
+ * (%rsp + 8: the return address just pushed), as a call leaves it? */
+static bool cfa_is_entry(Dwarf_CFI *cfi, uint64_t pc)
+{
+	Dwarf_Frame *f = NULL;
+	Dwarf_Op *ops;
+	size_t nops;
+	bool entry = false;
+
+	if (dwarf_cfi_addrframe(cfi, pc, &f) == 0 && dwarf_frame_cfa(f, &ops, &nops) == 0)
+		entry = nops == 1 && ops[0].atom == DW_OP_bregx && ops[0].number == 7 /* rsp */ &&
+			ops[0].number2 == 8;
+	free(f);
+	return entry;
+}
+
+static int32_t le32s(const uint8_t *b)
+{
+	return (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+			 (uint32_t)b[3] << 24);
+}
+
+/* The FDE whose range holds pc, found in .eh_frame_hdr's sorted table, the
+ * index the dynamic linker's unwinder searches (libdw answers with the CFI
+ * row at pc, not the FDE's bounds). Only the layout GCC and binutils write:
+ * version 1, a datarel sdata4 table, FDEs with pcrel sdata4 pointers and
+ * 32-bit lengths. */
+int elf_fde_at(const struct elf_file *ef, uint64_t pc, struct elf_fde *out)
+{
+	struct elf_priv *p = ef->priv;
+	const uint8_t *h;
+	size_t hlen, lo, hi, count;
+	uint64_t hdr, fde, start;
+	uint8_t f[16];
+	uint32_t flen, range;
+
+	if (elf_section_data(ef, ".eh_frame_hdr", (const void **)&h, &hlen, &hdr) || !h ||
+	    hlen < 12 || h[0] != 1 || h[3] != 0x3b)
+		return -ENOENT;
+	count = (uint32_t)le32s(h + 8);
+	if (count > (hlen - 12) / 8)
+		return -ENOENT;
+	/* the last entry whose start <= pc */
+	lo = 0;
+	hi = count;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (hdr + (uint64_t)(int64_t)le32s(h + 12 + 8 * mid) <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return -ENOENT;
+	start = hdr + (uint64_t)(int64_t)le32s(h + 12 + 8 * (lo - 1));
+	fde = hdr + (uint64_t)(int64_t)le32s(h + 12 + 8 * (lo - 1) + 4);
+	if (elf_read(ef, fde, f, sizeof(f)))
+		return -ENOENT;
+	flen = (uint32_t)le32s(f);
+	range = (uint32_t)le32s(f + 12);
+	/* the FDE's own start (pcrel sdata4) must agree with the table */
+	if (flen < 12 || flen == 0xffffffff || le32s(f + 4) == 0 ||
+	    fde + 8 + (uint64_t)(int64_t)le32s(f + 8) != start || pc >= start + range)
+		return -ENOENT;
+	if (!p->cfi_tried) {
+		p->cfi_tried = true;
+		p->cfi = dwarf_getcfi_elf(p->elf);
+	}
+	out->start = start;
+	out->end = start + range;
+	out->mid = !p->cfi || !cfa_is_entry(p->cfi, start);
 	return 0;
 }

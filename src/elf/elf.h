@@ -25,6 +25,9 @@ enum elf_sym_flags {
 	ELF_SYM_SYMTAB = 1 << 4,	/* seen in .symtab */
 	ELF_SYM_DEFAULT_VER = 1 << 5,	/* name@@VER (the default version) */
 	ELF_SYM_HIDDEN_VER = 1 << 6,	/* name@VER, not the default */
+	ELF_SYM_GOPCLNTAB = 1 << 7,	/* from Go's .gopclntab (the file's .symtab has
+					   no functions): size = the code Go's linker
+					   laid out for it */
 };
 
 /* A defined function symbol (STT_FUNC or STT_GNU_IFUNC, st_shndx != UNDEF).
@@ -61,12 +64,20 @@ struct elf_file {
 	size_t nsegs;
 	struct elf_sym *syms;	/* functions, sorted by name then address */
 	size_t nsyms;
+	/* A Go program: it has Go's build id note, its build info
+	 * (.go.buildinfo) or its function table (.gopclntab). */
+	bool is_go;
+	char *go_version;	/* "go1.19.8" when the build info says, else NULL */
 	/* private */
 	void *priv;
 };
 
 /* Open and index an ELF file. Returns 0 or -errno (-ENOENT, -EACCES,
- * -ENOEXEC for a file that is not a 64-bit x86-64 ELF). */
+ * -ENOEXEC for a file that is not a 64-bit x86-64 ELF). The functions come
+ * from .symtab and .dynsym (or DT_SYMTAB without section headers); when
+ * .symtab has none and the file is a Go program (a stripped Go binary),
+ * from Go's own function table, .gopclntab, with Go's names
+ * ("main.(*T).method", "net/http.(*Server).Serve"). */
 int elf_open(const char *path, struct elf_file **out);
 void elf_close(struct elf_file *ef);
 
@@ -140,5 +151,22 @@ int elf_section_data(const struct elf_file *ef, const char *name, const void **d
  * [*start, *end). 0, or -ENOENT (none, or no section headers). */
 int elf_exec_section_at(const struct elf_file *ef, uint64_t vaddr, uint64_t *start,
 			uint64_t *end);
+
+/* Is vaddr in a PLT section (.plt, .plt.got, .plt.sec, .iplt)? A jump there is
+ * a call of another function, never a part of the jumping one (the PLT's
+ * FDE starts with the CFA of a function's middle). */
+bool elf_in_plt(const struct elf_file *ef, uint64_t vaddr);
+
+/* The call frame description (an FDE of .eh_frame, read with libdw) whose
+ * range holds pc: [start, end), and whether it starts mid-function: its CFA
+ * at start is not a function entry's (%rsp + 8), as for a part the compiler
+ * split off a function (NAME.cold) that only a jump from it reaches. Every
+ * function has one, named or not: it bounds the functions of a stripped
+ * file. 0, or -ENOENT (no FDE there, or no .eh_frame). */
+struct elf_fde {
+	uint64_t start, end;
+	bool mid;
+};
+int elf_fde_at(const struct elf_file *ef, uint64_t pc, struct elf_fde *out);
 
 #endif

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -103,16 +104,19 @@ ssize_t procmaps_read(pid_t pid, struct proc_map **out)
 	errno = 0;
 	while ((len = getline(&line, &cap, f)) >= 0) {
 		struct proc_map m = { 0 };
+		unsigned maj, min;
 		int pos = 0;
 		char *p;
 
 		if (len && line[len - 1] == '\n')
 			line[--len] = 0;
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %*x:%*x %" SCNu64 " %n",
-			   &m.start, &m.end, m.perms, &m.pgoff, &m.inode, &pos) < 5 || !pos) {
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s %" SCNx64 " %x:%x %" SCNu64 " %n",
+			   &m.start, &m.end, m.perms, &m.pgoff, &maj, &min, &m.inode, &pos) < 7 ||
+		    !pos) {
 			log_warn("%s: cannot parse '%s'", fn, line);
 			continue;
 		}
+		m.dev = makedev(maj, min);
 		p = line + pos;
 		while (*p == ' ' || *p == '\t')
 			p++;
@@ -160,9 +164,15 @@ int procmaps_file_offset_to_addr(const struct proc_map *maps, size_t n,
 
 	for (size_t i = 0; i < n; i++) {
 		const struct proc_map *m = &maps[i];
-		if (!m->path || (strcmp(m->path, path) && (!real || strcmp(m->path, real))))
+		/* the same file: the same inode of the same device (a memfd's
+		 * path is a /proc link), or the same path, when it still names
+		 * the file mapped (overlayfs shows another device there) */
+		bool same = have_st && m->path && m->inode == (uint64_t)st.st_ino &&
+			    m->dev == (uint64_t)st.st_dev;
+
+		if (!same && (!m->path || (strcmp(m->path, path) && (!real || strcmp(m->path, real)))))
 			continue;
-		if (have_st && m->inode && m->inode != (uint64_t)st.st_ino)
+		if (!same && have_st && m->inode && m->inode != (uint64_t)st.st_ino)
 			continue;	/* the file was replaced since */
 		if (off < m->pgoff || off - m->pgoff >= m->end - m->start)
 			continue;
@@ -174,6 +184,126 @@ int procmaps_file_offset_to_addr(const struct proc_map *maps, size_t n,
 		return -ENOENT;
 	*addr = best->start - best->pgoff + off;
 	return 0;
+}
+
+/* " (deleted)" suffix of a mapping whose file was unlinked. */
+static void strip_deleted(char *p)
+{
+	size_t l = strlen(p), sl = strlen(" (deleted)");
+
+	if (l > sl && !strcmp(p + l - sl, " (deleted)"))
+		p[l - sl] = 0;
+}
+
+/* A mapped file that has no path any more: a memfd, or a deleted file. */
+static bool pathless(const char *p)
+{
+	size_t l = strlen(p), sl = strlen(" (deleted)");
+
+	return !strncmp(p, "/memfd:", 7) || (l > sl && !strcmp(p + l - sl, " (deleted)"));
+}
+
+/* A /proc/PID/fd/N of pid that has the file (dev, ino) open, or NULL. */
+static char *fd_with(pid_t pid, uint64_t dev, uint64_t ino)
+{
+	char dir[64], *found = NULL;
+	struct dirent *de;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	if (!(d = opendir(dir)))
+		return NULL;
+	while (!found && (de = readdir(d))) {
+		struct stat st;
+		char *p;
+
+		if (de->d_name[0] == '.' || !(p = path_join(dir, de->d_name)))
+			continue;
+		if (!stat(p, &st) && S_ISREG(st.st_mode) && (uint64_t)st.st_dev == dev &&
+		    (uint64_t)st.st_ino == ino)
+			found = p;
+		else
+			free(p);
+	}
+	closedir(d);
+	return found;
+}
+
+int procmaps_module(pid_t pid, const struct proc_map *maps, size_t n, size_t i, char **path,
+		    char **name)
+{
+	const struct proc_map *m = &maps[i], *first = m;
+	struct stat st;
+	char *p, *nm;
+
+	*path = NULL;
+	if (name)
+		*name = NULL;
+	if (!pathless(m->path)) {
+		p = strdup(m->path);
+		nm = name ? strdup(base_name(m->path)) : NULL;
+	} else {
+		/* every mapping of the file gives the same path: its first */
+		for (size_t k = 0; k < n; k++)
+			if (maps[k].path && maps[k].dev == m->dev && maps[k].inode == m->inode &&
+			    maps[k].start < first->start)
+				first = &maps[k];
+		if (asprintf(&p, "/proc/%d/map_files/%" PRIx64 "-%" PRIx64, (int)pid, first->start,
+			     first->end) < 0)
+			return -ENOMEM;
+		if (stat(p, &st)) {	/* no CAP_SYS_ADMIN: a descriptor may do */
+			char *fd = fd_with(pid, m->dev, m->inode);
+
+			if (fd) {
+				free(p);
+				p = fd;
+			}
+		}
+		nm = NULL;
+		if (name) {
+			const char *b = strncmp(m->path, "/memfd:", 7) ? base_name(m->path) : m->path + 7;
+
+			if ((nm = strdup(b)))
+				strip_deleted(nm);
+		}
+	}
+	if (!p || (name && !nm)) {
+		free(p);
+		free(nm);
+		return -ENOMEM;
+	}
+	*path = p;
+	if (name)
+		*name = nm;
+	return 0;
+}
+
+int module_path_resolve(const char *path, char **out)
+{
+	char *real = realpath(path, NULL);
+	struct stat st;
+	int err = errno;
+
+	*out = NULL;
+	if (real) {
+		*out = real;
+		return 0;
+	}
+	/* realpath follows /proc/PID/map_files/X to "/memfd:NAME (deleted)",
+	 * which is no path; the link itself leads to the file */
+	if (!strncmp(path, "/proc/", 6) && !stat(path, &st) && S_ISREG(st.st_mode))
+		return (*out = strdup(path)) ? 0 : -ENOMEM;
+	return -err;
+}
+
+/* The same, logged. */
+static int path_resolve(const char *path, char **out)
+{
+	int err = module_path_resolve(path, out);
+
+	if (err)
+		log_error("cannot find %s: %s", path, strerror(-err));
+	return err;
 }
 
 /* ---- names ------------------------------------------------------------ */
@@ -349,20 +479,6 @@ static int scan_dir_cb(const char *dir, void *arg)
 	struct scan_arg *a = arg;
 
 	return scan_dir(a->cs, dir, a->name);
-}
-
-/* A MODULE with a '/': its real path, if it exists. */
-static int path_resolve(const char *name, char **out)
-{
-	char *real = realpath(name, NULL);
-
-	if (!real) {
-		int err = -errno;
-		log_error("cannot find %s: %s", name, strerror(errno));
-		return err;
-	}
-	*out = real;
-	return 0;
 }
 
 /* ---- ld.so cache ------------------------------------------------------ */
@@ -840,15 +956,6 @@ out:
 	return err;
 }
 
-/* " (deleted)" suffix of a mapping whose file was unlinked. */
-static void strip_deleted(char *p)
-{
-	size_t l = strlen(p), sl = strlen(" (deleted)");
-
-	if (l > sl && !strcmp(p + l - sl, " (deleted)"))
-		p[l - sl] = 0;
-}
-
 int module_find_in_pid(pid_t pid, const char *name, char **out)
 {
 	char fn[64], exe[PATH_MAX];
@@ -881,30 +988,33 @@ int module_find_in_pid(pid_t pid, const char *name, char **out)
 	if (n < 0)
 		return (int)n;
 
-	/* the executable first, then the executable file mappings */
+	/* the executable first, then the executable file mappings (a memfd's
+	 * by its name: a run-time USDT provider's) */
 	for (ssize_t i = -1; i < n && !err; i++) {
-		char *p;
+		char *p, *short_name = NULL;
 		bool exact, dup = false;
 
 		if (i < 0) {
-			if (!*exe)
+			/* a deleted executable is found among the mappings */
+			if (!*exe || pathless(exe))
 				continue;
-			p = strdup(exe);
+			if (!(p = strdup(exe))) {
+				err = -ENOMEM;
+				break;
+			}
 		} else {
 			if (!maps[i].path || maps[i].path[0] != '/' || maps[i].perms[2] != 'x')
 				continue;
-			p = strdup(maps[i].path);
+			if ((err = procmaps_module(pid, maps, (size_t)n, (size_t)i, &p, &short_name)))
+				break;
 		}
-		if (!p) {
-			err = -ENOMEM;
-			break;
-		}
-		strip_deleted(p);
-		if (!module_name_matches(name, p)) {
+		if (!module_name_matches(name, short_name ? short_name : p)) {
 			free(p);
+			free(short_name);
 			continue;
 		}
-		exact = !strcmp(base_name(p), name);
+		exact = !strcmp(short_name ? short_name : base_name(p), name);
+		free(short_name);
 		for (size_t k = 0; k < cs.n; k++)
 			if (!strcmp(cs.v[k].real, p)) {
 				cs.v[k].exact |= exact;

@@ -11,6 +11,7 @@
 struct proc_map {
 	uint64_t start, end, pgoff;
 	char perms[5];		/* "r-xp" */
+	uint64_t dev;		/* makedev(major, minor), as stat's st_dev */
 	uint64_t inode;
 	char *path;		/* NULL for anonymous mappings */
 };
@@ -19,6 +20,23 @@ struct proc_map {
  * process has gone). Free with procmaps_free. */
 ssize_t procmaps_read(pid_t pid, struct proc_map **out);
 void procmaps_free(struct proc_map *maps, size_t n);
+
+/* Mapping i of process pid as a module: *path, a path through which its
+ * file can be opened and probed, and *name (may be NULL), the short name a
+ * probe's MODULE matches (its basename). A file that has no path any more -
+ * a memfd ("/memfd:NAME (deleted)", whose name is NAME: run-time USDT
+ * providers) or a deleted file - is reached through
+ * /proc/PID/map_files/START-END of its first mapping (which the kernel
+ * follows to the inode for open(2), uprobe_events and BPF uprobes alike;
+ * it takes CAP_SYS_ADMIN), or else through a /proc/PID/fd/N that has it
+ * open. 0 or -ENOMEM. */
+int procmaps_module(pid_t pid, const struct proc_map *maps, size_t n, size_t i, char **path,
+		    char **name);
+
+/* A MODULE given as a path: its real path, or for a /proc magic link
+ * (/proc/PID/map_files/..., /proc/PID/fd/N) that leads to a file with no
+ * path, the link itself. 0, or -errno (not logged). */
+int module_path_resolve(const char *path, char **out);
 
 /* Does a short module name ("libc", "libc.so.6", "libsqlite3", "app")
  * designate the file at path? Matches the basename exactly, or the basename
@@ -45,7 +63,8 @@ void module_list_free(char **list, size_t n);
 int module_which(const char *cmd, char **out);
 
 /* The runtime address of a file offset in a process: find the mapping of the
- * same file (by inode+path) that covers off. 0 or -ENOENT. */
+ * same file (by path and inode, or by device and inode: a memfd's path is a
+ * /proc link) that covers off. 0 or -ENOENT. */
 int procmaps_file_offset_to_addr(const struct proc_map *maps, size_t n,
 				 const char *path, uint64_t off, uint64_t *addr);
 

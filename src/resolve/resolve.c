@@ -11,91 +11,14 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "resolve/cache.h"
+#include "resolve/shape.h"
 #include "elf/elf.h"
 #include "dwarf/dwarf.h"
 #include "dwarf/inline.h"
 #include "elf/modules.h"
 #include "usdt/usdt.h"
 #include "x86/insn.h"
-
-/* ---- a small cache of open ELF files, by path --------------------------- */
-
-struct elf_cache_ent {
-	char *path;
-	struct elf_file *ef;
-};
-static struct elf_cache_ent *elf_cache;
-static size_t elf_cache_n;
-
-static int cached_elf(const char *path, struct elf_file **out)
-{
-	for (size_t i = 0; i < elf_cache_n; i++) {
-		if (!strcmp(elf_cache[i].path, path)) {
-			*out = elf_cache[i].ef;
-			return *out ? 0 : -ENOEXEC;
-		}
-	}
-	struct elf_file *ef = NULL;
-	int ret = elf_open(path, &ef);
-	struct elf_cache_ent *n = realloc(elf_cache, (elf_cache_n + 1) * sizeof(*n));
-
-	if (!n) {
-		elf_close(ef);
-		return -ENOMEM;
-	}
-	elf_cache = n;
-	elf_cache[elf_cache_n].path = strdup(path);
-	elf_cache[elf_cache_n].ef = ret ? NULL : ef;
-	if (!elf_cache[elf_cache_n].path) {
-		elf_close(ef);
-		return -ENOMEM;
-	}
-	elf_cache_n++;
-	*out = ef;
-	return ret;
-}
-
-/* ---- debug info, by path ------------------------------------------------- */
-
-struct dwarf_cache_ent {
-	char *path;
-	struct dwarf_module *m;
-	int err;
-};
-static struct dwarf_cache_ent *dw_cache;
-static size_t dw_cache_n;
-
-static int cached_dwarf(const char *path, struct dwarf_module **out)
-{
-	struct dwarf_cache_ent *n;
-
-	for (size_t i = 0; i < dw_cache_n; i++) {
-		if (!strcmp(dw_cache[i].path, path)) {
-			*out = dw_cache[i].m;
-			return dw_cache[i].err;
-		}
-	}
-	n = realloc(dw_cache, (dw_cache_n + 1) * sizeof(*n));
-	if (!n)
-		return -ENOMEM;
-	dw_cache = n;
-	n = &dw_cache[dw_cache_n];
-	n->m = NULL;
-	n->err = dwarf_open(path, &n->m);
-	n->path = strdup(path);
-	if (!n->path) {
-		dwarf_close(n->m);
-		return -ENOMEM;
-	}
-	dw_cache_n++;
-	*out = n->m;
-	return n->err;
-}
-
-int resolve_debuginfo(const char *path, struct dwarf_module **m)
-{
-	return cached_dwarf(path, m);
-}
 
 static bool spec_needs_dwarf(const struct usc_probe_spec *spec)
 {
@@ -220,7 +143,6 @@ static int find_module(const struct usc_target *t, const struct usc_probe_spec *
 		       char **path)
 {
 	const char *m = spec->module;
-	char real[PATH_MAX];
 	int ret;
 
 	if (!m[0]) {
@@ -234,14 +156,11 @@ static int find_module(const struct usc_target *t, const struct usc_probe_spec *
 		return *path ? 0 : -ENOMEM;
 	}
 	if (strchr(m, '/')) {
-		if (!realpath(m, real)) {
-			int e = errno;
-
+		/* a path, or a /proc link to a file that has none (a memfd) */
+		ret = module_path_resolve(m, path);
+		if (ret && ret != -ENOMEM)
 			log_error("%s: no such file: %s", spec->text, m);
-			return -e;
-		}
-		*path = strdup(real);
-		return *path ? 0 : -ENOMEM;
+		return ret;
 	}
 	switch (t->kind) {
 	case USC_TARGET_PID:
@@ -310,12 +229,15 @@ static int check_boundary(const struct elf_file *ef, const struct elf_sym *fn, u
 	return ret;
 }
 
+struct site_vec;
 static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt,
-		     struct dwarf_module *dm);
+		     struct dwarf_module *dm, struct site_vec *sv);
 
 struct site_vec {
 	struct usc_site *v;
 	size_t n, cap;
+	struct cache *c;	/* the session's files */
+	unsigned flags;		/* enum resolve_flags */
 };
 
 static struct usc_site *site_push(struct site_vec *sv)
@@ -330,6 +252,7 @@ static struct usc_site *site_push(struct site_vec *sv)
 		sv->cap = cap;
 	}
 	memset(&sv->v[sv->n], 0, sizeof(sv->v[0]));
+	sv->v[sv->n].agg_func = -1;
 	return &sv->v[sv->n++];
 }
 
@@ -362,7 +285,7 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 				  spec->text);
 			return -EINVAL;
 		}
-		err = cached_dwarf(path, &dm);
+		err = cache_dwarf(sv->c, path, &dm);
 		if (err == -ENODATA) {
 			log_error("%s: %s has no debug info (DWARF) to find variables by name in: "
 				  "build it with -g, or install its separate debug file", spec->text,
@@ -409,26 +332,25 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 	else if (fn && fn->demangled && !spec->event_given)	/* C++: the demangled name */
 		snprintf(s->label, sizeof(s->label), "%s%s", fn->demangled,
 			 s->is_return ? "__return" : "");
-	return bind_site(s, NULL, 0, dm);
+	return bind_site(s, NULL, 0, dm, sv);
 }
 
 /* Bind the probe's arguments to a site: $argN becomes a register (a
  * function) or the USDT argument's program. A USDT probe with no FETCHARG
  * records all of its arguments. */
-static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt,
-		     struct dwarf_module *dm)
+static int bind_args(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt,
+		     bool defaults, struct dwarf_module *dm, struct cache *c)
 {
 	const struct usc_probe_spec *spec = site->spec;
-	unsigned n = spec->nargs ? USC_MAX_ARGS : (usdt ? nusdt : 0), out = 0;
+	unsigned shown = probe_shown_args(spec->args, spec->nargs), out = 0;
 
-	site->args = calloc(n ? n : 1, sizeof(*site->args));
+	site->args = calloc(USC_MAX_ARGS, sizeof(*site->args));
 	if (!site->args)
 		return -ENOMEM;
-	if (!spec->nargs) {
-		if (n)
-			memcpy(site->args, usdt, n * sizeof(*usdt));
-		site->nargs = n;
-		return 0;
+	if (!shown && defaults && usdt) {
+		/* every argument of the USDT probe, then the filter's own */
+		out = nusdt < USC_MAX_ARGS ? nusdt : USC_MAX_ARGS;
+		memcpy(site->args, usdt, out * sizeof(*usdt));
 	}
 	for (unsigned i = 0; i < spec->nargs; i++) {
 		const struct usc_fetcharg *in = &spec->args[i];
@@ -509,7 +431,7 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 			}
 		} else if (site->is_return && site->func_vaddr && in->insn[0].op == FOP_RETVAL &&
 			   !in->type_given && in->ninsn == 3 && in->insn[1].op == FOP_ST_RAW &&
-			   (dm || cached_dwarf(site->path, &dm) == 0) &&
+			   (dm || cache_dwarf(c, site->path, &dm) == 0) &&
 			   dwarf_func_rettype(dm, site->func_vaddr, &low) == 0) {
 			/* a bare $retval takes the function's return type */
 			site->args[out] = *in;
@@ -533,15 +455,11 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 				  (int)in->len, spec->text + in->pos);
 			return ret;
 		}
-		/* At a return site $retval is %rax; at a tail call the callee
-		 * has not computed it yet. */
-		if (site->ret_site && site->args[out].insn[0].op == FOP_RETVAL) {
-			site->args[out].insn[0] = (struct fetch_insn){.op = FOP_REG, .reg = USC_REG_AX};
-			if (site->tail_call) {
-				site->args[out].insn[0] = (struct fetch_insn){.op = FOP_IMM};
-				site->args[out].unavailable = true;
-			}
-		}
+		/* At a return site $retval stays FOP_RETVAL: %rax, read by every
+		 * engine. At a tail call the callee has not computed it yet: it
+		 * is read at the callee's return where the engine follows the
+		 * call, and is unavailable where it does not (the session marks
+		 * it). */
 		out++;
 	}
 	/* names must stay unique once $params has added its own */
@@ -554,6 +472,38 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 			}
 	site->nargs = out;
 	return 0;
+}
+
+/* The arguments, then the filter over them, by their names. */
+static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt,
+		     struct dwarf_module *dm, struct site_vec *sv)
+{
+	const struct usc_probe_spec *spec = site->spec;
+	const char *bad = NULL;
+	int ret;
+
+	bool defaults = !(sv->flags & RESOLVE_NO_DEFAULT_ARGS);
+
+	site->agg_func = -1;
+	ret = bind_args(site, usdt, nusdt, defaults, dm, sv->c);
+	if (ret || !spec->filter.n)
+		return ret;
+	ret = probe_bind_filter(&spec->filter, site->args, site->nargs, &site->filter, &bad);
+	if (ret == -ENOENT)
+		log_error("%s: if %.*s: %s has no argument named '%s'", spec->text,
+			  (int)spec->filter.len, spec->text + spec->filter.pos,
+			  site->symbol ? site->symbol : site->label, bad);
+	else if (ret) {
+		bool str = false;
+
+		for (unsigned i = 0; i < site->nargs; i++)
+			if (!strcmp(site->args[i].name, bad))
+				str = fetch_type_is_string(site->args[i].type);
+		log_error("%s: if %.*s: '%s' is %s, and is compared with %s", spec->text,
+			  (int)spec->filter.len, spec->text + spec->filter.pos, bad,
+			  str ? "a string" : "a number", str ? "a number" : "a string");
+	}
+	return ret;
 }
 
 static int resolve_usdt(const struct usc_probe_spec *spec, unsigned idx, const char *path,
@@ -620,7 +570,7 @@ static int resolve_usdt(const struct usc_probe_spec *spec, unsigned idx, const c
 			ret = -ENOMEM;
 			break;
 		}
-		ret = bind_site(s, uargs, nu, NULL);
+		ret = bind_site(s, uargs, nu, NULL, sv);
 	}
 	if (!ret && matched == 0) {
 		char list[512] = "";
@@ -665,6 +615,126 @@ static void log_unknown(const struct usc_probe_spec *spec, const struct elf_file
 		log_error("%s: no function '%s' in %s", spec->text, spec->symbol, path);
 }
 
+/* The hidden sites that follow a tail call to target (see usc_site): the
+ * rets of the callee, and of every function it reaches by tail calls in
+ * turn, at most 8 functions. None when a callee cannot be known (a jmp
+ * through a pointer or the PLT, a callee whose returns cannot all be
+ * found): the tail call's event then comes at its jmp. */
+#define TAIL_FOLLOW_MAX 8
+
+static int add_tail_follow(struct site_vec *sv, const struct usc_probe_spec *spec, unsigned idx,
+			   const char *path, const struct elf_file *ef, size_t tail,
+			   uint64_t target)
+{
+	uint64_t fns[TAIL_FOLLOW_MAX], *rets = NULL;
+	const char *names[TAIL_FOLLOW_MAX] = {0};
+	size_t nfns = 0, nrets = 0, *ret_fn = NULL;
+	const char *why = NULL;
+	char reason[256] = "";
+	int ret = 0;
+
+	if (!target)
+		snprintf(reason, sizeof(reason), "a tail call through a pointer");
+	else
+		fns[nfns++] = target;
+	for (size_t f = 0; f < nfns && !reason[0]; f++) {
+		struct x86_ret_site *rs = NULL;
+		struct shape sh;
+		ssize_t n;
+
+		if (shape_at(ef, fns[f], &sh) || sh.entry != fns[f]) {
+			if (sh.n)
+				shape_free(&sh);
+			snprintf(reason, sizeof(reason), "no function starts at 0x%llx (the PLT?)",
+				 (unsigned long long)fns[f]);
+			break;
+		}
+		names[f] = sh.sym ? elf_sym_pretty(sh.sym) : NULL;
+		n = shape_returns(ef, &sh, &rs, &why);
+		shape_free(&sh);
+		if (n < 0) {
+			snprintf(reason, sizeof(reason), "the returns of the callee at 0x%llx: %s",
+				 (unsigned long long)fns[f], why ? why : strerror((int)-n));
+			break;
+		}
+		for (ssize_t i = 0; i < n && !reason[0]; i++) {
+			bool seen = false;
+
+			if (rs[i].kind == X86_RET) {
+				uint64_t *v = realloc(rets, (nrets + 1) * sizeof(*v));
+				size_t *w = v ? realloc(ret_fn, (nrets + 1) * sizeof(*w)) : NULL;
+
+				if (v)
+					rets = v;
+				if (!v || !w) {
+					ret = -ENOMEM;
+					break;
+				}
+				ret_fn = w;
+				ret_fn[nrets] = f;
+				rets[nrets++] = rs[i].addr;
+				continue;
+			}
+			if (!rs[i].target) {
+				snprintf(reason, sizeof(reason), "the callee at 0x%llx tail-calls "
+					 "through a pointer", (unsigned long long)fns[f]);
+				break;
+			}
+			for (size_t k = 0; k < nfns; k++)
+				seen |= fns[k] == rs[i].target;
+			if (seen)
+				continue;
+			if (nfns == TAIL_FOLLOW_MAX) {
+				snprintf(reason, sizeof(reason), "more than %d functions in a chain of "
+					 "tail calls", TAIL_FOLLOW_MAX);
+				break;
+			}
+			fns[nfns++] = rs[i].target;
+		}
+		free(rs);
+	}
+	if (ret || reason[0]) {
+		if (reason[0])
+			log_info("%s: the return of %s at its tail call 0x%llx cannot be followed: %s; "
+				 "its $retval is unavailable", spec->text, sv->v[tail].symbol,
+				 (unsigned long long)sv->v[tail].vaddr, reason);
+		free(rets);
+		free(ret_fn);
+		return ret;
+	}
+	for (size_t i = 0; i < nrets && !ret; i++) {
+		struct usc_site *h = site_push(sv);
+		uint64_t off = 0;
+
+		if (!h) {
+			ret = -ENOMEM;
+			break;
+		}
+		h->spec = spec;
+		h->probe = idx;
+		h->path = strdup(path);
+		/* the callee the ret returns from, for messages */
+		h->symbol = names[ret_fn[i]] ? strdup(names[ret_fn[i]]) : NULL;
+		h->vaddr = rets[i];
+		h->func_vaddr = sv->v[tail].func_vaddr;
+		h->is_return = true;
+		h->ret_site = true;
+		h->hidden = true;
+		h->cont = true;
+		h->group = (int32_t)tail;
+		h->args = calloc(1, sizeof(*h->args));
+		if (!h->path || !h->args)
+			ret = -ENOMEM;
+		else if (elf_vaddr_to_offset(ef, rets[i], &off))
+			ret = -EINVAL;
+		h->offset = off;
+	}
+	sv->v[tail].group = (int32_t)tail;
+	free(rets);
+	free(ret_fn);
+	return ret;
+}
+
 /* A return probe on fn: one entry-style probe on each of its return sites
  * (seed 001's "kretinsn"), so the stack is never touched, unless the caller
  * asked for the kernel's uretprobe. When the sites cannot all be known,
@@ -674,47 +744,28 @@ static int add_return_sites(struct site_vec *sv, const struct usc_probe_spec *sp
 			    unsigned idx, const char *path, const struct elf_file *ef,
 			    const struct elf_sym *fn, unsigned flags)
 {
-	struct x86_region rg[8];
 	struct x86_ret_site *rs = NULL;
-	const struct elf_sym **cold = NULL;
 	const char *why = NULL;
-	char glob[USC_SYM_MAX + 16];
-	size_t nrg = 0;
-	ssize_t n, ncold;
+	struct shape sh;
+	ssize_t n;
 	int ret = 0;
 
 	if (flags & RESOLVE_URETPROBE)
 		return add_site(sv, spec, idx, path, ef, fn, fn->vaddr, 0);
-	if (!fn->size) {
+	n = shape_of(ef, fn, &sh);
+	if (n == -EINVAL) {
 		why = "its size is unknown";
 		n = -ENOTSUP;
-		goto refuse;
-	}
-	/* the function and the fragments GCC split off it (NAME.cold,
-	 * NAME.cold.N): the same function, placed elsewhere */
-	snprintf(glob, sizeof(glob), "%s.cold*", fn->name);
-	ncold = elf_func_match(ef, glob, &cold);
-	rg[nrg++] = (struct x86_region){NULL, fn->size, fn->vaddr};
-	for (ssize_t i = 0; i < ncold && nrg < sizeof(rg) / sizeof(rg[0]); i++)
-		if (cold[i]->size)
-			rg[nrg++] = (struct x86_region){NULL, cold[i]->size, cold[i]->vaddr};
-	free(cold);
-	for (size_t i = 0; i < nrg && !ret; i++) {
-		uint8_t *code = malloc(rg[i].len);
-
-		if (!code)
-			ret = -ENOMEM;
-		else if ((ret = elf_read(ef, rg[i].addr, code, rg[i].len)))
-			log_error("%s: cannot read the code of %s: %s", spec->text, elf_sym_pretty(fn),
-				  strerror(-ret));
-		rg[i].code = code;
-	}
-	n = ret ? ret : x86_return_sites(rg, nrg, &rs, &why);
-	for (size_t i = 0; i < nrg; i++)
-		free((void *)rg[i].code);
-	if (n == -ENOMEM || (ret && n == ret))
+	} else if (n) {
+		log_error("%s: cannot read the code of %s: %s", spec->text, elf_sym_pretty(fn),
+			  strerror((int)-n));
 		return (int)n;
-refuse:
+	} else {
+		n = shape_returns(ef, &sh, &rs, &why);
+		shape_free(&sh);
+		if (n == -ENOMEM)
+			return (int)n;
+	}
 	if (n <= 0) {
 		if (spec->is_glob) {
 			log_warn("%s: skipping %s: cannot find all its return sites: %s "
@@ -727,9 +778,14 @@ refuse:
 			  "stacks (Go) do not survive", spec->text, elf_sym_pretty(fn), why ? why : "?");
 		return n == -ENOENT ? -ENOENT : -ENOTSUP;
 	}
-	for (ssize_t i = 0; i < n && !ret; i++)
+	for (ssize_t i = 0; i < n && !ret; i++) {
+		size_t at = sv->n;
+
 		ret = add_site(sv, spec, idx, path, ef, fn, rs[i].addr,
 			       rs[i].kind == X86_TAIL_JMP ? SITE_TAIL : SITE_RET);
+		if (!ret && rs[i].kind == X86_TAIL_JMP && !(flags & RESOLVE_NO_TAIL_FOLLOW))
+			ret = add_tail_follow(sv, spec, idx, path, ef, at, rs[i].target);
+	}
 	free(rs);
 	return ret;
 }
@@ -790,7 +846,7 @@ static int add_inline_sites(struct site_vec *sv, const struct usc_probe_spec *sp
 	ssize_t n;
 	int ret = 0, added = 0;
 
-	if ((flags & RESOLVE_NO_INLINES) || spec->has_offset || cached_dwarf(path, &dm))
+	if ((flags & RESOLVE_NO_INLINES) || spec->has_offset || cache_dwarf(sv->c, path, &dm))
 		return 0;
 	n = dwarf_inline_sites(dm, fn ? fn->vaddr : 0, name, &is);
 	if (n == -ENOENT)
@@ -849,7 +905,7 @@ static int resolve_line(const struct usc_probe_spec *spec, unsigned idx, const c
 	char label[USC_NAME_MAX * 2];
 	ssize_t n;
 	size_t first = sv->n;
-	int ret = cached_dwarf(path, &dm);
+	int ret = cache_dwarf(sv->c, path, &dm);
 
 	if (ret) {
 		log_error("%s: %s has no debug info (DWARF) to find source lines in%s", spec->text,
@@ -915,7 +971,7 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 
 	if (ret)
 		return ret;
-	ret = cached_elf(path, &ef);
+	ret = cache_elf(sv->c, path, &ef);
 	if (ret) {
 		if (ret == -ENOEXEC)
 			log_error("%s: %s is not an x86-64 ELF file", spec->text, path);
@@ -992,6 +1048,9 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 
 			if (spec->has_offset && spec->offset >= m[i]->size)
 				continue;	/* too short for the offset */
+			if (shape_is_part(m[i]) && strncmp(spec->symbol, m[i]->name,
+							   strlen(m[i]->name)))
+				continue;	/* NAME.cold is NAME's, unless named */
 			if (spec->is_return)
 				ret = add_return_sites(sv, spec, idx, path, ef, m[i], flags);
 			else
@@ -1089,8 +1148,8 @@ out:
 
 /* A variable optimized out at some sites of a probe shows <optimized out>
  * there; at all of them it is an error, naming it and where. */
-static int check_optimized_out(const struct usc_probe_spec *spec, const struct usc_site *v,
-			       size_t n)
+static int check_optimized_out(struct cache *c, const struct usc_probe_spec *spec,
+			       const struct usc_site *v, size_t n)
 {
 	for (unsigned i = 0; i < spec->nargs && n; i++) {
 		const struct usc_fetcharg *in = &spec->args[i];
@@ -1112,7 +1171,7 @@ static int check_optimized_out(const struct usc_probe_spec *spec, const struct u
 		if (!seen || somewhere)
 			continue;
 		/* the reason, as the debug info gives it at the first site */
-		if (cached_dwarf(v[0].path, &dm) == 0)
+		if (cache_dwarf(c, v[0].path, &dm) == 0)
 			dwarf_lower_var(dm, v[0].vaddr, spec->text + vp, vl, in->name, tmp, 1, &derr);
 		log_error("%s: %.*s: %s%s%s%s", spec->text, (int)vl, spec->text + vp,
 			  derr.msg[0] ? derr.msg : "optimized out",
@@ -1123,10 +1182,11 @@ static int check_optimized_out(const struct usc_probe_spec *spec, const struct u
 	return 0;
 }
 
-int resolve_probes(const struct usc_target *target, const struct usc_probe_spec *specs,
-		   size_t nspecs, unsigned flags, struct usc_site **sites, size_t *nsites)
+int resolve_probes(struct cache *c, const struct usc_target *target,
+		   const struct usc_probe_spec *specs, size_t nspecs, unsigned flags,
+		   struct usc_site **sites, size_t *nsites)
 {
-	struct site_vec sv = {0};
+	struct site_vec sv = {.c = c, .flags = flags};
 	int ret = 0;
 
 	for (size_t i = 0; i < nspecs && !ret; i++) {
@@ -1134,7 +1194,7 @@ int resolve_probes(const struct usc_target *target, const struct usc_probe_spec 
 
 		ret = resolve_one(target, &specs[i], (unsigned)i, flags, &sv);
 		if (!ret)
-			ret = check_optimized_out(&specs[i], sv.v + first, sv.n - first);
+			ret = check_optimized_out(c, &specs[i], sv.v + first, sv.n - first);
 		for (size_t k = first; !ret && k < sv.n; k++)
 			name_site(&sv.v[k], sv.v, sv.n, sv.n - first > 1);
 	}
@@ -1155,91 +1215,4 @@ void resolve_sites_free(struct usc_site *sites, size_t n)
 		free(sites[i].args);
 	}
 	free(sites);
-}
-
-/* ---- symbolization of runtime addresses -------------------------------- */
-
-struct pid_maps {
-	pid_t pid;
-	struct proc_map *maps;
-	size_t n;
-};
-static struct pid_maps *pmaps;
-static size_t npmaps;
-
-static const struct pid_maps *maps_of(pid_t pid)
-{
-	struct proc_map *m = NULL;
-	ssize_t n;
-	struct pid_maps *v;
-
-	for (size_t i = 0; i < npmaps; i++)
-		if (pmaps[i].pid == pid)
-			return &pmaps[i];
-	n = procmaps_read(pid, &m);
-	if (n < 0)
-		return NULL;
-	v = realloc(pmaps, (npmaps + 1) * sizeof(*v));
-	if (!v) {
-		procmaps_free(m, (size_t)n);
-		return NULL;
-	}
-	pmaps = v;
-	pmaps[npmaps] = (struct pid_maps){pid, m, (size_t)n};
-	return &pmaps[npmaps++];
-}
-
-void resolve_symbolize(pid_t pid, uint64_t addr, char *buf, size_t len)
-{
-	const struct pid_maps *pm = maps_of(pid);
-
-	snprintf(buf, len, "0x%llx", (unsigned long long)addr);
-	if (!pm)
-		return;
-	for (size_t i = 0; i < pm->n; i++) {
-		const struct proc_map *m = &pm->maps[i];
-		struct elf_file *ef;
-		uint64_t off, vaddr;
-		const char *base;
-
-		if (addr < m->start || addr >= m->end || !m->path || m->path[0] != '/')
-			continue;
-		off = addr - m->start + m->pgoff;
-		base = strrchr(m->path, '/') + 1;
-		if (cached_elf(m->path, &ef) || elf_offset_to_vaddr(ef, off, &vaddr)) {
-			snprintf(buf, len, "%s+0x%llx", base, (unsigned long long)off);
-			return;
-		}
-		const struct elf_sym *fn = elf_func_at(ef, vaddr);
-
-		if (fn)
-			snprintf(buf, len, "%s+0x%llx", elf_sym_pretty(fn),
-				 (unsigned long long)(vaddr - fn->vaddr));
-		else
-			snprintf(buf, len, "%s+0x%llx", base, (unsigned long long)off);
-		return;
-	}
-}
-
-void resolve_cache_free(void)
-{
-	for (size_t i = 0; i < dw_cache_n; i++) {
-		dwarf_close(dw_cache[i].m);
-		free(dw_cache[i].path);
-	}
-	free(dw_cache);
-	dw_cache = NULL;
-	dw_cache_n = 0;
-	for (size_t i = 0; i < elf_cache_n; i++) {
-		elf_close(elf_cache[i].ef);
-		free(elf_cache[i].path);
-	}
-	free(elf_cache);
-	elf_cache = NULL;
-	elf_cache_n = 0;
-	for (size_t i = 0; i < npmaps; i++)
-		procmaps_free(pmaps[i].maps, pmaps[i].n);
-	free(pmaps);
-	pmaps = NULL;
-	npmaps = 0;
 }

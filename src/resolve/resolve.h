@@ -36,7 +36,7 @@ struct usc_site {
 	bool ret_site;			/* a return probe placed on a ret (or tail-call
 					 * jmp) of the function: an entry-style probe
 					 * that never touches the stack */
-	bool tail_call;			/* ... on a tail-call jmp: $retval unavailable */
+	bool tail_call;			/* ... on a tail-call jmp */
 	char *path;			/* the module file */
 	char *symbol;			/* function name, or NULL */
 	uint64_t vaddr;			/* link-time address of the probe point */
@@ -44,6 +44,25 @@ struct usc_site {
 	uint64_t offset;		/* file offset of the probe point */
 	bool is_return;
 	bool inlined;			/* on an inlined copy of the function */
+	/* Return probes through tail calls. A tail-call site (tail_call) has a
+	 * group of hidden sites (cont), one on each ret of the functions its
+	 * jmp reaches, directly or through more tail calls. An engine that
+	 * follows them (usc_engine_ops.follows_tail_calls) records the stack
+	 * pointer at the jmp, and delivers the tail-call site's event when a
+	 * ret of its group runs with that same stack pointer: the probed
+	 * function's real return, with its $retval. Otherwise the event is at
+	 * the jmp, $retval (unavailable). */
+	bool hidden;			/* added by resolve: delivers no event of its own */
+	bool cont;			/* hidden: a ret of a tail call's callees */
+	bool follow_tail;		/* tail_call with its group placed together on an
+					 * engine that follows tail calls (the session's choice) */
+	int32_t group;			/* tail_call and cont: the tail-call site's index */
+	struct usc_filter filter;	/* the probe's filter, bound to args (n 0: none) */
+	/* the session's choices */
+	bool filter_in_place;		/* the engine filters: every event passed */
+	bool agg_in_place;		/* the engine aggregates: no event */
+	int32_t agg_func;		/* latency: the function's id, shared by its entry
+					 * and return sites; -1: none */
 };
 
 /* Fill target->exe for a PID (/proc/PID/exe) or a command (PATH lookup).
@@ -60,19 +79,16 @@ enum resolve_flags {
 	/* a function's probe goes on its out-of-line entry only, not also on
 	 * the copies the compiler inlined (DWARF) */
 	RESOLVE_NO_INLINES = 1 << 1,
+	/* no hidden sites to follow tail calls: only hits are counted */
+	RESOLVE_NO_TAIL_FOLLOW = 1 << 2,
+	/* a USDT probe without fetch arguments records none (not all of its
+	 * own): aggregations key on what the probe names only */
+	RESOLVE_NO_DEFAULT_ARGS = 1 << 3,
 };
-int resolve_probes(const struct usc_target *target, const struct usc_probe_spec *specs,
-		   size_t nspecs, unsigned flags, struct usc_site **sites, size_t *nsites);
+struct cache;
+int resolve_probes(struct cache *c, const struct usc_target *target,
+		   const struct usc_probe_spec *specs, size_t nspecs, unsigned flags,
+		   struct usc_site **sites, size_t *nsites);
 void resolve_sites_free(struct usc_site *sites, size_t n);
-
-/* Symbolize a runtime address of process pid as "sym+0xoff" or "module+0xoff";
- * falls back to "0x...". Caches mappings and symbol tables. */
-void resolve_symbolize(pid_t pid, uint64_t addr, char *buf, size_t len);
-void resolve_cache_free(void);
-
-/* The debug info of a module file, from the session's cache (closed by
- * resolve_cache_free). 0, -ENODATA (none), -errno. */
-struct dwarf_module;
-int resolve_debuginfo(const char *path, struct dwarf_module **m);
 
 #endif

@@ -103,7 +103,7 @@ static void check_case(void **state)
 
 	parse_ok(c->probe);
 	memset(buf, 'Z', sizeof(buf));
-	ret = tracefs_lower_args(spec.args, spec.nargs, 0, buf, sizeof(buf));
+	ret = tracefs_lower_args(spec.args, spec.nargs, 0, false, buf, sizeof(buf));
 	if (ret)
 		fail_msg("\"%s\": tracefs_lower_args = %d", c->probe, ret);
 	if (strcmp(buf, c->want))
@@ -115,7 +115,7 @@ static void check_case(void **state)
 	for (unsigned i = 0; i < spec.nargs; i++) {
 		size_t n = strcspn(w, " ");
 
-		assert_int_equal(tracefs_lower_arg(&spec.args[i], 0, buf, sizeof(buf)), 0);
+		assert_int_equal(tracefs_lower_arg(&spec.args[i], 0, false, buf, sizeof(buf)), 0);
 		if (strlen(buf) != n || strncmp(buf, w, n))
 			fail_msg("\"%s\" arg %u lowers to \"%s\", expected \"%.*s\"", c->probe, i, buf,
 				 (int)n, w);
@@ -136,7 +136,7 @@ static void test_deep(void **state)
 		strcat(text, ")");
 	strcat(text, ":b3@5/8");
 	parse_ok(text);
-	assert_int_equal(tracefs_lower_arg(&spec.args[0], 0, buf, sizeof(buf)), 0);
+	assert_int_equal(tracefs_lower_arg(&spec.args[0], 0, false, buf, sizeof(buf)), 0);
 	assert_string_equal(buf, "arg1=-1(-1(-1(-1(-1(-1(-1(-1(-1(-1(-1(-1(%r12)))))))))))):b3@5/8");
 }
 
@@ -149,17 +149,17 @@ static void test_enospc(void **state)
 
 	parse_ok("main name=+8(+16(%rdi)):u32");
 	/* exactly enough room (with the NUL) works, one less does not */
-	assert_int_equal(tracefs_lower_arg(&spec.args[0], 0, buf, n + 1), 0);
+	assert_int_equal(tracefs_lower_arg(&spec.args[0], 0, false, buf, n + 1), 0);
 	assert_string_equal(buf, want);
-	assert_int_equal(tracefs_lower_arg(&spec.args[0], 0, buf, n), -ENOSPC);
+	assert_int_equal(tracefs_lower_arg(&spec.args[0], 0, false, buf, n), -ENOSPC);
 
 	/* the whole list */
 	parse_ok("main a=%rdi b=%rsi");
-	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, buf, sizeof(buf)), 0);
+	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, false, buf, sizeof(buf)), 0);
 	assert_string_equal(buf, "a=%di:x64 b=%si:x64");
-	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, buf, strlen("a=%di:x64 b=%si:x64") + 1), 0);
+	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, false, buf, strlen("a=%di:x64 b=%si:x64") + 1), 0);
 	assert_string_equal(buf, "a=%di:x64 b=%si:x64");
-	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, buf, 10), -ENOSPC);
+	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, false, buf, 10), -ENOSPC);
 }
 
 static void test_max_args(void **state)
@@ -175,9 +175,9 @@ static void test_max_args(void **state)
 	for (int i = 0; i < USC_MAX_ARGS; i++)
 		used += (size_t)snprintf(want + used, sizeof(want) - used, "%sarg%d=$stack:x64",
 					 i ? " " : "", i + 1);
-	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, buf, sizeof(buf)), 0);
+	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, false, buf, sizeof(buf)), 0);
 	assert_string_equal(buf, want);
-	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, buf, 100), -ENOSPC);
+	assert_int_equal(tracefs_lower_args(spec.args, spec.nargs, 0, false, buf, 100), -ENOSPC);
 }
 
 /* a bitfield type without its geometry cannot be lowered */
@@ -193,7 +193,7 @@ static void test_bitfield_without_geometry(void **state)
 	};
 	char buf[64];
 
-	assert_int_equal(tracefs_lower_arg(&a, 0, buf, sizeof(buf)), -EINVAL);
+	assert_int_equal(tracefs_lower_arg(&a, 0, false, buf, sizeof(buf)), -EINVAL);
 }
 
 /* USDT sym(%rip) operands are link-time addresses: the kernel wants them as
@@ -215,13 +215,13 @@ static void test_vaddr_and_unlowerable(void **state)
 			 {.op = FOP_ST_MEM, .size = 8}, {.op = FOP_END}},
 	};
 
-	assert_int_equal(tracefs_lower_arg(&v, -0x1000, buf, sizeof(buf)), 0);
+	assert_int_equal(tracefs_lower_arg(&v, -0x1000, false, buf, sizeof(buf)), 0);
 	assert_string_equal(buf, "g=@+0x3010:s32");
-	assert_int_equal(tracefs_lower_arg(&sib, 0, buf, sizeof(buf)), -ENOTSUP);
+	assert_int_equal(tracefs_lower_arg(&sib, 0, false, buf, sizeof(buf)), -ENOTSUP);
 	struct usc_parse_error err;
 
 	assert_int_equal(usc_probe_parse("main $arg2", &spec, &err), 0);
-	assert_int_equal(tracefs_lower_arg(&spec.args[0], 0, buf, sizeof(buf)), -ENOTSUP);
+	assert_int_equal(tracefs_lower_arg(&spec.args[0], 0, false, buf, sizeof(buf)), -ENOTSUP);
 }
 
 /* $argN on a USDT probe takes the argument's program; a bare $argN keeps its
@@ -256,7 +256,7 @@ static void test_usdt_binding(void **state)
 		assert_int_equal(usc_probe_parse(cases[i].probe, &spec, &err), 0);
 		assert_int_equal(spec.loc_kind, USC_LOC_USDT);
 		assert_int_equal(probe_bind_arg(&spec.args[0], uargs, 2, &out), 0);
-		assert_int_equal(tracefs_lower_arg(&out, 0, buf, sizeof(buf)), 0);
+		assert_int_equal(tracefs_lower_arg(&out, 0, false, buf, sizeof(buf)), 0);
 		if (strcmp(buf, cases[i].want))
 			fail_msg("\"%s\" binds and lowers to \"%s\", expected \"%s\"", cases[i].probe,
 				 buf, cases[i].want);

@@ -17,7 +17,7 @@
 
 #include <Zydis/Zydis.h>
 
-#include "x86/reloc.h"
+#include "x86/plan.h"
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -420,7 +420,7 @@ static void test_jump_table_resolved(void **state)
 	/* return sites: the three rets, not the table's jmp */
 	struct x86_ret_site *rs;
 
-	assert_int_equal(x86_return_sites_rd(&r, 1, &jt_reader, &rs, &why), 3);
+	assert_int_equal(x86_return_sites(&r, 1, &jt_reader, &rs, &why), 3);
 	assert_int_equal(rs[0].addr, 0x40101e);
 	assert_int_equal(rs[1].addr, 0x401024);
 	assert_int_equal(rs[2].addr, 0x401027);
@@ -431,6 +431,55 @@ static void test_jump_table_resolved(void **state)
 	assert_int_equal(p.addr, 0x401025);
 	assert_int_equal(p.len, 7);
 	assert_int_equal(p.probe_off, 2);
+}
+
+/* The dispatch of an interpreter's computed gotos, non-PIC (CPython):
+ *   0  movzx eax,sil
+ *   4  mov rax,[rax*8+0x402000]   ; absolute entries
+ *   c  jmp rax
+ *   e  mov eax,1 ; ret            ; target A
+ *  14  mov eax,2 ; ret            ; target B */
+static const uint8_t abs_code[] = {
+	0x40, 0x0f, 0xb6, 0xc6,
+	0x48, 0x8b, 0x04, 0xc5, 0x00, 0x20, 0x40, 0x00,
+	0xff, 0xe0,
+	0xb8, 0x01, 0x00, 0x00, 0x00, 0xc3,
+	0xb8, 0x02, 0x00, 0x00, 0x00, 0xc3,
+};
+static uint64_t abs_table[3] = {0x40100e, 0x401014, 0};
+
+static int abs_read(void *ctx, uint64_t vaddr, void *buf, size_t len)
+{
+	(void)ctx;
+	if (vaddr < 0x402000 || vaddr + len > 0x402000 + sizeof(abs_table))
+		return -ENOENT;
+	memcpy(buf, (const uint8_t *)abs_table + (vaddr - 0x402000), len);
+	return 0;
+}
+
+static void test_jump_table_absolute_entries_through_a_register(void **state)
+{
+	struct x86_reader rd = {abs_read, NULL, NULL};
+	struct x86_region r = {abs_code, sizeof(abs_code), 0x401000};
+	struct x86_ret_site *rs;
+	struct x86_patch p;
+	const char *why = NULL;
+
+	(void)state;
+	/* read: the jmp is no return site, its targets are the two blocks */
+	assert_int_equal(x86_return_sites(&r, 1, &rd, &rs, &why), 2);
+	assert_int_equal(rs[0].addr, 0x401013);
+	assert_int_equal(rs[1].addr, 0x401019);
+	free(rs);
+	assert_int_equal(x86_plan_probe(&r, 1, &rd, 0x401000, &p, &why), 0);
+	/* an entry into the entry patch refuses it: the table was read */
+	abs_table[1] = 0x401004;
+	assert_int_equal(x86_plan_probe(&r, 1, &rd, 0x401000, &p, &why), -ENOTSUP);
+	assert_non_null(strstr(why, "a branch targets the displaced bytes"));
+	abs_table[1] = 0x401014;
+	/* unreadable: unknown */
+	assert_int_equal(x86_plan_probe(&r, 1, NULL, 0x401000, &p, &why), -ENOTSUP);
+	assert_non_null(strstr(why, "a jump table whose targets are unknown"));
 }
 
 static void test_jump_table_unknown_refused(void **state)
@@ -459,7 +508,7 @@ static void test_jump_table_unknown_refused(void **state)
 	/* ... and it has no return site it knows */
 	struct x86_ret_site *rs;
 
-	assert_int_equal(x86_return_sites_rd(&r, 1, &jt_reader, &rs, &why), -ENOTSUP);
+	assert_int_equal(x86_return_sites(&r, 1, &jt_reader, &rs, &why), -ENOTSUP);
 	/* a tail call through a pointer is no table */
 	static const uint8_t tail[] = {
 		0x48, 0x8b, 0x47, 0x08,		/* mov rax,[rdi+8] */
@@ -469,7 +518,7 @@ static void test_jump_table_unknown_refused(void **state)
 	assert_int_equal(x86_plan_probe(&r, 1, NULL, 0x1000, &p, &why), 0);
 	assert_int_equal(p.len, 6);
 	/* ... but a return site */
-	assert_int_equal(x86_return_sites_rd(&r, 1, NULL, &rs, &why), 1);
+	assert_int_equal(x86_return_sites(&r, 1, NULL, &rs, &why), 1);
 	assert_int_equal(rs[0].addr, 0x1004);
 	assert_int_equal(rs[0].kind, X86_TAIL_JMP);
 	free(rs);
@@ -666,6 +715,30 @@ static size_t sb_filler(void *ctx, uint64_t end)
 static const uint8_t sb_nops[] = {0x0f, 0x1f, 0x44, 0x00, 0x00, 0x0f, 0x1f, 0x44, 0x00, 0x00,
 				  0x90};
 
+/* A probe near the end of a function (a USDT site's `nop; ret`) takes the
+ * alignment filler after the ret, which nothing runs. */
+static void test_probe_at_the_end_takes_the_filler(void **state)
+{
+	/* 0 push rbp; 1 pop rbp; 2 nop; 3 ret; then nop dword [rax] */
+	static const uint8_t code[] = {0x55, 0x5d, 0x90, 0xc3};
+	static const uint8_t pad[] = {0x0f, 0x1f, 0x40, 0x00};
+	struct sb_fn f = {.code = code, .len = sizeof(code), .pad = pad, .npad = sizeof(pad)};
+	struct x86_reader rd = {sb_read, &f, sb_filler};
+	struct x86_region r = {code, sizeof(code), 0x1000};
+	struct x86_patch p;
+	const char *why = NULL;
+
+	(void)state;
+	/* without filler: 2 bytes, refused */
+	assert_int_equal(x86_plan_probe(&r, 1, NULL, 0x1002, &p, &why), -ENOTSUP);
+	assert_non_null(strstr(why, "shorter than the patch"));
+	/* with it: [nop; ret; nop dword [rax]] */
+	assert_int_equal(x86_plan_probe(&r, 1, &rd, 0x1002, &p, &why), 0);
+	assert_int_equal(p.addr, 0x1002);
+	assert_int_equal(p.len, 6);
+	assert_int_equal(p.probe_off, 0);
+}
+
 static void test_springboard(void **state)
 {
 	static const uint8_t code[] = {SB_HEAD};
@@ -801,6 +874,8 @@ int main(void)
 		cmocka_unit_test(test_endbr64_kept_first),
 		cmocka_unit_test(test_jump_table_resolved),
 		cmocka_unit_test(test_jump_table_unknown_refused),
+		cmocka_unit_test(test_jump_table_absolute_entries_through_a_register),
+		cmocka_unit_test(test_probe_at_the_end_takes_the_filler),
 		cmocka_unit_test(test_branch_into_displaced_refused),
 		cmocka_unit_test(test_function_shorter_than_patch),
 		cmocka_unit_test(test_plan_return),

@@ -1,0 +1,39 @@
+/* The files a session reads, opened once: ELF files, their debug info, and
+ * the memory maps of the processes it traces. One cache belongs to one
+ * session (or to one `uscope list`); nothing here is global. Sites, argument
+ * presentations (enum tables) and engines keep pointers into it, so it
+ * lives as long as its session. */
+#ifndef USC_RESOLVE_CACHE_H
+#define USC_RESOLVE_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct elf_file;
+struct dwarf_module;
+struct proc_map;
+
+struct cache;
+
+struct cache *cache_new(void);
+void cache_free(struct cache *c);
+
+/* The ELF file at path, opened once (a failure is remembered and given
+ * again). 0 or -errno (-ENOEXEC: not an x86-64 ELF file). */
+int cache_elf(struct cache *c, const char *path, struct elf_file **out);
+
+/* Its debug info (dwarf_open), once. 0, -ENODATA (none), -errno. */
+int cache_dwarf(struct cache *c, const char *path, struct dwarf_module **out);
+
+/* The maps of process pid as last read; refresh reads them again (an
+ * address no mapping held: a library loaded since). NULL when the process
+ * has gone and nothing was read before. */
+const struct proc_map *cache_maps(struct cache *c, pid_t pid, bool refresh, size_t *n);
+
+/* A runtime address of process pid as "SYMBOL+0xOFF" (or "MODULE+0xOFF"
+ * without a symbol, or "0x..." outside every file mapping). */
+void cache_symbolize(struct cache *c, pid_t pid, uint64_t addr, char *buf, size_t len);
+
+#endif
