@@ -5,6 +5,7 @@
 
 static usc_log_fn log_fn;
 static void *log_ctx;
+static int log_quiet;
 
 void usc_set_log(usc_log_fn fn, void *ctx)
 {
@@ -12,12 +13,17 @@ void usc_set_log(usc_log_fn fn, void *ctx)
 	log_ctx = ctx;
 }
 
+void usc_log_quiet(bool on)
+{
+	log_quiet += on ? 1 : -1;
+}
+
 void log_msg(enum usc_log_level level, const char *fmt, ...)
 {
 	char buf[1024];
 	va_list ap;
 
-	if (!log_fn)
+	if (!log_fn || log_quiet > 0)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);

@@ -1,54 +1,68 @@
+/* The engines, in the order -e auto prefers them; the filter over an
+ * event, for who cannot filter where the probe runs. */
 #include "engine/engine.h"
 
-#include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
-#include "core/log.h"
-
-static const struct usc_engine_ops *const engines[] = {
-	&tracefs_engine_ops,
-	&bpf_engine_ops,
+const struct usc_engine_ops *const usc_engines[] = {
 	&inject_engine_ops,
+	&bpf_engine_ops,
+	&tracefs_engine_ops,
 };
+const size_t usc_nengines = sizeof(usc_engines) / sizeof(usc_engines[0]);
 
-int engine_lookup(const char *name, const struct usc_engine_ops **out)
+const struct usc_engine_ops *engine_by_name(const char *name)
 {
-	if (!strcmp(name, "auto")) {	/* decided once the sites are known */
-		*out = NULL;
-		return 0;
-	}
-	for (size_t i = 0; i < sizeof(engines) / sizeof(engines[0]); i++) {
-		if (!strcmp(engines[i]->name, name)) {
-			*out = engines[i];
-			return 0;
-		}
-	}
-	log_error("unknown engine '%s' (available: auto, tracefs, bpf, inject)", name);
-	return -ENOENT;
+	for (size_t i = 0; i < usc_nengines; i++)
+		if (!strcmp(usc_engines[i]->name, name))
+			return usc_engines[i];
+	return NULL;
 }
 
-/* auto: for one process (-p, COMMAND), the inject engine wherever it can
- * patch every site: no trap per hit, no root. Otherwise, and system-wide,
- * the kernel's uprobe_events, the most proven path, unless a site needs
- * what its fetch arguments cannot compute (two registers added, a USDT
- * base+index operand): then the bpf engine, which interprets the fetch
- * program itself. */
-const struct usc_engine_ops *engine_choose(const struct usc_session *s)
+ssize_t engine_site_index(const struct usc_engine *e, const struct usc_site *site)
 {
-	char why[512];
+	for (size_t i = 0; i < e->nsites; i++)
+		if (e->sites[i] == site)
+			return (ssize_t)i;
+	return -1;
+}
 
-	if (s->target.kind != USC_TARGET_SYSTEM) {
-		if (inject_can_place(s, why, sizeof(why)) == 0)
-			return &inject_engine_ops;
-		log_info("not using the inject engine: %s", why);
-	}
-	for (size_t i = 0; i < s->nsites; i++)
-		for (unsigned a = 0; a < s->sites[i].nargs; a++)
-			for (unsigned k = 0; k < s->sites[i].args[a].ninsn; k++)
-				if (s->sites[i].args[a].insn[k].op == FOP_ADD_REG) {
-					log_info("%s: using the bpf engine: uprobe_events cannot "
-						 "add two registers", s->sites[i].label);
-					return &bpf_engine_ops;
-				}
-	return &tracefs_engine_ops;
+/* ---- filters over events ------------------------------------------------------ */
+
+static int ev_int(const struct usc_event *ev, unsigned i, uint64_t *u)
+{
+	if (i >= ev->nvals || ev->vals[i].kind != USC_V_INT ||
+	    ev->site->args[i].unavailable || ev->site->args[i].optimized_out)
+		return -1;
+	*u = ev->vals[i].u;
+	return 0;
+}
+
+static int ev_str(const struct usc_event *ev, unsigned i, const char **s, uint32_t *n)
+{
+	if (i >= ev->nvals || ev->vals[i].kind != USC_V_STR)
+		return -1;
+	*s = ev->vals[i].str;
+	*n = ev->vals[i].len;
+	return 0;
+}
+
+#define FILTER_INLINE static inline
+#define FILTER_STEP filter_step
+#define FILTER_INT(env, i, u) ev_int(env, i, u)
+#define FILTER_STR(env, i, s, n) ev_str(env, i, s, n)
+#define FILTER_GLOB(env, strs, off, pn, s, sn) filter_glob_full((strs) + (off), pn, s, sn)
+#include "probe/filter_eval.h"
+
+bool engine_filter_pass(const struct usc_event *ev)
+{
+	const struct usc_filter *f = &ev->site->filter;
+	uint32_t stack = 0;
+
+	if (!f->n)
+		return true;
+	for (uint32_t k = 0; k < f->n && k < USC_FILTER_MAX; k++)
+		filter_step(&f->insn[k], f->strs, &stack, (void *)ev);
+	return stack & 1;
 }

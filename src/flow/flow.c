@@ -8,6 +8,8 @@ struct frame {
 	const char *key;
 	size_t keylen;
 	uint64_t time_ns;
+	uint64_t child_ns;	/* time in the calls it made that returned */
+	void *data;
 };
 
 struct thread {
@@ -99,11 +101,19 @@ static struct thread *get_thread(struct flow_state *st, int32_t tid)
 int flow_feed(struct flow_state *st, int32_t tid, uint64_t time_ns, enum flow_kind kind,
 	      const char *key, size_t keylen, struct flow_result *out)
 {
+	return flow_feed_data(st, tid, time_ns, kind, key, keylen, NULL, out);
+}
+
+int flow_feed_data(struct flow_state *st, int32_t tid, uint64_t time_ns, enum flow_kind kind,
+		   const char *key, size_t keylen, void *data, struct flow_result *out)
+{
 	struct thread *th;
 
 	out->depth = 0;
 	out->duration_ns = -1;
 	out->dropped = 0;
+	out->self_ns = -1;
+	out->data = NULL;
 	if (kind != FLOW_ENTRY) {
 		/* a return or an event never needs a new thread */
 		th = lookup(st, tid);
@@ -120,7 +130,13 @@ int flow_feed(struct flow_state *st, int32_t tid, uint64_t time_ns, enum flow_ki
 				continue;
 			out->depth = i;
 			out->duration_ns = time_ns >= f->time_ns ? (int64_t)(time_ns - f->time_ns) : 0;
+			out->self_ns = f->child_ns <= (uint64_t)out->duration_ns ?
+				       out->duration_ns - (int64_t)f->child_ns : 0;
 			out->dropped = th->n - i - 1;
+			out->data = f->data;
+			/* the caller's own time excludes this call */
+			if (i)
+				th->frames[i - 1].child_ns += (uint64_t)out->duration_ns;
 			th->n = i;
 			return 0;
 		}
@@ -140,7 +156,8 @@ int flow_feed(struct flow_state *st, int32_t tid, uint64_t time_ns, enum flow_ki
 		th->cap = cap;
 	}
 	out->depth = th->n;
-	th->frames[th->n++] = (struct frame){.key = key, .keylen = keylen, .time_ns = time_ns};
+	th->frames[th->n++] = (struct frame){.key = key, .keylen = keylen, .time_ns = time_ns,
+					     .data = data};
 	return 0;
 }
 
@@ -151,7 +168,67 @@ size_t flow_depth(const struct flow_state *st, int32_t tid)
 	return th ? th->n : 0;
 }
 
+bool flow_frame(const struct flow_state *st, int32_t tid, size_t i, const char **key,
+		size_t *keylen, uint64_t *time_ns)
+{
+	const struct thread *th = lookup(st, tid);
+
+	if (!th || i >= th->cap || i > th->n)
+		return false;
+	*key = th->frames[i].key;
+	*keylen = th->frames[i].keylen;
+	if (time_ns)
+		*time_ns = th->frames[i].time_ns;
+	return true;
+}
+
 size_t flow_nthreads(const struct flow_state *st)
 {
 	return st->n;
+}
+
+static bool ends_with(const char *s, size_t n, const char *suffix, size_t *stem)
+{
+	size_t k = strlen(suffix);
+
+	if (n < k || memcmp(s + n - k, suffix, k))
+		return false;
+	*stem = n - k;
+	return true;
+}
+
+enum flow_kind flow_classify(const struct usc_site *site, const char **key, size_t *keylen,
+			     bool *unpaired)
+{
+	const struct usc_probe_spec *spec = site->spec;
+
+	*unpaired = false;
+	if (spec->loc_kind == USC_LOC_USDT) {
+		/* symbol is PROVIDER_NAME: the stem keeps the provider */
+		const char *s = site->symbol ? site->symbol : site->label;
+		size_t n = strlen(s), stem;
+
+		*key = s;
+		if (ends_with(s, n, "entry", &stem) || ends_with(s, n, "start", &stem)) {
+			*keylen = stem;
+			return FLOW_ENTRY;
+		}
+		if (ends_with(s, n, "return", &stem) || ends_with(s, n, "done", &stem) ||
+		    ends_with(s, n, "end", &stem)) {
+			*keylen = stem;
+			return FLOW_RETURN;
+		}
+		*keylen = n;
+		return FLOW_EVENT;
+	}
+	/* A function's entry or return pairs by the function's name. */
+	*key = site->symbol ? site->symbol : site->label;
+	*keylen = strlen(*key);
+	if (site->is_return)
+		return FLOW_RETURN;
+	if (spec->loc_kind == USC_LOC_SYMBOL && !spec->has_offset)
+		return FLOW_ENTRY;
+	/* p on an ADDRESS or SYMBOL+OFFSET: an entry without a pair. */
+	*unpaired = true;
+	return FLOW_EVENT;
 }

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "resolve/resolve.h"
+
 enum flow_kind {
 	FLOW_ENTRY,	/* push a frame */
 	FLOW_RETURN,	/* pop the most recent frame with the same key */
@@ -23,7 +25,11 @@ struct flow_result {
 	size_t depth;		/* entry: depth before the push; return: the popped
 				 * frame's depth (0 if unmatched); event: current depth */
 	int64_t duration_ns;	/* matched return: time since its entry; else -1 */
+	int64_t self_ns;	/* matched return: duration_ns less the time of the
+				 * calls it made that returned (uftrace's self
+				 * time); else -1 */
 	size_t dropped;		/* matched return: frames above it popped with it */
+	void *data;		/* matched return: what its entry was fed with */
 };
 
 struct flow_state;
@@ -38,8 +44,27 @@ void flow_free(struct flow_state *st);
 int flow_feed(struct flow_state *st, int32_t tid, uint64_t time_ns, enum flow_kind kind,
 	      const char *key, size_t keylen, struct flow_result *out);
 
+/* The same, the frame an entry opens holding data (flow_result.data at its
+ * return). */
+int flow_feed_data(struct flow_state *st, int32_t tid, uint64_t time_ns, enum flow_kind kind,
+		   const char *key, size_t keylen, void *data, struct flow_result *out);
+
+/* What a site's events are to a flow, and their pairing key (bytes owned by
+ * the site): a function's entry or return pairs by the function's name; a
+ * USDT probe by its name's stem (NAME*entry or *start with *return, *done
+ * or *end); a probe at an address or SYMBOL+OFFSET is an event, with
+ * unpaired set. */
+enum flow_kind flow_classify(const struct usc_site *site, const char **key, size_t *keylen,
+			     bool *unpaired);
+
 /* Open frames of tid (0 for a thread never seen), and threads seen. */
 size_t flow_depth(const struct flow_state *st, int32_t tid);
 size_t flow_nthreads(const struct flow_state *st);
+
+/* Frame i of tid's stack: the open frames 0..depth-1, and right after a
+ * matched return, the popped frame at its depth (i == depth) too: the call
+ * path of a return is frames 0..depth. False past them. */
+bool flow_frame(const struct flow_state *st, int32_t tid, size_t i, const char **key,
+		size_t *keylen, uint64_t *time_ns);
 
 #endif

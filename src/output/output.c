@@ -1,5 +1,7 @@
 #include "output/output.h"
 
+#include "resolve/cache.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -227,6 +229,8 @@ static int put_value(struct usc_output *o, const struct usc_event *ev,
 		return o->json ? output_json_string(o, "[...]", 5) : put(o, "[...]");
 	if (v->kind == USC_V_FAULT)
 		return put(o, o->json ? "null" : "(fault)");
+	if (v->kind == USC_V_NULL)
+		return put(o, o->json ? "null" : "(null)");
 	if (v->kind == USC_V_INT && a->show == USC_SHOW_BOOL)
 		return put(o, "%s", (a->type == USC_T_BITFIELD ? v->u : truncate_to(v->u, size)) ?
 				    "true" : "false");
@@ -237,10 +241,10 @@ static int put_value(struct usc_output *o, const struct usc_event *ev,
 	if (v->kind == USC_V_STR)
 		return o->json ? output_json_string(o, v->str, v->len) :
 				 output_c_string(o, v->str, v->len);
-	if (a->type == USC_T_SYMBOL) {
+	if (a->type == USC_T_SYMBOL && o->cache) {
 		char sym[512];
 
-		resolve_symbolize(ev->pid, v->u, sym, sizeof(sym));
+		cache_symbolize(o->cache, ev->pid, v->u, sym, sizeof(sym));
 		return o->json ? output_json_string(o, sym, strlen(sym)) : put(o, "%s", sym);
 	}
 	if (fetch_type_is_hex(a->type)) {
@@ -260,7 +264,9 @@ int output_event_args(struct usc_output *o, const struct usc_event *ev)
 	const struct usc_fetcharg *args = ev->site->args;
 	int ret = o->json ? putc_(o, '{') : 0;
 
-	for (unsigned i = 0; i < ev->nvals && !ret; i++) {
+	unsigned n = probe_shown_args(args, ev->nvals);	/* not a filter's operands */
+
+	for (unsigned i = 0; i < n && !ret; i++) {
 		const struct usc_fetcharg *a = &args[i];
 		const char *name = a->name;
 
@@ -282,7 +288,7 @@ int output_event_args(struct usc_output *o, const struct usc_event *ev)
 		}
 		ret = ret ? ret : put_value(o, ev, a, &ev->vals[i]);
 		if (!ret && a->group_len &&
-		    (i + 1 == ev->nvals || !args[i + 1].group_len || args[i + 1].group_first))
+		    (i + 1 == n || !args[i + 1].group_len || args[i + 1].group_first))
 			ret = putc_(o, '}');
 	}
 	return ret || !o->json ? ret : putc_(o, '}');
@@ -315,6 +321,17 @@ int output_event(struct usc_output *o, const struct usc_event *ev)
 		ret = put(o, "(0x%" PRIx64 ")", ev->ip);
 	ret = ret ? ret : output_event_args(o, ev);
 	return ret ? ret : putc_(o, '\n');
+}
+
+int output_raw(struct usc_output *o, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (reserve(o, n))
+		return -ENOMEM;
+	memcpy(o->buf + o->len, s, n + 1);
+	o->len += n;
+	return 0;
 }
 
 void output_reset(struct usc_output *o)

@@ -9,10 +9,13 @@
 
 #include "engine/engine.h"
 
+struct cache;
+
 struct usc_output {
 	bool json;
 	char *buf;
 	size_t len, cap;
+	struct cache *cache;	/* symbolizes :symbol values; NULL: shown in hex */
 };
 
 /* Append one event (with its trailing newline) to o->buf. 0 or -ENOMEM. */
@@ -21,6 +24,8 @@ int output_event(struct usc_output *o, const struct usc_event *ev);
  * " name=value ..." (nothing when there are none), or in JSON mode the object
  * {"name":value,...}. No newline. 0 or -ENOMEM. */
 int output_event_args(struct usc_output *o, const struct usc_event *ev);
+/* Append s as it is. 0 or -ENOMEM. */
+int output_raw(struct usc_output *o, const char *s);
 void output_reset(struct usc_output *o);
 void output_free(struct usc_output *o);
 

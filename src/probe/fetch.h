@@ -21,6 +21,7 @@
 /* the bpf engine's kernel program includes this for the enums: no libc */
 #include <linux/types.h>
 typedef __u8 uint8_t;
+typedef __u16 uint16_t;
 typedef __u32 uint32_t;
 typedef __s64 int64_t;
 typedef __u64 uint64_t;
@@ -50,6 +51,9 @@ enum fetch_op {
 			 * imm = pos | len << 32 in the probe text. A placeholder:
 			 * binding lowers it from the debug info at the site */
 	FOP_PARAMS,	/* $params: every parameter; binding expands it */
+	FOP_PID,	/* the process id (thread group) of the hit */
+	FOP_TID,	/* the thread id */
+	FOP_CPU,	/* the CPU it ran on */
 	/* index stage (after the load) */
 	FOP_ADD_REG,	/* val += reg * size (a USDT SIB operand's index) */
 	/* dereference stage */
@@ -82,6 +86,52 @@ struct fetch_insn {
 _Static_assert(sizeof(struct fetch_insn) == 16, "fetch_insn must stay 16 bytes");
 
 #define USC_FETCH_MAX 16
+
+/* A filter (`if COND` after the fetch arguments): a short program in
+ * reverse Polish notation over the probe's fetched values, fixed-size and
+ * pointer-free like the fetch program, so that every engine can evaluate
+ * it where the probe runs (filter_eval.h), or the kernel's event filter
+ * can take its text. */
+enum filter_op {
+	FIL_END = 0,
+	FIL_CMP,	/* push: value of arg `arg` cmp imm (a number) */
+	FIL_STR,	/* push: string arg `arg` cmp the literal strs[imm & 0xffff]
+			 * of imm >> 32 bytes (CMP_EQ, CMP_NE, CMP_GLOB, CMP_NGLOB) */
+	FIL_NZ,		/* push: value of arg `arg` is not 0 */
+	FIL_AND,	/* pop two, push their and */
+	FIL_OR,
+	FIL_NOT,	/* pop one, push its negation */
+};
+
+enum filter_cmp {
+	CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE,
+	CMP_BITS,	/* value & imm is not 0 */
+	CMP_GLOB,	/* a string matches a glob (*, ?, [...]) */
+	CMP_NGLOB,
+};
+
+struct filter_insn {
+	uint8_t op;		/* enum filter_op */
+	uint8_t cmp;		/* enum filter_cmp */
+	uint8_t arg;		/* the argument's index, once bound to a site */
+	uint8_t sign;		/* the argument is signed: compare as int64 of its size */
+	uint8_t size;		/* its size in bytes (1..8), to sign-extend */
+	uint8_t pad;
+	uint16_t name;		/* before binding: the argument's name in strs */
+	int64_t imm;
+};
+_Static_assert(sizeof(struct filter_insn) == 16, "filter_insn must stay 16 bytes");
+
+#define USC_FILTER_MAX 24	/* instructions */
+#define USC_FILTER_STRS 256	/* bytes of names and literals, NUL-terminated each:
+				 * a power of two (the bpf program masks offsets) */
+
+struct usc_filter {
+	uint32_t n;		/* 0: none */
+	uint32_t pos, len;	/* the condition in the probe text */
+	struct filter_insn insn[USC_FILTER_MAX];
+	char strs[USC_FILTER_STRS];
+};
 
 /* The value types of the probe language. */
 enum usc_type {

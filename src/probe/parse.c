@@ -233,6 +233,15 @@ static int parse_expr(const char *text, size_t *p, size_t end, bool is_return,
 			ex->load.imm = (int64_t)num;
 		} else if (n == 4 && !strncmp(v, "comm", 4)) {
 			ex->load.op = FOP_COMM;
+		} else if (n == 3 && !strncmp(v, "pid", 3)) {
+			ex->load.op = FOP_PID;
+			ex->reg_width = 4;
+		} else if (n == 3 && !strncmp(v, "tid", 3)) {
+			ex->load.op = FOP_TID;
+			ex->reg_width = 4;
+		} else if (n == 3 && !strncmp(v, "cpu", 3)) {
+			ex->load.op = FOP_CPU;
+			ex->reg_width = 4;
 		} else if (n == 6 && !strncmp(v, "params", 6)) {
 			if (depth)
 				return fail(err, USC_PERR_PARAMS_ALONE, i);
@@ -352,6 +361,9 @@ static int parse_fetcharg(const char *text, size_t start, size_t end, bool is_re
 		arg->type = USC_T_STRING;
 	} else if (ex.load.op == FOP_REG && ex.noffs == 0) {
 		arg->type = type_for_width(ex.reg_width);
+	} else if ((ex.load.op == FOP_PID || ex.load.op == FOP_TID || ex.load.op == FOP_CPU) &&
+		   ex.noffs == 0) {
+		arg->type = USC_T_U32;
 	} else {
 		arg->type = USC_T_X64;
 	}
@@ -446,9 +458,10 @@ static const char *lone_colon(const char *s, const char *end)
 	return NULL;
 }
 
+/* '/' for Go's package paths ("go/parser.ParseFile") */
 static bool sym_char_ok(int c)
 {
-	return is_ident(c) || strchr(".$@*?[]!^:~<>,&()- ", c) != NULL;
+	return is_ident(c) || strchr(".$@*?[]!^:~<>,&()-/ ", c) != NULL;
 }
 
 /* The length of a C++ operator's name at p ("operator<<", "operator()",
@@ -784,6 +797,9 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 		struct usc_fetcharg *a;
 
 		more = false;
+		if (t.end - t.start == 2 && !memcmp(text + t.start, "if", 2))
+			/* the rest is the condition */
+			return probe_parse_filter(text, t.end, len, spec, &spec->filter, err);
 		if (spec->nargs >= USC_MAX_ARGS)
 			return fail(err, USC_PERR_TOO_MANY_ARGS, t.start);
 		a = &spec->args[spec->nargs];

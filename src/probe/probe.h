@@ -52,7 +52,16 @@
 	X(BAD_SPACE, "expected a space between fetch arguments")                \
 	X(BAD_VAR_EXPR, "expected a variable, then ->field, .field or [N]")   \
 	X(PARAMS_ALONE, "$params stands alone: no name, type or dereference") \
-	X(BAD_LINE, "expected a line number (FILE:LINE or FUNCTION:+N)")
+	X(BAD_LINE, "expected a line number (FILE:LINE or FUNCTION:+N)")      \
+	X(FILTER_EMPTY, "expected a condition after 'if'")                     \
+	X(FILTER_OPERAND, "expected a fetch argument's name, a number or a quoted string") \
+	X(FILTER_NAME, "no fetch argument of this name in the probe")          \
+	X(FILTER_OP, "expected an operator: == != < <= > >= &")                \
+	X(FILTER_STRING, "a string compares with == or != (a glob: \"/api/*\")") \
+	X(FILTER_QUOTE, "unterminated string")                                 \
+	X(FILTER_PAREN, "expected ')'")                                        \
+	X(FILTER_JOIN, "expected && or || between conditions")                 \
+	X(FILTER_TOO_LONG, "the condition is too long")
 
 enum usc_parse_err {
 #define X(id, msg) USC_PERR_##id,
@@ -110,6 +119,9 @@ struct usc_fetcharg {
 	 * group_len is the length of GROUP. 0: not a member. */
 	uint8_t group_len;
 	bool group_first;
+	bool hidden;			/* a filter's operand only ($pid in `if $pid
+					 * == 42`): fetched, neither shown nor a key;
+					 * after every argument the probe shows */
 	uint8_t ninsn;			/* including the FOP_END */
 	struct fetch_insn insn[USC_FETCH_MAX];
 };
@@ -141,6 +153,7 @@ struct usc_probe_spec {
 	bool line_rel;			/* ... relative to the function's first line */
 	unsigned nargs;
 	struct usc_fetcharg args[USC_MAX_ARGS];
+	struct usc_filter filter;	/* if COND; filter.n == 0: none */
 };
 
 /* Parse one probe. Returns 0, or -EINVAL with *err filled. */
@@ -152,6 +165,31 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 int probe_parse_fetcharg(const char *text, size_t start, size_t end,
 			 bool is_return, struct usc_fetcharg *arg,
 			 struct usc_parse_error *err);
+
+/* Parse the condition text[start..end) of `if COND` into f, its names
+ * checked against the spec's arguments (unless $params may bring more); an
+ * operand that is no argument's name but an expression ($pid, $arg2:s32)
+ * becomes a hidden argument of the spec. 0 or -EINVAL with *err. */
+int probe_parse_filter(const char *text, size_t start, size_t end,
+		       struct usc_probe_spec *spec, struct usc_filter *f,
+		       struct usc_parse_error *err);
+
+/* The arguments a probe shows (and keys on): those before its hidden
+ * filter operands. */
+unsigned probe_shown_args(const struct usc_fetcharg *args, unsigned n);
+
+/* Bind a filter to a site's arguments: each name becomes the index of the
+ * argument of that name, with its sign and size; a string literal needs a
+ * string argument, a number a number. 0, or -ENOENT / -EINVAL with the
+ * offending name in *bad (points into in). */
+int probe_bind_filter(const struct usc_filter *in, const struct usc_fetcharg *args,
+		      unsigned nargs, struct usc_filter *out, const char **bad);
+
+/* The filter as the kernel's event filter text (ftrace syntax: field names
+ * are the arguments' names, globs with ~). -ENOTSUP for what it cannot say
+ * (an argument the kernel does not fetch: $pid). */
+int filter_render_ftrace(const struct usc_filter *f, const struct usc_fetcharg *args,
+			 char *buf, size_t len);
 
 /* Parse a number: decimal, 0x hex or 0 octal. Returns chars consumed, 0 on
  * error. */
@@ -171,6 +209,8 @@ struct fetch_syntax {
 	bool has_vaddr;			/* FOP_VADDR as @+(imm + foff_delta) */
 	bool has_arg;			/* FOP_ARG as $argN (unbound programs) */
 	bool symbol_as_x64;		/* no user-space :symbol: fetch an x64 */
+	bool retval_as_ax;		/* $retval as %ax: an entry-style probe on a
+					 * function's return instruction */
 	int64_t foff_delta;
 };
 extern const struct fetch_syntax fetch_syntax_probe;	/* the probe language */

@@ -58,10 +58,24 @@ int fetch_render(const struct usc_fetcharg *arg, const struct fetch_syntax *syn,
 			snprintf(expr, sizeof(expr), "$stack");
 			break;
 		case FOP_RETVAL:
-			snprintf(expr, sizeof(expr), "$retval");
+			if (syn->retval_as_ax)
+				snprintf(expr, sizeof(expr), "%%%s", syn->reg_name(USC_REG_AX));
+			else
+				snprintf(expr, sizeof(expr), "$retval");
 			break;
 		case FOP_COMM:
 			snprintf(expr, sizeof(expr), "$comm");
+			break;
+		case FOP_PID:
+		case FOP_TID:
+		case FOP_CPU:
+			/* the kernel's events carry them in their header (the tracefs
+			 * engine fills them in): a placeholder for the field */
+			if (syn->imm_prefix[0])
+				snprintf(expr, sizeof(expr), "%s0", syn->imm_prefix);
+			else
+				snprintf(expr, sizeof(expr), "$%s", f->op == FOP_PID ? "pid" :
+					 f->op == FOP_TID ? "tid" : "cpu");
 			break;
 		case FOP_IMM:
 			snprintf(expr, sizeof(expr), "%s%lld", syn->imm_prefix, off);

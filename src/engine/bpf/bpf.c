@@ -3,11 +3,16 @@
  * One BPF program (uscope.bpf.c), attached to every site with the site's
  * index as the attach cookie, interprets the site's fetch programs, so it
  * computes what uprobe_events cannot (a USDT base+index operand) and turns a
- * bad pointer into a fault marker. Probes attach to the target process
- * only (a uprobe perf event with a pid filters on the process's memory map,
- * so all its threads), or to every process without one. The kernel counts
- * each site's hits and lost records itself, per CPU. */
+ * bad pointer into a fault marker. The sleepable build is loaded where the
+ * kernel has sleepable uprobes: it reads memory nobody has touched yet; the
+ * other only where it has not (said with -v). Probes attach to the target
+ * process only (a uprobe perf event with a pid filters on the process's
+ * memory map, so all its threads), or for COMMAND to every process and
+ * filter on COMMAND's tree (followed through forks by a tracepoint
+ * program), or to every process system-wide. The kernel counts each site's
+ * hits and lost records itself, per CPU. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,91 +22,136 @@
 #include <bpf/libbpf.h>
 
 #include "core/log.h"
-#include "engine/bpf/bpf_shared.h"
-#include "engine/engine.h"
+#include "engine/bpf/bpf_int.h"
+#include "engine/raw.h"
+#include "record/record.h"
+#include "session/session.h"
 #include "uscope.skel.h"
-
-struct ub {
-	struct usc_engine base;
-	struct uscope_bpf *skel;
-	struct ring_buffer *rb;
-	struct bpf_link **links;
-	size_t nsites;
-	struct usc_site_stats *stats;
-	int *ret_idx;		/* per site: the hidden return-address arg, or -1 */
-	/* delivery */
-	usc_event_fn fn;
-	void *ctx;
-	int delivered, stop_asked;
-	struct usc_value vals[UB_MAX_ARGS];
-};
-
-static struct ub *ub_of(struct usc_engine *e)
-{
-	return container_of(e, struct ub, base);
-}
 
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	char buf[1024];
+	char *buf = NULL, *line, *end;
+	int n, lines = 0, skip;
 
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	buf[strcspn(buf, "\n")] = 0;
-	if (level != LIBBPF_DEBUG)
-		log_debug("%s", buf);	/* the verifier's log, with -v */
+	if (level == LIBBPF_DEBUG)
+		return 0;
+	n = vasprintf(&buf, fmt, ap);
+	if (n < 0)
+		return 0;
+	/* the verifier's log, with -v: its last lines say why */
+	for (line = buf; *line; line++)
+		lines += *line == '\n';
+	skip = lines > 60 ? lines - 60 : 0;
+	for (line = buf; *line; line = *end ? end + 1 : end) {
+		end = line + strcspn(line, "\n");
+		if (skip-- > 0)
+			continue;
+		if (end > line)
+			log_debug("%.*s", (int)(end - line), line);
+	}
+	free(buf);
 	return 0;
 }
 
-static int ub_open(struct usc_session *s, struct usc_engine **out)
+/* CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) in the effective set. */
+static bool may_bpf(void)
+{
+	unsigned long long eff = 0;
+	char line[256];
+	FILE *f;
+
+	if (geteuid() == 0)
+		return true;
+	f = fopen("/proc/self/status", "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "CapEff: %llx", &eff) == 1)
+			break;
+	fclose(f);
+	return (eff & (1ULL << 21)) || ((eff & (1ULL << 39)) && (eff & (1ULL << 38)));
+}
+
+static int ub_create(struct usc_session *s, struct usc_engine **out, char *why, size_t len)
 {
 	struct ub *u;
-	int err;
 
-	if (s->nsites > UB_MAX_SITES) {
-		log_error("the bpf engine takes at most %d sites (%zu asked)", UB_MAX_SITES,
-			  s->nsites);
-		return -E2BIG;
+	if (!may_bpf()) {
+		snprintf(why, len, "the bpf engine needs root (or CAP_BPF and CAP_PERFMON)");
+		return -EPERM;
 	}
-	libbpf_set_print(libbpf_log);
 	u = calloc(1, sizeof(*u));
 	if (!u)
 		return -ENOMEM;
 	u->base.ops = &bpf_engine_ops;
 	u->base.session = s;
-	u->nsites = s->nsites;
-	u->stats = calloc(s->nsites + 1, sizeof(*u->stats));
-	u->links = calloc(s->nsites + 1, sizeof(*u->links));
-	u->ret_idx = calloc(s->nsites + 1, sizeof(*u->ret_idx));
-	if (!u->stats || !u->links || !u->ret_idx) {
-		err = -ENOMEM;
-		goto fail;
-	}
-	u->skel = uscope_bpf__open();
-	if (u->skel) {
-		u->skel->rodata->count_only = s->count_only;
-		if (uscope_bpf__load(u->skel)) {
-			err = -errno;
-			uscope_bpf__destroy(u->skel);
-			u->skel = NULL;
-			errno = -err;
-		}
-	}
-	if (!u->skel) {
-		err = -errno;
-		if (err == -EPERM)
-			log_error("the bpf engine needs root (or CAP_BPF and CAP_PERFMON)");
-		else
-			log_error("cannot load the bpf engine's program: %s (kernel BPF with BTF "
-				  "and uprobe cookies, 5.15 or later, is needed)", strerror(-err));
-		goto fail;
-	}
+	u->follow = s->target.kind == USC_TARGET_COMMAND;
 	*out = &u->base;
 	return 0;
-fail:
-	free(u->stats);
-	free(u->links);
-	free(u->ret_idx);
-	free(u);
+}
+
+static int ub_can_place(struct usc_engine *e, const struct usc_site *site, char *why,
+			size_t len)
+{
+	struct ub *u = ub_of(e);
+
+	if (site->is_return && !site->ret_site) {
+		snprintf(why, len, "the bpf engine probes returns on their return sites only "
+			 "(--uretprobe needs -e tracefs)");
+		return -ENOTSUP;
+	}
+	if (site->nargs + (site->ret_site ? 1 : 0) > UB_MAX_ARGS) {
+		snprintf(why, len, "the bpf engine takes at most %d fetch arguments", UB_MAX_ARGS - 1);
+		return -ENOTSUP;
+	}
+	if (u->taken >= UB_MAX_SITES) {
+		snprintf(why, len, "the bpf engine takes at most %d sites", UB_MAX_SITES);
+		return -ENOTSUP;
+	}
+	u->taken++;
+	return 0;
+}
+
+/* Load the program: the sleepable build where the kernel has it. */
+static int ub_load(struct ub *u)
+{
+	const struct usc_session *s = u->base.session;
+	int err = 0;
+
+	libbpf_set_print(libbpf_log);
+	/* USCOPE_BPF_SLEEPABLE=0 takes the other program where the kernel has
+	 * both: to compare them (the tests do) */
+	const char *env = getenv("USCOPE_BPF_SLEEPABLE");
+
+	for (int sleepable = env && !strcmp(env, "0") ? 0 : 1; sleepable >= 0; sleepable--) {
+		u->skel = uscope_bpf__open();
+		if (!u->skel)
+			return -errno;
+		u->skel->rodata->count_only = s->count_only;
+		u->skel->rodata->follow = u->follow;
+		bpf_program__set_autoload(u->skel->progs.usc_probe_s, sleepable);
+		bpf_program__set_autoload(u->skel->progs.usc_probe, !sleepable);
+		bpf_program__set_autoload(u->skel->progs.usc_fork, u->follow);
+		err = ub_agg_prepare(u);
+		if (err) {
+			uscope_bpf__destroy(u->skel);
+			u->skel = NULL;
+			return err;
+		}
+		if (uscope_bpf__load(u->skel) == 0) {
+			u->sleepable = sleepable;
+			if (!sleepable)
+				log_info("the bpf engine cannot read memory that is not paged in yet "
+					 "(no sleepable uprobes in this kernel: %s): such values show "
+					 "as (fault)", strerror(-err));
+			else
+				log_debug("bpf: the sleepable program is loaded");
+			return 0;
+		}
+		err = -errno;
+		uscope_bpf__destroy(u->skel);
+		u->skel = NULL;
+	}
 	return err ? err : -EINVAL;
 }
 
@@ -109,29 +159,21 @@ fail:
  * argument, the word at the stack pointer: the return address. */
 static int ub_fill_site(struct ub *u, size_t i, struct ub_site *us)
 {
-	const struct usc_site *site = &u->base.session->sites[i];
+	const struct usc_site *site = u->base.sites[i];
 	unsigned n = site->nargs;
 
 	memset(us, 0, sizeof(*us));
 	us->vaddr = site->vaddr;
 	us->offset = site->offset;
-	if (n + (site->ret_site ? 1 : 0) > UB_MAX_ARGS) {
-		log_error("%s: the bpf engine takes at most %d fetch arguments", site->spec->text,
-			  UB_MAX_ARGS - 1);
-		return -E2BIG;
-	}
+	us->kind = site->cont ? UB_CONT : site->tail_call && site->follow_tail ? UB_TAIL : UB_PLAIN;
 	for (unsigned a = 0; a < n; a++) {
 		const struct usc_fetcharg *fa = &site->args[a];
 
-		for (unsigned k = 0; k < fa->ninsn && k < UB_MAX_INSN; k++) {
-			if (fa->insn[k].op == FOP_ARG) {
-				log_error("%s: internal error: an unbound $arg", site->spec->text);
-				return -EINVAL;
-			}
+		for (unsigned k = 0; k < fa->ninsn && k < UB_MAX_INSN; k++)
 			memcpy(&us->args[a].insn[k], &fa->insn[k], sizeof(us->args[a].insn[k]));
-		}
 		us->args[a].ninsn = fa->ninsn;
 	}
+	ub_agg_site(u, site, us);
 	u->ret_idx[i] = -1;
 	if (site->ret_site) {
 		struct ub_arg *ra = &us->args[n];
@@ -149,48 +191,67 @@ static int ub_fill_site(struct ub *u, size_t i, struct ub_site *us)
 static int ub_attach(struct usc_engine *e)
 {
 	struct ub *u = ub_of(e);
-	struct usc_session *s = e->session;
-	int fd = bpf_map__fd(u->skel->maps.sites);
+	int fd, err;
 
-	for (size_t i = 0; i < s->nsites; i++) {
+	u->stats = calloc(e->nsites + 1, sizeof(*u->stats));
+	u->links = calloc(e->nsites + 1, sizeof(*u->links));
+	u->ret_idx = calloc(e->nsites + 1, sizeof(*u->ret_idx));
+	if (!u->stats || !u->links || !u->ret_idx)
+		return -ENOMEM;
+	err = ub_load(u);
+	if (err) {
+		if (err == -EPERM)
+			log_error("the bpf engine needs root (or CAP_BPF and CAP_PERFMON)");
+		else
+			log_error("cannot load the bpf engine's program: %s (kernel BPF with BTF, "
+				  "bpf_loop, uprobe cookies and task storage, 5.17 or later, is "
+				  "needed)", strerror(-err));
+		return err;
+	}
+	fd = bpf_map__fd(u->skel->maps.sites);
+	for (size_t i = 0; i < e->nsites; i++) {
 		struct ub_site us;
 		__u32 key = (__u32)i;
-		int ret;
 
-		if (s->sites[i].is_return && !s->sites[i].ret_site) {
-			log_error("%s: the bpf engine probes returns on their return sites only; "
-				  "--uretprobe needs -e tracefs", s->sites[i].spec->text);
-			return -ENOTSUP;
-		}
-		ret = ub_fill_site(u, i, &us);
-		if (ret)
-			return ret;
+		ub_fill_site(u, i, &us);
 		if (bpf_map_update_elem(fd, &key, &us, BPF_ANY)) {
-			ret = -errno;
-			log_error("cannot store the programs of %s: %s", s->sites[i].event,
+			err = -errno;
+			log_error("cannot store the programs of %s: %s", e->sites[i]->event,
 				  strerror(errno));
-			return ret;
+			return err;
 		}
 	}
 	return 0;
 }
 
-static int ub_start(struct usc_engine *e, pid_t pid, int follow_children)
+static int ub_start(struct usc_engine *e, pid_t pid, bool follow_children)
 {
 	struct ub *u = ub_of(e);
-	struct usc_session *s = e->session;
+	struct bpf_program *prog = u->sleepable ? u->skel->progs.usc_probe_s :
+						  u->skel->progs.usc_probe;
 
-	if (pid > 0 && follow_children)
-		log_info("the bpf engine traces COMMAND's own process, not the processes it "
-			 "starts");
-	for (size_t i = 0; i < s->nsites; i++) {
-		const struct usc_site *site = &s->sites[i];
+	(void)follow_children;
+	if (u->follow) {
+		__u32 key = (__u32)pid;
+		__u8 one = 1;
+
+		if (bpf_map_update_elem(bpf_map__fd(u->skel->maps.tgids), &key, &one, BPF_ANY))
+			return -errno;
+		u->fork_link = bpf_program__attach(u->skel->progs.usc_fork);
+		if (!u->fork_link) {
+			int err = -errno;
+
+			log_error("cannot follow the processes of %d: %s", (int)pid, strerror(-err));
+			return err;
+		}
+	}
+	for (size_t i = 0; i < e->nsites; i++) {
+		const struct usc_site *site = e->sites[i];
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = i,
 			    .ref_ctr_offset = (size_t)site->ref_ctr_offset);
 
-		u->links[i] = bpf_program__attach_uprobe_opts(u->skel->progs.usc_probe,
-							      pid > 0 ? pid : -1, site->path,
-							      site->offset, &opts);
+		u->links[i] = bpf_program__attach_uprobe_opts(prog, pid > 0 && !u->follow ? pid : -1,
+							      site->path, site->offset, &opts);
 		if (!u->links[i]) {
 			int err = -errno;
 
@@ -202,54 +263,95 @@ static int ub_start(struct usc_engine *e, pid_t pid, int follow_children)
 	return 0;
 }
 
-static int ub_record(void *ctx, void *data, size_t size)
+int bpf_raw_peek(const void *rec, size_t len, uint32_t *site, uint64_t *time_ns)
 {
-	struct ub *u = ctx;
-	struct usc_session *s = u->base.session;
-	const struct ub_rec *r = data;
-	const struct usc_site *site;
-	struct usc_event ev;
-	char comm[17];
+	const struct ub_rec *r = rec;
 
-	if (size < sizeof(*r) || r->site >= s->nsites || u->stop_asked)
-		return 0;
-	site = &s->sites[r->site];
-	memset(&ev, 0, sizeof(ev));
+	if (len < sizeof(*r) || r->nargs > UB_MAX_ARGS)
+		return -EINVAL;
+	*site = r->site;
+	*time_ns = r->ts;
+	return 0;
+}
+
+int bpf_raw_event(const void *data, size_t size, const struct usc_site *const *sites,
+		  size_t nsites, char *comm, struct usc_value *vals, struct usc_event *ev)
+{
+	const struct ub_rec *r = data;
+	const struct usc_site *site, *via;
+
+	if (size < sizeof(*r) || r->site >= nsites || r->via >= nsites)
+		return -EINVAL;
+	site = sites[r->site];
+	via = sites[r->via];
+	memset(ev, 0, sizeof(*ev));
 	memcpy(comm, r->comm, 16);
 	comm[16] = 0;
-	ev.time_ns = r->ts;
-	ev.pid = (int32_t)r->pid;
-	ev.tid = (int32_t)r->tid;
-	ev.cpu = (int32_t)r->cpu;
-	ev.comm = comm;
-	ev.site = site;
-	ev.ip = r->ip;
+	ev->time_ns = r->ts;
+	ev->pid = (int32_t)r->pid;
+	ev->tid = (int32_t)r->tid;
+	ev->cpu = (int32_t)r->cpu;
+	ev->comm = comm;
+	ev->site = site;
+	ev->ip = r->ip;
 	for (unsigned a = 0; a < site->nargs && a < UB_MAX_ARGS; a++) {
 		const struct ub_val *v = &r->vals[a];
-		struct usc_value *o = &u->vals[a];
+		struct usc_value *o = &vals[a];
 
 		memset(o, 0, sizeof(*o));
-		if (v->kind == UB_STR && (size_t)v->str_off + v->str_len < size) {
+		if (a >= r->nargs) {
+			o->kind = USC_V_FAULT;
+		} else if (v->kind == UB_STR && (size_t)v->str_off + v->str_len < size) {
 			o->kind = USC_V_STR;
 			o->str = (const char *)data + v->str_off;
 			o->len = v->str_len;
 		} else if (v->kind == UB_INT) {
 			o->kind = USC_V_INT;
 			o->u = v->val;
+		} else if (v->kind == UB_NULL) {
+			o->kind = USC_V_NULL;
 		} else {
 			o->kind = USC_V_FAULT;
 		}
 	}
-	if (u->ret_idx[r->site] >= 0) {
-		/* a return site: report where it returns to, and the function */
-		const struct ub_val *rv = &r->vals[u->ret_idx[r->site]];
+	if (site->ret_site && site->nargs < UB_MAX_ARGS) {
+		/* a return site: report where it returns to, and the function (a
+		 * tail call delivered at its callee's ret: the module is the
+		 * same, its load bias is that ret's); the return address is the
+		 * hidden last argument */
+		const struct ub_val *rv = &r->vals[site->nargs];
 
-		ev.func = r->ip - (site->vaddr - site->func_vaddr);
-		ev.ip = rv->kind == UB_INT ? rv->val : 0;
+		ev->func = r->ip - via->vaddr + site->func_vaddr;
+		ev->ip = site->nargs < r->nargs && rv->kind == UB_INT ? rv->val : 0;
 	}
-	ev.nvals = site->nargs;
-	ev.vals = u->vals;
-	u->stats[r->site].events++;
+	ev->nvals = site->nargs < UB_MAX_ARGS ? site->nargs : UB_MAX_ARGS;
+	ev->vals = vals;
+	return 0;
+}
+
+static int ub_record(void *ctx, void *data, size_t size)
+{
+	struct ub *u = ctx;
+	struct usc_event ev;
+	char comm[17];
+	uint32_t site;
+	uint64_t ts;
+
+	if (u->stop_asked || bpf_raw_peek(data, size, &site, &ts))
+		return 0;
+	if (u->rec) {
+		/* recording: the record as it is */
+		if (site < u->base.nsites && rec_write_bpf(u->rec, data, size) == 0) {
+			u->stats[site].events++;
+			u->delivered++;
+		} else {
+			u->stop_asked = 1;
+		}
+		return 0;
+	}
+	if (bpf_raw_event(data, size, u->base.sites, u->base.nsites, comm, u->vals, &ev))
+		return 0;
+	u->stats[site].events++;
 	u->delivered++;
 	if (u->fn(&ev, u->ctx))
 		u->stop_asked = 1;
@@ -261,6 +363,8 @@ static int ub_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *
 	struct ub *u = ub_of(e);
 	int n;
 
+	if (!u->skel)
+		return 0;
 	if (!u->rb) {
 		u->rb = ring_buffer__new(bpf_map__fd(u->skel->maps.events), ub_record, u, NULL);
 		if (!u->rb)
@@ -269,52 +373,100 @@ static int ub_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *
 	u->fn = fn;
 	u->ctx = ctx;
 	u->delivered = 0;
+	u->stop_asked = 0;
 	n = ring_buffer__poll(u->rb, timeout_ms);
 	if (n < 0 && n != -EINTR)
 		return n;
 	return u->delivered;
 }
 
+struct unlink_job {
+	struct bpf_link **links;
+	size_t n, from, step;
+};
+
+static void *unlink_some(void *arg)
+{
+	struct unlink_job *j = arg;
+
+	for (size_t i = j->from; i < j->n; i += j->step) {
+		bpf_link__destroy(j->links[i]);
+		j->links[i] = NULL;
+	}
+	return NULL;
+}
+
 static void ub_stop(struct usc_engine *e)
 {
 	struct ub *u = ub_of(e);
+	enum { THREADS = 16 };
+	struct unlink_job jobs[THREADS];
+	pthread_t tid[THREADS];
+	bool started[THREADS] = {false};
+	size_t nt = e->nsites < THREADS ? e->nsites : THREADS;
 
-	/* no new hits; what is in the ring buffer can still be read */
-	for (size_t i = 0; i < u->nsites; i++) {
-		bpf_link__destroy(u->links[i]);
-		u->links[i] = NULL;
+	/* no new hits; what is in the ring buffer can still be read. The
+	 * kernel waits a grace period to unregister each uprobe (tens of ms
+	 * here): from several threads, the waits overlap */
+	if (u->links) {
+		for (size_t t = 0; t < nt; t++) {
+			jobs[t] = (struct unlink_job){u->links, e->nsites, t, nt};
+			started[t] = nt > 1 && pthread_create(&tid[t], NULL, unlink_some, &jobs[t]) == 0;
+			if (!started[t])
+				unlink_some(&jobs[t]);
+		}
+		for (size_t t = 0; t < nt; t++)
+			if (started[t])
+				pthread_join(tid[t], NULL);
 	}
+	bpf_link__destroy(u->fork_link);
+	u->fork_link = NULL;
 }
 
 static int ub_stats(struct usc_engine *e, struct usc_stats *st)
 {
 	struct ub *u = ub_of(e);
-	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(u->skel->maps.counts);
-	struct ub_counts *per = calloc(ncpu > 0 ? (size_t)ncpu : 1, sizeof(*per));
+	int ncpu = libbpf_num_possible_cpus();
+	struct ub_counts *per;
 
 	st->events = st->lost = 0;
-	for (size_t i = 0; i < u->nsites; i++) {
+	st->sites = u->stats;
+	if (!u->skel)
+		return 0;
+	per = calloc(ncpu > 0 ? (size_t)ncpu : 1, sizeof(*per));
+	u->dropped = 0;
+	for (size_t i = 0; i < e->nsites; i++) {
 		__u32 key = (__u32)i;
-		uint64_t hits = 0, lost = 0;
+		uint64_t hits = 0, lost = 0, full = 0, fault = 0;
 
-		if (per && bpf_map_lookup_elem(fd, &key, per) == 0)
+		if (per && bpf_map_lookup_elem(bpf_map__fd(u->skel->maps.counts), &key, per) == 0)
 			for (int c = 0; c < ncpu; c++) {
 				hits += per[c].hits;
 				lost += per[c].lost;
+				u->dropped += per[c].dropped;
+				full += per[c].full;
+				fault += per[c].fault;
 			}
+		u->stats[i].agg_full = full;
+		u->stats[i].agg_fault = fault;
 		u->stats[i].hits = (int64_t)hits;
 		u->stats[i].lost = (int64_t)lost;
 		st->events += u->stats[i].events;
 		st->lost += lost;
 	}
 	free(per);
-	st->sites = u->stats;
 	return 0;
 }
 
 static void ub_detach(struct usc_engine *e)
 {
+	struct ub *u = ub_of(e);
+
 	ub_stop(e);
+	if (u->dropped)
+		log_info("bpf: %llu tail calls did not return through a probed ret (a longjmp or "
+			 "an unwind left them)", (unsigned long long)u->dropped);
+	u->dropped = 0;
 }
 
 static void ub_destroy(struct usc_engine *e)
@@ -332,7 +484,9 @@ static void ub_destroy(struct usc_engine *e)
 
 const struct usc_engine_ops bpf_engine_ops = {
 	.name = "bpf",
-	.open = ub_open,
+	.follows_tail_calls = true,
+	.create = ub_create,
+	.can_place = ub_can_place,
 	.attach = ub_attach,
 	.start = ub_start,
 	.poll = ub_poll,
@@ -340,4 +494,7 @@ const struct usc_engine_ops bpf_engine_ops = {
 	.stats = ub_stats,
 	.detach = ub_detach,
 	.destroy = ub_destroy,
+	.filters = ub_filters,
+	.agg_place = ub_agg_place,
+	.agg_read = ub_agg_read,
 };

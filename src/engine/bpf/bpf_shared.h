@@ -1,14 +1,22 @@
 /* What the bpf engine's kernel program and its user-space half share: the
- * per-site fetch programs (the same fetch_insn as everywhere) and the
- * record layout. Plain C types only: this is compiled for BPF too. */
+ * per-site fetch programs (the same fetch_insn as everywhere), filters and
+ * aggregation roles, the record layout and the aggregation map's. Plain C
+ * types only: this is compiled for BPF too (after probe/fetch.h). */
 #ifndef USC_ENGINE_BPF_SHARED_H
 #define USC_ENGINE_BPF_SHARED_H
+
+#include "probe/fetch.h"
 
 #define UB_MAX_SITES 4096
 #define UB_MAX_ARGS 16		/* per site, the hidden return address included */
 #define UB_MAX_INSN 16		/* = USC_FETCH_MAX */
 #define UB_STR_MAX 128		/* bytes of one string, NUL included */
 #define UB_REC_MAX 4096		/* one record, strings included */
+#define UB_PENDING 16		/* tail calls a thread waits on */
+#define UB_POPS 4		/* tail calls one return can end (a chain's depth) */
+#define UB_LAT_DEPTH 16		/* latency: calls a thread is in, at most */
+#define UB_KEY_MAX 256		/* = AGG_KEY_MAX */
+#define UB_BUCKETS_MAX 1024	/* = AGG_LINEAR_MAX (>= AGG_LOG_BUCKETS) */
 
 struct ub_insn {		/* = struct fetch_insn */
 	unsigned char op, size, reg, bf_width, bf_offset, pad[3];
@@ -21,15 +29,54 @@ struct ub_arg {
 	struct ub_insn insn[UB_MAX_INSN];
 };
 
+/* What a site does besides recording. */
+enum ub_site_kind {
+	UB_PLAIN = 0,	/* record the event */
+	UB_TAIL = 1,	/* a followed tail call: remember the stack pointer */
+	UB_CONT = 2,	/* a ret of a followed tail call's callees: deliver the
+			 * tail calls waiting on this stack pointer */
+};
+
+/* What a site does when it aggregates in the kernel (as the inject
+ * agent's enum inj_agg_role). */
+enum ub_agg_role {
+	UB_AGG_NONE = 0,	/* record the event */
+	UB_AGG_ROW = 1,		/* count or histogram a value in its key's row */
+	UB_AGG_ENTRY = 2,	/* latency: a call begins */
+	UB_AGG_RETURN = 3,	/* latency: the call of agg_func ends */
+};
+
 struct ub_site {
 	unsigned long long vaddr;	/* link-time address of the probe point */
 	unsigned long long offset;	/* its file offset */
 	unsigned int nargs;
+	unsigned int kind;		/* enum ub_site_kind */
+	/* aggregation and filter */
+	unsigned int agg;		/* enum ub_agg_role */
+	unsigned int agg_nkey;		/* the key: args [0, agg_nkey) */
+	int agg_value;			/* hist: the value's arg, else -1 */
+	unsigned int agg_func;		/* latency: the function's id */
+	unsigned int agg_str_max;	/* bytes of a string in the key */
 	unsigned int pad;
+	unsigned char arg_size[UB_MAX_ARGS];	/* an integer's bytes (0: all 8) */
+	unsigned char arg_sign[UB_MAX_ARGS];
+	unsigned char arg_str[UB_MAX_ARGS];
+	struct usc_filter filter;	/* n 0: none */
 	struct ub_arg args[UB_MAX_ARGS];
 };
 
-enum ub_kind { UB_INT = 0, UB_STR = 1, UB_FAULT = 2 };
+/* The aggregation map's key: the site, then the key's bytes (probe/agg.h's
+ * layout); the map's key size is 8 + the longest key, set at load. */
+struct ub_agg_key {
+	unsigned int site;
+	unsigned int pad;
+	unsigned char key[UB_KEY_MAX];
+};
+
+/* A row's values on one CPU: struct agg_val (probe/agg.h), then its
+ * buckets (the value's size is set at load). */
+
+enum ub_kind { UB_INT = 0, UB_STR = 1, UB_FAULT = 2, UB_NULL = 3 };
 
 struct ub_val {
 	unsigned long long val;		/* UB_INT */
@@ -43,10 +90,14 @@ struct ub_rec {
 	unsigned long long ts;		/* CLOCK_MONOTONIC ns */
 	unsigned long long ip;		/* the probe's runtime address */
 	unsigned int pid, tid;
-	unsigned int site;
+	unsigned int site;		/* the event's site */
+	unsigned int via;		/* the site that fired: site, or for a tail
+					 * call delivered at its callee's return,
+					 * that ret's site (ip is its address) */
 	unsigned int cpu;
 	unsigned int nargs;
 	unsigned int len;		/* bytes of the whole record */
+	unsigned int pad;
 	char comm[16];
 	struct ub_val vals[UB_MAX_ARGS];
 	/* strings follow */
@@ -54,6 +105,11 @@ struct ub_rec {
 
 struct ub_counts {
 	unsigned long long hits, lost;
+	/* tail calls whose return was never seen (a longjmp, an unwind, a
+	 * thread's end, more than UB_PENDING waiting) */
+	unsigned long long dropped;
+	unsigned long long full;	/* hits whose new key found the map full */
+	unsigned long long fault;	/* hist: values that could not be read */
 };
 
 #endif

@@ -1,21 +1,49 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The bpf engine's one program: attached to every site, with the site's
- * index as the attach cookie, it interprets that site's fetch programs (the
- * same ones the parser, the USDT specs and the binder produce) and sends a
- * record through a ring buffer. Memory is read with bpf_probe_read_user, so
- * a bad pointer becomes a fault marker, never a crash. */
+/* The bpf engine's program: attached to every site, with the site's index
+ * as the attach cookie, it interprets that site's fetch programs with the
+ * interpreter every engine shares (probe/fetch_eval.h) and sends a record
+ * through a ring buffer.
+ *
+ * Two builds of it: usc_probe_s, sleepable, reads user memory with
+ * bpf_copy_from_user, which faults in a page nobody has touched yet (a
+ * string in .rodata the program never read); usc_probe, for kernels
+ * without sleepable uprobes, reads with bpf_probe_read_user, which cannot
+ * (such memory reads as a fault). The engine loads the first it can.
+ *
+ * Per thread (task storage, freed with the task): the scratch a record is
+ * built in (a sleepable program may sleep in a fault, and another task on
+ * its CPU run this program meanwhile, so a per-CPU buffer would not do),
+ * and the tail calls waiting for their callee's return (see usc_site).
+ *
+ * A site may filter (`if COND`, the filter interpreter every engine shares:
+ * probe/filter_eval.h) and aggregate instead of recording: count or
+ * histogram a value in its key's row of a per-CPU hash map, or pair a
+ * call's entry with its return per thread (latency). */
+#include <stdbool.h>
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
 
 #include "probe/fetch.h"
+/* a sleepable program is preemptible: another task may run it on this CPU */
+#define AGG_ADD(p, x) __sync_fetch_and_add(p, x)
+#include "probe/agg.h"
 #include "engine/bpf/bpf_shared.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
-/* set before load: uscope count wants the hit counts only */
-const volatile __u32 count_only = 0;
+/* set before load */
+const volatile __u32 count_only = 0;	/* hit counts only */
+const volatile __u32 follow = 0;	/* only the processes in tgids (COMMAND's tree) */
+const volatile __u32 agg_nbuckets = 0;	/* buckets of a row (0: none) */
+const volatile __u32 agg_linear = 0;
+const volatile __s64 agg_lmin = 0, agg_lmax = 0, agg_lstep = 1;
+const volatile __u32 agg_unit_ns = 1;	/* latency: ns of its unit */
+
+/* min and max older than this are stale: the tracer moves it on as it reads */
+volatile __u64 agg_epoch = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -36,27 +64,97 @@ struct {
 	__uint(max_entries, 8 << 20);
 } events SEC(".maps");
 
-struct scratch {
+/* The processes followed: COMMAND, and every process it forks (usc_fork). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u8);
+} tgids SEC(".maps");
+
+struct pend {
+	__u64 sp;		/* the stack pointer at the tail call's jmp */
+	__u32 site;
+	__u32 pad;
+};
+
+/* Rows: per site and key, each CPU's values (struct agg_val and buckets).
+ * Key and value sizes are set at load; a key past max_entries is refused
+ * (counted as full). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(struct ub_agg_key));
+	__uint(value_size, sizeof(struct agg_val));
+} agg SEC(".maps");
+
+/* A new row's values */
+static char agg_zeros[sizeof(struct agg_val) + 8 * UB_BUCKETS_MAX];
+
+/* A glob match in progress. Kept in task storage, not on the stack: the
+ * verifier knows nothing of values it loads from a map, so the step
+ * callback's states converge at once instead of being walked through
+ * every position. */
+struct glob_state {
+	__u32 poff, pn;		/* the pattern, in the filter's strings */
+	__u32 soff, sn;		/* the string, in the record's buffer */
+	__u32 pi, si, star, mark;
+	__u32 in_class, cq, cneg, chit;	/* inside [...]: at cq */
+	__u32 literal;		/* the pattern's characters stand for themselves */
+	int result;
+};
+
+struct lat_frame {
+	__u32 func;		/* the function's id */
+	__u32 nokey;		/* its key was not made (a fault): no row */
+	__u64 ts;
+	struct ub_agg_key key;
+};
+
+struct task_state {
+	__u32 npend;
+	__u32 nlat;		/* latency: calls this thread is in */
+	struct pend pend[UB_PENDING];
 	__u64 regs[USC_REG_NR];	/* the context's registers, in enum usc_reg order:
 				 * ctx fields can only be read at constant offsets */
-	char buf[UB_REC_MAX + UB_STR_MAX];
+	struct ub_agg_key key;	/* the key being made */
+	struct glob_state glob;
+	struct lat_frame lat[UB_LAT_DEPTH];
+	/* a record: strings at offsets below UB_REC_MAX, read up to 256
+	 * bytes on by a filter's comparisons */
+	char buf[UB_REC_MAX + 256];
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct scratch);
-} scratch SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct task_state);
+} state SEC(".maps");
 
-static __always_inline __u64 reg_value(const __u64 *regs, __u8 reg)
-{
-	return reg < USC_REG_NR ? regs[reg] : 0;
-}
+/* The interpreter, twice: the sleepable program's reads fault pages in. */
+#define FETCH_INLINE static __always_inline
+#define FETCH_STEP fetch_step_s
+#define FETCH_READ(env, dst, addr, len) \
+	bpf_copy_from_user(dst, len, (const void *)(unsigned long)(addr))
+#define FETCH_PID(env) (bpf_get_current_pid_tgid() >> 32)
+#define FETCH_TID(env) ((__u32)bpf_get_current_pid_tgid())
+#define FETCH_CPU(env) bpf_get_smp_processor_id()
+#include "probe/fetch_eval.h"
+
+#define FETCH_INLINE static __always_inline
+#define FETCH_STEP fetch_step_ns
+#define FETCH_READ(env, dst, addr, len) \
+	bpf_probe_read_user(dst, len, (const void *)(unsigned long)(addr))
+#define FETCH_PID(env) (bpf_get_current_pid_tgid() >> 32)
+#define FETCH_TID(env) ((__u32)bpf_get_current_pid_tgid())
+#define FETCH_CPU(env) bpf_get_smp_processor_id()
+#include "probe/fetch_eval.h"
 
 struct eval_ctx {
 	const __u64 *regs;
 	struct ub_site *site;
+	struct fetch_where where;
 	char *buf;		/* the record being built */
 	__u32 str_off;		/* where the next string goes */
 	__u32 nargs;
@@ -64,18 +162,23 @@ struct eval_ctx {
 	__u32 done;		/* the current argument is finished */
 };
 
-/* One step: instruction k of argument i (step = i * UB_MAX_INSN + k). A
- * bpf_loop callback, so the verifier checks it once, not once per step. */
-static long eval_step(__u32 step, void *data)
+/* Strings, sleepable: the kfunc (Linux 6.12) faults pages in as
+ * bpf_copy_from_user does; without it the sleepable program does not load,
+ * and the engine takes the other. */
+extern int bpf_copy_from_user_str(void *dst, __u32 dst__sz, const void *unsafe_ptr__ign,
+				  __u64 flags) __ksym __weak;
+
+/* One step of eval: instruction k of argument i (step = i * UB_MAX_INSN +
+ * k). A bpf_loop callback, so the verifier checks it once, not once a step. */
+static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleepable)
 {
-	struct eval_ctx *c = data;
 	__u32 i = step / UB_MAX_INSN, k = step % UB_MAX_INSN;
 	struct ub_rec *rec = (struct ub_rec *)c->buf;
-	__u64 ip = c->regs[USC_REG_IP], tmp = 0;
-	struct ub_insn *in;
+	const struct fetch_insn *in;
 	struct ub_val *v;
-	__u32 sz;
+	char *dst;
 	long n;
+	int st;
 
 	if (i >= UB_MAX_ARGS || i >= c->nargs)
 		return 1;
@@ -88,64 +191,40 @@ static long eval_step(__u32 step, void *data)
 	}
 	if (c->done)
 		return 0;
-	in = &c->site->args[i].insn[k];
-	switch (in->op) {
-	case FOP_END:
-		goto done;
-	case FOP_REG:
-		c->val = reg_value(c->regs, in->reg);
-		break;
-	case FOP_STACK:
-		if (bpf_probe_read_user(&c->val, 8, (void *)(c->regs[USC_REG_SP] + 8 * in->imm)))
-			goto fault;
-		break;
-	case FOP_STACKP:
-		c->val = c->regs[USC_REG_SP];
-		break;
-	case FOP_RETVAL:
-		c->val = c->regs[USC_REG_AX];
-		break;
-	case FOP_IMM:
-	case FOP_MEM:
-		c->val = in->imm;
-		break;
-	case FOP_FOFFS:	/* as the kernel: probe address - probe offset + OFF */
-		c->val = ip - c->site->offset + in->imm;
-		break;
-	case FOP_VADDR:	/* the module's load bias + a link-time address */
-		c->val = ip - c->site->vaddr + in->imm;
-		break;
-	case FOP_ADD_REG:
-		c->val += reg_value(c->regs, in->reg) * in->size;
-		break;
-	case FOP_DEREF:
-		if (bpf_probe_read_user(&c->val, 8, (void *)(c->val + in->imm)))
-			goto fault;
-		break;
-	case FOP_ST_RAW:
-		break;
-	case FOP_ST_MEM:
-		sz = in->size;
-		if (sz > 8)
-			sz = 8;
-		if (sz == 0 || bpf_probe_read_user(&tmp, sz, (void *)(c->val + in->imm)))
-			goto fault;
-		c->val = tmp;
-		break;
-	case FOP_COMM:
-	case FOP_ST_STRING:
+	in = (const struct fetch_insn *)&c->site->args[i].insn[k];
+	st = sleepable ? fetch_step_s(in, c->regs, &c->where, &c->val, NULL) :
+			 fetch_step_ns(in, c->regs, &c->where, &c->val, NULL);
+	switch (st) {
+	case FETCH_NEXT:
+		if (k < UB_MAX_INSN - 1)
+			return 0;
+		/* fall through: the program ends with its last instruction */
+	case FETCH_DONE:
+		v->val = c->val;
+		c->done = 1;
+		return 0;
+	case FETCH_NULL:
+		v->kind = UB_NULL;
+		c->done = 1;
+		return 0;
+	case FETCH_STRING:
+	case FETCH_COMM:
 		if (c->str_off > UB_REC_MAX - UB_STR_MAX)
 			goto fault;	/* no room left: shown as a fault */
-		if (in->op == FOP_COMM) {
-			if (bpf_get_current_comm(c->buf + (c->str_off & (UB_REC_MAX - 1)), 16))
+		dst = c->buf + (c->str_off & (UB_REC_MAX - 1));
+		if (st == FETCH_COMM) {
+			if (bpf_get_current_comm(dst, 16))
 				goto fault;
 			n = 1;
 			for (int j = 0; j < 15; j++, n++)
-				if (!c->buf[(c->str_off + j) & (UB_REC_MAX - 1)])
+				if (!dst[j])
 					break;
+		} else if (sleepable) {
+			n = bpf_copy_from_user_str(dst, UB_STR_MAX, (const void *)(unsigned long)c->val,
+						   0);
 		} else {
-			n = bpf_probe_read_user_str(c->buf + (c->str_off & (UB_REC_MAX - 1)),
-						    UB_STR_MAX, (void *)(c->val + in->imm));
+			n = bpf_probe_read_user_str(dst, UB_STR_MAX,
+						    (const void *)(unsigned long)c->val);
 		}
 		if (n <= 0)
 			goto fault;
@@ -155,78 +234,586 @@ static long eval_step(__u32 step, void *data)
 		c->str_off += (n + 7) & ~7;
 		c->done = 1;
 		return 0;
-	case FOP_MOD_BF:
-		c->val = (c->val >> in->bf_offset) &
-			 (in->bf_width >= 64 ? ~0ULL : ((1ULL << in->bf_width) - 1));
-		break;
 	default:
-		goto fault;	/* FOP_ARG: never bound */
+		goto fault;
 	}
-	if (k < UB_MAX_INSN - 1)
-		return 0;
-done:
-	v->val = c->val;
-	c->done = 1;
-	return 0;
 fault:
 	v->kind = UB_FAULT;
 	c->done = 1;
 	return 0;
 }
 
-SEC("uprobe")
-int usc_probe(struct pt_regs *regs)
+static long eval_step_s(__u32 step, void *data)
 {
-	__u32 id = (__u32)bpf_get_attach_cookie(regs), zero = 0, nargs;
-	struct ub_counts *cnt = bpf_map_lookup_elem(&counts, &id);
-	struct ub_site *site = bpf_map_lookup_elem(&sites, &id);
-	struct scratch *s = bpf_map_lookup_elem(&scratch, &zero);
-	struct eval_ctx c = {};
-	struct ub_rec *rec;
-	__u64 pt = bpf_get_current_pid_tgid();
+	return eval_step(step, data, true);
+}
 
-	if (!cnt)
+static long eval_step_ns(__u32 step, void *data)
+{
+	return eval_step(step, data, false);
+}
+
+/* ---- filters ------------------------------------------------------------- */
+
+struct glob_ctx {
+	const char *p;		/* the filter's strings */
+	const char *s;		/* the record's buffer */
+	struct glob_state *g;
+};
+
+#define PAT(c, k) (c)->p[((c)->g->poff + (k)) & (USC_FILTER_STRS - 1)]
+#define STR(c, k) (c)->s[((c)->g->soff & (UB_REC_MAX - 1)) + ((k) & 255)]
+
+/* No match here: back to the last '*', or no match at all. */
+static __always_inline long glob_back(struct glob_state *g)
+{
+	if (g->star == ~0u) {
+		g->result = 0;
+		return 1;
+	}
+	g->pi = g->star + 1;
+	g->si = ++g->mark;
+	return 0;
+}
+
+/* One step of the glob match of filter_eval.h's filter_glob_full (a class
+ * [...] one character of it a step): bpf_loop runs it, so the verifier
+ * sees one step, not a loop. */
+static long glob_step(__u32 n, void *data)
+{
+	struct glob_ctx *c = data;
+	struct glob_state *g = c->g;
+
+	if (g->literal) {
+		if (g->si >= g->sn || g->pi >= g->pn) {
+			g->result = g->si >= g->sn && g->pi >= g->pn;
+			return 1;
+		}
+		if (PAT(c, g->pi) != STR(c, g->si)) {
+			g->result = 0;
+			return 1;
+		}
+		g->pi++;
+		g->si++;
 		return 0;
-	cnt->hits++;
-	if (count_only || !site || !s)
+	}
+	if (g->in_class) {
+		__u32 q = g->cq;
+		char ch = STR(c, g->si);
+
+		if (q >= g->pn) {
+			g->in_class = 0;	/* unterminated: matches nothing */
+			return glob_back(g);
+		}
+		if (PAT(c, q) == ']' && q != g->pi + 1 + g->cneg) {
+			g->in_class = 0;
+			if (g->chit == g->cneg)
+				return glob_back(g);
+			g->pi = q + 1;
+			g->si++;
+			return 0;
+		}
+		if (q + 2 < g->pn && PAT(c, q + 1) == '-' && PAT(c, q + 2) != ']') {
+			g->chit |= ch >= PAT(c, q) && ch <= PAT(c, q + 2);
+			g->cq = q + 3;
+		} else {
+			g->chit |= ch == PAT(c, q);
+			g->cq = q + 1;
+		}
 		return 0;
-	s->regs[USC_REG_AX] = regs->rax;
-	s->regs[USC_REG_BX] = regs->rbx;
-	s->regs[USC_REG_CX] = regs->rcx;
-	s->regs[USC_REG_DX] = regs->rdx;
-	s->regs[USC_REG_SI] = regs->rsi;
-	s->regs[USC_REG_DI] = regs->rdi;
-	s->regs[USC_REG_BP] = regs->rbp;
-	s->regs[USC_REG_SP] = regs->rsp;
-	s->regs[USC_REG_R8] = regs->r8;
-	s->regs[USC_REG_R9] = regs->r9;
-	s->regs[USC_REG_R10] = regs->r10;
-	s->regs[USC_REG_R11] = regs->r11;
-	s->regs[USC_REG_R12] = regs->r12;
-	s->regs[USC_REG_R13] = regs->r13;
-	s->regs[USC_REG_R14] = regs->r14;
-	s->regs[USC_REG_R15] = regs->r15;
-	s->regs[USC_REG_IP] = regs->rip;
-	rec = (struct ub_rec *)s->buf;
+	}
+	if (g->si >= g->sn) {
+		if (g->pi < g->pn && PAT(c, g->pi) == '*') {
+			g->pi++;
+			return 0;
+		}
+		g->result = g->pi == g->pn;
+		return 1;
+	}
+	if (g->pi < g->pn && PAT(c, g->pi) == '*') {
+		g->star = g->pi++;
+		g->mark = g->si;
+		return 0;
+	}
+	if (g->pi < g->pn && PAT(c, g->pi) == '[') {
+		g->in_class = 1;
+		g->cneg = g->pi + 1 < g->pn && PAT(c, g->pi + 1) == '!';
+		g->cq = g->pi + 1 + g->cneg;
+		g->chit = 0;
+		return 0;
+	}
+	if (g->pi < g->pn && (PAT(c, g->pi) == '?' || PAT(c, g->pi) == STR(c, g->si))) {
+		g->pi++;
+		g->si++;
+		return 0;
+	}
+	return glob_back(g);
+}
+
+struct fil_ctx {
+	const struct ub_site *site;
+	const struct ub_rec *rec;
+	const char *buf;
+	struct task_state *ts;
+	__u32 stack;
+};
+
+static __always_inline int fil_int(struct fil_ctx *f, __u32 i, __u64 *u)
+{
+	const struct ub_val *v = &f->rec->vals[i & (UB_MAX_ARGS - 1)];
+
+	if (i >= UB_MAX_ARGS || v->kind != UB_INT)
+		return 1;
+	*u = v->val;
+	return 0;
+}
+
+static __always_inline int fil_str(struct fil_ctx *f, __u32 i, const char **s, __u32 *n)
+{
+	const struct ub_val *v = &f->rec->vals[i & (UB_MAX_ARGS - 1)];
+
+	if (i >= UB_MAX_ARGS || v->kind != UB_STR)
+		return 1;
+	*s = (const char *)(unsigned long)v->str_off;	/* an offset: see FILTER_SCHAR */
+	*n = v->str_len;
+	return 0;
+}
+
+static __always_inline int fil_glob(struct fil_ctx *f, const char *strs, __u32 off, __u32 pn,
+				    const char *s, __u32 sn, __u32 literal)
+{
+	struct glob_state *g = &f->ts->glob;
+	struct glob_ctx c = {strs, f->buf, g};
+	__u32 steps;
+
+	if (sn > 255 || (literal && sn != pn))
+		return 0;
+	__builtin_memset(g, 0, sizeof(*g));
+	g->poff = off;
+	g->pn = pn;
+	g->soff = (__u32)(unsigned long)s;
+	g->sn = sn;
+	g->star = ~0u;
+	g->literal = literal;
+	/* steps enough for any backtracking, classes scanned again included */
+	steps = 2 * (pn + 2) * (sn + 2) * (pn + 2);
+	bpf_loop(steps < (1 << 22) ? steps : (1 << 22), glob_step, &c, 0);
+	return g->result;
+}
+
+/* strings are offsets into the record (f->buf), masked for the verifier */
+#define FILTER_INLINE static __always_inline
+#define FILTER_STEP filter_step
+#define FILTER_INT(env, i, u) fil_int(env, i, u)
+#define FILTER_STR(env, i, s, n) fil_str(env, i, s, n)
+#define FILTER_GLOB(env, strs, off, pn, s, sn) fil_glob(env, strs, off, pn, s, sn, 0)
+#define FILTER_STREQ(env, strs, off, ln, s, n) fil_glob(env, strs, off, ln, s, n, 1)
+#include "probe/filter_eval.h"
+
+static long fil_step(__u32 k, void *data)
+{
+	struct fil_ctx *f = data;
+
+	if (k >= USC_FILTER_MAX)
+		return 1;
+	filter_step(&f->site->filter.insn[k], f->site->filter.strs, &f->stack, f);
+	return 0;
+}
+
+/* Global functions (not static) are verified once, on their own, not at
+ * every call in every state: what keeps the program within the verifier's
+ * limits. Their pointer arguments may be NULL to the verifier. */
+__noinline int filter_pass(const struct ub_site *site, struct task_state *ts)
+{
+	struct fil_ctx f = {};
+	__u32 n;
+
+	if (!site || !ts)
+		return 0;
+	f.site = site;
+	f.rec = (const struct ub_rec *)ts->buf;
+	f.buf = ts->buf;
+	f.ts = ts;
+	n = site->filter.n;
+	if (!n)
+		return 1;
+	bpf_loop(n < USC_FILTER_MAX ? n : USC_FILTER_MAX, fil_step, &f, 0);
+	return f.stack & 1;
+}
+
+/* ---- aggregation --------------------------------------------------------- */
+
+struct key_ctx {
+	const struct ub_site *site;
+	struct task_state *ts;
+	__u32 at;
+};
+
+/* Key slot i from the record's value i (probe/agg.h's layout). */
+static long key_step(__u32 i, void *data)
+{
+	struct key_ctx *k = data;
+	const struct ub_site *site = k->site;
+	const struct ub_rec *rec = (const struct ub_rec *)k->ts->buf;
+	const struct ub_val *v;
+	__u32 str = site->arg_str[i & (UB_MAX_ARGS - 1)], len;
+	__u32 smax = site->agg_str_max & 255;
+	struct agg_slot *sl;
+
+	if (i >= UB_MAX_ARGS || i >= site->agg_nkey)
+		return 1;
+	len = str ? 8 + smax : 16;
+	if (k->at + len > UB_KEY_MAX || k->at > UB_KEY_MAX - 16)
+		return 1;
+	v = &rec->vals[i & (UB_MAX_ARGS - 1)];
+	sl = (struct agg_slot *)&k->ts->key.key[k->at & (UB_KEY_MAX - 1)];
+	if (v->kind == UB_FAULT) {
+		sl->kind = AGG_K_FAULT;
+	} else if (v->kind == UB_NULL) {
+		sl->kind = AGG_K_NULL;
+	} else if (str && v->kind == UB_STR) {
+		__u32 n = v->str_len < smax ? v->str_len : smax;
+		__u32 at = (k->at + 8) & (UB_KEY_MAX - 1);
+
+		sl->kind = AGG_K_STR;
+		sl->cut = v->str_len > smax;
+		sl->len = n;
+		if (n > 248 || at + n > UB_KEY_MAX)
+			return 1;
+		bpf_probe_read_kernel(&k->ts->key.key[at], n & 255,
+				      &k->ts->buf[v->str_off & (UB_REC_MAX - 1)]);
+	} else {
+		sl->kind = AGG_K_INT;
+		sl->v = (__u64)agg_value_of(v->val, site->arg_size[i & (UB_MAX_ARGS - 1)], 0);
+	}
+	k->at += len;
+	return 0;
+}
+
+static __always_inline void make_key(const struct ub_site *site, __u32 idx, struct task_state *ts)
+{
+	struct key_ctx k = {site, ts, 0};
+
+	__builtin_memset(&ts->key, 0, sizeof(ts->key));
+	ts->key.site = idx;
+	bpf_loop(UB_MAX_ARGS, key_step, &k, 0);
+}
+
+/* One value into the row of key. */
+static __always_inline void row_add(struct ub_agg_key *key, __s64 v, struct ub_counts *cnt)
+{
+	struct agg_val *a = bpf_map_lookup_elem(&agg, key);
+	__u64 ep = agg_epoch;
+	__u64 b;
+
+	if (!a) {
+		long err = bpf_map_update_elem(&agg, key, agg_zeros, BPF_NOEXIST);
+
+		if (err && err != -17 /* EEXIST: another CPU's just now */) {
+			__sync_fetch_and_add(&cnt->full, 1);
+			return;
+		}
+		a = bpf_map_lookup_elem(&agg, key);
+		if (!a)
+			return;
+	}
+	agg_val_add(a, v, ep);	/* this CPU's values */
+	if (!agg_nbuckets)
+		return;
+	b = agg_linear ? agg_linear_bucket(v, agg_lmin, agg_lmax, agg_lstep, agg_nbuckets) :
+			 agg_log_bucket(v);
+	/* a 64-bit index, bounded where it is used: the value's size is the
+	 * buckets' (agg_nbuckets, a constant to the verifier) */
+	asm volatile("" : "+r"(b));
+	if (b < agg_nbuckets && b < UB_BUCKETS_MAX)
+		__sync_fetch_and_add((__u64 *)(a + 1) + b, 1);
+}
+
+struct lat_ctx {
+	struct task_state *ts;
+	__u32 func;
+	__s32 found;
+};
+
+static long lat_find(__u32 k, void *data)
+{
+	struct lat_ctx *l = data;
+	__u32 n = l->ts->nlat, i;
+
+	if (k >= n || k >= UB_LAT_DEPTH)
+		return 1;
+	i = (n - 1 - k) & (UB_LAT_DEPTH - 1);
+	if (l->ts->lat[i].func == l->func) {
+		l->found = i;
+		return 1;
+	}
+	return 0;
+}
+
+/* Latency: the call of func ends; its frame, and those above it (calls
+ * whose return was not seen: a longjmp), go. As src/flow pairs events. */
+__noinline int lat_return(struct task_state *ts, const struct ub_site *site,
+			  struct ub_counts *cnt)
+{
+	struct lat_ctx l = {ts, 0, -1};
+	struct lat_frame *f;
+	__u64 dt;
+
+	if (!ts || !site || !cnt || !ts->nlat)
+		return 0;
+	l.func = site->agg_func;
+	bpf_loop(UB_LAT_DEPTH, lat_find, &l, 0);
+	if (l.found < 0)
+		return 0;	/* no entry seen: tracing began inside the call */
+	f = &ts->lat[l.found & (UB_LAT_DEPTH - 1)];
+	ts->nlat = l.found;
+	if (f->nokey)
+		return 0;
+	dt = bpf_ktime_get_ns() - f->ts;
+	row_add(&f->key, (__s64)(dt / (agg_unit_ns ? agg_unit_ns : 1)), cnt);
+	return 0;
+}
+
+__noinline int aggregate(struct task_state *ts, const struct ub_site *site, __u32 idx,
+			 struct ub_counts *cnt)
+{
+	const struct ub_rec *rec;
+	__s32 vi;
+	__s64 v = 0;
+
+	if (!ts || !site || !cnt)
+		return 0;
+	rec = (const struct ub_rec *)ts->buf;
+	vi = site->agg_value;
+
+	if (site->agg == UB_AGG_ROW && vi >= 0) {
+		const struct ub_val *val = &rec->vals[vi & (UB_MAX_ARGS - 1)];
+
+		if (vi >= UB_MAX_ARGS || val->kind != UB_INT) {
+			__sync_fetch_and_add(&cnt->fault, 1);
+			return 0;
+		}
+		v = agg_value_of(val->val, site->arg_size[vi & (UB_MAX_ARGS - 1)],
+				 site->arg_sign[vi & (UB_MAX_ARGS - 1)]);
+	}
+	make_key(site, idx, ts);
+	if (site->agg == UB_AGG_ENTRY) {
+		__u32 n = ts->nlat;
+		struct lat_frame *f;
+
+		if (n >= UB_LAT_DEPTH) {
+			__sync_fetch_and_add(&cnt->lost, 1);	/* deeper than we keep */
+			return 0;
+		}
+		f = &ts->lat[n & (UB_LAT_DEPTH - 1)];
+		f->func = site->agg_func;
+		f->nokey = 0;
+		__builtin_memcpy(&f->key, &ts->key, sizeof(f->key));
+		ts->nlat = n + 1;
+		f->ts = bpf_ktime_get_ns();
+		return 0;
+	}
+	row_add(&ts->key, v, cnt);
+	return 0;
+}
+
+/* ---- a hit --------------------------------------------------------------- */
+
+/* Site `idx` from the registers: record it into the ring buffer, or
+ * aggregate it. via: the site that fired (idx, or the ret a tail call is
+ * delivered at). */
+static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
+				 struct ub_counts *cnt, bool sleepable)
+{
+	struct ub_site *site = bpf_map_lookup_elem(&sites, &idx);
+	struct ub_rec *rec = (struct ub_rec *)ts->buf;
+	__u64 pt = bpf_get_current_pid_tgid();
+	struct eval_ctx c = {};
+	__u32 nargs, len;
+
+	if (!site || !cnt)
+		return;
+	if (site->agg == UB_AGG_RETURN) {
+		lat_return(ts, site, cnt);
+		return;
+	}
 	rec->ts = bpf_ktime_get_ns();
-	rec->ip = regs->rip;
+	rec->ip = ts->regs[USC_REG_IP];
 	rec->pid = pt >> 32;
 	rec->tid = (__u32)pt;
-	rec->site = id;
+	rec->site = idx;
+	rec->via = via;
 	rec->cpu = bpf_get_smp_processor_id();
 	bpf_get_current_comm(rec->comm, sizeof(rec->comm));
 	nargs = site->nargs;
 	if (nargs > UB_MAX_ARGS)
 		nargs = UB_MAX_ARGS;
 	rec->nargs = nargs;
-	c.regs = s->regs;
+	c.regs = ts->regs;
 	c.site = site;
-	c.buf = s->buf;
+	c.where.ip = ts->regs[USC_REG_IP];
+	c.where.offset = site->offset;
+	c.where.vaddr = site->vaddr;
+	c.buf = ts->buf;
 	c.str_off = sizeof(struct ub_rec);
 	c.nargs = nargs;
-	bpf_loop(nargs * UB_MAX_INSN, eval_step, &c, 0);
-	rec->len = c.str_off;
-	if (bpf_ringbuf_output(&events, s->buf, c.str_off & (UB_REC_MAX - 1), 0))
-		cnt->lost++;
+	bpf_loop(nargs * UB_MAX_INSN, sleepable ? eval_step_s : eval_step_ns, &c, 0);
+	if (!filter_pass(site, ts))
+		return;
+	if (site->agg) {
+		aggregate(ts, site, idx, cnt);
+		return;
+	}
+	len = c.str_off;
+	if (len > UB_REC_MAX)
+		len = UB_REC_MAX;
+	rec->len = len;
+	if (bpf_ringbuf_output(&events, ts->buf, len, 0))
+		__sync_fetch_and_add(&cnt->lost, 1);
+}
+
+struct pend_ctx {
+	struct task_state *ts;
+	__u64 sp;
+	__u32 id;
+	struct ub_counts *cnt;
+};
+
+/* Drop the tail calls whose frame is gone (deeper than this one): they
+ * never returned through a ret we probe (a longjmp, an unwind). */
+static long drop_stale(__u32 k, void *data)
+{
+	struct pend_ctx *p = data;
+	__u32 n = p->ts->npend;
+
+	if (n == 0 || n > UB_PENDING || p->ts->pend[(n - 1) & (UB_PENDING - 1)].sp >= p->sp)
+		return 1;
+	p->ts->npend = n - 1;
+	__sync_fetch_and_add(&p->cnt->dropped, 1);
+	return 0;
+}
+
+/* At a ret that returns from the frame of the tail calls waiting on this
+ * stack pointer: their functions return now, one a step. */
+static __always_inline long pop_one(struct pend_ctx *p, bool sleepable)
+{
+	__u32 n = p->ts->npend, t;
+
+	if (n == 0 || n > UB_PENDING || p->ts->pend[(n - 1) & (UB_PENDING - 1)].sp != p->sp)
+		return 1;
+	t = p->ts->pend[(n - 1) & (UB_PENDING - 1)].site;
+	p->ts->npend = n - 1;
+	emit(p->ts, t, p->id, bpf_map_lookup_elem(&counts, &t), sleepable);
+	return 0;
+}
+
+static long pop_s(__u32 k, void *data)
+{
+	return pop_one(data, true);
+}
+
+static long pop_ns(__u32 k, void *data)
+{
+	return pop_one(data, false);
+}
+
+static __always_inline int probe(struct pt_regs *regs, bool sleepable)
+{
+	__u32 id = (__u32)bpf_get_attach_cookie(regs);
+	struct ub_counts *cnt = bpf_map_lookup_elem(&counts, &id);
+	struct ub_site *site = bpf_map_lookup_elem(&sites, &id);
+	struct pend_ctx pc = {};
+	struct task_state *ts;
+
+	if (!cnt || !site)
+		return 0;
+	if (follow) {
+		__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+		if (!bpf_map_lookup_elem(&tgids, &tgid))
+			return 0;	/* not COMMAND's */
+	}
+	__sync_fetch_and_add(&cnt->hits, 1);	/* sleepable: preemptible */
+	if (count_only)
+		return 0;
+	ts = bpf_task_storage_get(&state, bpf_get_current_task_btf(), 0,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!ts) {
+		__sync_fetch_and_add(&cnt->lost, 1);
+		return 0;
+	}
+	pc.ts = ts;
+	pc.sp = regs->rsp;
+	pc.id = id;
+	pc.cnt = cnt;
+	if (ts->npend)
+		bpf_loop(UB_PENDING, drop_stale, &pc, 0);
+	if (site->kind == UB_TAIL) {
+		__u32 n = ts->npend;
+
+		if (n >= UB_PENDING) {
+			__sync_fetch_and_add(&cnt->lost, 1);	/* no room: its return goes unseen */
+			return 0;
+		}
+		ts->pend[n & (UB_PENDING - 1)].sp = pc.sp;
+		ts->pend[n & (UB_PENDING - 1)].site = id;
+		ts->npend = n + 1;
+		return 0;
+	}
+	ts->regs[USC_REG_AX] = regs->rax;
+	ts->regs[USC_REG_BX] = regs->rbx;
+	ts->regs[USC_REG_CX] = regs->rcx;
+	ts->regs[USC_REG_DX] = regs->rdx;
+	ts->regs[USC_REG_SI] = regs->rsi;
+	ts->regs[USC_REG_DI] = regs->rdi;
+	ts->regs[USC_REG_BP] = regs->rbp;
+	ts->regs[USC_REG_SP] = regs->rsp;
+	ts->regs[USC_REG_R8] = regs->r8;
+	ts->regs[USC_REG_R9] = regs->r9;
+	ts->regs[USC_REG_R10] = regs->r10;
+	ts->regs[USC_REG_R11] = regs->r11;
+	ts->regs[USC_REG_R12] = regs->r12;
+	ts->regs[USC_REG_R13] = regs->r13;
+	ts->regs[USC_REG_R14] = regs->r14;
+	ts->regs[USC_REG_R15] = regs->r15;
+	ts->regs[USC_REG_IP] = regs->rip;
+	if (site->kind == UB_CONT) {
+		if (ts->npend)
+			bpf_loop(UB_POPS, sleepable ? pop_s : pop_ns, &pc, 0);
+		return 0;
+	}
+	emit(ts, id, id, cnt, sleepable);
+	return 0;
+}
+
+SEC("uprobe.s")
+int usc_probe_s(struct pt_regs *regs)
+{
+	return probe(regs, true);
+}
+
+SEC("uprobe")
+int usc_probe(struct pt_regs *regs)
+{
+	return probe(regs, false);
+}
+
+/* A process COMMAND's tree forks is followed too (a thread needs nothing:
+ * it shares its tgid). */
+struct task_struct {
+	int pid;
+	int tgid;
+} __attribute__((preserve_access_index));
+
+SEC("raw_tp/sched_process_fork")
+int usc_fork(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *parent = (struct task_struct *)ctx->args[0];
+	struct task_struct *child = (struct task_struct *)ctx->args[1];
+	__u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid);
+	__u8 one = 1;
+
+	if (ptgid != ctgid && bpf_map_lookup_elem(&tgids, &ptgid))
+		bpf_map_update_elem(&tgids, &ctgid, &one, BPF_ANY);
 	return 0;
 }

@@ -5,10 +5,30 @@
  * Region layout, all offsets from the region's start:
  *   struct inj_ctl                          at 0
  *   struct inj_slot   slots[nslots]         at slots_off   (one per thread)
- *   uint64_t          counts[nslots][nsites][2] at counts_off: hits and
- *                     records lost (ring full, or a nested hit), per thread
+ *   uint64_t          counts[nslots][nsites][INJ_NCOUNTS] at counts_off:
+ *                     hits, records lost (ring full, or a nested hit), hits
+ *                     that found the key table full, values unreadable
  *   struct inj_site   sites[nsites]         at sites_off
  *   uint8_t           rings[nslots][ring_size] at rings_off
+ * and when sites aggregate where the probe runs (inj_ctl.agg_kind):
+ *   struct inj_dir    dir[agg_nslots]       at agg_dir_off: the keys, each
+ *                     entry agg_dir_size bytes (its key follows it)
+ *   struct inj_aval   vals[nslots][agg_max_rows] at agg_vals_off: each
+ *                     thread's own values of each row, agg_val_size bytes
+ *   uint64_t          touched[nslots][(agg_max_rows + 63) / 64] at agg_touched_off:
+ *                     the rows a thread has values in
+ *   struct inj_lat    lat[nslots]           at agg_lat_off: latency, the
+ *                     calls a thread is in
+ *   uint8_t           scratch[nslots][INJ_SCRATCH] at agg_scratch_off: where
+ *                     a thread builds a key
+ *
+ * Aggregation takes no lock either: a key's row is found in the directory
+ * by the key's hash (open addressing); a new key claims an entry by a
+ * compare-and-swap of its state and a row number by an atomic add, and
+ * publishes it with a store-release. The values are each thread's own (no
+ * atomic add, no shared cache line): the tracer sums them over the threads
+ * that touched the row. Sums only grow; min and max are kept since the
+ * tracer's last read (their epoch).
  *
  * Each thread owns one slot, claimed on its first hit by a compare-and-swap
  * of its key, and one single-producer ring (the thread) / single-consumer
@@ -20,11 +40,18 @@
 #ifndef USC_ENGINE_INJECT_SHARED_H
 #define USC_ENGINE_INJECT_SHARED_H
 
+#include "probe/agg.h"
 #include "probe/fetch.h"
 
-#define INJ_MAGIC 0x7573636f70650001ULL	/* "uscope", layout 1 */
+#define INJ_MAGIC 0x7573636f70650003ULL	/* "uscope", layout 3 */
 #define INJ_MAX_ARGS 16			/* per site */
 #define INJ_STR_MAX 128			/* bytes of one string, NUL included */
+#define INJ_PENDING 16			/* tail calls a thread waits on */
+#define INJ_NCOUNTS 4			/* counters per thread and site */
+#define INJ_LAT_DEPTH 64		/* latency: calls a thread is in, at most */
+#define INJ_SCRATCH 4096		/* per thread: values, strings, key */
+#define INJ_FAST_KEYS 2			/* arguments of a site on the agent's fast path */
+#define INJ_KEY_CACHE 16		/* per thread: keys whose row it remembers */
 
 /* Where a thread's key comes from (inj_ctl.key_mode). */
 enum inj_key_mode {
@@ -45,33 +72,114 @@ struct inj_ctl {
 	uint32_t use_rdfsbase;		/* the kernel allows rdfsbase (HWCAP2_FSGSBASE) */
 	uint32_t use_rdpid;		/* the CPU has rdpid: rdtsc + rdpid, cheaper
 					 * than rdtscp (28 ns against 14 in a VM) */
-	uint32_t tgid;			/* the traced process, for process_vm_readv */
+	uint32_t pad;
 	volatile uint32_t enabled;	/* 0: hits are counted, nothing recorded */
-	uint64_t alive;			/* address of a MADV_WIPEONFORK word the
-					 * tracer set to 1: it reads 0 in a forked
-					 * child, which is not traced */
+	uint64_t self;			/* address of a MADV_WIPEONFORK word: the
+					 * process's pid, written by the tracer; it
+					 * reads 0 in a forked child until the tracer
+					 * follows it (COMMAND's tree), and a process
+					 * where it is 0 records nothing */
 	uint64_t slots_off, counts_off, sites_off, rings_off;
 	volatile uint64_t slot_full;	/* hits lost because every slot was taken */
+	/* aggregation where the probe runs */
+	uint32_t agg_kind;		/* 0: none; else enum usc_agg_kind */
+	uint32_t agg_nslots;		/* directory entries, a power of two */
+	uint32_t agg_max_rows;		/* keys the table holds */
+	volatile uint32_t agg_used;	/* rows claimed */
+	uint32_t agg_dir_size;		/* bytes of an entry, its key included */
+	uint32_t agg_val_size;		/* bytes of a thread's values of a row */
+	uint32_t agg_nbuckets;
+	uint32_t agg_linear;
+	int64_t agg_lmin, agg_lmax, agg_lstep;
+	uint64_t agg_dir_off, agg_vals_off, agg_touched_off, agg_lat_off, agg_scratch_off;
+	volatile uint64_t agg_epoch;	/* min and max older than this are stale */
+	/* recording (uscope record) */
+	volatile uint32_t lossless;	/* a full ring: wait for the tracer (spin, then a
+					 * futex wait), instead of dropping */
+	uint32_t overwrite;		/* the flight recorder: a full ring drops its oldest
+					 * records; the tracer reads it at the end */
+	volatile uint64_t tsc_mult;	/* latency: units = tsc ticks * tsc_mult >> 32 */
 };
 
+/* A directory entry: a key's row. */
+enum inj_dir_state { INJ_DIR_FREE = 0, INJ_DIR_BUSY = 1, INJ_DIR_READY = 2 };
+
+struct inj_dir {
+	volatile uint32_t state;
+	uint32_t site;
+	uint32_t row;
+	uint32_t keylen;
+	uint64_t hash;
+	/* the key's bytes follow */
+};
+
+/* Latency: the calls a thread is in, most recent last. */
+struct inj_lat {
+	uint32_t n;
+	uint32_t pad;
+	struct {
+		uint32_t func;		/* the function's id (usc_site.agg_func) */
+		uint32_t row;		/* its key's row, or INJ_NO_ROW */
+		uint64_t tsc;
+	} f[INJ_LAT_DEPTH];
+};
+
+#define INJ_NO_ROW (~0u)
+
 #define INJ_KEY_TOMB (~0ULL)	/* a slot being given back: matches no thread */
+
+/* A tail call waiting for its callee's return (see usc_site.cont). */
+struct inj_pend {
+	uint64_t sp;			/* the stack pointer at its jmp */
+	uint32_t site;
+	uint32_t pad;
+};
 
 struct inj_slot {
 	volatile uint64_t key;		/* 0: free */
 	volatile uint32_t tid;
 	volatile uint32_t nest;		/* inside the probe path: a nested hit
 					 * (a signal handler) is only counted */
-	uint64_t pad0[6];
+	volatile uint32_t tgid;		/* its process (the self word at its claim) */
+	uint32_t npend;
+	uint64_t dropped;		/* tail calls whose return was never seen */
+	volatile uint32_t waiting;	/* lossless: the thread waits for room */
+	volatile uint32_t wake;		/* ... on this futex word, moved on by the tracer */
+	uint64_t pad0[2];
 	volatile uint64_t head;		/* written by the thread */
 	uint64_t pad1[7];
 	volatile uint64_t tail;		/* written by the tracer */
 	uint64_t pad2[7];
+	struct inj_pend pend[INJ_PENDING];
+	/* agent_fast: the rows of the keys of one integer this thread saw last
+	 * (a row never changes its key: nothing goes stale) */
+	struct {
+		uint64_t v;
+		uint32_t site;
+		uint32_t row1;		/* row + 1; 0: empty */
+	} kc[INJ_KEY_CACHE];
 };
 
 struct inj_arg {
 	uint32_t ninsn;
 	uint32_t pad;
 	struct fetch_insn insn[USC_FETCH_MAX];
+};
+
+/* What a site does besides recording. */
+enum inj_site_kind {
+	INJ_PLAIN = 0,	/* record the event */
+	INJ_TAIL = 1,	/* a followed tail call: remember the stack pointer */
+	INJ_CONT = 2,	/* a ret of a followed tail call's callees: record the
+			 * tail calls waiting on this stack pointer */
+};
+
+/* What a site does when it aggregates where the probe runs. */
+enum inj_agg_role {
+	INJ_AGG_NONE = 0,	/* record the event */
+	INJ_AGG_ROW = 1,	/* count or histogram a value in its key's row */
+	INJ_AGG_ENTRY = 2,	/* latency: a call begins (its key's row) */
+	INJ_AGG_RETURN = 3,	/* latency: the call of agg_func ends */
 };
 
 struct inj_site {
@@ -83,12 +191,47 @@ struct inj_site {
 	uint32_t nargs;
 	uint32_t ret_site;		/* record the return address at [sp] */
 	uint32_t nstr;			/* arguments that store a string */
+	uint32_t kind;			/* enum inj_site_kind */
+	uint32_t pad;
 	uint8_t reg_only[INJ_MAX_ARGS];	/* an argument that is a register as it is:
 					 * that register (the fast path), else 0xff */
+	/* aggregation (inj_ctl.agg_kind) */
+	uint32_t agg;			/* enum inj_agg_role */
+	uint32_t agg_nkey;		/* the key: args [0, agg_nkey) */
+	int32_t agg_value;		/* hist: the value's arg, else -1 */
+	uint32_t agg_func;		/* latency: the function's id */
+	uint32_t agg_keylen;		/* bytes of the key */
+	uint32_t agg_str_max;		/* bytes of a string in the key */
+	uint32_t agg_fast;		/* no filter, a plain site, at most two arguments,
+					 * registers as they are (reg_only): the trampoline
+					 * calls agent_fast with them first */
+	uint8_t arg_size[INJ_MAX_ARGS];	/* an integer's bytes (0: all 8), to mask */
+	uint8_t arg_sign[INJ_MAX_ARGS];	/* signed: a value sign-extends */
+	uint8_t arg_str[INJ_MAX_ARGS];	/* a string argument */
+	struct usc_filter filter;	/* record or aggregate only what passes (n 0: all) */
+	/* agent_fast: where things are in the process, computed once (fewer
+	 * dependent loads on the hot path) */
+	struct {
+		uint64_t self;		/* the self word */
+		uint64_t slots;		/* struct inj_slot[nslots] */
+		uint64_t counts;	/* this site's counters of slot 0 */
+		uint64_t count_stride;	/* bytes from a slot's counters to the next's */
+		uint64_t dir;		/* the key directory */
+		uint64_t vals;		/* slot 0's values of row 0 */
+		uint64_t slot_vals;	/* bytes of a slot's values */
+		uint64_t touched;	/* slot 0's touched words */
+		uint64_t slot_words;	/* bytes of a slot's touched words */
+		uint64_t lat;		/* struct inj_lat[nslots] */
+		uint64_t hash0;		/* agg_hash's state after the site and a key's
+					 * first word (AGG_K_INT) */
+		volatile uint32_t row1;	/* a site of no key: its row + 1, once the
+					 * agent has found it (0: not yet) */
+		uint32_t pad;
+	} fast;
 	struct inj_arg args[INJ_MAX_ARGS];
 };
 
-enum inj_kind { INJ_INT = 0, INJ_STR = 1, INJ_FAULT = 2 };
+enum inj_kind { INJ_INT = 0, INJ_STR = 1, INJ_FAULT = 2, INJ_NULL = 3 };
 
 struct inj_val {
 	uint64_t val;			/* INJ_INT */

@@ -256,6 +256,11 @@ void remote_release(struct remote *r)
 			if (!(t->stepped && sync_fault(&t->held[k])))
 				syscall(SYS_tgkill, r->pid, t->tid, t->held[k].si_signo);
 	}
+	remote_forget(r);
+}
+
+void remote_forget(struct remote *r)
+{
 	free(r->tasks);
 	r->tasks = NULL;
 	r->ntasks = r->cap = 0;

@@ -40,6 +40,9 @@ int remote_stop_all(struct remote *r, pid_t pid);
 int remote_adopt(struct remote *r, pid_t pid);
 /* Let every thread go (PTRACE_DETACH), giving back held signals. */
 void remote_release(struct remote *r);
+/* Forget the process without letting it go: it stays our tracee (COMMAND's
+ * tree, which the engine holds all along). */
+void remote_forget(struct remote *r);
 
 int remote_read(struct remote *r, uint64_t addr, void *buf, size_t len);
 int remote_write(struct remote *r, uint64_t addr, const void *buf, size_t len);

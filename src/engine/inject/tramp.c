@@ -1,6 +1,8 @@
 /* The probe part of a trampoline: save the registers below the red zone,
  * call the agent with them and the site, restore them. A count-only probe
- * is one locked increment of a per-CPU counter instead.
+ * is one locked increment of a per-CPU counter instead. A site that
+ * aggregates integers from registers calls the agent's fast path first,
+ * which keeps the registers itself, and the full call only when it asks.
  *
  * The flags are saved only where they may be live: not at a function's entry
  * nor at a return site, where the calling convention leaves them dead. The
@@ -219,11 +221,96 @@ static void emit_call_agent(struct emit *e, const struct tramp_spec *s)
 	emit_adjust_sp(e, RED_ZONE);
 }
 
+/* jcc/jmp rel32 to a target inside this trampoline, patched once known:
+ * returns where its rel32 is. */
+static size_t emit_branch(struct emit *e, ZydisMnemonic m)
+{
+	ZydisEncoderRequest r = req0(m);
+	ZydisEncoderOperand *o = &r.operands[r.operand_count++];
+
+	o->type = ZYDIS_OPERAND_TYPE_IMMEDIATE;
+	o->imm.s = (int64_t)(e->at + e->len + 64);	/* any near target: patched */
+	r.branch_type = ZYDIS_BRANCH_TYPE_NEAR;
+	r.branch_width = ZYDIS_BRANCH_WIDTH_32;
+	emit_req(e, &r);
+	return e->len - 4;
+}
+
+static void patch_branch(struct emit *e, size_t rel_at)
+{
+	int32_t rel = (int32_t)(e->len - (rel_at + 4));
+
+	if (!e->err)
+		memcpy(e->out + rel_at, &rel, 4);
+}
+
+/* The registers fast() is given: the value where the probe fired. rax, rdi,
+ * rsi and rdx are on the stack by then (pushed in that order). */
+static void emit_fast_arg(struct emit *e, ZydisRegister dst, uint8_t reg)
+{
+	static const struct {
+		uint8_t reg;
+		int32_t disp;
+	} pushed[] = {{USC_REG_DX, 0}, {USC_REG_SI, 8}, {USC_REG_DI, 16}, {USC_REG_AX, 24}};
+
+	if (reg >= USC_REG_NR || gpr[reg] == ZYDIS_REGISTER_NONE) {
+		emit_rr(e, ZYDIS_MNEMONIC_XOR, dst, dst);
+		return;
+	}
+	for (size_t i = 0; i < sizeof(pushed) / sizeof(pushed[0]); i++)
+		if (pushed[i].reg == reg) {
+			emit_rm(e, ZYDIS_MNEMONIC_MOV, dst, pushed[i].disp);
+			return;
+		}
+	emit_rr(e, ZYDIS_MNEMONIC_MOV, dst, gpr[reg]);
+}
+
+/* The fast path: fast(site, a, b) keeps every register but the flags and
+ * rax, its result; when it says no, the full call. */
+static void emit_call_fast(struct emit *e, const struct tramp_spec *s)
+{
+	size_t to_slow, to_done;
+
+	emit_adjust_sp(e, -RED_ZONE);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_PUSHFQ);
+	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RAX);
+	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RDI);
+	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RSI);
+	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RDX);
+	emit_fast_arg(e, ZYDIS_REGISTER_RSI, s->fast_a);
+	emit_fast_arg(e, ZYDIS_REGISTER_RDX, s->fast_b);
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RDI, (int64_t)s->site);
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->fast);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_CLD);
+	emit_r(e, ZYDIS_MNEMONIC_CALL, ZYDIS_REGISTER_RAX);
+	emit_rr(e, ZYDIS_MNEMONIC_TEST, ZYDIS_REGISTER_EAX, ZYDIS_REGISTER_EAX);
+	/* pops and lea keep the flags */
+	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RDX);
+	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RSI);
+	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RDI);
+	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RAX);
+	to_slow = emit_branch(e, ZYDIS_MNEMONIC_JNZ);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
+	emit_adjust_sp(e, RED_ZONE);
+	to_done = emit_branch(e, ZYDIS_MNEMONIC_JMP);
+	patch_branch(e, to_slow);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
+	emit_adjust_sp(e, RED_ZONE);
+	emit_call_agent(e, s);
+	patch_branch(e, to_done);
+}
+
 ssize_t tramp_encode_probe(const struct tramp_spec *spec, uint8_t *out, size_t cap)
 {
 	struct emit e = {.out = out, .cap = cap, .at = spec->probe_at};
 
-	if (spec->hit)
+	if (spec->hit && spec->fast)
+		emit_call_fast(&e, spec);
+	else if (spec->hit)
 		emit_call_agent(&e, spec);
 	else
 		emit_count(&e, spec);

@@ -18,6 +18,11 @@ struct tramp_spec {
 	/* a recording probe: call hit(regs, site) */
 	uint64_t hit;		/* the agent's entry point */
 	uint64_t site;		/* the site's struct inj_site */
+	/* a site on the agent's fast path (fast != 0): fast(site, a, b), with
+	 * the registers of enum usc_reg fast_a and fast_b (0xff: none); when it
+	 * returns non-zero, hit(regs, site) as above */
+	uint64_t fast;
+	uint8_t fast_a, fast_b;
 	/* a count-only probe (hit == 0): lock inc of a per-CPU counter at
 	 * counter + (cpu % 64) * stride; without rdpid, CPU 0's */
 	uint64_t counter;

@@ -22,6 +22,7 @@
 
 #include "core/log.h"
 #include "engine/engine.h"
+#include "session/session.h"
 #include "engine/tracefs/tracefs_lower.h"
 
 #define TFS_PREFIX "uscope_"
@@ -29,6 +30,7 @@
 
 struct tfs_site {
 	bool created;
+	bool filter_here;	/* the kernel refused its filter: filtered when decoded */
 	struct tep_event *ev;
 	struct tep_format_field *f_ip, *f_func;
 	struct tep_format_field *f_ret;		/* return sites: the return address */
@@ -170,9 +172,9 @@ static void tfs_clean_stale(void)
 	tracefs_dynevent_list_free(all);
 }
 
-/* ---- open ---------------------------------------------------------------- */
+/* ---- create ------------------------------------------------------------- */
 
-static int tfs_open(struct usc_session *s, struct usc_engine **out)
+static int tfs_create(struct usc_session *s, struct usc_engine **out, char *why, size_t len)
 {
 	const char *dir = tracefs_tracing_dir();
 	char path[4096];
@@ -180,60 +182,57 @@ static int tfs_open(struct usc_session *s, struct usc_engine **out)
 
 	if (!dir) {
 		if (geteuid() != 0) {
-			log_error("the tracefs engine needs root: tracefs is not mounted, and only "
-				  "root can mount it (try: sudo uscope ...)");
+			snprintf(why, len, "the tracefs engine needs root: tracefs is not mounted, "
+				 "and only root can mount it (try: sudo uscope ...)");
 			return -EPERM;
 		}
-		log_error("no tracefs: it is not mounted and could not be mounted at "
-			  "/sys/kernel/tracing (is CONFIG_TRACING enabled?)");
+		snprintf(why, len, "no tracefs: it is not mounted and could not be mounted at "
+			 "/sys/kernel/tracing (is CONFIG_TRACING enabled?)");
 		return -ENODEV;
 	}
 	snprintf(path, sizeof(path), "%s/uprobe_events", dir);
 	if (access(path, F_OK)) {
 		if (errno == EACCES || geteuid() != 0) {
-			log_error("the tracefs engine needs root: no access to %s (try: sudo uscope ...)",
-				  dir);
+			snprintf(why, len, "the tracefs engine needs root: no access to %s (try: "
+				 "sudo uscope ...)", dir);
 			return -EPERM;
 		}
-		log_error("the kernel has no uprobe events: %s is missing "
-			  "(CONFIG_UPROBE_EVENTS is needed)", path);
+		snprintf(why, len, "the kernel has no uprobe events: %s is missing "
+			 "(CONFIG_UPROBE_EVENTS is needed)", path);
 		return -ENOTSUP;
 	}
 	if (access(path, W_OK)) {
-		log_error("the tracefs engine needs root: %s is not writable (try: sudo uscope ...)",
-			  path);
+		snprintf(why, len, "the tracefs engine needs root: %s is not writable (try: sudo "
+			 "uscope ...)", path);
 		return -EPERM;
 	}
-
-	tfs_clean_stale();
-
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	t->base.ops = &tracefs_engine_ops;
 	t->base.session = s;
 	snprintf(t->name, sizeof(t->name), TFS_PREFIX "%d", (int)getpid());
-	t->nsites = s->nsites;
-	t->ts = calloc(s->nsites ? s->nsites : 1, sizeof(*t->ts));
-	t->stats = calloc(s->nsites ? s->nsites : 1, sizeof(*t->stats));
-	if (!t->ts || !t->stats) {
-		free(t->ts);
-		free(t->stats);
-		free(t);
-		return -ENOMEM;
-	}
-	t->inst = tracefs_instance_create(t->name);
-	if (!t->inst) {
-		int e = errno ? errno : EIO;
-
-		log_error("cannot create the tracefs instance %s: %s", t->name, strerror(e));
-		free(t->ts);
-		free(t->stats);
-		free(t);
-		return -e;
-	}
 	*out = &t->base;
 	return 0;
+}
+
+/* What uprobe_events can fetch: everything but two registers added (a USDT
+ * base+index operand), within the length the kernel takes. */
+static int tfs_can_place(struct usc_engine *e, const struct usc_site *site, char *why,
+			 size_t len)
+{
+	char args[8192];
+	int ret;
+
+	(void)e;
+	ret = tracefs_lower_args(site->args, site->nargs, (int64_t)(site->offset - site->vaddr),
+				 site->ret_site, args, sizeof(args));
+	if (ret == -ENOTSUP)
+		snprintf(why, len, "uprobe_events cannot compute an argument (it adds two "
+			 "registers: a USDT base+index operand)");
+	else if (ret)
+		snprintf(why, len, "the fetch arguments are too long for uprobe_events");
+	return ret ? -ENOTSUP : 0;
 }
 
 /* ---- attach ------------------------------------------------------------------ */
@@ -255,7 +254,7 @@ static void kernel_error(const char *what, const char *event)
 static int tfs_setup_decode(struct tfs *t)
 {
 	const char *systems[] = {t->name, "task", "sched", NULL};
-	struct usc_session *s = t->base.session;
+	struct usc_engine *e = &t->base;
 	char *sz;
 
 	t->tep = tracefs_local_events_system(NULL, systems);
@@ -267,9 +266,9 @@ static int tfs_setup_decode(struct tfs *t)
 	if (!t->kbuf)
 		return -ENOMEM;
 	t->max_id = 0;
-	for (size_t i = 0; i < s->nsites; i++) {
+	for (size_t i = 0; i < e->nsites; i++) {
 		struct tfs_site *ts = &t->ts[i];
-		const struct usc_site *site = &s->sites[i];
+		const struct usc_site *site = e->sites[i];
 
 		ts->ev = tep_find_event_by_name(t->tep, t->name, site->event);
 		if (!ts->ev) {
@@ -316,7 +315,7 @@ static int tfs_setup_decode(struct tfs *t)
 		return -ENOMEM;
 	for (int i = 0; i <= t->max_id; i++)
 		t->site_of_id[i] = -1;
-	for (size_t i = 0; i < s->nsites; i++)
+	for (size_t i = 0; i < e->nsites; i++)
 		t->site_of_id[t->ts[i].ev->id] = (int)i;
 
 	t->page_size = (size_t)getpagesize();
@@ -347,27 +346,61 @@ static int tfs_setup_decode(struct tfs *t)
 	return 0;
 }
 
+/* Filters: the kernel's event filter (ftrace's syntax) drops what fails
+ * before it reaches the ring buffer. One it cannot say ($pid, a quote in a
+ * string) or refuses is applied here as events are decoded. */
+static bool tfs_filters(struct usc_engine *e, const struct usc_site *site)
+{
+	(void)e;
+	(void)site;
+	return true;	/* in the kernel, or as events are decoded */
+}
+
+static void set_filter(struct tfs *t, size_t i)
+{
+	const struct usc_site *site = t->base.sites[i];
+	char text[4096], file[256];
+	int ret = filter_render_ftrace(&site->filter, site->args, text, sizeof(text));
+
+	if (!ret) {
+		snprintf(file, sizeof(file), "events/%s/%s/filter", t->name, site->event);
+		if (tracefs_instance_file_write(t->inst, file, text) < 0)
+			ret = -EINVAL;
+	}
+	t->ts[i].filter_here = ret != 0;
+	log_info("%s at 0x%llx: filtered %s%s%s", site->label, (unsigned long long)site->vaddr,
+		 ret ? "by uscope as its events are read" : "by the kernel: ", ret ? "" : text,
+		 ret == -EINVAL ? " (the kernel refused the filter)" :
+		 ret ? " (the kernel's filters cannot say it)" : "");
+}
+
 static int tfs_attach(struct usc_engine *e)
 {
 	struct tfs *t = tfs_of(e);
-	struct usc_session *s = e->session;
 	char args[8192], ref[32], *cmd;
 	int ret;
 
-	for (size_t i = 0; i < s->nsites; i++) {
-		const struct usc_site *site = &s->sites[i];
+	tfs_clean_stale();
+	t->nsites = e->nsites;
+	t->ts = calloc(e->nsites ? e->nsites : 1, sizeof(*t->ts));
+	t->stats = calloc(e->nsites ? e->nsites : 1, sizeof(*t->stats));
+	if (!t->ts || !t->stats)
+		return -ENOMEM;
+	t->inst = tracefs_instance_create(t->name);
+	if (!t->inst) {
+		int err = errno ? errno : EIO;
+
+		log_error("cannot create the tracefs instance %s: %s", t->name, strerror(err));
+		return -err;
+	}
+	for (size_t i = 0; i < e->nsites; i++) {
+		const struct usc_site *site = e->sites[i];
 
 		ret = tracefs_lower_args(site->args, site->nargs,
-					 (int64_t)(site->offset - site->vaddr), args, sizeof(args));
-		if (ret == -ENOTSUP) {
-			log_error("%s: the kernel's fetch arguments cannot compute an argument "
-				  "of %s (it adds two registers: a USDT base+index operand); "
-				  "leave that argument out", site->spec->text, site->label);
-			return ret;
-		}
+					 (int64_t)(site->offset - site->vaddr), site->ret_site, args,
+					 sizeof(args));
 		if (ret) {
-			log_error("%s: the fetch arguments are too long for uprobe_events",
-				  site->spec->text);
+			log_error("%s: the fetch arguments do not fit uprobe_events", site->spec->text);
 			return ret;
 		}
 		/* PATH:OFFSET(REF_CTR_OFFSET): the kernel raises the USDT
@@ -394,6 +427,8 @@ static int tfs_attach(struct usc_engine *e)
 			return -err;
 		}
 		t->ts[i].created = true;
+		if (site->filter.n)
+			set_filter(t, i);
 	}
 
 	/* Session settings, all on our own instance. Timestamps use
@@ -436,7 +471,7 @@ static int write_task_pids(struct tfs *t, pid_t pid, bool append)
 	return ret ? -EIO : 0;
 }
 
-static int tfs_start(struct usc_engine *e, pid_t pid, int follow_children)
+static int tfs_start(struct usc_engine *e, pid_t pid, bool follow_children)
 {
 	struct tfs *t = tfs_of(e);
 	int ret;
@@ -672,7 +707,6 @@ static int rec_cmp(const void *a, const void *b)
 
 static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, void *ctx)
 {
-	struct usc_session *s = t->base.session;
 	char *data = t->arena + r->off;
 	struct tep_record rec = {.ts = r->ts, .cpu = r->cpu, .data = data, .size = (int)r->size};
 	int id = tep_data_type(t->tep, &rec), idx;
@@ -693,7 +727,7 @@ static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, v
 	}
 	if (id < 0 || id > t->max_id || (idx = t->site_of_id[id]) < 0)
 		return 1;
-	site = &s->sites[idx];
+	site = t->base.sites[idx];
 	ts = &t->ts[idx];
 	tk = task_get(t, tep_data_pid(t->tep, &rec));
 	if (!tk)
@@ -739,9 +773,26 @@ static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, v
 			v->kind = USC_V_INT;
 			v->u = tep_read_number(t->tep, data + f->offset, f->size);
 		}
+		/* $pid, $tid, $cpu: the kernel fetched a 0 in their place; the
+		 * event's header has them */
+		switch (site->args[a].insn[0].op) {
+		case FOP_PID:
+			v->u = (uint32_t)ev.pid;
+			break;
+		case FOP_TID:
+			v->u = (uint32_t)ev.tid;
+			break;
+		case FOP_CPU:
+			v->u = (uint32_t)ev.cpu;
+			break;
+		default:
+			break;
+		}
 	}
 	ev.nvals = site->nargs;
 	ev.vals = t->vals;
+	if (ts->filter_here && !engine_filter_pass(&ev))
+		return 1;
 	t->stats[idx].events++;
 	/* 0: delivered; 2: the consumer asked to stop */
 	return fn(&ev, ctx) ? 2 : 0;
@@ -823,7 +874,6 @@ static uint64_t tfs_kernel_lost(struct tfs *t)
 /* hits per event from uprobe_profile: "  PATH EVENT HITS" */
 static void tfs_profile_hits(struct tfs *t)
 {
-	struct usc_session *s = t->base.session;
 	char *prof = tracefs_instance_file_read(NULL, "uprobe_profile", NULL);
 	char *save = NULL;
 
@@ -835,8 +885,8 @@ static void tfs_profile_hits(struct tfs *t)
 
 		if (sscanf(line, " %4095s %255s %llu", path, event, &hits) != 3)
 			continue;
-		for (size_t i = 0; i < s->nsites; i++) {
-			const struct usc_site *site = &s->sites[i];
+		for (size_t i = 0; i < t->nsites; i++) {
+			const struct usc_site *site = t->base.sites[i];
 
 			if (strcmp(site->event, event) || strcmp(site->path, path))
 				continue;
@@ -906,10 +956,10 @@ static void tfs_detach(struct usc_engine *e)
 
 		if (!t->ts[i].created)
 			continue;
-		snprintf(cmd, sizeof(cmd), "-:%s/%s\n", t->name, t->base.session->sites[i].event);
+		snprintf(cmd, sizeof(cmd), "-:%s/%s\n", t->name, t->base.sites[i]->event);
 		if (tracefs_instance_file_append(NULL, "uprobe_events", cmd) < 0)
 			log_warn("could not remove the uprobe %s/%s", t->name,
-				 t->base.session->sites[i].event);
+				 t->base.sites[i]->event);
 		else
 			t->ts[i].created = false;
 	}
@@ -940,7 +990,8 @@ static void tfs_destroy(struct usc_engine *e)
 
 const struct usc_engine_ops tracefs_engine_ops = {
 	.name = "tracefs",
-	.open = tfs_open,
+	.create = tfs_create,
+	.can_place = tfs_can_place,
 	.attach = tfs_attach,
 	.start = tfs_start,
 	.poll = tfs_poll,
@@ -948,4 +999,5 @@ const struct usc_engine_ops tracefs_engine_ops = {
 	.stats = tfs_stats,
 	.detach = tfs_detach,
 	.destroy = tfs_destroy,
+	.filters = tfs_filters,
 };

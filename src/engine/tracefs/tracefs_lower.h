@@ -2,18 +2,20 @@
 #ifndef USC_ENGINE_TRACEFS_LOWER_H
 #define USC_ENGINE_TRACEFS_LOWER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "probe/probe.h"
 
 /* One bound fetcharg: "NAME=EXPR:TYPE". foff_delta is the probe site's
  * file offset minus its link-time address, to express FOP_VADDR as the
- * kernel's @+FILE_OFFSET. 0, -ENOSPC, or -ENOTSUP for what the kernel's
+ * kernel's @+FILE_OFFSET. On a return site (an entry-style probe on a
+ * ret), $retval is %ax. 0, -ENOSPC, or -ENOTSUP for what the kernel's
  * fetch arguments cannot do (adding two registers; an unbound $argN). */
-int tracefs_lower_arg(const struct usc_fetcharg *arg, int64_t foff_delta, char *buf,
-		      size_t len);
+int tracefs_lower_arg(const struct usc_fetcharg *arg, int64_t foff_delta, bool ret_site,
+		      char *buf, size_t len);
 /* Several, space-separated ("" when none). */
 int tracefs_lower_args(const struct usc_fetcharg *args, unsigned n, int64_t foff_delta,
-		       char *buf, size_t len);
+		       bool ret_site, char *buf, size_t len);
 
 #endif

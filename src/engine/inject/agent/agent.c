@@ -6,25 +6,36 @@
  * own stack, below its red zone, with every register saved by the
  * trampoline. Its hot path takes no lock and makes no system call: a thread
  * finds its slot by its key (a compare-and-swap claims a free one on its
- * first hit), counts the hit, interprets the site's fetch programs (the same
- * programs every engine runs) and appends one record to its own ring.
- * Memory behind a pointer is read with process_vm_readv on the process
- * itself, so a bad pointer is a fault marker, never a crash: the only system
- * call, and only for probes that dereference. */
+ * first hit), counts the hit, interprets the site's fetch programs with the
+ * interpreter every engine shares (probe/fetch_eval.h) and appends one
+ * record to its own ring. Memory behind a pointer is read with
+ * process_vm_readv on the process itself, so a bad pointer is a fault
+ * marker, never a crash: the only system call, and only for probes that
+ * dereference.
+ *
+ * A site may also filter (`if COND`, with the filter interpreter every
+ * engine shares: probe/filter_eval.h) and aggregate instead of recording:
+ * count or histogram a value in its key's row, or pair a call's entry with
+ * its return (latency), in the shared memory (inject_shared.h). */
 #include "engine/inject/inject_shared.h"
+#include "probe/agg.h"
 
 #define HIDDEN __attribute__((visibility("hidden")))
 
 void agent_hit(struct inj_regs *regs, struct inj_site *site) HIDDEN;
+uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
+	__attribute__((no_caller_saved_registers));
 
 /* The tracer reads this header at the blob's start. */
 struct agent_hdr {
 	uint64_t magic;
 	uint64_t hit_off;	/* offset of agent_hit in the blob */
+	uint64_t fast_off;	/* offset of agent_fast */
 };
 __attribute__((section(".agent_hdr"), used)) HIDDEN const struct agent_hdr agent_hdr = {
 	.magic = INJ_MAGIC,
 	.hit_off = (uint64_t)&agent_hit,	/* the blob is linked at 0 */
+	.fast_off = (uint64_t)&agent_fast,
 };
 
 static inline long sys6(long n, long a, long b, long c, long d, long e, long f)
@@ -51,16 +62,65 @@ struct iov {
 	uint64_t len;
 };
 
+/* What a hit reads memory as: its process; and who it is. */
+struct env {
+	uint32_t tgid;
+	uint32_t tid;
+	uint64_t sp;
+	const struct inj_ctl *c;
+};
+
 /* Read len bytes at addr without faulting: the count read (short at the
  * first unreadable page), or < 0. */
-static long safe_read(const struct inj_ctl *c, void *dst, uint64_t addr, uint64_t len)
+static long safe_read(const struct env *env, void *dst, uint64_t addr, uint64_t len)
 {
 	struct iov l = {dst, len}, r = {(void *)addr, len};
 
-	return sys6(SYS_process_vm_readv, c->tgid, (long)&l, 1, (long)&r, 1, 0);
+	return sys6(SYS_process_vm_readv, env->tgid, (long)&l, 1, (long)&r, 1, 0);
 }
 
-static inline uint64_t fs_base(const struct inj_ctl *c)
+static int read_user(const struct env *env, void *dst, uint64_t addr, uint64_t len)
+{
+	return safe_read(env, dst, addr, len) != (long)len;
+}
+
+/* The page of the stack pointer is mapped: read there directly; beyond it
+ * the stack may end (the top of a coroutine's stack). */
+static int read_stack(const struct env *env, uint64_t *dst, uint64_t addr)
+{
+	if (addr >= env->sp && (env->sp & 4095) + (addr - env->sp) + 8 <= 4096) {
+		*dst = *(const uint64_t *)addr;
+		return 0;
+	}
+	return read_user(env, dst, addr, 8);
+}
+
+/* The CPU it runs on: rdpid, or rdtscp's aux (the kernel puts the CPU in
+ * its low 12 bits). */
+static inline uint32_t this_cpu(const struct inj_ctl *c)
+{
+	uint32_t lo, hi, aux;
+
+	if (c->use_rdpid) {
+		uint64_t id;
+
+		__asm__ volatile("rdpid %0" : "=r"(id));
+		return (uint32_t)id & 0xfff;
+	}
+	__asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
+	return aux & 0xfff;
+}
+
+#define FETCH_INLINE static inline
+#define FETCH_STEP fetch_step
+#define FETCH_READ(env, dst, addr, len) read_user(env, dst, addr, len)
+#define FETCH_READ_STACK(env, dst, addr) read_stack(env, dst, addr)
+#define FETCH_PID(env) ((const struct env *)(env))->tgid
+#define FETCH_TID(env) ((const struct env *)(env))->tid
+#define FETCH_CPU(env) this_cpu(((const struct env *)(env))->c)
+#include "probe/fetch_eval.h"
+
+static inline __attribute__((always_inline)) uint64_t fs_base(const struct inj_ctl *c)
 {
 	uint64_t v;
 
@@ -71,7 +131,9 @@ static inline uint64_t fs_base(const struct inj_ctl *c)
 	return v;
 }
 
-static struct inj_slot *slot_get(struct inj_ctl *c, uint64_t key)
+#define ALWAYS static inline __attribute__((always_inline))
+
+static struct inj_slot *slot_get(struct inj_ctl *c, uint64_t key, uint32_t tgid)
 {
 	struct inj_slot *slots = (struct inj_slot *)((char *)c + c->slots_off);
 	uint32_t mask = c->nslots - 1, h = (uint32_t)((key * 0x9e3779b97f4a7c15ULL) >> 40);
@@ -89,178 +151,447 @@ static struct inj_slot *slot_get(struct inj_ctl *c, uint64_t key)
 				s->tid = (uint32_t)key;
 			else if (!s->tid)
 				s->tid = (uint32_t)sys6(SYS_gettid, 0, 0, 0, 0, 0, 0);
+			s->tgid = tgid;
 			return s;
 		}
 	}
 	return 0;
 }
 
-struct eval {
-	const struct inj_ctl *c;
-	const struct inj_site *site;
-	const uint64_t *regs;
-	char *rec;
-	uint32_t str_off;
-};
-
-static void eval_arg(struct eval *e, const struct inj_arg *a, struct inj_val *v)
+/* One argument into v, strings into the record at *str_off. */
+static void eval_arg(const struct env *env, const struct fetch_where *w, const uint64_t *regs,
+		     const struct inj_arg *a, struct inj_val *v, char *rec, uint32_t *str_off)
 {
-	const uint64_t *regs = e->regs;
-	uint64_t val = 0, tmp;
-	long n;
+	uint64_t val = 0;
+	long n, len;
+	int st = FETCH_DONE;
+	char *dst;
 
 	v->kind = INJ_INT;
 	v->val = 0;
 	for (uint32_t k = 0; k < a->ninsn && k < USC_FETCH_MAX; k++) {
-		const struct fetch_insn *in = &a->insn[k];
-
-		switch (in->op) {
-		case FOP_END:
-			v->val = val;
-			return;
-		case FOP_REG:
-			val = in->reg < USC_REG_NR ? regs[in->reg] : 0;
+		st = fetch_step(&a->insn[k], regs, w, &val, (void *)env);
+		if (st != FETCH_NEXT)
 			break;
-		case FOP_STACK:
-			/* the page of the stack pointer is mapped; beyond it, the
-			 * stack may end (the top of a coroutine's stack) */
-			if (in->imm >= 0 && in->imm < 8 &&
-			    (regs[USC_REG_SP] & 4095) + 8 * (uint64_t)in->imm + 8 <= 4096) {
-				val = ((const uint64_t *)regs[USC_REG_SP])[in->imm];
-			} else if (safe_read(e->c, &tmp, regs[USC_REG_SP] + 8 * (uint64_t)in->imm,
-					     8) != 8) {
-				goto fault;
-			} else {
-				val = tmp;
-			}
-			break;
-		case FOP_STACKP:
-			val = regs[USC_REG_SP];
-			break;
-		case FOP_RETVAL:
-			val = regs[USC_REG_AX];
-			break;
-		case FOP_IMM:
-		case FOP_MEM:
-			val = (uint64_t)in->imm;
-			break;
-		case FOP_FOFFS:	/* as the kernel: probe address - probe offset + OFF */
-			val = e->site->ip - e->site->offset + (uint64_t)in->imm;
-			break;
-		case FOP_VADDR:	/* the module's load bias + a link-time address */
-			val = e->site->ip - e->site->vaddr + (uint64_t)in->imm;
-			break;
-		case FOP_ADD_REG:
-			val += (in->reg < USC_REG_NR ? regs[in->reg] : 0) * in->size;
-			break;
-		case FOP_DEREF:
-			if (safe_read(e->c, &tmp, val + (uint64_t)in->imm, 8) != 8)
-				goto fault;
-			val = tmp;
-			break;
-		case FOP_ST_RAW:
-			break;
-		case FOP_ST_MEM:
-			tmp = 0;
-			if (in->size == 0 || in->size > 8 ||
-			    safe_read(e->c, &tmp, val + (uint64_t)in->imm, in->size) != in->size)
-				goto fault;
-			val = tmp;
-			break;
-		case FOP_COMM:
-		case FOP_ST_STRING: {
-			char *dst = e->rec + e->str_off;
-
-			if (in->op == FOP_COMM) {
-				for (int j = 0; j < 16; j++)
-					dst[j] = 0;
-				if (sys6(SYS_prctl, PR_GET_NAME, (long)dst, 0, 0, 0, 0))
-					goto fault;
-				n = 16;
-			} else {
-				n = safe_read(e->c, dst, val + (uint64_t)in->imm, INJ_STR_MAX);
-				if (n <= 0)
-					goto fault;
-			}
-			long len = 0;
-
-			while (len < n && dst[len])
-				len++;
-			if (len == n) {
-				if (n < INJ_STR_MAX)
-					goto fault;	/* unreadable before its NUL */
-				len = INJ_STR_MAX - 1;	/* cut, as the kernel does */
-			}
-			dst[len] = 0;
-			v->kind = INJ_STR;
-			v->str_off = (uint16_t)e->str_off;
-			v->str_len = (uint16_t)len;
-			e->str_off += (uint32_t)(len + 1 + 7) & ~7u;
-			return;
-		}
-		case FOP_MOD_BF:
-			val = (val >> in->bf_offset) &
-			      (in->bf_width >= 64 ? ~0ULL : ((1ULL << in->bf_width) - 1));
-			break;
-		default:
-			goto fault;
-		}
 	}
-	v->val = val;
-	return;
-fault:
+	switch (st) {
+	case FETCH_NEXT:
+	case FETCH_DONE:
+		v->val = val;
+		return;
+	case FETCH_NULL:
+		v->kind = INJ_NULL;
+		return;
+	case FETCH_STRING:
+	case FETCH_COMM:
+		dst = rec + *str_off;
+		if (st == FETCH_COMM) {
+			for (int j = 0; j < 16; j++)
+				dst[j] = 0;
+			if (sys6(SYS_prctl, PR_GET_NAME, (long)dst, 0, 0, 0, 0))
+				break;
+			n = 16;
+		} else {
+			n = safe_read(env, dst, val, INJ_STR_MAX);
+			if (n <= 0)
+				break;
+		}
+		len = 0;
+		while (len < n && dst[len])
+			len++;
+		if (len == n) {
+			if (n < INJ_STR_MAX)
+				break;		/* unreadable before its NUL */
+			len = INJ_STR_MAX - 1;	/* cut, as the kernel does */
+		}
+		dst[len] = 0;
+		v->kind = INJ_STR;
+		v->str_off = (uint16_t)*str_off;
+		v->str_len = (uint16_t)len;
+		*str_off += (uint32_t)(len + 1 + 7) & ~7u;
+		return;
+	default:
+		break;
+	}
 	v->kind = INJ_FAULT;
 }
 
-void agent_hit(struct inj_regs *r, struct inj_site *site)
+/* ---- filters -------------------------------------------------------------- */
+
+/* The values a filter reads: a record's, or a key's scratch. */
+struct fenv {
+	const struct inj_val *vals;
+	const char *base;		/* strings are at base + str_off */
+	uint32_t n;
+};
+
+static inline int fenv_int(const struct fenv *f, uint32_t i, uint64_t *u)
 {
-	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
-	struct inj_slot *s;
-	uint64_t key, head, tail, *counts, slot;
-	uint32_t size = c->ring_size, pos, pad = 0, need, nargs, aux;
+	if (i >= f->n || f->vals[i].kind != INJ_INT)
+		return 1;
+	*u = f->vals[i].val;
+	return 0;
+}
+
+static inline int fenv_str(const struct fenv *f, uint32_t i, const char **s, uint32_t *n)
+{
+	if (i >= f->n || f->vals[i].kind != INJ_STR)
+		return 1;
+	*s = f->base + f->vals[i].str_off;
+	*n = f->vals[i].str_len;
+	return 0;
+}
+
+#define FILTER_INLINE static inline
+#define FILTER_STEP filter_step
+#define FILTER_INT(env, i, u) fenv_int(env, i, u)
+#define FILTER_STR(env, i, s, n) fenv_str(env, i, s, n)
+#define FILTER_GLOB(env, strs, off, pn, s, sn) filter_glob_full((strs) + (off), pn, s, sn)
+#include "probe/filter_eval.h"
+
+static int filter_pass(const struct usc_filter *f, const struct inj_val *vals, const char *base,
+		       uint32_t n)
+{
+	struct fenv fe = {vals, base, n};
+	uint32_t stack = 0;
+
+	for (uint32_t k = 0; k < f->n && k < USC_FILTER_MAX; k++)
+		filter_step(&f->insn[k], f->strs, &stack, &fe);
+	return stack & 1;
+}
+
+/* ---- aggregation ------------------------------------------------------------ */
+
+static inline __attribute__((always_inline)) uint64_t rd_tsc(void)
+{
 	uint32_t lo, hi;
-	char *ring, *rec;
 
-	if (*(volatile uint32_t *)c->alive != 1)
-		return;		/* a forked child: not traced */
-	if (c->key_mode == INJ_KEY_TID_AT_FS) {
-		uint32_t tid;	/* glibc's, at the thread pointer + tid_off */
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+}
 
-		__asm__ volatile("movl %%fs:(%1), %0" : "=r"(tid) : "r"((uint64_t)c->tid_off));
-		key = tid;
-	} else {
-		key = fs_base(c);
+/* The row of the key in the thread's scratch (keylen bytes, whole words),
+ * claimed when new; INJ_NO_ROW when the table is full. */
+static uint32_t row_of(struct inj_ctl *c, const struct inj_site *site, const uint64_t *key,
+		       uint32_t keylen)
+{
+	char *dir = (char *)c + c->agg_dir_off;
+	uint32_t nw = keylen / 8, mask = c->agg_nslots - 1;
+	uint64_t h = agg_hash(site->index, key, nw);
+
+	for (uint32_t i = 0, at = (uint32_t)h & mask; i <= mask; i++, at = (at + 1) & mask) {
+		struct inj_dir *e = (struct inj_dir *)(dir + (uint64_t)at * c->agg_dir_size);
+		uint32_t st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+
+		if (st == INJ_DIR_FREE) {
+			uint32_t row;
+
+			if (__atomic_load_n(&c->agg_used, __ATOMIC_RELAXED) >= c->agg_max_rows)
+				return INJ_NO_ROW;
+			if (!__sync_bool_compare_and_swap(&e->state, INJ_DIR_FREE, INJ_DIR_BUSY)) {
+				st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+			} else {
+				row = __sync_fetch_and_add(&c->agg_used, 1);
+				if (row >= c->agg_max_rows) {
+					/* lost the race for the last row: the entry goes back */
+					__atomic_store_n(&e->state, INJ_DIR_FREE, __ATOMIC_RELEASE);
+					return INJ_NO_ROW;
+				}
+				e->site = site->index;
+				e->row = row;
+				e->keylen = keylen;
+				e->hash = h;
+				for (uint32_t w = 0; w < nw; w++)
+					((uint64_t *)(e + 1))[w] = key[w];
+				__atomic_store_n(&e->state, INJ_DIR_READY, __ATOMIC_RELEASE);
+				return row;
+			}
+		}
+		/* another thread is writing this entry: wait for it, briefly */
+		for (uint32_t spin = 0; st == INJ_DIR_BUSY && spin < 100000; spin++) {
+			__asm__ volatile("pause");
+			st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
+		}
+		if (st != INJ_DIR_READY)
+			return INJ_NO_ROW;
+		if (e->hash != h || e->site != site->index || e->keylen != keylen)
+			continue;
+		uint32_t w = 0;
+
+		while (w < nw && ((const uint64_t *)(e + 1))[w] == key[w])
+			w++;
+		if (w == nw)
+			return e->row;
 	}
-	s = key ? slot_get(c, key) : 0;
-	if (!s) {
-		__sync_fetch_and_add(&c->slot_full, 1);
+	return INJ_NO_ROW;
+}
+
+/* One value into the thread's own values a of a row; touched gets the
+ * row's bit. */
+ALWAYS void val_add(const struct inj_ctl *c, struct agg_val *a, uint64_t *touched, uint32_t row,
+		    int64_t v)
+{
+	uint64_t bit = 1ULL << (row % 64);
+
+	if (!(*touched & bit))
+		*touched |= bit;
+	agg_val_add(a, v, c->agg_epoch);
+	if (c->agg_nbuckets) {
+		uint32_t b = c->agg_linear ? agg_linear_bucket(v, c->agg_lmin, c->agg_lmax,
+							       c->agg_lstep, c->agg_nbuckets) :
+					     agg_log_bucket(v);
+
+		if (b < c->agg_nbuckets)
+			((uint64_t *)(a + 1))[b]++;
+	}
+}
+
+ALWAYS void row_add(struct inj_ctl *c, uint64_t slot, uint32_t row, int64_t v)
+{
+	val_add(c, (struct agg_val *)((char *)c + c->agg_vals_off +
+				      (slot * c->agg_max_rows + row) * c->agg_val_size),
+		(uint64_t *)((char *)c + c->agg_touched_off) +
+		slot * ((c->agg_max_rows + 63) / 64) + row / 64, row, v);
+}
+
+/* Evaluate the site's arguments into vals (strings after them in buf). */
+static void eval_args(const struct env *env, const struct inj_site *site, uint64_t *regs,
+		      struct inj_val *vals, char *buf, uint32_t str_off)
+{
+	struct fetch_where w = {site->ip, site->offset, site->vaddr};
+	uint32_t nargs = site->nargs < INJ_MAX_ARGS ? site->nargs : INJ_MAX_ARGS;
+
+	for (uint32_t i = 0; i < nargs; i++) {
+		uint8_t reg = site->reg_only[i];
+
+		if (reg < USC_REG_NR) {
+			vals[i].kind = INJ_INT;
+			vals[i].val = regs[reg];
+		} else {
+			eval_arg(env, &w, regs, &site->args[i], &vals[i], buf, &str_off);
+		}
+	}
+}
+
+/* The key of args [0, agg_nkey) into key (probe/agg.h's layout), whole
+ * words at a time: a word written in bytes and read back whole (the hash)
+ * would stall on store forwarding. */
+static void make_key(const struct inj_site *site, const struct inj_val *vals, const char *buf,
+		     uint64_t *key)
+{
+	uint32_t at = 0, str_words = 1 + site->agg_str_max / 8, nw = site->agg_keylen / 8;
+
+	for (uint32_t i = 0; i < site->agg_nkey && i < INJ_MAX_ARGS; i++) {
+		const struct inj_val *v = &vals[i];
+		uint32_t len = site->arg_str[i] ? str_words : 2;
+
+		if (at + len > nw)
+			break;
+		if (v->kind == INJ_FAULT || v->kind == INJ_NULL) {
+			key[at] = v->kind == INJ_FAULT ? AGG_K_FAULT : AGG_K_NULL;
+			for (uint32_t w = 1; w < len; w++)
+				key[at + w] = 0;
+		} else if (site->arg_str[i] && v->kind == INJ_STR) {
+			uint32_t n = v->str_len < site->agg_str_max ? v->str_len : site->agg_str_max;
+			const unsigned char *src = (const unsigned char *)buf + v->str_off;
+
+			key[at] = AGG_K_STR | (uint64_t)(v->str_len > site->agg_str_max) << 8 |
+				  (uint64_t)n << 16;
+			for (uint32_t w = 0; w + 1 < len; w++) {
+				uint64_t word = 0;
+
+				for (uint32_t b = 0; b < 8 && 8 * w + b < n; b++)
+					word |= (uint64_t)src[8 * w + b] << (8 * b);
+				key[at + 1 + w] = word;
+			}
+		} else {
+			key[at] = AGG_K_INT;
+			key[at + 1] = (uint64_t)agg_value_of(v->val, site->arg_size[i], 0);
+		}
+		at += len;
+	}
+	for (; at < nw; at++)
+		key[at] = 0;	/* a key of none: one word of zeros */
+}
+
+/* Latency: the call of func ends; its frame, and those above it (calls
+ * whose return was not seen: a longjmp), go. As src/flow pairs events. */
+ALWAYS void lat_return(struct inj_ctl *c, struct inj_lat *l, uint64_t slot, uint32_t func,
+		       uint64_t *counts)
+{
+	uint32_t n = l->n < INJ_LAT_DEPTH ? l->n : INJ_LAT_DEPTH;
+
+	for (uint32_t i = n; i-- > 0;) {
+		if (l->f[i].func != func)
+			continue;
+		uint64_t dt = rd_tsc() - l->f[i].tsc;
+		uint32_t row = l->f[i].row;
+
+		l->n = i;
+		if (row == INJ_NO_ROW)
+			return;		/* its key found the table full (counted) */
+		row_add(c, slot, row, (int64_t)(((unsigned __int128)dt * c->tsc_mult) >> 32));
 		return;
 	}
-	slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
-	counts = (uint64_t *)((char *)c + c->counts_off) + 2 * (slot * c->nsites + site->index);
-	counts[0]++;
-	if (!c->enabled)
-		return;
-	if (s->nest) {
+	(void)counts;	/* no entry seen: tracing began inside the call */
+}
+
+/* Latency: a call of func begins (row: its key's, or INJ_NO_ROW). */
+ALWAYS void lat_entry(struct inj_lat *lat, uint32_t func, uint32_t row, uint64_t *counts)
+{
+	uint32_t n = lat->n;
+
+	if (n >= INJ_LAT_DEPTH) {
+		/* deeper than we keep: the outermost call goes */
+		for (uint32_t i = 1; i < INJ_LAT_DEPTH; i++)
+			lat->f[i - 1] = lat->f[i];
+		n = INJ_LAT_DEPTH - 1;
 		counts[1]++;
+	}
+	lat->f[n].func = func;
+	lat->f[n].row = row;
+	lat->n = n + 1;
+	lat->f[n].tsc = rd_tsc();	/* last: the call's time starts here */
+}
+
+/* The site aggregates: filter, then count, histogram or pair. */
+static void aggregate(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint64_t *counts,
+		      const struct inj_site *site, uint64_t *regs, const struct env *env)
+{
+	char *scr = (char *)c + c->agg_scratch_off + slot * INJ_SCRATCH;
+	struct inj_val *vals = (struct inj_val *)scr;
+	uint64_t *key = (uint64_t *)(scr + INJ_SCRATCH - AGG_KEY_MAX);
+	uint32_t str_off = INJ_MAX_ARGS * sizeof(struct inj_val);
+	struct inj_lat *lat = (struct inj_lat *)((char *)c + c->agg_lat_off) + slot;
+	uint64_t fkey[2 * INJ_FAST_KEYS], *k;
+	uint32_t row;
+	int64_t v = 0;
+
+	(void)s;
+	if (site->agg == INJ_AGG_RETURN) {
+		lat_return(c, lat, slot, site->agg_func, counts);
 		return;
 	}
-	s->nest = 1;
-	__asm__ volatile("" ::: "memory");
+	if (site->agg_fast) {
+		/* integers in registers: the key from them, on the stack */
+		for (uint32_t i = 0; i < site->agg_nkey && i < INJ_FAST_KEYS; i++) {
+			fkey[2 * i] = AGG_K_INT;
+			fkey[2 * i + 1] = (uint64_t)agg_value_of(regs[site->reg_only[i] & 15],
+								 site->arg_size[i], 0);
+		}
+		k = fkey;
+		if (site->agg_value >= 0) {
+			uint32_t vi = (uint32_t)site->agg_value & 15;
+
+			v = agg_value_of(regs[site->reg_only[vi] & 15], site->arg_size[vi],
+					 site->arg_sign[vi]);
+		}
+	} else {
+		/* strings go between the values and the key: INJ_MAX_ARGS of them fit */
+		eval_args(env, site, regs, vals, scr, str_off);
+		if (site->filter.n && !filter_pass(&site->filter, vals, scr, site->nargs))
+			return;
+		if (site->agg == INJ_AGG_ROW && site->agg_value >= 0) {
+			uint32_t vi = (uint32_t)site->agg_value;
+
+			if (vi >= INJ_MAX_ARGS || vals[vi].kind != INJ_INT) {
+				counts[3]++;	/* the value could not be read */
+				return;
+			}
+			v = agg_value_of(vals[vi].val, site->arg_size[vi], site->arg_sign[vi]);
+		}
+		make_key(site, vals, scr, key);
+		k = key;
+	}
+	row = row_of(c, site, k, site->agg_keylen);
+	if (row == INJ_NO_ROW)
+		counts[2]++;	/* the table is full */
+	if (site->agg == INJ_AGG_ENTRY)
+		lat_entry(lat, site->agg_func, row, counts);
+	else if (row != INJ_NO_ROW)
+		row_add(c, slot, row, v);
+}
+
+#define SYS_futex 202
+#define FUTEX_WAIT 0
+
+struct ts {
+	long sec, nsec;
+};
+
+/* Room for pad + need bytes after head in the ring: 1, or 0 (the record
+ * is lost, counted). Recording lossless, the thread waits for the tracer:
+ * it spins a little, then sleeps on a futex the tracer wakes when it has
+ * taken the ring's records, for at most 2 s (a tracer gone: the record is
+ * dropped and counted, the program never hangs). The flight recorder
+ * drops the ring's oldest records instead. */
+static int room(struct inj_ctl *c, struct inj_slot *s, const char *ring, uint64_t head,
+		uint32_t pad, uint32_t need)
+{
+	uint32_t size = c->ring_size;
+	uint64_t tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+
+	if (head + pad + need - tail <= size)
+		return 1;
+	if (c->overwrite) {
+		/* nobody reads meanwhile: the producer moves the tail itself */
+		while (head + pad + need - tail > size && tail != head) {
+			uint32_t len = *(const uint32_t *)(ring + (tail & (size - 1))) & ~INJ_REC_PAD;
+
+			if (!len || len > head - tail || (len & 7))
+				tail = head;	/* not what we wrote: start again */
+			else
+				tail += len;
+		}
+		__atomic_store_n(&s->tail, tail, __ATOMIC_RELEASE);
+		return 1;
+	}
+	for (uint32_t spin = 0, naps = 0; c->lossless;) {
+		tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+		if (head + pad + need - tail <= size)
+			return 1;
+		if (spin < 2000) {
+			spin++;
+			__asm__ volatile("pause");
+			continue;
+		}
+		if (naps++ >= 20)
+			break;		/* 2 s without room: the tracer has gone */
+		uint32_t seen = s->wake;
+		struct ts t = {0, 100000000};
+
+		__atomic_store_n(&s->waiting, 1, __ATOMIC_SEQ_CST);
+		tail = __atomic_load_n(&s->tail, __ATOMIC_SEQ_CST);
+		if (head + pad + need - tail > size && c->lossless)
+			sys6(SYS_futex, (long)&s->wake, FUTEX_WAIT, seen, (long)&t, 0, 0);
+		__atomic_store_n(&s->waiting, 0, __ATOMIC_RELEASE);
+	}
+	return 0;
+}
+
+/* Append the record of `site` (the registers at the hit at `at`) to the
+ * slot's ring; counts its loss when the ring is full. */
+static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
+		   const struct inj_site *site, const struct inj_site *at, uint64_t *regs,
+		   const struct env *env)
+{
+	uint32_t size = c->ring_size, pos, pad = 0, need, nargs, aux, lo, hi;
+	uint64_t head, slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
+	struct fetch_where w = {site->ip, site->offset, site->vaddr};
+	char *ring, *rec;
 
 	nargs = site->nargs < INJ_MAX_ARGS ? site->nargs : INJ_MAX_ARGS;
 	need = (uint32_t)(sizeof(struct inj_rec) + nargs * sizeof(struct inj_val) +
 			  site->nstr * ((INJ_STR_MAX + 7) & ~7u));
 	head = s->head;
-	tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
 	pos = (uint32_t)head & (size - 1);
 	if (pos + need > size)
 		pad = size - pos;
-	if (head + pad + need - tail > size) {
-		counts[1]++;
-		goto out;
-	}
 	ring = (char *)c + c->rings_off + slot * size;
+	if (!room(c, s, ring, head, pad, need)) {
+		counts[1]++;
+		return;
+	}
 	if (pad) {
 		*(uint32_t *)(ring + pos) = INJ_REC_PAD | pad;
 		head += pad;
@@ -269,10 +600,8 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 	rec = ring + pos;
 
 	struct inj_rec *h = (struct inj_rec *)rec;
-	struct eval e = {.c = c, .site = site, .regs = r->r, .rec = rec,
-			 .str_off = (uint32_t)(sizeof(*h) + nargs * sizeof(struct inj_val))};
+	uint32_t str_off = (uint32_t)(sizeof(*h) + nargs * sizeof(struct inj_val));
 
-	r->r[USC_REG_IP] = site->ip;
 	if (c->use_rdpid) {
 		uint64_t id;
 
@@ -286,20 +615,272 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 	h->cpu = aux & 0xfff;
 	h->site = site->index;
 	h->nvals = nargs;
-	h->retaddr = site->ret_site ? *(const uint64_t *)r->r[USC_REG_SP] : 0;
+	/* the return address, where the probe returns from: at the ret that
+	 * fired (a tail call delivered at its callee's return: that ret's) */
+	h->retaddr = site->ret_site ? *(const uint64_t *)regs[USC_REG_SP] : 0;
+	(void)at;
 	for (uint32_t i = 0; i < nargs; i++) {
 		uint8_t reg = site->reg_only[i];
 
 		if (reg < USC_REG_NR) {
 			h->vals[i].kind = INJ_INT;
-			h->vals[i].val = r->r[reg];
+			h->vals[i].val = regs[reg];
 		} else {
-			eval_arg(&e, &site->args[i], &h->vals[i]);
+			eval_arg(env, &w, regs, &site->args[i], &h->vals[i], rec, &str_off);
 		}
 	}
-	h->len = (e.str_off + 7) & ~7u;
+	h->len = (str_off + 7) & ~7u;
+	if (site->filter.n && !filter_pass(&site->filter, h->vals, rec, nargs))
+		return;		/* filtered out: not published */
 	__atomic_store_n(&s->head, head + h->len, __ATOMIC_RELEASE);
-out:
+}
+
+/* What the site does with a hit: record it, or aggregate it. */
+static inline void deliver(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint64_t *counts,
+			   const struct inj_site *site, const struct inj_site *at, uint64_t *regs,
+			   const struct env *env)
+{
+	if (site->agg)
+		aggregate(c, s, slot, counts, site, regs, env);
+	else
+		record(c, s, counts, site, at, regs, env);
+}
+
+void agent_hit(struct inj_regs *r, struct inj_site *site)
+{
+	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
+	struct inj_slot *s;
+	uint64_t key, *counts, slot, sp = r->r[USC_REG_SP];
+	uint32_t tgid = *(volatile uint32_t *)c->self;
+	struct env env = {tgid, 0, sp, c};
+
+	if (!tgid)
+		return;		/* a forked child not followed: not traced */
+	if (c->key_mode == INJ_KEY_TID_AT_FS) {
+		uint32_t tid;	/* glibc's, at the thread pointer + tid_off */
+
+		__asm__ volatile("movl %%fs:(%1), %0" : "=r"(tid) : "r"((uint64_t)c->tid_off));
+		key = tid;
+	} else {
+		key = fs_base(c);
+	}
+	s = key ? slot_get(c, key, tgid) : 0;
+	if (!s) {
+		__sync_fetch_and_add(&c->slot_full, 1);
+		return;
+	}
+	env.tid = s->tid;
+	slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
+	counts = (uint64_t *)((char *)c + c->counts_off) +
+		 INJ_NCOUNTS * (slot * c->nsites + site->index);
+	counts[0]++;
+	if (!c->enabled)
+		return;
+	if (s->nest) {
+		counts[1]++;
+		return;
+	}
+	s->nest = 1;
+	__asm__ volatile("" ::: "memory");
+
+	r->r[USC_REG_IP] = site->ip;
+	/* tail calls whose frame is gone (deeper than this one) never returned
+	 * through a ret we probe: a longjmp, an unwind */
+	while (s->npend && s->npend <= INJ_PENDING && s->pend[s->npend - 1].sp < sp) {
+		s->npend--;
+		s->dropped++;
+	}
+	if (site->kind == INJ_TAIL) {
+		if (s->npend < INJ_PENDING) {
+			s->pend[s->npend].sp = sp;
+			s->pend[s->npend].site = site->index;
+			s->npend++;
+		} else {
+			counts[1]++;	/* no room: its return goes unseen */
+		}
+	} else if (site->kind == INJ_CONT) {
+		/* the ret that returns from the frame of the tail calls waiting on
+		 * this stack pointer: their functions return now */
+		const struct inj_site *sites = (const struct inj_site *)((char *)c + c->sites_off);
+
+		while (s->npend && s->npend <= INJ_PENDING && s->pend[s->npend - 1].sp == sp) {
+			uint32_t t = s->pend[--s->npend].site;
+
+			if (t < c->nsites)
+				deliver(c, s, slot, (uint64_t *)((char *)c + c->counts_off) +
+					INJ_NCOUNTS * (slot * c->nsites + t), &sites[t], site,
+					r->r, &env);
+		}
+	} else {
+		deliver(c, s, slot, counts, site, site, r->r, &env);
+	}
 	__asm__ volatile("" ::: "memory");
 	s->nest = 0;
+}
+
+/* ---- the fast path ---------------------------------------------------------- */
+
+/* The row of a key already in the directory, or INJ_NO_ROW: finding a free
+ * entry first, or one being written, is the slow path's (it claims). h is
+ * the key's agg_hash. */
+ALWAYS uint32_t row_find(const struct inj_ctl *c, const struct inj_site *site,
+			 const uint64_t *key, uint32_t nw, uint64_t h)
+{
+	const char *dir = (const char *)site->fast.dir;
+	uint32_t mask = c->agg_nslots - 1;
+
+	for (uint32_t i = 0, at = (uint32_t)h & mask; i <= mask; i++, at = (at + 1) & mask) {
+		const struct inj_dir *e = (const struct inj_dir *)(dir + (uint64_t)at * c->agg_dir_size);
+		uint32_t w = 0;
+
+		if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != INJ_DIR_READY)
+			return INJ_NO_ROW;
+		if (e->hash != h || e->site != site->index || e->keylen != 8 * nw)
+			continue;
+		while (w < nw && ((const uint64_t *)(e + 1))[w] == key[w])
+			w++;
+		if (w == nw)
+			return e->row;
+	}
+	return INJ_NO_ROW;
+}
+
+/* The same, by agent_fast's addresses. */
+ALWAYS void row_add_fast(const struct inj_ctl *c, const struct inj_site *site, uint64_t slot,
+			 uint32_t row, int64_t v)
+{
+	val_add(c, (struct agg_val *)(site->fast.vals + slot * site->fast.slot_vals +
+				      (uint64_t)row * c->agg_val_size),
+		(uint64_t *)(site->fast.touched + slot * site->fast.slot_words) + row / 64, row, v);
+}
+
+static inline __attribute__((always_inline)) uint64_t hash_step(uint64_t h, uint64_t w)
+{
+	h = (h ^ w) * 0xff51afd7ed558ccdULL;
+	return h ^ (h >> 32);
+}
+
+/* A site that aggregates integers from registers (inj_site.agg_fast), called
+ * by its trampoline with the registers of its first two arguments before
+ * (or instead of) agent_hit: it keeps every register but the flags, so the
+ * trampoline saves almost nothing. It does the common case whole: a thread
+ * that has its slot, a key already in the directory, a latency's calls
+ * within INJ_LAT_DEPTH. 0 when it did; 1 when the hit is agent_hit's (it
+ * has changed nothing then). No call: a call would make the compiler save
+ * every register here. Addresses come precomputed in site->fast. */
+uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b)
+{
+	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
+	struct inj_slot *slots = (struct inj_slot *)site->fast.slots, *s = 0;
+	uint32_t mask = c->nslots - 1, hs, row, nk = site->agg_nkey;
+	uint64_t key, slot, *counts, fkey[4], h;
+	struct inj_lat *lat;
+	__typeof__(&slots->kc[0]) kc = 0;
+
+	if (!*(volatile uint32_t *)site->fast.self || !c->enabled)
+		return 1;
+	if (c->key_mode == INJ_KEY_TID_AT_FS) {
+		uint32_t tid;
+
+		__asm__ volatile("movl %%fs:(%1), %0" : "=r"(tid) : "r"((uint64_t)c->tid_off));
+		key = tid;
+	} else {
+		key = fs_base(c);
+	}
+	hs = (uint32_t)((key * 0x9e3779b97f4a7c15ULL) >> 40);
+	for (uint32_t i = 0; i <= mask; i++) {
+		struct inj_slot *t = &slots[(hs + i) & mask];
+		uint64_t k = t->key;
+
+		if (k == key) {
+			s = t;
+			break;
+		}
+		if (!k)
+			return 1;	/* the thread's first hit: it claims a slot */
+	}
+	if (!s || s->nest || !key)
+		return 1;
+	slot = (uint64_t)(s - slots);
+	counts = (uint64_t *)(site->fast.counts + slot * site->fast.count_stride);
+	lat = (struct inj_lat *)site->fast.lat + slot;
+	if (site->agg == INJ_AGG_RETURN) {
+		uint32_t n = lat->n < INJ_LAT_DEPTH ? lat->n : INJ_LAT_DEPTH;
+
+		s->nest = 1;
+		__asm__ volatile("" ::: "memory");
+		for (uint32_t i = n; i-- > 0;) {
+			if (lat->f[i].func != site->agg_func)
+				continue;
+			uint64_t dt = rd_tsc() - lat->f[i].tsc;
+
+			row = lat->f[i].row;
+			lat->n = i;
+			if (row != INJ_NO_ROW)
+				row_add_fast(c, site, slot, row,
+					     (int64_t)(((unsigned __int128)dt * c->tsc_mult) >> 32));
+			break;
+		}
+		goto done;
+	}
+	/* the key: args [0, agg_nkey), the first two in a and b */
+	if (nk == 0 && site->fast.row1) {
+		row = site->fast.row1 - 1;	/* the one row of a site of no key */
+		goto found;
+	}
+	if (nk == 0) {
+		fkey[0] = 0;
+		h = agg_hash(site->index, fkey, 1);
+	} else {
+		fkey[0] = AGG_K_INT;
+		fkey[1] = (uint64_t)agg_value_of(a, site->arg_size[0], 0);
+		if (nk == 1) {
+			kc = &s->kc[(fkey[1] ^ site->index) & (INJ_KEY_CACHE - 1)];
+			if (kc->row1 && kc->v == fkey[1] && kc->site == site->index) {
+				row = kc->row1 - 1;
+				goto found;
+			}
+		}
+		h = hash_step(site->fast.hash0, fkey[1]);
+		if (nk >= 2) {
+			fkey[2] = AGG_K_INT;
+			fkey[3] = (uint64_t)agg_value_of(b, site->arg_size[1], 0);
+			h = hash_step(hash_step(h, AGG_K_INT), fkey[3]);
+		}
+		h = h ? h : 1;
+	}
+	row = row_find(c, site, fkey, nk ? 2 * nk : 1, h);
+	if (row == INJ_NO_ROW)
+		return 1;	/* a new key: agent_hit's */
+	if (nk == 0)
+		((struct inj_site *)site)->fast.row1 = row + 1;
+	if (kc) {
+		kc->v = fkey[1];
+		kc->site = site->index;
+		kc->row1 = row + 1;
+	}
+found:
+	if (site->agg == INJ_AGG_ENTRY && lat->n >= INJ_LAT_DEPTH)
+		return 1;	/* too deep: agent_hit's */
+	s->nest = 1;
+	__asm__ volatile("" ::: "memory");
+	if (site->agg == INJ_AGG_ENTRY) {
+		uint32_t n = lat->n;
+
+		lat->f[n].func = site->agg_func;
+		lat->f[n].row = row;
+		lat->n = n + 1;
+		lat->f[n].tsc = rd_tsc();	/* last: the call's time starts here */
+	} else {
+		uint64_t v = site->agg_value == 0 ? a : b;
+		uint32_t vi = (uint32_t)site->agg_value & 1;
+
+		row_add_fast(c, site, slot, row, site->agg_value < 0 ? 0 :
+			     agg_value_of(v, site->arg_size[vi], site->arg_sign[vi]));
+	}
+done:
+	counts[0]++;
+	__asm__ volatile("" ::: "memory");
+	s->nest = 0;
+	return 0;
 }

@@ -1,0 +1,168 @@
+/* The bpf engine's filters and aggregation in the kernel: the per-CPU hash
+ * map's geometry (its key and value sizes, its entries: --max-keys), what
+ * each site is told (its filter, its role, its key's layout), and the rows
+ * read back and summed over the CPUs (uscope.bpf.c does the rest). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "core/log.h"
+#include "engine/bpf/bpf_int.h"
+#include "session/aggtab.h"
+#include "session/session.h"
+#include "uscope.skel.h"
+
+bool ub_filters(struct usc_engine *e, const struct usc_site *site)
+{
+	(void)e;
+	(void)site;
+	return true;	/* the program filters records and aggregations alike */
+}
+
+int ub_agg_place(struct usc_engine *e, const struct usc_site *site)
+{
+	return usc_agg_fits(e->session, site, UB_MAX_ARGS - 1, UB_KEY_MAX) ? 0 : -ENOTSUP;
+}
+
+int ub_agg_prepare(struct ub *u)
+{
+	const struct usc_session *s = u->base.session;
+	const struct usc_agg_opts *a = &s->opts.agg;
+	struct uscope_bpf *skel = u->skel;
+	uint32_t keylen = 8;
+
+	u->agg = false;
+	for (size_t i = 0; i < u->base.nsites; i++) {
+		const struct usc_site *site = u->base.sites[i];
+		unsigned first, n;
+		int value;
+		uint32_t len;
+
+		if (!site->agg_in_place)
+			continue;
+		u->agg = true;
+		usc_agg_layout(s, site, &first, &n, &value);
+		len = agg_key_len(site->args, first, n, a->str_max);
+		if (len > keylen)
+			keylen = len;
+	}
+	u->agg_keylen = keylen;
+	u->agg_nbuckets = u->agg ? usc_agg_nbuckets(a) : 0;
+	skel->rodata->agg_nbuckets = u->agg_nbuckets;
+	skel->rodata->agg_linear = a->kind == USC_AGG_HIST && a->linear;
+	skel->rodata->agg_lmin = a->lmin;
+	skel->rodata->agg_lmax = a->lmax;
+	skel->rodata->agg_lstep = a->lstep > 0 ? a->lstep : 1;
+	skel->rodata->agg_unit_ns = a->unit_ns ? a->unit_ns : 1;
+	if (!u->agg)
+		return 0;
+	if (bpf_map__set_key_size(skel->maps.agg, 8 + keylen) ||
+	    bpf_map__set_value_size(skel->maps.agg,
+				    (uint32_t)sizeof(struct agg_val) + 8 * u->agg_nbuckets) ||
+	    bpf_map__set_max_entries(skel->maps.agg, a->max_rows))
+		return -EINVAL;
+	return 0;
+}
+
+void ub_agg_site(struct ub *u, const struct usc_site *site, struct ub_site *us)
+{
+	const struct usc_session *s = u->base.session;
+	unsigned first, n;
+	int value;
+
+	memcpy(&us->filter, &site->filter, sizeof(us->filter));
+	for (unsigned a = 0; a < site->nargs && a < UB_MAX_ARGS; a++) {
+		us->arg_size[a] = (unsigned char)agg_arg_size(&site->args[a]);
+		us->arg_sign[a] = fetch_type_is_signed(site->args[a].type);
+		us->arg_str[a] = fetch_type_is_string(site->args[a].type);
+	}
+	us->agg = UB_AGG_NONE;
+	if (!site->agg_in_place || !u->agg)
+		return;
+	usc_agg_layout(s, site, &first, &n, &value);
+	us->agg_nkey = n;
+	us->agg_value = value;
+	us->agg_str_max = s->opts.agg.str_max;
+	us->agg_func = site->agg_func >= 0 ? (unsigned)site->agg_func : 0;
+	if (s->opts.agg.kind != USC_AGG_LATENCY)
+		us->agg = UB_AGG_ROW;
+	else
+		us->agg = site->is_return ? UB_AGG_RETURN : UB_AGG_ENTRY;
+}
+
+int ub_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx)
+{
+	struct ub *u = ub_of(e);
+	int ncpu = libbpf_num_possible_cpus(), fd, ret = 0;
+	size_t ksize = 8 + u->agg_keylen;
+	size_t vsize = (sizeof(struct agg_val) + 8 * u->agg_nbuckets + 7) & ~7UL;
+	uint8_t *key = NULL, *next = NULL;
+	char *vals = NULL;
+	uint64_t *sum = NULL;
+	uint64_t ep;
+	struct agg_table t;
+
+	if (!u->agg || !u->skel || ncpu <= 0)
+		return 0;
+	if (agg_table_init(&t, u->agg_nbuckets))
+		return -ENOMEM;
+	key = calloc(1, ksize);
+	next = calloc(1, ksize);
+	vals = calloc((size_t)ncpu, vsize);
+	sum = calloc(u->agg_nbuckets + 1, sizeof(*sum));
+	if (!key || !next || !vals || !sum) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	fd = bpf_map__fd(u->skel->maps.agg);
+	ep = u->skel->data->agg_epoch;
+	/* every key, each CPU's values summed */
+	for (void *prev = NULL; bpf_map_get_next_key(fd, prev, next) == 0; prev = key) {
+		const struct ub_agg_key *k = (const void *)next;
+		struct agg_row *r;
+
+		memcpy(key, next, ksize);
+		if (k->site >= e->nsites || bpf_map_lookup_elem(fd, next, vals))
+			continue;	/* gone since, or not a site's */
+		r = agg_table_get(&t, k->site, k->key, u->agg_keylen);
+		if (!r) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		r->site = e->sites[k->site];
+		for (int c = 0; c < ncpu; c++) {
+			const struct agg_val *a = (const void *)(vals + (size_t)c * vsize);
+			struct agg_stats st = {a->count, a->sum, a->ep == ep ? a->min : INT64_MAX,
+					       a->ep == ep ? a->max : INT64_MIN};
+
+			memcpy(sum, a + 1, 8 * u->agg_nbuckets);
+			agg_row_sum(r, &st, sum, u->agg_nbuckets);
+		}
+	}
+	/* min and max start again */
+	u->skel->data->agg_epoch = ep + 1;
+	for (size_t i = 0; i < t.n && !ret; i++) {
+		struct agg_row *r = t.rows[i];
+		unsigned first, n;
+		int value;
+
+		if (!r->st.count)
+			continue;
+		/* the key as long as the site's own: the sinks' rows by event
+		 * have that length */
+		usc_agg_layout(e->session, r->site, &first, &n, &value);
+		ret = fn(ctx, r->site, r->key,
+			 agg_key_len(r->site->args, first, n, e->session->opts.agg.str_max),
+			 &r->st, r->buckets);
+	}
+out:
+	free(key);
+	free(next);
+	free(vals);
+	free(sum);
+	agg_table_free(&t);
+	return ret;
+}

@@ -1,0 +1,57 @@
+/* Internal to the bpf engine: its state, shared by bpf.c (the ops: load,
+ * attach, records, counts) and agg.c (filters and aggregation in the
+ * kernel: the map's geometry, the sites' roles, the rows read back). */
+#ifndef USC_ENGINE_BPF_BPF_INT_H
+#define USC_ENGINE_BPF_BPF_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/bpf/bpf_shared.h"
+#include "engine/engine.h"
+
+struct uscope_bpf;
+struct ring_buffer;
+struct bpf_link;
+struct rec_writer;
+
+struct ub {
+	struct usc_engine base;
+	struct uscope_bpf *skel;
+	struct ring_buffer *rb;
+	struct bpf_link **links;
+	struct bpf_link *fork_link;
+	size_t taken;		/* sites can_place accepted */
+	bool follow;		/* COMMAND's tree: every process, filtered */
+	bool sleepable;
+	struct usc_site_stats *stats;
+	int *ret_idx;		/* per site: the hidden return-address arg, or -1 */
+	uint64_t dropped;	/* tail calls whose return was never seen */
+	/* delivery */
+	usc_event_fn fn;
+	void *ctx;
+	int delivered, stop_asked;
+	struct usc_value vals[UB_MAX_ARGS];
+	struct rec_writer *rec;		/* recording: records go here as they are */
+	/* aggregation in the kernel (agg.c) */
+	bool agg;			/* some site aggregates */
+	uint32_t agg_keylen;		/* the map's key bytes after the site */
+	uint32_t agg_nbuckets;
+};
+
+static inline struct ub *ub_of(struct usc_engine *e)
+{
+	return container_of(e, struct ub, base);
+}
+
+/* agg.c */
+bool ub_filters(struct usc_engine *e, const struct usc_site *site);
+int ub_agg_place(struct usc_engine *e, const struct usc_site *site);
+int ub_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx);
+/* Before load: the aggregation map's sizes and the program's constants. */
+int ub_agg_prepare(struct ub *u);
+/* A site's filter and aggregation role into the map's entry. */
+void ub_agg_site(struct ub *u, const struct usc_site *site, struct ub_site *us);
+
+#endif

@@ -1,0 +1,442 @@
+/* COMMAND's tree under ptrace: the inject engine follows what the kernel
+ * engines follow for `-- COMMAND`. Every process COMMAND starts is traced,
+ * and after an exec the new image is patched too (`sh -c '...'`, make, test
+ * runners).
+ *
+ * COMMAND is seized before its exec (PTRACE_SEIZE, with fork, vfork, clone
+ * and exec events), and every task it creates is attached by the kernel as
+ * it is created. A task stops for us only at those events and at the
+ * signals it receives (which we pass on at once), never at system calls:
+ *  - a forked child runs a copy of its parent's patched image, and shares
+ *    its memory with us: the tracer writes the child's pid into its self
+ *    word (wiped by MADV_WIPEONFORK) at its first stop, before it runs, and
+ *    it records as itself from then on (a vfork child shares its parent's
+ *    memory whole: it records as its parent);
+ *  - an exec drops the old image: an int3 goes at the new program's entry
+ *    point (the dynamic linker has loaded its libraries by then, main has
+ *    not run), and there the sites whose modules it maps are patched, with
+ *    shared memory of its own;
+ *  - a group-stop (Ctrl-Z) is kept with PTRACE_LISTEN, as a debugger does.
+ * Detach interrupts every task, writes back the original bytes of every
+ * process still running a patched image, and lets every task go with the
+ * signals it was stopped at. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "engine/inject/inject_int.h"
+
+#define PT_OPTS (PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE | \
+		 PTRACE_O_TRACEEXEC)
+
+static struct inj_task *task_find(struct inj *j, pid_t tid)
+{
+	for (size_t i = 0; i < j->ntasks; i++)
+		if (j->tasks[i].tid == tid)
+			return &j->tasks[i];
+	return NULL;
+}
+
+static struct inj_task *task_add(struct inj *j, pid_t tid)
+{
+	struct inj_task *t = task_find(j, tid);
+
+	if (t)
+		return t;
+	t = realloc(j->tasks, (j->ntasks + 1) * sizeof(*t));
+	if (!t)
+		return NULL;
+	j->tasks = t;
+	t = &j->tasks[j->ntasks++];
+	memset(t, 0, sizeof(*t));
+	t->tid = tid;
+	return t;
+}
+
+static void task_del(struct inj *j, pid_t tid)
+{
+	struct inj_task *t = task_find(j, tid);
+
+	if (t)
+		*t = j->tasks[--j->ntasks];
+}
+
+static struct inj_proc *proc_find(struct inj *j, pid_t pid)
+{
+	for (size_t i = 0; i < j->nprocs; i++)
+		if (j->procs[i].pid == pid)
+			return &j->procs[i];
+	return NULL;
+}
+
+static struct inj_proc *proc_add(struct inj *j, pid_t pid)
+{
+	struct inj_proc *p = proc_find(j, pid);
+
+	if (p)
+		return p;
+	p = realloc(j->procs, (j->nprocs + 1) * sizeof(*p));
+	if (!p)
+		return NULL;
+	j->procs = p;
+	p = &j->procs[j->nprocs++];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	p->state = PROC_RUN;
+	return p;
+}
+
+static void proc_del(struct inj *j, pid_t pid)
+{
+	struct inj_proc *p = proc_find(j, pid);
+
+	if (!p)
+		return;
+	inj_image_put(j, p->img);
+	*p = j->procs[--j->nprocs];
+}
+
+/* A line of /proc/PID/status as a number: "Tgid:", "PPid:". */
+static long status_field(pid_t pid, const char *key)
+{
+	char path[64], line[256];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, strlen(key))) {
+			v = strtol(line + strlen(key), NULL, 10);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+static int mem_rw(pid_t pid, uint64_t addr, void *buf, size_t len, bool write)
+{
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	fd = open(path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = write ? pwrite(fd, buf, len, (off_t)addr) : pread(fd, buf, len, (off_t)addr);
+	close(fd);
+	return n == (ssize_t)len ? 0 : n < 0 ? -errno : -EIO;
+}
+
+static int auxv_entry(pid_t pid, uint64_t *entry)
+{
+	char path[64];
+	uint64_t kv[2];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	while (read(fd, kv, sizeof(kv)) == (ssize_t)sizeof(kv) && kv[0] != AT_NULL)
+		if (kv[0] == AT_ENTRY) {
+			*entry = kv[1];
+			close(fd);
+			return 0;
+		}
+	close(fd);
+	return -ENOENT;
+}
+
+static void cont(pid_t tid, int sig)
+{
+	ptrace(PTRACE_CONT, tid, 0, (void *)(long)sig);
+}
+
+/* A new task's first stop. A new process (not a thread): a fork, whose copy
+ * of its parent's image records as itself once its self word holds its
+ * pid; or a vfork, whose memory is its parent's (the self word is not 0). */
+static void new_task(struct inj *j, pid_t tid)
+{
+	struct inj_proc *parent, *p;
+	long ppid, tgid = status_field(tid, "Tgid:");
+	uint32_t self = 0;
+
+	/* its name now: a thread that exits before its records are read has
+	 * no /proc entry left to ask */
+	if (tgid > 0)
+		inj_comm(j, (pid_t)tgid, tid);
+	if (tgid != tid || proc_find(j, tid))
+		return;		/* a thread, or known */
+	ppid = status_field(tid, "PPid:");
+	p = proc_add(j, tid);	/* (may move the table: the parent is found after) */
+	parent = ppid > 0 ? proc_find(j, (pid_t)ppid) : NULL;
+	if (!p || !parent || !parent->img)
+		return;
+	if (mem_rw(tid, parent->img->shm.self_remote, &self, sizeof(self), false) || self)
+		return;		/* vfork: its parent's memory, patches and all */
+	self = (uint32_t)tid;
+	if (mem_rw(tid, parent->img->shm.self_remote, &self, sizeof(self), true))
+		return;
+	p->img = parent->img;
+	p->img->refs++;
+}
+
+/* An exec: the old image is gone from this process (nothing to restore);
+ * run the new program to its entry point. */
+static void on_exec(struct inj *j, pid_t pid)
+{
+	struct inj_proc *p = proc_add(j, pid);
+	uint8_t trap = 0xcc;
+
+	if (!p)
+		return;
+	inj_comm_forget(j, pid);	/* its new program's name, from now */
+	if (p->img) {
+		inj_image_put(j, p->img);
+		p->img = NULL;
+	}
+	p->state = PROC_RUN;
+	if (auxv_entry(pid, &p->entry) || mem_rw(pid, p->entry, &p->entry_orig, 1, false) ||
+	    mem_rw(pid, p->entry, &trap, 1, true)) {
+		log_warn("process %d exec'd and cannot be followed into its new program", (int)pid);
+		return;
+	}
+	p->state = PROC_ENTRY;
+}
+
+/* At the new program's entry point, its only thread stopped at our int3:
+ * put the byte back, and patch the image. */
+static void at_entry(struct inj *j, struct inj_proc *p)
+{
+	struct user_regs_struct regs;
+	struct remote rem;
+	int ret;
+
+	p->state = PROC_RUN;
+	if (mem_rw(p->pid, p->entry, &p->entry_orig, 1, true) ||
+	    ptrace(PTRACE_GETREGS, p->pid, 0, &regs) < 0)
+		return;
+	regs.rip = p->entry;
+	if (ptrace(PTRACE_SETREGS, p->pid, 0, &regs) < 0)
+		return;
+	ret = remote_adopt(&rem, p->pid);
+	if (ret) {
+		log_warn("cannot patch process %d after its exec: %s", (int)p->pid, strerror(-ret));
+		return;
+	}
+	p->img = inj_image_new(j, p->pid);
+	ret = p->img ? inj_install(j, p->img, &rem) : -ENOMEM;
+	if (ret) {
+		log_warn("cannot patch process %d after its exec: %s", (int)p->pid, strerror(-ret));
+		inj_image_put(j, p->img);
+		p->img = NULL;
+	} else {
+		inj_calibrate(j);
+		inj_comm(j, p->pid, p->pid);	/* its name, while it is here */
+		log_info("inject: process %d patched at its entry point", (int)p->pid);
+	}
+	remote_forget(&rem);
+}
+
+/* One wait status of a task of the tree. resume: let it go on (false while
+ * detaching: it stays stopped). */
+static void handle(struct inj *j, pid_t pid, int st, bool resume)
+{
+	struct inj_task *t;
+	struct inj_proc *p;
+	int sig, ev;
+
+	if (WIFEXITED(st) || WIFSIGNALED(st)) {
+		task_del(j, pid);
+		proc_del(j, pid);
+		return;
+	}
+	if (!WIFSTOPPED(st))
+		return;
+	t = task_add(j, pid);
+	sig = WSTOPSIG(st);
+	ev = st >> 16;
+	switch (ev) {
+	case PTRACE_EVENT_FORK:
+	case PTRACE_EVENT_VFORK:
+	case PTRACE_EVENT_CLONE:
+		break;		/* the new task reports its own first stop */
+	case PTRACE_EVENT_EXEC: {
+		unsigned long former = 0;
+
+		/* a thread that exec'd took the leader's pid */
+		if (ptrace(PTRACE_GETEVENTMSG, pid, 0, &former) == 0 && (pid_t)former != pid)
+			task_del(j, (pid_t)former);
+		t = task_find(j, pid);
+		on_exec(j, pid);
+		break;
+	}
+	case PTRACE_EVENT_STOP:
+		if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) {
+			if (t)
+				t->stopped = true;
+			if (resume)
+				ptrace(PTRACE_LISTEN, pid, 0, 0);	/* a group-stop */
+			return;
+		}
+		new_task(j, pid);	/* a first stop, or our interrupt */
+		break;
+	default:
+		p = proc_find(j, pid);
+		if (p && p->state == PROC_ENTRY && sig == SIGTRAP) {
+			struct user_regs_struct regs;
+
+			if (ptrace(PTRACE_GETREGS, pid, 0, &regs) == 0 && regs.rip == p->entry + 1) {
+				at_entry(j, p);
+				break;
+			}
+		}
+		/* a signal for the task: delivered now, or at detach */
+		if (!resume) {
+			siginfo_t si;
+
+			if (t && t->nheld < REMOTE_MAX_HELD &&
+			    ptrace(PTRACE_GETSIGINFO, pid, 0, &si) == 0)
+				t->held[t->nheld++] = si;
+			break;
+		}
+		if (t)
+			t->stopped = false;
+		cont(pid, sig);
+		return;
+	}
+	if (t)
+		t->stopped = !resume;
+	if (resume)
+		cont(pid, 0);
+}
+
+int inj_follow_spawned(struct inj *j, pid_t pid)
+{
+	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)(long)PT_OPTS) < 0) {
+		int err = -errno;
+
+		log_error("cannot ptrace the command (process %d): %s", (int)pid, strerror(-err));
+		return err;
+	}
+	if (!task_add(j, pid) || !proc_add(j, pid))
+		return -ENOMEM;
+	proc_find(j, pid)->state = PROC_HELD;
+	j->pid = pid;
+	return 0;
+}
+
+int inj_follow_launched(struct inj *j, pid_t pid)
+{
+	/* its exec, then the int3 at its entry point: the first patches are in
+	 * before it runs a line of main */
+	for (;;) {
+		struct inj_proc *p = proc_find(j, pid);
+		int st;
+
+		if (p && p->state == PROC_RUN && p->img)
+			return 0;
+		if (waitpid(pid, &st, __WALL) != pid)
+			return -ECHILD;
+		if (WIFEXITED(st) || WIFSIGNALED(st)) {
+			handle(j, pid, st, true);
+			return -ESRCH;
+		}
+		handle(j, pid, st, true);
+		p = proc_find(j, pid);
+		if (p && p->state == PROC_RUN)
+			return p->img ? 0 : -EIO;	/* at its entry: patched, or not */
+	}
+}
+
+void inj_follow_waited(struct inj *j, pid_t pid, int status)
+{
+	handle(j, pid, status, true);
+}
+
+void inj_follow_detach(struct inj *j)
+{
+	uint64_t deadline;
+
+	/* every task stopped; a task that was stopped already (a group-stop)
+	 * is interrupted too, which gives a stop we can see */
+	for (size_t i = 0; i < j->ntasks; i++) {
+		j->tasks[i].stopped = false;
+		if (ptrace(PTRACE_INTERRUPT, j->tasks[i].tid, 0, 0) < 0 && errno == ESRCH)
+			j->tasks[i].stopped = true;	/* gone: its exit is on its way */
+	}
+	deadline = inj_mono_ns() + 5000000000ULL;
+	for (;;) {
+		bool all = true;
+		int st;
+		pid_t pid;
+
+		for (size_t i = 0; i < j->ntasks; i++)
+			all &= j->tasks[i].stopped;
+		if (all)
+			break;
+		pid = waitpid(-1, &st, __WALL | WNOHANG);
+		if (pid < 0 && errno == ECHILD)
+			break;
+		if (pid <= 0) {
+			if (inj_mono_ns() > deadline)
+				break;
+			usleep(1000);
+			continue;
+		}
+		handle(j, pid, st, false);
+	}
+	/* every process running a patched image, every thread of it stopped */
+	for (size_t i = 0; i < j->nprocs; i++) {
+		struct inj_proc *p = &j->procs[i];
+		struct remote rem;
+		bool held = true;
+		char dir[64];
+
+		if (!p->img || !inj_image_applied(p->img))
+			continue;
+		for (size_t k = 0; k < j->ntasks; k++)
+			if (status_field(j->tasks[k].tid, "Tgid:") == p->pid)
+				held &= j->tasks[k].stopped;
+		snprintf(dir, sizeof(dir), "/proc/%d", (int)p->pid);
+		if (!held) {
+			if (access(dir, F_OK) == 0)
+				log_warn("process %d did not stop: its patches stay", (int)p->pid);
+			continue;
+		}
+		if (remote_adopt(&rem, p->pid) == 0) {
+			inj_restore(j, p->img, &rem);
+			remote_forget(&rem);
+		}
+	}
+	for (size_t i = 0; i < j->nimages; i++)
+		inj_image_retire(j->images[i]);
+	/* let them go, each with the first signal it was stopped at; the
+	 * others, again */
+	for (size_t i = 0; i < j->ntasks; i++) {
+		struct inj_task *t = &j->tasks[i];
+		int first = 0;
+		unsigned k = 0;
+
+		if (t->nheld && ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->held[0]) == 0) {
+			first = t->held[0].si_signo;
+			k = 1;
+		}
+		ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)first);
+		for (; k < t->nheld; k++)
+			kill(t->tid, t->held[k].si_signo);
+	}
+	j->ntasks = 0;
+}

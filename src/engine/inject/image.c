@@ -1,0 +1,643 @@
+/* One patched address space (an image): with every thread of the process
+ * stopped,
+ *   1. the patches of the sites whose modules it maps (plan.c), checked
+ *      against the bytes in memory, which must be the file's;
+ *   2. with system calls run in the process: a memfd shared with us (the
+ *      control block, per-thread slots, counters, site programs and rings),
+ *      the agent's code, a MADV_WIPEONFORK page for the self word, and one
+ *      trampoline area within +-2 GiB of each probed module (area.c);
+ *   3. the trampolines: relocated instructions, the probe (tramp.c), the
+ *      rest, a jump back;
+ *   4. any thread whose instruction pointer lies inside a displaced range
+ *      moved out, then the jumps written.
+ * Removal writes back every original byte where our jump still is;
+ * trampolines and the shared memory stay mapped, since a thread may still
+ * be inside them. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <cpuid.h>
+
+#include "core/log.h"
+#include "elf/elf.h"
+#include "engine/inject/inject_int.h"
+#include "engine/inject/tramp.h"
+#include "resolve/cache.h"
+#include "session/session.h"
+#include "x86/reloc.h"
+
+long inj_rsys(struct remote *rem, long nr, long a1, long a2, long a3, long a4, long a5, long a6)
+{
+	bool ok;
+	long r = remote_syscall(rem, &ok, nr, a1, a2, a3, a4, a5, a6);
+
+	if (!ok)
+		log_error("cannot run a system call in process %d: %s", (int)rem->pid,
+			  strerror((int)-r));
+	return r;
+}
+
+bool inj_rsys_failed(long r)
+{
+	return r < 0 && r > -4096;
+}
+
+/* cpuid traps to the hypervisor in a VM: asked once */
+static bool have_rdpid(void)
+{
+	static int known = -1;
+	unsigned a, b, c, d;
+
+	if (known < 0)
+		known = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 22));
+	return known;
+}
+
+struct inj_image *inj_image_new(struct inj *j, pid_t pid)
+{
+	struct inj_image *img = calloc(1, sizeof(*img)), **v;
+
+	if (!img)
+		return NULL;
+	v = realloc(j->images, (j->nimages + 1) * sizeof(*v));
+	if (!v) {
+		free(img);
+		return NULL;
+	}
+	j->images = v;
+	j->images[j->nimages++] = img;
+	img->refs = 1;
+	img->pid = pid;
+	img->shm.folded = calloc(INJ_NCOUNTS * j->base.nsites + INJ_NCOUNTS,
+				 sizeof(*img->shm.folded));
+	img->semaphores = calloc(j->base.nsites + 1, sizeof(*img->semaphores));
+	if (!img->shm.folded || !img->semaphores)
+		return NULL;	/* freed with the engine's images */
+	return img;
+}
+
+void inj_image_put(struct inj *j, struct inj_image *img)
+{
+	(void)j;
+	if (img && img->refs > 0)
+		img->refs--;
+}
+
+void inj_image_free(struct inj_image *img)
+{
+	if (!img)
+		return;
+	if (img->shm.map) {
+		/* the rings' pages are charged to the process (it touched them):
+		 * give them back; the mapping stays there, a late hit refaults
+		 * a zero page, and records nothing (enabled is 0) */
+		madvise((char *)img->shm.map + img->shm.ctl->rings_off,
+			(size_t)INJ_NSLOTS * INJ_RING_SIZE, MADV_REMOVE);
+		if (img->shm.ctl->agg_kind)
+			madvise((char *)img->shm.map + img->shm.ctl->agg_dir_off,
+				img->shm.size - img->shm.ctl->agg_dir_off, MADV_REMOVE);
+		munmap(img->shm.map, img->shm.size);
+	}
+	for (size_t p = 0; p < img->npatches; p++) {
+		free(img->patches[p].sites);
+		free(img->patches[p].probe_off);
+	}
+	free(img->patches);
+	free(img->areas);
+	free(img->semaphores);
+	free(img->shm.folded);
+	free(img);
+}
+
+bool inj_image_applied(const struct inj_image *img)
+{
+	for (size_t p = 0; p < img->npatches; p++)
+		if (img->patches[p].applied)
+			return true;
+	return img->nsemaphores > 0;
+}
+
+/* ---- the shared memory -------------------------------------------------- */
+
+static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
+{
+	struct inj_shm *m = &img->shm;
+	const char name[] = "uscope";
+	size_t nsites = j->base.nsites;
+	size_t blob = (size_t)(inject_agent_blob_end - inject_agent_blob);
+	const struct agent_hdr *hdr = (const void *)inject_agent_blob;
+	uint64_t scratch, off;
+	char path[64];
+	long fd, r;
+	int lfd, ret;
+
+	if (blob < sizeof(*hdr) || hdr->magic != INJ_MAGIC)
+		return -ENOEXEC;
+	/* layout */
+	off = (sizeof(struct inj_ctl) + 63) & ~63ULL;
+	uint64_t slots_off = off;
+	off += INJ_NSLOTS * sizeof(struct inj_slot);
+	uint64_t counts_off = off;
+	off += (uint64_t)INJ_NSLOTS * nsites * INJ_NCOUNTS * sizeof(uint64_t);
+	off = (off + 63) & ~63ULL;
+	m->cpu_counts_off = off;
+	m->cpu_stride = (uint32_t)((nsites * sizeof(uint64_t) + 63) & ~63ULL);
+	off += (uint64_t)INJ_CPU_BUCKETS * m->cpu_stride;
+	uint64_t sites_off = off;
+	off += nsites * sizeof(struct inj_site);
+	off = (off + 4095) & ~4095ULL;
+	uint64_t rings_off = off;
+	off += (uint64_t)INJ_NSLOTS * INJ_RING_SIZE;
+	struct inj_ctl agg_offs = {0};
+
+	off = inj_agg_reserve(j, off, &agg_offs);
+	m->size = off;
+
+	/* the self word, 0 in a forked child; first, the memfd's name goes
+	 * there (no other memory of the process is ours to write) */
+	r = inj_rsys(rem, SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		     -1, 0);
+	if (inj_rsys_failed(r))
+		return (int)r;
+	m->self_remote = (uint64_t)r;
+	scratch = m->self_remote + 64;
+	ret = remote_write(rem, scratch, name, sizeof(name));
+	if (ret)
+		return ret;
+	fd = inj_rsys(rem, SYS_memfd_create, (long)scratch, MFD_CLOEXEC, 0, 0, 0, 0);
+	if (inj_rsys_failed(fd))
+		return (int)fd;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%ld", (int)rem->pid, fd);
+	lfd = open(path, O_RDWR | O_CLOEXEC);
+	if (lfd < 0 || ftruncate(lfd, (off_t)m->size)) {
+		ret = -errno;
+		log_error("cannot share memory with process %d: %s", (int)rem->pid, strerror(errno));
+		if (lfd >= 0)
+			close(lfd);
+		inj_rsys(rem, SYS_close, fd, 0, 0, 0, 0, 0);
+		return ret;
+	}
+	m->map = mmap(NULL, m->size, PROT_READ | PROT_WRITE, MAP_SHARED, lfd, 0);
+	close(lfd);
+	r = inj_rsys(rem, SYS_mmap, 0, (long)m->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	inj_rsys(rem, SYS_close, fd, 0, 0, 0, 0, 0);
+	if (m->map == MAP_FAILED || inj_rsys_failed(r)) {
+		if (m->map == MAP_FAILED)
+			m->map = NULL;
+		log_error("cannot map shared memory into process %d", (int)rem->pid);
+		return -ENOMEM;
+	}
+	m->remote = (uint64_t)r;
+
+	/* the agent */
+	r = inj_rsys(rem, SYS_mmap, 0, (long)((blob + 4095) & ~4095UL), PROT_READ | PROT_EXEC,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (inj_rsys_failed(r))
+		return (int)r;
+	m->agent_remote = (uint64_t)r;
+	ret = remote_write(rem, m->agent_remote, inject_agent_blob, blob);
+	if (ret)
+		return ret;
+	if (inj_rsys(rem, SYS_madvise, (long)m->self_remote, 4096, MADV_WIPEONFORK, 0, 0, 0))
+		log_warn("process %d: no MADV_WIPEONFORK (kernel 4.14): its forked children "
+			 "would record into its rings as itself", (int)rem->pid);
+	{
+		uint32_t self = (uint32_t)rem->pid;
+
+		ret = remote_write(rem, m->self_remote, &self, sizeof(self));
+		if (ret)
+			return ret;
+	}
+
+	struct inj_ctl *c = m->map;
+
+	m->ctl = c;
+	c->magic = INJ_MAGIC;
+	c->nslots = INJ_NSLOTS;
+	c->nsites = (uint32_t)nsites;
+	c->ring_size = INJ_RING_SIZE;
+	c->self = m->self_remote;
+	c->slots_off = slots_off;
+	c->counts_off = counts_off;
+	c->sites_off = sites_off;
+	c->rings_off = rings_off;
+	c->use_rdfsbase = (getauxval(AT_HWCAP2) & 2) != 0;	/* HWCAP2_FSGSBASE */
+	c->use_rdpid = have_rdpid();
+	c->agg_dir_off = agg_offs.agg_dir_off;
+	c->agg_vals_off = agg_offs.agg_vals_off;
+	c->agg_touched_off = agg_offs.agg_touched_off;
+	c->agg_lat_off = agg_offs.agg_lat_off;
+	c->agg_scratch_off = agg_offs.agg_scratch_off;
+	inj_agg_ctl(j, c);
+	{
+		const struct usc_session *s = j->base.session;
+
+		c->overwrite = s->opts.record.on && s->opts.record.snapshot > 0;
+		c->lossless = s->opts.record.on && !s->opts.record.drop && !c->overwrite;
+	}
+	c->enabled = 1;
+	return 0;
+}
+
+/* How a thread knows its tid without a system call: glibc keeps it at a
+ * fixed offset from the thread pointer. Checked on every thread; otherwise
+ * the fs base is the key and the tid asked once. */
+static void key_mode(struct inj_image *img, struct remote *rem)
+{
+	struct inj_ctl *c = img->shm.ctl;
+	bool all = rem->ntasks > 0;
+
+	for (size_t t = 0; t < rem->ntasks && all; t++) {
+		struct user_regs_struct regs;
+		uint32_t tid = 0;
+
+		all = remote_get_regs(rem, t, &regs) == 0 && regs.fs_base &&
+		      remote_read(rem, regs.fs_base + GLIBC_TID_OFF, &tid, 4) == 0 &&
+		      tid == (uint32_t)rem->tasks[t].tid;
+	}
+	c->key_mode = all ? INJ_KEY_TID_AT_FS : INJ_KEY_FSBASE;
+	c->tid_off = all ? GLIBC_TID_OFF : 0;
+	log_debug("inject: threads of process %d keyed by %s", (int)rem->pid,
+		  all ? "glibc's tid" : "fs base");
+}
+
+static void fill_sites(struct inj *j, struct inj_image *img)
+{
+	struct usc_engine *e = &j->base;
+	struct inj_site *is = (struct inj_site *)((char *)img->shm.map + img->shm.ctl->sites_off);
+
+	for (size_t p = 0; p < img->npatches; p++) {
+		const struct inj_patch *pa = &img->patches[p];
+
+		for (size_t k = 0; k < pa->nsites; k++) {
+			size_t i = pa->sites[k];
+			const struct usc_site *site = e->sites[i];
+			struct inj_site *d = &is[i];
+
+			d->ctl = img->shm.remote;
+			d->ip = site->vaddr + pa->bias;
+			d->offset = site->offset;
+			d->vaddr = site->vaddr;
+			d->index = (uint32_t)i;
+			d->nargs = site->nargs < INJ_MAX_ARGS ? site->nargs : INJ_MAX_ARGS;
+			d->ret_site = site->ret_site;
+			d->kind = site->cont ? INJ_CONT :
+				  site->tail_call && site->follow_tail ? INJ_TAIL : INJ_PLAIN;
+			d->nstr = 0;
+			for (unsigned a = 0; a < d->nargs; a++) {
+				const struct usc_fetcharg *fa = &site->args[a];
+				const struct fetch_insn *in = fa->insn;
+
+				/* a register stored as it is: the agent's fast path
+				 * (IP is the agent's to fill in: not one) */
+				d->reg_only[a] = 0xff;
+				if (fa->ninsn >= 2 && in[0].op == FOP_REG && in[0].reg < USC_REG_IP &&
+				    (in[1].op == FOP_END ||
+				     (in[1].op == FOP_ST_RAW && fa->ninsn >= 3 && in[2].op == FOP_END)))
+					d->reg_only[a] = in[0].reg;
+				d->args[a].ninsn = fa->ninsn;
+				memcpy(d->args[a].insn, fa->insn, sizeof(fa->insn[0]) * fa->ninsn);
+				for (unsigned k2 = 0; k2 < fa->ninsn; k2++)
+					if (fa->insn[k2].op == FOP_ST_STRING ||
+					    fa->insn[k2].op == FOP_COMM)
+						d->nstr++;
+			}
+			inj_agg_site(j, site, d, img->shm.ctl, img->shm.remote);
+		}
+	}
+}
+
+/* ---- trampolines ---------------------------------------------------------- */
+
+/* Relocate code[from_off..to_off) of the patch to run at `at`. */
+static ssize_t reloc(const struct inj_patch *pa, uint32_t from_off, uint32_t to_off,
+		     uint64_t at, uint8_t *out, size_t cap)
+{
+	const char *why = NULL;
+	ssize_t n;
+
+	if (to_off == from_off)
+		return 0;
+	n = x86_relocate(pa->orig + from_off, to_off - from_off, pa->addr + from_off, at, out,
+			 cap, &why);
+	if (n < 0)
+		log_error("cannot relocate the code at 0x%llx: %s",
+			  (unsigned long long)(pa->addr + from_off), why ? why : strerror((int)-n));
+	return n;
+}
+
+static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
+		       struct inj_patch *pa)
+{
+	struct usc_engine *e = &j->base;
+	struct inj_area *a = &img->areas[pa->area];
+	struct inj_shm *m = &img->shm;
+	uint8_t *buf;
+	uint64_t at = a->base + a->used;
+	size_t len = 0, cap = TRAMP_MAX * (pa->nsites + 1);
+	bool rdpid = have_rdpid();
+	ssize_t n;
+
+	buf = malloc(cap);
+	if (!buf)
+		return -ENOMEM;
+	/* relocated pieces between the probes, in address order: an entry and
+	 * a return site of a short function can share one patch */
+	uint32_t done = 0;
+
+	for (size_t k = 0; k < pa->nsites; k++) {
+		size_t i = pa->sites[k];
+		const struct usc_site *site = e->sites[i];
+		struct tramp_spec ts = {
+			.at = at,
+			/* flags are dead at a function's entry and at its returns
+			 * (the planner moves an entry patch past endbr64 itself) */
+			.save_flags = !(site->ret_site ||
+					(site->func_vaddr && site->vaddr == site->func_vaddr)),
+			.have_rdpid = rdpid,
+		};
+
+		n = reloc(pa, done, pa->probe_off[k], at + len, buf + len, cap - len);
+		if (n < 0)
+			goto out;
+		len += (size_t)n;
+		done = pa->probe_off[k];
+		ts.probe_at = at + len;
+		if (e->session->count_only) {
+			ts.counter = m->remote + m->cpu_counts_off + i * sizeof(uint64_t);
+			ts.stride = m->cpu_stride;
+		} else {
+			const struct agent_hdr *hdr = (const void *)inject_agent_blob;
+			const struct inj_site *is = (const struct inj_site *)
+				((const char *)m->map + m->ctl->sites_off) + i;
+
+			ts.hit = m->agent_remote + hdr->hit_off;
+			ts.site = m->remote + m->ctl->sites_off + i * sizeof(struct inj_site);
+			if (is->agg_fast) {
+				ts.fast = m->agent_remote + hdr->fast_off;
+				ts.fast_a = is->nargs > 0 ? is->reg_only[0] : 0xff;
+				ts.fast_b = is->nargs > 1 ? is->reg_only[1] : 0xff;
+			}
+		}
+		n = tramp_encode_probe(&ts, buf + len, cap - len);
+		if (n < 0) {
+			log_error("cannot encode the trampoline of %s", site->label);
+			goto out;
+		}
+		len += (size_t)n;
+	}
+	n = reloc(pa, done, pa->plan.len, at + len, buf + len, cap - len);
+	if (n < 0)
+		goto out;
+	len += (size_t)n;
+	n = -ERANGE;
+	if (len + 5 > cap || x86_encode_jmp(at + len, pa->addr + pa->plan.len, buf + len))
+		goto out;
+	len += 5;
+	pa->tramp = at;
+	a->used += (len + 15) & ~15UL;
+	n = remote_write(rem, at, buf, len);
+out:
+	free(buf);
+	return (int)n;
+}
+
+/* Is a thread stopped inside a displaced range? rip itself, or, for a
+ * system call that will restart, the syscall instruction before it. */
+static struct inj_patch *conflict(struct inj_image *img, const struct user_regs_struct *r)
+{
+	bool restart = (long long)r->orig_rax >= 0 &&
+		       ((long long)r->rax == -512 || (long long)r->rax == -513 ||
+			(long long)r->rax == -514 || (long long)r->rax == -516);
+
+	for (size_t p = 0; p < img->npatches; p++) {
+		uint64_t lo = img->patches[p].addr, hi = lo + img->patches[p].plan.len;
+
+		if ((r->rip > lo && r->rip < hi) || (restart && r->rip - 2 > lo && r->rip - 2 < hi))
+			return &img->patches[p];
+	}
+	return NULL;
+}
+
+/* Move every thread out of the displaced ranges by single steps. */
+static int clear_threads(struct inj_image *img, struct remote *rem)
+{
+	for (size_t t = 0; t < rem->ntasks; t++) {
+		for (int step = 0;; step++) {
+			struct user_regs_struct r;
+			struct inj_patch *pa;
+
+			if (remote_get_regs(rem, t, &r))
+				break;	/* gone */
+			pa = conflict(img, &r);
+			if (!pa)
+				break;
+			uint8_t insn[2] = {0};
+
+			remote_read(rem, r.rip, insn, 2);
+			/* stepping over a system call could block with every
+			 * thread held */
+			if (step >= 64 || (long long)r.orig_rax >= 0 ||
+			    (insn[0] == 0x0f && insn[1] == 0x05)) {
+				log_error("thread %d of process %d is inside the code a probe would "
+					  "replace (0x%llx); try again", (int)rem->tasks[t].tid,
+					  (int)rem->pid, (unsigned long long)pa->addr);
+				return -EAGAIN;
+			}
+			if (remote_step(rem, t))
+				break;
+		}
+	}
+	return 0;
+}
+
+static void semaphores_raise(struct inj *j, struct inj_image *img, struct remote *rem,
+			     const struct proc_map *maps, size_t nmaps)
+{
+	for (size_t i = 0; i < j->base.nsites; i++) {
+		const struct usc_site *site = j->base.sites[i];
+		uint64_t addr;
+		uint16_t v;
+		bool seen = false;
+
+		if (!site->ref_ctr_offset)
+			continue;
+		if (procmaps_file_offset_to_addr(maps, nmaps, site->path, site->ref_ctr_offset, &addr))
+			continue;
+		for (size_t k = 0; k < img->nsemaphores; k++)
+			seen |= img->semaphores[k] == addr;
+		if (seen)
+			continue;
+		if (remote_read(rem, addr, &v, 2))
+			continue;
+		v++;
+		if (remote_write(rem, addr, &v, 2))
+			continue;
+		img->semaphores[img->nsemaphores++] = addr;
+	}
+}
+
+static void semaphores_lower(struct inj_image *img, struct remote *rem)
+{
+	for (size_t i = 0; i < img->nsemaphores; i++) {
+		uint16_t v;
+
+		if (remote_read(rem, img->semaphores[i], &v, 2) == 0 && v) {
+			v--;
+			remote_write(rem, img->semaphores[i], &v, 2);
+		}
+	}
+	img->nsemaphores = 0;
+}
+
+/* The bytes in memory must be the file's: a breakpoint or another tool's
+ * patch there would be copied into the trampoline. */
+static int read_originals(struct inj *j, struct inj_image *img, struct remote *rem)
+{
+	struct usc_session *s = j->base.session;
+	int ret = 0;
+
+	for (size_t p = 0; p < img->npatches && !ret; p++) {
+		struct inj_patch *pa = &img->patches[p];
+		uint8_t file[sizeof(pa->orig)];
+		const struct usc_site *site = j->base.sites[pa->sites[0]];
+		struct elf_file *ef = NULL;
+
+		cache_elf(s->cache, site->path, &ef);
+		if (pa->plan.len > sizeof(pa->orig))
+			ret = -E2BIG;
+		else if ((ret = remote_read(rem, pa->addr, pa->orig, pa->plan.len)))
+			log_error("cannot read process %d at 0x%llx: %s", (int)rem->pid,
+				  (unsigned long long)pa->addr, strerror(-ret));
+		else if (pa->spring && (ret = remote_read(rem, pa->spring, pa->orig_spring, 5)))
+			log_error("cannot read process %d at 0x%llx: %s", (int)rem->pid,
+				  (unsigned long long)pa->spring, strerror(-ret));
+		else if (ef && ((elf_read(ef, pa->plan.addr, file, pa->plan.len) == 0 &&
+				 memcmp(file, pa->orig, pa->plan.len)) ||
+				(pa->spring && elf_read(ef, pa->plan.spring, file, 5) == 0 &&
+				 memcmp(file, pa->orig_spring, 5)))) {
+			log_error("%s: the code of process %d at 0x%llx differs from %s (a "
+				  "breakpoint or another tool's patch?)", site->label, (int)rem->pid,
+				  (unsigned long long)pa->addr, site->path);
+			ret = -EBUSY;
+		}
+	}
+	return ret;
+}
+
+/* The trampolines are in place: now the jumps. */
+static int write_jumps(struct inj_image *img, struct remote *rem)
+{
+	int ret = 0;
+
+	for (size_t p = 0; p < img->npatches && !ret; p++) {
+		struct inj_patch *pa = &img->patches[p];
+		uint8_t jmp[5];
+
+		if (pa->spring) {
+			/* the slot first (dead filler: never run before the jmp rel8
+			 * that leads to it), then the jmp rel8 */
+			uint8_t j8[2];
+
+			ret = x86_encode_jmp(pa->spring, pa->tramp, jmp);
+			if (!ret)
+				ret = x86_encode_jmp8(pa->addr, pa->spring, j8);
+			if (!ret)
+				ret = remote_write(rem, pa->spring, jmp, sizeof(jmp));
+			if (!ret)
+				ret = remote_write(rem, pa->addr, j8, sizeof(j8));
+			memcpy(pa->written, j8, sizeof(j8));
+			pa->nwritten = sizeof(j8);
+		} else {
+			ret = x86_encode_jmp(pa->addr, pa->tramp, jmp);
+			if (!ret)
+				ret = remote_write(rem, pa->addr, jmp, sizeof(jmp));
+			memcpy(pa->written, jmp, sizeof(jmp));
+			pa->nwritten = sizeof(jmp);
+		}
+		if (!ret)
+			pa->applied = true;
+	}
+	return ret;
+}
+
+int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
+{
+	struct proc_map *maps = NULL;
+	ssize_t nmaps = procmaps_read(rem->pid, &maps);
+	int ret;
+
+	if (nmaps < 0)
+		return (int)nmaps;
+	ret = inj_patches(j, img, maps, (size_t)nmaps);
+	if (!ret)
+		ret = read_originals(j, img, rem);
+	if (!ret)
+		ret = shm_create(j, img, rem);
+	if (!ret) {
+		key_mode(img, rem);
+		fill_sites(j, img);
+		/* again: the shared memory and the agent took some of the gaps */
+		procmaps_free(maps, (size_t)nmaps);
+		nmaps = procmaps_read(rem->pid, &maps);
+		ret = nmaps < 0 ? (int)nmaps : inj_areas(j, img, rem, maps, (size_t)nmaps);
+	}
+	for (size_t p = 0; p < img->npatches && !ret; p++)
+		ret = write_tramp(j, img, rem, &img->patches[p]);
+	if (!ret)
+		ret = clear_threads(img, rem);
+	if (!ret)
+		semaphores_raise(j, img, rem, maps, nmaps > 0 ? (size_t)nmaps : 0);
+	if (!ret)
+		ret = write_jumps(img, rem);
+	if (nmaps > 0)
+		procmaps_free(maps, (size_t)nmaps);
+	if (ret) {
+		inj_restore(j, img, rem);
+		inj_image_retire(img);
+	}
+	return ret;
+}
+
+void inj_restore(struct inj *j, struct inj_image *img, struct remote *rem)
+{
+	bool same_image = true;
+
+	(void)j;
+	for (size_t p = 0; p < img->npatches; p++) {
+		struct inj_patch *pa = &img->patches[p];
+		uint8_t now[5];
+
+		if (!pa->applied)
+			continue;
+		if (remote_read(rem, pa->addr, now, pa->nwritten) ||
+		    memcmp(now, pa->written, pa->nwritten)) {
+			same_image = false;
+			continue;
+		}
+		if (remote_write(rem, pa->addr, pa->orig, pa->plan.len) == 0 && pa->spring)
+			remote_write(rem, pa->spring, pa->orig_spring, 5);
+	}
+	if (same_image) {
+		size_t n = img->nsemaphores;
+
+		semaphores_lower(img, rem);
+		img->nsemaphores = n;	/* each process sharing the image has its own */
+	} else {
+		log_warn("process %d no longer runs the code that was patched (an exec?): left "
+			 "as it is", (int)rem->pid);
+	}
+}
+
+void inj_image_retire(struct inj_image *img)
+{
+	for (size_t p = 0; p < img->npatches; p++)
+		img->patches[p].applied = false;
+	img->nsemaphores = 0;
+}

@@ -1,0 +1,247 @@
+/* Internal to the inject engine: its state, shared by
+ *   inject.c  the ops: the engine's lifecycle
+ *   plan.c    each site's patch, planned once from the file; patches merged
+ *   image.c   one address space: shared memory, agent, trampolines, jumps,
+ *             and their removal
+ *   area.c    memory for trampolines within reach of a module
+ *   follow.c  COMMAND's tree under ptrace: forks, execs, signals
+ *   rings.c   draining the rings into events; counts
+ *   agg.c     aggregation where the probe runs: its memory, its sites, its
+ *             rows read back
+ * and the lower layers: remote.c (ptrace), tramp.c (the trampolines' code),
+ * agent/ (the code that runs in the process). */
+#ifndef USC_ENGINE_INJECT_INJECT_INT_H
+#define USC_ENGINE_INJECT_INJECT_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "elf/modules.h"
+#include "engine/engine.h"
+#include "engine/inject/clock.h"
+#include "engine/inject/inject_shared.h"
+#include "engine/inject/remote.h"
+#include "x86/plan.h"
+
+#define INJ_MAX_SITES 65536
+#define INJ_NSLOTS 256		/* threads with a ring, per image */
+#define INJ_RING_SIZE (4u << 20)	/* per thread: 65k records of 2 integers */
+#define INJ_CPU_BUCKETS 64
+#define GLIBC_TID_OFF 0x2d0	/* offsetof(struct pthread, tid), glibc 2.3x x86-64 */
+
+extern const unsigned char inject_agent_blob[], inject_agent_blob_end[];
+
+struct agent_hdr {
+	uint64_t magic;
+	uint64_t hit_off;
+	uint64_t fast_off;
+};
+
+/* One patch: a jump at addr over len displaced bytes, to a trampoline that
+ * runs the probes of one or more sites (several probes at one address). */
+struct inj_patch {
+	uint64_t addr;		/* runtime */
+	struct x86_patch plan;	/* link-time addresses */
+	uint64_t bias;		/* runtime - link-time */
+	uint8_t orig[32];
+	uint64_t spring;	/* runtime: a springboard's jmp rel32 (dead filler), or 0 */
+	uint8_t orig_spring[5];
+	uint8_t written[5];	/* the jump written at addr, checked before restoring */
+	uint8_t nwritten;
+	size_t *sites;		/* the engine's site indexes, by probe offset */
+	uint32_t *probe_off;	/* per site: where in the displaced bytes it fires */
+	size_t nsites;
+	uint64_t tramp;
+	bool applied;
+	int area;
+};
+
+/* Trampolines near one module. */
+struct inj_area {
+	const char *path;
+	uint64_t lo, hi;	/* the module's mappings */
+	uint64_t base, size, used;
+};
+
+/* The memory the tracer and one image share (a memfd): control block,
+ * slots, counters, site programs and rings (inject_shared.h). */
+struct inj_shm {
+	void *map;
+	size_t size;
+	struct inj_ctl *ctl;
+	uint64_t remote;		/* its address in the process */
+	uint64_t cpu_counts_off;
+	uint32_t cpu_stride;
+	uint64_t agent_remote;		/* the agent's code */
+	uint64_t self_remote;		/* the MADV_WIPEONFORK page: the self word */
+	uint64_t *folded;		/* [nsites][2]: hits and losses of reclaimed slots */
+	uint64_t dropped;		/* tail calls never returned, of reclaimed slots */
+};
+
+/* The patched code of one address space: a process's image after it was
+ * attached to or exec'd, shared with the children it forks (they run a
+ * copy of it, patches and all, and write to the same memory). */
+struct inj_image {
+	int refs;			/* processes running it */
+	pid_t pid;			/* the process it was made in */
+	struct inj_shm shm;
+	struct inj_patch *patches;
+	size_t npatches;
+	struct inj_area *areas;
+	size_t nareas;
+	uint64_t *semaphores;		/* runtime addresses of USDT semaphores raised */
+	size_t nsemaphores;
+	uint64_t next_reclaim;		/* ns */
+	bool recorded;			/* described in the recording (REC_IMAGE) */
+};
+
+enum inj_proc_state {
+	PROC_HELD,		/* COMMAND before its first exec */
+	PROC_ENTRY,		/* exec'd: runs to its entry point, where an int3 waits */
+	PROC_RUN,
+};
+
+/* A process the engine follows (COMMAND's tree) or attached to (-p). */
+struct inj_proc {
+	pid_t pid;
+	enum inj_proc_state state;
+	struct inj_image *img;		/* NULL: not patched */
+	uint64_t entry;			/* PROC_ENTRY: the int3's address */
+	uint8_t entry_orig;
+};
+
+/* A task of COMMAND's tree, held by ptrace (follow.c). */
+struct inj_task {
+	pid_t tid;
+	bool stopped;			/* in a ptrace stop we have not resumed */
+	unsigned nheld;
+	siginfo_t held[REMOTE_MAX_HELD];	/* signals to give back at detach */
+};
+
+struct rec_writer;
+
+struct inj_comm {
+	pid_t tid;
+	char comm[17];
+};
+
+/* The geometry of the aggregation's memory (inject_shared.h); kind 0: no
+ * site aggregates. */
+struct inj_agg_geom {
+	uint32_t kind;			/* enum usc_agg_kind */
+	uint32_t max_rows, nslots, dir_size, val_size, nbuckets;
+};
+
+struct inj {
+	struct usc_engine base;
+	bool follow;			/* COMMAND: its tree, held by ptrace */
+	pid_t pid;			/* the traced process (the first, for COMMAND) */
+	struct x86_patch *plans;	/* per site of the session, from can_place */
+	struct inj_proc *procs;
+	size_t nprocs;
+	struct inj_image **images;	/* every image made, live or not: drained */
+	size_t nimages;
+	struct inj_task *tasks;
+	size_t ntasks;
+	bool live;			/* records are being made */
+	struct inj_clock *clock;	/* tsc -> CLOCK_MONOTONIC */
+	struct inj_comm *comms;
+	size_t ncomms;
+	struct usc_site_stats *stats;
+	uint64_t dropped;
+	struct usc_value vals[INJ_MAX_ARGS];
+	struct inj_agg_geom agg;
+	uint64_t tsc_mult;		/* latency: the agent's tsc multiplier */
+	uint64_t clock_tsc;		/* recording: the last clock sample written */
+	uint64_t clock_sent;		/* ... and how many */
+};
+
+static inline struct inj *inj_of(struct usc_engine *e)
+{
+	return container_of(e, struct inj, base);
+}
+
+uint64_t inj_mono_ns(void);
+
+/* plan.c */
+/* Plan the site's patch (j->plans, by session site index). 0, or -ENOTSUP
+ * with the reason in why. */
+int inj_plan_site(struct inj *j, const struct usc_site *site, char *why, size_t len);
+/* The patches of image img from the sites whose modules are mapped (maps),
+ * at their runtime addresses; sites at one address, or overlapping, share a
+ * patch. 0, -errno (reported). */
+int inj_patches(struct inj *j, struct inj_image *img, const struct proc_map *maps,
+		size_t nmaps);
+/* Why a running process cannot be patched at all (seccomp, a shadow stack,
+ * another PID namespace): 0, or -ENOTSUP with the reason. */
+int inj_proc_refusal(pid_t pid, char *why, size_t len);
+
+/* image.c */
+/* With every thread of the process in rem stopped: patch it. 0 or -errno
+ * (reported); on failure nothing stays applied. */
+int inj_install(struct inj *j, struct inj_image *img, struct remote *rem);
+/* With every thread of the process in rem stopped: write back every
+ * original byte where our jump still is (after an exec, or the pid's reuse,
+ * the addresses belong to another image, left alone), lower the semaphores.
+ * The image's state stays for the other processes that share it: retire it
+ * once every one is restored or gone. */
+void inj_restore(struct inj *j, struct inj_image *img, struct remote *rem);
+void inj_image_retire(struct inj_image *img);
+struct inj_image *inj_image_new(struct inj *j, pid_t pid);
+void inj_image_put(struct inj *j, struct inj_image *img);
+void inj_image_free(struct inj_image *img);
+bool inj_image_applied(const struct inj_image *img);
+
+/* area.c */
+/* Map every area the image's patches need, in free ranges within rel32
+ * reach of their modules. 0 or -ENOMEM (reported). */
+int inj_areas(struct inj *j, struct inj_image *img, struct remote *rem,
+	      const struct proc_map *maps, size_t nmaps);
+
+/* follow.c */
+int inj_follow_spawned(struct inj *j, pid_t pid);
+int inj_follow_launched(struct inj *j, pid_t pid);
+void inj_follow_waited(struct inj *j, pid_t pid, int status);
+/* Stop the whole tree, restore every image, let every task go. */
+void inj_follow_detach(struct inj *j);
+
+/* rings.c */
+int inj_poll_images(struct inj *j, usc_event_fn fn, void *ctx);
+void inj_calibrate(struct inj *j);
+int inj_stats_images(struct inj *j, struct usc_stats *st);
+/* Recording: every ring's records to w as they are (and what the reader
+ * needs to read them: images, threads, clock). The count of pieces
+ * written, or -errno. */
+int inj_record_images(struct inj *j, struct rec_writer *w);
+/* Lossless no more: every thread waiting for room wakes (and drops). */
+void inj_wake_all(struct inj *j);
+/* The name of task tid of process pid, asked once (then remembered, as it
+ * goes when the task does); forget it when the task execs. */
+const char *inj_comm(struct inj *j, pid_t pid, pid_t tid);
+void inj_comm_forget(struct inj *j, pid_t tid);
+
+/* agg.c */
+bool inj_filters(struct usc_engine *e, const struct usc_site *site);
+int inj_agg_place(struct usc_engine *e, const struct usc_site *site);
+int inj_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx);
+/* At attach: the geometry, from the sites that aggregate. */
+void inj_agg_geometry(struct inj *j);
+/* The aggregation's memory after off in the shared layout (offsets into
+ * c); the new end. */
+uint64_t inj_agg_reserve(struct inj *j, uint64_t off, struct inj_ctl *c);
+void inj_agg_ctl(struct inj *j, struct inj_ctl *c);
+/* What the agent is told of a site: its filter, its role and key, and for
+ * agent_fast its addresses in the process (the image's control block c,
+ * mapped there at remote). */
+void inj_agg_site(struct inj *j, const struct usc_site *site, struct inj_site *d,
+		  const struct inj_ctl *c, uint64_t remote);
+/* A reclaimed slot: its calls are over. */
+void inj_agg_reclaim(struct inj_shm *m, uint32_t slot);
+
+/* system calls run in the process */
+long inj_rsys(struct remote *rem, long nr, long a1, long a2, long a3, long a4, long a5, long a6);
+bool inj_rsys_failed(long r);
+
+#endif

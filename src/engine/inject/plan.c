@@ -1,0 +1,220 @@
+/* The inject engine's plans: where each site's patch goes, decided once
+ * from the file (the function's shape, resolve/shape.h), and how the sites
+ * of one image become patches. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "engine/inject/inject_int.h"
+#include "resolve/cache.h"
+#include "resolve/shape.h"
+#include "session/session.h"
+
+int inj_plan_site(struct inj *j, const struct usc_site *site, char *why, size_t len)
+{
+	struct usc_session *s = j->base.session;
+	struct x86_patch *p = &j->plans[site - s->sites];
+	const char *rule = NULL;
+	struct elf_file *ef;
+	struct shape sh;
+	int ret;
+
+	if (site->is_return && !site->ret_site) {
+		snprintf(why, len, "the inject engine probes returns on their return sites only "
+			 "(--uretprobe needs -e tracefs)");
+		return -ENOTSUP;
+	}
+	if (site->nargs > INJ_MAX_ARGS) {
+		snprintf(why, len, "more than %d fetch arguments", INJ_MAX_ARGS);
+		return -ENOTSUP;
+	}
+	ret = cache_elf(s->cache, site->path, &ef);
+	if (ret) {
+		snprintf(why, len, "cannot read %s: %s", site->path, strerror(-ret));
+		return -ENOTSUP;
+	}
+	ret = shape_at(ef, site->vaddr, &sh);
+	if (ret == -ENOENT || ret == -EINVAL) {
+		snprintf(why, len, "no known function bounds around it to check the patch "
+			 "against (no symbol with a size, no call-frame entry)");
+		return -ENOTSUP;
+	}
+	if (ret) {
+		snprintf(why, len, "cannot read the code around it: %s", strerror(-ret));
+		return -ENOTSUP;
+	}
+	ret = site->ret_site ? shape_plan_return(ef, &sh, site->vaddr, p, &rule) :
+			       shape_plan_probe(ef, &sh, site->vaddr, p, &rule);
+	shape_free(&sh);
+	if (ret == -ENOMEM)
+		return ret;
+	if (ret) {
+		snprintf(why, len, "%s", rule ? rule : strerror(-ret));
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+/* What about a running process rules the engine out: a seccomp filter
+ * (the system calls run in it could kill it), a shadow stack (a relocated
+ * call pushes its return address by hand), another PID namespace (the
+ * agent's process_vm_readv and glibc's tids speak that namespace's pids). */
+int inj_proc_refusal(pid_t pid, char *why, size_t len)
+{
+	char path[64], line[512];
+	int ret = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;	/* gone: said elsewhere */
+	while (!ret && fgets(line, sizeof(line), f)) {
+		int mode;
+
+		if (sscanf(line, "Seccomp: %d", &mode) == 1 && mode != 0) {
+			snprintf(why, len, "process %d runs under seccomp, which could kill it for "
+				 "the system calls the inject engine makes in it; -e tracefs or -e "
+				 "bpf can trace it", (int)pid);
+			ret = -ENOTSUP;
+		} else if (!strncmp(line, "x86_Thread_features:", 20) && strstr(line, "shstk")) {
+			snprintf(why, len, "process %d has a shadow stack, which the inject "
+				 "engine's relocated calls would break; -e tracefs or -e bpf can "
+				 "trace it", (int)pid);
+			ret = -ENOTSUP;
+		} else if (!strncmp(line, "NStgid:", 7) && strchr(line + 8, '\t')) {
+			snprintf(why, len, "process %d is in another PID namespace, which the "
+				 "inject engine does not handle yet; -e tracefs or -e bpf can trace "
+				 "it", (int)pid);
+			ret = -ENOTSUP;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+static int cmp_patch(const void *a, const void *b)
+{
+	const struct inj_patch *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void patch_free(struct inj_patch *p)
+{
+	free(p->sites);
+	free(p->probe_off);
+	p->sites = NULL;
+	p->probe_off = NULL;
+}
+
+/* Overlapping patches become one over their union: an entry probe and a
+ * return site of a short function, say. Each was checked safe (no branch
+ * into its interior); overlapping, their interiors cover the union's. */
+static int merge_overlaps(struct inj *j, struct inj_image *img)
+{
+	size_t out = 0;
+
+	qsort(img->patches, img->npatches, sizeof(*img->patches), cmp_patch);
+	for (size_t p = 0; p < img->npatches; p++) {
+		struct inj_patch *a = out ? &img->patches[out - 1] : NULL, *b = &img->patches[p];
+
+		if (!a || a->addr + a->plan.len <= b->addr ||
+		    (a->bias != b->bias && !a->plan.spring && !b->plan.spring)) {
+			img->patches[out++] = *b;
+			continue;
+		}
+		uint64_t end = b->addr + b->plan.len > a->addr + a->plan.len ?
+				       b->addr + b->plan.len : a->addr + a->plan.len;
+		size_t n = a->nsites + b->nsites, k = 0, x = 0, y = 0;
+		size_t *ns = malloc(n * sizeof(*ns));
+		uint32_t *no = malloc(n * sizeof(*no)), shift = (uint32_t)(b->addr - a->addr);
+
+		if (!ns || !no || end - a->addr > sizeof(a->orig) || a->plan.spring ||
+		    b->plan.spring || a->bias != b->bias) {
+			free(ns);
+			free(no);
+			log_error("%s and %s: their patches overlap (0x%llx and 0x%llx); probe one "
+				  "of them with -e tracefs", j->base.sites[a->sites[0]]->label,
+				  j->base.sites[b->sites[0]]->label, (unsigned long long)a->addr,
+				  (unsigned long long)b->addr);
+			for (size_t q = p; q < img->npatches; q++)
+				patch_free(&img->patches[q]);
+			img->npatches = out;
+			return -ENOTSUP;
+		}
+		while (x < a->nsites || y < b->nsites) {	/* merge by offset */
+			if (y == b->nsites ||
+			    (x < a->nsites && a->probe_off[x] <= b->probe_off[y] + shift)) {
+				ns[k] = a->sites[x];
+				no[k++] = a->probe_off[x++];
+			} else {
+				ns[k] = b->sites[y];
+				no[k++] = b->probe_off[y++] + shift;
+			}
+		}
+		patch_free(a);
+		patch_free(b);
+		a->sites = ns;
+		a->probe_off = no;
+		a->nsites = n;
+		a->plan.len = (uint32_t)(end - a->addr);
+	}
+	img->npatches = out;
+	return 0;
+}
+
+int inj_patches(struct inj *j, struct inj_image *img, const struct proc_map *maps,
+		size_t nmaps)
+{
+	struct usc_engine *e = &j->base;
+	struct usc_session *s = e->session;
+
+	img->patches = calloc(e->nsites + 1, sizeof(*img->patches));
+	if (!img->patches)
+		return -ENOMEM;
+	for (size_t i = 0; i < e->nsites; i++) {
+		const struct usc_site *site = e->sites[i];
+		struct x86_patch plan = j->plans[site - s->sites];
+		struct inj_patch *pa;
+		uint64_t rt, bias;
+		size_t p, k;
+
+		if (procmaps_file_offset_to_addr(maps, nmaps, site->path, site->offset, &rt))
+			continue;	/* not in this image (a library it does not map) */
+		bias = rt - site->vaddr;
+		for (p = 0; p < img->npatches; p++)
+			if (img->patches[p].addr == plan.addr + bias &&
+			    img->patches[p].plan.len == plan.len &&
+			    img->patches[p].plan.spring == plan.spring)
+				break;
+		if (p == img->npatches) {
+			pa = &img->patches[img->npatches++];
+			pa->addr = plan.addr + bias;
+			pa->plan = plan;
+			pa->bias = bias;
+			pa->spring = plan.spring ? plan.spring + bias : 0;
+		}
+		pa = &img->patches[p];
+		size_t *ns = realloc(pa->sites, (pa->nsites + 1) * sizeof(*ns));
+		uint32_t *no = ns ? realloc(pa->probe_off, (pa->nsites + 1) * sizeof(*no)) : NULL;
+
+		if (ns)
+			pa->sites = ns;
+		if (no)
+			pa->probe_off = no;
+		if (!ns || !no)
+			return -ENOMEM;
+		/* keep them ordered by where they fire (stable for equal offsets) */
+		for (k = pa->nsites; k > 0 && pa->probe_off[k - 1] > plan.probe_off; k--) {
+			pa->sites[k] = pa->sites[k - 1];
+			pa->probe_off[k] = pa->probe_off[k - 1];
+		}
+		pa->sites[k] = i;
+		pa->probe_off[k] = plan.probe_off;
+		pa->nsites++;
+	}
+	return merge_overlaps(j, img);
+}

@@ -1,0 +1,528 @@
+/* The inject engine's records: each image's per-thread rings drained, merged
+ * by time and delivered as events; the slots of threads that have exited
+ * given back; the counts. The rings are the process's memory: nothing read
+ * from them is trusted. */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/inject/inject_int.h"
+#include "engine/raw.h"
+#include "record/record.h"
+#include "session/session.h"
+
+uint64_t inj_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void inj_calibrate(struct inj *j)
+{
+	clock_sample(j->clock, 0);
+}
+
+void inj_comm_forget(struct inj *j, pid_t tid)
+{
+	for (size_t i = 0; i < j->ncomms; i++)
+		if (j->comms[i].tid == tid) {
+			j->comms[i] = j->comms[--j->ncomms];
+			return;
+		}
+}
+
+const char *inj_comm(struct inj *j, pid_t pid, pid_t tid)
+{
+	char path[64];
+	struct inj_comm *c;
+	FILE *f;
+
+	for (size_t i = 0; i < j->ncomms; i++)
+		if (j->comms[i].tid == tid)
+			return j->comms[i].comm;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	if (access(path, F_OK) && tid != pid) {
+		/* gone before we asked: its process's name, as a thread has */
+		for (size_t i = 0; i < j->ncomms; i++)
+			if (j->comms[i].tid == pid)
+				return j->comms[i].comm;
+	}
+	c = realloc(j->comms, (j->ncomms + 1) * sizeof(*c));
+	if (!c)
+		return "";
+	j->comms = c;
+	c = &c[j->ncomms++];
+	c->tid = tid;
+	c->comm[0] = 0;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	f = fopen(path, "re");
+	if (!f) {
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+		f = fopen(path, "re");
+	}
+	if (f) {
+		if (fgets(c->comm, sizeof(c->comm), f))
+			c->comm[strcspn(c->comm, "\n")] = 0;
+		fclose(f);
+	}
+	return c->comm;
+}
+
+static uint64_t *counts_of(const struct inj_shm *m)
+{
+	return (uint64_t *)((char *)m->map + m->ctl->counts_off);
+}
+
+static struct inj_slot *slots_of(const struct inj_shm *m)
+{
+	return (struct inj_slot *)((char *)m->map + m->ctl->slots_off);
+}
+
+struct pending {
+	uint64_t tsc;
+	const struct inj_rec *rec;
+	const struct inj_image *img;
+	uint32_t slot;
+};
+
+static int cmp_pending(const void *a, const void *b)
+{
+	const struct pending *x = a, *y = b;
+
+	return x->tsc < y->tsc ? -1 : x->tsc > y->tsc;
+}
+
+int inject_raw_peek(const void *p, size_t avail, uint32_t *site, uint64_t *tsc, uint32_t *len)
+{
+	const struct inj_rec *r = p;
+	uint32_t n;
+
+	if (avail < sizeof(uint32_t))
+		return -EINVAL;
+	n = r->len;
+	if (n & INJ_REC_PAD) {
+		/* the rest of the ring's end, skipped */
+		n &= ~INJ_REC_PAD;
+		if (!n || n > avail)
+			return -EINVAL;
+		*len = n;
+		return 1;
+	}
+	if (n < sizeof(*r) || n > avail || (n & 7) || r->nvals > INJ_MAX_ARGS ||
+	    sizeof(*r) + r->nvals * sizeof(struct inj_val) > n)
+		return -EINVAL;	/* not a record the agent writes */
+	*len = n;
+	*site = r->site;
+	*tsc = r->tsc;
+	return 0;
+}
+
+int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, uint64_t ip,
+		     uint64_t time_ns, int32_t pid, int32_t tid, const char *comm,
+		     struct usc_value *vals, struct usc_event *ev)
+{
+	const struct inj_rec *r = p;
+	uint32_t site_idx, len;
+	uint64_t tsc;
+
+	if (inject_raw_peek(p, avail, &site_idx, &tsc, &len) != 0)
+		return -EINVAL;
+	memset(ev, 0, sizeof(*ev));
+	ev->time_ns = time_ns;
+	ev->pid = pid;
+	ev->tid = tid;
+	ev->cpu = (int32_t)r->cpu;
+	ev->comm = comm;
+	ev->site = site;
+	ev->ip = ip;
+	if (site->ret_site) {
+		ev->func = ip - (site->vaddr - site->func_vaddr);
+		ev->ip = r->retaddr;
+	}
+	for (unsigned a = 0; a < r->nvals && a < INJ_MAX_ARGS; a++) {
+		const struct inj_val *v = &r->vals[a];
+		struct usc_value *o = &vals[a];
+
+		memset(o, 0, sizeof(*o));
+		if (v->kind == INJ_STR && (uint32_t)v->str_off + v->str_len < r->len) {
+			o->kind = USC_V_STR;
+			o->str = (const char *)r + v->str_off;
+			o->len = v->str_len;
+		} else if (v->kind == INJ_INT) {
+			o->kind = USC_V_INT;
+			o->u = v->val;
+		} else if (v->kind == INJ_NULL) {
+			o->kind = USC_V_NULL;
+		} else {
+			o->kind = USC_V_FAULT;
+		}
+	}
+	for (unsigned a = r->nvals; a < site->nargs && a < INJ_MAX_ARGS; a++)
+		vals[a] = (struct usc_value){.kind = USC_V_FAULT};
+	ev->nvals = site->nargs < INJ_MAX_ARGS ? site->nargs : INJ_MAX_ARGS;
+	ev->vals = vals;
+	return 0;
+}
+
+static int deliver(struct inj *j, const struct pending *pd, usc_event_fn fn, void *ctx)
+{
+	const struct inj_shm *m = &pd->img->shm;
+	const struct inj_rec *r = pd->rec;
+	const struct inj_slot *sl = &slots_of(m)[pd->slot];
+	const struct inj_site *is;
+	struct usc_event ev;
+	int32_t pid, tid;
+
+	if (r->site >= j->base.nsites)
+		return 0;
+	is = (const struct inj_site *)((const char *)m->map + m->ctl->sites_off) + r->site;
+	pid = sl->tgid ? (int32_t)sl->tgid : pd->img->pid;
+	tid = (int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key);
+	if (inject_raw_event(r, r->len, j->base.sites[r->site], is->ip, clock_ns(j->clock, r->tsc),
+			     pid, tid, inj_comm(j, pid, tid), j->vals, &ev))
+		return 0;
+	j->stats[r->site].events++;
+	return fn(&ev, ctx);
+}
+
+/* Give the slots of threads that have exited back, so a process that
+ * starts threads all the time does not run out of them: their counts are
+ * kept here. Only where a slot's key is the tid (a new thread of the same
+ * fs base would find a slot keyed by it at once). */
+static void reclaim(struct inj *j, struct inj_image *img)
+{
+	struct inj_shm *m = &img->shm;
+	struct inj_slot *slots = slots_of(m);
+	uint64_t *c = counts_of(m);
+	size_t nsites = j->base.nsites;
+	char path[64];
+
+	if (m->ctl->key_mode != INJ_KEY_TID_AT_FS)
+		return;
+	for (uint32_t k = 0; k < INJ_NSLOTS; k++) {
+		struct inj_slot *sl = &slots[k];
+		uint64_t key = sl->key;
+
+		if (!key || key == INJ_KEY_TOMB || sl->head != sl->tail)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%llu",
+			 sl->tgid ? (int)sl->tgid : (int)img->pid, (unsigned long long)key);
+		if (access(path, F_OK) == 0 || errno != ENOENT)
+			continue;
+		/* take it out of the table first (a new thread of the same tid would
+		 * claim another slot), then check nothing is inside it */
+		if (!__atomic_compare_exchange_n(&sl->key, &key, INJ_KEY_TOMB, false,
+						 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			continue;
+		if (sl->nest || sl->head != sl->tail) {
+			__atomic_store_n(&sl->key, key, __ATOMIC_RELEASE);
+			continue;
+		}
+		for (size_t i = 0; i < nsites; i++) {
+			uint64_t *cc = &c[INJ_NCOUNTS * ((uint64_t)k * nsites + i)];
+
+			for (int q = 0; q < INJ_NCOUNTS; q++) {
+				m->folded[INJ_NCOUNTS * i + q] += cc[q];
+				cc[q] = 0;
+			}
+		}
+		inj_agg_reclaim(m, k);
+		/* tail calls it waited on never return: a thread that ended */
+		m->dropped += sl->dropped + sl->npend;
+		sl->dropped = 0;
+		sl->npend = 0;
+		sl->head = sl->tail = 0;
+		sl->tid = 0;
+		sl->tgid = 0;
+		sl->nest = 0;
+		__atomic_store_n(&sl->key, 0, __ATOMIC_RELEASE);
+	}
+}
+
+/* Every record of the image's rings into pd; their heads in heads. */
+static int collect(const struct inj_image *img, struct pending **pd, size_t *npd, size_t *cap,
+		   uint64_t *heads)
+{
+	const struct inj_shm *m = &img->shm;
+	struct inj_slot *slots = slots_of(m);
+
+	for (uint32_t sidx = 0; sidx < INJ_NSLOTS; sidx++) {
+		struct inj_slot *sl = &slots[sidx];
+		const char *ring = (const char *)m->map + m->ctl->rings_off +
+				   (uint64_t)sidx * INJ_RING_SIZE;
+		uint64_t pos, head;
+
+		heads[sidx] = 0;
+		if (!sl->key)
+			continue;
+		head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
+		heads[sidx] = head;
+		for (pos = sl->tail; pos != head;) {
+			uint64_t at = pos & (INJ_RING_SIZE - 1), left = head - pos;
+			const struct inj_rec *r = (const void *)(ring + at);
+			uint64_t room = left < INJ_RING_SIZE - at ? left : INJ_RING_SIZE - at;
+			uint32_t len, site;
+			uint64_t tsc;
+			int kind = inject_raw_peek(r, room, &site, &tsc, &len);
+
+			if (kind < 0 || (kind == 1 && at + len != INJ_RING_SIZE))
+				break;	/* not what the agent writes */
+			if (kind == 1) {
+				pos += len;
+				continue;
+			}
+			if (*npd == *cap) {
+				size_t nc = *cap ? *cap * 2 : 1024;
+				struct pending *n = realloc(*pd, nc * sizeof(*n));
+
+				if (!n)
+					return -ENOMEM;
+				*pd = n;
+				*cap = nc;
+			}
+			(*pd)[(*npd)++] = (struct pending){r->tsc, r, img, sidx};
+			pos += len;
+		}
+	}
+	return 0;
+}
+
+int inj_poll_images(struct inj *j, usc_event_fn fn, void *ctx)
+{
+	struct pending *pd = NULL;
+	size_t npd = 0, cap = 0;
+	uint64_t (*heads)[INJ_NSLOTS];
+	int delivered = 0, stop = 0;
+
+	if (!j->nimages)
+		return 0;
+	heads = calloc(j->nimages, sizeof(*heads));
+	if (!heads)
+		return -ENOMEM;
+	/* a sample after the records were made (all of them, once this
+	 * drain's heads are read below): none is past the last sample */
+	clock_sample(j->clock, 1);
+	for (size_t i = 0; i < j->nimages; i++)
+		if (j->images[i]->shm.map && collect(j->images[i], &pd, &npd, &cap, heads[i])) {
+			free(pd);
+			free(heads);
+			return -ENOMEM;
+		}
+	if (npd)
+		qsort(pd, npd, sizeof(*pd), cmp_pending);
+	for (size_t i = 0; i < npd && !stop; i++) {
+		stop = deliver(j, &pd[i], fn, ctx);
+		delivered++;
+	}
+	free(pd);
+	for (size_t i = 0; i < j->nimages; i++) {
+		struct inj_image *img = j->images[i];
+		struct inj_slot *slots;
+
+		if (!img->shm.map)
+			continue;
+		slots = slots_of(&img->shm);
+		for (uint32_t s = 0; s < INJ_NSLOTS; s++)
+			if (slots[s].key && heads[i][s])
+				__atomic_store_n(&slots[s].tail, heads[i][s], __ATOMIC_RELEASE);
+		if (j->live && inj_mono_ns() >= img->next_reclaim) {
+			reclaim(j, img);
+			img->next_reclaim = inj_mono_ns() + 200000000ULL;
+		}
+	}
+	free(heads);
+	return delivered;
+}
+
+/* ---- recording ---------------------------------------------------------- */
+
+static void wake(struct inj_slot *sl)
+{
+	if (__atomic_load_n(&sl->waiting, __ATOMIC_SEQ_CST)) {
+		__atomic_add_fetch(&sl->wake, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, &sl->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	}
+}
+
+void inj_wake_all(struct inj *j)
+{
+	for (size_t i = 0; i < j->nimages; i++) {
+		struct inj_shm *m = &j->images[i]->shm;
+
+		if (!m->map)
+			continue;
+		m->ctl->lossless = 0;
+		for (uint32_t k = 0; k < INJ_NSLOTS; k++)
+			if (slots_of(m)[k].key)
+				wake(&slots_of(m)[k]);
+	}
+}
+
+/* The records of [tail, head) as each site's events (their headers read
+ * only: the summary's counts). */
+static void count_records(struct inj *j, const char *ring, uint64_t tail, uint64_t head)
+{
+	while (tail != head) {
+		uint64_t at = tail & (INJ_RING_SIZE - 1);
+		uint32_t site, len;
+		uint64_t tsc;
+		int kind = inject_raw_peek(ring + at, head - tail < INJ_RING_SIZE - at ?
+					   head - tail : INJ_RING_SIZE - at, &site, &tsc, &len);
+
+		if (kind < 0)
+			return;
+		if (kind == 0 && site < j->base.nsites)
+			j->stats[site].events++;
+		tail += len;
+	}
+}
+
+/* An image the recording has not described: its process, and each site's
+ * runtime address in it (what a record's site means there). */
+static int record_image(struct inj *j, size_t idx, struct rec_writer *w)
+{
+	struct inj_image *img = j->images[idx];
+	const struct inj_site *is = (const struct inj_site *)((const char *)img->shm.map +
+							       img->shm.ctl->sites_off);
+	uint64_t *ips = calloc(j->base.nsites + 1, sizeof(*ips));
+	int ret;
+
+	if (!ips)
+		return -ENOMEM;
+	for (size_t i = 0; i < j->base.nsites; i++)
+		ips[i] = is[i].ip;
+	ret = rec_write_image(w, (uint32_t)idx, img->pid, ips, j->base.nsites);
+	free(ips);
+	if (!ret)
+		ret = rec_write_process(w, j->base.session->cache, img->pid);
+	img->recorded = !ret;
+	return ret;
+}
+
+int inj_record_images(struct inj *j, struct rec_writer *w)
+{
+	const struct clock_pair *last;
+	int written = 0, ret;
+
+	/* the clock: a sample each 10 ms, and one now if none was written, for
+	 * the reader to convert TSCs (the first two a rate) */
+	clock_sample(j->clock, j->clock_sent < 2);
+	last = clock_last(j->clock);
+	if (last && last->tsc != j->clock_tsc) {
+		ret = rec_write_clock(w, (const struct rec_clock_pair *)last, 1);
+		if (ret)
+			return ret;
+		j->clock_tsc = last->tsc;
+		j->clock_sent++;
+	}
+	for (size_t i = 0; i < j->nimages; i++) {
+		struct inj_image *img = j->images[i];
+		struct inj_shm *m = &img->shm;
+		struct inj_slot *slots;
+
+		if (!m->map)
+			continue;
+		if (!img->recorded && (ret = record_image(j, i, w)))
+			return ret;
+		if (m->ctl->overwrite)
+			continue;	/* the flight recorder: read at the end */
+		slots = slots_of(m);
+		for (uint32_t k = 0; k < INJ_NSLOTS; k++) {
+			struct inj_slot *sl = &slots[k];
+			uint64_t head, tail, at, n, first;
+			const char *ring = (const char *)m->map + m->ctl->rings_off +
+					   (uint64_t)k * INJ_RING_SIZE;
+			struct rec_inject h;
+
+			if (!sl->key)
+				continue;
+			head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
+			tail = sl->tail;
+			n = head - tail;
+			if (!n || n > INJ_RING_SIZE)
+				continue;
+			h = (struct rec_inject){(uint32_t)i, k, sl->tgid ? (int32_t)sl->tgid : img->pid,
+						(int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key),
+						(uint32_t)n, 0};
+			if (!rec_knows_thread(w, h.tid) &&
+			    (ret = rec_write_thread(w, h.pid, h.tid, inj_comm(j, h.pid, h.tid))))
+				return ret;
+			at = tail & (INJ_RING_SIZE - 1);
+			first = n < INJ_RING_SIZE - at ? n : INJ_RING_SIZE - at;
+			count_records(j, ring, tail, head);
+			ret = rec_write_inject(w, &h, ring + at, first, ring, n - first);
+			if (ret)
+				return ret;
+			__atomic_store_n(&sl->tail, head, __ATOMIC_RELEASE);
+			wake(sl);
+			written++;
+		}
+		if (j->live && inj_mono_ns() >= img->next_reclaim) {
+			reclaim(j, img);
+			img->next_reclaim = inj_mono_ns() + 200000000ULL;
+		}
+	}
+	return written;
+}
+
+int inj_stats_images(struct inj *j, struct usc_stats *st)
+{
+	size_t nsites = j->base.nsites;
+
+	st->events = st->lost = 0;
+	j->dropped = 0;
+	for (size_t i = 0; i < nsites; i++) {
+		j->stats[i].hits = 0;
+		j->stats[i].lost = 0;
+		j->stats[i].agg_full = 0;
+		j->stats[i].agg_fault = 0;
+	}
+	for (size_t k = 0; k < j->nimages; k++) {
+		const struct inj_shm *m = &j->images[k]->shm;
+		const uint64_t *c;
+		const char *cc;
+
+		if (!m->map)
+			continue;
+		c = counts_of(m);
+		cc = (const char *)m->map + m->cpu_counts_off;
+		for (size_t i = 0; i < nsites; i++) {
+			const uint64_t *f = &m->folded[INJ_NCOUNTS * i];
+			uint64_t hits = f[0], lost = f[1], full = f[2], fault = f[3];
+
+			for (uint32_t sl = 0; sl < INJ_NSLOTS; sl++) {
+				const uint64_t *cc = &c[INJ_NCOUNTS * ((uint64_t)sl * nsites + i)];
+
+				hits += cc[0];
+				lost += cc[1];
+				full += cc[2];
+				fault += cc[3];
+			}
+			j->stats[i].agg_full += full;
+			j->stats[i].agg_fault += fault;
+			for (uint32_t b = 0; b < INJ_CPU_BUCKETS; b++)
+				hits += *(const uint64_t *)(cc + (uint64_t)b * m->cpu_stride +
+							    i * sizeof(uint64_t));
+			j->stats[i].hits += (int64_t)hits;
+			j->stats[i].lost += (int64_t)lost;
+		}
+		st->lost += m->ctl->slot_full;
+		j->dropped += m->dropped;
+		for (uint32_t sl = 0; sl < INJ_NSLOTS; sl++)
+			j->dropped += slots_of(m)[sl].dropped;
+	}
+	for (size_t i = 0; i < nsites; i++) {
+		st->events += j->stats[i].events;
+		st->lost += (uint64_t)j->stats[i].lost;
+	}
+	st->sites = j->stats;
+	return 0;
+}
