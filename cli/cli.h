@@ -1,9 +1,16 @@
+/* The command line: one file per subcommand (cmd_*.c), the helpers they
+ * share in args.c, main.c only dispatches. The CLI parses arguments and
+ * chooses sinks; the session (src/session/) runs the trace. */
 #ifndef USC_CLI_CLI_H
 #define USC_CLI_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 
+#include "core/log.h"
 #include "probe/probe.h"
+#include "session/session.h"
 
 extern bool cli_verbose;
 
@@ -11,12 +18,77 @@ int cmd_trace(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_count(int argc, char **argv);
 int cmd_flow(int argc, char **argv);
+int cmd_hist(int argc, char **argv);
+int cmd_latency(int argc, char **argv);
+int cmd_record(int argc, char **argv);
+
+/* One-line error to stderr, "uscope: ..." */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The library's log hook: errors and warnings always, the rest with -v. */
+void cli_log(enum usc_log_level level, const char *msg, void *ctx);
 
 /* Parse probe texts; on a mistake print the probe with a caret under it and
  * return -EINVAL. */
 int cli_parse_probes(char **texts, int n, struct usc_probe_spec **specs);
 
-/* One-line error to stderr, "uscope: ..." */
-void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* What a tracing subcommand takes beyond the shared options. */
+enum cli_arg_extra {
+	CLI_ARG_JSON = 1 << 0,		/* --json */
+	CLI_ARG_OUTPUT = 1 << 1,	/* -o FILE */
+	CLI_ARG_INTERVAL = 1 << 2,	/* -i SECONDS */
+	CLI_ARG_URETPROBE = 1 << 3,	/* --uretprobe */
+	CLI_ARG_NO_INLINES = 1 << 4,	/* --no-inlines */
+	CLI_ARG_AGG = 1 << 5,		/* --max-keys N, --strlen N */
+	CLI_ARG_TOP = 1 << 6,		/* --top N */
+	CLI_ARG_LINEAR = 1 << 7,	/* --linear MIN,MAX,STEP */
+	CLI_ARG_LATENCY = 1 << 8,	/* --unit ns|us|ms, --per-call */
+	CLI_ARG_REPLAY = 1 << 9,	/* -r FILE: a recording instead of a live run */
+	CLI_ARG_RECORD = 1 << 10,	/* --snapshot SIZE, --drop */
+};
+
+/* The options of a tracing subcommand. */
+struct cli_opts {
+	struct usc_session_opts so;	/* -p, -- COMMAND, -d, -i, -e, --uretprobe... */
+	bool quiet;			/* -q: no readiness line, no summary */
+	bool json;			/* --json */
+	const char *outfile;		/* -o */
+	size_t top;			/* --top */
+	const char *replay;		/* -r FILE */
+	struct usc_probe_spec *specs;	/* the PROBEs; the caller frees */
+	size_t nspecs;
+};
+
+/* Parse a tracing subcommand's command line: -p, -d, -e, -q, -v, -h and
+ * "-- COMMAND" for every one, plus `extra`; then the PROBEs. Returns -1 when
+ * the caller should go on, else the exit code to return (0 after --help, 2
+ * for a usage mistake, 1 for a malformed probe, already reported). */
+int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, const char *usage,
+		   struct cli_opts *o);
+
+/* A return probe for every function entry probe that has none (flow,
+ * latency). 0 or -ENOMEM. */
+int cli_add_returns(struct usc_probe_spec **specs, size_t *nspecs);
+
+/* The probe with a caret under [pos, pos+len) and why it is refused. */
+void cli_probe_error(const struct usc_probe_spec *spec, size_t pos, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The output FILE: -o FILE, or stdout. NULL (reported) when it cannot be
+ * opened. */
+FILE *cli_open_output(const struct cli_opts *o);
+/* Close it (not stdout); a write error is reported. 0, or 1. */
+int cli_close_output(const struct cli_opts *o, FILE *fp);
+
+/* Plan and run a session over o's probes into the sinks, then free it.
+ * Returns the exit code: COMMAND's status in COMMAND mode (128+N for a
+ * signal N), 0 on a clean end, 1 on an error (already reported), 127/126
+ * when COMMAND cannot run. */
+int cli_run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks);
+
+/* The same into sink (writing to fp: stdout, or -o's, closed after) and the
+ * summary sink on stderr (its end-of-run summary when summary is set, its
+ * readiness line unless -q); both sinks and o's specs are freed. */
+int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink, bool summary);
 
 #endif

@@ -1,164 +1,66 @@
 /* uscope count: hits per probe, at the end and every INTERVAL (BCC's
- * funccount). System-wide, the kernel's own hit counts (uprobe_profile) are
- * read and nothing is recorded; with a PID filter they would include other
- * processes, so events are counted instead. */
+ * funccount), from the engines' own counts; per probe and key when probes
+ * have fetch arguments (bpftrace's @[a, b] = count()), aggregated where
+ * the probe runs where the engine can: the count sink (src/sink/count.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/cli.h"
-#include "cli/session.h"
-#include "output/output.h"
+#include "sink/sink.h"
 
 static const char count_usage[] =
-	"usage: uscope count [-p PID] [-d SECONDS] [-i INTERVAL] [--json] [-e ENGINE] PROBE...\n"
-	"                    [-- COMMAND [ARG...]]\n"
+	"usage: uscope count [-p PID] [-d SECONDS] [-i INTERVAL] [--json] [--top N]\n"
+	"                    [-e ENGINE] PROBE... [-- COMMAND [ARG...]]\n"
 	"\n"
 	"Counts the hits of each probe (a glob counts every matching function\n"
 	"separately) and prints them at the end, and every INTERVAL seconds the hits\n"
-	"of that interval.\n"
+	"of that interval. A probe's fetch arguments are a key: each distinct tuple of\n"
+	"their values is counted on its own. A probe may end with 'if COND'.\n"
+	"\n"
+	"  PROBE is one shell word, as for 'uscope trace': LOCATION [FETCHARG ...] [if COND]\n"
+	"    COND      NAME OP VALUE, joined by && || ! and ( ); OP is == != < <= > >= &;\n"
+	"              VALUE a number or a \"string\" (with * ? [..]: a glob)\n"
 	"\n"
 	"  -p, --pid PID          count in a running process\n"
 	"  -- COMMAND             count in COMMAND; exit with its status\n"
 	"                         (neither: system-wide)\n"
 	"  -d, --duration SECS    stop after SECS seconds\n"
-	"  -i, --interval SECS    also print every SECS seconds\n"
-	"      --json             one JSON object per report\n"
-	"  -e, --engine NAME      auto (default), tracefs or bpf\n"
+	"  -i, --interval SECS    also print every SECS seconds what that interval counted\n"
+	"      --top N            print the N highest counts only\n"
+	"      --json             one JSON object per probe and key\n"
+	"      --max-keys N       keys each engine's table holds (default 4096); hits of\n"
+	"                         new keys beyond it are counted as lost, and said so\n"
+	"      --strlen N         bytes of a string in a key (default 64); longer ones\n"
+	"                         are cut, and marked [cut]\n"
+	"  -e, --engine NAME      auto (default), inject, bpf or tracefs\n"
 	"  -q, --quiet            no readiness line on stderr\n"
 	"      --no-inlines       count a function's out-of-line calls only, not its\n"
 	"                         inlined copies\n"
+	"  -v, --verbose          say more on stderr (where each probe is aggregated)\n"
 	"\n"
-	"example:\n"
-	"  uscope count 'libc:str*' -d 5\n";
-
-struct row {
-	const char *label;
-	uint64_t n;
-};
-
-struct count_ctx {
-	bool json;
-	size_t nlabels;
-	const char **labels;	/* distinct site labels, in site order */
-	uint64_t *prev;		/* totals at the previous report */
-};
-
-static size_t label_index(struct count_ctx *cc, const char *label)
-{
-	for (size_t i = 0; i < cc->nlabels; i++)
-		if (!strcmp(cc->labels[i], label))
-			return i;
-	return cc->nlabels;
-}
-
-static int setup(struct count_ctx *cc, const struct usc_session *s)
-{
-	if (cc->labels)
-		return 0;
-	cc->labels = calloc(s->nsites + 1, sizeof(*cc->labels));
-	cc->prev = calloc(s->nsites + 1, sizeof(*cc->prev));
-	if (!cc->labels || !cc->prev)
-		return -ENOMEM;
-	for (size_t i = 0; i < s->nsites; i++)
-		if (label_index(cc, s->sites[i].label) == cc->nlabels)
-			cc->labels[cc->nlabels++] = s->sites[i].label;
-	return 0;
-}
-
-static int on_event(const struct usc_event *ev, void *ctx)
-{
-	(void)ev;
-	(void)ctx;
-	return 0;	/* counted from the engine's per-site statistics */
-}
-
-static int cmp_rows(const void *a, const void *b)
-{
-	const struct row *x = a, *y = b;
-
-	if (x->n != y->n)
-		return x->n > y->n ? -1 : 1;
-	return strcmp(x->label, y->label);
-}
-
-static void report(void *ctx, const struct usc_session *s, const struct usc_stats *st, bool final)
-{
-	struct count_ctx *cc = ctx;
-	struct row *rows;
-	uint64_t *now;
-
-	if (setup(cc, s))
-		return;
-	rows = calloc(cc->nlabels + 1, sizeof(*rows));
-	now = calloc(cc->nlabels + 1, sizeof(*now));
-	if (!rows || !now) {
-		free(rows);
-		free(now);
-		return;
-	}
-	/* the kernel's hits when it has them for this session, else events */
-	for (size_t i = 0; i < s->nsites; i++) {
-		size_t k = label_index(cc, s->sites[i].label);
-		int64_t h = st->sites[i].hits;
-
-		now[k] += h >= 0 ? (uint64_t)h : st->sites[i].events;
-	}
-	for (size_t k = 0; k < cc->nlabels; k++) {
-		rows[k].label = cc->labels[k];
-		rows[k].n = final ? now[k] : now[k] - cc->prev[k];
-		cc->prev[k] = now[k];
-	}
-	qsort(rows, cc->nlabels, sizeof(*rows), cmp_rows);
-	if (cc->json) {
-		struct usc_output o = {.json = true};
-
-		printf("{\"final\":%s,\"counts\":{", final ? "true" : "false");
-		for (size_t k = 0; k < cc->nlabels; k++) {
-			output_reset(&o);
-			output_json_string(&o, rows[k].label, strlen(rows[k].label));
-			printf("%s%s:%llu", k ? "," : "", o.buf, (unsigned long long)rows[k].n);
-		}
-		printf("}}\n");
-		output_free(&o);
-	} else {
-		if (!final) {
-			time_t t = time(NULL);
-			char hms[16];
-
-			strftime(hms, sizeof(hms), "%H:%M:%S", localtime(&t));
-			printf("[%s]\n", hms);
-		}
-		printf("%-40s %12s\n", final ? "PROBE" : "PROBE (this interval)", "COUNT");
-		for (size_t k = 0; k < cc->nlabels; k++)
-			printf("%-40s %12llu\n", rows[k].label, (unsigned long long)rows[k].n);
-		if (!final)
-			printf("\n");
-	}
-	fflush(stdout);
-	free(rows);
-	free(now);
-}
+	"examples:\n"
+	"  uscope count 'libc:str*' -d 5\n"
+	"  uscope count 'libc:openat file=+0($arg2):string' -- ./app\n"
+	"  uscope count 'handle size=$arg2:u32 if size > 4096' -p 1234\n";
 
 int cmd_count(int argc, char **argv)
 {
-	struct count_ctx cc = {0};
-	struct cli_run run = {.engine = "auto", .count_only = true, .no_summary = true};
-	struct cli_args a = {0};
-	int exit_code = cli_parse_args(argc, argv, CLI_ARG_JSON | CLI_ARG_INTERVAL, "count",
-				       count_usage, &run, &a);
+	struct cli_opts o = {0};
+	bool keyed = false;
+	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
+				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_TOP,
+				  "count", count_usage, &o);
 
-	if (exit_code >= 0)
-		return exit_code;
-	cc.json = a.json;
-	run.on_event = on_event;
-	run.ctx = &cc;
-	run.report = report;
-	exit_code = cli_run_session(&run, a.specs, a.nspecs);
-	free(cc.labels);
-	free(cc.prev);
-	free(a.specs);
-	return exit_code;
+	if (code >= 0)
+		return code;
+	for (size_t i = 0; i < o.nspecs; i++)
+		keyed |= probe_shown_args(o.specs[i].args, o.specs[i].nargs) > 0 ||
+			 o.specs[i].filter.n > 0;
+	/* without keys the engines' hit counts are the answer: no event */
+	o.so.count_only = !keyed;
+	o.so.agg.kind = keyed ? USC_AGG_COUNT : USC_AGG_NONE;
+	o.so.resolve_flags |= RESOLVE_NO_DEFAULT_ARGS;
+	return cli_run_sink(&o, stdout, usc_sink_count(stdout, o.json, keyed, o.top), false);
 }

@@ -11,7 +11,8 @@
 #include "elf/elf.h"
 #include "dwarf/dwarf.h"
 #include "elf/modules.h"
-#include "resolve/patchable.h"
+#include "resolve/cache.h"
+#include "resolve/shape.h"
 #include "resolve/resolve.h"
 #include "usdt/usdt.h"
 
@@ -93,7 +94,7 @@ static int list_patchable(const char *path, const char *pattern, bool verbose)
 
 		if (!fns[i]->size || strstr(fns[i]->name, ".cold"))
 			continue;
-		ret = patchable_func(ef, fns[i], &pa);
+		ret = shape_patchable(ef, fns[i], &pa);
 		if (ret == -ENOMEM) {
 			cli_error("out of memory");
 			break;
@@ -261,31 +262,40 @@ static int list_pid(pid_t pid, const char *pattern, bool verbose)
 		return (int)n;
 	}
 	for (ssize_t i = 0; i < n; i++) {
-		const char *p = maps[i].path;
+		char *p, *name;
 		bool dup = false;
 
-		if (!p || p[0] != '/' || maps[i].perms[2] != 'x')
+		if (!maps[i].path || maps[i].path[0] != '/' || maps[i].perms[2] != 'x')
 			continue;
+		/* a memfd (a run-time USDT provider) is opened through /proc */
+		if (procmaps_module(pid, maps, (size_t)n, (size_t)i, &p, &name))
+			break;
 		for (size_t k = 0; k < nseen; k++)
 			dup |= !strcmp(seen[k], p);
-		if (dup)
-			continue;
-		char **v = realloc(seen, (nseen + 1) * sizeof(*v));
+		char **v = dup ? NULL : realloc(seen, (nseen + 1) * sizeof(*v));
 
-		if (!v)
+		if (!v) {
+			free(p);
+			free(name);
+			if (dup)
+				continue;
 			break;
+		}
 		seen = v;
-		seen[nseen++] = (char *)p;
-		list_file(p, strrchr(p, '/') + 1, pattern, verbose);
+		seen[nseen++] = p;
+		list_file(p, name, pattern, verbose);
+		free(name);
 	}
+	for (size_t k = 0; k < nseen; k++)
+		free(seen[k]);
 	free(seen);
 	procmaps_free(maps, (size_t)n);
 	return 0;
 }
 
 /* The sites of one LOCATION, resolved as trace would resolve them. */
-static int location_sites(const char *loc, pid_t pid, const char *bin, struct usc_probe_spec *spec,
-			  struct usc_site **sites, size_t *nsites)
+static int location_sites(struct cache *cache, const char *loc, pid_t pid, const char *bin,
+			  struct usc_probe_spec *spec, struct usc_site **sites, size_t *nsites)
 {
 	struct usc_target t = {.kind = pid ? USC_TARGET_PID : USC_TARGET_COMMAND, .pid = pid};
 	char *argv1[1] = {(char *)loc};
@@ -306,7 +316,7 @@ static int location_sites(const char *loc, pid_t pid, const char *bin, struct us
 			return -ENOENT;
 		}
 	}
-	ret = resolve_probes(&t, spec, 1, 0, sites, nsites);
+	ret = resolve_probes(cache, &t, spec, 1, RESOLVE_NO_TAIL_FOLLOW, sites, nsites);
 	free(t.exe);
 	return ret;
 }
@@ -321,14 +331,15 @@ static int list_vars(const char *loc, pid_t pid, const char *bin)
 {
 	struct usc_probe_spec spec;
 	struct usc_site *sites = NULL;
+	struct cache *cache = cache_new();
 	size_t n = 0;
-	int ret = location_sites(loc, pid, bin, &spec, &sites, &n);
+	int ret = cache ? location_sites(cache, loc, pid, bin, &spec, &sites, &n) : -ENOMEM;
 
 	for (size_t i = 0; i < n && !ret; i++) {
 		struct dwarf_module *dm;
 		uint64_t pc = sites[i].vaddr;
 
-		ret = resolve_debuginfo(sites[i].path, &dm);
+		ret = cache_dwarf(cache, sites[i].path, &dm);
 		if (ret) {
 			cli_error("%s has no debug info (DWARF)", sites[i].path);
 			break;
@@ -342,7 +353,7 @@ static int list_vars(const char *loc, pid_t pid, const char *bin)
 			printf("  (no variables known there)\n");
 	}
 	resolve_sites_free(sites, n);
-	resolve_cache_free();
+	cache_free(cache);
 	return ret ? 1 : 0;
 }
 
@@ -350,8 +361,9 @@ static int list_lines(const char *func, pid_t pid, const char *bin)
 {
 	struct usc_probe_spec spec;
 	struct usc_site *sites = NULL;
+	struct cache *cache = cache_new();
 	size_t n = 0;
-	int ret = location_sites(func, pid, bin, &spec, &sites, &n);
+	int ret = cache ? location_sites(cache, func, pid, bin, &spec, &sites, &n) : -ENOMEM;
 
 	for (size_t i = 0; i < n && !ret; i++) {
 		struct dwarf_module *dm;
@@ -363,7 +375,7 @@ static int list_lines(const char *func, pid_t pid, const char *bin)
 		FILE *src;
 		char text[512];
 
-		if (resolve_debuginfo(sites[i].path, &dm) || elf_open(sites[i].path, &ef)) {
+		if (cache_dwarf(cache, sites[i].path, &dm) || cache_elf(cache, sites[i].path, &ef)) {
 			cli_error("%s has no debug info (DWARF)", sites[i].path);
 			ret = -ENODATA;
 			break;
@@ -372,7 +384,6 @@ static int list_lines(const char *func, pid_t pid, const char *bin)
 		nl = fn ? dwarf_func_lines(dm, fn->vaddr, fn->size, &file, &lines) : -ENOENT;
 		if (nl <= 0 || dwarf_func_line(dm, fn->vaddr, &file, &first)) {
 			cli_error("%s: no line information for %s", func, fn ? elf_sym_pretty(fn) : func);
-			elf_close(ef);
 			free(lines);
 			ret = -ENOENT;
 			break;
@@ -397,10 +408,9 @@ static int list_lines(const char *func, pid_t pid, const char *bin)
 		if (src)
 			fclose(src);
 		free(lines);
-		elf_close(ef);
 	}
 	resolve_sites_free(sites, n);
-	resolve_cache_free();
+	cache_free(cache);
 	return ret ? 1 : 0;
 }
 
@@ -483,8 +493,8 @@ int cmd_list(int argc, char **argv)
 	const char *bin = argv[optind];
 
 	if (strchr(bin, '/') || access(bin, F_OK) == 0) {
-		path = realpath(bin, NULL);
-		if (!path) {
+		/* (or a /proc link to a memfd) */
+		if (module_path_resolve(bin, &path)) {
 			cli_error("no such file: %s", bin);
 			return 1;
 		}

@@ -1,0 +1,407 @@
+/* What the subcommands share: errors, probe parsing with a caret, the
+ * options of every tracing command, and running a session to an exit code. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "cli/cli.h"
+#include "core/log.h"
+#include "sink/sink.h"
+
+bool cli_verbose;
+
+void cli_log(enum usc_log_level level, const char *msg, void *ctx)
+{
+	(void)ctx;
+	switch (level) {
+	case USC_LOG_ERROR:
+		fprintf(stderr, "uscope: %s\n", msg);
+		break;
+	case USC_LOG_WARN:
+		fprintf(stderr, "uscope: warning: %s\n", msg);
+		break;
+	default:
+		if (cli_verbose)
+			fprintf(stderr, "uscope: %s\n", msg);
+		break;
+	}
+}
+
+void cli_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("uscope: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int cli_parse_probes(char **texts, int n, struct usc_probe_spec **out)
+{
+	struct usc_probe_spec *specs;
+
+	*out = NULL;
+	if (n <= 0)
+		return 0;	/* -r FILE alone */
+	specs = calloc((size_t)n, sizeof(*specs));
+	if (!specs) {
+		cli_error("out of memory");
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		struct usc_parse_error err;
+
+		if (usc_probe_parse(texts[i], &specs[i], &err)) {
+			size_t pos = err.pos;
+
+			fprintf(stderr, "uscope: bad probe: %s\n  %s\n  %*s^\n",
+				usc_parse_strerror(err.code), texts[i], (int)pos, "");
+			free(specs);
+			return -1;
+		}
+	}
+	*out = specs;
+	return 0;
+}
+
+int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, const char *usage,
+		   struct cli_opts *o)
+{
+	static const struct option all[] = {
+		{"pid", required_argument, NULL, 'p'},
+		{"duration", required_argument, NULL, 'd'},
+		{"engine", required_argument, NULL, 'e'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{"json", no_argument, NULL, 'j'},
+		{"output", required_argument, NULL, 'o'},
+		{"interval", required_argument, NULL, 'i'},
+		{"uretprobe", no_argument, NULL, 'R'},
+		{"no-inlines", no_argument, NULL, 'N'},
+		{"max-keys", required_argument, NULL, 'K'},
+		{"strlen", required_argument, NULL, 'S'},
+		{"top", required_argument, NULL, 'T'},
+		{"linear", required_argument, NULL, 'L'},
+		{"unit", required_argument, NULL, 'U'},
+		{"per-call", no_argument, NULL, 'C'},
+		{"read", required_argument, NULL, 'r'},
+		{"snapshot", required_argument, NULL, 'Z'},
+		{"drop", no_argument, NULL, 'D'},
+	};
+	static const unsigned need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
+					CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
+					CLI_ARG_AGG, CLI_ARG_AGG, CLI_ARG_TOP, CLI_ARG_LINEAR,
+					CLI_ARG_LATENCY, CLI_ARG_LATENCY, CLI_ARG_REPLAY,
+					CLI_ARG_RECORD, CLI_ARG_RECORD};
+	struct option opts[sizeof(all) / sizeof(all[0]) + 1];
+	char shorts[32] = "p:d:e:qvh";
+	size_t n = 0;
+	int c;
+
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		if (!need[i] || (extra & need[i]))
+			opts[n++] = all[i];
+	opts[n] = (struct option){NULL, 0, NULL, 0};
+	if (extra & CLI_ARG_OUTPUT)
+		strcat(shorts, "o:");
+	if (extra & CLI_ARG_INTERVAL)
+		strcat(shorts, "i:");
+	if (extra & CLI_ARG_REPLAY)
+		strcat(shorts, "r:");
+
+	/* COMMAND follows the first "--"; everything before it is ours */
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--")) {
+			o->so.cmd = argv + i + 1;
+			if (!o->so.cmd[0]) {
+				cli_error("nothing after '--': give a COMMAND to run");
+				return 2;
+			}
+			argc = i;
+			break;
+		}
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
+		char *end;
+
+		switch (c) {
+		case 'p':
+			errno = 0;
+			o->so.pid = (pid_t)strtol(optarg, &end, 10);
+			if (*end || o->so.pid <= 0 || errno) {
+				cli_error("-p wants a process id, not '%s'", optarg);
+				return 2;
+			}
+			break;
+		case 'd':
+		case 'i':
+			*(c == 'd' ? &o->so.duration : &o->so.interval) = strtod(optarg, &end);
+			if (*end || (c == 'd' ? o->so.duration : o->so.interval) <= 0) {
+				cli_error("-%c wants a positive number of seconds, not '%s'", c, optarg);
+				return 2;
+			}
+			break;
+		case 'e':
+			o->so.engine = optarg;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'v':
+			cli_verbose = true;
+			break;
+		case 'j':
+			o->json = true;
+			break;
+		case 'o':
+			o->outfile = optarg;
+			break;
+		case 'R':
+			o->so.resolve_flags |= RESOLVE_URETPROBE;
+			break;
+		case 'N':
+			o->so.resolve_flags |= RESOLVE_NO_INLINES;
+			break;
+		case 'K':
+		case 'S':
+		case 'T': {
+			unsigned long v;
+
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (*end || errno || !v || optarg[0] == '-' ||
+			    (c == 'S' && (v < 8 || v > AGG_KEY_MAX - 8)) ||
+			    (c == 'K' && v > (1UL << 24))) {
+				cli_error("--%s wants %s, not '%s'",
+					  c == 'K' ? "max-keys" : c == 'S' ? "strlen" : "top",
+					  c == 'S' ? "a length of 8 to 248 bytes" :
+					  c == 'K' ? "a number of keys from 1 to 16777216" :
+					  "a positive number", optarg);
+				return 2;
+			}
+			if (c == 'K')
+				o->so.agg.max_rows = (uint32_t)v;
+			else if (c == 'S')
+				o->so.agg.str_max = (uint32_t)v;
+			else
+				o->top = v;
+			break;
+		}
+		case 'L': {
+			long long mn, mx, st;
+			int used = 0;
+
+			if (sscanf(optarg, "%lld,%lld,%lld%n", &mn, &mx, &st, &used) != 3 ||
+			    optarg[used] || st <= 0 || mx <= mn ||
+			    (mx - mn) / st + 2 > AGG_LINEAR_MAX) {
+				cli_error("--linear wants MIN,MAX,STEP with MIN < MAX, STEP > 0 and at "
+					  "most %d steps, not '%s'", AGG_LINEAR_MAX - 2, optarg);
+				return 2;
+			}
+			o->so.agg.linear = true;
+			o->so.agg.lmin = mn;
+			o->so.agg.lmax = mx;
+			o->so.agg.lstep = st;
+			break;
+		}
+		case 'U':
+			if (!strcmp(optarg, "ns") || !strcmp(optarg, "us") || !strcmp(optarg, "ms")) {
+				o->so.agg.unit_ns = optarg[0] == 'n' ? 1 : optarg[0] == 'u' ? 1000 :
+						    1000000;
+				break;
+			}
+			cli_error("--unit wants ns, us or ms, not '%s'", optarg);
+			return 2;
+		case 'C':
+			o->so.agg.per_call = true;
+			break;
+		case 'r':
+			o->replay = optarg;
+			break;
+		case 'Z': {
+			unsigned long long v;
+			char sfx = 0;
+			int got = sscanf(optarg, "%llu%c", &v, &sfx);
+
+			if (got < 1 || !v || (got == 2 && !strchr("kKmMgG", sfx)) ||
+			    strlen(optarg) > 20) {
+				cli_error("--snapshot wants a size (4096, 64K, 1M), not '%s'", optarg);
+				return 2;
+			}
+			v <<= sfx == 'k' || sfx == 'K' ? 10 : sfx == 'm' || sfx == 'M' ? 20 :
+			      sfx == 'g' || sfx == 'G' ? 30 : 0;
+			o->so.record.snapshot = v;
+			break;
+		}
+		case 'D':
+			o->so.record.drop = true;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		default:
+			fputs(usage, stderr);
+			return 2;
+		}
+	}
+	if (o->replay && (o->so.cmd || o->so.pid || o->so.engine)) {
+		cli_error("-r FILE reads a recording: no -p, -e nor COMMAND with it");
+		return 2;
+	}
+	if (optind >= argc && !o->replay) {
+		cli_error("%s needs at least one PROBE (see uscope %s --help)", name, name);
+		return 2;
+	}
+	if (o->so.cmd && o->so.pid) {
+		cli_error("give either -p PID or a COMMAND, not both");
+		return 2;
+	}
+	o->nspecs = (size_t)(argc - optind);
+	if (cli_parse_probes(argv + optind, argc - optind, &o->specs))
+		return 1;
+	return -1;
+}
+
+void cli_probe_error(const struct usc_probe_spec *spec, size_t pos, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("uscope: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\n  %s\n  %*s^\n", spec->text, (int)pos, "");
+}
+
+int cli_add_returns(struct usc_probe_spec **specs, size_t *nspecs)
+{
+	size_t n = *nspecs, extra = 0;
+	struct usc_probe_spec *v = *specs;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct usc_probe_spec *sp = &v[i];
+		bool have = false;
+
+		if (sp->loc_kind != USC_LOC_SYMBOL || sp->is_return || sp->has_offset)
+			continue;
+		for (size_t k = 0; k < n + extra && !have; k++)
+			have = v[k].loc_kind == USC_LOC_SYMBOL && v[k].is_return &&
+			       !v[k].has_offset && !strcmp(v[k].module, sp->module) &&
+			       !strcmp(v[k].symbol, sp->symbol);
+		if (have)
+			continue;
+
+		struct usc_probe_spec *nv = realloc(v, (n + extra + 1) * sizeof(*nv));
+
+		if (!nv) {
+			*specs = v;
+			*nspecs = n + extra;
+			return -ENOMEM;
+		}
+		v = nv;
+		sp = &v[i];
+		struct usc_probe_spec *r = &v[n + extra++];
+
+		memcpy(r, sp, sizeof(*r));
+		r->is_return = true;
+		r->nargs = 0;
+		memset(&r->filter, 0, sizeof(r->filter));	/* the entry's filter is the call's */
+		if (r->event_given) {
+			/* an explicit EVENT is used as it is: give the return its own */
+			char ev[USC_NAME_MAX];
+			const size_t room = USC_NAME_MAX - 1 - strlen("__return");
+
+			snprintf(ev, sizeof(ev), "%.*s__return", (int)room, sp->event);
+			memcpy(r->event, ev, sizeof(ev));
+		}
+	}
+	*specs = v;
+	*nspecs = n + extra;
+	return 0;
+}
+
+FILE *cli_open_output(const struct cli_opts *o)
+{
+	FILE *fp;
+
+	if (!o->outfile)
+		return stdout;
+	fp = fopen(o->outfile, "w");
+	if (!fp)
+		cli_error("cannot write %s: %s", o->outfile, strerror(errno));
+	return fp;
+}
+
+int cli_close_output(const struct cli_opts *o, FILE *fp)
+{
+	if (!fp || fp == stdout)
+		return 0;
+	if (fclose(fp)) {
+		cli_error("cannot write %s: %s", o->outfile, strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+int cli_run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks)
+{
+	struct usc_session *s = NULL;
+	struct usc_run_result res = {0};
+	int code = 1, ret;
+
+	for (size_t k = 0; k < nsinks; k++)
+		if (!sinks[k]) {
+			cli_error("out of memory");
+			return 1;
+		}
+	ret = usc_session_new(&o->so, &s);
+	for (size_t k = 0; k < nsinks && !ret; k++)
+		ret = usc_session_add_sink(s, sinks[k]);
+	if (ret) {
+		cli_error("out of memory");
+		goto out;
+	}
+	ret = o->replay ? usc_session_replay(s, o->replay, o->specs, o->nspecs) :
+			  usc_session_plan(s, o->specs, o->nspecs);
+	if (ret) {
+		if (s->target_missing)
+			code = 127;
+		goto out;
+	}
+	ret = usc_session_run(s, &res);
+	if (res.exec_errno)
+		code = res.exec_errno == ENOENT ? 127 : 126;
+	else if (ret)
+		code = 1;
+	else if (res.target_exited && WIFEXITED(res.status))
+		code = WEXITSTATUS(res.status);
+	else if (res.target_exited && WIFSIGNALED(res.status))
+		code = 128 + WTERMSIG(res.status);
+	else
+		code = 0;
+out:
+	usc_session_free(s);
+	return code;
+}
+
+int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink, bool summary)
+{
+	struct usc_sink *sinks[2] = {sink, usc_sink_summary(stderr, summary, cli_verbose)};
+	int code = cli_run_session(o, sinks, o->quiet ? 1 : 2);
+
+	if (cli_close_output(o, fp) && !code)
+		code = 1;
+	usc_sink_free(sinks[0]);
+	usc_sink_free(sinks[1]);
+	free(o->specs);
+	o->specs = NULL;
+	return code;
+}

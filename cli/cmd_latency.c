@@ -1,0 +1,76 @@
+/* uscope latency: the time from a function's entry to its return, per
+ * function and key (the entry's fetch arguments), as BCC's funclatency and
+ * gethostlatency; aggregated where the probe runs where the engine can:
+ * the latency sink (src/sink/latency.c). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "sink/sink.h"
+
+static const char latency_usage[] =
+	"usage: uscope latency [-p PID] [-d SECONDS] [-i INTERVAL] [--json]\n"
+	"                      [--unit ns|us|ms] [--per-call] [-e ENGINE] PROBE...\n"
+	"                      [-- COMMAND [ARG...]]\n"
+	"\n"
+	"How long calls take: from each function's entry to its return (the return\n"
+	"probe is added), per thread, recursion included; a log2 histogram per\n"
+	"function and key (the entry probe's fetch arguments) with count, min, avg,\n"
+	"max, p50 and p99 (p50 and p99 within a quarter of a power of two). USDT\n"
+	"probes pair by name (NAME*entry or *start with *return, *done or *end):\n"
+	"give both. A probe may end with 'if COND' (see uscope count --help).\n"
+	"\n"
+	"  -p, --pid PID          in a running process\n"
+	"  -- COMMAND             in COMMAND; exit with its status (neither: system-wide)\n"
+	"  -d, --duration SECS    stop after SECS seconds\n"
+	"  -i, --interval SECS    also print every SECS seconds what that interval saw\n"
+	"      --unit UNIT        ns (default), us or ms\n"
+	"      --per-call         also print a line per call as it returns\n"
+	"      --json             one JSON object per function and key (and per call)\n"
+	"      --max-keys N       keys each engine's table holds (default 4096)\n"
+	"      --strlen N         bytes of a string in a key (default 64)\n"
+	"  -e, --engine NAME      auto (default), inject, bpf or tracefs\n"
+	"  -q, --quiet            no readiness line on stderr\n"
+	"      --uretprobe        return probes swap the return address (the kernel's\n"
+	"                         uretprobe) instead of probing every ret\n"
+	"  -v, --verbose          say more on stderr (where each probe is aggregated)\n"
+	"\n"
+	"examples:\n"
+	"  uscope latency 'libc:getaddrinfo host=+0($arg1):string' --per-call -- getent hosts x\n"
+	"  uscope latency --unit us 'sqlite3_step' -p 1234\n";
+
+int cmd_latency(int argc, char **argv)
+{
+	struct cli_opts o = {0};
+	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
+				  CLI_ARG_URETPROBE | CLI_ARG_AGG | CLI_ARG_LATENCY,
+				  "latency", latency_usage, &o);
+
+	if (code >= 0)
+		return code;
+	for (size_t i = 0; i < o.nspecs; i++) {
+		const struct usc_probe_spec *sp = &o.specs[i];
+
+		if (sp->loc_kind == USC_LOC_USDT || (sp->loc_kind == USC_LOC_SYMBOL && !sp->has_offset))
+			continue;
+		cli_probe_error(sp, 0, "bad probe: latency takes functions (SYMBOL, a glob) and "
+				"USDT probes, not %s",
+				sp->loc_kind == USC_LOC_ADDRESS ? "an address" :
+				sp->loc_kind == USC_LOC_LINE ? "a line" : "SYMBOL+OFFSET");
+		free(o.specs);
+		return 1;
+	}
+	/* an inlined copy has no return to pair its entry with */
+	o.so.resolve_flags |= RESOLVE_NO_INLINES | RESOLVE_NO_DEFAULT_ARGS;
+	if (cli_add_returns(&o.specs, &o.nspecs)) {
+		cli_error("out of memory");
+		free(o.specs);
+		return 1;
+	}
+	o.so.agg.kind = USC_AGG_LATENCY;
+	if (!o.so.agg.unit_ns)
+		o.so.agg.unit_ns = 1;
+	return cli_run_sink(&o, stdout, usc_sink_latency(stdout, o.json, o.so.agg.per_call), false);
+}

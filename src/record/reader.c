@@ -1,0 +1,731 @@
+/* Reading a recording: see record.h and format.h. The file is mapped; a
+ * first pass reads its metadata (probes, sites, threads, images, clock,
+ * modules, maps, counts) and finds where it ends (its END, or the first
+ * damage); events are then read chunk by chunk, each engine's records by
+ * the engine's own decoder (engine/raw.h), and handed out in time order a
+ * round at a time (a round ends when the recorder had drained every
+ * engine: what comes after it is no older than the round before). Nothing
+ * read is trusted: every length is checked. */
+#include "record/reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "engine/inject/clock.h"
+#include "engine/raw.h"
+#include "record/buf.h"
+
+struct rec_image_info {
+	uint32_t image;
+	int32_t pid;
+	const uint64_t *ips;	/* into the mapping */
+	uint32_t nips;
+};
+
+struct rec_thread_info {
+	int32_t pid, tid;
+	char comm[17];
+};
+
+struct rec_file {
+	const uint8_t *map;
+	size_t size;
+	size_t end;			/* readable up to here */
+	char damage[256];		/* "" when whole */
+	bool clean_end;			/* an END chunk */
+	struct rec_header hdr;
+	struct usc_probe_spec *specs;
+	size_t nspecs;
+	struct usc_site *sites;		/* handed out once (rec_file_take_sites) */
+	size_t nsites;
+	bool sites_taken;
+	char **engine_of;		/* per site: the engine that recorded it, or NULL */
+	struct usc_enum **enums;	/* owned, for the sites' args */
+	size_t nenums;
+	struct rec_image_info *images;
+	size_t nimages;
+	struct rec_thread_info *threads;
+	size_t nthreads;
+	struct inj_clock *clock;
+	struct rec_site_stats *stats;	/* nsites, or NULL */
+	uint64_t total_events, total_lost;
+	char *snapshot;			/* why the flight recorder wrote, or NULL */
+	/* the sites in the bpf engine's order, for its decoder */
+	const struct usc_site **bpf_sites;
+	size_t nbpf;
+};
+
+static int damaged(struct rec_file *f, size_t at, const char *why)
+{
+	if (!f->damage[0])
+		snprintf(f->damage, sizeof(f->damage), "at byte %zu: %s", at, why);
+	f->end = at;
+	return 0;
+}
+
+/* ---- metadata ----------------------------------------------------------- */
+
+static struct usc_enum *get_enum(struct rec_file *f, struct rget *g, uint32_t n, bool flags)
+{
+	struct usc_enum *e, **v;
+	struct usc_enumerator *ev;
+
+	if (n > 65536) {
+		g->bad = true;
+		return NULL;
+	}
+	e = calloc(1, sizeof(*e));
+	ev = calloc(n + 1, sizeof(*ev));
+	v = realloc(f->enums, (f->nenums + 1) * sizeof(*v));
+	if (v)
+		f->enums = v;
+	if (!e || !ev || !v) {
+		free(e);
+		free(ev);
+		g->bad = true;
+		return NULL;
+	}
+	f->enums[f->nenums++] = e;
+	e->n = n;
+	e->flags = flags;
+	e->v = ev;
+	for (uint32_t k = 0; k < n && !g->bad; k++) {
+		ev[k].value = rget_u64(g);
+		ev[k].name = rget_str(g, NULL);
+		if (!ev[k].name)
+			g->bad = true;
+	}
+	return e;
+}
+
+static void get_arg(struct rec_file *f, struct rget *g, struct usc_fetcharg *a)
+{
+	char *name = rget_str(g, NULL);
+	uint8_t fl;
+	uint32_t ne;
+	bool eflags;
+
+	memset(a, 0, sizeof(*a));
+	if (name)
+		snprintf(a->name, sizeof(a->name), "%s", name);
+	free(name);
+	a->type = rget_u8(g);
+	a->show = rget_u8(g);
+	a->group_len = rget_u8(g);
+	fl = rget_u8(g);
+	a->named = fl & 1;
+	a->group_first = fl & 2;
+	a->unavailable = fl & 4;
+	a->optimized_out = fl & 8;
+	a->hidden = fl & 16;
+	ne = rget_u32(g);
+	eflags = rget_u8(g);
+	if (ne)
+		a->enums = get_enum(f, g, ne, eflags);
+	a->insn[0].op = rget_u8(g);
+	a->insn[1].op = FOP_END;
+	a->ninsn = 2;
+	if ((unsigned)a->type >= USC_T_NR || a->show > USC_SHOW_ARRAY ||
+	    (a->show == USC_SHOW_ENUM && !a->enums))
+		g->bad = true;
+}
+
+static int read_sites(struct rec_file *f, struct rget *g)
+{
+	uint32_t ns = rget_u32(g), n;
+
+	if (f->specs || ns > 100000)
+		return -EINVAL;
+	f->specs = calloc(ns + 1, sizeof(*f->specs));
+	if (!f->specs)
+		return -ENOMEM;
+	f->nspecs = ns;
+	for (uint32_t i = 0; i < ns && !g->bad; i++) {
+		struct usc_probe_spec *sp = &f->specs[i];
+		char *text = rget_str(g, NULL);
+
+		snprintf(sp->text, sizeof(sp->text), "%s", text ? text : "");
+		free(text);
+		sp->is_return = rget_u8(g);
+		sp->loc_kind = rget_u8(g);
+		sp->has_offset = rget_u8(g);
+		sp->is_glob = rget_u8(g);
+		if (sp->loc_kind > USC_LOC_LINE)
+			g->bad = true;
+	}
+	n = rget_u32(g);
+	if (g->bad || n > 1000000)
+		return -EINVAL;
+	f->sites = calloc(n + 1, sizeof(*f->sites));
+	f->engine_of = calloc(n + 1, sizeof(*f->engine_of));
+	if (!f->sites || !f->engine_of)
+		return -ENOMEM;
+	f->nsites = n;
+	for (uint32_t i = 0; i < n && !g->bad; i++) {
+		struct usc_site *s = &f->sites[i];
+		uint32_t fl, nargs;
+		char *label, *event;
+
+		s->probe = rget_u32(g);
+		fl = rget_u32(g);
+		s->group = (int32_t)rget_u32(g);
+		s->vaddr = rget_u64(g);
+		s->func_vaddr = rget_u64(g);
+		s->offset = rget_u64(g);
+		s->path = rget_str(g, NULL);
+		s->symbol = rget_str(g, NULL);
+		label = rget_str(g, NULL);
+		event = rget_str(g, NULL);
+		snprintf(s->label, sizeof(s->label), "%s", label ? label : "");
+		snprintf(s->event, sizeof(s->event), "%s", event ? event : "");
+		free(label);
+		free(event);
+		s->is_return = fl & 1;
+		s->ret_site = fl & 2;
+		s->tail_call = fl & 4;
+		s->hidden = fl & 8;
+		s->cont = fl & 16;
+		s->inlined = fl & 32;
+		s->agg_func = -1;
+		s->filter_in_place = true;
+		nargs = rget_u32(g);
+		if (s->probe >= ns || nargs > USC_MAX_ARGS) {
+			g->bad = true;
+			break;
+		}
+		s->spec = &f->specs[s->probe];
+		s->args = calloc(nargs + 1, sizeof(*s->args));
+		if (!s->args)
+			return -ENOMEM;
+		s->nargs = nargs;
+		for (uint32_t a = 0; a < nargs && !g->bad; a++)
+			get_arg(f, g, &s->args[a]);
+		f->engine_of[i] = rget_str(g, NULL);
+		if (!s->path)
+			s->path = strdup("");
+	}
+	return g->bad ? -EINVAL : 0;
+}
+
+static int read_image(struct rec_file *f, const uint8_t *p, size_t len)
+{
+	const struct rec_image *h = (const void *)p;
+	struct rec_image_info *v;
+
+	if (len < sizeof(*h) || (len - sizeof(*h)) / 8 < h->nsites)
+		return -EINVAL;
+	v = realloc(f->images, (f->nimages + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	f->images = v;
+	v[f->nimages++] = (struct rec_image_info){h->image, h->pid, (const uint64_t *)(h + 1),
+						  h->nsites};
+	return 0;
+}
+
+static int read_thread(struct rec_file *f, const uint8_t *p, size_t len)
+{
+	const struct rec_thread *t = (const void *)p;
+	struct rec_thread_info *v;
+
+	if (len < sizeof(*t))
+		return -EINVAL;
+	for (size_t i = 0; i < f->nthreads; i++)
+		if (f->threads[i].tid == t->tid) {
+			f->threads[i].pid = t->pid;
+			memcpy(f->threads[i].comm, t->comm, 16);
+			return 0;
+		}
+	v = realloc(f->threads, (f->nthreads + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	f->threads = v;
+	v = &v[f->nthreads++];
+	v->pid = t->pid;
+	v->tid = t->tid;
+	memcpy(v->comm, t->comm, 16);
+	v->comm[16] = 0;
+	return 0;
+}
+
+static void read_clock(struct rec_file *f, const uint8_t *p, size_t len)
+{
+	for (size_t k = 0; k + sizeof(struct rec_clock_pair) <= len; k += sizeof(struct rec_clock_pair)) {
+		const struct rec_clock_pair *c = (const void *)(p + k);
+
+		clock_add(f->clock, c->tsc, c->ns);
+	}
+}
+
+static int read_stats(struct rec_file *f, const uint8_t *p, size_t len)
+{
+	struct rget g = {p, len, 0, false};
+	uint64_t n = rget_u64(&g);
+
+	f->total_events = rget_u64(&g);
+	f->total_lost = rget_u64(&g);
+	if (g.bad || n != f->nsites || (len - g.at) / sizeof(struct rec_site_stats) < n)
+		return -EINVAL;
+	free(f->stats);
+	f->stats = calloc(n + 1, sizeof(*f->stats));
+	if (!f->stats)
+		return -ENOMEM;
+	memcpy(f->stats, p + g.at, n * sizeof(*f->stats));
+	return 0;
+}
+
+/* Pass one: the metadata, and where the readable part ends. */
+static int scan(struct rec_file *f)
+{
+	size_t at = sizeof(struct rec_header);
+
+	f->end = f->size;
+	while (at < f->end) {
+		const struct rec_chunk *c = (const void *)(f->map + at);
+		const uint8_t *p = f->map + at + sizeof(*c);
+		struct rget g;
+		int ret = 0;
+
+		if (f->end - at < sizeof(*c))
+			return damaged(f, at, "a chunk's header is cut short");
+		if (c->len > REC_CHUNK_MAX || (c->len & 7) || c->len > f->end - at - sizeof(*c))
+			return damaged(f, at, "a chunk is cut short or has a bad length");
+		g = (struct rget){p, c->len, 0, false};
+		switch (c->type) {
+		case REC_SITES:
+			ret = read_sites(f, &g);
+			break;
+		case REC_IMAGE:
+			ret = read_image(f, p, c->len);
+			break;
+		case REC_THREAD:
+			ret = read_thread(f, p, c->len);
+			break;
+		case REC_CLOCK:
+			read_clock(f, p, c->len);
+			break;
+		case REC_STATS:
+			ret = f->specs ? read_stats(f, p, c->len) : -EINVAL;
+			break;
+		case REC_SNAPSHOT:
+			free(f->snapshot);
+			f->snapshot = rget_str(&g, NULL);
+			break;
+		case REC_END:
+			f->clean_end = true;
+			f->end = at + sizeof(*c);
+			return 0;
+		default:
+			break;	/* records, and what this reader does not know */
+		}
+		if (ret == -ENOMEM)
+			return ret;
+		if (ret)
+			return damaged(f, at, "a chunk that does not read as its type");
+		if (!f->specs && c->type != REC_SITES)
+			return damaged(f, at, "records before the probes");
+		at += sizeof(*c) + c->len;
+	}
+	if (!f->clean_end)
+		damaged(f, at, "the recording has no end (cut short: a crash, a short copy)");
+	return 0;
+}
+
+int rec_file_open(const char *path, struct rec_file **out)
+{
+	struct rec_file *f = calloc(1, sizeof(*f));
+	struct stat st;
+	int fd, ret;
+
+	*out = NULL;
+	if (!f || !(f->clock = calloc(1, sizeof(*f->clock)))) {
+		free(f);
+		log_error("out of memory");
+		return -ENOMEM;
+	}
+	f->clock->unbounded = true;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st)) {
+		ret = -errno;
+		log_error("cannot read %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		rec_file_free(f);
+		return ret;
+	}
+	f->size = (size_t)st.st_size;
+	if (f->size < sizeof(struct rec_header)) {
+		close(fd);
+		rec_file_free(f);
+		log_error("%s is not a uscope recording (too short)", path);
+		return -EINVAL;
+	}
+	f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (f->map == MAP_FAILED) {
+		ret = -errno;
+		f->map = NULL;
+		log_error("cannot read %s: %s", path, strerror(-ret));
+		rec_file_free(f);
+		return ret;
+	}
+	memcpy(&f->hdr, f->map, sizeof(f->hdr));
+	if (memcmp(f->hdr.magic, REC_MAGIC, 8)) {
+		log_error("%s is not a uscope recording", path);
+		rec_file_free(f);
+		return -EINVAL;
+	}
+	if (f->hdr.version != REC_VERSION || f->hdr.header_len != sizeof(struct rec_header)) {
+		log_error("%s is a recording of version %u; this uscope reads version %u", path,
+			  f->hdr.version, REC_VERSION);
+		rec_file_free(f);
+		return -EINVAL;
+	}
+	f->hdr.host[sizeof(f->hdr.host) - 1] = 0;
+	f->hdr.command[sizeof(f->hdr.command) - 1] = 0;
+	ret = scan(f);
+	if (!ret && !f->specs) {
+		log_error("%s: no probes in the recording (%s)", path,
+			  f->damage[0] ? f->damage : "empty");
+		ret = -EINVAL;
+	}
+	if (ret) {
+		if (ret == -ENOMEM)
+			log_error("out of memory");
+		rec_file_free(f);
+		return ret;
+	}
+	/* the bpf engine's sites, in its order: every site it recorded */
+	f->bpf_sites = calloc(f->nsites + 1, sizeof(*f->bpf_sites));
+	if (!f->bpf_sites) {
+		rec_file_free(f);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < f->nsites; i++)
+		if (f->engine_of[i] && !strcmp(f->engine_of[i], "bpf"))
+			f->bpf_sites[f->nbpf++] = &f->sites[i];
+	*out = f;
+	return 0;
+}
+
+void rec_file_free(struct rec_file *f)
+{
+	if (!f)
+		return;
+	if (f->map)
+		munmap((void *)f->map, f->size);
+	if (!f->sites_taken) {
+		for (size_t i = 0; i < f->nsites; i++) {
+			free(f->sites[i].path);
+			free(f->sites[i].symbol);
+			free(f->sites[i].args);
+		}
+		free(f->sites);
+	}
+	for (size_t i = 0; f->engine_of && i < f->nsites; i++)
+		free(f->engine_of[i]);
+	free(f->engine_of);
+	for (size_t i = 0; i < f->nenums; i++) {
+		for (unsigned k = 0; k < f->enums[i]->n; k++)
+			free((char *)f->enums[i]->v[k].name);
+		free((void *)f->enums[i]->v);
+		free(f->enums[i]);
+	}
+	free(f->enums);
+	free(f->specs);
+	free(f->images);
+	free(f->threads);
+	clock_free(f->clock);
+	free(f->stats);
+	free(f->snapshot);
+	free(f->bpf_sites);
+	free(f);
+}
+
+struct usc_probe_spec *rec_file_specs(struct rec_file *f, size_t *n)
+{
+	*n = f->nspecs;
+	return f->specs;
+}
+
+struct usc_site *rec_file_take_sites(struct rec_file *f, size_t *n)
+{
+	*n = f->nsites;
+	f->sites_taken = true;
+	return f->sites;
+}
+
+const char *rec_file_damage(const struct rec_file *f)
+{
+	return f->damage[0] ? f->damage : NULL;
+}
+
+const char *rec_file_snapshot(const struct rec_file *f)
+{
+	return f->snapshot;
+}
+
+const struct rec_header *rec_file_header(const struct rec_file *f)
+{
+	return &f->hdr;
+}
+
+const struct rec_site_stats *rec_file_stats(const struct rec_file *f, uint64_t *events,
+					    uint64_t *lost)
+{
+	*events = f->total_events;
+	*lost = f->total_lost;
+	return f->stats;
+}
+
+/* ---- events ------------------------------------------------------------- */
+
+enum ref_kind { REF_INJECT, REF_BPF, REF_EVENT };
+
+/* A record found, not decoded yet. */
+struct ref {
+	uint64_t time;
+	const uint8_t *p;
+	uint32_t len;
+	uint8_t kind;
+	const struct rec_inject *inj;	/* REF_INJECT: its chunk's header */
+	uint64_t seq;			/* file order, for equal times */
+};
+
+struct events {
+	struct rec_file *f;
+	usc_event_fn fn;
+	void *ctx;
+	struct ref *refs;
+	size_t n, cap;
+	uint64_t seq;
+	uint64_t last_round_max, round_max;
+	uint64_t delivered, bad;
+	int stop;
+	struct usc_value vals[USC_MAX_ARGS];
+	char comm[24];
+};
+
+static int push_ref(struct events *e, struct ref r)
+{
+	if (e->n == e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 4096;
+		struct ref *v = realloc(e->refs, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		e->refs = v;
+		e->cap = cap;
+	}
+	r.seq = e->seq++;
+	e->refs[e->n++] = r;
+	if (r.time > e->round_max)
+		e->round_max = r.time;
+	return 0;
+}
+
+static const struct rec_image_info *image_of(const struct rec_file *f, uint32_t image)
+{
+	for (size_t i = f->nimages; i-- > 0;)
+		if (f->images[i].image == image)
+			return &f->images[i];
+	return NULL;
+}
+
+static const char *comm_of(const struct rec_file *f, int32_t tid)
+{
+	for (size_t i = 0; i < f->nthreads; i++)
+		if (f->threads[i].tid == tid)
+			return f->threads[i].comm;
+	return "";
+}
+
+/* A chunk's records into refs. */
+static int refs_of_chunk(struct events *e, const struct rec_chunk *c, const uint8_t *p)
+{
+	struct rec_file *f = e->f;
+	int ret = 0;
+
+	switch (c->type) {
+	case REC_INJECT: {
+		const struct rec_inject *h = (const void *)p;
+		const uint8_t *r = p + sizeof(*h);
+		size_t left;
+
+		if (c->len < sizeof(*h) || h->nbytes > c->len - sizeof(*h)) {
+			e->bad++;
+			return 0;
+		}
+		left = h->nbytes;
+		while (left && !ret) {
+			uint32_t site, len;
+			uint64_t tsc;
+			int kind = inject_raw_peek(r, left, &site, &tsc, &len);
+
+			if (kind < 0) {
+				e->bad++;
+				break;
+			}
+			if (kind == 0 && site < f->nsites)
+				ret = push_ref(e, (struct ref){clock_ns(f->clock, tsc), r, len,
+							       REF_INJECT, h, 0});
+			else if (kind == 0)
+				e->bad++;
+			r += len;
+			left -= len;
+		}
+		return ret;
+	}
+	case REC_BPF: {
+		uint32_t len = *(const uint32_t *)p, site;
+		uint64_t ts;
+
+		if (c->len < 8 || len > c->len - 8 || bpf_raw_peek(p + 8, len, &site, &ts)) {
+			e->bad++;
+			return 0;
+		}
+		return push_ref(e, (struct ref){ts, p + 8, len, REF_BPF, NULL, 0});
+	}
+	case REC_EVENT: {
+		const struct rec_event *ev = (const void *)p;
+
+		if (c->len < sizeof(*ev) || ev->len > c->len || ev->len < sizeof(*ev) ||
+		    ev->site >= f->nsites) {
+			e->bad++;
+			return 0;
+		}
+		return push_ref(e, (struct ref){ev->time_ns, p, ev->len, REF_EVENT, NULL, 0});
+	}
+	default:
+		return 0;
+	}
+}
+
+static int cmp_ref(const void *a, const void *b)
+{
+	const struct ref *x = a, *y = b;
+
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int decode(struct events *e, const struct ref *r, struct usc_event *ev)
+{
+	struct rec_file *f = e->f;
+
+	switch (r->kind) {
+	case REF_INJECT: {
+		const struct rec_image_info *im = image_of(f, r->inj->image);
+		uint32_t site, len;
+		uint64_t tsc;
+
+		if (inject_raw_peek(r->p, r->len, &site, &tsc, &len) != 0 || site >= f->nsites)
+			return -EINVAL;
+		return inject_raw_event(r->p, r->len, &f->sites[site],
+					im && site < im->nips ? im->ips[site] : f->sites[site].vaddr,
+					r->time, r->inj->pid, r->inj->tid, comm_of(f, r->inj->tid),
+					e->vals, ev);
+	}
+	case REF_BPF:
+		return bpf_raw_event(r->p, r->len, f->bpf_sites, f->nbpf, e->comm, e->vals, ev);
+	default: {
+		const struct rec_event *re = (const void *)r->p;
+		const struct rec_value *v = (const void *)(re + 1);
+		size_t strs = sizeof(*re) + (size_t)re->nvals * sizeof(*v);
+		const struct usc_site *site = &f->sites[re->site];
+
+		if (re->nvals > USC_MAX_ARGS || strs > r->len)
+			return -EINVAL;
+		memset(ev, 0, sizeof(*ev));
+		ev->time_ns = re->time_ns;
+		ev->pid = re->pid;
+		ev->tid = re->tid;
+		ev->cpu = re->cpu;
+		ev->site = site;
+		ev->ip = re->ip;
+		ev->func = re->func;
+		for (unsigned i = 0; i < re->nvals; i++) {
+			e->vals[i] = (struct usc_value){.kind = v[i].kind, .u = v[i].u};
+			if (v[i].kind == USC_V_STR) {
+				if (v[i].len > r->len - strs)
+					return -EINVAL;
+				e->vals[i].str = (const char *)r->p + strs;
+				e->vals[i].len = v[i].len;
+				strs += v[i].len;
+			} else if (v[i].kind > USC_V_NULL) {
+				return -EINVAL;
+			}
+		}
+		if (re->comm_len > r->len - strs || re->comm_len >= sizeof(e->comm))
+			return -EINVAL;
+		memcpy(e->comm, r->p + strs, re->comm_len);
+		e->comm[re->comm_len] = 0;
+		ev->comm = e->comm;
+		for (unsigned i = re->nvals; i < site->nargs && i < USC_MAX_ARGS; i++)
+			e->vals[i] = (struct usc_value){.kind = USC_V_FAULT};
+		ev->nvals = site->nargs < USC_MAX_ARGS ? site->nargs : USC_MAX_ARGS;
+		ev->vals = e->vals;
+		return 0;
+	}
+	}
+}
+
+/* Hand out, in time order, the records no later one can be older than. */
+static int flush_refs(struct events *e, uint64_t limit)
+{
+	size_t k = 0;
+
+	if (e->n > 1)
+		qsort(e->refs, e->n, sizeof(*e->refs), cmp_ref);
+	for (; k < e->n && e->refs[k].time <= limit && !e->stop; k++) {
+		struct usc_event ev;
+
+		if (decode(e, &e->refs[k], &ev)) {
+			e->bad++;
+			continue;
+		}
+		e->delivered++;
+		e->stop = e->fn(&ev, e->ctx);
+	}
+	memmove(e->refs, e->refs + k, (e->n - k) * sizeof(*e->refs));
+	e->n -= k;
+	return e->stop;
+}
+
+int rec_file_events(struct rec_file *f, usc_event_fn fn, void *ctx, uint64_t *bad)
+{
+	struct events e = {.f = f, .fn = fn, .ctx = ctx};
+	size_t at = sizeof(struct rec_header);
+	int ret = 0;
+
+	while (at < f->end && !ret && !e.stop) {
+		const struct rec_chunk *c = (const void *)(f->map + at);
+		const uint8_t *p = f->map + at + sizeof(*c);
+
+		if (f->end - at < sizeof(*c) || c->len > f->end - at - sizeof(*c))
+			break;	/* the damage the first pass found */
+		if (c->type == REC_ROUND) {
+			/* what the round before this one saw last: no later
+			 * record is older */
+			ret = flush_refs(&e, e.last_round_max);
+			e.last_round_max = e.round_max;
+		} else {
+			ret = refs_of_chunk(&e, c, p);
+		}
+		at += sizeof(*c) + c->len;
+	}
+	if (!ret && !e.stop)
+		ret = flush_refs(&e, UINT64_MAX);
+	free(e.refs);
+	if (bad)
+		*bad = e.bad;
+	return ret < 0 ? ret : 0;
+}

@@ -1,0 +1,39 @@
+/* Reading a recording back (reader.c): its probes and sites, its counts,
+ * and its events in time order, decoded by each engine's own decoder. A
+ * file cut short is read up to the damage. */
+#ifndef USC_RECORD_READER_H
+#define USC_RECORD_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "record/format.h"
+
+struct rec_file;
+
+/* Open path and read its metadata. 0 or -errno (reported: not a
+ * recording, another version). */
+int rec_file_open(const char *path, struct rec_file **out);
+void rec_file_free(struct rec_file *f);
+
+/* The recorded probes (owned by f). */
+struct usc_probe_spec *rec_file_specs(struct rec_file *f, size_t *n);
+/* The recorded sites, for a session to own (freed as resolve's are; their
+ * enum tables stay f's). */
+struct usc_site *rec_file_take_sites(struct rec_file *f, size_t *n);
+/* Where and why the file ends early, or NULL. */
+const char *rec_file_damage(const struct rec_file *f);
+/* Why the flight recorder wrote the file, or NULL (not a snapshot). */
+const char *rec_file_snapshot(const struct rec_file *f);
+const struct rec_header *rec_file_header(const struct rec_file *f);
+/* The counts at the end (per site, nsites of them), or NULL (cut short). */
+const struct rec_site_stats *rec_file_stats(const struct rec_file *f, uint64_t *events,
+					    uint64_t *lost);
+
+/* Every event, in time order, to fn (non-zero from fn stops). Records that
+ * do not read as their engine writes them are skipped and counted in
+ * *bad. 0 or -ENOMEM. */
+int rec_file_events(struct rec_file *f, usc_event_fn fn, void *ctx, uint64_t *bad);
+
+#endif

@@ -1,0 +1,769 @@
+/* A tracing session: see session.h. This file is the lifecycle and the run
+ * loop; plan.c chooses the engines, merge.c orders the events of several,
+ * spawn.c starts COMMAND. */
+#include "session/session.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "record/reader.h"
+#include "record/record.h"
+#include "record/source.h"
+#include "session/session_int.h"
+#include "sink/sink.h"
+
+/* How long events of several engines wait for older ones (merge.c). */
+#define MERGE_HOLD_NS 100000000ULL
+/* The longest wait between two polls of the engines. */
+#define POLL_MS 20
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
+{
+	struct usc_session *s = calloc(1, sizeof(*s));
+
+	*out = NULL;
+	if (!s)
+		return -ENOMEM;
+	s->opts = *o;
+	if (!s->opts.engines) {
+		s->opts.engines = usc_engines;
+		s->opts.nengines = usc_nengines;
+	}
+	s->count_only = o->count_only;
+	/* aggregations: a string of a key takes whole words */
+	if (!s->opts.agg.str_max)
+		s->opts.agg.str_max = AGG_STR_DEFAULT;
+	s->opts.agg.str_max = (s->opts.agg.str_max + 7) & ~7u;
+	if (s->opts.agg.str_max > AGG_KEY_MAX - 8)
+		s->opts.agg.str_max = AGG_KEY_MAX - 8;
+	if (!s->opts.agg.max_rows)
+		s->opts.agg.max_rows = AGG_ROWS_DEFAULT;
+	if (!s->opts.agg.unit_ns)
+		s->opts.agg.unit_ns = 1;
+	s->cache = cache_new();
+	if (!s->cache) {
+		free(s);
+		return -ENOMEM;
+	}
+	s->target.kind = o->cmd ? USC_TARGET_COMMAND : o->pid ? USC_TARGET_PID : USC_TARGET_SYSTEM;
+	s->target.pid = o->pid;
+	*out = s;
+	return 0;
+}
+
+int usc_session_add_sink(struct usc_session *s, struct usc_sink *k)
+{
+	struct usc_sink **v = realloc(s->sinks, (s->nsinks + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	s->sinks = v;
+	s->sinks[s->nsinks++] = k;
+	return 0;
+}
+
+/* The engines to choose from, created (no side effect yet). */
+static int create_engines(struct usc_session *s)
+{
+	const char *want = s->opts.engine && strcmp(s->opts.engine, "auto") ? s->opts.engine : NULL;
+	size_t n = 0;
+
+	s->engines = calloc(s->opts.nengines + 1, sizeof(*s->engines));
+	if (!s->engines)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->opts.nengines; i++) {
+		const struct usc_engine_ops *ops = s->opts.engines[i];
+		struct session_engine *se;
+
+		if (want && strcmp(ops->name, want))
+			continue;
+		se = &s->engines[n++];
+		se->ops = ops;
+		if (ops->create(s, &se->e, se->why, sizeof(se->why))) {
+			se->e = NULL;
+			if (!se->why[0])
+				snprintf(se->why, sizeof(se->why), "cannot be used here");
+			if (want) {
+				log_error("%s", se->why);
+				s->nengines = n;
+				return -ENOTSUP;
+			}
+			log_info("not using the %s engine: %s", ops->name, se->why);
+		}
+	}
+	s->nengines = n;
+	if (!n) {
+		char names[128] = "";
+		size_t used = 0;
+
+		for (size_t i = 0; i < s->opts.nengines && used < sizeof(names); i++)
+			used += (size_t)snprintf(names + used, sizeof(names) - used, ", %s",
+						 s->opts.engines[i]->name);
+		log_error("unknown engine '%s' (available: auto%s)", want, names);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+/* An engine named that the session has not. */
+static int check_engine_name(const struct usc_session *s)
+{
+	const char *want = s->opts.engine && strcmp(s->opts.engine, "auto") ? s->opts.engine : NULL;
+
+	for (size_t i = 0; want && i < s->opts.nengines; i++)
+		if (!strcmp(s->opts.engines[i]->name, want))
+			return 0;
+	return want ? create_engines((struct usc_session *)s) : 0;	/* reports it */
+}
+
+int usc_session_plan(struct usc_session *s, struct usc_probe_spec *specs, size_t nspecs)
+{
+	int ret;
+
+	s->specs = specs;
+	s->nspecs = nspecs;
+	ret = resolve_target(&s->target, s->opts.cmd ? s->opts.cmd[0] : NULL);
+	if (ret) {
+		s->target_missing = s->opts.cmd != NULL;
+		return ret;
+	}
+	if (session_pending_modules(s))
+		return check_engine_name(s);	/* the rest once COMMAND has them */
+	return session_plan_sites(s);
+}
+
+int session_plan_sites(struct usc_session *s)
+{
+	unsigned flags = s->opts.resolve_flags;
+	int ret;
+
+	ret = create_engines(s);
+	if (ret)
+		return ret;
+	if (s->count_only)
+		flags |= RESOLVE_NO_TAIL_FOLLOW;	/* a tail call's hit is its return */
+	ret = resolve_probes(s->cache, &s->target, s->specs, s->nspecs, flags, &s->sites,
+			     &s->nsites);
+	if (ret)
+		return ret;
+	s->stats = calloc(s->nsites + 1, sizeof(*s->stats));
+	if (!s->stats)
+		return -ENOMEM;
+	s->totals.sites = s->stats;
+	return session_plan_engines(s);
+}
+
+/* Does a recorded site answer to spec's location (its symbol, a glob, or
+ * for USDT PROVIDER:NAME, against the recorded label)? */
+static bool replay_match(const struct usc_probe_spec *spec, const struct usc_site *site)
+{
+	char usdt[USC_NAME_MAX * 3 + 2];
+
+	if (spec->loc_kind == USC_LOC_USDT) {
+		snprintf(usdt, sizeof(usdt), "%s:%s", spec->provider, spec->symbol);
+		return !fnmatch(usdt, site->label, 0);
+	}
+	if (spec->is_return != site->is_return)
+		return false;
+	return (site->symbol && !fnmatch(spec->symbol, site->symbol, 0)) ||
+	       !fnmatch(spec->symbol, site->label, 0);
+}
+
+int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe_spec *specs,
+		       size_t nspecs)
+{
+	struct session_engine *se;
+	struct rec_file *f;
+	struct usc_engine *e;
+	size_t matched = 0;
+	int ret;
+
+	s->engines = calloc(1, sizeof(*s->engines));
+	if (!s->engines)
+		return -ENOMEM;
+	ret = source_open(s, path, &e);
+	if (ret)
+		return ret;
+	se = &s->engines[0];
+	se->ops = &source_engine_ops;
+	se->e = e;
+	s->nengines = 1;
+	f = source_file(e);
+	s->specs = rec_file_specs(f, &s->nspecs);
+	s->sites = rec_file_take_sites(f, &s->nsites);
+	s->stats = calloc(s->nsites + 1, sizeof(*s->stats));
+	s->place = calloc(s->nsites + 1, sizeof(*s->place));
+	if (!s->stats || !s->place)
+		return -ENOMEM;
+	s->totals.sites = s->stats;
+	s->target.kind = USC_TARGET_SYSTEM;
+	for (size_t i = 0; i < s->nsites; i++) {
+		struct usc_site *site = &s->sites[i];
+		const struct usc_probe_spec *sp = NULL;
+
+		/* PROBEs given: the recorded sites they name, with their filters */
+		for (size_t k = 0; k < nspecs && !sp; k++)
+			if (replay_match(&specs[k], site))
+				sp = &specs[k];
+		s->place[i].engine = nspecs && !sp ? -1 : 0;
+		if (!sp || site->hidden)
+			continue;
+		matched++;
+		if (sp->filter.n) {
+			const char *bad = NULL;
+
+			ret = probe_bind_filter(&sp->filter, site->args, site->nargs, &site->filter, &bad);
+			if (ret) {
+				log_error("%s: if %.*s: %s has no recorded argument named '%s'%s", sp->text,
+					  (int)sp->filter.len, sp->text + sp->filter.pos, site->label,
+					  bad ? bad : "?", ret == -EINVAL ? " of that type" : "");
+				return ret;
+			}
+			site->filter_in_place = false;	/* the session filters */
+		}
+	}
+	if (nspecs && !matched) {
+		log_error("%s: no recorded probe answers to %s%s", path, specs[0].text,
+			  nspecs > 1 ? " or the others" : "");
+		return -ENOENT;
+	}
+	for (size_t i = 0; i < s->nsites; i++)
+		se->nsites += s->place[i].engine == 0;
+	return session_plan_agg(s);
+}
+
+const char *usc_session_engine_of(const struct usc_session *s, size_t i)
+{
+	if (i >= s->nsites || !s->place || s->place[i].engine < 0)
+		return NULL;
+	return s->engines[s->place[i].engine].ops->name;
+}
+
+/* ---- delivery ----------------------------------------------------------- */
+
+static int sinks_event(const struct usc_event *ev, void *ctx)
+{
+	struct usc_session *s = ctx;
+
+	for (size_t k = 0; k < s->nsinks; k++) {
+		int ret;
+
+		if (!s->sinks[k]->ops->event)
+			continue;
+		ret = s->sinks[k]->ops->event(s->sinks[k], ev);
+		if (ret) {
+			s->sink_stop = ret;
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int session_deliver(const struct usc_event *ev, void *ctx)
+{
+	struct usc_session *s = ctx;
+
+	if (ev->site->hidden)
+		return 0;	/* not a probe of the user's */
+	if (!ev->site->filter_in_place && !engine_filter_pass(ev))
+		return 0;	/* the engine could not filter it */
+	if (s->rec) {
+		/* an engine that writes no records of its own: its events, in
+		 * uscope's binary form */
+		int ret = rec_write_event(s->rec, ev, (uint32_t)(ev->site - s->sites));
+
+		if (ret)
+			s->sink_stop = ret;
+		return ret;
+	}
+	if (!s->merge)
+		return sinks_event(ev, s);
+	if (merge_push(s->merge, ev)) {
+		log_error("out of memory");
+		s->sink_stop = -ENOMEM;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int sinks_flush(struct usc_session *s)
+{
+	for (size_t k = 0; k < s->nsinks && !s->sink_stop; k++)
+		if (s->sinks[k]->ops->flush) {
+			int ret = s->sinks[k]->ops->flush(s->sinks[k]);
+
+			if (ret)
+				s->sink_stop = ret;
+		}
+	return s->sink_stop;
+}
+
+/* Every live engine's counts, per site of the session. */
+static void collect_stats(struct usc_session *s)
+{
+	memset(s->stats, 0, s->nsites * sizeof(*s->stats));
+	for (size_t i = 0; i < s->nsites; i++)
+		s->stats[i].lost = 0;
+	s->totals.events = s->totals.lost = 0;
+	for (size_t k = 0; k < s->nengines; k++) {
+		struct usc_engine *e = s->engines[k].e;
+		struct usc_stats st = {0};
+
+		if (!s->engines[k].live || e->ops->stats(e, &st))
+			continue;
+		s->totals.events += st.events;
+		s->totals.lost += st.lost;
+		for (size_t j = 0; j < e->nsites && st.sites; j++)
+			s->stats[e->sites[j] - s->sites] = st.sites[j];
+	}
+}
+
+static void sinks_report(struct usc_session *s, bool final)
+{
+	int ret = session_agg_collect(s);
+
+	if (final)
+		s->rec = NULL;	/* the recorder closes its file now */
+
+	if (ret)
+		s->sink_stop = s->sink_stop ? s->sink_stop : ret;
+	collect_stats(s);
+	for (size_t k = 0; k < s->nsinks; k++)
+		if (s->sinks[k]->ops->report &&
+		    s->sinks[k]->ops->report(s->sinks[k], s, &s->totals, final))
+			s->sink_stop = s->sink_stop ? s->sink_stop : -EIO;
+}
+
+/* One round: every engine's new events, then what may leave the merge. */
+static int poll_engines(struct usc_session *s, bool drain)
+{
+	uint64_t start = mono_ns();
+	int total = 0;
+
+	for (size_t k = 0; k < s->nengines && !s->sink_stop; k++) {
+		struct usc_engine *e = s->engines[k].e;
+		int n;
+
+		if (!s->engines[k].live)
+			continue;
+		if (s->rec && e->ops->record) {
+			n = e->ops->record(e, s->rec);
+			if (n < 0)
+				return n;	/* the writer has said why */
+			total += n;
+			continue;
+		}
+		n = e->ops->poll(e, 0, session_deliver, s);
+		if (n < 0) {
+			log_error("reading the events of the %s engine failed: %s", e->ops->name,
+				  strerror(-n));
+			return n;
+		}
+		total += n;
+	}
+	if (s->rec && total > 0 && rec_write_round(s->rec))
+		return -EIO;
+	if (s->merge && !s->sink_stop) {
+		int ret = merge_flush(s->merge, drain ? UINT64_MAX :
+					 start > MERGE_HOLD_NS ? start - MERGE_HOLD_NS : 0,
+					 sinks_event, s);
+
+		if (ret == -ENOMEM) {
+			log_error("out of memory");
+			return ret;
+		}
+	}
+	return total;
+}
+
+/* ---- the run ------------------------------------------------------------ */
+
+struct run {
+	struct usc_session *s;
+	struct spawned sp;
+	pid_t child;		/* COMMAND, until reaped */
+	int sfd, pfd;
+	bool ptraced;		/* an engine holds COMMAND's tree by ptrace */
+	bool running;		/* COMMAND was started before the plan (pending modules) */
+	bool gone, stopping;
+	int status;
+	int sigints;
+};
+
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* Hand each engine its sites and create their probes; an engine with none
+ * is not used. */
+static int attach_engines(struct usc_session *s)
+{
+	for (size_t k = 0; k < s->nengines; k++) {
+		struct session_engine *se = &s->engines[k];
+		struct usc_engine *e = se->e;
+		size_t n = 0;
+		int ret;
+
+		if (!e)
+			continue;
+		if (!se->nsites) {
+			e->ops->destroy(e);
+			se->e = NULL;
+			continue;
+		}
+		e->sites = calloc(se->nsites, sizeof(*e->sites));
+		if (!e->sites)
+			return -ENOMEM;
+		for (size_t i = 0; i < s->nsites; i++)
+			if (s->place[i].engine == (int)k)
+				e->sites[n++] = &s->sites[i];
+		e->nsites = n;
+		se->live = true;
+		s->nlive++;
+		ret = e->ops->attach(e);
+		if (ret)
+			return ret;
+	}
+	if (s->nlive > 1) {
+		s->merge = merge_new();
+		if (!s->merge)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Wait statuses: COMMAND's end is ours; the stops and ends of processes an
+ * engine holds by ptrace are the engine's. */
+static void reap(struct run *r)
+{
+	struct usc_session *s = r->s;
+	int st;
+	pid_t pid;
+
+	for (;;) {
+		pid = waitpid(r->ptraced ? -1 : r->child, &st, __WALL | WNOHANG);
+		if (pid <= 0)
+			return;
+		if (pid == r->child && (WIFEXITED(st) || WIFSIGNALED(st))) {
+			r->gone = true;
+			r->status = st;
+			r->child = -1;
+		}
+		for (size_t k = 0; k < s->nengines && r->ptraced; k++)
+			if (s->engines[k].live && s->engines[k].ops->waited)
+				s->engines[k].ops->waited(s->engines[k].e, pid, st);
+		if (!r->ptraced)
+			return;
+	}
+}
+
+static void read_signals(struct run *r)
+{
+	struct signalfd_siginfo si;
+
+	while (read(r->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD || si.ssi_signo == SIGPIPE)
+			continue;
+		if (r->child > 0 && si.ssi_signo == SIGINT && ++r->sigints < 2)
+			continue;	/* the terminal sent it to COMMAND too */
+		if (r->child > 0 && si.ssi_signo != SIGINT)
+			kill(r->child, (int)si.ssi_signo);
+		else
+			r->stopping = true;
+	}
+}
+
+/* A recorder among the sinks: the engines write to it from now on; the
+ * traced process is described first (its maps, the files it maps). */
+static int begin_recording(struct usc_session *s)
+{
+	for (size_t k = 0; k < s->nsinks && !s->rec; k++)
+		if (s->sinks[k]->ops->writer)
+			s->rec = s->sinks[k]->ops->writer(s->sinks[k]);
+	if (!s->rec)
+		return 0;
+	if (s->pid > 0 && rec_write_process(s->rec, s->cache, s->pid))
+		return -EIO;
+	return 0;
+}
+
+static int start_target(struct run *r, const sigset_t *oldmask, struct usc_run_result *res)
+{
+	struct usc_session *s = r->s;
+	int ret;
+
+	if (r->running) {
+		s->pid = r->child;	/* COMMAND runs already: as with -p */
+	} else if (s->opts.cmd) {
+		for (size_t k = 0; k < s->nengines; k++)
+			r->ptraced |= s->engines[k].live && s->engines[k].ops->trace_exec;
+		ret = spawn_held(s->target.exe, s->opts.cmd, oldmask, &r->sp);
+		if (ret) {
+			log_error("cannot start %s: %s", s->opts.cmd[0], strerror(-ret));
+			return ret;
+		}
+		r->child = r->sp.pid;
+		s->pid = r->child;
+		for (size_t k = 0; k < s->nengines; k++) {
+			struct session_engine *se = &s->engines[k];
+
+			if (se->live && se->ops->trace_exec && (ret = se->ops->spawned(se->e, r->child)))
+				return ret;
+		}
+	} else {
+		s->pid = s->opts.pid;
+	}
+	for (size_t k = 0; k < s->nengines; k++) {
+		struct session_engine *se = &s->engines[k];
+
+		if (se->live &&
+		    (ret = se->ops->start(se->e, s->pid, s->opts.cmd != NULL && !r->running)))
+			return ret;
+	}
+	if (s->pid && !s->opts.cmd)
+		r->pfd = pidfd_open_(s->pid);
+	for (size_t k = 0; k < s->nsinks; k++)
+		if (s->sinks[k]->ops->begin && (ret = s->sinks[k]->ops->begin(s->sinks[k], s)))
+			return ret;
+	ret = begin_recording(s);
+	if (ret)
+		return ret;
+	if (!s->opts.cmd || r->running)
+		return 0;
+	ret = spawn_go(&r->sp);
+	if (ret > 0) {
+		log_error("cannot run %s: %s", s->opts.cmd[0],
+			  ret == ENOENT ? "command not found" : strerror(ret));
+		res->exec_errno = ret;
+		r->child = -1;
+		return -ret;
+	}
+	if (ret) {
+		log_error("cannot start %s: %s", s->opts.cmd[0], strerror(-ret));
+		return ret;
+	}
+	for (size_t k = 0; k < s->nengines; k++) {
+		struct session_engine *se = &s->engines[k];
+
+		if (se->live && se->ops->trace_exec && (ret = se->ops->launched(se->e, r->child))) {
+			log_error("cannot attach to %s", s->opts.cmd[0]);
+			kill(r->child, SIGKILL);
+			return ret;
+		}
+	}
+	return 0;
+}
+
+/* COMMAND first, then the plan, once it has mapped its pending modules;
+ * then it is traced as a running process. */
+static int run_pending(struct run *r, const sigset_t *oldmask, struct usc_run_result *res)
+{
+	struct usc_session *s = r->s;
+	int ret = spawn_held(s->target.exe, s->opts.cmd, oldmask, &r->sp);
+
+	if (ret) {
+		log_error("cannot start %s: %s", s->opts.cmd[0], strerror(-ret));
+		return ret;
+	}
+	r->child = r->sp.pid;
+	ret = spawn_go(&r->sp);
+	if (ret) {
+		log_error("cannot run %s: %s", s->opts.cmd[0],
+			  ret == ENOENT ? "command not found" : strerror(ret > 0 ? ret : -ret));
+		if (ret > 0)
+			res->exec_errno = ret;
+		r->child = -1;
+		return ret > 0 ? -ret : ret;
+	}
+	ret = session_wait_modules(s, r->child, r->sfd, &r->sigints, &r->status);
+	if (ret == -ECHILD) {
+		r->child = -1;
+		r->gone = true;
+		res->target_exited = true;
+		res->status = r->status;
+		return ret;
+	}
+	if (ret)
+		return ret;
+	r->running = true;
+	s->target.kind = USC_TARGET_PID;
+	s->target.pid = r->child;
+	return session_plan_sites(s);
+}
+
+/* Every engine is a source with an end (a recording), and has ended. */
+static bool sources_ended(const struct usc_session *s)
+{
+	size_t live = 0;
+
+	for (size_t k = 0; k < s->nengines; k++) {
+		const struct session_engine *se = &s->engines[k];
+
+		if (!se->live)
+			continue;
+		if (!se->ops->ended || !se->ops->ended(se->e))
+			return false;
+		live++;
+	}
+	return live > 0;
+}
+
+static int loop(struct run *r)
+{
+	struct usc_session *s = r->s;
+	uint64_t now = mono_ns();
+	uint64_t deadline = s->opts.duration > 0 ? now + (uint64_t)(s->opts.duration * 1e9) : 0;
+	uint64_t step = s->opts.interval > 0 ? (uint64_t)(s->opts.interval * 1e9) : 0;
+	uint64_t next_report = step ? now + step : 0;
+
+	while (!r->stopping) {
+		struct pollfd fds[2];
+		int nfds = 0, n;
+
+		n = poll_engines(s, false);
+		if (n < 0)
+			return n;
+		if (sinks_flush(s) || sources_ended(s))
+			break;
+		read_signals(r);
+		if (r->child > 0)
+			reap(r);
+		else if (r->pfd >= 0) {
+			struct pollfd p = {.fd = r->pfd, .events = POLLIN};
+
+			r->gone |= poll(&p, 1, 0) > 0;
+		}
+		if (r->gone)
+			break;
+		now = mono_ns();
+		if (deadline && now >= deadline)
+			break;
+		if (next_report && now >= next_report) {
+			sinks_report(s, false);
+			next_report += step;
+		}
+		if (n > 0)
+			continue;	/* more may be waiting: drain without sleeping */
+		fds[nfds++] = (struct pollfd){.fd = r->sfd, .events = POLLIN};
+		if (r->pfd >= 0)
+			fds[nfds++] = (struct pollfd){.fd = r->pfd, .events = POLLIN};
+		/* recording: the engines' buffers fill in milliseconds at full
+		 * rate, and a lossless producer waits meanwhile */
+		poll(fds, (nfds_t)nfds, s->rec ? 1 : POLL_MS);
+	}
+	return 0;
+}
+
+/* No new hits, then everything already recorded. */
+static void drain(struct usc_session *s)
+{
+	for (size_t k = 0; k < s->nengines; k++)
+		if (s->engines[k].live)
+			s->engines[k].ops->stop(s->engines[k].e);
+	for (int k = 0; k < 1000 && !s->sink_stop; k++) {
+		int n = poll_engines(s, true);
+
+		sinks_flush(s);
+		if (n <= 0)
+			break;
+	}
+}
+
+int usc_session_run(struct usc_session *s, struct usc_run_result *res)
+{
+	struct run r = {.s = s, .sp = {-1, -1, -1}, .child = -1, .sfd = -1, .pfd = -1};
+	sigset_t mask, oldmask;
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	/* From here on, every way out goes through the cleanup: the signals
+	 * that end a session are read from a signalfd, never acted on
+	 * asynchronously. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &mask, &oldmask);
+	r.sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+
+	ret = s->npending ? run_pending(&r, &oldmask, res) : 0;
+	if (!ret)
+		ret = attach_engines(s);
+	if (ret == -ENOMEM)
+		log_error("out of memory");
+	if (!ret)
+		ret = start_target(&r, &oldmask, res);
+	if (!ret) {
+		ret = loop(&r);
+		drain(s);
+		sinks_report(s, true);
+		res->target_exited = r.gone && s->opts.cmd;
+		res->status = r.status;
+	}
+	for (size_t k = 0; k < s->nengines; k++)
+		if (s->engines[k].e) {
+			s->engines[k].ops->detach(s->engines[k].e);
+			s->engines[k].live = false;
+		}
+	/* A COMMAND still held before its exec sees its pipe close and exits;
+	 * one that runs when we stop first (-d, Ctrl-C twice, an error) runs
+	 * on, untraced. */
+	if (r.sp.go_w >= 0 && r.child > 0) {
+		spawn_close(&r.sp);
+		waitpid(r.child, NULL, __WALL);
+	}
+	spawn_close(&r.sp);
+	if (r.pfd >= 0)
+		close(r.pfd);
+	if (r.sfd >= 0)
+		close(r.sfd);
+	sigprocmask(SIG_SETMASK, &oldmask, NULL);
+	res->err = ret;
+	return ret;
+}
+
+void usc_session_free(struct usc_session *s)
+{
+	if (!s)
+		return;
+	for (size_t k = 0; k < s->nengines; k++)
+		if (s->engines[k].e) {
+			struct usc_engine *e = s->engines[k].e;
+			const struct usc_site **sites = e->sites;
+
+			e->ops->destroy(e);
+			free(sites);
+		}
+	merge_free(s->merge);
+	session_agg_free(s);
+	free(s->engines);
+	free(s->place);
+	free(s->stats);
+	free(s->sinks);
+	resolve_sites_free(s->sites, s->nsites);
+	free(s->target.exe);
+	cache_free(s->cache);
+	free(s);
+}

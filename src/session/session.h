@@ -1,0 +1,186 @@
+/* A tracing session: the library object that runs one trace.
+ *
+ *   usc_session_new -> usc_session_add_sink ... -> usc_session_plan(probes)
+ *   -> usc_session_run -> usc_session_free
+ *
+ * plan resolves the probes into sites (resolve/) and chooses the engine of
+ * each site from what the engines say they can place: with engine "auto",
+ * inject where it can patch, otherwise bpf, otherwise tracefs. run spawns
+ * COMMAND or attaches to PID, starts every engine that took a site, polls
+ * them, merges their events in time order into the sinks (sink.h), stops at
+ * the target's end, the duration, or SIGINT/SIGTERM/SIGHUP, drains what was
+ * recorded, reports the counts, and removes every probe, on every way out.
+ *
+ * Events flow from sources (the engines) to sinks (text, JSON, flow,
+ * count...): a command is a choice of sinks. The session owns the cache of
+ * ELF files and debug info that resolve, the engines and the sinks share.
+ * The library never prints: failures are reported through the log hook
+ * (core/log.h), once, by the layer that knows what to say. */
+#ifndef USC_SESSION_SESSION_H
+#define USC_SESSION_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "engine/engine.h"
+#include "probe/agg.h"
+#include "probe/probe.h"
+#include "resolve/cache.h"
+#include "resolve/resolve.h"
+
+struct usc_sink;
+struct agg_table;
+struct rec_writer;
+
+#define SESSION_MAX_PENDING 16
+
+/* What an aggregating command computes (count by key, hist, latency).
+ * Keys are a probe's fetch arguments written in it: for count all of them,
+ * for hist all but the last (the value), for latency the entry's. */
+enum usc_agg_kind {
+	USC_AGG_NONE,		/* events (trace, flow), or hit counts without keys */
+	USC_AGG_COUNT,
+	USC_AGG_HIST,
+	USC_AGG_LATENCY,
+};
+
+struct usc_agg_opts {
+	enum usc_agg_kind kind;
+	bool linear;			/* hist --linear MIN,MAX,STEP */
+	int64_t lmin, lmax, lstep;
+	uint32_t str_max;		/* bytes of a string in a key (AGG_STR_DEFAULT) */
+	uint32_t max_rows;		/* keys a table holds; beyond, counted as lost */
+	bool per_call;			/* latency --per-call: events, paired in the sink */
+	uint32_t unit_ns;		/* latency: ns of its unit (1, 1000, 1000000) */
+};
+
+struct usc_session_opts {
+	pid_t pid;			/* trace a running process (-p) */
+	char *const *cmd;		/* or start COMMAND (argv, NULL-terminated);
+					 * neither: system-wide */
+	const char *engine;		/* NULL or "auto", or an engine's name */
+	double duration;		/* seconds, 0: until the target ends */
+	double interval;		/* seconds, 0: none: sinks report() every interval */
+	bool count_only;		/* only hit counts are wanted: engines may
+					 * count instead of recording */
+	unsigned resolve_flags;		/* RESOLVE_URETPROBE, RESOLVE_NO_INLINES */
+	struct usc_agg_opts agg;
+	/* uscope record: engines write their records unformatted to the
+	 * recorder sink, lossless unless drop (a full buffer drops and counts);
+	 * snapshot: the flight recorder, the last that many bytes a thread
+	 * (a CPU, on tracefs) kept in memory and written at the end */
+	struct {
+		bool on, drop;
+		uint64_t snapshot;
+	} record;
+	/* the engines to choose from, in order of preference (tests give a
+	 * fake one); NULL: usc_engines */
+	const struct usc_engine_ops *const *engines;
+	size_t nengines;
+};
+
+/* What each site was given. */
+struct usc_placement {
+	int engine;		/* index in the session's engines, or -1 (skipped) */
+	char why[256];		/* why it left the preferred engine ("": it did not) */
+};
+
+/* One engine of the session. */
+struct session_engine {
+	const struct usc_engine_ops *ops;
+	struct usc_engine *e;	/* NULL: not created (why says why) or not used */
+	char why[256];
+	size_t nsites;		/* sites it took */
+	bool live;
+};
+
+struct session_merge;
+
+struct usc_session {
+	struct usc_session_opts opts;
+	/* what engines read */
+	struct usc_target target;
+	struct cache *cache;
+	bool count_only;
+	struct usc_probe_spec *specs;
+	size_t nspecs;
+	struct usc_site *sites;
+	size_t nsites;
+	struct usc_placement *place;	/* nsites */
+	struct session_engine *engines;
+	size_t nengines;
+	/* sinks, in the order they were added */
+	struct usc_sink **sinks;
+	size_t nsinks;
+	/* the run */
+	pid_t pid;			/* the traced process (COMMAND once started) */
+	size_t nlive;			/* engines with sites */
+	struct session_merge *merge;	/* several engines: events wait here */
+	int sink_stop;			/* a sink asked to stop (write error) */
+	bool target_missing;		/* plan: COMMAND was not found */
+	struct usc_site_stats *stats;	/* nsites, from every engine */
+	struct usc_stats totals;	/* sites = stats */
+	struct agg_table *agg_seen;	/* the rows aggregated in place, as last read */
+	/* COMMAND's MODULEs that exist only once it runs: planned once it has
+	 * mapped them, COMMAND then traced as with -p (session/pending.c) */
+	const char *pending[SESSION_MAX_PENDING];
+	size_t npending;
+	struct rec_writer *rec;		/* recording: where the engines write (a sink's) */
+};
+
+/* How a run ended. */
+struct usc_run_result {
+	int err;		/* 0, or -errno: the run failed (reported) */
+	bool target_exited;	/* COMMAND (or PID) ended while traced */
+	int status;		/* COMMAND's wait status, when target_exited */
+	int exec_errno;		/* COMMAND could not be run: its exec's errno */
+};
+
+int usc_session_new(const struct usc_session_opts *o, struct usc_session **out);
+void usc_session_free(struct usc_session *s);
+
+/* Instead of usc_session_plan: the session's source is the recording at
+ * path (uscope CMD -r FILE), its probes and sites the recorded ones; specs,
+ * when given, name the recorded probes to read (their locations, globs
+ * allowed) and filter them (if COND over the recorded arguments). 0 or
+ * -errno (reported). */
+int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe_spec *specs,
+		       size_t nspecs);
+
+/* Events and reports go to every sink added, in order. The session does not
+ * own them: free them after usc_session_free. */
+int usc_session_add_sink(struct usc_session *s, struct usc_sink *k);
+
+/* Resolve the probes (the session keeps a pointer to specs: they must
+ * outlive it) and choose an engine for every site. 0 or -errno, reported. */
+int usc_session_plan(struct usc_session *s, struct usc_probe_spec *specs, size_t nspecs);
+
+/* Run the planned session to its end; see above. 0 (res filled) or
+ * -errno (reported; res->err too). */
+int usc_session_run(struct usc_session *s, struct usc_run_result *res);
+
+/* The name of the engine that took site i, or NULL (skipped). */
+const char *usc_session_engine_of(const struct usc_session *s, size_t i);
+
+/* Called by the engines' poll: an event, to the sinks (in time order). */
+int session_deliver(const struct usc_event *ev, void *ctx);
+
+/* The key arguments of a site under the session's aggregation: args
+ * [*first, *first + *n), and the value's index (-1: none: a count, or the
+ * latency's duration). */
+void usc_agg_layout(const struct usc_session *s, const struct usc_site *site, unsigned *first,
+		    unsigned *n, int *value);
+/* Can an engine that takes max_args arguments and keys of key_max bytes
+ * aggregate the site where the probe runs? */
+bool usc_agg_fits(const struct usc_session *s, const struct usc_site *site, unsigned max_args,
+		  uint32_t key_max);
+/* Buckets of a row's histogram (0: none). */
+uint32_t usc_agg_nbuckets(const struct usc_agg_opts *a);
+/* The bucket of a value. */
+uint32_t usc_agg_bucket(const struct usc_agg_opts *a, int64_t v);
+
+
+
+#endif

@@ -1,0 +1,63 @@
+/* Internal to src/session: planning, merging and starting COMMAND. */
+#ifndef USC_SESSION_SESSION_INT_H
+#define USC_SESSION_SESSION_INT_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "engine/engine.h"
+
+struct usc_session;
+struct session_merge;
+
+/* plan.c: an engine for every site (s->place), the engines already
+ * created. 0 or -errno, reported. */
+int session_plan_engines(struct usc_session *s);
+
+/* agg.c: which sites their engines filter and aggregate where the probe
+ * runs (site->filter_in_place, agg_in_place). 0 or -errno. */
+int session_plan_agg(struct usc_session *s);
+/* Hand the sinks what the engines aggregated in place since the last
+ * call (sink agg_row). 0 or -errno (reported). */
+int session_agg_collect(struct usc_session *s);
+void session_agg_free(struct usc_session *s);
+
+/* merge.c: events of several engines in time order. */
+struct session_merge *merge_new(void);
+void merge_free(struct session_merge *m);
+/* Copy ev in. 0 or -ENOMEM. */
+int merge_push(struct session_merge *m, const struct usc_event *ev);
+/* Deliver, in time order, the events no later than watermark (ns,
+ * CLOCK_MONOTONIC); UINT64_MAX delivers all. fn's non-zero return stops
+ * the delivery and is returned; -ENOMEM. */
+int merge_flush(struct session_merge *m, uint64_t watermark, usc_event_fn fn, void *ctx);
+size_t merge_pending(const struct session_merge *m);
+
+/* pending.c: MODULEs that exist only once COMMAND runs (a run-time USDT
+ * provider, a library it opens from elsewhere). Which of the specs' are so:
+ * s->pending, their count. */
+size_t session_pending_modules(struct usc_session *s);
+/* Let child run until it has mapped every pending module (its maps,
+ * polled). 0; -ECHILD when it exited first (*status); -EINTR when a signal
+ * (Ctrl-C, read from sfd) or -d ended the wait. Reported. */
+int session_wait_modules(struct usc_session *s, pid_t child, int sfd, int *sigints, int *status);
+/* plan.c's steps after the target: engines, sites, placement. */
+int session_plan_sites(struct usc_session *s);
+
+/* spawn.c: COMMAND, forked and held before its exec until spawn_go. */
+struct spawned {
+	pid_t pid;
+	int go_w;		/* write a byte: exec */
+	int err_r;		/* the exec's errno comes back here (close-on-exec) */
+};
+/* Fork exe with argv, the child's signal mask set to oldmask. 0 or -errno. */
+int spawn_held(const char *exe, char *const *argv, const sigset_t *oldmask, struct spawned *sp);
+/* Let it exec. 0, or the exec's errno (the child has exited: reaped), or
+ * -errno for our own failure. */
+int spawn_go(struct spawned *sp);
+/* Close what is left (a held child sees EOF and exits 127). */
+void spawn_close(struct spawned *sp);
+
+#endif

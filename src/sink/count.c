@@ -1,0 +1,224 @@
+/* The count sink: hits per probe label (each function of a glob on its
+ * own), at the end and every interval the hits of that interval, as BCC's
+ * funccount; with keys (a probe's fetch arguments, or a filter), hits per
+ * label and key, as a bpftrace map @[a, b] = count().
+ *
+ * Without keys the counts are the engines' own (struct usc_site_stats.hits,
+ * or the events delivered where an engine has no hit count for this
+ * session): counting needs no event. With keys they are rows
+ * (aggsink.c): aggregated where the probe runs, or from events. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "output/output.h"
+#include "session/session.h"
+#include "sink/aggsink.h"
+#include "sink/sink.h"
+#include "sink/sink_int.h"
+
+struct row {
+	const char *label;
+	uint64_t n;
+};
+
+struct count_sink {
+	struct usc_sink base;
+	FILE *fp;
+	bool json;
+	size_t nlabels;
+	const char **labels;	/* distinct labels, in site order */
+	size_t *label_of;	/* per site */
+	uint64_t *prev;		/* totals at the previous report */
+	size_t top;		/* --top: the first rows only */
+	int write_error;
+};
+
+static int count_begin(struct usc_sink *k, const struct usc_session *s)
+{
+	struct count_sink *cs = container_of(k, struct count_sink, base);
+
+	cs->labels = calloc(s->nsites + 1, sizeof(*cs->labels));
+	cs->label_of = calloc(s->nsites + 1, sizeof(*cs->label_of));
+	cs->prev = calloc(s->nsites + 1, sizeof(*cs->prev));
+	if (!cs->labels || !cs->label_of || !cs->prev) {
+		log_error("out of memory");
+		return -ENOMEM;
+	}
+	cs->nlabels = aggsink_labels(s, cs->labels, cs->label_of);
+	return 0;
+}
+
+static int cmp_rows(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+
+	if (x->n != y->n)
+		return x->n > y->n ? -1 : 1;
+	return strcmp(x->label, y->label);
+}
+
+static int count_report(struct usc_sink *k, const struct usc_session *s,
+			const struct usc_stats *st, bool final)
+{
+	struct count_sink *cs = container_of(k, struct count_sink, base);
+	struct usc_output o = {.json = cs->json};
+	struct row *rows;
+	uint64_t *now;
+	int ret = 0;
+
+	if (!cs->labels)
+		return 0;	/* never began */
+	rows = calloc(cs->nlabels + 1, sizeof(*rows));
+	now = calloc(cs->nlabels + 1, sizeof(*now));
+	if (!rows || !now) {
+		free(rows);
+		free(now);
+		log_error("out of memory");
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < s->nsites; i++) {
+		int64_t h = st->sites[i].hits;
+
+		if (s->sites[i].hidden || s->place[i].engine < 0)
+			continue;
+		now[cs->label_of[i]] += h >= 0 ? (uint64_t)h : st->sites[i].events;
+	}
+	for (size_t l = 0; l < cs->nlabels; l++) {
+		rows[l].label = cs->labels[l];
+		rows[l].n = final ? now[l] : now[l] - cs->prev[l];
+		cs->prev[l] = now[l];
+	}
+	qsort(rows, cs->nlabels, sizeof(*rows), cmp_rows);
+	if (cs->json) {
+		char num[48];
+
+		for (size_t l = 0; l < cs->nlabels && !ret; l++) {
+			if (cs->top && l >= cs->top)
+				break;
+			ret = output_raw(&o, "{\"probe\":");
+			ret = ret ? ret : output_json_string(&o, rows[l].label, strlen(rows[l].label));
+			snprintf(num, sizeof(num), ",\"count\":%llu,\"final\":%s}\n",
+				 (unsigned long long)rows[l].n, final ? "true" : "false");
+			ret = ret ? ret : output_raw(&o, num);
+		}
+	} else {
+		char line[1024];
+
+		if (!final)
+			ret = aggsink_stamp(&o);
+		snprintf(line, sizeof(line), "%-40s %12s\n", final ? "PROBE" : "PROBE (this interval)",
+			 "COUNT");
+		ret = ret ? ret : output_raw(&o, line);
+		for (size_t l = 0; l < cs->nlabels && !ret; l++) {
+			if (cs->top && l >= cs->top) {
+				snprintf(line, sizeof(line), "(%zu more)\n", cs->nlabels - l);
+				ret = output_raw(&o, line);
+				break;
+			}
+			snprintf(line, sizeof(line), "%-40s %12llu\n", rows[l].label,
+				 (unsigned long long)rows[l].n);
+			ret = output_raw(&o, line);
+		}
+		if (!final && !ret)
+			ret = output_raw(&o, "\n");
+	}
+	if (ret)
+		log_error("out of memory");
+	else
+		ret = sink_write(cs->fp, o.buf, o.len, &cs->write_error);
+	output_free(&o);
+	free(rows);
+	free(now);
+	return ret;
+}
+
+static void count_destroy(struct usc_sink *k)
+{
+	struct count_sink *cs = container_of(k, struct count_sink, base);
+
+	free(cs->labels);
+	free(cs->label_of);
+	free(cs->prev);
+	free(cs);
+}
+
+static const struct usc_sink_ops count_ops = {
+	.begin = count_begin,
+	.report = count_report,
+	.destroy = count_destroy,
+};
+
+/* ---- with keys ----------------------------------------------------------- */
+
+static int print_keyed(struct agg_sink *k, struct usc_output *o, struct agg_row **rows, size_t n,
+		       bool final)
+{
+	size_t shown = k->top && k->top < n ? k->top : n;
+	int ret = 0;
+
+	if (!k->json) {
+		char line[64];
+
+		if (!final)
+			ret = aggsink_stamp(o);
+		snprintf(line, sizeof(line), "%12s  %s\n", "COUNT",
+			 final ? "PROBE KEY" : "PROBE KEY (this interval)");
+		ret = ret ? ret : output_raw(o, line);
+	}
+	for (size_t i = 0; i < shown && !ret; i++) {
+		const struct agg_row *r = rows[i];
+		char num[64];
+
+		if (k->json) {
+			ret = aggsink_head(k, o, r);
+			snprintf(num, sizeof(num), ",\"count\":%llu,\"cut\":%s,\"final\":%s}\n",
+				 (unsigned long long)r->st.count, r->cut ? "true" : "false",
+				 final ? "true" : "false");
+			ret = ret ? ret : output_raw(o, num);
+			continue;
+		}
+		snprintf(num, sizeof(num), "%12llu  ", (unsigned long long)r->st.count);
+		ret = output_raw(o, num);
+		ret = ret ? ret : aggsink_head(k, o, r);
+		ret = ret ? ret : output_raw(o, "\n");
+	}
+	if (!ret && !k->json && shown < n) {
+		char line[64];
+
+		snprintf(line, sizeof(line), "(%zu more)\n", n - shown);
+		ret = output_raw(o, line);
+	}
+	if (!ret && !k->json && !final)
+		ret = output_raw(o, "\n");
+	return ret;
+}
+
+
+struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top)
+{
+	if (keyed) {
+		struct agg_sink *k = calloc(1, sizeof(*k));
+
+		if (!k)
+			return NULL;
+		aggsink_init(k, &aggsink_ops, fp, json);
+		k->print = print_keyed;
+		k->by_count = true;
+		k->top = top;
+		return &k->base;
+	}
+
+	struct count_sink *cs = calloc(1, sizeof(*cs));
+
+	if (!cs)
+		return NULL;
+	cs->base.ops = &count_ops;
+	cs->fp = fp;
+	cs->json = json;
+	cs->top = top;
+	return &cs->base;
+}

@@ -1,0 +1,133 @@
+/* The latency sink (uscope latency): the time from a function's entry to
+ * its return, per label and key (the entry's fetch arguments), as a log2
+ * histogram with count, min, avg, max, p50 and p99 (BCC's funclatency,
+ * gethostlatency); with --per-call, a line per call too. Rows are
+ * aggsink.c's: aggregated where the probe runs, or paired here from
+ * events per thread by src/flow's rules. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sink/aggsink.h"
+#include "sink/sink.h"
+#include "sink/sink_int.h"
+
+static const char *unit_name(uint32_t unit_ns)
+{
+	return unit_ns >= 1000000 ? "ms" : unit_ns >= 1000 ? "us" : "ns";
+}
+
+static int print_latency(struct agg_sink *k, struct usc_output *o, struct agg_row **rows,
+			 size_t n, bool final)
+{
+	const char *unit = unit_name(k->a.unit_ns);
+	int ret = 0;
+
+	if (!k->json && !final && n)
+		ret = aggsink_stamp(o);
+	for (size_t i = 0; i < n && !ret; i++) {
+		const struct agg_row *r = rows[i];
+		const struct agg_stats *st = &r->st;
+		double avg = (double)st->sum / (double)st->count;
+		int64_t p50 = agg_percentile(r, k->nbuckets, 50), p99 = agg_percentile(r, k->nbuckets, 99);
+		char line[320];
+
+		ret = aggsink_head(k, o, r);
+		if (k->json) {
+			snprintf(line, sizeof(line),
+				 ",\"unit\":\"%s\",\"count\":%" PRIu64 ",\"min\":%" PRId64
+				 ",\"avg\":%.3f,\"max\":%" PRId64 ",\"p50\":%" PRId64 ",\"p99\":%" PRId64,
+				 unit, st->count, st->min, avg, st->max, p50, p99);
+			ret = ret ? ret : output_raw(o, line);
+			ret = ret ? ret : aggsink_json_tail(k, o, r, final);
+			continue;
+		}
+		snprintf(line, sizeof(line), ": latency (%s)\n", unit);
+		ret = ret ? ret : output_raw(o, line);
+		ret = ret ? ret : aggsink_hist_text(k, o, r);
+		snprintf(line, sizeof(line),
+			 "count %" PRIu64 "  min %" PRId64 "  avg %.1f  max %" PRId64 "  p50 %" PRId64
+			 "  p99 %" PRId64 " (%s)\n\n",
+			 st->count, st->min, avg, st->max, p50, p99, unit);
+		ret = ret ? ret : output_raw(o, line);
+	}
+	return ret;
+}
+
+/* --per-call: one line per call, as it returns. */
+static int per_call(struct agg_sink *k, const struct usc_event *ev, const struct agg_row *r,
+		    int64_t v)
+{
+	struct usc_output o = {.json = k->json, .cache = k->s->cache};
+	char line[256];
+	int ret;
+
+	if (k->json) {
+		snprintf(line, sizeof(line), "{\"call\":true,\"time_ns\":%" PRIu64
+			 ",\"pid\":%d,\"tid\":%d,\"comm\":", ev->time_ns, ev->pid, ev->tid);
+		ret = output_raw(&o, line);
+		ret = ret ? ret : output_json_string(&o, ev->comm, strlen(ev->comm));
+		ret = ret ? ret : output_raw(&o, ",\"probe\":");
+		ret = ret ? ret : output_json_string(&o, r->label, strlen(r->label));
+		ret = ret ? ret : output_raw(&o, ",\"key\":");
+		ret = ret ? ret : aggsink_key(k, &o, r);
+		snprintf(line, sizeof(line), ",\"latency\":%" PRId64 ",\"unit\":\"%s\"}\n", v,
+			 unit_name(k->a.unit_ns));
+		ret = ret ? ret : output_raw(&o, line);
+	} else {
+		time_t t = time(NULL);
+		char hms[16];
+
+		strftime(hms, sizeof(hms), "%H:%M:%S", localtime(&t));
+		snprintf(line, sizeof(line), "%-9s %-7d %-7d %-16s %10" PRId64 "  ", hms, ev->pid,
+			 ev->tid, ev->comm, v);
+		ret = output_raw(&o, line);
+		ret = ret ? ret : aggsink_head(k, &o, r);
+		ret = ret ? ret : output_raw(&o, "\n");
+	}
+	if (!ret)
+		ret = sink_write(k->fp, o.buf, o.len, &k->write_error);
+	output_free(&o);
+	return ret;
+}
+
+static int latency_begin(struct usc_sink *base, const struct usc_session *s)
+{
+	struct agg_sink *k = container_of(base, struct agg_sink, base);
+	int ret = aggsink_begin(base, s);
+
+	if (!ret && k->per_call && !k->json) {
+		char line[128], lat[16];
+
+		snprintf(lat, sizeof(lat), "LAT(%s)", unit_name(k->a.unit_ns));
+		snprintf(line, sizeof(line), "%-9s %-7s %-7s %-16s %10s  %s\n", "TIME", "PID", "TID",
+			 "COMM", lat, "PROBE KEY");
+		/* before COMMAND writes anything */
+		ret = sink_write(k->fp, line, strlen(line), &k->write_error);
+	}
+	return ret;
+}
+
+static const struct usc_sink_ops latency_ops = {
+	.begin = latency_begin,
+	.event = aggsink_event,
+	.agg_row = aggsink_row,
+	.flush = aggsink_flush,
+	.report = aggsink_report,
+	.destroy = aggsink_destroy,
+};
+
+struct usc_sink *usc_sink_latency(FILE *fp, bool json, bool per_call_lines)
+{
+	struct agg_sink *k = calloc(1, sizeof(*k));
+
+	if (!k)
+		return NULL;
+	aggsink_init(k, &latency_ops, fp, json);
+	k->print = print_latency;
+	if (per_call_lines)
+		k->per_call = per_call;
+	return &k->base;
+}

@@ -1,0 +1,81 @@
+/* Sinks: where a session's events and counts go. One consumer per file:
+ * text.c (trace), json.c (trace --json), flow.c (uscope flow), count.c
+ * (uscope count), hist.c (uscope hist), latency.c (uscope latency),
+ * summary.c (the readiness line and the summary on stderr); aggsink.c is
+ * what the aggregating ones share. A command is a choice of sinks; the session (src/session/)
+ * feeds every sink it was given, in order.
+ *
+ * A sink writes to the FILE it was made with; it never chooses stdout by
+ * itself. Its failures (a write error) are reported through the log hook,
+ * once, and stop the session. */
+#ifndef USC_SINK_SINK_H
+#define USC_SINK_SINK_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "engine/engine.h"
+
+struct usc_session;
+struct usc_sink;
+
+struct usc_sink_ops {
+	/* Every probe is in place, before COMMAND runs. 0 or -errno. */
+	int (*begin)(struct usc_sink *k, const struct usc_session *s);
+	/* One event, in time order. 0, or non-zero to stop the session. */
+	int (*event)(struct usc_sink *k, const struct usc_event *ev);
+	/* A drain is over: write out what is buffered. 0, or non-zero to stop. */
+	int (*flush)(struct usc_sink *k);
+	/* What the engines aggregated where the probe runs since the last
+	 * report (session.h, usc_agg_fn): given before each report. 0, or
+	 * non-zero to stop. */
+	int (*agg_row)(struct usc_sink *k, const struct usc_site *site, const uint8_t *key,
+		       uint32_t keylen, const struct agg_stats *st, const uint64_t *buckets);
+	/* Every interval (final false), and once at the end (final true), with
+	 * the session's counts: st->sites[i] is for s->sites[i]. */
+	int (*report)(struct usc_sink *k, const struct usc_session *s, const struct usc_stats *st,
+		      bool final);
+	void (*destroy)(struct usc_sink *k);
+	/* The recorder (record.c): the file the engines write their records
+	 * to, unformatted; the session then runs in recording mode. */
+	struct rec_writer *(*writer)(struct usc_sink *k);
+};
+
+struct usc_sink {
+	const struct usc_sink_ops *ops;
+};
+
+void usc_sink_free(struct usc_sink *k);
+
+/* trace: one ftrace-shaped line per event (text.c). */
+struct usc_sink *usc_sink_text(FILE *fp);
+/* trace --json: one JSON object per line (json.c). */
+struct usc_sink *usc_sink_json(FILE *fp);
+/* flow: entries and returns as a per-thread call tree with durations; one
+ * JSON object per line with json (flow.c). */
+struct usc_sink *usc_sink_flow(FILE *fp, bool json);
+/* count: hits per probe label at each report, as BCC's funccount; keyed:
+ * per label and key (the probes' fetch arguments); the first top rows (0:
+ * all); one JSON object per row with json (count.c). */
+struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top);
+/* hist: a histogram of each probe's last fetch argument, per label and key
+ * (hist.c). */
+struct usc_sink *usc_sink_hist(FILE *fp, bool json);
+/* latency: entry-to-return times per function and key, and with per_call a
+ * line per call (latency.c). */
+struct usc_sink *usc_sink_latency(FILE *fp, bool json, bool per_call);
+/* record: the engines' records, unformatted, into a recording at path
+ * (record/format.h); command is how it was made, for the header. */
+struct usc_sink *usc_sink_record(const char *path, const char *command);
+enum usc_report_sort { USC_REPORT_TOTAL, USC_REPORT_SELF, USC_REPORT_CALLS };
+/* report: per function (entry and return pairs) calls, total and self
+ * time, min, avg and max, heaviest first by sort; then per probe its events
+ * and losses (report.c). */
+struct usc_sink *usc_sink_report(FILE *fp, bool json, enum usc_report_sort sort);
+/* The readiness line ("uscope: tracing N probes"), how the sites went to
+ * the engines (when more than one took some, or verbose), and at the end
+ * the summary: events and losses, per probe label (summary.c). With
+ * summary false only the first two. */
+struct usc_sink *usc_sink_summary(FILE *fp, bool summary, bool verbose);
+
+#endif

@@ -1,0 +1,16 @@
+/* The trace sink: one ftrace-shaped line per event (output.c formats). */
+#include "output/output.h"
+#include "sink/sink.h"
+#include "sink/sink_int.h"
+
+static const struct usc_sink_ops text_ops = {
+	.begin = sink_out_begin,
+	.event = sink_out_event,
+	.flush = sink_out_flush,
+	.destroy = sink_out_destroy,
+};
+
+struct usc_sink *usc_sink_text(FILE *fp)
+{
+	return sink_out_new(&text_ops, fp, false);
+}
