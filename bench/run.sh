@@ -4,7 +4,10 @@
 # uprobe written by hand to uprobe_events, uftrace's dynamic patching
 # (uftrace record -P) and bpftrace when they are installed; then the highest
 # event rate the tracefs consumer keeps up with; then how long the inject
-# engine takes to attach 1, 100 and 1000 probes to a running process.
+# engine takes to attach 1, 100 and 1000 probes to a running process; then
+# aggregations where the probe runs (bench/agg.py); then every function of
+# python3 counted (bench/python.py); last, what libuscope-sdt's run-time USDT
+# probes cost a program with no tracer attached (bench/sdt.c, bench/sdt.py).
 # Timings on a VM are noisy: read the ratios, not the absolute numbers.
 #
 # Every timed run calls bench_fn in bursts of BURST calls with a GAP_MS pause
@@ -185,3 +188,19 @@ done
 echo "== attaching the inject engine to a running process ($B/funcs: 1000 functions, all"
 echo "   called every millisecond); from uscope's start to its readiness line, ms"
 python3 bench/attach.py $US $B/funcs ${ATTACH_RUNS:-7} f_0007 'f_00*' 'f_*'
+
+# Aggregations where the probe runs: count by key, hist, latency; every run's
+# rows checked against what the calls give, and against bpftrace's.
+python3 bench/agg.py $US $T "${N_AGG:-10000000}" "$N_PROBED" "$REPS"
+
+# Every function of Debian's python3.11 counted: the mixed plan (inject where
+# it can patch, bpf for the rest) against the unprobed run and tracefs alone.
+if [ -x /usr/bin/python3.11 ]; then
+	python3 bench/python.py $US "${PY_SCALE:-20}" "${REPS}"
+fi
+
+echo "== run-time USDT probes (libuscope-sdt), no tracer attached: C (bench/sdt.c)"
+cc -O2 -g -Isdt/include -o $B/sdt bench/sdt.c build/sdt/libuscope-sdt.a -lelf
+$B/sdt ${SDT_N:-200000000} ${SDT_REPS:-5}
+echo "== the same from Python (uscope_sdt, ctypes: bench/sdt.py)"
+/usr/bin/python3 bench/sdt.py ${SDT_PY_N:-1000000} ${SDT_REPS:-5}

@@ -4,13 +4,15 @@
  * they let a tracer drain its buffers, so that every hit is recorded rather
  * than dropped on a full buffer). Prints the mean ns per call and the
  * achieved call rate.
- * usage: target [N [T [RATE [BURST [GAP_MS]]]]] */
+ * KEYS > 0, a power of two, calls bench_fn(i & (KEYS - 1), 2*i) instead:
+ * KEYS distinct first arguments, each N / KEYS times (N a multiple of KEYS).
+ * usage: target [N [T [RATE [BURST [GAP_MS [KEYS]]]]]] */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-static long n_calls, burst;
+static long n_calls, burst, keys;
 static double rate, gap_s, timed_total;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile long sink;
@@ -46,7 +48,7 @@ static void *run(void *arg)
 
 	(void)arg;
 	for (long i = 0; i < n_calls; i++) {
-		s += bench_fn(i, 2 * i);
+		s += bench_fn(keys ? i & (keys - 1) : i, 2 * i);
 		if (gap)
 			while (now() < t0 + (double)(i + 1) * gap)
 				;
@@ -74,6 +76,7 @@ int main(int argc, char **argv)
 	rate = argc > 3 ? atof(argv[3]) : 0;
 	burst = argc > 4 ? atol(argv[4]) : 0;
 	gap_s = (argc > 5 ? atof(argv[5]) : 10) / 1e3;
+	keys = argc > 6 ? atol(argv[6]) : 0;
 	if (threads < 1 || threads > 64)
 		threads = 1;
 	t0 = now();

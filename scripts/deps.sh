@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Install what uscope needs to build and test, on Debian 12. Idempotent:
 # installs nothing when everything is present. `deps.sh bench` also installs
-# the tools make bench compares with (uftrace, bpftrace); make check does not
-# need them.
+# the tool make bench compares with (uftrace); make check does not need it.
+# bpftrace is for both: the e2e tests check that it attaches to run-time
+# USDT probes (tests/e2e/test_sdt.py).
 set -euo pipefail
 pkgs=(build-essential pkg-config clang libclang-rt-14-dev
       libelf-dev libdw-dev libtracefs-dev libtraceevent-dev libzydis-dev
       libcmocka-dev python3 python3-pytest systemtap-sdt-dev binutils file golang-go
-      libbpf-dev bpftool debuginfod libdebuginfod1 libiberty-dev)
-[ "${1:-}" = bench ] && pkgs+=(uftrace bpftrace)
+      libbpf-dev bpftool debuginfod libdebuginfod1 libiberty-dev sqlite3 bpftrace)
+[ "${1:-}" = bench ] && pkgs+=(uftrace)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

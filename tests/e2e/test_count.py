@@ -54,8 +54,8 @@ def test_count_pid_counts_only_that_process():
     w.close_stdin()
     assert w.wait() == 0
     res = bg.result()
-    reports = [json.loads(l) for l in res.stdout.splitlines() if l.strip()]
-    assert reports[-1] == {"final": True, "counts": {"on_line": 5}}
+    rows = [json.loads(l) for l in res.stdout.splitlines() if l.strip()]
+    assert rows == [{"probe": "on_line", "count": 5, "final": True}]
     other.close_stdin()
     other.wait()
 
@@ -65,9 +65,10 @@ def test_count_interval_reports():
     cp = run_uscope(["count", "-p", spin.pid, "-d", "2.6", "-i", "1", "--json", "tick"])
     spin.kill()
     assert cp.returncode == 0
-    reports = [json.loads(l) for l in cp.stdout.splitlines() if l.strip()]
-    intervals = [r for r in reports if not r["final"]]
-    assert len(intervals) == 2 and reports[-1]["final"]
+    rows = [json.loads(l) for l in cp.stdout.splitlines() if l.strip()]
+    intervals = [r for r in rows if not r["final"]]
+    finals = [r for r in rows if r["final"]]
+    assert len(intervals) == 2 and len(finals) == 1 and rows[-1]["final"]
     # about a tick per millisecond; the intervals add up to no more than the total
-    assert all(r["counts"]["tick"] > 100 for r in intervals)
-    assert sum(r["counts"]["tick"] for r in intervals) <= reports[-1]["counts"]["tick"]
+    assert all(r["probe"] == "tick" and r["count"] > 100 for r in intervals)
+    assert sum(r["count"] for r in intervals) <= finals[0]["count"]

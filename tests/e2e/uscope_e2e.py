@@ -365,13 +365,15 @@ def _stop(p: subprocess.Popen):
             p.wait()
 
 
-def run_uscope(args, timeout=TIMEOUT, prefix=(), input=None):
+def run_uscope(args, timeout=TIMEOUT, prefix=(), input=None, env=None):
     """Run uscope to completion. -> CompletedProcess (text). On timeout the
-    process gets SIGTERM (so it can clean up), then SIGKILL, and the test fails."""
+    process gets SIGTERM (so it can clean up), then SIGKILL, and the test fails.
+    env: variables added to the environment."""
     argv = list(prefix) + [str(uscope_path())] + [str(a) for a in args]
     p = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         errors="surrogateescape")
+                         errors="surrogateescape",
+                         env=dict(os.environ, **env) if env else None)
     REGISTRY.uscopes.append(p)
     try:
         out, err = p.communicate(input, timeout=timeout)
@@ -401,14 +403,14 @@ def trace_argv(probes, cmd=None, pid=None, json=False, duration=None, out=None, 
 
 
 def trace(*probes, cmd=None, pid=None, json=False, duration=None, use_file=True,
-          extra=(), timeout=TIMEOUT, labels=False) -> TraceResult:
+          extra=(), timeout=TIMEOUT, labels=False, input=None) -> TraceResult:
     """uscope trace ... to completion; events go to an -o file unless
     use_file=False (then they are read from stdout). labels: event names
-    may be PROVIDER:NAME (USDT)."""
+    may be PROVIDER:NAME (USDT). input: uscope's (and so COMMAND's) stdin."""
     with tempfile.TemporaryDirectory(prefix="uscope-e2e-") as d:
         outf = Path(d) / "events.out" if use_file else None
         args = trace_argv(probes, cmd, pid, json, duration, outf, extra)
-        cp = run_uscope(args, timeout=timeout)
+        cp = run_uscope(args, timeout=timeout, input=input)
         output = cp.stdout
         if outf is not None:
             output = outf.read_text(errors="surrogateescape") if outf.exists() else ""

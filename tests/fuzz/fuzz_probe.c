@@ -43,7 +43,7 @@ static int is_load(uint8_t op)
 {
 	/* the parser never emits FOP_VADDR */
 	return (op >= FOP_REG && op <= FOP_FOFFS) || op == FOP_ARG || op == FOP_VAR ||
-	       op == FOP_PARAMS;
+	       op == FOP_PARAMS || op == FOP_PID || op == FOP_TID || op == FOP_CPU;
 }
 
 static int is_store(uint8_t op)
@@ -169,6 +169,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			for (unsigned k = 0; k < i; k++)
 				CHECK(strcmp(spec.args[i].name, spec.args[k].name));
 			CHECK(probe_fetcharg_format(&spec.args[i], buf, sizeof(buf)) > 0);
+			/* a filter's hidden operands come after the shown arguments */
+			if (i && spec.args[i - 1].hidden)
+				CHECK(spec.args[i].hidden);
+		}
+		/* a filter: well-formed reverse Polish over names in its strings */
+		CHECK(spec.filter.n <= USC_FILTER_MAX);
+		if (spec.filter.n) {
+			unsigned depth = 0;
+
+			CHECK(spec.filter.pos + spec.filter.len <= len);
+			for (uint32_t k = 0; k < spec.filter.n; k++) {
+				const struct filter_insn *fi = &spec.filter.insn[k];
+
+				if (fi->op == FIL_CMP || fi->op == FIL_STR || fi->op == FIL_NZ) {
+					CHECK(fi->name < USC_FILTER_STRS);
+					CHECK(memchr(spec.filter.strs + fi->name, 0,
+						     USC_FILTER_STRS - fi->name) != NULL);
+					depth++;
+				} else if (fi->op == FIL_AND || fi->op == FIL_OR) {
+					CHECK(depth >= 2);
+					depth--;
+				} else {
+					CHECK(fi->op == FIL_NOT && depth >= 1);
+				}
+			}
+			CHECK(depth == 1);
 		}
 	}
 

@@ -1,8 +1,11 @@
 /* uscope e2e target for return probes on return sites.
  * `retsites [N]` calls, for i = 0..N-1: tail(i) (a tail call: `jmp helper`),
  * jtab(i) (a switch compiled to a jump table: an indirect jmp), multi(i - 2)
- * (several returns), then prints "retsites done". Built -O2 so the compiler
- * emits the tail call, the jump table and separate ret instructions. */
+ * (several returns), ptail(i) (a tail call through a pointer: `jmp *%rax`),
+ * condtail(i) (a conditional tail call, `jne helper`: its return sites
+ * cannot all be known), then prints "retsites done". Built -O2 so the
+ * compiler emits the tail call, the jump table and separate ret
+ * instructions. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -46,13 +49,27 @@ __attribute__((noipa)) int multi(int x)
 	return x * 10;
 }
 
+int (*volatile g_fp)(int) = helper;
+
+__attribute__((noipa)) int ptail(int x)
+{
+	return g_fp(x + 3);	/* -O2: jmp *%rax */
+}
+
+/* condtail(x): x ? helper(x) : 5, as `jne helper`, which no compiler here
+ * emits from C */
+__asm__(".text\n.globl condtail\n.type condtail,@function\ncondtail:\n"
+	"\ttest %edi,%edi\n\tjne helper\n\tmov $5,%eax\n\tret\n"
+	".size condtail,.-condtail\n");
+int condtail(int x);
+
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 4;
 	long s = 0;
 
 	for (int i = 0; i < n; i++)
-		s += tail(i) + jtab(i) + multi(i - 2);
+		s += tail(i) + jtab(i) + multi(i - 2) + ptail(i) + condtail(i);
 	printf("retsites done %ld\n", s);
 	return 0;
 }

@@ -149,6 +149,13 @@ static const struct vcase valid_cases[] = {
 	 SYM(0, "(anonymous namespace)::helper(int)"), .nargs = 1,
 	 .a = {{"arg1", false, USC_T_X64, false, {I_REG(DI), I_RAW(8), I_END}}}},
 	{"ns::X::~X()", SYM(0, "ns::X::~X()")},
+	/* Go: package paths, methods on pointer receivers (the '*' is inside
+	 * parentheses: not a glob) */
+	{"go/parser.ParseFile", SYM(0, "go/parser.ParseFile")},
+	{"main.(*Controller).syncDeployment", SYM(0, "main.(*Controller).syncDeployment")},
+	{"/usr/bin/gofmt:go/printer.(*Config).Fprint+4", .module = "/usr/bin/gofmt", .module_pos = 0,
+	 SYM(15, "go/printer.(*Config).Fprint"), .has_offset = true, .offset = 4},
+	{"net/http.*", SYM(0, "net/http.*"), .is_glob = true},
 
 	/* ---- registers and their aliases ---- */
 	{"main %rax %eax %ax %al %r8d %sil %rip %rsp", SYM(0, "main"), .nargs = 8,
@@ -355,7 +362,7 @@ static const struct icase invalid_cases[] = {
 	{"+8(%di)", USC_PERR_NO_LOCATION, 0},
 	{"x=%di", USC_PERR_NO_LOCATION, 0},
 	{"p %rdi", USC_PERR_BAD_SYMBOL, 2},
-	{"fo/o", USC_PERR_BAD_SYMBOL, 2},
+	{"fo#o", USC_PERR_BAD_SYMBOL, 2},
 	/* an unclosed parameter list takes the rest: the caret on the mistake */
 	{"ns::f(int x=%rdi", USC_PERR_BAD_SYMBOL, 11},
 	{"ns::f(int)+x", USC_PERR_BAD_OFFSET, 11},
@@ -539,7 +546,7 @@ static void test_too_many_args(void **state)
 		static const struct icase earlier[] = {
 			{"p:1ev main", USC_PERR_BAD_EVENT, 2},
 			{"main $foo", USC_PERR_BAD_VAR, 5},
-			{"fo/o", USC_PERR_BAD_SYMBOL, 2},
+			{"fo#o", USC_PERR_BAD_SYMBOL, 2},
 		};
 
 		for (unsigned i = 0; i < 3; i++) {

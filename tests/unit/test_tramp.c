@@ -3,7 +3,8 @@
  * must hand the agent the registers as they were (the stack pointer as the
  * callee sees it at entry), and give every one of them, and the flags where
  * asked, back unchanged. The count-only code must add one to the right
- * per-CPU counter. */
+ * per-CPU counter. The fast path must give fast() the registers it names,
+ * and make the full call exactly when fast() asks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -179,11 +180,81 @@ static void test_count_only_adds_one_to_this_cpus_counter(void **state)
 	}
 }
 
+/* The fast path: fast(site, a, b) keeps every register but rax and the
+ * flags (as agent_fast, no_caller_saved_registers); it says whether the
+ * full call follows. */
+uint64_t fast_site, fast_a, fast_b;
+volatile int fast_calls, fast_answer;
+
+__attribute__((no_caller_saved_registers, noinline, target("general-regs-only")))
+static uint32_t fake_fast(uint64_t site, uint64_t a, uint64_t b)
+{
+	fast_site = site;
+	fast_a = a;
+	fast_b = b;
+	fast_calls++;
+	__asm__ volatile("cmp %%eax, %%eax" ::: "cc");	/* the flags are the trampoline's */
+	return (uint32_t)fast_answer;
+}
+
+static void test_fast_path_then_the_full_call_when_asked(void **state)
+{
+	(void)state;
+	for (int flags = 0; flags < 2; flags++)
+		for (int answer = 0; answer < 2; answer++) {
+			/* a = rdi (pushed: read from the stack), b = r9 (as it is) */
+			struct tramp_spec ts = {.save_flags = flags, .hit = (uint64_t)fake_hit,
+						.site = 0xfa57, .fast = (uint64_t)fake_fast,
+						.fast_a = USC_REG_DI, .fast_b = USC_REG_R9};
+			void *code = build(&ts);
+			uint64_t out[18];
+
+			hits = fast_calls = 0;
+			fast_answer = answer;
+			run(code, out);
+			assert_int_equal(fast_calls, 1);
+			assert_int_equal(fast_site, 0xfa57);
+			assert_int_equal(fast_a, reg_value(USC_REG_DI));
+			assert_int_equal(fast_b, reg_value(USC_REG_R9));
+			assert_int_equal(hits, answer);
+			if (answer) {
+				assert_int_equal(seen_site, 0xfa57);
+				for (int i = 0; i < 16; i++)
+					if (i != USC_REG_SP)
+						assert_int_equal(seen[i], reg_value(i));
+			}
+			for (int i = 0; i < 16; i++)
+				assert_int_equal(out[i], 0);
+			if (flags)
+				assert_int_equal(out[16], 1);
+			munmap(code, 4096);
+		}
+	/* the registers fast() is given, whichever they are */
+	for (int r = 0; r < USC_REG_IP; r++) {
+		struct tramp_spec ts = {.hit = (uint64_t)fake_hit, .site = 1,
+					.fast = (uint64_t)fake_fast, .fast_a = (uint8_t)r,
+					.fast_b = 0xff};
+		void *code = build(&ts);
+		uint64_t out[18];
+
+		if (r == USC_REG_SP) {
+			munmap(code, 4096);
+			continue;	/* never a fast path's (the trampoline moved it) */
+		}
+		fast_answer = 0;
+		run(code, out);
+		assert_int_equal(fast_a, reg_value(r));
+		assert_int_equal(fast_b, 0);
+		munmap(code, 4096);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agent_call_sees_and_restores_every_register),
 		cmocka_unit_test(test_count_only_adds_one_to_this_cpus_counter),
+		cmocka_unit_test(test_fast_path_then_the_full_call_when_asked),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

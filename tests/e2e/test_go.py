@@ -1,0 +1,181 @@
+"""Go programs: functions of stripped binaries from Go's .gopclntab (the
+target built with -ldflags='-s -w', and Debian's own stripped gofmt), Go's
+compressed DWARF without .debug_aranges, register-passed parameters."""
+
+import re
+import subprocess
+
+import pytest
+
+import uscope_e2e as u
+from uscope_e2e import run_uscope, target, trace
+
+GO = target("goctl")                   # unstripped: .symtab, compressed DWARF
+GO_STRIPPED = target("goctl-stripped")  # -s -w: only .gopclntab
+GOFMT = "/usr/lib/go-1.19/bin/gofmt"    # Debian's golang-1.19-go, stripped
+MAIN_FUNCS = ["main.(*Controller).syncDeployment", "main.add", "main.main", "main.scale",
+              "main.step"]
+
+
+def count_table(stdout):
+    """uscope count's last PROBE/COUNT table -> {probe: count}."""
+    rows = {}
+    for line in stdout.splitlines():
+        if line.startswith("PROBE"):
+            rows = {}
+        elif re.match(r"^\S+\s+\d+$", line):
+            name, n = line.split()
+            rows[name] = int(n)
+    return rows
+
+
+def expected_rounds(n):
+    """(add's a, b), step's i and syncDeployment's result, round by round
+    (tests/targets/goctl/main.go)."""
+    total, rows = 0, []
+    for i in range(1, n + 1):
+        a, b = total, 3 * i
+        total = a + b
+        sync = len(f"deploy-{i}") + i * i      # c.syncs == i
+        total += sync
+        rows.append((a, b, i, sync))
+    return rows, total
+
+
+def list_v(binary, pattern=None):
+    cp = run_uscope(["list", "-v", binary] + ([pattern] if pattern else []))
+    assert cp.returncode == 0, cp.stderr
+    out = {}
+    for line in cp.stdout.splitlines():
+        addr, size, _off, name = line.split(None, 3)
+        out[name] = (int(addr, 16), int(size, 16))
+    return out
+
+
+def test_stripped_target_has_no_symtab_yet_lists_its_functions():
+    secs = subprocess.run(["readelf", "-SW", GO_STRIPPED], capture_output=True,
+                          text=True).stdout
+    assert ".symtab" not in secs and ".debug_info" not in secs and ".gopclntab" in secs
+    got = list_v(GO_STRIPPED)
+    assert len(got) > 1000
+    # main's functions where nm finds them in the unstripped build, with
+    # their sizes
+    ref = u.nm_funcs(GO)
+    for name in MAIN_FUNCS:
+        assert got[name] == ref[name][0], f"{name}: {got[name]} vs nm {ref[name]}"
+    for name in ["runtime.main", "fmt.Fprintln", "strconv.FormatInt"]:
+        assert name in got
+
+
+def test_glob_on_the_stripped_target():
+    cp = run_uscope(["list", GO_STRIPPED, "main.*"])
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.split("\n")[:-1] == MAIN_FUNCS
+    # a glob in a probe: every match counted, exactly
+    cp = run_uscope(["count", "main.s*", "--", GO_STRIPPED, "4"])
+    assert cp.returncode == 0, cp.stderr
+    assert count_table(cp.stdout) == {"main_scale": 4, "main_step": 4}
+    assert f"total {expected_rounds(4)[1]} syncs 4" in cp.stdout
+
+
+@pytest.mark.parametrize("engine", [None, "tracefs"])
+def test_count_on_the_stripped_target_is_exact(engine):
+    extra = ["-e", engine] if engine else []
+    cp = run_uscope(["count"] + extra + ["main.add", "main.(*Controller).syncDeployment",
+                                          "--", GO_STRIPPED, "7"])
+    assert cp.returncode == 0, cp.stderr
+    assert count_table(cp.stdout) == {"main_add": 7, "main_Controller_syncDeployment": 7}
+    assert f"total {expected_rounds(7)[1]} syncs 7" in cp.stdout
+
+
+def test_debians_stripped_gofmt_lists_its_functions():
+    cp = run_uscope(["list", GOFMT])
+    assert cp.returncode == 0, cp.stderr
+    names = set(cp.stdout.split("\n")[:-1])
+    assert len(names) > 2000
+    for name in ["main.main", "main.gofmtMain", "main.processFile",
+                 "go/parser.ParseFile", "go/printer.(*printer).print",
+                 "go/printer.(*Config).fprint", "go/scanner.(*Scanner).Scan", "go/ast.Walk",
+                 "runtime.main"]:
+        assert name in names, name
+    cp = run_uscope(["list", GOFMT, "go/parser.Parse*"])
+    assert cp.returncode == 0, cp.stderr
+    assert "go/parser.ParseFile" in cp.stdout.split("\n")
+
+
+def test_count_in_gofmt_formatting_files(tmp_path):
+    files = []
+    for k in range(3):
+        f = tmp_path / f"f{k}.go"
+        f.write_text(f"package p\nfunc  f{k}( ) {{  }}\n")
+        files.append(str(f))
+    cp = run_uscope(["count", f"{GOFMT}:main.main", "main.processFile", "go/parser.ParseFile",
+                     "--", GOFMT, "-l"] + files)
+    assert cp.returncode == 0, cp.stderr
+    # one main, one processFile and one ParseFile per file
+    assert count_table(cp.stdout) == {"main_main": 1, "main_processFile": 3,
+                                      "go_parser_ParseFile": 3}
+    # gofmt -l: the files it would change, untouched by the probes
+    assert sorted(l for l in cp.stdout.splitlines() if l.endswith(".go")) == files
+
+
+def test_go_debug_info_is_compressed_and_has_no_aranges():
+    """What the DWARF tests below rely on (Go >= 1.11, no .debug_aranges)."""
+    secs = subprocess.run(["readelf", "-SW", GO], capture_output=True, text=True).stdout
+    info = [l for l in secs.splitlines() if ".debug_info" in l]
+    assert info and re.search(r"\sC\s", info[0]), info
+    assert ".debug_aranges" not in secs
+
+
+@pytest.mark.parametrize("engine", [None, "tracefs"])
+def test_params_of_go_functions_in_registers(engine):
+    n = 4
+    rows, total = expected_rounds(n)
+    res = trace("main.add $params", "main.step $params",
+                "main.(*Controller).syncDeployment replicas c", cmd=[GO, str(n)], json=True,
+                extra=["-e", engine] if engine else []).check(rc=0)
+    assert f"total {total} syncs {n}" in res.stdout
+    adds = [(e.args["a"], e.args["b"]) for e in res.named("main_add")]
+    assert adds == [(a, b) for a, b, _, _ in rows]
+    # no result (~r0) among the parameters
+    assert all(set(e.args) == {"a", "b"} for e in res.named("main_add"))
+    steps = res.named("main_step")
+    syncs = res.named("main_Controller_syncDeployment")
+    assert [e.args["i"] for e in steps] == list(range(1, n + 1))
+    assert [e.args["replicas"] for e in syncs] == list(range(1, n + 1))
+    # one Controller: the pointer step gets is the receiver syncDeployment has
+    ptrs = {e.args["c"] for e in steps} | {e.args["c"] for e in syncs}
+    assert len(ptrs) == 1 and int(ptrs.pop(), 16) != 0
+
+
+def test_a_string_in_two_registers_is_refused_with_the_reason():
+    cp = run_uscope(["trace", "main.(*Controller).syncDeployment key", "--", GO, "1"])
+    assert cp.returncode != 0
+    assert "'key' is in 2 pieces" in cp.stderr and "(rbx, rcx)" in cp.stderr
+    # $params keeps the others and says which one it left out
+    res = trace("main.(*Controller).syncDeployment $params", cmd=[GO, "2"]).check(rc=0)
+    assert [(e.args["replicas"]) for e in res.events] == [1, 2]
+    assert all("key" not in e.args for e in res.events)
+    assert "parameter skipped: 'key' is in 2 pieces" in res.stderr
+
+
+def test_list_vars_shows_go_parameters_not_results():
+    cp = run_uscope(["list", "--vars", "main.add", GO])
+    assert cp.returncode == 0, cp.stderr
+    lines = [l.split() for l in cp.stdout.splitlines()[1:]]
+    assert ["int", "a", "(parameter)"] in lines and ["int", "b", "(parameter)"] in lines
+    assert ["int", "~r0"] in lines
+
+
+def test_zdebug_sections_of_older_go(tmp_path):
+    """Go 1.11-era .zdebug_* sections (zlib-gnu) read the same."""
+    z = tmp_path / "goctl-zdebug"
+    plain = tmp_path / "plain"
+    subprocess.run(["objcopy", "--decompress-debug-sections", GO, str(plain)], check=True)
+    subprocess.run(["objcopy", "--compress-debug-sections=zlib-gnu", str(plain), str(z)],
+                   check=True)
+    secs = subprocess.run(["readelf", "-SW", str(z)], capture_output=True, text=True).stdout
+    assert ".zdebug_info" in secs
+    res = trace("main.add $params", cmd=[str(z), "2"], extra=["-e", "tracefs"]).check(rc=0)
+    rows, _ = expected_rounds(2)
+    assert [(e.args["a"], e.args["b"]) for e in res.events] == [(a, b) for a, b, _, _ in rows]

@@ -1,0 +1,113 @@
+/* uscope e2e target for count, hist and latency: every call has a value
+ * the tests know, so counts, buckets and latencies are exact.
+ *
+ *   aggapp sleep     nap(600) x3, nap(3000) x2, nap(12000) x1: microseconds
+ *                    asleep, so latency --unit us has 3 calls in [512, 1K),
+ *                    2 in [2K, 4K), 1 in [8K, 16K)
+ *   aggapp names     lookup(name, n): "alpha" x3 (n 1), "beta" x2 (n 2),
+ *                    "gamma" x1 (n 3), "gadget" x1 (n 4), and one long name
+ *                    (100 bytes of 'x') x1 (n 5)
+ *   aggapp sizes     take(n) for n = 1..100: log2 buckets [1] 1, [2, 4) 2,
+ *                    [4, 8) 4, [8, 16) 8, [16, 32) 16, [32, 64) 32, [64, 128) 37;
+ *                    linear 0..100 by 10: [0, 10) 9, then 10 a step
+ *   aggapp rec       deep(3), which calls itself down to deep(0), which
+ *                    sleeps 2 ms: 4 calls of 2 to 4 ms (recursion)
+ *   aggapp keys N    distinct(i) for i = 0..N-1, once each (default 100)
+ *   aggapp hot N     leaf(i & 7) N times (default 1000000)
+ * Built without inlining, sibling calls or IPA. Prints "aggapp done". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define REAL __attribute__((noipa, noinline, used))
+
+volatile long g_sink;
+
+REAL void nap(long us)
+{
+	struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+
+	while (nanosleep(&ts, &ts))
+		;
+}
+
+REAL int lookup(const char *name, int n)
+{
+	g_sink += (long)strlen(name) + n;
+	return n;
+}
+
+REAL void take(unsigned long n)
+{
+	g_sink += (long)n;
+}
+
+REAL long deep(int n)
+{
+	long r;
+
+	if (n == 0) {
+		nap(2000);
+		r = 0;
+	} else {
+		r = deep(n - 1) + 1;
+	}
+	g_sink += r;	/* a block before the ret long enough for a jump */
+	return r;
+}
+
+REAL void distinct(long i)
+{
+	g_sink += i;
+}
+
+REAL long leaf(long i)
+{
+	return i + 1;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+	long n = argc > 2 ? strtol(argv[2], NULL, 0) : 0;
+
+	if (!strcmp(mode, "sleep")) {
+		for (int i = 0; i < 3; i++)
+			nap(600);
+		for (int i = 0; i < 2; i++)
+			nap(3000);
+		nap(12000);
+	} else if (!strcmp(mode, "names")) {
+		char big[101];
+
+		memset(big, 'x', 100);
+		big[100] = 0;
+		for (int i = 0; i < 3; i++)
+			lookup("alpha", 1);
+		for (int i = 0; i < 2; i++)
+			lookup("beta", 2);
+		lookup("gamma", 3);
+		lookup("gadget", 4);
+		lookup(big, 5);
+	} else if (!strcmp(mode, "sizes")) {
+		for (unsigned long i = 1; i <= 100; i++)
+			take(i);
+	} else if (!strcmp(mode, "rec")) {
+		g_sink += deep(3);
+	} else if (!strcmp(mode, "keys")) {
+		for (long i = 0; i < (n ? n : 100); i++)
+			distinct(i);
+	} else if (!strcmp(mode, "hot")) {
+		long s = 0;
+
+		for (long i = 0; i < (n ? n : 1000000); i++)
+			s += leaf(i & 7);
+		g_sink = s;
+	} else {
+		fprintf(stderr, "usage: aggapp sleep|names|sizes|rec|keys [N]|hot [N]\n");
+		return 2;
+	}
+	printf("aggapp done\n");
+	return 0;
+}

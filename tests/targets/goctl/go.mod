@@ -1,0 +1,3 @@
+module goctl
+
+go 1.19

@@ -1,0 +1,776 @@
+/* Tests of src/elf/gopclntab.c and of the Go side of src/elf/elf.c, on Go
+ * programs built by Debian's go at run time (tests/unit/fixtures/go/build.sh,
+ * from tests/targets/goctl): the functions of a stripped build must be those
+ * the unstripped build's .symtab has (names, entries, sizes), as a plain
+ * executable, a PIE of Go's linker and a PIE of the external linker, and
+ * without section headers. The older table layouts (Go 1.2-1.15, 1.16-1.17)
+ * and Go 1.20's magic are checked on tables rewritten from the real one.
+ * Truncated, corrupted and absurd tables must give an error or fewer
+ * functions: the tests run under ASan and UBSan, on exact-size copies. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "elf/elf.h"
+#include "elf/gopclntab.h"
+#include "fixture.h"
+
+static char tmpdir[256];
+static char fxdir[PATH_MAX + 64];
+static char goversion[64];
+
+static char *fx(const char *name)
+{
+	static char buf[4][PATH_MAX];
+	static int i;
+
+	i = (i + 1) % 4;
+	snprintf(buf[i], sizeof(buf[i]), "%s/%s", tmpdir, name);
+	return buf[i];
+}
+
+/* ---- files ------------------------------------------------------------ */
+
+static uint8_t *read_all(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *b;
+	long n;
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n > 0);
+	rewind(f);
+	b = malloc((size_t)n);
+	assert_non_null(b);
+	assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return b;
+}
+
+static void write_all(const char *path, const void *b, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+
+	assert_non_null(f);
+	assert_int_equal(fwrite(b, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* A section's file offset, size and address, through libelf. */
+static bool find_scn(const char *path, const char *name, uint64_t *off, uint64_t *size,
+		     uint64_t *addr)
+{
+	int fd = open(path, O_RDONLY);
+	Elf *e;
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	bool found = false;
+
+	assert_true(fd >= 0);
+	elf_version(EV_CURRENT);
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(e);
+	assert_int_equal(elf_getshdrstrndx(e, &shstrndx), 0);
+	while (!found && (scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		const char *nm;
+
+		if (gelf_getshdr(scn, &sh) && (nm = elf_strptr(e, shstrndx, sh.sh_name)) &&
+		    !strcmp(nm, name)) {
+			*off = sh.sh_offset;
+			*size = sh.sh_size;
+			if (addr)
+				*addr = sh.sh_addr;
+			found = true;
+		}
+	}
+	elf_end(e);
+	close(fd);
+	return found;
+}
+
+/* ---- the reference: .symtab through libelf ---------------------------- */
+
+struct fn {
+	char *name;
+	uint64_t addr, size;
+};
+
+struct fnlist {
+	struct fn *v;
+	size_t n;
+};
+
+static void fnlist_free(struct fnlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].name);
+	free(l->v);
+	l->v = NULL;
+	l->n = 0;
+}
+
+static struct fnlist symtab_funcs(const char *path)
+{
+	struct fnlist l = {0};
+	int fd = open(path, O_RDONLY);
+	Elf *e;
+	Elf_Scn *scn = NULL;
+
+	assert_true(fd >= 0);
+	elf_version(EV_CURRENT);
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	assert_non_null(e);
+	while ((scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB)
+			continue;
+		d = elf_getdata(scn, NULL);
+		assert_non_null(d);
+		for (size_t i = 1; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym s;
+			const char *nm;
+
+			assert_non_null(gelf_getsym(d, (int)i, &s));
+			if (GELF_ST_TYPE(s.st_info) != STT_FUNC || s.st_shndx == SHN_UNDEF ||
+			    !(nm = elf_strptr(e, sh.sh_link, s.st_name)))
+				continue;
+			l.v = realloc(l.v, (l.n + 1) * sizeof(*l.v));
+			assert_non_null(l.v);
+			l.v[l.n++] = (struct fn){strdup(nm), s.st_value, s.st_size};
+		}
+	}
+	elf_end(e);
+	close(fd);
+	assert_true(l.n > 0);
+	return l;
+}
+
+/* The name .symtab gives a function whose .gopclntab name is pcl: the same,
+ * or with ".abi0" for an assembly function (the table has no ABI), or with
+ * the "[...]" of a generated type's array length written out ("[2]"). */
+static bool same_go_name(const char *sym, const char *pcl)
+{
+	size_t lp = strlen(pcl);
+
+	if (!strcmp(sym, pcl))
+		return true;
+	if (!strncmp(sym, pcl, lp) && !strcmp(sym + lp, ".abi0"))
+		return true;
+	while (*sym && *pcl) {
+		if (*pcl == '[' && !strncmp(pcl, "[...]", 5) && sym[0] == '[' &&
+		    sym[1] >= '0' && sym[1] <= '9') {
+			sym++;
+			while (*sym >= '0' && *sym <= '9')
+				sym++;
+			if (*sym != ']')
+				return false;
+			sym++;
+			pcl += 5;
+			continue;
+		}
+		if (*sym++ != *pcl++)
+			return false;
+	}
+	return !*sym && !*pcl;
+}
+
+/* The stripped build's functions (through elf_open) against the
+ * unstripped build's .symtab: every function of the symtab with a size is
+ * there, at its address, with its size and name; and nothing else is. */
+static void compare_stripped(const char *full, const char *stripped)
+{
+	struct fnlist ref = symtab_funcs(full);
+	struct elf_file *ef = NULL, *eu = NULL;
+	size_t matched = 0, sized = 0, ngo = 0, gomatched = 0;
+
+	assert_int_equal(elf_open(stripped, &ef), 0);
+	assert_true(ef->is_go);
+	assert_non_null(ef->go_version);
+	assert_string_equal(ef->go_version, goversion);
+	/* Go's functions from the table; an externally linked one also has
+	 * _start and main in .dynsym (main, Go's assembly, in both) */
+	for (size_t i = 0; i < ef->nsyms; i++) {
+		if (ef->syms[i].flags & ELF_SYM_GOPCLNTAB)
+			ngo++;
+		assert_int_equal(ef->syms[i].flags & ~(unsigned)(ELF_SYM_GOPCLNTAB | ELF_SYM_DYNSYM),
+				 0);
+	}
+	assert_true(ngo > 1000);
+	for (size_t i = 0; i < ref.n; i++) {
+		const struct fn *r = &ref.v[i];
+		const struct elf_sym *s;
+
+		if (!r->size)
+			continue;	/* runtime.etext: a marker at the end */
+		sized++;
+		s = elf_func_at(ef, r->addr);
+		if (!s || s->vaddr != r->addr)
+			fail_msg("%s: %s at 0x%" PRIx64 " is not a function of %s", full, r->name,
+				 r->addr, stripped);
+		if (s->size != r->size || !same_go_name(r->name, s->name))
+			fail_msg("%s: %s at 0x%" PRIx64 " size %" PRIu64 "; %s has %s size %" PRIu64,
+				 full, r->name, r->addr, r->size, stripped, s->name, s->size);
+		matched++;
+		gomatched += (s->flags & ELF_SYM_GOPCLNTAB) != 0;	/* not C's _start */
+	}
+	assert_int_equal(matched, sized);
+	/* nothing the symtab does not have */
+	for (size_t i = 0; i < ef->nsyms; i++) {
+		bool found = false;
+
+		if (!(ef->syms[i].flags & ELF_SYM_GOPCLNTAB))
+			continue;
+		for (size_t k = 0; k < ref.n && !found; k++)
+			found = ref.v[k].addr == ef->syms[i].vaddr && ref.v[k].size;
+		if (!found)
+			fail_msg("%s: %s at 0x%" PRIx64 " has no symbol in %s", stripped,
+				 ef->syms[i].name, ef->syms[i].vaddr, full);
+	}
+	assert_int_equal(ngo, gomatched);
+	/* the method on a pointer receiver, by its exact name */
+	{
+		const struct elf_sym *s = NULL;
+		size_t k;
+
+		assert_int_equal(elf_func_lookup(ef, "main.(*Controller).syncDeployment", &s, NULL,
+						 NULL), 0);
+		for (k = 0; k < ref.n && strcmp(ref.v[k].name, s->name); k++)
+			;
+		assert_true(k < ref.n);
+		assert_int_equal(s->vaddr, ref.v[k].addr);
+	}
+	/* the unstripped build keeps its .symtab's functions */
+	assert_int_equal(elf_open(full, &eu), 0);
+	assert_true(eu->is_go);
+	assert_string_equal(eu->go_version, goversion);
+	for (size_t i = 0; i < eu->nsyms; i++)
+		assert_false(eu->syms[i].flags & ELF_SYM_GOPCLNTAB);
+	elf_close(eu);
+	elf_close(ef);
+	fnlist_free(&ref);
+}
+
+static void test_exe_stripped_matches_symtab(void **state)
+{
+	(void)state;
+	compare_stripped(fx("goctl"), fx("goctl-stripped"));
+}
+
+static void test_pie_stripped_matches_symtab(void **state)
+{
+	uint64_t off, size;
+
+	(void)state;
+	/* Go's linker names the PIE's table .data.rel.ro.gopclntab */
+	assert_true(find_scn(fx("goctl-pie-stripped"), ".data.rel.ro.gopclntab", &off, &size, NULL));
+	compare_stripped(fx("goctl-pie"), fx("goctl-pie-stripped"));
+}
+
+static void test_external_pie_stripped_matches_symtab(void **state)
+{
+	uint64_t off, size;
+
+	(void)state;
+	/* ld merged the table into .data.rel.ro: found by its header */
+	assert_false(find_scn(fx("goctl-extpie-stripped"), ".gopclntab", &off, &size, NULL));
+	assert_false(find_scn(fx("goctl-extpie-stripped"), ".data.rel.ro.gopclntab", &off, &size,
+			      NULL));
+	compare_stripped(fx("goctl-extpie"), fx("goctl-extpie-stripped"));
+}
+
+/* Without section headers (as sstrip leaves a file): the table is found in
+ * the segments, the build info too, the build id note through PT_NOTE. */
+static void test_no_section_headers(void **state)
+{
+	size_t len;
+	uint8_t *b = read_all(fx("goctl-stripped"), &len);
+	Elf64_Ehdr eh;
+	struct elf_file *a = NULL, *c = NULL;
+
+	(void)state;
+	memcpy(&eh, b, sizeof(eh));
+	eh.e_shoff = 0;
+	eh.e_shnum = 0;
+	eh.e_shstrndx = 0;
+	memcpy(b, &eh, sizeof(eh));
+	write_all(fx("goctl-noshdr"), b, len);
+	free(b);
+	assert_int_equal(elf_open(fx("goctl-stripped"), &a), 0);
+	assert_int_equal(elf_open(fx("goctl-noshdr"), &c), 0);
+	assert_true(c->is_go);
+	assert_non_null(c->go_version);
+	assert_string_equal(c->go_version, goversion);
+	assert_int_equal(c->nsyms, a->nsyms);
+	for (size_t i = 0; i < a->nsyms; i++) {
+		assert_string_equal(c->syms[i].name, a->syms[i].name);
+		assert_int_equal(c->syms[i].vaddr, a->syms[i].vaddr);
+		assert_int_equal(c->syms[i].size, a->syms[i].size);
+	}
+	elf_close(a);
+	elf_close(c);
+}
+
+/* ---- the reader on the real table and on rewritten ones ---------------- */
+
+struct table {
+	uint8_t *file;
+	size_t flen;
+	const uint8_t *tab;	/* into file */
+	size_t len;
+	struct gopclntab_hdr h;
+	struct gopclntab_func *f;
+	ssize_t n;
+};
+
+static void table_load(struct table *t, const char *path)
+{
+	uint64_t off, size;
+
+	memset(t, 0, sizeof(*t));
+	assert_true(find_scn(path, ".gopclntab", &off, &size, NULL));
+	t->file = read_all(path, &t->flen);
+	assert_true(off + size <= t->flen);
+	t->tab = t->file + off;
+	t->len = (size_t)size;
+	assert_int_equal(gopclntab_header(t->tab, t->len, &t->h), 0);
+	t->n = gopclntab_funcs(t->tab, t->len, &t->h, &t->f);
+	assert_true(t->n > 1000);
+}
+
+static void table_free(struct table *t)
+{
+	free(t->f);
+	free(t->file);
+}
+
+/* Names as the ELF symbol table spells them ('·' as '.'). */
+static bool name_eq_dotted(const char *a, const char *b)
+{
+	while (*a && *b) {
+		if ((unsigned char)a[0] == 0xc2 && (unsigned char)a[1] == 0xb7) {
+			if (*b != '.')
+				return false;
+			a += 2;
+			b++;
+			continue;
+		}
+		if (*a++ != *b++)
+			return false;
+	}
+	return !*a && !*b;
+}
+
+static void test_reader_on_real_table(void **state)
+{
+	struct table t;
+	struct elf_file *ef = NULL;
+
+	(void)state;
+	table_load(&t, fx("goctl"));
+	assert_int_equal(t.h.version, GOPCLNTAB_118);	/* Go 1.19 */
+	assert_int_equal(t.h.ptrsize, 8);
+	assert_int_equal(t.h.quantum, 1);
+	assert_int_equal(elf_open(fx("goctl-stripped"), &ef), 0);
+	/* the same build but for its symbols: the same functions */
+	assert_int_equal((size_t)t.n, ef->nsyms);
+	for (ssize_t i = 0; i < t.n; i++) {
+		const struct elf_sym *s = elf_func_at(ef, t.f[i].entry);
+
+		assert_non_null(s);
+		assert_int_equal(s->vaddr, t.f[i].entry);
+		assert_int_equal(s->size, t.f[i].end - t.f[i].entry);
+		assert_true(name_eq_dotted(t.f[i].name, s->name));
+		if (i)
+			assert_true(t.f[i].entry >= t.f[i - 1].end);
+	}
+	elf_close(ef);
+	table_free(&t);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/* The real table's _func record of function i (1.18 layout). */
+static const uint8_t *real_func(const struct table *t, size_t i)
+{
+	uint64_t foff = get32(t->tab + t->h.functab_off + (2 * i + 1) * 4);
+
+	return t->tab + t->h.funcdata_off + foff;
+}
+
+static void expect_same_funcs(const struct table *t, const uint8_t *tab, size_t len,
+			      unsigned version)
+{
+	struct gopclntab_hdr h;
+	struct gopclntab_func *f = NULL;
+	ssize_t n;
+
+	assert_int_equal(gopclntab_header(tab, len, &h), 0);
+	assert_int_equal(h.version, version);
+	n = gopclntab_funcs(tab, len, &h, &f);
+	assert_int_equal(n, t->n);
+	for (ssize_t i = 0; i < n; i++) {
+		assert_string_equal(f[i].name, t->f[i].name);
+		assert_int_equal(f[i].entry, t->f[i].entry);
+		assert_int_equal(f[i].end, t->f[i].end);
+		assert_true(f[i].name >= (const char *)tab && f[i].name < (const char *)tab + len);
+	}
+	free(f);
+}
+
+/* The real functions in the Go 1.2-1.15 layout (ver 12) or the 1.16-1.17 one
+ * (ver 116), with their names and their pc tables copied over; Go 1.20's
+ * layout is 1.18's with another magic. */
+static uint8_t *rewrite(const struct table *t, unsigned ver, size_t *outlen)
+{
+	size_t n = (size_t)t->n, names = 0, pctab_len = t->len - t->h.pctab_off;
+	size_t hdr, functab, funcs, name_off, pctab, len;
+	uint8_t *b;
+	size_t np = 0;
+
+	for (size_t i = 0; i < n; i++)
+		names += strlen(t->f[i].name) + 1;
+	/* header | functab (n pairs + end, 8 bytes each) [| fileoff] | _funcs
+	 * (entry + 9 fields) | names | pc tables */
+	hdr = ver == 12 ? 16 : 8 + 7 * 8;
+	functab = hdr;
+	funcs = functab + (2 * n + 1) * 8 + 8;
+	name_off = funcs + n * (8 + 9 * 4);
+	pctab = name_off + names;
+	len = pctab + pctab_len;
+	b = calloc(1, len);
+	assert_non_null(b);
+	put32(b, ver == 12 ? GOPCLNTAB_MAGIC_12 : GOPCLNTAB_MAGIC_116);
+	b[6] = 1;
+	b[7] = 8;
+	put64(b + 8, n);
+	if (ver == 116) {
+		put64(b + 8 + 2 * 8, name_off);		/* funcnameOffset */
+		put64(b + 8 + 3 * 8, pctab);		/* cuOffset: unused here */
+		put64(b + 8 + 4 * 8, pctab);		/* filetabOffset: unused here */
+		put64(b + 8 + 5 * 8, pctab);		/* pctabOffset */
+		put64(b + 8 + 6 * 8, functab);		/* pclnOffset */
+	}
+	memcpy(b + pctab, t->tab + t->h.pctab_off, pctab_len);
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *rf = real_func(t, i);
+		uint8_t *f = b + funcs + i * (8 + 9 * 4);
+		/* _func offsets: from the table (1.2) or the functab (1.16) */
+		uint64_t foff = (uint64_t)(f - b) - (ver == 12 ? 0 : functab);
+		uint32_t nameoff = (uint32_t)(ver == 12 ? name_off + np : np);
+		uint32_t pcsp = get32(rf + 4 + 3 * 4);
+
+		put64(b + functab + 2 * i * 8, t->f[i].entry);
+		put64(b + functab + (2 * i + 1) * 8, foff);
+		put64(f, t->f[i].entry);
+		put32(f + 8, nameoff);
+		memcpy(f + 12, rf + 8, 2 * 4);			/* args, deferreturn */
+		/* pc tables: from the table's start (1.2) or pctabOffset */
+		put32(f + 20, pcsp ? (uint32_t)(pcsp + (ver == 12 ? pctab : 0)) : 0);
+		memcpy(b + name_off + np, t->f[i].name, strlen(t->f[i].name) + 1);
+		np += strlen(t->f[i].name) + 1;
+	}
+	/* the end of the last function: the real table's final entry */
+	put64(b + functab + 2 * n * 8,
+	      (uint64_t)get32(t->tab + t->h.functab_off + 2 * n * 4) + t->h.text_start);
+	*outlen = len;
+	return b;
+}
+
+static void test_older_layouts_and_go120(void **state)
+{
+	struct table t;
+	uint8_t *b;
+	size_t len;
+
+	(void)state;
+	table_load(&t, fx("goctl"));
+	b = rewrite(&t, 12, &len);
+	expect_same_funcs(&t, b, len, GOPCLNTAB_12);
+	free(b);
+	b = rewrite(&t, 116, &len);
+	expect_same_funcs(&t, b, len, GOPCLNTAB_116);
+	free(b);
+	b = malloc(t.len);
+	assert_non_null(b);
+	memcpy(b, t.tab, t.len);
+	put32(b, GOPCLNTAB_MAGIC_120);
+	expect_same_funcs(&t, b, t.len, GOPCLNTAB_120);
+	free(b);
+	table_free(&t);
+}
+
+/* ---- truncated, corrupted, absurd ----------------------------------- */
+
+/* Parse tab[0..len) from an exact-size heap copy; whatever it gives must be
+ * sane: an error, or functions in order, each one of the real table's
+ * entries when real is given, names inside the copy. The count, or -1. */
+static ssize_t parse_copy(const uint8_t *tab, size_t len, const struct table *real)
+{
+	uint8_t *c = malloc(len ? len : 1);
+	struct gopclntab_hdr h;
+	struct gopclntab_func *f = NULL;
+	ssize_t n;
+
+	assert_non_null(c);
+	memcpy(c, tab, len);
+	if (gopclntab_header(c, len, &h)) {
+		free(c);
+		return -1;
+	}
+	n = gopclntab_funcs(c, len, &h, &f);
+	if (n < 0) {
+		assert_int_equal(n, -EINVAL);
+		assert_null(f);
+		free(c);
+		return -1;
+	}
+	assert_true((n == 0) == (f == NULL));
+	for (ssize_t i = 0; i < n; i++) {
+		size_t nl = strlen(f[i].name);
+
+		assert_true(f[i].name >= (const char *)c &&
+			    f[i].name + nl < (const char *)c + len);
+		assert_true(nl > 0);
+		assert_true(f[i].end >= f[i].entry);
+		if (i)
+			assert_true(f[i].entry >= f[i - 1].entry);
+		if (real) {
+			ssize_t k = 0;
+
+			while (k < real->n && real->f[k].entry != f[i].entry)
+				k++;
+			assert_true(k < real->n);
+		}
+	}
+	free(f);
+	free(c);
+	return n;
+}
+
+static void test_truncated_tables(void **state)
+{
+	struct table t;
+	size_t hdr_end;
+
+	(void)state;
+	table_load(&t, fx("goctl"));
+	/* every prefix of the header (and a little more) */
+	hdr_end = 8 + 8 * (size_t)t.h.ptrsize + 256;
+	for (size_t l = 0; l <= hdr_end; l++)
+		assert_int_equal(parse_copy(t.tab, l, &t), -1);	/* the functab is further */
+	/* every 7th through the start of the functab, then every 997th to
+	 * the end: cut entries, _func records, names and pc tables */
+	for (size_t l = hdr_end; l < t.h.functab_off + 4096; l += 7)
+		assert_true(parse_copy(t.tab, l, &t) <= t.n);
+	for (size_t l = (size_t)t.h.functab_off + 4096; l < t.len; l += 997)
+		assert_true(parse_copy(t.tab, l, &t) <= t.n);
+	assert_int_equal(parse_copy(t.tab, t.len, &t), t.n);
+	table_free(&t);
+}
+
+static void test_corrupted_tables(void **state)
+{
+	struct table t;
+	uint8_t *b;
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+
+	(void)state;
+	table_load(&t, fx("goctl"));
+	b = malloc(t.len);
+	assert_non_null(b);
+	/* every byte of the header, flipped */
+	for (size_t i = 0; i < 8 + 8 * (size_t)t.h.ptrsize; i++) {
+		static const uint8_t masks[] = {0xff, 0x80, 0x01, 0x10};
+
+		for (size_t m = 0; m < sizeof(masks); m++) {
+			memcpy(b, t.tab, t.len);
+			b[i] ^= masks[m];
+			parse_copy(b, t.len, NULL);
+		}
+	}
+	/* bytes of the functab, the _func records, names and pc tables */
+	for (int k = 0; k < 1500; k++) {
+		size_t pos;
+
+		seed ^= seed << 13;
+		seed ^= seed >> 7;
+		seed ^= seed << 17;
+		pos = (size_t)(seed % t.len);
+		if (k % 3 == 0)	/* one in three in the functab */
+			pos = (size_t)t.h.functab_off + (size_t)(seed % ((size_t)t.n * 8));
+		memcpy(b, t.tab, t.len);
+		b[pos] ^= (uint8_t)(seed >> 32 | 1);
+		parse_copy(b, t.len, NULL);
+	}
+	free(b);
+	table_free(&t);
+}
+
+static void test_absurd_counts_and_offsets(void **state)
+{
+	static const uint64_t vals[] = {
+		UINT64_MAX, UINT64_MAX - 7, 1ull << 63, 1ull << 40, 0x80000000u, 0xffffffffu,
+		0, 1, 7,
+	};
+	struct table t;
+	uint8_t *b;
+
+	(void)state;
+	table_load(&t, fx("goctl"));
+	b = malloc(t.len);
+	assert_non_null(b);
+	/* each header word (nfunc, nfiles, textStart, the offsets) */
+	for (unsigned w = 0; w < 8; w++) {
+		for (size_t k = 0; k < sizeof(vals) / sizeof(vals[0]) + 3; k++) {
+			uint64_t v = k < sizeof(vals) / sizeof(vals[0]) ? vals[k] :
+				     k == sizeof(vals) / sizeof(vals[0]) ? t.len :
+				     k == sizeof(vals) / sizeof(vals[0]) + 1 ? t.len - 1 : t.len / 8;
+			ssize_t n;
+
+			memcpy(b, t.tab, t.len);
+			put64(b + 8 + 8 * w, v);
+			n = parse_copy(b, t.len, NULL);
+			if (w == 0 && v > (uint64_t)t.len)
+				assert_int_equal(n, -1);	/* cannot fit */
+		}
+	}
+	/* a text start that overflows every entry */
+	memcpy(b, t.tab, t.len);
+	put64(b + 8 + 2 * 8, UINT64_MAX - 16);
+	assert_int_equal(parse_copy(b, t.len, NULL), -1);
+	/* every _func offset past the end: no function, not a crash */
+	memcpy(b, t.tab, t.len);
+	for (ssize_t i = 0; i < t.n; i++)
+		put32(b + t.h.functab_off + (2 * (size_t)i + 1) * 4, 0xfffffff0u);
+	assert_int_equal(parse_copy(b, t.len, NULL), 0);
+	/* entries out of order */
+	memcpy(b, t.tab, t.len);
+	put32(b + t.h.functab_off + 2 * 4 * 10, 0xffffff);
+	assert_int_equal(parse_copy(b, t.len, NULL), -1);
+	free(b);
+	table_free(&t);
+}
+
+/* elf_open on a stripped Go program whose table is damaged: fewer
+ * functions or none, and a warning, never a crash or a read out of the
+ * file. */
+static void test_elf_open_damaged(void **state)
+{
+	uint64_t off, size;
+	size_t len;
+	uint8_t *b;
+	struct elf_file *ef = NULL;
+
+	(void)state;
+	assert_true(find_scn(fx("goctl-stripped"), ".gopclntab", &off, &size, NULL));
+	b = read_all(fx("goctl-stripped"), &len);
+	/* the functab zeroed: entries no longer match their _funcs */
+	{
+		uint8_t *c = malloc(len);
+		struct gopclntab_hdr h;
+
+		assert_non_null(c);
+		memcpy(c, b, len);
+		assert_int_equal(gopclntab_header(c + off, (size_t)size, &h), 0);
+		memset(c + off + h.functab_off, 0, (size_t)h.nfunc * 8);
+		write_all(fx("goctl-damaged"), c, len);
+		free(c);
+		assert_int_equal(elf_open(fx("goctl-damaged"), &ef), 0);
+		assert_true(ef->nsyms <= 1);
+		assert_true(ef->is_go);
+		elf_close(ef);
+	}
+	/* the file cut in the middle of its table (section past the end) */
+	write_all(fx("goctl-cut"), b, (size_t)(off + size / 2));
+	if (elf_open(fx("goctl-cut"), &ef) == 0) {
+		assert_int_equal(ef->nsyms, 0);
+		elf_close(ef);
+	}
+	/* the magic gone: not a table, no functions */
+	b[off] ^= 0xff;
+	write_all(fx("goctl-nomagic"), b, len);
+	assert_int_equal(elf_open(fx("goctl-nomagic"), &ef), 0);
+	assert_int_equal(ef->nsyms, 0);
+	assert_true(ef->is_go);
+	elf_close(ef);
+	free(b);
+}
+
+/* ---- setup ------------------------------------------------------------ */
+
+static int group_setup(void **state)
+{
+	char path[PATH_MAX + 32];
+	FILE *f;
+
+	(void)state;
+	if (fixture_build("go", fxdir, sizeof(fxdir), tmpdir, sizeof(tmpdir)))
+		return -1;
+	snprintf(path, sizeof(path), "%s/goversion.txt", tmpdir);
+	f = fopen(path, "r");
+	if (!f || !fgets(goversion, sizeof(goversion), f))
+		return -1;
+	fclose(f);
+	goversion[strcspn(goversion, "\n")] = 0;
+	return 0;
+}
+
+static int group_teardown(void **state)
+{
+	(void)state;
+	return fixture_remove(tmpdir);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_exe_stripped_matches_symtab),
+		cmocka_unit_test(test_pie_stripped_matches_symtab),
+		cmocka_unit_test(test_external_pie_stripped_matches_symtab),
+		cmocka_unit_test(test_no_section_headers),
+		cmocka_unit_test(test_reader_on_real_table),
+		cmocka_unit_test(test_older_layouts_and_go120),
+		cmocka_unit_test(test_truncated_tables),
+		cmocka_unit_test(test_corrupted_tables),
+		cmocka_unit_test(test_absurd_counts_and_offsets),
+		cmocka_unit_test(test_elf_open_damaged),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
