@@ -94,12 +94,15 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 		{"read", required_argument, NULL, 'r'},
 		{"snapshot", required_argument, NULL, 'Z'},
 		{"drop", no_argument, NULL, 'D'},
+		{"sort", required_argument, NULL, 'Y'},
+		{"format", required_argument, NULL, 'F'},
 	};
 	static const unsigned need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
 					CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
 					CLI_ARG_AGG, CLI_ARG_AGG, CLI_ARG_TOP, CLI_ARG_LINEAR,
 					CLI_ARG_LATENCY, CLI_ARG_LATENCY, CLI_ARG_REPLAY,
-					CLI_ARG_RECORD, CLI_ARG_RECORD};
+					CLI_ARG_RECORD, CLI_ARG_RECORD, CLI_ARG_SORT,
+					CLI_ARG_FORMAT};
 	struct option opts[sizeof(all) / sizeof(all[0]) + 1];
 	char shorts[32] = "p:d:e:qvh";
 	size_t n = 0;
@@ -243,6 +246,12 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 		}
 		case 'D':
 			o->so.record.drop = true;
+			break;
+		case 'Y':
+			o->sort = optarg;
+			break;
+		case 'F':
+			o->format = optarg;
 			break;
 		case 'h':
 			fputs(usage, stdout);

@@ -21,6 +21,8 @@ int cmd_flow(int argc, char **argv);
 int cmd_hist(int argc, char **argv);
 int cmd_latency(int argc, char **argv);
 int cmd_record(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 /* One-line error to stderr, "uscope: ..." */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -45,6 +47,8 @@ enum cli_arg_extra {
 	CLI_ARG_LATENCY = 1 << 8,	/* --unit ns|us|ms, --per-call */
 	CLI_ARG_REPLAY = 1 << 9,	/* -r FILE: a recording instead of a live run */
 	CLI_ARG_RECORD = 1 << 10,	/* --snapshot SIZE, --drop */
+	CLI_ARG_SORT = 1 << 11,		/* --sort KEY */
+	CLI_ARG_FORMAT = 1 << 12,	/* --format NAME */
 };
 
 /* The options of a tracing subcommand. */
@@ -55,6 +59,8 @@ struct cli_opts {
 	const char *outfile;		/* -o */
 	size_t top;			/* --top */
 	const char *replay;		/* -r FILE */
+	const char *sort;		/* --sort */
+	const char *format;		/* --format */
 	struct usc_probe_spec *specs;	/* the PROBEs; the caller frees */
 	size_t nspecs;
 };

@@ -20,6 +20,8 @@ static void usage(FILE *f)
 	      "  hist    a histogram of a value, per probe and key\n"
 	      "  latency how long calls take, per function and key\n"
 	      "  record  record every hit to a file, for -r FILE, report and export\n"
+	      "  report  per function calls and times of a recording\n"
+	      "  export  a recording as Chrome JSON, CTF or folded stacks\n"
 	      "  list    list the functions that can be probed\n"
 	      "\n"
 	      "'uscope COMMAND --help' describes a command.\n", f);
@@ -54,9 +56,13 @@ int main(int argc, char **argv)
 		return cmd_latency(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "record"))
 		return cmd_record(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "report"))
+		return cmd_report(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "export"))
+		return cmd_export(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "list"))
 		return cmd_list(argc - 1, argv + 1);
-	cli_error("unknown command '%s' (commands: trace, flow, count, hist, latency, record, list; see uscope --help)",
+	cli_error("unknown command '%s' (commands: trace, flow, count, hist, latency, record, report, export, list; see uscope --help)",
 		  argv[1]);
 	return 2;
 }

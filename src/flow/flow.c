@@ -17,6 +17,7 @@ struct thread {
 	bool used;
 	struct frame *frames;
 	size_t n, cap;
+	size_t popped;		/* frames the last return popped (still in frames[n..]) */
 };
 
 /* Open addressing on tid, linear probing, at most 3/4 full. */
@@ -134,6 +135,7 @@ int flow_feed_data(struct flow_state *st, int32_t tid, uint64_t time_ns, enum fl
 				       out->duration_ns - (int64_t)f->child_ns : 0;
 			out->dropped = th->n - i - 1;
 			out->data = f->data;
+			th->popped = th->n - i;
 			/* the caller's own time excludes this call */
 			if (i)
 				th->frames[i - 1].child_ns += (uint64_t)out->duration_ns;
@@ -156,6 +158,7 @@ int flow_feed_data(struct flow_state *st, int32_t tid, uint64_t time_ns, enum fl
 		th->cap = cap;
 	}
 	out->depth = th->n;
+	th->popped = 0;
 	th->frames[th->n++] = (struct frame){.key = key, .keylen = keylen, .time_ns = time_ns,
 					     .data = data};
 	return 0;
@@ -169,17 +172,73 @@ size_t flow_depth(const struct flow_state *st, int32_t tid)
 }
 
 bool flow_frame(const struct flow_state *st, int32_t tid, size_t i, const char **key,
-		size_t *keylen, uint64_t *time_ns)
+		size_t *keylen, uint64_t *time_ns, void **data)
 {
 	const struct thread *th = lookup(st, tid);
 
-	if (!th || i >= th->cap || i > th->n)
+	if (!th || i >= th->n + th->popped)
 		return false;
 	*key = th->frames[i].key;
 	*keylen = th->frames[i].keylen;
 	if (time_ns)
 		*time_ns = th->frames[i].time_ns;
+	if (data)
+		*data = th->frames[i].data;
 	return true;
+}
+
+struct keyed {
+	const char *key;
+	size_t len;
+	size_t site;
+};
+
+static int by_key(const void *a, const void *b)
+{
+	const struct keyed *x = a, *y = b;
+	int c = memcmp(x->key, y->key, x->len < y->len ? x->len : y->len);
+
+	return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+int flow_functions(const struct usc_site *sites, size_t n, uint32_t **ids_out,
+		   const char ***keys_out, size_t **lens_out, size_t *nfuncs)
+{
+	struct keyed *v = calloc(n ? n : 1, sizeof(*v));
+	uint32_t *ids = malloc((n ? n : 1) * sizeof(*ids));
+	void *block = malloc((n ? n : 1) * (sizeof(char *) + sizeof(size_t)));
+	const char **keys = block;
+	size_t *lens = (size_t *)((char *)block + (n ? n : 1) * sizeof(char *));
+	size_t m = 0, nf = 0;
+
+	if (!v || !ids || !block) {
+		free(v);
+		free(ids);
+		free(block);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		bool unpaired;
+
+		ids[i] = UINT32_MAX;
+		if (flow_classify(&sites[i], &v[m].key, &v[m].len, &unpaired) != FLOW_EVENT &&
+		    !unpaired)
+			v[m++].site = i;
+	}
+	qsort(v, m, sizeof(*v), by_key);
+	for (size_t i = 0; i < m; i++) {
+		if (!nf || by_key(&v[i - 1], &v[i])) {
+			keys[nf] = v[i].key;
+			lens[nf++] = v[i].len;
+		}
+		ids[v[i].site] = (uint32_t)(nf - 1);
+	}
+	free(v);
+	*ids_out = ids;
+	*keys_out = keys;
+	*lens_out = lens;
+	*nfuncs = nf;
+	return 0;
 }
 
 size_t flow_nthreads(const struct flow_state *st)

@@ -62,9 +62,18 @@ size_t flow_depth(const struct flow_state *st, int32_t tid);
 size_t flow_nthreads(const struct flow_state *st);
 
 /* Frame i of tid's stack: the open frames 0..depth-1, and right after a
- * matched return, the popped frame at its depth (i == depth) too: the call
- * path of a return is frames 0..depth. False past them. */
+ * matched return, the frames it popped too (its own at its depth, then the
+ * dropped ones): the call path of a return is frames 0..depth. False past
+ * them. */
 bool flow_frame(const struct flow_state *st, int32_t tid, size_t i, const char **key,
-		size_t *keylen, uint64_t *time_ns);
+		size_t *keylen, uint64_t *time_ns, void **data);
+
+/* The functions of sites[0..n): one id per distinct pairing key of the
+ * sites that pair (flow_classify, not unpaired), numbered in key order.
+ * ids[i] is site i's, or UINT32_MAX; keys[id] and lens[id] its bytes (the
+ * sites'). 0 or -ENOMEM; free ids and keys (lens is in the same block as
+ * keys). */
+int flow_functions(const struct usc_site *sites, size_t n, uint32_t **ids, const char ***keys,
+		   size_t **lens, size_t *nfuncs);
 
 #endif

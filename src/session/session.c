@@ -208,6 +208,7 @@ int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe
 	se->e = e;
 	s->nengines = 1;
 	f = source_file(e);
+	s->replayed = rec_file_header(f);
 	s->specs = rec_file_specs(f, &s->nspecs);
 	s->sites = rec_file_take_sites(f, &s->nsites);
 	s->stats = calloc(s->nsites + 1, sizeof(*s->stats));

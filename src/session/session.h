@@ -97,6 +97,7 @@ struct session_engine {
 };
 
 struct session_merge;
+struct rec_header;
 
 struct usc_session {
 	struct usc_session_opts opts;
@@ -128,6 +129,7 @@ struct usc_session {
 	const char *pending[SESSION_MAX_PENDING];
 	size_t npending;
 	struct rec_writer *rec;		/* recording: where the engines write (a sink's) */
+	const struct rec_header *replayed;	/* usc_session_replay: the file's header */
 };
 
 /* How a run ended. */

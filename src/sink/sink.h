@@ -72,6 +72,14 @@ enum usc_report_sort { USC_REPORT_TOTAL, USC_REPORT_SELF, USC_REPORT_CALLS };
  * time, min, avg and max, heaviest first by sort; then per probe its events
  * and losses (report.c). */
 struct usc_sink *usc_sink_report(FILE *fp, bool json, enum usc_report_sort sort);
+/* export --format chrome: Chrome trace-event JSON (chrome.c). */
+struct usc_sink *usc_sink_chrome(FILE *fp);
+/* export --format folded: folded call paths with their self time
+ * (folded.c). */
+struct usc_sink *usc_sink_folded(FILE *fp);
+/* export --format ctf: a CTF 1.8 trace in directory dir, made if needed
+ * (ctf.c). */
+struct usc_sink *usc_sink_ctf(const char *dir);
 /* The readiness line ("uscope: tracing N probes"), how the sites went to
  * the engines (when more than one took some, or verbose), and at the end
  * the summary: events and losses, per probe label (summary.c). With

@@ -122,7 +122,10 @@ static int summary_begin(struct usc_sink *k, const struct usc_session *s)
 
 	for (size_t i = 0; i < s->nsites; i++)
 		n += shown(s, i);
-	fprintf(ss->fp, "uscope: tracing %zu probe%s\n", n, n == 1 ? "" : "s");
+	if (s->replayed)
+		fprintf(ss->fp, "uscope: reading %zu recorded probe%s\n", n, n == 1 ? "" : "s");
+	else
+		fprintf(ss->fp, "uscope: tracing %zu probe%s\n", n, n == 1 ? "" : "s");
 	print_engines(ss, s);
 	fflush(ss->fp);
 	return 0;

@@ -1,0 +1,73 @@
+/* uscope export -r FILE --format chrome|ctf|folded -o OUT: a recording in
+ * a form other tools open. Each format is a sink (src/sink/chrome.c,
+ * ctf.c, folded.c) fed by the recording, as live sinks are by engines. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "sink/sink.h"
+
+static const char export_usage[] =
+	"usage: uscope export -r FILE --format chrome|ctf|folded -o OUT [PROBE...]\n"
+	"\n"
+	"  Write a recording (uscope record) in a form other tools open:\n"
+	"    chrome  Chrome trace-event JSON, for the Perfetto UI (ui.perfetto.dev)\n"
+	"            and chrome://tracing: a slice per call, instants for other probes\n"
+	"    ctf     a CTF 1.8 trace directory, for babeltrace2 and Trace Compass:\n"
+	"            an event class per probe, its arguments as typed fields\n"
+	"    folded  folded call paths, 'main;parse;lex NANOSECONDS' (self time), for\n"
+	"            flamegraph.pl, inferno and speedscope\n"
+	"  PROBEs, if given, select the recorded probes by location (globs).\n"
+	"\n"
+	"  -r, --read FILE      the recording\n"
+	"      --format NAME    chrome, ctf or folded\n"
+	"  -o, --output OUT     the file written (a directory for ctf)\n"
+	"  -q, --quiet          no readiness line on stderr\n"
+	"  -v, --verbose        say more on stderr\n"
+	"\n"
+	"examples:\n"
+	"  uscope export -r app.usc --format chrome -o app.json\n"
+	"  uscope export -r app.usc --format ctf -o app-ctf && babeltrace2 app-ctf\n"
+	"  uscope export -r app.usc --format folded -o app.folded && flamegraph.pl app.folded\n";
+
+int cmd_export(int argc, char **argv)
+{
+	struct cli_opts o = {0};
+	struct usc_sink *sink;
+	FILE *fp = NULL;
+	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_OUTPUT | CLI_ARG_FORMAT,
+				  "export", export_usage, &o);
+
+	if (code >= 0)
+		return code;
+	code = 2;
+	if (!o.replay)
+		cli_error("export reads a recording: give -r FILE (made by uscope record)");
+	else if (!o.format)
+		cli_error("export needs --format chrome, ctf or folded");
+	else if (strcmp(o.format, "chrome") && strcmp(o.format, "ctf") &&
+		 strcmp(o.format, "folded"))
+		cli_error("--format wants chrome, ctf or folded, not '%s'", o.format);
+	else if (!o.outfile)
+		cli_error("export needs -o OUT: where the %s trace goes", o.format);
+	else
+		code = -1;
+	if (code >= 0) {
+		free(o.specs);
+		return code;
+	}
+	if (!strcmp(o.format, "ctf")) {
+		/* a directory the sink makes; nothing for cli_run_sink to close */
+		sink = usc_sink_ctf(o.outfile);
+		o.outfile = NULL;
+	} else {
+		fp = cli_open_output(&o);
+		if (!fp) {
+			free(o.specs);
+			return 1;
+		}
+		sink = !strcmp(o.format, "chrome") ? usc_sink_chrome(fp) : usc_sink_folded(fp);
+	}
+	return cli_run_sink(&o, fp, sink, true);
+}

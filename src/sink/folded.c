@@ -1,0 +1,271 @@
+/* The folded sink (export --format folded): one line per distinct call
+ * path, "main;parse;lex 1234", the functions from the outermost call to
+ * the innermost, then the path's self time in nanoseconds, summed over
+ * every call and thread: what flamegraph.pl, inferno and speedscope read.
+ * Paths come from entry and return pairs (src/flow, per thread); a call
+ * counts once it has returned.
+ *
+ * The paths are a tree: a node per (parent node, function), found by a
+ * hash of that pair, so an event costs one lookup and memory grows with
+ * the distinct paths, not the events. Each entry's flow frame carries its
+ * node. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "flow/flow.h"
+#include "output/output.h"
+#include "session/session.h"
+#include "sink/sink.h"
+#include "sink/sink_int.h"
+
+struct path_node {
+	uint32_t parent;	/* node index + 1; 0: a root */
+	uint32_t func;		/* flow_functions id */
+	uint64_t self_ns;
+};
+
+struct folded_sink {
+	struct usc_sink base;
+	FILE *fp;
+	const struct usc_session *s;
+	struct flow_state *st;
+	uint32_t *func_of;		/* per site (flow_functions) */
+	const char **keys;
+	size_t *lens, nfuncs;
+	struct path_node *nodes;
+	size_t n, cap;
+	uint32_t *slots;		/* open addressing: node index + 1, 0 empty */
+	size_t nslots;
+	int error, write_error;
+};
+
+static size_t slot_of(uint32_t parent, uint32_t func, size_t mask)
+{
+	uint64_t h = ((uint64_t)parent << 32 | func) * 0x9e3779b97f4a7c15ULL;
+
+	return (size_t)(h >> 20) & mask;
+}
+
+static int grow(struct folded_sink *fs)
+{
+	size_t ns = fs->nslots ? fs->nslots * 2 : 1024;
+	uint32_t *slots = calloc(ns, sizeof(*slots));
+
+	if (!slots)
+		return -ENOMEM;
+	for (size_t i = 0; i < fs->n; i++) {
+		size_t j = slot_of(fs->nodes[i].parent, fs->nodes[i].func, ns - 1);
+
+		while (slots[j])
+			j = (j + 1) & (ns - 1);
+		slots[j] = (uint32_t)i + 1;
+	}
+	free(fs->slots);
+	fs->slots = slots;
+	fs->nslots = ns;
+	return 0;
+}
+
+/* The node of func under parent (0: a root), made when new; its index + 1,
+ * or 0 when out of memory. */
+static uint32_t node_get(struct folded_sink *fs, uint32_t parent, uint32_t func)
+{
+	size_t j;
+
+	if ((fs->n + 1) * 4 > fs->nslots * 3 && grow(fs))
+		return 0;
+	for (j = slot_of(parent, func, fs->nslots - 1); fs->slots[j];
+	     j = (j + 1) & (fs->nslots - 1)) {
+		const struct path_node *p = &fs->nodes[fs->slots[j] - 1];
+
+		if (p->parent == parent && p->func == func)
+			return fs->slots[j];
+	}
+	if (fs->n == UINT32_MAX - 1)
+		return 0;
+	if (fs->n == fs->cap) {
+		size_t cap = fs->cap ? fs->cap * 2 : 1024;
+		struct path_node *v = realloc(fs->nodes, cap * sizeof(*v));
+
+		if (!v)
+			return 0;
+		fs->nodes = v;
+		fs->cap = cap;
+	}
+	fs->nodes[fs->n] = (struct path_node){.parent = parent, .func = func};
+	fs->slots[j] = (uint32_t)++fs->n;
+	return fs->slots[j];
+}
+
+static int folded_begin(struct usc_sink *k, const struct usc_session *s)
+{
+	struct folded_sink *fs = container_of(k, struct folded_sink, base);
+
+	fs->s = s;
+	return flow_functions(s->sites, s->nsites, &fs->func_of, &fs->keys, &fs->lens,
+			      &fs->nfuncs);
+}
+
+static int fail(struct folded_sink *fs, int err)
+{
+	fs->error = err;
+	log_error("cannot fold the call paths: %s", strerror(-err));
+	return err;
+}
+
+static int folded_event(struct usc_sink *k, const struct usc_event *ev)
+{
+	struct folded_sink *fs = container_of(k, struct folded_sink, base);
+	size_t i = (size_t)(ev->site - fs->s->sites);
+	const char *key;
+	size_t keylen, depth;
+	bool unpaired;
+	enum flow_kind kind;
+	struct flow_result r;
+	uintptr_t node = 0;
+	int ret;
+
+	if (i >= fs->s->nsites || fs->func_of[i] == UINT32_MAX)
+		return 0;
+	kind = flow_classify(ev->site, &key, &keylen, &unpaired);
+	if (kind == FLOW_ENTRY) {
+		void *parent = NULL;
+		const char *pk;
+		size_t pl;
+
+		/* the caller's node: the thread's innermost open frame's */
+		depth = flow_depth(fs->st, ev->tid);
+		if (depth && !flow_frame(fs->st, ev->tid, depth - 1, &pk, &pl, NULL, &parent))
+			parent = NULL;
+		node = node_get(fs, (uint32_t)(uintptr_t)parent, fs->func_of[i]);
+		if (!node)
+			return fail(fs, -ENOMEM);
+	}
+	ret = flow_feed_data(fs->st, ev->tid, ev->time_ns, kind, key, keylen, (void *)node, &r);
+	if (ret)
+		return fail(fs, ret);
+	if (kind == FLOW_RETURN && r.duration_ns >= 0 && r.data)
+		fs->nodes[(uintptr_t)r.data - 1].self_ns += (uint64_t)r.self_ns;
+	return 0;
+}
+
+struct line {
+	char *text;
+	size_t len;
+};
+
+static int by_text(const void *a, const void *b)
+{
+	const struct line *x = a, *y = b;
+
+	return strcmp(x->text, y->text);
+}
+
+/* The path of node idx (index + 1), outermost first, into o. */
+static int path_text(struct folded_sink *fs, struct usc_output *o, uint32_t idx)
+{
+	uint32_t chain[256];
+	size_t n = 0;
+	int ret = 0;
+
+	/* deeper paths than chain holds keep their innermost calls */
+	for (uint32_t at = idx; at && n < 256; at = fs->nodes[at - 1].parent)
+		chain[n++] = at;
+	for (size_t i = n; i-- > 0 && !ret;) {
+		const struct path_node *p = &fs->nodes[chain[i] - 1];
+		char name[USC_SYM_MAX];
+		size_t len = fs->lens[p->func] < sizeof(name) - 1 ? fs->lens[p->func] :
+			     sizeof(name) - 1;
+
+		/* ';' separates frames and ' ' ends the path: neither may be in a name */
+		for (size_t c = 0; c < len; c++) {
+			char ch = fs->keys[p->func][c];
+
+			name[c] = ch == ';' || ch == ' ' || ch == '\n' ? '_' : ch;
+		}
+		name[len] = 0;
+		ret = output_raw(o, name);
+		if (!ret && i)
+			ret = output_raw(o, ";");
+	}
+	return ret;
+}
+
+static int folded_report(struct usc_sink *k, const struct usc_session *s,
+			 const struct usc_stats *st, bool final)
+{
+	struct folded_sink *fs = container_of(k, struct folded_sink, base);
+	struct usc_output o = {0};
+	struct line *lines;
+	size_t n = 0;
+	int ret = 0;
+
+	(void)s;
+	(void)st;
+	if (!final || fs->error)
+		return fs->error;
+	lines = calloc(fs->n ? fs->n : 1, sizeof(*lines));
+	if (!lines)
+		return fail(fs, -ENOMEM);
+	for (size_t i = 0; i < fs->n && !ret; i++) {
+		char num[32];
+
+		if (!fs->nodes[i].self_ns)
+			continue;
+		output_reset(&o);
+		snprintf(num, sizeof(num), " %" PRIu64 "\n", fs->nodes[i].self_ns);
+		ret = path_text(fs, &o, (uint32_t)i + 1);
+		ret = ret ? ret : output_raw(&o, num);
+		if (!ret && !(lines[n].text = strdup(o.buf)))
+			ret = -ENOMEM;
+		if (!ret)
+			lines[n++].len = o.len;
+	}
+	qsort(lines, n, sizeof(*lines), by_text);
+	for (size_t i = 0; i < n; i++) {
+		if (!ret)
+			ret = sink_write(fs->fp, lines[i].text, lines[i].len, &fs->write_error);
+		free(lines[i].text);
+	}
+	free(lines);
+	output_free(&o);
+	if (ret < 0 && !fs->write_error)
+		return fail(fs, ret);
+	return ret;
+}
+
+static void folded_destroy(struct usc_sink *k)
+{
+	struct folded_sink *fs = container_of(k, struct folded_sink, base);
+
+	flow_free(fs->st);
+	free(fs->func_of);
+	free(fs->keys);
+	free(fs->nodes);
+	free(fs->slots);
+	free(fs);
+}
+
+static const struct usc_sink_ops folded_ops = {
+	.begin = folded_begin,
+	.event = folded_event,
+	.report = folded_report,
+	.destroy = folded_destroy,
+};
+
+struct usc_sink *usc_sink_folded(FILE *fp)
+{
+	struct folded_sink *fs = calloc(1, sizeof(*fs));
+
+	if (!fs || !(fs->st = flow_new())) {
+		free(fs);
+		return NULL;
+	}
+	fs->base.ops = &folded_ops;
+	fs->fp = fp;
+	return &fs->base;
+}
