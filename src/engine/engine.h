@@ -84,6 +84,10 @@ struct usc_engine_ops {
 	/* return probes on a tail call deliver at the callee's return (see
 	 * usc_site.cont): the engine keeps per-thread state for them */
 	bool follows_tail_calls;
+	/* the flight recorder (record --snapshot): the engine keeps each
+	 * thread's newest records in overwrite buffers, written by record()
+	 * when the session says (session->snapshot_dump) */
+	bool flight_recorder;
 	/* Set up engine state, without touching the system: check that the
 	 * engine can work here at all (support, permission, a target it can
 	 * trace). 0, or -errno with the reason in why. */

@@ -314,10 +314,20 @@ static int scan(struct rec_file *f)
 		case REC_STATS:
 			ret = f->specs ? read_stats(f, p, c->len) : -EINVAL;
 			break;
-		case REC_SNAPSHOT:
-			free(f->snapshot);
-			f->snapshot = rget_str(&g, NULL);
+		case REC_SNAPSHOT: {
+			/* each time it wrote, and why: "SIGUSR1, then the end of the run" */
+			char *why = rget_str(&g, NULL), *both = NULL;
+
+			if (why && f->snapshot && asprintf(&both, "%s, then %s", f->snapshot, why) > 0) {
+				free(why);
+				why = both;
+			}
+			if (why) {
+				free(f->snapshot);
+				f->snapshot = why;
+			}
 			break;
+		}
 		case REC_END:
 			f->clean_end = true;
 			f->end = at + sizeof(*c);

@@ -24,6 +24,9 @@ int rec_writer_open(const char *path, const char *command, struct rec_writer **o
 /* Write what is buffered, the END chunk, and close. 0 or -errno (reported;
  * the file is kept: it reads up to what was written). */
 int rec_writer_close(struct rec_writer *w);
+/* Write what is buffered now (the flight recorder's SIGUSR1: the file has
+ * it when uscope returns to its loop). 0 or -errno. */
+int rec_writer_flush(struct rec_writer *w);
 /* Free without an END (a failed run: the file reads as cut short). */
 void rec_writer_free(struct rec_writer *w);
 

@@ -465,6 +465,11 @@ int rec_write_stats(struct rec_writer *w, const struct usc_stats *st, size_t nsi
 	return chunk_rbuf(w, REC_STATS, &b);
 }
 
+int rec_writer_flush(struct rec_writer *w)
+{
+	return w->err ? -w->err : flush(w);
+}
+
 int rec_write_snapshot(struct rec_writer *w, const char *why)
 {
 	struct rbuf b = {0};

@@ -37,8 +37,15 @@ static int ask(struct usc_session *s, struct answers *a, size_t e, size_t i)
 	if (!s->engines[e].e)
 		return -1;
 	if (!a->ok[k]) {
-		int ret = s->engines[e].ops->can_place(s->engines[e].e, &s->sites[i], why,
-						       sizeof(why));
+		int ret = -ENOTSUP;
+
+		if (s->opts.record.snapshot && !s->engines[e].ops->flight_recorder)
+			snprintf(why, sizeof(why), "the flight recorder (--snapshot) keeps each "
+				 "thread's newest records in the traced process: only the inject "
+				 "engine does");
+		else
+			ret = s->engines[e].ops->can_place(s->engines[e].e, &s->sites[i], why,
+							   sizeof(why));
 
 		a->ok[k] = ret ? -1 : 1;
 		if (ret)

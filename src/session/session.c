@@ -408,6 +408,7 @@ struct run {
 	bool gone, stopping;
 	int status;
 	int sigints;
+	const char *dump_why;	/* the flight recorder is to write (SIGUSR1) */
 };
 
 static int pidfd_open_(pid_t pid)
@@ -485,6 +486,10 @@ static void read_signals(struct run *r)
 	while (read(r->sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGCHLD || si.ssi_signo == SIGPIPE)
 			continue;
+		if (si.ssi_signo == SIGUSR1) {
+			r->dump_why = "SIGUSR1";
+			continue;
+		}
 		if (r->child > 0 && si.ssi_signo == SIGINT && ++r->sigints < 2)
 			continue;	/* the terminal sent it to COMMAND too */
 		if (r->child > 0 && si.ssi_signo != SIGINT)
@@ -629,6 +634,25 @@ static bool sources_ended(const struct usc_session *s)
 	return live > 0;
 }
 
+/* The flight recorder (record --snapshot) writes what its engines keep:
+ * a SNAPSHOT chunk saying why, then their newest records. */
+static int flight_dump(struct usc_session *s, const char *why)
+{
+	int n;
+
+	if (!s->rec || !s->opts.record.snapshot)
+		return 0;
+	log_info("the flight recorder writes: %s", why);
+	if (rec_write_snapshot(s->rec, why))
+		return -EIO;
+	s->snapshot_dump = true;
+	n = poll_engines(s, false);
+	s->snapshot_dump = false;
+	if (n >= 0 && rec_writer_flush(s->rec))
+		n = -EIO;
+	return n < 0 ? n : 0;
+}
+
 static int loop(struct run *r)
 {
 	struct usc_session *s = r->s;
@@ -647,6 +671,12 @@ static int loop(struct run *r)
 		if (sinks_flush(s) || sources_ended(s))
 			break;
 		read_signals(r);
+		if (r->dump_why) {
+			n = flight_dump(s, r->dump_why);
+			r->dump_why = NULL;
+			if (n < 0)
+				return n;
+		}
 		if (r->child > 0)
 			reap(r);
 		else if (r->pfd >= 0) {
@@ -706,6 +736,8 @@ int usc_session_run(struct usc_session *s, struct usc_run_result *res)
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGCHLD);
 	sigaddset(&mask, SIGPIPE);
+	if (s->opts.record.on && s->opts.record.snapshot)
+		sigaddset(&mask, SIGUSR1);	/* the flight recorder writes */
 	sigprocmask(SIG_BLOCK, &mask, &oldmask);
 	r.sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 
@@ -718,7 +750,23 @@ int usc_session_run(struct usc_session *s, struct usc_run_result *res)
 		ret = start_target(&r, &oldmask, res);
 	if (!ret) {
 		ret = loop(&r);
+		if (s->rec && s->opts.record.snapshot) {
+			/* the flight recorder's last words: at the end, and
+			 * when COMMAND died by a signal, its last records */
+			char why[96];
+
+			if (r.gone && WIFSIGNALED(r.status))
+				snprintf(why, sizeof(why), "the traced process died of SIG%s",
+					 sigabbrev_np(WTERMSIG(r.status)) ?
+					 sigabbrev_np(WTERMSIG(r.status)) : "?");
+			else
+				snprintf(why, sizeof(why), "the end of the run");
+			if (rec_write_snapshot(s->rec, why) && !ret)
+				ret = -EIO;
+			s->snapshot_dump = true;
+		}
 		drain(s);
+		s->snapshot_dump = false;
 		sinks_report(s, true);
 		res->target_exited = r.gone && s->opts.cmd;
 		res->status = r.status;

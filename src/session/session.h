@@ -130,6 +130,8 @@ struct usc_session {
 	size_t npending;
 	struct rec_writer *rec;		/* recording: where the engines write (a sink's) */
 	const struct rec_header *replayed;	/* usc_session_replay: the file's header */
+	bool snapshot_dump;		/* the flight recorder writes now: record()
+					 * writes the overwrite buffers' newest bytes */
 };
 
 /* How a run ended. */

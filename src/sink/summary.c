@@ -151,6 +151,21 @@ static int summary_report(struct usc_sink *k, const struct usc_session *s,
 	}
 	for (size_t i = 0; i < s->nsites; i++)
 		unattributed |= shown(s, i) && st->sites[i].lost < 0;
+	if (s->opts.record.on && s->opts.record.snapshot) {
+		uint64_t hits = 0;
+		bool known = true;
+
+		for (size_t i = 0; i < s->nsites; i++)
+			if (shown(s, i)) {
+				known &= st->sites[i].hits >= 0;
+				hits += st->sites[i].hits > 0 ? (uint64_t)st->sites[i].hits : 0;
+			}
+		if (known && hits >= st->events)
+			fprintf(ss->fp, "uscope: the flight recorder kept the newest %llu of %llu "
+				"records (%llu bytes a thread)\n", (unsigned long long)st->events,
+				(unsigned long long)hits,
+				(unsigned long long)s->opts.record.snapshot);
+	}
 	fprintf(ss->fp, "uscope: %llu events, %llu lost%s\n", (unsigned long long)st->events,
 		(unsigned long long)st->lost,
 		unattributed && st->lost ? " (the kernel does not say which probes lost them)" : "");

@@ -14,7 +14,12 @@
  *                    sleeps 2 ms: 4 calls of 2 to 4 ms (recursion)
  *   aggapp keys N    distinct(i) for i = 0..N-1, once each (default 100)
  *   aggapp hot N     leaf(i & 7) N times (default 1000000)
+ *   aggapp crash N   distinct(i) for i = 0..N-1, then a write through NULL:
+ *                    dies of SIGSEGV (the flight recorder's test)
+ *   aggapp wait N    distinct(i) for i = 0..N-1, prints "ready", then sleeps
+ *                    10 s (a snapshot on SIGUSR1 meanwhile)
  * Built without inlining, sibling calls or IPA. Prints "aggapp done". */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +28,7 @@
 #define REAL __attribute__((noipa, noinline, used))
 
 volatile long g_sink;
+volatile uintptr_t g_null;	/* 0: the crash mode writes through it */
 
 REAL void nap(long us)
 {
@@ -104,8 +110,16 @@ int main(int argc, char **argv)
 		for (long i = 0; i < (n ? n : 1000000); i++)
 			s += leaf(i & 7);
 		g_sink = s;
+	} else if (!strcmp(mode, "crash") || !strcmp(mode, "wait")) {
+		for (long i = 0; i < n; i++)
+			distinct(i);
+		if (!strcmp(mode, "crash"))
+			*(volatile int *)(uintptr_t)g_null = 1;
+		printf("ready\n");
+		fflush(stdout);
+		nap(10000000);
 	} else {
-		fprintf(stderr, "usage: aggapp sleep|names|sizes|rec|keys [N]|hot [N]\n");
+		fprintf(stderr, "usage: aggapp sleep|names|sizes|rec|keys [N]|hot [N]|crash N|wait N\n");
 		return 2;
 	}
 	printf("aggapp done\n");

@@ -104,6 +104,8 @@ void inj_image_free(struct inj_image *img)
 				img->shm.size - img->shm.ctl->agg_dir_off, MADV_REMOVE);
 		munmap(img->shm.map, img->shm.size);
 	}
+	free(img->dumped);
+	img->dumped = NULL;
 	for (size_t p = 0; p < img->npatches; p++) {
 		free(img->patches[p].sites);
 		free(img->patches[p].probe_off);

@@ -37,6 +37,11 @@ static int inj_create(struct usc_session *s, struct usc_engine **out, char *why,
 	}
 	if (s->target.kind == USC_TARGET_PID && inj_proc_refusal(s->target.pid, why, len))
 		return -ENOTSUP;
+	if (s->opts.record.snapshot > INJ_RING_SIZE) {
+		snprintf(why, len, "--snapshot keeps at most %u MiB a thread (the size of its "
+			 "ring)", INJ_RING_SIZE >> 20);
+		return -ENOTSUP;
+	}
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
@@ -266,6 +271,7 @@ static void inj_destroy(struct usc_engine *e)
 	free(j->stats);
 	free(j->comms);
 	clock_free(j->clock);
+	free(j->shadow);
 	free(j);
 }
 
@@ -273,6 +279,7 @@ const struct usc_engine_ops inject_engine_ops = {
 	.name = "inject",
 	.trace_exec = true,
 	.follows_tail_calls = true,
+	.flight_recorder = true,
 	.create = inj_create,
 	.can_place = inj_can_place,
 	.footprint = inj_footprint,

@@ -95,6 +95,8 @@ struct inj_image {
 	size_t nsemaphores;
 	uint64_t next_reclaim;		/* ns */
 	bool recorded;			/* described in the recording (REC_IMAGE) */
+	uint64_t *dumped;		/* the flight recorder: per slot, the ring
+					 * position written up to (INJ_NSLOTS) */
 };
 
 enum inj_proc_state {
@@ -156,6 +158,7 @@ struct inj {
 	uint64_t tsc_mult;		/* latency: the agent's tsc multiplier */
 	uint64_t clock_tsc;		/* recording: the last clock sample written */
 	uint64_t clock_sent;		/* ... and how many */
+	char *shadow;			/* the flight recorder: a ring's copy (INJ_RING_SIZE) */
 };
 
 static inline struct inj *inj_of(struct usc_engine *e)

@@ -407,6 +407,71 @@ static int record_image(struct inj *j, size_t idx, struct rec_writer *w)
 	return ret;
 }
 
+/* The flight recorder (--snapshot): the newest records of slot k's
+ * overwrite ring, at most keep bytes, that an earlier dump has not written.
+ * Its producer moves the ring's tail itself when the ring is full, past
+ * records before it writes over them. So the bytes are copied first, to a
+ * shadow ring at the same offsets, then the tail is read again: what lies
+ * before it may have been overwritten during the copy and is left out; what
+ * lies after it is intact. 1 (written), 0 (nothing new), or -errno. */
+static int dump_slot(struct inj *j, size_t idx, uint32_t k, uint64_t keep, struct rec_writer *w)
+{
+	struct inj_image *img = j->images[idx];
+	struct inj_shm *m = &img->shm;
+	struct inj_slot *sl = &slots_of(m)[k];
+	const char *ring = (const char *)m->map + m->ctl->rings_off + (uint64_t)k * INJ_RING_SIZE;
+	uint64_t head, tail, from, at, n, first;
+	struct rec_inject h;
+	int ret;
+
+	if (!img->dumped && !(img->dumped = calloc(INJ_NSLOTS, sizeof(*img->dumped))))
+		return -ENOMEM;
+	if (!j->shadow && !(j->shadow = malloc(INJ_RING_SIZE)))
+		return -ENOMEM;
+	head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
+	tail = __atomic_load_n(&sl->tail, __ATOMIC_ACQUIRE);
+	if (img->dumped[k] > head)
+		img->dumped[k] = 0;	/* the slot was given to another thread */
+	from = tail > img->dumped[k] ? tail : img->dumped[k];
+	if (head - from > INJ_RING_SIZE || head == from)
+		return 0;
+	for (uint64_t p = from; p < head;) {
+		uint64_t o = p & (INJ_RING_SIZE - 1), len = head - p < INJ_RING_SIZE - o ?
+							       head - p : INJ_RING_SIZE - o;
+
+		memcpy(j->shadow + o, ring + o, len);
+		p += len;
+	}
+	tail = __atomic_load_n(&sl->tail, __ATOMIC_ACQUIRE);
+	if (tail > from)
+		from = tail;
+	/* the newest keep bytes: whole records from a record's start */
+	while (head - from > keep) {
+		uint32_t site, len;
+		uint64_t tsc;
+
+		at = from & (INJ_RING_SIZE - 1);
+		if (inject_raw_peek(j->shadow + at, INJ_RING_SIZE - at < head - from ?
+				    INJ_RING_SIZE - at : head - from, &site, &tsc, &len) < 0)
+			return 0;
+		from += len;
+	}
+	img->dumped[k] = head;
+	if (head <= from)
+		return 0;
+	n = head - from;
+	h = (struct rec_inject){(uint32_t)idx, k, sl->tgid ? (int32_t)sl->tgid : img->pid,
+				(int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key), (uint32_t)n, 0};
+	if (!rec_knows_thread(w, h.tid) &&
+	    (ret = rec_write_thread(w, h.pid, h.tid, inj_comm(j, h.pid, h.tid))))
+		return ret;
+	at = from & (INJ_RING_SIZE - 1);
+	first = n < INJ_RING_SIZE - at ? n : INJ_RING_SIZE - at;
+	count_records(j, j->shadow, from, head);
+	ret = rec_write_inject(w, &h, j->shadow + at, first, j->shadow, n - first);
+	return ret ? ret : 1;
+}
+
 int inj_record_images(struct inj *j, struct rec_writer *w)
 {
 	const struct clock_pair *last;
@@ -432,8 +497,18 @@ int inj_record_images(struct inj *j, struct rec_writer *w)
 			continue;
 		if (!img->recorded && (ret = record_image(j, i, w)))
 			return ret;
-		if (m->ctl->overwrite)
-			continue;	/* the flight recorder: read at the end */
+		if (m->ctl->overwrite) {
+			/* the flight recorder: read when the session dumps it */
+			for (uint32_t k = 0; k < INJ_NSLOTS && j->base.session->snapshot_dump; k++) {
+				if (!slots_of(m)[k].key && !(img->dumped && img->dumped[k]))
+					continue;
+				ret = dump_slot(j, i, k, j->base.session->opts.record.snapshot, w);
+				if (ret < 0)
+					return ret;
+				written += ret;
+			}
+			continue;
+		}
 		slots = slots_of(m);
 		for (uint32_t k = 0; k < INJ_NSLOTS; k++) {
 			struct inj_slot *sl = &slots[k];
