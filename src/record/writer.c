@@ -107,7 +107,13 @@ static int chunk(struct rec_writer *w, uint32_t type, const void *head, size_t h
 			return ret;
 	}
 	if (sizeof(c) + body + pad > WBUF / 2) {
-		/* a large piece: straight from where it is */
+		/* a large piece: straight from where it is, after what is
+		 * buffered (chunks must stay in order: a ROUND's promise is
+		 * about the chunks before it) */
+		int ret = w->len ? flush(w) : 0;
+
+		if (ret)
+			return ret;
 		struct iovec v[5] = {{&c, sizeof(c)}, {(void *)head, hlen}, {(void *)a, alen},
 				     {(void *)b, blen}, {(void *)zero, pad}};
 
