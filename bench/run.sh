@@ -5,7 +5,8 @@
 # (uftrace record -P) and bpftrace when they are installed; then the highest
 # event rate the tracefs consumer keeps up with; then how long the inject
 # engine takes to attach 1, 100 and 1000 probes to a running process; then
-# aggregations where the probe runs (bench/agg.py); then every function of
+# aggregations where the probe runs (bench/agg.py); then recording
+# (bench/record.py); then every function of
 # python3 counted (bench/python.py); last, what libuscope-sdt's run-time USDT
 # probes cost a program with no tracer attached (bench/sdt.c, bench/sdt.py).
 # Timings on a VM are noisy: read the ratios, not the absolute numbers.
@@ -192,6 +193,11 @@ python3 bench/attach.py $US $B/funcs ${ATTACH_RUNS:-7} f_0007 'f_00*' 'f_*'
 # Aggregations where the probe runs: count by key, hist, latency; every run's
 # rows checked against what the calls give, and against bpftrace's.
 python3 bench/agg.py $US $T "${N_AGG:-10000000}" "$N_PROBED" "$REPS"
+
+# Recording: entry + return of bench_fn recorded losslessly to tmpfs, beside
+# uftrace record -P and the live text consumer; the sustained rate for one
+# and two threads; report's time and memory on the recording.
+python3 bench/record.py $US $T "${N_RECORD:-10000000}" "$REPS"
 
 # Every function of Debian's python3.11 counted: the mixed plan (inject where
 # it can patch, bpf for the rest) against the unprobed run and tracefs alone.

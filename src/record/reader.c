@@ -284,10 +284,17 @@ static int read_stats(struct rec_file *f, const uint8_t *p, size_t len)
 /* Pass one: the metadata, and where the readable part ends. */
 static int scan(struct rec_file *f)
 {
-	size_t at = sizeof(struct rec_header);
+	size_t at = sizeof(struct rec_header), dropped = 0;
 
 	f->end = f->size;
 	while (at < f->end) {
+		/* only the chunks' headers are read here: their pages go back */
+		if (at - dropped >= (16u << 20)) {
+			size_t upto = (at - (8u << 20)) & ~(size_t)4095;
+
+			madvise((void *)(f->map + dropped), upto - dropped, MADV_DONTNEED);
+			dropped = upto;
+		}
 		const struct rec_chunk *c = (const void *)(f->map + at);
 		const uint8_t *p = f->map + at + sizeof(*c);
 		struct rget g;
@@ -713,10 +720,19 @@ static int flush_refs(struct events *e, uint64_t limit)
 int rec_file_events(struct rec_file *f, usc_event_fn fn, void *ctx, uint64_t *bad)
 {
 	struct events e = {.f = f, .fn = fn, .ctx = ctx};
-	size_t at = sizeof(struct rec_header);
+	size_t at = sizeof(struct rec_header), dropped = 0;
 	int ret = 0;
 
 	while (at < f->end && !ret && !e.stop) {
+		/* the pages read long ago go back (a read-only private mapping of
+		 * the file refaults any still wanted): memory follows the open
+		 * calls and the sinks' tables, not the file's size */
+		if (at - dropped >= (16u << 20)) {
+			size_t upto = (at - (8u << 20)) & ~(size_t)4095;
+
+			madvise((void *)(f->map + dropped), upto - dropped, MADV_DONTNEED);
+			dropped = upto;
+		}
 		const struct rec_chunk *c = (const void *)(f->map + at);
 		const uint8_t *p = f->map + at + sizeof(*c);
 
