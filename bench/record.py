@@ -99,7 +99,7 @@ try:
         lost.append(lo)
     size = os.path.getsize(rec)
     rows.append(("uscope record (inject, tmpfs)", med(ns), max(lost),
-                 f"{size / 2 / N:.0f} bytes/call"))
+                 f"{size / (2 * N):.0f} bytes a record in the file"))
 
     if shutil.which("uftrace"):
         d = os.path.join(SHM, "uftrace.data")
