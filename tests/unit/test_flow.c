@@ -196,6 +196,104 @@ static void test_many_threads(void **state)
 	flow_free(st);
 }
 
+/* self time: a call's duration less its callees' that returned */
+static void test_self_time(void **state)
+{
+	struct flow_state *st = flow_new();
+	struct flow_result r;
+
+	(void)state;
+	feed(st, 1, 100, FLOW_ENTRY, "main");
+	feed(st, 1, 110, FLOW_ENTRY, "a");
+	feed(st, 1, 120, FLOW_ENTRY, "b");
+	r = feed(st, 1, 150, FLOW_RETURN, "b");
+	assert_int_equal(r.self_ns, 30);
+	r = feed(st, 1, 170, FLOW_RETURN, "a");	/* 60, of which b took 30 */
+	assert_int_equal(r.duration_ns, 60);
+	assert_int_equal(r.self_ns, 30);
+	feed(st, 1, 180, FLOW_ENTRY, "c");
+	r = feed(st, 1, 200, FLOW_RETURN, "c");
+	assert_int_equal(r.self_ns, 20);
+	r = feed(st, 1, 300, FLOW_RETURN, "main");	/* 200 less a's 60 and c's 20 */
+	assert_int_equal(r.duration_ns, 200);
+	assert_int_equal(r.self_ns, 120);
+	/* unmatched: no self time */
+	r = feed(st, 1, 400, FLOW_RETURN, "x");
+	assert_int_equal(r.self_ns, -1);
+	flow_free(st);
+}
+
+/* right after a return, its frame and the ones dropped with it stay readable,
+ * with their data, for the call path */
+static void test_frames_after_return(void **state)
+{
+	struct flow_state *st = flow_new();
+	struct flow_result r;
+	const char *key;
+	size_t len;
+	uint64_t t;
+	void *data;
+	int tags[3];
+
+	(void)state;
+	assert_int_equal(flow_feed_data(st, 2, 10, FLOW_ENTRY, K("A"), &tags[0], &r), 0);
+	assert_int_equal(flow_feed_data(st, 2, 20, FLOW_ENTRY, K("B"), &tags[1], &r), 0);
+	assert_int_equal(flow_feed_data(st, 2, 30, FLOW_ENTRY, K("C"), &tags[2], &r), 0);
+	assert_true(flow_frame(st, 2, 2, &key, &len, &t, &data));
+	assert_int_equal(t, 30);
+	assert_ptr_equal(data, &tags[2]);
+	assert_false(flow_frame(st, 2, 3, &key, &len, NULL, NULL));
+	/* B returns: C was dropped with it */
+	assert_int_equal(flow_feed_data(st, 2, 50, FLOW_RETURN, K("B"), NULL, &r), 0);
+	assert_int_equal(r.depth, 1);
+	assert_int_equal(r.dropped, 1);
+	assert_ptr_equal(r.data, &tags[1]);
+	assert_true(flow_frame(st, 2, 0, &key, &len, NULL, &data));
+	assert_memory_equal(key, "A", 1);
+	assert_true(flow_frame(st, 2, 1, &key, &len, NULL, &data));
+	assert_memory_equal(key, "B", 1);
+	assert_true(flow_frame(st, 2, 2, &key, &len, NULL, &data));
+	assert_ptr_equal(data, &tags[2]);
+	assert_false(flow_frame(st, 2, 3, &key, &len, NULL, NULL));
+	/* the next entry reuses them */
+	assert_int_equal(flow_feed_data(st, 2, 60, FLOW_ENTRY, K("D"), NULL, &r), 0);
+	assert_false(flow_frame(st, 2, 2, &key, &len, NULL, NULL));
+	assert_false(flow_frame(st, 99, 0, &key, &len, NULL, NULL));
+	flow_free(st);
+}
+
+/* one id per distinct pairing key, in key order; unpaired sites get none */
+static void test_functions(void **state)
+{
+	struct usc_probe_spec spec = {.loc_kind = USC_LOC_SYMBOL}, at = {.loc_kind = USC_LOC_SYMBOL,
+									  .has_offset = true};
+	struct usc_site sites[5] = {
+		{.spec = &spec, .symbol = (char *)"zeta", .label = "zeta"},
+		{.spec = &spec, .symbol = (char *)"alpha", .label = "alpha"},
+		{.spec = &spec, .symbol = (char *)"zeta", .label = "zeta__return",
+		 .is_return = true},
+		{.spec = &at, .symbol = (char *)"alpha", .label = "alpha_8"},
+		{.spec = &spec, .symbol = (char *)"alpha", .label = "alpha__return",
+		 .is_return = true},
+	};
+	uint32_t *ids;
+	const char **keys;
+	size_t *lens, n;
+
+	(void)state;
+	assert_int_equal(flow_functions(sites, 5, &ids, &keys, &lens, &n), 0);
+	assert_int_equal(n, 2);
+	assert_memory_equal(keys[0], "alpha", lens[0]);
+	assert_memory_equal(keys[1], "zeta", lens[1]);
+	assert_int_equal(ids[0], 1);
+	assert_int_equal(ids[1], 0);
+	assert_int_equal(ids[2], 1);
+	assert_int_equal(ids[3], UINT32_MAX);
+	assert_int_equal(ids[4], 0);
+	free(ids);
+	free(keys);
+}
+
 static void test_free_null(void **state)
 {
 	(void)state;
@@ -213,6 +311,9 @@ int main(void)
 		cmocka_unit_test(test_key_bytes),
 		cmocka_unit_test(test_deep),
 		cmocka_unit_test(test_many_threads),
+		cmocka_unit_test(test_self_time),
+		cmocka_unit_test(test_frames_after_return),
+		cmocka_unit_test(test_functions),
 		cmocka_unit_test(test_free_null),
 	};
 
