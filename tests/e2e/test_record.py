@@ -55,13 +55,16 @@ def _sanitized() -> bool:
 
 SANITIZED = _sanitized()
 
-# reader.c: a REC_ROUND chunk before the recording's first event (tracefs
-# recordings all have one) makes flush_refs() call memmove(NULL, NULL, 0).
-TRACEFS_READ_BUG = (
-    "reader bug: every tracefs recording has a REC_ROUND chunk before its first "
-    "REC_EVENT; rec_file_events() -> flush_refs() then calls memmove(e->refs == NULL, ...) "
-    "(src/record/reader.c:698), which UBSan aborts: `uscope report|trace -r FILE` of "
-    "`uscope record -e tracefs ...` exits 1 with no output in build/san/uscope")
+# reader.c: flush_refs() calls memmove(e->refs, ...) with e->refs NULL when
+# no record came before a REC_ROUND chunk (tracefs recordings all have one
+# before their first event) or when there is none at all.
+READ_NULL_BUG = (
+    "reader bug: rec_file_events() -> flush_refs() calls memmove(e->refs == NULL, ...) "
+    "(src/record/reader.c:698) when a REC_ROUND chunk comes before the first record (every "
+    "tracefs recording: its first ROUND precedes its first REC_EVENT) or when the "
+    "recording has no record; UBSan aborts on it: `uscope report|trace -r FILE` exits 1 "
+    "with no output in build/san/uscope")
+TRACEFS_READ_BUG = READ_NULL_BUG
 
 
 def engine_param(engine):
@@ -448,8 +451,10 @@ def test_hist_replay_skips_probes_without_a_value(recs):
     "values (take__return's 100 zeros in take's histogram), expected 100; `uscope latency "
     "-r FILE --json outer` of flowthreads counts 20 calls (inner's too), expected 10; "
     "`uscope count -r FILE --json 'lookup name=$arg1:string'` adds a row key {} count 8 "
-    "for lookup__return"))
-def test_aggregations_replay_select_probes(recs):
+    "for lookup__return; `uscope flow -r FILE outer` shows inner's calls too, and so "
+    "does `uscope report -r FILE outer` (which, unlike flow and latency, does not add "
+    "outer's return probe to its PROBEs: once the selection works it will need to)"))
+def test_replay_selects_probes(recs):
     sizes = recs("sizes", ["take n=$arg1:u64"], [AGG, "sizes"]).check()
     rows = agg_rows(uscope("hist", "-r", sizes.path, "--json", "take"))
     assert [(r["probe"], r["count"]) for r in rows] == [("take", 100)]
@@ -459,6 +464,10 @@ def test_aggregations_replay_select_probes(recs):
     rows = agg_rows(uscope("count", "-r", names_rec(recs).path, "--json",
                            "lookup name=$arg1:string"))
     assert sorted(r["count"] for r in rows) == [1, 1, 1, 2, 3]
+    fl = flow_replay(ft.path, "outer")
+    assert {line.function for line in fl.lines} == {"outer"}
+    funcs, _, _ = report_json(ft.path, "outer")
+    assert {f: r["calls"] for f, r in funcs.items()} == {"outer": 2 * m}
 
 
 # --------------------------------------------------------------------------
@@ -630,6 +639,16 @@ def test_ctf_of_names(recs, tmp_path):
     assert [(b["event"], b["fields"]) for b in bt] == \
         [x for s, n in NAMES for x in (("lookup", {"unread": 0, "name": s, "n": n}),
                                        ("lookup__return", {}))]
+    # nothing lost, nothing said discarded
+    cp = subprocess.run(["babeltrace2", str(d), "-c", "sink.utils.counter"],
+                        capture_output=True, text=True, timeout=u.TIMEOUT)
+    assert cp.returncode == 0 and "WARNING" not in cp.stderr, cp.stderr
+    counts = {}
+    for line in cp.stdout.splitlines():
+        m = re.match(r"^\s*(\d+) (.+?)s?$", line)     # "1 ... message", "2 ... messages"
+        if m:
+            counts[m.group(2)] = int(m.group(1))
+    assert (counts["Event message"], counts["Discarded event message"]) == (16, 0)
     # the clock's offset: CLOCK_REALTIME less CLOCK_MONOTONIC when recorded
     wall = babeltrace(d, "--clock-seconds")
     meta = (d / "metadata").read_text()
@@ -651,36 +670,6 @@ def test_ctf_marks_unread_values(recs, tmp_path):
                                          for s, n in NAMES]
     assert "integer { size = 16; align = 8; signed = false; base = 16; } _hx;" in \
         (d / "metadata").read_text()
-
-
-def test_ctf_says_the_records_lost(tmp_path):
-    """--drop: a full buffer drops and counts. Whatever was lost (maybe
-    nothing), the CTF trace has the events kept and says the lost ones as
-    discarded."""
-    path = tmp_path / "hot.usc"
-    cp = run_uscope(record_argv(path, ["leaf"], [AGG, "hot", 1000000], extra=["--drop"]))
-    assert cp.returncode == 0, cp.stderr
-    s = summary_of(cp)
-    assert s.total + s.lost == 2_000_000, "every call and return kept or counted lost"
-    _, _, probes = report_json(path)
-    assert probes == {k: v for k, v in s.per_event.items()}
-    d = tmp_path / "hot-ctf"
-    uscope("export", "-r", path, "--format", "ctf", "-o", d)
-    bt = subprocess.run(["babeltrace2", str(d), "-c", "sink.utils.counter"],
-                        capture_output=True, text=True, timeout=u.TIMEOUT)
-    assert bt.returncode == 0, bt.stderr
-    counts = {}
-    for line in bt.stdout.splitlines():     # the last block is the total
-        m = re.match(r"^\s*(\d+) (.+)$", line)
-        if m:
-            counts[m.group(2).rstrip("s")] = int(m.group(1))    # "1 ... message"
-    assert counts["Event message"] == s.total
-    assert counts["Discarded event message"] == (1 if s.lost else 0)
-    bt = subprocess.run(["babeltrace2", str(d)], stdout=subprocess.DEVNULL,
-                        stderr=subprocess.PIPE, text=True, timeout=u.TIMEOUT)
-    assert bt.returncode == 0
-    said = re.findall(r"Tracer discarded (\d+) events", bt.stderr)
-    assert said == ([str(s.lost)] if s.lost else [])
 
 
 def test_ctf_of_threads(recs, tmp_path):
@@ -806,6 +795,66 @@ def test_record_exit_status_is_the_commands(tmp_path):
         assert probes == {"add": (2, 0), "add__return": (2, 0)}
     cp = run_uscope(record_argv(tmp_path / "none.usc", ["add"], [tmp_path / "no-such-program"]))
     assert cp.returncode == 127, cp.stderr
+
+
+# --------------------------------------------------------------------------
+# Recordings without events, and the flight recorder
+
+@pytest.mark.xfail(SANITIZED, strict=True, reason=READ_NULL_BUG)
+def test_recording_without_events(recs):
+    """distinct() is never called in names mode."""
+    rec = recs("none", ["distinct"], [AGG, "names"]).check()
+    assert (summary_of(rec.cp).total, summary_of(rec.cp).lost) == (0, 0)
+    res = trace_replay(rec.path).check()
+    assert res.events == []
+    funcs, _, probes = report_json(rec.path)
+    assert funcs == {} and probes == {"distinct": (0, 0), "distinct__return": (0, 0)}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "`uscope record --snapshot 1M -o F 'distinct i=$arg1:s64' -- aggapp keys 1000`: the "
+    "flight recorder keeps the last 1M bytes of records a thread, 'written at the end': "
+    "all 2000 records fit, so 2000 events were expected; the summary says '0 events' and "
+    "F has none (the snapshot is written only when COMMAND dies by a signal)"))
+def test_snapshot_written_at_the_end(tmp_path):
+    path = tmp_path / "snap.usc"
+    cp = run_uscope(record_argv(path, ["distinct i=$arg1:s64"], [AGG, "keys", 1000],
+                                extra=["--snapshot", "1M"]))
+    assert cp.returncode == 0, cp.stderr
+    assert summary_of(cp).total == 2000, cp.stderr
+    res = trace_replay(path).check()
+    assert [e.args["i"] for e in res.named("distinct")] == list(range(1000))
+
+
+def test_snapshot_when_command_dies_by_a_signal(tmp_path):
+    """args kills itself with SIGTERM after its calls: the snapshot is written."""
+    path = tmp_path / "snap.usc"
+    cp = run_uscope(record_argv(path, ["add"], [ARGS, 20, 0, 15], extra=["--snapshot", "64K"]))
+    assert cp.returncode == 128 + signal.SIGTERM, cp.stderr
+    funcs, _, probes = report_json(path)
+    assert {f: r["calls"] for f, r in funcs.items()} == {"add": 20}
+    assert probes == {"add": (20, 0), "add__return": (20, 0)}
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "`uscope record --snapshot 64K -o F -p PID 'tick n=$arg1:s32'` (PID: tests/targets/"
+    "bin/spin), then SIGUSR1 to uscope: the usage says the snapshot is written on SIGUSR1; "
+    "nothing handles SIGUSR1, so uscope dies of it (exit 138), F is cut short ('the "
+    "recording has no end') and the target keeps its patches"))
+def test_snapshot_on_sigusr1(tmp_path):
+    path = tmp_path / "snap.usc"
+    t = u.start_spin()
+    bg = u.Background(["record", "-o", path, "--snapshot", "64K", "-p", t.pid,
+                       "tick n=$arg1:s32"])
+    bg.wait_ready()
+    bg.signal(signal.SIGUSR1)
+    with pytest.raises(subprocess.TimeoutExpired):
+        bg.p.wait(2)                # SIGUSR1 does not end it
+    bg.signal(signal.SIGTERM)
+    res = bg.result()
+    assert res.rc == 0, res.describe()
+    ticks = [e.args["n"] for e in trace_replay(path).check().named("tick")]
+    assert ticks and ticks == list(range(ticks[0], ticks[0] + len(ticks)))
 
 
 # --------------------------------------------------------------------------
