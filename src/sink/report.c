@@ -193,6 +193,14 @@ static int print_functions(struct report_sink *rs, struct usc_output *o)
 	return ret;
 }
 
+/* A probe the user sees, as the summary says them: one the PROBEs chose
+ * (all without PROBEs), not one of resolve's hidden helpers (the return
+ * sites of a tail call's callee). */
+static bool shown(const struct usc_session *s, size_t i)
+{
+	return !s->sites[i].hidden && usc_session_engine_of(s, i);
+}
+
 /* Per probe label (as the summary): events and losses. */
 static int print_probes(struct report_sink *rs, struct usc_output *o, const struct usc_stats *st)
 {
@@ -210,12 +218,14 @@ static int print_probes(struct report_sink *rs, struct usc_output *o, const stru
 		int64_t lost = 0;
 		bool first = true;
 
+		if (!shown(s, i))
+			continue;
 		for (size_t j = 0; j < i && first; j++)
-			first = strcmp(s->sites[j].label, s->sites[i].label) != 0;
+			first = !shown(s, j) || strcmp(s->sites[j].label, s->sites[i].label) != 0;
 		if (!first)
 			continue;
 		for (size_t j = i; j < s->nsites; j++) {
-			if (strcmp(s->sites[j].label, s->sites[i].label))
+			if (!shown(s, j) || strcmp(s->sites[j].label, s->sites[i].label))
 				continue;
 			events += st->sites[j].events;
 			lost = lost < 0 || st->sites[j].lost < 0 ? -1 : lost + st->sites[j].lost;
