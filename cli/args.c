@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "core/log.h"
@@ -265,6 +267,10 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 		cli_error("-r FILE reads a recording: no -p, -e nor COMMAND with it");
 		return 2;
 	}
+	if ((extra & CLI_ARG_READS) && !o->replay) {
+		cli_error("%s reads a recording: give -r FILE (made by uscope record)", name);
+		return 2;
+	}
 	if (optind >= argc && !o->replay) {
 		cli_error("%s needs at least one PROBE (see uscope %s --help)", name, name);
 		return 2;
@@ -405,9 +411,14 @@ int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink, bool summa
 {
 	struct usc_sink *sinks[2] = {sink, usc_sink_summary(stderr, summary, cli_verbose)};
 	int code = cli_run_session(o, sinks, o->quiet ? 1 : 2);
+	struct stat sb;
 
 	if (cli_close_output(o, fp) && !code)
 		code = 1;
+	/* a run that failed before writing anything leaves no empty -o file */
+	if (code == 1 && fp && fp != stdout && !stat(o->outfile, &sb) && S_ISREG(sb.st_mode) &&
+	    !sb.st_size)
+		unlink(o->outfile);
 	usc_sink_free(sinks[0]);
 	usc_sink_free(sinks[1]);
 	free(o->specs);

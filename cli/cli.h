@@ -49,6 +49,8 @@ enum cli_arg_extra {
 	CLI_ARG_RECORD = 1 << 10,	/* --snapshot SIZE, --drop */
 	CLI_ARG_SORT = 1 << 11,		/* --sort KEY */
 	CLI_ARG_FORMAT = 1 << 12,	/* --format NAME */
+	CLI_ARG_READS = 1 << 13,	/* only reads a recording: -r FILE required,
+					 * no PROBE needed */
 };
 
 /* The options of a tracing subcommand. */

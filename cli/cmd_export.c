@@ -36,15 +36,13 @@ int cmd_export(int argc, char **argv)
 	struct cli_opts o = {0};
 	struct usc_sink *sink;
 	FILE *fp = NULL;
-	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_OUTPUT | CLI_ARG_FORMAT,
+	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_OUTPUT | CLI_ARG_FORMAT | CLI_ARG_READS,
 				  "export", export_usage, &o);
 
 	if (code >= 0)
 		return code;
 	code = 2;
-	if (!o.replay)
-		cli_error("export reads a recording: give -r FILE (made by uscope record)");
-	else if (!o.format)
+	if (!o.format)
 		cli_error("export needs --format chrome, ctf or folded");
 	else if (strcmp(o.format, "chrome") && strcmp(o.format, "ctf") &&
 		 strcmp(o.format, "folded"))
@@ -56,6 +54,12 @@ int cmd_export(int argc, char **argv)
 	if (code >= 0) {
 		free(o.specs);
 		return code;
+	}
+	/* PROBEs select functions: their returns too, to pair them */
+	if (cli_add_returns(&o.specs, &o.nspecs)) {
+		cli_error("out of memory");
+		free(o.specs);
+		return 1;
 	}
 	if (!strcmp(o.format, "ctf")) {
 		/* a directory the sink makes; nothing for cli_run_sink to close */

@@ -34,14 +34,15 @@ int cmd_report(int argc, char **argv)
 	enum usc_report_sort sort = USC_REPORT_TOTAL;
 	FILE *fp;
 	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_OUTPUT |
-				  CLI_ARG_SORT, "report", report_usage, &o);
+				  CLI_ARG_SORT | CLI_ARG_READS, "report", report_usage, &o);
 
 	if (code >= 0)
 		return code;
-	if (!o.replay) {
-		cli_error("report reads a recording: give -r FILE (made by uscope record)");
+	/* PROBEs select functions: their returns too, as flow pairs them */
+	if (cli_add_returns(&o.specs, &o.nspecs)) {
+		cli_error("out of memory");
 		free(o.specs);
-		return 2;
+		return 1;
 	}
 	if (o.sort && !strcmp(o.sort, "self")) {
 		sort = USC_REPORT_SELF;

@@ -86,8 +86,10 @@ static bool name_known(const struct usc_probe_spec *spec, const char *name, size
 		if (strlen(a->name) == n && !memcmp(a->name, name, n))
 			return true;
 	}
-	/* a USDT probe with no argument named: arg1.. arg12 by default */
-	return spec->nargs == 0 && spec->loc_kind == USC_LOC_USDT;
+	/* no argument written: the names are the site's, bound later (a USDT
+	 * probe's arg1.. arg12 by default; a recording's recorded arguments
+	 * with -r FILE), and an unknown one is said then */
+	return spec->nargs == 0;
 }
 
 static int parse_cond(struct fparser *p, unsigned depth);

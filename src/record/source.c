@@ -18,7 +18,8 @@ struct src {
 	struct rec_file *f;
 	bool done;
 	uint64_t bad;
-	struct usc_site_stats *stats;
+	struct usc_site_stats *stats;	/* e->sites' order */
+	uint64_t *events;		/* per session site: delivered */
 	usc_event_fn fn;
 	void *ctx;
 	int delivered;
@@ -52,7 +53,8 @@ static int src_attach(struct usc_engine *e)
 	struct src *r = src_of(e);
 
 	r->stats = calloc(e->nsites + 1, sizeof(*r->stats));
-	return r->stats ? 0 : -ENOMEM;
+	r->events = calloc(e->session->nsites + 1, sizeof(*r->events));
+	return r->stats && r->events ? 0 : -ENOMEM;
 }
 
 static int src_start(struct usc_engine *e, pid_t pid, bool follow)
@@ -63,13 +65,19 @@ static int src_start(struct usc_engine *e, pid_t pid, bool follow)
 	return 0;
 }
 
+/* A recorded event: only the sites the PROBEs selected, and what passes
+ * their filters, as a live run would have delivered (and counted). */
 static int one(const struct usc_event *ev, void *ctx)
 {
 	struct src *r = ctx;
-	size_t i = (size_t)(ev->site - r->base.session->sites);
+	const struct usc_session *s = r->base.session;
+	size_t i = (size_t)(ev->site - s->sites);
 
-	if (i < r->base.nsites)
-		r->stats[i].events++;
+	if (i >= s->nsites || s->place[i].engine < 0 || ev->site->hidden)
+		return 0;
+	if (!ev->site->filter_in_place && !engine_filter_pass(ev))
+		return 0;
+	r->events[i]++;
 	r->delivered++;
 	return r->fn(ev, r->ctx);
 }
@@ -112,16 +120,22 @@ static int src_stats(struct usc_engine *e, struct usc_stats *st)
 	const struct rec_site_stats *rs = rec_file_stats(r->f, &events, &lost);
 
 	st->events = st->lost = 0;
-	for (size_t i = 0; i < e->nsites; i++) {
+	for (size_t k = 0; k < e->nsites; k++) {
+		/* the session's site index: the recorded counts are by it */
+		size_t i = (size_t)(e->sites[k] - e->session->sites);
+
 		/* the recorded counts: what the engines lost and hit then */
-		r->stats[i].lost = rs ? rs[i].lost : 0;
-		r->stats[i].hits = rs ? rs[i].hits : -1;
-		r->stats[i].agg_full = rs ? rs[i].agg_full : 0;
-		r->stats[i].agg_fault = rs ? rs[i].agg_fault : 0;
-		st->events += r->stats[i].events;
-		st->lost += r->stats[i].lost > 0 ? (uint64_t)r->stats[i].lost : 0;
+		r->stats[k].events = r->events[i];
+		r->stats[k].lost = rs ? rs[i].lost : 0;
+		r->stats[k].hits = rs ? rs[i].hits : -1;
+		r->stats[k].agg_full = rs ? rs[i].agg_full : 0;
+		r->stats[k].agg_fault = rs ? rs[i].agg_fault : 0;
+		st->events += r->stats[k].events;
+		st->lost += r->stats[k].lost > 0 ? (uint64_t)r->stats[k].lost : 0;
 	}
-	if (rs && lost > st->lost)
+	/* every probe read: the losses the file counts in all (some not
+	 * attributed to a probe) */
+	if (rs && lost > st->lost && e->nsites == e->session->nsites)
 		st->lost = lost;
 	st->sites = r->stats;
 	return 0;
@@ -138,6 +152,7 @@ static void src_destroy(struct usc_engine *e)
 
 	rec_file_free(r->f);
 	free(r->stats);
+	free(r->events);
 	free(r);
 }
 

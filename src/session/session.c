@@ -226,7 +226,11 @@ int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe
 			if (replay_match(&specs[k], site))
 				sp = &specs[k];
 		s->place[i].engine = nspecs && !sp ? -1 : 0;
-		if (!sp || site->hidden)
+		/* hist histograms a value: a recorded site without one (a
+		 * return probe) has nothing for it */
+		if (s->opts.agg.kind == USC_AGG_HIST && !probe_shown_args(site->args, site->nargs))
+			s->place[i].engine = -1;
+		if (!sp || site->hidden || s->place[i].engine < 0)
 			continue;
 		matched++;
 		if (sp->filter.n) {

@@ -328,12 +328,6 @@ def test_trace_replay_equals_live_trace(recs, engine):
         assert o["time_ns"] // 1000 == int(sec) * 1_000_000 + int(usec)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "`uscope trace -r FILE 'lookup if n == 2'` (n recorded by "
-    "'lookup name=$arg1:string n=$arg2:s32'): expected the 2 beta events; the probe "
-    "parser refuses it, exit 1, 'bad probe: no fetch argument of this name in the probe' "
-    "(src/probe/filter.c name_known() checks the PROBE's own arguments, before "
-    "usc_session_replay() could bind the filter to the recorded ones)"))
 def test_trace_replay_filters_on_recorded_arguments(recs):
     rec = names_rec(recs)
     cp = run_uscope(["trace", "-r", rec.path, "lookup if n == 2"])
@@ -342,12 +336,6 @@ def test_trace_replay_filters_on_recorded_arguments(recs):
         [("lookup", "beta", 2)] * 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "`uscope trace -r FILE lookup` of a recording of lookup (and so of lookup__return): "
-    "expected the 8 lookup events (the summary says 'reading 1 recorded probe' and "
-    "'8 events'); it prints the 8 lookup__return events too: usc_session_replay() marks "
-    "the recorded sites no PROBE chose (place[i].engine = -1), but the recording source "
-    "(src/record/source.c) and session_deliver() hand every recorded event to the sinks"))
 def test_trace_replay_selects_probes(recs):
     rec = names_rec(recs)
     res = trace_replay(rec.path, "lookup")
@@ -356,11 +344,6 @@ def test_trace_replay_selects_probes(recs):
     res.check()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "`uscope trace -r FILE 'lookup n=$arg2:s32 if n == 2' r:lookup`: prints the right "
-    "10 events (2 lookup, 8 lookup__return) but its summary says 'lookup: 8 events': the "
-    "recording source counts an event (src/record/source.c one()) before the session's "
-    "filter drops it; a live trace with the same filter says 2"))
 def test_trace_replay_filter_summary(recs):
     rec = names_rec(recs)
     res = trace_replay(rec.path, "lookup n=$arg2:s32 if n == 2", "r:lookup")
@@ -434,26 +417,12 @@ def test_hist_replay(recs):
                           (32, 63, 32), (64, 127, 37)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "`uscope hist -r FILE --json` of `uscope record -o FILE 'take n=$arg1:u64' -- aggapp "
-    "sizes`: expected the take histogram only (a live hist refuses a probe without a "
-    "value); it also prints a row for take__return, 'value': '', 100 values of 0, as "
-    "though the return had a value"))
 def test_hist_replay_skips_probes_without_a_value(recs):
     rec = recs("sizes", ["take n=$arg1:u64"], [AGG, "sizes"]).check()
     rows = agg_rows(uscope("hist", "-r", rec.path, "--json"))
     assert [r["probe"] for r in rows] == ["take"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "probe selection is not applied to the recorded events (see "
-    "test_trace_replay_selects_probes): `uscope hist -r FILE --json take` counts 200 "
-    "values (take__return's 100 zeros in take's histogram), expected 100; `uscope latency "
-    "-r FILE --json outer` of flowthreads counts 20 calls (inner's too), expected 10; "
-    "`uscope count -r FILE --json 'lookup name=$arg1:string'` adds a row key {} count 8 "
-    "for lookup__return; `uscope flow -r FILE outer` shows inner's calls too, and so "
-    "does `uscope report -r FILE outer` (which, unlike flow and latency, does not add "
-    "outer's return probe to its PROBEs: once the selection works it will need to)"))
 def test_replay_selects_probes(recs):
     sizes = recs("sizes", ["take n=$arg1:u64"], [AGG, "sizes"]).check()
     rows = agg_rows(uscope("hist", "-r", sizes.path, "--json", "take"))
@@ -760,20 +729,11 @@ def test_bad_input(recs, tmp_path):
     one_error(run_uscope(["record", "outer", "--", FLOWTHREADS]), 2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "`uscope report` (no -r): exit 2 with 'uscope: report needs at least one PROBE (see "
-    "uscope report --help)', though report needs no PROBE: cli_parse_args() "
-    "(cli/args.c) says it before cmd_report() can say 'give -r FILE'; the same for "
-    "`uscope export --format chrome -o X`"))
 def test_report_without_r_asks_for_r():
     assert "-r" in one_error(run_uscope(["report"]), 2)
     assert "-r" in one_error(run_uscope(["export", "--format", "chrome", "-o", "/dev/null"]), 2)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "`uscope export -r MISSING --format chrome -o OUT` (and folded, and report -o OUT) "
-    "exits 1 but leaves an empty OUT behind: cli/cmd_export.c opens OUT before the "
-    "recording is read"))
 def test_failed_export_leaves_no_file(tmp_path):
     cp = run_uscope(["export", "-r", tmp_path / "missing.usc", "--format", "chrome",
                      "-o", tmp_path / "out.json"])
@@ -811,11 +771,6 @@ def test_recording_without_events(recs):
     assert funcs == {} and probes == {"distinct": (0, 0), "distinct__return": (0, 0)}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "`uscope record --snapshot 1M -o F 'distinct i=$arg1:s64' -- aggapp keys 1000`: the "
-    "flight recorder keeps the last 1M bytes of records a thread, 'written at the end': "
-    "all 2000 records fit, so 2000 events were expected; the summary says '0 events' and "
-    "F has none (the snapshot is written only when COMMAND dies by a signal)"))
 def test_snapshot_written_at_the_end(tmp_path):
     path = tmp_path / "snap.usc"
     cp = run_uscope(record_argv(path, ["distinct i=$arg1:s64"], [AGG, "keys", 1000],
@@ -827,20 +782,22 @@ def test_snapshot_written_at_the_end(tmp_path):
 
 
 def test_snapshot_when_command_dies_by_a_signal(tmp_path):
-    """args kills itself with SIGTERM after its calls: the snapshot is written."""
+    """aggapp crash 1000 calls distinct(0..999), then writes through NULL: the
+    flight recorder keeps the newest 4 KiB of records, written as it dies."""
     path = tmp_path / "snap.usc"
-    cp = run_uscope(record_argv(path, ["add"], [ARGS, 20, 0, 15], extra=["--snapshot", "64K"]))
-    assert cp.returncode == 128 + signal.SIGTERM, cp.stderr
-    funcs, _, probes = report_json(path)
-    assert {f: r["calls"] for f, r in funcs.items()} == {"add": 20}
-    assert probes == {"add": (20, 0), "add__return": (20, 0)}
+    cp = run_uscope(record_argv(path, ["distinct i=$arg1:s64"], [AGG, "crash", 1000],
+                                extra=["--snapshot", "4K"]))
+    assert cp.returncode == 128 + signal.SIGSEGV, cp.stderr
+    m = re.search(r"the flight recorder kept the newest (\d+) of (\d+) records", cp.stderr)
+    assert m and int(m.group(2)) == 2000 and 0 < int(m.group(1)) < 2000, cp.stderr
+    res = trace_replay(path, "-v").check()
+    assert "snapshot: the traced process died of SIGSEGV" in res.stderr
+    ids = [e.args["i"] for e in res.named("distinct")]
+    # the newest calls, in order, up to the last one before the crash
+    assert ids and ids == list(range(ids[0], 1000)) and ids[0] > 0, ids
+    assert len(res.events) == int(m.group(1))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "`uscope record --snapshot 64K -o F -p PID 'tick n=$arg1:s32'` (PID: tests/targets/"
-    "bin/spin), then SIGUSR1 to uscope: the usage says the snapshot is written on SIGUSR1; "
-    "nothing handles SIGUSR1, so uscope dies of it (exit 138), F is cut short ('the "
-    "recording has no end') and the target keeps its patches"))
 def test_snapshot_on_sigusr1(tmp_path):
     path = tmp_path / "snap.usc"
     t = u.start_spin()
@@ -853,8 +810,14 @@ def test_snapshot_on_sigusr1(tmp_path):
     bg.signal(signal.SIGTERM)
     res = bg.result()
     assert res.rc == 0, res.describe()
-    ticks = [e.args["n"] for e in trace_replay(path).check().named("tick")]
-    assert ticks and ticks == list(range(ticks[0], ticks[0] + len(ticks)))
+    res = trace_replay(path, "-v").check()
+    assert "snapshot: SIGUSR1, then the end of the run" in res.stderr
+    ticks = [e.args["n"] for e in res.named("tick")]
+    # each dump writes the newest 64K that the one before did not: the ticks
+    # rise, none twice, in at most two runs (what the ring overwrote between
+    # the dumps is the gap)
+    runs = 1 + sum(1 for a, b in zip(ticks, ticks[1:]) if b != a + 1)
+    assert ticks and all(b > a for a, b in zip(ticks, ticks[1:])) and runs <= 2, ticks
 
 
 # --------------------------------------------------------------------------
