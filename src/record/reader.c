@@ -47,6 +47,8 @@ struct rec_file {
 	size_t nsites;
 	bool sites_taken;
 	char **engine_of;		/* per site: the engine that recorded it, or NULL */
+	uint32_t *inject_site;		/* the inject engine's site k: the session's index */
+	size_t ninject;
 	struct usc_enum **enums;	/* owned, for the sites' args */
 	size_t nenums;
 	struct rec_image_info *images;
@@ -428,6 +430,15 @@ int rec_file_open(const char *path, struct rec_file **out)
 	for (size_t i = 0; i < f->nsites; i++)
 		if (f->engine_of[i] && !strcmp(f->engine_of[i], "bpf"))
 			f->bpf_sites[f->nbpf++] = &f->sites[i];
+	/* the inject engine's too: its records number its own sites */
+	f->inject_site = calloc(f->nsites + 1, sizeof(*f->inject_site));
+	if (!f->inject_site) {
+		rec_file_free(f);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < f->nsites; i++)
+		if (f->engine_of[i] && !strcmp(f->engine_of[i], "inject"))
+			f->inject_site[f->ninject++] = (uint32_t)i;
 	*out = f;
 	return 0;
 }
@@ -449,6 +460,7 @@ void rec_file_free(struct rec_file *f)
 	for (size_t i = 0; f->engine_of && i < f->nsites; i++)
 		free(f->engine_of[i]);
 	free(f->engine_of);
+	free(f->inject_site);
 	for (size_t i = 0; i < f->nenums; i++) {
 		for (unsigned k = 0; k < f->enums[i]->n; k++)
 			free((char *)f->enums[i]->v[k].name);
@@ -590,7 +602,7 @@ static int refs_of_chunk(struct events *e, const struct rec_chunk *c, const uint
 				e->bad++;
 				break;
 			}
-			if (kind == 0 && site < f->nsites)
+			if (kind == 0 && site < f->ninject)
 				ret = push_ref(e, (struct ref){clock_ns(f->clock, tsc), r, len,
 							       REF_INJECT, h, 0});
 			else if (kind == 0)
@@ -644,10 +656,12 @@ static int decode(struct events *e, const struct ref *r, struct usc_event *ev)
 		uint32_t site, len;
 		uint64_t tsc;
 
-		if (inject_raw_peek(r->p, r->len, &site, &tsc, &len) != 0 || site >= f->nsites)
+		if (inject_raw_peek(r->p, r->len, &site, &tsc, &len) != 0 || site >= f->ninject)
 			return -EINVAL;
-		return inject_raw_event(r->p, r->len, &f->sites[site],
-					im && site < im->nips ? im->ips[site] : f->sites[site].vaddr,
+		/* its image's addresses are by the engine's index, the sites by the session's */
+		return inject_raw_event(r->p, r->len, &f->sites[f->inject_site[site]],
+					im && site < im->nips ? im->ips[site] :
+					f->sites[f->inject_site[site]].vaddr,
 					r->time, r->inj->pid, r->inj->tid, comm_of(f, r->inj->tid),
 					e->vals, ev);
 	}

@@ -823,14 +823,6 @@ def test_snapshot_on_sigusr1(tmp_path):
 # --------------------------------------------------------------------------
 # A recording made by two engines
 
-@pytest.mark.xfail(strict=True, reason=(
-    "`uscope record -o F 'handle *r' area -- tests/targets/bin/args 2` (handle goes to bpf: "
-    "too short for inject's patch; area stays on inject), then `uscope trace -r F`: "
-    "expected area twice at area's address and handle with r={id=1 ...}, {id=2 ...}, as a "
-    "live trace shows; the inject records are read with the inject engine's own site "
-    "indices (area 0, area__return 1) as the session's (handle 0, area 1): each area "
-    "entry shows as a 'handle' at area's address with r={id=(fault) ...}, each area "
-    "return as an 'area' entry at area's ret instruction"))
 def test_mixed_engine_recording(recs):
     rec = recs("mixed", ["handle *r", "area"], [ARGS, 2]).check()
     rep = trace_replay(rec.path).check()
