@@ -107,10 +107,10 @@ def c_unescape(s: str) -> str:
 
 def decode_text_value(raw: str):
     """Text value -> the Python value the JSON output would carry:
-    strings -> str, (fault) -> None, decimal -> int, 0x... and symbols -> str."""
+    strings -> str, (fault) and (null) -> None, decimal -> int, 0x... and symbols -> str."""
     if raw.startswith('"'):
         return c_unescape(raw[1:-1])
-    if raw in ("(fault)", "<optimized out>"):
+    if raw in ("(fault)", "(null)", "<optimized out>"):
         return None
     if raw in ("true", "false"):
         return raw == "true"
