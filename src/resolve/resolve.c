@@ -965,7 +965,7 @@ static int resolve_line(const struct usc_probe_spec *spec, unsigned idx, const c
 		}
 		line = l0 + spec->line;
 	}
-	n = dwarf_line_addrs(dm, file, line, &addrs, &nearest);
+	n = dwarf_line_addrs(dm, file, line, sv->flags & RESOLVE_ALL_LINE_SITES, &addrs, &nearest);
 	if (n < 0)
 		return (int)n;
 	if (n == 0) {

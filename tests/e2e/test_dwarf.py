@@ -377,3 +377,39 @@ def test_readable_neither_after_the_prologue_nor_at_the_entry_is_refused():
     assert cp.returncode == 1
     assert re.search(r"spare lost: lost: 'lost' is optimized out at 0x[0-9a-f]+ in spare$",
                      cp.stderr.strip()), cp.stderr
+
+
+@pytest.mark.parametrize("engine", ["tracefs", "bpf"])
+@pytest.mark.parametrize("build", ["dwarfapp-O0", "dwarfapp-O2"])
+def test_line_probe_fires_once_per_execution(build, engine):
+    """As gdb's break: the lowest address of the line in each block. At -O0
+    the handle() and run_job() lines have several is_stmt rows each."""
+    h, rj = marker_line("handle-call"), marker_line("run-job-call")
+    res = trace(f"p:h dwarfapp.c:{h} i", f"p:rj dwarfapp.c:{rj}",
+                cmd=[target(build), str(N)], json=True, extra=["-e", engine]).check(rc=0)
+    assert res.counts() == {"h": N, "rj": N}
+    assert [e.args["i"] for e in res.named("h")] == list(range(1, N + 1))
+    for ev, line in (("h", h), ("rj", rj)):
+        assert {e.ip & 0xfff for e in res.named(ev)} == \
+            {min(line_addrs_in(build, line, "main")) & 0xfff}, (ev, build)
+
+
+@pytest.mark.parametrize("build", ["dwarfapp-O0", "dwarfapp-O2"])
+def test_all_sites_probes_every_statement_of_the_line(build):
+    """--all-sites keeps one site per is_stmt row: at -O0 the run_job line has
+    several, each hit once per execution; the loop's own line (init, test,
+    increment) fires once per run without it, once per row hit with it."""
+    rj, loop = marker_line("run-job-call"), marker_line("first-loop")
+    addrs = line_addrs_in(build, rj, "main")
+    if build == "dwarfapp-O0":
+        assert len(addrs) > 1
+    res = trace(f"p:rj dwarfapp.c:{rj}", cmd=[target(build), str(N)], json=True,
+                extra=["--all-sites"]).check(rc=0)
+    assert len(res.events) == len(addrs) * N
+    assert sorted({e.ip & 0xfff for e in res.events}) == sorted({a & 0xfff for a in addrs})
+    res = trace(f"p:loop dwarfapp.c:{loop}", cmd=[target(build), str(N)],
+                json=True).check(rc=0)
+    assert len(res.events) == 1
+    res = trace(f"p:loop dwarfapp.c:{loop}", cmd=[target(build), str(N)], json=True,
+                extra=["--all-sites"]).check(rc=0)
+    assert len(res.events) > N

@@ -113,19 +113,19 @@ int main(int argc, char **argv)
 	struct req head = {.id = 77, .tag = "head", .path = "/head"};
 	long total = 0;
 
-	for (int i = 1; i <= n; i++) {
+	for (int i = 1; i <= n; i++) { /* LINE:first-loop */
 		struct req r = {.id = 10 * i, .path = PATHS[i % 3], .size = 1000L * i, .next = &head};
 
 		snprintf(r.tag, sizeof(r.tag), "t%d", i);
 		g_counter++;
-		total += handle(&r, i, (unsigned char)(i % 2), i % 3 ? GREEN : RED);
+		total += handle(&r, i, (unsigned char)(i % 2), i % 3 ? GREEN : RED);  /* LINE:handle-call */
 		total += req_size(&r) + spare(i);
 	}
 	for (int i = 1; i <= n && i <= 3; i++) {
 		struct job j = {.name = JOBS[i - 1], .state = STATES[i - 1], .urgent = i % 2,
 				.mode = MODES[i - 1], .span = {i, 10 * i}, .prio = {i, 2 * i}};
 
-		total += run_job(&j, i % 2, MODES[i - 1], STATES[i - 1]) + job_done(&j);
+		total += run_job(&j, i % 2, MODES[i - 1], STATES[i - 1]) + job_done(&j);  /* LINE:run-job-call */
 		total += keep_k(10 * i) + drop_k(20 * i);
 	}
 	printf("dwarfapp done %ld\n", total);
