@@ -362,11 +362,13 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 		snprintf(s->label, sizeof(s->label), "%s%s",
 			 spec->event_given ? spec->event : elf_sym_pretty(fn),
 			 spec->event_given ? "" : "__return");
-	else if (fn && fn->demangled && !spec->event_given && spec->has_offset)
-		snprintf(s->label, sizeof(s->label), "%s+0x%llx", fn->demangled,
+	else if (fn && (fn->demangled || ef->is_go) && !spec->event_given && spec->has_offset)
+		snprintf(s->label, sizeof(s->label), "%s+0x%llx", elf_sym_pretty(fn),
 			 (unsigned long long)spec->offset);
-	else if (fn && fn->demangled && !spec->event_given)	/* C++: the demangled name */
-		snprintf(s->label, sizeof(s->label), "%s%s", fn->demangled,
+	else if (fn && (fn->demangled || ef->is_go) && !spec->event_given)
+		/* C++: the demangled name; Go: its own (main.(*T).m), which
+		 * the kernel's event name cannot spell */
+		snprintf(s->label, sizeof(s->label), "%s%s", elf_sym_pretty(fn),
 			 s->is_return ? "__return" : "");
 	return bind_site(s, NULL, 0, dm, sv);
 }
