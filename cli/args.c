@@ -87,6 +87,7 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 		{"interval", required_argument, NULL, 'i'},
 		{"uretprobe", no_argument, NULL, 'R'},
 		{"no-inlines", no_argument, NULL, 'N'},
+		{"all-sites", no_argument, NULL, 'A'},
 		{"max-keys", required_argument, NULL, 'K'},
 		{"strlen", required_argument, NULL, 'S'},
 		{"top", required_argument, NULL, 'T'},
@@ -101,6 +102,7 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 	};
 	static const unsigned need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
 					CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
+					CLI_ARG_NO_INLINES,
 					CLI_ARG_AGG, CLI_ARG_AGG, CLI_ARG_TOP, CLI_ARG_LINEAR,
 					CLI_ARG_LATENCY, CLI_ARG_LATENCY, CLI_ARG_REPLAY,
 					CLI_ARG_RECORD, CLI_ARG_RECORD, CLI_ARG_SORT,
@@ -174,6 +176,9 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 			break;
 		case 'N':
 			o->so.resolve_flags |= RESOLVE_NO_INLINES;
+			break;
+		case 'A':
+			o->so.resolve_flags |= RESOLVE_ALL_LINE_SITES;
 			break;
 		case 'K':
 		case 'S':

@@ -38,6 +38,8 @@ static const char count_usage[] =
 	"  -q, --quiet            no readiness line on stderr\n"
 	"      --no-inlines       count a function's out-of-line calls only, not its\n"
 	"                         inlined copies\n"
+	"      --all-sites        FILE:LINE: every statement of the line, not its first\n"
+	"                         address in each block\n"
 	"  -v, --verbose          say more on stderr (where each probe is aggregated)\n"
 	"\n"
 	"examples:\n"

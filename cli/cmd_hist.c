@@ -30,6 +30,7 @@ static const char hist_usage[] =
 	"  -e, --engine NAME      auto (default), inject, bpf or tracefs\n"
 	"  -q, --quiet            no readiness line on stderr\n"
 	"      --no-inlines       a function's out-of-line calls only\n"
+	"      --all-sites        FILE:LINE: every statement of the line\n"
 	"  -v, --verbose          say more on stderr (where each probe is aggregated)\n"
 	"\n"
 	"examples:\n"

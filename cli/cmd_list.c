@@ -293,6 +293,23 @@ static int list_pid(pid_t pid, const char *pattern, bool verbose)
 	return 0;
 }
 
+/* BINARY as the user gave it: a path (or a /proc link to a memfd), a
+ * command on PATH, or a library name the dynamic loader would find (libc).
+ * 0 with *path malloc'd, or an error said. */
+static int find_bin(const char *bin, char **path)
+{
+	if (strchr(bin, '/') || access(bin, F_OK) == 0) {
+		if (module_path_resolve(bin, path)) {
+			cli_error("no such file: %s", bin);
+			return -ENOENT;
+		}
+	} else if (module_which(bin, path) && module_find_system(bin, path)) {
+		cli_error("no such file, command or library: %s", bin);
+		return -ENOENT;
+	}
+	return 0;
+}
+
 /* The sites of one LOCATION, resolved as trace would resolve them. */
 static int location_sites(struct cache *cache, const char *loc, pid_t pid, const char *bin,
 			  struct usc_probe_spec *spec, struct usc_site **sites, size_t *nsites)
@@ -309,12 +326,8 @@ static int location_sites(struct cache *cache, const char *loc, pid_t pid, const
 	if (pid) {
 		if (resolve_target(&t, NULL))
 			return -ESRCH;
-	} else {
-		t.exe = realpath(bin, NULL);
-		if (!t.exe) {
-			cli_error("no such file: %s", bin);
-			return -ENOENT;
-		}
+	} else if (find_bin(bin, &t.exe)) {
+		return -ENOENT;
 	}
 	ret = resolve_probes(cache, &t, spec, 1, RESOLVE_NO_TAIL_FOLLOW, sites, nsites);
 	free(t.exe);
@@ -325,6 +338,21 @@ static void print_var(const char *name, const char *type, bool param, void *ctx)
 {
 	(void)ctx;
 	printf("  %-28s %s%s\n", type, name, param ? "  (parameter)" : "");
+}
+
+/* Is a parameter of the function at pc optimized out there? */
+static bool params_lost(struct dwarf_module *dm, uint64_t pc)
+{
+	struct usc_fetcharg p[USC_MAX_ARGS];
+	bool lost = false;
+	int n;
+
+	usc_log_quiet(true);
+	n = dwarf_params(dm, pc, p, USC_MAX_ARGS);
+	usc_log_quiet(false);
+	for (int k = 0; k < n; k++)
+		lost |= p[k].optimized_out;
+	return lost;
 }
 
 static int list_vars(const char *loc, pid_t pid, const char *bin)
@@ -345,9 +373,12 @@ static int list_vars(const char *loc, pid_t pid, const char *bin)
 			break;
 		}
 		/* at a function's entry, where trace puts a probe that names
-		 * variables: after the prologue */
-		if (pc == sites[i].func_vaddr)
-			dwarf_after_prologue(dm, pc, &pc);
+		 * variables: after the prologue, or at the entry if a
+		 * parameter is gone there and none is at the entry */
+		if (pc == sites[i].func_vaddr && dwarf_after_prologue(dm, pc, &pc) == 0 &&
+		    pc != sites[i].func_vaddr && params_lost(dm, pc) &&
+		    !params_lost(dm, sites[i].func_vaddr))
+			pc = sites[i].func_vaddr;
 		printf("%s at 0x%llx (%s):\n", sites[i].label, (unsigned long long)pc, sites[i].path);
 		if (dwarf_vars_at(dm, pc, print_var, NULL))
 			printf("  (no variables known there)\n");
@@ -492,16 +523,8 @@ int cmd_list(int argc, char **argv)
 	}
 	const char *bin = argv[optind];
 
-	if (strchr(bin, '/') || access(bin, F_OK) == 0) {
-		/* (or a /proc link to a memfd) */
-		if (module_path_resolve(bin, &path)) {
-			cli_error("no such file: %s", bin);
-			return 1;
-		}
-	} else if (module_which(bin, &path) && module_find_system(bin, &path)) {
-		cli_error("no such file, command or library: %s", bin);
+	if (find_bin(bin, &path))
 		return 1;
-	}
 	ret = list_file(path, NULL, optind + 1 < argc ? argv[optind + 1] : NULL, verbose);
 	free(path);
 	return ret ? 1 : 0;

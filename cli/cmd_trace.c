@@ -34,6 +34,8 @@ static const char trace_usage[] =
 	"                       Go programs and stack walkers do not survive it\n"
 	"      --no-inlines     probe a function at its out-of-line entry only, not also\n"
 	"                       at the copies the compiler inlined (debug info)\n"
+	"      --all-sites      a FILE:LINE probe on every statement of the line, not\n"
+	"                       once per execution (its first address in each block)\n"
 	"  -v, --verbose        say more on stderr\n"
 	"\n"
 	"examples:\n"

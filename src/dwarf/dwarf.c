@@ -1497,7 +1497,25 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-ssize_t dwarf_line_addrs(struct dwarf_module *m, const char *file, unsigned line,
+/* The DIE offset of the innermost scope at the link-time pc: a lexical
+ * block, an inlined copy or the function; 0 if none is known. */
+static Dwarf_Off innermost_scope(struct dwarf_module *m, uint64_t pc)
+{
+	Dwarf_Die cu, *scopes = NULL;
+	Dwarf_Addr dwpc;
+	Dwarf_Off off = 0;
+	int n;
+
+	if (!dwmod_cu_at(m, pc, &cu, &dwpc))
+		return 0;
+	n = dwarf_getscopes(&cu, dwpc, &scopes);
+	if (n > 0)
+		off = dwarf_dieoffset(&scopes[0]);
+	free(scopes);
+	return off;
+}
+
+ssize_t dwarf_line_addrs(struct dwarf_module *m, const char *file, unsigned line, bool all,
 			 uint64_t **out, unsigned *nearest)
 {
 	Dwfl_Line **srcs = NULL;
@@ -1543,6 +1561,31 @@ ssize_t dwarf_line_addrs(struct dwarf_module *m, const char *file, unsigned line
 	if (!u) {
 		free(v);
 		return 0;
+	}
+	if (!all) {
+		/* once per execution of the line, as gdb's break: the lowest
+		 * address of the line in each innermost scope (a block, an
+		 * inlined copy, the function) */
+		Dwarf_Off *key = calloc(u, sizeof(*key));
+		size_t k = 0;
+
+		if (!key) {
+			free(v);
+			return -ENOMEM;
+		}
+		for (size_t i = 0; i < u; i++) {
+			Dwarf_Off o = innermost_scope(m, v[i]);
+			bool seen = false;
+
+			for (size_t j = 0; j < k && o && !seen; j++)
+				seen = key[j] == o;
+			if (seen)
+				continue;
+			key[k] = o;
+			v[k++] = v[i];
+		}
+		free(key);
+		u = k;
 	}
 	*out = v;
 	return (ssize_t)u;

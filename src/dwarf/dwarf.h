@@ -77,11 +77,14 @@ int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, 
 int dwarf_func_line(struct dwarf_module *m, uint64_t func_vaddr, const char **file,
 		    unsigned *line);
 
-/* The link-time addresses of the statements of FILE:LINE (FILE may be a
- * trailing part of the path the debug info records), sorted and unique.
+/* The link-time addresses of FILE:LINE (FILE may be a trailing part of the
+ * path the debug info records), sorted and unique: with all, every
+ * statement (is_stmt row) of the line; else, as gdb's break, the lowest
+ * address of the line in each innermost scope (lexical block, inlined copy,
+ * function), so that a probe fires once per execution of the line.
  * Returns the count (0: no code at that line, with *nearest the next line
  * that has code, or 0), *out malloc'd; or -errno. */
-ssize_t dwarf_line_addrs(struct dwarf_module *m, const char *file, unsigned line,
+ssize_t dwarf_line_addrs(struct dwarf_module *m, const char *file, unsigned line, bool all,
 			 uint64_t **out, unsigned *nearest);
 
 /* The program of the value the function at func_vaddr returns, typed from

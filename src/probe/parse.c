@@ -678,7 +678,8 @@ static int parse_location(const char *text, struct tok t, struct usc_probe_spec 
 			return fail(err, USC_PERR_BAD_SYMBOL, (size_t)(c - text));
 		if (*c == '+' && depth == 0)
 			plus = c;
-		else if (*c == '(' && !(end - c >= 21 && !memcmp(c, "(anonymous namespace)", 21)))
+		else if (*c == '(' && !(end - c >= 21 && !memcmp(c, "(anonymous namespace)", 21)) &&
+			 !(c > s && c[-1] == '.'))	/* Go's main.(*T).m: a receiver */
 			in_params = true;
 		if (*c == '(' || *c == '<')
 			depth++;

@@ -256,6 +256,35 @@ static struct usc_site *site_push(struct site_vec *sv)
 	return &sv->v[sv->n++];
 }
 
+/* Whether every variable the probe names by itself or through $params has
+ * a location at pc (a member or a pointer it goes through may still fault
+ * when read: that is for the run). Quiet: this is a question. */
+static bool vars_readable(struct dwarf_module *dm, const struct usc_probe_spec *spec,
+			  uint64_t pc)
+{
+	struct usc_fetcharg mem[USC_MAX_ARGS];
+	bool ok = true;
+
+	usc_log_quiet(true);
+	for (unsigned i = 0; i < spec->nargs && ok; i++) {
+		const struct usc_fetcharg *in = &spec->args[i];
+		size_t vp = (size_t)(in->insn[0].imm & 0xffffffff);
+		size_t vl = (size_t)(in->insn[0].imm >> 32);
+		int n;
+
+		if (in->insn[0].op == FOP_VAR) {
+			ok = dwarf_lower_var(dm, pc, spec->text + vp, vl, in->name, mem,
+					     USC_MAX_ARGS, NULL) != -ENODATA;
+		} else if (in->insn[0].op == FOP_PARAMS) {
+			n = dwarf_params(dm, pc, mem, USC_MAX_ARGS);
+			for (int k = 0; k < n && ok; k++)
+				ok = !mem[k].optimized_out;
+		}
+	}
+	usc_log_quiet(false);
+	return ok;
+}
+
 #define SITE_RET 1	/* on a ret */
 #define SITE_TAIL 2	/* on a tail-call jmp */
 
@@ -298,9 +327,16 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 			return err;
 		}
 		/* at a function's entry its parameters are not home yet: probe
-		 * after the prologue, as perf probe does */
+		 * after the prologue, as perf probe does; but optimized code
+		 * may have reused their registers by then, while they are all
+		 * at the entry (a leaf at -O2): probe the entry then. Neither:
+		 * the probe stays after the prologue, and check_optimized_out
+		 * names the variable. */
 		if (fn && vaddr == fn->vaddr && dwarf_after_prologue(dm, fn->vaddr, &vaddr) == 0 &&
-		    elf_vaddr_to_offset(ef, vaddr, &off))
+		    vaddr != fn->vaddr && !vars_readable(dm, spec, vaddr) &&
+		    vars_readable(dm, spec, fn->vaddr))
+			vaddr = fn->vaddr;
+		if (elf_vaddr_to_offset(ef, vaddr, &off))
 			return -EINVAL;
 	}
 	if (fn && (fn->flags & ELF_SYM_IFUNC) && !spec->is_glob)
@@ -326,11 +362,13 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
 		snprintf(s->label, sizeof(s->label), "%s%s",
 			 spec->event_given ? spec->event : elf_sym_pretty(fn),
 			 spec->event_given ? "" : "__return");
-	else if (fn && fn->demangled && !spec->event_given && spec->has_offset)
-		snprintf(s->label, sizeof(s->label), "%s+0x%llx", fn->demangled,
+	else if (fn && (fn->demangled || ef->is_go) && !spec->event_given && spec->has_offset)
+		snprintf(s->label, sizeof(s->label), "%s+0x%llx", elf_sym_pretty(fn),
 			 (unsigned long long)spec->offset);
-	else if (fn && fn->demangled && !spec->event_given)	/* C++: the demangled name */
-		snprintf(s->label, sizeof(s->label), "%s%s", fn->demangled,
+	else if (fn && (fn->demangled || ef->is_go) && !spec->event_given)
+		/* C++: the demangled name; Go: its own (main.(*T).m), which
+		 * the kernel's event name cannot spell */
+		snprintf(s->label, sizeof(s->label), "%s%s", elf_sym_pretty(fn),
 			 s->is_return ? "__return" : "");
 	return bind_site(s, NULL, 0, dm, sv);
 }
@@ -929,7 +967,7 @@ static int resolve_line(const struct usc_probe_spec *spec, unsigned idx, const c
 		}
 		line = l0 + spec->line;
 	}
-	n = dwarf_line_addrs(dm, file, line, &addrs, &nearest);
+	n = dwarf_line_addrs(dm, file, line, sv->flags & RESOLVE_ALL_LINE_SITES, &addrs, &nearest);
 	if (n < 0)
 		return (int)n;
 	if (n == 0) {

@@ -84,6 +84,9 @@ enum resolve_flags {
 	/* a USDT probe without fetch arguments records none (not all of its
 	 * own): aggregations key on what the probe names only */
 	RESOLVE_NO_DEFAULT_ARGS = 1 << 3,
+	/* FILE:LINE goes on every statement of the line (is_stmt row), not
+	 * on its first address in each block or inlined copy */
+	RESOLVE_ALL_LINE_SITES = 1 << 4,
 };
 struct cache;
 int resolve_probes(struct cache *c, const struct usc_target *target,

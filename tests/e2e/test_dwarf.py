@@ -337,3 +337,79 @@ def test_optimized_out_at_every_site_is_an_error():
     addrs = line_addrs_in("dwarfapp-O0", line, "drop_k")
     res = trace(f"{hex(addrs[0])} k", cmd=[target("dwarfapp-O0"), "1"], json=True).check(rc=0)
     assert [e.args["k"] for e in res.events] == [20]
+
+
+def func_addr(build, func):
+    return next(int(f[0], 16) for f in (l.split() for l in subprocess.check_output(
+        ["nm", target(build)], text=True).splitlines()) if len(f) == 3 and f[2] == func)
+
+
+@pytest.mark.parametrize("engine", ["tracefs", "bpf", "inject"])
+def test_o2_leaf_reads_its_parameter_at_the_entry(engine):
+    """At -O2 req_size is `mov 0x18(%rdi),%edi; jmp sink`: after its first
+    instruction r is gone, at its entry r is %rdi. The probe goes to the entry;
+    at -O0 it stays after the prologue, where r is in its frame slot."""
+    for build in ("dwarfapp-O2", "dwarfapp-O0"):
+        res = trace("req_size r->size r->id", "p:all req_size $params",
+                    cmd=[target(build), str(N)], json=True,
+                    extra=["-e", engine]).check(rc=0)
+        ev = res.named("req_size")
+        assert [(e.args["r_size"], e.args["r_id"]) for e in ev] == [
+            (1000 * i, 10 * i) for i in range(1, N + 1)], build
+        entry = func_addr(build, "req_size")
+        if build == "dwarfapp-O2":
+            assert {e.ip & 0xfff for e in ev} == {entry & 0xfff}
+        else:
+            assert {e.ip & 0xfff for e in ev} != {entry & 0xfff}
+        assert [list(e.args) for e in res.named("all")] == [["r"]] * N
+
+
+def test_readable_after_the_prologue_stays_there():
+    """spare(a) at -O2 sets up a frame first; a is still in %rdi after it."""
+    res = trace("spare a", cmd=[target("dwarfapp-O2"), str(N)], json=True).check(rc=0)
+    ev = res.named("spare")
+    assert [e.args["a"] for e in ev] == list(range(1, N + 1))
+    assert {e.ip & 0xfff for e in ev} != {func_addr("dwarfapp-O2", "spare") & 0xfff}
+
+
+def test_readable_neither_after_the_prologue_nor_at_the_entry_is_refused():
+    cp = run_uscope(["trace", "spare lost", "--", target("dwarfapp-O2"), "1"])
+    assert cp.returncode == 1
+    assert re.search(r"spare lost: lost: 'lost' is optimized out at 0x[0-9a-f]+ in spare$",
+                     cp.stderr.strip()), cp.stderr
+
+
+@pytest.mark.parametrize("engine", ["tracefs", "bpf"])
+@pytest.mark.parametrize("build", ["dwarfapp-O0", "dwarfapp-O2"])
+def test_line_probe_fires_once_per_execution(build, engine):
+    """As gdb's break: the lowest address of the line in each block. At -O0
+    the handle() and run_job() lines have several is_stmt rows each."""
+    h, rj = marker_line("handle-call"), marker_line("run-job-call")
+    res = trace(f"p:h dwarfapp.c:{h} i", f"p:rj dwarfapp.c:{rj}",
+                cmd=[target(build), str(N)], json=True, extra=["-e", engine]).check(rc=0)
+    assert res.counts() == {"h": N, "rj": N}
+    assert [e.args["i"] for e in res.named("h")] == list(range(1, N + 1))
+    for ev, line in (("h", h), ("rj", rj)):
+        assert {e.ip & 0xfff for e in res.named(ev)} == \
+            {min(line_addrs_in(build, line, "main")) & 0xfff}, (ev, build)
+
+
+@pytest.mark.parametrize("build", ["dwarfapp-O0", "dwarfapp-O2"])
+def test_all_sites_probes_every_statement_of_the_line(build):
+    """--all-sites keeps one site per is_stmt row: at -O0 the run_job line has
+    several, each hit once per execution; the loop's own line (init, test,
+    increment) fires once per run without it, once per row hit with it."""
+    rj, loop = marker_line("run-job-call"), marker_line("first-loop")
+    addrs = line_addrs_in(build, rj, "main")
+    if build == "dwarfapp-O0":
+        assert len(addrs) > 1
+    res = trace(f"p:rj dwarfapp.c:{rj}", cmd=[target(build), str(N)], json=True,
+                extra=["--all-sites"]).check(rc=0)
+    assert len(res.events) == len(addrs) * N
+    assert sorted({e.ip & 0xfff for e in res.events}) == sorted({a & 0xfff for a in addrs})
+    res = trace(f"p:loop dwarfapp.c:{loop}", cmd=[target(build), str(N)],
+                json=True).check(rc=0)
+    assert len(res.events) == 1
+    res = trace(f"p:loop dwarfapp.c:{loop}", cmd=[target(build), str(N)], json=True,
+                extra=["--all-sites"]).check(rc=0)
+    assert len(res.events) > N

@@ -114,8 +114,19 @@ def test_string_escapes_in_text():
 
 def test_unreadable_string_is_fault():
     r = trace("peek s=$arg1:string", cmd=[ARGS, 1]).check(ready=1)
-    assert sorted(e.raw["s"] for e in r.events) == ['"ok"', "(fault)"]
-    assert_multiset([e.args["s"] for e in r.events], [None, "ok"])
+    assert sorted(e.raw["s"] for e in r.events) == ['"ok"', "(fault)", "(null)"]
+    assert_multiset([e.args["s"] for e in r.events], [None, "ok", None])
+
+
+@pytest.mark.parametrize("engine", ["tracefs", "bpf", "inject"])
+def test_null_string_is_null_not_a_fault(engine):
+    """peek((char *)1), peek("ok"), peek(NULL): a bad pointer is (fault), a
+    NULL one (null); both JSON null."""
+    r = trace("peek s=$arg1:string", cmd=[ARGS, 1], extra=["-e", engine]).check(rc=0)
+    assert [e.raw["s"] for e in r.named("peek")] == ["(fault)", '"ok"', "(null)"]
+    j = trace("peek s=$arg1:string", cmd=[ARGS, 1], json=True,
+              extra=["-e", engine]).check(rc=0)
+    assert [e.args["s"] for e in j.named("peek")] == [None, "ok", None]
 
 
 def test_bitfields():

@@ -74,7 +74,7 @@ def test_glob_on_the_stripped_target():
     # a glob in a probe: every match counted, exactly
     cp = run_uscope(["count", "main.s*", "--", GO_STRIPPED, "4"])
     assert cp.returncode == 0, cp.stderr
-    assert count_table(cp.stdout) == {"main_scale": 4, "main_step": 4}
+    assert count_table(cp.stdout) == {"main.scale": 4, "main.step": 4}
     assert f"total {expected_rounds(4)[1]} syncs 4" in cp.stdout
 
 
@@ -84,7 +84,7 @@ def test_count_on_the_stripped_target_is_exact(engine):
     cp = run_uscope(["count"] + extra + ["main.add", "main.(*Controller).syncDeployment",
                                           "--", GO_STRIPPED, "7"])
     assert cp.returncode == 0, cp.stderr
-    assert count_table(cp.stdout) == {"main_add": 7, "main_Controller_syncDeployment": 7}
+    assert count_table(cp.stdout) == {"main.add": 7, "main.(*Controller).syncDeployment": 7}
     assert f"total {expected_rounds(7)[1]} syncs 7" in cp.stdout
 
 
@@ -113,8 +113,8 @@ def test_count_in_gofmt_formatting_files(tmp_path):
                      "--", GOFMT, "-l"] + files)
     assert cp.returncode == 0, cp.stderr
     # one main, one processFile and one ParseFile per file
-    assert count_table(cp.stdout) == {"main_main": 1, "main_processFile": 3,
-                                      "go_parser_ParseFile": 3}
+    assert count_table(cp.stdout) == {"main.main": 1, "main.processFile": 3,
+                                      "go/parser.ParseFile": 3}
     # gofmt -l: the files it would change, untouched by the probes
     assert sorted(l for l in cp.stdout.splitlines() if l.endswith(".go")) == files
 
@@ -135,12 +135,12 @@ def test_params_of_go_functions_in_registers(engine):
                 "main.(*Controller).syncDeployment replicas c", cmd=[GO, str(n)], json=True,
                 extra=["-e", engine] if engine else []).check(rc=0)
     assert f"total {total} syncs {n}" in res.stdout
-    adds = [(e.args["a"], e.args["b"]) for e in res.named("main_add")]
+    adds = [(e.args["a"], e.args["b"]) for e in res.named("main.add")]
     assert adds == [(a, b) for a, b, _, _ in rows]
     # no result (~r0) among the parameters
-    assert all(set(e.args) == {"a", "b"} for e in res.named("main_add"))
-    steps = res.named("main_step")
-    syncs = res.named("main_Controller_syncDeployment")
+    assert all(set(e.args) == {"a", "b"} for e in res.named("main.add"))
+    steps = res.named("main.step")
+    syncs = res.named("main.(*Controller).syncDeployment")
     assert [e.args["i"] for e in steps] == list(range(1, n + 1))
     assert [e.args["replicas"] for e in syncs] == list(range(1, n + 1))
     # one Controller: the pointer step gets is the receiver syncDeployment has
@@ -179,3 +179,16 @@ def test_zdebug_sections_of_older_go(tmp_path):
     res = trace("main.add $params", cmd=[str(z), "2"], extra=["-e", "tracefs"]).check(rc=0)
     rows, _ = expected_rounds(2)
     assert [(e.args["a"], e.args["b"]) for e in res.events] == [(a, b) for a, b, _, _ in rows]
+
+
+@pytest.mark.parametrize("binary", [GO, GO_STRIPPED])
+def test_events_are_labelled_with_the_go_name(binary):
+    """Not the kernel's event name (main_Controller_syncDeployment): Go's own,
+    in text, in JSON, for a glob, an offset and a return."""
+    n = 2
+    res = trace("main.(*Controller).sync*", "main.step+0x4", "r:main.add",
+                cmd=[binary, str(n)], labels=True).check(rc=0)
+    assert [e.event for e in res.events] == [
+        "main.add__return", "main.step+0x4", "main.(*Controller).syncDeployment"] * n
+    res = trace("main.(*Controller).syncDeployment", cmd=[binary, str(n)], json=True).check(rc=0)
+    assert [o["event"] for o in res.objects] == ["main.(*Controller).syncDeployment"] * n

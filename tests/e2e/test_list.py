@@ -1,5 +1,7 @@
 """uscope list: functions of a binary (plain, glob, -v) and of a process (-p)."""
 
+from pathlib import Path
+
 import uscope_e2e as u
 from uscope_e2e import Target, target
 
@@ -114,3 +116,28 @@ def test_list_patchable_usage():
     r = u.run_uscope(["list", "--patchable", "-p", "1"])
     assert r.returncode == 2
     assert "--patchable" in r.stderr
+
+
+def test_list_vars_and_lines_take_a_short_library_name():
+    """--vars and --lines find BINARY as list and trace do: libdemo is
+    libdemo.so on LD_LIBRARY_PATH, libc the system's libc.so.6."""
+    lib = Path(target("libdemo.so"))
+    env = {"LD_LIBRARY_PATH": str(lib.parent)}
+    r = u.run_uscope(["list", "--vars", "lib_mul", "libdemo"], env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("lib_mul at 0x") and lines[0].endswith("/libdemo.so):"), lines
+    assert [l.split() for l in lines[1:]] == [["int", "a", "(parameter)"],
+                                              ["int", "b", "(parameter)"]]
+    r = u.run_uscope(["list", "--lines", "lib_mul", "libdemo"], env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == f"lib_mul ({lib.parent.parent / 'libdemo.c'}):"
+    assert [l.split()[0] for l in r.stdout.splitlines()[1:] if l[:7].strip()] == ["3", "4"]
+    # libc: found by its short name; its variables if its debug info is installed
+    r = u.run_uscope(["list", "--vars", "malloc", "libc"])
+    assert "no such file" not in r.stderr, r.stderr
+    assert (r.returncode == 0 and "libc.so.6):" in r.stdout.splitlines()[0]) or \
+        (r.returncode == 1 and "has no debug info" in r.stderr), (r.stdout, r.stderr)
+    r = u.run_uscope(["list", "--vars", "lib_mul", "libnosuchthing"])
+    assert r.returncode == 1
+    assert "no such file, command or library: libnosuchthing" in r.stderr

@@ -51,7 +51,7 @@ ARGS_MAGIC = 0x5EED1234ABCD
 # COMM-TID [CPU] SECONDS.MICROSECONDS: EVENT: (0xADDR[ <- 0xFUNC]) args...
 EVENT_RE = re.compile(
     r"^(?P<comm>.+)-(?P<tid>\d+) \[(?P<cpu>\d{3,})\] (?P<sec>\d+)\.(?P<usec>\d{6}): "
-    r"(?P<event>[A-Za-z0-9_]+): \((?P<ip>0x[0-9a-f]+)(?: <- (?P<func>0x[0-9a-f]+))?\)"
+    r"(?P<event>[A-Za-z0-9_./()*+]+): \((?P<ip>0x[0-9a-f]+)(?: <- (?P<func>0x[0-9a-f]+))?\)"
     r"(?P<rest>.*)$")
 _VAL = r'"(?:[^"\\]|\\.)*"|<optimized out>|\{\.\.\.\}|\[\.\.\.\]|[^ "{}]*'
 ARG_RE = re.compile(rf' ([A-Za-z_][A-Za-z0-9_]*)=({_VAL})')
@@ -62,9 +62,11 @@ SUMMARY_RE = re.compile(r"^uscope:\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
 PER_EVENT_RE = re.compile(r"^\s+(\S.*?):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")  # C++ labels have spaces
 READY_RE = re.compile(r"^uscope: tracing (\d+) probes?\s*$")
 # USDT events are labelled PROVIDER:NAME (app:tick): the same line formats
-# with one colon allowed in the event name (labels=True below).
-_LABEL = r"[A-Za-z0-9_]+(?::[A-Za-z0-9_]+)?"
-LABEL_EVENT_RE = re.compile(EVENT_RE.pattern.replace(r"(?P<event>[A-Za-z0-9_]+)",
+# with one colon allowed in the event name (labels=True below); Go's are
+# its own names (main.(*Controller).syncDeployment, go/parser.ParseFile),
+# which EVENT_RE takes too.
+_LABEL = r"[A-Za-z0-9_./()*+]+(?::[A-Za-z0-9_]+)?"
+LABEL_EVENT_RE = re.compile(EVENT_RE.pattern.replace(r"(?P<event>[A-Za-z0-9_./()*+]+)",
                                                      rf"(?P<event>{_LABEL})"))
 LABEL_PER_EVENT_RE = re.compile(rf"^\s+({_LABEL}):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
 assert LABEL_EVENT_RE.pattern != EVENT_RE.pattern
@@ -107,10 +109,10 @@ def c_unescape(s: str) -> str:
 
 def decode_text_value(raw: str):
     """Text value -> the Python value the JSON output would carry:
-    strings -> str, (fault) -> None, decimal -> int, 0x... and symbols -> str."""
+    strings -> str, (fault) and (null) -> None, decimal -> int, 0x... and symbols -> str."""
     if raw.startswith('"'):
         return c_unescape(raw[1:-1])
-    if raw in ("(fault)", "<optimized out>"):
+    if raw in ("(fault)", "(null)", "<optimized out>"):
         return None
     if raw in ("true", "false"):
         return raw == "true"

@@ -14,7 +14,7 @@
  *   pack(word, &bits)  bits = {lo=5, mid=i & 31, hi=0xab, top=7*i}, word is
  *                      the same 32 bits as an unsigned int; returns mid
  *   sum3(&v[1]) v = {i, 10*i, 100*i}  returns 111*i
- * then once: peek((const char *)1) and peek("ok").
+ * then once: peek((const char *)1), peek("ok") and peek(NULL).
  * Prints "args done n=N total=T" and exits with STATUS (default 0), or kills
  * itself with SIGNAL when given and non-zero.
  *
@@ -89,6 +89,7 @@ int main(int argc, char **argv)
 	}
 	peek((const char *)1);
 	peek("ok");
+	peek(NULL);
 	printf("args done n=%d total=%ld\n", n, total);
 	fflush(stdout);
 	if (sig)

@@ -9,7 +9,9 @@
  * span={i, 10*i}, prio={i, 2*i}} (N at most 3 there), job_done(&j) returns
  * whether j.state == DONE, and twice(10*i, 1) and twice(20*i, 0) run inlined
  * into keep_k and drop_k: at its second call of sink, -O2 keeps k in keep_k
- * only. */
+ * only. req_size(&r) in the first loop reads r->size and hands it on to sink
+ * (a tail call at -O2: r's register is reused by its second instruction),
+ * then spare(i), whose local 'lost' -O2 keeps nowhere. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,24 +94,38 @@ __attribute__((noipa)) int drop_k(int a)
 	return twice(a, 0);
 }
 
+__attribute__((noipa)) int req_size(struct req *r)
+{
+	return sink((int)r->size);
+}
+
+__attribute__((noipa)) int spare(int a)
+{
+	int lost = sink(a);
+
+	(void)lost;
+	return sink(0);
+}
+
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 3;
 	struct req head = {.id = 77, .tag = "head", .path = "/head"};
 	long total = 0;
 
-	for (int i = 1; i <= n; i++) {
+	for (int i = 1; i <= n; i++) { /* LINE:first-loop */
 		struct req r = {.id = 10 * i, .path = PATHS[i % 3], .size = 1000L * i, .next = &head};
 
 		snprintf(r.tag, sizeof(r.tag), "t%d", i);
 		g_counter++;
-		total += handle(&r, i, (unsigned char)(i % 2), i % 3 ? GREEN : RED);
+		total += handle(&r, i, (unsigned char)(i % 2), i % 3 ? GREEN : RED);  /* LINE:handle-call */
+		total += req_size(&r) + spare(i);
 	}
 	for (int i = 1; i <= n && i <= 3; i++) {
 		struct job j = {.name = JOBS[i - 1], .state = STATES[i - 1], .urgent = i % 2,
 				.mode = MODES[i - 1], .span = {i, 10 * i}, .prio = {i, 2 * i}};
 
-		total += run_job(&j, i % 2, MODES[i - 1], STATES[i - 1]) + job_done(&j);
+		total += run_job(&j, i % 2, MODES[i - 1], STATES[i - 1]) + job_done(&j);  /* LINE:run-job-call */
 		total += keep_k(10 * i) + drop_k(20 * i);
 	}
 	printf("dwarfapp done %ld\n", total);

@@ -268,6 +268,28 @@ static void test_usdt_binding(void **state)
 	assert_int_equal(err.code, USC_PERR_BAD_ARG_INDEX);
 }
 
+/* the hidden pointer field that tells a NULL string from a bad pointer */
+static void test_string_ptrs(void **state)
+{
+	(void)state;
+	char buf[512];
+
+	parse_ok("main s=$arg1:string t=+0(+8(%rsi)):ustring n=%rdx:u32 c=$comm a=@0x1000:string "
+		 "p=+0(@0x1000):string q=+4(%rdi):string");
+	assert_int_equal(tracefs_lower_string_ptrs(spec.args, spec.nargs, 0, false, buf,
+						   sizeof(buf)), 0);
+	/* not a number, $comm, the string at @ADDR (its address is ADDR), nor
+	 * one at an offset from the pointer */
+	assert_string_equal(buf, "__usc_p0=%di:x64 __usc_p1=+8(%si):x64 __usc_p5=@0x1000:x64");
+	parse_ok("main n=%rdx:u32");
+	assert_int_equal(tracefs_lower_string_ptrs(spec.args, spec.nargs, 0, false, buf,
+						   sizeof(buf)), 0);
+	assert_string_equal(buf, "");
+	parse_ok("main s=$arg1:string");
+	assert_int_equal(tracefs_lower_string_ptrs(spec.args, spec.nargs, 0, false, buf, 8),
+			 -ENOSPC);
+}
+
 int main(void)
 {
 	const size_t n = sizeof(cases) / sizeof(cases[0]);
@@ -284,6 +306,7 @@ int main(void)
 		cmocka_unit_test(test_bitfield_without_geometry),
 		cmocka_unit_test(test_vaddr_and_unlowerable),
 		cmocka_unit_test(test_usdt_binding),
+		cmocka_unit_test(test_string_ptrs),
 	};
 
 	fails += _cmocka_run_group_tests("lower", t, n, NULL, NULL);

@@ -156,6 +156,8 @@ static const struct vcase valid_cases[] = {
 	{"/usr/bin/gofmt:go/printer.(*Config).Fprint+4", .module = "/usr/bin/gofmt", .module_pos = 0,
 	 SYM(15, "go/printer.(*Config).Fprint"), .has_offset = true, .offset = 4},
 	{"net/http.*", SYM(0, "net/http.*"), .is_glob = true},
+	/* a receiver is no C++ parameter list: a glob after it is a glob */
+	{"main.(*Controller).sync*", SYM(0, "main.(*Controller).sync*"), .is_glob = true},
 
 	/* ---- registers and their aliases ---- */
 	{"main %rax %eax %ax %al %r8d %sil %rip %rsp", SYM(0, "main"), .nargs = 8,

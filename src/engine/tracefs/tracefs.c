@@ -35,6 +35,8 @@ struct tfs_site {
 	struct tep_format_field *f_ip, *f_func;
 	struct tep_format_field *f_ret;		/* return sites: the return address */
 	struct tep_format_field *f_arg[USC_MAX_ARGS];
+	/* a string's pointer, to tell NULL from a fault (tracefs_string_ptr) */
+	struct tep_format_field *f_ptr[USC_MAX_ARGS];
 };
 
 struct tfs_task {
@@ -289,6 +291,12 @@ static int tfs_setup_decode(struct tfs *t)
 					  site->args[a].name);
 				return -EIO;
 			}
+			if (fetch_type_is_string(site->args[a].type)) {
+				char name[32];
+
+				snprintf(name, sizeof(name), TRACEFS_NULL_FIELD "%u", a);
+				ts->f_ptr[a] = tep_find_field(ts->ev, name);
+			}
 		}
 	}
 	t->newtask = tep_find_event_by_name(t->tep, "task", "task_newtask");
@@ -377,7 +385,7 @@ static void set_filter(struct tfs *t, size_t i)
 static int tfs_attach(struct usc_engine *e)
 {
 	struct tfs *t = tfs_of(e);
-	char args[8192], ref[32], *cmd;
+	char args[8192], ptrs[4096], ref[32], *cmd;
 	int ret;
 
 	tfs_clean_stale();
@@ -399,6 +407,10 @@ static int tfs_attach(struct usc_engine *e)
 		ret = tracefs_lower_args(site->args, site->nargs,
 					 (int64_t)(site->offset - site->vaddr), site->ret_site, args,
 					 sizeof(args));
+		if (!ret)
+			ret = tracefs_lower_string_ptrs(site->args, site->nargs,
+							(int64_t)(site->offset - site->vaddr),
+							site->ret_site, ptrs, sizeof(ptrs));
 		if (ret) {
 			log_error("%s: the fetch arguments do not fit uprobe_events", site->spec->text);
 			return ret;
@@ -412,11 +424,11 @@ static int tfs_attach(struct usc_engine *e)
 				 (unsigned long long)site->ref_ctr_offset);
 		/* A return site is an entry-style probe on a ret or tail-call
 		 * jmp: the return address is the word at the stack pointer. */
-		if (asprintf(&cmd, "%c:%s/%s %s:0x%llx%s%s%s%s\n",
+		if (asprintf(&cmd, "%c:%s/%s %s:0x%llx%s%s%s%s%s%s\n",
 			     site->is_return && !site->ret_site ? 'r' : 'p', t->name, site->event,
 			     site->path, (unsigned long long)site->offset, ref,
 			     site->ret_site ? " __usc_ret=+0(%sp):x64" : "", args[0] ? " " : "",
-			     args) < 0)
+			     args, ptrs[0] ? " " : "", ptrs) < 0)
 			return -ENOMEM;
 		ret = tracefs_instance_file_append(NULL, "uprobe_events", cmd);
 		free(cmd);
@@ -761,9 +773,14 @@ static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, v
 			unsigned long long dl = tep_read_number(t->tep, data + f->offset, 4);
 			unsigned off = dl & 0xffff, len = (unsigned)(dl >> 16);
 
-			/* the kernel stores a string that faulted with length 0 */
+			/* the kernel stores a string that faulted with length 0;
+			 * its pointer, where we have it, says whether it was NULL */
 			if (len == 0 || off + len > r->size) {
 				v->kind = USC_V_FAULT;
+				if (len == 0 && ts->f_ptr[a] &&
+				    !tep_read_number(t->tep, data + ts->f_ptr[a]->offset,
+						     ts->f_ptr[a]->size))
+					v->kind = USC_V_NULL;
 				continue;
 			}
 			v->kind = USC_V_STR;

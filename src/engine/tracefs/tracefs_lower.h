@@ -18,4 +18,15 @@ int tracefs_lower_arg(const struct usc_fetcharg *arg, int64_t foff_delta, bool r
 int tracefs_lower_args(const struct usc_fetcharg *args, unsigned n, int64_t foff_delta,
 		       bool ret_site, char *buf, size_t len);
 
+/* The kernel stores a string it could not read, at a NULL pointer or a bad
+ * one alike, with length 0. To tell them apart, a string argument whose
+ * address is a loaded value (not @ADDR, not $comm, no offset added to the
+ * pointer) gets a hidden x64 field of that address, named
+ * TRACEFS_NULL_FIELD "<index>": into *ptr, true; false for the others. */
+#define TRACEFS_NULL_FIELD "__usc_p"
+bool tracefs_string_ptr(const struct usc_fetcharg *arg, unsigned index, struct usc_fetcharg *ptr);
+/* Those hidden fields of args[0..n), space-separated ("" when none). */
+int tracefs_lower_string_ptrs(const struct usc_fetcharg *args, unsigned n, int64_t foff_delta,
+			      bool ret_site, char *buf, size_t len);
+
 #endif
