@@ -3,7 +3,8 @@
 #   make check    install dependencies, build, run every test
 #   make demo     install dependencies, build, trace the bundled demo
 #   make bench    run the benchmarks
-#   make install PREFIX=/usr/local   (uscope, libuscope-sdt and its Python module)
+#   make install PREFIX=/usr/local   (uscope, its man pages and bash completion,
+#                                     libuscope-sdt and its Python module)
 
 VERSION  := 0.1.0
 PREFIX   ?= /usr/local
@@ -187,8 +188,19 @@ bench: uscope sdt targets
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PYTHON_SITE ?= $(shell $(PYTHON) sdt/python/site_dir.py $(PREFIX))
+# The man pages (doc/man, written by hand) and the bash completion, where
+# bash-completion looks for it (its own pkg-config file says where).
+MANDIR ?= $(PREFIX)/share/man
+MAN1 := $(wildcard doc/man/*.1)
+MAN7 := $(wildcard doc/man/*.7)
+BASHCOMPDIR ?= $(or $(shell pkg-config --variable=completionsdir bash-completion 2>/dev/null),\
+	/usr/share/bash-completion/completions)
 install: uscope sdt
 	install -D -m 0755 uscope $(DESTDIR)$(PREFIX)/bin/uscope
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7
+	install -m 0644 $(MAN1) $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(MAN7) $(DESTDIR)$(MANDIR)/man7/
+	install -D -m 0644 doc/bash-completion/uscope $(DESTDIR)$(BASHCOMPDIR)/uscope
 	install -D -m 0755 build/sdt/libuscope-sdt.so $(DESTDIR)$(LIBDIR)/$(SDT_SONAME)
 	ln -sf $(SDT_SONAME) $(DESTDIR)$(LIBDIR)/libuscope-sdt.so
 	install -D -m 0644 build/sdt/libuscope-sdt.a $(DESTDIR)$(LIBDIR)/libuscope-sdt.a

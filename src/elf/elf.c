@@ -1090,13 +1090,13 @@ static int index_elf(struct elf_file *ef, Elf *elf)
 	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
 	    gelf_getclass(elf) != ELFCLASS64 || eh.e_machine != EM_X86_64 ||
 	    eh.e_ident[EI_DATA] != ELFDATA2LSB) {
-		log_error("%s: not a 64-bit x86-64 ELF file", ef->path);
+		log_info("%s: not a 64-bit x86-64 ELF file", ef->path);
 		return -ENOEXEC;
 	}
 	ef->is_dyn = eh.e_type == ET_DYN;
 	ef->is_exec_type = eh.e_type == ET_EXEC;
 	if (elf_getphdrnum(elf, &phnum)) {
-		log_error("%s: bad program headers: %s", ef->path, elf_errmsg(-1));
+		log_info("%s: bad program headers: %s", ef->path, elf_errmsg(-1));
 		return -ENOEXEC;
 	}
 	ef->segs = calloc(phnum ? phnum : 1, sizeof(*ef->segs));
@@ -1146,7 +1146,7 @@ int elf_open(const char *path, struct elf_file **out)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		err = -errno;
-		log_error("cannot open %s: %s", path, strerror(errno));
+		log_info("cannot open %s: %s", path, strerror(errno));
 		return err;
 	}
 	if (fstat(fd, &st) < 0) {
@@ -1155,7 +1155,7 @@ int elf_open(const char *path, struct elf_file **out)
 		return err;
 	}
 	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
-		log_error("%s: not a 64-bit x86-64 ELF file", path);
+		log_info("%s: not a 64-bit x86-64 ELF file", path);
 		close(fd);
 		return S_ISDIR(st.st_mode) ? -EISDIR : -ENOEXEC;
 	}
@@ -1174,14 +1174,14 @@ int elf_open(const char *path, struct elf_file **out)
 	if (p->map == MAP_FAILED) {
 		err = -errno;
 		p->map = NULL;
-		log_error("cannot map %s: %s", path, strerror(errno));
+		log_info("cannot map %s: %s", path, strerror(errno));
 		close(fd);
 		elf_close(ef);
 		return err;
 	}
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (!elf) {
-		log_error("%s: %s", path, elf_errmsg(-1));
+		log_info("%s: %s", path, elf_errmsg(-1));
 		close(fd);
 		elf_close(ef);
 		return -ENOEXEC;

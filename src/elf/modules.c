@@ -146,7 +146,7 @@ ssize_t procmaps_read(pid_t pid, struct proc_map **out)
 	fclose(f);
 	if (err) {
 		if (err == -ESRCH)
-			log_error("process %d has gone", (int)pid);
+			log_info("process %d has gone", (int)pid);
 		procmaps_free(maps, n);
 		return err;
 	}
@@ -604,7 +604,7 @@ int module_find_system(const char *name, char **out)
 	if (!err)
 		err = candset_pick(&cs, name, "the default library directories", out);
 	if (err == -ENOENT)
-		log_error("cannot find a module named '%s'", name);
+		log_info("cannot find a module named '%s'", name);
 out:
 	candset_free(&cs);
 	return err;
@@ -949,7 +949,7 @@ int module_find_for_exe(const char *exe, const char *name, char **out)
 	if (!err)
 		err = candset_pick(&cs, name, exe, out);
 	if (err == -ENOENT)
-		log_error("%s does not use a module named '%s'", exe, name);
+		log_info("%s does not use a module named '%s'", exe, name);
 out:
 	candset_free(&cs);
 	deplist_free(&dl);
@@ -971,12 +971,12 @@ int module_find_in_pid(pid_t pid, const char *name, char **out)
 	el = readlink(fn, exe, sizeof(exe) - 1);
 	if (el < 0) {
 		if (!pid_exists(pid)) {
-			log_error("process %d has gone", (int)pid);
+			log_info("process %d has gone", (int)pid);
 			return -ESRCH;
 		}
 		if (errno == EACCES || errno == EPERM) {
 			err = -errno;
-			log_error("cannot read %s: %s", fn, strerror(errno));
+			log_info("cannot read %s: %s", fn, strerror(errno));
 			return err;
 		}
 		el = 0;
@@ -1044,7 +1044,7 @@ int module_find_in_pid(pid_t pid, const char *name, char **out)
 		snprintf(where, sizeof(where), "process %d", (int)pid);
 		err = candset_pick(&cs, name, where, out);
 		if (err == -ENOENT)
-			log_error("process %d has no module named '%s'", (int)pid, name);
+			log_info("process %d has no module named '%s'", (int)pid, name);
 	}
 	candset_free(&cs);
 	procmaps_free(maps, (size_t)n);

@@ -191,6 +191,9 @@ static int find_module(const struct usc_target *t, const struct usc_probe_spec *
 				  spec->text, m);
 	} else if (ret == -ESRCH) {
 		log_error("no such process: %d", (int)t->pid);
+	} else if ((ret == -EACCES || ret == -EPERM) && t->kind == USC_TARGET_PID) {
+		log_error("%s: cannot read the modules of process %d: permission denied "
+			  "(trace it as root or as its owner)", spec->text, (int)t->pid);
 	} else if (ret) {
 		log_error("%s: cannot resolve module '%s': %s", spec->text, m, strerror(-ret));
 	}

@@ -109,12 +109,10 @@ def test_not_root():
     chk = subprocess.run(pre + ["test", "-x", str(u.uscope_path())])
     if chk.returncode != 0:
         pytest.skip(f"user nobody cannot execute {u.uscope_path()}")
-    r = u.run_uscope(["trace", "add", "--", ARGS, 1], prefix=pre)
-    assert r.returncode == 1, f"exit {r.returncode}; stderr:\n{r.stderr}"
-    lines = u.error_lines(r.stderr)
-    assert lines and lines[0].startswith("uscope: "), r.stderr
-    assert re.search(r"root|permission", lines[0], re.I), lines[0]
-    assert "args done" not in r.stdout
+    for engine in ("auto", "tracefs", "bpf"):
+        r = u.run_uscope(["trace", "-e", engine, "add", "--", ARGS, 1], prefix=pre)
+        msg = single_error(r)
+        assert re.search(r"root|permission", msg, re.I), msg
 
 
 def test_ambiguous_symbol():
@@ -122,9 +120,87 @@ def test_ambiguous_symbol():
     cands = [a for a, _ in u.nm_funcs(dups)["twin"]]
     assert len(cands) == 2
     r = u.run_uscope(["trace", "twin", "--", dups])
-    lines = u.error_lines(r.stderr)
-    assert r.returncode == 1, r.stderr
-    assert lines and lines[0].startswith("uscope: "), r.stderr
+    single_error(r)
     assert "dups 11" not in r.stdout, "the command ran despite the error"
     shown = {int(h, 16) for h in re.findall(r"\b(?:0x)?([0-9a-fA-F]{3,16})\b", r.stderr)}
     assert set(cands) <= shown, f"candidates {[hex(c) for c in cands]} not listed:\n{r.stderr}"
+
+
+# Every error once: each failure below is one line, said by the layer that
+# knows what the user should do (the library's details only with -v).
+
+@pytest.mark.parametrize("args", [
+    ["trace", "/etc/passwd:foo", "--", ARGS, 1],
+    ["trace", "-e", "tracefs", "/etc/passwd:foo", "--", ARGS, 1],
+    ["trace", "-d", "1", "/etc/passwd:foo"],
+    ["count", "-d", "1", "/etc/passwd:foo"],
+    ["list", "/etc/passwd"],
+    ["list", "--usdt", "/etc/passwd"],
+], ids=["command", "tracefs", "system", "count", "list", "list-usdt"])
+def test_not_elf_once(args):
+    msg = single_error(u.run_uscope(args))
+    assert "/etc/passwd" in msg and "ELF" in msg, msg
+
+
+def test_not_elf_details_at_verbose():
+    r = u.run_uscope(["trace", "-v", "-d", "1", "/etc/passwd:foo"])
+    assert r.returncode == 1
+    assert len([l for l in u.error_lines(r.stderr) if "ELF" in l]) >= 2, r.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ["trace", "-d", "1", "libnope:foo"],
+    ["trace", "-e", "tracefs", "-d", "1", "libnope:foo"],
+    ["list", "libnope"],
+], ids=["system", "tracefs", "list"])
+def test_unknown_module_once(args):
+    msg = single_error(u.run_uscope(args))
+    assert "libnope" in msg, msg
+
+
+def test_unknown_module_in_pid_once():
+    with _spin() as pid:
+        msg = single_error(u.run_uscope(["trace", "-p", pid, "libnope:foo"]))
+        assert "libnope" in msg and str(pid) in msg, msg
+
+
+class _spin:
+    def __enter__(self):
+        self.p = subprocess.Popen([target("spin")], stdout=subprocess.DEVNULL)
+        return self.p.pid
+
+    def __exit__(self, *exc):
+        self.p.kill()
+        self.p.wait()
+
+
+@pytest.mark.parametrize("engine", ["auto", "tracefs"])
+def test_unknown_module_command_one_error(engine):
+    # COMMAND may load the module later: uscope warns that it waits, and
+    # says once that it never came.
+    r = u.run_uscope(["trace", "-e", engine, "libnope:foo", "--", target("threads"), 1, 1])
+    assert r.returncode == 1, r.stderr
+    errors = [l for l in u.error_lines(r.stderr) if not l.startswith("uscope: warning: ")]
+    assert len(errors) == 1 and errors[0].startswith("uscope: "), r.stderr
+    assert "libnope" in errors[0], errors[0]
+
+
+@pytest.mark.parametrize("engine", ["auto", "tracefs", "inject"])
+def test_unknown_symbol_once(engine):
+    msg = single_error(u.run_uscope(["trace", "-e", engine, "nosuch_fn", "--", ARGS, 1]))
+    assert "nosuch_fn" in msg, msg
+
+
+@pytest.mark.parametrize("args", [
+    ["trace", "-p", "0", "add"],
+    ["trace", "-p", "abc", "add"],
+    ["count", "-p", "-3", "add"],
+], ids=["zero", "word", "negative"])
+def test_bad_pid_once(args):
+    single_error(u.run_uscope(args), rc=2)
+
+
+def test_refused_site_once():
+    msg = single_error(u.run_uscope(["trace", "r:condtail", "--", target("retsites")]))
+    assert "--uretprobe" in msg, msg
+
