@@ -57,11 +57,20 @@ static double now_s(void)
 int session_wait_modules(struct usc_session *s, pid_t child, int sfd, int *sigints, int *status)
 {
 	double deadline = s->opts.duration > 0 ? now_s() + s->opts.duration : 0;
+	/* said at once with -v; otherwise once the wait has lasted a second,
+	 * so that a COMMAND that never loads it gets one line, the error */
+	double warn_at = now_s() + 1.0;
 
-	/* a warning: its hits until then are not seen */
-	log_warn("%s does not link %s%s: waiting for it to load %s", s->opts.cmd[0], s->pending[0],
+	log_info("%s does not link %s%s: waiting for it to load %s", s->opts.cmd[0], s->pending[0],
 		 s->npending > 1 ? " and more" : "", s->npending > 1 ? "them" : "it");
 	for (;;) {
+		if (warn_at > 0 && now_s() >= warn_at) {
+			/* a warning: its hits until then are not seen */
+			log_warn("%s does not link %s%s: waiting for it to load %s", s->opts.cmd[0],
+				 s->pending[0], s->npending > 1 ? " and more" : "",
+				 s->npending > 1 ? "them" : "it");
+			warn_at = 0;
+		}
 		struct signalfd_siginfo si;
 		struct pollfd p = {.fd = sfd, .events = POLLIN};
 		size_t found = 0;
@@ -77,8 +86,8 @@ int session_wait_modules(struct usc_session *s, pid_t child, int sfd, int *sigin
 		if (found == s->npending)
 			return 0;
 		if (waitpid(child, status, WNOHANG) == child) {
-			log_error("%s exited before it loaded a module named '%s'", s->opts.cmd[0],
-				  s->pending[0]);
+			log_error("%s exited before it loaded a module named '%s' (uscope list -p PID "
+				  "names a running process's modules)", s->opts.cmd[0], s->pending[0]);
 			return -ECHILD;
 		}
 		while (sfd >= 0 && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
