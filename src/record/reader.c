@@ -695,7 +695,8 @@ static int flush_refs(struct events *e, uint64_t limit)
 		e->delivered++;
 		e->stop = e->fn(&ev, e->ctx);
 	}
-	memmove(e->refs, e->refs + k, (e->n - k) * sizeof(*e->refs));
+	if (k && k < e->n)
+		memmove(e->refs, e->refs + k, (e->n - k) * sizeof(*e->refs));
 	e->n -= k;
 	return e->stop;
 }
