@@ -137,11 +137,11 @@ static void get_arg(struct rec_file *f, struct rget *g, struct usc_fetcharg *a)
 		g->bad = true;
 }
 
-static int read_sites(struct rec_file *f, struct rget *g)
+static int get_sites(struct rec_file *f, struct rget *g)
 {
 	uint32_t ns = rget_u32(g), n;
 
-	if (f->specs || ns > 100000)
+	if (ns > 100000)
 		return -EINVAL;
 	f->specs = calloc(ns + 1, sizeof(*f->specs));
 	if (!f->specs)
@@ -212,6 +212,39 @@ static int read_sites(struct rec_file *f, struct rget *g)
 			s->path = strdup("");
 	}
 	return g->bad ? -EINVAL : 0;
+}
+
+/* The probes and sites read so far, forgotten (the enums stay f's). */
+static void drop_sites(struct rec_file *f)
+{
+	for (size_t i = 0; f->sites && i < f->nsites; i++) {
+		free(f->sites[i].path);
+		free(f->sites[i].symbol);
+		free(f->sites[i].args);
+	}
+	for (size_t i = 0; f->engine_of && i < f->nsites; i++)
+		free(f->engine_of[i]);
+	free(f->sites);
+	free(f->engine_of);
+	free(f->specs);
+	f->sites = NULL;
+	f->engine_of = NULL;
+	f->specs = NULL;
+	f->nsites = f->nspecs = 0;
+}
+
+/* The one SITES chunk: read whole, or not at all (a site cut short has
+ * no probe, no arguments: nothing could use it). */
+static int read_sites(struct rec_file *f, struct rget *g)
+{
+	int ret;
+
+	if (f->specs)
+		return -EINVAL;
+	ret = get_sites(f, g);
+	if (ret)
+		drop_sites(f);
+	return ret;
 }
 
 static int read_image(struct rec_file *f, const uint8_t *p, size_t len)
@@ -421,17 +454,9 @@ void rec_file_free(struct rec_file *f)
 		return;
 	if (f->map)
 		munmap((void *)f->map, f->size);
-	if (!f->sites_taken) {
-		for (size_t i = 0; i < f->nsites; i++) {
-			free(f->sites[i].path);
-			free(f->sites[i].symbol);
-			free(f->sites[i].args);
-		}
-		free(f->sites);
-	}
-	for (size_t i = 0; f->engine_of && i < f->nsites; i++)
-		free(f->engine_of[i]);
-	free(f->engine_of);
+	if (f->sites_taken)
+		f->sites = NULL;	/* the session's now */
+	drop_sites(f);
 	for (size_t i = 0; i < f->nenums; i++) {
 		for (unsigned k = 0; k < f->enums[i]->n; k++)
 			free((char *)f->enums[i]->v[k].name);
@@ -439,7 +464,6 @@ void rec_file_free(struct rec_file *f)
 		free(f->enums[i]);
 	}
 	free(f->enums);
-	free(f->specs);
 	free(f->images);
 	free(f->threads);
 	clock_free(f->clock);
