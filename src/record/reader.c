@@ -132,8 +132,11 @@ static void get_arg(struct rec_file *f, struct rget *g, struct usc_fetcharg *a)
 	a->insn[0].op = rget_u8(g);
 	a->insn[1].op = FOP_END;
 	a->ninsn = 2;
+	/* output shows a member of a struct shown whole past "GROUP__" in
+	 * its name */
 	if ((unsigned)a->type >= USC_T_NR || a->show > USC_SHOW_ARRAY ||
-	    (a->show == USC_SHOW_ENUM && !a->enums))
+	    (a->show == USC_SHOW_ENUM && !a->enums) ||
+	    (a->group_len && (size_t)a->group_len + 2 > strlen(a->name)))
 		g->bad = true;
 }
 
