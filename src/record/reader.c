@@ -611,10 +611,15 @@ static int refs_of_chunk(struct events *e, const struct rec_chunk *c, const uint
 		return ret;
 	}
 	case REC_BPF: {
-		uint32_t len = *(const uint32_t *)p, site;
+		uint32_t len, site;
 		uint64_t ts;
 
-		if (c->len < 8 || len > c->len - 8 || bpf_raw_peek(p + 8, len, &site, &ts)) {
+		if (c->len < 8) {
+			e->bad++;
+			return 0;
+		}
+		len = *(const uint32_t *)p;
+		if (len > c->len - 8 || bpf_raw_peek(p + 8, len, &site, &ts)) {
 			e->bad++;
 			return 0;
 		}
