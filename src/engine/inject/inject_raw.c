@@ -18,9 +18,11 @@ int inject_raw_peek(const void *p, size_t avail, uint32_t *site, uint64_t *tsc, 
 		return -EINVAL;
 	n = r->len;
 	if (n & INJ_REC_PAD) {
-		/* the rest of the ring's end, skipped */
+		/* the rest of the ring's end, skipped (from an 8-aligned
+		 * record to the ring's end: 8-aligned too, and what follows
+		 * must be) */
 		n &= ~INJ_REC_PAD;
-		if (!n || n > avail)
+		if (!n || n > avail || (n & 7))
 			return -EINVAL;
 		*len = n;
 		return 1;
