@@ -77,7 +77,8 @@ static struct usc_enum *get_enum(struct rec_file *f, struct rget *g, uint32_t n,
 	struct usc_enum *e, **v;
 	struct usc_enumerator *ev;
 
-	if (n > 65536) {
+	/* each enumerator takes 12 bytes at least (value, name's length) */
+	if (n > 65536 || n > (g->len - g->at) / 12) {
 		g->bad = true;
 		return NULL;
 	}
@@ -144,7 +145,10 @@ static int get_sites(struct rec_file *f, struct rget *g)
 {
 	uint32_t ns = rget_u32(g), n;
 
-	if (ns > 100000)
+	/* a count is no larger than the bytes that follow can hold (a probe
+	 * takes 8 at least, a site 60): a few damaged bytes must not have
+	 * the reader allocate gigabytes */
+	if (g->bad || ns > 100000 || ns > (g->len - g->at) / 8)
 		return -EINVAL;
 	f->specs = calloc(ns + 1, sizeof(*f->specs));
 	if (!f->specs)
@@ -164,7 +168,7 @@ static int get_sites(struct rec_file *f, struct rget *g)
 			g->bad = true;
 	}
 	n = rget_u32(g);
-	if (g->bad || n > 1000000)
+	if (g->bad || n > 1000000 || n > (g->len - g->at) / 60)
 		return -EINVAL;
 	f->sites = calloc(n + 1, sizeof(*f->sites));
 	f->engine_of = calloc(n + 1, sizeof(*f->engine_of));
