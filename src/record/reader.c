@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,10 +63,18 @@ struct rec_file {
 	size_t nbpf;
 };
 
-static int damaged(struct rec_file *f, size_t at, const char *why)
+__attribute__((format(printf, 3, 4)))
+static int damaged(struct rec_file *f, size_t at, const char *fmt, ...)
 {
-	if (!f->damage[0])
-		snprintf(f->damage, sizeof(f->damage), "at byte %zu: %s", at, why);
+	va_list ap;
+	int n;
+
+	if (!f->damage[0]) {
+		n = snprintf(f->damage, sizeof(f->damage), "at byte %zu: ", at);
+		va_start(ap, fmt);
+		vsnprintf(f->damage + n, sizeof(f->damage) - (size_t)n, fmt, ap);
+		va_end(ap);
+	}
 	f->end = at;
 	return 0;
 }
@@ -334,9 +343,14 @@ static int scan(struct rec_file *f)
 		int ret = 0;
 
 		if (f->end - at < sizeof(*c))
-			return damaged(f, at, "a chunk's header is cut short");
-		if (c->len > REC_CHUNK_MAX || (c->len & 7) || c->len > f->end - at - sizeof(*c))
-			return damaged(f, at, "a chunk is cut short or has a bad length");
+			return damaged(f, at, "the file ends in a chunk's header (cut short: a "
+					   "crash, a short copy)");
+		if (c->len > REC_CHUNK_MAX || (c->len & 7))
+			return damaged(f, at, "a damaged chunk header (type %u, length %u)",
+				       c->type, c->len);
+		if (c->len > f->end - at - sizeof(*c))
+			return damaged(f, at, "a chunk of %u bytes is cut short, the file ends at "
+				       "byte %zu (a crash, a short copy)", c->len, f->end);
 		g = (struct rget){p, c->len, 0, false};
 		switch (c->type) {
 		case REC_SITES:
@@ -368,9 +382,10 @@ static int scan(struct rec_file *f)
 		if (ret == -ENOMEM)
 			return ret;
 		if (ret)
-			return damaged(f, at, "a chunk that does not read as its type");
+			return damaged(f, at, "a chunk of type %u that does not read as one",
+				       c->type);
 		if (!f->specs && c->type != REC_SITES)
-			return damaged(f, at, "records before the probes");
+			return damaged(f, at, "a chunk of type %u before the probes", c->type);
 		at += sizeof(*c) + c->len;
 	}
 	if (!f->clean_end)
@@ -401,10 +416,11 @@ int rec_file_open(const char *path, struct rec_file **out)
 		return ret;
 	}
 	f->size = (size_t)st.st_size;
-	if (f->size < sizeof(struct rec_header)) {
+	if (!S_ISREG(st.st_mode) || f->size < sizeof(struct rec_header)) {
+		log_error("%s is not a uscope recording (%s)", path,
+			  !S_ISREG(st.st_mode) ? "not a file" : !f->size ? "empty" : "too short");
 		close(fd);
 		rec_file_free(f);
-		log_error("%s is not a uscope recording (too short)", path);
 		return -EINVAL;
 	}
 	f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
