@@ -557,7 +557,7 @@ struct events {
 	uint64_t delivered, bad;
 	int stop;
 	struct usc_value vals[USC_MAX_ARGS];
-	char comm[24];
+	char comm[72];		/* the writer keeps 64 bytes of a comm (bpf: 17) */
 };
 
 static int push_ref(struct events *e, struct ref r)

@@ -73,7 +73,8 @@ static const struct want want[] = {
 	  {USC_V_FAULT, 0, NULL}}},
 	{T0 + 300, 1, TID_EV, 2, "bpfthr", 0x401199, 0x401130, 1, {{USC_V_INT, 8, NULL}}},
 	{T0 + 400, 2, TID_INJ, 0, "injthr", 0x7f0000002000, 0, 1, {{USC_V_STR, 0, "tab\there"}}},
-	{T0 + 500, 0, TID_EV, 1, "evthr", 0x401130, 0, 4,
+	/* a comm longer than the kernel's: the writer keeps 64 bytes */
+	{T0 + 500, 0, TID_EV, 1, "a thread name of more than forty bytes, x", 0x401130, 0, 4,
 	 {{USC_V_INT, 9, NULL}, {USC_V_NULL, 0, NULL}, {USC_V_INT, 3, NULL},
 	  {USC_V_STR, 0, ""}}},
 	{T0 + 600, 1, TID_EV, 2, "bpfthr", 0x401199, 0x401130, 1, {{USC_V_INT, 10, NULL}}},
