@@ -25,7 +25,11 @@ Needs root and tracefs (as the e2e tests do). The recordings:
 Every recording of a COMMAND also holds the modules uscope itself maps
 (hundreds of KiB of symbols); the dwarf ones have their REC_MODULE chunks
 dropped to stay small (the reader does not read them yet). Each seed must
-stay under 64 KiB."""
+stay under 64 KiB.
+
+The regress-* files beside them are not made here: inputs that found a bug
+in the reader (fuzz_record's crashes, and files crafted from these seeds),
+kept so that every fuzz run tries them again."""
 
 import os
 import signal
