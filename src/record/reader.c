@@ -447,9 +447,11 @@ int rec_file_open(const char *path, struct rec_file **out)
 	f->hdr.host[sizeof(f->hdr.host) - 1] = 0;
 	f->hdr.command[sizeof(f->hdr.command) - 1] = 0;
 	ret = scan(f);
-	if (!ret && !f->specs) {
+	/* no site: nothing to read (and a session with no site to give its
+	 * source would wait for it forever) */
+	if (!ret && (!f->specs || !f->nsites)) {
 		log_error("%s: no probes in the recording (%s)", path,
-			  f->damage[0] ? f->damage : "empty");
+			  f->damage[0] ? f->damage : f->specs ? "not one site" : "empty");
 		ret = -EINVAL;
 	}
 	if (ret) {

@@ -20,7 +20,7 @@ from uscope_e2e import target
 
 AGG = target("aggapp")
 HDR_LEN = 352
-REC_SITES, REC_INJECT, REC_BPF, REC_EVENT = 1, 6, 7, 8
+REC_SITES, REC_INJECT, REC_BPF, REC_EVENT, REC_STATS = 1, 6, 7, 8, 10
 INJ_REC_PAD = 0x80000000
 GARBAGE = b"\xde\xad\xbe\xef" * 2
 GARBAGE_U32 = 0xEFBEADDE
@@ -244,3 +244,18 @@ def test_a_directory(tmp_path):
 def test_missing(tmp_path):
     path = tmp_path / "none.usc"
     single_error(read(path), f"cannot read {path}: No such file or directory")
+
+
+def test_no_site(tmp_path):
+    """Probes that placed no site: nothing to read (trace -r waited for
+    ever)."""
+    data, _ = whole(tmp_path, "tracefs")
+    out = data[:HDR_LEN]
+    for _, t, payload in chunks(data):
+        if t == REC_SITES:
+            payload = struct.pack("<II", 0, 0)     # no probe, no site
+        if t != REC_STATS:                         # (they count per site)
+            out += struct.pack("<II", t, len(payload)) + payload
+    path = tmp_path / "nosite.usc"
+    path.write_bytes(out)
+    single_error(read(path), f"{path}: no probes in the recording (not one site)")

@@ -296,7 +296,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < nspecs; i++)
 		touch_spec(&specs[i]);
 	sites = rec_file_take_sites(f, &nsites);
-	CHECK(sites || !nsites);
+	CHECK(sites && nsites);		/* a file with no site does not open */
 	for (size_t i = 0; i < nsites; i++)
 		touch_site(&sites[i], specs, nspecs);
 	st = rec_file_stats(f, &events, &lost);
