@@ -141,7 +141,14 @@ FUZZ_LIB_SRCS := src/core/log.c $(wildcard src/probe/*.c) src/usdt/usdt.c src/el
 	src/elf/gopclntab.c
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
 	@mkdir -p $(dir $@)
-	clang $(BASE_CFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ -lelf -ldw -liberty
+	clang $(BASE_CFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ -lelf -ldw -liberty \
+		$(FUZZ_FLAGS)
+# The recording reader, the engines' decoders it calls and the output; the
+# reader's mmap becomes an exact-size heap copy ASan watches; undefined
+# behaviour is a failure, as in build/san.
+build/fuzz/fuzz_record: src/record/reader.c src/record/buf.c src/engine/inject/clock.c \
+	src/engine/inject/inject_raw.c src/engine/bpf/bpf_raw.c src/output/output.c
+build/fuzz/fuzz_record: FUZZ_FLAGS := -fno-sanitize-recover=undefined -Wl,--wrap=mmap,--wrap=munmap
 FUZZ_SECONDS ?= 20
 
 targets: sdt

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,10 +65,18 @@ struct rec_file {
 	size_t nbpf;
 };
 
-static int damaged(struct rec_file *f, size_t at, const char *why)
+__attribute__((format(printf, 3, 4)))
+static int damaged(struct rec_file *f, size_t at, const char *fmt, ...)
 {
-	if (!f->damage[0])
-		snprintf(f->damage, sizeof(f->damage), "at byte %zu: %s", at, why);
+	va_list ap;
+	int n;
+
+	if (!f->damage[0]) {
+		n = snprintf(f->damage, sizeof(f->damage), "at byte %zu: ", at);
+		va_start(ap, fmt);
+		vsnprintf(f->damage + n, sizeof(f->damage) - (size_t)n, fmt, ap);
+		va_end(ap);
+	}
 	f->end = at;
 	return 0;
 }
@@ -79,7 +88,8 @@ static struct usc_enum *get_enum(struct rec_file *f, struct rget *g, uint32_t n,
 	struct usc_enum *e, **v;
 	struct usc_enumerator *ev;
 
-	if (n > 65536) {
+	/* each enumerator takes 12 bytes at least (value, name's length) */
+	if (n > 65536 || n > (g->len - g->at) / 12) {
 		g->bad = true;
 		return NULL;
 	}
@@ -134,16 +144,22 @@ static void get_arg(struct rec_file *f, struct rget *g, struct usc_fetcharg *a)
 	a->insn[0].op = rget_u8(g);
 	a->insn[1].op = FOP_END;
 	a->ninsn = 2;
+	/* output shows a member of a struct shown whole past "GROUP__" in
+	 * its name */
 	if ((unsigned)a->type >= USC_T_NR || a->show > USC_SHOW_ARRAY ||
-	    (a->show == USC_SHOW_ENUM && !a->enums))
+	    (a->show == USC_SHOW_ENUM && !a->enums) ||
+	    (a->group_len && (size_t)a->group_len + 2 > strlen(a->name)))
 		g->bad = true;
 }
 
-static int read_sites(struct rec_file *f, struct rget *g)
+static int get_sites(struct rec_file *f, struct rget *g)
 {
 	uint32_t ns = rget_u32(g), n;
 
-	if (f->specs || ns > 100000)
+	/* a count is no larger than the bytes that follow can hold (a probe
+	 * takes 8 at least, a site 60): a few damaged bytes must not have
+	 * the reader allocate gigabytes */
+	if (g->bad || ns > 100000 || ns > (g->len - g->at) / 8)
 		return -EINVAL;
 	f->specs = calloc(ns + 1, sizeof(*f->specs));
 	if (!f->specs)
@@ -163,7 +179,7 @@ static int read_sites(struct rec_file *f, struct rget *g)
 			g->bad = true;
 	}
 	n = rget_u32(g);
-	if (g->bad || n > 1000000)
+	if (g->bad || n > 1000000 || n > (g->len - g->at) / 60)
 		return -EINVAL;
 	f->sites = calloc(n + 1, sizeof(*f->sites));
 	f->engine_of = calloc(n + 1, sizeof(*f->engine_of));
@@ -214,6 +230,39 @@ static int read_sites(struct rec_file *f, struct rget *g)
 			s->path = strdup("");
 	}
 	return g->bad ? -EINVAL : 0;
+}
+
+/* The probes and sites read so far, forgotten (the enums stay f's). */
+static void drop_sites(struct rec_file *f)
+{
+	for (size_t i = 0; f->sites && i < f->nsites; i++) {
+		free(f->sites[i].path);
+		free(f->sites[i].symbol);
+		free(f->sites[i].args);
+	}
+	for (size_t i = 0; f->engine_of && i < f->nsites; i++)
+		free(f->engine_of[i]);
+	free(f->sites);
+	free(f->engine_of);
+	free(f->specs);
+	f->sites = NULL;
+	f->engine_of = NULL;
+	f->specs = NULL;
+	f->nsites = f->nspecs = 0;
+}
+
+/* The one SITES chunk: read whole, or not at all (a site cut short has
+ * no probe, no arguments: nothing could use it). */
+static int read_sites(struct rec_file *f, struct rget *g)
+{
+	int ret;
+
+	if (f->specs)
+		return -EINVAL;
+	ret = get_sites(f, g);
+	if (ret)
+		drop_sites(f);
+	return ret;
 }
 
 static int read_image(struct rec_file *f, const uint8_t *p, size_t len)
@@ -303,9 +352,14 @@ static int scan(struct rec_file *f)
 		int ret = 0;
 
 		if (f->end - at < sizeof(*c))
-			return damaged(f, at, "a chunk's header is cut short");
-		if (c->len > REC_CHUNK_MAX || (c->len & 7) || c->len > f->end - at - sizeof(*c))
-			return damaged(f, at, "a chunk is cut short or has a bad length");
+			return damaged(f, at, "the file ends in a chunk's header (cut short: a "
+					   "crash, a short copy)");
+		if (c->len > REC_CHUNK_MAX || (c->len & 7))
+			return damaged(f, at, "a damaged chunk header (type %u, length %u)",
+				       c->type, c->len);
+		if (c->len > f->end - at - sizeof(*c))
+			return damaged(f, at, "a chunk of %u bytes is cut short, the file ends at "
+				       "byte %zu (a crash, a short copy)", c->len, f->end);
 		g = (struct rget){p, c->len, 0, false};
 		switch (c->type) {
 		case REC_SITES:
@@ -347,9 +401,10 @@ static int scan(struct rec_file *f)
 		if (ret == -ENOMEM)
 			return ret;
 		if (ret)
-			return damaged(f, at, "a chunk that does not read as its type");
+			return damaged(f, at, "a chunk of type %u that does not read as one",
+				       c->type);
 		if (!f->specs && c->type != REC_SITES)
-			return damaged(f, at, "records before the probes");
+			return damaged(f, at, "a chunk of type %u before the probes", c->type);
 		at += sizeof(*c) + c->len;
 	}
 	if (!f->clean_end)
@@ -380,10 +435,11 @@ int rec_file_open(const char *path, struct rec_file **out)
 		return ret;
 	}
 	f->size = (size_t)st.st_size;
-	if (f->size < sizeof(struct rec_header)) {
+	if (!S_ISREG(st.st_mode) || f->size < sizeof(struct rec_header)) {
+		log_error("%s is not a uscope recording (%s)", path,
+			  !S_ISREG(st.st_mode) ? "not a file" : !f->size ? "empty" : "too short");
 		close(fd);
 		rec_file_free(f);
-		log_error("%s is not a uscope recording (too short)", path);
 		return -EINVAL;
 	}
 	f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -410,9 +466,11 @@ int rec_file_open(const char *path, struct rec_file **out)
 	f->hdr.host[sizeof(f->hdr.host) - 1] = 0;
 	f->hdr.command[sizeof(f->hdr.command) - 1] = 0;
 	ret = scan(f);
-	if (!ret && !f->specs) {
+	/* no site: nothing to read (and a session with no site to give its
+	 * source would wait for it forever) */
+	if (!ret && (!f->specs || !f->nsites)) {
 		log_error("%s: no probes in the recording (%s)", path,
-			  f->damage[0] ? f->damage : "empty");
+			  f->damage[0] ? f->damage : f->specs ? "not one site" : "empty");
 		ret = -EINVAL;
 	}
 	if (ret) {
@@ -449,17 +507,9 @@ void rec_file_free(struct rec_file *f)
 		return;
 	if (f->map)
 		munmap((void *)f->map, f->size);
-	if (!f->sites_taken) {
-		for (size_t i = 0; i < f->nsites; i++) {
-			free(f->sites[i].path);
-			free(f->sites[i].symbol);
-			free(f->sites[i].args);
-		}
-		free(f->sites);
-	}
-	for (size_t i = 0; f->engine_of && i < f->nsites; i++)
-		free(f->engine_of[i]);
-	free(f->engine_of);
+	if (f->sites_taken)
+		f->sites = NULL;	/* the session's now */
+	drop_sites(f);
 	free(f->inject_site);
 	for (size_t i = 0; i < f->nenums; i++) {
 		for (unsigned k = 0; k < f->enums[i]->n; k++)
@@ -468,7 +518,6 @@ void rec_file_free(struct rec_file *f)
 		free(f->enums[i]);
 	}
 	free(f->enums);
-	free(f->specs);
 	free(f->images);
 	free(f->threads);
 	clock_free(f->clock);
@@ -539,7 +588,7 @@ struct events {
 	uint64_t delivered, bad;
 	int stop;
 	struct usc_value vals[USC_MAX_ARGS];
-	char comm[24];
+	char comm[72];		/* the writer keeps 64 bytes of a comm (bpf: 17) */
 };
 
 static int push_ref(struct events *e, struct ref r)
@@ -613,10 +662,15 @@ static int refs_of_chunk(struct events *e, const struct rec_chunk *c, const uint
 		return ret;
 	}
 	case REC_BPF: {
-		uint32_t len = *(const uint32_t *)p, site;
+		uint32_t len, site;
 		uint64_t ts;
 
-		if (c->len < 8 || len > c->len - 8 || bpf_raw_peek(p + 8, len, &site, &ts)) {
+		if (c->len < 8) {
+			e->bad++;
+			return 0;
+		}
+		len = *(const uint32_t *)p;
+		if (len > c->len - 8 || bpf_raw_peek(p + 8, len, &site, &ts)) {
 			e->bad++;
 			return 0;
 		}
@@ -726,7 +780,8 @@ static int flush_refs(struct events *e, uint64_t limit)
 		e->delivered++;
 		e->stop = e->fn(&ev, e->ctx);
 	}
-	memmove(e->refs, e->refs + k, (e->n - k) * sizeof(*e->refs));
+	if (k && k < e->n)
+		memmove(e->refs, e->refs + k, (e->n - k) * sizeof(*e->refs));
 	e->n -= k;
 	return e->stop;
 }

@@ -44,37 +44,10 @@ REC_PATHS = ["deep", "deep;deep", "deep;deep;deep", "deep;deep;deep;deep",
              "deep;deep;deep;deep;nap"]
 
 
-def _sanitized() -> bool:
-    """Is the uscope under test the sanitized build (build/san/uscope)?"""
-    try:
-        out = subprocess.run(["nm", str(u.uscope_path())], capture_output=True, text=True).stdout
-    except OSError:
-        return False
-    return "__ubsan_handle" in out
 
 
-SANITIZED = _sanitized()
 
-# reader.c: flush_refs() calls memmove(e->refs, ...) with e->refs NULL when
-# no record came before a REC_ROUND chunk (tracefs recordings all have one
-# before their first event) or when there is none at all.
-READ_NULL_BUG = (
-    "reader bug: rec_file_events() -> flush_refs() calls memmove(e->refs == NULL, ...) "
-    "(src/record/reader.c:698) when a REC_ROUND chunk comes before the first record (every "
-    "tracefs recording: its first ROUND precedes its first REC_EVENT) or when the "
-    "recording has no record; UBSan aborts on it: `uscope report|trace -r FILE` exits 1 "
-    "with no output in build/san/uscope")
-TRACEFS_READ_BUG = READ_NULL_BUG
-
-
-def engine_param(engine):
-    if engine == "tracefs":
-        return pytest.param(engine, marks=pytest.mark.xfail(SANITIZED, strict=True,
-                                                            reason=TRACEFS_READ_BUG))
-    return engine
-
-
-ENGINE_PARAMS = [engine_param(e) for e in ENGINES]
+ENGINE_PARAMS = ENGINES
 
 
 # --------------------------------------------------------------------------
@@ -760,7 +733,6 @@ def test_record_exit_status_is_the_commands(tmp_path):
 # --------------------------------------------------------------------------
 # Recordings without events, and the flight recorder
 
-@pytest.mark.xfail(SANITIZED, strict=True, reason=READ_NULL_BUG)
 def test_recording_without_events(recs):
     """distinct() is never called in names mode."""
     rec = recs("none", ["distinct"], [AGG, "names"]).check()

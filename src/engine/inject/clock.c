@@ -66,12 +66,17 @@ void clock_free(struct inj_clock *c)
 	free(c);
 }
 
-/* ns of tsc along the line through samples i and j */
+/* ns of tsc along the line through samples i and j; a time before 0 or
+ * past 2^64 (samples from a damaged recording) is held at the end of the
+ * range: converting it would be undefined */
 static uint64_t along(const struct inj_clock *c, size_t i, size_t j, uint64_t tsc)
 {
 	double slope = (double)(c->s[j].ns - c->s[i].ns) / (double)(c->s[j].tsc - c->s[i].tsc);
+	double ns = (double)c->s[i].ns + ((double)(int64_t)(tsc - c->s[i].tsc)) * slope;
 
-	return (uint64_t)((double)c->s[i].ns + ((double)(int64_t)(tsc - c->s[i].tsc)) * slope);
+	if (!(ns > 0))
+		return 0;	/* NaN too */
+	return ns < 18446744073709551616.0 ? (uint64_t)ns : UINT64_MAX;
 }
 
 uint64_t clock_ns(const struct inj_clock *c, uint64_t tsc)

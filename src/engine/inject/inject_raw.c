@@ -1,0 +1,84 @@
+/* The inject agent's records turned into events (engine/raw.h): what the
+ * tracer does as it drains the rings, and what a recording's reader does
+ * with the ring bytes in the file. Nothing read is trusted: the rings are
+ * the traced process's memory, the file may be damaged. Apart from the
+ * rest of the engine so that the reader (and its fuzzer) link it alone. */
+#include <errno.h>
+#include <string.h>
+
+#include "engine/inject/inject_shared.h"
+#include "engine/raw.h"
+
+int inject_raw_peek(const void *p, size_t avail, uint32_t *site, uint64_t *tsc, uint32_t *len)
+{
+	const struct inj_rec *r = p;
+	uint32_t n;
+
+	if (avail < sizeof(uint32_t))
+		return -EINVAL;
+	n = r->len;
+	if (n & INJ_REC_PAD) {
+		/* the rest of the ring's end, skipped (from an 8-aligned
+		 * record to the ring's end: 8-aligned too, and what follows
+		 * must be) */
+		n &= ~INJ_REC_PAD;
+		if (!n || n > avail || (n & 7))
+			return -EINVAL;
+		*len = n;
+		return 1;
+	}
+	if (n < sizeof(*r) || n > avail || (n & 7) || r->nvals > INJ_MAX_ARGS ||
+	    sizeof(*r) + r->nvals * sizeof(struct inj_val) > n)
+		return -EINVAL;	/* not a record the agent writes */
+	*len = n;
+	*site = r->site;
+	*tsc = r->tsc;
+	return 0;
+}
+
+int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, uint64_t ip,
+		     uint64_t time_ns, int32_t pid, int32_t tid, const char *comm,
+		     struct usc_value *vals, struct usc_event *ev)
+{
+	const struct inj_rec *r = p;
+	uint32_t site_idx, len;
+	uint64_t tsc;
+
+	if (inject_raw_peek(p, avail, &site_idx, &tsc, &len) != 0)
+		return -EINVAL;
+	memset(ev, 0, sizeof(*ev));
+	ev->time_ns = time_ns;
+	ev->pid = pid;
+	ev->tid = tid;
+	ev->cpu = (int32_t)r->cpu;
+	ev->comm = comm;
+	ev->site = site;
+	ev->ip = ip;
+	if (site->ret_site) {
+		ev->func = ip - (site->vaddr - site->func_vaddr);
+		ev->ip = r->retaddr;
+	}
+	for (unsigned a = 0; a < r->nvals && a < INJ_MAX_ARGS; a++) {
+		const struct inj_val *v = &r->vals[a];
+		struct usc_value *o = &vals[a];
+
+		memset(o, 0, sizeof(*o));
+		if (v->kind == INJ_STR && (uint32_t)v->str_off + v->str_len < r->len) {
+			o->kind = USC_V_STR;
+			o->str = (const char *)r + v->str_off;
+			o->len = v->str_len;
+		} else if (v->kind == INJ_INT) {
+			o->kind = USC_V_INT;
+			o->u = v->val;
+		} else if (v->kind == INJ_NULL) {
+			o->kind = USC_V_NULL;
+		} else {
+			o->kind = USC_V_FAULT;
+		}
+	}
+	for (unsigned a = r->nvals; a < site->nargs && a < INJ_MAX_ARGS; a++)
+		vals[a] = (struct usc_value){.kind = USC_V_FAULT};
+	ev->nvals = site->nargs < INJ_MAX_ARGS ? site->nargs : INJ_MAX_ARGS;
+	ev->vals = vals;
+	return 0;
+}
