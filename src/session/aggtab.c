@@ -269,14 +269,15 @@ int64_t agg_percentile(const struct agg_row *r, uint32_t nbuckets, double p)
 		if (seen + r->buckets[b] >= want) {
 			int64_t lo = agg_log_low(b), hi = b + 1 < nbuckets ? agg_log_low(b + 1) : lo;
 			double f = (double)(want - seen) / (double)r->buckets[b];
-			int64_t v = lo + (int64_t)((double)(hi - lo) * f);
+			/* in double: hi - lo overflows near the top bucket */
+			double v = (double)lo + ((double)hi - (double)lo) * f;
 
 			/* never outside what was seen */
-			if (v < r->st.min)
-				v = r->st.min;
-			if (v > r->st.max)
-				v = r->st.max;
-			return v;
+			if (v <= (double)r->st.min)
+				return r->st.min;
+			if (v >= (double)r->st.max)
+				return r->st.max;
+			return (int64_t)v;
 		}
 		seen += r->buckets[b];
 	}

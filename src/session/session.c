@@ -293,8 +293,11 @@ int session_deliver(const struct usc_event *ev, void *ctx)
 		return 0;	/* the engine could not filter it */
 	if (s->rec) {
 		/* an engine that writes no records of its own: its events, in
-		 * uscope's binary form */
-		int ret = rec_write_event(s->rec, ev, (uint32_t)(ev->site - s->sites));
+		 * uscope's binary form; a process described when first seen */
+		int ret = rec_knows_process(s->rec, ev->pid) ? 0 :
+			  rec_write_process(s->rec, s->cache, ev->pid);
+
+		ret = ret ? ret : rec_write_event(s->rec, ev, (uint32_t)(ev->site - s->sites));
 
 		if (ret)
 			s->sink_stop = ret;
@@ -512,7 +515,11 @@ static int begin_recording(struct usc_session *s)
 			s->rec = s->sinks[k]->ops->writer(s->sinks[k]);
 	if (!s->rec)
 		return 0;
-	if (s->pid > 0 && rec_write_process(s->rec, s->cache, s->pid))
+	/* -p: the process as it is; COMMAND is described once it has exec'd,
+	 * by its first event (session_deliver) or its inject image (now it
+	 * is still uscope's copy) */
+	if (s->target.kind == USC_TARGET_PID && s->pid > 0 &&
+	    rec_write_process(s->rec, s->cache, s->pid))
 		return -EIO;
 	return 0;
 }
