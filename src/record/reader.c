@@ -332,6 +332,21 @@ static int read_stats(struct rec_file *f, const uint8_t *p, size_t len)
 	return 0;
 }
 
+/* Give back the pages of the file more than 8 MiB behind at (a read-only
+ * private mapping refaults any still wanted), every 16 MiB: memory follows
+ * the open calls and the sinks' tables, not the file's size. *dropped: how
+ * far they were given back. */
+static void give_back(const struct rec_file *f, size_t at, size_t *dropped)
+{
+	size_t upto;
+
+	if (at - *dropped < (16u << 20))
+		return;
+	upto = (at - (8u << 20)) & ~(size_t)4095;
+	madvise((void *)(f->map + *dropped), upto - *dropped, MADV_DONTNEED);
+	*dropped = upto;
+}
+
 /* Pass one: the metadata, and where the readable part ends. */
 static int scan(struct rec_file *f)
 {
@@ -339,13 +354,8 @@ static int scan(struct rec_file *f)
 
 	f->end = f->size;
 	while (at < f->end) {
-		/* only the chunks' headers are read here: their pages go back */
-		if (at - dropped >= (16u << 20)) {
-			size_t upto = (at - (8u << 20)) & ~(size_t)4095;
-
-			madvise((void *)(f->map + dropped), upto - dropped, MADV_DONTNEED);
-			dropped = upto;
-		}
+		/* only the chunks' headers are read here */
+		give_back(f, at, &dropped);
 		const struct rec_chunk *c = (const void *)(f->map + at);
 		const uint8_t *p = f->map + at + sizeof(*c);
 		struct rget g;
@@ -793,15 +803,7 @@ int rec_file_events(struct rec_file *f, usc_event_fn fn, void *ctx, uint64_t *ba
 	int ret = 0;
 
 	while (at < f->end && !ret && !e.stop) {
-		/* the pages read long ago go back (a read-only private mapping of
-		 * the file refaults any still wanted): memory follows the open
-		 * calls and the sinks' tables, not the file's size */
-		if (at - dropped >= (16u << 20)) {
-			size_t upto = (at - (8u << 20)) & ~(size_t)4095;
-
-			madvise((void *)(f->map + dropped), upto - dropped, MADV_DONTNEED);
-			dropped = upto;
-		}
+		give_back(f, at, &dropped);
 		const struct rec_chunk *c = (const void *)(f->map + at);
 		const uint8_t *p = f->map + at + sizeof(*c);
 
