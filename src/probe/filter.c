@@ -88,8 +88,9 @@ static bool name_known(const struct usc_probe_spec *spec, const char *name, size
 	}
 	/* no argument written: the names are the site's, bound later (a USDT
 	 * probe's arg1.. arg12 by default; a recording's recorded arguments
-	 * with -r FILE), and an unknown one is said then */
-	return spec->nargs == 0;
+	 * with -r FILE), and an unknown one is said then; a $EXPR of a
+	 * function probe is fetched for the filter (a hidden operand) */
+	return spec->nargs == 0 && (spec->loc_kind == USC_LOC_USDT || name[0] != '$');
 }
 
 static int parse_cond(struct fparser *p, unsigned depth);
