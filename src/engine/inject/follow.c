@@ -176,7 +176,7 @@ static void new_task(struct inj *j, pid_t tid)
 	/* its name now: a thread that exits before its records are read has
 	 * no /proc entry left to ask */
 	if (tgid > 0)
-		inj_comm(j, (pid_t)tgid, tid);
+		inj_comm(j, NULL, (pid_t)tgid, tid);
 	if (tgid != tid || proc_find(j, tid))
 		return;		/* a thread, or known */
 	ppid = status_field(tid, "PPid:");
@@ -202,7 +202,9 @@ static void on_exec(struct inj *j, pid_t pid)
 
 	if (!p)
 		return;
-	inj_comm_forget(j, pid);	/* its new program's name, from now */
+	/* its records from before keep the old program's name; from now,
+	 * the new one's */
+	inj_comm_retire(j, pid, p->img);
 	if (p->img) {
 		inj_image_put(j, p->img);
 		p->img = NULL;
@@ -244,7 +246,7 @@ static void at_entry(struct inj *j, struct inj_proc *p)
 		p->img = NULL;
 	} else {
 		inj_calibrate(j);
-		inj_comm(j, p->pid, p->pid);	/* its name, while it is here */
+		inj_comm(j, NULL, p->pid, p->pid);	/* its name, while it is here */
 		log_info("inject: process %d patched at its entry point", (int)p->pid);
 	}
 	remote_forget(&rem);

@@ -143,7 +143,7 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 		j->live = true;
 		inj_calibrate(j);
 		for (size_t t = 0; t < rem.ntasks; t++)
-			inj_comm(j, pid, rem.tasks[t].tid);	/* the names before any exec */
+			inj_comm(j, NULL, pid, rem.tasks[t].tid);	/* the names before any exec */
 	}
 	remote_release(&rem);
 	if (!ret)

@@ -126,6 +126,8 @@ struct rec_writer;
 
 struct inj_comm {
 	pid_t tid;
+	const struct inj_image *img;	/* the name of the thread in that image (the
+					 * process exec'd since), or NULL: now */
 	char comm[17];
 };
 
@@ -222,8 +224,10 @@ int inj_record_images(struct inj *j, struct rec_writer *w);
 void inj_wake_all(struct inj *j);
 /* The name of task tid of process pid, asked once (then remembered, as it
  * goes when the task does); forget it when the task execs. */
-const char *inj_comm(struct inj *j, pid_t pid, pid_t tid);
-void inj_comm_forget(struct inj *j, pid_t tid);
+const char *inj_comm(struct inj *j, const struct inj_image *img, pid_t pid, pid_t tid);
+/* tid exec'd out of img: its name so far stays for img's records (img
+ * NULL: forgotten); a lookup without an image reads the new one. */
+void inj_comm_retire(struct inj *j, pid_t tid, const struct inj_image *img);
 
 /* agg.c */
 bool inj_filters(struct usc_engine *e, const struct usc_site *site);

@@ -30,30 +30,51 @@ void inj_calibrate(struct inj *j)
 	clock_sample(j->clock, 0);
 }
 
-void inj_comm_forget(struct inj *j, pid_t tid)
+void inj_comm_retire(struct inj *j, pid_t tid, const struct inj_image *img)
 {
-	for (size_t i = 0; i < j->ncomms; i++)
-		if (j->comms[i].tid == tid) {
-			j->comms[i] = j->comms[--j->ncomms];
-			return;
-		}
+	for (size_t i = 0; i < j->ncomms; i++) {
+		if (j->comms[i].tid != tid || j->comms[i].img)
+			continue;
+		if (img)
+			j->comms[i].img = img;
+		else
+			j->comms[i--] = j->comms[--j->ncomms];
+	}
 }
 
-const char *inj_comm(struct inj *j, pid_t pid, pid_t tid)
+/* The entry of tid: for img's records, the name it had there if it has
+ * exec'd since, else its name now. */
+static const struct inj_comm *comm_find(const struct inj *j, const struct inj_image *img,
+					pid_t tid)
+{
+	const struct inj_comm *now = NULL;
+
+	for (size_t i = 0; i < j->ncomms; i++) {
+		if (j->comms[i].tid != tid)
+			continue;
+		if (img && j->comms[i].img == img)
+			return &j->comms[i];
+		if (!j->comms[i].img)
+			now = &j->comms[i];
+	}
+	return now;
+}
+
+const char *inj_comm(struct inj *j, const struct inj_image *img, pid_t pid, pid_t tid)
 {
 	char path[64];
+	const struct inj_comm *found = comm_find(j, img, tid);
 	struct inj_comm *c;
 	FILE *f;
 
-	for (size_t i = 0; i < j->ncomms; i++)
-		if (j->comms[i].tid == tid)
-			return j->comms[i].comm;
+	if (found)
+		return found->comm;
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
 	if (access(path, F_OK) && tid != pid) {
 		/* gone before we asked: its process's name, as a thread has */
-		for (size_t i = 0; i < j->ncomms; i++)
-			if (j->comms[i].tid == pid)
-				return j->comms[i].comm;
+		found = comm_find(j, img, pid);
+		if (found)
+			return found->comm;
 	}
 	c = realloc(j->comms, (j->ncomms + 1) * sizeof(*c));
 	if (!c)
@@ -61,6 +82,7 @@ const char *inj_comm(struct inj *j, pid_t pid, pid_t tid)
 	j->comms = c;
 	c = &c[j->ncomms++];
 	c->tid = tid;
+	c->img = NULL;
 	c->comm[0] = 0;
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
 	f = fopen(path, "re");
@@ -115,7 +137,7 @@ static int deliver(struct inj *j, const struct pending *pd, usc_event_fn fn, voi
 	pid = sl->tgid ? (int32_t)sl->tgid : pd->img->pid;
 	tid = (int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key);
 	if (inject_raw_event(r, r->len, j->base.sites[r->site], is->ip, clock_ns(j->clock, r->tsc),
-			     pid, tid, inj_comm(j, pid, tid), j->vals, &ev))
+			     pid, tid, inj_comm(j, pd->img, pid, tid), j->vals, &ev))
 		return 0;
 	j->stats[r->site].events++;
 	return fn(&ev, ctx);
@@ -391,7 +413,7 @@ static int dump_slot(struct inj *j, size_t idx, uint32_t k, uint64_t keep, struc
 	h = (struct rec_inject){(uint32_t)idx, k, sl->tgid ? (int32_t)sl->tgid : img->pid,
 				(int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key), (uint32_t)n, 0};
 	if (!rec_knows_thread(w, h.tid) &&
-	    (ret = rec_write_thread(w, h.pid, h.tid, inj_comm(j, h.pid, h.tid))))
+	    (ret = rec_write_thread(w, h.pid, h.tid, inj_comm(j, img, h.pid, h.tid))))
 		return ret;
 	at = from & (INJ_RING_SIZE - 1);
 	first = n < INJ_RING_SIZE - at ? n : INJ_RING_SIZE - at;
@@ -456,7 +478,7 @@ int inj_record_images(struct inj *j, struct rec_writer *w)
 						(int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key),
 						(uint32_t)n, 0};
 			if (!rec_knows_thread(w, h.tid) &&
-			    (ret = rec_write_thread(w, h.pid, h.tid, inj_comm(j, h.pid, h.tid))))
+			    (ret = rec_write_thread(w, h.pid, h.tid, inj_comm(j, img, h.pid, h.tid))))
 				return ret;
 			at = tail & (INJ_RING_SIZE - 1);
 			first = n < INJ_RING_SIZE - at ? n : INJ_RING_SIZE - at;
