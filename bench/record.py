@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """make bench: recording. Entry and return of bench_fn, N calls in a row (no
 pauses: the recorder must keep up or the thread waits), side by side in one
-run:
+run, after one untimed recording that warms tmpfs (a VM's first touch of
+its memory costs 2-3x):
   - the unprobed call;
   - uscope record (inject), lossless, to a file on tmpfs (/dev/shm);
   - uftrace record -P bench_fn (lossless, dynamic patching), when installed;
@@ -88,6 +89,10 @@ try:
     rows.append(("unprobed call", base, None, ""))
 
     rec = os.path.join(SHM, "r.usc")
+    # one recording first, not timed: on a VM the first writes of this
+    # size into tmpfs pay for the guest's memory being touched the first
+    # time (2-3x slower here); the timed runs then measure the recorder
+    run([US, "record", "-o", rec, PROBE, "--"] + target(N))
     ns, lost = [], []
     for _ in range(REPS):
         t, _, err = run([US, "record", "-o", rec, PROBE, "--"] + target(N))
