@@ -45,6 +45,22 @@ void an_free(struct func_an *a)
 	free(a->tg);
 }
 
+/* The first of the sorted targets whose address is above v (ntg: none). */
+static size_t first_after(const struct func_an *a, uint64_t v)
+{
+	size_t lo = 0, hi = a->ntg;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (a->tg[mid].to <= v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 static int an_add_target(struct func_an *a, uint64_t to, uint64_t from)
 {
 	if (a->ntg == a->ctg) {
@@ -58,16 +74,8 @@ static int an_add_target(struct func_an *a, uint64_t to, uint64_t from)
 	}
 	if (a->sorted) {
 		/* keep the order an_target_inside searches: insert in place */
-		size_t lo = 0, hi = a->ntg;
+		size_t lo = first_after(a, to);
 
-		while (lo < hi) {
-			size_t mid = (lo + hi) / 2;
-
-			if (a->tg[mid].to <= to)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
 		memmove(&a->tg[lo + 1], &a->tg[lo], (a->ntg - lo) * sizeof(*a->tg));
 		a->tg[lo] = (struct an_target){to, from};
 		a->ntg++;
@@ -136,16 +144,8 @@ ssize_t an_find(const struct func_an *a, uint64_t addr)
 const struct an_target *an_target_inside(const struct func_an *a, uint64_t lo,
 						uint64_t hi)
 {
-	size_t l = 0, h = a->ntg;
+	size_t l = first_after(a, lo);
 
-	while (l < h) {
-		size_t mid = (l + h) / 2;
-
-		if (a->tg[mid].to <= lo)
-			l = mid + 1;
-		else
-			h = mid;
-	}
 	return l < a->ntg && a->tg[l].to < hi ? &a->tg[l] : NULL;
 }
 
