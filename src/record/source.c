@@ -75,8 +75,8 @@ static int one(const struct usc_event *ev, void *ctx)
 
 	if (i >= s->nsites || s->place[i].engine < 0 || ev->site->hidden)
 		return 0;
-	if (!ev->site->filter_in_place && !engine_filter_pass(ev))
-		return 0;
+	if (!engine_filter_pass(ev))
+		return 0;	/* the session does not filter again: filter_in_place */
 	r->events[i]++;
 	r->delivered++;
 	return r->fn(ev, r->ctx);

@@ -243,7 +243,9 @@ int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe
 					  bad ? bad : "?", ret == -EINVAL ? " of that type" : "");
 				return ret;
 			}
-			site->filter_in_place = false;	/* the session filters */
+			/* the recording's source filters, as an engine where the
+			 * probe runs would (record/source.c): counted after it */
+			site->filter_in_place = true;
 		}
 	}
 	if (nspecs && !matched) {
