@@ -119,9 +119,13 @@ def test_latency_of_known_sleeps(engine):
                      "--", AGG, "sleep"])
     (r,) = rows(cp)
     assert (r["probe"], r["unit"], r["count"]) == ("nap", "us", 6)
-    # nap(600) x3, nap(3000) x2, nap(12000): each sleeps at least that long
-    assert hist_buckets(r) == [(512, 1023, 3), (2048, 4095, 2), (8192, 16383, 1)]
-    assert 600 <= r["min"] < 1024 and 12000 <= r["max"] < 16384
+    # nap(600) x3, nap(3000) x2, nap(12000): each sleeps at least that long.
+    # A loaded machine (CI) can wake a sleeper late, never early: each call,
+    # in order, lands in its own bucket or the next one up.
+    got = sorted(lo for lo, _, n in hist_buckets(r) for _ in range(n))
+    want = [512, 512, 512, 2048, 2048, 8192]
+    assert all(w <= g <= 2 * w for g, w in zip(got, want)), (got, want)
+    assert 600 <= r["min"] < 2048 and 12000 <= r["max"] < 32768
     assert r["p50"] <= r["p99"] <= r["max"]
     assert where(cp) == {IN_PLACE[engine]}
 
@@ -134,8 +138,11 @@ def test_latency_of_a_recursive_function(engine):
                      "--", AGG, "rec"])
     (r,) = rows(cp)
     assert r["count"] == 4
-    assert hist_buckets(r) == [(2048, 4095, 4)]
-    assert r["min"] >= 2000 and r["max"] - r["min"] < 1000
+    # 2 ms plus the probes' cost sits near the 2048 us bucket edge, and a
+    # loaded machine wakes late: a mispaired return would be off by a
+    # whole call, far outside these bounds
+    assert sum(n for lo, _, n in hist_buckets(r) if 1024 <= lo <= 4096) == 4
+    assert r["min"] >= 2000 and r["max"] - r["min"] < 1500
 
 
 def test_latency_per_call_and_key():
