@@ -104,4 +104,24 @@ int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
 		  void (*fn)(const char *name, const char *type, bool param, void *ctx),
 		  void *ctx);
 
+/* The source at link-time address pc: the function, and the functions
+ * inlined into it there, innermost first (out[0] the innermost inlined
+ * copy, the last the function itself, not inlined). name is demangled
+ * (owned is then the caller's to free) or the DWARF name; file and line
+ * are where that level runs at pc (the line table's for the innermost, the
+ * inlined call's for the others), NULL/0 when unknown; file and name point
+ * into the debug info (valid until dwarf_close). The count, 0 when no
+ * debug info covers pc. */
+struct dwarf_scope {
+	const char *name;
+	char *owned;
+	const char *file;
+	unsigned line;
+	bool inlined;
+	bool has_off;		/* the function itself: pc - its entry is off */
+	uint64_t off;
+};
+ssize_t dwarf_pc_scopes(struct dwarf_module *m, uint64_t pc, struct dwarf_scope *out,
+			size_t max);
+
 #endif

@@ -1,4 +1,5 @@
 #include "output/output.h"
+#include "stack/stack.h"
 
 #include "resolve/cache.h"
 
@@ -213,6 +214,88 @@ static int put_enum(struct usc_output *o, const struct usc_enum *e, uint64_t x, 
 	return 1;
 }
 
+/* One frame's text, as a stack's line shows it:
+ * "func+0xoff (module) file.c:line", an inlined one "func [inlined] (module)
+ * file.c:line", the signal trampoline "<signal handler called>". */
+int output_frame(struct usc_output *o, const struct stack_sym *f)
+{
+	const char *file = f->file ? strrchr(f->file, '/') : NULL;
+	int ret;
+
+	file = file ? file + 1 : f->file;
+	if (f->signal)
+		return put(o, "<signal handler called>");
+	if (f->func && f->inlined)
+		ret = put(o, "%s [inlined]", f->func);
+	else if (f->func)
+		ret = put(o, "%s+0x%" PRIx64, f->func, f->off);
+	else
+		ret = put(o, "0x%" PRIx64, f->pc);
+	if (!ret && f->module)
+		ret = f->func ? put(o, " (%s)", f->module) :
+				put(o, " (%s+0x%" PRIx64 ")", f->module, f->off);
+	if (!ret && file)
+		ret = f->line ? put(o, " %s:%u", file, f->line) : put(o, " %s", file);
+	return ret;
+}
+
+#define FRAME_SYMS 8
+
+/* A stack: JSON, an array of frames (an inlined call is a frame of its own,
+ * as in gdb), then {"end": WHY} when it does not reach its outermost frame;
+ * text, a line a frame under the event, indented, then "[WHY]". */
+static int put_stack(struct usc_output *o, pid_t pid, const struct usc_stack *st)
+{
+	struct stack_sym f[FRAME_SYMS];
+	char why[256] = "";
+	bool first = true;
+	int ret = o->json ? putc_(o, '[') : 0;
+
+	for (uint32_t i = 0; i < st->n && !ret; i++) {
+		size_t n = o->cache ? stack_syms(o->cache, pid, st, i, f, FRAME_SYMS) : 0;
+
+		if (!n) {
+			f[0] = (struct stack_sym){.pc = st->pc[i]};
+			n = 1;
+		}
+		for (size_t k = 0; k < n && !ret; k++, first = false) {
+			if (!o->json) {
+				ret = put(o, "    ");
+				ret = ret ? ret : output_frame(o, &f[k]);
+				ret = ret ? ret : putc_(o, '\n');
+				continue;
+			}
+			ret = put(o, "%s{\"addr\":\"0x%" PRIx64 "\",\"sym\":", first ? "" : ",",
+				  f[k].pc);
+			ret = ret ? ret : f[k].signal ? put(o, "\"<signal handler called>\"") :
+					  f[k].func ? output_json_string(o, f[k].func, strlen(f[k].func)) :
+					  put(o, "null");
+			ret = ret ? ret : put(o, ",\"off\":%" PRIu64 ",\"module\":", f[k].off);
+			ret = ret ? ret : f[k].module ?
+				output_json_string(o, f[k].module, strlen(f[k].module)) :
+				put(o, "null");
+			ret = ret ? ret : put(o, ",\"file\":");
+			ret = ret ? ret : f[k].file ? output_json_string(o, f[k].file,
+									  strlen(f[k].file)) :
+					  put(o, "null");
+			ret = ret ? ret : put(o, ",\"line\":%u,\"inlined\":%s}", f[k].line,
+					      f[k].inlined ? "true" : "false");
+		}
+	}
+	if (o->cache)
+		stack_end_text(o->cache, pid, st, why, sizeof(why));
+	if (!ret && why[0]) {
+		if (o->json) {
+			ret = put(o, "%s{\"end\":", first ? "" : ",");
+			ret = ret ? ret : output_json_string(o, why, strlen(why));
+			ret = ret ? ret : putc_(o, '}');
+		} else {
+			ret = put(o, "    [%s]\n", why);
+		}
+	}
+	return ret || !o->json ? ret : putc_(o, ']');
+}
+
 static int put_value(struct usc_output *o, const struct usc_event *ev,
 		     const struct usc_fetcharg *a, const struct usc_value *v)
 {
@@ -227,6 +310,10 @@ static int put_value(struct usc_output *o, const struct usc_event *ev,
 		return o->json ? output_json_string(o, "{...}", 5) : put(o, "{...}");
 	if (a->show == USC_SHOW_ARRAY)
 		return o->json ? output_json_string(o, "[...]", 5) : put(o, "[...]");
+	if (v->kind == USC_V_STACK)
+		return put_stack(o, ev->pid, v->stack);
+	if (v->kind == USC_V_USTACK)	/* not unwound: no session */
+		return put(o, o->json ? "null" : "(stack)");
 	if (v->kind == USC_V_FAULT)
 		return put(o, o->json ? "null" : "(fault)");
 	if (v->kind == USC_V_NULL)
@@ -270,6 +357,8 @@ int output_event_args(struct usc_output *o, const struct usc_event *ev)
 		const struct usc_fetcharg *a = &args[i];
 		const char *name = a->name;
 
+		if (!o->json && a->type == USC_T_STACK)
+			continue;	/* under the event's line (output_event) */
 		if (a->group_len) {
 			/* a struct shown whole: NAME={MEMBER=VALUE ...} */
 			name += a->group_len + 2;
@@ -320,7 +409,11 @@ int output_event(struct usc_output *o, const struct usc_event *ev)
 	else if (!ret)
 		ret = put(o, "(0x%" PRIx64 ")", ev->ip);
 	ret = ret ? ret : output_event_args(o, ev);
-	return ret ? ret : putc_(o, '\n');
+	ret = ret ? ret : putc_(o, '\n');
+	for (unsigned i = 0; i < ev->nvals && !ret; i++)
+		if (ev->site->args[i].type == USC_T_STACK && ev->vals[i].kind == USC_V_STACK)
+			ret = put_stack(o, ev->pid, ev->vals[i].stack);
+	return ret;
 }
 
 int output_raw(struct usc_output *o, const char *s)

@@ -29,6 +29,10 @@ int output_raw(struct usc_output *o, const char *s);
 void output_reset(struct usc_output *o);
 void output_free(struct usc_output *o);
 
+/* One stack frame as text ("func+0xoff (module) file.c:line"). 0 or -ENOMEM. */
+struct stack_sym;
+int output_frame(struct usc_output *o, const struct stack_sym *f);
+
 /* Escapers, exposed for tests. They append to o->buf. */
 int output_c_string(struct usc_output *o, const char *s, size_t n);
 int output_json_string(struct usc_output *o, const char *s, size_t n);

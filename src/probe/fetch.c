@@ -14,10 +14,11 @@ static const char *const reg_knames[USC_REG_NR] = {
 static const char *const type_names[USC_T_NR] = {
 	"u8", "u16", "u32", "u64", "s8", "s16", "s32", "s64",
 	"x8", "x16", "x32", "x64", "string", "ustring", "symbol", "bitfield",
+	"stack",
 };
 
 static const unsigned char type_sizes[USC_T_NR] = {
-	1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 0, 0, 8, 0,
+	1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 0, 0, 8, 0, 0,
 };
 
 const char *fetch_reg_kname(enum usc_reg reg)

@@ -54,6 +54,9 @@ enum fetch_op {
 	FOP_PID,	/* the process id (thread group) of the hit */
 	FOP_TID,	/* the thread id */
 	FOP_CPU,	/* the CPU it ran on */
+	FOP_USTACK,	/* $ustack: the registers and the top of the user stack,
+			 * unwound by the tracer (struct fetch_stack_hdr);
+			 * imm = frames | bytes to copy << 32 (0: the default) */
 	/* index stage (after the load) */
 	FOP_ADD_REG,	/* val += reg * size (a USDT SIB operand's index) */
 	/* dereference stage */
@@ -141,8 +144,48 @@ enum usc_type {
 	USC_T_STRING, USC_T_USTRING,
 	USC_T_SYMBOL,		/* an address shown as SYMBOL+OFF */
 	USC_T_BITFIELD,		/* unsigned; insn carries the geometry */
+	USC_T_STACK,		/* $ustack: frames */
 	USC_T_NR
 };
+
+/* $ustack: what a stack fetch stores, as every engine writes it (the
+ * agent, the bpf program): the registers at the hit, then `len` bytes of
+ * the stack from regs[USC_REG_SP] up. The tracer unwinds it with the
+ * modules' CFI (src/stack/), as perf's --call-graph dwarf does. */
+#define USC_STACK_FRAMES 64		/* $ustack: frames shown */
+#define USC_STACK_FRAMES_MAX 256	/* $ustack:N */
+#define USC_STACK_BYTES 8192		/* bytes of stack copied, by default */
+#define USC_STACK_BYTES_MAX 32768	/* --stack-size */
+
+enum fetch_stack_end {
+	FETCH_STACK_FULL = 0,	/* the copy took all the bytes asked for */
+	FETCH_STACK_MAPEND = 1,	/* the stack's mapping ends before */
+	FETCH_STACK_UNREAD = 2,	/* the stack could not be read at all */
+};
+
+struct fetch_stack_hdr {
+	uint64_t regs[USC_REG_NR];	/* at the hit; IP the probe's address */
+	uint32_t len;			/* bytes of stack that follow */
+	uint16_t frames;		/* frames wanted */
+	uint8_t end;			/* enum fetch_stack_end */
+	uint8_t pad;
+};
+_Static_assert(sizeof(struct fetch_stack_hdr) == 8 * USC_REG_NR + 8, "fetch_stack_hdr layout");
+
+static inline uint32_t fetch_stack_frames(int64_t imm)
+{
+	uint32_t n = (uint32_t)imm;
+
+	return n ? (n > USC_STACK_FRAMES_MAX ? USC_STACK_FRAMES_MAX : n) : USC_STACK_FRAMES;
+}
+
+static inline uint32_t fetch_stack_bytes(int64_t imm)
+{
+	uint32_t n = (uint32_t)((uint64_t)imm >> 32);
+
+	return n ? (n > USC_STACK_BYTES_MAX ? USC_STACK_BYTES_MAX : (n + 7) & ~7u) :
+		   USC_STACK_BYTES;
+}
 
 /* Kernel register name ("ax", "r8", ...) for enum usc_reg. */
 const char *fetch_reg_kname(enum usc_reg reg);

@@ -19,7 +19,8 @@
  * A step computes into *val; what it returns says what to do next. A
  * string is left to the includer (where it goes differs): FETCH_STRING
  * with its address in *val, FETCH_COMM for the task's name, FETCH_NULL for
- * a string behind a NULL pointer (shown as such, not as a fault). */
+ * a string behind a NULL pointer (shown as such, not as a fault), and
+ * FETCH_STACK for $ustack (the includer copies the registers and stack). */
 #ifndef USC_PROBE_FETCH_EVAL_ONCE
 #define USC_PROBE_FETCH_EVAL_ONCE
 
@@ -32,6 +33,7 @@ enum fetch_status {
 	FETCH_STRING,	/* store the string at *val */
 	FETCH_COMM,	/* store the task's name */
 	FETCH_NULL,	/* a string at a NULL pointer */
+	FETCH_STACK,	/* store the registers and the stack (fetch_stack_hdr) */
 };
 
 /* Where the probe is, for FOP_FOFFS and FOP_VADDR: its runtime address,
@@ -102,6 +104,8 @@ FETCH_INLINE int FETCH_STEP(const struct fetch_insn *in, const uint64_t *regs,
 		return *val ? FETCH_STRING : FETCH_NULL;
 	case FOP_COMM:
 		return FETCH_COMM;
+	case FOP_USTACK:
+		return FETCH_STACK;
 	case FOP_PID:
 		*val = FETCH_PID(env);
 		return FETCH_NEXT;

@@ -100,7 +100,7 @@ static int parse_type(const char *text, size_t pos, size_t n, enum usc_type *typ
 	const char *s = text + pos;
 
 	for (int t = 0; t < USC_T_NR; t++) {
-		if (t == USC_T_BITFIELD)
+		if (t == USC_T_BITFIELD || t == USC_T_STACK)
 			continue;
 		if (strlen(fetch_type_name(t)) == n && !strncmp(fetch_type_name(t), s, n)) {
 			*type = t;
@@ -233,6 +233,10 @@ static int parse_expr(const char *text, size_t *p, size_t end, bool is_return,
 			ex->load.imm = (int64_t)num;
 		} else if (n == 4 && !strncmp(v, "comm", 4)) {
 			ex->load.op = FOP_COMM;
+		} else if (n == 6 && !strncmp(v, "ustack", 6)) {
+			if (depth)
+				return fail(err, USC_PERR_STACK_ALONE, i);
+			ex->load.op = FOP_USTACK;
 		} else if (n == 3 && !strncmp(v, "pid", 3)) {
 			ex->load.op = FOP_PID;
 			ex->reg_width = 4;
@@ -291,6 +295,8 @@ static int parse_expr(const char *text, size_t *p, size_t end, bool is_return,
 			return fail(err, USC_PERR_NO_CLOSE_PAREN, j);
 		if (ex->load.op == FOP_COMM)
 			return fail(err, USC_PERR_COMM_TYPE, i);
+		if (ex->load.op == FOP_USTACK)
+			return fail(err, USC_PERR_STACK_ALONE, i);
 		if (ex->noffs >= MAX_DEREFS)
 			return fail(err, USC_PERR_DEREF_TOO_DEEP, i);
 		ex->offs[ex->noffs++] = off;
@@ -344,6 +350,29 @@ static int parse_fetcharg(const char *text, size_t start, size_t end, bool is_re
 			return fail(err, USC_PERR_PARAMS_ALONE, arg->named ? start : p);
 		snprintf(arg->name, sizeof(arg->name), "params");
 		arg->insn[0] = ex.load;
+		arg->insn[1] = (struct fetch_insn){.op = FOP_END};
+		arg->ninsn = 2;
+		return 0;
+	}
+
+	if (ex.load.op == FOP_USTACK) {
+		/* $ustack or $ustack:N (frames) */
+		uint64_t frames = USC_STACK_FRAMES;
+
+		if (p < end && text[p] == ':') {
+			size_t used = probe_parse_number(text + p + 1, &frames);
+
+			if (!used || p + 1 + used != end || frames < 1 ||
+			    frames > USC_STACK_FRAMES_MAX)
+				return fail(err, USC_PERR_STACK_FRAMES, p + 1);
+		} else if (p < end) {
+			return fail(err, USC_PERR_BAD_SPACE, p);
+		}
+		if (!arg->named)
+			snprintf(arg->name, sizeof(arg->name), "ustack");
+		arg->type = USC_T_STACK;
+		arg->insn[0] = ex.load;
+		arg->insn[0].imm = (int64_t)frames;
 		arg->insn[1] = (struct fetch_insn){.op = FOP_END};
 		arg->ninsn = 2;
 		return 0;
@@ -824,12 +853,15 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 			a->name[o] = 0;
 			if (!arg_name_ok(a->name, o))	/* "_", a reserved prefix */
 				snprintf(a->name, sizeof(a->name), "arg%u", spec->nargs + 1);
-		} else if (!a->named && a->insn[0].op != FOP_PARAMS) {
+		} else if (!a->named && a->insn[0].op != FOP_PARAMS && a->insn[0].op != FOP_USTACK) {
 			snprintf(a->name, sizeof(a->name), "arg%u", spec->nargs + 1);
 		}
-		for (unsigned k = 0; k < spec->nargs; k++)
+		for (unsigned k = 0; k < spec->nargs; k++) {
 			if (!strcmp(spec->args[k].name, a->name))
 				return fail(err, USC_PERR_DUP_ARG_NAME, t.start);
+			if (a->insn[0].op == FOP_USTACK && spec->args[k].insn[0].op == FOP_USTACK)
+				return fail(err, USC_PERR_STACK_TWICE, t.start);
+		}
 		spec->nargs++;
 	}
 	return 0;

@@ -34,7 +34,7 @@
 	X(TOO_MANY_ARGS, "too many fetch arguments")                           \
 	X(BAD_ARG_NAME, "expected an argument name ([A-Za-z_][A-Za-z0-9_]*)")  \
 	X(DUP_ARG_NAME, "an argument of this name already exists")             \
-	X(BAD_FETCHARG, "expected %REG, $argN, $retval, $stackN, $stack, $comm, @ADDR, @+OFFSET or +OFFS(EXPR)") \
+	X(BAD_FETCHARG, "expected %REG, $argN, $retval, $stackN, $stack, $comm, $ustack, @ADDR, @+OFFSET or +OFFS(EXPR)") \
 	X(BAD_REG, "unknown register")                                         \
 	X(BAD_ARG_INDEX, "$argN takes N from 1 to 6 (1 to 12 on a USDT probe)") \
 	X(BAD_USDT, "expected %PROVIDER:NAME")                                 \
@@ -61,7 +61,10 @@
 	X(FILTER_QUOTE, "unterminated string")                                 \
 	X(FILTER_PAREN, "expected ')'")                                        \
 	X(FILTER_JOIN, "expected && or || between conditions")                 \
-	X(FILTER_TOO_LONG, "the condition is too long")
+	X(FILTER_TOO_LONG, "the condition is too long")                        \
+	X(STACK_ALONE, "$ustack stands alone: no dereference, and nothing dereferences it") \
+	X(STACK_FRAMES, "$ustack:N takes N frames, from 1 to 256")            \
+	X(STACK_TWICE, "a probe takes one $ustack")
 
 enum usc_parse_err {
 #define X(id, msg) USC_PERR_##id,

@@ -43,6 +43,16 @@ int fetch_render(const struct usc_fetcharg *arg, const struct fetch_syntax *syn,
 	bool absorb = false;	/* @ADDR / @+OFF already mean "the memory at" */
 	int ret;
 
+	if (arg->ninsn && arg->insn[0].op == FOP_USTACK) {
+		/* the kernel's uprobe_events have no stack argument (its user
+		 * stack trace is an option of the whole trace, and walks frame
+		 * pointers) */
+		if (!syn->has_arg)
+			return -ENOTSUP;
+		return snprintf(buf, len, "%s=$ustack:%u", arg->name,
+				fetch_stack_frames(arg->insn[0].imm)) < (int)len ? 0 : -ENOSPC;
+	}
+
 	for (unsigned i = 0; i < arg->ninsn && arg->insn[i].op != FOP_END; i++) {
 		const struct fetch_insn *f = &arg->insn[i];
 		long long off = f->imm;

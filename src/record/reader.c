@@ -749,14 +749,14 @@ static int decode(struct events *e, const struct ref *r, struct usc_event *ev)
 		ev->func = re->func;
 		for (unsigned i = 0; i < re->nvals; i++) {
 			e->vals[i] = (struct usc_value){.kind = v[i].kind, .u = v[i].u};
-			if (v[i].kind == USC_V_STR) {
+			if (v[i].kind == USC_V_STR || v[i].kind == USC_V_USTACK) {
 				if (v[i].len > r->len - strs)
 					return -EINVAL;
 				e->vals[i].str = (const char *)r->p + strs;
 				e->vals[i].len = v[i].len;
 				strs += v[i].len;
 			} else if (v[i].kind > USC_V_NULL) {
-				return -EINVAL;
+				return -EINVAL;	/* USC_V_STACK is never written */
 			}
 		}
 		if (re->comm_len > r->len - strs || re->comm_len >= sizeof(e->comm))

@@ -34,6 +34,9 @@ void rec_writer_free(struct rec_writer *w);
 int rec_write_sites(struct rec_writer *w, const struct usc_session *s);
 /* Process pid's maps, and every file it maps executable that is not yet in
  * the recording: segments and function symbols. */
+/* Process pid's maps again, as the cache has them now (they changed: a
+ * library loaded): a reader adds them to those it had. */
+int rec_write_maps(struct rec_writer *w, struct cache *c, pid_t pid);
 int rec_write_process(struct rec_writer *w, struct cache *c, pid_t pid);
 int rec_write_thread(struct rec_writer *w, pid_t pid, pid_t tid, const char *comm);
 int rec_write_clock(struct rec_writer *w, const struct rec_clock_pair *p, size_t n);

@@ -350,17 +350,29 @@ static int write_module(struct rec_writer *w, struct cache *c, const char *path)
 	return chunk_rbuf(w, REC_MODULE, &b);
 }
 
+static int write_maps(struct rec_writer *w, struct cache *c, pid_t pid, bool refresh);
+
 int rec_write_process(struct rec_writer *w, struct cache *c, pid_t pid)
 {
-	size_t n = 0;
-	const struct proc_map *maps = cache_maps(c, pid, true, &n);
-	struct rbuf b = {0};
-	int ret = 0;
-
 	if (seen(w->procs, w->nprocs, pid))
 		return 0;
 	if (remember(&w->procs, &w->nprocs, pid))
 		return fail(w, ENOMEM);
+	return write_maps(w, c, pid, true);
+}
+
+int rec_write_maps(struct rec_writer *w, struct cache *c, pid_t pid)
+{
+	return write_maps(w, c, pid, false);
+}
+
+static int write_maps(struct rec_writer *w, struct cache *c, pid_t pid, bool refresh)
+{
+	size_t n = 0;
+	const struct proc_map *maps = cache_maps(c, pid, refresh, &n);
+	struct rbuf b = {0};
+	int ret = 0;
+
 	if (!maps)
 		return 0;	/* gone already */
 	for (size_t i = 0; i < n && !ret; i++)
@@ -436,12 +448,13 @@ int rec_write_event(struct rec_writer *w, const struct usc_event *ev, uint32_t s
 	for (unsigned i = 0; i < ev->nvals; i++) {
 		struct rec_value v = {.kind = ev->vals[i].kind, .u = ev->vals[i].u};
 
-		if (v.kind == USC_V_STR)
+		if (v.kind == USC_V_STR || v.kind == USC_V_USTACK)
 			v.len = ev->vals[i].len;
 		rbuf_put(&b, &v, sizeof(v));
 	}
+	/* a stack goes as it was copied: uscope unwinds it when it reads */
 	for (unsigned i = 0; i < ev->nvals; i++)
-		if (ev->vals[i].kind == USC_V_STR)
+		if (ev->vals[i].kind == USC_V_STR || ev->vals[i].kind == USC_V_USTACK)
 			rbuf_put(&b, ev->vals[i].str, ev->vals[i].len);
 	rbuf_put(&b, ev->comm, e.comm_len);
 	rbuf_align(&b);

@@ -10,6 +10,7 @@
 #include "dwarf/dwarf.h"
 #include "elf/elf.h"
 #include "elf/modules.h"
+#include "stack/stack.h"
 
 struct elf_ent {
 	char *path;
@@ -30,6 +31,8 @@ struct maps_ent {
 };
 
 struct cache {
+	bool frozen;			/* maps only as set (a recording's) */
+	struct stack_cache *stack;	/* $ustack's unwinding and frames (stack/) */
 	struct elf_ent *elf;
 	size_t nelf;
 	struct dwarf_ent *dw;
@@ -47,6 +50,7 @@ void cache_free(struct cache *c)
 {
 	if (!c)
 		return;
+	stack_cache_free(c->stack);
 	for (size_t i = 0; i < c->ndw; i++) {
 		dwarf_close(c->dw[i].m);
 		free(c->dw[i].path);
@@ -122,9 +126,13 @@ const struct proc_map *cache_maps(struct cache *c, pid_t pid, bool refresh, size
 	for (size_t i = 0; i < c->nmaps && !e; i++)
 		if (c->maps[i].pid == pid)
 			e = &c->maps[i];
-	if (e && !refresh) {
+	if (e && (!refresh || c->frozen)) {
 		*n = e->n;
 		return e->maps;
+	}
+	if (c->frozen) {
+		*n = 0;
+		return NULL;
 	}
 	got = procmaps_read(pid, &m);
 	if (got < 0) {
@@ -149,6 +157,167 @@ const struct proc_map *cache_maps(struct cache *c, pid_t pid, bool refresh, size
 	e->n = (size_t)got;
 	*n = e->n;
 	return e->maps;
+}
+
+void cache_freeze(struct cache *c)
+{
+	c->frozen = true;
+}
+
+struct stack_cache **cache_stack(struct cache *c)
+{
+	return &c->stack;
+}
+
+static int cmp_map(const void *a, const void *b)
+{
+	const struct proc_map *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+int cache_set_maps(struct cache *c, pid_t pid, const struct proc_map *maps, size_t n)
+{
+	struct maps_ent *e = NULL;
+	struct proc_map *m;
+	size_t k = 0;
+
+	for (size_t i = 0; i < c->nmaps && !e; i++)
+		if (c->maps[i].pid == pid)
+			e = &c->maps[i];
+	m = calloc(n + (e ? e->n : 0) + 1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		m[k] = maps[i];
+		m[k].path = maps[i].path ? strdup(maps[i].path) : NULL;
+		if (maps[i].path && !m[k].path)
+			goto oom;
+		k++;
+	}
+	/* the maps written before: kept where the new ones do not cover them
+	 * (a library unloaded since still symbolizes its earlier hits) */
+	for (size_t i = 0; e && i < e->n; i++) {
+		bool hidden = false;
+
+		for (size_t j = 0; j < n && !hidden; j++)
+			hidden = e->maps[i].start < maps[j].end && maps[j].start < e->maps[i].end;
+		if (hidden)
+			continue;
+		m[k] = e->maps[i];
+		e->maps[i].path = NULL;	/* moved */
+		k++;
+	}
+	qsort(m, k, sizeof(*m), cmp_map);
+	if (!e) {
+		struct maps_ent *v = realloc(c->maps, (c->nmaps + 1) * sizeof(*v));
+
+		if (!v)
+			goto oom;
+		c->maps = v;
+		e = &c->maps[c->nmaps++];
+		e->pid = pid;
+	} else {
+		procmaps_free(e->maps, e->n);
+	}
+	e->maps = m;
+	e->n = k;
+	return 0;
+oom:
+	procmaps_free(m, k);
+	return -ENOMEM;
+}
+
+static struct maps_ent *maps_entry(struct cache *c, pid_t pid, bool create)
+{
+	struct maps_ent *v;
+
+	for (size_t i = 0; i < c->nmaps; i++)
+		if (c->maps[i].pid == pid)
+			return &c->maps[i];
+	if (!create)
+		return NULL;
+	v = realloc(c->maps, (c->nmaps + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	c->maps = v;
+	v = &c->maps[c->nmaps++];
+	*v = (struct maps_ent){.pid = pid};
+	return v;
+}
+
+int cache_add_map(struct cache *c, pid_t pid, const struct proc_map *m)
+{
+	struct maps_ent *e = maps_entry(c, pid, true);
+	struct proc_map *v;
+	size_t k = 0;
+
+	if (!e)
+		return -ENOMEM;
+	v = calloc(2 * e->n + 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	/* what the new mapping covers goes, the rest of what it overlaps
+	 * stays (ld.so maps a library whole, then its segments over it; an
+	 * munmap is not reported: a range stays until something else is
+	 * mapped there) */
+	for (size_t i = 0; i < e->n; i++) {
+		struct proc_map o = e->maps[i];
+
+		if (!(o.start < m->end && m->start < o.end)) {
+			v[k++] = o;
+			continue;
+		}
+		if (o.start < m->start) {
+			v[k] = o;
+			v[k].end = m->start;
+			v[k].path = o.path ? strdup(o.path) : NULL;
+			k++;
+		}
+		if (m->end < o.end) {
+			v[k] = o;
+			v[k].pgoff = o.pgoff + (m->end - o.start);
+			v[k].start = m->end;
+			v[k].path = o.path ? strdup(o.path) : NULL;
+			k++;
+		}
+		free(o.path);
+	}
+	v[k] = *m;
+	v[k].path = m->path ? strdup(m->path) : NULL;
+	if (m->path && !v[k].path) {
+		procmaps_free(v, k);
+		e->n = 0;
+		free(e->maps);
+		e->maps = NULL;
+		return -ENOMEM;
+	}
+	k++;
+	qsort(v, k, sizeof(*v), cmp_map);
+	free(e->maps);
+	e->maps = v;
+	e->n = k;
+	return 0;
+}
+
+void cache_clear_maps(struct cache *c, pid_t pid)
+{
+	struct maps_ent *e = maps_entry(c, pid, true);
+
+	if (!e)
+		return;
+	procmaps_free(e->maps, e->n);
+	e->maps = NULL;
+	e->n = 0;
+}
+
+int cache_copy_maps(struct cache *c, pid_t from, pid_t to)
+{
+	struct maps_ent *f = maps_entry(c, from, false);
+
+	if (!f || !f->n)
+		return 0;
+	return cache_set_maps(c, to, f->maps, f->n);
 }
 
 static const struct proc_map *map_of(const struct proc_map *m, size_t n, uint64_t addr)

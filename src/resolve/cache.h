@@ -32,6 +32,23 @@ int cache_dwarf(struct cache *c, const char *path, struct dwarf_module **out);
  * has gone and nothing was read before. */
 const struct proc_map *cache_maps(struct cache *c, pid_t pid, bool refresh, size_t *n);
 
+/* Process pid's maps as given (a recording's REC_MAPS); given again, the
+ * new ones are added and win where they overlap the old. 0 or -ENOMEM. */
+int cache_set_maps(struct cache *c, pid_t pid, const struct proc_map *maps, size_t n);
+/* As the maps change (perf's mmap records: stack/mapwatch.c): a mapping
+ * of process pid, replacing what it overlaps; an exec (none); a fork (the
+ * parent's). 0 or -ENOMEM. */
+int cache_add_map(struct cache *c, pid_t pid, const struct proc_map *m);
+void cache_clear_maps(struct cache *c, pid_t pid);
+int cache_copy_maps(struct cache *c, pid_t from, pid_t to);
+/* From now on, maps are only those set: /proc is never read (a recording's
+ * pids may be other processes on this machine). */
+void cache_freeze(struct cache *c);
+
+/* The stack module's state (stack/stack.h), freed with the cache. */
+struct stack_cache;
+struct stack_cache **cache_stack(struct cache *c);
+
 /* A runtime address of process pid as "SYMBOL+0xOFF" (or "MODULE+0xOFF"
  * without a symbol, or "0x..." outside every file mapping). */
 void cache_symbolize(struct cache *c, pid_t pid, uint64_t addr, char *buf, size_t len);

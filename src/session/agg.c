@@ -45,6 +45,11 @@ bool usc_agg_fits(const struct usc_session *s, const struct usc_site *site, unsi
 
 	if (s->opts.agg.kind == USC_AGG_NONE || site->nargs > max_args)
 		return false;
+	/* a stack is unwound by the tracer (src/stack/): its events are
+	 * aggregated there, each distinct stack a row */
+	for (unsigned i = 0; i < site->nargs; i++)
+		if (site->args[i].ninsn && site->args[i].insn[0].op == FOP_USTACK)
+			return false;
 	usc_agg_layout(s, site, &first, &n, &value);
 	return first == 0 && agg_key_len(site->args, first, n, s->opts.agg.str_max) <= key_max;
 }

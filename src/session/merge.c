@@ -68,6 +68,12 @@ static void *arena_take(struct session_merge *m, size_t n, size_t *off)
 	return m->arena + *off;
 }
 
+/* A value with bytes of its own: a string, a stack as copied. */
+static inline bool has_bytes(const struct usc_value *v)
+{
+	return v->kind == USC_V_STR || v->kind == USC_V_USTACK;
+}
+
 /* The event, its values and its strings, at one offset of the arena; the
  * pointers inside are offsets until merge_flush makes them pointers again. */
 int merge_push(struct session_merge *m, const struct usc_event *ev)
@@ -79,7 +85,7 @@ int merge_push(struct session_merge *m, const struct usc_event *ev)
 	char *base;
 
 	for (unsigned i = 0; i < ev->nvals; i++)
-		if (ev->vals[i].kind == USC_V_STR)
+		if (has_bytes(&ev->vals[i]))
 			need += ev->vals[i].len + 1;
 	if (m->n == m->cap) {
 		size_t cap = m->cap ? m->cap * 2 : 1024;
@@ -101,7 +107,7 @@ int merge_push(struct session_merge *m, const struct usc_event *ev)
 	c->vals = (const struct usc_value *)(uintptr_t)pos;
 	pos += ev->nvals * sizeof(*v);
 	for (unsigned i = 0; i < ev->nvals; i++) {
-		if (v[i].kind != USC_V_STR)
+		if (!has_bytes(&v[i]))
 			continue;
 		memcpy(base + pos, v[i].str, v[i].len);
 		base[pos + v[i].len] = 0;
@@ -137,7 +143,7 @@ int merge_flush(struct session_merge *m, uint64_t watermark, usc_event_fn fn, vo
 		struct usc_value *v = (struct usc_value *)(base + (uintptr_t)ev.vals);
 
 		for (unsigned i = 0; i < ev.nvals; i++)
-			if (v[i].kind == USC_V_STR)
+			if (has_bytes(&v[i]))
 				v[i].str = base + (uintptr_t)v[i].str;
 		ev.vals = v;
 		ev.comm = base + (uintptr_t)ev.comm;

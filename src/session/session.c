@@ -22,6 +22,8 @@
 #include "record/source.h"
 #include "session/session_int.h"
 #include "sink/sink.h"
+#include "stack/mapwatch.h"
+#include "stack/stack.h"
 
 /* How long events of several engines wait for older ones (merge.c). */
 #define MERGE_HOLD_NS 100000000ULL
@@ -165,6 +167,14 @@ int session_plan_sites(struct usc_session *s)
 			     &s->nsites);
 	if (ret)
 		return ret;
+	/* $ustack copies --stack-size bytes: the engines read it in the program */
+	for (size_t i = 0; i < s->nsites; i++)
+		for (unsigned a = 0; a < s->sites[i].nargs; a++)
+			if (s->sites[i].args[a].ninsn && s->sites[i].args[a].insn[0].op == FOP_USTACK &&
+			    (s->has_stacks = true) && s->opts.stack_bytes)
+				s->sites[i].args[a].insn[0].imm =
+					(int64_t)((uint64_t)(uint32_t)s->sites[i].args[a].insn[0].imm |
+						  (uint64_t)s->opts.stack_bytes << 32);
 	s->stats = calloc(s->nsites + 1, sizeof(*s->stats));
 	if (!s->stats)
 		return -ENOMEM;
@@ -267,9 +277,53 @@ const char *usc_session_engine_of(const struct usc_session *s, size_t i)
 
 /* ---- delivery ----------------------------------------------------------- */
 
-static int sinks_event(const struct usc_event *ev, void *ctx)
+/* Stacks as copied, unwound (src/stack/): the event the sinks see has
+ * USC_V_STACK values instead. */
+static const struct usc_event *unwind_stacks(struct usc_session *s, const struct usc_event *ev,
+					     struct usc_event *copy)
+{
+	for (unsigned i = 0; i < ev->nvals && i < USC_MAX_ARGS; i++) {
+		const struct usc_value *v = &ev->vals[i];
+
+		s->stack_vals[i] = *v;
+		if (v->kind != USC_V_USTACK)
+			continue;
+		if (!s->stacks[i]) {
+			s->stacks[i] = malloc(stack_size(USC_STACK_FRAMES_MAX));
+			if (!s->stacks[i])
+				return NULL;
+		}
+		if (stack_unwind(s->cache, ev->pid, ev->tid, v->str, v->len, s->stacks[i],
+				 USC_STACK_FRAMES_MAX)) {
+			s->stack_vals[i] = (struct usc_value){.kind = USC_V_FAULT};
+		} else {
+			s->stack_vals[i] = (struct usc_value){.kind = USC_V_STACK,
+							      .stack = s->stacks[i]};
+			s->stacks_unwound++;
+		}
+	}
+	*copy = *ev;
+	copy->vals = s->stack_vals;
+	return copy;
+}
+
+static int sinks_event(const struct usc_event *ev0, void *ctx)
 {
 	struct usc_session *s = ctx;
+	struct usc_event copy;
+	const struct usc_event *ev = ev0;
+
+	for (unsigned i = 0; i < ev0->nvals; i++)
+		if (ev0->vals[i].kind == USC_V_USTACK) {
+			ev = unwind_stacks(s, ev0, &copy);
+			break;
+		}
+
+	if (!ev) {
+		log_error("out of memory");
+		s->sink_stop = -ENOMEM;
+		return -ENOMEM;
+	}
 
 	for (size_t k = 0; k < s->nsinks; k++) {
 		int ret;
@@ -364,10 +418,41 @@ static void sinks_report(struct usc_session *s, bool final)
 }
 
 /* One round: every engine's new events, then what may leave the merge. */
+/* $ustack: the maps a stack is symbolized with, as they change; opened
+ * before COMMAND execs, or on the running process (-p), or every process. */
+static void watch_maps(struct usc_session *s, pid_t pid, bool on_exec)
+{
+	size_t n;
+	int ret;
+
+	if (!s->has_stacks || s->mapwatch)
+		return;
+	ret = mapwatch_open(pid, on_exec, &s->mapwatch);
+	if (ret)
+		log_warn("the kernel's mmap records are not available (%s): stacks are "
+			 "symbolized with the maps read from /proc, and code a process maps "
+			 "just before it ends may not symbolize", strerror(-ret));
+	if (!on_exec && pid > 0)
+		cache_maps(s->cache, pid, true, &n);
+}
+
+static void poll_maps(struct usc_session *s)
+{
+	int changed = 0;
+
+	if (!s->mapwatch || mapwatch_poll(s->mapwatch, s->cache, &changed) <= 0 || !changed)
+		return;
+	if (s->rec && rec_knows_process(s->rec, changed) &&
+	    rec_write_maps(s->rec, s->cache, changed))
+		s->sink_stop = -EIO;
+}
+
 static int poll_engines(struct usc_session *s, bool drain)
 {
 	uint64_t start = mono_ns();
 	int total = 0;
+
+	poll_maps(s);	/* first: a hit's maps are older than the hit */
 
 	for (size_t k = 0; k < s->nengines && !s->sink_stop; k++) {
 		struct usc_engine *e = s->engines[k].e;
@@ -543,6 +628,7 @@ static int start_target(struct run *r, const sigset_t *oldmask, struct usc_run_r
 		}
 		r->child = r->sp.pid;
 		s->pid = r->child;
+		watch_maps(s, r->child, true);
 		for (size_t k = 0; k < s->nengines; k++) {
 			struct session_engine *se = &s->engines[k];
 
@@ -552,6 +638,8 @@ static int start_target(struct run *r, const sigset_t *oldmask, struct usc_run_r
 	} else {
 		s->pid = s->opts.pid;
 	}
+	if (!s->mapwatch)
+		watch_maps(s, s->pid, false);
 	for (size_t k = 0; k < s->nengines; k++) {
 		struct session_engine *se = &s->engines[k];
 
@@ -819,7 +907,10 @@ void usc_session_free(struct usc_session *s)
 			free(sites);
 		}
 	merge_free(s->merge);
+	mapwatch_close(s->mapwatch);
 	session_agg_free(s);
+	for (size_t i = 0; i < USC_MAX_ARGS; i++)
+		free(s->stacks[i]);
 	free(s->engines);
 	free(s->place);
 	free(s->stats);

@@ -63,6 +63,7 @@ struct usc_session_opts {
 	const char *engine;		/* NULL or "auto", or an engine's name */
 	double duration;		/* seconds, 0: until the target ends */
 	double interval;		/* seconds, 0: none: sinks report() every interval */
+	uint32_t stack_bytes;		/* $ustack: bytes of stack copied (0: 8 KiB) */
 	bool count_only;		/* only hit counts are wanted: engines may
 					 * count instead of recording */
 	unsigned resolve_flags;		/* RESOLVE_URETPROBE, RESOLVE_NO_INLINES */
@@ -130,6 +131,13 @@ struct usc_session {
 	size_t npending;
 	struct rec_writer *rec;		/* recording: where the engines write (a sink's) */
 	const struct rec_header *replayed;	/* usc_session_replay: the file's header */
+	/* $ustack: stacks are unwound as events go to the sinks, into
+	 * these (one per argument, USC_STACK_FRAMES_MAX frames each) */
+	struct usc_stack *stacks[USC_MAX_ARGS];
+	struct usc_value stack_vals[USC_MAX_ARGS];
+	uint64_t stacks_unwound;
+	bool has_stacks;		/* a site fetches $ustack */
+	struct mapwatch *mapwatch;	/* ... the maps as they change (stack/mapwatch.h) */
 	bool snapshot_dump;		/* the flight recorder writes now: record()
 					 * writes the overwrite buffers' newest bytes */
 };

@@ -82,6 +82,22 @@ void cache_symbolize(struct cache *c, pid_t pid, uint64_t addr, char *buf, size_
 	snprintf(buf, len, "0x%llx", (unsigned long long)addr);
 }
 
+/* ... and stacks (never: there is no cache, nor a session to unwind them) */
+#include "stack/stack.h"
+size_t stack_syms(struct cache *c, pid_t pid, const struct usc_stack *st, uint32_t i,
+		  struct stack_sym *out, size_t max)
+{
+	(void)c, (void)pid, (void)st, (void)i, (void)out, (void)max;
+	return 0;
+}
+
+void stack_end_text(struct cache *c, pid_t pid, const struct usc_stack *st, char *buf,
+		    size_t len)
+{
+	(void)c, (void)pid, (void)st;
+	snprintf(buf, len, "%s", "");
+}
+
 /* ---- log ---------------------------------------------------------------- */
 
 static int nerrors, nother;

@@ -292,6 +292,7 @@ static void fill_sites(struct inj *j, struct inj_image *img)
 			d->kind = site->cont ? INJ_CONT :
 				  site->tail_call && site->follow_tail ? INJ_TAIL : INJ_PLAIN;
 			d->nstr = 0;
+			d->stack_need = 0;
 			for (unsigned a = 0; a < d->nargs; a++) {
 				const struct usc_fetcharg *fa = &site->args[a];
 				const struct fetch_insn *in = fa->insn;
@@ -309,6 +310,9 @@ static void fill_sites(struct inj *j, struct inj_image *img)
 					if (fa->insn[k2].op == FOP_ST_STRING ||
 					    fa->insn[k2].op == FOP_COMM)
 						d->nstr++;
+				if (in[0].op == FOP_USTACK)
+					d->stack_need += (uint32_t)(sizeof(struct fetch_stack_hdr) +
+								    fetch_stack_bytes(in[0].imm));
 			}
 			inj_agg_site(j, site, d, img->shm.ctl, img->shm.remote);
 		}

@@ -67,6 +67,13 @@ int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, u
 			o->kind = USC_V_STR;
 			o->str = (const char *)r + v->str_off;
 			o->len = v->str_len;
+		} else if (v->kind == INJ_STACK && v->str_len >= sizeof(struct fetch_stack_hdr) &&
+			   (uint32_t)v->str_off + v->str_len <= r->len &&
+			   ((const struct fetch_stack_hdr *)((const char *)r + v->str_off))->len ==
+				   v->str_len - sizeof(struct fetch_stack_hdr)) {
+			o->kind = USC_V_USTACK;
+			o->str = (const char *)r + v->str_off;
+			o->len = v->str_len;
 		} else if (v->kind == INJ_INT) {
 			o->kind = USC_V_INT;
 			o->u = v->val;

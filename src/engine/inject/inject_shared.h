@@ -43,7 +43,7 @@
 #include "probe/agg.h"
 #include "probe/fetch.h"
 
-#define INJ_MAGIC 0x7573636f70650003ULL	/* "uscope", layout 3 */
+#define INJ_MAGIC 0x7573636f70650004ULL	/* "uscope", layout 4 */
 #define INJ_MAX_ARGS 16			/* per site */
 #define INJ_STR_MAX 128			/* bytes of one string, NUL included */
 #define INJ_PENDING 16			/* tail calls a thread waits on */
@@ -145,7 +145,12 @@ struct inj_slot {
 	uint64_t dropped;		/* tail calls whose return was never seen */
 	volatile uint32_t waiting;	/* lossless: the thread waits for room */
 	volatile uint32_t wake;		/* ... on this futex word, moved on by the tracer */
-	uint64_t pad0[2];
+	/* $ustack: a range of the thread's stack known readable, from the
+	 * page of a stack pointer up to stk_hi (the mapping's end when
+	 * stk_end): copied directly, no system call */
+	uint64_t stk_lo, stk_hi;
+	uint32_t stk_end;
+	uint32_t pad0;
 	volatile uint64_t head;		/* written by the thread */
 	uint64_t pad1[7];
 	volatile uint64_t tail;		/* written by the tracer */
@@ -191,6 +196,9 @@ struct inj_site {
 	uint32_t nargs;
 	uint32_t ret_site;		/* record the return address at [sp] */
 	uint32_t nstr;			/* arguments that store a string */
+	uint32_t stack_need;		/* bytes of its $ustack (fetch_stack_hdr + the
+					 * stack), 0: none */
+	uint32_t pad_s;
 	uint32_t kind;			/* enum inj_site_kind */
 	uint32_t pad;
 	uint8_t reg_only[INJ_MAX_ARGS];	/* an argument that is a register as it is:
@@ -231,7 +239,8 @@ struct inj_site {
 	struct inj_arg args[INJ_MAX_ARGS];
 };
 
-enum inj_kind { INJ_INT = 0, INJ_STR = 1, INJ_FAULT = 2, INJ_NULL = 3 };
+enum inj_kind { INJ_INT = 0, INJ_STR = 1, INJ_FAULT = 2, INJ_NULL = 3,
+	INJ_STACK = 4 };	/* at str_off, str_len bytes: fetch_stack_hdr, the stack */
 
 struct inj_val {
 	uint64_t val;			/* INJ_INT */

@@ -68,6 +68,7 @@ struct env {
 	uint32_t tid;
 	uint64_t sp;
 	const struct inj_ctl *c;
+	struct inj_slot *slot;		/* the thread's ($ustack's readable range) */
 };
 
 /* Read len bytes at addr without faulting: the count read (short at the
@@ -152,10 +153,69 @@ static struct inj_slot *slot_get(struct inj_ctl *c, uint64_t key, uint32_t tgid)
 			else if (!s->tid)
 				s->tid = (uint32_t)sys6(SYS_gettid, 0, 0, 0, 0, 0, 0);
 			s->tgid = tgid;
+			s->stk_lo = s->stk_hi = 0;
+			s->stk_end = 0;
 			return s;
 		}
 	}
 	return 0;
+}
+
+static inline __attribute__((always_inline)) void copy_bytes(void *dst, const void *src,
+							     uint64_t n)
+{
+	__asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+}
+
+/* $ustack: the registers and up to `want` bytes of the stack from the
+ * stack pointer up, into the record at *off (fetch_stack_hdr). The part of
+ * the stack known readable (the slot's range: the thread is using the page
+ * of its stack pointer, and what process_vm_readv could read above it) is
+ * copied directly; otherwise process_vm_readv reads it, stopping at the
+ * end of the stack's mapping, and the range grows. So the copy never
+ * faults, and a thread's first hits alone make a system call. */
+static void copy_stack(const struct env *env, const uint64_t *regs, int64_t imm, char *rec,
+		       uint32_t *off, struct inj_val *v)
+{
+	struct fetch_stack_hdr *h = (struct fetch_stack_hdr *)(rec + *off);
+	struct inj_slot *s = env->slot;
+	uint64_t sp = regs[USC_REG_SP], want = fetch_stack_bytes(imm), n;
+	char *dst = (char *)(h + 1);
+
+	for (uint32_t i = 0; i < USC_REG_NR; i++)
+		h->regs[i] = regs[i];
+	h->frames = (uint16_t)fetch_stack_frames(imm);
+	h->pad = 0;
+	if (sp >= s->stk_lo && sp < s->stk_hi && (sp + want <= s->stk_hi || s->stk_end)) {
+		n = s->stk_hi - sp < want ? s->stk_hi - sp : want;
+		copy_bytes(dst, (const void *)sp, n);
+	} else {
+		long got = safe_read(env, dst, sp, want);
+		uint64_t lo = sp & ~4095ULL, hi;
+		uint32_t end;
+
+		n = got > 0 ? (uint64_t)got : 0;
+		hi = sp + n;
+		end = n < want;
+		if (s->stk_hi && lo <= s->stk_hi && hi >= s->stk_lo) {
+			/* overlaps what was readable: one mapping, both readable */
+			if (s->stk_lo < lo)
+				lo = s->stk_lo;
+			if (s->stk_hi > hi) {
+				hi = s->stk_hi;
+				end = s->stk_end;
+			}
+		}
+		s->stk_lo = lo;
+		s->stk_hi = hi;
+		s->stk_end = end;
+	}
+	h->len = (uint32_t)n;
+	h->end = n == want ? FETCH_STACK_FULL : n ? FETCH_STACK_MAPEND : FETCH_STACK_UNREAD;
+	v->kind = INJ_STACK;
+	v->str_off = (uint16_t)*off;
+	v->str_len = (uint16_t)(sizeof(*h) + n);
+	*off += (uint32_t)(sizeof(*h) + n + 7) & ~7u;
 }
 
 /* One argument into v, strings into the record at *str_off. */
@@ -182,6 +242,12 @@ static void eval_arg(const struct env *env, const struct fetch_where *w, const u
 	case FETCH_NULL:
 		v->kind = INJ_NULL;
 		return;
+	case FETCH_STACK:
+		if (env->slot) {
+			copy_stack(env, regs, a->insn[0].imm, rec, str_off, v);
+			return;
+		}
+		break;
 	case FETCH_STRING:
 	case FETCH_COMM:
 		dst = rec + *str_off;
@@ -582,7 +648,7 @@ static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 
 	nargs = site->nargs < INJ_MAX_ARGS ? site->nargs : INJ_MAX_ARGS;
 	need = (uint32_t)(sizeof(struct inj_rec) + nargs * sizeof(struct inj_val) +
-			  site->nstr * ((INJ_STR_MAX + 7) & ~7u));
+			  site->nstr * ((INJ_STR_MAX + 7) & ~7u) + site->stack_need);
 	head = s->head;
 	pos = (uint32_t)head & (size - 1);
 	if (pos + need > size)
@@ -652,7 +718,7 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 	struct inj_slot *s;
 	uint64_t key, *counts, slot, sp = r->r[USC_REG_SP];
 	uint32_t tgid = *(volatile uint32_t *)c->self;
-	struct env env = {tgid, 0, sp, c};
+	struct env env = {tgid, 0, sp, c, 0};
 
 	if (!tgid)
 		return;		/* a forked child not followed: not traced */
@@ -670,6 +736,7 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 		return;
 	}
 	env.tid = s->tid;
+	env.slot = s;
 	slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
 	counts = (uint64_t *)((char *)c + c->counts_off) +
 		 INJ_NCOUNTS * (slot * c->nsites + site->index);

@@ -1,0 +1,255 @@
+/* $ustack's frames by name: each address symbolized once per (module,
+ * link-time address), with the function (ELF symbols, Go's pclntab,
+ * demangled), the functions inlined there and their lines (the debug
+ * info's scopes: dwarf_pc_scopes). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dwarf/dwarf.h"
+#include "elf/elf.h"
+#include "elf/modules.h"
+#include "resolve/cache.h"
+#include "stack/stack.h"
+#include "stack/stack_int.h"
+
+#define SYM_LEVELS 8	/* inlined levels shown at one address */
+
+struct sym_ent {
+	const char *path;	/* interned */
+	uint64_t vaddr;		/* the lookup address, link-time */
+	bool has_func;
+	uint64_t func_vaddr;
+	const char *func;	/* the ELF symbol's name (owned by the ELF cache) */
+	size_t n;		/* debug-info levels, innermost first */
+	struct dwarf_scope lv[];
+};
+
+struct stack_cache *stack_cache_get(struct cache *c)
+{
+	struct stack_cache **sc = cache_stack(c);
+
+	if (!*sc)
+		*sc = calloc(1, sizeof(**sc));
+	return *sc;
+}
+
+void stack_cache_free(struct stack_cache *sc)
+{
+	if (!sc)
+		return;
+	for (size_t i = 0; i < STACK_PROCS; i++)
+		if (sc->procs[i].dwfl)
+			dwfl_end(sc->procs[i].dwfl);
+	for (size_t i = 0; i < sc->ntab; i++) {
+		struct sym_ent *e = sc->tab[i];
+
+		for (size_t k = 0; e && k < e->n; k++)
+			free(e->lv[k].owned);
+		free(e);
+	}
+	for (size_t i = 0; i < sc->npaths; i++)
+		free(sc->paths[i]);
+	free(sc->paths);
+	free(sc->tab);
+	free(sc);
+}
+
+static const char *intern(struct stack_cache *sc, const char *path)
+{
+	char **v;
+
+	for (size_t i = 0; i < sc->npaths; i++)
+		if (!strcmp(sc->paths[i], path))
+			return sc->paths[i];
+	v = realloc(sc->paths, (sc->npaths + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	sc->paths = v;
+	v[sc->npaths] = strdup(path);
+	return v[sc->npaths] ? v[sc->npaths++] : NULL;
+}
+
+static size_t slot_of(const struct stack_cache *sc, const char *path, uint64_t vaddr)
+{
+	uint64_t h = ((uintptr_t)path ^ (vaddr * 0x9e3779b97f4a7c15ULL)) * 0xff51afd7ed558ccdULL;
+
+	return (size_t)(h >> 17) & (sc->ntab - 1);
+}
+
+static int tab_grow(struct stack_cache *sc)
+{
+	size_t n = sc->ntab ? sc->ntab * 2 : 1024;
+	struct sym_ent **t = calloc(n, sizeof(*t)), **old = sc->tab;
+	size_t oldn = sc->ntab;
+
+	if (!t)
+		return -ENOMEM;
+	sc->tab = t;
+	sc->ntab = n;
+	for (size_t i = 0; i < oldn; i++)
+		if (old[i]) {
+			size_t k = slot_of(sc, old[i]->path, old[i]->vaddr);
+
+			while (t[k])
+				k = (k + 1) & (n - 1);
+			t[k] = old[i];
+		}
+	free(old);
+	return 0;
+}
+
+/* The names at link-time address vaddr of the module at path (cached). */
+static const struct sym_ent *sym_lookup(struct cache *c, struct stack_cache *sc,
+					const char *path, uint64_t vaddr)
+{
+	struct dwarf_scope lv[SYM_LEVELS];
+	struct dwarf_module *dm = NULL;
+	struct elf_file *ef = NULL;
+	struct sym_ent *e;
+	ssize_t n = 0;
+	size_t k;
+
+	path = intern(sc, path);
+	if (!path || ((sc->used + 1) * 2 > sc->ntab && tab_grow(sc)))
+		return NULL;
+	for (k = slot_of(sc, path, vaddr); sc->tab[k]; k = (k + 1) & (sc->ntab - 1))
+		if (sc->tab[k]->path == path && sc->tab[k]->vaddr == vaddr)
+			return sc->tab[k];
+	if (cache_dwarf(c, path, &dm) == 0)
+		n = dwarf_pc_scopes(dm, vaddr, lv, SYM_LEVELS);
+	if (n < 0)
+		n = 0;
+	e = calloc(1, sizeof(*e) + (size_t)n * sizeof(e->lv[0]));
+	if (!e) {
+		for (ssize_t i = 0; i < n; i++)
+			free(lv[i].owned);
+		return NULL;
+	}
+	e->path = path;
+	e->vaddr = vaddr;
+	e->n = (size_t)n;
+	memcpy(e->lv, lv, (size_t)n * sizeof(lv[0]));
+	if (cache_elf(c, path, &ef) == 0) {
+		const struct elf_sym *fn = elf_func_at(ef, vaddr);
+
+		if (fn) {
+			e->has_func = true;
+			e->func_vaddr = fn->vaddr;
+			e->func = elf_sym_pretty(fn);
+		}
+	}
+	sc->tab[k] = e;
+	sc->used++;
+	return e;
+}
+
+static const struct proc_map *map_at(struct cache *c, pid_t pid, uint64_t addr)
+{
+	size_t n = 0;
+	const struct proc_map *m = cache_maps(c, pid, false, &n);
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; m && i < n; i++)
+			if (addr >= m[i].start && addr < m[i].end)
+				return &m[i];
+		if (!pass)
+			m = cache_maps(c, pid, true, &n);
+	}
+	return NULL;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	return b ? b + 1 : path;
+}
+
+size_t stack_syms(struct cache *c, pid_t pid, const struct usc_stack *st, uint32_t i,
+		  struct stack_sym *out, size_t max)
+{
+	struct stack_cache *sc = stack_cache_get(c);
+	uint64_t pc = st->pc[i], look = usc_stack_exact(st, i) ? pc : pc - 1, vaddr;
+	const struct proc_map *m;
+	const struct sym_ent *e;
+	struct elf_file *ef;
+	size_t n = 0;
+
+	if (!max)
+		return 0;
+	out[0] = (struct stack_sym){.pc = pc, .signal = usc_stack_sigframe(st, i)};
+	m = sc ? map_at(c, pid, look) : NULL;
+	if (!m || !m->path || m->path[0] != '/')
+		return 1;
+	out[0].module = base_name(m->path);
+	out[0].path = m->path;
+	if (cache_elf(c, m->path, &ef) ||
+	    elf_offset_to_vaddr(ef, look - m->start + m->pgoff, &vaddr))
+		return 1;
+	e = sym_lookup(c, sc, m->path, vaddr);
+	if (!e)
+		return 1;
+	out[0].module = base_name(e->path);
+	out[0].path = e->path;
+	for (size_t k = 0; k < e->n && n < max; k++) {
+		out[n] = out[0];
+		out[n].func = e->lv[k].name;
+		out[n].file = e->lv[k].file;
+		out[n].line = e->lv[k].line;
+		out[n].inlined = e->lv[k].inlined;
+		n++;
+	}
+	if (!n)
+		n = 1;
+	/* the function itself: the symbol's name (demangled, with its
+	 * parameters for C++) and the offset of pc in it */
+	if (e->has_func && !out[n - 1].inlined) {
+		out[n - 1].func = e->func;
+		out[n - 1].off = vaddr + (pc - look) - e->func_vaddr;
+	} else if (!out[n - 1].inlined && out[n - 1].func && e->n && e->lv[e->n - 1].has_off) {
+		/* no symbol (a local function of a stripped library): the
+		 * debug info's entry */
+		out[n - 1].off = e->lv[e->n - 1].off + (pc - look);
+	} else if (!out[n - 1].inlined) {
+		out[n - 1].off = 0;
+		if (!out[n - 1].func)
+			out[n - 1].off = look - m->start + m->pgoff + (pc - look);
+	}
+	return n;
+}
+
+void stack_end_text(struct cache *c, pid_t pid, const struct usc_stack *st, char *buf,
+		    size_t len)
+{
+	const struct proc_map *m;
+	char where[512] = "";
+
+	if (st->end_pc && (m = map_at(c, pid, st->end_pc)) && m->path)
+		snprintf(where, sizeof(where), " (%s)", base_name(m->path));
+	switch (st->end) {
+	case USC_STACK_END_OUTERMOST:
+		snprintf(buf, len, "%s", "");
+		break;
+	case USC_STACK_END_LIMIT:
+		snprintf(buf, len, "more frames: $ustack:N shows more");
+		break;
+	case USC_STACK_END_COPY:
+		snprintf(buf, len, "the stack copied ends (--stack-size copies more)");
+		break;
+	case USC_STACK_END_NOCFI:
+		snprintf(buf, len, "no CFI for 0x%llx%s", (unsigned long long)st->end_pc, where);
+		break;
+	case USC_STACK_END_NOMODULE:
+		snprintf(buf, len, "0x%llx is in no file mapping", (unsigned long long)st->end_pc);
+		break;
+	case USC_STACK_END_UNREAD:
+		snprintf(buf, len, "the stack could not be read");
+		break;
+	default:
+		snprintf(buf, len, "the CFI at 0x%llx%s could not be followed",
+			 (unsigned long long)st->end_pc, where);
+		break;
+	}
+}

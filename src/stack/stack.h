@@ -1,0 +1,69 @@
+/* $ustack: stacks copied where the probe ran (the registers and the top of
+ * the stack: probe/fetch.h's fetch_stack_hdr), unwound here with the
+ * modules' CFI (.eh_frame, .debug_frame) by libdw's unwinder, and shown as
+ * frames: function+offset, module, file:line, inlined calls, as perf's
+ * --call-graph dwarf and gdb's bt do.
+ *
+ * Why libdw rather than libunwind: libdw already reads every module's
+ * debug info for uscope (one library for CFI, lines and inlined scopes),
+ * its dwfl_frame takes a thread state we supply (the copied registers and
+ * stack) without a live process, and it follows .debug_frame as well as
+ * .eh_frame and signal frames. A frame-pointer fallback libdw may take
+ * where a module has no CFI is refused here: the stack ends there, with
+ * that reason, never in a made-up frame.
+ *
+ * The state (a Dwfl per traced process, built from its maps as the cache
+ * holds them: refreshed on a miss, or a recording's) hangs off the
+ * session's cache (resolve/cache.h), and so do the frames' names, cached
+ * per (module, address). */
+#ifndef USC_STACK_STACK_H
+#define USC_STACK_STACK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "engine/engine.h"
+
+struct cache;
+struct stack_cache;
+
+void stack_cache_free(struct stack_cache *sc);
+
+/* Bytes of a struct usc_stack of max frames. */
+static inline size_t stack_size(uint32_t max)
+{
+	return sizeof(struct usc_stack) + (size_t)max * sizeof(uint64_t);
+}
+
+/* Unwind the copy (a USC_V_USTACK value's bytes) of thread tid of process
+ * pid into out, room for max frames. 0, -EINVAL (not a stack copy), or
+ * -ENOMEM. A stack that cannot go further says why in out->end. */
+int stack_unwind(struct cache *c, pid_t pid, pid_t tid, const void *copy, size_t len,
+		 struct usc_stack *out, uint32_t max);
+
+/* What one frame shows; an address inside inlined code shows as several
+ * (the inlined functions innermost first, the function itself last). */
+struct stack_sym {
+	const char *func;	/* demangled; NULL: no symbol covers it */
+	uint64_t off;		/* from func's start (not for an inlined one) */
+	const char *module;	/* the file's name; NULL: no file mapping */
+	const char *path;	/* its path */
+	const char *file;	/* source file, NULL: no line information */
+	unsigned line;
+	bool inlined;
+	bool signal;		/* the signal trampoline (<signal handler called>) */
+	uint64_t pc;
+};
+
+/* The frames frame i of st shows, at most max: their count. Strings stay
+ * valid until the cache is freed. */
+size_t stack_syms(struct cache *c, pid_t pid, const struct usc_stack *st, uint32_t i,
+		  struct stack_sym *out, size_t max);
+
+/* Why st ends ("" when at its outermost frame): "no CFI for 0x... (libx.so)". */
+void stack_end_text(struct cache *c, pid_t pid, const struct usc_stack *st, char *buf,
+		    size_t len);
+
+#endif

@@ -1,0 +1,40 @@
+/* The stack module's private parts, shared by its files. */
+#ifndef USC_STACK_STACK_INT_H
+#define USC_STACK_STACK_INT_H
+
+#include <elfutils/libdwfl.h>
+
+#include "stack/stack.h"
+
+#define STACK_PROCS 32		/* processes whose modules are kept */
+
+struct unw_proc {
+	pid_t pid;
+	Dwfl *dwfl;
+	uint64_t used;		/* for eviction: least recently used goes */
+	uint64_t refreshed;	/* ms, when its maps were last read again */
+	/* the stack being unwound */
+	struct fetch_stack_hdr h;
+	const uint8_t *bytes;
+	uint32_t len;
+	pid_t tid;
+	bool missed;		/* the unwinder read beyond the copy */
+};
+
+struct sym_ent;
+
+struct stack_cache {
+	struct unw_proc procs[STACK_PROCS];
+	uint64_t tick;
+	/* frames' names by (module, link-time address) */
+	struct sym_ent **tab;
+	size_t ntab, used;
+	char **paths;		/* interned module paths */
+	size_t npaths;
+};
+
+/* The cache's stack state, made on first use; NULL when out of memory. */
+struct stack_cache *stack_cache_get(struct cache *c);
+int unw_cfi_at(Dwfl *d, uint64_t pc, bool *sig);
+
+#endif

@@ -1,0 +1,120 @@
+/* Stacks on code built as Debian builds it: -O2 -fomit-frame-pointer, so a
+ * frame-pointer walk goes wrong and only the CFI gives the callers
+ * (tests/e2e/test_stacks.py compares uscope's $ustack with gdb's bt).
+ *
+ *   stacks qsort    cmp <- msort_with_tmp ... <- qsort_r <- sort_ints <- main
+ *   stacks inline   leaf <- mid [inlined] <- outer <- main
+ *   stacks signal   in_handler <- on_usr1 <- <signal handler called> <- ... <- main
+ *   stacks thread   thread_work <- thread_main <- start_thread <- clone3
+ *   stacks loop N   leaf N times (the benchmark: $ustack's cost)
+ *
+ * Every probed function is noipa: it stays a real call with its own frame.
+ * The rest (sort_ints, outer, on_usr1, thread_main) clobbers rbp with live
+ * values, so rbp is no frame pointer anywhere on these stacks. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOIPA __attribute__((noipa))
+
+volatile long sink;
+
+NOIPA int cmp(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+NOIPA void sort_ints(int *v, size_t n)
+{
+	/* keep values live across the call: rbp holds one */
+	long s0 = v[0], s1 = v[1], s2 = v[2], s3 = v[n - 1], s4 = (long)n * 3;
+
+	qsort(v, n, sizeof(v[0]), cmp);
+	sink += s0 * s1 + s2 * s3 + s4;
+}
+
+NOIPA long leaf(long x)
+{
+	sink += x;
+	return x * 2;
+}
+
+static inline __attribute__((always_inline)) long mid(long x)
+{
+	long r = leaf(x + 1);
+
+	return r + x;
+}
+
+NOIPA long outer(long x)
+{
+	long a = x * 7, b = x ^ 0x55, c = x + 9;
+
+	a += mid(x);
+	sink += b * c;
+	return a;
+}
+
+NOIPA void in_handler(int sig)
+{
+	sink += sig;
+}
+
+static void on_usr1(int sig)
+{
+	long a = sig * 3, b = sig + 11;
+
+	in_handler(sig);
+	sink += a * b;
+}
+
+NOIPA void thread_work(long n)
+{
+	sink += n;
+}
+
+static void *thread_main(void *arg)
+{
+	long a = (long)arg, b = a * 5;
+
+	thread_work(a);
+	sink += b;
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	const char *what = argc > 1 ? argv[1] : "qsort";
+
+	if (!strcmp(what, "qsort")) {
+		int v[8] = {5, 3, 8, 1, 9, 2, 7, 4};
+
+		sort_ints(v, 8);
+		printf("%d %d\n", v[0], v[7]);
+	} else if (!strcmp(what, "inline")) {
+		printf("%ld\n", outer(4));
+	} else if (!strcmp(what, "signal")) {
+		signal(SIGUSR1, on_usr1);
+		raise(SIGUSR1);
+		printf("%ld\n", sink);
+	} else if (!strcmp(what, "thread")) {
+		pthread_t t;
+
+		pthread_create(&t, NULL, thread_main, (void *)6L);
+		pthread_join(t, NULL);
+		printf("%ld\n", sink);
+	} else if (!strcmp(what, "loop")) {
+		long n = argc > 2 ? atol(argv[2]) : 1000;
+
+		for (long i = 0; i < n; i++)
+			outer(i);
+		printf("%ld\n", sink);
+	} else {
+		return 2;
+	}
+	return 0;
+}
