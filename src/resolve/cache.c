@@ -32,6 +32,8 @@ struct maps_ent {
 
 struct cache {
 	bool frozen;			/* maps only as set (a recording's) */
+	void (*maps_hook)(void *ctx);	/* brings the maps up to date, before a refresh */
+	void *maps_hook_ctx;
 	struct stack_cache *stack;	/* $ustack's unwinding and frames (stack/) */
 	struct elf_ent *elf;
 	size_t nelf;
@@ -126,6 +128,14 @@ const struct proc_map *cache_maps(struct cache *c, pid_t pid, bool refresh, size
 	for (size_t i = 0; i < c->nmaps && !e; i++)
 		if (c->maps[i].pid == pid)
 			e = &c->maps[i];
+	if (refresh && c->maps_hook) {
+		/* the mmap records first: the process may have gone */
+		c->maps_hook(c->maps_hook_ctx);
+		e = NULL;
+		for (size_t i = 0; i < c->nmaps && !e; i++)
+			if (c->maps[i].pid == pid)
+				e = &c->maps[i];
+	}
 	if (e && (!refresh || c->frozen)) {
 		*n = e->n;
 		return e->maps;
@@ -135,7 +145,9 @@ const struct proc_map *cache_maps(struct cache *c, pid_t pid, bool refresh, size
 		return NULL;
 	}
 	got = procmaps_read(pid, &m);
-	if (got < 0) {
+	if (got == 0)
+		free(m);	/* a zombie has no maps left: keep what was seen */
+	if (got <= 0) {
 		*n = e ? e->n : 0;
 		return e ? e->maps : NULL;	/* gone: what was seen last */
 	}
@@ -157,6 +169,12 @@ const struct proc_map *cache_maps(struct cache *c, pid_t pid, bool refresh, size
 	e->n = (size_t)got;
 	*n = e->n;
 	return e->maps;
+}
+
+void cache_maps_hook(struct cache *c, void (*fn)(void *ctx), void *ctx)
+{
+	c->maps_hook = fn;
+	c->maps_hook_ctx = ctx;
 }
 
 void cache_freeze(struct cache *c)

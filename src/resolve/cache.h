@@ -41,6 +41,9 @@ int cache_set_maps(struct cache *c, pid_t pid, const struct proc_map *maps, size
 int cache_add_map(struct cache *c, pid_t pid, const struct proc_map *m);
 void cache_clear_maps(struct cache *c, pid_t pid);
 int cache_copy_maps(struct cache *c, pid_t from, pid_t to);
+/* fn(ctx) brings the maps up to date (the mmap records read so far)
+ * before cache_maps reads /proc again. */
+void cache_maps_hook(struct cache *c, void (*fn)(void *ctx), void *ctx);
 /* From now on, maps are only those set: /proc is never read (a recording's
  * pids may be other processes on this machine). */
 void cache_freeze(struct cache *c);

@@ -418,6 +418,13 @@ static void sinks_report(struct usc_session *s, bool final)
 }
 
 /* One round: every engine's new events, then what may leave the merge. */
+static void poll_maps(struct usc_session *s);
+
+static void maps_hook(void *ctx)
+{
+	poll_maps(ctx);
+}
+
 /* $ustack: the maps a stack is symbolized with, as they change; opened
  * before COMMAND execs, or on the running process (-p), or every process. */
 static void watch_maps(struct usc_session *s, pid_t pid, bool on_exec)
@@ -428,6 +435,8 @@ static void watch_maps(struct usc_session *s, pid_t pid, bool on_exec)
 	if (!s->has_stacks || s->mapwatch)
 		return;
 	ret = mapwatch_open(pid, on_exec, &s->mapwatch);
+	if (!ret)
+		cache_maps_hook(s->cache, maps_hook, s);
 	if (ret)
 		log_warn("the kernel's mmap records are not available (%s): stacks are "
 			 "symbolized with the maps read from /proc, and code a process maps "

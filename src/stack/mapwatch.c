@@ -59,6 +59,8 @@ int mapwatch_open(pid_t pid, bool on_exec, struct mapwatch **out)
 	a.comm = 1;
 	a.comm_exec = 1;
 	a.task = 1;		/* forks */
+	a.sample_id_all = 1;	/* records end with their time: the CPUs' rings */
+	a.sample_type = PERF_SAMPLE_TIME;	/* are merged in time order */
 	a.exclude_kernel = 1;
 	a.exclude_hv = 1;
 	a.inherit = pid > 0;	/* and its children */
@@ -184,13 +186,29 @@ static void one(struct mapwatch *w, struct cache *c, const void *rec, size_t siz
 	}
 }
 
+struct mw_rec {
+	uint64_t time;
+	size_t off, size;
+};
+
+static int cmp_rec(const void *a, const void *b)
+{
+	const struct mw_rec *x = a, *y = b;
+
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
 int mapwatch_poll(struct mapwatch *w, struct cache *c, int *changed)
 {
-	size_t data = MW_PAGES * w->page;
-	uint8_t tmp[4096 + 64];
-	int n = 0;
+	size_t data = MW_PAGES * w->page, used = 0, cap = 0, n = 0, ncap = 0;
+	uint8_t *all = NULL;
+	struct mw_rec *recs = NULL;
 
 	*changed = 0;
+	/* every CPU's records, then applied in time order (an exec on one CPU
+	 * and its mappings on another) */
 	for (int i = 0; i < w->n; i++) {
 		struct perf_event_mmap_page *mp = w->ring[i];
 		uint8_t *base = (uint8_t *)w->ring[i] + w->page;
@@ -204,22 +222,48 @@ int mapwatch_poll(struct mapwatch *w, struct cache *c, int *changed)
 			for (size_t k = 0; k < sizeof(h); k++)
 				((uint8_t *)&h)[k] = base[(at + k) % data];
 			size = h.size;
-			if (size < sizeof(h) || tail + size > head)
+			if (size < sizeof(h) + 8 || tail + size > head)
 				break;
-			if (size <= sizeof(tmp)) {
-				for (size_t k = 0; k < size; k++)
-					tmp[k] = base[(at + k) % data];
-				one(w, c, tmp, size, changed);
-				n++;
+			if (used + size > cap || n == ncap) {
+				size_t nc = cap ? cap * 2 : 65536, nn = ncap ? ncap * 2 : 256;
+				uint8_t *a2;
+				struct mw_rec *r2;
+
+				while (nc < used + size)
+					nc *= 2;
+				a2 = realloc(all, nc);
+				if (a2)
+					all = a2;
+				r2 = a2 ? realloc(recs, nn * sizeof(*r2)) : NULL;
+				if (r2)
+					recs = r2;
+				if (!a2 || !r2)
+					break;	/* out of memory: the rest waits */
+				cap = nc;
+				ncap = nn;
 			}
+			for (size_t k = 0; k < size; k++)
+				all[used + k] = base[(at + k) % data];
+			memcpy(&recs[n].time, all + used + size - 8, 8);
+			recs[n].off = used;
+			recs[n].size = size;
+			n++;
+			used += size;
 			tail += size;
 		}
 		__atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
 	}
+	if (n)
+		qsort(recs, n, sizeof(*recs), cmp_rec);
+	for (size_t i = 0; i < n; i++) {
+		one(w, c, all + recs[i].off, recs[i].size - 8, changed);
+	}
+	free(all);
+	free(recs);
 	if (w->lost) {
 		log_warn("the kernel lost %llu records of mappings: some stacks may not "
 			 "symbolize", (unsigned long long)w->lost);
 		w->lost = 0;
 	}
-	return n;
+	return (int)n;
 }

@@ -50,6 +50,13 @@ int bpf_raw_event(const void *data, size_t size, const struct usc_site *const *s
 			o->kind = USC_V_STR;
 			o->str = (const char *)data + v->str_off;
 			o->len = v->str_len;
+		} else if (v->kind == UB_STACK && v->str_len >= sizeof(struct fetch_stack_hdr) &&
+			   (size_t)v->str_off + v->str_len <= size &&
+			   ((const struct fetch_stack_hdr *)((const char *)data + v->str_off))->len ==
+				   v->str_len - sizeof(struct fetch_stack_hdr)) {
+			o->kind = USC_V_USTACK;
+			o->str = (const char *)data + v->str_off;
+			o->len = v->str_len;
 		} else if (v->kind == UB_INT) {
 			o->kind = USC_V_INT;
 			o->u = v->val;

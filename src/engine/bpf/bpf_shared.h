@@ -76,7 +76,12 @@ struct ub_agg_key {
 /* A row's values on one CPU: struct agg_val (probe/agg.h), then its
  * buckets (the value's size is set at load). */
 
-enum ub_kind { UB_INT = 0, UB_STR = 1, UB_FAULT = 2, UB_NULL = 3 };
+enum ub_kind { UB_INT = 0, UB_STR = 1, UB_FAULT = 2, UB_NULL = 3,
+	UB_STACK = 4 };	/* at str_off (UB_STK_OFF), str_len bytes: fetch_stack_hdr, the stack */
+
+/* $ustack: where a record's stack copy goes, after its strings (and the
+ * bytes a filter may read past them) */
+#define UB_STK_OFF (UB_REC_MAX + 256)
 
 struct ub_val {
 	unsigned long long val;		/* UB_INT */

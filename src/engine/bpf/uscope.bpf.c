@@ -121,8 +121,9 @@ struct task_state {
 	struct glob_state glob;
 	struct lat_frame lat[UB_LAT_DEPTH];
 	/* a record: strings at offsets below UB_REC_MAX, read up to 256
-	 * bytes on by a filter's comparisons */
-	char buf[UB_REC_MAX + 256];
+	 * bytes on by a filter's comparisons; then a $ustack's copy (and a
+	 * page of room for the copy's last, unaligned, page) */
+	char buf[UB_STK_OFF + sizeof(struct fetch_stack_hdr) + USC_STACK_BYTES_MAX + 4096];
 };
 
 struct {
@@ -160,6 +161,8 @@ struct eval_ctx {
 	__u32 nargs;
 	__u64 val;		/* the current argument's value */
 	__u32 done;		/* the current argument is finished */
+	__u32 stack_arg;	/* $ustack: its argument + 1 (0: none) */
+	__u64 stack_imm;	/* ... its instruction's imm (frames, bytes) */
 };
 
 /* Strings, sleepable: the kfunc (Linux 6.12) faults pages in as
@@ -205,6 +208,13 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleep
 		return 0;
 	case FETCH_NULL:
 		v->kind = UB_NULL;
+		c->done = 1;
+		return 0;
+	case FETCH_STACK:
+		/* copied once every argument is: copy_stack */
+		v->kind = UB_FAULT;
+		c->stack_arg = i + 1;
+		c->stack_imm = in->imm;
 		c->done = 1;
 		return 0;
 	case FETCH_STRING:
@@ -617,6 +627,74 @@ __noinline int aggregate(struct task_state *ts, const struct ub_site *site, __u3
 	return 0;
 }
 
+/* ---- $ustack ---------------------------------------------------------------- */
+
+struct stk_ctx {
+	char *buf;		/* the stack's bytes: the record's at UB_STK_OFF + hdr */
+	__u64 sp;
+	__u32 want, got;
+	bool sleepable;
+};
+
+/* One page of the stack (the first from sp to its page's end): a copy
+ * stops at the first page it cannot read, the end of the stack's mapping,
+ * as the inject agent's process_vm_readv does. */
+static long stk_page(__u32 k, void *data)
+{
+	struct stk_ctx *s = data;
+	__u64 at = s->sp + s->got, n = 4096 - (at & 4095), left, off;
+	long err;
+
+	if (s->got >= s->want || s->got >= USC_STACK_BYTES_MAX)
+		return 1;
+	left = s->want - s->got;
+	off = s->got & (USC_STACK_BYTES_MAX - 1);
+	if (n > left)
+		n = left;
+	/* bounds the verifier sees on the registers it checks */
+	asm volatile("%0 &= 0x1fff" : "+r"(n));
+	if (n == 0 || n > 4096)
+		return 1;
+	err = s->sleepable ? bpf_copy_from_user(s->buf + off, n, (const void *)(unsigned long)at) :
+			     bpf_probe_read_user(s->buf + off, n, (const void *)(unsigned long)at);
+	if (err)
+		return 1;
+	s->got += n;
+	return 0;
+}
+
+/* The registers and the top of the stack into the record at UB_STK_OFF
+ * (fetch_stack_hdr): the record's length. */
+static __always_inline __u32 copy_stack(struct task_state *ts, struct eval_ctx *c, bool sleepable)
+{
+	struct ub_rec *rec = (struct ub_rec *)ts->buf;
+	struct fetch_stack_hdr *h = (struct fetch_stack_hdr *)(ts->buf + UB_STK_OFF);
+	__u32 i = (c->stack_arg - 1) & (UB_MAX_ARGS - 1);
+	struct stk_ctx s = {};
+	__u32 frames = (__u32)c->stack_imm, bytes = (__u32)(c->stack_imm >> 32);
+
+	for (int r = 0; r < USC_REG_NR; r++)
+		h->regs[r] = ts->regs[r];
+	frames = frames ? (frames > USC_STACK_FRAMES_MAX ? USC_STACK_FRAMES_MAX : frames) :
+			  USC_STACK_FRAMES;
+	bytes = bytes ? (bytes > USC_STACK_BYTES_MAX ? USC_STACK_BYTES_MAX : bytes) :
+			USC_STACK_BYTES;
+	s.buf = ts->buf + UB_STK_OFF + sizeof(*h);
+	s.sp = ts->regs[USC_REG_SP];
+	s.want = bytes & ~7u;
+	s.sleepable = sleepable;
+	bpf_loop(USC_STACK_BYTES_MAX / 4096 + 1, stk_page, &s, 0);
+	h->len = s.got;
+	h->frames = (__u16)frames;
+	h->end = s.got == s.want ? FETCH_STACK_FULL : s.got ? FETCH_STACK_MAPEND :
+		 FETCH_STACK_UNREAD;
+	h->pad = 0;
+	rec->vals[i].kind = UB_STACK;
+	rec->vals[i].str_off = UB_STK_OFF;
+	rec->vals[i].str_len = (__u16)(sizeof(*h) + s.got);
+	return UB_STK_OFF + sizeof(*h) + ((s.got + 7) & ~7u);
+}
+
 /* ---- a hit --------------------------------------------------------------- */
 
 /* Site `idx` from the registers: record it into the ring buffer, or
@@ -667,6 +745,18 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	len = c.str_off;
 	if (len > UB_REC_MAX)
 		len = UB_REC_MAX;
+	if (c.stack_arg) {
+		__u64 l = copy_stack(ts, &c, sleepable);
+
+		/* a bound the verifier sees on the very register it checks */
+		asm volatile("%0 &= 0xffff" : "+r"(l));
+		if (l > sizeof(ts->buf))
+			l = sizeof(ts->buf);
+		rec->len = (__u32)l;
+		if (bpf_ringbuf_output(&events, ts->buf, l, 0))
+			__sync_fetch_and_add(&cnt->lost, 1);
+		return;
+	}
 	rec->len = len;
 	if (bpf_ringbuf_output(&events, ts->buf, len, 0))
 		__sync_fetch_and_add(&cnt->lost, 1);
