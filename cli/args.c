@@ -72,6 +72,21 @@ int cli_parse_probes(char **texts, int n, struct usc_probe_spec **out)
 	return 0;
 }
 
+/* A size: bytes, or with a K, M or G suffix. 0, or -1 when it is none. */
+static int parse_size(const char *s, unsigned long long *out)
+{
+	unsigned long long v;
+	char sfx = 0;
+	int got = sscanf(s, "%llu%c", &v, &sfx);
+
+	if (got < 1 || !v || (got == 2 && !strchr("kKmMgG", sfx)) || strlen(s) > 20 ||
+	    (got == 2 && s[strlen(s) - 1] != sfx))
+		return -1;
+	*out = v << (sfx == 'k' || sfx == 'K' ? 10 : sfx == 'm' || sfx == 'M' ? 20 :
+		     sfx == 'g' || sfx == 'G' ? 30 : 0);
+	return 0;
+}
+
 int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, const char *usage,
 		   struct cli_opts *o)
 {
@@ -99,6 +114,8 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 		{"drop", no_argument, NULL, 'D'},
 		{"sort", required_argument, NULL, 'Y'},
 		{"format", required_argument, NULL, 'F'},
+		{"stack-size", required_argument, NULL, 'X'},
+		{"folded", no_argument, NULL, 'W'},
 	};
 	static const unsigned need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
 					CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
@@ -106,7 +123,7 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 					CLI_ARG_AGG, CLI_ARG_AGG, CLI_ARG_TOP, CLI_ARG_LINEAR,
 					CLI_ARG_LATENCY, CLI_ARG_LATENCY, CLI_ARG_REPLAY,
 					CLI_ARG_RECORD, CLI_ARG_RECORD, CLI_ARG_SORT,
-					CLI_ARG_FORMAT};
+					CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED};
 	struct option opts[sizeof(all) / sizeof(all[0]) + 1];
 	char shorts[32] = "p:d:e:qvh";
 	size_t n = 0;
@@ -238,19 +255,28 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 			break;
 		case 'Z': {
 			unsigned long long v;
-			char sfx = 0;
-			int got = sscanf(optarg, "%llu%c", &v, &sfx);
 
-			if (got < 1 || !v || (got == 2 && !strchr("kKmMgG", sfx)) ||
-			    strlen(optarg) > 20) {
+			if (parse_size(optarg, &v)) {
 				cli_error("--snapshot wants a size (4096, 64K, 1M), not '%s'", optarg);
 				return 2;
 			}
-			v <<= sfx == 'k' || sfx == 'K' ? 10 : sfx == 'm' || sfx == 'M' ? 20 :
-			      sfx == 'g' || sfx == 'G' ? 30 : 0;
 			o->so.record.snapshot = v;
 			break;
 		}
+		case 'X': {
+			unsigned long long v;
+
+			if (parse_size(optarg, &v) || v < 64 || v > USC_STACK_BYTES_MAX) {
+				cli_error("--stack-size wants a size from 64 to %uK (8K, 16K), not '%s'",
+					  USC_STACK_BYTES_MAX >> 10, optarg);
+				return 2;
+			}
+			o->so.stack_bytes = (uint32_t)v;
+			break;
+		}
+		case 'W':
+			o->folded = true;
+			break;
 		case 'D':
 			o->so.record.drop = true;
 			break;

@@ -51,6 +51,8 @@ enum cli_arg_extra {
 	CLI_ARG_FORMAT = 1 << 12,	/* --format NAME */
 	CLI_ARG_READS = 1 << 13,	/* only reads a recording: -r FILE required,
 					 * no PROBE needed */
+	CLI_ARG_STACK = 1 << 14,	/* --stack-size SIZE ($ustack) */
+	CLI_ARG_FOLDED = 1 << 15,	/* --folded */
 };
 
 /* The options of a tracing subcommand. */
@@ -63,6 +65,7 @@ struct cli_opts {
 	const char *replay;		/* -r FILE */
 	const char *sort;		/* --sort */
 	const char *format;		/* --format */
+	bool folded;			/* --folded */
 	struct usc_probe_spec *specs;	/* the PROBEs; the caller frees */
 	size_t nspecs;
 };

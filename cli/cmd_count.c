@@ -12,12 +12,13 @@
 
 static const char count_usage[] =
 	"usage: uscope count [-p PID] [-d SECONDS] [-i INTERVAL] [--json] [--top N]\n"
-	"                    [-e ENGINE] PROBE... [-- COMMAND [ARG...]]\n"
+	"                    [--folded] [-e ENGINE] PROBE... [-- COMMAND [ARG...]]\n"
 	"\n"
 	"Counts the hits of each probe (a glob counts every matching function\n"
 	"separately) and prints them at the end, and every INTERVAL seconds the hits\n"
 	"of that interval. A probe's fetch arguments are a key: each distinct tuple of\n"
-	"their values is counted on its own. A probe may end with 'if COND'.\n"
+	"their values is counted on its own; $ustack counts each distinct stack, the\n"
+	"heaviest first, its frames under its count. A probe may end with 'if COND'.\n"
 	"\n"
 	"  PROBE is one shell word, as for 'uscope trace': LOCATION [FETCHARG ...] [if COND]\n"
 	"    COND      NAME OP VALUE, joined by && || ! and ( ); OP is == != < <= > >= &;\n"
@@ -30,6 +31,9 @@ static const char count_usage[] =
 	"  -i, --interval SECS    also print every SECS seconds what that interval counted\n"
 	"      --top N            print the N highest counts only\n"
 	"      --json             one JSON object per probe and key\n"
+	"      --folded           folded stacks, 'main;parse;malloc 42' a line, at the end:\n"
+	"                         flamegraph.pl's input, and uscope flamegraph's\n"
+	"      --stack-size SIZE  bytes of stack $ustack copies at a hit (default 8K)\n"
 	"      --max-keys N       keys each engine's table holds (default 4096); hits of\n"
 	"                         new keys beyond it are counted as lost, and said so\n"
 	"      --strlen N         bytes of a string in a key (default 64); longer ones\n"
@@ -45,14 +49,16 @@ static const char count_usage[] =
 	"examples:\n"
 	"  uscope count 'libc:str*' -d 5\n"
 	"  uscope count 'libc:openat file=+0($arg2):string' -- ./app\n"
-	"  uscope count 'handle size=$arg2:u32 if size > 4096' -p 1234\n";
+	"  uscope count 'handle size=$arg2:u32 if size > 4096' -p 1234\n"
+	"  uscope count 'libc:malloc $ustack' --folded -d 10 -p 1234 > malloc.folded\n";
 
 int cmd_count(int argc, char **argv)
 {
 	struct cli_opts o = {0};
 	bool keyed = false;
 	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
-				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_TOP,
+				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_TOP | CLI_ARG_STACK |
+				  CLI_ARG_FOLDED,
 				  "count", count_usage, &o);
 
 	if (code >= 0)
@@ -60,9 +66,17 @@ int cmd_count(int argc, char **argv)
 	for (size_t i = 0; i < o.nspecs; i++)
 		keyed |= probe_shown_args(o.specs[i].args, o.specs[i].nargs) > 0 ||
 			 o.specs[i].filter.n > 0;
+	/* --folded -r FILE with no PROBE: the recorded probes' stacks */
+	keyed |= o.folded && o.replay && !o.nspecs;
 	/* without keys the engines' hit counts are the answer: no event */
 	o.so.count_only = !keyed;
 	o.so.agg.kind = keyed ? USC_AGG_COUNT : USC_AGG_NONE;
 	o.so.resolve_flags |= RESOLVE_NO_DEFAULT_ARGS;
-	return cli_run_sink(&o, stdout, usc_sink_count(stdout, o.json, keyed, o.top), false);
+	if (o.folded && (o.json || !keyed)) {
+		cli_error("--folded writes the probes' stacks: give a probe $ustack, and no --json");
+		free(o.specs);
+		return 2;
+	}
+	return cli_run_sink(&o, stdout, usc_sink_count(stdout, o.json, keyed, o.top, o.folded),
+			    false);
 }

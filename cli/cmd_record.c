@@ -31,6 +31,8 @@ static const char record_usage[] =
 	"                         thread (K, M suffixes) in memory, written at the end, on\n"
 	"                         SIGUSR1 and when COMMAND dies by a signal\n"
 	"      --drop             a full buffer drops records (counted), as live commands do\n"
+	"      --stack-size SIZE  bytes of stack $ustack copies at a hit (default 8K); the\n"
+	"                         copies are unwound when the recording is read\n"
 	"      --uretprobe        return probes swap the return address (tracefs)\n"
 	"  -q, --quiet            no readiness line or summary on stderr\n"
 	"  -v, --verbose          say more on stderr\n"
@@ -44,7 +46,8 @@ int cmd_record(int argc, char **argv)
 	struct cli_opts o = {0};
 	char command[256];
 	size_t used = 0;
-	int code = cli_parse_args(argc, argv, CLI_ARG_OUTPUT | CLI_ARG_URETPROBE | CLI_ARG_RECORD,
+	int code = cli_parse_args(argc, argv, CLI_ARG_OUTPUT | CLI_ARG_URETPROBE | CLI_ARG_RECORD |
+				  CLI_ARG_STACK,
 				  "record", record_usage, &o);
 
 	if (code >= 0)

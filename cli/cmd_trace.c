@@ -17,7 +17,8 @@ static const char trace_usage[] =
 	"    FETCHARG  [NAME=]EXPR[:TYPE]\n"
 	"    EXPR      %REG | $argN | $retval | $stackN | $stack | $comm | @ADDR |\n"
 	"              @+FILE_OFFSET | +OFFS(EXPR) | -OFFS(EXPR) |\n"
-	"              VAR[->FIELD|.FIELD|[N]]... | $params   (with debug info)\n"
+	"              VAR[->FIELD|.FIELD|[N]]... | $params   (with debug info) |\n"
+	"              $ustack[:N]   (the user stack, N frames, 64 by default)\n"
 	"    TYPE      u8..u64 s8..s64 x8..x64 string ustring symbol b<width>@<offset>/<size>\n"
 	"\n"
 	"  -p, --pid PID        trace a running process (all its threads)\n"
@@ -36,18 +37,22 @@ static const char trace_usage[] =
 	"                       at the copies the compiler inlined (debug info)\n"
 	"      --all-sites      a FILE:LINE probe on every statement of the line, not\n"
 	"                       once per execution (its first address in each block)\n"
+	"      --stack-size SIZE  bytes of stack $ustack copies at a hit (default 8K, at\n"
+	"                       most 32K): deeper stacks end with that reason\n"
 	"  -v, --verbose        say more on stderr\n"
 	"\n"
 	"examples:\n"
 	"  uscope trace 'libc:getaddrinfo host=+0($arg1):string' -- getent ahosts localhost\n"
 	"  uscope trace 'r:libc:malloc ptr=$retval' -p 1234\n"
-	"  uscope trace 'handle r->path r->size' '%python:gc__start' -- ./app\n";
+	"  uscope trace 'handle r->path r->size' '%python:gc__start' -- ./app\n"
+	"  uscope trace 'libc:malloc size=$arg1 $ustack' -- ./app\n";
 
 int cmd_trace(int argc, char **argv)
 {
 	struct cli_opts o = {0};
 	FILE *fp;
 	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_OUTPUT |
+				  CLI_ARG_STACK |
 				  CLI_ARG_URETPROBE | CLI_ARG_NO_INLINES,
 				  "trace", trace_usage, &o);
 

@@ -296,6 +296,54 @@ static int put_stack(struct usc_output *o, pid_t pid, const struct usc_stack *st
 	return ret || !o->json ? ret : putc_(o, ']');
 }
 
+int output_stack(struct usc_output *o, pid_t pid, const struct usc_stack *st)
+{
+	return put_stack(o, pid, st);
+}
+
+/* A frame's name in a folded stack: ';' parts frames and ' ' ends them. */
+static int put_folded_name(struct usc_output *o, const char *s)
+{
+	for (; *s; s++) {
+		int ret = putc_(o, *s == ';' || *s == ' ' || *s == '\n' ? '_' : *s);
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int output_stack_folded(struct usc_output *o, pid_t pid, const struct usc_stack *st)
+{
+	struct stack_sym f[FRAME_SYMS];
+	bool first = true;
+	int ret = 0;
+
+	/* outermost first; an inlined call is a frame of its own */
+	for (uint32_t i = st->n; i-- > 0 && !ret;) {
+		size_t n = o->cache ? stack_syms(o->cache, pid, st, i, f, FRAME_SYMS) : 0;
+
+		if (!n) {
+			f[0] = (struct stack_sym){.pc = st->pc[i]};
+			n = 1;
+		}
+		for (size_t k = n; k-- > 0 && !ret; first = false) {
+			ret = first ? 0 : putc_(o, ';');
+			if (ret)
+				break;
+			if (f[k].signal)
+				ret = put(o, "[signal]");
+			else if (f[k].func)
+				ret = put_folded_name(o, f[k].func);
+			else if (f[k].module)
+				ret = put(o, "%s+0x%" PRIx64, f[k].module, f[k].off);
+			else
+				ret = put(o, "0x%" PRIx64, f[k].pc);
+		}
+	}
+	return ret;
+}
+
 static int put_value(struct usc_output *o, const struct usc_event *ev,
 		     const struct usc_fetcharg *a, const struct usc_value *v)
 {

@@ -33,6 +33,13 @@ void output_free(struct usc_output *o);
 struct stack_sym;
 int output_frame(struct usc_output *o, const struct stack_sym *f);
 
+/* A stack: text, a line a frame (indented; the reason it ends, if it does
+ * not reach its outermost frame); JSON, the array of frames. 0 or -ENOMEM. */
+struct usc_stack;
+int output_stack(struct usc_output *o, pid_t pid, const struct usc_stack *st);
+/* A stack folded: the frames' names, outermost first, joined by ';'. */
+int output_stack_folded(struct usc_output *o, pid_t pid, const struct usc_stack *st);
+
 /* Escapers, exposed for tests. They append to o->buf. */
 int output_c_string(struct usc_output *o, const char *s, size_t n);
 int output_json_string(struct usc_output *o, const char *s, size_t n);

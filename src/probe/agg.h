@@ -34,6 +34,8 @@ enum agg_slot_kind {
 	AGG_K_STR = 2,
 	AGG_K_FAULT = 3,	/* the value could not be read */
 	AGG_K_NULL = 4,		/* a string behind a NULL pointer */
+	AGG_K_STACK = 5,	/* a stack: v is its id (stack_intern), the
+				 * tracer's: stacks are unwound there */
 };
 
 /* The header of a key slot; an integer's value follows it (8 bytes), a

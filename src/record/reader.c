@@ -7,6 +7,7 @@
  * engine: what comes after it is no older than the round before). Nothing
  * read is trusted: every length is checked. */
 #include "record/reader.h"
+#include "elf/modules.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +61,9 @@ struct rec_file {
 	struct rec_site_stats *stats;	/* nsites, or NULL */
 	uint64_t total_events, total_lost;
 	char *snapshot;			/* why the flight recorder wrote, or NULL */
+	/* REC_MAPS chunks, in file order: (offset of the payload, length) */
+	size_t (*maps_at)[2];
+	size_t nmaps;
 	/* the sites in the bpf engine's order, for its decoder */
 	const struct usc_site **bpf_sites;
 	size_t nbpf;
@@ -401,6 +405,17 @@ static int scan(struct rec_file *f)
 			}
 			break;
 		}
+		case REC_MAPS: {
+			size_t (*v)[2] = realloc(f->maps_at, (f->nmaps + 1) * sizeof(*v));
+
+			if (!v)
+				return -ENOMEM;
+			f->maps_at = v;
+			v[f->nmaps][0] = (size_t)(p - f->map);
+			v[f->nmaps][1] = c->len;
+			f->nmaps++;
+			break;
+		}
 		case REC_END:
 			f->clean_end = true;
 			f->end = at + sizeof(*c);
@@ -521,6 +536,7 @@ void rec_file_free(struct rec_file *f)
 		f->sites = NULL;	/* the session's now */
 	drop_sites(f);
 	free(f->inject_site);
+	free(f->maps_at);
 	for (size_t i = 0; i < f->nenums; i++) {
 		for (unsigned k = 0; k < f->enums[i]->n; k++)
 			free((char *)f->enums[i]->v[k].name);
@@ -794,6 +810,46 @@ static int flush_refs(struct events *e, uint64_t limit)
 		memmove(e->refs, e->refs + k, (e->n - k) * sizeof(*e->refs));
 	e->n -= k;
 	return e->stop;
+}
+
+int rec_file_maps(struct rec_file *f,
+		  int (*fn)(void *ctx, pid_t pid, const struct proc_map *m, size_t n), void *ctx)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < f->nmaps && !ret; i++) {
+		struct rget g = {f->map + f->maps_at[i][0], f->maps_at[i][1], 0, false};
+		pid_t pid = (pid_t)rget_u32(&g);
+		uint32_t n = rget_u32(&g);
+		struct proc_map *m;
+		size_t k = 0;
+
+		/* each entry takes at least 32 bytes: n cannot be more */
+		if (g.bad || n > f->maps_at[i][1] / 32)
+			continue;
+		m = calloc((size_t)n + 1, sizeof(*m));
+		if (!m)
+			return -ENOMEM;
+		for (; k < n; k++) {
+			const char *perms;
+
+			m[k].start = rget_u64(&g);
+			m[k].end = rget_u64(&g);
+			m[k].pgoff = rget_u64(&g);
+			perms = rget_bytes(&g, 4);
+			if (perms)
+				memcpy(m[k].perms, perms, 4);
+			m[k].path = rget_str(&g, NULL);
+			if (g.bad || m[k].end <= m[k].start)
+				break;
+		}
+		if (k == n && !g.bad)
+			ret = fn(ctx, pid, m, n);
+		for (size_t j = 0; j <= k && j < n; j++)
+			free(m[j].path);
+		free(m);
+	}
+	return ret;
 }
 
 int rec_file_events(struct rec_file *f, usc_event_fn fn, void *ctx, uint64_t *bad)

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "engine/engine.h"
 #include "record/format.h"
@@ -30,6 +31,13 @@ const struct rec_header *rec_file_header(const struct rec_file *f);
 /* The counts at the end (per site, nsites of them), or NULL (cut short). */
 const struct rec_site_stats *rec_file_stats(const struct rec_file *f, uint64_t *events,
 					    uint64_t *lost);
+
+/* Every REC_MAPS chunk, in file order: the maps of process pid as then
+ * (fn's m and its paths are freed after fn). A chunk that does not read
+ * is skipped. 0, -ENOMEM, or fn's non-zero. */
+struct proc_map;
+int rec_file_maps(struct rec_file *f,
+		  int (*fn)(void *ctx, pid_t pid, const struct proc_map *m, size_t n), void *ctx);
 
 /* Every event, in time order, to fn (non-zero from fn stops). Records that
  * do not read as their engine writes them are skipped and counted in

@@ -1,5 +1,6 @@
 /* A table of aggregated rows: see aggtab.h. */
 #include "session/aggtab.h"
+#include "stack/stack.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -191,8 +192,8 @@ uint32_t agg_key_len(const struct usc_fetcharg *args, unsigned first, unsigned n
 	return len;
 }
 
-uint32_t agg_key_of(const struct usc_event *ev, unsigned first, unsigned n, uint32_t str_max,
-		    uint8_t *key, bool *cut)
+uint32_t agg_key_of(struct cache *c, const struct usc_event *ev, unsigned first, unsigned n,
+		    uint32_t str_max, uint8_t *key, bool *cut)
 {
 	uint32_t at = 0;
 
@@ -211,6 +212,11 @@ uint32_t agg_key_of(const struct usc_event *ev, unsigned first, unsigned n, uint
 			s->kind = AGG_K_FAULT;
 		} else if (v->kind == USC_V_NULL) {
 			s->kind = AGG_K_NULL;
+		} else if (v->kind == USC_V_STACK) {
+			s->kind = AGG_K_STACK;
+			s->v = c ? stack_intern(c, ev->pid, v->stack) : 0;
+			if (!s->v)
+				s->kind = AGG_K_FAULT;
 		} else if (str && v->kind == USC_V_STR) {
 			uint32_t l = v->len < str_max ? v->len : str_max;
 
@@ -228,8 +234,9 @@ uint32_t agg_key_of(const struct usc_event *ev, unsigned first, unsigned n, uint
 	return at;
 }
 
-void agg_key_value(const uint8_t *key, uint32_t keylen, const struct usc_fetcharg *args,
-		   unsigned first, unsigned i, uint32_t str_max, struct usc_value *v, bool *cut)
+void agg_key_value(struct cache *c, const uint8_t *key, uint32_t keylen,
+		   const struct usc_fetcharg *args, unsigned first, unsigned i, uint32_t str_max,
+		   struct usc_value *v, bool *cut, pid_t *pid)
 {
 	uint32_t at = 0;
 
@@ -253,6 +260,9 @@ void agg_key_value(const uint8_t *key, uint32_t keylen, const struct usc_fetchar
 		*cut = s->cut;
 	} else if (s->kind == AGG_K_NULL) {
 		v->kind = USC_V_NULL;
+	} else if (s->kind == AGG_K_STACK && c) {
+		v->stack = stack_interned(c, s->v, pid);
+		v->kind = v->stack ? USC_V_STACK : USC_V_FAULT;
 	}
 }
 

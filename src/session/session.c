@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "elf/modules.h"
 #include "record/reader.h"
 #include "record/record.h"
 #include "record/source.h"
@@ -198,6 +199,16 @@ static bool replay_match(const struct usc_probe_spec *spec, const struct usc_sit
 	       !fnmatch(spec->symbol, site->label, 0);
 }
 
+/* A recording's maps (each REC_MAPS chunk, the later winning where they
+ * overlap): stacks and :symbol values are read with them, never with this
+ * machine's /proc (the recorded pids may be other processes here). */
+static int replay_maps(void *ctx, pid_t pid, const struct proc_map *m, size_t n)
+{
+	struct usc_session *s = ctx;
+
+	return cache_set_maps(s->cache, pid, m, n);
+}
+
 int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe_spec *specs,
 		       size_t nspecs)
 {
@@ -218,6 +229,9 @@ int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe
 	se->e = e;
 	s->nengines = 1;
 	f = source_file(e);
+	cache_freeze(s->cache);
+	if (rec_file_maps(f, replay_maps, s) == -ENOMEM)
+		return -ENOMEM;
 	s->replayed = rec_file_header(f);
 	s->specs = rec_file_specs(f, &s->nspecs);
 	s->sites = rec_file_take_sites(f, &s->nsites);

@@ -129,7 +129,7 @@ static int event_rows(struct agg_sink *k, const struct usc_event *ev, struct agg
 	uint32_t len;
 
 	usc_agg_layout(k->s, ev->site, &first, &n, &value);
-	len = agg_key_of(ev, first, n, k->a.str_max, key, cut);
+	len = agg_key_of(k->s->cache, ev, first, n, k->a.str_max, key, cut);
 	/* a new key beyond the table's size is counted as lost, as an engine
 	 * aggregating where the probe runs would */
 	if (!agg_table_find(k->intervals ? &k->all : &k->iv, k->label_of[ev->site - k->s->sites],
@@ -352,13 +352,56 @@ int aggsink_key(const struct agg_sink *k, struct usc_output *o, const struct agg
 	bool cut;
 
 	usc_agg_layout(k->s, r->site, &first, &n, &value);
-	for (unsigned i = 0; i < n && i < USC_MAX_ARGS; i++)
-		agg_key_value(r->key, r->keylen, r->site->args, first, i, k->a.str_max, &vals[i],
-			      &cut);
+	for (unsigned i = 0; i < n && i < USC_MAX_ARGS; i++) {
+		pid_t pid = 0;
+
+		agg_key_value(k->s->cache, r->key, r->keylen, r->site->args, first, i,
+			      k->a.str_max, &vals[i], &cut, &pid);
+		if (pid)
+			ev.pid = pid;
+	}
 	ev.nvals = n < USC_MAX_ARGS ? n : USC_MAX_ARGS;
 	ret = output_event_args(o, &ev);
 	if (!ret && r->cut && !o->json)
 		ret = output_raw(o, " [cut]");
+	return ret;
+}
+
+int aggsink_stacks(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r,
+		   bool folded, uint64_t count)
+{
+	unsigned first, n;
+	int value, ret = 0;
+	bool any = false;
+
+	usc_agg_layout(k->s, r->site, &first, &n, &value);
+	for (unsigned i = 0; i < n && i < USC_MAX_ARGS && !ret; i++) {
+		struct usc_value v;
+		pid_t pid = 0;
+		bool cut;
+
+		if (r->site->args[first + i].type != USC_T_STACK)
+			continue;
+		agg_key_value(k->s->cache, r->key, r->keylen, r->site->args, first, i,
+			      k->a.str_max, &v, &cut, &pid);
+		if (v.kind != USC_V_STACK)
+			continue;
+		if (folded) {
+			ret = any ? output_raw(o, ";") : 0;
+			ret = ret ? ret : output_stack_folded(o, pid, v.stack);
+		} else {
+			ret = output_stack(o, pid, v.stack);
+		}
+		any = true;
+	}
+	if (folded && !ret) {
+		char num[32];
+
+		if (!any)	/* no stack: the probe alone */
+			ret = output_raw(o, r->label);
+		snprintf(num, sizeof(num), " %llu\n", (unsigned long long)count);
+		ret = ret ? ret : output_raw(o, num);
+	}
 	return ret;
 }
 

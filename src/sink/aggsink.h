@@ -47,6 +47,7 @@ struct agg_sink {
 	agg_print_fn print;
 	bool by_count;			/* order: count first (count), else label first */
 	size_t top;			/* print the first top rows only (0: all) */
+	bool folded;			/* count --folded: folded stacks, not a table */
 	/* latency --per-call: a call's line; 0 or -errno */
 	int (*per_call)(struct agg_sink *k, const struct usc_event *ret, const struct agg_row *r,
 			int64_t v);
@@ -79,6 +80,11 @@ int aggsink_key(const struct agg_sink *k, struct usc_output *o, const struct agg
 
 /* What begins a row's output: text "LABEL name=value ...", or JSON
  * {"probe":LABEL,"key":{...} (the object left open). 0 or -ENOMEM. */
+/* A row's stacks: text, each frame on its line, indented; folded, the
+ * frames outermost first joined by ';' (the probe's label when it has no
+ * stack), then " count" and a newline. 0 or -ENOMEM. */
+int aggsink_stacks(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r,
+		   bool folded, uint64_t count);
 int aggsink_head(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r);
 
 /* What ends a row's JSON object: its cut mark, its buckets, final. */

@@ -154,12 +154,68 @@ static const struct usc_sink_ops count_ops = {
 
 /* ---- with keys ----------------------------------------------------------- */
 
+struct fline {
+	char *text;		/* the frames, without the count */
+	uint64_t n;
+};
+
+static int by_text(const void *a, const void *b)
+{
+	return strcmp(((const struct fline *)a)->text, ((const struct fline *)b)->text);
+}
+
+/* flamegraph's input: "outer;...;inner COUNT" a line, the stacks whose
+ * frames have the same names (other addresses in the same functions)
+ * summed into one, in the order of their text as the folded sink's. */
+static int print_folded(struct agg_sink *k, struct usc_output *o, struct agg_row **rows, size_t n)
+{
+	struct fline *l = calloc(n + 1, sizeof(*l));
+	struct usc_output one = {.cache = o->cache};
+	size_t m = 0;
+	int ret = l ? 0 : -ENOMEM;
+
+	for (size_t i = 0; i < n && !ret; i++) {
+		char *sp;
+
+		output_reset(&one);
+		ret = aggsink_stacks(k, &one, rows[i], true, 0);
+		if (ret || !one.buf)
+			break;
+		sp = strrchr(one.buf, ' ');	/* the count aggsink_stacks wrote */
+		if (sp)
+			*sp = 0;
+		l[m].text = strdup(one.buf);
+		l[m].n = rows[i]->st.count;
+		if (!l[m++].text)
+			ret = -ENOMEM;
+	}
+	if (!ret)
+		qsort(l, m, sizeof(*l), by_text);
+	for (size_t i = 0; i < m && !ret; i++) {
+		char num[32];
+		uint64_t sum = l[i].n;
+
+		while (i + 1 < m && !strcmp(l[i].text, l[i + 1].text))
+			sum += l[++i].n;
+		snprintf(num, sizeof(num), " %llu\n", (unsigned long long)sum);
+		ret = output_raw(o, l[i].text);
+		ret = ret ? ret : output_raw(o, num);
+	}
+	for (size_t i = 0; l && i < m; i++)
+		free(l[i].text);
+	free(l);
+	output_free(&one);
+	return ret;
+}
+
 static int print_keyed(struct agg_sink *k, struct usc_output *o, struct agg_row **rows, size_t n,
 		       bool final)
 {
 	size_t shown = k->top && k->top < n ? k->top : n;
 	int ret = 0;
 
+	if (k->folded)
+		return final ? print_folded(k, o, rows, shown) : 0;
 	if (!k->json) {
 		char line[64];
 
@@ -185,6 +241,7 @@ static int print_keyed(struct agg_sink *k, struct usc_output *o, struct agg_row 
 		ret = output_raw(o, num);
 		ret = ret ? ret : aggsink_head(k, o, r);
 		ret = ret ? ret : output_raw(o, "\n");
+		ret = ret ? ret : aggsink_stacks(k, o, r, false, 0);	/* under it */
 	}
 	if (!ret && !k->json && shown < n) {
 		char line[64];
@@ -198,7 +255,7 @@ static int print_keyed(struct agg_sink *k, struct usc_output *o, struct agg_row 
 }
 
 
-struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top)
+struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top, bool folded)
 {
 	if (keyed) {
 		struct agg_sink *k = calloc(1, sizeof(*k));
@@ -209,6 +266,7 @@ struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top)
 		k->print = print_keyed;
 		k->by_count = true;
 		k->top = top;
+		k->folded = folded;
 		return &k->base;
 	}
 

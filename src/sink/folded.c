@@ -8,7 +8,12 @@
  * The paths are a tree: a node per (parent node, function), found by a
  * hash of that pair, so an event costs one lookup and memory grows with
  * the distinct paths, not the events. Each entry's flow frame carries its
- * node. */
+ * node.
+ *
+ * Events with a stack ($ustack) are samples instead: each adds 1 to its
+ * stack's line, "main;parse;malloc 42", the frames' names outermost first;
+ * a recording with stacks folds its stacks only (counts and nanoseconds
+ * do not add up in one graph). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,6 +26,7 @@
 #include "session/session.h"
 #include "sink/sink.h"
 #include "sink/sink_int.h"
+#include "stack/stack.h"
 
 struct path_node {
 	uint32_t parent;	/* node index + 1; 0: a root */
@@ -40,6 +46,8 @@ struct folded_sink {
 	size_t n, cap;
 	uint32_t *slots;		/* open addressing: node index + 1, 0 empty */
 	size_t nslots;
+	uint64_t *stack_n;		/* hits of each stack, by its id (stack_intern) */
+	size_t nstack;
 	int error, write_error;
 };
 
@@ -129,6 +137,27 @@ static int folded_event(struct usc_sink *k, const struct usc_event *ev)
 	uintptr_t node = 0;
 	int ret;
 
+	for (unsigned a = 0; a < ev->nvals; a++) {
+		uint64_t id;
+
+		if (ev->vals[a].kind != USC_V_STACK)
+			continue;
+		id = stack_intern(fs->s->cache, ev->pid, ev->vals[a].stack);
+		if (!id)
+			return fail(fs, -ENOMEM);
+		if (id > fs->nstack) {
+			size_t n = id * 2;
+			uint64_t *v = realloc(fs->stack_n, n * sizeof(*v));
+
+			if (!v)
+				return fail(fs, -ENOMEM);
+			memset(v + fs->nstack, 0, (n - fs->nstack) * sizeof(*v));
+			fs->stack_n = v;
+			fs->nstack = n;
+		}
+		fs->stack_n[id - 1]++;
+		return 0;	/* a sample: not a call path */
+	}
 	if (i >= fs->s->nsites || fs->func_of[i] == UINT32_MAX)
 		return 0;
 	kind = flow_classify(ev->site, &key, &keylen, &unpaired);
@@ -204,13 +233,53 @@ static int folded_report(struct usc_sink *k, const struct usc_session *s,
 	size_t n = 0;
 	int ret = 0;
 
-	(void)s;
 	(void)st;
 	if (!final || fs->error)
 		return fs->error;
-	lines = calloc(fs->n ? fs->n : 1, sizeof(*lines));
+	lines = calloc((fs->n > fs->nstack ? fs->n : fs->nstack) + 1, sizeof(*lines));
 	if (!lines)
 		return fail(fs, -ENOMEM);
+	o.cache = s->cache;
+	for (size_t id = 1; id <= fs->nstack && !ret; id++) {
+		const struct usc_stack *sk;
+		pid_t pid;
+
+		if (!fs->stack_n[id - 1] || !(sk = stack_interned(s->cache, id, &pid)))
+			continue;
+		output_reset(&o);
+		ret = output_stack_folded(&o, pid, sk);
+		if (!ret && !(lines[n].text = strdup(o.buf ? o.buf : "")))
+			ret = -ENOMEM;
+		if (!ret)
+			lines[n++].len = fs->stack_n[id - 1];	/* the count, until merged */
+	}
+	if (n) {
+		/* the same names (other addresses in the same functions): one line */
+		size_t m = 0;
+
+		qsort(lines, n, sizeof(*lines), by_text);
+		for (size_t i = 0; i < n && !ret; i++) {
+			uint64_t sum = lines[i].len;
+			char num[32];
+
+			while (i + 1 < n && !strcmp(lines[i].text, lines[i + 1].text)) {
+				free(lines[i].text);
+				sum += lines[++i].len;
+			}
+			snprintf(num, sizeof(num), " %" PRIu64 "\n", sum);
+			output_reset(&o);
+			ret = output_raw(&o, lines[i].text);
+			ret = ret ? ret : output_raw(&o, num);
+			free(lines[i].text);
+			lines[m].text = ret ? NULL : strdup(o.buf);
+			if (!ret && !lines[m].text)
+				ret = -ENOMEM;
+			if (!ret)
+				lines[m++].len = o.len;
+		}
+		n = m;
+		goto write;
+	}
 	for (size_t i = 0; i < fs->n && !ret; i++) {
 		char num[32];
 
@@ -226,6 +295,7 @@ static int folded_report(struct usc_sink *k, const struct usc_session *s,
 			lines[n++].len = o.len;
 	}
 	qsort(lines, n, sizeof(*lines), by_text);
+write:
 	for (size_t i = 0; i < n; i++) {
 		if (!ret)
 			ret = sink_write(fs->fp, lines[i].text, lines[i].len, &fs->write_error);
@@ -247,6 +317,7 @@ static void folded_destroy(struct usc_sink *k)
 	free(fs->keys);
 	free(fs->nodes);
 	free(fs->slots);
+	free(fs->stack_n);
 	free(fs);
 }
 

@@ -57,7 +57,7 @@ struct usc_sink *usc_sink_flow(FILE *fp, bool json);
 /* count: hits per probe label at each report, as BCC's funccount; keyed:
  * per label and key (the probes' fetch arguments); the first top rows (0:
  * all); one JSON object per row with json (count.c). */
-struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top);
+struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top, bool folded);
 /* hist: a histogram of each probe's last fetch argument, per label and key
  * (hist.c). */
 struct usc_sink *usc_sink_hist(FILE *fp, bool json);

@@ -51,6 +51,10 @@ void stack_cache_free(struct stack_cache *sc)
 	}
 	for (size_t i = 0; i < sc->npaths; i++)
 		free(sc->paths[i]);
+	for (size_t i = 0; i < sc->nstacks; i++)
+		free(sc->stacks[i].st);
+	free(sc->stacks);
+	free(sc->stack_slots);
 	free(sc->paths);
 	free(sc->tab);
 	free(sc);
@@ -252,4 +256,91 @@ void stack_end_text(struct cache *c, pid_t pid, const struct usc_stack *st, char
 			 (unsigned long long)st->end_pc, where);
 		break;
 	}
+}
+
+/* ---- interned stacks -------------------------------------------------------- */
+
+static uint64_t stack_hash(pid_t pid, const struct usc_stack *st)
+{
+	uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t)(uint32_t)pid;
+
+	h = (h ^ ((uint64_t)st->n << 8 | st->end)) * 0x100000001b3ULL;
+	for (uint32_t i = 0; i < st->n; i++)
+		h = (h ^ st->pc[i]) * 0x100000001b3ULL;
+	return h ^ (h >> 29);
+}
+
+static bool stack_same(const struct usc_stack *a, const struct usc_stack *b)
+{
+	return a->n == b->n && a->end == b->end && a->end_pc == b->end_pc &&
+	       !memcmp(a->exact, b->exact, sizeof(a->exact)) &&
+	       !memcmp(a->sigframe, b->sigframe, sizeof(a->sigframe)) &&
+	       !memcmp(a->pc, b->pc, a->n * sizeof(a->pc[0]));
+}
+
+static int stack_slots_grow(struct stack_cache *sc)
+{
+	size_t n = sc->nstack_slots ? sc->nstack_slots * 2 : 1024;
+	uint32_t *t = calloc(n, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < sc->nstacks; i++) {
+		size_t k = (size_t)sc->stacks[i].hash & (n - 1);
+
+		while (t[k])
+			k = (k + 1) & (n - 1);
+		t[k] = (uint32_t)i + 1;
+	}
+	free(sc->stack_slots);
+	sc->stack_slots = t;
+	sc->nstack_slots = n;
+	return 0;
+}
+
+uint64_t stack_intern(struct cache *c, pid_t pid, const struct usc_stack *st)
+{
+	struct stack_cache *sc = stack_cache_get(c);
+	uint64_t h;
+	size_t k;
+
+	if (!sc)
+		return 0;
+	if ((sc->nstacks + 1) * 2 > sc->nstack_slots && stack_slots_grow(sc))
+		return 0;
+	h = stack_hash(pid, st);
+	for (k = (size_t)h & (sc->nstack_slots - 1); sc->stack_slots[k];
+	     k = (k + 1) & (sc->nstack_slots - 1)) {
+		const struct interned *in = &sc->stacks[sc->stack_slots[k] - 1];
+
+		if (in->hash == h && in->pid == pid && stack_same(in->st, st))
+			return sc->stack_slots[k];
+	}
+	if (sc->nstacks == sc->capstacks) {
+		size_t cap = sc->capstacks ? sc->capstacks * 2 : 256;
+		struct interned *v = realloc(sc->stacks, cap * sizeof(*v));
+
+		if (!v)
+			return 0;
+		sc->stacks = v;
+		sc->capstacks = cap;
+	}
+	struct usc_stack *copy = malloc(stack_size(st->n));
+
+	if (!copy)
+		return 0;
+	memcpy(copy, st, stack_size(st->n));
+	sc->stacks[sc->nstacks] = (struct interned){pid, h, copy};
+	sc->stack_slots[k] = (uint32_t)++sc->nstacks;
+	return sc->nstacks;
+}
+
+const struct usc_stack *stack_interned(struct cache *c, uint64_t id, pid_t *pid)
+{
+	struct stack_cache *sc = stack_cache_get(c);
+
+	if (!sc || !id || id > sc->nstacks)
+		return NULL;
+	*pid = sc->stacks[id - 1].pid;
+	return sc->stacks[id - 1].st;
 }

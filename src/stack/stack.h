@@ -43,6 +43,12 @@ static inline size_t stack_size(uint32_t max)
 int stack_unwind(struct cache *c, pid_t pid, pid_t tid, const void *copy, size_t len,
 		 struct usc_stack *out, uint32_t max);
 
+/* A stack as a number, the same for the same frames (and end) in the same
+ * process: what aggregation keys on. 0: out of memory. */
+uint64_t stack_intern(struct cache *c, pid_t pid, const struct usc_stack *st);
+/* The stack of an id, and its process; NULL for none. */
+const struct usc_stack *stack_interned(struct cache *c, uint64_t id, pid_t *pid);
+
 /* What one frame shows; an address inside inlined code shows as several
  * (the inlined functions innermost first, the function itself last). */
 struct stack_sym {

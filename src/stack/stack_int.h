@@ -31,6 +31,15 @@ struct stack_cache {
 	size_t ntab, used;
 	char **paths;		/* interned module paths */
 	size_t npaths;
+	/* interned stacks: ids are index + 1 */
+	struct interned {
+		pid_t pid;
+		uint64_t hash;
+		struct usc_stack *st;
+	} *stacks;
+	size_t nstacks, capstacks;
+	uint32_t *stack_slots;	/* open addressing: index + 1 */
+	size_t nstack_slots;
 };
 
 /* The cache's stack state, made on first use; NULL when out of memory. */

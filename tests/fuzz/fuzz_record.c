@@ -98,6 +98,23 @@ void stack_end_text(struct cache *c, pid_t pid, const struct usc_stack *st, char
 	snprintf(buf, len, "%s", "");
 }
 
+/* Every recorded map, read whole: each is what the reader checked. */
+#include "elf/modules.h"
+static int touch_maps(void *ctx, pid_t pid, const struct proc_map *m, size_t n)
+{
+	uint64_t sum = (uint64_t)pid;
+
+	(void)ctx;
+	for (size_t i = 0; i < n; i++) {
+		CHECK(m[i].end > m[i].start);
+		sum += m[i].start + m[i].end + m[i].pgoff + (uint8_t)m[i].perms[0];
+		if (m[i].path)
+			sum += strlen(m[i].path);
+	}
+	__asm__ volatile("" : : "r"(sum));	/* read: ASan checks every byte */
+	return 0;
+}
+
 /* ---- log ---------------------------------------------------------------- */
 
 static int nerrors, nother;
@@ -290,6 +307,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(f && nerrors == 0);
 	CHECK(size >= sizeof(struct rec_header) && copy && copy_len == size);
 
+	CHECK(rec_file_maps(f, touch_maps, NULL) == 0);
 	h = rec_file_header(f);
 	CHECK(h && !memcmp(h->magic, REC_MAGIC, 8) && h->version == REC_VERSION);
 	TOUCH_ARRAY_STR(h->host);
