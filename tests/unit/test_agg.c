@@ -17,7 +17,9 @@
 #include "probe/agg.h"
 #include "probe/filter_eval.h"
 #include "probe/probe.h"
+#include "resolve/cache.h"
 #include "session/aggtab.h"
+#include "stack/stack.h"
 
 static struct usc_probe_spec parse_ok(const char *text)
 {
@@ -348,23 +350,73 @@ static void test_keys_of_events(void **state)
 	uint32_t len;
 
 	(void)state;
-	len = agg_key_of(&ev, 0, 3, 16, key, &cut);
+	len = agg_key_of(NULL, &ev, 0, 3, 16, key, &cut);
 	assert_int_equal(len, 16 + 24 + 24);
 	assert_int_equal(agg_key_len(sp.args, 0, 3, 16), len);
 	assert_true(cut);
 	/* the same values, the same bytes */
-	assert_int_equal(agg_key_of(&ev, 0, 3, 16, key2, &cut), len);
+	assert_int_equal(agg_key_of(NULL, &ev, 0, 3, 16, key2, &cut), len);
 	assert_memory_equal(key, key2, len);
-	agg_key_value(key, len, sp.args, 0, 0, 16, &v, &cut);
+	agg_key_value(NULL, key, len, sp.args, 0, 0, 16, &v, &cut, NULL);
 	assert_int_equal(v.kind, USC_V_INT);
 	assert_int_equal(v.u, 0xffffffffULL);	/* masked to its 4 bytes */
-	agg_key_value(key, len, sp.args, 0, 1, 16, &v, &cut);
+	agg_key_value(NULL, key, len, sp.args, 0, 1, 16, &v, &cut, NULL);
 	assert_int_equal(v.kind, USC_V_STR);
 	assert_int_equal(v.len, 16);
 	assert_memory_equal(v.str, "0123456789abcdef", 16);
 	assert_true(cut);
-	agg_key_value(key, len, sp.args, 0, 2, 16, &v, &cut);
+	agg_key_value(NULL, key, len, sp.args, 0, 2, 16, &v, &cut, NULL);
 	assert_int_equal(v.kind, USC_V_NULL);
+}
+
+/* A stack keys by its number in the session's cache: the same frames the
+ * same key, other frames (or the same in another process) another. */
+static void test_stack_keys(void **state)
+{
+	struct usc_probe_spec sp = parse_ok("f n=$arg1:u8 $ustack:4");
+	struct usc_site site = {.spec = &sp, .args = sp.args, .nargs = sp.nargs};
+	struct cache *c = cache_new();
+	struct usc_stack *a = calloc(1, stack_size(4)), *b = calloc(1, stack_size(4));
+	struct usc_value vals[2] = {INT(7), {.kind = USC_V_STACK}};
+	struct usc_event ev = {.site = &site, .vals = vals, .nvals = 2, .pid = 42};
+	uint8_t k1[AGG_KEY_MAX], k2[AGG_KEY_MAX], k3[AGG_KEY_MAX], k4[AGG_KEY_MAX];
+	struct usc_value v;
+	pid_t pid = 0;
+	bool cut;
+	uint32_t len;
+
+	(void)state;
+	assert_non_null(c);
+	assert_int_equal(sp.args[1].type, USC_T_STACK);
+	a->n = b->n = 3;
+	a->pc[0] = b->pc[0] = 0x401000;
+	a->pc[1] = b->pc[1] = 0x401234;
+	a->pc[2] = 0x402000;
+	b->pc[2] = 0x402008;
+	a->exact[0] = b->exact[0] = 1;
+	vals[1].stack = a;
+	len = agg_key_of(c, &ev, 0, 2, 16, k1, &cut);
+	assert_int_equal(len, 32);
+	vals[1].stack = b;
+	assert_int_equal(agg_key_of(c, &ev, 0, 2, 16, k2, &cut), len);
+	assert_memory_not_equal(k1, k2, len);	/* another caller */
+	b->pc[2] = 0x402000;
+	assert_int_equal(agg_key_of(c, &ev, 0, 2, 16, k3, &cut), len);
+	assert_memory_equal(k1, k3, len);	/* the same frames again */
+	ev.pid = 43;
+	assert_int_equal(agg_key_of(c, &ev, 0, 2, 16, k4, &cut), len);
+	assert_memory_not_equal(k1, k4, len);	/* another process */
+	agg_key_value(c, k1, len, sp.args, 0, 1, 16, &v, &cut, &pid);
+	assert_int_equal(v.kind, USC_V_STACK);
+	assert_int_equal(pid, 42);
+	assert_int_equal(v.stack->n, 3);
+	assert_int_equal(v.stack->pc[2], 0x402000);
+	agg_key_value(c, k1, len, sp.args, 0, 0, 16, &v, &cut, &pid);
+	assert_int_equal(v.kind, USC_V_INT);
+	assert_int_equal(v.u, 7);
+	free(a);
+	free(b);
+	cache_free(c);
 }
 
 int main(void)
@@ -382,6 +434,7 @@ int main(void)
 		cmocka_unit_test(test_rows_merge_and_percentiles),
 		cmocka_unit_test(test_threads_sum_with_unknown_min_max),
 		cmocka_unit_test(test_keys_of_events),
+		cmocka_unit_test(test_stack_keys),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -639,6 +639,39 @@ static void test_too_long(void **state)
 	expect_error(s, USC_PERR_TOO_LONG, USC_SPEC_MAX - 1);
 }
 
+/* $ustack and $ustack:N: one load the engines copy the stack at, its
+ * frames in imm; named ustack unless named; alone, once a probe. */
+static void test_ustack(void **state)
+{
+	struct usc_probe_spec sp;
+	struct usc_parse_error err;
+	char buf[128];
+
+	(void)state;
+	assert_int_equal(usc_probe_parse("f $ustack st=$ustack:5x", &sp, &err), -EINVAL);
+	assert_int_equal(usc_probe_parse("f n=$arg1 $ustack:12", &sp, &err), 0);
+	assert_int_equal(sp.nargs, 2);
+	assert_string_equal(sp.args[1].name, "ustack");
+	assert_int_equal(sp.args[1].type, USC_T_STACK);
+	assert_int_equal(sp.args[1].insn[0].op, FOP_USTACK);
+	assert_int_equal(fetch_stack_frames(sp.args[1].insn[0].imm), 12);
+	assert_int_equal(fetch_stack_bytes(sp.args[1].insn[0].imm), USC_STACK_BYTES);
+	assert_int_equal(sp.args[1].insn[1].op, FOP_END);
+	assert_true(probe_fetcharg_format(&sp.args[1], buf, sizeof(buf)) > 0);
+	assert_string_equal(buf, "ustack=$ustack:12");
+	assert_int_equal(usc_probe_parse("f st=$ustack", &sp, &err), 0);
+	assert_string_equal(sp.args[0].name, "st");
+	assert_int_equal(fetch_stack_frames(sp.args[0].insn[0].imm), USC_STACK_FRAMES);
+	/* the kernel's uprobe_events have no stack argument */
+	assert_int_equal(fetch_render(&sp.args[0], &fetch_syntax_kernel, buf, sizeof(buf)),
+			 -ENOTSUP);
+	expect_error("f $ustack:0", USC_PERR_STACK_FRAMES, 10);
+	expect_error("f $ustack:257", USC_PERR_STACK_FRAMES, 10);
+	expect_error("f $ustack:u64", USC_PERR_STACK_FRAMES, 10);
+	expect_error("f +8($ustack)", USC_PERR_STACK_ALONE, 5);
+	expect_error("f a=$ustack b=$ustack:3", USC_PERR_STACK_TWICE, 12);
+}
+
 static void test_long_names(void **state)
 {
 	(void)state;
@@ -975,6 +1008,7 @@ int main(void)
 		cmocka_unit_test(test_deref_depth),
 		cmocka_unit_test(test_too_long),
 		cmocka_unit_test(test_long_names),
+		cmocka_unit_test(test_ustack),
 		cmocka_unit_test(test_long_symbol),
 		cmocka_unit_test(test_arg_positions),
 		cmocka_unit_test(test_input_untouched),
