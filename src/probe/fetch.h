@@ -7,7 +7,9 @@
  *                  binding), then optionally FOP_ADD_REG
  *   2. dereferences (FOP_DEREF: val = *(u64 *)(val + imm))
  *   3. one store  (FOP_ST_RAW: val itself; FOP_ST_MEM: `size` bytes at val+imm;
- *                  FOP_ST_STRING: NUL-terminated string at val+imm)
+ *                  FOP_ST_STRING: NUL-terminated string at val+imm;
+ *                  FOP_ST_BYTES: bytes at val, counted by the previous
+ *                  argument's value)
  *   4. optional modify (FOP_MOD_BF)
  *   5. FOP_END
  * Every front end (the probe parser, later USDT arg specs and DWARF
@@ -64,6 +66,10 @@ enum fetch_op {
 	FOP_ST_STRING,	/* store the string at val + imm */
 	/* modify stage */
 	FOP_MOD_BF,	/* bf_width bits at bf_offset of a `size`-byte container */
+	/* store stage, counted (a Go string's or slice's bytes) */
+	FOP_ST_BYTES,	/* store min(N * size, imm) bytes at val, where N is the
+			 * value of the argument just before this one (its
+			 * length, fetched first): not NUL-terminated */
 };
 
 /* Registers, in the order of the kernel's x86-64 pt_regs names. */

@@ -19,7 +19,8 @@
  * A step computes into *val; what it returns says what to do next. A
  * string is left to the includer (where it goes differs): FETCH_STRING
  * with its address in *val, FETCH_COMM for the task's name, FETCH_NULL for
- * a string behind a NULL pointer (shown as such, not as a fault). */
+ * a string behind a NULL pointer (shown as such, not as a fault),
+ * FETCH_BYTES for fetch_bytes_len() bytes at *val (FOP_ST_BYTES). */
 #ifndef USC_PROBE_FETCH_EVAL_ONCE
 #define USC_PROBE_FETCH_EVAL_ONCE
 
@@ -32,6 +33,7 @@ enum fetch_status {
 	FETCH_STRING,	/* store the string at *val */
 	FETCH_COMM,	/* store the task's name */
 	FETCH_NULL,	/* a string at a NULL pointer */
+	FETCH_BYTES,	/* store fetch_bytes_len() bytes at *val */
 };
 
 /* Where the probe is, for FOP_FOFFS and FOP_VADDR: its runtime address,
@@ -39,6 +41,18 @@ enum fetch_status {
 struct fetch_where {
 	uint64_t ip, offset, vaddr;
 };
+
+/* How many bytes FOP_ST_BYTES stores: the previous argument's value prev
+ * (a length) times the element size, at most in->imm and max. */
+static inline uint32_t fetch_bytes_len(const struct fetch_insn *in, uint64_t prev, uint32_t max)
+{
+	uint64_t lim = in->imm < 0 ? 0 : (uint64_t)in->imm, n;
+
+	if (lim > max)
+		lim = max;
+	n = prev > lim ? lim : prev * (in->size ? in->size : 1);
+	return (uint32_t)(n > lim ? lim : n);
+}
 
 #endif
 
@@ -100,6 +114,8 @@ FETCH_INLINE int FETCH_STEP(const struct fetch_insn *in, const uint64_t *regs,
 	case FOP_ST_STRING:
 		*val += (uint64_t)in->imm;
 		return *val ? FETCH_STRING : FETCH_NULL;
+	case FOP_ST_BYTES:	/* the includer copies fetch_bytes_len() bytes */
+		return *val ? FETCH_BYTES : FETCH_NULL;
 	case FOP_COMM:
 		return FETCH_COMM;
 	case FOP_PID:

@@ -23,6 +23,12 @@ const struct fetch_syntax fetch_syntax_kernel = {
 static int render_type(const struct usc_fetcharg *arg, const struct fetch_syntax *syn,
 		       char *buf, size_t len)
 {
+	for (unsigned i = 0; i < arg->ninsn && arg->go_elem; i++)
+		if (arg->insn[i].op == FOP_ST_BYTES && arg->insn[i].size)
+			/* a Go slice's first elements: an array (the kernel's TYPE[N]) */
+			return snprintf(buf, len, "%s[%u]", fetch_type_name(arg->go_elem - 1),
+					(unsigned)(arg->insn[i].imm / arg->insn[i].size)) < (int)len ?
+				       0 : -ENOSPC;
 	if (arg->type == USC_T_SYMBOL && syn->symbol_as_x64)
 		return snprintf(buf, len, "x64") < (int)len ? 0 : -ENOSPC;
 	if (arg->type == USC_T_BITFIELD) {
@@ -114,6 +120,9 @@ int fetch_render(const struct usc_fetcharg *arg, const struct fetch_syntax *syn,
 			break;
 		case FOP_ADD_REG:
 			return -ENOTSUP;	/* neither syntax adds two registers */
+		case FOP_ST_BYTES:	/* counted bytes at val: the memory at +0 */
+			off = 0;
+			/* fall through */
 		case FOP_DEREF:
 		case FOP_ST_MEM:
 		case FOP_ST_STRING:

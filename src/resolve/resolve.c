@@ -447,11 +447,13 @@ static int bind_args(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 					  derr.msg[0] ? derr.msg : strerror(-ret));
 				return ret;
 			}
-			if (mem[0].group_len) {
-				/* a struct shown whole: one argument per member */
+			if (mem[0].group_len || ret > 1) {
+				/* a struct shown whole: one argument per member; a Go
+				 * string, slice or interface: one per word */
 				if (in->type_given) {
-					log_error("%s: %.*s: a struct takes no :TYPE; pick a member",
-						  spec->text, (int)in->len, spec->text + in->pos);
+					log_error("%s: %.*s: a %s takes no :TYPE; pick a member",
+						  spec->text, (int)in->len, spec->text + in->pos,
+						  mem[0].group_len ? "struct" : "Go value in several words");
 					return -EINVAL;
 				}
 				for (int k = 0; k < ret; k++) {
