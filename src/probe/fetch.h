@@ -93,6 +93,18 @@ _Static_assert(sizeof(struct fetch_insn) == 16, "fetch_insn must stay 16 bytes")
 
 #define USC_FETCH_MAX 16
 
+/* How many bytes FOP_ST_BYTES stores: the previous argument's value prev
+ * (a length) times the element size, at most in->imm and max. */
+static inline uint32_t fetch_bytes_len(const struct fetch_insn *in, uint64_t prev, uint32_t max)
+{
+	uint64_t lim = in->imm < 0 ? 0 : (uint64_t)in->imm, n;
+
+	if (lim > max)
+		lim = max;
+	n = prev > lim ? lim : prev * (in->size ? in->size : 1);
+	return (uint32_t)(n > lim ? lim : n);
+}
+
 /* A filter (`if COND` after the fetch arguments): a short program in
  * reverse Polish notation over the probe's fetched values, fixed-size and
  * pointer-free like the fetch program, so that every engine can evaluate

@@ -42,18 +42,6 @@ struct fetch_where {
 	uint64_t ip, offset, vaddr;
 };
 
-/* How many bytes FOP_ST_BYTES stores: the previous argument's value prev
- * (a length) times the element size, at most in->imm and max. */
-static inline uint32_t fetch_bytes_len(const struct fetch_insn *in, uint64_t prev, uint32_t max)
-{
-	uint64_t lim = in->imm < 0 ? 0 : (uint64_t)in->imm, n;
-
-	if (lim > max)
-		lim = max;
-	n = prev > lim ? lim : prev * (in->size ? in->size : 1);
-	return (uint32_t)(n > lim ? lim : n);
-}
-
 #endif
 
 #ifndef FETCH_READ_STACK

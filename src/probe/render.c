@@ -23,10 +23,13 @@ const struct fetch_syntax fetch_syntax_kernel = {
 static int render_type(const struct usc_fetcharg *arg, const struct fetch_syntax *syn,
 		       char *buf, size_t len)
 {
-	for (unsigned i = 0; i < arg->ninsn && arg->go_elem; i++)
+	for (unsigned i = 0; i < arg->ninsn; i++)
 		if (arg->insn[i].op == FOP_ST_BYTES && arg->insn[i].size)
-			/* a Go slice's first elements: an array (the kernel's TYPE[N]) */
-			return snprintf(buf, len, "%s[%u]", fetch_type_name(arg->go_elem - 1),
+			/* counted bytes (a Go string's, a Go slice's first
+			 * elements): an array, the kernel's TYPE[N], that the
+			 * tracer cuts to the length */
+			return snprintf(buf, len, "%s[%u]",
+					fetch_type_name(arg->go_elem ? arg->go_elem - 1 : USC_T_U8),
 					(unsigned)(arg->insn[i].imm / arg->insn[i].size)) < (int)len ?
 				       0 : -ENOSPC;
 	if (arg->type == USC_T_SYMBOL && syn->symbol_as_x64)
