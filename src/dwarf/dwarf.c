@@ -2050,3 +2050,36 @@ int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_f
 	out->ninsn = 3;
 	return 0;
 }
+
+int dwarf_struct_member_offset(struct dwarf_module *m, const char *type, const char *member,
+			       uint64_t *off)
+{
+	Dwarf_Off cu = 0, next;
+	size_t hsize;
+
+	while (dwarf_nextcu(m->dw, cu, &next, &hsize, NULL, NULL, NULL) == 0) {
+		Dwarf_Die cud, child;
+
+		if (dwarf_offdie(m->dw, cu + hsize, &cud) && dwarf_child(&cud, &child) == 0) {
+			do {
+				const char *n;
+				Dwarf_Die mem;
+				int64_t moff;
+				unsigned bsz, bpos;
+				struct names nm = {.buf = ""};
+
+				if (dwarf_tag(&child) != DW_TAG_structure_type ||
+				    dwarf_hasattr(&child, DW_AT_declaration) ||
+				    !(n = die_name(&child)) || strcmp(n, type))
+					continue;
+				if (!find_member(&child, member, &mem, &moff, &bsz, &bpos, &nm) ||
+				    moff < 0)
+					return -ENOENT;
+				*off = (uint64_t)moff;
+				return 0;
+			} while (dwarf_siblingof(&child, &child) == 0);
+		}
+		cu = next;
+	}
+	return -ENOENT;
+}

@@ -104,4 +104,9 @@ int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
 		  void (*fn)(const char *name, const char *type, bool param, void *ctx),
 		  void *ctx);
 
+/* The byte offset of member in the struct named type (its first complete
+ * definition in any unit: "runtime.g", "goid"). 0 or -ENOENT. */
+int dwarf_struct_member_offset(struct dwarf_module *m, const char *type, const char *member,
+			       uint64_t *off);
+
 #endif

@@ -39,7 +39,8 @@ enum fetch_op {
 	FOP_REG,	/* reg = enum usc_reg: full 64-bit register value */
 	FOP_STACK,	/* imm = N: the N-th word at the stack pointer ($stackN) */
 	FOP_STACKP,	/* the stack pointer itself ($stack) */
-	FOP_RETVAL,	/* the return value (return probes) */
+	FOP_RETVAL,	/* the return value (return probes); imm >= 2: the Go
+			 * result word $retvalN before binding */
 	FOP_COMM,	/* the task's comm (string only) */
 	FOP_IMM,	/* imm: a constant */
 	FOP_MEM,	/* imm: an absolute user address (@ADDR) */
@@ -70,6 +71,8 @@ enum fetch_op {
 	FOP_ST_BYTES,	/* store min(N * size, imm) bytes at val, where N is the
 			 * value of the argument just before this one (its
 			 * length, fetched first): not NUL-terminated */
+	/* load stage, a placeholder binding replaces */
+	FOP_GOID,	/* $goid: the goroutine's id, through Go's g (R14) */
 };
 
 /* Registers, in the order of the kernel's x86-64 pt_regs names. */

@@ -36,7 +36,7 @@
 	X(DUP_ARG_NAME, "an argument of this name already exists")             \
 	X(BAD_FETCHARG, "expected %REG, $argN, $retval, $stackN, $stack, $comm, @ADDR, @+OFFSET or +OFFS(EXPR)") \
 	X(BAD_REG, "unknown register")                                         \
-	X(BAD_ARG_INDEX, "$argN takes N from 1 to 6 (1 to 12 on a USDT probe)") \
+	X(BAD_ARG_INDEX, "$argN takes N from 1 to 6 (9 on a Go function, 12 on a USDT probe); $retvalN from 1 to 9") \
 	X(BAD_USDT, "expected %PROVIDER:NAME")                                 \
 	X(USDT_RETURN, "a USDT probe fires at its site: 'r' does not apply")   \
 	X(USDT_OFFSET, "a USDT probe takes no +OFFSET")                        \

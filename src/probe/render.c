@@ -67,10 +67,17 @@ int fetch_render(const struct usc_fetcharg *arg, const struct fetch_syntax *syn,
 			snprintf(expr, sizeof(expr), "$stack");
 			break;
 		case FOP_RETVAL:
-			if (syn->retval_as_ax)
+			if (off >= 2)	/* unbound: a Go result word */
+				snprintf(expr, sizeof(expr), "$retval%lld", off);
+			else if (syn->retval_as_ax)
 				snprintf(expr, sizeof(expr), "%%%s", syn->reg_name(USC_REG_AX));
 			else
 				snprintf(expr, sizeof(expr), "$retval");
+			break;
+		case FOP_GOID:		/* unbound */
+			if (!syn->has_arg)
+				return -ENOTSUP;
+			snprintf(expr, sizeof(expr), "$goid");
 			break;
 		case FOP_COMM:
 			snprintf(expr, sizeof(expr), "$comm");
