@@ -74,7 +74,7 @@ func check(err error, v any) bool { return err == nil && v != nil }
 // Runs on its own goroutine.
 //
 //go:noinline
-func worker(n int) int { return n * 2 }
+func worker(n int) int { return len(strconv.Itoa(n)) + n }
 
 // The goroutine's id, from the header of its stack trace.
 func goid() string {
