@@ -147,7 +147,7 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
 # reader's mmap becomes an exact-size heap copy ASan watches; undefined
 # behaviour is a failure, as in build/san.
 build/fuzz/fuzz_record: src/record/reader.c src/record/buf.c src/engine/inject/clock.c \
-	src/engine/inject/inject_raw.c src/engine/bpf/bpf_raw.c src/output/output.c
+	src/engine/inject/inject_raw.c src/engine/bpf/bpf_raw.c src/output/output.c src/output/govalue.c
 build/fuzz/fuzz_record: FUZZ_FLAGS := -fno-sanitize-recover=undefined -Wl,--wrap=mmap,--wrap=munmap
 FUZZ_SECONDS ?= 20
 

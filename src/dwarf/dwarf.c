@@ -362,6 +362,11 @@ struct lval {
 	bool has_type;
 	/* a bitfield member: bit_size bits at bit_pos from val + off */
 	unsigned bit_size, bit_pos;
+	/* a value in pieces, a register each (Go's register ABI): word k of
+	 * the value is in piece_reg[k] (enum usc_reg) */
+	unsigned npieces;
+	uint8_t piece_reg[8];
+	const char *tname;	/* the type's name as declared ("error"), or NULL */
 };
 
 struct ctx {
@@ -525,9 +530,27 @@ static int var_location(struct ctx *c, Dwarf_Die *var, const char *name, size_t 
 		Dwarf_Die t;
 		Dwarf_Word size = 0;
 
+		bool regs = nops % 2 == 0 && nops / 2 <= sizeof(lv->piece_reg);
+
+		/* a value in whole registers, a word each (a Go string, slice,
+		 * interface): kept as its pieces */
+		for (size_t i = 0; regs && i < nops; i += 2) {
+			unsigned op = ops[i].atom;
+			int r = op >= DW_OP_reg0 && op <= DW_OP_reg31 ? map_reg(op - DW_OP_reg0) :
+				op == DW_OP_regx ? map_reg(ops[i].number) : -1;
+
+			if (r < 0 || ops[i + 1].atom != DW_OP_piece || ops[i + 1].number != 8)
+				regs = false;
+			else
+				lv->piece_reg[i / 2] = (uint8_t)r;
+		}
 		if (nops == 2 && die_type(var, &t) && strip_type(&t) &&
 		    !dwarf_aggregate_size(&t, &size) && size == ops[1].number) {
 			nops = 1;
+		} else if (regs && nops > 2) {
+			lv->kind = LV_REG;
+			lv->npieces = (unsigned)nops / 2;
+			return 0;
 		} else {
 			char where[96] = "";
 			size_t used = 0, npieces = 0;
@@ -548,8 +571,8 @@ static int var_location(struct ctx *c, Dwarf_Die *var, const char *name, size_t 
 							 used ? ", " : "", r ? r : "memory");
 			}
 			return fail(c, -EINVAL, pos,
-				    "'%s' is in %zu pieces at 0x%" PRIx64 " (%s): uscope cannot "
-				    "fetch a value split over several places yet", name, npieces,
+				    "'%s' is in %zu pieces at 0x%" PRIx64 " (%s): uscope fetches "
+				    "pieces of whole registers only", name, npieces,
 				    c->pc, where);
 		}
 	}
@@ -865,7 +888,9 @@ static int deref(struct ctx *c, struct lval *lv, size_t pos)
 	}
 	lv->kind = LV_MEM;
 	lv->off = 0;
-	lv->has_type = die_type(&lv->type, &pointee) && strip_type(&pointee);
+	lv->has_type = die_type(&lv->type, &pointee);
+	lv->tname = lv->has_type ? die_name(&pointee) : NULL;
+	lv->has_type = lv->has_type && strip_type(&pointee);
 	if (lv->has_type)
 		lv->type = pointee;
 	return 0;
@@ -1026,7 +1051,9 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 	ret = var_location(c, var, name, p, &lv);
 	if (ret)
 		return ret;
-	lv.has_type = die_type(var, &lv.type) && strip_type(&lv.type);
+	lv.has_type = die_type(var, &lv.type);
+	lv.tname = lv.has_type ? die_name(&lv.type) : NULL;
+	lv.has_type = lv.has_type && strip_type(&lv.type);
 	p += n;
 
 	for (;;) {
@@ -1038,6 +1065,9 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 			break;
 		op_pos = p;
 		tag = lv.has_type ? dwarf_tag(&lv.type) : 0;
+		if (lv.npieces)
+			return fail(c, -EINVAL, op_pos, "'%.*s' is in registers, in pieces: uscope "
+				    "fetches it whole", (int)op_pos, s);
 		if (s[p] == '[') {
 			char num[32], *e;
 			unsigned long long idx;
@@ -1120,7 +1150,9 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 			lv.off += moff;
 			lv.bit_size = bsz;
 			lv.bit_pos = bpos;
-			lv.has_type = die_type(&mem, &lv.type) && strip_type(&lv.type);
+			lv.has_type = die_type(&mem, &lv.type);
+			lv.tname = lv.has_type ? die_name(&lv.type) : NULL;
+			lv.has_type = lv.has_type && strip_type(&lv.type);
 			p += n;
 			continue;
 		}
@@ -1170,6 +1202,207 @@ static void placeholder(struct usc_fetcharg *out, uint8_t show, bool optimized_o
 	out->unavailable = false;
 }
 
+/* ---- Go values in several words ---------------------------------------- */
+
+#define DW_AT_go_kind 0x2900	/* Go's reflect.Kind of a type */
+#define GO_KIND_SLICE 23
+
+enum go_comp { GO_NONE, GO_STRING, GO_SLICE, GO_IFACE, GO_EFACE };
+
+/* Which of Go's values in several words the stripped type t is: Go's
+ * compiler describes a string, a slice and an interface as structs of their
+ * words ("string", "[]int", runtime.iface, runtime.eface), marked with
+ * DW_AT_go_kind. */
+static enum go_comp go_comp(Dwarf_Die *t)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word kind = 0;
+	const char *n;
+
+	if (dwarf_tag(t) != DW_TAG_structure_type || !dwarf_attr(t, DW_AT_go_kind, &a) ||
+	    dwarf_formudata(&a, &kind) || !(n = die_name(t)))
+		return GO_NONE;
+	if (!strcmp(n, "string"))
+		return GO_STRING;
+	if (!strcmp(n, "runtime.iface"))
+		return GO_IFACE;
+	if (!strcmp(n, "runtime.eface"))
+		return GO_EFACE;
+	return kind == GO_KIND_SLICE ? GO_SLICE : GO_NONE;
+}
+
+/* A slice's element type t (stripped) as a scalar uscope shows: its type,
+ * size and whether it is a bool. false for the rest (structs, strings,
+ * floats). */
+static bool go_elem_scalar(Dwarf_Die *t, enum usc_type *ty, unsigned *size, bool *is_bool)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word enc = DW_ATE_unsigned;
+	int sz = dwarf_bytesize(t), idx;
+
+	*is_bool = false;
+	if (dwarf_tag(t) == DW_TAG_pointer_type) {
+		*ty = USC_T_X64;
+		*size = 8;
+		return true;
+	}
+	if (dwarf_tag(t) != DW_TAG_base_type)
+		return false;
+	if (dwarf_attr(t, DW_AT_encoding, &a))
+		dwarf_formudata(&a, &enc);
+	switch (sz) {
+	case 1: idx = 0; break;
+	case 2: idx = 1; break;
+	case 4: idx = 2; break;
+	case 8: idx = 3; break;
+	default: return false;
+	}
+	if (enc == DW_ATE_float || enc == DW_ATE_complex_float)
+		return false;
+	*is_bool = enc == DW_ATE_boolean;
+	*ty = (enum usc_type)((enc == DW_ATE_signed || enc == DW_ATE_signed_char ? USC_T_S8 :
+			       USC_T_U8) + idx);
+	*size = (unsigned)sz;
+	return true;
+}
+
+/* Word k (8 bytes at 8k) of the value lv into a's program: its register
+ * (a value in pieces) or a load from memory; the word is left in val. */
+static void go_load(const struct lval *lv, unsigned k, struct usc_fetcharg *a)
+{
+	unsigned n = 0;
+	int64_t off = lv->off + 8 * (int64_t)k;
+
+	memset(a->insn, 0, sizeof(a->insn));
+	if (lv->npieces) {
+		a->insn[n++] = (struct fetch_insn){.op = FOP_REG, .reg = lv->piece_reg[k]};
+	} else {
+		memcpy(a->insn, lv->prog, lv->n * sizeof(lv->prog[0]));
+		n = lv->n;
+		if (n == 1 && a->insn[0].op == FOP_VADDR) {
+			a->insn[0].imm += off;	/* @ADDR already means the memory at */
+			off = 0;
+		}
+		a->insn[n++] = (struct fetch_insn){.op = FOP_DEREF, .imm = off};
+	}
+	a->ninsn = (uint8_t)n;
+}
+
+/* End a's program with st. */
+static void go_store(struct usc_fetcharg *a, struct fetch_insn st)
+{
+	a->insn[a->ninsn++] = st;
+	a->insn[a->ninsn++] = (struct fetch_insn){.op = FOP_END};
+}
+
+/* The Go value lv (a string, slice or interface: kind) as its parts and the
+ * argument that shows it (probe.h, USC_SHOW_GO_STRING...) into out[*n..max),
+ * named NAME and NAME__PART; in a group (a struct's member) group_len and
+ * group_first as expand gives them. */
+static int go_value(struct ctx *c, const struct lval *lv, enum go_comp kind, const char *name,
+		    uint8_t group_len, bool group_first, struct usc_fetcharg *out, unsigned max,
+		    unsigned *n)
+{
+	static const char *const parts[][2] = {
+		[GO_STRING] = {"len", NULL},
+		[GO_SLICE] = {"cap", "len"},
+		[GO_IFACE] = {"tab", "type"},
+		[GO_EFACE] = {"type", NULL},
+	};
+	unsigned np = parts[kind][1] ? 2 : 1, words = lv->npieces;
+	struct usc_fetcharg *a;
+
+	if (lv->kind != LV_MEM && !lv->npieces)
+		return fail(c, -EINVAL, 0, "'%s' is neither in memory nor in registers", name);
+	if (words && words < (kind == GO_SLICE ? 3u : 2u))
+		return fail(c, -EINVAL, 0, "'%s' is in %u registers, too few for its type", name,
+			    words);
+	if (*n + np + 1 > max)
+		return fail(c, -E2BIG, 0, "no room for '%s' (%u arguments)", name, np + 1);
+	for (unsigned i = 0; i <= np; i++) {
+		a = &out[*n + i];
+		memset(a, 0, sizeof(*a));
+		if (i < np &&
+		    (size_t)snprintf(a->name, sizeof(a->name), "%s__%s", name, parts[kind][i]) >=
+		    sizeof(a->name))
+			return fail(c, -ENAMETOOLONG, 0, "'%s' is too long a name", name);
+		if (i == np)
+			snprintf(a->name, sizeof(a->name), "%s", name);
+		a->named = true;
+		a->group_len = group_len;
+		a->group_first = group_first && i == 0;
+		a->show = i < np ? USC_SHOW_GO_PART : (uint8_t)(USC_SHOW_GO_STRING + kind - GO_STRING);
+		a->type = USC_T_U64;
+	}
+	a = &out[*n];
+	switch (kind) {
+	case GO_STRING:
+		go_load(lv, 1, &a[0]);
+		go_store(&a[0], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
+		go_load(lv, 0, &a[1]);
+		go_store(&a[1], (struct fetch_insn){.op = FOP_ST_BYTES, .size = 1,
+						    .imm = USC_GO_STR_MAX});
+		a[1].type = USC_T_STRING;
+		a[1].go_type = "string";
+		break;
+	case GO_SLICE: {
+		Dwarf_Die t = lv->type, mem, elem;
+		int64_t moff;
+		unsigned bsz, bpos, esz = 0;
+		enum usc_type ety = USC_T_U8;
+		bool eb = false;
+		struct names nm = {.buf = ""};
+
+		go_load(lv, 2, &a[0]);
+		go_store(&a[0], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
+		go_load(lv, 1, &a[1]);
+		go_store(&a[1], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
+		go_load(lv, 0, &a[2]);
+		a[2].go_type = lv->tname ? lv->tname : die_name(&t);
+		if (find_member(&t, "array", &mem, &moff, &bsz, &bpos, &nm) &&
+		    die_type(&mem, &elem) && strip_type(&elem) && die_type(&elem, &elem) &&
+		    strip_type(&elem) && go_elem_scalar(&elem, &ety, &esz, &eb)) {
+			go_store(&a[2], (struct fetch_insn){.op = FOP_ST_BYTES, .size = (uint8_t)esz,
+							    .imm = USC_GO_ELEMS * esz});
+			a[2].type = USC_T_STRING;
+			a[2].go_elem = (uint8_t)(1 + ety);
+			a[2].go_elem_bool = eb;
+		} else {	/* elements uscope does not show: the array's address */
+			go_store(&a[2], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
+			a[2].type = USC_T_X64;
+		}
+		break;
+	}
+	case GO_IFACE:
+		go_load(lv, 0, &a[0]);
+		go_store(&a[0], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
+		a[0].type = USC_T_X64;
+		/* the dynamic type: itab._type, at 8 since Go 1.4 */
+		go_load(lv, 0, &a[1]);
+		go_store(&a[1], (struct fetch_insn){.op = FOP_ST_MEM, .size = 8, .imm = 8});
+		a[1].type = USC_T_X64;
+		go_load(lv, 1, &a[2]);
+		go_store(&a[2], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
+		a[2].type = USC_T_X64;
+		a[2].go_type = lv->tname ? lv->tname : "interface";
+		break;
+	case GO_EFACE:
+		go_load(lv, 0, &a[0]);
+		go_store(&a[0], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
+		a[0].type = USC_T_X64;
+		go_load(lv, 1, &a[1]);
+		go_store(&a[1], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
+		a[1].type = USC_T_X64;
+		a[1].go_type = lv->tname ? lv->tname : "interface {}";
+		break;
+	default:
+		return -EINVAL;
+	}
+	out[*n + np].go_parts = (uint8_t)np;
+	*n += np + 1;
+	return 0;
+}
+
 /* The members of the struct or union lv, one level deep, into out[*n..max)
  * (anonymous members' members in their place), each named GROUP__MEMBER. */
 static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_fetcharg *out,
@@ -1207,6 +1440,18 @@ static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_
 		if (!member_geom(&child, loc, &off, &m.bit_size, &m.bit_pos))
 			continue;
 		m.off += off;	/* a bitfield: off 0, bit_pos from the struct's start */
+		if (m.has_type && go_comp(&m.type)) {	/* a Go string, slice, interface */
+			char full[USC_NAME_MAX];
+
+			m.tname = die_type(&child, &m.type) ? die_name(&m.type) : NULL;
+			m.has_type = die_type(&child, &m.type) && strip_type(&m.type);
+			snprintf(full, sizeof(full), "%s__%s", group, mname);
+			ret = go_value(c, &m, go_comp(&m.type), full, (uint8_t)strlen(group), *n == 0,
+				       out, max, n);
+			if (ret == -E2BIG)
+				return ret;
+			continue;
+		}
 		a = &out[*n];
 		memset(a, 0, sizeof(*a));
 		if ((size_t)snprintf(a->name, sizeof(a->name), "%s__%s", group, mname) >=
@@ -1249,6 +1494,16 @@ static int lower_var(struct ctx *c, Dwarf_Die *var, const char *group, struct us
 		placeholder(&out[0], USC_SHOW_PLAIN, true);
 	if (ret)
 		return ret;
+	if (lv.has_type && go_comp(&lv.type) && group) {
+		/* a Go string, slice or interface: its parts, then itself */
+		ret = go_value(c, &lv, go_comp(&lv.type), group, 0, false, out, max, &n);
+		if (ret && c->err && c->err->pos == 0)
+			c->err->pos = pos0;
+		return ret ? ret : (int)n;
+	}
+	if (lv.npieces)
+		return fail(c, -EINVAL, pos0, "'%.*s' is in %u registers: uscope fetches strings, "
+			    "slices and interfaces so", (int)c->len, c->expr, lv.npieces);
 	if (lv.has_type && is_aggregate(dwarf_tag(&lv.type))) {
 		if (lv.kind != LV_MEM)
 			return fail(c, -EINVAL, pos0, "'%.*s' is a struct outside memory: uscope "
@@ -1378,7 +1633,7 @@ int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, 
 				log_warn("dwarf: parameter skipped: %s", err.msg);
 				continue;
 			}
-			if (!out[count].group_len) {
+			if (n == 1 && !out[count].group_len) {
 				snprintf(out[count].name, sizeof(out[count].name), "%s", name);
 				out[count].named = true;
 			}
@@ -1794,4 +2049,37 @@ int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_f
 	out->insn[2] = (struct fetch_insn){.op = FOP_END};
 	out->ninsn = 3;
 	return 0;
+}
+
+int dwarf_struct_member_offset(struct dwarf_module *m, const char *type, const char *member,
+			       uint64_t *off)
+{
+	Dwarf_Off cu = 0, next;
+	size_t hsize;
+
+	while (dwarf_nextcu(m->dw, cu, &next, &hsize, NULL, NULL, NULL) == 0) {
+		Dwarf_Die cud, child;
+
+		if (dwarf_offdie(m->dw, cu + hsize, &cud) && dwarf_child(&cud, &child) == 0) {
+			do {
+				const char *n;
+				Dwarf_Die mem;
+				int64_t moff;
+				unsigned bsz, bpos;
+				struct names nm = {.buf = ""};
+
+				if (dwarf_tag(&child) != DW_TAG_structure_type ||
+				    dwarf_hasattr(&child, DW_AT_declaration) ||
+				    !(n = die_name(&child)) || strcmp(n, type))
+					continue;
+				if (!find_member(&child, member, &mem, &moff, &bsz, &bpos, &nm) ||
+				    moff < 0)
+					return -ENOENT;
+				*off = (uint64_t)moff;
+				return 0;
+			} while (dwarf_siblingof(&child, &child) == 0);
+		}
+		cu = next;
+	}
+	return -ENOENT;
 }

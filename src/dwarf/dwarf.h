@@ -123,5 +123,9 @@ struct dwarf_scope {
 };
 ssize_t dwarf_pc_scopes(struct dwarf_module *m, uint64_t pc, struct dwarf_scope *out,
 			size_t max);
+/* The byte offset of member in the struct named type (its first complete
+ * definition in any unit: "runtime.g", "goid"). 0 or -ENOENT. */
+int dwarf_struct_member_offset(struct dwarf_module *m, const char *type, const char *member,
+			       uint64_t *off);
 
 #endif

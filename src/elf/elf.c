@@ -911,7 +911,8 @@ static bool try_gopclntab(const struct elf_file *ef, Elf *elf, const unsigned ch
 		if (!elf_vaddr_is_exec(ef, f[i].entry))
 			continue;
 		*err = symvec_add(sv, f[i].name, strlen(f[i].name), NULL, f[i].entry,
-				  f[i].end - f[i].entry, ELF_SYM_GOPCLNTAB);
+				  f[i].end - f[i].entry,
+				  ELF_SYM_GOPCLNTAB | (f[i].asm_abi0 ? ELF_SYM_GO_ABI0 : 0));
 		if (*err)
 			break;
 		go_middle_dot(sv->v[sv->n - 1].name);

@@ -28,6 +28,9 @@ enum elf_sym_flags {
 	ELF_SYM_GOPCLNTAB = 1 << 7,	/* from Go's .gopclntab (the file's .symtab has
 					   no functions): size = the code Go's linker
 					   laid out for it */
+	ELF_SYM_GO_ABI0 = 1 << 8,	/* a Go function in assembly: Go's stack ABI0
+					   (.gopclntab's funcFlag_ASM, or .symtab's
+					   NAME.abi0), not the register ABIInternal */
 };
 
 /* A defined function symbol (STT_FUNC or STT_GNU_IFUNC, st_shndx != UNDEF).

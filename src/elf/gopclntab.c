@@ -27,7 +27,7 @@ static bool rdfield(const uint8_t *d, size_t len, uint64_t off, unsigned sz, uin
 {
 	if (off > len || len - off < sz)
 		return false;
-	*v = sz == 4 ? rd32(d + off) : rd64(d + off);
+	*v = sz == 1 ? d[off] : sz == 4 ? rd32(d + off) : rd64(d + off);
 	return true;
 }
 
@@ -228,6 +228,14 @@ ssize_t gopclntab_funcs(const void *data, size_t len, const struct gopclntab_hdr
 		/* the code's end: where the pcsp table ends, if it fits */
 		ext = pcsp && h->pctab_off + pcsp >= h->pctab_off ?
 		      pctab_extent(d, len, h, h->pctab_off + pcsp, next - pc) : 0;
+		/* the _func's flag byte: after cuOffset (1.18, 1.19), after
+		 * startLine (1.20+); funcFlag_ASM is 1 << 2 */
+		if (h->version >= GOPCLNTAB_118) {
+			uint64_t flag = 0;
+
+			v[n].asm_abi0 = rdfield(d, len, f + (h->version >= GOPCLNTAB_120 ? 41 : 37),
+						1, &flag) && (flag & 4);
+		}
 		v[n].name = nm;
 		v[n].entry = pc;
 		v[n].end = ext ? pc + ext : next;

@@ -18,6 +18,7 @@
 #ifndef USC_ELF_GOPCLNTAB_H
 #define USC_ELF_GOPCLNTAB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -58,6 +59,8 @@ struct gopclntab_func {
 	const char *name;	/* NUL-terminated, points into the table */
 	uint64_t entry;		/* link-time address */
 	uint64_t end;		/* exclusive: entry + the size Go's linker gave it */
+	bool asm_abi0;		/* Go 1.18+: written in assembly (funcFlag_ASM): Go's
+				 * stack-based ABI0, not the register ABIInternal */
 };
 
 /* Recognise and check the header of the table at data[0..len). 0, or

@@ -1,6 +1,7 @@
 #include "output/output.h"
 #include "stack/stack.h"
 
+#include "output/govalue.h"
 #include "resolve/cache.h"
 
 #include <errno.h>
@@ -401,17 +402,22 @@ int output_event_args(struct usc_output *o, const struct usc_event *ev)
 
 	unsigned n = probe_shown_args(args, ev->nvals);	/* not a filter's operands */
 
-	for (unsigned i = 0; i < n && !ret; i++) {
+	for (unsigned i = 0, shown = 0; i < n && !ret; i++) {
 		const struct usc_fetcharg *a = &args[i];
 		const char *name = a->name;
+		/* a Go value's parts come first: the value shows them */
+		bool first = a->group_first || (a->go_parts && i >= a->go_parts &&
+						args[i - a->go_parts].group_first);
 
 		if (!o->json && a->type == USC_T_STACK)
 			continue;	/* under the event's line (output_event) */
+		if (a->show == USC_SHOW_GO_PART)
+			continue;
 		if (a->group_len) {
 			/* a struct shown whole: NAME={MEMBER=VALUE ...} */
 			name += a->group_len + 2;
-			if (a->group_first)
-				ret = o->json ? put(o, "%s\"%.*s\":{", i ? "," : "", a->group_len,
+			if (first)
+				ret = o->json ? put(o, "%s\"%.*s\":{", shown ? "," : "", a->group_len,
 						    a->name) :
 						put(o, " %.*s={", a->group_len, a->name);
 			else
@@ -419,11 +425,15 @@ int output_event_args(struct usc_output *o, const struct usc_event *ev)
 			if (!ret)
 				ret = o->json ? put(o, "\"%s\":", name) : put(o, "%s=", name);
 		} else if (o->json) {
-			ret = put(o, "%s\"%s\":", i ? "," : "", name);
+			ret = put(o, "%s\"%s\":", shown ? "," : "", name);
 		} else {
 			ret = put(o, " %s=", name);
 		}
-		ret = ret ? ret : put_value(o, ev, a, &ev->vals[i]);
+		shown++;
+		if (!ret && output_is_go_value(a))
+			ret = output_go_value(o, ev, i);
+		else
+			ret = ret ? ret : put_value(o, ev, a, &ev->vals[i]);
 		if (!ret && a->group_len &&
 		    (i + 1 == n || !args[i + 1].group_len || args[i + 1].group_first))
 			ret = putc_(o, '}');

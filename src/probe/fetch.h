@@ -7,7 +7,9 @@
  *                  binding), then optionally FOP_ADD_REG
  *   2. dereferences (FOP_DEREF: val = *(u64 *)(val + imm))
  *   3. one store  (FOP_ST_RAW: val itself; FOP_ST_MEM: `size` bytes at val+imm;
- *                  FOP_ST_STRING: NUL-terminated string at val+imm)
+ *                  FOP_ST_STRING: NUL-terminated string at val+imm;
+ *                  FOP_ST_BYTES: bytes at val, counted by the previous
+ *                  argument's value)
  *   4. optional modify (FOP_MOD_BF)
  *   5. FOP_END
  * Every front end (the probe parser, later USDT arg specs and DWARF
@@ -37,7 +39,8 @@ enum fetch_op {
 	FOP_REG,	/* reg = enum usc_reg: full 64-bit register value */
 	FOP_STACK,	/* imm = N: the N-th word at the stack pointer ($stackN) */
 	FOP_STACKP,	/* the stack pointer itself ($stack) */
-	FOP_RETVAL,	/* the return value (return probes) */
+	FOP_RETVAL,	/* the return value (return probes); imm >= 2: the Go
+			 * result word $retvalN before binding */
 	FOP_COMM,	/* the task's comm (string only) */
 	FOP_IMM,	/* imm: a constant */
 	FOP_MEM,	/* imm: an absolute user address (@ADDR) */
@@ -54,9 +57,6 @@ enum fetch_op {
 	FOP_PID,	/* the process id (thread group) of the hit */
 	FOP_TID,	/* the thread id */
 	FOP_CPU,	/* the CPU it ran on */
-	FOP_USTACK,	/* $ustack: the registers and the top of the user stack,
-			 * unwound by the tracer (struct fetch_stack_hdr);
-			 * imm = frames | bytes to copy << 32 (0: the default) */
 	/* index stage (after the load) */
 	FOP_ADD_REG,	/* val += reg * size (a USDT SIB operand's index) */
 	/* dereference stage */
@@ -67,6 +67,16 @@ enum fetch_op {
 	FOP_ST_STRING,	/* store the string at val + imm */
 	/* modify stage */
 	FOP_MOD_BF,	/* bf_width bits at bf_offset of a `size`-byte container */
+	/* store stage, counted (a Go string's or slice's bytes) */
+	FOP_ST_BYTES,	/* store min(N * size, imm) bytes at val, where N is the
+			 * value of the argument just before this one (its
+			 * length, fetched first): not NUL-terminated */
+	/* load stage, a placeholder binding replaces */
+	FOP_GOID,	/* $goid: the goroutine's id, through Go's g (R14) */
+	/* load stage, alone (after those above: recordings keep the numbers) */
+	FOP_USTACK,	/* $ustack: the registers and the top of the user stack,
+			 * unwound by the tracer (struct fetch_stack_hdr);
+			 * imm = frames | bytes to copy << 32 (0: the default) */
 };
 
 /* Registers, in the order of the kernel's x86-64 pt_regs names. */
@@ -89,6 +99,18 @@ struct fetch_insn {
 _Static_assert(sizeof(struct fetch_insn) == 16, "fetch_insn must stay 16 bytes");
 
 #define USC_FETCH_MAX 16
+
+/* How many bytes FOP_ST_BYTES stores: the previous argument's value prev
+ * (a length) times the element size, at most in->imm and max. */
+static inline uint32_t fetch_bytes_len(const struct fetch_insn *in, uint64_t prev, uint32_t max)
+{
+	uint64_t lim = in->imm < 0 ? 0 : (uint64_t)in->imm, n;
+
+	if (lim > max)
+		lim = max;
+	n = prev > lim ? lim : prev * (in->size ? in->size : 1);
+	return (uint32_t)(n > lim ? lim : n);
+}
 
 /* A filter (`if COND` after the fetch arguments): a short program in
  * reverse Polish notation over the probe's fetched values, fixed-size and

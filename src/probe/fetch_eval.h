@@ -19,7 +19,8 @@
  * A step computes into *val; what it returns says what to do next. A
  * string is left to the includer (where it goes differs): FETCH_STRING
  * with its address in *val, FETCH_COMM for the task's name, FETCH_NULL for
- * a string behind a NULL pointer (shown as such, not as a fault), and
+ * a string behind a NULL pointer (shown as such, not as a fault),
+ * FETCH_BYTES for fetch_bytes_len() bytes at *val (FOP_ST_BYTES), and
  * FETCH_STACK for $ustack (the includer copies the registers and stack). */
 #ifndef USC_PROBE_FETCH_EVAL_ONCE
 #define USC_PROBE_FETCH_EVAL_ONCE
@@ -34,6 +35,7 @@ enum fetch_status {
 	FETCH_COMM,	/* store the task's name */
 	FETCH_NULL,	/* a string at a NULL pointer */
 	FETCH_STACK,	/* store the registers and the stack (fetch_stack_hdr) */
+	FETCH_BYTES,	/* store fetch_bytes_len() bytes at *val */
 };
 
 /* Where the probe is, for FOP_FOFFS and FOP_VADDR: its runtime address,
@@ -102,6 +104,8 @@ FETCH_INLINE int FETCH_STEP(const struct fetch_insn *in, const uint64_t *regs,
 	case FOP_ST_STRING:
 		*val += (uint64_t)in->imm;
 		return *val ? FETCH_STRING : FETCH_NULL;
+	case FOP_ST_BYTES:	/* the includer copies fetch_bytes_len() bytes */
+		return *val ? FETCH_BYTES : FETCH_NULL;
 	case FOP_COMM:
 		return FETCH_COMM;
 	case FOP_USTACK:

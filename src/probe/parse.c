@@ -224,6 +224,16 @@ static int parse_expr(const char *text, size_t *p, size_t end, bool is_return,
 			if (!is_return)
 				return fail(err, USC_PERR_RETVAL_ON_ENTRY, i);
 			ex->load.op = FOP_RETVAL;
+		} else if (n > 6 && !strncmp(v, "retval", 6) && isdigit((unsigned char)v[6])) {
+			/* $retvalN: a Go function's N-th result word (binding) */
+			if (probe_parse_number(v + 6, &num) != n - 6 || num < 1 || num > 9)
+				return fail(err, USC_PERR_BAD_ARG_INDEX, i);
+			if (!is_return)
+				return fail(err, USC_PERR_RETVAL_ON_ENTRY, i);
+			ex->load.op = FOP_RETVAL;
+			ex->load.imm = num == 1 ? 0 : (int64_t)num;
+		} else if (n == 4 && !strncmp(v, "goid", 4)) {
+			ex->load.op = FOP_GOID;
 		} else if (n == 5 && !strncmp(v, "stack", 5)) {
 			ex->load.op = FOP_STACKP;
 		} else if (n > 5 && !strncmp(v, "stack", 5) && isdigit((unsigned char)v[5])) {
@@ -393,6 +403,8 @@ static int parse_fetcharg(const char *text, size_t start, size_t end, bool is_re
 	} else if ((ex.load.op == FOP_PID || ex.load.op == FOP_TID || ex.load.op == FOP_CPU) &&
 		   ex.noffs == 0) {
 		arg->type = USC_T_U32;
+	} else if (ex.load.op == FOP_GOID && ex.noffs == 0) {
+		arg->type = USC_T_S64;
 	} else {
 		arg->type = USC_T_X64;
 	}
@@ -435,7 +447,7 @@ static int parse_fetcharg(const char *text, size_t start, size_t end, bool is_re
 int probe_parse_fetcharg(const char *text, size_t start, size_t end, bool is_return,
 			 struct usc_fetcharg *arg, struct usc_parse_error *err)
 {
-	return parse_fetcharg(text, start, end, is_return, 6, arg, err);
+	return parse_fetcharg(text, start, end, is_return, 9, arg, err);
 }
 
 /* ---- the whole probe ---------------------------------------------------- */
@@ -834,7 +846,7 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 			return fail(err, USC_PERR_TOO_MANY_ARGS, t.start);
 		a = &spec->args[spec->nargs];
 		if (parse_fetcharg(text, t.start, t.end, spec->is_return,
-				   spec->loc_kind == USC_LOC_USDT ? 12 : 6, a, err))
+				   spec->loc_kind == USC_LOC_USDT ? 12 : 9, a, err))
 			return -EINVAL;
 		if (!a->named && a->insn[0].op == FOP_VAR) {
 			/* r->next->id is named r_next_id */

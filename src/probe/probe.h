@@ -36,7 +36,7 @@
 	X(DUP_ARG_NAME, "an argument of this name already exists")             \
 	X(BAD_FETCHARG, "expected %REG, $argN, $retval, $stackN, $stack, $comm, $ustack, @ADDR, @+OFFSET or +OFFS(EXPR)") \
 	X(BAD_REG, "unknown register")                                         \
-	X(BAD_ARG_INDEX, "$argN takes N from 1 to 6 (1 to 12 on a USDT probe)") \
+	X(BAD_ARG_INDEX, "$argN takes N from 1 to 6 (9 on a Go function, 12 on a USDT probe); $retvalN from 1 to 9") \
 	X(BAD_USDT, "expected %PROVIDER:NAME")                                 \
 	X(USDT_RETURN, "a USDT probe fires at its site: 'r' does not apply")   \
 	X(USDT_OFFSET, "a USDT probe takes no +OFFSET")                        \
@@ -100,7 +100,25 @@ enum usc_show {
 	USC_SHOW_ENUM,		/* by enumerator name (enums) */
 	USC_SHOW_STRUCT,	/* a nested struct or union, not fetched: {...} */
 	USC_SHOW_ARRAY,		/* a nested array, not fetched: [...] */
+	/* A Go value in several words (Go's register ABI passes them in
+	 * consecutive registers): its parts (USC_SHOW_GO_PART, named
+	 * NAME__PART) come first, then the argument that shows the whole
+	 * (go_parts says how many parts are before it):
+	 *   string    NAME__len, then NAME: its bytes (FOP_ST_BYTES, string)
+	 *   slice     NAME__cap, NAME__len, then NAME: its first elements'
+	 *             bytes (FOP_ST_BYTES, string; go_elem their type)
+	 *   interface NAME__tab (the itab; 0: nil), NAME__type (the dynamic
+	 *             type's runtime._type), then NAME: the data pointer
+	 *   any       NAME__type (0: nil), then NAME: the data pointer */
+	USC_SHOW_GO_STRING,
+	USC_SHOW_GO_SLICE,
+	USC_SHOW_GO_IFACE,
+	USC_SHOW_GO_EFACE,
+	USC_SHOW_GO_PART,	/* shown by the Go value after it */
 };
+
+#define USC_GO_STR_MAX 64	/* bytes of a Go string fetched */
+#define USC_GO_ELEMS 4		/* elements of a Go slice fetched */
 
 struct usc_fetcharg {
 	char name[USC_NAME_MAX];
@@ -125,6 +143,12 @@ struct usc_fetcharg {
 	bool hidden;			/* a filter's operand only ($pid in `if $pid
 					 * == 42`): fetched, neither shown nor a key;
 					 * after every argument the probe shows */
+	uint8_t go_parts;		/* a Go value: how many parts are before it */
+	uint8_t go_elem;		/* a Go slice: 1 + enum usc_type of its
+					 * elements (0: not shown, a string's bytes) */
+	bool go_elem_bool;		/* ... bools */
+	const char *go_type;		/* a Go value's type name ("[]int", "error");
+					 * owned by the debug info, as enums */
 	uint8_t ninsn;			/* including the FOP_END */
 	struct fetch_insn insn[USC_FETCH_MAX];
 };

@@ -23,6 +23,15 @@ const struct fetch_syntax fetch_syntax_kernel = {
 static int render_type(const struct usc_fetcharg *arg, const struct fetch_syntax *syn,
 		       char *buf, size_t len)
 {
+	for (unsigned i = 0; i < arg->ninsn; i++)
+		if (arg->insn[i].op == FOP_ST_BYTES && arg->insn[i].size)
+			/* counted bytes (a Go string's, a Go slice's first
+			 * elements): an array, the kernel's TYPE[N], that the
+			 * tracer cuts to the length */
+			return snprintf(buf, len, "%s[%u]",
+					fetch_type_name(arg->go_elem ? arg->go_elem - 1 : USC_T_U8),
+					(unsigned)(arg->insn[i].imm / arg->insn[i].size)) < (int)len ?
+				       0 : -ENOSPC;
 	if (arg->type == USC_T_SYMBOL && syn->symbol_as_x64)
 		return snprintf(buf, len, "x64") < (int)len ? 0 : -ENOSPC;
 	if (arg->type == USC_T_BITFIELD) {
@@ -68,10 +77,17 @@ int fetch_render(const struct usc_fetcharg *arg, const struct fetch_syntax *syn,
 			snprintf(expr, sizeof(expr), "$stack");
 			break;
 		case FOP_RETVAL:
-			if (syn->retval_as_ax)
+			if (off >= 2)	/* unbound: a Go result word */
+				snprintf(expr, sizeof(expr), "$retval%lld", off);
+			else if (syn->retval_as_ax)
 				snprintf(expr, sizeof(expr), "%%%s", syn->reg_name(USC_REG_AX));
 			else
 				snprintf(expr, sizeof(expr), "$retval");
+			break;
+		case FOP_GOID:		/* unbound */
+			if (!syn->has_arg)
+				return -ENOTSUP;
+			snprintf(expr, sizeof(expr), "$goid");
 			break;
 		case FOP_COMM:
 			snprintf(expr, sizeof(expr), "$comm");
@@ -124,6 +140,9 @@ int fetch_render(const struct usc_fetcharg *arg, const struct fetch_syntax *syn,
 			break;
 		case FOP_ADD_REG:
 			return -ENOTSUP;	/* neither syntax adds two registers */
+		case FOP_ST_BYTES:	/* counted bytes at val: the memory at +0 */
+			off = 0;
+			/* fall through */
 		case FOP_DEREF:
 		case FOP_ST_MEM:
 		case FOP_ST_STRING:

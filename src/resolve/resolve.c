@@ -12,6 +12,7 @@
 
 #include "core/log.h"
 #include "resolve/cache.h"
+#include "resolve/goabi.h"
 #include "resolve/shape.h"
 #include "elf/elf.h"
 #include "dwarf/dwarf.h"
@@ -402,6 +403,20 @@ static int bind_args(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 			log_error("%s: more than %d arguments", spec->text, USC_MAX_ARGS);
 			return -E2BIG;
 		}
+		if (!usdt && goabi_wants(in)) {
+			/* a Go function: Go's register ABI ($argN, $retvalN, $goid) */
+			struct dwarf_module *gdm = dm;
+
+			if (!gdm && in->insn[0].op == FOP_GOID && cache_dwarf(c, site->path, &gdm))
+				gdm = NULL;
+			ret = goabi_bind(c, site, gdm, in, &site->args[out]);
+			if (ret < 0)
+				return ret;
+			if (ret == 0) {
+				out++;
+				continue;
+			}
+		}
 		if ((in->insn[0].op == FOP_PARAMS || in->insn[0].op == FOP_VAR) && !dm) {
 			log_error("%s: %.*s: variables by name work on function and address "
 				  "probes, not here", spec->text, (int)in->len, spec->text + in->pos);
@@ -447,11 +462,13 @@ static int bind_args(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 					  derr.msg[0] ? derr.msg : strerror(-ret));
 				return ret;
 			}
-			if (mem[0].group_len) {
-				/* a struct shown whole: one argument per member */
+			if (mem[0].group_len || ret > 1) {
+				/* a struct shown whole: one argument per member; a Go
+				 * string, slice or interface: one per word */
 				if (in->type_given) {
-					log_error("%s: %.*s: a struct takes no :TYPE; pick a member",
-						  spec->text, (int)in->len, spec->text + in->pos);
+					log_error("%s: %.*s: a %s takes no :TYPE; pick a member",
+						  spec->text, (int)in->len, spec->text + in->pos,
+						  mem[0].group_len ? "struct" : "Go value in several words");
 					return -EINVAL;
 				}
 				for (int k = 0; k < ret; k++) {
@@ -471,7 +488,7 @@ static int bind_args(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 				site->args[out].enums = low.enums;
 			}
 		} else if (site->is_return && site->func_vaddr && in->insn[0].op == FOP_RETVAL &&
-			   !in->type_given && in->ninsn == 3 && in->insn[1].op == FOP_ST_RAW &&
+			   in->insn[0].imm < 2 && !in->type_given && in->ninsn == 3 && in->insn[1].op == FOP_ST_RAW &&
 			   (dm || cache_dwarf(c, site->path, &dm) == 0) &&
 			   dwarf_func_rettype(dm, site->func_vaddr, &low) == 0) {
 			/* a bare $retval takes the function's return type */

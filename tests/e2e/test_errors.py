@@ -38,7 +38,7 @@ def test_unknown_symbol_in_library_suggests():
 # (probe, the caret offsets into the probe text that are acceptable)
 MALFORMED = [
     ("add a=$arg1:u33", lambda p: {p.index("u33"), p.index(":u33")}),
-    ("add a=$arg9", lambda p: {p.index("$arg9"), p.index("9")}),
+    ("add a=$arg10", lambda p: {p.index("$arg10"), p.index("10")}),
     ("add $arg0:s32", lambda p: {p.index("$arg0"), p.index("0:")}),
     ("add x=+8($arg1", lambda p: {len(p), p.index("(")}),
     ("add path=+0(+8($arg1):string", lambda p: {p.index(":string"), len(p), p.index("(")}),

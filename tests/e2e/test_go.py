@@ -1,6 +1,8 @@
 """Go programs: functions of stripped binaries from Go's .gopclntab (the
 target built with -ldflags='-s -w', and Debian's own stripped gofmt), Go's
-compressed DWARF without .debug_aranges, register-passed parameters."""
+compressed DWARF without .debug_aranges, register-passed parameters, Go
+values in several registers (strings, slices, interfaces) shown as Go shows
+them, $argN/$retvalN by Go's register ABI and $goid, on every engine."""
 
 import re
 import subprocess
@@ -13,8 +15,10 @@ from uscope_e2e import run_uscope, target, trace
 GO = target("goctl")                   # unstripped: .symtab, compressed DWARF
 GO_STRIPPED = target("goctl-stripped")  # -s -w: only .gopclntab
 GOFMT = "/usr/lib/go-1.19/bin/gofmt"    # Debian's golang-1.19-go, stripped
-MAIN_FUNCS = ["main.(*Controller).syncDeployment", "main.add", "main.main", "main.scale",
-              "main.step"]
+MAIN_FUNCS = ["main.(*Controller).syncDeployment", "main.(*roundError).Error", "main.add",
+              "main.check", "main.divmod", "main.goid", "main.main", "main.main.func1",
+              "main.scale", "main.step", "main.tally", "main.worker"]
+ENGINES = ["inject", "bpf", "tracefs"]
 
 
 def count_table(stdout):
@@ -40,6 +44,18 @@ def expected_rounds(n):
         total += sync
         rows.append((a, b, i, sync))
     return rows, total
+
+
+def round_totals(n):
+    """total after each round's step: what divmod(total, 7) gets."""
+    rows, _ = expected_rounds(n)
+    return [a + b + sync for a, b, _, sync in rows]
+
+
+def worker_goid(stdout):
+    m = re.search(r"^worker goroutine (\d+)$", stdout, re.M)
+    assert m, stdout
+    return int(m.group(1))
 
 
 def list_v(binary, pattern=None):
@@ -148,15 +164,97 @@ def test_params_of_go_functions_in_registers(engine):
     assert len(ptrs) == 1 and int(ptrs.pop(), 16) != 0
 
 
-def test_a_string_in_two_registers_is_refused_with_the_reason():
-    cp = run_uscope(["trace", "main.(*Controller).syncDeployment key", "--", GO, "1"])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_go_strings_slices_interfaces_by_name(engine):
+    """Values in several registers, as Go shows them: a string (rbx, rcx), a
+    slice (rax, rbx, rcx), an error and an any (two words each), and *c's
+    fields (a string among them, in memory)."""
+    n = 4
+    res = trace("main.(*Controller).syncDeployment $params", "main.tally $params",
+                "main.check $params", "main.(*Controller).syncDeployment p=*c",
+                cmd=[GO, str(n)], json=True, extra=["-e", engine]).check(rc=0)
+    syncs = [o["args"] for o in res.objects if o["event"].endswith("syncDeployment")]
+    assert [(a["key"], a["replicas"]) for a in syncs if "key" in a] == \
+        [(f"deploy-{i}", i) for i in range(1, n + 1)]
+    assert [a["p"] for a in syncs if "p" in a] == \
+        [{"name": "ctl", "syncs": i - 1} for i in range(1, n + 1)]
+    # the parts (key__len ...) are not shown on their own
+    assert all(set(a) in ({"c", "key", "replicas"}, {"p"}) for a in syncs)
+    tallies = [o["args"] for o in res.objects if o["event"] == "main.tally"]
+    assert tallies == [{"xs": [k * k for k in range(1, min(i, 4) + 1)], "label": "round"}
+                       for i in range(1, n + 1)]
+    checks = [o["args"] for o in res.objects if o["event"] == "main.check"]
+    assert len(checks) == n
+    for i, a in enumerate(checks, 1):
+        if i % 2:
+            assert a["err"] is None
+        else:
+            assert a["err"]["type"] == "*main.roundError" and int(a["err"]["data"], 16)
+        assert a["v"]["type"] == "int" and int(a["v"]["data"], 16)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_go_values_in_text(engine):
+    n = 5
+    res = trace("main.tally $params", "main.check err", "main.(*Controller).syncDeployment key",
+                cmd=[GO, str(n)], extra=["-e", engine])
+    # a slice's text has spaces, which the e2e text parser does not split on
+    assert res.rc == 0 and res.summary.total == 3 * n, res.describe()
+    lines = [l.split(": ", 2)[2] for l in res.output.splitlines() if ": main." in l]
+    tally = [re.sub(r"^\(0x[0-9a-f]+\) ", "", l) for l in lines if "xs=" in l]
+    assert tally == ['xs=[]int{len=1 cap=2: 1} label="round"',
+                     'xs=[]int{len=2 cap=3: 1, 4} label="round"',
+                     'xs=[]int{len=3 cap=4: 1, 4, 9} label="round"',
+                     'xs=[]int{len=4 cap=5: 1, 4, 9, 16} label="round"',
+                     'xs=[]int{len=5 cap=6: 1, 4, 9, 16, ...} label="round"']
+    errs = [re.sub(r"\(0x[0-9a-f]+\)", "(PTR)", l.split(") ", 1)[1]) for l in lines
+            if "err=" in l]
+    assert errs == ["err=nil", "err=*main.roundError(PTR)"] * 2 + ["err=nil"]
+    keys = [l.split(") ", 1)[1] for l in lines if "key=" in l]
+    assert keys == [f'key="deploy-{i}"' for i in range(1, n + 1)]
+
+
+def test_a_go_string_is_whole_not_by_member():
+    cp = run_uscope(["trace", "main.(*Controller).syncDeployment key.len", "--", GO, "1"])
     assert cp.returncode != 0
-    assert "'key' is in 2 pieces" in cp.stderr and "(rbx, rcx)" in cp.stderr
-    # $params keeps the others and says which one it left out
-    res = trace("main.(*Controller).syncDeployment $params", cmd=[GO, "2"]).check(rc=0)
-    assert [(e.args["replicas"]) for e in res.events] == [1, 2]
-    assert all("key" not in e.args for e in res.events)
-    assert "parameter skipped: 'key' is in 2 pieces" in res.stderr
+    assert "'key' is in registers, in pieces: uscope fetches it whole" in cp.stderr
+
+
+@pytest.mark.parametrize("binary", [GO, GO_STRIPPED])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_go_register_abi_args_results_and_goid(binary, engine):
+    """$argN by Go's register ABI (rax, rbx, rcx, rdi...: a method's receiver
+    first, a string two words), $retval/$retval2 of a two-result function,
+    $goid from R14's g: 1 on the main goroutine, the worker's own id on its
+    goroutine (from DWARF unstripped, from the Go 1.19 table stripped)."""
+    n = 3
+    res = trace("main.divmod a=$arg1:s64 b=$arg2:s64 g=$goid",
+                "r:main.divmod q=$retval:s64 r=$retval2:s64",
+                "main.worker w=$arg1:s64 g=$goid",
+                "main.(*Controller).syncDeployment klen=$arg3:s64 replicas=$arg4:s64 "
+                "key=+0($arg2):u8",
+                cmd=[binary, str(n)], json=True, extra=["-e", engine]).check(rc=0)
+    totals = round_totals(n)
+    assert [(o["args"]["a"], o["args"]["b"], o["args"]["g"]) for o in res.objects
+            if o["event"] == "main.divmod"] == [(t, 7, 1) for t in totals]
+    assert [(o["args"]["q"], o["args"]["r"]) for o in res.objects
+            if o["event"] == "main.divmod__return"] == [(t // 7, t % 7) for t in totals]
+    assert [(o["args"]["w"], o["args"]["g"]) for o in res.objects
+            if o["event"] == "main.worker"] == [(n, worker_goid(res.stdout))]
+    assert worker_goid(res.stdout) != 1
+    assert [(o["args"]["klen"], o["args"]["replicas"], o["args"]["key"]) for o in res.objects
+            if o["event"].endswith("syncDeployment")] == \
+        [(len(f"deploy-{i}"), i, ord("d")) for i in range(1, n + 1)]
+
+
+def test_go_only_variables_on_c_are_refused():
+    cp = run_uscope(["trace", "main $goid", "--", target("args")])
+    assert cp.returncode != 0 and "$goid: works on Go programs only" in cp.stderr
+    cp = run_uscope(["trace", "main $arg7", "--", target("args")])
+    assert cp.returncode != 0
+    assert "$argN takes N from 1 to 6 on a C function (9 on a Go one)" in cp.stderr
+    cp = run_uscope(["trace", "main $retval2", "--", target("args")])
+    assert cp.returncode != 0 and "$retval needs a return probe" in cp.stderr
 
 
 def test_list_vars_shows_go_parameters_not_results():

@@ -27,6 +27,7 @@
 
 #include "elf/elf.h"
 #include "elf/gopclntab.h"
+#include "elf/gotypes.h"
 #include "fixture.h"
 
 static char tmpdir[256];
@@ -212,7 +213,8 @@ static void compare_stripped(const char *full, const char *stripped)
 	for (size_t i = 0; i < ef->nsyms; i++) {
 		if (ef->syms[i].flags & ELF_SYM_GOPCLNTAB)
 			ngo++;
-		assert_int_equal(ef->syms[i].flags & ~(unsigned)(ELF_SYM_GOPCLNTAB | ELF_SYM_DYNSYM),
+		assert_int_equal(ef->syms[i].flags &
+				 ~(unsigned)(ELF_SYM_GOPCLNTAB | ELF_SYM_DYNSYM | ELF_SYM_GO_ABI0),
 				 0);
 	}
 	assert_true(ngo > 1000);
@@ -268,6 +270,41 @@ static void compare_stripped(const char *full, const char *stripped)
 	elf_close(eu);
 	elf_close(ef);
 	fnlist_free(&ref);
+}
+
+/* An interface's dynamic type by name, from runtime.types (unstripped) and
+ * from firstmoduledata (stripped: same layout, no symbols); the Go version;
+ * assembly functions flagged as Go's stack ABI0 in the stripped table. */
+static void test_go_type_names_and_abi0(void **state)
+{
+	struct elf_file *eu, *es;
+	uint64_t itab, type = 0;
+	char name[128];
+	unsigned major, minor;
+	size_t asm_funcs = 0;
+	const struct elf_sym *s;
+
+	(void)state;
+	assert_int_equal(elf_open(fx("goctl"), &eu), 0);
+	assert_int_equal(elf_open(fx("goctl-stripped"), &es), 0);
+	assert_int_equal(sscanf(goversion, "go%u.%u", &major, &minor), 2);
+	assert_int_equal(gotypes_minor(eu), (int)minor);
+	/* the itab of (*main.roundError, error) holds the type at 8 */
+	assert_int_equal(elf_symbol_vaddr(eu, "go.itab.*main.roundError,error", &itab), 0);
+	assert_int_equal(elf_read(eu, itab + 8, &type, 8), 0);
+	assert_int_equal(gotypes_name(eu, type, name, sizeof(name)), 0);
+	assert_string_equal(name, "*main.roundError");
+	assert_int_equal(gotypes_name(es, type, name, sizeof(name)), 0);
+	assert_string_equal(name, "*main.roundError");
+	/* not a type: outside the module's types */
+	assert_int_equal(gotypes_name(es, itab + 0x100000, name, sizeof(name)), -ENOENT);
+	assert_int_equal(elf_func_lookup(es, "main.add", &s, NULL, NULL), 0);
+	assert_false(s->flags & ELF_SYM_GO_ABI0);
+	for (size_t i = 0; i < es->nsyms; i++)
+		asm_funcs += !!(es->syms[i].flags & ELF_SYM_GO_ABI0);
+	assert_true(asm_funcs > 10 && asm_funcs < es->nsyms / 5);
+	elf_close(es);
+	elf_close(eu);
 }
 
 static void test_exe_stripped_matches_symtab(void **state)
@@ -761,6 +798,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_exe_stripped_matches_symtab),
+		cmocka_unit_test(test_go_type_names_and_abi0),
 		cmocka_unit_test(test_pie_stripped_matches_symtab),
 		cmocka_unit_test(test_external_pie_stripped_matches_symtab),
 		cmocka_unit_test(test_no_section_headers),

@@ -386,7 +386,11 @@ static const struct icase invalid_cases[] = {
 	{"main %di:b4@4294967298/32", USC_PERR_BAD_BITFIELD, 9},
 	/* $-variables */
 	{"main $arg0", USC_PERR_BAD_ARG_INDEX, 5},
-	{"main $arg7", USC_PERR_BAD_ARG_INDEX, 5},
+	{"main $arg10", USC_PERR_BAD_ARG_INDEX, 5},
+	{"r:main $retval10", USC_PERR_BAD_ARG_INDEX, 7},
+	{"r:main $retval0", USC_PERR_BAD_ARG_INDEX, 7},
+	{"main $retval2", USC_PERR_RETVAL_ON_ENTRY, 5},
+	{"main $goidx", USC_PERR_BAD_VAR, 5},
 	{"main $arg1x", USC_PERR_BAD_ARG_INDEX, 5},
 	{"main $retval", USC_PERR_RETVAL_ON_ENTRY, 5},
 	{"p main x=$retval", USC_PERR_RETVAL_ON_ENTRY, 9},

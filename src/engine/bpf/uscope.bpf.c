@@ -217,6 +217,25 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleep
 		c->stack_imm = in->imm;
 		c->done = 1;
 		return 0;
+	case FETCH_BYTES: {	/* counted: the previous argument's value */
+		__u32 len = fetch_bytes_len(in, i ? rec->vals[(i - 1) & (UB_MAX_ARGS - 1)].val : 0,
+					    UB_STR_MAX - 1);
+
+		if (c->str_off > UB_REC_MAX - UB_STR_MAX)
+			goto fault;
+		dst = c->buf + (c->str_off & (UB_REC_MAX - 1));
+		len &= UB_STR_MAX - 1;
+		if (len && (sleepable ? bpf_copy_from_user(dst, len, (const void *)(unsigned long)c->val) :
+			    bpf_probe_read_user(dst, len, (const void *)(unsigned long)c->val)))
+			goto fault;
+		dst[len & (UB_STR_MAX - 1)] = 0;
+		v->kind = UB_STR;
+		v->str_off = c->str_off;
+		v->str_len = len;
+		c->str_off += (len + 1 + 7) & ~7;
+		c->done = 1;
+		return 0;
+	}
 	case FETCH_STRING:
 	case FETCH_COMM:
 		if (c->str_off > UB_REC_MAX - UB_STR_MAX)

@@ -308,6 +308,7 @@ static void fill_sites(struct inj *j, struct inj_image *img)
 				memcpy(d->args[a].insn, fa->insn, sizeof(fa->insn[0]) * fa->ninsn);
 				for (unsigned k2 = 0; k2 < fa->ninsn; k2++)
 					if (fa->insn[k2].op == FOP_ST_STRING ||
+					    fa->insn[k2].op == FOP_ST_BYTES ||
 					    fa->insn[k2].op == FOP_COMM)
 						d->nstr++;
 				if (in[0].op == FOP_USTACK)

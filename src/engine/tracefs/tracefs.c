@@ -798,6 +798,18 @@ static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, v
 			v->kind = USC_V_STR;
 			v->str = data + off;
 			v->len = len - (data[off + len - 1] == 0);
+		} else if (f->flags & TEP_FIELD_IS_ARRAY) {
+			/* counted bytes (a Go string, a slice's first elements),
+			 * read as TYPE[N]: as many as the length before them
+			 * says (times the element's size) */
+			const struct usc_fetcharg *fa = &site->args[a];
+			const struct fetch_insn *st = fa->ninsn >= 2 ? &fa->insn[fa->ninsn - 2] : NULL;
+
+			v->kind = USC_V_STR;
+			v->str = data + f->offset;
+			v->len = f->size;
+			if (st && st->op == FOP_ST_BYTES && a && t->vals[a - 1].kind == USC_V_INT)
+				v->len = fetch_bytes_len(st, t->vals[a - 1].u, f->size);
 		} else {
 			v->kind = USC_V_INT;
 			v->u = tep_read_number(t->tep, data + f->offset, f->size);

@@ -3,11 +3,17 @@
 // names its functions). `goctl [N]` runs N rounds (default 5) of
 // add(total, scale(i, 3)) and step(i, c), which calls
 // c.syncDeployment("deploy-<i>", i), then prints "total T syncs N".
+// Each round also calls tally(squares, label) with the squares 1..i (len i,
+// cap i+1), divmod(total, 7) (two results), and check(err, v): err nil in
+// odd rounds, a *main.roundError in even ones, v the round as an int. Then a
+// goroutine runs worker(N) and prints "worker goroutine G" (its goid).
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 )
 
@@ -40,6 +46,43 @@ func step(i int, c *Controller) int {
 	return c.syncDeployment("deploy-"+strconv.Itoa(i), i)
 }
 
+// A slice (rax, rbx, rcx) and a string (rdi, rsi) in registers.
+//
+//go:noinline
+func tally(xs []int, label string) int {
+	sum := 0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum + len(label)
+}
+
+// Two results: rax and rbx.
+//
+//go:noinline
+func divmod(a, b int) (int, int) { return a / b, a % b }
+
+type roundError struct{ round int }
+
+func (e *roundError) Error() string { return "round " + strconv.Itoa(e.round) }
+
+// An interface (itab, data) and an empty interface (type, data).
+//
+//go:noinline
+func check(err error, v any) bool { return err == nil && v != nil }
+
+// Runs on its own goroutine.
+//
+//go:noinline
+func worker(n int) int { return len(strconv.Itoa(n)) + n }
+
+// The goroutine's id, from the header of its stack trace.
+func goid() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	return string(bytes.Fields(buf)[1])
+}
+
 func main() {
 	n := 5
 	if len(os.Args) > 1 {
@@ -50,6 +93,23 @@ func main() {
 	for i := 1; i <= n; i++ {
 		total = add(total, scale(i, 3))
 		total += step(i, c)
+		squares := make([]int, 0, i+1)
+		for k := 1; k <= i; k++ {
+			squares = append(squares, k*k)
+		}
+		tally(squares, "round")
+		divmod(total, 7)
+		var err error
+		if i%2 == 0 {
+			err = &roundError{i}
+		}
+		check(err, i)
 	}
 	fmt.Println("total", total, "syncs", c.syncs)
+	done := make(chan string)
+	go func() {
+		worker(n)
+		done <- goid()
+	}()
+	fmt.Println("worker goroutine", <-done)
 }

@@ -218,10 +218,13 @@ static void copy_stack(const struct env *env, const uint64_t *regs, int64_t imm,
 	*off += (uint32_t)(sizeof(*h) + n + 7) & ~7u;
 }
 
-/* One argument into v, strings into the record at *str_off. */
+/* One argument into v, strings into the record at *str_off; prev is the
+ * value of the argument before it (FOP_ST_BYTES's count). */
 static void eval_arg(const struct env *env, const struct fetch_where *w, const uint64_t *regs,
-		     const struct inj_arg *a, struct inj_val *v, char *rec, uint32_t *str_off)
+		     const struct inj_arg *a, struct inj_val *v, char *rec, uint32_t *str_off,
+		     uint64_t prev)
 {
+	uint32_t k = 0;
 	uint64_t val = 0;
 	long n, len;
 	int st = FETCH_DONE;
@@ -229,7 +232,7 @@ static void eval_arg(const struct env *env, const struct fetch_where *w, const u
 
 	v->kind = INJ_INT;
 	v->val = 0;
-	for (uint32_t k = 0; k < a->ninsn && k < USC_FETCH_MAX; k++) {
+	for (k = 0; k < a->ninsn && k < USC_FETCH_MAX; k++) {
 		st = fetch_step(&a->insn[k], regs, w, &val, (void *)env);
 		if (st != FETCH_NEXT)
 			break;
@@ -248,6 +251,18 @@ static void eval_arg(const struct env *env, const struct fetch_where *w, const u
 			return;
 		}
 		break;
+	case FETCH_BYTES:	/* counted: as many as could be read */
+		dst = rec + *str_off;
+		len = fetch_bytes_len(&a->insn[k], prev, INJ_STR_MAX - 1);
+		n = len ? safe_read(env, dst, val, (uint64_t)len) : 0;
+		if (n < 0 || (len && !n))
+			break;
+		dst[n] = 0;
+		v->kind = INJ_STR;
+		v->str_off = (uint16_t)*str_off;
+		v->str_len = (uint16_t)n;
+		*str_off += (uint32_t)(n + 1 + 7) & ~7u;
+		return;
 	case FETCH_STRING:
 	case FETCH_COMM:
 		dst = rec + *str_off;
@@ -434,7 +449,8 @@ static void eval_args(const struct env *env, const struct inj_site *site, uint64
 			vals[i].kind = INJ_INT;
 			vals[i].val = regs[reg];
 		} else {
-			eval_arg(env, &w, regs, &site->args[i], &vals[i], buf, &str_off);
+			eval_arg(env, &w, regs, &site->args[i], &vals[i], buf, &str_off,
+				 i ? vals[i - 1].val : 0);
 		}
 	}
 }
@@ -692,7 +708,8 @@ static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 			h->vals[i].kind = INJ_INT;
 			h->vals[i].val = regs[reg];
 		} else {
-			eval_arg(env, &w, regs, &site->args[i], &h->vals[i], rec, &str_off);
+			eval_arg(env, &w, regs, &site->args[i], &h->vals[i], rec, &str_off,
+				 i ? h->vals[i - 1].val : 0);
 		}
 	}
 	h->len = (str_off + 7) & ~7u;

@@ -1,0 +1,149 @@
+#include "resolve/goabi.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "dwarf/dwarf.h"
+#include "elf/elf.h"
+#include "elf/gotypes.h"
+#include "resolve/cache.h"
+
+static const uint8_t go_regs[9] = {
+	USC_REG_AX, USC_REG_BX, USC_REG_CX, USC_REG_DI, USC_REG_SI,
+	USC_REG_R8, USC_REG_R9, USC_REG_R10, USC_REG_R11,
+};
+
+bool goabi_wants(const struct usc_fetcharg *in)
+{
+	uint8_t op = in->ninsn ? in->insn[0].op : FOP_END;
+
+	return op == FOP_ARG || op == FOP_GOID || (op == FOP_RETVAL && in->insn[0].imm >= 2);
+}
+
+int goabi_goid_offset(int minor)
+{
+	/* runtime.g: stack, stackguard0/1, _panic, _defer, m, sched (a gobuf
+	 * of 7 words), syscallsp, syscallpc, [syscallbp since 1.23,]
+	 * stktopsp, param, atomicstatus, stackLock, goid */
+	if (minor >= 17 && minor <= 22)
+		return 152;
+	if (minor >= 23 && minor <= 25)
+		return 160;
+	return -1;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* The user's program after its load, with the load replaced by prog[0..n)
+ * and a first store from memory folded in: [load, DEREF off] + ST_RAW size
+ * is ST_MEM size at off. */
+static int splice(const struct usc_fetcharg *in, const struct fetch_insn *prog, unsigned n,
+		  int64_t deref_off, bool deref, struct usc_fetcharg *out)
+{
+	unsigned k = 0;
+
+	memset(out->insn, 0, sizeof(out->insn));
+	for (unsigned i = 0; i < n; i++)
+		out->insn[k++] = prog[i];
+	for (unsigned i = 1; i < in->ninsn; i++) {
+		struct fetch_insn x = in->insn[i];
+
+		if (deref && i == 1 && x.op == FOP_ST_RAW) {
+			x = (struct fetch_insn){.op = FOP_ST_MEM, .size = x.size, .imm = deref_off};
+			deref = false;
+		} else if (deref && i == 1) {
+			if (k >= USC_FETCH_MAX)
+				return -E2BIG;
+			out->insn[k++] = (struct fetch_insn){.op = FOP_DEREF, .imm = deref_off};
+			deref = false;
+		}
+		if (k >= USC_FETCH_MAX)
+			return -E2BIG;
+		out->insn[k++] = x;
+	}
+	out->ninsn = (uint8_t)k;
+	return 0;
+}
+
+int goabi_bind(struct cache *c, const struct usc_site *site, struct dwarf_module *dm,
+	       const struct usc_fetcharg *in, struct usc_fetcharg *out)
+{
+	const char *text = site->spec->text, *arg = text + in->pos;
+	int alen = (int)in->len;
+	uint8_t op = in->insn[0].op;
+	int64_t idx = in->insn[0].imm;
+	const struct elf_sym *fn = NULL;
+	struct elf_file *ef = NULL;
+	struct fetch_insn load;
+	bool abi0;
+	int minor;
+
+	*out = *in;
+	if (cache_elf(c, site->path, &ef) || !ef->is_go) {
+		if (op == FOP_ARG && idx <= 6)
+			return 1;
+		log_error("%s: %.*s: %s", text, alen, arg,
+			  op == FOP_ARG ? "$argN takes N from 1 to 6 on a C function (9 on a Go one)" :
+			  "works on Go programs only");
+		return -EINVAL;
+	}
+	if (site->func_vaddr)
+		fn = elf_func_at(ef, site->func_vaddr);
+	minor = gotypes_minor(ef);
+	/* assembly keeps Go's stack ABI0; so did every function before 1.17 */
+	abi0 = (minor >= 0 && minor < 17) ||
+	       (fn && ((fn->flags & ELF_SYM_GO_ABI0) || ends_with(fn->name, ".abi0")));
+	switch (op) {
+	case FOP_ARG:
+		if (abi0) {	/* above the return address, at the entry */
+			load = (struct fetch_insn){.op = FOP_STACK, .imm = idx};
+		} else {
+			if (idx > 9) {
+				log_error("%s: %.*s: Go passes 9 integer words in registers: $arg1 "
+					  "to $arg9", text, alen, arg);
+				return -ERANGE;
+			}
+			load = (struct fetch_insn){.op = FOP_REG, .reg = go_regs[idx - 1]};
+		}
+		return splice(in, &load, 1, 0, false, out);
+	case FOP_RETVAL:
+		if (abi0) {
+			log_error("%s: %.*s: %s returns its results on the stack (Go's ABI0): "
+				  "$retvalN reads Go's register results", text, alen, arg,
+				  fn ? elf_sym_pretty(fn) : "the function");
+			return -EINVAL;
+		}
+		load = (struct fetch_insn){.op = FOP_REG, .reg = go_regs[idx - 1]};
+		return splice(in, &load, 1, 0, false, out);
+	case FOP_GOID: {
+		uint64_t off = 0;
+		int known = goabi_goid_offset(minor);
+
+		if (abi0) {
+			log_error("%s: %.*s: R14 holds Go's g in Go 1.17+ register-ABI functions "
+				  "only, not in %s", text, alen, arg,
+				  fn ? elf_sym_pretty(fn) : "this one");
+			return -EINVAL;
+		}
+		if (!dm || dwarf_struct_member_offset(dm, "runtime.g", "goid", &off)) {
+			if (known < 0) {
+				log_error("%s: %.*s: no debug info says where runtime.g keeps goid, "
+					  "and uscope does not know it for %s", text, alen, arg,
+					  ef->go_version ? ef->go_version : "this Go");
+				return -ENOENT;
+			}
+			off = (uint64_t)known;
+		}
+		load = (struct fetch_insn){.op = FOP_REG, .reg = USC_REG_R14};
+		return splice(in, &load, 1, (int64_t)off, true, out);
+	}
+	default:
+		return 1;
+	}
+}

@@ -1,0 +1,32 @@
+/* Go's register ABI at a probe: $argN, $retvalN and $goid on Go functions.
+ *
+ * Go 1.17+ on x86-64 (ABIInternal) passes integer arguments and results in
+ * RAX, RBX, RCX, RDI, RSI, R8, R9, R10, R11, a word each, and keeps the
+ * running goroutine's g in R14. Functions written in assembly (ABI0), and
+ * all functions before Go 1.17, pass arguments on the stack. */
+#ifndef USC_RESOLVE_GOABI_H
+#define USC_RESOLVE_GOABI_H
+
+#include "resolve/resolve.h"
+
+struct cache;
+struct dwarf_module;
+
+/* Does in need Go's rules at site: $argN, $retvalN (N >= 2) or $goid, on a
+ * function probe (not a USDT one)? */
+bool goabi_wants(const struct usc_fetcharg *in);
+
+/* Bind in at site into out by Go's ABI when site's file is a Go program:
+ * $argN is the N-th integer register of ABIInternal (the N-th stack word
+ * above the return address for ABI0), $retvalN the N-th result register,
+ * $goid runtime.g's goid through R14 (its offset from the debug info dm, or
+ * else a table by Go version). 0 when bound; 1 when the file is not Go's
+ * (bind $argN as C's); -errno with the reason logged. */
+int goabi_bind(struct cache *c, const struct usc_site *site, struct dwarf_module *dm,
+	       const struct usc_fetcharg *in, struct usc_fetcharg *out);
+
+/* The offset of goid in runtime.g for Go 1.minor on x86-64, or -1 when
+ * uscope does not know it. */
+int goabi_goid_offset(int minor);
+
+#endif
