@@ -2,7 +2,9 @@
  * call the agent with them and the site, restore them. A count-only probe
  * is one locked increment of a per-CPU counter instead. A site that
  * aggregates integers from registers calls the agent's fast path first,
- * which keeps the registers itself, and the full call only when it asks.
+ * which keeps the registers itself, and the full call only when it asks;
+ * so does a site that follows objects (objtrace), with the argument
+ * registers as they are.
  *
  * The flags are saved only where they may be live: not at a function's entry
  * nor at a return site, where the calling convention leaves them dead. The
@@ -304,11 +306,47 @@ static void emit_call_fast(struct emit *e, const struct tramp_spec *s)
 	patch_branch(e, to_done);
 }
 
+/* objtrace: objfast(rdi, rsi, rdx, rcx, r8, r9, site) with the argument
+ * registers where they are and the site on the stack; it keeps every
+ * register but the flags and rax. When it says no, that is the whole hit;
+ * else the full call. */
+static void emit_call_objfast(struct emit *e, const struct tramp_spec *s)
+{
+	size_t to_slow, to_done;
+
+	emit_adjust_sp(e, -RED_ZONE);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_PUSHFQ);
+	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RAX);
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->site);
+	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RAX);	/* the 7th argument */
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->objfast);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_CLD);
+	emit_r(e, ZYDIS_MNEMONIC_CALL, ZYDIS_REGISTER_RAX);
+	emit_adjust_sp(e, 8);
+	emit_rr(e, ZYDIS_MNEMONIC_TEST, ZYDIS_REGISTER_EAX, ZYDIS_REGISTER_EAX);
+	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RAX);	/* keeps the flags */
+	to_slow = emit_branch(e, ZYDIS_MNEMONIC_JNZ);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
+	emit_adjust_sp(e, RED_ZONE);
+	to_done = emit_branch(e, ZYDIS_MNEMONIC_JMP);
+	patch_branch(e, to_slow);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
+	emit_adjust_sp(e, RED_ZONE);
+	emit_call_agent(e, s);
+	patch_branch(e, to_done);
+}
+
 ssize_t tramp_encode_probe(const struct tramp_spec *spec, uint8_t *out, size_t cap)
 {
 	struct emit e = {.out = out, .cap = cap, .at = spec->probe_at};
 
-	if (spec->hit && spec->fast)
+	if (spec->hit && spec->objfast)
+		emit_call_objfast(&e, spec);
+	else if (spec->hit && spec->fast)
 		emit_call_fast(&e, spec);
 	else if (spec->hit)
 		emit_call_agent(&e, spec);
