@@ -34,7 +34,7 @@ static const char objtrace_usage[] =
 	"                         longer followed: 'libfoo:foo_free $arg1'\n"
 	"  --field OFFS[:TYPE]    also show the value at OFFS bytes into the object\n"
 	"                         (TYPE as in a fetch argument; default x64)\n"
-	"  --max-objects N        objects followed at once (default 4096, at most\n"
+	"  --max-objects N        objects followed at once (default 1024, at most\n"
 	"                         65535); a --from hit beyond is shown and reported,\n"
 	"                         its object not followed\n"
 	"  -p, --pid PID          in a running process\n"

@@ -168,7 +168,7 @@ struct usc_probe_spec {
 enum usc_obj_role { USC_OBJ_NONE, USC_OBJ_FROM, USC_OBJ_UNTIL, USC_OBJ_MATCH };
 #define USC_OBJ_NREGS 6
 #define USC_OBJ_MAX 65535	/* objects followed at once, at most */
-#define USC_OBJ_DEFAULT 4096
+#define USC_OBJ_DEFAULT 1024
 #define USC_OBJ_VERDICT "__objtrace"
 
 /* Parse one probe. Returns 0, or -EINVAL with *err filled. */

@@ -386,8 +386,10 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 
 			ts.hit = m->agent_remote + hdr->hit_off;
 			ts.site = m->remote + m->ctl->sites_off + i * sizeof(struct inj_site);
-			if (is->obj == INJ_OBJ_MATCH)
-				ts.objfast = m->agent_remote + hdr->objfast_off;
+			if (is->obj == INJ_OBJ_MATCH) {
+				ts.obj_filter = is->objs.filter;
+				ts.obj_shift = (uint8_t)is->objs.fshift;
+			}
 			if (is->agg_fast) {
 				ts.fast = m->agent_remote + hdr->fast_off;
 				ts.fast_a = is->nargs > 0 ? is->reg_only[0] : 0xff;

@@ -37,7 +37,6 @@ struct agent_hdr {
 	uint64_t magic;
 	uint64_t hit_off;
 	uint64_t fast_off;
-	uint64_t objfast_off;
 };
 
 /* One patch: a jump at addr over len displaced bytes, to a trampoline that

@@ -185,7 +185,7 @@ enum inj_obj_role {
 	INJ_OBJ_UNTIL = 2,	/* follow it no more (verdict 1; none: no record) */
 	INJ_OBJ_MATCH = 3,	/* record only a call that passes a followed object
 				 * in an argument register (verdict: their mask);
-				 * the trampoline asks agent_objfast first */
+				 * the trampoline tests the set's filter first */
 };
 
 /* What a site does when it aggregates where the probe runs. */
@@ -243,7 +243,7 @@ struct inj_site {
 					 * agent has found it (0: not yet) */
 		uint32_t pad;
 	} fast;
-	/* objtrace: the set in the process (agent_objfast reads no ctl) */
+	/* objtrace: the set in the process (the trampoline tests objs.filter) */
 	struct {
 		uint64_t set;		/* struct objset */
 		uint64_t filter;	/* its counters */

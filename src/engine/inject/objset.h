@@ -11,7 +11,8 @@
  *                                           object, else an object
  *
  * A probe's test is the filter's: one load a register, and a call that
- * passes no followed object stops there (agent_objfast); the table is read
+ * passes no followed object stops there (the trampoline tests it inline,
+ * tramp.c); the table is read
  * only when a counter is not 0. An object is added by a compare-and-swap
  * of a free (or removed) slot after its count is reserved (objset.used,
  * at most objset.max: beyond, the set is full, counted and reported), then
@@ -19,7 +20,11 @@
  * OBJSET_TOMB, then its counter goes down. The table has at least twice as
  * many slots as objects, so an add always finds one; removed slots are
  * reused by adds, never freed, so a lookup of an absent object may walk
- * far: the filter keeps that off the common path.
+ * far: the filter keeps that off the common path. The filter has 8
+ * counters an object (4096 at least: 8 KiB, so that it stays in the L1
+ * cache of a thread that calls the probed functions: at 64 KiB the test
+ * cost twice as much in make bench); a value that is no object finds a
+ * counter not 0 with a chance of at most objects / counters.
  *
  * One object is added and removed by one thread at a time (an allocator
  * does not give out an address twice before it is freed): the same object
@@ -63,7 +68,7 @@ static inline uint64_t objset_layout(uint32_t max, struct objset *o)
 {
 	uint64_t fn = 4096, tn = 64;
 
-	while (fn < 16ULL * max && fn < (1ULL << 20))
+	while (fn < 8ULL * max && fn < (1ULL << 20))
 		fn *= 2;
 	while (tn < 4ULL * max)
 		tn *= 2;

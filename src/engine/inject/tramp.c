@@ -3,8 +3,8 @@
  * is one locked increment of a per-CPU counter instead. A site that
  * aggregates integers from registers calls the agent's fast path first,
  * which keeps the registers itself, and the full call only when it asks;
- * so does a site that follows objects (objtrace), with the argument
- * registers as they are.
+ * a site that follows objects (objtrace) tests the set's filter inline
+ * first, with no call at all.
  *
  * The flags are saved only where they may be live: not at a function's entry
  * nor at a return site, where the calling convention leaves them dead. The
@@ -306,33 +306,54 @@ static void emit_call_fast(struct emit *e, const struct tramp_spec *s)
 	patch_branch(e, to_done);
 }
 
-/* objtrace: objfast(rdi, rsi, rdx, rcx, r8, r9, site) with the argument
- * registers where they are and the site on the stack; it keeps every
- * register but the flags and rax. When it says no, that is the whole hit;
- * else the full call. */
-static void emit_call_objfast(struct emit *e, const struct tramp_spec *s)
+/* objtrace: the set's filter tested here, with no call: a counter of the
+ * filter (engine/inject/objset.h) per argument register, at the hash of
+ * its value; a call whose registers all find 0 passes no followed object,
+ * and that is the whole hit. Otherwise the full call decides. Saves rax,
+ * r10 and r11, and the flags where they may be live. */
+static void emit_objtest(struct emit *e, const struct tramp_spec *s)
 {
-	size_t to_slow, to_done;
+	static const ZydisRegister args[] = {ZYDIS_REGISTER_RDI, ZYDIS_REGISTER_RSI,
+					     ZYDIS_REGISTER_RDX, ZYDIS_REGISTER_RCX,
+					     ZYDIS_REGISTER_R8, ZYDIS_REGISTER_R9};
+	static const ZydisRegister saved[] = {ZYDIS_REGISTER_RAX, ZYDIS_REGISTER_R10,
+					      ZYDIS_REGISTER_R11};
+	size_t to_maybe[6], to_done;
 
 	emit_adjust_sp(e, -RED_ZONE);
 	if (s->save_flags)
 		emit_plain(e, ZYDIS_MNEMONIC_PUSHFQ);
-	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RAX);
-	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->site);
-	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RAX);	/* the 7th argument */
-	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->objfast);
-	if (s->save_flags)
-		emit_plain(e, ZYDIS_MNEMONIC_CLD);
-	emit_r(e, ZYDIS_MNEMONIC_CALL, ZYDIS_REGISTER_RAX);
-	emit_adjust_sp(e, 8);
-	emit_rr(e, ZYDIS_MNEMONIC_TEST, ZYDIS_REGISTER_EAX, ZYDIS_REGISTER_EAX);
-	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RAX);	/* keeps the flags */
-	to_slow = emit_branch(e, ZYDIS_MNEMONIC_JNZ);
+	for (size_t i = 0; i < 3; i++)
+		emit_r(e, ZYDIS_MNEMONIC_PUSH, saved[i]);
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)0x9e3779b97f4a7c15ULL);
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_R10, (int64_t)s->obj_filter);
+	for (size_t i = 0; i < 6; i++) {
+		ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_CMP);
+		ZydisEncoderOperand *o = &r.operands[r.operand_count++];
+
+		emit_rr(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_R11, args[i]);
+		emit_rr(e, ZYDIS_MNEMONIC_IMUL, ZYDIS_REGISTER_R11, ZYDIS_REGISTER_RAX);
+		emit_ri(e, ZYDIS_MNEMONIC_SHR, ZYDIS_REGISTER_R11, s->obj_shift);
+		/* cmp word [r10 + r11 * 2], 0 */
+		o->type = ZYDIS_OPERAND_TYPE_MEMORY;
+		o->mem.base = ZYDIS_REGISTER_R10;
+		o->mem.index = ZYDIS_REGISTER_R11;
+		o->mem.scale = 2;
+		o->mem.size = 2;
+		op_imm(&r, 0);
+		emit_req(e, &r);
+		to_maybe[i] = emit_branch(e, ZYDIS_MNEMONIC_JNZ);
+	}
+	for (size_t i = 3; i-- > 0;)
+		emit_r(e, ZYDIS_MNEMONIC_POP, saved[i]);
 	if (s->save_flags)
 		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
 	emit_adjust_sp(e, RED_ZONE);
 	to_done = emit_branch(e, ZYDIS_MNEMONIC_JMP);
-	patch_branch(e, to_slow);
+	for (size_t i = 0; i < 6; i++)
+		patch_branch(e, to_maybe[i]);
+	for (size_t i = 3; i-- > 0;)
+		emit_r(e, ZYDIS_MNEMONIC_POP, saved[i]);
 	if (s->save_flags)
 		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
 	emit_adjust_sp(e, RED_ZONE);
@@ -344,8 +365,8 @@ ssize_t tramp_encode_probe(const struct tramp_spec *spec, uint8_t *out, size_t c
 {
 	struct emit e = {.out = out, .cap = cap, .at = spec->probe_at};
 
-	if (spec->hit && spec->objfast)
-		emit_call_objfast(&e, spec);
+	if (spec->hit && spec->obj_filter)
+		emit_objtest(&e, spec);
 	else if (spec->hit && spec->fast)
 		emit_call_fast(&e, spec);
 	else if (spec->hit)

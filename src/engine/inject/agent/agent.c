@@ -26,22 +26,17 @@
 void agent_hit(struct inj_regs *regs, struct inj_site *site) HIDDEN;
 uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
 	__attribute__((no_caller_saved_registers));
-uint32_t agent_objfast(uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5,
-		       uint64_t a6, const struct inj_site *site) HIDDEN
-	__attribute__((no_caller_saved_registers));
 
 /* The tracer reads this header at the blob's start. */
 struct agent_hdr {
 	uint64_t magic;
 	uint64_t hit_off;	/* offset of agent_hit in the blob */
 	uint64_t fast_off;	/* offset of agent_fast */
-	uint64_t objfast_off;	/* offset of agent_objfast */
 };
 __attribute__((section(".agent_hdr"), used)) HIDDEN const struct agent_hdr agent_hdr = {
 	.magic = INJ_MAGIC,
 	.hit_off = (uint64_t)&agent_hit,	/* the blob is linked at 0 */
 	.fast_off = (uint64_t)&agent_fast,
-	.objfast_off = (uint64_t)&agent_objfast,
 };
 
 static inline long sys6(long n, long a, long b, long c, long d, long e, long f)
@@ -955,17 +950,3 @@ done:
 	return 0;
 }
 
-/* A MATCH site's trampoline calls this first, with the argument registers
- * as they are (the site is on the stack): 0 when no argument can be a
- * followed object (the call records nothing and costs this only), 1 when
- * agent_hit is to decide. One load of the filter a register; no slot, no
- * count. */
-uint32_t agent_objfast(uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5,
-		       uint64_t a6, const struct inj_site *site)
-{
-	const uint16_t *f = (const uint16_t *)site->objs.filter;
-	uint32_t sh = site->objs.fshift;
-
-	return (objset_maybe(f, sh, a1) | objset_maybe(f, sh, a2) | objset_maybe(f, sh, a3) |
-		objset_maybe(f, sh, a4) | objset_maybe(f, sh, a5) | objset_maybe(f, sh, a6)) != 0;
-}
