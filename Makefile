@@ -55,7 +55,7 @@ AGENT_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -O2 -fPIC -ffreestandin
 	-fno-tree-loop-distribute-patterns -mgeneral-regs-only \
 	-fcf-protection=none -fvisibility=hidden -fno-sanitize=all
 build/inject/agent.bin: src/engine/inject/agent/agent.c src/engine/inject/agent/agent.lds \
-		src/engine/inject/inject_shared.h src/probe/fetch.h src/probe/fetch_eval.h \
+		src/engine/inject/inject_shared.h src/engine/inject/objset.h src/probe/fetch.h src/probe/fetch_eval.h \
 		src/probe/filter_eval.h src/probe/agg.h
 	@mkdir -p $(dir $@)
 	$(CC) $(AGENT_CFLAGS) -c $< -o build/inject/agent.o

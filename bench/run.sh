@@ -4,7 +4,8 @@
 # uprobe written by hand to uprobe_events, uftrace's dynamic patching
 # (uftrace record -P) and bpftrace when they are installed; then the highest
 # event rate the tracefs consumer keeps up with; then how long the inject
-# engine takes to attach 1, 100 and 1000 probes to a running process; then
+# engine takes to attach 1, 100 and 1000 probes to a running process (and
+# objtrace's cost a call that passes no followed object); then
 # aggregations where the probe runs (bench/agg.py); then recording
 # (bench/record.py); then every function of
 # python3 counted (bench/python.py); last, what libuscope-sdt's run-time USDT
@@ -68,6 +69,18 @@ PY
 )
 
 ARGS='bench_fn a=%di:s64 b=%si:s64'
+# objtrace: bench_obj's object followed; bench_fn's calls never pass it (but
+# the last, untimed): a probe whose calls do not match. Checked first, on
+# every engine: exactly the object followed and that one call recorded.
+OBJ_FROM='r:bench_obj o=$retval'
+for e in inject bpf tracefs; do
+	out=$($US objtrace -e $e --from "$OBJ_FROM" bench_fn -- $T 100000 1 0 $BURST 1 2>$B/stderr) ||
+		{ cat $B/stderr >&2; echo "bench: objtrace -e $e failed" >&2; exit 1; }
+	if [ "$(echo "$out" | grep -c ' object:0x.* followed$')" != 1 ] ||
+	   [ "$(echo "$out" | grep -c ': bench_fn: .* arg1 object:0x')" != 1 ]; then
+		echo "$out" >&2; echo "bench: objtrace -e $e: not the one object and one call" >&2; exit 1
+	fi
+done
 echo "bench: timing (N_FAST=$N_FAST, N_PROBED=$N_PROBED, bursts of $BURST calls, ${GAP_MS} ms apart)..." >&2
 # the fast runs, interleaved so that drift hits them alike
 for ((r = 0; r < REPS; r++)); do
@@ -75,6 +88,7 @@ for ((r = 0; r < REPS; r++)); do
 	run inj_entry $N_FAST 1 $US trace -e inject -o /dev/null "$ARGS" -- @T@
 	run inj_count $N_FAST 1 $US count -e inject bench_fn -- @T@
 	run inj_flow $N_FAST 1 $US flow -e inject -o /dev/null bench_fn -- @T@
+	run inj_obj $N_FAST 1 $US objtrace -e inject -o /dev/null --from "$OBJ_FROM" bench_fn -- @T@
 	if have uftrace; then
 		run uft_args $N_FAST 1 uftrace record -d $B/uftrace.data --no-libcall -P bench_fn \
 			-A 'bench_fn@arg1/i64,arg2/i64' @T@
@@ -87,6 +101,8 @@ run tfs_entry $N_PROBED 1 $US trace -e tracefs -o /dev/null "$ARGS" -- @T@
 run bpf_entry $N_PROBED 1 $US trace -e bpf -o /dev/null "$ARGS" -- @T@
 run tfs_count $N_PROBED 1 $US count -e tracefs bench_fn -- @T@
 run tfs_flow $N_PROBED 1 $US flow -e tracefs -o /dev/null bench_fn -- @T@
+run tfs_obj $N_PROBED 1 $US objtrace -e tracefs -o /dev/null --from "$OBJ_FROM" bench_fn -- @T@
+run bpf_obj $N_PROBED 1 $US objtrace -e bpf -o /dev/null --from "$OBJ_FROM" bench_fn -- @T@
 if have bpftrace; then
 	run bpftrace_count $N_PROBED 1 bpftrace -q -e "uprobe:$T:bench_fn { @[tid] = count(); }" -c @T@
 fi
@@ -164,6 +180,12 @@ row("uscope flow -e tracefs", 'tfs_flow', per='call')
 row("uftrace record -P bench_fn", 'uft_flow', per='call')
 ratios('inj_flow', [("tracefs", 'tfs_flow'), ("uftrace -P", 'uft_flow')], per='call')
 target('inj_flow', 40, "entry + return a call")
+print("== objtrace: bench_fn's calls receive no followed object (one is followed)")
+row("uscope objtrace -e inject", 'inj_obj')
+row("uscope objtrace -e tracefs", 'tfs_obj')
+row("uscope objtrace -e bpf", 'bpf_obj')
+ratios('inj_obj', [("tracefs", 'tfs_obj'), ("bpf", 'bpf_obj')])
+target('inj_obj', 10, "objtrace, a call that does not match")
 print("== return probe on bench_fn with its return value (tracefs engine)")
 row("r: on the ret instruction", 'tfs_ret')
 row("--uretprobe (the kernel's return-address swap)", 'tfs_uret')

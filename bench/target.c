@@ -6,6 +6,8 @@
  * achieved call rate.
  * KEYS > 0, a power of two, calls bench_fn(i & (KEYS - 1), 2*i) instead:
  * KEYS distinct first arguments, each N / KEYS times (N a multiple of KEYS).
+ * For uscope objtrace: bench_obj() hands out one object before the calls
+ * (never passed to them), and bench_fn gets it once after them, untimed.
  * usage: target [N [T [RATE [BURST [GAP_MS [KEYS]]]]]] */
 #include <pthread.h>
 #include <stdio.h>
@@ -24,6 +26,14 @@ __attribute__((noinline)) long bench_fn(long a, long b)
 {
 	__asm__ volatile("" ::: "memory");
 	return a * 3 + (b ^ 5) - (a >> 7);
+}
+
+static long the_obj[4];
+
+__attribute__((noinline)) long *bench_obj(void)
+{
+	__asm__ volatile("" ::: "memory");
+	return the_obj;
 }
 
 static double now(void)
@@ -79,12 +89,15 @@ int main(int argc, char **argv)
 	keys = argc > 6 ? atol(argv[6]) : 0;
 	if (threads < 1 || threads > 64)
 		threads = 1;
+	long *obj = bench_obj();
+
 	t0 = now();
 	for (int i = 0; i < threads; i++)
 		pthread_create(&tid[i], NULL, run, NULL);
 	for (int i = 0; i < threads; i++)
 		pthread_join(tid[i], NULL);
 	t1 = now();
+	sink += bench_fn((long)obj, 0);
 	/* bursts: the mean over threads of their timed (burst) time */
 	printf("calls %ld ns_per_call %.2f rate %.0f\n", n_calls * threads,
 	       (burst ? timed_total / threads : t1 - t0) * 1e9 / (double)n_calls,

@@ -114,8 +114,12 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 		{"drop", no_argument, NULL, 'D'},
 		{"sort", required_argument, NULL, 'Y'},
 		{"format", required_argument, NULL, 'F'},
-		{"stack-size", required_argument, NULL, 'X'},
-		{"folded", no_argument, NULL, 'W'},
+		{"stack-size", required_argument, NULL, 'z'},
+		{"folded", no_argument, NULL, 'y'},
+		{"from", required_argument, NULL, 'W'},
+		{"until", required_argument, NULL, 'X'},
+		{"field", required_argument, NULL, 'G'},
+		{"max-objects", required_argument, NULL, 'M'},
 	};
 	static const unsigned need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
 					CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
@@ -123,7 +127,11 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 					CLI_ARG_AGG, CLI_ARG_AGG, CLI_ARG_TOP, CLI_ARG_LINEAR,
 					CLI_ARG_LATENCY, CLI_ARG_LATENCY, CLI_ARG_REPLAY,
 					CLI_ARG_RECORD, CLI_ARG_RECORD, CLI_ARG_SORT,
-					CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED};
+					CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED,
+					CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE,
+					CLI_ARG_OBJTRACE};
+	_Static_assert(sizeof(need) / sizeof(need[0]) == sizeof(all) / sizeof(all[0]),
+		       "an option's need for each option");
 	struct option opts[sizeof(all) / sizeof(all[0]) + 1];
 	char shorts[32] = "p:d:e:qvh";
 	size_t n = 0;
@@ -263,7 +271,7 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 			o->so.record.snapshot = v;
 			break;
 		}
-		case 'X': {
+		case 'z': {
 			unsigned long long v;
 
 			if (parse_size(optarg, &v) || v < 64 || v > USC_STACK_BYTES_MAX) {
@@ -274,7 +282,7 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 			o->so.stack_bytes = (uint32_t)v;
 			break;
 		}
-		case 'W':
+		case 'y':
 			o->folded = true;
 			break;
 		case 'D':
@@ -286,6 +294,29 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 		case 'F':
 			o->format = optarg;
 			break;
+		case 'W':
+		case 'X':
+		case 'G':
+			if (*(c == 'W' ? &o->obj_from : c == 'X' ? &o->obj_until : &o->obj_field)) {
+				cli_error("--%s is given once", c == 'W' ? "from" : c == 'X' ? "until" :
+					  "field");
+				return 2;
+			}
+			*(c == 'W' ? &o->obj_from : c == 'X' ? &o->obj_until : &o->obj_field) = optarg;
+			break;
+		case 'M': {
+			unsigned long v;
+
+			errno = 0;
+			v = strtoul(optarg, &end, 10);
+			if (*end || errno || !v || optarg[0] == '-' || v > USC_OBJ_MAX) {
+				cli_error("--max-objects wants a number of objects from 1 to %d, not '%s'",
+					  USC_OBJ_MAX, optarg);
+				return 2;
+			}
+			o->so.objtrace.max_objects = (uint32_t)v;
+			break;
+		}
 		case 'h':
 			fputs(usage, stdout);
 			return 0;

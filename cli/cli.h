@@ -23,6 +23,7 @@ int cmd_latency(int argc, char **argv);
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_objtrace(int argc, char **argv);
 
 /* One-line error to stderr, "uscope: ..." */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -51,8 +52,10 @@ enum cli_arg_extra {
 	CLI_ARG_FORMAT = 1 << 12,	/* --format NAME */
 	CLI_ARG_READS = 1 << 13,	/* only reads a recording: -r FILE required,
 					 * no PROBE needed */
-	CLI_ARG_STACK = 1 << 14,	/* --stack-size SIZE ($ustack) */
-	CLI_ARG_FOLDED = 1 << 15,	/* --folded */
+	CLI_ARG_OBJTRACE = 1 << 14,	/* --from PROBE, --until PROBE, --field OFFS:TYPE,
+					 * --max-objects N */
+	CLI_ARG_STACK = 1 << 15,	/* --stack-size SIZE ($ustack) */
+	CLI_ARG_FOLDED = 1 << 16,	/* --folded */
 };
 
 /* The options of a tracing subcommand. */
@@ -66,6 +69,9 @@ struct cli_opts {
 	const char *sort;		/* --sort */
 	const char *format;		/* --format */
 	bool folded;			/* --folded */
+	const char *obj_from;		/* --from PROBE */
+	const char *obj_until;		/* --until PROBE */
+	const char *obj_field;		/* --field OFFS:TYPE */
 	struct usc_probe_spec *specs;	/* the PROBEs; the caller frees */
 	size_t nspecs;
 };

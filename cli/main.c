@@ -19,6 +19,7 @@ static void usage(FILE *f)
 	      "  count   count the hits of each probe, per key\n"
 	      "  hist    a histogram of a value, per probe and key\n"
 	      "  latency how long calls take, per function and key\n"
+	      "  objtrace follow objects through the calls that receive them\n"
 	      "  record  record every hit to a file, for -r FILE, report and export\n"
 	      "  report  per function calls and times of a recording\n"
 	      "  export  a recording as Chrome JSON, CTF or folded stacks\n"
@@ -54,6 +55,8 @@ int main(int argc, char **argv)
 		return cmd_hist(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "latency"))
 		return cmd_latency(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "objtrace"))
+		return cmd_objtrace(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "record"))
 		return cmd_record(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "report"))
@@ -62,7 +65,7 @@ int main(int argc, char **argv)
 		return cmd_export(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "list"))
 		return cmd_list(argc - 1, argv + 1);
-	cli_error("unknown command '%s' (commands: trace, flow, count, hist, latency, record, report, export, list; see uscope --help)",
+	cli_error("unknown command '%s' (commands: trace, flow, count, hist, latency, objtrace, record, report, export, list; see uscope --help)",
 		  argv[1]);
 	return 2;
 }

@@ -125,6 +125,10 @@ struct usc_engine_ops {
 	 * thread's newest records in overwrite buffers, written by record()
 	 * when the session says (session->snapshot_dump) */
 	bool flight_recorder;
+	/* uscope objtrace: the engine keeps the followed objects where the
+	 * probe runs (usc_obj_role): its sites' events come with their verdict
+	 * and only when it is not 0; otherwise the session keeps the set */
+	bool objtrace;
 	/* Set up engine state, without touching the system: check that the
 	 * engine can work here at all (support, permission, a target it can
 	 * trace). 0, or -errno with the reason in why. */

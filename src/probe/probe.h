@@ -181,7 +181,22 @@ struct usc_probe_spec {
 	unsigned nargs;
 	struct usc_fetcharg args[USC_MAX_ARGS];
 	struct usc_filter filter;	/* if COND; filter.n == 0: none */
+	uint8_t obj_role;		/* uscope objtrace: enum usc_obj_role */
 };
+
+/* uscope objtrace: what a probe does with the followed objects. A FROM or
+ * UNTIL probe's first argument is the object; a MATCH probe's arguments are
+ * the six SysV argument registers (arg1..arg6), then with --field the value
+ * at that offset of each (field1..field6). Each ends with a hidden verdict
+ * (USC_OBJ_VERDICT) the engine that keeps the set writes: FROM 1 followed,
+ * 2 not (the set is full); UNTIL 1 released; MATCH the mask of the
+ * arguments that hold a followed object. A hit whose verdict would be 0
+ * (an UNTIL of no followed object, a MATCH of none) is no event. */
+enum usc_obj_role { USC_OBJ_NONE, USC_OBJ_FROM, USC_OBJ_UNTIL, USC_OBJ_MATCH };
+#define USC_OBJ_NREGS 6
+#define USC_OBJ_MAX 65535	/* objects followed at once, at most */
+#define USC_OBJ_DEFAULT 1024
+#define USC_OBJ_VERDICT "__objtrace"
 
 /* Parse one probe. Returns 0, or -EINVAL with *err filled. */
 int usc_probe_parse(const char *text, struct usc_probe_spec *spec,

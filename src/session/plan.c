@@ -189,6 +189,55 @@ static int untangle(struct usc_session *s, struct answers *a)
 	return 0;
 }
 
+/* uscope objtrace: the followed set lives with one engine (in the process,
+ * in a BPF map, or in the session for tracefs), so every site that follows
+ * objects goes to it: the first engine that can place every --from and
+ * --until site. A function of a glob that engine cannot place is left
+ * unplaced (unplaced() counts it). */
+static int place_objtrace(struct usc_session *s, struct answers *a)
+{
+	int e = -1;
+
+	if (!s->opts.objtrace.on)
+		return 0;
+	for (size_t k = 0; k < s->nengines && e < 0; k++) {
+		bool all = s->engines[k].e != NULL;
+
+		for (size_t i = 0; i < s->nsites && all; i++) {
+			uint8_t role = s->sites[i].spec->obj_role;
+
+			if (!s->sites[i].hidden && (role == USC_OBJ_FROM || role == USC_OBJ_UNTIL))
+				all = ask(s, a, k, i) > 0;
+		}
+		if (all)
+			e = (int)k;
+	}
+	if (e < 0) {
+		log_error("objtrace: no engine can place every --from and --until probe (-v says "
+			  "why)");
+		return -ENOTSUP;
+	}
+	for (size_t i = 0; i < s->nsites; i++) {
+		struct usc_site *st = &s->sites[i];
+
+		if (st->hidden || st->spec->obj_role == USC_OBJ_NONE || s->place[i].engine == e)
+			continue;
+		if (st->tail_call && has_group(s, i)) {
+			place_group(s, a, i, (size_t)e);
+			if (s->place[i].engine == e)
+				continue;
+		} else if (ask(s, a, (size_t)e, i) > 0) {
+			place(s, a, i, e);
+			continue;
+		}
+		s->place[i].engine = -1;
+		for (size_t k = 0; k < s->nsites; k++)
+			if (s->sites[k].cont && (size_t)s->sites[k].group == i)
+				s->place[k].engine = -1;
+	}
+	return 0;
+}
+
 /* Sites of a probe no engine can place: an error naming each engine's
  * reason, or for a glob one warning that counts them. */
 static int unplaced(struct usc_session *s, struct answers *a)
@@ -288,9 +337,13 @@ int session_plan_engines(struct usc_session *s)
 		else
 			place(s, &a, i, first_engine(s, &a, 0, i));
 	}
-	ret = untangle(s, &a);
+	ret = place_objtrace(s, &a);
+	if (!ret)
+		ret = untangle(s, &a);
 	if (!ret)
 		ret = unplaced(s, &a);
+	if (!ret)
+		ret = session_obj_init(s);
 	if (ret)
 		goto out;
 	/* $retval at a tail call that no engine follows: not computed yet */

@@ -356,9 +356,17 @@ static int sinks_event(const struct usc_event *ev0, void *ctx)
 int session_deliver(const struct usc_event *ev, void *ctx)
 {
 	struct usc_session *s = ctx;
+	struct usc_value vals[USC_MAX_ARGS];
+	struct usc_event obj_ev;
 
 	if (ev->site->hidden)
 		return 0;	/* not a probe of the user's */
+	if (session_obj_here(s, ev->site)) {
+		/* objtrace on an engine that keeps no set: the session does */
+		if (!session_obj_event(s, ev, &obj_ev, vals))
+			return 0;
+		ev = &obj_ev;
+	}
 	if (!ev->site->filter_in_place && !engine_filter_pass(ev))
 		return 0;	/* the engine could not filter it */
 	if (s->rec) {
@@ -934,6 +942,7 @@ void usc_session_free(struct usc_session *s)
 	session_agg_free(s);
 	for (size_t i = 0; i < USC_MAX_ARGS; i++)
 		free(s->stacks[i]);
+	session_obj_free(s);
 	free(s->engines);
 	free(s->place);
 	free(s->stats);

@@ -68,6 +68,12 @@ struct usc_session_opts {
 					 * count instead of recording */
 	unsigned resolve_flags;		/* RESOLVE_URETPROBE, RESOLVE_NO_INLINES */
 	struct usc_agg_opts agg;
+	/* uscope objtrace: probes with an obj_role follow objects; the set
+	 * holds max_objects at most (a --from hit beyond is reported) */
+	struct {
+		bool on;
+		uint32_t max_objects;
+	} objtrace;
 	/* uscope record: engines write their records unformatted to the
 	 * recorder sink, lossless unless drop (a full buffer drops and counts);
 	 * snapshot: the flight recorder, the last that many bytes a thread
@@ -140,6 +146,8 @@ struct usc_session {
 	struct mapwatch *mapwatch;	/* ... the maps as they change (stack/mapwatch.h) */
 	bool snapshot_dump;		/* the flight recorder writes now: record()
 					 * writes the overwrite buffers' newest bytes */
+	struct session_objset *objset;	/* objtrace: the set kept here, for the sites
+					 * of an engine that keeps none (session/objtrace.c) */
 };
 
 /* How a run ended. */

@@ -24,6 +24,18 @@ int session_plan_agg(struct usc_session *s);
 int session_agg_collect(struct usc_session *s);
 void session_agg_free(struct usc_session *s);
 
+/* objtrace.c: the followed set kept by the session, for the sites of an
+ * engine that keeps none where the probe runs (tracefs). */
+int session_obj_init(struct usc_session *s);
+void session_obj_free(struct usc_session *s);
+/* Does the session keep the set for this site's events? */
+bool session_obj_here(const struct usc_session *s, const struct usc_site *site);
+/* An event of such a site through the set: 1 with *out the event with its
+ * verdict (its values copied into vals, USC_MAX_ARGS of them), 0 when it is
+ * no event (a call with no followed object, an --until of none). */
+int session_obj_event(struct usc_session *s, const struct usc_event *ev, struct usc_event *out,
+		      struct usc_value *vals);
+
 /* merge.c: events of several engines in time order. */
 struct session_merge *merge_new(void);
 void merge_free(struct session_merge *m);

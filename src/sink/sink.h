@@ -12,6 +12,7 @@
 #define USC_SINK_SINK_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "engine/engine.h"
@@ -64,6 +65,11 @@ struct usc_sink *usc_sink_hist(FILE *fp, bool json);
 /* latency: entry-to-return times per function and key, and with per_call a
  * line per call (latency.c). */
 struct usc_sink *usc_sink_latency(FILE *fp, bool json, bool per_call);
+/* objtrace: a line per call that received a followed object (the
+ * argument, the object, the --field value), per object followed and per
+ * object released; one JSON object per line with json (objtrace.c). A
+ * --from hit that found the set (max_objects) full is reported. */
+struct usc_sink *usc_sink_objtrace(FILE *fp, bool json, uint32_t max_objects);
 /* record: the engines' records, unformatted, into a recording at path
  * (record/format.h); command is how it was made, for the header. */
 struct usc_sink *usc_sink_record(const char *path, const char *command);

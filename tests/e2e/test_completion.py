@@ -58,15 +58,16 @@ def test_syntax():
 
 def test_commands():
     got, _ = complete(f"{uscope_bin()} ")
-    assert {"trace", "flow", "count", "hist", "latency", "record", "report", "export",
-            "list"} <= set(got), got
+    assert {"trace", "flow", "count", "hist", "latency", "objtrace", "record", "report",
+            "export", "list"} <= set(got), got
     got, _ = complete(f"{uscope_bin()} la")
     assert got == ["latency"], got
     got, _ = complete(f"{uscope_bin()} --")
     assert {"--help", "--version"} <= set(got), got
 
 
-COMMANDS = ["trace", "flow", "count", "hist", "latency", "record", "report", "export", "list"]
+COMMANDS = ["trace", "flow", "count", "hist", "latency", "objtrace", "record", "report",
+            "export", "list"]
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
@@ -94,6 +95,17 @@ def test_engines(opt, words):
     assert set(got) == words, got
     got, _ = complete(f"{uscope_bin()} trace {opt} tr")
     assert got == ["tracefs"], got
+
+
+def test_objtrace_probes():
+    """--from and --until take a PROBE: completed as one; --max-objects a number."""
+    lib = u.target("libobj.so")
+    got, _ = complete(f"{uscope_bin()} objtrace --from r:{lib}:obj_n")
+    assert got == ["obj_new"], got
+    got, _ = complete(f"{uscope_bin()} objtrace --from x --until {lib}:obj_f")
+    assert got == ["obj_free"], got
+    got, _ = complete(f"{uscope_bin()} objtrace --max-objects ")
+    assert got == [], got
 
 
 def test_export_formats_and_sorts():

@@ -133,6 +133,10 @@ static int ub_load(struct ub *u)
 		bpf_program__set_autoload(u->skel->progs.usc_probe, !sleepable);
 		bpf_program__set_autoload(u->skel->progs.usc_fork, u->follow);
 		err = ub_agg_prepare(u);
+		if (!err && bpf_map__set_max_entries(u->skel->maps.objs,
+						     s->opts.objtrace.on ?
+						     s->opts.objtrace.max_objects : 1))
+			err = -EINVAL;
 		if (err) {
 			uscope_bpf__destroy(u->skel);
 			u->skel = NULL;
@@ -174,6 +178,10 @@ static int ub_fill_site(struct ub *u, size_t i, struct ub_site *us)
 		us->args[a].ninsn = fa->ninsn;
 	}
 	ub_agg_site(u, site, us);
+	if (site->spec->obj_role != USC_OBJ_NONE && n) {
+		us->obj = (unsigned short)site->spec->obj_role;
+		us->obj_verdict = (unsigned short)(n - 1);	/* before the return address */
+	}
 	u->ret_idx[i] = -1;
 	if (site->ret_site) {
 		struct ub_arg *ra = &us->args[n];
@@ -419,6 +427,7 @@ static void ub_destroy(struct usc_engine *e)
 const struct usc_engine_ops bpf_engine_ops = {
 	.name = "bpf",
 	.follows_tail_calls = true,
+	.objtrace = true,
 	.create = ub_create,
 	.can_place = ub_can_place,
 	.attach = ub_attach,

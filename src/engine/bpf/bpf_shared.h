@@ -46,6 +46,17 @@ enum ub_agg_role {
 	UB_AGG_RETURN = 3,	/* latency: the call of agg_func ends */
 };
 
+/* What a site does with the followed objects (uscope objtrace, the
+ * objs map; = enum usc_obj_role). */
+enum ub_obj_role {
+	UB_OBJ_NONE = 0,
+	UB_OBJ_FROM = 1,	/* follow its first argument (verdict 1, or 2: full) */
+	UB_OBJ_UNTIL = 2,	/* follow it no more (verdict 1; none: no record) */
+	UB_OBJ_MATCH = 3,	/* record only a call that passes a followed object in
+				 * an argument register (verdict: their mask) */
+};
+#define UB_OBJ_NREGS 6
+
 struct ub_site {
 	unsigned long long vaddr;	/* link-time address of the probe point */
 	unsigned long long offset;	/* its file offset */
@@ -57,7 +68,8 @@ struct ub_site {
 	int agg_value;			/* hist: the value's arg, else -1 */
 	unsigned int agg_func;		/* latency: the function's id */
 	unsigned int agg_str_max;	/* bytes of a string in the key */
-	unsigned int pad;
+	unsigned short obj;		/* objtrace: enum ub_obj_role */
+	unsigned short obj_verdict;	/* ... the argument its verdict goes in */
 	unsigned char arg_size[UB_MAX_ARGS];	/* an integer's bytes (0: all 8) */
 	unsigned char arg_sign[UB_MAX_ARGS];
 	unsigned char arg_str[UB_MAX_ARGS];

@@ -88,6 +88,16 @@ struct {
 	__uint(value_size, sizeof(struct agg_val));
 } agg SEC(".maps");
 
+/* uscope objtrace: the followed objects, added and removed by the --from
+ * and --until sites, looked up by the others (max_entries set at load:
+ * --max-objects; an add beyond is refused, counted as full). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u64);
+	__type(value, __u8);
+} objs SEC(".maps");
+
 /* A new row's values */
 static char agg_zeros[sizeof(struct agg_val) + 8 * UB_BUCKETS_MAX];
 
@@ -714,6 +724,50 @@ static __always_inline __u32 copy_stack(struct task_state *ts, struct eval_ctx *
 	return UB_STK_OFF + sizeof(*h) + ((s.got + 7) & ~7u);
 }
 
+/* ---- objtrace ------------------------------------------------------------ */
+
+/* The mask of the argument registers (rdi, rsi, rdx, rcx, r8, r9) that hold
+ * a followed object. */
+static __always_inline __u64 obj_mask(const __u64 *regs)
+{
+	static const __u8 r[UB_OBJ_NREGS] = {USC_REG_DI, USC_REG_SI, USC_REG_DX, USC_REG_CX,
+					     USC_REG_R8, USC_REG_R9};
+	__u64 mask = 0;
+
+	for (int i = 0; i < UB_OBJ_NREGS; i++) {
+		__u64 k = regs[r[i]];
+
+		if (k && bpf_map_lookup_elem(&objs, &k))
+			mask |= 1ULL << i;
+	}
+	return mask;
+}
+
+/* A site's verdict on a hit (enum ub_obj_role), its arguments evaluated
+ * into the record: FROM 1 (followed) or 2 (the set is full: counted),
+ * UNTIL 1 (released), MATCH the mask; 0: no record. */
+static __always_inline __u64 obj_verdict(const struct ub_site *site, struct task_state *ts,
+					 struct ub_counts *cnt)
+{
+	const struct ub_rec *rec = (const struct ub_rec *)ts->buf;
+	__u64 k;
+	__u8 one = 1;
+	long err;
+
+	if (site->obj == UB_OBJ_MATCH)
+		return obj_mask(ts->regs);
+	if (rec->vals[0].kind != UB_INT || !(k = rec->vals[0].val))
+		return 0;
+	if (site->obj == UB_OBJ_UNTIL)
+		return bpf_map_delete_elem(&objs, &k) == 0;
+	err = bpf_map_update_elem(&objs, &k, &one, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: followed already */) {
+		__sync_fetch_and_add(&cnt->full, 1);
+		return 2;
+	}
+	return 1;
+}
+
 /* ---- a hit --------------------------------------------------------------- */
 
 /* Site `idx` from the registers: record it into the ring buffer, or
@@ -755,6 +809,15 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	c.str_off = sizeof(struct ub_rec);
 	c.nargs = nargs;
 	bpf_loop(nargs * UB_MAX_INSN, sleepable ? eval_step_s : eval_step_ns, &c, 0);
+	if (site->obj) {
+		__u64 verdict = obj_verdict(site, ts, cnt);
+		struct ub_val *v = &rec->vals[site->obj_verdict & (UB_MAX_ARGS - 1)];
+
+		if (!verdict)
+			return;
+		v->kind = UB_INT;
+		v->val = verdict;
+	}
 	if (!filter_pass(site, ts))
 		return;
 	if (site->agg) {
@@ -891,6 +954,8 @@ static __always_inline int probe(struct pt_regs *regs, bool sleepable)
 			bpf_loop(UB_POPS, sleepable ? pop_s : pop_ns, &pc, 0);
 		return 0;
 	}
+	if (site->obj == UB_OBJ_MATCH && !obj_mask(ts->regs))
+		return 0;	/* no followed object: nothing to evaluate */
 	emit(ts, id, id, cnt, sleepable);
 	return 0;
 }

@@ -159,6 +159,9 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	struct inj_ctl agg_offs = {0};
 
 	off = inj_agg_reserve(j, off, &agg_offs);
+	uint64_t obj_off;
+
+	off = inj_obj_reserve(j, off, &obj_off);
 	m->size = off;
 
 	/* the self word, 0 in a forked child; first, the memfd's name goes
@@ -237,6 +240,7 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	c->agg_lat_off = agg_offs.agg_lat_off;
 	c->agg_scratch_off = agg_offs.agg_scratch_off;
 	inj_agg_ctl(j, c);
+	inj_obj_ctl(j, c, obj_off);
 	{
 		const struct usc_session *s = j->base.session;
 
@@ -316,6 +320,7 @@ static void fill_sites(struct inj *j, struct inj_image *img)
 								    fetch_stack_bytes(in[0].imm));
 			}
 			inj_agg_site(j, site, d, img->shm.ctl, img->shm.remote);
+			inj_obj_site(site, d, img->shm.ctl, img->shm.remote);
 		}
 	}
 }
@@ -386,6 +391,10 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 
 			ts.hit = m->agent_remote + hdr->hit_off;
 			ts.site = m->remote + m->ctl->sites_off + i * sizeof(struct inj_site);
+			if (is->obj == INJ_OBJ_MATCH) {
+				ts.obj_filter = is->objs.filter;
+				ts.obj_shift = (uint8_t)is->objs.fshift;
+			}
 			if (is->agg_fast) {
 				ts.fast = m->agent_remote + hdr->fast_off;
 				ts.fast_a = is->nargs > 0 ? is->reg_only[0] : 0xff;

@@ -280,6 +280,7 @@ const struct usc_engine_ops inject_engine_ops = {
 	.trace_exec = true,
 	.follows_tail_calls = true,
 	.flight_recorder = true,
+	.objtrace = true,
 	.create = inj_create,
 	.can_place = inj_can_place,
 	.footprint = inj_footprint,

@@ -247,6 +247,19 @@ void inj_agg_site(struct inj *j, const struct usc_site *site, struct inj_site *d
 /* A reclaimed slot: its calls are over. */
 void inj_agg_reclaim(struct inj_shm *m, uint32_t slot);
 
+/* objset.c: uscope objtrace's followed set */
+/* Room for the set after off in the shared layout (*obj_off: where, or 0
+ * when no site follows objects); the new end. */
+uint64_t inj_obj_reserve(struct inj *j, uint64_t off, uint64_t *obj_off);
+/* The set's geometry into the new region's control block c. */
+void inj_obj_ctl(struct inj *j, struct inj_ctl *c, uint64_t obj_off);
+/* What the agent is told of a site: its role, where its verdict goes, and
+ * the set's addresses in the process (the region mapped at remote). */
+void inj_obj_site(const struct usc_site *site, struct inj_site *d, const struct inj_ctl *c,
+		  uint64_t remote);
+/* --from hits that found the set full, in an image's region. */
+uint64_t inj_obj_full(const struct inj_shm *m);
+
 /* system calls run in the process */
 long inj_rsys(struct remote *rem, long nr, long a1, long a2, long a3, long a4, long a5, long a6);
 bool inj_rsys_failed(long r);

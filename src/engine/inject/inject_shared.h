@@ -21,6 +21,7 @@
  *                     calls a thread is in
  *   uint8_t           scratch[nslots][INJ_SCRATCH] at agg_scratch_off: where
  *                     a thread builds a key
+ * and for uscope objtrace (obj_off != 0): the followed objects (objset.h).
  *
  * Aggregation takes no lock either: a key's row is found in the directory
  * by the key's hash (open addressing); a new key claims an entry by a
@@ -99,6 +100,7 @@ struct inj_ctl {
 	uint32_t overwrite;		/* the flight recorder: a full ring drops its oldest
 					 * records; the tracer reads it at the end */
 	volatile uint64_t tsc_mult;	/* latency: units = tsc ticks * tsc_mult >> 32 */
+	uint64_t obj_off;		/* objtrace: struct objset (objset.h), or 0 */
 };
 
 /* A directory entry: a key's row. */
@@ -179,6 +181,18 @@ enum inj_site_kind {
 			 * tail calls waiting on this stack pointer */
 };
 
+#define INJ_OBJ_NREGS 6		/* objtrace: the SysV argument registers */
+
+/* What a site does with the followed objects (= enum usc_obj_role). */
+enum inj_obj_role {
+	INJ_OBJ_NONE = 0,
+	INJ_OBJ_FROM = 1,	/* follow its first argument (verdict 1, or 2: full) */
+	INJ_OBJ_UNTIL = 2,	/* follow it no more (verdict 1; none: no record) */
+	INJ_OBJ_MATCH = 3,	/* record only a call that passes a followed object
+				 * in an argument register (verdict: their mask);
+				 * the trampoline tests the set's filter first */
+};
+
 /* What a site does when it aggregates where the probe runs. */
 enum inj_agg_role {
 	INJ_AGG_NONE = 0,	/* record the event */
@@ -200,7 +214,8 @@ struct inj_site {
 					 * stack), 0: none */
 	uint32_t pad_s;
 	uint32_t kind;			/* enum inj_site_kind */
-	uint32_t pad;
+	uint16_t obj;			/* enum inj_obj_role */
+	uint16_t obj_verdict;		/* ... the argument its verdict goes in */
 	uint8_t reg_only[INJ_MAX_ARGS];	/* an argument that is a register as it is:
 					 * that register (the fast path), else 0xff */
 	/* aggregation (inj_ctl.agg_kind) */
@@ -236,6 +251,13 @@ struct inj_site {
 					 * agent has found it (0: not yet) */
 		uint32_t pad;
 	} fast;
+	/* objtrace: the set in the process (the trampoline tests objs.filter) */
+	struct {
+		uint64_t set;		/* struct objset */
+		uint64_t filter;	/* its counters */
+		uint32_t fshift;
+		uint32_t pad;
+	} objs;
 	struct inj_arg args[INJ_MAX_ARGS];
 };
 

@@ -2,7 +2,9 @@
  * call the agent with them and the site, restore them. A count-only probe
  * is one locked increment of a per-CPU counter instead. A site that
  * aggregates integers from registers calls the agent's fast path first,
- * which keeps the registers itself, and the full call only when it asks.
+ * which keeps the registers itself, and the full call only when it asks;
+ * a site that follows objects (objtrace) tests the set's filter inline
+ * first, with no call at all.
  *
  * The flags are saved only where they may be live: not at a function's entry
  * nor at a return site, where the calling convention leaves them dead. The
@@ -304,11 +306,68 @@ static void emit_call_fast(struct emit *e, const struct tramp_spec *s)
 	patch_branch(e, to_done);
 }
 
+/* objtrace: the set's filter tested here, with no call: a counter of the
+ * filter (engine/inject/objset.h) per argument register, at the hash of
+ * its value; a call whose registers all find 0 passes no followed object,
+ * and that is the whole hit. Otherwise the full call decides. Saves rax,
+ * r10 and r11, and the flags where they may be live. */
+static void emit_objtest(struct emit *e, const struct tramp_spec *s)
+{
+	static const ZydisRegister args[] = {ZYDIS_REGISTER_RDI, ZYDIS_REGISTER_RSI,
+					     ZYDIS_REGISTER_RDX, ZYDIS_REGISTER_RCX,
+					     ZYDIS_REGISTER_R8, ZYDIS_REGISTER_R9};
+	static const ZydisRegister saved[] = {ZYDIS_REGISTER_RAX, ZYDIS_REGISTER_R10,
+					      ZYDIS_REGISTER_R11};
+	size_t to_maybe[6], to_done;
+
+	emit_adjust_sp(e, -RED_ZONE);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_PUSHFQ);
+	for (size_t i = 0; i < 3; i++)
+		emit_r(e, ZYDIS_MNEMONIC_PUSH, saved[i]);
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)0x9e3779b97f4a7c15ULL);
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_R10, (int64_t)s->obj_filter);
+	for (size_t i = 0; i < 6; i++) {
+		ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_CMP);
+		ZydisEncoderOperand *o = &r.operands[r.operand_count++];
+
+		emit_rr(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_R11, args[i]);
+		emit_rr(e, ZYDIS_MNEMONIC_IMUL, ZYDIS_REGISTER_R11, ZYDIS_REGISTER_RAX);
+		emit_ri(e, ZYDIS_MNEMONIC_SHR, ZYDIS_REGISTER_R11, s->obj_shift);
+		/* cmp word [r10 + r11 * 2], 0 */
+		o->type = ZYDIS_OPERAND_TYPE_MEMORY;
+		o->mem.base = ZYDIS_REGISTER_R10;
+		o->mem.index = ZYDIS_REGISTER_R11;
+		o->mem.scale = 2;
+		o->mem.size = 2;
+		op_imm(&r, 0);
+		emit_req(e, &r);
+		to_maybe[i] = emit_branch(e, ZYDIS_MNEMONIC_JNZ);
+	}
+	for (size_t i = 3; i-- > 0;)
+		emit_r(e, ZYDIS_MNEMONIC_POP, saved[i]);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
+	emit_adjust_sp(e, RED_ZONE);
+	to_done = emit_branch(e, ZYDIS_MNEMONIC_JMP);
+	for (size_t i = 0; i < 6; i++)
+		patch_branch(e, to_maybe[i]);
+	for (size_t i = 3; i-- > 0;)
+		emit_r(e, ZYDIS_MNEMONIC_POP, saved[i]);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
+	emit_adjust_sp(e, RED_ZONE);
+	emit_call_agent(e, s);
+	patch_branch(e, to_done);
+}
+
 ssize_t tramp_encode_probe(const struct tramp_spec *spec, uint8_t *out, size_t cap)
 {
 	struct emit e = {.out = out, .cap = cap, .at = spec->probe_at};
 
-	if (spec->hit && spec->fast)
+	if (spec->hit && spec->obj_filter)
+		emit_objtest(&e, spec);
+	else if (spec->hit && spec->fast)
 		emit_call_fast(&e, spec);
 	else if (spec->hit)
 		emit_call_agent(&e, spec);

@@ -23,6 +23,12 @@ struct tramp_spec {
 	 * returns non-zero, hit(regs, site) as above */
 	uint64_t fast;
 	uint8_t fast_a, fast_b;
+	/* objtrace: a site that follows objects tests the set's filter
+	 * (objset.h: counters at obj_filter, indexed by a hash >> obj_shift)
+	 * on the argument registers first: all 0 ends the hit, else
+	 * hit(regs, site) */
+	uint64_t obj_filter;
+	uint8_t obj_shift;
 	/* a count-only probe (hit == 0): lock inc of a per-CPU counter at
 	 * counter + (cpu % 64) * stride; without rdpid, CPU 0's */
 	uint64_t counter;

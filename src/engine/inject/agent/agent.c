@@ -18,6 +18,7 @@
  * count or histogram a value in its key's row, or pair a call's entry with
  * its return (latency), in the shared memory (inject_shared.h). */
 #include "engine/inject/inject_shared.h"
+#include "engine/inject/objset.h"
 #include "probe/agg.h"
 
 #define HIDDEN __attribute__((visibility("hidden")))
@@ -594,6 +595,62 @@ static void aggregate(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint
 		row_add(c, slot, row, v);
 }
 
+/* ---- objtrace --------------------------------------------------------------- */
+
+/* The SysV argument registers, in order. */
+static const uint8_t obj_regs[INJ_OBJ_NREGS] = {USC_REG_DI, USC_REG_SI, USC_REG_DX, USC_REG_CX,
+						USC_REG_R8, USC_REG_R9};
+
+/* A site's verdict on a hit (enum inj_obj_role): FROM 1 (followed) or 2
+ * (the set is full: counted), UNTIL 1 (released), MATCH the mask of the
+ * argument registers that hold a followed object; 0: no record. */
+static uint64_t obj_verdict(struct inj_ctl *c, const struct inj_site *site, uint64_t *regs,
+			    const struct env *env, uint64_t *counts)
+{
+	struct objset *o = (struct objset *)((char *)c + c->obj_off);
+	struct fetch_where w = {site->ip, site->offset, site->vaddr};
+	struct inj_val v = {0};
+	uint64_t mask = 0;
+	uint32_t off = 0;
+	char none[8];
+	int r;
+
+	if (!c->obj_off)
+		return 0;
+	if (site->obj == INJ_OBJ_MATCH) {
+		for (uint32_t i = 0; i < INJ_OBJ_NREGS; i++)
+			if (objset_find(o, regs[obj_regs[i]]) >= 0)
+				mask |= 1u << i;
+		return mask;
+	}
+	/* the object: the first argument, an integer (the CLI sees to it: a
+	 * string would not fit in none) */
+	if (site->nstr)
+		return 0;
+	if (site->reg_only[0] < USC_REG_NR)
+		v.val = regs[site->reg_only[0]];
+	else
+		eval_arg(env, &w, regs, &site->args[0], &v, none, &off, 0);
+	if (v.kind != INJ_INT)
+		return 0;
+	if (site->obj == INJ_OBJ_UNTIL)
+		return (uint64_t)objset_del(o, v.val);
+	r = objset_add(o, v.val);
+	if (r == OBJSET_FULL)
+		counts[2]++;	/* reported: the set is full */
+	return r == OBJSET_FULL ? 2 : r ? 1 : 0;
+}
+
+/* A MATCH site's record: the field of the first followed argument only
+ * (field1..field6 follow arg1..arg6); the others are not read. */
+static inline int obj_skip(const struct inj_site *site, uint64_t verdict, uint32_t i)
+{
+	uint64_t first = verdict & -verdict;
+
+	return site->obj == INJ_OBJ_MATCH && i >= INJ_OBJ_NREGS && i < 2 * INJ_OBJ_NREGS &&
+	       !((first >> (i - INJ_OBJ_NREGS)) & 1);
+}
+
 #define SYS_futex 202
 #define FUTEX_WAIT 0
 
@@ -655,7 +712,7 @@ static int room(struct inj_ctl *c, struct inj_slot *s, const char *ring, uint64_
  * slot's ring; counts its loss when the ring is full. */
 static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 		   const struct inj_site *site, const struct inj_site *at, uint64_t *regs,
-		   const struct env *env)
+		   const struct env *env, uint64_t verdict)
 {
 	uint32_t size = c->ring_size, pos, pad = 0, need, nargs, aux, lo, hi;
 	uint64_t head, slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
@@ -704,7 +761,10 @@ static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 	for (uint32_t i = 0; i < nargs; i++) {
 		uint8_t reg = site->reg_only[i];
 
-		if (reg < USC_REG_NR) {
+		if (site->obj && (i == site->obj_verdict || obj_skip(site, verdict, i))) {
+			h->vals[i].kind = i == site->obj_verdict ? INJ_INT : INJ_FAULT;
+			h->vals[i].val = verdict;
+		} else if (reg < USC_REG_NR) {
 			h->vals[i].kind = INJ_INT;
 			h->vals[i].val = regs[reg];
 		} else {
@@ -718,15 +778,20 @@ static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 	__atomic_store_n(&s->head, head + h->len, __ATOMIC_RELEASE);
 }
 
-/* What the site does with a hit: record it, or aggregate it. */
+/* What the site does with a hit: record it, or aggregate it; a site that
+ * follows objects first its verdict (objtrace), and none is no record. */
 static inline void deliver(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint64_t *counts,
 			   const struct inj_site *site, const struct inj_site *at, uint64_t *regs,
 			   const struct env *env)
 {
+	uint64_t verdict = 0;
+
+	if (site->obj && !(verdict = obj_verdict(c, site, regs, env, counts)))
+		return;
 	if (site->agg)
 		aggregate(c, s, slot, counts, site, regs, env);
 	else
-		record(c, s, counts, site, at, regs, env);
+		record(c, s, counts, site, at, regs, env, verdict);
 }
 
 void agent_hit(struct inj_regs *r, struct inj_site *site)
@@ -968,3 +1033,4 @@ done:
 	s->nest = 0;
 	return 0;
 }
+
