@@ -830,9 +830,9 @@ static int loop(struct run *r)
 		fds[nfds++] = (struct pollfd){.fd = r->sfd, .events = POLLIN};
 		if (r->pfd >= 0)
 			fds[nfds++] = (struct pollfd){.fd = r->pfd, .events = POLLIN};
-		/* recording: the engines' buffers fill in milliseconds at full
-		 * rate, and a lossless producer waits meanwhile */
-		poll(fds, (nfds_t)nfds, s->rec ? 1 : POLL_MS);
+		/* recording, stacks: the engines' buffers fill in milliseconds at
+		 * full rate, and a lossless producer waits meanwhile */
+		poll(fds, (nfds_t)nfds, s->rec || s->has_stacks ? 1 : POLL_MS);
 	}
 	return 0;
 }

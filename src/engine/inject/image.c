@@ -246,6 +246,10 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 
 		c->overwrite = s->opts.record.on && s->opts.record.snapshot > 0;
 		c->lossless = s->opts.record.on && !s->opts.record.drop && !c->overwrite;
+		/* counting stacks: they are unwound and counted here, at the
+		 * tracer's pace; a count should be exact, so the threads wait
+		 * for room (a stack is 8 KiB: a ring holds 500) */
+		c->lossless |= s->has_stacks && s->opts.agg.kind != USC_AGG_NONE;
 	}
 	c->enabled = 1;
 	return 0;
