@@ -119,31 +119,48 @@ int cache_dwarf(struct cache *c, const char *path, struct dwarf_module **out)
 	return v->err;
 }
 
+static struct maps_ent *maps_entry(struct cache *c, pid_t pid, bool create)
+{
+	struct maps_ent *v;
+
+	for (size_t i = 0; i < c->nmaps; i++)
+		if (c->maps[i].pid == pid)
+			return &c->maps[i];
+	if (!create)
+		return NULL;
+	v = realloc(c->maps, (c->nmaps + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	c->maps = v;
+	v = &c->maps[c->nmaps++];
+	*v = (struct maps_ent){.pid = pid};
+	return v;
+}
+
+/* e's maps become m (n of them, e's now). */
+static void maps_replace(struct maps_ent *e, struct proc_map *m, size_t n)
+{
+	procmaps_free(e->maps, e->n);
+	e->maps = m;
+	e->n = n;
+}
+
 const struct proc_map *cache_maps(struct cache *c, pid_t pid, bool refresh, size_t *n)
 {
-	struct maps_ent *e = NULL;
+	struct maps_ent *e;
 	struct proc_map *m = NULL;
 	ssize_t got;
 
-	for (size_t i = 0; i < c->nmaps && !e; i++)
-		if (c->maps[i].pid == pid)
-			e = &c->maps[i];
-	if (refresh && c->maps_hook) {
-		/* the mmap records first: the process may have gone */
-		c->maps_hook(c->maps_hook_ctx);
-		e = NULL;
-		for (size_t i = 0; i < c->nmaps && !e; i++)
-			if (c->maps[i].pid == pid)
-				e = &c->maps[i];
-	}
+	if (refresh && c->maps_hook)
+		c->maps_hook(c->maps_hook_ctx);	/* the mmap records first: it may have gone */
+	e = maps_entry(c, pid, false);
 	if (e && (!refresh || c->frozen)) {
 		*n = e->n;
 		return e->maps;
 	}
-	if (c->frozen) {
-		*n = 0;
+	*n = 0;
+	if (c->frozen)
 		return NULL;
-	}
 	got = procmaps_read(pid, &m);
 	if (got == 0)
 		free(m);	/* a zombie has no maps left: keep what was seen */
@@ -151,22 +168,12 @@ const struct proc_map *cache_maps(struct cache *c, pid_t pid, bool refresh, size
 		*n = e ? e->n : 0;
 		return e ? e->maps : NULL;	/* gone: what was seen last */
 	}
+	e = maps_entry(c, pid, true);
 	if (!e) {
-		struct maps_ent *v = realloc(c->maps, (c->nmaps + 1) * sizeof(*v));
-
-		if (!v) {
-			procmaps_free(m, (size_t)got);
-			*n = 0;
-			return NULL;
-		}
-		c->maps = v;
-		e = &c->maps[c->nmaps++];
-		e->pid = pid;
-	} else {
-		procmaps_free(e->maps, e->n);
+		procmaps_free(m, (size_t)got);
+		return NULL;
 	}
-	e->maps = m;
-	e->n = (size_t)got;
+	maps_replace(e, m, (size_t)got);
 	*n = e->n;
 	return e->maps;
 }
@@ -200,9 +207,7 @@ int cache_set_maps(struct cache *c, pid_t pid, const struct proc_map *maps, size
 	struct proc_map *m;
 	size_t k = 0;
 
-	for (size_t i = 0; i < c->nmaps && !e; i++)
-		if (c->maps[i].pid == pid)
-			e = &c->maps[i];
+	e = maps_entry(c, pid, false);
 	m = calloc(n + (e ? e->n : 0) + 1, sizeof(*m));
 	if (!m)
 		return -ENOMEM;
@@ -227,41 +232,14 @@ int cache_set_maps(struct cache *c, pid_t pid, const struct proc_map *maps, size
 		k++;
 	}
 	qsort(m, k, sizeof(*m), cmp_map);
-	if (!e) {
-		struct maps_ent *v = realloc(c->maps, (c->nmaps + 1) * sizeof(*v));
-
-		if (!v)
-			goto oom;
-		c->maps = v;
-		e = &c->maps[c->nmaps++];
-		e->pid = pid;
-	} else {
-		procmaps_free(e->maps, e->n);
-	}
-	e->maps = m;
-	e->n = k;
+	e = maps_entry(c, pid, true);	/* again: it may move */
+	if (!e)
+		goto oom;
+	maps_replace(e, m, k);
 	return 0;
 oom:
 	procmaps_free(m, k);
 	return -ENOMEM;
-}
-
-static struct maps_ent *maps_entry(struct cache *c, pid_t pid, bool create)
-{
-	struct maps_ent *v;
-
-	for (size_t i = 0; i < c->nmaps; i++)
-		if (c->maps[i].pid == pid)
-			return &c->maps[i];
-	if (!create)
-		return NULL;
-	v = realloc(c->maps, (c->nmaps + 1) * sizeof(*v));
-	if (!v)
-		return NULL;
-	c->maps = v;
-	v = &c->maps[c->nmaps++];
-	*v = (struct maps_ent){.pid = pid};
-	return v;
 }
 
 int cache_add_map(struct cache *c, pid_t pid, const struct proc_map *m)
