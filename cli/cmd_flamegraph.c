@@ -21,8 +21,8 @@ static const char flamegraph_usage[] =
 	"  Draw a flame graph, one SVG file that a browser opens with no network\n"
 	"  (click a frame to zoom, Search or Ctrl-F to highlight functions), from\n"
 	"  folded stacks, 'main;parse;lex COUNT' a line (uscope export --format\n"
-	"  folded, uscope count --folded, stackcollapse-perf.pl), or from a\n"
-	"  recording (the call paths' self time, as export --format folded).\n"
+	"  folded, flamegraph.pl's stackcollapse scripts), or from a recording\n"
+	"  (the call paths' self time, as export --format folded).\n"
 	"  PROBEs, with -r, select the recorded probes by location (globs).\n"
 	"\n"
 	"  -i, --input FOLDED   the folded stacks ('-' or no -i nor -r: standard input)\n"
@@ -42,7 +42,7 @@ static const char flamegraph_usage[] =
 	"  uscope export -r app.usc --format folded -o app.folded\n"
 	"  uscope flamegraph -i app.folded -o app.svg\n"
 	"  uscope flamegraph -r app.usc --title 'app: self time' -o app.svg\n"
-	"  uscope count --folded 'libc:malloc $ustack' -d 5 -p PID | uscope flamegraph --colors mem > malloc.svg\n";
+	"  perf script | stackcollapse-perf.pl | uscope flamegraph > perf.svg\n";
 
 enum { OPT_TITLE = 256, OPT_WIDTH, OPT_COLORS, OPT_COUNTNAME };
 

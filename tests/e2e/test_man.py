@@ -14,7 +14,7 @@ import uscope_e2e as u
 
 ROOT = Path(__file__).resolve().parents[2]
 MAN = ROOT / "doc/man"
-COMMANDS = ["trace", "flow", "count", "hist", "latency", "record", "report", "export", "list"]
+COMMANDS = ["trace", "flow", "count", "hist", "latency", "record", "report", "export", "flamegraph", "list"]
 PAGES = sorted(p.name for p in MAN.iterdir())
 
 
