@@ -5,13 +5,14 @@
 # bpftrace is for both: the e2e tests check that it attaches to run-time
 # USDT probes (tests/e2e/test_sdt.py); babeltrace2 reads the CTF that
 # export writes (tests/e2e/test_record.py). groff-base and man-db lint and
-# render the man pages (tests/e2e/test_man.py).
+# render the man pages (tests/e2e/test_man.py). node-jsdom runs the flame
+# graph's own script (zoom, search) in a DOM (tests/e2e/test_flamegraph.py).
 set -euo pipefail
 pkgs=(build-essential pkg-config clang libclang-rt-14-dev
       libelf-dev libdw-dev libtracefs-dev libtraceevent-dev libzydis-dev
       libcmocka-dev python3 python3-pytest systemtap-sdt-dev binutils file golang-go
       libbpf-dev bpftool debuginfod libdebuginfod1 libiberty-dev sqlite3 bpftrace
-      babeltrace2 groff-base man-db)
+      babeltrace2 groff-base man-db node-jsdom)
 [ "${1:-}" = bench ] && pkgs+=(uftrace)
 missing=()
 for p in "${pkgs[@]}"; do

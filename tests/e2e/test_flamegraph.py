@@ -10,7 +10,11 @@ flamegraph.pl's order (children by name, right of their parent's own
 samples) and the widths, to the hundredth of a pixel it prints. No SVG may
 reference anything outside itself."""
 
+import json
+import os
 import re
+import shutil
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -210,6 +214,71 @@ def test_narrow_frames_left_out(tmp_path):
     uscope("flamegraph", "-i", src, "-o", tmp_path / "f.svg")
     frames = check_graph(tmp_path / "f.svg", folded)
     assert [f["name"] for f in frames] == ["all", "big", "small", "callee"]
+
+
+# --------------------------------------------------------------------------
+# The graph's own script, run in a DOM (jsdom): zoom, reset, search
+
+DOM_DRIVER = Path(__file__).with_name("flame_dom.js")
+
+
+def run_script(svg, *actions):
+    """-> [state] after each "state" action (see flame_dom.js)"""
+    node = shutil.which("node") or shutil.which("nodejs")
+    env = dict(os.environ, NODE_PATH="/usr/share/nodejs")
+    if not node or subprocess.run([node, "-e", "require('jsdom')"], env=env,
+                                  capture_output=True).returncode:
+        pytest.skip("node and jsdom are needed (Debian's node-jsdom, scripts/deps.sh)")
+    r = subprocess.run([node, str(DOM_DRIVER), str(svg)] + list(actions), env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return [json.loads(l) for l in r.stdout.splitlines()]
+
+
+def test_script_zoom_and_search(tmp_path):
+    src = tmp_path / "app.folded"
+    src.write_text(FOLDED, encoding="utf-8")
+    out = tmp_path / "app.svg"
+    uscope("flamegraph", "-i", src, "-o", out)
+    _, frames = parse_svg(out)
+    names = [f["name"] for f in frames]
+    handle = names.index("main.(*Server).handle")
+    say = names.index('say "hi" & \'bye\'')
+    start, zoomed, hover, unzoomed, found, reset = run_script(
+        out, "state", f"click:{handle}", "state", f"over:{say}", "state", "unzoom", "state",
+        "search:handle|say", "state", "key:ESC", "state")
+    # as drawn
+    assert [(f["x"], f["width"]) for f in start["frames"]] == \
+        [(float(f["x"]), float(f["width"])) for f in frames]
+    assert [f["label"] for f in start["frames"]] == [f["label"] for f in frames]
+    assert start["unzoom_hidden"] and start["search"] == "Search"
+    # a click on handle (300 of 1100 samples): it spans the 1180 px, its callee
+    # say (220 samples, right of handle's own 80) scales with it, its callers
+    # main and all stay whole and faded, the rest hides
+    z = zoomed["frames"]
+    assert not zoomed["unzoom_hidden"]
+    assert [n for n, f in zip(names, z) if f["hidden"]] == \
+        ["idle", "caf\u00e9", "std::vector<int>::push_back(int const&)",
+         "operator new(unsigned long)"]
+    assert [n for n, f in zip(names, z) if f["parent"]] == ["all", "main"]
+    for i in (0, names.index("main"), handle):
+        assert (z[i]["x"], z[i]["width"]) == (10, 1180), names[i]
+    assert z[say]["x"] == pytest.approx(10 + 80 * 1180 / 300, abs=0.1)
+    assert z[say]["width"] == pytest.approx(220 * 1180 / 300, abs=0.1)
+    assert z[say]["label"] == 'say "hi" & \'bye\''
+    assert hover["details"] == 'Function: say "hi" & \'bye\' (220 samples, 20.00%)'
+    # Reset Zoom: as drawn
+    assert [(f["x"], f["width"], f["hidden"], f["parent"]) for f in unzoomed["frames"]] == \
+        [(f["x"], f["width"], False, False) for f in start["frames"]]
+    assert unzoomed["unzoom_hidden"]
+    # a search: the matches highlighted, their share counted once (say is in handle)
+    hit = [n for n, f in zip(names, found["frames"]) if f["fill"] == "rgb(230,0,230)"]
+    assert hit == ["main.(*Server).handle", 'say "hi" & \'bye\'']
+    assert found["matched"] == f"Matched: {100 * 300 / 1100:.1f}%"
+    assert found["search"] == "Reset Search"
+    # Esc: the colors back
+    assert [f["fill"] for f in reset["frames"]] == [f["fill"] for f in start["frames"]]
+    assert reset["matched"].strip() == "" and reset["search"] == "Search"
 
 
 # --------------------------------------------------------------------------
