@@ -324,6 +324,19 @@ def test_recording_probes_select(rec, tmp_path):
     assert [f["name"] for f in frames] == ["all"] + ["deep"] * 4
 
 
+def test_recording_nothing_returned(tmp_path):
+    """No call returned (distinct is never called in rec mode): nothing to
+    draw is an error, and no file is left."""
+    path = tmp_path / "none.usc"
+    cp = run_uscope(["record", "-o", path, "distinct", "--", AGG, "rec"])
+    assert cp.returncode == 0, cp.stderr
+    assert folded_of(path, tmp_path / "none.folded") == ""
+    for args in (["flamegraph", "-r", path, "-q", "-o", tmp_path / "a.svg"],
+                 ["export", "-r", path, "-q", "--format", "svg", "-o", tmp_path / "b.svg"]):
+        assert "no call returned" in one_error(run_uscope(args), 1)
+    assert not (tmp_path / "a.svg").exists() and not (tmp_path / "b.svg").exists()
+
+
 def test_recording_with_options(rec, tmp_path):
     folded = folded_of(rec, tmp_path / "rec.folded")
     out = tmp_path / "rec.svg"
