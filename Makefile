@@ -149,6 +149,8 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
 build/fuzz/fuzz_record: src/record/reader.c src/record/buf.c src/engine/inject/clock.c \
 	src/engine/inject/inject_raw.c src/engine/bpf/bpf_raw.c src/output/output.c src/output/govalue.c
 build/fuzz/fuzz_record: FUZZ_FLAGS := -fno-sanitize-recover=undefined -Wl,--wrap=mmap,--wrap=munmap
+# The folded-stack parser, the flame graph's layout and its SVG.
+build/fuzz/fuzz_flame: src/flame/flame.c
 FUZZ_SECONDS ?= 20
 
 targets: sdt

@@ -24,6 +24,7 @@ int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_objtrace(int argc, char **argv);
+int cmd_flamegraph(int argc, char **argv);
 
 /* One-line error to stderr, "uscope: ..." */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

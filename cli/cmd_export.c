@@ -1,6 +1,7 @@
-/* uscope export -r FILE --format chrome|ctf|folded -o OUT: a recording in
- * a form other tools open. Each format is a sink (src/sink/chrome.c,
- * ctf.c, folded.c) fed by the recording, as live sinks are by engines. */
+/* uscope export -r FILE --format chrome|ctf|folded|svg -o OUT: a recording
+ * in a form other tools open. Each format is a sink (src/sink/chrome.c,
+ * ctf.c, folded.c, svg.c) fed by the recording, as live sinks are by
+ * engines. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,7 @@
 #include "sink/sink.h"
 
 static const char export_usage[] =
-	"usage: uscope export -r FILE --format chrome|ctf|folded -o OUT [PROBE...]\n"
+	"usage: uscope export -r FILE --format chrome|ctf|folded|svg -o OUT [PROBE...]\n"
 	"\n"
 	"  Write a recording (uscope record) in a form other tools open:\n"
 	"    chrome  Chrome trace-event JSON, for the Perfetto UI (ui.perfetto.dev)\n"
@@ -18,10 +19,12 @@ static const char export_usage[] =
 	"            an event class per probe, its arguments as typed fields\n"
 	"    folded  folded call paths, 'main;parse;lex NANOSECONDS' (self time), for\n"
 	"            flamegraph.pl, inferno and speedscope\n"
+	"    svg     a flame graph of the same (self time in ns), one SVG file a\n"
+	"            browser opens (uscope flamegraph -r has its options)\n"
 	"  PROBEs, if given, select the recorded probes by location (globs).\n"
 	"\n"
 	"  -r, --read FILE      the recording\n"
-	"      --format NAME    chrome, ctf or folded\n"
+	"      --format NAME    chrome, ctf, folded or svg\n"
 	"  -o, --output OUT     the file written (a directory for ctf)\n"
 	"  -q, --quiet          no readiness line on stderr\n"
 	"  -v, --verbose        say more on stderr\n"
@@ -29,7 +32,8 @@ static const char export_usage[] =
 	"examples:\n"
 	"  uscope export -r app.usc --format chrome -o app.json\n"
 	"  uscope export -r app.usc --format ctf -o app-ctf && babeltrace2 app-ctf\n"
-	"  uscope export -r app.usc --format folded -o app.folded && flamegraph.pl app.folded\n";
+	"  uscope export -r app.usc --format folded -o app.folded && flamegraph.pl app.folded\n"
+	"  uscope export -r app.usc --format svg -o app.svg\n";
 
 int cmd_export(int argc, char **argv)
 {
@@ -43,10 +47,10 @@ int cmd_export(int argc, char **argv)
 		return code;
 	code = 2;
 	if (!o.format)
-		cli_error("export needs --format chrome, ctf or folded");
+		cli_error("export needs --format chrome, ctf, folded or svg");
 	else if (strcmp(o.format, "chrome") && strcmp(o.format, "ctf") &&
-		 strcmp(o.format, "folded"))
-		cli_error("--format wants chrome, ctf or folded, not '%s'", o.format);
+		 strcmp(o.format, "folded") && strcmp(o.format, "svg"))
+		cli_error("--format wants chrome, ctf, folded or svg, not '%s'", o.format);
 	else if (!o.outfile)
 		cli_error("export needs -o OUT: where the %s trace goes", o.format);
 	else
@@ -71,7 +75,8 @@ int cmd_export(int argc, char **argv)
 			free(o.specs);
 			return 1;
 		}
-		sink = !strcmp(o.format, "chrome") ? usc_sink_chrome(fp) : usc_sink_folded(fp);
+		sink = !strcmp(o.format, "chrome") ? usc_sink_chrome(fp) :
+		       !strcmp(o.format, "svg") ? usc_sink_svg(fp, NULL) : usc_sink_folded(fp);
 	}
 	return cli_run_sink(&o, fp, sink, true);
 }

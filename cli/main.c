@@ -22,7 +22,8 @@ static void usage(FILE *f)
 	      "  objtrace follow objects through the calls that receive them\n"
 	      "  record  record every hit to a file, for -r FILE, report and export\n"
 	      "  report  per function calls and times of a recording\n"
-	      "  export  a recording as Chrome JSON, CTF or folded stacks\n"
+	      "  export  a recording as Chrome JSON, CTF, folded stacks or a flame graph\n"
+	      "  flamegraph  a flame graph (SVG) of folded stacks or of a recording\n"
 	      "  list    list the functions that can be probed\n"
 	      "\n"
 	      "'uscope COMMAND --help' describes a command.\n", f);
@@ -63,9 +64,11 @@ int main(int argc, char **argv)
 		return cmd_report(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "export"))
 		return cmd_export(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "flamegraph"))
+		return cmd_flamegraph(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "list"))
 		return cmd_list(argc - 1, argv + 1);
-	cli_error("unknown command '%s' (commands: trace, flow, count, hist, latency, objtrace, record, report, export, list; see uscope --help)",
+	cli_error("unknown command '%s' (commands: trace, flow, count, hist, latency, objtrace, record, report, export, flamegraph, list; see uscope --help)",
 		  argv[1]);
 	return 2;
 }

@@ -423,9 +423,13 @@ static void collect_stats(struct usc_session *s)
 	}
 }
 
-static void sinks_report(struct usc_session *s, bool final)
+/* The sinks' reports. Returns, for the final one, the first failure of a
+ * sink that wrote nothing else but did not succeed (a flame graph with
+ * nothing to draw, out of memory): the run failed, though its output may
+ * look fine; a reader gone (EPIPE) is not one. */
+static int sinks_report(struct usc_session *s, bool final)
 {
-	int ret = session_agg_collect(s);
+	int ret = session_agg_collect(s), failed = 0;
 
 	if (final)
 		s->rec = NULL;	/* the recorder closes its file now */
@@ -433,10 +437,17 @@ static void sinks_report(struct usc_session *s, bool final)
 	if (ret)
 		s->sink_stop = s->sink_stop ? s->sink_stop : ret;
 	collect_stats(s);
-	for (size_t k = 0; k < s->nsinks; k++)
-		if (s->sinks[k]->ops->report &&
-		    s->sinks[k]->ops->report(s->sinks[k], s, &s->totals, final))
-			s->sink_stop = s->sink_stop ? s->sink_stop : -EIO;
+	for (size_t k = 0; k < s->nsinks; k++) {
+		int r = s->sinks[k]->ops->report ?
+			s->sinks[k]->ops->report(s->sinks[k], s, &s->totals, final) : 0;
+
+		if (!r)
+			continue;
+		s->sink_stop = s->sink_stop ? s->sink_stop : -EIO;
+		if (final && !failed && r != EPIPE && r != -EPIPE)
+			failed = r < 0 ? r : -r;
+	}
+	return failed;
 }
 
 /* One round: every engine's new events, then what may leave the merge. */
@@ -899,7 +910,10 @@ int usc_session_run(struct usc_session *s, struct usc_run_result *res)
 		}
 		drain(s);
 		s->snapshot_dump = false;
-		sinks_report(s, true);
+		int failed = sinks_report(s, true);
+
+		if (!ret && failed)
+			ret = failed;
 		res->target_exited = r.gone && s->opts.cmd;
 		res->status = r.status;
 	}

@@ -83,6 +83,11 @@ struct usc_sink *usc_sink_chrome(FILE *fp);
 /* export --format folded: folded call paths with their self time
  * (folded.c). */
 struct usc_sink *usc_sink_folded(FILE *fp);
+/* export --format svg, flamegraph -r: the folded sink's call paths drawn
+ * as a flame graph (src/flame) with opts (its countname defaults to "ns":
+ * the counts are self times) (svg.c). */
+struct usc_flame_opts;
+struct usc_sink *usc_sink_svg(FILE *fp, const struct usc_flame_opts *opts);
 /* export --format ctf: a CTF 1.8 trace in directory dir, made if needed
  * (ctf.c). */
 struct usc_sink *usc_sink_ctf(const char *dir);

@@ -59,7 +59,7 @@ def test_syntax():
 def test_commands():
     got, _ = complete(f"{uscope_bin()} ")
     assert {"trace", "flow", "count", "hist", "latency", "objtrace", "record", "report",
-            "export", "list"} <= set(got), got
+            "export", "flamegraph", "list"} <= set(got), got
     got, _ = complete(f"{uscope_bin()} la")
     assert got == ["latency"], got
     got, _ = complete(f"{uscope_bin()} --")
@@ -67,7 +67,7 @@ def test_commands():
 
 
 COMMANDS = ["trace", "flow", "count", "hist", "latency", "objtrace", "record", "report",
-            "export", "list"]
+            "export", "flamegraph", "list"]
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
@@ -110,9 +110,26 @@ def test_objtrace_probes():
 
 def test_export_formats_and_sorts():
     got, _ = complete(f"{uscope_bin()} export --format ")
-    assert set(got) == {"chrome", "ctf", "folded"}
+    assert set(got) == {"chrome", "ctf", "folded", "svg"}
     got, _ = complete(f"{uscope_bin()} report --sort ")
     assert set(got) == {"total", "self", "calls"}
+
+
+def test_flamegraph(tmp_path):
+    got, _ = complete(f"{uscope_bin()} flamegraph --colors ")
+    assert set(got) == {"hot", "mem", "io", "red", "green", "blue", "aqua", "yellow", "purple",
+                        "orange"}, got
+    got, _ = complete(f"{uscope_bin()} flamegraph --colors m")
+    assert got == ["mem"], got
+    (tmp_path / "app.folded").write_text("a 1\n")
+    for opt in ("-i", "--input", "-r", "-o"):
+        got, _ = complete(f"{uscope_bin()} flamegraph {opt} {tmp_path}/app.f")
+        assert got == [f"{tmp_path}/app.folded"], (opt, got)
+    # elsewhere -i is --interval: no file
+    got, _ = complete(f"{uscope_bin()} count -i {tmp_path}/app.f")
+    assert got == [], got
+    got, _ = complete(f"{uscope_bin()} flamegraph --width ")
+    assert got == [], got
 
 
 def test_pid_with_command_names():
