@@ -7,7 +7,7 @@
 # engine takes to attach 1, 100 and 1000 probes to a running process (and
 # objtrace's cost a call that passes no followed object); then
 # aggregations where the probe runs (bench/agg.py); then recording
-# (bench/record.py); then every function of
+# (bench/record.py); then $ustack's cost (bench/stacks.py); then every function of
 # python3 counted (bench/python.py); last, what libuscope-sdt's run-time USDT
 # probes cost a program with no tracer attached (bench/sdt.c, bench/sdt.py).
 # Timings on a VM are noisy: read the ratios, not the absolute numbers.
@@ -220,6 +220,12 @@ python3 bench/agg.py $US $T "${N_AGG:-10000000}" "$N_PROBED" "$REPS"
 # uftrace record -P and the live text consumer; the sustained rate for one
 # and two threads; report's time and memory on the recording.
 python3 bench/record.py $US $T "${N_RECORD:-10000000}" "$REPS"
+
+# $ustack: the user stack at each hit, copied where the probe runs; beside
+# the plain probe, the bare copy, bpftrace's ustack; the tracer's unwinding
+# rate (bench/stacks.py, on tests/targets/bin/stacks).
+python3 bench/stacks.py $US tests/targets/bin/stacks "${N_STACKS:-60000}" "${N_STACKS_PROBED:-5000}" \
+	"$REPS"
 
 # Every function of Debian's python3.11 counted: the mixed plan (inject where
 # it can patch, bpf for the rest) against the unprobed run and tracefs alone.

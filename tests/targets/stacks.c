@@ -6,7 +6,13 @@
  *   stacks inline   leaf <- mid [inlined] <- outer <- main
  *   stacks signal   in_handler <- on_usr1 <- <signal handler called> <- ... <- main
  *   stacks thread   thread_work <- thread_main <- start_thread <- clone3
- *   stacks loop N   leaf N times (the benchmark: $ustack's cost)
+ *   stacks loop N [BURST GAP_MS [WARM]]
+ *                   leaf N times (the benchmark, bench/stacks.py: $ustack's
+ *                   cost), in bursts of BURST calls with an untimed pause of
+ *                   GAP_MS ms after each (a tracer drains its buffers then),
+ *                   after WARM calls not timed (the same way, with a pause
+ *                   of 300 ms after the first: a tracer's buffers touched
+ *                   once, its first hit read); prints the mean ns a timed call
  *
  * Every probed function is noipa: it stays a real call with its own frame.
  * The rest (sort_ints, outer, on_usr1, thread_main) clobbers rbp with live
@@ -16,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define NOIPA __attribute__((noipa))
 
@@ -86,6 +93,14 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "qsort";
@@ -109,10 +124,34 @@ int main(int argc, char **argv)
 		printf("%ld\n", sink);
 	} else if (!strcmp(what, "loop")) {
 		long n = argc > 2 ? atol(argv[2]) : 1000;
+		long burst = argc > 3 ? atol(argv[3]) : 0, warm = argc > 5 ? atol(argv[5]) : 0;
+		double gap = argc > 4 ? atof(argv[4]) / 1e3 : 0, timed = 0, b0 = now();
 
-		for (long i = 0; i < n; i++)
+		if (warm < 0)
+			warm = 0;
+		for (long i = 0; i < warm + n; i++) {
 			outer(i);
-		printf("%ld\n", sink);
+			if (burst > 0 && (i + 1) % burst == 0) {
+				struct timespec ts = {(time_t)gap,
+						      (long)((gap - (double)(time_t)gap) * 1e9)};
+
+				if (i >= warm)
+					timed += now() - b0;
+				nanosleep(&ts, NULL);
+				b0 = now();
+			}
+			if (i == 0 && warm > 1) {
+				/* a tracer's first hit may take it a while (reading
+				 * debug info): it is not the calls' to wait for */
+				struct timespec ts = {0, 300000000};
+
+				nanosleep(&ts, NULL);
+			}
+			if (i + 1 == warm)
+				b0 = now();	/* the timed calls start */
+		}
+		timed += now() - b0;
+		printf("%ld ns_per_call %.2f\n", sink, n > 0 ? timed * 1e9 / (double)n : 0.0);
 	} else {
 		return 2;
 	}
