@@ -218,6 +218,31 @@ int unw_cfi_at(Dwfl *d, uint64_t pc, bool *sig)
 	return 0;
 }
 
+/* Does the CFI at pc (a lookup address) say that its caller's return
+ * address is undefined: the outermost frame (_start, a thread's clone)? */
+static bool ra_undefined(Dwfl *d, uint64_t pc)
+{
+	Dwfl_Module *mod = dwfl_addrmodule(d, pc);
+	Dwarf_Addr bias;
+	Dwarf_CFI *cfi;
+	Dwarf_Frame *fr;
+
+	for (int k = 0; mod && k < 2; k++) {
+		cfi = k ? dwfl_module_dwarf_cfi(mod, &bias) : dwfl_module_eh_cfi(mod, &bias);
+		if (cfi && dwarf_cfi_addrframe(cfi, pc - bias, &fr) == 0) {
+			Dwarf_Op mem[3], *ops = NULL;
+			size_t nops = 1;
+			int ra = dwarf_frame_info(fr, NULL, NULL, NULL);
+			bool undef = ra >= 0 && dwarf_frame_register(fr, ra, mem, &ops, &nops) == 0 &&
+				     nops == 0 && ops == mem;
+
+			free(fr);
+			return undef;
+		}
+	}
+	return false;
+}
+
 struct walk {
 	struct unw_proc *p;
 	struct usc_stack *out;
@@ -298,7 +323,13 @@ static int walk(struct unw_proc *p, struct usc_stack *out, uint32_t max, bool *n
 	if (w.ended)
 		return 0;
 	if (rc == 0) {
-		end_at(&w, USC_STACK_END_OUTERMOST, 0);
+		/* libdw ends a stack alike where the CFI says there is no
+		 * caller and where it could not read the return address: the
+		 * latter, beyond the copy, is no outermost frame */
+		if (out->n && p->missed && !ra_undefined(p->dwfl, lookup_pc(out, out->n - 1)))
+			end_at(&w, USC_STACK_END_COPY, out->pc[out->n - 1]);
+		else
+			end_at(&w, USC_STACK_END_OUTERMOST, 0);
 		return 0;
 	}
 	/* libdw stopped: at a frame without CFI, beyond the copy, or on CFI it
