@@ -36,6 +36,7 @@ PYTHON = "/usr/bin/python3.11"
 GDB_SCRIPT = Path(__file__).resolve().parent / "gdb_frames.py"
 SIGFRAME = "<signal handler called>"
 LIMIT_END = "more frames: $ustack:N shows more"
+COPY_END = "the stack copied ends (--stack-size copies more)"
 FRAME_KEYS = {"addr", "sym", "off", "module", "file", "line", "inlined"}
 
 # mode of tests/targets/stacks.c -> the function probed (and where gdb stops)
@@ -429,6 +430,26 @@ def test_named_stack_beside_other_arguments():
     assert list(args) == ["x", "st"] and args["x"] == 5
     assert [fr.get("sym") for fr in args["st"]] == ["leaf", None]
     assert args["st"][-1] == {"end": LIMIT_END}
+
+
+@pytest.mark.parametrize("engine", ENGINES_STACK)
+def test_stack_size_cut_says_so(engine):
+    """--stack-size 64: the copy holds the return addresses of leaf and
+    outer, not those of main's callers: the frames it has, then why it
+    stops there (never a stack that looks whole)."""
+    whole = u.trace("leaf $ustack", cmd=[STACKS, "inline"], json=True,
+                    extra=["-e", engine]).check(ready=1).events[0].args["ustack"]
+    assert len(whole) == 7 and "end" not in whole[-1], whole
+    r = u.trace("leaf $ustack", cmd=[STACKS, "inline"], json=True,
+                extra=["-e", engine, "--stack-size", "64"]).check(ready=1)
+    st = r.events[0].args["ustack"]
+    assert st[-1] == {"end": COPY_END}, st
+    assert 1 <= len(st) - 1 < len(whole)
+    assert [(f["sym"], f["off"], f["line"]) for f in st[:-1]] == \
+        [(f["sym"], f["off"], f["line"]) for f in whole[:len(st) - 1]]
+    _, evs = trace_text("leaf $ustack", cmd=[STACKS, "inline"], engine=engine,
+                        extra=["--stack-size", "64"])
+    assert evs[0][1][-1] == f"[{COPY_END}]" and len(evs[0][1]) == len(st)
 
 
 @pytest.mark.parametrize("probe,caret", [
