@@ -510,3 +510,77 @@ def test_recording_replays_the_live_frames(tmp_path):
     assert ret["event"] == "leaf__return" and ret["args"] == {}
     assert [frame_text(fr) for fr in o["args"]["ustack"]] == live[0][1]
     assert o["args"]["ustack"][0]["addr"] == o["ip"]
+
+
+# --------------------------------------------------------------------------
+# count by stack, folded stacks
+
+# sorting 8 ints with libc's merge sort: 17 comparisons, each from cmp's
+# caller chain, which depends on how deep msort_with_tmp recursed
+QSORT_CALLS = 17
+QSORT_ROOT = ("_start;__libc_start_main;__libc_start_call_main;main;sort_ints;qsort_r;"
+              "msort_with_tmp")
+
+
+def folded_lines(out):
+    got = {}
+    for line in out.splitlines():
+        path, _, n = line.rpartition(" ")
+        assert path and n.isdigit(), line
+        assert path not in got, f"a stack twice: {path}"
+        got[path] = int(n)
+    return got
+
+
+@pytest.mark.parametrize("engine", ENGINES_STACK)
+def test_count_by_stack(engine):
+    cp = run_uscope(["count", "--json", "-e", engine, "cmp $ustack", "--", STACKS, "qsort"])
+    assert cp.returncode == 0, cp.stderr
+    rows = [json.loads(l) for l in cp.stdout.splitlines() if l.startswith("{")]
+    assert sum(r["count"] for r in rows) == QSORT_CALLS
+    counts = [r["count"] for r in rows]
+    assert counts == sorted(counts, reverse=True)        # the heaviest first
+    stacks = [tuple(f["addr"] for f in r["key"]["ustack"]) for r in rows]
+    assert len(set(stacks)) == len(stacks)               # each distinct stack once
+    for r in rows:
+        names = [f["sym"] for f in r["key"]["ustack"]]
+        assert names[0] == "cmp" and names[-1] == "_start", names
+        assert "sort_ints" in names and "main" in names
+
+
+@pytest.mark.parametrize("engine", ENGINES_STACK)
+def test_count_folded(engine):
+    cp = run_uscope(["count", "--folded", "-e", engine, "cmp $ustack", "--", STACKS, "qsort"])
+    assert cp.returncode == 0, cp.stderr
+    got = folded_lines("\n".join(l for l in cp.stdout.splitlines() if ";" in l))
+    assert sum(got.values()) == QSORT_CALLS
+    for path in got:
+        # outermost first; an inlined call is a frame of its own
+        assert path.startswith(QSORT_ROOT + ";") and path.endswith(";cmp"), path
+        assert set(path[len(QSORT_ROOT) + 1:].split(";")) <= {"msort_with_tmp", "cmp"}, path
+    # the same names are one line: three depths of recursion
+    assert len(got) == 3, got
+
+
+def test_folded_of_a_recording(tmp_path):
+    rec = tmp_path / "st.usc"
+    cp = run_uscope(["record", "-o", str(rec), "-e", "inject", "cmp $ustack", "--",
+                     STACKS, "qsort"])
+    assert cp.returncode == 0, cp.stderr
+    out = tmp_path / "st.folded"
+    cp = run_uscope(["export", "-r", str(rec), "--format", "folded", "-o", str(out)])
+    assert cp.returncode == 0, cp.stderr
+    exported = folded_lines(out.read_text())
+    cp = run_uscope(["count", "-r", str(rec), "--folded"])
+    assert cp.returncode == 0, cp.stderr
+    counted = folded_lines(cp.stdout)
+    # the recording's stacks only (its hidden return probe adds no stack)
+    assert {k: v for k, v in counted.items() if ";" in k} == exported
+    assert sum(exported.values()) == QSORT_CALLS
+
+
+def test_folded_needs_stacks():
+    cp = run_uscope(["count", "--folded", "-e", "inject", "cmp", "--", STACKS, "qsort"])
+    assert cp.returncode == 2
+    assert cp.stderr.strip().splitlines()[-1] == (
+        "uscope: --folded writes the probes' stacks: give a probe $ustack, and no --json")
