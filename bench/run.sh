@@ -74,7 +74,7 @@ ARGS='bench_fn a=%di:s64 b=%si:s64'
 # every engine: exactly the object followed and that one call recorded.
 OBJ_FROM='r:bench_obj o=$retval'
 for e in inject bpf tracefs; do
-	out=$($US objtrace -e $e --from "$OBJ_FROM" bench_fn -- $T 100000 1 0 $BURST 1 2>$B/stderr) ||
+	out=$(BENCH_OBJ_CALL=1 $US objtrace -e $e --from "$OBJ_FROM" bench_fn -- $T 100000 1 0 $BURST 1 2>$B/stderr) ||
 		{ cat $B/stderr >&2; echo "bench: objtrace -e $e failed" >&2; exit 1; }
 	if [ "$(echo "$out" | grep -c ' object:0x.* followed$')" != 1 ] ||
 	   [ "$(echo "$out" | grep -c ': bench_fn: .* arg1 object:0x')" != 1 ]; then
@@ -88,7 +88,7 @@ for ((r = 0; r < REPS; r++)); do
 	run inj_entry $N_FAST 1 $US trace -e inject -o /dev/null "$ARGS" -- @T@
 	run inj_count $N_FAST 1 $US count -e inject bench_fn -- @T@
 	run inj_flow $N_FAST 1 $US flow -e inject -o /dev/null bench_fn -- @T@
-	run inj_obj $N_FAST 1 $US objtrace -e inject -o /dev/null --from "$OBJ_FROM" bench_fn -- @T@
+	run inj_obj $N_FAST 1 env BENCH_OBJ_CALL=1 $US objtrace -e inject -o /dev/null --from "$OBJ_FROM" bench_fn -- @T@
 	if have uftrace; then
 		run uft_args $N_FAST 1 uftrace record -d $B/uftrace.data --no-libcall -P bench_fn \
 			-A 'bench_fn@arg1/i64,arg2/i64' @T@
@@ -101,8 +101,8 @@ run tfs_entry $N_PROBED 1 $US trace -e tracefs -o /dev/null "$ARGS" -- @T@
 run bpf_entry $N_PROBED 1 $US trace -e bpf -o /dev/null "$ARGS" -- @T@
 run tfs_count $N_PROBED 1 $US count -e tracefs bench_fn -- @T@
 run tfs_flow $N_PROBED 1 $US flow -e tracefs -o /dev/null bench_fn -- @T@
-run tfs_obj $N_PROBED 1 $US objtrace -e tracefs -o /dev/null --from "$OBJ_FROM" bench_fn -- @T@
-run bpf_obj $N_PROBED 1 $US objtrace -e bpf -o /dev/null --from "$OBJ_FROM" bench_fn -- @T@
+run tfs_obj $N_PROBED 1 env BENCH_OBJ_CALL=1 $US objtrace -e tracefs -o /dev/null --from "$OBJ_FROM" bench_fn -- @T@
+run bpf_obj $N_PROBED 1 env BENCH_OBJ_CALL=1 $US objtrace -e bpf -o /dev/null --from "$OBJ_FROM" bench_fn -- @T@
 if have bpftrace; then
 	run bpftrace_count $N_PROBED 1 bpftrace -q -e "uprobe:$T:bench_fn { @[tid] = count(); }" -c @T@
 fi

@@ -65,6 +65,15 @@ struct usc_site {
 					 * and return sites; -1: none */
 };
 
+/* Does the site fetch $ustack (a stack the tracer unwinds)? */
+static inline bool site_has_ustack(const struct usc_site *site)
+{
+	for (unsigned i = 0; i < site->nargs; i++)
+		if (site->args[i].ninsn && site->args[i].insn[0].op == FOP_USTACK)
+			return true;
+	return false;
+}
+
 /* Fill target->exe for a PID (/proc/PID/exe) or a command (PATH lookup).
  * -ESRCH (no such process), -ENOENT (command not found). */
 int resolve_target(struct usc_target *target, const char *command);

@@ -47,9 +47,8 @@ bool usc_agg_fits(const struct usc_session *s, const struct usc_site *site, unsi
 		return false;
 	/* a stack is unwound by the tracer (src/stack/): its events are
 	 * aggregated there, each distinct stack a row */
-	for (unsigned i = 0; i < site->nargs; i++)
-		if (site->args[i].ninsn && site->args[i].insn[0].op == FOP_USTACK)
-			return false;
+	if (site_has_ustack(site))
+		return false;
 	usc_agg_layout(s, site, &first, &n, &value);
 	return first == 0 && agg_key_len(site->args, first, n, s->opts.agg.str_max) <= key_max;
 }

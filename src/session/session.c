@@ -169,13 +169,18 @@ int session_plan_sites(struct usc_session *s)
 	if (ret)
 		return ret;
 	/* $ustack copies --stack-size bytes: the engines read it in the program */
-	for (size_t i = 0; i < s->nsites; i++)
-		for (unsigned a = 0; a < s->sites[i].nargs; a++)
-			if (s->sites[i].args[a].ninsn && s->sites[i].args[a].insn[0].op == FOP_USTACK &&
-			    (s->has_stacks = true) && s->opts.stack_bytes)
-				s->sites[i].args[a].insn[0].imm =
-					(int64_t)((uint64_t)(uint32_t)s->sites[i].args[a].insn[0].imm |
+	for (size_t i = 0; i < s->nsites; i++) {
+		struct usc_site *site = &s->sites[i];
+
+		if (!site_has_ustack(site))
+			continue;
+		s->has_stacks = true;
+		for (unsigned a = 0; a < site->nargs && s->opts.stack_bytes; a++)
+			if (site->args[a].insn[0].op == FOP_USTACK)
+				site->args[a].insn[0].imm =
+					(int64_t)((uint64_t)(uint32_t)site->args[a].insn[0].imm |
 						  (uint64_t)s->opts.stack_bytes << 32);
+	}
 	s->stats = calloc(s->nsites + 1, sizeof(*s->stats));
 	if (!s->stats)
 		return -ENOMEM;
@@ -235,6 +240,8 @@ int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe
 	s->replayed = rec_file_header(f);
 	s->specs = rec_file_specs(f, &s->nspecs);
 	s->sites = rec_file_take_sites(f, &s->nsites);
+	for (size_t i = 0; i < s->nsites; i++)
+		s->has_stacks |= site_has_ustack(&s->sites[i]);
 	s->stats = calloc(s->nsites + 1, sizeof(*s->stats));
 	s->place = calloc(s->nsites + 1, sizeof(*s->place));
 	if (!s->stats || !s->place)
@@ -327,7 +334,7 @@ static int sinks_event(const struct usc_event *ev0, void *ctx)
 	struct usc_event copy;
 	const struct usc_event *ev = ev0;
 
-	for (unsigned i = 0; i < ev0->nvals; i++)
+	for (unsigned i = 0; s->has_stacks && i < ev0->nvals; i++)
 		if (ev0->vals[i].kind == USC_V_USTACK) {
 			ev = unwind_stacks(s, ev0, &copy);
 			break;

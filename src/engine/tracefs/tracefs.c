@@ -227,18 +227,16 @@ static int tfs_can_place(struct usc_engine *e, const struct usc_site *site, char
 	int ret;
 
 	(void)e;
-	for (unsigned i = 0; i < site->nargs; i++)
-		if (site->args[i].ninsn && site->args[i].insn[0].op == FOP_USTACK) {
-			/* The kernel's user stack trace (options/userstacktrace)
-			 * follows frame pointers, which Debian builds its code
-			 * without (libc, python3): it would give one frame or
-			 * wrong ones. The other engines copy the stack and uscope
-			 * unwinds it with the CFI. */
-			snprintf(why, len, "$ustack: the kernel's user stack trace walks frame "
-				 "pointers, which most code is built without; the inject and "
-				 "bpf engines unwind with the CFI");
-			return -ENOTSUP;
-		}
+	if (site_has_ustack(site)) {
+		/* The kernel's user stack trace (options/userstacktrace) follows
+		 * frame pointers, which Debian builds its code without (libc,
+		 * python3): it would give one frame or wrong ones. The other
+		 * engines copy the stack and uscope unwinds it with the CFI. */
+		snprintf(why, len, "$ustack: the kernel's user stack trace walks frame pointers, "
+			 "which most code is built without; the inject and bpf engines unwind "
+			 "with the CFI");
+		return -ENOTSUP;
+	}
 	ret = tracefs_lower_args(site->args, site->nargs, (int64_t)(site->offset - site->vaddr),
 				 site->ret_site, args, sizeof(args));
 	if (ret == -ENOTSUP)
