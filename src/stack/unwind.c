@@ -366,7 +366,15 @@ int stack_unwind(struct cache *c, pid_t pid, pid_t tid, const void *copy, size_t
 	p = proc_get(c, sc, pid);
 	memset(out, 0, sizeof(*out));
 	if (!p) {
+		/* no module known for the process: the probed address alone */
+		struct fetch_stack_hdr h;
+
+		memcpy(&h, copy, sizeof(h));
+		out->pc[0] = h.regs[USC_REG_IP];
+		out->n = max ? 1 : 0;
+		set_bit(out->exact, 0);
 		out->end = USC_STACK_END_NOMODULE;
+		out->end_pc = h.regs[USC_REG_IP];
 		return 0;
 	}
 	memcpy(&p->h, copy, sizeof(p->h));
