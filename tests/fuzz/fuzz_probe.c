@@ -43,7 +43,8 @@ static int is_load(uint8_t op)
 {
 	/* the parser never emits FOP_VADDR */
 	return (op >= FOP_REG && op <= FOP_FOFFS) || op == FOP_ARG || op == FOP_VAR ||
-	       op == FOP_PARAMS || op == FOP_PID || op == FOP_TID || op == FOP_CPU;
+	       op == FOP_PARAMS || op == FOP_PID || op == FOP_TID || op == FOP_CPU ||
+	       op == FOP_GOID || op == FOP_USTACK;
 }
 
 static int is_store(uint8_t op)
@@ -77,6 +78,14 @@ static void check_arg(const struct usc_fetcharg *a, size_t len)
 		CHECK(n == 2);
 		return;
 	}
+	if (in[i].op == FOP_USTACK) {	/* copied whole by the engine, N frames */
+		CHECK(a->type == USC_T_STACK);
+		CHECK(n == 2);
+		CHECK(fetch_stack_frames(in[i].imm) == (uint32_t)in[i].imm);
+		CHECK(in[i].imm >= 1 && in[i].imm <= USC_STACK_FRAMES_MAX);
+		return;
+	}
+	CHECK(a->type != USC_T_STACK);
 	if (in[i].op == FOP_PARAMS) {	/* expanded at the site */
 		CHECK(n == 2 && !a->named);
 		return;
