@@ -768,6 +768,16 @@ static int decode(struct events *e, const struct ref *r, struct usc_event *ev)
 			if (v[i].kind == USC_V_STR || v[i].kind == USC_V_USTACK) {
 				if (v[i].len > r->len - strs)
 					return -EINVAL;
+				if (v[i].kind == USC_V_USTACK) {
+					/* what the engines wrote: its header, then its bytes */
+					struct fetch_stack_hdr h;
+
+					if (v[i].len < sizeof(h))
+						return -EINVAL;
+					memcpy(&h, r->p + strs, sizeof(h));
+					if (h.len != v[i].len - sizeof(h))
+						return -EINVAL;
+				}
 				e->vals[i].str = (const char *)r->p + strs;
 				e->vals[i].len = v[i].len;
 				strs += v[i].len;

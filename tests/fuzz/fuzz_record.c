@@ -261,10 +261,18 @@ static int on_event(const struct usc_event *ev, void *ctx)
 	for (unsigned i = 0; i < ev->nvals; i++) {
 		const struct usc_value *v = &ev->vals[i];
 
-		CHECK(v->kind <= USC_V_NULL);
+		/* a stack as copied (unwound by a session; there is none here) */
+		CHECK(v->kind <= USC_V_USTACK);
 		sink += v->u + v->len;
-		if (v->kind == USC_V_STR) {
-			/* a string's bytes are the file's */
+		if (v->kind == USC_V_USTACK) {
+			struct fetch_stack_hdr h;
+
+			CHECK(v->len >= sizeof(h));
+			memcpy(&h, v->str, sizeof(h));
+			CHECK(h.len == v->len - sizeof(h));
+		}
+		if (v->kind == USC_V_STR || v->kind == USC_V_USTACK) {
+			/* a string's (a stack's) bytes are the file's */
 			CHECK(v->str);
 			CHECK(copy && (const uint8_t *)v->str >= copy &&
 			      v->len <= copy_len - (size_t)((const uint8_t *)v->str - copy));
