@@ -120,12 +120,13 @@ def test_latency_of_known_sleeps(engine):
     (r,) = rows(cp)
     assert (r["probe"], r["unit"], r["count"]) == ("nap", "us", 6)
     # nap(600) x3, nap(3000) x2, nap(12000): each sleeps at least that long.
-    # A loaded machine (CI) can wake a sleeper late, never early: each call,
-    # in order, lands in its own bucket or the next one up.
+    # A loaded machine (CI) can wake a sleeper late (a 600 us sleep took
+    # 2 ms there), never early: each call, in order, lands in its own
+    # bucket or up to three above (8x); a wrong unit would be 1000x off.
     got = sorted(lo for lo, _, n in hist_buckets(r) for _ in range(n))
     want = [512, 512, 512, 2048, 2048, 8192]
-    assert all(w <= g <= 2 * w for g, w in zip(got, want)), (got, want)
-    assert 600 <= r["min"] < 2048 and 12000 <= r["max"] < 32768
+    assert all(w <= g <= 8 * w for g, w in zip(got, want)), (got, want)
+    assert 600 <= r["min"] < 8 * 1024 and 12000 <= r["max"] < 8 * 16384
     assert r["p50"] <= r["p99"] <= r["max"]
     assert where(cp) == {IN_PLACE[engine]}
 
@@ -153,8 +154,10 @@ def test_latency_per_call_and_key():
     calls = [o for o in objs if o.get("call")]
     assert [(c["key"]["us"], c["unit"]) for c in calls] == \
         [(600, "ms")] * 3 + [(3000, "ms")] * 2 + [(12000, "ms")]
-    assert [c["latency"] for c in calls][3:] in ([3, 3, 12], [3, 4, 12], [4, 3, 12],
-                                                 [4, 4, 12], [3, 3, 13], [4, 4, 13])
+    # whole ms; a loaded machine wakes late (by up to 8 ms here), never early
+    lat = [c["latency"] for c in calls]
+    assert all(0 <= l <= 8 for l in lat[:3]) and all(3 <= l <= 11 for l in lat[3:5]) and \
+        12 <= lat[5] <= 20, lat
     by_key = {r["key"]["us"]: r["count"] for r in rows(cp)}
     assert by_key == {600: 3, 3000: 2, 12000: 1}
 
