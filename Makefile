@@ -36,7 +36,7 @@ all: uscope sdt
 # The bpf engine's kernel program, compiled at build time (no compiler is
 # needed at run time) and embedded as a libbpf skeleton.
 build/bpf/uscope.bpf.o: src/engine/bpf/uscope.bpf.c src/engine/bpf/bpf_shared.h src/probe/fetch.h \
-		src/probe/fetch_eval.h src/probe/filter_eval.h src/probe/agg.h
+		src/probe/fetch_eval.h src/probe/filter_eval.h src/agg/agg_shared.h
 	@mkdir -p $(dir $@)
 	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu -Isrc -c $< -o $@
 build/bpf/uscope.skel.h: build/bpf/uscope.bpf.o
@@ -56,7 +56,7 @@ AGENT_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -O2 -fPIC -ffreestandin
 	-fcf-protection=none -fvisibility=hidden -fno-sanitize=all
 build/inject/agent.bin: src/engine/inject/agent/agent.c src/engine/inject/agent/agent.lds \
 		src/engine/inject/inject_shared.h src/engine/inject/objset.h src/probe/fetch.h src/probe/fetch_eval.h \
-		src/probe/filter_eval.h src/probe/agg.h
+		src/probe/filter_eval.h src/agg/agg_shared.h
 	@mkdir -p $(dir $@)
 	$(CC) $(AGENT_CFLAGS) -c $< -o build/inject/agent.o
 	@if readelf -rW build/inject/agent.o | awk '/^Relocation section/ { sec = $$3 } \
@@ -146,7 +146,7 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
 # The recording reader, the engines' decoders it calls and the output; the
 # reader's mmap becomes an exact-size heap copy ASan watches; undefined
 # behaviour is a failure, as in build/san.
-build/fuzz/fuzz_record: src/record/reader.c src/record/buf.c src/engine/inject/clock.c \
+build/fuzz/fuzz_record: src/record/reader.c src/record/buf.c src/core/tsc.c \
 	src/engine/inject/inject_raw.c src/engine/bpf/bpf_raw.c src/output/output.c src/output/govalue.c
 build/fuzz/fuzz_record: FUZZ_FLAGS := -fno-sanitize-recover=undefined -Wl,--wrap=mmap,--wrap=munmap
 # The folded-stack parser, the flame graph's layout and its SVG.

@@ -2,8 +2,13 @@
  *
  * An engine only places sites and delivers what they record: the session
  * (src/session/) decides which engine takes which site, from what each
- * says it can place, and no engine calls another. Each engine embeds struct
- * usc_engine in its own state and recovers itself with container_of, as
+ * says it can place, and no engine calls another. An engine sees of the
+ * session only its context (struct usc_engine_ctx: the sites, the target,
+ * the options that change how it places and buffers) and hands back events
+ * through poll's callback, or raw records through record's usc_raw_out: it
+ * knows neither the session's struct nor the recording's file.
+ *
+ * Each engine embeds struct usc_engine in its own state and recovers itself with container_of, as
  * libbpf's links do. Lifecycle:
  *   create (no side effect) -> can_place(site) for the sites it may take ->
  *   attach (the session has handed it e->sites: create their probes, not
@@ -18,100 +23,69 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "probe/agg.h"
+#include "agg/agg.h"
+#include "probe/event.h"
 #include "resolve/resolve.h"
 
-enum usc_value_kind {
-	USC_V_INT,
-	USC_V_STR,
-	USC_V_FAULT,	/* the memory could not be read */
-	USC_V_NULL,	/* a string behind a NULL pointer */
-	USC_V_USTACK,	/* $ustack as an engine copied it: str, len bytes: struct
-			 * fetch_stack_hdr and the stack (probe/fetch.h) */
-	USC_V_STACK,	/* $ustack unwound (src/stack/): stack */
-};
-
-/* Why an unwound stack ends where it does. */
-enum usc_stack_end {
-	USC_STACK_END_OUTERMOST,	/* the outermost frame: complete */
-	USC_STACK_END_LIMIT,		/* $ustack:N frames */
-	USC_STACK_END_COPY,		/* the next frame is beyond the stack copied */
-	USC_STACK_END_NOCFI,		/* no CFI for end_pc */
-	USC_STACK_END_NOMODULE,		/* end_pc is in no file mapping */
-	USC_STACK_END_UNREAD,		/* the stack could not be read */
-	USC_STACK_END_ERROR,		/* the CFI could not be followed */
-};
-
-/* A stack: frame 0 is the probed code, then its callers. pc[i] is exact
- * where the bit i of exact is set (frame 0, a frame a signal interrupted):
- * otherwise a return address (symbolized at pc - 1, as gdb does). */
-struct usc_stack {
-	uint32_t n;
-	uint8_t end;			/* enum usc_stack_end */
-	uint64_t end_pc;		/* where it ended */
-	uint64_t exact[(USC_STACK_FRAMES_MAX + 63) / 64];
-	uint64_t sigframe[(USC_STACK_FRAMES_MAX + 63) / 64];	/* the signal trampoline */
-	uint64_t pc[];
-};
-
-static inline bool usc_stack_exact(const struct usc_stack *st, uint32_t i)
-{
-	return (st->exact[i / 64] >> (i % 64)) & 1;
-}
-
-static inline bool usc_stack_sigframe(const struct usc_stack *st, uint32_t i)
-{
-	return (st->sigframe[i / 64] >> (i % 64)) & 1;
-}
-
-struct usc_value {
-	uint8_t kind;		/* enum usc_value_kind */
-	uint32_t len;		/* USC_V_STR, USC_V_USTACK: bytes, without the NUL */
-	uint64_t u;		/* USC_V_INT: raw bits, zero-extended from the type's size */
-	const char *str;	/* USC_V_STR, USC_V_USTACK */
-	const struct usc_stack *stack;	/* USC_V_STACK */
-};
-
-struct usc_event {
-	uint64_t time_ns;	/* CLOCK_MONOTONIC */
-	int32_t pid, tid, cpu;
-	const char *comm;
-	const struct usc_site *site;
-	uint64_t ip;		/* probe address; for returns, the return address */
-	uint64_t func;		/* returns: the function's address */
-	unsigned nvals;
-	const struct usc_value *vals;	/* in the order of site->args */
-};
-
-/* Return non-zero to stop delivery. */
-typedef int (*usc_event_fn)(const struct usc_event *ev, void *ctx);
-
-struct usc_site_stats {
-	uint64_t events;	/* delivered */
-	int64_t lost;		/* -1: the kernel cannot attribute it to this probe */
-	int64_t hits;		/* the kernel's hit count, -1 when it has none for
-				 * this session (a pid filter: hits of other
-				 * processes would be in it) */
-	uint64_t agg_full;	/* hits aggregated where the probe runs that found
-				 * the key table full: not counted */
-	uint64_t agg_fault;	/* ... whose value (hist) could not be read */
-};
-
-/* An engine's counts; sites[i] is for the engine's e->sites[i]. */
-struct usc_stats {
-	uint64_t events;
-	uint64_t lost;			/* the engine's own count */
-	struct usc_site_stats *sites;	/* e->nsites entries, owned by the engine */
-};
-
-struct usc_session;
 struct usc_engine;
-struct rec_writer;
+struct cache;
+struct usc_raw_inject;	/* engine/raw.h */
 
-/* A row aggregated where the probe runs: the site, the key's bytes
- * (probe/agg.h), its statistics and buckets (usc_agg_nbuckets). */
-typedef int (*usc_agg_fn)(void *ctx, const struct usc_site *site, const uint8_t *key,
-			  uint32_t keylen, const struct agg_stats *st, const uint64_t *buckets);
+/* What an engine is told of the session. The session fills it before it
+ * creates its engines and keeps it until they are destroyed; the sites are
+ * set once planned (a site's index in the session is site - sites). */
+struct usc_engine_ctx {
+	const struct usc_target *target;
+	struct cache *cache;		/* ELF files and debug info, shared */
+	const struct usc_site *sites;	/* every site of the session */
+	size_t nsites;
+	bool count_only;		/* only hit counts are wanted: an engine may
+					 * count instead of recording */
+	bool has_stacks;		/* a site fetches $ustack */
+	uint32_t stack_bytes;		/* $ustack: bytes of stack copied (0: 8 KiB) */
+	struct usc_agg_opts agg;	/* what is aggregated (agg/agg.h) */
+	/* uscope record: lossless unless drop (a full buffer drops and
+	 * counts); snapshot: the flight recorder keeps that many bytes a
+	 * thread in overwrite buffers */
+	struct {
+		bool on, drop;
+		uint64_t snapshot;
+	} record;
+	/* uscope objtrace: the set holds max_objects at most */
+	struct {
+		bool on;
+		uint32_t max_objects;
+	} objtrace;
+};
+
+/* What each site of a session was given: the engine that took it. */
+struct usc_placement {
+	int engine;		/* index in the session's engines, or -1 (skipped) */
+	char why[256];		/* why it left the preferred engine ("": it did not) */
+};
+
+/* Where an engine's records go, unformatted, when the session records
+ * (usc_engine_ops.record): the session writes them to the recording
+ * (src/record/), whose reader gives them back to the engine's decoders
+ * (engine/raw.h). Each returns 0 or -errno, the failure reported. */
+struct usc_raw_out {
+	void *ctx;
+	/* the flight recorder writes now: the overwrite buffers' newest records */
+	bool snapshot;
+	/* process pid: its maps and the files it maps, described once */
+	int (*process)(const struct usc_raw_out *o, pid_t pid);
+	/* thread tid's name: known already, or written */
+	bool (*knows_thread)(const struct usc_raw_out *o, pid_t tid);
+	int (*thread)(const struct usc_raw_out *o, pid_t pid, pid_t tid, const char *comm);
+	/* a clock sample: TSC and CLOCK_MONOTONIC ns (core/tsc.h) */
+	int (*clock)(const struct usc_raw_out *o, uint64_t tsc, uint64_t ns);
+	/* an inject image: its process, and each site's runtime address there */
+	int (*image)(const struct usc_raw_out *o, uint32_t image, pid_t pid, const uint64_t *ips,
+		     size_t n);
+	/* a thread's inject ring bytes, a then b (the ring's end, its start) */
+	int (*inject)(const struct usc_raw_out *o, const struct usc_raw_inject *h, const void *a,
+		      size_t alen, const void *b, size_t blen);
+};
 
 struct usc_engine_ops {
 	const char *name;
@@ -123,7 +97,7 @@ struct usc_engine_ops {
 	bool follows_tail_calls;
 	/* the flight recorder (record --snapshot): the engine keeps each
 	 * thread's newest records in overwrite buffers, written by record()
-	 * when the session says (session->snapshot_dump) */
+	 * when the session says (usc_raw_out.snapshot) */
 	bool flight_recorder;
 	/* uscope objtrace: the engine keeps the followed objects where the
 	 * probe runs (usc_obj_role): its sites' events come with their verdict
@@ -132,7 +106,8 @@ struct usc_engine_ops {
 	/* Set up engine state, without touching the system: check that the
 	 * engine can work here at all (support, permission, a target it can
 	 * trace). 0, or -errno with the reason in why. */
-	int (*create)(struct usc_session *s, struct usc_engine **out, char *why, size_t len);
+	int (*create)(const struct usc_engine_ctx *ctx, struct usc_engine **out, char *why,
+		      size_t len);
 	/* Can the engine place this site? 0, or -ENOTSUP with the reason in
 	 * why. What it learns (a patch plan) it keeps for attach: each site is
 	 * planned once. */
@@ -162,12 +137,11 @@ struct usc_engine_ops {
 	/* Deliver what is available, waiting at most timeout_ms for it.
 	 * Returns the number of events delivered, or -errno. */
 	int (*poll)(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *ctx);
-	/* Recording (uscope record): write what is available to w as the
-	 * engine produced it, unformatted (record/record.h), instead of
-	 * delivering events. Returns the number of records written, or -errno.
-	 * Optional: without it, the engine's events are written in uscope's
-	 * own form. */
-	int (*record)(struct usc_engine *e, struct rec_writer *w);
+	/* Recording (uscope record): hand what is available to out as the
+	 * engine produced it, unformatted, instead of delivering events.
+	 * Returns the number of records written, or -errno. Optional: without
+	 * it, the engine's events are recorded in uscope's own form. */
+	int (*record)(struct usc_engine *e, const struct usc_raw_out *out);
 	/* Optional: a source with an end (a recording): true once it has
 	 * delivered everything; the session ends when every source has. */
 	bool (*ended)(struct usc_engine *e);
@@ -181,19 +155,19 @@ struct usc_engine_ops {
 	 * pass. Asked after the plan, before attach. */
 	bool (*filters)(struct usc_engine *e, const struct usc_site *site);
 	/* Optional. Can the engine aggregate the site where the probe runs
-	 * (session->opts.agg), delivering no event for it? 0, or -ENOTSUP:
+	 * (ctx->agg), delivering no event for it? 0, or -ENOTSUP:
 	 * the session aggregates its events. Asked after the plan, before
 	 * attach; the answer is in site->agg_in_place. */
 	int (*agg_place)(struct usc_engine *e, const struct usc_site *site);
 	/* Every row aggregated in place, as it stands since attach (count,
 	 * sum, buckets), min and max since the previous read: fn(ctx, site,
-	 * key, keylen, st, buckets) (usc_agg_fn, session.h). */
+	 * key, keylen, st, buckets) (usc_agg_fn, agg/agg.h). */
 	int (*agg_read)(struct usc_engine *e, usc_agg_fn fn, void *ctx);
 };
 
 struct usc_engine {
 	const struct usc_engine_ops *ops;
-	struct usc_session *session;
+	const struct usc_engine_ctx *ctx;
 	/* the sites the session gave it, before attach */
 	const struct usc_site **sites;
 	size_t nsites;
@@ -217,11 +191,11 @@ extern const size_t usc_nengines;
 /* An engine by name ("tracefs", "bpf", "inject"), or NULL. */
 const struct usc_engine_ops *engine_by_name(const char *name);
 
-/* Where in the engine's sites a site is: e->sites[i] == site, or -1. */
 /* Does the event pass its site's filter (site->filter, with the
  * interpreter every engine shares: probe/filter_eval.h)? */
 bool engine_filter_pass(const struct usc_event *ev);
 
+/* Where in the engine's sites a site is: e->sites[i] == site, or -1. */
 ssize_t engine_site_index(const struct usc_engine *e, const struct usc_site *site);
 
 #endif

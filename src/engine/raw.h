@@ -9,6 +9,16 @@
 
 #include "engine/engine.h"
 
+/* How an inject engine hands a thread's ring bytes to usc_raw_out.inject:
+ * which image (a process's address space, as usc_raw_out.image described
+ * it), which thread slot, the thread, and the bytes (whole records). */
+struct usc_raw_inject {
+	uint32_t image;
+	uint32_t slot;
+	int32_t pid, tid;
+	uint32_t nbytes;
+};
+
 /* One inject record (struct inj_rec, avail bytes readable at r): its
  * site is site, whose runtime address in the image was ip; stamped at
  * time_ns, of thread tid of process pid. vals: INJ_MAX_ARGS of room. 0, or

@@ -7,7 +7,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "engine/engine.h"
+#include <sys/types.h>
+
+#include "probe/event.h"
+#include "resolve/resolve.h"
 
 struct cache;
 

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "engine/inject/clock.h"
+#include "core/tsc.h"
 #include "engine/raw.h"
 #include "record/buf.h"
 
@@ -57,7 +57,7 @@ struct rec_file {
 	size_t nimages;
 	struct rec_thread_info *threads;
 	size_t nthreads;
-	struct inj_clock *clock;
+	struct tsc_clock *clock;
 	struct rec_site_stats *stats;	/* nsites, or NULL */
 	uint64_t total_events, total_lost;
 	char *snapshot;			/* why the flight recorder wrote, or NULL */
@@ -315,7 +315,7 @@ static void read_clock(struct rec_file *f, const uint8_t *p, size_t len)
 	for (size_t k = 0; k + sizeof(struct rec_clock_pair) <= len; k += sizeof(struct rec_clock_pair)) {
 		const struct rec_clock_pair *c = (const void *)(p + k);
 
-		clock_add(f->clock, c->tsc, c->ns);
+		tsc_add(f->clock, c->tsc, c->ns);
 	}
 }
 
@@ -546,7 +546,7 @@ void rec_file_free(struct rec_file *f)
 	free(f->enums);
 	free(f->images);
 	free(f->threads);
-	clock_free(f->clock);
+	tsc_free(f->clock);
 	free(f->stats);
 	free(f->snapshot);
 	free(f->bpf_sites);
@@ -678,7 +678,7 @@ static int refs_of_chunk(struct events *e, const struct rec_chunk *c, const uint
 				break;
 			}
 			if (kind == 0 && site < f->ninject)
-				ret = push_ref(e, (struct ref){clock_ns(f->clock, tsc), r, len,
+				ret = push_ref(e, (struct ref){tsc_ns(f->clock, tsc), r, len,
 							       REF_INJECT, h, 0});
 			else if (kind == 0)
 				e->bad++;

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "engine/engine.h"
+#include "probe/event.h"
 #include "record/format.h"
 
 struct rec_file;

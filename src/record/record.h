@@ -12,7 +12,6 @@
 #include "engine/engine.h"
 #include "record/format.h"
 
-struct usc_session;
 struct cache;
 
 /* ---- writing ------------------------------------------------------------ */
@@ -30,8 +29,11 @@ int rec_writer_flush(struct rec_writer *w);
 /* Free without an END (a failed run: the file reads as cut short). */
 void rec_writer_free(struct rec_writer *w);
 
-/* The session's probes and sites (REC_SITES). */
-int rec_write_sites(struct rec_writer *w, const struct usc_session *s);
+/* The session's probes and sites (REC_SITES), and the engine of each site
+ * (place[i].engine indexes engine_names; -1: skipped). */
+int rec_write_sites(struct rec_writer *w, const struct usc_probe_spec *specs, size_t nspecs,
+		    const struct usc_site *sites, size_t nsites, const struct usc_placement *place,
+		    const char *const *engine_names);
 /* Process pid's maps, and every file it maps executable that is not yet in
  * the recording: segments and function symbols. */
 /* Process pid's maps again, as the cache has them now (they changed: a

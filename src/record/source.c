@@ -11,7 +11,6 @@
 #include "core/log.h"
 #include "record/reader.h"
 #include "record/source.h"
-#include "session/session.h"
 
 struct src {
 	struct usc_engine base;
@@ -20,6 +19,7 @@ struct src {
 	uint64_t bad;
 	struct usc_site_stats *stats;	/* e->sites' order */
 	uint64_t *events;		/* per session site: delivered */
+	bool *mine;			/* per session site: the session gave it here */
 	usc_event_fn fn;
 	void *ctx;
 	int delivered;
@@ -30,7 +30,7 @@ static struct src *src_of(struct usc_engine *e)
 	return container_of(e, struct src, base);
 }
 
-static int src_create(struct usc_session *s, struct usc_engine **out, char *why, size_t len)
+static int src_create(const struct usc_engine_ctx *s, struct usc_engine **out, char *why, size_t len)
 {
 	(void)s;
 	snprintf(why, len, "a recording is read with -r FILE");
@@ -53,8 +53,13 @@ static int src_attach(struct usc_engine *e)
 	struct src *r = src_of(e);
 
 	r->stats = calloc(e->nsites + 1, sizeof(*r->stats));
-	r->events = calloc(e->session->nsites + 1, sizeof(*r->events));
-	return r->stats && r->events ? 0 : -ENOMEM;
+	r->events = calloc(e->ctx->nsites + 1, sizeof(*r->events));
+	r->mine = calloc(e->ctx->nsites + 1, sizeof(*r->mine));
+	if (!r->stats || !r->events || !r->mine)
+		return -ENOMEM;
+	for (size_t k = 0; k < e->nsites; k++)
+		r->mine[e->sites[k] - e->ctx->sites] = true;
+	return 0;
 }
 
 static int src_start(struct usc_engine *e, pid_t pid, bool follow)
@@ -70,10 +75,10 @@ static int src_start(struct usc_engine *e, pid_t pid, bool follow)
 static int one(const struct usc_event *ev, void *ctx)
 {
 	struct src *r = ctx;
-	const struct usc_session *s = r->base.session;
+	const struct usc_engine_ctx *s = r->base.ctx;
 	size_t i = (size_t)(ev->site - s->sites);
 
-	if (i >= s->nsites || s->place[i].engine < 0 || ev->site->hidden)
+	if (i >= s->nsites || !r->mine[i] || ev->site->hidden)
 		return 0;
 	if (!engine_filter_pass(ev))
 		return 0;	/* the session does not filter again: filter_in_place */
@@ -122,7 +127,7 @@ static int src_stats(struct usc_engine *e, struct usc_stats *st)
 	st->events = st->lost = 0;
 	for (size_t k = 0; k < e->nsites; k++) {
 		/* the session's site index: the recorded counts are by it */
-		size_t i = (size_t)(e->sites[k] - e->session->sites);
+		size_t i = (size_t)(e->sites[k] - e->ctx->sites);
 
 		/* the recorded counts: what the engines lost and hit then */
 		r->stats[k].events = r->events[i];
@@ -135,7 +140,7 @@ static int src_stats(struct usc_engine *e, struct usc_stats *st)
 	}
 	/* every probe read: the losses the file counts in all (some not
 	 * attributed to a probe) */
-	if (rs && lost > st->lost && e->nsites == e->session->nsites)
+	if (rs && lost > st->lost && e->nsites == e->ctx->nsites)
 		st->lost = lost;
 	st->sites = r->stats;
 	return 0;
@@ -153,6 +158,7 @@ static void src_destroy(struct usc_engine *e)
 	rec_file_free(r->f);
 	free(r->stats);
 	free(r->events);
+	free(r->mine);
 	free(r);
 }
 
@@ -170,7 +176,7 @@ const struct usc_engine_ops source_engine_ops = {
 	.ended = src_ended,
 };
 
-int source_open(struct usc_session *s, const char *path, struct usc_engine **out)
+int source_open(const struct usc_engine_ctx *ctx, const char *path, struct usc_engine **out)
 {
 	struct src *r = calloc(1, sizeof(*r));
 	const char *damage, *snap;
@@ -191,7 +197,7 @@ int source_open(struct usc_session *s, const char *path, struct usc_engine **out
 	if (snap)
 		log_info("%s is a flight recorder's snapshot: %s", path, snap);
 	r->base.ops = &source_engine_ops;
-	r->base.session = s;
+	r->base.ctx = ctx;
 	*out = &r->base;
 	return 0;
 }

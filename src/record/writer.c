@@ -16,7 +16,6 @@
 #include "record/buf.h"
 #include "record/record.h"
 #include "resolve/cache.h"
-#include "session/session.h"
 
 #define WBUF (4u << 20)
 
@@ -244,13 +243,15 @@ static void put_arg(struct rbuf *b, const struct usc_fetcharg *a)
 	rbuf_u8(b, a->insn[0].op);
 }
 
-int rec_write_sites(struct rec_writer *w, const struct usc_session *s)
+int rec_write_sites(struct rec_writer *w, const struct usc_probe_spec *specs, size_t nspecs,
+		    const struct usc_site *sites, size_t nsites, const struct usc_placement *place,
+		    const char *const *engine_names)
 {
 	struct rbuf b = {0};
 
-	rbuf_u32(&b, (uint32_t)s->nspecs);
-	for (size_t i = 0; i < s->nspecs; i++) {
-		const struct usc_probe_spec *sp = &s->specs[i];
+	rbuf_u32(&b, (uint32_t)nspecs);
+	for (size_t i = 0; i < nspecs; i++) {
+		const struct usc_probe_spec *sp = &specs[i];
 
 		rbuf_str(&b, sp->text);
 		rbuf_u8(&b, sp->is_return);
@@ -258,14 +259,14 @@ int rec_write_sites(struct rec_writer *w, const struct usc_session *s)
 		rbuf_u8(&b, sp->has_offset);
 		rbuf_u8(&b, sp->is_glob);
 	}
-	rbuf_u32(&b, (uint32_t)s->nsites);
-	for (size_t i = 0; i < s->nsites; i++) {
-		const struct usc_site *site = &s->sites[i];
+	rbuf_u32(&b, (uint32_t)nsites);
+	for (size_t i = 0; i < nsites; i++) {
+		const struct usc_site *site = &sites[i];
 
 		rbuf_u32(&b, site->probe);
 		rbuf_u32(&b, (uint32_t)(site->is_return | site->ret_site << 1 | site->tail_call << 2 |
 					site->hidden << 3 | site->cont << 4 | site->inlined << 5 |
-					(s->place && s->place[i].engine < 0) << 6));
+					(place && place[i].engine < 0) << 6));
 		rbuf_u32(&b, (uint32_t)site->group);
 		rbuf_u64(&b, site->vaddr);
 		rbuf_u64(&b, site->func_vaddr);
@@ -277,7 +278,7 @@ int rec_write_sites(struct rec_writer *w, const struct usc_session *s)
 		rbuf_u32(&b, site->nargs);
 		for (unsigned a = 0; a < site->nargs; a++)
 			put_arg(&b, &site->args[a]);
-		rbuf_str(&b, usc_session_engine_of(s, i));
+		rbuf_str(&b, place && place[i].engine >= 0 ? engine_names[place[i].engine] : NULL);
 	}
 	rbuf_align(&b);
 	return chunk_rbuf(w, REC_SITES, &b);

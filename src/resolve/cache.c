@@ -10,7 +10,6 @@
 #include "dwarf/dwarf.h"
 #include "elf/elf.h"
 #include "elf/modules.h"
-#include "stack/stack.h"
 
 struct elf_ent {
 	char *path;
@@ -34,7 +33,9 @@ struct cache {
 	bool frozen;			/* maps only as set (a recording's) */
 	void (*maps_hook)(void *ctx);	/* brings the maps up to date, before a refresh */
 	void *maps_hook_ctx;
-	struct stack_cache *stack;	/* $ustack's unwinding and frames (stack/) */
+	/* what modules above keep per cache (cache_ext), and how to free it */
+	void *ext[CACHE_EXT_NR];
+	void (*ext_free[CACHE_EXT_NR])(void *);
 	struct elf_ent *elf;
 	size_t nelf;
 	struct dwarf_ent *dw;
@@ -52,7 +53,9 @@ void cache_free(struct cache *c)
 {
 	if (!c)
 		return;
-	stack_cache_free(c->stack);
+	for (size_t i = 0; i < CACHE_EXT_NR; i++)
+		if (c->ext[i] && c->ext_free[i])
+			c->ext_free[i](c->ext[i]);
 	for (size_t i = 0; i < c->ndw; i++) {
 		dwarf_close(c->dw[i].m);
 		free(c->dw[i].path);
@@ -189,9 +192,10 @@ void cache_freeze(struct cache *c)
 	c->frozen = true;
 }
 
-struct stack_cache **cache_stack(struct cache *c)
+void **cache_ext(struct cache *c, enum cache_ext_id id, void (*free_fn)(void *))
 {
-	return &c->stack;
+	c->ext_free[id] = free_fn;
+	return &c->ext[id];
 }
 
 static int cmp_map(const void *a, const void *b)

@@ -48,9 +48,13 @@ void cache_maps_hook(struct cache *c, void (*fn)(void *ctx), void *ctx);
  * pids may be other processes on this machine). */
 void cache_freeze(struct cache *c);
 
-/* The stack module's state (stack/stack.h), freed with the cache. */
-struct stack_cache;
-struct stack_cache **cache_stack(struct cache *c);
+/* State a module above keeps per cache, freed with it by free_fn: the slot
+ * (NULL until the module sets it). The cache knows nothing of what is in it. */
+enum cache_ext_id {
+	CACHE_EXT_STACK,	/* stack/: $ustack's unwinding state and frames */
+	CACHE_EXT_NR
+};
+void **cache_ext(struct cache *c, enum cache_ext_id id, void (*free_fn)(void *));
 
 /* A runtime address of process pid as "SYMBOL+0xOFF" (or "MODULE+0xOFF"
  * without a symbol, or "0x..." outside every file mapping). */

@@ -8,66 +8,10 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "session/aggtab.h"
+#include "agg/table.h"
 #include "session/session.h"
 #include "session/session_int.h"
 #include "sink/sink.h"
-
-void usc_agg_layout(const struct usc_session *s, const struct usc_site *site, unsigned *first,
-		    unsigned *n, int *value)
-{
-	unsigned shown = probe_shown_args(site->args, site->nargs);
-
-	*first = 0;
-	*n = shown;
-	*value = -1;
-	switch (s->opts.agg.kind) {
-	case USC_AGG_HIST:
-		if (shown) {
-			*n = shown - 1;
-			*value = (int)shown - 1;
-		}
-		break;
-	case USC_AGG_LATENCY:
-		if (site->is_return)
-			*n = 0;		/* the key is its entry's */
-		break;
-	default:
-		break;
-	}
-}
-
-bool usc_agg_fits(const struct usc_session *s, const struct usc_site *site, unsigned max_args,
-		  uint32_t key_max)
-{
-	unsigned first, n;
-	int value;
-
-	if (s->opts.agg.kind == USC_AGG_NONE || site->nargs > max_args)
-		return false;
-	/* a stack is unwound by the tracer (src/stack/): its events are
-	 * aggregated there, each distinct stack a row */
-	if (site_has_ustack(site))
-		return false;
-	usc_agg_layout(s, site, &first, &n, &value);
-	return first == 0 && agg_key_len(site->args, first, n, s->opts.agg.str_max) <= key_max;
-}
-
-uint32_t usc_agg_nbuckets(const struct usc_agg_opts *a)
-{
-	if (a->kind == USC_AGG_LATENCY || (a->kind == USC_AGG_HIST && !a->linear))
-		return AGG_LOG_BUCKETS;
-	if (a->kind == USC_AGG_HIST)
-		return (uint32_t)((a->lmax - a->lmin + a->lstep - 1) / a->lstep) + 2;
-	return 0;
-}
-
-uint32_t usc_agg_bucket(const struct usc_agg_opts *a, int64_t v)
-{
-	if (a->kind == USC_AGG_HIST && a->linear)
-		return agg_linear_bucket(v, a->lmin, a->lmax, a->lstep, usc_agg_nbuckets(a));
-	return agg_log_bucket(v);
-}
 
 /* Latency: the sites of one function (its entry, its returns, the hidden
  * rets of its tail calls) share an id. */
@@ -205,7 +149,7 @@ static int collect_row(void *ctx, const struct usc_site *site, const uint8_t *ke
 
 int session_agg_collect(struct usc_session *s)
 {
-	struct collect c = {.s = s, .nbuckets = usc_agg_nbuckets(&s->opts.agg)};
+	struct collect c = {.s = s, .nbuckets = agg_nbuckets(&s->opts.agg)};
 	bool any = false;
 
 	for (size_t i = 0; i < s->nsites && !any; i++)

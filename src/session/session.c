@@ -51,7 +51,6 @@ int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
 		s->opts.engines = usc_engines;
 		s->opts.nengines = usc_nengines;
 	}
-	s->count_only = o->count_only;
 	/* aggregations: a string of a key takes whole words */
 	if (!s->opts.agg.str_max)
 		s->opts.agg.str_max = AGG_STR_DEFAULT;
@@ -69,6 +68,15 @@ int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
 	}
 	s->target.kind = o->cmd ? USC_TARGET_COMMAND : o->pid ? USC_TARGET_PID : USC_TARGET_SYSTEM;
 	s->target.pid = o->pid;
+	s->ectx = (struct usc_engine_ctx){
+		.target = &s->target,
+		.cache = s->cache,
+		.count_only = o->count_only,
+		.stack_bytes = o->stack_bytes,
+		.agg = s->opts.agg,
+		.record = {o->record.on, o->record.drop, o->record.snapshot},
+		.objtrace = {o->objtrace.on, o->objtrace.max_objects},
+	};
 	*out = s;
 	return 0;
 }
@@ -101,7 +109,7 @@ static int create_engines(struct usc_session *s)
 			continue;
 		se = &s->engines[n++];
 		se->ops = ops;
-		if (ops->create(s, &se->e, se->why, sizeof(se->why))) {
+		if (ops->create(&s->ectx, &se->e, se->why, sizeof(se->why))) {
 			se->e = NULL;
 			if (!se->why[0])
 				snprintf(se->why, sizeof(se->why), "cannot be used here");
@@ -162,19 +170,21 @@ int session_plan_sites(struct usc_session *s)
 	ret = create_engines(s);
 	if (ret)
 		return ret;
-	if (s->count_only)
+	if (s->ectx.count_only)
 		flags |= RESOLVE_NO_TAIL_FOLLOW;	/* a tail call's hit is its return */
 	ret = resolve_probes(s->cache, &s->target, s->specs, s->nspecs, flags, &s->sites,
 			     &s->nsites);
 	if (ret)
 		return ret;
+	s->ectx.sites = s->sites;
+	s->ectx.nsites = s->nsites;
 	/* $ustack copies --stack-size bytes: the engines read it in the program */
 	for (size_t i = 0; i < s->nsites; i++) {
 		struct usc_site *site = &s->sites[i];
 
 		if (!site_has_ustack(site))
 			continue;
-		s->has_stacks = true;
+		s->ectx.has_stacks = true;
 		for (unsigned a = 0; a < site->nargs && s->opts.stack_bytes; a++)
 			if (site->args[a].insn[0].op == FOP_USTACK)
 				site->args[a].insn[0].imm =
@@ -226,7 +236,7 @@ int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe
 	s->engines = calloc(1, sizeof(*s->engines));
 	if (!s->engines)
 		return -ENOMEM;
-	ret = source_open(s, path, &e);
+	ret = source_open(&s->ectx, path, &e);
 	if (ret)
 		return ret;
 	se = &s->engines[0];
@@ -240,8 +250,10 @@ int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe
 	s->replayed = rec_file_header(f);
 	s->specs = rec_file_specs(f, &s->nspecs);
 	s->sites = rec_file_take_sites(f, &s->nsites);
+	s->ectx.sites = s->sites;
+	s->ectx.nsites = s->nsites;
 	for (size_t i = 0; i < s->nsites; i++)
-		s->has_stacks |= site_has_ustack(&s->sites[i]);
+		s->ectx.has_stacks |= site_has_ustack(&s->sites[i]);
 	s->stats = calloc(s->nsites + 1, sizeof(*s->stats));
 	s->place = calloc(s->nsites + 1, sizeof(*s->place));
 	if (!s->stats || !s->place)
@@ -334,7 +346,7 @@ static int sinks_event(const struct usc_event *ev0, void *ctx)
 	struct usc_event copy;
 	const struct usc_event *ev = ev0;
 
-	for (unsigned i = 0; s->has_stacks && i < ev0->nvals; i++)
+	for (unsigned i = 0; s->ectx.has_stacks && i < ev0->nvals; i++)
 		if (ev0->vals[i].kind == USC_V_USTACK) {
 			ev = unwind_stacks(s, ev0, &copy);
 			break;
@@ -376,18 +388,8 @@ int session_deliver(const struct usc_event *ev, void *ctx)
 	}
 	if (!ev->site->filter_in_place && !engine_filter_pass(ev))
 		return 0;	/* the engine could not filter it */
-	if (s->rec) {
-		/* an engine that writes no records of its own: its events, in
-		 * uscope's binary form; a process described when first seen */
-		int ret = rec_knows_process(s->rec, ev->pid) ? 0 :
-			  rec_write_process(s->rec, s->cache, ev->pid);
-
-		ret = ret ? ret : rec_write_event(s->rec, ev, (uint32_t)(ev->site - s->sites));
-
-		if (ret)
-			s->sink_stop = ret;
-		return ret;
-	}
+	if (s->rec)
+		return session_record_event(s, ev);
 	if (!s->merge)
 		return sinks_event(ev, s);
 	if (merge_push(s->merge, ev)) {
@@ -446,7 +448,7 @@ static int sinks_report(struct usc_session *s, bool final)
 	collect_stats(s);
 	for (size_t k = 0; k < s->nsinks; k++) {
 		int r = s->sinks[k]->ops->report ?
-			s->sinks[k]->ops->report(s->sinks[k], s, &s->totals, final) : 0;
+			s->sinks[k]->ops->report(s->sinks[k], &s->sctx, &s->totals, final) : 0;
 
 		if (!r)
 			continue;
@@ -472,7 +474,7 @@ static void watch_maps(struct usc_session *s, pid_t pid, bool on_exec)
 	size_t n;
 	int ret;
 
-	if (!s->has_stacks || s->mapwatch)
+	if (!s->ectx.has_stacks || s->mapwatch)
 		return;
 	ret = mapwatch_open(pid, on_exec, &s->mapwatch);
 	if (!ret)
@@ -491,12 +493,10 @@ static void poll_maps(struct usc_session *s)
 
 	if (!s->mapwatch || mapwatch_poll(s->mapwatch, s->cache, &changed) <= 0 || !changed)
 		return;
-	if (s->rec && rec_knows_process(s->rec, changed) &&
-	    rec_write_maps(s->rec, s->cache, changed))
-		s->sink_stop = -EIO;
+	session_record_maps(s, changed);
 }
 
-static int poll_engines(struct usc_session *s, bool drain)
+int session_poll_engines(struct usc_session *s, bool drain)
 {
 	uint64_t start = mono_ns();
 	int total = 0;
@@ -510,7 +510,7 @@ static int poll_engines(struct usc_session *s, bool drain)
 		if (!s->engines[k].live)
 			continue;
 		if (s->rec && e->ops->record) {
-			n = e->ops->record(e, s->rec);
+			n = session_record_poll(s, e);
 			if (n < 0)
 				return n;	/* the writer has said why */
 			total += n;
@@ -524,7 +524,7 @@ static int poll_engines(struct usc_session *s, bool drain)
 		}
 		total += n;
 	}
-	if (s->rec && total > 0 && rec_write_round(s->rec))
+	if (s->rec && total > 0 && session_record_round(s))
 		return -EIO;
 	if (s->merge && !s->sink_stop) {
 		int ret = merge_flush(s->merge, drain ? UINT64_MAX :
@@ -642,21 +642,32 @@ static void read_signals(struct run *r)
 	}
 }
 
-/* A recorder among the sinks: the engines write to it from now on; the
- * traced process is described first (its maps, the files it maps). */
-static int begin_recording(struct usc_session *s)
+/* What the sinks are told of the session, now that it is planned. */
+static int fill_sink_ctx(struct usc_session *s)
 {
-	for (size_t k = 0; k < s->nsinks && !s->rec; k++)
-		if (s->sinks[k]->ops->writer)
-			s->rec = s->sinks[k]->ops->writer(s->sinks[k]);
-	if (!s->rec)
-		return 0;
-	/* -p: the process as it is; COMMAND is described once it has exec'd,
-	 * by its first event (session_deliver) or its inject image (now it
-	 * is still uscope's copy) */
-	if (s->target.kind == USC_TARGET_PID && s->pid > 0 &&
-	    rec_write_process(s->rec, s->cache, s->pid))
-		return -EIO;
+	s->engine_names = calloc(s->nengines + 1, sizeof(*s->engine_names));
+	s->engine_nsites = calloc(s->nengines + 1, sizeof(*s->engine_nsites));
+	if (!s->engine_names || !s->engine_nsites)
+		return -ENOMEM;
+	for (size_t k = 0; k < s->nengines; k++) {
+		s->engine_names[k] = s->engines[k].ops->name;
+		s->engine_nsites[k] = s->engines[k].nsites;
+	}
+	s->sctx = (struct usc_sink_ctx){
+		.specs = s->specs,
+		.nspecs = s->nspecs,
+		.sites = s->sites,
+		.nsites = s->nsites,
+		.place = s->place,
+		.engine_names = s->engine_names,
+		.engine_nsites = s->engine_nsites,
+		.nengines = s->nengines,
+		.cache = s->cache,
+		.agg = s->opts.agg,
+		.interval = s->opts.interval,
+		.record = {s->opts.record.on, s->opts.record.snapshot},
+		.replayed = s->replayed,
+	};
 	return 0;
 }
 
@@ -698,10 +709,12 @@ static int start_target(struct run *r, const sigset_t *oldmask, struct usc_run_r
 	}
 	if (s->pid && !s->opts.cmd)
 		r->pfd = pidfd_open_(s->pid);
+	if ((ret = fill_sink_ctx(s)))
+		return ret;
 	for (size_t k = 0; k < s->nsinks; k++)
-		if (s->sinks[k]->ops->begin && (ret = s->sinks[k]->ops->begin(s->sinks[k], s)))
+		if (s->sinks[k]->ops->begin && (ret = s->sinks[k]->ops->begin(s->sinks[k], &s->sctx)))
 			return ret;
-	ret = begin_recording(s);
+	ret = session_record_begin(s);
 	if (ret)
 		return ret;
 	if (!s->opts.cmd || r->running)
@@ -784,25 +797,6 @@ static bool sources_ended(const struct usc_session *s)
 	return live > 0;
 }
 
-/* The flight recorder (record --snapshot) writes what its engines keep:
- * a SNAPSHOT chunk saying why, then their newest records. */
-static int flight_dump(struct usc_session *s, const char *why)
-{
-	int n;
-
-	if (!s->rec || !s->opts.record.snapshot)
-		return 0;
-	log_info("the flight recorder writes: %s", why);
-	if (rec_write_snapshot(s->rec, why))
-		return -EIO;
-	s->snapshot_dump = true;
-	n = poll_engines(s, false);
-	s->snapshot_dump = false;
-	if (n >= 0 && rec_writer_flush(s->rec))
-		n = -EIO;
-	return n < 0 ? n : 0;
-}
-
 static int loop(struct run *r)
 {
 	struct usc_session *s = r->s;
@@ -815,14 +809,14 @@ static int loop(struct run *r)
 		struct pollfd fds[2];
 		int nfds = 0, n;
 
-		n = poll_engines(s, false);
+		n = session_poll_engines(s, false);
 		if (n < 0)
 			return n;
 		if (sinks_flush(s) || sources_ended(s))
 			break;
 		read_signals(r);
 		if (r->dump_why) {
-			n = flight_dump(s, r->dump_why);
+			n = session_record_dump(s, r->dump_why);
 			r->dump_why = NULL;
 			if (n < 0)
 				return n;
@@ -850,7 +844,7 @@ static int loop(struct run *r)
 			fds[nfds++] = (struct pollfd){.fd = r->pfd, .events = POLLIN};
 		/* recording, stacks: the engines' buffers fill in milliseconds at
 		 * full rate, and a lossless producer waits meanwhile */
-		poll(fds, (nfds_t)nfds, s->rec || s->has_stacks ? 1 : POLL_MS);
+		poll(fds, (nfds_t)nfds, s->rec || s->ectx.has_stacks ? 1 : POLL_MS);
 	}
 	return 0;
 }
@@ -862,7 +856,7 @@ static void drain(struct usc_session *s)
 		if (s->engines[k].live)
 			s->engines[k].ops->stop(s->engines[k].e);
 	for (int k = 0; k < 1000 && !s->sink_stop; k++) {
-		int n = poll_engines(s, true);
+		int n = session_poll_engines(s, true);
 
 		sinks_flush(s);
 		if (n <= 0)
@@ -911,12 +905,11 @@ int usc_session_run(struct usc_session *s, struct usc_run_result *res)
 					 sigabbrev_np(WTERMSIG(r.status)) : "?");
 			else
 				snprintf(why, sizeof(why), "the end of the run");
-			if (rec_write_snapshot(s->rec, why) && !ret)
+			if (session_record_last(s, why) && !ret)
 				ret = -EIO;
-			s->snapshot_dump = true;
 		}
 		drain(s);
-		s->snapshot_dump = false;
+		s->raw.snapshot = false;
 		int failed = sinks_report(s, true);
 
 		if (!ret && failed)
@@ -965,6 +958,8 @@ void usc_session_free(struct usc_session *s)
 		free(s->stacks[i]);
 	session_obj_free(s);
 	free(s->engines);
+	free(s->engine_names);
+	free(s->engine_nsites);
 	free(s->place);
 	free(s->stats);
 	free(s->sinks);

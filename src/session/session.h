@@ -25,36 +25,16 @@
 #include <sys/types.h>
 
 #include "engine/engine.h"
-#include "probe/agg.h"
+#include "agg/agg.h"
 #include "probe/probe.h"
 #include "resolve/cache.h"
 #include "resolve/resolve.h"
+#include "sink/sink.h"
 
-struct usc_sink;
 struct agg_table;
 struct rec_writer;
 
 #define SESSION_MAX_PENDING 16
-
-/* What an aggregating command computes (count by key, hist, latency).
- * Keys are a probe's fetch arguments written in it: for count all of them,
- * for hist all but the last (the value), for latency the entry's. */
-enum usc_agg_kind {
-	USC_AGG_NONE,		/* events (trace, flow), or hit counts without keys */
-	USC_AGG_COUNT,
-	USC_AGG_HIST,
-	USC_AGG_LATENCY,
-};
-
-struct usc_agg_opts {
-	enum usc_agg_kind kind;
-	bool linear;			/* hist --linear MIN,MAX,STEP */
-	int64_t lmin, lmax, lstep;
-	uint32_t str_max;		/* bytes of a string in a key (AGG_STR_DEFAULT) */
-	uint32_t max_rows;		/* keys a table holds; beyond, counted as lost */
-	bool per_call;			/* latency --per-call: events, paired in the sink */
-	uint32_t unit_ns;		/* latency: ns of its unit (1, 1000, 1000000) */
-};
 
 struct usc_session_opts {
 	pid_t pid;			/* trace a running process (-p) */
@@ -88,12 +68,6 @@ struct usc_session_opts {
 	size_t nengines;
 };
 
-/* What each site was given. */
-struct usc_placement {
-	int engine;		/* index in the session's engines, or -1 (skipped) */
-	char why[256];		/* why it left the preferred engine ("": it did not) */
-};
-
 /* One engine of the session. */
 struct session_engine {
 	const struct usc_engine_ops *ops;
@@ -108,10 +82,15 @@ struct rec_header;
 
 struct usc_session {
 	struct usc_session_opts opts;
-	/* what engines read */
 	struct usc_target target;
 	struct cache *cache;
-	bool count_only;
+	/* what the engines are told (engine/engine.h): the sites, the target,
+	 * the cache and the options, kept up to date as the plan goes */
+	struct usc_engine_ctx ectx;
+	/* what the sinks are told (sink/sink.h), filled once planned */
+	struct usc_sink_ctx sctx;
+	const char **engine_names;
+	size_t *engine_nsites;
 	struct usc_probe_spec *specs;
 	size_t nspecs;
 	struct usc_site *sites;
@@ -142,10 +121,8 @@ struct usc_session {
 	struct usc_stack *stacks[USC_MAX_ARGS];
 	struct usc_value stack_vals[USC_MAX_ARGS];
 	uint64_t stacks_unwound;
-	bool has_stacks;		/* a site fetches $ustack */
 	struct mapwatch *mapwatch;	/* ... the maps as they change (stack/mapwatch.h) */
-	bool snapshot_dump;		/* the flight recorder writes now: record()
-					 * writes the overwrite buffers' newest bytes */
+	struct usc_raw_out raw;		/* recording: where the engines write (recording.c) */
 	struct session_objset *objset;	/* objtrace: the set kept here, for the sites
 					 * of an engine that keeps none (session/objtrace.c) */
 };
@@ -186,21 +163,5 @@ const char *usc_session_engine_of(const struct usc_session *s, size_t i);
 
 /* Called by the engines' poll: an event, to the sinks (in time order). */
 int session_deliver(const struct usc_event *ev, void *ctx);
-
-/* The key arguments of a site under the session's aggregation: args
- * [*first, *first + *n), and the value's index (-1: none: a count, or the
- * latency's duration). */
-void usc_agg_layout(const struct usc_session *s, const struct usc_site *site, unsigned *first,
-		    unsigned *n, int *value);
-/* Can an engine that takes max_args arguments and keys of key_max bytes
- * aggregate the site where the probe runs? */
-bool usc_agg_fits(const struct usc_session *s, const struct usc_site *site, unsigned max_args,
-		  uint32_t key_max);
-/* Buckets of a row's histogram (0: none). */
-uint32_t usc_agg_nbuckets(const struct usc_agg_opts *a);
-/* The bucket of a value. */
-uint32_t usc_agg_bucket(const struct usc_agg_opts *a, int64_t v);
-
-
 
 #endif

@@ -12,6 +12,27 @@
 struct usc_session;
 struct session_merge;
 
+/* session.c: every live engine's new events (or records), then what may
+ * leave the merge; drain: all of it. The number handed over, or -errno. */
+int session_poll_engines(struct usc_session *s, bool drain);
+
+/* recording.c: uscope record. The recorder sink's writer becomes the
+ * session's (s->rec) and the engines' usc_raw_out (s->raw). 0 or -errno. */
+int session_record_begin(struct usc_session *s);
+/* An event of an engine that writes no records of its own. */
+int session_record_event(struct usc_session *s, const struct usc_event *ev);
+/* Engine e's records, to the recording: their number, or -errno. */
+int session_record_poll(struct usc_session *s, struct usc_engine *e);
+/* Process pid's maps changed (a library loaded): written again. */
+void session_record_maps(struct usc_session *s, pid_t pid);
+/* Every engine was drained. 0 or -EIO. */
+int session_record_round(struct usc_session *s);
+/* The flight recorder writes now (SIGUSR1): a SNAPSHOT chunk saying why,
+ * then the engines' newest records. 0 or -errno. */
+int session_record_dump(struct usc_session *s, const char *why);
+/* ... at the end of the run: the chunk, and the drain writes the records. */
+int session_record_last(struct usc_session *s, const char *why);
+
 /* plan.c: an engine for every site (s->place), the engines already
  * created. 0 or -errno, reported. */
 int session_plan_engines(struct usc_session *s);

@@ -17,7 +17,7 @@ void aggsink_init(struct agg_sink *k, const struct usc_sink_ops *ops, FILE *fp, 
 	k->json = json;
 }
 
-size_t aggsink_labels(const struct usc_session *s, const char **labels, size_t *label_of)
+size_t aggsink_labels(const struct usc_sink_ctx *s, const char **labels, size_t *label_of)
 {
 	size_t n = 0;
 
@@ -35,18 +35,18 @@ size_t aggsink_labels(const struct usc_session *s, const char **labels, size_t *
 	return n;
 }
 
-int aggsink_begin(struct usc_sink *base, const struct usc_session *s)
+int aggsink_begin(struct usc_sink *base, const struct usc_sink_ctx *s)
 {
 	struct agg_sink *k = container_of(base, struct agg_sink, base);
 
 	k->s = s;
-	k->a = s->opts.agg;
+	k->a = s->agg;
 	if (!k->a.str_max)
 		k->a.str_max = AGG_STR_DEFAULT;
 	if (!k->a.unit_ns)
 		k->a.unit_ns = 1;
-	k->nbuckets = usc_agg_nbuckets(&k->a);
-	k->intervals = s->opts.interval > 0;
+	k->nbuckets = agg_nbuckets(&k->a);
+	k->intervals = s->interval > 0;
 	k->labels = calloc(s->nsites + 1, sizeof(*k->labels));
 	k->label_of = calloc(s->nsites + 1, sizeof(*k->label_of));
 	if (!k->labels || !k->label_of || agg_table_init(&k->iv, k->nbuckets) ||
@@ -97,7 +97,7 @@ int aggsink_row(struct usc_sink *base, const struct usc_site *site, const uint8_
 	int value;
 	uint32_t at = 0;
 
-	usc_agg_layout(k->s, site, &first, &n, &value);
+	agg_layout(&k->s->agg, site, &first, &n, &value);
 	for (unsigned i = first; i < first + n && at + sizeof(struct agg_slot) <= keylen; i++) {
 		const struct agg_slot *sl = (const struct agg_slot *)(key + at);
 		bool str = fetch_type_is_string(site->args[i].type);
@@ -111,7 +111,7 @@ int aggsink_row(struct usc_sink *base, const struct usc_site *site, const uint8_
 
 static void add_value(struct agg_sink *k, struct agg_row *r[2], int64_t v, bool cut)
 {
-	uint32_t b = k->nbuckets ? usc_agg_bucket(&k->a, v) : 0;
+	uint32_t b = k->nbuckets ? agg_bucket(&k->a, v) : 0;
 
 	for (int t = 0; t < 2 && r[t]; t++) {
 		agg_row_add(r[t], v, b);
@@ -128,7 +128,7 @@ static int event_rows(struct agg_sink *k, const struct usc_event *ev, struct agg
 	int value;
 	uint32_t len;
 
-	usc_agg_layout(k->s, ev->site, &first, &n, &value);
+	agg_layout(&k->s->agg, ev->site, &first, &n, &value);
 	len = agg_key_of(k->s->cache, ev, first, n, k->a.str_max, key, cut);
 	/* a new key beyond the table's size is counted as lost, as an engine
 	 * aggregating where the probe runs would */
@@ -192,7 +192,7 @@ int aggsink_event(struct usc_sink *base, const struct usc_event *ev)
 		return k->err;
 	if (k->a.kind == USC_AGG_LATENCY)
 		return latency_event(k, ev);
-	usc_agg_layout(k->s, ev->site, &first, &n, &value);
+	agg_layout(&k->s->agg, ev->site, &first, &n, &value);
 	if (value >= 0 && ((unsigned)value >= ev->nvals || ev->vals[value].kind != USC_V_INT ||
 			   ev->site->args[value].unavailable || ev->site->args[value].optimized_out)) {
 		k->bad_values++;
@@ -248,7 +248,7 @@ int aggsink_stamp(struct usc_output *o)
 	return output_raw(o, line);
 }
 
-static bool any_site_lost(const struct agg_sink *k, const struct usc_session *s,
+static bool any_site_lost(const struct agg_sink *k, const struct usc_sink_ctx *s,
 			  const struct usc_stats *st)
 {
 	(void)k;
@@ -260,7 +260,7 @@ static bool any_site_lost(const struct agg_sink *k, const struct usc_session *s,
 
 /* Losses the user must hear of: hits that found the key table full, values
  * that could not be read, events lost on their way. */
-static void report_losses(struct agg_sink *k, const struct usc_session *s,
+static void report_losses(struct agg_sink *k, const struct usc_sink_ctx *s,
 			  const struct usc_stats *st)
 {
 	for (size_t l = 0; l < k->nlabels; l++) {
@@ -294,7 +294,7 @@ static void report_losses(struct agg_sink *k, const struct usc_session *s,
 			 "say which probes lost them)", st->lost);
 }
 
-int aggsink_report(struct usc_sink *base, const struct usc_session *s, const struct usc_stats *st,
+int aggsink_report(struct usc_sink *base, const struct usc_sink_ctx *s, const struct usc_stats *st,
 		   bool final)
 {
 	struct agg_sink *k = container_of(base, struct agg_sink, base);
@@ -351,7 +351,7 @@ int aggsink_key(const struct agg_sink *k, struct usc_output *o, const struct agg
 	int value, ret;
 	bool cut;
 
-	usc_agg_layout(k->s, r->site, &first, &n, &value);
+	agg_layout(&k->s->agg, r->site, &first, &n, &value);
 	for (unsigned i = 0; i < n && i < USC_MAX_ARGS; i++) {
 		pid_t pid = 0;
 
@@ -374,7 +374,7 @@ int aggsink_stacks(const struct agg_sink *k, struct usc_output *o, const struct 
 	int value, ret = 0;
 	bool any = false;
 
-	usc_agg_layout(k->s, r->site, &first, &n, &value);
+	agg_layout(&k->s->agg, r->site, &first, &n, &value);
 	for (unsigned i = 0; i < n && i < USC_MAX_ARGS && !ret; i++) {
 		struct usc_value v;
 		pid_t pid = 0;

@@ -1,5 +1,5 @@
 /* What the aggregating sinks (count.c with keys, hist.c, latency.c) share:
- * their rows, by probe label and key (session/aggtab.h), fed by what the
+ * their rows, by probe label and key (agg/table.h), fed by what the
  * engines aggregated where the probe runs (agg_row) and by the events of
  * the ones that cannot (event: a key from the event, and for latency the
  * pairing of entries and returns, src/flow's rules); the report's order, its
@@ -15,8 +15,7 @@
 
 #include "flow/flow.h"
 #include "output/output.h"
-#include "session/aggtab.h"
-#include "session/session.h"
+#include "agg/table.h"
 #include "sink/sink.h"
 
 struct agg_sink;
@@ -31,7 +30,7 @@ struct agg_sink {
 	bool json;
 	int write_error;		/* errno, reported once */
 	int err;			/* -ENOMEM on the event path */
-	const struct usc_session *s;
+	const struct usc_sink_ctx *s;
 	struct usc_agg_opts a;
 	uint32_t nbuckets;
 	struct agg_table iv;		/* since the last report */
@@ -56,7 +55,7 @@ struct agg_sink {
 /* The distinct labels of the session's shown sites, in site order, into
  * labels (s->nsites of room), and each site's index among them into
  * label_of; how many. */
-size_t aggsink_labels(const struct usc_session *s, const char **labels, size_t *label_of);
+size_t aggsink_labels(const struct usc_sink_ctx *s, const char **labels, size_t *label_of);
 
 /* The ops of an aggregating sink whose begin needs nothing more. */
 extern const struct usc_sink_ops aggsink_ops;
@@ -64,11 +63,11 @@ extern const struct usc_sink_ops aggsink_ops;
 /* Set up the common part; the caller sets print and the rest. */
 void aggsink_init(struct agg_sink *k, const struct usc_sink_ops *ops, FILE *fp, bool json);
 
-int aggsink_begin(struct usc_sink *k, const struct usc_session *s);
+int aggsink_begin(struct usc_sink *k, const struct usc_sink_ctx *s);
 int aggsink_event(struct usc_sink *k, const struct usc_event *ev);
 int aggsink_row(struct usc_sink *k, const struct usc_site *site, const uint8_t *key,
 		uint32_t keylen, const struct agg_stats *st, const uint64_t *buckets);
-int aggsink_report(struct usc_sink *k, const struct usc_session *s, const struct usc_stats *st,
+int aggsink_report(struct usc_sink *k, const struct usc_sink_ctx *s, const struct usc_stats *st,
 		   bool final);
 int aggsink_flush(struct usc_sink *k);
 void aggsink_destroy(struct usc_sink *k);

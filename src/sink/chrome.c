@@ -22,7 +22,6 @@
 #include "core/log.h"
 #include "flow/flow.h"
 #include "output/output.h"
-#include "session/session.h"
 #include "sink/sink.h"
 #include "sink/sink_int.h"
 
@@ -33,7 +32,7 @@ struct seen_thread {
 struct chrome_sink {
 	struct usc_sink base;
 	FILE *fp;
-	const struct usc_session *s;
+	const struct usc_sink_ctx *s;
 	struct flow_state *st;
 	struct usc_output o;		/* the events being written */
 	struct usc_output args;		/* scratch */
@@ -117,7 +116,7 @@ static int name_thread(struct chrome_sink *cs, const struct usc_event *ev)
 	return ret ? ret : output_raw(&cs->o, "}}");
 }
 
-static int chrome_begin(struct usc_sink *k, const struct usc_session *s)
+static int chrome_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	struct chrome_sink *cs = container_of(k, struct chrome_sink, base);
 
@@ -272,7 +271,7 @@ static int chrome_event(struct usc_sink *k, const struct usc_event *ev)
 	return ret;
 }
 
-static int chrome_report(struct usc_sink *k, const struct usc_session *s,
+static int chrome_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 			 const struct usc_stats *st, bool final)
 {
 	struct chrome_sink *cs = container_of(k, struct chrome_sink, base);

@@ -15,7 +15,6 @@
 
 #include "core/log.h"
 #include "output/output.h"
-#include "session/session.h"
 #include "sink/aggsink.h"
 #include "sink/sink.h"
 #include "sink/sink_int.h"
@@ -37,7 +36,7 @@ struct count_sink {
 	int write_error;
 };
 
-static int count_begin(struct usc_sink *k, const struct usc_session *s)
+static int count_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	struct count_sink *cs = container_of(k, struct count_sink, base);
 
@@ -61,7 +60,7 @@ static int cmp_rows(const void *a, const void *b)
 	return strcmp(x->label, y->label);
 }
 
-static int count_report(struct usc_sink *k, const struct usc_session *s,
+static int count_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 			const struct usc_stats *st, bool final)
 {
 	struct count_sink *cs = container_of(k, struct count_sink, base);

@@ -31,7 +31,6 @@
 #include "output/output.h"
 #include "probe/fetch.h"
 #include "record/format.h"
-#include "session/session.h"
 #include "sink/sink.h"
 #include "sink/sink_int.h"
 
@@ -52,7 +51,7 @@ struct ctf_sink {
 	struct usc_sink base;
 	char *dir;
 	FILE *stream;
-	const struct usc_session *s;
+	const struct usc_sink_ctx *s;
 	uint32_t *class_of;		/* per site */
 	uint8_t uuid[16];
 	uint8_t *buf;			/* the packet being filled: head, then events */
@@ -168,7 +167,7 @@ static void field_decl(FILE *f, const struct usc_fetcharg *a, const char *name)
 	fputs(";\n", f);
 }
 
-static int write_metadata(struct ctf_sink *cs, const struct usc_session *s)
+static int write_metadata(struct ctf_sink *cs, const struct usc_sink_ctx *s)
 {
 	const struct rec_header *h = s->replayed;
 	char path[4096], uuid[40];
@@ -243,7 +242,7 @@ static int write_metadata(struct ctf_sink *cs, const struct usc_session *s)
 	return 0;
 }
 
-static int ctf_begin(struct usc_sink *k, const struct usc_session *s)
+static int ctf_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	struct ctf_sink *cs = container_of(k, struct ctf_sink, base);
 	char path[4096];
@@ -329,7 +328,7 @@ static int ctf_event(struct usc_sink *k, const struct usc_event *ev)
 	return ret ? fail(cs, ret, NULL) : 0;
 }
 
-static int ctf_report(struct usc_sink *k, const struct usc_session *s, const struct usc_stats *st,
+static int ctf_report(struct usc_sink *k, const struct usc_sink_ctx *s, const struct usc_stats *st,
 		      bool final)
 {
 	struct ctf_sink *cs = container_of(k, struct ctf_sink, base);

@@ -10,7 +10,6 @@
 #include "core/log.h"
 #include "flow/flow.h"
 #include "output/output.h"
-#include "session/session.h"
 #include "sink/sink.h"
 #include "sink/sink_int.h"
 
@@ -50,7 +49,7 @@ static void header(struct flow_sink *fs)
 		fprintf(fs->fp, "%-6s %10s %10s  %s\n", " TID", "TIME(us)", "DURATION", "FUNCTION");
 }
 
-static int flow_begin(struct usc_sink *k, const struct usc_session *s)
+static int flow_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	struct flow_sink *fs = container_of(k, struct flow_sink, base);
 

@@ -23,7 +23,6 @@
 #include "core/log.h"
 #include "flow/flow.h"
 #include "output/output.h"
-#include "session/session.h"
 #include "sink/sink.h"
 #include "sink/sink_int.h"
 #include "stack/stack.h"
@@ -37,7 +36,7 @@ struct path_node {
 struct folded_sink {
 	struct usc_sink base;
 	FILE *fp;
-	const struct usc_session *s;
+	const struct usc_sink_ctx *s;
 	struct flow_state *st;
 	uint32_t *func_of;		/* per site (flow_functions) */
 	const char **keys;
@@ -109,7 +108,7 @@ static uint32_t node_get(struct folded_sink *fs, uint32_t parent, uint32_t func)
 	return fs->slots[j];
 }
 
-static int folded_begin(struct usc_sink *k, const struct usc_session *s)
+static int folded_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	struct folded_sink *fs = container_of(k, struct folded_sink, base);
 
@@ -224,7 +223,7 @@ static int path_text(struct folded_sink *fs, struct usc_output *o, uint32_t idx)
 	return ret;
 }
 
-static int folded_report(struct usc_sink *k, const struct usc_session *s,
+static int folded_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 			 const struct usc_stats *st, bool final)
 {
 	struct folded_sink *fs = container_of(k, struct folded_sink, base);

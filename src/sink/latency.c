@@ -93,7 +93,7 @@ static int per_call(struct agg_sink *k, const struct usc_event *ev, const struct
 	return ret;
 }
 
-static int latency_begin(struct usc_sink *base, const struct usc_session *s)
+static int latency_begin(struct usc_sink *base, const struct usc_sink_ctx *s)
 {
 	struct agg_sink *k = container_of(base, struct agg_sink, base);
 	int ret = aggsink_begin(base, s);

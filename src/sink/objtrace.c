@@ -20,7 +20,6 @@
 
 #include "core/log.h"
 #include "output/output.h"
-#include "session/session.h"
 #include "sink/sink.h"
 #include "sink/sink_int.h"
 
@@ -181,7 +180,7 @@ static int objtrace_flush(struct usc_sink *sk)
 	return k->write_error;
 }
 
-static int objtrace_report(struct usc_sink *sk, const struct usc_session *s,
+static int objtrace_report(struct usc_sink *sk, const struct usc_sink_ctx *s,
 			   const struct usc_stats *st, bool final)
 {
 	struct objtrace_sink *k = of(sk);

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "session/session.h"
+#include "sink/sink.h"
 #include "sink/sink_int.h"
 
 #define FLUSH_AT 65536	/* bytes formatted before they are written */
@@ -40,7 +40,7 @@ struct usc_sink *sink_out_new(const struct usc_sink_ops *ops, FILE *fp, bool jso
 	return &o->base;
 }
 
-int sink_out_begin(struct usc_sink *k, const struct usc_session *s)
+int sink_out_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	struct sink_out *o = container_of(k, struct sink_out, base);
 

@@ -8,7 +8,6 @@
 
 #include "core/log.h"
 #include "record/record.h"
-#include "session/session.h"
 #include "sink/sink.h"
 
 struct record_sink {
@@ -17,14 +16,15 @@ struct record_sink {
 	struct rec_writer *w;
 };
 
-static int record_begin(struct usc_sink *k, const struct usc_session *s)
+static int record_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	struct record_sink *rs = container_of(k, struct record_sink, base);
 	int ret = rec_writer_open(rs->path, rs->command, &rs->w);
 
 	if (ret)
 		return ret;
-	return rec_write_sites(rs->w, s);
+	return rec_write_sites(rs->w, s->specs, s->nspecs, s->sites, s->nsites, s->place,
+			       s->engine_names);
 }
 
 static struct rec_writer *record_writer(struct usc_sink *k)
@@ -32,7 +32,7 @@ static struct rec_writer *record_writer(struct usc_sink *k)
 	return container_of(k, struct record_sink, base)->w;
 }
 
-static int record_report(struct usc_sink *k, const struct usc_session *s,
+static int record_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 			 const struct usc_stats *st, bool final)
 {
 	struct record_sink *rs = container_of(k, struct record_sink, base);

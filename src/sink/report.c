@@ -13,7 +13,6 @@
 #include "core/log.h"
 #include "flow/flow.h"
 #include "output/output.h"
-#include "session/session.h"
 #include "sink/sink.h"
 #include "sink/sink_int.h"
 
@@ -30,7 +29,7 @@ struct report_sink {
 	FILE *fp;
 	bool json;
 	enum usc_report_sort sort;
-	const struct usc_session *s;
+	const struct usc_sink_ctx *s;
 	struct flow_state *st;
 	struct func_row *rows;		/* one per function */
 	size_t nrows;
@@ -48,7 +47,7 @@ static int by_name(const struct func_row *x, const struct func_row *y)
 	return c ? c : (x->namelen > y->namelen) - (x->namelen < y->namelen);
 }
 
-static int report_begin(struct usc_sink *k, const struct usc_session *s)
+static int report_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	struct report_sink *rs = container_of(k, struct report_sink, base);
 	const char **keys;
@@ -196,15 +195,15 @@ static int print_functions(struct report_sink *rs, struct usc_output *o)
 /* A probe the user sees, as the summary says them: one the PROBEs chose
  * (all without PROBEs), not one of resolve's hidden helpers (the return
  * sites of a tail call's callee). */
-static bool shown(const struct usc_session *s, size_t i)
+static bool shown(const struct usc_sink_ctx *s, size_t i)
 {
-	return !s->sites[i].hidden && usc_session_engine_of(s, i);
+	return !s->sites[i].hidden && s->place[i].engine >= 0;
 }
 
 /* Per probe label (as the summary): events and losses. */
 static int print_probes(struct report_sink *rs, struct usc_output *o, const struct usc_stats *st)
 {
-	const struct usc_session *s = rs->s;
+	const struct usc_sink_ctx *s = rs->s;
 	char line[160];
 	int ret = 0;
 
@@ -252,7 +251,7 @@ static int print_probes(struct report_sink *rs, struct usc_output *o, const stru
 	return ret;
 }
 
-static int report_report(struct usc_sink *k, const struct usc_session *s,
+static int report_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 			 const struct usc_stats *st, bool final)
 {
 	struct report_sink *rs = container_of(k, struct report_sink, base);

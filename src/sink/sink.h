@@ -17,24 +17,54 @@
 
 #include "engine/engine.h"
 
-struct usc_session;
 struct usc_sink;
+struct usc_probe_spec;
+struct rec_header;
+
+/* What a sink is told of the session, once it is planned (the session fills
+ * it and keeps it for the run): the probes and their sites, the engine each
+ * site went to, the shared cache of files, and the options its output
+ * depends on. A sink knows nothing else of the session. */
+struct usc_sink_ctx {
+	const struct usc_probe_spec *specs;
+	size_t nspecs;
+	const struct usc_site *sites;
+	size_t nsites;
+	const struct usc_placement *place;	/* nsites: the engine of each, -1 skipped */
+	const char *const *engine_names;	/* the engines place[i].engine indexes */
+	const size_t *engine_nsites;		/* ... and how many sites each took */
+	size_t nengines;
+	struct cache *cache;			/* ELF files, debug info, maps, stacks */
+	struct usc_agg_opts agg;		/* what count, hist and latency compute */
+	double interval;			/* seconds between reports, 0: at the end */
+	struct {
+		bool on;
+		uint64_t snapshot;		/* the flight recorder's bytes a thread */
+	} record;
+	const struct rec_header *replayed;	/* -r FILE: the recording's header */
+};
+
+/* Is site i one the user sees (not hidden, placed on an engine)? */
+static inline bool sink_site_shown(const struct usc_sink_ctx *c, size_t i)
+{
+	return !c->sites[i].hidden && c->place[i].engine >= 0;
+}
 
 struct usc_sink_ops {
 	/* Every probe is in place, before COMMAND runs. 0 or -errno. */
-	int (*begin)(struct usc_sink *k, const struct usc_session *s);
+	int (*begin)(struct usc_sink *k, const struct usc_sink_ctx *c);
 	/* One event, in time order. 0, or non-zero to stop the session. */
 	int (*event)(struct usc_sink *k, const struct usc_event *ev);
 	/* A drain is over: write out what is buffered. 0, or non-zero to stop. */
 	int (*flush)(struct usc_sink *k);
 	/* What the engines aggregated where the probe runs since the last
-	 * report (session.h, usc_agg_fn): given before each report. 0, or
+	 * report (agg/agg.h, usc_agg_fn): given before each report. 0, or
 	 * non-zero to stop. */
 	int (*agg_row)(struct usc_sink *k, const struct usc_site *site, const uint8_t *key,
 		       uint32_t keylen, const struct agg_stats *st, const uint64_t *buckets);
 	/* Every interval (final false), and once at the end (final true), with
-	 * the session's counts: st->sites[i] is for s->sites[i]. */
-	int (*report)(struct usc_sink *k, const struct usc_session *s, const struct usc_stats *st,
+	 * the session's counts: st->sites[i] is for c->sites[i]. */
+	int (*report)(struct usc_sink *k, const struct usc_sink_ctx *c, const struct usc_stats *st,
 		      bool final);
 	void (*destroy)(struct usc_sink *k);
 	/* The recorder (record.c): the file the engines write their records

@@ -17,7 +17,7 @@ struct sink_out {
 };
 
 struct usc_sink *sink_out_new(const struct usc_sink_ops *ops, FILE *fp, bool json);
-int sink_out_begin(struct usc_sink *k, const struct usc_session *s);
+int sink_out_begin(struct usc_sink *k, const struct usc_sink_ctx *s);
 int sink_out_event(struct usc_sink *k, const struct usc_event *ev);
 int sink_out_flush(struct usc_sink *k);
 void sink_out_destroy(struct usc_sink *k);

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "session/session.h"
 #include "sink/sink.h"
 
 struct summary_sink {
@@ -18,7 +17,7 @@ struct summary_sink {
 };
 
 /* A site the user sees: placed, not one of resolve's hidden helpers. */
-static bool shown(const struct usc_session *s, size_t i)
+static bool shown(const struct usc_sink_ctx *s, size_t i)
 {
 	return !s->sites[i].hidden && s->place[i].engine >= 0;
 }
@@ -43,18 +42,18 @@ static int cmp_rule(const void *a, const void *b)
 	return x->n != y->n ? (x->n > y->n ? -1 : 1) : 0;
 }
 
-static size_t used_engines(const struct usc_session *s)
+static size_t used_engines(const struct usc_sink_ctx *s)
 {
 	size_t used = 0;
 
 	for (size_t e = 0; e < s->nengines; e++)
-		used += s->engines[e].nsites > 0;
+		used += s->engine_nsites[e] > 0;
 	return used;
 }
 
 /* One line per probe: how many of its sites each engine took, and the main
  * reasons some left the engine preferred before it. */
-static void print_engines(struct summary_sink *ss, const struct usc_session *s)
+static void print_engines(struct summary_sink *ss, const struct usc_sink_ctx *s)
 {
 	if (used_engines(s) < 2 && !ss->verbose)
 		return;
@@ -91,7 +90,7 @@ static void print_engines(struct summary_sink *ss, const struct usc_session *s)
 				continue;
 			len += snprintf(line + len, sizeof(line) - (size_t)len, "%s%zu %s on %s",
 					first ? "" : ", ", per[e], per[e] == 1 ? "site" : "sites",
-					s->engines[e].ops->name);
+					s->engine_names[e]);
 			first = 0;
 			if ((size_t)len >= sizeof(line))
 				break;
@@ -111,11 +110,11 @@ static void print_engines(struct summary_sink *ss, const struct usc_session *s)
 				fprintf(ss->fp, "uscope:   %s at 0x%llx: on %s: %s\n",
 					s->sites[i].symbol ? s->sites[i].symbol : s->sites[i].label,
 					(unsigned long long)s->sites[i].vaddr,
-					s->engines[s->place[i].engine].ops->name, s->place[i].why);
+					s->engine_names[s->place[i].engine], s->place[i].why);
 	}
 }
 
-static int summary_begin(struct usc_sink *k, const struct usc_session *s)
+static int summary_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	struct summary_sink *ss = container_of(k, struct summary_sink, base);
 	size_t n = 0;
@@ -131,7 +130,7 @@ static int summary_begin(struct usc_sink *k, const struct usc_session *s)
 	return 0;
 }
 
-static int summary_report(struct usc_sink *k, const struct usc_session *s,
+static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 			  const struct usc_stats *st, bool final)
 {
 	struct summary_sink *ss = container_of(k, struct summary_sink, base);
@@ -142,16 +141,16 @@ static int summary_report(struct usc_sink *k, const struct usc_session *s,
 	if (used_engines(s) > 1) {
 		fprintf(ss->fp, "uscope: sites:");
 		for (size_t e = 0, first = 1; e < s->nengines; e++)
-			if (s->engines[e].nsites) {
-				fprintf(ss->fp, "%s %zu on %s", first ? "" : ",", s->engines[e].nsites,
-					s->engines[e].ops->name);
+			if (s->engine_nsites[e]) {
+				fprintf(ss->fp, "%s %zu on %s", first ? "" : ",", s->engine_nsites[e],
+					s->engine_names[e]);
 				first = 0;
 			}
 		fputc('\n', ss->fp);
 	}
 	for (size_t i = 0; i < s->nsites; i++)
 		unattributed |= shown(s, i) && st->sites[i].lost < 0;
-	if (s->opts.record.on && s->opts.record.snapshot) {
+	if (s->record.on && s->record.snapshot) {
 		uint64_t hits = 0;
 		bool known = true;
 
@@ -164,7 +163,7 @@ static int summary_report(struct usc_sink *k, const struct usc_session *s,
 			fprintf(ss->fp, "uscope: the flight recorder kept the newest %llu of %llu "
 				"records (%llu bytes a thread)\n", (unsigned long long)st->events,
 				(unsigned long long)hits,
-				(unsigned long long)s->opts.record.snapshot);
+				(unsigned long long)s->record.snapshot);
 	}
 	fprintf(ss->fp, "uscope: %llu events, %llu lost%s\n", (unsigned long long)st->events,
 		(unsigned long long)st->lost,

@@ -25,7 +25,7 @@ struct svg_sink {
 	int error;
 };
 
-static int svg_begin(struct usc_sink *k, const struct usc_session *s)
+static int svg_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	struct svg_sink *v = container_of(k, struct svg_sink, base);
 
@@ -39,7 +39,7 @@ static int svg_event(struct usc_sink *k, const struct usc_event *ev)
 	return v->folded->ops->event(v->folded, ev);
 }
 
-static int svg_report(struct usc_sink *k, const struct usc_session *s,
+static int svg_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 		      const struct usc_stats *st, bool final)
 {
 	struct svg_sink *v = container_of(k, struct svg_sink, base);

@@ -26,17 +26,10 @@ struct sym_ent {
 	struct dwarf_scope lv[];
 };
 
-struct stack_cache *stack_cache_get(struct cache *c)
+static void stack_cache_free(void *p)
 {
-	struct stack_cache **sc = cache_stack(c);
+	struct stack_cache *sc = p;
 
-	if (!*sc)
-		*sc = calloc(1, sizeof(**sc));
-	return *sc;
-}
-
-void stack_cache_free(struct stack_cache *sc)
-{
 	if (!sc)
 		return;
 	for (size_t i = 0; i < STACK_PROCS; i++)
@@ -58,6 +51,16 @@ void stack_cache_free(struct stack_cache *sc)
 	free(sc->paths);
 	free(sc->tab);
 	free(sc);
+}
+
+struct stack_cache *stack_cache_get(struct cache *c)
+{
+	struct stack_cache **sc = (struct stack_cache **)cache_ext(c, CACHE_EXT_STACK,
+								     stack_cache_free);
+
+	if (!*sc)
+		*sc = calloc(1, sizeof(**sc));
+	return *sc;
 }
 
 static const char *intern(struct stack_cache *sc, const char *path)

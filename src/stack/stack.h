@@ -24,12 +24,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "engine/engine.h"
+#include "probe/event.h"
 
 struct cache;
-struct stack_cache;
-
-void stack_cache_free(struct stack_cache *sc);
 
 /* Bytes of a struct usc_stack of max frames. */
 static inline size_t stack_size(uint32_t max)

@@ -14,11 +14,11 @@
 #include <cmocka.h>
 
 #include "engine/engine.h"
-#include "probe/agg.h"
+#include "agg/agg_shared.h"
 #include "probe/filter_eval.h"
 #include "probe/probe.h"
 #include "resolve/cache.h"
-#include "session/aggtab.h"
+#include "agg/table.h"
 #include "stack/stack.h"
 
 static struct usc_probe_spec parse_ok(const char *text)

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "engine/engine.h"
+#include "probe/event.h"
 #include "output/output.h"
 #include "probe/probe.h"
 

@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "engine/engine.h"
+#include "probe/event.h"
 #include "output/output.h"
 #include "probe/probe.h"
 

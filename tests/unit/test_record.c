@@ -232,7 +232,8 @@ static void write_file(void)
 
 	build_session(&s, place, eng);
 	assert_int_equal(rec_writer_open(path, "uscope record test", &w), 0);
-	assert_int_equal(rec_write_sites(w, &s), 0);
+	assert_int_equal(rec_write_sites(w, s.specs, s.nspecs, s.sites, s.nsites, s.place,
+					 (const char *const[]){"tracefs", "bpf", "inject"}), 0);
 	assert_int_equal(rec_write_thread(w, PID, TID_INJ, "injthr"), 0);
 	assert_int_equal(rec_write_clock(w, clock, 2), 0);
 	assert_int_equal(rec_write_image(w, 1, PID, ips, 1), 0);

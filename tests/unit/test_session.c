@@ -55,8 +55,8 @@ struct fake {
 
 static struct fake_cfg *cfg_of(const struct usc_engine_ops *ops);
 
-static int fake_create_a(struct usc_session *s, struct usc_engine **out, char *why, size_t len);
-static int fake_create_b(struct usc_session *s, struct usc_engine **out, char *why, size_t len);
+static int fake_create_a(const struct usc_engine_ctx *s, struct usc_engine **out, char *why, size_t len);
+static int fake_create_b(const struct usc_engine_ctx *s, struct usc_engine **out, char *why, size_t len);
 
 static int fake_can_place(struct usc_engine *e, const struct usc_site *site, char *why,
 			  size_t len)
@@ -217,7 +217,7 @@ static struct fake_cfg *cfg_of(const struct usc_engine_ops *ops)
 	return ops == &fake_a ? &cfg_a : &cfg_b;
 }
 
-static int fake_create(const struct usc_engine_ops *ops, struct usc_session *s,
+static int fake_create(const struct usc_engine_ops *ops, const struct usc_engine_ctx *s,
 		       struct usc_engine **out, char *why, size_t len)
 {
 	struct fake_cfg *c = cfg_of(ops);
@@ -232,18 +232,18 @@ static int fake_create(const struct usc_engine_ops *ops, struct usc_session *s,
 	if (!f)
 		return -ENOMEM;
 	f->base.ops = ops;
-	f->base.session = s;
+	f->base.ctx = s;
 	f->cfg = c;
 	*out = &f->base;
 	return 0;
 }
 
-static int fake_create_a(struct usc_session *s, struct usc_engine **out, char *why, size_t len)
+static int fake_create_a(const struct usc_engine_ctx *s, struct usc_engine **out, char *why, size_t len)
 {
 	return fake_create(&fake_a, s, out, why, len);
 }
 
-static int fake_create_b(struct usc_session *s, struct usc_engine **out, char *why, size_t len)
+static int fake_create_b(const struct usc_engine_ctx *s, struct usc_engine **out, char *why, size_t len)
 {
 	return fake_create(&fake_b, s, out, why, len);
 }
@@ -262,7 +262,7 @@ struct keep {
 	uint64_t hits[16];		/* the final report's hits, per site */
 };
 
-static int keep_begin(struct usc_sink *k, const struct usc_session *s)
+static int keep_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	(void)s;
 	container_of(k, struct keep, base)->begun++;
@@ -287,7 +287,7 @@ static int keep_flush(struct usc_sink *k)
 	return 0;
 }
 
-static int keep_report(struct usc_sink *k, const struct usc_session *s,
+static int keep_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 		       const struct usc_stats *st, bool final)
 {
 	struct keep *kp = container_of(k, struct keep, base);

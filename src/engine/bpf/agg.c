@@ -11,8 +11,7 @@
 
 #include "core/log.h"
 #include "engine/bpf/bpf_int.h"
-#include "session/aggtab.h"
-#include "session/session.h"
+#include "agg/table.h"
 #include "uscope.skel.h"
 
 bool ub_filters(struct usc_engine *e, const struct usc_site *site)
@@ -24,13 +23,13 @@ bool ub_filters(struct usc_engine *e, const struct usc_site *site)
 
 int ub_agg_place(struct usc_engine *e, const struct usc_site *site)
 {
-	return usc_agg_fits(e->session, site, UB_MAX_ARGS - 1, UB_KEY_MAX) ? 0 : -ENOTSUP;
+	return agg_fits(&e->ctx->agg, site, UB_MAX_ARGS - 1, UB_KEY_MAX) ? 0 : -ENOTSUP;
 }
 
 int ub_agg_prepare(struct ub *u)
 {
-	const struct usc_session *s = u->base.session;
-	const struct usc_agg_opts *a = &s->opts.agg;
+	const struct usc_engine_ctx *s = u->base.ctx;
+	const struct usc_agg_opts *a = &s->agg;
 	struct uscope_bpf *skel = u->skel;
 	uint32_t keylen = 8;
 
@@ -44,13 +43,13 @@ int ub_agg_prepare(struct ub *u)
 		if (!site->agg_in_place)
 			continue;
 		u->agg = true;
-		usc_agg_layout(s, site, &first, &n, &value);
+		agg_layout(&s->agg, site, &first, &n, &value);
 		len = agg_key_len(site->args, first, n, a->str_max);
 		if (len > keylen)
 			keylen = len;
 	}
 	u->agg_keylen = keylen;
-	u->agg_nbuckets = u->agg ? usc_agg_nbuckets(a) : 0;
+	u->agg_nbuckets = u->agg ? agg_nbuckets(a) : 0;
 	skel->rodata->agg_nbuckets = u->agg_nbuckets;
 	skel->rodata->agg_linear = a->kind == USC_AGG_HIST && a->linear;
 	skel->rodata->agg_lmin = a->lmin;
@@ -69,7 +68,7 @@ int ub_agg_prepare(struct ub *u)
 
 void ub_agg_site(struct ub *u, const struct usc_site *site, struct ub_site *us)
 {
-	const struct usc_session *s = u->base.session;
+	const struct usc_engine_ctx *s = u->base.ctx;
 	unsigned first, n;
 	int value;
 
@@ -82,12 +81,12 @@ void ub_agg_site(struct ub *u, const struct usc_site *site, struct ub_site *us)
 	us->agg = UB_AGG_NONE;
 	if (!site->agg_in_place || !u->agg)
 		return;
-	usc_agg_layout(s, site, &first, &n, &value);
+	agg_layout(&s->agg, site, &first, &n, &value);
 	us->agg_nkey = n;
 	us->agg_value = value;
-	us->agg_str_max = s->opts.agg.str_max;
+	us->agg_str_max = s->agg.str_max;
 	us->agg_func = site->agg_func >= 0 ? (unsigned)site->agg_func : 0;
-	if (s->opts.agg.kind != USC_AGG_LATENCY)
+	if (s->agg.kind != USC_AGG_LATENCY)
 		us->agg = UB_AGG_ROW;
 	else
 		us->agg = site->is_return ? UB_AGG_RETURN : UB_AGG_ENTRY;
@@ -153,9 +152,9 @@ int ub_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx)
 			continue;
 		/* the key as long as the site's own: the sinks' rows by event
 		 * have that length */
-		usc_agg_layout(e->session, r->site, &first, &n, &value);
+		agg_layout(&e->ctx->agg, r->site, &first, &n, &value);
 		ret = fn(ctx, r->site, r->key,
-			 agg_key_len(r->site->args, first, n, e->session->opts.agg.str_max),
+			 agg_key_len(r->site->args, first, n, e->ctx->agg.str_max),
 			 &r->st, r->buckets);
 	}
 out:

@@ -24,8 +24,6 @@
 #include "core/log.h"
 #include "engine/bpf/bpf_int.h"
 #include "engine/raw.h"
-#include "record/record.h"
-#include "session/session.h"
 #include "uscope.skel.h"
 
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -72,7 +70,7 @@ static bool may_bpf(void)
 	return (eff & (1ULL << 21)) || ((eff & (1ULL << 39)) && (eff & (1ULL << 38)));
 }
 
-static int ub_create(struct usc_session *s, struct usc_engine **out, char *why, size_t len)
+static int ub_create(const struct usc_engine_ctx *s, struct usc_engine **out, char *why, size_t len)
 {
 	struct ub *u;
 
@@ -84,8 +82,8 @@ static int ub_create(struct usc_session *s, struct usc_engine **out, char *why, 
 	if (!u)
 		return -ENOMEM;
 	u->base.ops = &bpf_engine_ops;
-	u->base.session = s;
-	u->follow = s->target.kind == USC_TARGET_COMMAND;
+	u->base.ctx = s;
+	u->follow = s->target->kind == USC_TARGET_COMMAND;
 	*out = &u->base;
 	return 0;
 }
@@ -115,7 +113,7 @@ static int ub_can_place(struct usc_engine *e, const struct usc_site *site, char 
 /* Load the program: the sleepable build where the kernel has it. */
 static int ub_load(struct ub *u)
 {
-	const struct usc_session *s = u->base.session;
+	const struct usc_engine_ctx *s = u->base.ctx;
 	int err = 0;
 
 	libbpf_set_print(libbpf_log);
@@ -134,8 +132,8 @@ static int ub_load(struct ub *u)
 		bpf_program__set_autoload(u->skel->progs.usc_fork, u->follow);
 		err = ub_agg_prepare(u);
 		if (!err && bpf_map__set_max_entries(u->skel->maps.objs,
-						     s->opts.objtrace.on ?
-						     s->opts.objtrace.max_objects : 1))
+						     s->objtrace.on ?
+						     s->objtrace.max_objects : 1))
 			err = -EINVAL;
 		if (err) {
 			uscope_bpf__destroy(u->skel);
@@ -281,16 +279,6 @@ static int ub_record(void *ctx, void *data, size_t size)
 
 	if (u->stop_asked || bpf_raw_peek(data, size, &site, &ts))
 		return 0;
-	if (u->rec) {
-		/* recording: the record as it is */
-		if (site < u->base.nsites && rec_write_bpf(u->rec, data, size) == 0) {
-			u->stats[site].events++;
-			u->delivered++;
-		} else {
-			u->stop_asked = 1;
-		}
-		return 0;
-	}
 	if (bpf_raw_event(data, size, u->base.sites, u->base.nsites, comm, u->vals, &ev))
 		return 0;
 	u->stats[site].events++;

@@ -14,7 +14,6 @@
 struct uscope_bpf;
 struct ring_buffer;
 struct bpf_link;
-struct rec_writer;
 
 struct ub {
 	struct usc_engine base;
@@ -33,7 +32,6 @@ struct ub {
 	void *ctx;
 	int delivered, stop_asked;
 	struct usc_value vals[UB_MAX_ARGS];
-	struct rec_writer *rec;		/* recording: records go here as they are */
 	/* aggregation in the kernel (agg.c) */
 	bool agg;			/* some site aggregates */
 	uint32_t agg_keylen;		/* the map's key bytes after the site */

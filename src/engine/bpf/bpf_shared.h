@@ -77,7 +77,7 @@ struct ub_site {
 	struct ub_arg args[UB_MAX_ARGS];
 };
 
-/* The aggregation map's key: the site, then the key's bytes (probe/agg.h's
+/* The aggregation map's key: the site, then the key's bytes (agg/agg_shared.h's
  * layout); the map's key size is 8 + the longest key, set at load. */
 struct ub_agg_key {
 	unsigned int site;
@@ -85,7 +85,7 @@ struct ub_agg_key {
 	unsigned char key[UB_KEY_MAX];
 };
 
-/* A row's values on one CPU: struct agg_val (probe/agg.h), then its
+/* A row's values on one CPU: struct agg_val (agg/agg_shared.h), then its
  * buckets (the value's size is set at load). */
 
 enum ub_kind { UB_INT = 0, UB_STR = 1, UB_FAULT = 2, UB_NULL = 3,

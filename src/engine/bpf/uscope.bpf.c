@@ -29,7 +29,7 @@
 #include "probe/fetch.h"
 /* a sleepable program is preemptible: another task may run it on this CPU */
 #define AGG_ADD(p, x) __sync_fetch_and_add(p, x)
-#include "probe/agg.h"
+#include "agg/agg_shared.h"
 #include "engine/bpf/bpf_shared.h"
 
 char LICENSE[] SEC("license") = "GPL";
@@ -488,7 +488,7 @@ struct key_ctx {
 	__u32 at;
 };
 
-/* Key slot i from the record's value i (probe/agg.h's layout). */
+/* Key slot i from the record's value i (agg/agg_shared.h's layout). */
 static long key_step(__u32 i, void *data)
 {
 	struct key_ctx *k = data;

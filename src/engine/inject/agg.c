@@ -10,8 +10,7 @@
 
 #include "core/log.h"
 #include "engine/inject/inject_int.h"
-#include "session/aggtab.h"
-#include "session/session.h"
+#include "agg/table.h"
 
 bool inj_filters(struct usc_engine *e, const struct usc_site *site)
 {
@@ -22,13 +21,13 @@ bool inj_filters(struct usc_engine *e, const struct usc_site *site)
 
 int inj_agg_place(struct usc_engine *e, const struct usc_site *site)
 {
-	return usc_agg_fits(e->session, site, INJ_MAX_ARGS, AGG_KEY_MAX) ? 0 : -ENOTSUP;
+	return agg_fits(&e->ctx->agg, site, INJ_MAX_ARGS, AGG_KEY_MAX) ? 0 : -ENOTSUP;
 }
 
 /* Every site that aggregates, its key length; the largest. */
 static uint32_t max_keylen(const struct inj *j)
 {
-	const struct usc_session *s = j->base.session;
+	const struct usc_engine_ctx *s = j->base.ctx;
 	uint32_t max = 8;
 
 	for (size_t i = 0; i < j->base.nsites; i++) {
@@ -39,8 +38,8 @@ static uint32_t max_keylen(const struct inj *j)
 
 		if (!site->agg_in_place)
 			continue;
-		usc_agg_layout(s, site, &first, &n, &value);
-		len = agg_key_len(site->args, first, n, s->opts.agg.str_max);
+		agg_layout(&s->agg, site, &first, &n, &value);
+		len = agg_key_len(site->args, first, n, s->agg.str_max);
 		if (len > max)
 			max = len;
 	}
@@ -49,7 +48,7 @@ static uint32_t max_keylen(const struct inj *j)
 
 void inj_agg_geometry(struct inj *j)
 {
-	const struct usc_session *s = j->base.session;
+	const struct usc_engine_ctx *s = j->base.ctx;
 	struct inj_agg_geom *g = &j->agg;
 	bool any = false;
 
@@ -58,13 +57,13 @@ void inj_agg_geometry(struct inj *j)
 		any = j->base.sites[i]->agg_in_place;
 	if (!any)
 		return;
-	g->kind = (uint32_t)s->opts.agg.kind;
-	g->max_rows = s->opts.agg.max_rows;
+	g->kind = (uint32_t)s->agg.kind;
+	g->max_rows = s->agg.max_rows;
 	g->nslots = 64;
 	while (g->nslots < 2 * g->max_rows)
 		g->nslots *= 2;
 	g->dir_size = (uint32_t)sizeof(struct inj_dir) + ((max_keylen(j) + 7) & ~7u);
-	g->nbuckets = usc_agg_nbuckets(&s->opts.agg);
+	g->nbuckets = agg_nbuckets(&s->agg);
 	g->val_size = (uint32_t)sizeof(struct agg_val) + 8 * g->nbuckets;
 }
 
@@ -97,8 +96,8 @@ uint64_t inj_agg_reserve(struct inj *j, uint64_t off, struct inj_ctl *c)
  * of the latency (ns, us, ms) per tick, times 2^32. */
 static uint64_t tsc_mult(struct inj *j)
 {
-	const struct inj_clock *k = j->clock;
-	const struct usc_session *s = j->base.session;
+	const struct tsc_clock *k = j->clock;
+	const struct usc_engine_ctx *s = j->base.ctx;
 	uint64_t t0, n0, t1, n1;
 
 	for (int tries = 0; tries < 3; tries++) {
@@ -109,12 +108,12 @@ static uint64_t tsc_mult(struct inj *j)
 			n1 = k->s[k->n - 1].ns;
 			if (n1 - n0 >= 10000000ULL && t1 > t0)
 				return (uint64_t)((double)(n1 - n0) / (double)(t1 - t0) /
-						  (double)s->opts.agg.unit_ns * 4294967296.0);
+						  (double)s->agg.unit_ns * 4294967296.0);
 		}
 		struct timespec ts = {0, 10000000L};
 
 		nanosleep(&ts, NULL);
-		clock_sample(j->clock, 1);
+		tsc_sample(j->clock, 1);
 	}
 	return 0;
 }
@@ -122,7 +121,7 @@ static uint64_t tsc_mult(struct inj *j)
 void inj_agg_ctl(struct inj *j, struct inj_ctl *c)
 {
 	const struct inj_agg_geom *g = &j->agg;
-	const struct usc_agg_opts *a = &j->base.session->opts.agg;
+	const struct usc_agg_opts *a = &j->base.ctx->agg;
 
 	if (!g->kind)
 		return;
@@ -169,7 +168,7 @@ static void fast_addresses(const struct inj_agg_geom *g, const struct inj_ctl *c
 void inj_agg_site(struct inj *j, const struct usc_site *site, struct inj_site *d,
 		  const struct inj_ctl *c, uint64_t remote)
 {
-	const struct usc_session *s = j->base.session;
+	const struct usc_engine_ctx *s = j->base.ctx;
 	unsigned first, n;
 	int value;
 
@@ -184,15 +183,15 @@ void inj_agg_site(struct inj *j, const struct usc_site *site, struct inj_site *d
 	d->agg = INJ_AGG_NONE;
 	if (!site->agg_in_place || !j->agg.kind)
 		return;
-	usc_agg_layout(s, site, &first, &n, &value);
+	agg_layout(&s->agg, site, &first, &n, &value);
 	d->agg_nkey = n;
 	d->agg_value = value;
-	d->agg_str_max = s->opts.agg.str_max;
-	d->agg_keylen = agg_key_len(site->args, first, n, s->opts.agg.str_max);
+	d->agg_str_max = s->agg.str_max;
+	d->agg_keylen = agg_key_len(site->args, first, n, s->agg.str_max);
 	if (!d->agg_keylen)
 		d->agg_keylen = 8;	/* no key: one word of zeros */
 	d->agg_func = site->agg_func >= 0 ? (uint32_t)site->agg_func : 0;
-	if (s->opts.agg.kind != USC_AGG_LATENCY)
+	if (s->agg.kind != USC_AGG_LATENCY)
 		d->agg = INJ_AGG_ROW;
 	else
 		d->agg = site->is_return ? INJ_AGG_RETURN : INJ_AGG_ENTRY;
@@ -313,8 +312,8 @@ int inj_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx)
 			continue;
 		/* the key as long as the site's own (a key of none is a word of
 		 * zeros here): the sinks' rows by event have that length */
-		usc_agg_layout(e->session, r->site, &first, &n, &value);
-		len = agg_key_len(r->site->args, first, n, e->session->opts.agg.str_max);
+		agg_layout(&e->ctx->agg, r->site, &first, &n, &value);
+		len = agg_key_len(r->site->args, first, n, e->ctx->agg.str_max);
 		ret = fn(ctx, r->site, r->key, len < r->keylen ? len : r->keylen, &r->st,
 			 r->buckets);
 	}

@@ -29,7 +29,6 @@
 #include "engine/inject/inject_int.h"
 #include "engine/inject/tramp.h"
 #include "resolve/cache.h"
-#include "session/session.h"
 #include "x86/reloc.h"
 
 long inj_rsys(struct remote *rem, long nr, long a1, long a2, long a3, long a4, long a5, long a6)
@@ -242,14 +241,14 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	inj_agg_ctl(j, c);
 	inj_obj_ctl(j, c, obj_off);
 	{
-		const struct usc_session *s = j->base.session;
+		const struct usc_engine_ctx *s = j->base.ctx;
 
-		c->overwrite = s->opts.record.on && s->opts.record.snapshot > 0;
-		c->lossless = s->opts.record.on && !s->opts.record.drop && !c->overwrite;
+		c->overwrite = s->record.on && s->record.snapshot > 0;
+		c->lossless = s->record.on && !s->record.drop && !c->overwrite;
 		/* counting stacks: they are unwound and counted here, at the
 		 * tracer's pace; a count should be exact, so the threads wait
 		 * for room (a stack is 8 KiB: a ring holds 500) */
-		c->lossless |= s->has_stacks && s->opts.agg.kind != USC_AGG_NONE;
+		c->lossless |= s->has_stacks && s->agg.kind != USC_AGG_NONE;
 	}
 	c->enabled = 1;
 	return 0;
@@ -385,7 +384,7 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 		len += (size_t)n;
 		done = pa->probe_off[k];
 		ts.probe_at = at + len;
-		if (e->session->count_only) {
+		if (e->ctx->count_only) {
 			ts.counter = m->remote + m->cpu_counts_off + i * sizeof(uint64_t);
 			ts.stride = m->cpu_stride;
 		} else {
@@ -520,7 +519,7 @@ static void semaphores_lower(struct inj_image *img, struct remote *rem)
  * patch there would be copied into the trampoline. */
 static int read_originals(struct inj *j, struct inj_image *img, struct remote *rem)
 {
-	struct usc_session *s = j->base.session;
+	const struct usc_engine_ctx *s = j->base.ctx;
 	int ret = 0;
 
 	for (size_t p = 0; p < img->npatches && !ret; p++) {

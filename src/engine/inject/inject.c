@@ -24,20 +24,19 @@
 
 #include "core/log.h"
 #include "engine/inject/inject_int.h"
-#include "session/session.h"
 
-static int inj_create(struct usc_session *s, struct usc_engine **out, char *why, size_t len)
+static int inj_create(const struct usc_engine_ctx *s, struct usc_engine **out, char *why, size_t len)
 {
 	struct inj *j;
 
-	if (s->target.kind == USC_TARGET_SYSTEM) {
+	if (s->target->kind == USC_TARGET_SYSTEM) {
 		snprintf(why, len, "the inject engine traces one process: give -p PID or a COMMAND "
 			 "(system-wide tracing needs -e tracefs or -e bpf)");
 		return -ENOTSUP;
 	}
-	if (s->target.kind == USC_TARGET_PID && inj_proc_refusal(s->target.pid, why, len))
+	if (s->target->kind == USC_TARGET_PID && inj_proc_refusal(s->target->pid, why, len))
 		return -ENOTSUP;
-	if (s->opts.record.snapshot > INJ_RING_SIZE) {
+	if (s->record.snapshot > INJ_RING_SIZE) {
 		snprintf(why, len, "--snapshot keeps at most %u MiB a thread (the size of its "
 			 "ring)", INJ_RING_SIZE >> 20);
 		return -ENOTSUP;
@@ -46,14 +45,14 @@ static int inj_create(struct usc_session *s, struct usc_engine **out, char *why,
 	if (!j)
 		return -ENOMEM;
 	j->base.ops = &inject_engine_ops;
-	j->base.session = s;
-	j->follow = s->target.kind == USC_TARGET_COMMAND;
+	j->base.ctx = s;
+	j->follow = s->target->kind == USC_TARGET_COMMAND;
 	j->clock = calloc(1, sizeof(*j->clock));
 	if (!j->clock) {
 		free(j);
 		return -ENOMEM;
 	}
-	clock_sample(j->clock, 1);
+	tsc_sample(j->clock, 1);
 	*out = &j->base;
 	return 0;
 }
@@ -62,7 +61,7 @@ static int inj_can_place(struct usc_engine *e, const struct usc_site *site, char
 			 size_t len)
 {
 	struct inj *j = inj_of(e);
-	struct usc_session *s = e->session;
+	const struct usc_engine_ctx *s = e->ctx;
 
 	if (!j->plans) {
 		j->plans = calloc(s->nsites + 1, sizeof(*j->plans));
@@ -77,7 +76,7 @@ static size_t inj_footprint(struct usc_engine *e, const struct usc_site *site,
 			    uint64_t (*r)[2], size_t max)
 {
 	struct inj *j = inj_of(e);
-	const struct x86_patch *p = &j->plans[site - e->session->sites];
+	const struct x86_patch *p = &j->plans[site - e->ctx->sites];
 	size_t n = 0;
 
 	if (max < 2)
@@ -178,9 +177,9 @@ static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 	return inj_poll_images(inj_of(e), fn, ctx);
 }
 
-static int inj_record(struct usc_engine *e, struct rec_writer *w)
+static int inj_record(struct usc_engine *e, const struct usc_raw_out *out)
 {
-	return inj_record_images(inj_of(e), w);
+	return inj_record_images(inj_of(e), out);
 }
 
 static void inj_stop(struct usc_engine *e)
@@ -270,7 +269,7 @@ static void inj_destroy(struct usc_engine *e)
 	free(j->plans);
 	free(j->stats);
 	free(j->comms);
-	clock_free(j->clock);
+	tsc_free(j->clock);
 	free(j->shadow);
 	free(j);
 }

@@ -20,7 +20,7 @@
 
 #include "elf/modules.h"
 #include "engine/engine.h"
-#include "engine/inject/clock.h"
+#include "core/tsc.h"
 #include "engine/inject/inject_shared.h"
 #include "engine/inject/remote.h"
 #include "x86/plan.h"
@@ -122,7 +122,6 @@ struct inj_task {
 	siginfo_t held[REMOTE_MAX_HELD];	/* signals to give back at detach */
 };
 
-struct rec_writer;
 
 struct inj_comm {
 	pid_t tid;
@@ -150,7 +149,7 @@ struct inj {
 	struct inj_task *tasks;
 	size_t ntasks;
 	bool live;			/* records are being made */
-	struct inj_clock *clock;	/* tsc -> CLOCK_MONOTONIC */
+	struct tsc_clock *clock;	/* tsc -> CLOCK_MONOTONIC */
 	struct inj_comm *comms;
 	size_t ncomms;
 	struct usc_site_stats *stats;
@@ -219,7 +218,7 @@ int inj_stats_images(struct inj *j, struct usc_stats *st);
 /* Recording: every ring's records to w as they are (and what the reader
  * needs to read them: images, threads, clock). The count of pieces
  * written, or -errno. */
-int inj_record_images(struct inj *j, struct rec_writer *w);
+int inj_record_images(struct inj *j, const struct usc_raw_out *out);
 /* Lossless no more: every thread waiting for room wakes (and drops). */
 void inj_wake_all(struct inj *j);
 /* The name of task tid of process pid, asked once (then remembered, as it

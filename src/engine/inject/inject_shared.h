@@ -41,7 +41,7 @@
 #ifndef USC_ENGINE_INJECT_SHARED_H
 #define USC_ENGINE_INJECT_SHARED_H
 
-#include "probe/agg.h"
+#include "agg/agg_shared.h"
 #include "probe/fetch.h"
 
 #define INJ_MAGIC 0x7573636f70650004ULL	/* "uscope", layout 4 */

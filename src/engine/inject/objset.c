@@ -5,7 +5,6 @@
 
 #include "engine/inject/inject_int.h"
 #include "engine/inject/objset.h"
-#include "session/session.h"
 
 static bool any_role(const struct inj *j)
 {
@@ -17,15 +16,15 @@ static bool any_role(const struct inj *j)
 
 uint64_t inj_obj_reserve(struct inj *j, uint64_t off, uint64_t *obj_off)
 {
-	const struct usc_session *s = j->base.session;
+	const struct usc_engine_ctx *s = j->base.ctx;
 	struct objset geo;
 
 	*obj_off = 0;
-	if (!s->opts.objtrace.on || !any_role(j))
+	if (!s->objtrace.on || !any_role(j))
 		return off;
 	off = (off + 4095) & ~4095ULL;
 	*obj_off = off;
-	off += objset_layout(s->opts.objtrace.max_objects, &geo);
+	off += objset_layout(s->objtrace.max_objects, &geo);
 	return (off + 4095) & ~4095ULL;
 }
 
@@ -38,7 +37,7 @@ void inj_obj_ctl(struct inj *j, struct inj_ctl *c, uint64_t obj_off)
 		return;
 	o = (struct objset *)((char *)c + obj_off);
 	memset(o, 0, sizeof(*o));
-	objset_layout(j->base.session->opts.objtrace.max_objects, o);
+	objset_layout(j->base.ctx->objtrace.max_objects, o);
 }
 
 void inj_obj_site(const struct usc_site *site, struct inj_site *d, const struct inj_ctl *c,

@@ -10,11 +10,10 @@
 #include "engine/inject/inject_int.h"
 #include "resolve/cache.h"
 #include "resolve/shape.h"
-#include "session/session.h"
 
 int inj_plan_site(struct inj *j, const struct usc_site *site, char *why, size_t len)
 {
-	struct usc_session *s = j->base.session;
+	const struct usc_engine_ctx *s = j->base.ctx;
 	struct x86_patch *p = &j->plans[site - s->sites];
 	const char *rule = NULL;
 	struct elf_file *ef;
@@ -170,7 +169,7 @@ int inj_patches(struct inj *j, struct inj_image *img, const struct proc_map *map
 		size_t nmaps)
 {
 	struct usc_engine *e = &j->base;
-	struct usc_session *s = e->session;
+	const struct usc_engine_ctx *s = e->ctx;
 
 	img->patches = calloc(e->nsites + 1, sizeof(*img->patches));
 	if (!img->patches)

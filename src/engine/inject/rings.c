@@ -14,8 +14,6 @@
 
 #include "engine/inject/inject_int.h"
 #include "engine/raw.h"
-#include "record/record.h"
-#include "session/session.h"
 
 uint64_t inj_mono_ns(void)
 {
@@ -27,7 +25,7 @@ uint64_t inj_mono_ns(void)
 
 void inj_calibrate(struct inj *j)
 {
-	clock_sample(j->clock, 0);
+	tsc_sample(j->clock, 0);
 }
 
 void inj_comm_retire(struct inj *j, pid_t tid, const struct inj_image *img)
@@ -136,7 +134,7 @@ static int deliver(struct inj *j, const struct pending *pd, usc_event_fn fn, voi
 	is = (const struct inj_site *)((const char *)m->map + m->ctl->sites_off) + r->site;
 	pid = sl->tgid ? (int32_t)sl->tgid : pd->img->pid;
 	tid = (int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key);
-	if (inject_raw_event(r, r->len, j->base.sites[r->site], is->ip, clock_ns(j->clock, r->tsc),
+	if (inject_raw_event(r, r->len, j->base.sites[r->site], is->ip, tsc_ns(j->clock, r->tsc),
 			     pid, tid, inj_comm(j, pd->img, pid, tid), j->vals, &ev))
 		return 0;
 	j->stats[r->site].events++;
@@ -259,7 +257,7 @@ int inj_poll_images(struct inj *j, usc_event_fn fn, void *ctx)
 		return -ENOMEM;
 	/* a sample after the records were made (all of them, once this
 	 * drain's heads are read below): none is past the last sample */
-	clock_sample(j->clock, 1);
+	tsc_sample(j->clock, 1);
 	for (size_t i = 0; i < j->nimages; i++)
 		if (j->images[i]->shm.map && collect(j->images[i], &pd, &npd, &cap, heads[i])) {
 			free(pd);
@@ -337,7 +335,7 @@ static void count_records(struct inj *j, const char *ring, uint64_t tail, uint64
 
 /* An image the recording has not described: its process, and each site's
  * runtime address in it (what a record's site means there). */
-static int record_image(struct inj *j, size_t idx, struct rec_writer *w)
+static int record_image(struct inj *j, size_t idx, const struct usc_raw_out *out)
 {
 	struct inj_image *img = j->images[idx];
 	const struct inj_site *is = (const struct inj_site *)((const char *)img->shm.map +
@@ -349,10 +347,10 @@ static int record_image(struct inj *j, size_t idx, struct rec_writer *w)
 		return -ENOMEM;
 	for (size_t i = 0; i < j->base.nsites; i++)
 		ips[i] = is[i].ip;
-	ret = rec_write_image(w, (uint32_t)idx, img->pid, ips, j->base.nsites);
+	ret = out->image(out, (uint32_t)idx, img->pid, ips, j->base.nsites);
 	free(ips);
 	if (!ret)
-		ret = rec_write_process(w, j->base.session->cache, img->pid);
+		ret = out->process(out, img->pid);
 	img->recorded = !ret;
 	return ret;
 }
@@ -364,14 +362,14 @@ static int record_image(struct inj *j, size_t idx, struct rec_writer *w)
  * shadow ring at the same offsets, then the tail is read again: what lies
  * before it may have been overwritten during the copy and is left out; what
  * lies after it is intact. 1 (written), 0 (nothing new), or -errno. */
-static int dump_slot(struct inj *j, size_t idx, uint32_t k, uint64_t keep, struct rec_writer *w)
+static int dump_slot(struct inj *j, size_t idx, uint32_t k, uint64_t keep, const struct usc_raw_out *out)
 {
 	struct inj_image *img = j->images[idx];
 	struct inj_shm *m = &img->shm;
 	struct inj_slot *sl = &slots_of(m)[k];
 	const char *ring = (const char *)m->map + m->ctl->rings_off + (uint64_t)k * INJ_RING_SIZE;
 	uint64_t head, tail, from, at, n, first;
-	struct rec_inject h;
+	struct usc_raw_inject h;
 	int ret;
 
 	if (!img->dumped && !(img->dumped = calloc(INJ_NSLOTS, sizeof(*img->dumped))))
@@ -410,29 +408,29 @@ static int dump_slot(struct inj *j, size_t idx, uint32_t k, uint64_t keep, struc
 	if (head <= from)
 		return 0;
 	n = head - from;
-	h = (struct rec_inject){(uint32_t)idx, k, sl->tgid ? (int32_t)sl->tgid : img->pid,
-				(int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key), (uint32_t)n, 0};
-	if (!rec_knows_thread(w, h.tid) &&
-	    (ret = rec_write_thread(w, h.pid, h.tid, inj_comm(j, img, h.pid, h.tid))))
+	h = (struct usc_raw_inject){(uint32_t)idx, k, sl->tgid ? (int32_t)sl->tgid : img->pid,
+				(int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key), (uint32_t)n};
+	if (!out->knows_thread(out, h.tid) &&
+	    (ret = out->thread(out, h.pid, h.tid, inj_comm(j, img, h.pid, h.tid))))
 		return ret;
 	at = from & (INJ_RING_SIZE - 1);
 	first = n < INJ_RING_SIZE - at ? n : INJ_RING_SIZE - at;
 	count_records(j, j->shadow, from, head);
-	ret = rec_write_inject(w, &h, j->shadow + at, first, j->shadow, n - first);
+	ret = out->inject(out, &h, j->shadow + at, first, j->shadow, n - first);
 	return ret ? ret : 1;
 }
 
-int inj_record_images(struct inj *j, struct rec_writer *w)
+int inj_record_images(struct inj *j, const struct usc_raw_out *out)
 {
-	const struct clock_pair *last;
+	const struct tsc_pair *last;
 	int written = 0, ret;
 
 	/* the clock: a sample each 10 ms, and one now if none was written, for
 	 * the reader to convert TSCs (the first two a rate) */
-	clock_sample(j->clock, j->clock_sent < 2);
-	last = clock_last(j->clock);
+	tsc_sample(j->clock, j->clock_sent < 2);
+	last = tsc_last(j->clock);
 	if (last && last->tsc != j->clock_tsc) {
-		ret = rec_write_clock(w, (const struct rec_clock_pair *)last, 1);
+		ret = out->clock(out, last->tsc, last->ns);
 		if (ret)
 			return ret;
 		j->clock_tsc = last->tsc;
@@ -445,14 +443,14 @@ int inj_record_images(struct inj *j, struct rec_writer *w)
 
 		if (!m->map)
 			continue;
-		if (!img->recorded && (ret = record_image(j, i, w)))
+		if (!img->recorded && (ret = record_image(j, i, out)))
 			return ret;
 		if (m->ctl->overwrite) {
 			/* the flight recorder: read when the session dumps it */
-			for (uint32_t k = 0; k < INJ_NSLOTS && j->base.session->snapshot_dump; k++) {
+			for (uint32_t k = 0; k < INJ_NSLOTS && out->snapshot; k++) {
 				if (!slots_of(m)[k].key && !(img->dumped && img->dumped[k]))
 					continue;
-				ret = dump_slot(j, i, k, j->base.session->opts.record.snapshot, w);
+				ret = dump_slot(j, i, k, j->base.ctx->record.snapshot, out);
 				if (ret < 0)
 					return ret;
 				written += ret;
@@ -465,7 +463,7 @@ int inj_record_images(struct inj *j, struct rec_writer *w)
 			uint64_t head, tail, at, n, first;
 			const char *ring = (const char *)m->map + m->ctl->rings_off +
 					   (uint64_t)k * INJ_RING_SIZE;
-			struct rec_inject h;
+			struct usc_raw_inject h;
 
 			if (!sl->key)
 				continue;
@@ -474,16 +472,16 @@ int inj_record_images(struct inj *j, struct rec_writer *w)
 			n = head - tail;
 			if (!n || n > INJ_RING_SIZE)
 				continue;
-			h = (struct rec_inject){(uint32_t)i, k, sl->tgid ? (int32_t)sl->tgid : img->pid,
+			h = (struct usc_raw_inject){(uint32_t)i, k, sl->tgid ? (int32_t)sl->tgid : img->pid,
 						(int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key),
-						(uint32_t)n, 0};
-			if (!rec_knows_thread(w, h.tid) &&
-			    (ret = rec_write_thread(w, h.pid, h.tid, inj_comm(j, img, h.pid, h.tid))))
+						(uint32_t)n};
+			if (!out->knows_thread(out, h.tid) &&
+			    (ret = out->thread(out, h.pid, h.tid, inj_comm(j, img, h.pid, h.tid))))
 				return ret;
 			at = tail & (INJ_RING_SIZE - 1);
 			first = n < INJ_RING_SIZE - at ? n : INJ_RING_SIZE - at;
 			count_records(j, ring, tail, head);
-			ret = rec_write_inject(w, &h, ring + at, first, ring, n - first);
+			ret = out->inject(out, &h, ring + at, first, ring, n - first);
 			if (ret)
 				return ret;
 			__atomic_store_n(&sl->tail, head, __ATOMIC_RELEASE);

@@ -22,7 +22,6 @@
 
 #include "core/log.h"
 #include "engine/engine.h"
-#include "session/session.h"
 #include "engine/tracefs/tracefs_lower.h"
 
 #define TFS_PREFIX "uscope_"
@@ -176,7 +175,7 @@ static void tfs_clean_stale(void)
 
 /* ---- create ------------------------------------------------------------- */
 
-static int tfs_create(struct usc_session *s, struct usc_engine **out, char *why, size_t len)
+static int tfs_create(const struct usc_engine_ctx *s, struct usc_engine **out, char *why, size_t len)
 {
 	const char *dir = tracefs_tracing_dir();
 	char path[4096];
@@ -212,7 +211,7 @@ static int tfs_create(struct usc_session *s, struct usc_engine **out, char *why,
 	if (!t)
 		return -ENOMEM;
 	t->base.ops = &tracefs_engine_ops;
-	t->base.session = s;
+	t->base.ctx = s;
 	snprintf(t->name, sizeof(t->name), TFS_PREFIX "%d", (int)getpid());
 	*out = &t->base;
 	return 0;
@@ -522,7 +521,7 @@ static int tfs_start(struct usc_engine *e, pid_t pid, bool follow_children)
 	/* Counting system-wide: uprobe_profile counts every hit before the
 	 * event filter runs, so a filter that drops everything keeps the ring
 	 * buffer out of it. */
-	if (e->session->count_only && !pid) {
+	if (e->ctx->count_only && !pid) {
 		char file[96];
 
 		snprintf(file, sizeof(file), "events/%s/filter", t->name);

@@ -19,7 +19,7 @@
  * its return (latency), in the shared memory (inject_shared.h). */
 #include "engine/inject/inject_shared.h"
 #include "engine/inject/objset.h"
-#include "probe/agg.h"
+#include "agg/agg_shared.h"
 
 #define HIDDEN __attribute__((visibility("hidden")))
 
@@ -456,7 +456,7 @@ static void eval_args(const struct env *env, const struct inj_site *site, uint64
 	}
 }
 
-/* The key of args [0, agg_nkey) into key (probe/agg.h's layout), whole
+/* The key of args [0, agg_nkey) into key (agg/agg_shared.h's layout), whole
  * words at a time: a word written in bytes and read back whole (the hash)
  * would stall on store forwarding. */
 static void make_key(const struct inj_site *site, const struct inj_val *vals, const char *buf,

@@ -1,5 +1,5 @@
-/* TSC to CLOCK_MONOTONIC: see clock.h. */
-#include "engine/inject/clock.h"
+/* TSC to CLOCK_MONOTONIC: see tsc.h. */
+#include "core/tsc.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,28 +14,28 @@ static uint64_t mono(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-void clock_add(struct inj_clock *c, uint64_t tsc, uint64_t ns)
+void tsc_add(struct tsc_clock *c, uint64_t tsc, uint64_t ns)
 {
 	if (c->n && tsc <= c->s[c->n - 1].tsc)
 		return;
-	if (!c->unbounded && c->n == CLOCK_SAMPLES) {
+	if (!c->unbounded && c->n == TSC_SAMPLES) {
 		/* the older half goes: what is converted now is recent */
-		memmove(c->s, c->s + CLOCK_SAMPLES / 2, (CLOCK_SAMPLES / 2) * sizeof(*c->s));
-		c->n = CLOCK_SAMPLES / 2;
+		memmove(c->s, c->s + TSC_SAMPLES / 2, (TSC_SAMPLES / 2) * sizeof(*c->s));
+		c->n = TSC_SAMPLES / 2;
 	}
 	if (c->n == c->cap) {
 		size_t cap = c->cap ? c->cap * 2 : 256;
-		struct clock_pair *s = realloc(c->s, cap * sizeof(*s));
+		struct tsc_pair *s = realloc(c->s, cap * sizeof(*s));
 
 		if (!s)
 			return;	/* the samples so far serve */
 		c->s = s;
 		c->cap = cap;
 	}
-	c->s[c->n++] = (struct clock_pair){tsc, ns};
+	c->s[c->n++] = (struct tsc_pair){tsc, ns};
 }
 
-void clock_sample(struct inj_clock *c, int force)
+void tsc_sample(struct tsc_clock *c, int force)
 {
 	uint64_t best = UINT64_MAX, tsc = 0, ns = 0;
 
@@ -50,15 +50,15 @@ void clock_sample(struct inj_clock *c, int force)
 	}
 	if (!tsc || (c->n && !force && ns < c->s[c->n - 1].ns + 10000000ULL))
 		return;
-	clock_add(c, tsc, ns);
+	tsc_add(c, tsc, ns);
 }
 
-const struct clock_pair *clock_last(const struct inj_clock *c)
+const struct tsc_pair *tsc_last(const struct tsc_clock *c)
 {
 	return c->n ? &c->s[c->n - 1] : NULL;
 }
 
-void clock_free(struct inj_clock *c)
+void tsc_free(struct tsc_clock *c)
 {
 	if (!c)
 		return;
@@ -69,7 +69,7 @@ void clock_free(struct inj_clock *c)
 /* ns of tsc along the line through samples i and j; a time before 0 or
  * past 2^64 (samples from a damaged recording) is held at the end of the
  * range: converting it would be undefined */
-static uint64_t along(const struct inj_clock *c, size_t i, size_t j, uint64_t tsc)
+static uint64_t along(const struct tsc_clock *c, size_t i, size_t j, uint64_t tsc)
 {
 	double slope = (double)(c->s[j].ns - c->s[i].ns) / (double)(c->s[j].tsc - c->s[i].tsc);
 	double ns = (double)c->s[i].ns + ((double)(int64_t)(tsc - c->s[i].tsc)) * slope;
@@ -79,7 +79,7 @@ static uint64_t along(const struct inj_clock *c, size_t i, size_t j, uint64_t ts
 	return ns < 18446744073709551616.0 ? (uint64_t)ns : UINT64_MAX;
 }
 
-uint64_t clock_ns(const struct inj_clock *c, uint64_t tsc)
+uint64_t tsc_ns(const struct tsc_clock *c, uint64_t tsc)
 {
 	size_t lo = 0, hi;
 

@@ -11,34 +11,34 @@
  * tens of nanoseconds, not the microseconds one rate fitted at the start
  * drifts by. A recording keeps the samples (REC_CLOCK), and its reader
  * converts the same way. */
-#ifndef USC_ENGINE_INJECT_CLOCK_H
-#define USC_ENGINE_INJECT_CLOCK_H
+#ifndef USC_CORE_TSC_H
+#define USC_CORE_TSC_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#define CLOCK_SAMPLES 4096	/* a live tracer's: the older half goes when full */
+#define TSC_SAMPLES 4096	/* a live tracer's: the older half goes when full */
 
-struct clock_pair {
+struct tsc_pair {
 	uint64_t tsc, ns;
 };
 
-struct inj_clock {
-	struct clock_pair *s;	/* in time order */
+struct tsc_clock {
+	struct tsc_pair *s;	/* in time order */
 	size_t n, cap;
 	bool unbounded;		/* a reader's: every sample kept */
 };
 
 /* Take a sample now, unless the last one is less than 10 ms old (force:
  * take it anyway). */
-void clock_sample(struct inj_clock *c, int force);
+void tsc_sample(struct tsc_clock *c, int force);
 /* Add a sample (a recording's); one not after the last is ignored. */
-void clock_add(struct inj_clock *c, uint64_t tsc, uint64_t ns);
+void tsc_add(struct tsc_clock *c, uint64_t tsc, uint64_t ns);
 /* A tsc as CLOCK_MONOTONIC ns. */
-uint64_t clock_ns(const struct inj_clock *c, uint64_t tsc);
+uint64_t tsc_ns(const struct tsc_clock *c, uint64_t tsc);
 /* The newest sample, or NULL. */
-const struct clock_pair *clock_last(const struct inj_clock *c);
-void clock_free(struct inj_clock *c);
+const struct tsc_pair *tsc_last(const struct tsc_clock *c);
+void tsc_free(struct tsc_clock *c);
 
 #endif

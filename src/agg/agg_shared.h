@@ -14,8 +14,8 @@
  * an octave; output shows them by power of two, as bpftrace does. For
  * linear, bucket 0 holds what is below min, then one bucket a step, the last
  * what is at or above max. */
-#ifndef USC_PROBE_AGG_H
-#define USC_PROBE_AGG_H
+#ifndef USC_AGG_AGG_SHARED_H
+#define USC_AGG_AGG_SHARED_H
 
 #ifdef __bpf__
 #include <linux/types.h>

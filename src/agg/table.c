@@ -1,5 +1,6 @@
-/* A table of aggregated rows: see aggtab.h. */
-#include "session/aggtab.h"
+/* A table of aggregated rows: see table.h. */
+#include "agg/table.h"
+#include "resolve/resolve.h"
 #include "stack/stack.h"
 
 #include <errno.h>

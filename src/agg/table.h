@@ -4,16 +4,19 @@
  * aggregated where the probe runs (to hand the sinks what is new at each
  * report); the aggregating sinks (count, hist, latency) keep theirs, fed by
  * those rows and by the events of the engines that cannot aggregate. Keys
- * are in the byte layout of probe/agg.h, whatever their source. */
-#ifndef USC_SESSION_AGGTAB_H
-#define USC_SESSION_AGGTAB_H
+ * are in the byte layout of agg/agg_shared.h, whatever their source. */
+#ifndef USC_AGG_TABLE_H
+#define USC_AGG_TABLE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/engine.h"
-#include "probe/agg.h"
+#include <sys/types.h>
+
+#include "probe/event.h"
+#include "probe/probe.h"
+#include "agg/agg_shared.h"
 
 struct agg_row {
 	uint64_t id;

@@ -1,0 +1,65 @@
+/* The geometry of an aggregation: which of a site's arguments make its key
+ * and which is the value, whether a key fits an engine's table, and the
+ * buckets of a histogram (agg.h). */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agg/agg.h"
+#include "agg/table.h"
+#include "resolve/resolve.h"
+
+void agg_layout(const struct usc_agg_opts *a, const struct usc_site *site, unsigned *first,
+		    unsigned *n, int *value)
+{
+	unsigned shown = probe_shown_args(site->args, site->nargs);
+
+	*first = 0;
+	*n = shown;
+	*value = -1;
+	switch (a->kind) {
+	case USC_AGG_HIST:
+		if (shown) {
+			*n = shown - 1;
+			*value = (int)shown - 1;
+		}
+		break;
+	case USC_AGG_LATENCY:
+		if (site->is_return)
+			*n = 0;		/* the key is its entry's */
+		break;
+	default:
+		break;
+	}
+}
+
+bool agg_fits(const struct usc_agg_opts *a, const struct usc_site *site, unsigned max_args,
+		  uint32_t key_max)
+{
+	unsigned first, n;
+	int value;
+
+	if (a->kind == USC_AGG_NONE || site->nargs > max_args)
+		return false;
+	/* a stack is unwound by the tracer (src/stack/): its events are
+	 * aggregated there, each distinct stack a row */
+	if (site_has_ustack(site))
+		return false;
+	agg_layout(a, site, &first, &n, &value);
+	return first == 0 && agg_key_len(site->args, first, n, a->str_max) <= key_max;
+}
+
+uint32_t agg_nbuckets(const struct usc_agg_opts *a)
+{
+	if (a->kind == USC_AGG_LATENCY || (a->kind == USC_AGG_HIST && !a->linear))
+		return AGG_LOG_BUCKETS;
+	if (a->kind == USC_AGG_HIST)
+		return (uint32_t)((a->lmax - a->lmin + a->lstep - 1) / a->lstep) + 2;
+	return 0;
+}
+
+uint32_t agg_bucket(const struct usc_agg_opts *a, int64_t v)
+{
+	if (a->kind == USC_AGG_HIST && a->linear)
+		return agg_linear_bucket(v, a->lmin, a->lmax, a->lstep, agg_nbuckets(a));
+	return agg_log_bucket(v);
+}

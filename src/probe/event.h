@@ -1,0 +1,100 @@
+/* What probes deliver, whichever engine ran them or recording held them:
+ * events and their values, unwound stacks, and per-site counts. Engines
+ * produce these, the session passes them on, sinks and output consume them;
+ * this header depends on nothing but the probe language, so every layer can
+ * name these types without depending on another's. */
+#ifndef USC_PROBE_EVENT_H
+#define USC_PROBE_EVENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "probe/fetch.h"
+
+struct usc_site;	/* resolve/resolve.h: where the event was recorded */
+
+enum usc_value_kind {
+	USC_V_INT,
+	USC_V_STR,
+	USC_V_FAULT,	/* the memory could not be read */
+	USC_V_NULL,	/* a string behind a NULL pointer */
+	USC_V_USTACK,	/* $ustack as an engine copied it: str, len bytes: struct
+			 * fetch_stack_hdr and the stack (probe/fetch.h) */
+	USC_V_STACK,	/* $ustack unwound (src/stack/): stack */
+};
+
+/* Why an unwound stack ends where it does. */
+enum usc_stack_end {
+	USC_STACK_END_OUTERMOST,	/* the outermost frame: complete */
+	USC_STACK_END_LIMIT,		/* $ustack:N frames */
+	USC_STACK_END_COPY,		/* the next frame is beyond the stack copied */
+	USC_STACK_END_NOCFI,		/* no CFI for end_pc */
+	USC_STACK_END_NOMODULE,		/* end_pc is in no file mapping */
+	USC_STACK_END_UNREAD,		/* the stack could not be read */
+	USC_STACK_END_ERROR,		/* the CFI could not be followed */
+};
+
+/* A stack: frame 0 is the probed code, then its callers. pc[i] is exact
+ * where the bit i of exact is set (frame 0, a frame a signal interrupted):
+ * otherwise a return address (symbolized at pc - 1, as gdb does). */
+struct usc_stack {
+	uint32_t n;
+	uint8_t end;			/* enum usc_stack_end */
+	uint64_t end_pc;		/* where it ended */
+	uint64_t exact[(USC_STACK_FRAMES_MAX + 63) / 64];
+	uint64_t sigframe[(USC_STACK_FRAMES_MAX + 63) / 64];	/* the signal trampoline */
+	uint64_t pc[];
+};
+
+static inline bool usc_stack_exact(const struct usc_stack *st, uint32_t i)
+{
+	return (st->exact[i / 64] >> (i % 64)) & 1;
+}
+
+static inline bool usc_stack_sigframe(const struct usc_stack *st, uint32_t i)
+{
+	return (st->sigframe[i / 64] >> (i % 64)) & 1;
+}
+
+struct usc_value {
+	uint8_t kind;		/* enum usc_value_kind */
+	uint32_t len;		/* USC_V_STR, USC_V_USTACK: bytes, without the NUL */
+	uint64_t u;		/* USC_V_INT: raw bits, zero-extended from the type's size */
+	const char *str;	/* USC_V_STR, USC_V_USTACK */
+	const struct usc_stack *stack;	/* USC_V_STACK */
+};
+
+struct usc_event {
+	uint64_t time_ns;	/* CLOCK_MONOTONIC */
+	int32_t pid, tid, cpu;
+	const char *comm;
+	const struct usc_site *site;
+	uint64_t ip;		/* probe address; for returns, the return address */
+	uint64_t func;		/* returns: the function's address */
+	unsigned nvals;
+	const struct usc_value *vals;	/* in the order of site->args */
+};
+
+/* Return non-zero to stop delivery. */
+typedef int (*usc_event_fn)(const struct usc_event *ev, void *ctx);
+
+struct usc_site_stats {
+	uint64_t events;	/* delivered */
+	int64_t lost;		/* -1: the kernel cannot attribute it to this probe */
+	int64_t hits;		/* the kernel's hit count, -1 when it has none for
+				 * this session (a pid filter: hits of other
+				 * processes would be in it) */
+	uint64_t agg_full;	/* hits aggregated where the probe runs that found
+				 * the key table full: not counted */
+	uint64_t agg_fault;	/* ... whose value (hist) could not be read */
+};
+
+/* An engine's counts; sites[i] is for the engine's e->sites[i]. */
+struct usc_stats {
+	uint64_t events;
+	uint64_t lost;			/* the engine's own count */
+	struct usc_site_stats *sites;	/* e->nsites entries, owned by the engine */
+};
+
+#endif
