@@ -11,7 +11,7 @@
 #include "elf/elf.h"
 #include "dwarf/dwarf.h"
 #include "elf/modules.h"
-#include "resolve/cache.h"
+#include "cache/cache.h"
 #include "resolve/shape.h"
 #include "resolve/resolve.h"
 #include "usdt/usdt.h"
@@ -311,7 +311,7 @@ static int find_bin(const char *bin, char **path)
 }
 
 /* The sites of one LOCATION, resolved as trace would resolve them. */
-static int location_sites(struct cache *cache, const char *loc, pid_t pid, const char *bin,
+static int location_sites(struct usc_cache *cache, const char *loc, pid_t pid, const char *bin,
 			  struct usc_probe_spec *spec, struct usc_site **sites, size_t *nsites)
 {
 	struct usc_target t = {.kind = pid ? USC_TARGET_PID : USC_TARGET_COMMAND, .pid = pid};
@@ -359,7 +359,7 @@ static int list_vars(const char *loc, pid_t pid, const char *bin)
 {
 	struct usc_probe_spec spec;
 	struct usc_site *sites = NULL;
-	struct cache *cache = cache_new();
+	struct usc_cache *cache = cache_new();
 	size_t n = 0;
 	int ret = cache ? location_sites(cache, loc, pid, bin, &spec, &sites, &n) : -ENOMEM;
 
@@ -392,7 +392,7 @@ static int list_lines(const char *func, pid_t pid, const char *bin)
 {
 	struct usc_probe_spec spec;
 	struct usc_site *sites = NULL;
-	struct cache *cache = cache_new();
+	struct usc_cache *cache = cache_new();
 	size_t n = 0;
 	int ret = cache ? location_sites(cache, func, pid, bin, &spec, &sites, &n) : -ENOMEM;
 

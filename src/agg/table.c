@@ -193,7 +193,7 @@ uint32_t agg_key_len(const struct usc_fetcharg *args, unsigned first, unsigned n
 	return len;
 }
 
-uint32_t agg_key_of(struct cache *c, const struct usc_event *ev, unsigned first, unsigned n,
+uint32_t agg_key_of(struct usc_cache *c, const struct usc_event *ev, unsigned first, unsigned n,
 		    uint32_t str_max, uint8_t *key, bool *cut)
 {
 	uint32_t at = 0;
@@ -235,7 +235,7 @@ uint32_t agg_key_of(struct cache *c, const struct usc_event *ev, unsigned first,
 	return at;
 }
 
-void agg_key_value(struct cache *c, const uint8_t *key, uint32_t keylen,
+void agg_key_value(struct usc_cache *c, const uint8_t *key, uint32_t keylen,
 		   const struct usc_fetcharg *args, unsigned first, unsigned i, uint32_t str_max,
 		   struct usc_value *v, bool *cut, pid_t *pid)
 {

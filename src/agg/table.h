@@ -69,13 +69,13 @@ void agg_row_add(struct agg_row *r, int64_t v, uint32_t bucket);
 /* The key of an event: its values args[first..first+n) in agg.h's layout
  * (a stack by its number in c: stack_intern); its length, cut set when a
  * string was cut. */
-struct cache;
-uint32_t agg_key_of(struct cache *c, const struct usc_event *ev, unsigned first, unsigned n,
+struct usc_cache;
+uint32_t agg_key_of(struct usc_cache *c, const struct usc_event *ev, unsigned first, unsigned n,
 		    uint32_t str_max, uint8_t *key, bool *cut);
 
 /* Key slot i (of the arguments args[first..]) as a value, for output (a
  * string points into key, a stack into c, *pid its process). */
-void agg_key_value(struct cache *c, const uint8_t *key, uint32_t keylen,
+void agg_key_value(struct usc_cache *c, const uint8_t *key, uint32_t keylen,
 		   const struct usc_fetcharg *args, unsigned first, unsigned i, uint32_t str_max,
 		   struct usc_value *v, bool *cut, pid_t *pid);
 

@@ -28,7 +28,7 @@
 #include "resolve/resolve.h"
 
 struct usc_engine;
-struct cache;
+struct usc_cache;
 struct usc_raw_inject;	/* engine/raw.h */
 
 /* What an engine is told of the session. The session fills it before it
@@ -36,7 +36,7 @@ struct usc_raw_inject;	/* engine/raw.h */
  * set once planned (a site's index in the session is site - sites). */
 struct usc_engine_ctx {
 	const struct usc_target *target;
-	struct cache *cache;		/* ELF files and debug info, shared */
+	struct usc_cache *cache;		/* ELF files and debug info, shared */
 	const struct usc_site *sites;	/* every site of the session */
 	size_t nsites;
 	bool count_only;		/* only hit counts are wanted: an engine may

@@ -29,8 +29,8 @@ int inject_raw_event(const void *r, size_t avail, const struct usc_site *site, u
 /* Its site's index and TSC stamp, to sort before decoding. */
 int inject_raw_peek(const void *r, size_t avail, uint32_t *site, uint64_t *tsc, uint32_t *len);
 
-/* One bpf record (struct ub_rec, len bytes): sites are the session's, in
- * the engine's order. comm: 17 bytes of room; vals: UB_MAX_ARGS. */
+/* One bpf record (struct bpfeng_rec, len bytes): sites are the session's, in
+ * the engine's order. comm: 17 bytes of room; vals: BPFENG_MAX_ARGS. */
 int bpf_raw_event(const void *rec, size_t len, const struct usc_site *const *sites,
 		  size_t nsites, char *comm, struct usc_value *vals, struct usc_event *ev);
 int bpf_raw_peek(const void *rec, size_t len, uint32_t *site, uint64_t *time_ns);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "elf/gotypes.h"
-#include "resolve/cache.h"
+#include "cache/cache.h"
 
 static int64_t sext(uint64_t v, unsigned size)
 {

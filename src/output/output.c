@@ -2,7 +2,7 @@
 #include "stack/stack.h"
 
 #include "output/govalue.h"
-#include "resolve/cache.h"
+#include "cache/cache.h"
 
 #include <errno.h>
 #include <inttypes.h>

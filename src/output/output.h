@@ -12,13 +12,13 @@
 #include "probe/event.h"
 #include "resolve/resolve.h"
 
-struct cache;
+struct usc_cache;
 
 struct usc_output {
 	bool json;
 	char *buf;
 	size_t len, cap;
-	struct cache *cache;	/* symbolizes :symbol values; NULL: shown in hex */
+	struct usc_cache *cache;	/* symbolizes :symbol values; NULL: shown in hex */
 };
 
 /* Append one event (with its trailing newline) to o->buf. 0 or -ENOMEM. */

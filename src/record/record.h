@@ -12,7 +12,7 @@
 #include "engine/engine.h"
 #include "record/format.h"
 
-struct cache;
+struct usc_cache;
 
 /* ---- writing ------------------------------------------------------------ */
 
@@ -38,8 +38,8 @@ int rec_write_sites(struct rec_writer *w, const struct usc_probe_spec *specs, si
  * the recording: segments and function symbols. */
 /* Process pid's maps again, as the cache has them now (they changed: a
  * library loaded): a reader adds them to those it had. */
-int rec_write_maps(struct rec_writer *w, struct cache *c, pid_t pid);
-int rec_write_process(struct rec_writer *w, struct cache *c, pid_t pid);
+int rec_write_maps(struct rec_writer *w, struct usc_cache *c, pid_t pid);
+int rec_write_process(struct rec_writer *w, struct usc_cache *c, pid_t pid);
 int rec_write_thread(struct rec_writer *w, pid_t pid, pid_t tid, const char *comm);
 int rec_write_clock(struct rec_writer *w, const struct rec_clock_pair *p, size_t n);
 /* An inject image: its process, and each site's runtime address there. */

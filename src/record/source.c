@@ -30,7 +30,8 @@ static struct src *src_of(struct usc_engine *e)
 	return container_of(e, struct src, base);
 }
 
-static int src_create(const struct usc_engine_ctx *s, struct usc_engine **out, char *why, size_t len)
+static int src_create(const struct usc_engine_ctx *s, struct usc_engine **out, char *why,
+		      size_t len)
 {
 	(void)s;
 	snprintf(why, len, "a recording is read with -r FILE");

@@ -15,7 +15,7 @@
 #include "elf/modules.h"
 #include "record/buf.h"
 #include "record/record.h"
-#include "resolve/cache.h"
+#include "cache/cache.h"
 
 #define WBUF (4u << 20)
 
@@ -314,7 +314,7 @@ bool rec_knows_thread(const struct rec_writer *w, pid_t tid)
 }
 
 /* A file's segments and function symbols, once per recording. */
-static int write_module(struct rec_writer *w, struct cache *c, const char *path)
+static int write_module(struct rec_writer *w, struct usc_cache *c, const char *path)
 {
 	struct elf_file *ef;
 	struct rbuf b = {0};
@@ -351,9 +351,9 @@ static int write_module(struct rec_writer *w, struct cache *c, const char *path)
 	return chunk_rbuf(w, REC_MODULE, &b);
 }
 
-static int write_maps(struct rec_writer *w, struct cache *c, pid_t pid, bool refresh);
+static int write_maps(struct rec_writer *w, struct usc_cache *c, pid_t pid, bool refresh);
 
-int rec_write_process(struct rec_writer *w, struct cache *c, pid_t pid)
+int rec_write_process(struct rec_writer *w, struct usc_cache *c, pid_t pid)
 {
 	if (seen(w->procs, w->nprocs, pid))
 		return 0;
@@ -362,12 +362,12 @@ int rec_write_process(struct rec_writer *w, struct cache *c, pid_t pid)
 	return write_maps(w, c, pid, true);
 }
 
-int rec_write_maps(struct rec_writer *w, struct cache *c, pid_t pid)
+int rec_write_maps(struct rec_writer *w, struct usc_cache *c, pid_t pid)
 {
 	return write_maps(w, c, pid, false);
 }
 
-static int write_maps(struct rec_writer *w, struct cache *c, pid_t pid, bool refresh)
+static int write_maps(struct rec_writer *w, struct usc_cache *c, pid_t pid, bool refresh)
 {
 	size_t n = 0;
 	const struct proc_map *maps = cache_maps(c, pid, refresh, &n);

@@ -7,7 +7,7 @@
 #include "dwarf/dwarf.h"
 #include "elf/elf.h"
 #include "elf/gotypes.h"
-#include "resolve/cache.h"
+#include "cache/cache.h"
 
 static const uint8_t go_regs[9] = {
 	USC_REG_AX, USC_REG_BX, USC_REG_CX, USC_REG_DI, USC_REG_SI,
@@ -71,7 +71,7 @@ static int splice(const struct usc_fetcharg *in, const struct fetch_insn *prog, 
 	return 0;
 }
 
-int goabi_bind(struct cache *c, const struct usc_site *site, struct dwarf_module *dm,
+int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct dwarf_module *dm,
 	       const struct usc_fetcharg *in, struct usc_fetcharg *out)
 {
 	const char *text = site->spec->text, *arg = text + in->pos;

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "resolve/cache.h"
+#include "cache/cache.h"
 #include "resolve/goabi.h"
 #include "resolve/shape.h"
 #include "elf/elf.h"
@@ -240,7 +240,7 @@ static int bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 struct site_vec {
 	struct usc_site *v;
 	size_t n, cap;
-	struct cache *c;	/* the session's files */
+	struct usc_cache *c;	/* the session's files */
 	unsigned flags;		/* enum resolve_flags */
 };
 
@@ -381,7 +381,7 @@ static int add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsi
  * function) or the USDT argument's program. A USDT probe with no FETCHARG
  * records all of its arguments. */
 static int bind_args(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt,
-		     bool defaults, struct dwarf_module *dm, struct cache *c)
+		     bool defaults, struct dwarf_module *dm, struct usc_cache *c)
 {
 	const struct usc_probe_spec *spec = site->spec;
 	unsigned shown = probe_shown_args(spec->args, spec->nargs), out = 0;
@@ -697,7 +697,7 @@ static int add_tail_follow(struct site_vec *sv, const struct usc_probe_spec *spe
 		fns[nfns++] = target;
 	for (size_t f = 0; f < nfns && !reason[0]; f++) {
 		struct x86_ret_site *rs = NULL;
-		struct shape sh;
+		struct func_shape sh;
 		ssize_t n;
 
 		if (shape_at(ef, fns[f], &sh) || sh.entry != fns[f]) {
@@ -804,7 +804,7 @@ static int add_return_sites(struct site_vec *sv, const struct usc_probe_spec *sp
 {
 	struct x86_ret_site *rs = NULL;
 	const char *why = NULL;
-	struct shape sh;
+	struct func_shape sh;
 	ssize_t n;
 	int ret = 0;
 
@@ -1206,7 +1206,7 @@ out:
 
 /* A variable optimized out at some sites of a probe shows <optimized out>
  * there; at all of them it is an error, naming it and where. */
-static int check_optimized_out(struct cache *c, const struct usc_probe_spec *spec,
+static int check_optimized_out(struct usc_cache *c, const struct usc_probe_spec *spec,
 			       const struct usc_site *v, size_t n)
 {
 	for (unsigned i = 0; i < spec->nargs && n; i++) {
@@ -1240,7 +1240,7 @@ static int check_optimized_out(struct cache *c, const struct usc_probe_spec *spe
 	return 0;
 }
 
-int resolve_probes(struct cache *c, const struct usc_target *target,
+int resolve_probes(struct usc_cache *c, const struct usc_target *target,
 		   const struct usc_probe_spec *specs, size_t nspecs, unsigned flags,
 		   struct usc_site **sites, size_t *nsites)
 {

@@ -97,8 +97,8 @@ enum resolve_flags {
 	 * on its first address in each block or inlined copy */
 	RESOLVE_ALL_LINE_SITES = 1 << 4,
 };
-struct cache;
-int resolve_probes(struct cache *c, const struct usc_target *target,
+struct usc_cache;
+int resolve_probes(struct usc_cache *c, const struct usc_target *target,
 		   const struct usc_probe_spec *specs, size_t nspecs, unsigned flags,
 		   struct usc_site **sites, size_t *nsites);
 void resolve_sites_free(struct usc_site *sites, size_t n);

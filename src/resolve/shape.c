@@ -27,7 +27,7 @@ static int read_code(const struct elf_file *ef, struct x86_region *rg, size_t fr
 /* Parts of the function a stripped file names not (no NAME.cold symbol):
  * code its jmp/jcc reach outside its regions and outside every known
  * function, whose FDE starts mid-function (its CFA is not an entry's). */
-static int add_unnamed_parts(const struct elf_file *ef, struct shape *s)
+static int add_unnamed_parts(const struct elf_file *ef, struct func_shape *s)
 {
 	bool added = true;
 
@@ -78,7 +78,7 @@ bool shape_is_part(const struct elf_sym *fn)
 	return cold_parent(fn->name, name, sizeof(name)) || strstr(fn->name, ".cold") != NULL;
 }
 
-int shape_of(const struct elf_file *ef, const struct elf_sym *fn, struct shape *out)
+int shape_of(const struct elf_file *ef, const struct elf_sym *fn, struct func_shape *out)
 {
 	const struct elf_sym *parent = NULL;
 	char name[1024];
@@ -124,7 +124,8 @@ int shape_of(const struct elf_file *ef, const struct elf_sym *fn, struct shape *
 
 /* The function starting at an FDE's start (one that starts as functions
  * do), with its parts. */
-static int shape_of_fde(const struct elf_file *ef, const struct elf_fde *fde, struct shape *out)
+static int shape_of_fde(const struct elf_file *ef, const struct elf_fde *fde,
+			struct func_shape *out)
 {
 	const struct elf_sym *fn = elf_func_at(ef, fde->start);
 	int ret;
@@ -142,7 +143,7 @@ static int shape_of_fde(const struct elf_file *ef, const struct elf_fde *fde, st
 	return ret;
 }
 
-static bool covers(const struct shape *s, uint64_t vaddr)
+static bool covers(const struct func_shape *s, uint64_t vaddr)
 {
 	for (size_t i = 0; i < s->n; i++)
 		if (vaddr >= s->rg[i].addr && vaddr - s->rg[i].addr < s->rg[i].len)
@@ -155,7 +156,7 @@ static bool covers(const struct shape *s, uint64_t vaddr)
  * function is the one its jumps go back into, if that function's shape
  * holds the part. */
 static int parent_of_part(const struct elf_file *ef, const struct elf_fde *part, uint64_t vaddr,
-			  struct shape *out)
+			  struct func_shape *out)
 {
 	struct x86_region rg = {NULL, part->end - part->start, part->start};
 	uint64_t t[64];
@@ -185,7 +186,7 @@ static int parent_of_part(const struct elf_file *ef, const struct elf_fde *part,
 	return -ENOENT;
 }
 
-int shape_at(const struct elf_file *ef, uint64_t vaddr, struct shape *out)
+int shape_at(const struct elf_file *ef, uint64_t vaddr, struct func_shape *out)
 {
 	const struct elf_sym *fn = elf_func_at(ef, vaddr);
 	struct elf_fde fde;
@@ -200,7 +201,7 @@ int shape_at(const struct elf_file *ef, uint64_t vaddr, struct shape *out)
 	return shape_of_fde(ef, &fde, out);
 }
 
-void shape_free(struct shape *s)
+void shape_free(struct func_shape *s)
 {
 	for (size_t i = 0; i < s->n; i++) {
 		free((void *)s->rg[i].code);
@@ -275,7 +276,7 @@ struct x86_reader shape_reader(const struct elf_file *ef)
 
 /* ---- what the function does --------------------------------------------- */
 
-ssize_t shape_returns(const struct elf_file *ef, const struct shape *s,
+ssize_t shape_returns(const struct elf_file *ef, const struct func_shape *s,
 		      struct x86_ret_site **out, const char **why)
 {
 	struct x86_reader rd = shape_reader(ef);
@@ -283,7 +284,7 @@ ssize_t shape_returns(const struct elf_file *ef, const struct shape *s,
 	return x86_return_sites(s->rg, s->n, &rd, out, why);
 }
 
-int shape_plan_probe(const struct elf_file *ef, const struct shape *s, uint64_t vaddr,
+int shape_plan_probe(const struct elf_file *ef, const struct func_shape *s, uint64_t vaddr,
 		     struct x86_patch *out, const char **why)
 {
 	struct x86_reader rd = shape_reader(ef);
@@ -291,7 +292,7 @@ int shape_plan_probe(const struct elf_file *ef, const struct shape *s, uint64_t 
 	return x86_plan_probe(s->rg, s->n, &rd, vaddr, out, why);
 }
 
-int shape_plan_return(const struct elf_file *ef, const struct shape *s, uint64_t ret_addr,
+int shape_plan_return(const struct elf_file *ef, const struct func_shape *s, uint64_t ret_addr,
 		      struct x86_patch *out, const char **why)
 {
 	struct x86_reader rd = shape_reader(ef);
@@ -303,7 +304,7 @@ int shape_patchable(const struct elf_file *ef, const struct elf_sym *fn,
 		    struct x86_patchability *out)
 {
 	struct x86_reader rd = shape_reader(ef);
-	struct shape s;
+	struct func_shape s;
 	int ret = shape_of(ef, fn, &s);
 
 	if (ret)

@@ -27,7 +27,7 @@
 #include "engine/engine.h"
 #include "agg/agg.h"
 #include "probe/probe.h"
-#include "resolve/cache.h"
+#include "cache/cache.h"
 #include "resolve/resolve.h"
 #include "sink/sink.h"
 
@@ -83,7 +83,7 @@ struct rec_header;
 struct usc_session {
 	struct usc_session_opts opts;
 	struct usc_target target;
-	struct cache *cache;
+	struct usc_cache *cache;
 	/* what the engines are told (engine/engine.h): the sites, the target,
 	 * the cache and the options, kept up to date as the plan goes */
 	struct usc_engine_ctx ectx;

@@ -34,7 +34,7 @@ struct usc_sink_ctx {
 	const char *const *engine_names;	/* the engines place[i].engine indexes */
 	const size_t *engine_nsites;		/* ... and how many sites each took */
 	size_t nengines;
-	struct cache *cache;			/* ELF files, debug info, maps, stacks */
+	struct usc_cache *cache;			/* ELF files, debug info, maps, stacks */
 	struct usc_agg_opts agg;		/* what count, hist and latency compute */
 	double interval;			/* seconds between reports, 0: at the end */
 	struct {

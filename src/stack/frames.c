@@ -10,7 +10,7 @@
 #include "dwarf/dwarf.h"
 #include "elf/elf.h"
 #include "elf/modules.h"
-#include "resolve/cache.h"
+#include "cache/cache.h"
 #include "stack/stack.h"
 #include "stack/stack_int.h"
 
@@ -53,7 +53,7 @@ static void stack_cache_free(void *p)
 	free(sc);
 }
 
-struct stack_cache *stack_cache_get(struct cache *c)
+struct stack_cache *stack_cache_get(struct usc_cache *c)
 {
 	struct stack_cache **sc = (struct stack_cache **)cache_ext(c, CACHE_EXT_STACK,
 								     stack_cache_free);
@@ -108,7 +108,7 @@ static int tab_grow(struct stack_cache *sc)
 }
 
 /* The names at link-time address vaddr of the module at path (cached). */
-static const struct sym_ent *sym_lookup(struct cache *c, struct stack_cache *sc,
+static const struct sym_ent *sym_lookup(struct usc_cache *c, struct stack_cache *sc,
 					const char *path, uint64_t vaddr)
 {
 	struct dwarf_scope lv[SYM_LEVELS];
@@ -152,7 +152,7 @@ static const struct sym_ent *sym_lookup(struct cache *c, struct stack_cache *sc,
 	return e;
 }
 
-static const struct proc_map *map_at(struct cache *c, pid_t pid, uint64_t addr)
+static const struct proc_map *map_at(struct usc_cache *c, pid_t pid, uint64_t addr)
 {
 	size_t n = 0;
 	const struct proc_map *m = cache_maps(c, pid, false, &n);
@@ -174,7 +174,7 @@ static const char *base_name(const char *path)
 	return b ? b + 1 : path;
 }
 
-size_t stack_syms(struct cache *c, pid_t pid, const struct usc_stack *st, uint32_t i,
+size_t stack_syms(struct usc_cache *c, pid_t pid, const struct usc_stack *st, uint32_t i,
 		  struct stack_sym *out, size_t max)
 {
 	struct stack_cache *sc = stack_cache_get(c);
@@ -227,7 +227,7 @@ size_t stack_syms(struct cache *c, pid_t pid, const struct usc_stack *st, uint32
 	return n;
 }
 
-void stack_end_text(struct cache *c, pid_t pid, const struct usc_stack *st, char *buf,
+void stack_end_text(struct usc_cache *c, pid_t pid, const struct usc_stack *st, char *buf,
 		    size_t len)
 {
 	const struct proc_map *m;
@@ -301,7 +301,7 @@ static int stack_slots_grow(struct stack_cache *sc)
 	return 0;
 }
 
-uint64_t stack_intern(struct cache *c, pid_t pid, const struct usc_stack *st)
+uint64_t stack_intern(struct usc_cache *c, pid_t pid, const struct usc_stack *st)
 {
 	struct stack_cache *sc = stack_cache_get(c);
 	uint64_t h;
@@ -338,7 +338,7 @@ uint64_t stack_intern(struct cache *c, pid_t pid, const struct usc_stack *st)
 	return sc->nstacks;
 }
 
-const struct usc_stack *stack_interned(struct cache *c, uint64_t id, pid_t *pid)
+const struct usc_stack *stack_interned(struct usc_cache *c, uint64_t id, pid_t *pid)
 {
 	struct stack_cache *sc = stack_cache_get(c);
 

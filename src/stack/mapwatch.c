@@ -16,7 +16,7 @@
 
 #include "core/log.h"
 #include "elf/modules.h"
-#include "resolve/cache.h"
+#include "cache/cache.h"
 #include "stack/mapwatch.h"
 
 #define MW_PAGES 64	/* data pages a CPU: 256 KiB of map records */
@@ -130,7 +130,7 @@ struct fork_rec {
 	uint64_t time;
 };
 
-static void one(struct mapwatch *w, struct cache *c, const void *rec, size_t size, int *changed)
+static void one(struct mapwatch *w, struct usc_cache *c, const void *rec, size_t size, int *changed)
 {
 	const struct perf_event_header *h = rec;
 
@@ -200,7 +200,7 @@ static int cmp_rec(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-int mapwatch_poll(struct mapwatch *w, struct cache *c, int *changed)
+int mapwatch_poll(struct mapwatch *w, struct usc_cache *c, int *changed)
 {
 	size_t data = MW_PAGES * w->page, used = 0, cap = 0, n = 0, ncap = 0;
 	uint8_t *all = NULL;

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-struct cache;
+struct usc_cache;
 struct mapwatch;
 
 /* Watch process pid and its children (0: every process), from its next
@@ -14,7 +14,7 @@ struct mapwatch;
 int mapwatch_open(pid_t pid, bool on_exec, struct mapwatch **out);
 /* Bring the cache's maps up to date; *changed: a pid whose maps changed
  * (0: none). The records read. */
-int mapwatch_poll(struct mapwatch *w, struct cache *c, int *changed);
+int mapwatch_poll(struct mapwatch *w, struct usc_cache *c, int *changed);
 void mapwatch_close(struct mapwatch *w);
 
 #endif

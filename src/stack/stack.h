@@ -14,7 +14,7 @@
  *
  * The state (a Dwfl per traced process, built from its maps as the cache
  * holds them: refreshed on a miss, or a recording's) hangs off the
- * session's cache (resolve/cache.h), and so do the frames' names, cached
+ * session's cache (cache/cache.h), and so do the frames' names, cached
  * per (module, address). */
 #ifndef USC_STACK_STACK_H
 #define USC_STACK_STACK_H
@@ -26,7 +26,7 @@
 
 #include "probe/event.h"
 
-struct cache;
+struct usc_cache;
 
 /* Bytes of a struct usc_stack of max frames. */
 static inline size_t stack_size(uint32_t max)
@@ -37,14 +37,14 @@ static inline size_t stack_size(uint32_t max)
 /* Unwind the copy (a USC_V_USTACK value's bytes) of thread tid of process
  * pid into out, room for max frames. 0, -EINVAL (not a stack copy), or
  * -ENOMEM. A stack that cannot go further says why in out->end. */
-int stack_unwind(struct cache *c, pid_t pid, pid_t tid, const void *copy, size_t len,
+int stack_unwind(struct usc_cache *c, pid_t pid, pid_t tid, const void *copy, size_t len,
 		 struct usc_stack *out, uint32_t max);
 
 /* A stack as a number, the same for the same frames (and end) in the same
  * process: what aggregation keys on. 0: out of memory. */
-uint64_t stack_intern(struct cache *c, pid_t pid, const struct usc_stack *st);
+uint64_t stack_intern(struct usc_cache *c, pid_t pid, const struct usc_stack *st);
 /* The stack of an id, and its process; NULL for none. */
-const struct usc_stack *stack_interned(struct cache *c, uint64_t id, pid_t *pid);
+const struct usc_stack *stack_interned(struct usc_cache *c, uint64_t id, pid_t *pid);
 
 /* What one frame shows; an address inside inlined code shows as several
  * (the inlined functions innermost first, the function itself last). */
@@ -62,11 +62,11 @@ struct stack_sym {
 
 /* The frames frame i of st shows, at most max: their count. Strings stay
  * valid until the cache is freed. */
-size_t stack_syms(struct cache *c, pid_t pid, const struct usc_stack *st, uint32_t i,
+size_t stack_syms(struct usc_cache *c, pid_t pid, const struct usc_stack *st, uint32_t i,
 		  struct stack_sym *out, size_t max);
 
 /* Why st ends ("" when at its outermost frame): "no CFI for 0x... (libx.so)". */
-void stack_end_text(struct cache *c, pid_t pid, const struct usc_stack *st, char *buf,
+void stack_end_text(struct usc_cache *c, pid_t pid, const struct usc_stack *st, char *buf,
 		    size_t len);
 
 #endif

@@ -43,7 +43,7 @@ struct stack_cache {
 };
 
 /* The cache's stack state, made on first use; NULL when out of memory. */
-struct stack_cache *stack_cache_get(struct cache *c);
+struct stack_cache *stack_cache_get(struct usc_cache *c);
 int unw_cfi_at(Dwfl *d, uint64_t pc, bool *sig);
 
 #endif

@@ -12,7 +12,7 @@
 
 #include "core/log.h"
 #include "elf/modules.h"
-#include "resolve/cache.h"
+#include "cache/cache.h"
 #include "stack/stack.h"
 #include "stack/stack_int.h"
 
@@ -85,7 +85,7 @@ static const Dwfl_Thread_Callbacks thread_cbs = {
 
 /* The process's file mappings, as /proc/PID/maps text for libdwfl (which
  * groups a file's mappings into one module at its load bias). */
-static Dwfl *proc_dwfl(struct cache *c, struct unw_proc *p, bool refresh)
+static Dwfl *proc_dwfl(struct usc_cache *c, struct unw_proc *p, bool refresh)
 {
 	size_t n = 0, tlen = 0;
 	const struct proc_map *m = cache_maps(c, p->pid, refresh, &n);
@@ -144,7 +144,7 @@ static uint64_t now_ms(void)
 	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
 }
 
-static struct unw_proc *proc_get(struct cache *c, struct stack_cache *sc, pid_t pid)
+static struct unw_proc *proc_get(struct usc_cache *c, struct stack_cache *sc, pid_t pid)
 {
 	struct unw_proc *p = NULL, *old = &sc->procs[0];
 
@@ -173,7 +173,7 @@ static struct unw_proc *proc_get(struct cache *c, struct stack_cache *sc, pid_t 
 /* A module mapped since the maps were read (dlopen): read them again, at
  * most once a second a process (code outside every file, a JIT's, would
  * otherwise read them at every stack). */
-static bool proc_refresh(struct cache *c, struct unw_proc *p)
+static bool proc_refresh(struct usc_cache *c, struct unw_proc *p)
 {
 	uint64_t t = now_ms();
 	Dwfl *d;
@@ -352,7 +352,7 @@ static int walk(struct unw_proc *p, struct usc_stack *out, uint32_t max, bool *n
 	return 0;
 }
 
-int stack_unwind(struct cache *c, pid_t pid, pid_t tid, const void *copy, size_t len,
+int stack_unwind(struct usc_cache *c, pid_t pid, pid_t tid, const void *copy, size_t len,
 		 struct usc_stack *out, uint32_t max)
 {
 	struct stack_cache *sc = stack_cache_get(c);

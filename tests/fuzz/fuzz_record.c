@@ -73,9 +73,9 @@ int __wrap_munmap(void *addr, size_t len)
 }
 
 /* output.c symbolizes :symbol values through a cache; there is none here */
-struct cache;
-void cache_symbolize(struct cache *c, pid_t pid, uint64_t addr, char *buf, size_t len);
-void cache_symbolize(struct cache *c, pid_t pid, uint64_t addr, char *buf, size_t len)
+struct usc_cache;
+void cache_symbolize(struct usc_cache *c, pid_t pid, uint64_t addr, char *buf, size_t len);
+void cache_symbolize(struct usc_cache *c, pid_t pid, uint64_t addr, char *buf, size_t len)
 {
 	(void)c;
 	(void)pid;
@@ -84,14 +84,14 @@ void cache_symbolize(struct cache *c, pid_t pid, uint64_t addr, char *buf, size_
 
 /* ... and stacks (never: there is no cache, nor a session to unwind them) */
 #include "stack/stack.h"
-size_t stack_syms(struct cache *c, pid_t pid, const struct usc_stack *st, uint32_t i,
+size_t stack_syms(struct usc_cache *c, pid_t pid, const struct usc_stack *st, uint32_t i,
 		  struct stack_sym *out, size_t max)
 {
 	(void)c, (void)pid, (void)st, (void)i, (void)out, (void)max;
 	return 0;
 }
 
-void stack_end_text(struct cache *c, pid_t pid, const struct usc_stack *st, char *buf,
+void stack_end_text(struct usc_cache *c, pid_t pid, const struct usc_stack *st, char *buf,
 		    size_t len)
 {
 	(void)c, (void)pid, (void)st;
@@ -117,8 +117,8 @@ static int touch_maps(void *ctx, pid_t pid, const struct proc_map *m, size_t n)
 
 /* govalue.c names Go types from the probed file, through the cache: none */
 struct elf_file;
-int cache_elf(struct cache *c, const char *path, struct elf_file **out);
-int cache_elf(struct cache *c, const char *path, struct elf_file **out)
+int cache_elf(struct usc_cache *c, const char *path, struct elf_file **out);
+int cache_elf(struct usc_cache *c, const char *path, struct elf_file **out)
 {
 	(void)c;
 	(void)path;

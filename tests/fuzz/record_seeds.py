@@ -18,7 +18,7 @@ Needs root and tracefs (as the e2e tests do). The recordings:
   dwarf-{inject,tracefs}.usc        dwarfapp-O0 1 with arguments from DWARF:
         a struct shown whole (grouped arguments), enums, a flags enum, bools
   waiter-bpfraw.usc                 waiter-bpf.usc with each REC_EVENT turned
-        into the REC_BPF record the bpf program writes (struct ub_rec):
+        into the REC_BPF record the bpf program writes (struct bpfeng_rec):
         the bpf engine has no .record yet, so no real file has REC_BPF
   waiter-inject-cut.usc             waiter-inject.usc cut in its REC_INJECT
 
@@ -105,7 +105,7 @@ def sites_of(payload):
 
 
 def event_to_bpf(payload, sites):
-    """A REC_EVENT's event as the bpf program's struct ub_rec."""
+    """A REC_EVENT's event as the bpf program's struct bpfeng_rec."""
     ln, site, ts, pid, tid, cpu, nvals, comm_len, ip, func = struct.unpack_from(
         "<IIQiiiHHQQ", payload, 0)
     vals, at = [], 48

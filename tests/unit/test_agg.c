@@ -17,7 +17,7 @@
 #include "agg/agg_shared.h"
 #include "probe/filter_eval.h"
 #include "probe/probe.h"
-#include "resolve/cache.h"
+#include "cache/cache.h"
 #include "agg/table.h"
 #include "stack/stack.h"
 
@@ -375,7 +375,7 @@ static void test_stack_keys(void **state)
 {
 	struct usc_probe_spec sp = parse_ok("f n=$arg1:u8 $ustack:4");
 	struct usc_site site = {.spec = &sp, .args = sp.args, .nargs = sp.nargs};
-	struct cache *c = cache_new();
+	struct usc_cache *c = cache_new();
 	struct usc_stack *a = calloc(1, stack_size(4)), *b = calloc(1, stack_size(4));
 	struct usc_value vals[2] = {INT(7), {.kind = USC_V_STACK}};
 	struct usc_event ev = {.site = &site, .vals = vals, .nvals = 2, .pid = 42};

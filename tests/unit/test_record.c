@@ -165,7 +165,7 @@ static void write_event(struct rec_writer *w, const struct want *x)
 
 static void write_bpf(struct rec_writer *w, const struct want *x)
 {
-	struct ub_rec r;
+	struct bpfeng_rec r;
 
 	memset(&r, 0, sizeof(r));
 	r.ts = x->time;
@@ -177,8 +177,8 @@ static void write_bpf(struct rec_writer *w, const struct want *x)
 	r.nargs = 2;
 	r.len = sizeof(r);
 	snprintf(r.comm, sizeof(r.comm), "%s", x->comm);
-	r.vals[0] = (struct ub_val){.val = x->v[0].u, .kind = UB_INT};
-	r.vals[1] = (struct ub_val){.val = x->ip, .kind = UB_INT};	/* the return address */
+	r.vals[0] = (struct bpfeng_val){.val = x->v[0].u, .kind = BPFENG_INT};
+	r.vals[1] = (struct bpfeng_val){.val = x->ip, .kind = BPFENG_INT};	/* the return address */
 	assert_int_equal(rec_write_bpf(w, &r, sizeof(r)), 0);
 }
 

@@ -14,19 +14,19 @@
 #include "agg/table.h"
 #include "uscope.skel.h"
 
-bool ub_filters(struct usc_engine *e, const struct usc_site *site)
+bool bpfeng_filters(struct usc_engine *e, const struct usc_site *site)
 {
 	(void)e;
 	(void)site;
 	return true;	/* the program filters records and aggregations alike */
 }
 
-int ub_agg_place(struct usc_engine *e, const struct usc_site *site)
+int bpfeng_agg_place(struct usc_engine *e, const struct usc_site *site)
 {
-	return agg_fits(&e->ctx->agg, site, UB_MAX_ARGS - 1, UB_KEY_MAX) ? 0 : -ENOTSUP;
+	return agg_fits(&e->ctx->agg, site, BPFENG_MAX_ARGS - 1, BPFENG_KEY_MAX) ? 0 : -ENOTSUP;
 }
 
-int ub_agg_prepare(struct ub *u)
+int bpfeng_agg_prepare(struct bpfeng *u)
 {
 	const struct usc_engine_ctx *s = u->base.ctx;
 	const struct usc_agg_opts *a = &s->agg;
@@ -66,19 +66,19 @@ int ub_agg_prepare(struct ub *u)
 	return 0;
 }
 
-void ub_agg_site(struct ub *u, const struct usc_site *site, struct ub_site *us)
+void bpfeng_agg_site(struct bpfeng *u, const struct usc_site *site, struct bpfeng_site *us)
 {
 	const struct usc_engine_ctx *s = u->base.ctx;
 	unsigned first, n;
 	int value;
 
 	memcpy(&us->filter, &site->filter, sizeof(us->filter));
-	for (unsigned a = 0; a < site->nargs && a < UB_MAX_ARGS; a++) {
+	for (unsigned a = 0; a < site->nargs && a < BPFENG_MAX_ARGS; a++) {
 		us->arg_size[a] = (unsigned char)agg_arg_size(&site->args[a]);
 		us->arg_sign[a] = fetch_type_is_signed(site->args[a].type);
 		us->arg_str[a] = fetch_type_is_string(site->args[a].type);
 	}
-	us->agg = UB_AGG_NONE;
+	us->agg = BPFENG_AGG_NONE;
 	if (!site->agg_in_place || !u->agg)
 		return;
 	agg_layout(&s->agg, site, &first, &n, &value);
@@ -87,14 +87,14 @@ void ub_agg_site(struct ub *u, const struct usc_site *site, struct ub_site *us)
 	us->agg_str_max = s->agg.str_max;
 	us->agg_func = site->agg_func >= 0 ? (unsigned)site->agg_func : 0;
 	if (s->agg.kind != USC_AGG_LATENCY)
-		us->agg = UB_AGG_ROW;
+		us->agg = BPFENG_AGG_ROW;
 	else
-		us->agg = site->is_return ? UB_AGG_RETURN : UB_AGG_ENTRY;
+		us->agg = site->is_return ? BPFENG_AGG_RETURN : BPFENG_AGG_ENTRY;
 }
 
-int ub_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx)
+int bpfeng_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx)
 {
-	struct ub *u = ub_of(e);
+	struct bpfeng *u = bpfeng_of(e);
 	int ncpu = libbpf_num_possible_cpus(), fd, ret = 0;
 	size_t ksize = 8 + u->agg_keylen;
 	size_t vsize = (sizeof(struct agg_val) + 8 * u->agg_nbuckets + 7) & ~7UL;
@@ -120,7 +120,7 @@ int ub_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx)
 	ep = u->skel->data->agg_epoch;
 	/* every key, each CPU's values summed */
 	for (void *prev = NULL; bpf_map_get_next_key(fd, prev, next) == 0; prev = key) {
-		const struct ub_agg_key *k = (const void *)next;
+		const struct bpfeng_agg_key *k = (const void *)next;
 		struct agg_row *r;
 
 		memcpy(key, next, ksize);

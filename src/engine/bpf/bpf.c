@@ -70,9 +70,10 @@ static bool may_bpf(void)
 	return (eff & (1ULL << 21)) || ((eff & (1ULL << 39)) && (eff & (1ULL << 38)));
 }
 
-static int ub_create(const struct usc_engine_ctx *s, struct usc_engine **out, char *why, size_t len)
+static int bpfeng_create(const struct usc_engine_ctx *s, struct usc_engine **out, char *why,
+			 size_t len)
 {
-	struct ub *u;
+	struct bpfeng *u;
 
 	if (!may_bpf()) {
 		snprintf(why, len, "the bpf engine needs root (or CAP_BPF and CAP_PERFMON)");
@@ -88,22 +89,22 @@ static int ub_create(const struct usc_engine_ctx *s, struct usc_engine **out, ch
 	return 0;
 }
 
-static int ub_can_place(struct usc_engine *e, const struct usc_site *site, char *why,
+static int bpfeng_can_place(struct usc_engine *e, const struct usc_site *site, char *why,
 			size_t len)
 {
-	struct ub *u = ub_of(e);
+	struct bpfeng *u = bpfeng_of(e);
 
 	if (site->is_return && !site->ret_site) {
 		snprintf(why, len, "the bpf engine probes returns on their return sites only "
 			 "(--uretprobe needs -e tracefs)");
 		return -ENOTSUP;
 	}
-	if (site->nargs + (site->ret_site ? 1 : 0) > UB_MAX_ARGS) {
-		snprintf(why, len, "the bpf engine takes at most %d fetch arguments", UB_MAX_ARGS - 1);
+	if (site->nargs + (site->ret_site ? 1 : 0) > BPFENG_MAX_ARGS) {
+		snprintf(why, len, "the bpf engine takes at most %d fetch arguments", BPFENG_MAX_ARGS - 1);
 		return -ENOTSUP;
 	}
-	if (u->taken >= UB_MAX_SITES) {
-		snprintf(why, len, "the bpf engine takes at most %d sites", UB_MAX_SITES);
+	if (u->taken >= BPFENG_MAX_SITES) {
+		snprintf(why, len, "the bpf engine takes at most %d sites", BPFENG_MAX_SITES);
 		return -ENOTSUP;
 	}
 	u->taken++;
@@ -111,7 +112,7 @@ static int ub_can_place(struct usc_engine *e, const struct usc_site *site, char 
 }
 
 /* Load the program: the sleepable build where the kernel has it. */
-static int ub_load(struct ub *u)
+static int bpfeng_load(struct bpfeng *u)
 {
 	const struct usc_engine_ctx *s = u->base.ctx;
 	int err = 0;
@@ -130,7 +131,7 @@ static int ub_load(struct ub *u)
 		bpf_program__set_autoload(u->skel->progs.usc_probe_s, sleepable);
 		bpf_program__set_autoload(u->skel->progs.usc_probe, !sleepable);
 		bpf_program__set_autoload(u->skel->progs.usc_fork, u->follow);
-		err = ub_agg_prepare(u);
+		err = bpfeng_agg_prepare(u);
 		if (!err && bpf_map__set_max_entries(u->skel->maps.objs,
 						     s->objtrace.on ?
 						     s->objtrace.max_objects : 1))
@@ -159,7 +160,7 @@ static int ub_load(struct ub *u)
 
 /* A site's programs into the map; a return site gets a hidden last
  * argument, the word at the stack pointer: the return address. */
-static int ub_fill_site(struct ub *u, size_t i, struct ub_site *us)
+static int bpfeng_fill_site(struct bpfeng *u, size_t i, struct bpfeng_site *us)
 {
 	const struct usc_site *site = u->base.sites[i];
 	unsigned n = site->nargs;
@@ -167,26 +168,28 @@ static int ub_fill_site(struct ub *u, size_t i, struct ub_site *us)
 	memset(us, 0, sizeof(*us));
 	us->vaddr = site->vaddr;
 	us->offset = site->offset;
-	us->kind = site->cont ? UB_CONT : site->tail_call && site->follow_tail ? UB_TAIL : UB_PLAIN;
+	us->kind = site->cont				  ? BPFENG_CONT
+		   : site->tail_call && site->follow_tail ? BPFENG_TAIL
+							  : BPFENG_PLAIN;
 	for (unsigned a = 0; a < n; a++) {
 		const struct usc_fetcharg *fa = &site->args[a];
 
-		for (unsigned k = 0; k < fa->ninsn && k < UB_MAX_INSN; k++)
+		for (unsigned k = 0; k < fa->ninsn && k < BPFENG_MAX_INSN; k++)
 			memcpy(&us->args[a].insn[k], &fa->insn[k], sizeof(us->args[a].insn[k]));
 		us->args[a].ninsn = fa->ninsn;
 	}
-	ub_agg_site(u, site, us);
+	bpfeng_agg_site(u, site, us);
 	if (site->spec->obj_role != USC_OBJ_NONE && n) {
 		us->obj = (unsigned short)site->spec->obj_role;
 		us->obj_verdict = (unsigned short)(n - 1);	/* before the return address */
 	}
 	u->ret_idx[i] = -1;
 	if (site->ret_site) {
-		struct ub_arg *ra = &us->args[n];
+		struct bpfeng_arg *ra = &us->args[n];
 
-		ra->insn[0] = (struct ub_insn){.op = FOP_REG, .reg = USC_REG_SP};
-		ra->insn[1] = (struct ub_insn){.op = FOP_ST_MEM, .size = 8};
-		ra->insn[2] = (struct ub_insn){.op = FOP_END};
+		ra->insn[0] = (struct bpfeng_insn){.op = FOP_REG, .reg = USC_REG_SP};
+		ra->insn[1] = (struct bpfeng_insn){.op = FOP_ST_MEM, .size = 8};
+		ra->insn[2] = (struct bpfeng_insn){.op = FOP_END};
 		ra->ninsn = 3;
 		u->ret_idx[i] = (int)n++;
 	}
@@ -194,9 +197,9 @@ static int ub_fill_site(struct ub *u, size_t i, struct ub_site *us)
 	return 0;
 }
 
-static int ub_attach(struct usc_engine *e)
+static int bpfeng_attach(struct usc_engine *e)
 {
-	struct ub *u = ub_of(e);
+	struct bpfeng *u = bpfeng_of(e);
 	int fd, err;
 
 	u->stats = calloc(e->nsites + 1, sizeof(*u->stats));
@@ -204,7 +207,7 @@ static int ub_attach(struct usc_engine *e)
 	u->ret_idx = calloc(e->nsites + 1, sizeof(*u->ret_idx));
 	if (!u->stats || !u->links || !u->ret_idx)
 		return -ENOMEM;
-	err = ub_load(u);
+	err = bpfeng_load(u);
 	if (err) {
 		if (err == -EPERM)
 			log_error("the bpf engine needs root (or CAP_BPF and CAP_PERFMON)");
@@ -216,10 +219,10 @@ static int ub_attach(struct usc_engine *e)
 	}
 	fd = bpf_map__fd(u->skel->maps.sites);
 	for (size_t i = 0; i < e->nsites; i++) {
-		struct ub_site us;
+		struct bpfeng_site us;
 		__u32 key = (__u32)i;
 
-		ub_fill_site(u, i, &us);
+		bpfeng_fill_site(u, i, &us);
 		if (bpf_map_update_elem(fd, &key, &us, BPF_ANY)) {
 			err = -errno;
 			log_error("cannot store the programs of %s: %s", e->sites[i]->event,
@@ -230,9 +233,9 @@ static int ub_attach(struct usc_engine *e)
 	return 0;
 }
 
-static int ub_start(struct usc_engine *e, pid_t pid, bool follow_children)
+static int bpfeng_start(struct usc_engine *e, pid_t pid, bool follow_children)
 {
-	struct ub *u = ub_of(e);
+	struct bpfeng *u = bpfeng_of(e);
 	struct bpf_program *prog = u->sleepable ? u->skel->progs.usc_probe_s :
 						  u->skel->progs.usc_probe;
 
@@ -269,9 +272,9 @@ static int ub_start(struct usc_engine *e, pid_t pid, bool follow_children)
 	return 0;
 }
 
-static int ub_record(void *ctx, void *data, size_t size)
+static int bpfeng_record(void *ctx, void *data, size_t size)
 {
-	struct ub *u = ctx;
+	struct bpfeng *u = ctx;
 	struct usc_event ev;
 	char comm[17];
 	uint32_t site;
@@ -288,15 +291,15 @@ static int ub_record(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-static int ub_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *ctx)
+static int bpfeng_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *ctx)
 {
-	struct ub *u = ub_of(e);
+	struct bpfeng *u = bpfeng_of(e);
 	int n;
 
 	if (!u->skel)
 		return 0;
 	if (!u->rb) {
-		u->rb = ring_buffer__new(bpf_map__fd(u->skel->maps.events), ub_record, u, NULL);
+		u->rb = ring_buffer__new(bpf_map__fd(u->skel->maps.events), bpfeng_record, u, NULL);
 		if (!u->rb)
 			return -errno;
 	}
@@ -326,9 +329,9 @@ static void *unlink_some(void *arg)
 	return NULL;
 }
 
-static void ub_stop(struct usc_engine *e)
+static void bpfeng_stop(struct usc_engine *e)
 {
-	struct ub *u = ub_of(e);
+	struct bpfeng *u = bpfeng_of(e);
 	enum { THREADS = 16 };
 	struct unlink_job jobs[THREADS];
 	pthread_t tid[THREADS];
@@ -353,11 +356,11 @@ static void ub_stop(struct usc_engine *e)
 	u->fork_link = NULL;
 }
 
-static int ub_stats(struct usc_engine *e, struct usc_stats *st)
+static int bpfeng_stats(struct usc_engine *e, struct usc_stats *st)
 {
-	struct ub *u = ub_of(e);
+	struct bpfeng *u = bpfeng_of(e);
 	int ncpu = libbpf_num_possible_cpus();
-	struct ub_counts *per;
+	struct bpfeng_counts *per;
 
 	st->events = st->lost = 0;
 	st->sites = u->stats;
@@ -388,22 +391,22 @@ static int ub_stats(struct usc_engine *e, struct usc_stats *st)
 	return 0;
 }
 
-static void ub_detach(struct usc_engine *e)
+static void bpfeng_detach(struct usc_engine *e)
 {
-	struct ub *u = ub_of(e);
+	struct bpfeng *u = bpfeng_of(e);
 
-	ub_stop(e);
+	bpfeng_stop(e);
 	if (u->dropped)
 		log_info("bpf: %llu tail calls did not return through a probed ret (a longjmp or "
 			 "an unwind left them)", (unsigned long long)u->dropped);
 	u->dropped = 0;
 }
 
-static void ub_destroy(struct usc_engine *e)
+static void bpfeng_destroy(struct usc_engine *e)
 {
-	struct ub *u = ub_of(e);
+	struct bpfeng *u = bpfeng_of(e);
 
-	ub_detach(e);
+	bpfeng_detach(e);
 	ring_buffer__free(u->rb);
 	uscope_bpf__destroy(u->skel);
 	free(u->links);
@@ -416,16 +419,16 @@ const struct usc_engine_ops bpf_engine_ops = {
 	.name = "bpf",
 	.follows_tail_calls = true,
 	.objtrace = true,
-	.create = ub_create,
-	.can_place = ub_can_place,
-	.attach = ub_attach,
-	.start = ub_start,
-	.poll = ub_poll,
-	.stop = ub_stop,
-	.stats = ub_stats,
-	.detach = ub_detach,
-	.destroy = ub_destroy,
-	.filters = ub_filters,
-	.agg_place = ub_agg_place,
-	.agg_read = ub_agg_read,
+	.create = bpfeng_create,
+	.can_place = bpfeng_can_place,
+	.attach = bpfeng_attach,
+	.start = bpfeng_start,
+	.poll = bpfeng_poll,
+	.stop = bpfeng_stop,
+	.stats = bpfeng_stats,
+	.detach = bpfeng_detach,
+	.destroy = bpfeng_destroy,
+	.filters = bpfeng_filters,
+	.agg_place = bpfeng_agg_place,
+	.agg_read = bpfeng_agg_read,
 };

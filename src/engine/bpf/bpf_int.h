@@ -15,7 +15,7 @@ struct uscope_bpf;
 struct ring_buffer;
 struct bpf_link;
 
-struct ub {
+struct bpfeng {
 	struct usc_engine base;
 	struct uscope_bpf *skel;
 	struct ring_buffer *rb;
@@ -31,25 +31,25 @@ struct ub {
 	usc_event_fn fn;
 	void *ctx;
 	int delivered, stop_asked;
-	struct usc_value vals[UB_MAX_ARGS];
+	struct usc_value vals[BPFENG_MAX_ARGS];
 	/* aggregation in the kernel (agg.c) */
 	bool agg;			/* some site aggregates */
 	uint32_t agg_keylen;		/* the map's key bytes after the site */
 	uint32_t agg_nbuckets;
 };
 
-static inline struct ub *ub_of(struct usc_engine *e)
+static inline struct bpfeng *bpfeng_of(struct usc_engine *e)
 {
-	return container_of(e, struct ub, base);
+	return container_of(e, struct bpfeng, base);
 }
 
 /* agg.c */
-bool ub_filters(struct usc_engine *e, const struct usc_site *site);
-int ub_agg_place(struct usc_engine *e, const struct usc_site *site);
-int ub_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx);
+bool bpfeng_filters(struct usc_engine *e, const struct usc_site *site);
+int bpfeng_agg_place(struct usc_engine *e, const struct usc_site *site);
+int bpfeng_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx);
 /* Before load: the aggregation map's sizes and the program's constants. */
-int ub_agg_prepare(struct ub *u);
+int bpfeng_agg_prepare(struct bpfeng *u);
 /* A site's filter and aggregation role into the map's entry. */
-void ub_agg_site(struct ub *u, const struct usc_site *site, struct ub_site *us);
+void bpfeng_agg_site(struct bpfeng *u, const struct usc_site *site, struct bpfeng_site *us);
 
 #endif

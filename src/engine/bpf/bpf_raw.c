@@ -10,9 +10,9 @@
 
 int bpf_raw_peek(const void *rec, size_t len, uint32_t *site, uint64_t *time_ns)
 {
-	const struct ub_rec *r = rec;
+	const struct bpfeng_rec *r = rec;
 
-	if (len < sizeof(*r) || r->nargs > UB_MAX_ARGS)
+	if (len < sizeof(*r) || r->nargs > BPFENG_MAX_ARGS)
 		return -EINVAL;
 	*site = r->site;
 	*time_ns = r->ts;
@@ -22,7 +22,7 @@ int bpf_raw_peek(const void *rec, size_t len, uint32_t *site, uint64_t *time_ns)
 int bpf_raw_event(const void *data, size_t size, const struct usc_site *const *sites,
 		  size_t nsites, char *comm, struct usc_value *vals, struct usc_event *ev)
 {
-	const struct ub_rec *r = data;
+	const struct bpfeng_rec *r = data;
 	const struct usc_site *site, *via;
 
 	if (size < sizeof(*r) || r->site >= nsites || r->via >= nsites)
@@ -39,44 +39,44 @@ int bpf_raw_event(const void *data, size_t size, const struct usc_site *const *s
 	ev->comm = comm;
 	ev->site = site;
 	ev->ip = r->ip;
-	for (unsigned a = 0; a < site->nargs && a < UB_MAX_ARGS; a++) {
-		const struct ub_val *v = &r->vals[a];
+	for (unsigned a = 0; a < site->nargs && a < BPFENG_MAX_ARGS; a++) {
+		const struct bpfeng_val *v = &r->vals[a];
 		struct usc_value *o = &vals[a];
 
 		memset(o, 0, sizeof(*o));
 		if (a >= r->nargs) {
 			o->kind = USC_V_FAULT;
-		} else if (v->kind == UB_STR && (size_t)v->str_off + v->str_len < size) {
+		} else if (v->kind == BPFENG_STR && (size_t)v->str_off + v->str_len < size) {
 			o->kind = USC_V_STR;
 			o->str = (const char *)data + v->str_off;
 			o->len = v->str_len;
-		} else if (v->kind == UB_STACK && v->str_len >= sizeof(struct fetch_stack_hdr) &&
+		} else if (v->kind == BPFENG_STACK && v->str_len >= sizeof(struct fetch_stack_hdr) &&
 			   (size_t)v->str_off + v->str_len <= size &&
 			   ((const struct fetch_stack_hdr *)((const char *)data + v->str_off))->len ==
 				   v->str_len - sizeof(struct fetch_stack_hdr)) {
 			o->kind = USC_V_USTACK;
 			o->str = (const char *)data + v->str_off;
 			o->len = v->str_len;
-		} else if (v->kind == UB_INT) {
+		} else if (v->kind == BPFENG_INT) {
 			o->kind = USC_V_INT;
 			o->u = v->val;
-		} else if (v->kind == UB_NULL) {
+		} else if (v->kind == BPFENG_NULL) {
 			o->kind = USC_V_NULL;
 		} else {
 			o->kind = USC_V_FAULT;
 		}
 	}
-	if (site->ret_site && site->nargs < UB_MAX_ARGS) {
+	if (site->ret_site && site->nargs < BPFENG_MAX_ARGS) {
 		/* a return site: report where it returns to, and the function (a
 		 * tail call delivered at its callee's ret: the module is the
 		 * same, its load bias is that ret's); the return address is the
 		 * hidden last argument */
-		const struct ub_val *rv = &r->vals[site->nargs];
+		const struct bpfeng_val *rv = &r->vals[site->nargs];
 
 		ev->func = r->ip - via->vaddr + site->func_vaddr;
-		ev->ip = site->nargs < r->nargs && rv->kind == UB_INT ? rv->val : 0;
+		ev->ip = site->nargs < r->nargs && rv->kind == BPFENG_INT ? rv->val : 0;
 	}
-	ev->nvals = site->nargs < UB_MAX_ARGS ? site->nargs : UB_MAX_ARGS;
+	ev->nvals = site->nargs < BPFENG_MAX_ARGS ? site->nargs : BPFENG_MAX_ARGS;
 	ev->vals = vals;
 	return 0;
 }

@@ -7,103 +7,103 @@
 
 #include "probe/fetch.h"
 
-#define UB_MAX_SITES 4096
-#define UB_MAX_ARGS 16		/* per site, the hidden return address included */
-#define UB_MAX_INSN 16		/* = USC_FETCH_MAX */
-#define UB_STR_MAX 128		/* bytes of one string, NUL included */
-#define UB_REC_MAX 4096		/* one record, strings included */
-#define UB_PENDING 16		/* tail calls a thread waits on */
-#define UB_POPS 4		/* tail calls one return can end (a chain's depth) */
-#define UB_LAT_DEPTH 16		/* latency: calls a thread is in, at most */
-#define UB_KEY_MAX 256		/* = AGG_KEY_MAX */
-#define UB_BUCKETS_MAX 1024	/* = AGG_LINEAR_MAX (>= AGG_LOG_BUCKETS) */
+#define BPFENG_MAX_SITES 4096
+#define BPFENG_MAX_ARGS 16		/* per site, the hidden return address included */
+#define BPFENG_MAX_INSN 16		/* = USC_FETCH_MAX */
+#define BPFENG_STR_MAX 128		/* bytes of one string, NUL included */
+#define BPFENG_REC_MAX 4096		/* one record, strings included */
+#define BPFENG_PENDING 16		/* tail calls a thread waits on */
+#define BPFENG_POPS 4		/* tail calls one return can end (a chain's depth) */
+#define BPFENG_LAT_DEPTH 16		/* latency: calls a thread is in, at most */
+#define BPFENG_KEY_MAX 256		/* = AGG_KEY_MAX */
+#define BPFENG_BUCKETS_MAX 1024	/* = AGG_LINEAR_MAX (>= AGG_LOG_BUCKETS) */
 
-struct ub_insn {		/* = struct fetch_insn */
+struct bpfeng_insn {		/* = struct fetch_insn */
 	unsigned char op, size, reg, bf_width, bf_offset, pad[3];
 	long long imm;
 };
 
-struct ub_arg {
+struct bpfeng_arg {
 	unsigned int ninsn;
 	unsigned int is_string;
-	struct ub_insn insn[UB_MAX_INSN];
+	struct bpfeng_insn insn[BPFENG_MAX_INSN];
 };
 
 /* What a site does besides recording. */
-enum ub_site_kind {
-	UB_PLAIN = 0,	/* record the event */
-	UB_TAIL = 1,	/* a followed tail call: remember the stack pointer */
-	UB_CONT = 2,	/* a ret of a followed tail call's callees: deliver the
+enum bpfeng_site_kind {
+	BPFENG_PLAIN = 0,	/* record the event */
+	BPFENG_TAIL = 1,	/* a followed tail call: remember the stack pointer */
+	BPFENG_CONT = 2,	/* a ret of a followed tail call's callees: deliver the
 			 * tail calls waiting on this stack pointer */
 };
 
 /* What a site does when it aggregates in the kernel (as the inject
  * agent's enum inj_agg_role). */
-enum ub_agg_role {
-	UB_AGG_NONE = 0,	/* record the event */
-	UB_AGG_ROW = 1,		/* count or histogram a value in its key's row */
-	UB_AGG_ENTRY = 2,	/* latency: a call begins */
-	UB_AGG_RETURN = 3,	/* latency: the call of agg_func ends */
+enum bpfeng_agg_role {
+	BPFENG_AGG_NONE = 0,	/* record the event */
+	BPFENG_AGG_ROW = 1,		/* count or histogram a value in its key's row */
+	BPFENG_AGG_ENTRY = 2,	/* latency: a call begins */
+	BPFENG_AGG_RETURN = 3,	/* latency: the call of agg_func ends */
 };
 
 /* What a site does with the followed objects (uscope objtrace, the
  * objs map; = enum usc_obj_role). */
-enum ub_obj_role {
-	UB_OBJ_NONE = 0,
-	UB_OBJ_FROM = 1,	/* follow its first argument (verdict 1, or 2: full) */
-	UB_OBJ_UNTIL = 2,	/* follow it no more (verdict 1; none: no record) */
-	UB_OBJ_MATCH = 3,	/* record only a call that passes a followed object in
+enum bpfeng_obj_role {
+	BPFENG_OBJ_NONE = 0,
+	BPFENG_OBJ_FROM = 1,	/* follow its first argument (verdict 1, or 2: full) */
+	BPFENG_OBJ_UNTIL = 2,	/* follow it no more (verdict 1; none: no record) */
+	BPFENG_OBJ_MATCH = 3,	/* record only a call that passes a followed object in
 				 * an argument register (verdict: their mask) */
 };
-#define UB_OBJ_NREGS 6
+#define BPFENG_OBJ_NREGS 6
 
-struct ub_site {
+struct bpfeng_site {
 	unsigned long long vaddr;	/* link-time address of the probe point */
 	unsigned long long offset;	/* its file offset */
 	unsigned int nargs;
-	unsigned int kind;		/* enum ub_site_kind */
+	unsigned int kind;		/* enum bpfeng_site_kind */
 	/* aggregation and filter */
-	unsigned int agg;		/* enum ub_agg_role */
+	unsigned int agg;		/* enum bpfeng_agg_role */
 	unsigned int agg_nkey;		/* the key: args [0, agg_nkey) */
 	int agg_value;			/* hist: the value's arg, else -1 */
 	unsigned int agg_func;		/* latency: the function's id */
 	unsigned int agg_str_max;	/* bytes of a string in the key */
-	unsigned short obj;		/* objtrace: enum ub_obj_role */
+	unsigned short obj;		/* objtrace: enum bpfeng_obj_role */
 	unsigned short obj_verdict;	/* ... the argument its verdict goes in */
-	unsigned char arg_size[UB_MAX_ARGS];	/* an integer's bytes (0: all 8) */
-	unsigned char arg_sign[UB_MAX_ARGS];
-	unsigned char arg_str[UB_MAX_ARGS];
+	unsigned char arg_size[BPFENG_MAX_ARGS];	/* an integer's bytes (0: all 8) */
+	unsigned char arg_sign[BPFENG_MAX_ARGS];
+	unsigned char arg_str[BPFENG_MAX_ARGS];
 	struct usc_filter filter;	/* n 0: none */
-	struct ub_arg args[UB_MAX_ARGS];
+	struct bpfeng_arg args[BPFENG_MAX_ARGS];
 };
 
 /* The aggregation map's key: the site, then the key's bytes (agg/agg_shared.h's
  * layout); the map's key size is 8 + the longest key, set at load. */
-struct ub_agg_key {
+struct bpfeng_agg_key {
 	unsigned int site;
 	unsigned int pad;
-	unsigned char key[UB_KEY_MAX];
+	unsigned char key[BPFENG_KEY_MAX];
 };
 
 /* A row's values on one CPU: struct agg_val (agg/agg_shared.h), then its
  * buckets (the value's size is set at load). */
 
-enum ub_kind { UB_INT = 0, UB_STR = 1, UB_FAULT = 2, UB_NULL = 3,
-	UB_STACK = 4 };	/* at str_off (UB_STK_OFF), str_len bytes: fetch_stack_hdr, the stack */
+enum bpfeng_kind { BPFENG_INT = 0, BPFENG_STR = 1, BPFENG_FAULT = 2, BPFENG_NULL = 3,
+	BPFENG_STACK = 4 };	/* at str_off (BPFENG_STK_OFF), str_len bytes: fetch_stack_hdr, the stack */
 
 /* $ustack: where a record's stack copy goes, after its strings (and the
  * bytes a filter may read past them) */
-#define UB_STK_OFF (UB_REC_MAX + 256)
+#define BPFENG_STK_OFF (BPFENG_REC_MAX + 256)
 
-struct ub_val {
-	unsigned long long val;		/* UB_INT */
-	unsigned short str_off;		/* UB_STR: from the record's start */
+struct bpfeng_val {
+	unsigned long long val;		/* BPFENG_INT */
+	unsigned short str_off;		/* BPFENG_STR: from the record's start */
 	unsigned short str_len;		/* without the NUL */
 	unsigned char kind;
 	unsigned char pad[3];
 };
 
-struct ub_rec {
+struct bpfeng_rec {
 	unsigned long long ts;		/* CLOCK_MONOTONIC ns */
 	unsigned long long ip;		/* the probe's runtime address */
 	unsigned int pid, tid;
@@ -116,14 +116,14 @@ struct ub_rec {
 	unsigned int len;		/* bytes of the whole record */
 	unsigned int pad;
 	char comm[16];
-	struct ub_val vals[UB_MAX_ARGS];
+	struct bpfeng_val vals[BPFENG_MAX_ARGS];
 	/* strings follow */
 };
 
-struct ub_counts {
+struct bpfeng_counts {
 	unsigned long long hits, lost;
 	/* tail calls whose return was never seen (a longjmp, an unwind, a
-	 * thread's end, more than UB_PENDING waiting) */
+	 * thread's end, more than BPFENG_PENDING waiting) */
 	unsigned long long dropped;
 	unsigned long long full;	/* hits whose new key found the map full */
 	unsigned long long fault;	/* hist: values that could not be read */

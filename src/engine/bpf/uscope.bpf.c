@@ -47,16 +47,16 @@ volatile __u64 agg_epoch = 1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, UB_MAX_SITES);
+	__uint(max_entries, BPFENG_MAX_SITES);
 	__type(key, __u32);
-	__type(value, struct ub_site);
+	__type(value, struct bpfeng_site);
 } sites SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, UB_MAX_SITES);
+	__uint(max_entries, BPFENG_MAX_SITES);
 	__type(key, __u32);
-	__type(value, struct ub_counts);
+	__type(value, struct bpfeng_counts);
 } counts SEC(".maps");
 
 struct {
@@ -84,7 +84,7 @@ struct pend {
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 1);
-	__uint(key_size, sizeof(struct ub_agg_key));
+	__uint(key_size, sizeof(struct bpfeng_agg_key));
 	__uint(value_size, sizeof(struct agg_val));
 } agg SEC(".maps");
 
@@ -99,7 +99,7 @@ struct {
 } objs SEC(".maps");
 
 /* A new row's values */
-static char agg_zeros[sizeof(struct agg_val) + 8 * UB_BUCKETS_MAX];
+static char agg_zeros[sizeof(struct agg_val) + 8 * BPFENG_BUCKETS_MAX];
 
 /* A glob match in progress. Kept in task storage, not on the stack: the
  * verifier knows nothing of values it loads from a map, so the step
@@ -118,22 +118,22 @@ struct lat_frame {
 	__u32 func;		/* the function's id */
 	__u32 nokey;		/* its key was not made (a fault): no row */
 	__u64 ts;
-	struct ub_agg_key key;
+	struct bpfeng_agg_key key;
 };
 
 struct task_state {
 	__u32 npend;
 	__u32 nlat;		/* latency: calls this thread is in */
-	struct pend pend[UB_PENDING];
+	struct pend pend[BPFENG_PENDING];
 	__u64 regs[USC_REG_NR];	/* the context's registers, in enum usc_reg order:
 				 * ctx fields can only be read at constant offsets */
-	struct ub_agg_key key;	/* the key being made */
+	struct bpfeng_agg_key key;	/* the key being made */
 	struct glob_state glob;
-	struct lat_frame lat[UB_LAT_DEPTH];
-	/* a record: strings at offsets below UB_REC_MAX, read up to 256
+	struct lat_frame lat[BPFENG_LAT_DEPTH];
+	/* a record: strings at offsets below BPFENG_REC_MAX, read up to 256
 	 * bytes on by a filter's comparisons; then a $ustack's copy (and a
 	 * page of room for the copy's last, unaligned, page) */
-	char buf[UB_STK_OFF + sizeof(struct fetch_stack_hdr) + USC_STACK_BYTES_MAX + 4096];
+	char buf[BPFENG_STK_OFF + sizeof(struct fetch_stack_hdr) + USC_STACK_BYTES_MAX + 4096];
 };
 
 struct {
@@ -164,7 +164,7 @@ struct {
 
 struct eval_ctx {
 	const __u64 *regs;
-	struct ub_site *site;
+	struct bpfeng_site *site;
 	struct fetch_where where;
 	char *buf;		/* the record being built */
 	__u32 str_off;		/* where the next string goes */
@@ -181,25 +181,25 @@ struct eval_ctx {
 extern int bpf_copy_from_user_str(void *dst, __u32 dst__sz, const void *unsafe_ptr__ign,
 				  __u64 flags) __ksym __weak;
 
-/* One step of eval: instruction k of argument i (step = i * UB_MAX_INSN +
+/* One step of eval: instruction k of argument i (step = i * BPFENG_MAX_INSN +
  * k). A bpf_loop callback, so the verifier checks it once, not once a step. */
 static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleepable)
 {
-	__u32 i = step / UB_MAX_INSN, k = step % UB_MAX_INSN;
-	struct ub_rec *rec = (struct ub_rec *)c->buf;
+	__u32 i = step / BPFENG_MAX_INSN, k = step % BPFENG_MAX_INSN;
+	struct bpfeng_rec *rec = (struct bpfeng_rec *)c->buf;
 	const struct fetch_insn *in;
-	struct ub_val *v;
+	struct bpfeng_val *v;
 	char *dst;
 	long n;
 	int st;
 
-	if (i >= UB_MAX_ARGS || i >= c->nargs)
+	if (i >= BPFENG_MAX_ARGS || i >= c->nargs)
 		return 1;
 	v = &rec->vals[i];
 	if (k == 0) {
 		c->val = 0;
 		c->done = 0;
-		v->kind = UB_INT;
+		v->kind = BPFENG_INT;
 		v->val = 0;
 	}
 	if (c->done)
@@ -209,7 +209,7 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleep
 			 fetch_step_ns(in, c->regs, &c->where, &c->val, NULL);
 	switch (st) {
 	case FETCH_NEXT:
-		if (k < UB_MAX_INSN - 1)
+		if (k < BPFENG_MAX_INSN - 1)
 			return 0;
 		/* fall through: the program ends with its last instruction */
 	case FETCH_DONE:
@@ -217,29 +217,29 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleep
 		c->done = 1;
 		return 0;
 	case FETCH_NULL:
-		v->kind = UB_NULL;
+		v->kind = BPFENG_NULL;
 		c->done = 1;
 		return 0;
 	case FETCH_STACK:
 		/* copied once every argument is: copy_stack */
-		v->kind = UB_FAULT;
+		v->kind = BPFENG_FAULT;
 		c->stack_arg = i + 1;
 		c->stack_imm = in->imm;
 		c->done = 1;
 		return 0;
 	case FETCH_BYTES: {	/* counted: the previous argument's value */
-		__u32 len = fetch_bytes_len(in, i ? rec->vals[(i - 1) & (UB_MAX_ARGS - 1)].val : 0,
-					    UB_STR_MAX - 1);
+		__u32 len = fetch_bytes_len(in, i ? rec->vals[(i - 1) & (BPFENG_MAX_ARGS - 1)].val : 0,
+					    BPFENG_STR_MAX - 1);
 
-		if (c->str_off > UB_REC_MAX - UB_STR_MAX)
+		if (c->str_off > BPFENG_REC_MAX - BPFENG_STR_MAX)
 			goto fault;
-		dst = c->buf + (c->str_off & (UB_REC_MAX - 1));
-		len &= UB_STR_MAX - 1;
+		dst = c->buf + (c->str_off & (BPFENG_REC_MAX - 1));
+		len &= BPFENG_STR_MAX - 1;
 		if (len && (sleepable ? bpf_copy_from_user(dst, len, (const void *)(unsigned long)c->val) :
 			    bpf_probe_read_user(dst, len, (const void *)(unsigned long)c->val)))
 			goto fault;
-		dst[len & (UB_STR_MAX - 1)] = 0;
-		v->kind = UB_STR;
+		dst[len & (BPFENG_STR_MAX - 1)] = 0;
+		v->kind = BPFENG_STR;
 		v->str_off = c->str_off;
 		v->str_len = len;
 		c->str_off += (len + 1 + 7) & ~7;
@@ -248,9 +248,9 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleep
 	}
 	case FETCH_STRING:
 	case FETCH_COMM:
-		if (c->str_off > UB_REC_MAX - UB_STR_MAX)
+		if (c->str_off > BPFENG_REC_MAX - BPFENG_STR_MAX)
 			goto fault;	/* no room left: shown as a fault */
-		dst = c->buf + (c->str_off & (UB_REC_MAX - 1));
+		dst = c->buf + (c->str_off & (BPFENG_REC_MAX - 1));
 		if (st == FETCH_COMM) {
 			if (bpf_get_current_comm(dst, 16))
 				goto fault;
@@ -259,15 +259,15 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleep
 				if (!dst[j])
 					break;
 		} else if (sleepable) {
-			n = bpf_copy_from_user_str(dst, UB_STR_MAX, (const void *)(unsigned long)c->val,
+			n = bpf_copy_from_user_str(dst, BPFENG_STR_MAX, (const void *)(unsigned long)c->val,
 						   0);
 		} else {
-			n = bpf_probe_read_user_str(dst, UB_STR_MAX,
+			n = bpf_probe_read_user_str(dst, BPFENG_STR_MAX,
 						    (const void *)(unsigned long)c->val);
 		}
 		if (n <= 0)
 			goto fault;
-		v->kind = UB_STR;
+		v->kind = BPFENG_STR;
 		v->str_off = c->str_off;
 		v->str_len = n - 1;
 		c->str_off += (n + 7) & ~7;
@@ -277,7 +277,7 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleep
 		goto fault;
 	}
 fault:
-	v->kind = UB_FAULT;
+	v->kind = BPFENG_FAULT;
 	c->done = 1;
 	return 0;
 }
@@ -301,7 +301,7 @@ struct glob_ctx {
 };
 
 #define PAT(c, k) (c)->p[((c)->g->poff + (k)) & (USC_FILTER_STRS - 1)]
-#define STR(c, k) (c)->s[((c)->g->soff & (UB_REC_MAX - 1)) + ((k) & 255)]
+#define STR(c, k) (c)->s[((c)->g->soff & (BPFENG_REC_MAX - 1)) + ((k) & 255)]
 
 /* No match here: back to the last '*', or no match at all. */
 static __always_inline long glob_back(struct glob_state *g)
@@ -390,8 +390,8 @@ static long glob_step(__u32 n, void *data)
 }
 
 struct fil_ctx {
-	const struct ub_site *site;
-	const struct ub_rec *rec;
+	const struct bpfeng_site *site;
+	const struct bpfeng_rec *rec;
 	const char *buf;
 	struct task_state *ts;
 	__u32 stack;
@@ -399,9 +399,9 @@ struct fil_ctx {
 
 static __always_inline int fil_int(struct fil_ctx *f, __u32 i, __u64 *u)
 {
-	const struct ub_val *v = &f->rec->vals[i & (UB_MAX_ARGS - 1)];
+	const struct bpfeng_val *v = &f->rec->vals[i & (BPFENG_MAX_ARGS - 1)];
 
-	if (i >= UB_MAX_ARGS || v->kind != UB_INT)
+	if (i >= BPFENG_MAX_ARGS || v->kind != BPFENG_INT)
 		return 1;
 	*u = v->val;
 	return 0;
@@ -409,9 +409,9 @@ static __always_inline int fil_int(struct fil_ctx *f, __u32 i, __u64 *u)
 
 static __always_inline int fil_str(struct fil_ctx *f, __u32 i, const char **s, __u32 *n)
 {
-	const struct ub_val *v = &f->rec->vals[i & (UB_MAX_ARGS - 1)];
+	const struct bpfeng_val *v = &f->rec->vals[i & (BPFENG_MAX_ARGS - 1)];
 
-	if (i >= UB_MAX_ARGS || v->kind != UB_STR)
+	if (i >= BPFENG_MAX_ARGS || v->kind != BPFENG_STR)
 		return 1;
 	*s = (const char *)(unsigned long)v->str_off;	/* an offset: see FILTER_SCHAR */
 	*n = v->str_len;
@@ -462,7 +462,7 @@ static long fil_step(__u32 k, void *data)
 /* Global functions (not static) are verified once, on their own, not at
  * every call in every state: what keeps the program within the verifier's
  * limits. Their pointer arguments may be NULL to the verifier. */
-__noinline int filter_pass(const struct ub_site *site, struct task_state *ts)
+__noinline int filter_pass(const struct bpfeng_site *site, struct task_state *ts)
 {
 	struct fil_ctx f = {};
 	__u32 n;
@@ -470,7 +470,7 @@ __noinline int filter_pass(const struct ub_site *site, struct task_state *ts)
 	if (!site || !ts)
 		return 0;
 	f.site = site;
-	f.rec = (const struct ub_rec *)ts->buf;
+	f.rec = (const struct bpfeng_rec *)ts->buf;
 	f.buf = ts->buf;
 	f.ts = ts;
 	n = site->filter.n;
@@ -483,7 +483,7 @@ __noinline int filter_pass(const struct ub_site *site, struct task_state *ts)
 /* ---- aggregation --------------------------------------------------------- */
 
 struct key_ctx {
-	const struct ub_site *site;
+	const struct bpfeng_site *site;
 	struct task_state *ts;
 	__u32 at;
 };
@@ -492,54 +492,55 @@ struct key_ctx {
 static long key_step(__u32 i, void *data)
 {
 	struct key_ctx *k = data;
-	const struct ub_site *site = k->site;
-	const struct ub_rec *rec = (const struct ub_rec *)k->ts->buf;
-	const struct ub_val *v;
-	__u32 str = site->arg_str[i & (UB_MAX_ARGS - 1)], len;
+	const struct bpfeng_site *site = k->site;
+	const struct bpfeng_rec *rec = (const struct bpfeng_rec *)k->ts->buf;
+	const struct bpfeng_val *v;
+	__u32 str = site->arg_str[i & (BPFENG_MAX_ARGS - 1)], len;
 	__u32 smax = site->agg_str_max & 255;
 	struct agg_slot *sl;
 
-	if (i >= UB_MAX_ARGS || i >= site->agg_nkey)
+	if (i >= BPFENG_MAX_ARGS || i >= site->agg_nkey)
 		return 1;
 	len = str ? 8 + smax : 16;
-	if (k->at + len > UB_KEY_MAX || k->at > UB_KEY_MAX - 16)
+	if (k->at + len > BPFENG_KEY_MAX || k->at > BPFENG_KEY_MAX - 16)
 		return 1;
-	v = &rec->vals[i & (UB_MAX_ARGS - 1)];
-	sl = (struct agg_slot *)&k->ts->key.key[k->at & (UB_KEY_MAX - 1)];
-	if (v->kind == UB_FAULT) {
+	v = &rec->vals[i & (BPFENG_MAX_ARGS - 1)];
+	sl = (struct agg_slot *)&k->ts->key.key[k->at & (BPFENG_KEY_MAX - 1)];
+	if (v->kind == BPFENG_FAULT) {
 		sl->kind = AGG_K_FAULT;
-	} else if (v->kind == UB_NULL) {
+	} else if (v->kind == BPFENG_NULL) {
 		sl->kind = AGG_K_NULL;
-	} else if (str && v->kind == UB_STR) {
+	} else if (str && v->kind == BPFENG_STR) {
 		__u32 n = v->str_len < smax ? v->str_len : smax;
-		__u32 at = (k->at + 8) & (UB_KEY_MAX - 1);
+		__u32 at = (k->at + 8) & (BPFENG_KEY_MAX - 1);
 
 		sl->kind = AGG_K_STR;
 		sl->cut = v->str_len > smax;
 		sl->len = n;
-		if (n > 248 || at + n > UB_KEY_MAX)
+		if (n > 248 || at + n > BPFENG_KEY_MAX)
 			return 1;
 		bpf_probe_read_kernel(&k->ts->key.key[at], n & 255,
-				      &k->ts->buf[v->str_off & (UB_REC_MAX - 1)]);
+				      &k->ts->buf[v->str_off & (BPFENG_REC_MAX - 1)]);
 	} else {
 		sl->kind = AGG_K_INT;
-		sl->v = (__u64)agg_value_of(v->val, site->arg_size[i & (UB_MAX_ARGS - 1)], 0);
+		sl->v = (__u64)agg_value_of(v->val, site->arg_size[i & (BPFENG_MAX_ARGS - 1)], 0);
 	}
 	k->at += len;
 	return 0;
 }
 
-static __always_inline void make_key(const struct ub_site *site, __u32 idx, struct task_state *ts)
+static __always_inline void make_key(const struct bpfeng_site *site, __u32 idx,
+				     struct task_state *ts)
 {
 	struct key_ctx k = {site, ts, 0};
 
 	__builtin_memset(&ts->key, 0, sizeof(ts->key));
 	ts->key.site = idx;
-	bpf_loop(UB_MAX_ARGS, key_step, &k, 0);
+	bpf_loop(BPFENG_MAX_ARGS, key_step, &k, 0);
 }
 
 /* One value into the row of key. */
-static __always_inline void row_add(struct ub_agg_key *key, __s64 v, struct ub_counts *cnt)
+static __always_inline void row_add(struct bpfeng_agg_key *key, __s64 v, struct bpfeng_counts *cnt)
 {
 	struct agg_val *a = bpf_map_lookup_elem(&agg, key);
 	__u64 ep = agg_epoch;
@@ -564,7 +565,7 @@ static __always_inline void row_add(struct ub_agg_key *key, __s64 v, struct ub_c
 	/* a 64-bit index, bounded where it is used: the value's size is the
 	 * buckets' (agg_nbuckets, a constant to the verifier) */
 	asm volatile("" : "+r"(b));
-	if (b < agg_nbuckets && b < UB_BUCKETS_MAX)
+	if (b < agg_nbuckets && b < BPFENG_BUCKETS_MAX)
 		__sync_fetch_and_add((__u64 *)(a + 1) + b, 1);
 }
 
@@ -579,9 +580,9 @@ static long lat_find(__u32 k, void *data)
 	struct lat_ctx *l = data;
 	__u32 n = l->ts->nlat, i;
 
-	if (k >= n || k >= UB_LAT_DEPTH)
+	if (k >= n || k >= BPFENG_LAT_DEPTH)
 		return 1;
-	i = (n - 1 - k) & (UB_LAT_DEPTH - 1);
+	i = (n - 1 - k) & (BPFENG_LAT_DEPTH - 1);
 	if (l->ts->lat[i].func == l->func) {
 		l->found = i;
 		return 1;
@@ -591,8 +592,8 @@ static long lat_find(__u32 k, void *data)
 
 /* Latency: the call of func ends; its frame, and those above it (calls
  * whose return was not seen: a longjmp), go. As src/flow pairs events. */
-__noinline int lat_return(struct task_state *ts, const struct ub_site *site,
-			  struct ub_counts *cnt)
+__noinline int lat_return(struct task_state *ts, const struct bpfeng_site *site,
+			  struct bpfeng_counts *cnt)
 {
 	struct lat_ctx l = {ts, 0, -1};
 	struct lat_frame *f;
@@ -601,10 +602,10 @@ __noinline int lat_return(struct task_state *ts, const struct ub_site *site,
 	if (!ts || !site || !cnt || !ts->nlat)
 		return 0;
 	l.func = site->agg_func;
-	bpf_loop(UB_LAT_DEPTH, lat_find, &l, 0);
+	bpf_loop(BPFENG_LAT_DEPTH, lat_find, &l, 0);
 	if (l.found < 0)
 		return 0;	/* no entry seen: tracing began inside the call */
-	f = &ts->lat[l.found & (UB_LAT_DEPTH - 1)];
+	f = &ts->lat[l.found & (BPFENG_LAT_DEPTH - 1)];
 	ts->nlat = l.found;
 	if (f->nokey)
 		return 0;
@@ -613,38 +614,38 @@ __noinline int lat_return(struct task_state *ts, const struct ub_site *site,
 	return 0;
 }
 
-__noinline int aggregate(struct task_state *ts, const struct ub_site *site, __u32 idx,
-			 struct ub_counts *cnt)
+__noinline int aggregate(struct task_state *ts, const struct bpfeng_site *site, __u32 idx,
+			 struct bpfeng_counts *cnt)
 {
-	const struct ub_rec *rec;
+	const struct bpfeng_rec *rec;
 	__s32 vi;
 	__s64 v = 0;
 
 	if (!ts || !site || !cnt)
 		return 0;
-	rec = (const struct ub_rec *)ts->buf;
+	rec = (const struct bpfeng_rec *)ts->buf;
 	vi = site->agg_value;
 
-	if (site->agg == UB_AGG_ROW && vi >= 0) {
-		const struct ub_val *val = &rec->vals[vi & (UB_MAX_ARGS - 1)];
+	if (site->agg == BPFENG_AGG_ROW && vi >= 0) {
+		const struct bpfeng_val *val = &rec->vals[vi & (BPFENG_MAX_ARGS - 1)];
 
-		if (vi >= UB_MAX_ARGS || val->kind != UB_INT) {
+		if (vi >= BPFENG_MAX_ARGS || val->kind != BPFENG_INT) {
 			__sync_fetch_and_add(&cnt->fault, 1);
 			return 0;
 		}
-		v = agg_value_of(val->val, site->arg_size[vi & (UB_MAX_ARGS - 1)],
-				 site->arg_sign[vi & (UB_MAX_ARGS - 1)]);
+		v = agg_value_of(val->val, site->arg_size[vi & (BPFENG_MAX_ARGS - 1)],
+				 site->arg_sign[vi & (BPFENG_MAX_ARGS - 1)]);
 	}
 	make_key(site, idx, ts);
-	if (site->agg == UB_AGG_ENTRY) {
+	if (site->agg == BPFENG_AGG_ENTRY) {
 		__u32 n = ts->nlat;
 		struct lat_frame *f;
 
-		if (n >= UB_LAT_DEPTH) {
+		if (n >= BPFENG_LAT_DEPTH) {
 			__sync_fetch_and_add(&cnt->lost, 1);	/* deeper than we keep */
 			return 0;
 		}
-		f = &ts->lat[n & (UB_LAT_DEPTH - 1)];
+		f = &ts->lat[n & (BPFENG_LAT_DEPTH - 1)];
 		f->func = site->agg_func;
 		f->nokey = 0;
 		__builtin_memcpy(&f->key, &ts->key, sizeof(f->key));
@@ -659,7 +660,7 @@ __noinline int aggregate(struct task_state *ts, const struct ub_site *site, __u3
 /* ---- $ustack ---------------------------------------------------------------- */
 
 struct stk_ctx {
-	char *buf;		/* the stack's bytes: the record's at UB_STK_OFF + hdr */
+	char *buf;		/* the stack's bytes: the record's at BPFENG_STK_OFF + hdr */
 	__u64 sp;
 	__u32 want, got;
 	bool sleepable;
@@ -692,13 +693,13 @@ static long stk_page(__u32 k, void *data)
 	return 0;
 }
 
-/* The registers and the top of the stack into the record at UB_STK_OFF
+/* The registers and the top of the stack into the record at BPFENG_STK_OFF
  * (fetch_stack_hdr): the record's length. */
 static __always_inline __u32 copy_stack(struct task_state *ts, struct eval_ctx *c, bool sleepable)
 {
-	struct ub_rec *rec = (struct ub_rec *)ts->buf;
-	struct fetch_stack_hdr *h = (struct fetch_stack_hdr *)(ts->buf + UB_STK_OFF);
-	__u32 i = (c->stack_arg - 1) & (UB_MAX_ARGS - 1);
+	struct bpfeng_rec *rec = (struct bpfeng_rec *)ts->buf;
+	struct fetch_stack_hdr *h = (struct fetch_stack_hdr *)(ts->buf + BPFENG_STK_OFF);
+	__u32 i = (c->stack_arg - 1) & (BPFENG_MAX_ARGS - 1);
 	struct stk_ctx s = {};
 	__u32 frames = (__u32)c->stack_imm, bytes = (__u32)(c->stack_imm >> 32);
 
@@ -708,7 +709,7 @@ static __always_inline __u32 copy_stack(struct task_state *ts, struct eval_ctx *
 			  USC_STACK_FRAMES;
 	bytes = bytes ? (bytes > USC_STACK_BYTES_MAX ? USC_STACK_BYTES_MAX : bytes) :
 			USC_STACK_BYTES;
-	s.buf = ts->buf + UB_STK_OFF + sizeof(*h);
+	s.buf = ts->buf + BPFENG_STK_OFF + sizeof(*h);
 	s.sp = ts->regs[USC_REG_SP];
 	s.want = bytes & ~7u;
 	s.sleepable = sleepable;
@@ -718,10 +719,10 @@ static __always_inline __u32 copy_stack(struct task_state *ts, struct eval_ctx *
 	h->end = s.got == s.want ? FETCH_STACK_FULL : s.got ? FETCH_STACK_MAPEND :
 		 FETCH_STACK_UNREAD;
 	h->pad = 0;
-	rec->vals[i].kind = UB_STACK;
-	rec->vals[i].str_off = UB_STK_OFF;
+	rec->vals[i].kind = BPFENG_STACK;
+	rec->vals[i].str_off = BPFENG_STK_OFF;
 	rec->vals[i].str_len = (__u16)(sizeof(*h) + s.got);
-	return UB_STK_OFF + sizeof(*h) + ((s.got + 7) & ~7u);
+	return BPFENG_STK_OFF + sizeof(*h) + ((s.got + 7) & ~7u);
 }
 
 /* ---- objtrace ------------------------------------------------------------ */
@@ -730,11 +731,11 @@ static __always_inline __u32 copy_stack(struct task_state *ts, struct eval_ctx *
  * a followed object. */
 static __always_inline __u64 obj_mask(const __u64 *regs)
 {
-	static const __u8 r[UB_OBJ_NREGS] = {USC_REG_DI, USC_REG_SI, USC_REG_DX, USC_REG_CX,
+	static const __u8 r[BPFENG_OBJ_NREGS] = {USC_REG_DI, USC_REG_SI, USC_REG_DX, USC_REG_CX,
 					     USC_REG_R8, USC_REG_R9};
 	__u64 mask = 0;
 
-	for (int i = 0; i < UB_OBJ_NREGS; i++) {
+	for (int i = 0; i < BPFENG_OBJ_NREGS; i++) {
 		__u64 k = regs[r[i]];
 
 		if (k && bpf_map_lookup_elem(&objs, &k))
@@ -743,22 +744,22 @@ static __always_inline __u64 obj_mask(const __u64 *regs)
 	return mask;
 }
 
-/* A site's verdict on a hit (enum ub_obj_role), its arguments evaluated
+/* A site's verdict on a hit (enum bpfeng_obj_role), its arguments evaluated
  * into the record: FROM 1 (followed) or 2 (the set is full: counted),
  * UNTIL 1 (released), MATCH the mask; 0: no record. */
-static __always_inline __u64 obj_verdict(const struct ub_site *site, struct task_state *ts,
-					 struct ub_counts *cnt)
+static __always_inline __u64 obj_verdict(const struct bpfeng_site *site, struct task_state *ts,
+					 struct bpfeng_counts *cnt)
 {
-	const struct ub_rec *rec = (const struct ub_rec *)ts->buf;
+	const struct bpfeng_rec *rec = (const struct bpfeng_rec *)ts->buf;
 	__u64 k;
 	__u8 one = 1;
 	long err;
 
-	if (site->obj == UB_OBJ_MATCH)
+	if (site->obj == BPFENG_OBJ_MATCH)
 		return obj_mask(ts->regs);
-	if (rec->vals[0].kind != UB_INT || !(k = rec->vals[0].val))
+	if (rec->vals[0].kind != BPFENG_INT || !(k = rec->vals[0].val))
 		return 0;
-	if (site->obj == UB_OBJ_UNTIL)
+	if (site->obj == BPFENG_OBJ_UNTIL)
 		return bpf_map_delete_elem(&objs, &k) == 0;
 	err = bpf_map_update_elem(&objs, &k, &one, BPF_NOEXIST);
 	if (err && err != -17 /* EEXIST: followed already */) {
@@ -774,17 +775,17 @@ static __always_inline __u64 obj_verdict(const struct ub_site *site, struct task
  * aggregate it. via: the site that fired (idx, or the ret a tail call is
  * delivered at). */
 static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
-				 struct ub_counts *cnt, bool sleepable)
+				 struct bpfeng_counts *cnt, bool sleepable)
 {
-	struct ub_site *site = bpf_map_lookup_elem(&sites, &idx);
-	struct ub_rec *rec = (struct ub_rec *)ts->buf;
+	struct bpfeng_site *site = bpf_map_lookup_elem(&sites, &idx);
+	struct bpfeng_rec *rec = (struct bpfeng_rec *)ts->buf;
 	__u64 pt = bpf_get_current_pid_tgid();
 	struct eval_ctx c = {};
 	__u32 nargs, len;
 
 	if (!site || !cnt)
 		return;
-	if (site->agg == UB_AGG_RETURN) {
+	if (site->agg == BPFENG_AGG_RETURN) {
 		lat_return(ts, site, cnt);
 		return;
 	}
@@ -797,8 +798,8 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	rec->cpu = bpf_get_smp_processor_id();
 	bpf_get_current_comm(rec->comm, sizeof(rec->comm));
 	nargs = site->nargs;
-	if (nargs > UB_MAX_ARGS)
-		nargs = UB_MAX_ARGS;
+	if (nargs > BPFENG_MAX_ARGS)
+		nargs = BPFENG_MAX_ARGS;
 	rec->nargs = nargs;
 	c.regs = ts->regs;
 	c.site = site;
@@ -806,16 +807,16 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	c.where.offset = site->offset;
 	c.where.vaddr = site->vaddr;
 	c.buf = ts->buf;
-	c.str_off = sizeof(struct ub_rec);
+	c.str_off = sizeof(struct bpfeng_rec);
 	c.nargs = nargs;
-	bpf_loop(nargs * UB_MAX_INSN, sleepable ? eval_step_s : eval_step_ns, &c, 0);
+	bpf_loop(nargs * BPFENG_MAX_INSN, sleepable ? eval_step_s : eval_step_ns, &c, 0);
 	if (site->obj) {
 		__u64 verdict = obj_verdict(site, ts, cnt);
-		struct ub_val *v = &rec->vals[site->obj_verdict & (UB_MAX_ARGS - 1)];
+		struct bpfeng_val *v = &rec->vals[site->obj_verdict & (BPFENG_MAX_ARGS - 1)];
 
 		if (!verdict)
 			return;
-		v->kind = UB_INT;
+		v->kind = BPFENG_INT;
 		v->val = verdict;
 	}
 	if (!filter_pass(site, ts))
@@ -825,8 +826,8 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 		return;
 	}
 	len = c.str_off;
-	if (len > UB_REC_MAX)
-		len = UB_REC_MAX;
+	if (len > BPFENG_REC_MAX)
+		len = BPFENG_REC_MAX;
 	if (c.stack_arg) {
 		__u64 l = copy_stack(ts, &c, sleepable);
 
@@ -848,7 +849,7 @@ struct pend_ctx {
 	struct task_state *ts;
 	__u64 sp;
 	__u32 id;
-	struct ub_counts *cnt;
+	struct bpfeng_counts *cnt;
 };
 
 /* Drop the tail calls whose frame is gone (deeper than this one): they
@@ -858,7 +859,7 @@ static long drop_stale(__u32 k, void *data)
 	struct pend_ctx *p = data;
 	__u32 n = p->ts->npend;
 
-	if (n == 0 || n > UB_PENDING || p->ts->pend[(n - 1) & (UB_PENDING - 1)].sp >= p->sp)
+	if (n == 0 || n > BPFENG_PENDING || p->ts->pend[(n - 1) & (BPFENG_PENDING - 1)].sp >= p->sp)
 		return 1;
 	p->ts->npend = n - 1;
 	__sync_fetch_and_add(&p->cnt->dropped, 1);
@@ -871,9 +872,9 @@ static __always_inline long pop_one(struct pend_ctx *p, bool sleepable)
 {
 	__u32 n = p->ts->npend, t;
 
-	if (n == 0 || n > UB_PENDING || p->ts->pend[(n - 1) & (UB_PENDING - 1)].sp != p->sp)
+	if (n == 0 || n > BPFENG_PENDING || p->ts->pend[(n - 1) & (BPFENG_PENDING - 1)].sp != p->sp)
 		return 1;
-	t = p->ts->pend[(n - 1) & (UB_PENDING - 1)].site;
+	t = p->ts->pend[(n - 1) & (BPFENG_PENDING - 1)].site;
 	p->ts->npend = n - 1;
 	emit(p->ts, t, p->id, bpf_map_lookup_elem(&counts, &t), sleepable);
 	return 0;
@@ -892,8 +893,8 @@ static long pop_ns(__u32 k, void *data)
 static __always_inline int probe(struct pt_regs *regs, bool sleepable)
 {
 	__u32 id = (__u32)bpf_get_attach_cookie(regs);
-	struct ub_counts *cnt = bpf_map_lookup_elem(&counts, &id);
-	struct ub_site *site = bpf_map_lookup_elem(&sites, &id);
+	struct bpfeng_counts *cnt = bpf_map_lookup_elem(&counts, &id);
+	struct bpfeng_site *site = bpf_map_lookup_elem(&sites, &id);
 	struct pend_ctx pc = {};
 	struct task_state *ts;
 
@@ -919,16 +920,16 @@ static __always_inline int probe(struct pt_regs *regs, bool sleepable)
 	pc.id = id;
 	pc.cnt = cnt;
 	if (ts->npend)
-		bpf_loop(UB_PENDING, drop_stale, &pc, 0);
-	if (site->kind == UB_TAIL) {
+		bpf_loop(BPFENG_PENDING, drop_stale, &pc, 0);
+	if (site->kind == BPFENG_TAIL) {
 		__u32 n = ts->npend;
 
-		if (n >= UB_PENDING) {
+		if (n >= BPFENG_PENDING) {
 			__sync_fetch_and_add(&cnt->lost, 1);	/* no room: its return goes unseen */
 			return 0;
 		}
-		ts->pend[n & (UB_PENDING - 1)].sp = pc.sp;
-		ts->pend[n & (UB_PENDING - 1)].site = id;
+		ts->pend[n & (BPFENG_PENDING - 1)].sp = pc.sp;
+		ts->pend[n & (BPFENG_PENDING - 1)].site = id;
 		ts->npend = n + 1;
 		return 0;
 	}
@@ -949,12 +950,12 @@ static __always_inline int probe(struct pt_regs *regs, bool sleepable)
 	ts->regs[USC_REG_R14] = regs->r14;
 	ts->regs[USC_REG_R15] = regs->r15;
 	ts->regs[USC_REG_IP] = regs->rip;
-	if (site->kind == UB_CONT) {
+	if (site->kind == BPFENG_CONT) {
 		if (ts->npend)
-			bpf_loop(UB_POPS, sleepable ? pop_s : pop_ns, &pc, 0);
+			bpf_loop(BPFENG_POPS, sleepable ? pop_s : pop_ns, &pc, 0);
 		return 0;
 	}
-	if (site->obj == UB_OBJ_MATCH && !obj_mask(ts->regs))
+	if (site->obj == BPFENG_OBJ_MATCH && !obj_mask(ts->regs))
 		return 0;	/* no followed object: nothing to evaluate */
 	emit(ts, id, id, cnt, sleepable);
 	return 0;

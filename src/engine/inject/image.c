@@ -28,7 +28,7 @@
 #include "elf/elf.h"
 #include "engine/inject/inject_int.h"
 #include "engine/inject/tramp.h"
-#include "resolve/cache.h"
+#include "cache/cache.h"
 #include "x86/reloc.h"
 
 long inj_rsys(struct remote *rem, long nr, long a1, long a2, long a3, long a4, long a5, long a6)

@@ -25,7 +25,8 @@
 #include "core/log.h"
 #include "engine/inject/inject_int.h"
 
-static int inj_create(const struct usc_engine_ctx *s, struct usc_engine **out, char *why, size_t len)
+static int inj_create(const struct usc_engine_ctx *s, struct usc_engine **out, char *why,
+		      size_t len)
 {
 	struct inj *j;
 

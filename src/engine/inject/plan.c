@@ -8,7 +8,7 @@
 
 #include "core/log.h"
 #include "engine/inject/inject_int.h"
-#include "resolve/cache.h"
+#include "cache/cache.h"
 #include "resolve/shape.h"
 
 int inj_plan_site(struct inj *j, const struct usc_site *site, char *why, size_t len)
@@ -17,7 +17,7 @@ int inj_plan_site(struct inj *j, const struct usc_site *site, char *why, size_t 
 	struct x86_patch *p = &j->plans[site - s->sites];
 	const char *rule = NULL;
 	struct elf_file *ef;
-	struct shape sh;
+	struct func_shape sh;
 	int ret;
 
 	if (site->is_return && !site->ret_site) {

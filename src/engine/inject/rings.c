@@ -362,7 +362,8 @@ static int record_image(struct inj *j, size_t idx, const struct usc_raw_out *out
  * shadow ring at the same offsets, then the tail is read again: what lies
  * before it may have been overwritten during the copy and is left out; what
  * lies after it is intact. 1 (written), 0 (nothing new), or -errno. */
-static int dump_slot(struct inj *j, size_t idx, uint32_t k, uint64_t keep, const struct usc_raw_out *out)
+static int dump_slot(struct inj *j, size_t idx, uint32_t k, uint64_t keep,
+		     const struct usc_raw_out *out)
 {
 	struct inj_image *img = j->images[idx];
 	struct inj_shm *m = &img->shm;

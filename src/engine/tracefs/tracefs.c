@@ -5,7 +5,7 @@
  * events. Events are read in binary form from the instance's per-CPU
  * trace_pipe_raw and decoded with libtraceevent. A session that was
  * SIGKILLed leaves its instance and group behind; the next session removes
- * them (tfs_clean_stale), after checking that their owner is gone. */
+ * them (tracefseng_clean_stale), after checking that their owner is gone. */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -24,10 +24,10 @@
 #include "engine/engine.h"
 #include "engine/tracefs/tracefs_lower.h"
 
-#define TFS_PREFIX "uscope_"
-#define TFS_BUFFER_KB 4096	/* per CPU */
+#define TRACEFSENG_PREFIX "uscope_"
+#define TRACEFSENG_BUFFER_KB 4096	/* per CPU */
 
-struct tfs_site {
+struct tracefseng_site {
 	bool created;
 	bool filter_here;	/* the kernel refused its filter: filtered when decoded */
 	struct tep_event *ev;
@@ -38,23 +38,23 @@ struct tfs_site {
 	struct tep_format_field *f_ptr[USC_MAX_ARGS];
 };
 
-struct tfs_task {
+struct tracefseng_task {
 	int tid, tgid;		/* tgid 0: not known yet */
 	int8_t ours;		/* the -p filter's verdict */
 	char comm[24];		/* "" until the first event of the task */
 };
 
-struct tfs_rec {
+struct tracefseng_rec {
 	uint64_t ts;
 	uint32_t off, size;
 	int cpu;
 };
 
-struct tfs {
+struct tracefseng {
 	struct usc_engine base;
 	char name[32];
 	struct tracefs_instance *inst;
-	struct tfs_site *ts;
+	struct tracefseng_site *ts;
 	size_t nsites;
 	struct usc_site_stats *stats;
 	struct tep_handle *tep;
@@ -73,34 +73,34 @@ struct tfs {
 	bool filter_process;
 	bool live, removed;
 	/* task cache: open addressing on tid */
-	struct tfs_task *tasks;
+	struct tracefseng_task *tasks;
 	size_t ntasks, task_cap;
 	/* one drain's records, sorted by time across CPUs */
-	struct tfs_rec *recs;
+	struct tracefseng_rec *recs;
 	size_t nrecs, rec_cap;
 	char *arena;
 	size_t arena_len, arena_cap;
 	struct usc_value vals[USC_MAX_ARGS];
 };
 
-static struct tfs *tfs_of(struct usc_engine *e)
+static struct tracefseng *tracefseng_of(struct usc_engine *e)
 {
-	return container_of(e, struct tfs, base);
+	return container_of(e, struct tracefseng, base);
 }
 
 /* ---- stale sessions ----------------------------------------------------- */
 
 /* A session is alive while a uscope process holds its pid. */
-static bool tfs_owner_alive(const char *name)
+static bool tracefseng_owner_alive(const char *name)
 {
 	char path[64], comm[32] = "";
 	long pid;
 	char *end;
 	FILE *f;
 
-	if (strncmp(name, TFS_PREFIX, strlen(TFS_PREFIX)))
+	if (strncmp(name, TRACEFSENG_PREFIX, strlen(TRACEFSENG_PREFIX)))
 		return true;	/* not ours */
-	pid = strtol(name + strlen(TFS_PREFIX), &end, 10);
+	pid = strtol(name + strlen(TRACEFSENG_PREFIX), &end, 10);
 	if (*end || pid <= 0)
 		return true;
 	if (pid == getpid())
@@ -126,7 +126,7 @@ static int collect_instance(const char *name, void *ctx)
 	struct name_list *l = ctx;
 	char **v;
 
-	if (strncmp(name, TFS_PREFIX, strlen(TFS_PREFIX)) || tfs_owner_alive(name))
+	if (strncmp(name, TRACEFSENG_PREFIX, strlen(TRACEFSENG_PREFIX)) || tracefseng_owner_alive(name))
 		return 0;
 	v = realloc(l->v, (l->n + 1) * sizeof(*v));
 	if (!v)
@@ -138,7 +138,7 @@ static int collect_instance(const char *name, void *ctx)
 	return 0;
 }
 
-static void tfs_clean_stale(void)
+static void tracefseng_clean_stale(void)
 {
 	struct name_list l = {0};
 	struct tracefs_dynevent **all;
@@ -163,7 +163,8 @@ static void tfs_clean_stale(void)
 		char *sys = NULL, *ev = NULL;
 
 		tracefs_dynevent_info(all[i], &sys, &ev, NULL, NULL, NULL);
-		if (sys && !strncmp(sys, TFS_PREFIX, strlen(TFS_PREFIX)) && !tfs_owner_alive(sys)) {
+		if (sys && !strncmp(sys, TRACEFSENG_PREFIX, strlen(TRACEFSENG_PREFIX)) &&
+		    !tracefseng_owner_alive(sys)) {
 			if (tracefs_dynevent_destroy(all[i], true) == 0)
 				log_debug("removed stale uprobe %s/%s", sys, ev);
 		}
@@ -175,11 +176,12 @@ static void tfs_clean_stale(void)
 
 /* ---- create ------------------------------------------------------------- */
 
-static int tfs_create(const struct usc_engine_ctx *s, struct usc_engine **out, char *why, size_t len)
+static int tracefseng_create(const struct usc_engine_ctx *s, struct usc_engine **out, char *why,
+			     size_t len)
 {
 	const char *dir = tracefs_tracing_dir();
 	char path[4096];
-	struct tfs *t;
+	struct tracefseng *t;
 
 	if (!dir) {
 		if (geteuid() != 0) {
@@ -212,14 +214,14 @@ static int tfs_create(const struct usc_engine_ctx *s, struct usc_engine **out, c
 		return -ENOMEM;
 	t->base.ops = &tracefs_engine_ops;
 	t->base.ctx = s;
-	snprintf(t->name, sizeof(t->name), TFS_PREFIX "%d", (int)getpid());
+	snprintf(t->name, sizeof(t->name), TRACEFSENG_PREFIX "%d", (int)getpid());
 	*out = &t->base;
 	return 0;
 }
 
 /* What uprobe_events can fetch: everything but two registers added (a USDT
  * base+index operand), within the length the kernel takes. */
-static int tfs_can_place(struct usc_engine *e, const struct usc_site *site, char *why,
+static int tracefseng_can_place(struct usc_engine *e, const struct usc_site *site, char *why,
 			 size_t len)
 {
 	char args[8192];
@@ -262,7 +264,7 @@ static void kernel_error(const char *what, const char *event)
 	free(msg);
 }
 
-static int tfs_setup_decode(struct tfs *t)
+static int tracefseng_setup_decode(struct tracefseng *t)
 {
 	const char *systems[] = {t->name, "task", "sched", NULL};
 	struct usc_engine *e = &t->base;
@@ -278,7 +280,7 @@ static int tfs_setup_decode(struct tfs *t)
 		return -ENOMEM;
 	t->max_id = 0;
 	for (size_t i = 0; i < e->nsites; i++) {
-		struct tfs_site *ts = &t->ts[i];
+		struct tracefseng_site *ts = &t->ts[i];
 		const struct usc_site *site = e->sites[i];
 
 		ts->ev = tep_find_event_by_name(t->tep, t->name, site->event);
@@ -366,14 +368,14 @@ static int tfs_setup_decode(struct tfs *t)
 /* Filters: the kernel's event filter (ftrace's syntax) drops what fails
  * before it reaches the ring buffer. One it cannot say ($pid, a quote in a
  * string) or refuses is applied here as events are decoded. */
-static bool tfs_filters(struct usc_engine *e, const struct usc_site *site)
+static bool tracefseng_filters(struct usc_engine *e, const struct usc_site *site)
 {
 	(void)e;
 	(void)site;
 	return true;	/* in the kernel, or as events are decoded */
 }
 
-static void set_filter(struct tfs *t, size_t i)
+static void set_filter(struct tracefseng *t, size_t i)
 {
 	const struct usc_site *site = t->base.sites[i];
 	char text[4096], file[256];
@@ -391,13 +393,13 @@ static void set_filter(struct tfs *t, size_t i)
 		 ret ? " (the kernel's filters cannot say it)" : "");
 }
 
-static int tfs_attach(struct usc_engine *e)
+static int tracefseng_attach(struct usc_engine *e)
 {
-	struct tfs *t = tfs_of(e);
+	struct tracefseng *t = tracefseng_of(e);
 	char args[8192], ptrs[4096], ref[32], *cmd;
 	int ret;
 
-	tfs_clean_stale();
+	tracefseng_clean_stale();
 	t->nsites = e->nsites;
 	t->ts = calloc(e->nsites ? e->nsites : 1, sizeof(*t->ts));
 	t->stats = calloc(e->nsites ? e->nsites : 1, sizeof(*t->stats));
@@ -458,13 +460,13 @@ static int tfs_attach(struct usc_engine *e)
 	 * behind; the kernel counts them. */
 	tracefs_instance_file_write(t->inst, "trace_clock", "mono");
 	tracefs_option_disable(t->inst, TRACEFS_OPTION_OVERWRITE);
-	tracefs_instance_set_buffer_size(t->inst, TFS_BUFFER_KB, -1);
-	return tfs_setup_decode(t);
+	tracefs_instance_set_buffer_size(t->inst, TRACEFSENG_BUFFER_KB, -1);
+	return tracefseng_setup_decode(t);
 }
 
 /* ---- start ---------------------------------------------------------------------- */
 
-static int write_task_pids(struct tfs *t, pid_t pid, bool append)
+static int write_task_pids(struct tracefseng *t, pid_t pid, bool append)
 {
 	char dir[64], buf[64];
 	DIR *d;
@@ -492,9 +494,9 @@ static int write_task_pids(struct tfs *t, pid_t pid, bool append)
 	return ret ? -EIO : 0;
 }
 
-static int tfs_start(struct usc_engine *e, pid_t pid, bool follow_children)
+static int tracefseng_start(struct usc_engine *e, pid_t pid, bool follow_children)
 {
-	struct tfs *t = tfs_of(e);
+	struct tracefseng *t = tracefseng_of(e);
 	int ret;
 
 	if (pid > 0) {
@@ -538,7 +540,7 @@ static int tfs_start(struct usc_engine *e, pid_t pid, bool follow_children)
 
 /* ---- tasks ---------------------------------------------------------------------- */
 
-static void task_read(struct tfs *t, struct tfs_task *tk)
+static void task_read(struct tracefseng *t, struct tracefseng_task *tk)
 {
 	char path[64], line[256];
 	int tgid = 0;
@@ -579,13 +581,13 @@ static void task_read(struct tfs *t, struct tfs_task *tk)
 	tk->ours = !t->filter_process || tk->tgid == t->pid;
 }
 
-static struct tfs_task *task_slot(struct tfs *t, int tid)
+static struct tracefseng_task *task_slot(struct tracefseng *t, int tid)
 {
 	size_t i;
 
 	if (t->ntasks * 2 >= t->task_cap) {
 		size_t cap = t->task_cap ? t->task_cap * 2 : 256;
-		struct tfs_task *n = calloc(cap, sizeof(*n));
+		struct tracefseng_task *n = calloc(cap, sizeof(*n));
 
 		if (!n)
 			return NULL;
@@ -608,9 +610,9 @@ static struct tfs_task *task_slot(struct tfs *t, int tid)
 	return &t->tasks[i];
 }
 
-static struct tfs_task *task_get(struct tfs *t, int tid)
+static struct tracefseng_task *task_get(struct tracefseng *t, int tid)
 {
-	struct tfs_task *tk = task_slot(t, tid);
+	struct tracefseng_task *tk = task_slot(t, tid);
 
 	if (tk && !tk->comm[0])
 		task_read(t, tk);
@@ -621,14 +623,14 @@ static struct tfs_task *task_get(struct tfs *t, int tid)
 
 /* task_newtask, recorded in the parent: a thread joins its parent's group,
  * a process starts its own. A reused tid is overwritten. */
-static int task_learn(struct tfs *t, struct tep_record *rec)
+static int task_learn(struct tracefseng *t, struct tep_record *rec)
 {
 	int parent = tep_data_pid(t->tep, rec);
 	int child = (int)tep_read_number(t->tep, (char *)rec->data + t->nt_pid->offset,
 					 t->nt_pid->size);
 	unsigned long long flags = tep_read_number(t->tep, (char *)rec->data + t->nt_flags->offset,
 						   t->nt_flags->size);
-	struct tfs_task *pt, *ct;
+	struct tracefseng_task *pt, *ct;
 	int tgid;
 
 	if (flags & USC_CLONE_THREAD) {
@@ -664,13 +666,13 @@ static int task_learn(struct tfs *t, struct tep_record *rec)
 /* sched_process_exec: the task takes the new program's name (the kernel
  * sets comm from the file's base name, 15 bytes at most) and leads its
  * thread group. */
-static int task_exec(struct tfs *t, struct tep_record *rec)
+static int task_exec(struct tracefseng *t, struct tep_record *rec)
 {
 	const char *data = rec->data;
 	int pid = (int)tep_read_number(t->tep, data + t->ex_pid->offset, t->ex_pid->size);
 	unsigned long long dl = tep_read_number(t->tep, data + t->ex_file->offset, 4);
 	unsigned off = dl & 0xffff, len = (unsigned)(dl >> 16);
-	struct tfs_task *tk = task_slot(t, pid);
+	struct tracefseng_task *tk = task_slot(t, pid);
 	const char *base, *file;
 
 	if (!tk)
@@ -688,11 +690,11 @@ static int task_exec(struct tfs *t, struct tep_record *rec)
 
 /* ---- reading -------------------------------------------------------------------- */
 
-static int rec_push(struct tfs *t, int cpu, uint64_t ts, const void *data, uint32_t size)
+static int rec_push(struct tracefseng *t, int cpu, uint64_t ts, const void *data, uint32_t size)
 {
 	if (t->nrecs == t->rec_cap) {
 		size_t cap = t->rec_cap ? t->rec_cap * 2 : 1024;
-		struct tfs_rec *r = realloc(t->recs, cap * sizeof(*r));
+		struct tracefseng_rec *r = realloc(t->recs, cap * sizeof(*r));
 
 		if (!r)
 			return -ENOMEM;
@@ -712,28 +714,29 @@ static int rec_push(struct tfs *t, int cpu, uint64_t ts, const void *data, uint3
 		t->arena_cap = cap;
 	}
 	memcpy(t->arena + t->arena_len, data, size);
-	t->recs[t->nrecs++] = (struct tfs_rec){ts, (uint32_t)t->arena_len, size, cpu};
+	t->recs[t->nrecs++] = (struct tracefseng_rec){ts, (uint32_t)t->arena_len, size, cpu};
 	t->arena_len += size;
 	return 0;
 }
 
 static int rec_cmp(const void *a, const void *b)
 {
-	const struct tfs_rec *x = a, *y = b;
+	const struct tracefseng_rec *x = a, *y = b;
 
 	if (x->ts != y->ts)
 		return x->ts < y->ts ? -1 : 1;
 	return x->cpu - y->cpu;
 }
 
-static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, void *ctx)
+static int tracefseng_decode(struct tracefseng *t, const struct tracefseng_rec *r, usc_event_fn fn,
+			     void *ctx)
 {
 	char *data = t->arena + r->off;
 	struct tep_record rec = {.ts = r->ts, .cpu = r->cpu, .data = data, .size = (int)r->size};
 	int id = tep_data_type(t->tep, &rec), idx;
 	const struct usc_site *site;
-	struct tfs_site *ts;
-	struct tfs_task *tk;
+	struct tracefseng_site *ts;
+	struct tracefseng_task *tk;
 	struct usc_event ev;
 
 	if (t->newtask && id == t->newtask->id) {
@@ -836,9 +839,9 @@ static int tfs_decode(struct tfs *t, const struct tfs_rec *r, usc_event_fn fn, v
 	return fn(&ev, ctx) ? 2 : 0;
 }
 
-static int tfs_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *ctx)
+static int tracefseng_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *ctx)
 {
-	struct tfs *t = tfs_of(e);
+	struct tracefseng *t = tracefseng_of(e);
 	int delivered = 0, ret = 0;
 
 	(void)timeout_ms;	/* trace_pipe_raw wakes readers by buffer_percent, not per
@@ -869,7 +872,7 @@ static int tfs_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 	if (t->nrecs > 1)
 		qsort(t->recs, t->nrecs, sizeof(*t->recs), rec_cmp);
 	for (size_t i = 0; i < t->nrecs; i++) {
-		ret = tfs_decode(t, &t->recs[i], fn, ctx);
+		ret = tracefseng_decode(t, &t->recs[i], fn, ctx);
 		if (ret < 0)
 			return ret;
 		if (ret == 1)
@@ -890,7 +893,7 @@ static uint64_t stat_field(const char *text, const char *key)
 	return p ? strtoull(p + strlen(key), NULL, 10) : 0;
 }
 
-static uint64_t tfs_kernel_lost(struct tfs *t)
+static uint64_t tracefseng_kernel_lost(struct tracefseng *t)
 {
 	uint64_t lost = 0;
 
@@ -910,7 +913,7 @@ static uint64_t tfs_kernel_lost(struct tfs *t)
 }
 
 /* hits per event from uprobe_profile: "  PATH EVENT HITS" */
-static void tfs_profile_hits(struct tfs *t)
+static void tracefseng_profile_hits(struct tracefseng *t)
 {
 	char *prof = tracefs_instance_file_read(NULL, "uprobe_profile", NULL);
 	char *save = NULL;
@@ -934,14 +937,14 @@ static void tfs_profile_hits(struct tfs *t)
 	free(prof);
 }
 
-static int tfs_stats(struct usc_engine *e, struct usc_stats *st)
+static int tracefseng_stats(struct usc_engine *e, struct usc_stats *st)
 {
-	struct tfs *t = tfs_of(e);
+	struct tracefseng *t = tracefseng_of(e);
 
 	st->events = 0;
 	for (size_t i = 0; i < t->nsites; i++)
 		st->events += t->stats[i].events;
-	st->lost = t->inst && !t->removed ? tfs_kernel_lost(t) : 0;
+	st->lost = t->inst && !t->removed ? tracefseng_kernel_lost(t) : 0;
 	for (size_t i = 0; i < t->nsites; i++) {
 		t->stats[i].lost = st->lost ? -1 : 0;
 		t->stats[i].hits = -1;
@@ -949,7 +952,7 @@ static int tfs_stats(struct usc_engine *e, struct usc_stats *st)
 	/* Without a pid filter every hit is an event, so the kernel's hit
 	 * count is the probe's own, and tells its losses. */
 	if (!t->pid && !t->removed) {
-		tfs_profile_hits(t);
+		tracefseng_profile_hits(t);
 		for (size_t i = 0; i < t->nsites && st->lost; i++)
 			if (t->stats[i].hits >= 0)
 				t->stats[i].lost = t->stats[i].hits > (int64_t)t->stats[i].events ?
@@ -961,18 +964,18 @@ static int tfs_stats(struct usc_engine *e, struct usc_stats *st)
 
 /* ---- stop and detach --------------------------------------------------------------- */
 
-static void tfs_stop(struct usc_engine *e)
+static void tracefseng_stop(struct usc_engine *e)
 {
-	struct tfs *t = tfs_of(e);
+	struct tracefseng *t = tracefseng_of(e);
 
 	if (t->live && t->inst)
 		tracefs_event_disable(t->inst, t->name, NULL);
 	t->live = false;
 }
 
-static void tfs_detach(struct usc_engine *e)
+static void tracefseng_detach(struct usc_engine *e)
 {
-	struct tfs *t = tfs_of(e);
+	struct tracefseng *t = tracefseng_of(e);
 
 	if (t->removed)
 		return;
@@ -1004,11 +1007,11 @@ static void tfs_detach(struct usc_engine *e)
 	t->live = false;
 }
 
-static void tfs_destroy(struct usc_engine *e)
+static void tracefseng_destroy(struct usc_engine *e)
 {
-	struct tfs *t = tfs_of(e);
+	struct tracefseng *t = tracefseng_of(e);
 
-	tfs_detach(e);
+	tracefseng_detach(e);
 	if (t->inst)
 		tracefs_instance_free(t->inst);
 	if (t->kbuf)
@@ -1028,14 +1031,14 @@ static void tfs_destroy(struct usc_engine *e)
 
 const struct usc_engine_ops tracefs_engine_ops = {
 	.name = "tracefs",
-	.create = tfs_create,
-	.can_place = tfs_can_place,
-	.attach = tfs_attach,
-	.start = tfs_start,
-	.poll = tfs_poll,
-	.stop = tfs_stop,
-	.stats = tfs_stats,
-	.detach = tfs_detach,
-	.destroy = tfs_destroy,
-	.filters = tfs_filters,
+	.create = tracefseng_create,
+	.can_place = tracefseng_can_place,
+	.attach = tracefseng_attach,
+	.start = tracefseng_start,
+	.poll = tracefseng_poll,
+	.stop = tracefseng_stop,
+	.stats = tracefseng_stats,
+	.detach = tracefseng_detach,
+	.destroy = tracefseng_destroy,
+	.filters = tracefseng_filters,
 };

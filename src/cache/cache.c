@@ -1,5 +1,5 @@
 /* The session's cache of files: see cache.h. */
-#include "resolve/cache.h"
+#include "cache/cache.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -29,7 +29,7 @@ struct maps_ent {
 	size_t n;
 };
 
-struct cache {
+struct usc_cache {
 	bool frozen;			/* maps only as set (a recording's) */
 	void (*maps_hook)(void *ctx);	/* brings the maps up to date, before a refresh */
 	void *maps_hook_ctx;
@@ -44,12 +44,12 @@ struct cache {
 	size_t nmaps;
 };
 
-struct cache *cache_new(void)
+struct usc_cache *cache_new(void)
 {
-	return calloc(1, sizeof(struct cache));
+	return calloc(1, sizeof(struct usc_cache));
 }
 
-void cache_free(struct cache *c)
+void cache_free(struct usc_cache *c)
 {
 	if (!c)
 		return;
@@ -72,7 +72,7 @@ void cache_free(struct cache *c)
 	free(c);
 }
 
-int cache_elf(struct cache *c, const char *path, struct elf_file **out)
+int cache_elf(struct usc_cache *c, const char *path, struct elf_file **out)
 {
 	struct elf_ent *v;
 
@@ -97,7 +97,7 @@ int cache_elf(struct cache *c, const char *path, struct elf_file **out)
 	return v->err;
 }
 
-int cache_dwarf(struct cache *c, const char *path, struct dwarf_module **out)
+int cache_dwarf(struct usc_cache *c, const char *path, struct dwarf_module **out)
 {
 	struct dwarf_ent *v;
 
@@ -122,7 +122,7 @@ int cache_dwarf(struct cache *c, const char *path, struct dwarf_module **out)
 	return v->err;
 }
 
-static struct maps_ent *maps_entry(struct cache *c, pid_t pid, bool create)
+static struct maps_ent *maps_entry(struct usc_cache *c, pid_t pid, bool create)
 {
 	struct maps_ent *v;
 
@@ -148,7 +148,7 @@ static void maps_replace(struct maps_ent *e, struct proc_map *m, size_t n)
 	e->n = n;
 }
 
-const struct proc_map *cache_maps(struct cache *c, pid_t pid, bool refresh, size_t *n)
+const struct proc_map *cache_maps(struct usc_cache *c, pid_t pid, bool refresh, size_t *n)
 {
 	struct maps_ent *e;
 	struct proc_map *m = NULL;
@@ -181,18 +181,18 @@ const struct proc_map *cache_maps(struct cache *c, pid_t pid, bool refresh, size
 	return e->maps;
 }
 
-void cache_maps_hook(struct cache *c, void (*fn)(void *ctx), void *ctx)
+void cache_maps_hook(struct usc_cache *c, void (*fn)(void *ctx), void *ctx)
 {
 	c->maps_hook = fn;
 	c->maps_hook_ctx = ctx;
 }
 
-void cache_freeze(struct cache *c)
+void cache_freeze(struct usc_cache *c)
 {
 	c->frozen = true;
 }
 
-void **cache_ext(struct cache *c, enum cache_ext_id id, void (*free_fn)(void *))
+void **cache_ext(struct usc_cache *c, enum cache_ext_id id, void (*free_fn)(void *))
 {
 	c->ext_free[id] = free_fn;
 	return &c->ext[id];
@@ -205,7 +205,7 @@ static int cmp_map(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
-int cache_set_maps(struct cache *c, pid_t pid, const struct proc_map *maps, size_t n)
+int cache_set_maps(struct usc_cache *c, pid_t pid, const struct proc_map *maps, size_t n)
 {
 	struct maps_ent *e = NULL;
 	struct proc_map *m;
@@ -246,7 +246,7 @@ oom:
 	return -ENOMEM;
 }
 
-int cache_add_map(struct cache *c, pid_t pid, const struct proc_map *m)
+int cache_add_map(struct usc_cache *c, pid_t pid, const struct proc_map *m)
 {
 	struct maps_ent *e = maps_entry(c, pid, true);
 	struct proc_map *v;
@@ -300,7 +300,7 @@ int cache_add_map(struct cache *c, pid_t pid, const struct proc_map *m)
 	return 0;
 }
 
-void cache_clear_maps(struct cache *c, pid_t pid)
+void cache_clear_maps(struct usc_cache *c, pid_t pid)
 {
 	struct maps_ent *e = maps_entry(c, pid, true);
 
@@ -311,7 +311,7 @@ void cache_clear_maps(struct cache *c, pid_t pid)
 	e->n = 0;
 }
 
-int cache_copy_maps(struct cache *c, pid_t from, pid_t to)
+int cache_copy_maps(struct usc_cache *c, pid_t from, pid_t to)
 {
 	struct maps_ent *f = maps_entry(c, from, false);
 
@@ -328,7 +328,7 @@ static const struct proc_map *map_of(const struct proc_map *m, size_t n, uint64_
 	return NULL;
 }
 
-void cache_symbolize(struct cache *c, pid_t pid, uint64_t addr, char *buf, size_t len)
+void cache_symbolize(struct usc_cache *c, pid_t pid, uint64_t addr, char *buf, size_t len)
 {
 	size_t n = 0;
 	const struct proc_map *maps = cache_maps(c, pid, false, &n), *m = map_of(maps, n, addr);

@@ -3,8 +3,8 @@
  * session (or to one `uscope list`); nothing here is global. Sites, argument
  * presentations (enum tables) and engines keep pointers into it, so it
  * lives as long as its session. */
-#ifndef USC_RESOLVE_CACHE_H
-#define USC_RESOLVE_CACHE_H
+#ifndef USC_CACHE_CACHE_H
+#define USC_CACHE_CACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -15,38 +15,38 @@ struct elf_file;
 struct dwarf_module;
 struct proc_map;
 
-struct cache;
+struct usc_cache;
 
-struct cache *cache_new(void);
-void cache_free(struct cache *c);
+struct usc_cache *cache_new(void);
+void cache_free(struct usc_cache *c);
 
 /* The ELF file at path, opened once (a failure is remembered and given
  * again). 0 or -errno (-ENOEXEC: not an x86-64 ELF file). */
-int cache_elf(struct cache *c, const char *path, struct elf_file **out);
+int cache_elf(struct usc_cache *c, const char *path, struct elf_file **out);
 
 /* Its debug info (dwarf_open), once. 0, -ENODATA (none), -errno. */
-int cache_dwarf(struct cache *c, const char *path, struct dwarf_module **out);
+int cache_dwarf(struct usc_cache *c, const char *path, struct dwarf_module **out);
 
 /* The maps of process pid as last read; refresh reads them again (an
  * address no mapping held: a library loaded since). NULL when the process
  * has gone and nothing was read before. */
-const struct proc_map *cache_maps(struct cache *c, pid_t pid, bool refresh, size_t *n);
+const struct proc_map *cache_maps(struct usc_cache *c, pid_t pid, bool refresh, size_t *n);
 
 /* Process pid's maps as given (a recording's REC_MAPS); given again, the
  * new ones are added and win where they overlap the old. 0 or -ENOMEM. */
-int cache_set_maps(struct cache *c, pid_t pid, const struct proc_map *maps, size_t n);
+int cache_set_maps(struct usc_cache *c, pid_t pid, const struct proc_map *maps, size_t n);
 /* As the maps change (perf's mmap records: stack/mapwatch.c): a mapping
  * of process pid, replacing what it overlaps; an exec (none); a fork (the
  * parent's). 0 or -ENOMEM. */
-int cache_add_map(struct cache *c, pid_t pid, const struct proc_map *m);
-void cache_clear_maps(struct cache *c, pid_t pid);
-int cache_copy_maps(struct cache *c, pid_t from, pid_t to);
+int cache_add_map(struct usc_cache *c, pid_t pid, const struct proc_map *m);
+void cache_clear_maps(struct usc_cache *c, pid_t pid);
+int cache_copy_maps(struct usc_cache *c, pid_t from, pid_t to);
 /* fn(ctx) brings the maps up to date (the mmap records read so far)
  * before cache_maps reads /proc again. */
-void cache_maps_hook(struct cache *c, void (*fn)(void *ctx), void *ctx);
+void cache_maps_hook(struct usc_cache *c, void (*fn)(void *ctx), void *ctx);
 /* From now on, maps are only those set: /proc is never read (a recording's
  * pids may be other processes on this machine). */
-void cache_freeze(struct cache *c);
+void cache_freeze(struct usc_cache *c);
 
 /* State a module above keeps per cache, freed with it by free_fn: the slot
  * (NULL until the module sets it). The cache knows nothing of what is in it. */
@@ -54,10 +54,10 @@ enum cache_ext_id {
 	CACHE_EXT_STACK,	/* stack/: $ustack's unwinding state and frames */
 	CACHE_EXT_NR
 };
-void **cache_ext(struct cache *c, enum cache_ext_id id, void (*free_fn)(void *));
+void **cache_ext(struct usc_cache *c, enum cache_ext_id id, void (*free_fn)(void *));
 
 /* A runtime address of process pid as "SYMBOL+0xOFF" (or "MODULE+0xOFF"
  * without a symbol, or "0x..." outside every file mapping). */
-void cache_symbolize(struct cache *c, pid_t pid, uint64_t addr, char *buf, size_t len);
+void cache_symbolize(struct usc_cache *c, pid_t pid, uint64_t addr, char *buf, size_t len);
 
 #endif
