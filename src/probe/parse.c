@@ -147,173 +147,235 @@ struct expr {
 	int64_t offs[MAX_DEREFS + 1];	/* innermost first */
 };
 
-/* EXPR in text[*p..end). Advances *p. */
-static int parse_expr(const char *text, size_t *p, size_t end, bool is_return,
-		      unsigned max_arg, struct expr *ex, unsigned depth,
-		      struct usc_parse_error *err)
+/* Where an EXPR is being parsed: the probe's text and end, what the probe
+ * allows ($retval on returns, $argN up to max_arg), how deep in +OFFS(...)
+ * it is, and where an error goes. */
+struct expr_in {
+	const char *s;
+	size_t end;
+	bool is_return;
+	unsigned max_arg;
+	unsigned depth;
+	struct usc_parse_error *err;
+};
+
+static int parse_expr(const struct expr_in *in, size_t *p, struct expr *ex);
+
+/* A C expression on debug-info variables: [*]NAME{->F|.F|[N]}, kept as a
+ * FOP_VAR the binding lowers with the debug info (src/dwarf). */
+static int parse_var_expr(const struct expr_in *in, size_t *p, struct expr *ex)
 {
-	size_t i = *p;
-	const char *s = text;
+	const char *s = in->s;
+	size_t i = *p, j = i + (s[i] == '*'), end = in->end;
 
-	if (i >= end)
-		return fail(err, USC_PERR_BAD_FETCHARG, i);
-
-	if (isalpha((unsigned char)s[i]) || s[i] == '_' || (s[i] == '*' && depth == 0)) {
-		/* a C expression on debug-info variables: [*]NAME{->F|.F|[N]} */
-		size_t j = i + (s[i] == '*');
-
-		if (!(isalpha((unsigned char)s[j]) || s[j] == '_'))
-			return fail(err, USC_PERR_BAD_VAR_EXPR, j);
-		while (j < end && s[j] != ':') {
-			if (is_ident((unsigned char)s[j])) {
-				j++;
-			} else if (s[j] == '.' && j + 1 < end && is_ident_start((unsigned char)s[j + 1])) {
-				j++;
-			} else if (s[j] == '-' && j + 2 < end && s[j + 1] == '>' &&
-				   is_ident_start((unsigned char)s[j + 2])) {
-				j += 2;
-			} else if (s[j] == '[') {
-				size_t k = j + 1;
-
-				while (k < end && isalnum((unsigned char)s[k]))
-					k++;
-				if (k == j + 1 || k >= end || s[k] != ']')
-					return fail(err, USC_PERR_BAD_VAR_EXPR, j);
-				j = k + 1;
-			} else {
-				return fail(err, USC_PERR_BAD_VAR_EXPR, j);
-			}
-		}
-		ex->load.op = FOP_VAR;
-		ex->load.imm = (int64_t)((uint64_t)i | (uint64_t)(j - i) << 32);
-		ex->reg_width = 8;
-		*p = j;
-		return 0;
-	}
-	if (s[i] == '%') {
-		size_t j = i + 1;
-		const struct fetch_reg_name *ra;
-
-		while (j < end && isalnum((unsigned char)s[j]))
+	if (!(isalpha((unsigned char)s[j]) || s[j] == '_'))
+		return fail(in->err, USC_PERR_BAD_VAR_EXPR, j);
+	while (j < end && s[j] != ':') {
+		if (is_ident((unsigned char)s[j])) {
 			j++;
-		ra = fetch_reg_lookup(s + i + 1, j - i - 1);
-		if (!ra)
-			return fail(err, USC_PERR_BAD_REG, i);
-		ex->load.op = FOP_REG;
-		ex->load.reg = ra->reg;
-		ex->reg_width = ra->width;
-		*p = j;
-		return 0;
-	}
-	if (s[i] == '$') {
-		size_t j = i + 1;
-		const char *v = s + i + 1;
-
-		while (j < end && is_ident((unsigned char)s[j]))
+		} else if (s[j] == '.' && j + 1 < end && is_ident_start((unsigned char)s[j + 1])) {
 			j++;
-		size_t n = j - i - 1;
-		uint64_t num;
+		} else if (s[j] == '-' && j + 2 < end && s[j + 1] == '>' &&
+			   is_ident_start((unsigned char)s[j + 2])) {
+			j += 2;
+		} else if (s[j] == '[') {
+			size_t k = j + 1;
 
-		if (n > 3 && !strncmp(v, "arg", 3) && isdigit((unsigned char)v[3])) {
-			if (probe_parse_number(v + 3, &num) != n - 3 || num < 1 || num > max_arg)
-				return fail(err, USC_PERR_BAD_ARG_INDEX, i);
-			ex->load.op = FOP_ARG;
-			ex->load.imm = (int64_t)num;
-			ex->reg_width = 8;
-		} else if (n == 6 && !strncmp(v, "retval", 6)) {
-			if (!is_return)
-				return fail(err, USC_PERR_RETVAL_ON_ENTRY, i);
-			ex->load.op = FOP_RETVAL;
-		} else if (n > 6 && !strncmp(v, "retval", 6) && isdigit((unsigned char)v[6])) {
-			/* $retvalN: a Go function's N-th result word (binding) */
-			if (probe_parse_number(v + 6, &num) != n - 6 || num < 1 || num > 9)
-				return fail(err, USC_PERR_BAD_ARG_INDEX, i);
-			if (!is_return)
-				return fail(err, USC_PERR_RETVAL_ON_ENTRY, i);
-			ex->load.op = FOP_RETVAL;
-			ex->load.imm = num == 1 ? 0 : (int64_t)num;
-		} else if (n == 4 && !strncmp(v, "goid", 4)) {
-			ex->load.op = FOP_GOID;
-		} else if (n == 5 && !strncmp(v, "stack", 5)) {
-			ex->load.op = FOP_STACKP;
-		} else if (n > 5 && !strncmp(v, "stack", 5) && isdigit((unsigned char)v[5])) {
-			if (probe_parse_number(v + 5, &num) != n - 5 || num > 1024)
-				return fail(err, USC_PERR_BAD_NUMBER, i + 6);
-			ex->load.op = FOP_STACK;
-			ex->load.imm = (int64_t)num;
-		} else if (n == 4 && !strncmp(v, "comm", 4)) {
-			ex->load.op = FOP_COMM;
-		} else if (n == 6 && !strncmp(v, "ustack", 6)) {
-			if (depth)
-				return fail(err, USC_PERR_STACK_ALONE, i);
-			ex->load.op = FOP_USTACK;
-		} else if (n == 3 && !strncmp(v, "pid", 3)) {
-			ex->load.op = FOP_PID;
-			ex->reg_width = 4;
-		} else if (n == 3 && !strncmp(v, "tid", 3)) {
-			ex->load.op = FOP_TID;
-			ex->reg_width = 4;
-		} else if (n == 3 && !strncmp(v, "cpu", 3)) {
-			ex->load.op = FOP_CPU;
-			ex->reg_width = 4;
-		} else if (n == 6 && !strncmp(v, "params", 6)) {
-			if (depth)
-				return fail(err, USC_PERR_PARAMS_ALONE, i);
-			ex->load.op = FOP_PARAMS;
+			while (k < end && isalnum((unsigned char)s[k]))
+				k++;
+			if (k == j + 1 || k >= end || s[k] != ']')
+				return fail(in->err, USC_PERR_BAD_VAR_EXPR, j);
+			j = k + 1;
 		} else {
-			return fail(err, USC_PERR_BAD_VAR, i);
+			return fail(in->err, USC_PERR_BAD_VAR_EXPR, j);
 		}
+	}
+	ex->load.op = FOP_VAR;
+	ex->load.imm = (int64_t)((uint64_t)i | (uint64_t)(j - i) << 32);
+	ex->reg_width = 8;
+	*p = j;
+	return 0;
+}
+
+/* %REG, or an alias of its low bits (%eax, %r8w). */
+static int parse_reg(const struct expr_in *in, size_t *p, struct expr *ex)
+{
+	size_t i = *p, j = i + 1;
+	const struct fetch_reg_name *ra;
+
+	while (j < in->end && isalnum((unsigned char)in->s[j]))
+		j++;
+	ra = fetch_reg_lookup(in->s + i + 1, j - i - 1);
+	if (!ra)
+		return fail(in->err, USC_PERR_BAD_REG, i);
+	ex->load.op = FOP_REG;
+	ex->load.reg = ra->reg;
+	ex->reg_width = ra->width;
+	*p = j;
+	return 0;
+}
+
+/* The $ variables without a number: their load, their width (0: the
+ * default), and whether they must stand alone (not inside +OFFS(...)). */
+static const struct {
+	const char *name;
+	enum fetch_op op;
+	unsigned width;
+	enum usc_parse_err alone;	/* the error when not alone, or 0 */
+} dollar_vars[] = {
+	{"goid", FOP_GOID, 0, 0},
+	{"stack", FOP_STACKP, 0, 0},
+	{"comm", FOP_COMM, 0, 0},
+	{"ustack", FOP_USTACK, 0, USC_PERR_STACK_ALONE},
+	{"pid", FOP_PID, 4, 0},
+	{"tid", FOP_TID, 4, 0},
+	{"cpu", FOP_CPU, 4, 0},
+	{"params", FOP_PARAMS, 0, USC_PERR_PARAMS_ALONE},
+};
+
+/* $argN, $retval, $retvalN (a Go function's N-th result word), $stackN:
+ * 1 when v (n bytes) is one of them, filled in or failed; 0 when not. */
+static int parse_numbered_var(const struct expr_in *in, size_t i, const char *v, size_t n,
+			      struct expr *ex, int *ret)
+{
+	uint64_t num;
+
+	*ret = 0;
+	if (n > 3 && !strncmp(v, "arg", 3) && isdigit((unsigned char)v[3])) {
+		if (probe_parse_number(v + 3, &num) != n - 3 || num < 1 || num > in->max_arg)
+			*ret = fail(in->err, USC_PERR_BAD_ARG_INDEX, i);
+		ex->load.op = FOP_ARG;
+		ex->load.imm = (int64_t)num;
+		ex->reg_width = 8;
+	} else if (n >= 6 && !strncmp(v, "retval", 6) &&
+		   (n == 6 || isdigit((unsigned char)v[6]))) {
+		num = 1;
+		if (n > 6 && (probe_parse_number(v + 6, &num) != n - 6 || num < 1 || num > 9))
+			*ret = fail(in->err, USC_PERR_BAD_ARG_INDEX, i);
+		else if (!in->is_return)
+			*ret = fail(in->err, USC_PERR_RETVAL_ON_ENTRY, i);
+		ex->load.op = FOP_RETVAL;
+		ex->load.imm = num == 1 ? 0 : (int64_t)num;
+	} else if (n > 5 && !strncmp(v, "stack", 5) && isdigit((unsigned char)v[5])) {
+		if (probe_parse_number(v + 5, &num) != n - 5 || num > 1024)
+			*ret = fail(in->err, USC_PERR_BAD_NUMBER, i + 6);
+		ex->load.op = FOP_STACK;
+		ex->load.imm = (int64_t)num;
+	} else {
+		return 0;
+	}
+	return 1;
+}
+
+/* $VAR. */
+static int parse_dollar(const struct expr_in *in, size_t *p, struct expr *ex)
+{
+	size_t i = *p, j = i + 1, n;
+	const char *v = in->s + i + 1;
+	int ret;
+
+	while (j < in->end && is_ident((unsigned char)in->s[j]))
+		j++;
+	n = j - i - 1;
+	if (parse_numbered_var(in, i, v, n, ex, &ret)) {
+		if (ret)
+			return ret;
 		*p = j;
 		return 0;
 	}
-	if (s[i] == '@') {
-		uint64_t num;
-		size_t j = i + 1, used;
-		bool foff = false;
-
-		if (j < end && s[j] == '+') {
-			foff = true;
-			j++;
-		}
-		used = probe_parse_number(s + j, &num);
-		if (!used || j + used > end)
-			return fail(err, USC_PERR_BAD_NUMBER, j);
-		ex->load.op = foff ? FOP_FOFFS : FOP_MEM;
-		ex->load.imm = (int64_t)num;
-		ex->offs[ex->noffs++] = 0;	/* @ADDR is the memory at ADDR */
-		*p = j + used;
+	for (size_t k = 0; k < sizeof(dollar_vars) / sizeof(dollar_vars[0]); k++) {
+		if (strlen(dollar_vars[k].name) != n || strncmp(v, dollar_vars[k].name, n))
+			continue;
+		if (dollar_vars[k].alone && in->depth)
+			return fail(in->err, dollar_vars[k].alone, i);
+		ex->load.op = dollar_vars[k].op;
+		if (dollar_vars[k].width)
+			ex->reg_width = dollar_vars[k].width;
+		*p = j;
 		return 0;
 	}
-	if (s[i] == '+' || s[i] == '-') {
-		uint64_t num;
-		size_t j = i + 1, used;
-		int64_t off;
+	return fail(in->err, USC_PERR_BAD_VAR, i);
+}
 
-		used = probe_parse_number(s + j, &num);
-		if (!used || j + used > end || num > INT32_MAX)
-			return fail(err, USC_PERR_BAD_NUMBER, j);
-		off = s[i] == '-' ? -(int64_t)num : (int64_t)num;
-		j += used;
-		if (j >= end || s[j] != '(')
-			return fail(err, USC_PERR_BAD_DEREF, j);
-		if (depth >= MAX_DEREFS)
-			return fail(err, USC_PERR_DEREF_TOO_DEEP, i);
+/* @ADDR (memory at a user address) or @+FILE_OFFSET. */
+static int parse_at(const struct expr_in *in, size_t *p, struct expr *ex)
+{
+	uint64_t num;
+	size_t j = *p + 1, used;
+	bool foff = false;
+
+	if (j < in->end && in->s[j] == '+') {
+		foff = true;
 		j++;
-		if (parse_expr(text, &j, end, is_return, max_arg, ex, depth + 1, err))
-			return -EINVAL;
-		if (j >= end || s[j] != ')')
-			return fail(err, USC_PERR_NO_CLOSE_PAREN, j);
-		if (ex->load.op == FOP_COMM)
-			return fail(err, USC_PERR_COMM_TYPE, i);
-		if (ex->load.op == FOP_USTACK)
-			return fail(err, USC_PERR_STACK_ALONE, i);
-		if (ex->noffs >= MAX_DEREFS)
-			return fail(err, USC_PERR_DEREF_TOO_DEEP, i);
-		ex->offs[ex->noffs++] = off;
-		*p = j + 1;
-		return 0;
 	}
-	return fail(err, USC_PERR_BAD_FETCHARG, i);
+	used = probe_parse_number(in->s + j, &num);
+	if (!used || j + used > in->end)
+		return fail(in->err, USC_PERR_BAD_NUMBER, j);
+	ex->load.op = foff ? FOP_FOFFS : FOP_MEM;
+	ex->load.imm = (int64_t)num;
+	ex->offs[ex->noffs++] = 0;	/* @ADDR is the memory at ADDR */
+	*p = j + used;
+	return 0;
+}
+
+/* +OFFS(EXPR) or -OFFS(EXPR): memory at EXPR+OFFS. */
+static int parse_deref(const struct expr_in *in, size_t *p, struct expr *ex)
+{
+	const char *s = in->s;
+	struct expr_in inner = *in;
+	uint64_t num;
+	size_t i = *p, j = i + 1, used;
+	int64_t off;
+
+	used = probe_parse_number(s + j, &num);
+	if (!used || j + used > in->end || num > INT32_MAX)
+		return fail(in->err, USC_PERR_BAD_NUMBER, j);
+	off = s[i] == '-' ? -(int64_t)num : (int64_t)num;
+	j += used;
+	if (j >= in->end || s[j] != '(')
+		return fail(in->err, USC_PERR_BAD_DEREF, j);
+	if (in->depth >= MAX_DEREFS)
+		return fail(in->err, USC_PERR_DEREF_TOO_DEEP, i);
+	j++;
+	inner.depth++;
+	if (parse_expr(&inner, &j, ex))
+		return -EINVAL;
+	if (j >= in->end || s[j] != ')')
+		return fail(in->err, USC_PERR_NO_CLOSE_PAREN, j);
+	if (ex->load.op == FOP_COMM)
+		return fail(in->err, USC_PERR_COMM_TYPE, i);
+	if (ex->load.op == FOP_USTACK)
+		return fail(in->err, USC_PERR_STACK_ALONE, i);
+	if (ex->noffs >= MAX_DEREFS)
+		return fail(in->err, USC_PERR_DEREF_TOO_DEEP, i);
+	ex->offs[ex->noffs++] = off;
+	*p = j + 1;
+	return 0;
+}
+
+/* EXPR in text[*p..end). Advances *p. */
+static int parse_expr(const struct expr_in *in, size_t *p, struct expr *ex)
+{
+	const char *s = in->s;
+	size_t i = *p;
+
+	if (i >= in->end)
+		return fail(in->err, USC_PERR_BAD_FETCHARG, i);
+	if (isalpha((unsigned char)s[i]) || s[i] == '_' || (s[i] == '*' && in->depth == 0))
+		return parse_var_expr(in, p, ex);
+	switch (s[i]) {
+	case '%':
+		return parse_reg(in, p, ex);
+	case '$':
+		return parse_dollar(in, p, ex);
+	case '@':
+		return parse_at(in, p, ex);
+	case '+':
+	case '-':
+		return parse_deref(in, p, ex);
+	default:
+		return fail(in->err, USC_PERR_BAD_FETCHARG, i);
+	}
 }
 
 static int arg_name_ok(const char *s, size_t n)
@@ -353,7 +415,9 @@ static int parse_fetcharg(const char *text, size_t start, size_t end, bool is_re
 		p = q + 1;
 	}
 
-	if (parse_expr(text, &p, end, is_return, max_arg, &ex, 0, err))
+	struct expr_in in = {text, end, is_return, max_arg, 0, err};
+
+	if (parse_expr(&in, &p, &ex))
 		return -EINVAL;
 	if (ex.load.op == FOP_PARAMS) {
 		if (arg->named || p != end)
