@@ -197,13 +197,16 @@ bench: uscope sdt targets
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PYTHON_SITE ?= $(shell $(PYTHON) sdt/python/site_dir.py $(PREFIX))
-# The man pages (doc/man, written by hand) and the bash completion, where
-# bash-completion looks for it (its own pkg-config file says where).
+# The man pages (doc/man, written by hand) and the bash completion, under
+# PREFIX like everything else: bash-completion also looks in
+# $XDG_DATA_DIRS/bash-completion/completions, which holds PREFIX/share for the
+# usual prefixes (/usr, /usr/local, and ~/.local through XDG_DATA_HOME).
+# BASHCOMPDIR=$(pkg-config --variable=completionsdir bash-completion) puts it
+# where the system's bash-completion keeps its own.
 MANDIR ?= $(PREFIX)/share/man
 MAN1 := $(wildcard doc/man/*.1)
 MAN7 := $(wildcard doc/man/*.7)
-BASHCOMPDIR ?= $(or $(shell pkg-config --variable=completionsdir bash-completion 2>/dev/null),\
-	/usr/share/bash-completion/completions)
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 install: uscope sdt
 	install -D -m 0755 uscope $(DESTDIR)$(PREFIX)/bin/uscope
 	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7

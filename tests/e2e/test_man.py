@@ -103,3 +103,21 @@ def test_install(tmp_path):
         assert (man / "man1" / f"uscope-{c}.1").is_file()
     assert (man / "man1/uscope.1").is_file() and (man / "man7/uscope-probes.7").is_file()
     assert (dest / "usr/share/bash-completion/completions/uscope").is_file()
+
+
+def test_install_prefix_holds_everything(tmp_path):
+    """A user's own prefix (make install PREFIX=$HOME/.local, no root) gets
+    every file, the completion included, and nothing is written outside it."""
+    home = tmp_path / "home"
+    prefix = home / ".local"
+    site = home / "site"
+    r = subprocess.run(["make", "-s", "-C", str(ROOT), "install", f"PREFIX={prefix}",
+                        f"PYTHON_SITE={site}"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert (prefix / "share/bash-completion/completions/uscope").is_file()
+    assert (prefix / "bin/uscope").is_file()
+    assert (prefix / "share/man/man1/uscope.1").is_file()
+    outside = [p for p in home.rglob("*") if p.is_file()
+               and not (str(p).startswith(str(prefix)) or str(p).startswith(str(site)))]
+    assert outside == []
