@@ -6,14 +6,12 @@
  * Dwfl calls take link + bias, the Dwarf calls take link-time addresses and
  * the CFI tables their own bias. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <dwarf.h>
 #include <elfutils/known-dwarf.h>
@@ -31,156 +29,6 @@ struct enum_ent {
 	struct usc_enum e;
 	struct usc_enumerator v[];
 };
-
-static char *debuginfo_path;	/* NULL: libdwfl's default search path */
-
-static const Dwfl_Callbacks offline_callbacks = {
-	.find_elf = dwfl_build_id_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
-	.section_address = dwfl_offline_section_address,
-	.debuginfo_path = &debuginfo_path,
-};
-
-int dwarf_open(const char *path, struct dwarf_module **out)
-{
-	struct dwarf_module *m;
-	int fd;
-
-	*out = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		log_error("dwarf: cannot open %s: %s", path, strerror(e));
-		return -e;
-	}
-	close(fd);
-	m = calloc(1, sizeof(*m));
-	if (!m)
-		return -ENOMEM;
-	m->dwfl = dwfl_begin(&offline_callbacks);
-	if (!m->dwfl) {
-		log_error("dwarf: %s", dwfl_errmsg(-1));
-		free(m);
-		return -ENOMEM;
-	}
-	dwfl_report_begin(m->dwfl);
-	m->mod = dwfl_report_offline(m->dwfl, path, path, -1);
-	dwfl_report_end(m->dwfl, NULL, NULL);
-	if (!m->mod) {
-		log_error("dwarf: %s: %s", path, dwfl_errmsg(-1));
-		dwarf_close(m);
-		return -EIO;
-	}
-	m->dw = dwfl_module_getdwarf(m->mod, &m->bias);
-	if (!m->dw) {
-		log_debug("dwarf: %s has no DWARF debug info (%s)", path, dwfl_errmsg(-1));
-		dwarf_close(m);
-		return -ENODATA;
-	}
-	*out = m;
-	return 0;
-}
-
-void dwarf_close(struct dwarf_module *m)
-{
-	if (!m)
-		return;
-	inline_index_free(m);
-	free(m->cur);
-	for (size_t i = 0; i < m->nenums; i++)
-		free(m->enums[i]);
-	free(m->enums);
-	if (m->dwfl)
-		dwfl_end(m->dwfl);
-	free(m);
-}
-
-/* ---- compilation units by address --------------------------------------- */
-
-struct cu_range {
-	Dwarf_Addr lo, hi;	/* [lo, hi) in the unit's (link-time) addresses */
-	Dwarf_Off die;		/* the unit's DIE */
-};
-
-static int cmp_cu_range(const void *pa, const void *pb)
-{
-	const struct cu_range *a = pa, *b = pb;
-
-	if (a->lo != b->lo)
-		return a->lo < b->lo ? -1 : 1;
-	return (a->hi > b->hi) - (a->hi < b->hi);
-}
-
-/* Every unit's ranges, from its DIE (DW_AT_ranges, or low_pc/high_pc). */
-static void cu_index_build(struct dwarf_module *m)
-{
-	Dwarf_Off off = 0, next;
-	size_t hsize, cap = 0;
-
-	m->cur_built = true;
-	while (dwarf_nextcu(m->dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
-		Dwarf_Die cu;
-		Dwarf_Addr base, lo, hi;
-		ptrdiff_t it = 0;
-
-		if (!dwarf_offdie(m->dw, off + hsize, &cu)) {
-			off = next;
-			continue;
-		}
-		while ((it = dwarf_ranges(&cu, it, &base, &lo, &hi)) > 0) {
-			if (hi <= lo)
-				continue;
-			if (m->ncur == cap) {
-				size_t ncap = cap ? cap * 2 : 64;
-				struct cu_range *v = realloc(m->cur, ncap * sizeof(*v));
-
-				if (!v) {
-					log_warn("dwarf: out of memory indexing the compilation units");
-					return;
-				}
-				m->cur = v;
-				cap = ncap;
-			}
-			m->cur[m->ncur++] = (struct cu_range){lo, hi, dwarf_dieoffset(&cu)};
-		}
-		off = next;
-	}
-	qsort(m->cur, m->ncur, sizeof(*m->cur), cmp_cu_range);
-	log_debug("dwarf: no .debug_aranges: %zu address ranges from the compilation units",
-		  m->ncur);
-}
-
-bool dwmod_cu_at(struct dwarf_module *m, uint64_t pc, Dwarf_Die *cu, Dwarf_Addr *dwpc)
-{
-	Dwarf_Addr b;
-	Dwarf_Die *d = dwfl_module_addrdie(m->mod, pc + m->bias, &b);
-	size_t lo = 0, hi;
-
-	if (d) {
-		*cu = *d;
-		*dwpc = pc + m->bias - b;
-		return true;
-	}
-	if (!m->cur_built)
-		cu_index_build(m);
-	/* the last range starting at or before pc, then back over any that
-	 * start earlier and reach further (ranges rarely overlap) */
-	hi = m->ncur;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (m->cur[mid].lo <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	for (size_t i = lo; i-- > 0;)
-		if (pc < m->cur[i].hi && dwarf_offdie(m->dw, m->cur[i].die, cu)) {
-			*dwpc = pc;
-			return true;
-		}
-	return false;
-}
 
 /* ---- small DWARF helpers ----------------------------------------------- */
 
@@ -1535,7 +1383,7 @@ static int ctx_init(struct ctx *c, struct dwarf_module *m, uint64_t pc, struct d
 	c->pc = pc;
 	c->err = err;
 	c->dwpc = pc;
-	if (dwmod_cu_at(m, pc, &c->cudie, &c->dwpc)) {
+	if (debuginfo_cu_at(m, pc, &c->cudie, &c->dwpc)) {
 		c->has_cu = true;
 		c->nscopes = dwarf_getscopes(&c->cudie, c->dwpc, &c->scopes);
 		if (c->nscopes < 0) {
@@ -1654,7 +1502,7 @@ int dwarf_after_prologue(struct dwarf_module *m, uint64_t func_vaddr, uint64_t *
 	int n;
 
 	*pc = func_vaddr;
-	if (!dwmod_cu_at(m, func_vaddr, &cud, &entry))	/* entry: in the CU's addresses */
+	if (!debuginfo_cu_at(m, func_vaddr, &cud, &entry))	/* entry: in the CU's addresses */
 		return 0;
 	n = dwarf_getscopes(cu, entry, &scopes);
 	for (int i = 0; i < n && !fn; i++)
@@ -1719,7 +1567,7 @@ int dwarf_func_line(struct dwarf_module *m, uint64_t func_vaddr, const char **fi
 	Dwarf_Die cu, *scopes = NULL;
 	int n, ret = -ENOENT;
 
-	if (!dwmod_cu_at(m, func_vaddr, &cu, &dwpc))
+	if (!debuginfo_cu_at(m, func_vaddr, &cu, &dwpc))
 		return -ENOENT;
 	n = dwarf_getscopes(&cu, dwpc, &scopes);
 	for (int i = 0; i < n; i++) {
@@ -1761,7 +1609,7 @@ static Dwarf_Off innermost_scope(struct dwarf_module *m, uint64_t pc)
 	Dwarf_Off off = 0;
 	int n;
 
-	if (!dwmod_cu_at(m, pc, &cu, &dwpc))
+	if (!debuginfo_cu_at(m, pc, &cu, &dwpc))
 		return 0;
 	n = dwarf_getscopes(&cu, dwpc, &scopes);
 	if (n > 0)
@@ -1852,7 +1700,7 @@ ssize_t dwarf_func_lines(struct dwarf_module *m, uint64_t func_vaddr, uint64_t s
 			 const char **file, unsigned **out)
 {
 	Dwarf_Addr lo = 0, hi;
-	Dwarf_Die cud, *cu = dwmod_cu_at(m, func_vaddr, &cud, &lo) ? &cud : NULL;
+	Dwarf_Die cud, *cu = debuginfo_cu_at(m, func_vaddr, &cud, &lo) ? &cud : NULL;
 	Dwarf_Lines *lines;
 	size_t nlines, n = 0;
 	unsigned *v;
@@ -1948,7 +1796,7 @@ int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
 
 	bool go;
 
-	if (!dwmod_cu_at(m, pc, &cu, &dwpc))
+	if (!debuginfo_cu_at(m, pc, &cu, &dwpc))
 		return -ENOENT;
 	go = dwarf_srclang(&cu) == DW_LANG_Go;
 	n = dwarf_getscopes(&cu, dwpc, &scopes);
@@ -1993,7 +1841,7 @@ int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_f
 	Dwarf_Word enc = DW_ATE_unsigned;
 	int n, ret = -ENOENT, size, idx, tag;
 
-	if (!dwmod_cu_at(m, func_vaddr, &cu, &dwpc))
+	if (!debuginfo_cu_at(m, func_vaddr, &cu, &dwpc))
 		return -ENOENT;
 	n = dwarf_getscopes(&cu, dwpc, &scopes);
 	for (int i = 0; i < n; i++) {

@@ -1,4 +1,10 @@
-/* The DWARF front end's private parts, shared by its files. */
+/* The DWARF front end's private parts, shared by its files (each file is
+ * one pass; the functions shared between them are debuginfo_*).
+ *
+ * Everything is done in link-time addresses. libdwfl reports an offline
+ * module at some bias (0 for ET_EXEC and ET_DYN alike, in practice); the
+ * Dwfl calls take link + bias, the Dwarf calls take link-time addresses and
+ * the CFI tables their own bias. */
 #ifndef USC_DWARF_DWARF_INT_H
 #define USC_DWARF_DWARF_INT_H
 
@@ -17,21 +23,26 @@ struct dwarf_module {
 	Dwarf *dw;
 	Dwarf_Addr bias;	/* Dwfl address = link-time address + bias */
 	struct inline_index *inl;	/* built on first use (inline.c) */
-	struct enum_ent **enums;	/* enum tables made for output (dwarf.c) */
+	struct enum_ent **enums;	/* enum tables made for output (types.c) */
 	size_t nenums;
 	/* The compilation units' address ranges, sorted, built on first use
-	 * when the file has no .debug_aranges (Go, clang's default) */
+	 * when the file has no .debug_aranges (Go, clang's default; units.c) */
 	struct cu_range *cur;
 	size_t ncur;
 	bool cur_built;
 };
 
-void inline_index_free(struct dwarf_module *m);
+/* ---- units.c: compilation units by address ------------------------------ */
 
 /* The compilation unit whose code holds the link-time address pc: *cu its
  * DIE, *dwpc the pc in the unit's own addresses. libdwfl answers through
  * .debug_aranges; without them (Go writes none, nor does clang by default)
  * the units' own DW_AT_ranges or DW_AT_low_pc/high_pc are searched. */
-bool dwmod_cu_at(struct dwarf_module *m, uint64_t pc, Dwarf_Die *cu, Dwarf_Addr *dwpc);
+bool debuginfo_cu_at(struct dwarf_module *m, uint64_t pc, Dwarf_Die *cu, Dwarf_Addr *dwpc);
+
+/* ---- inline.c: inlined copies ------------------------------------------- */
+
+/* Free the index of inlined copies (dwarf_close). */
+void debuginfo_inline_free(struct dwarf_module *m);
 
 #endif

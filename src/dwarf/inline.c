@@ -32,7 +32,7 @@ struct inline_index {
 	size_t n, cap;
 };
 
-void inline_index_free(struct dwarf_module *m)
+void debuginfo_inline_free(struct dwarf_module *m)
 {
 	if (!m->inl)
 		return;
@@ -203,7 +203,7 @@ static bool func_at(struct dwarf_module *m, uint64_t func_vaddr, struct func_id 
 	Dwarf_Die cu;
 	struct func_find ff = {.id = id};
 
-	if (!dwmod_cu_at(m, func_vaddr, &cu, &ff.entry))
+	if (!debuginfo_cu_at(m, func_vaddr, &cu, &ff.entry))
 		return false;
 	dwarf_getfuncs(&cu, func_cb, &ff, 0);
 	return ff.ok;

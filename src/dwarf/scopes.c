@@ -54,7 +54,7 @@ ssize_t dwarf_pc_scopes(struct dwarf_module *m, uint64_t pc, struct dwarf_scope 
 	size_t n = 0;
 	int ns;
 
-	if (!m || !max || !dwmod_cu_at(m, pc, &cu, &dwpc))
+	if (!m || !max || !debuginfo_cu_at(m, pc, &cu, &dwpc))
 		return 0;
 	line = dwarf_getsrc_die(&cu, dwpc);
 	if (line) {
