@@ -66,61 +66,6 @@ static const char *reg_name(uint64_t dwreg)
 	return dwreg < 17 ? names[dwreg] : NULL;
 }
 
-static const char *die_name(Dwarf_Die *die)
-{
-	Dwarf_Attribute a;
-
-	if (!dwarf_attr_integrate(die, DW_AT_name, &a))
-		return NULL;
-	return dwarf_formstring(&a);
-}
-
-/* The DIE's DW_AT_type; false for none (void). */
-static bool die_type(Dwarf_Die *die, Dwarf_Die *type)
-{
-	Dwarf_Attribute a;
-
-	return dwarf_attr_integrate(die, DW_AT_type, &a) && dwarf_formref_die(&a, type);
-}
-
-/* Strip typedefs and qualifiers: false for void. */
-static bool strip_type(Dwarf_Die *t)
-{
-	for (int i = 0; i < 64; i++) {
-		switch (dwarf_tag(t)) {
-		case DW_TAG_typedef:
-		case DW_TAG_const_type:
-		case DW_TAG_volatile_type:
-		case DW_TAG_restrict_type:
-		case DW_TAG_atomic_type:
-			if (!die_type(t, t))
-				return false;
-			break;
-		default:
-			return true;
-		}
-	}
-	return false;
-}
-
-static bool is_char(Dwarf_Die *t)
-{
-	Dwarf_Attribute a;
-	Dwarf_Word enc;
-
-	if (dwarf_tag(t) != DW_TAG_base_type || dwarf_bytesize(t) != 1)
-		return false;
-	if (!dwarf_attr(t, DW_AT_encoding, &a) || dwarf_formudata(&a, &enc))
-		return false;
-	return enc == DW_ATE_signed_char || enc == DW_ATE_unsigned_char;
-}
-
-static bool is_aggregate(int tag)
-{
-	return tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
-	       tag == DW_TAG_class_type;
-}
-
 static const char *tag_word(int tag)
 {
 	switch (tag) {
@@ -168,7 +113,7 @@ static const struct usc_enum *enum_table(struct dwarf_module *m, Dwarf_Die *t)
 	do {
 		Dwarf_Attribute a;
 		Dwarf_Sword sv;
-		const char *name = die_name(&child);
+		const char *name = debuginfo_die_name(&child);
 		uint64_t v;
 
 		if (dwarf_tag(&child) != DW_TAG_enumerator || !name ||
@@ -284,7 +229,7 @@ static bool func_at(Dwarf_Die *die, Dwarf_Addr pc, Dwarf_Die *out)
 			*out = child;
 			return true;
 		}
-		if ((tag == DW_TAG_namespace || is_aggregate(tag)) && func_at(&child, pc, out))
+		if ((tag == DW_TAG_namespace || debuginfo_is_aggregate(tag)) && func_at(&child, pc, out))
 			return true;
 	} while (dwarf_siblingof(&child, &child) == 0);
 	return false;
@@ -392,7 +337,7 @@ static int var_location(struct ctx *c, Dwarf_Die *var, const char *name, size_t 
 			else
 				lv->piece_reg[i / 2] = (uint8_t)r;
 		}
-		if (nops == 2 && die_type(var, &t) && strip_type(&t) &&
+		if (nops == 2 && debuginfo_die_type(var, &t) && debuginfo_strip_type(&t) &&
 		    !dwarf_aggregate_size(&t, &size) && size == ops[1].number) {
 			nops = 1;
 		} else if (regs && nops > 2) {
@@ -520,26 +465,6 @@ static int var_location(struct ctx *c, Dwarf_Die *var, const char *name, size_t 
 	}
 }
 
-/* ---- variables ---------------------------------------------------------- */
-
-struct names {
-	char buf[120];
-	unsigned n;
-};
-
-static void names_add(struct names *nm, const char *name)
-{
-	size_t l = strlen(nm->buf);
-
-	if (nm->n >= 8)
-		return;
-	for (const char *p = nm->buf; (p = strstr(p, name)); p++)
-		if ((p == nm->buf || p[-1] == ' ') && (p[strlen(name)] == ',' || !p[strlen(name)]))
-			return;		/* shadowed or repeated */
-	snprintf(nm->buf + l, sizeof(nm->buf) - l, "%s%s", l ? ", " : "", name);
-	nm->n++;
-}
-
 static bool is_var_tag(int tag)
 {
 	return tag == DW_TAG_formal_parameter || tag == DW_TAG_variable;
@@ -562,7 +487,7 @@ static bool find_child(Dwarf_Die *scope, const char *name, bool globals, Dwarf_D
 		if (globals && !dwarf_hasattr(&child, DW_AT_location) &&
 		    !dwarf_hasattr_integrate(&child, DW_AT_const_value))
 			continue;
-		n = die_name(&child);
+		n = debuginfo_die_name(&child);
 		if (!n)
 			continue;
 		if (!strcmp(n, name)) {
@@ -570,7 +495,7 @@ static bool find_child(Dwarf_Die *scope, const char *name, bool globals, Dwarf_D
 			return true;
 		}
 		if (nm)
-			names_add(nm, n);
+			debuginfo_names_add(nm, n);
 	} while (dwarf_siblingof(&child, &child) == 0);
 	return false;
 }
@@ -647,7 +572,7 @@ static bool member_geom(Dwarf_Die *mem, Dwarf_Word loc, int64_t *off, unsigned *
 		} else if (dwarf_attr(mem, DW_AT_bit_offset, &a) && !dwarf_formudata(&a, &v)) {
 			/* DWARF 2: counted from the storage unit's top bit */
 			Dwarf_Die mt;
-			int bs = die_type(mem, &mt) ? dwarf_bytesize(&mt) : -1;
+			int bs = debuginfo_die_type(mem, &mt) ? dwarf_bytesize(&mt) : -1;
 
 			if (bs <= 0)
 				return false;
@@ -674,12 +599,12 @@ static bool find_member(Dwarf_Die *t, const char *name, Dwarf_Die *mem, int64_t 
 
 		if (dwarf_tag(&child) != DW_TAG_member || !member_loc(&child, &loc))
 			continue;
-		n = die_name(&child);
+		n = debuginfo_die_name(&child);
 		if (!n) {
 			Dwarf_Die sub;
 
-			if (die_type(&child, &sub) && strip_type(&sub) &&
-			    is_aggregate(dwarf_tag(&sub)) &&
+			if (debuginfo_die_type(&child, &sub) && debuginfo_strip_type(&sub) &&
+			    debuginfo_is_aggregate(dwarf_tag(&sub)) &&
 			    find_member(&sub, name, mem, off, bit_size, bit_pos, nm)) {
 				*off += (int64_t)loc;
 				return true;
@@ -688,7 +613,7 @@ static bool find_member(Dwarf_Die *t, const char *name, Dwarf_Die *mem, int64_t 
 		}
 		if (strcmp(n, name)) {
 			if (nm)
-				names_add(nm, n);
+				debuginfo_names_add(nm, n);
 			continue;
 		}
 		*mem = child;
@@ -736,9 +661,9 @@ static int deref(struct ctx *c, struct lval *lv, size_t pos)
 	}
 	lv->kind = LV_MEM;
 	lv->off = 0;
-	lv->has_type = die_type(&lv->type, &pointee);
-	lv->tname = lv->has_type ? die_name(&pointee) : NULL;
-	lv->has_type = lv->has_type && strip_type(&pointee);
+	lv->has_type = debuginfo_die_type(&lv->type, &pointee);
+	lv->tname = lv->has_type ? debuginfo_die_name(&pointee) : NULL;
+	lv->has_type = lv->has_type && debuginfo_strip_type(&pointee);
 	if (lv->has_type)
 		lv->type = pointee;
 	return 0;
@@ -756,11 +681,11 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 	tag = dwarf_tag(&lv->type);
 	out->show = USC_SHOW_PLAIN;
 	out->enums = NULL;
-	if (is_aggregate(tag) || (tag == DW_TAG_array_type && lv->kind == LV_MEM)) {
+	if (debuginfo_is_aggregate(tag) || (tag == DW_TAG_array_type && lv->kind == LV_MEM)) {
 		Dwarf_Die elem;
 
-		if (tag == DW_TAG_array_type && die_type(&lv->type, &elem) && strip_type(&elem) &&
-		    is_char(&elem)) {
+		if (tag == DW_TAG_array_type && debuginfo_die_type(&lv->type, &elem) && debuginfo_strip_type(&elem) &&
+		    debuginfo_is_char(&elem)) {
 			out->type = USC_T_STRING;
 			st = (struct fetch_insn){.op = FOP_ST_STRING, .imm = access_off(lv)};
 			goto emit;
@@ -771,7 +696,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 	if (tag == DW_TAG_pointer_type) {
 		Dwarf_Die to;
 
-		if (die_type(&lv->type, &to) && strip_type(&to) && is_char(&to) &&
+		if (debuginfo_die_type(&lv->type, &to) && debuginfo_strip_type(&to) && debuginfo_is_char(&to) &&
 		    lv->kind != LV_CONST) {
 			int ret = deref(c, lv, end);
 
@@ -793,7 +718,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 			Dwarf_Die under;
 
 			enc = DW_ATE_unsigned;
-			if (die_type(&lv->type, &under) && strip_type(&under) &&
+			if (debuginfo_die_type(&lv->type, &under) && debuginfo_strip_type(&under) &&
 			    dwarf_attr(&under, DW_AT_encoding, &a))
 				dwarf_formudata(&a, &enc);
 		} else if (!dwarf_attr(&lv->type, DW_AT_encoding, &a) ||
@@ -899,9 +824,9 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 	ret = var_location(c, var, name, p, &lv);
 	if (ret)
 		return ret;
-	lv.has_type = die_type(var, &lv.type);
-	lv.tname = lv.has_type ? die_name(&lv.type) : NULL;
-	lv.has_type = lv.has_type && strip_type(&lv.type);
+	lv.has_type = debuginfo_die_type(var, &lv.type);
+	lv.tname = lv.has_type ? debuginfo_die_name(&lv.type) : NULL;
+	lv.has_type = lv.has_type && debuginfo_strip_type(&lv.type);
 	p += n;
 
 	for (;;) {
@@ -939,7 +864,7 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 				if (ret)
 					return ret;
 			} else if (tag == DW_TAG_array_type && lv.kind == LV_MEM) {
-				lv.has_type = die_type(&lv.type, &elem) && strip_type(&elem);
+				lv.has_type = debuginfo_die_type(&lv.type, &elem) && debuginfo_strip_type(&elem);
 				if (lv.has_type)
 					lv.type = elem;
 			} else {
@@ -979,7 +904,7 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 						    (int)op_pos, s);
 				p++;
 			}
-			if (!is_aggregate(tag))
+			if (!debuginfo_is_aggregate(tag))
 				return fail(c, -EINVAL, op_pos, "'%.*s'%s is not a struct or union",
 					    (int)op_pos, s, arrow ? " does not point to what" : "");
 			if (lv.kind != LV_MEM)
@@ -998,9 +923,9 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 			lv.off += moff;
 			lv.bit_size = bsz;
 			lv.bit_pos = bpos;
-			lv.has_type = die_type(&mem, &lv.type);
-			lv.tname = lv.has_type ? die_name(&lv.type) : NULL;
-			lv.has_type = lv.has_type && strip_type(&lv.type);
+			lv.has_type = debuginfo_die_type(&mem, &lv.type);
+			lv.tname = lv.has_type ? debuginfo_die_name(&lv.type) : NULL;
+			lv.has_type = lv.has_type && debuginfo_strip_type(&lv.type);
 			p += n;
 			continue;
 		}
@@ -1068,7 +993,7 @@ static enum go_comp go_comp(Dwarf_Die *t)
 	const char *n;
 
 	if (dwarf_tag(t) != DW_TAG_structure_type || !dwarf_attr(t, DW_AT_go_kind, &a) ||
-	    dwarf_formudata(&a, &kind) || !(n = die_name(t)))
+	    dwarf_formudata(&a, &kind) || !(n = debuginfo_die_name(t)))
 		return GO_NONE;
 	if (!strcmp(n, "string"))
 		return GO_STRING;
@@ -1206,10 +1131,10 @@ static int go_value(struct ctx *c, const struct lval *lv, enum go_comp kind, con
 		go_load(lv, 1, &a[1]);
 		go_store(&a[1], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
 		go_load(lv, 0, &a[2]);
-		a[2].go_type = lv->tname ? lv->tname : die_name(&t);
+		a[2].go_type = lv->tname ? lv->tname : debuginfo_die_name(&t);
 		if (find_member(&t, "array", &mem, &moff, &bsz, &bpos, &nm) &&
-		    die_type(&mem, &elem) && strip_type(&elem) && die_type(&elem, &elem) &&
-		    strip_type(&elem) && go_elem_scalar(&elem, &ety, &esz, &eb)) {
+		    debuginfo_die_type(&mem, &elem) && debuginfo_strip_type(&elem) && debuginfo_die_type(&elem, &elem) &&
+		    debuginfo_strip_type(&elem) && go_elem_scalar(&elem, &ety, &esz, &eb)) {
 			go_store(&a[2], (struct fetch_insn){.op = FOP_ST_BYTES, .size = (uint8_t)esz,
 							    .imm = USC_GO_ELEMS * esz});
 			a[2].type = USC_T_STRING;
@@ -1270,11 +1195,11 @@ static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_
 
 		if (dwarf_tag(&child) != DW_TAG_member || !member_loc(&child, &loc))
 			continue;
-		m.has_type = die_type(&child, &m.type) && strip_type(&m.type);
+		m.has_type = debuginfo_die_type(&child, &m.type) && debuginfo_strip_type(&m.type);
 		tag = m.has_type ? dwarf_tag(&m.type) : 0;
-		mname = die_name(&child);
+		mname = debuginfo_die_name(&child);
 		if (!mname) {
-			if (!is_aggregate(tag))
+			if (!debuginfo_is_aggregate(tag))
 				continue;
 			m.off += (int64_t)loc;
 			ret = expand(c, &m, group, out, max, n);
@@ -1291,8 +1216,8 @@ static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_
 		if (m.has_type && go_comp(&m.type)) {	/* a Go string, slice, interface */
 			char full[USC_NAME_MAX];
 
-			m.tname = die_type(&child, &m.type) ? die_name(&m.type) : NULL;
-			m.has_type = die_type(&child, &m.type) && strip_type(&m.type);
+			m.tname = debuginfo_die_type(&child, &m.type) ? debuginfo_die_name(&m.type) : NULL;
+			m.has_type = debuginfo_die_type(&child, &m.type) && debuginfo_strip_type(&m.type);
 			snprintf(full, sizeof(full), "%s__%s", group, mname);
 			ret = go_value(c, &m, go_comp(&m.type), full, (uint8_t)strlen(group), *n == 0,
 				       out, max, n);
@@ -1309,12 +1234,12 @@ static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_
 		a->group_len = (uint8_t)strlen(group);
 		a->group_first = *n == 0;
 		a->named = true;
-		if (is_aggregate(tag)) {
+		if (debuginfo_is_aggregate(tag)) {
 			placeholder(a, USC_SHOW_STRUCT, false);
 		} else if (tag == DW_TAG_array_type) {
 			Dwarf_Die elem;
 
-			if (die_type(&m.type, &elem) && strip_type(&elem) && is_char(&elem)) {
+			if (debuginfo_die_type(&m.type, &elem) && debuginfo_strip_type(&elem) && debuginfo_is_char(&elem)) {
 				if (store(c, &m, a))
 					continue;
 			} else {
@@ -1352,7 +1277,7 @@ static int lower_var(struct ctx *c, Dwarf_Die *var, const char *group, struct us
 	if (lv.npieces)
 		return fail(c, -EINVAL, pos0, "'%.*s' is in %u registers: uscope fetches strings, "
 			    "slices and interfaces so", (int)c->len, c->expr, lv.npieces);
-	if (lv.has_type && is_aggregate(dwarf_tag(&lv.type))) {
+	if (lv.has_type && debuginfo_is_aggregate(dwarf_tag(&lv.type))) {
 		if (lv.kind != LV_MEM)
 			return fail(c, -EINVAL, pos0, "'%.*s' is a struct outside memory: uscope "
 				    "cannot read its members", (int)c->len, c->expr);
@@ -1462,7 +1387,7 @@ int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, 
 				continue;
 			if (go && is_go_result(&child))
 				continue;
-			name = die_name(&child);
+			name = debuginfo_die_name(&child);
 			if (!name || strlen(name) >= USC_NAME_MAX)
 				continue;
 			if (count >= max) {
@@ -1749,22 +1674,22 @@ static void type_name(Dwarf_Die *t, bool has, char *buf, size_t len)
 		snprintf(buf, len, "void");
 		return;
 	}
-	nm = die_name(t);
+	nm = debuginfo_die_name(t);
 	switch (dwarf_tag(t)) {
 	case DW_TAG_pointer_type:
-		type_name(&sub, die_type(t, &sub), inner, sizeof(inner));
+		type_name(&sub, debuginfo_die_type(t, &sub), inner, sizeof(inner));
 		snprintf(buf, len, "%s *", inner);
 		return;
 	case DW_TAG_const_type:
-		type_name(&sub, die_type(t, &sub), inner, sizeof(inner));
+		type_name(&sub, debuginfo_die_type(t, &sub), inner, sizeof(inner));
 		snprintf(buf, len, "const %s", inner);
 		return;
 	case DW_TAG_volatile_type:
-		type_name(&sub, die_type(t, &sub), inner, sizeof(inner));
+		type_name(&sub, debuginfo_die_type(t, &sub), inner, sizeof(inner));
 		snprintf(buf, len, "volatile %s", inner);
 		return;
 	case DW_TAG_array_type:
-		type_name(&sub, die_type(t, &sub), inner, sizeof(inner));
+		type_name(&sub, debuginfo_die_type(t, &sub), inner, sizeof(inner));
 		if (dwarf_child(t, &sub) == 0 && dwarf_aggregate_size(t, &n) == 0 && n)
 			snprintf(buf, len, "%s[] (%llu bytes)", inner, (unsigned long long)n);
 		else
@@ -1812,13 +1737,13 @@ int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
 			continue;
 		do {
 			int ct = dwarf_tag(&child);
-			const char *nm = die_name(&child);
+			const char *nm = debuginfo_die_name(&child);
 			char tn[320];
 			Dwarf_Die t;
 
 			if ((ct != DW_TAG_formal_parameter && ct != DW_TAG_variable) || !nm)
 				continue;
-			type_name(&t, die_type(&child, &t), tn, sizeof(tn));
+			type_name(&t, debuginfo_die_type(&child, &t), tn, sizeof(tn));
 			/* a Go result is no parameter (see is_go_result) */
 			fn(nm, tn, ct == DW_TAG_formal_parameter &&
 			   !(go && is_go_result(&child)), ctx);
@@ -1847,7 +1772,7 @@ int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_f
 	for (int i = 0; i < n; i++) {
 		if (dwarf_tag(&scopes[i]) != DW_TAG_subprogram)
 			continue;
-		ret = die_type(&scopes[i], &t) && strip_type(&t) ? 0 : -ENOENT;	/* void */
+		ret = debuginfo_die_type(&scopes[i], &t) && debuginfo_strip_type(&t) ? 0 : -ENOENT;	/* void */
 		break;
 	}
 	free(scopes);
@@ -1859,7 +1784,7 @@ int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_f
 	out->enums = NULL;
 	tag = dwarf_tag(&t);
 	if (tag == DW_TAG_pointer_type) {
-		if (die_type(&t, &to) && strip_type(&to) && is_char(&to)) {
+		if (debuginfo_die_type(&t, &to) && debuginfo_strip_type(&to) && debuginfo_is_char(&to)) {
 			out->type = USC_T_STRING;
 			out->insn[1] = (struct fetch_insn){.op = FOP_ST_STRING};
 		} else {
@@ -1874,7 +1799,7 @@ int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_f
 		return -ENOTSUP;	/* a struct: not in %rax */
 	size = dwarf_bytesize(&t);
 	if (tag == DW_TAG_enumeration_type) {
-		if (die_type(&t, &to) && strip_type(&to) && dwarf_attr(&to, DW_AT_encoding, &a))
+		if (debuginfo_die_type(&t, &to) && debuginfo_strip_type(&to) && dwarf_attr(&to, DW_AT_encoding, &a))
 			dwarf_formudata(&a, &enc);
 	} else if (dwarf_attr(&t, DW_AT_encoding, &a)) {
 		dwarf_formudata(&a, &enc);
@@ -1918,7 +1843,7 @@ int dwarf_struct_member_offset(struct dwarf_module *m, const char *type, const c
 
 				if (dwarf_tag(&child) != DW_TAG_structure_type ||
 				    dwarf_hasattr(&child, DW_AT_declaration) ||
-				    !(n = die_name(&child)) || strcmp(n, type))
+				    !(n = debuginfo_die_name(&child)) || strcmp(n, type))
 					continue;
 				if (!find_member(&child, member, &mem, &moff, &bsz, &bpos, &nm) ||
 				    moff < 0)

@@ -45,4 +45,27 @@ bool debuginfo_cu_at(struct dwarf_module *m, uint64_t pc, Dwarf_Die *cu, Dwarf_A
 /* Free the index of inlined copies (dwarf_close). */
 void debuginfo_inline_free(struct dwarf_module *m);
 
+/* ---- die.c: small DIE helpers ------------------------------------------- */
+
+/* The DIE's DW_AT_name (through DW_AT_abstract_origin/specification), or
+ * NULL. */
+const char *debuginfo_die_name(Dwarf_Die *die);
+/* The DIE's DW_AT_type; false for none (void). */
+bool debuginfo_die_type(Dwarf_Die *die, Dwarf_Die *type);
+/* Strip typedefs and qualifiers: false for void. */
+bool debuginfo_strip_type(Dwarf_Die *t);
+/* A 1-byte character type (signed or unsigned char). */
+bool debuginfo_is_char(Dwarf_Die *t);
+/* A struct, union or class tag. */
+bool debuginfo_is_aggregate(int tag);
+
+/* The names visible where a lookup failed, for its error message: up to 8,
+ * comma-separated, each once. */
+struct names {
+	char buf[120];
+	unsigned n;
+};
+
+void debuginfo_names_add(struct names *nm, const char *name);
+
 #endif
