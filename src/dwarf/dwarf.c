@@ -22,14 +22,6 @@
 #include "dwarf/dwarf.h"
 #include "dwarf/dwarf_int.h"
 
-/* An enum type's enumerators, made once per type DIE for output (each on
- * its own: sites keep pointers to it); the names point into the debug info. */
-struct enum_ent {
-	Dwarf_Off die;
-	struct usc_enum e;
-	struct usc_enumerator v[];
-};
-
 /* ---- small DWARF helpers ----------------------------------------------- */
 
 static const char *op_name(unsigned op)
@@ -77,65 +69,6 @@ static const char *tag_word(int tag)
 	case DW_TAG_subroutine_type: return "a function";
 	default: return "a scalar";
 	}
-}
-
-/* The enumerators of the enum type t (stripped), for output: made once per
- * type and kept with the module. NULL if it has none or memory is short. */
-static const struct usc_enum *enum_table(struct dwarf_module *m, Dwarf_Die *t)
-{
-	Dwarf_Off off = dwarf_dieoffset(t);
-	int size = dwarf_bytesize(t);
-	uint64_t mask = size > 0 && size < 8 ? (1ULL << (size * 8)) - 1 : UINT64_MAX;
-	uint64_t max = 0;
-	unsigned n = 0, bits = 0;
-	bool zero = false, single = true;
-	struct enum_ent *ent, **v;
-	Dwarf_Die child;
-
-	for (size_t i = 0; i < m->nenums; i++)
-		if (m->enums[i]->die == off)
-			return &m->enums[i]->e;
-	if (dwarf_child(t, &child) != 0)
-		return NULL;
-	do
-		n += dwarf_tag(&child) == DW_TAG_enumerator;
-	while (dwarf_siblingof(&child, &child) == 0);
-	if (!n)
-		return NULL;
-	v = realloc(m->enums, (m->nenums + 1) * sizeof(*v));
-	if (!v)
-		return NULL;
-	m->enums = v;
-	ent = calloc(1, sizeof(*ent) + n * sizeof(ent->v[0]));
-	if (!ent)
-		return NULL;
-	dwarf_child(t, &child);
-	do {
-		Dwarf_Attribute a;
-		Dwarf_Sword sv;
-		const char *name = debuginfo_die_name(&child);
-		uint64_t v;
-
-		if (dwarf_tag(&child) != DW_TAG_enumerator || !name ||
-		    !dwarf_attr(&child, DW_AT_const_value, &a) || dwarf_formsdata(&a, &sv))
-			continue;
-		v = (uint64_t)sv & mask;
-		ent->v[ent->e.n++] = (struct usc_enumerator){.value = v, .name = name};
-		if (!v)
-			zero = true;
-		else if (v & (v - 1))
-			single = false;
-		else
-			bits++;
-		if (v > max)
-			max = v;
-	} while (dwarf_siblingof(&child, &child) == 0);
-	/* flags: single bits only, and not just the start of 0, 1, 2, ... */
-	ent->e.flags = single && bits >= 2 && (!zero || max >= 4);
-	ent->e.v = ent->v;
-	ent->die = off;
-	m->enums[m->nenums++] = ent;
-	return &ent->e;
 }
 
 /* ---- lowering state ---------------------------------------------------- */
@@ -536,92 +469,6 @@ static int find_var(struct ctx *c, const char *name, Dwarf_Die *out)
 		    nm.n ? "; visible: " : "", nm.buf);
 }
 
-/* A member's byte offset in its struct; false for a form uscope cannot read. */
-static bool member_loc(Dwarf_Die *mem, Dwarf_Word *loc)
-{
-	Dwarf_Attribute a;
-
-	*loc = 0;
-	if (dwarf_attr(mem, DW_AT_data_member_location, &a) && dwarf_formudata(&a, loc)) {
-		Dwarf_Op *ops;
-		size_t nops;
-
-		if (dwarf_getlocation(&a, &ops, &nops) || nops != 1 ||
-		    ops[0].atom != DW_OP_plus_uconst)
-			return false;
-		*loc = ops[0].number;
-	}
-	return true;
-}
-
-/* A member at byte loc: its offset, or for a bitfield its geometry in bits
- * from the struct's start (and *off 0). */
-static bool member_geom(Dwarf_Die *mem, Dwarf_Word loc, int64_t *off, unsigned *bit_size,
-			unsigned *bit_pos)
-{
-	Dwarf_Attribute a;
-	Dwarf_Word v;
-
-	*off = (int64_t)loc;
-	*bit_size = 0;
-	*bit_pos = 0;
-	if (dwarf_attr(mem, DW_AT_bit_size, &a) && !dwarf_formudata(&a, &v)) {
-		*bit_size = (unsigned)v;
-		if (dwarf_attr(mem, DW_AT_data_bit_offset, &a) && !dwarf_formudata(&a, &v)) {
-			*bit_pos = (unsigned)v;
-		} else if (dwarf_attr(mem, DW_AT_bit_offset, &a) && !dwarf_formudata(&a, &v)) {
-			/* DWARF 2: counted from the storage unit's top bit */
-			Dwarf_Die mt;
-			int bs = debuginfo_die_type(mem, &mt) ? dwarf_bytesize(&mt) : -1;
-
-			if (bs <= 0)
-				return false;
-			*bit_pos = (unsigned)(bs * 8 - (int)v - (int)*bit_size);
-		}
-		*bit_pos += (unsigned)loc * 8;
-		*off = 0;
-	}
-	return true;
-}
-
-/* The member named name of the struct/union type t, with its byte offset and
- * bitfield geometry; recursing into anonymous members. */
-static bool find_member(Dwarf_Die *t, const char *name, Dwarf_Die *mem, int64_t *off,
-			unsigned *bit_size, unsigned *bit_pos, struct names *nm)
-{
-	Dwarf_Die child;
-
-	if (dwarf_child(t, &child) != 0)
-		return false;
-	do {
-		Dwarf_Word loc;
-		const char *n;
-
-		if (dwarf_tag(&child) != DW_TAG_member || !member_loc(&child, &loc))
-			continue;
-		n = debuginfo_die_name(&child);
-		if (!n) {
-			Dwarf_Die sub;
-
-			if (debuginfo_die_type(&child, &sub) && debuginfo_strip_type(&sub) &&
-			    debuginfo_is_aggregate(dwarf_tag(&sub)) &&
-			    find_member(&sub, name, mem, off, bit_size, bit_pos, nm)) {
-				*off += (int64_t)loc;
-				return true;
-			}
-			continue;
-		}
-		if (strcmp(n, name)) {
-			if (nm)
-				debuginfo_names_add(nm, n);
-			continue;
-		}
-		*mem = child;
-		return member_geom(&child, loc, off, bit_size, bit_pos);
-	} while (dwarf_siblingof(&child, &child) == 0);
-	return false;
-}
-
 /* ---- the expression ----------------------------------------------------- */
 
 static size_t skip_ws(const char *s, size_t p, size_t len)
@@ -735,7 +582,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 				    (int)end, c->expr, size);
 		}
 		if (tag == DW_TAG_enumeration_type) {
-			out->enums = enum_table(c->m, &lv->type);
+			out->enums = debuginfo_enum_table(c->m, &lv->type);
 			out->show = out->enums ? USC_SHOW_ENUM : USC_SHOW_PLAIN;
 		} else if (enc == DW_ATE_boolean) {
 			out->show = USC_SHOW_BOOL;
@@ -917,7 +764,7 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 				return fail(c, -EINVAL, p, "expected a member name");
 			memcpy(name, s + p, n);
 			name[n] = 0;
-			if (!find_member(&lv.type, name, &mem, &moff, &bsz, &bpos, &nm))
+			if (!debuginfo_find_member(&lv.type, name, &mem, &moff, &bsz, &bpos, &nm))
 				return fail(c, -ENOENT, p, "no member '%s' in '%.*s'%s%s", name,
 					    (int)op_pos, s, nm.n ? "; members: " : "", nm.buf);
 			lv.off += moff;
@@ -1132,7 +979,7 @@ static int go_value(struct ctx *c, const struct lval *lv, enum go_comp kind, con
 		go_store(&a[1], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
 		go_load(lv, 0, &a[2]);
 		a[2].go_type = lv->tname ? lv->tname : debuginfo_die_name(&t);
-		if (find_member(&t, "array", &mem, &moff, &bsz, &bpos, &nm) &&
+		if (debuginfo_find_member(&t, "array", &mem, &moff, &bsz, &bpos, &nm) &&
 		    debuginfo_die_type(&mem, &elem) && debuginfo_strip_type(&elem) && debuginfo_die_type(&elem, &elem) &&
 		    debuginfo_strip_type(&elem) && go_elem_scalar(&elem, &ety, &esz, &eb)) {
 			go_store(&a[2], (struct fetch_insn){.op = FOP_ST_BYTES, .size = (uint8_t)esz,
@@ -1193,7 +1040,7 @@ static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_
 		int64_t off;
 		int tag, ret;
 
-		if (dwarf_tag(&child) != DW_TAG_member || !member_loc(&child, &loc))
+		if (dwarf_tag(&child) != DW_TAG_member || !debuginfo_member_loc(&child, &loc))
 			continue;
 		m.has_type = debuginfo_die_type(&child, &m.type) && debuginfo_strip_type(&m.type);
 		tag = m.has_type ? dwarf_tag(&m.type) : 0;
@@ -1210,7 +1057,7 @@ static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_
 		if (*n >= max)
 			return fail(c, -E2BIG, 0, "'%.*s' has more than %u members: pick members "
 				    "with . or ->", (int)c->len, c->expr, max);
-		if (!member_geom(&child, loc, &off, &m.bit_size, &m.bit_pos))
+		if (!debuginfo_member_geom(&child, loc, &off, &m.bit_size, &m.bit_pos))
 			continue;
 		m.off += off;	/* a bitfield: off 0, bit_pos from the struct's start */
 		if (m.has_type && go_comp(&m.type)) {	/* a Go string, slice, interface */
@@ -1662,56 +1509,6 @@ ssize_t dwarf_func_lines(struct dwarf_module *m, uint64_t func_vaddr, uint64_t s
 	return (ssize_t)u;
 }
 
-/* A C type name for DIE t ("const char *", "struct req *", "int[8]"). */
-static void type_name(Dwarf_Die *t, bool has, char *buf, size_t len)
-{
-	char inner[256];
-	const char *nm;
-	Dwarf_Die sub;
-	Dwarf_Word n;
-
-	if (!has) {
-		snprintf(buf, len, "void");
-		return;
-	}
-	nm = debuginfo_die_name(t);
-	switch (dwarf_tag(t)) {
-	case DW_TAG_pointer_type:
-		type_name(&sub, debuginfo_die_type(t, &sub), inner, sizeof(inner));
-		snprintf(buf, len, "%s *", inner);
-		return;
-	case DW_TAG_const_type:
-		type_name(&sub, debuginfo_die_type(t, &sub), inner, sizeof(inner));
-		snprintf(buf, len, "const %s", inner);
-		return;
-	case DW_TAG_volatile_type:
-		type_name(&sub, debuginfo_die_type(t, &sub), inner, sizeof(inner));
-		snprintf(buf, len, "volatile %s", inner);
-		return;
-	case DW_TAG_array_type:
-		type_name(&sub, debuginfo_die_type(t, &sub), inner, sizeof(inner));
-		if (dwarf_child(t, &sub) == 0 && dwarf_aggregate_size(t, &n) == 0 && n)
-			snprintf(buf, len, "%s[] (%llu bytes)", inner, (unsigned long long)n);
-		else
-			snprintf(buf, len, "%s[]", inner);
-		return;
-	case DW_TAG_structure_type:
-		snprintf(buf, len, "struct %s", nm ? nm : "{...}");
-		return;
-	case DW_TAG_union_type:
-		snprintf(buf, len, "union %s", nm ? nm : "{...}");
-		return;
-	case DW_TAG_enumeration_type:
-		snprintf(buf, len, "enum %s", nm ? nm : "{...}");
-		return;
-	case DW_TAG_subroutine_type:
-		snprintf(buf, len, "function");
-		return;
-	default:
-		snprintf(buf, len, "%s", nm ? nm : "?");
-	}
-}
-
 int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
 		  void (*fn)(const char *name, const char *type, bool param, void *ctx), void *ctx)
 {
@@ -1743,7 +1540,7 @@ int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
 
 			if ((ct != DW_TAG_formal_parameter && ct != DW_TAG_variable) || !nm)
 				continue;
-			type_name(&t, debuginfo_die_type(&child, &t), tn, sizeof(tn));
+			debuginfo_type_name(&t, debuginfo_die_type(&child, &t), tn, sizeof(tn));
 			/* a Go result is no parameter (see is_go_result) */
 			fn(nm, tn, ct == DW_TAG_formal_parameter &&
 			   !(go && is_go_result(&child)), ctx);
@@ -1753,106 +1550,4 @@ int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
 	}
 	free(scopes);
 	return 0;
-}
-
-/* ---- the return value's type ----------------------------------------------- */
-
-int dwarf_func_rettype(struct dwarf_module *m, uint64_t func_vaddr, struct usc_fetcharg *out)
-{
-	Dwarf_Addr dwpc;
-	Dwarf_Die cu, *scopes = NULL;
-	Dwarf_Die t, to;
-	Dwarf_Attribute a;
-	Dwarf_Word enc = DW_ATE_unsigned;
-	int n, ret = -ENOENT, size, idx, tag;
-
-	if (!debuginfo_cu_at(m, func_vaddr, &cu, &dwpc))
-		return -ENOENT;
-	n = dwarf_getscopes(&cu, dwpc, &scopes);
-	for (int i = 0; i < n; i++) {
-		if (dwarf_tag(&scopes[i]) != DW_TAG_subprogram)
-			continue;
-		ret = debuginfo_die_type(&scopes[i], &t) && debuginfo_strip_type(&t) ? 0 : -ENOENT;	/* void */
-		break;
-	}
-	free(scopes);
-	if (ret)
-		return ret;
-	memset(out->insn, 0, sizeof(out->insn));
-	out->insn[0] = (struct fetch_insn){.op = FOP_RETVAL};
-	out->show = USC_SHOW_PLAIN;
-	out->enums = NULL;
-	tag = dwarf_tag(&t);
-	if (tag == DW_TAG_pointer_type) {
-		if (debuginfo_die_type(&t, &to) && debuginfo_strip_type(&to) && debuginfo_is_char(&to)) {
-			out->type = USC_T_STRING;
-			out->insn[1] = (struct fetch_insn){.op = FOP_ST_STRING};
-		} else {
-			out->type = USC_T_X64;
-			out->insn[1] = (struct fetch_insn){.op = FOP_ST_RAW, .size = 8};
-		}
-		out->insn[2] = (struct fetch_insn){.op = FOP_END};
-		out->ninsn = 3;
-		return 0;
-	}
-	if (tag != DW_TAG_base_type && tag != DW_TAG_enumeration_type)
-		return -ENOTSUP;	/* a struct: not in %rax */
-	size = dwarf_bytesize(&t);
-	if (tag == DW_TAG_enumeration_type) {
-		if (debuginfo_die_type(&t, &to) && debuginfo_strip_type(&to) && dwarf_attr(&to, DW_AT_encoding, &a))
-			dwarf_formudata(&a, &enc);
-	} else if (dwarf_attr(&t, DW_AT_encoding, &a)) {
-		dwarf_formudata(&a, &enc);
-	}
-	if (enc == DW_ATE_float)
-		return -ENOTSUP;	/* returned in %xmm0 */
-	switch (size) {
-	case 1: idx = 0; break;
-	case 2: idx = 1; break;
-	case 4: idx = 2; break;
-	case 8: idx = 3; break;
-	default: return -ENOTSUP;
-	}
-	out->type = (enum usc_type)((enc == DW_ATE_signed || enc == DW_ATE_signed_char ?
-				     USC_T_S8 : USC_T_U8) + idx);
-	out->enums = tag == DW_TAG_enumeration_type ? enum_table(m, &t) : NULL;
-	out->show = out->enums ? USC_SHOW_ENUM : enc == DW_ATE_boolean ? USC_SHOW_BOOL :
-		    USC_SHOW_PLAIN;
-	out->insn[1] = (struct fetch_insn){.op = FOP_ST_RAW, .size = (uint8_t)size};
-	out->insn[2] = (struct fetch_insn){.op = FOP_END};
-	out->ninsn = 3;
-	return 0;
-}
-
-int dwarf_struct_member_offset(struct dwarf_module *m, const char *type, const char *member,
-			       uint64_t *off)
-{
-	Dwarf_Off cu = 0, next;
-	size_t hsize;
-
-	while (dwarf_nextcu(m->dw, cu, &next, &hsize, NULL, NULL, NULL) == 0) {
-		Dwarf_Die cud, child;
-
-		if (dwarf_offdie(m->dw, cu + hsize, &cud) && dwarf_child(&cud, &child) == 0) {
-			do {
-				const char *n;
-				Dwarf_Die mem;
-				int64_t moff;
-				unsigned bsz, bpos;
-				struct names nm = {.buf = ""};
-
-				if (dwarf_tag(&child) != DW_TAG_structure_type ||
-				    dwarf_hasattr(&child, DW_AT_declaration) ||
-				    !(n = debuginfo_die_name(&child)) || strcmp(n, type))
-					continue;
-				if (!find_member(&child, member, &mem, &moff, &bsz, &bpos, &nm) ||
-				    moff < 0)
-					return -ENOENT;
-				*off = (uint64_t)moff;
-				return 0;
-			} while (dwarf_siblingof(&child, &child) == 0);
-		}
-		cu = next;
-	}
-	return -ENOENT;
 }

@@ -68,4 +68,26 @@ struct names {
 
 void debuginfo_names_add(struct names *nm, const char *name);
 
+/* ---- types.c: types and members ----------------------------------------- */
+
+struct usc_enum;
+
+/* The enumerators of the enum type t (stripped), for output: made once per
+ * type and kept with the module. NULL if it has none or memory is short. */
+const struct usc_enum *debuginfo_enum_table(struct dwarf_module *m, Dwarf_Die *t);
+/* A member's byte offset in its struct; false for a form uscope cannot read. */
+bool debuginfo_member_loc(Dwarf_Die *mem, Dwarf_Word *loc);
+/* A member at byte loc: its offset, or for a bitfield its geometry in bits
+ * from the struct's start (and *off 0). */
+bool debuginfo_member_geom(Dwarf_Die *mem, Dwarf_Word loc, int64_t *off, unsigned *bit_size,
+			   unsigned *bit_pos);
+/* The member named name of the struct/union type t, with its byte offset and
+ * bitfield geometry; recursing into anonymous members. The other members'
+ * names go to nm (if not NULL) for an error message. */
+bool debuginfo_find_member(Dwarf_Die *t, const char *name, Dwarf_Die *mem, int64_t *off,
+			   unsigned *bit_size, unsigned *bit_pos, struct names *nm);
+/* A C type name for DIE t ("const char *", "struct req *", "int[8]"); has
+ * false: void. */
+void debuginfo_type_name(Dwarf_Die *t, bool has, char *buf, size_t len);
+
 #endif
