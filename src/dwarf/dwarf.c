@@ -14,49 +14,12 @@
 #include <string.h>
 
 #include <dwarf.h>
-#include <elfutils/known-dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 
 #include "core/log.h"
 #include "dwarf/dwarf.h"
 #include "dwarf/dwarf_int.h"
-
-/* ---- small DWARF helpers ----------------------------------------------- */
-
-static const char *op_name(unsigned op)
-{
-	switch (op) {
-#define DWARF_ONE_KNOWN_DW_OP(NAME, CODE) case CODE: return #CODE;
-		DWARF_ALL_KNOWN_DW_OP
-#undef DWARF_ONE_KNOWN_DW_OP
-	default:
-		return "DW_OP_?";
-	}
-}
-
-/* DWARF x86-64 register numbers 0..15 -> enum usc_reg; -1 for the rest. */
-static int map_reg(uint64_t dwreg)
-{
-	static const uint8_t map[16] = {
-		USC_REG_AX, USC_REG_DX, USC_REG_CX, USC_REG_BX,
-		USC_REG_SI, USC_REG_DI, USC_REG_BP, USC_REG_SP,
-		USC_REG_R8, USC_REG_R9, USC_REG_R10, USC_REG_R11,
-		USC_REG_R12, USC_REG_R13, USC_REG_R14, USC_REG_R15,
-	};
-	return dwreg < 16 ? map[dwreg] : -1;
-}
-
-/* The name of DWARF x86-64 register dwreg, or NULL. */
-static const char *reg_name(uint64_t dwreg)
-{
-	static const char *const names[17] = {
-		"rax", "rdx", "rcx", "rbx", "rsi", "rdi", "rbp", "rsp",
-		"r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15", "rip",
-	};
-
-	return dwreg < 17 ? names[dwreg] : NULL;
-}
 
 static const char *tag_word(int tag)
 {
@@ -71,46 +34,7 @@ static const char *tag_word(int tag)
 	}
 }
 
-/* ---- lowering state ---------------------------------------------------- */
-
-enum lv_kind { LV_REG, LV_MEM, LV_CONST };
-
-/* Where the object the expression names so far lives: in a register
- * (prog = [REG]), in memory at val + off (prog = load + derefs), or a
- * constant. */
-struct lval {
-	enum lv_kind kind;
-	struct fetch_insn prog[USC_FETCH_MAX];
-	unsigned n;
-	int64_t off;
-	int64_t cval;
-	Dwarf_Die type;		/* stripped; valid when has_type */
-	bool has_type;
-	/* a bitfield member: bit_size bits at bit_pos from val + off */
-	unsigned bit_size, bit_pos;
-	/* a value in pieces, a register each (Go's register ABI): word k of
-	 * the value is in piece_reg[k] (enum usc_reg) */
-	unsigned npieces;
-	uint8_t piece_reg[8];
-	const char *tname;	/* the type's name as declared ("error"), or NULL */
-};
-
-struct ctx {
-	struct dwarf_module *m;
-	uint64_t pc;		/* link-time */
-	Dwarf_Addr dwpc;	/* the same in the CU's addresses */
-	Dwarf_Die *scopes;	/* innermost first, freed by the caller */
-	int nscopes;
-	Dwarf_Die cudie;
-	bool has_cu;
-	Dwarf_Die frame_func;	/* scope_func's answer inside an inlined copy */
-	const char *expr;
-	size_t len;
-	struct dwarf_error *err;
-};
-
-__attribute__((format(printf, 4, 5)))
-static int fail(struct ctx *c, int ret, size_t pos, const char *fmt, ...)
+int debuginfo_fail(struct ctx *c, int ret, size_t pos, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -141,261 +65,10 @@ static int push(struct ctx *c, struct lval *lv, struct fetch_insn in, size_t pos
 {
 	/* room for this, a store, a modify and the END */
 	if (lv->n + 3 >= USC_FETCH_MAX)
-		return fail(c, -E2BIG, pos, "'%.*s' needs too many dereferences", (int)pos,
+		return debuginfo_fail(c, -E2BIG, pos, "'%.*s' needs too many dereferences", (int)pos,
 			    c->expr);
 	lv->prog[lv->n++] = in;
 	return 0;
-}
-
-/* The concrete function under die (a CU, a namespace) whose code has pc. */
-static bool func_at(Dwarf_Die *die, Dwarf_Addr pc, Dwarf_Die *out)
-{
-	Dwarf_Die child;
-
-	if (dwarf_child(die, &child) != 0)
-		return false;
-	do {
-		int tag = dwarf_tag(&child);
-
-		if (tag == DW_TAG_subprogram && dwarf_hasattr(&child, DW_AT_frame_base) &&
-		    dwarf_haspc(&child, pc) > 0) {
-			*out = child;
-			return true;
-		}
-		if ((tag == DW_TAG_namespace || debuginfo_is_aggregate(tag)) && func_at(&child, pc, out))
-			return true;
-	} while (dwarf_siblingof(&child, &child) == 0);
-	return false;
-}
-
-/* The function whose frame holds the variables at pc (for DW_AT_frame_base).
- * Inside an inlined copy, dwarf_getscopes continues with the abstract
- * definition, which has no frame: the frame is the concrete caller's. */
-static Dwarf_Die *scope_func(struct ctx *c)
-{
-	for (int i = 0; i < c->nscopes; i++)
-		if (dwarf_tag(&c->scopes[i]) == DW_TAG_subprogram &&
-		    dwarf_hasattr(&c->scopes[i], DW_AT_frame_base))
-			return &c->scopes[i];
-	return c->has_cu && func_at(&c->cudie, c->dwpc, &c->frame_func) ? &c->frame_func : NULL;
-}
-
-/* The CFA at pc as "reg + k". */
-static int cfa_at(struct ctx *c, int *reg, int64_t *k)
-{
-	Dwarf_CFI *cfis[2];
-	Dwarf_Addr biases[2] = {0, 0};
-
-	cfis[0] = dwfl_module_dwarf_cfi(c->m->mod, &biases[0]);
-	cfis[1] = dwfl_module_eh_cfi(c->m->mod, &biases[1]);
-	for (int i = 0; i < 2; i++) {
-		Dwarf_Frame *frame = NULL;
-		Dwarf_Op *ops;
-		size_t nops;
-		int ok = 0;
-
-		if (!cfis[i] ||
-		    dwarf_cfi_addrframe(cfis[i], c->pc + c->m->bias - biases[i], &frame))
-			continue;
-		if (!dwarf_frame_cfa(frame, &ops, &nops) && nops == 1) {
-			if (ops[0].atom == DW_OP_bregx) {
-				*reg = map_reg(ops[0].number);
-				*k = (int64_t)ops[0].number2;
-				ok = *reg >= 0;
-			} else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
-				*reg = map_reg(ops[0].atom - DW_OP_breg0);
-				*k = (int64_t)ops[0].number;
-				ok = *reg >= 0;
-			}
-		}
-		free(frame);
-		if (ok)
-			return 0;
-	}
-	return -1;
-}
-
-/* The location of the variable DIE at pc into lv. */
-static int var_location(struct ctx *c, Dwarf_Die *var, const char *name, size_t pos,
-			struct lval *lv)
-{
-	Dwarf_Attribute a;
-	Dwarf_Op *ops;
-	size_t nops;
-	int reg, r;
-
-	memset(lv, 0, sizeof(*lv));
-	if (!dwarf_attr(var, DW_AT_location, &a)) {
-		Dwarf_Sword sv;
-
-		if (dwarf_attr_integrate(var, DW_AT_const_value, &a) && !dwarf_formsdata(&a, &sv)) {
-			lv->kind = LV_CONST;
-			lv->cval = sv;
-			return 0;
-		}
-		return fail(c, -ENODATA, pos, "'%s' is optimized out at 0x%" PRIx64, name, c->pc);
-	}
-	r = dwarf_getlocation_addr(&a, c->dwpc, &ops, &nops, 1);
-	if (r < 0)
-		return fail(c, -EINVAL, pos, "'%s': cannot read its DWARF location: %s", name,
-			    dwarf_errmsg(-1));
-	if (r == 0 || nops == 0)
-		return fail(c, -ENODATA, pos, "'%s' is optimized out at 0x%" PRIx64, name, c->pc);
-	/* only the value it had at the function's entry is known: gone here */
-	for (size_t i = 0; i < nops; i++)
-		if (ops[i].atom == DW_OP_entry_value || ops[i].atom == DW_OP_GNU_entry_value)
-			return fail(c, -ENODATA, pos,
-				    "'%s' is optimized out at 0x%" PRIx64 " (only its value at the "
-				    "function's entry is recorded)", name, c->pc);
-	/* a value in pieces (DW_OP_piece): Go's register ABI passes a string,
-	 * a slice, an interface or a small struct in several registers (the
-	 * message fits struct dwarf_error's 160 bytes). One piece covering
-	 * the whole value is the value; several are refused, saying where they
-	 * are, rather than read as their first part. */
-	if (nops >= 2 && ops[1].atom == DW_OP_piece) {
-		Dwarf_Die t;
-		Dwarf_Word size = 0;
-
-		bool regs = nops % 2 == 0 && nops / 2 <= sizeof(lv->piece_reg);
-
-		/* a value in whole registers, a word each (a Go string, slice,
-		 * interface): kept as its pieces */
-		for (size_t i = 0; regs && i < nops; i += 2) {
-			unsigned op = ops[i].atom;
-			int r = op >= DW_OP_reg0 && op <= DW_OP_reg31 ? map_reg(op - DW_OP_reg0) :
-				op == DW_OP_regx ? map_reg(ops[i].number) : -1;
-
-			if (r < 0 || ops[i + 1].atom != DW_OP_piece || ops[i + 1].number != 8)
-				regs = false;
-			else
-				lv->piece_reg[i / 2] = (uint8_t)r;
-		}
-		if (nops == 2 && debuginfo_die_type(var, &t) && debuginfo_strip_type(&t) &&
-		    !dwarf_aggregate_size(&t, &size) && size == ops[1].number) {
-			nops = 1;
-		} else if (regs && nops > 2) {
-			lv->kind = LV_REG;
-			lv->npieces = (unsigned)nops / 2;
-			return 0;
-		} else {
-			char where[96] = "";
-			size_t used = 0, npieces = 0;
-
-			for (size_t i = 0; i < nops && used < sizeof(where); i++) {
-				unsigned op = ops[i].atom;
-				const char *r = NULL;
-
-				if (op == DW_OP_piece) {
-					npieces++;
-					continue;
-				}
-				if (op >= DW_OP_reg0 && op <= DW_OP_reg31)
-					r = reg_name(op - DW_OP_reg0);
-				else if (op == DW_OP_regx)
-					r = reg_name(ops[i].number);
-				used += (size_t)snprintf(where + used, sizeof(where) - used, "%s%s",
-							 used ? ", " : "", r ? r : "memory");
-			}
-			return fail(c, -EINVAL, pos,
-				    "'%s' is in %zu pieces at 0x%" PRIx64 " (%s): uscope fetches "
-				    "pieces of whole registers only", name, npieces,
-				    c->pc, where);
-		}
-	}
-	/* a constant: DW_OP_lit<N> / DW_OP_const* then DW_OP_stack_value */
-	if (nops == 2 && ops[1].atom == DW_OP_stack_value) {
-		unsigned op = ops[0].atom;
-
-		if (op >= DW_OP_lit0 && op <= DW_OP_lit31) {
-			lv->kind = LV_CONST;
-			lv->cval = op - DW_OP_lit0;
-			return 0;
-		}
-		if (op == DW_OP_const1u || op == DW_OP_const2u || op == DW_OP_const4u ||
-		    op == DW_OP_const8u || op == DW_OP_constu || op == DW_OP_const1s ||
-		    op == DW_OP_const2s || op == DW_OP_const4s || op == DW_OP_const8s ||
-		    op == DW_OP_consts) {
-			lv->kind = LV_CONST;
-			lv->cval = (int64_t)ops[0].number;
-			return 0;
-		}
-	}
-	if (nops == 1) {
-		unsigned op = ops[0].atom;
-
-		if ((op >= DW_OP_reg0 && op <= DW_OP_reg31) || op == DW_OP_regx) {
-			reg = map_reg(op == DW_OP_regx ? ops[0].number : op - DW_OP_reg0);
-			if (reg >= 0) {
-				lv->kind = LV_REG;
-				lv->prog[lv->n++] = (struct fetch_insn){.op = FOP_REG,
-									.reg = (uint8_t)reg};
-				return 0;
-			}
-		} else if ((op >= DW_OP_breg0 && op <= DW_OP_breg31) || op == DW_OP_bregx) {
-			reg = map_reg(op == DW_OP_bregx ? ops[0].number : op - DW_OP_breg0);
-			if (reg >= 0) {
-				lv->kind = LV_MEM;
-				lv->prog[lv->n++] = (struct fetch_insn){.op = FOP_REG,
-									.reg = (uint8_t)reg};
-				lv->off = (int64_t)(op == DW_OP_bregx ? ops[0].number2
-								      : ops[0].number);
-				return 0;
-			}
-		} else if (op == DW_OP_addr) {
-			lv->kind = LV_MEM;
-			lv->prog[lv->n++] = (struct fetch_insn){.op = FOP_VADDR,
-								.imm = (int64_t)ops[0].number};
-			return 0;
-		} else if (op == DW_OP_fbreg) {
-			Dwarf_Die *fn = scope_func(c);
-			Dwarf_Attribute fa;
-			Dwarf_Op *fops;
-			size_t fnops;
-			int64_t k = 0;
-
-			if (!fn || !dwarf_attr(fn, DW_AT_frame_base, &fa) ||
-			    dwarf_getlocation_addr(&fa, c->dwpc, &fops, &fnops, 1) != 1 ||
-			    fnops != 1)
-				return fail(c, -EINVAL, pos,
-					    "'%s': its function has no frame base at 0x%" PRIx64,
-					    name, c->pc);
-			if (fops[0].atom == DW_OP_call_frame_cfa) {
-				if (cfa_at(c, &reg, &k))
-					return fail(c, -EINVAL, pos,
-						    "'%s': no call frame info for 0x%" PRIx64, name,
-						    c->pc);
-			} else if (fops[0].atom >= DW_OP_reg0 && fops[0].atom <= DW_OP_reg31) {
-				reg = map_reg(fops[0].atom - DW_OP_reg0);
-			} else if (fops[0].atom >= DW_OP_breg0 && fops[0].atom <= DW_OP_breg31) {
-				reg = map_reg(fops[0].atom - DW_OP_breg0);
-				k = (int64_t)fops[0].number;
-			} else {
-				return fail(c, -EINVAL, pos,
-					    "'%s' lives in a DWARF location uscope cannot read yet: "
-					    "frame base %s", name, op_name(fops[0].atom));
-			}
-			if (reg < 0)
-				return fail(c, -EINVAL, pos,
-					    "'%s': its frame base is not in a general register",
-					    name);
-			lv->kind = LV_MEM;
-			lv->prog[lv->n++] = (struct fetch_insn){.op = FOP_REG, .reg = (uint8_t)reg};
-			lv->off = k + (int64_t)ops[0].number;
-			return 0;
-		}
-	}
-	/* name the first operation that is not a plain register/memory form */
-	{
-		unsigned bad = ops[0].atom;
-
-		if (nops > 1 &&
-		    ((bad >= DW_OP_reg0 && bad <= DW_OP_breg31) || bad == DW_OP_regx ||
-		     bad == DW_OP_bregx || bad == DW_OP_fbreg || bad == DW_OP_addr))
-			bad = ops[1].atom;
-		return fail(c, -EINVAL, pos,
-			    "'%s' lives in a DWARF location uscope cannot read yet: %s", name,
-			    op_name(bad));
-	}
 }
 
 static bool is_var_tag(int tag)
@@ -465,7 +138,7 @@ static int find_var(struct ctx *c, const char *name, Dwarf_Die *out)
 			return 0;
 		off = next;
 	}
-	return fail(c, -ENOENT, 0, "no variable '%s' at 0x%" PRIx64 "%s%s", name, c->pc,
+	return debuginfo_fail(c, -ENOENT, 0, "no variable '%s' at 0x%" PRIx64 "%s%s", name, c->pc,
 		    nm.n ? "; visible: " : "", nm.buf);
 }
 
@@ -503,7 +176,7 @@ static int deref(struct ctx *c, struct lval *lv, size_t pos)
 		if (ret)
 			return ret;
 	} else if (lv->kind == LV_CONST) {
-		return fail(c, -EINVAL, pos, "'%.*s' is a constant, not in memory", (int)pos,
+		return debuginfo_fail(c, -EINVAL, pos, "'%.*s' is a constant, not in memory", (int)pos,
 			    c->expr);
 	}
 	lv->kind = LV_MEM;
@@ -524,7 +197,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 	int tag, size;
 
 	if (!lv->has_type)
-		return fail(c, -EINVAL, 0, "'%.*s' has type void", (int)end, c->expr);
+		return debuginfo_fail(c, -EINVAL, 0, "'%.*s' has type void", (int)end, c->expr);
 	tag = dwarf_tag(&lv->type);
 	out->show = USC_SHOW_PLAIN;
 	out->enums = NULL;
@@ -537,7 +210,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 			st = (struct fetch_insn){.op = FOP_ST_STRING, .imm = access_off(lv)};
 			goto emit;
 		}
-		return fail(c, -EINVAL, 0, "'%.*s' is %s: pick a member%s", (int)end, c->expr,
+		return debuginfo_fail(c, -EINVAL, 0, "'%.*s' is %s: pick a member%s", (int)end, c->expr,
 			    tag_word(tag), tag == DW_TAG_array_type ? " with [N]" : " with . or ->");
 	}
 	if (tag == DW_TAG_pointer_type) {
@@ -578,7 +251,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 		case 4: idx = 2; break;
 		case 8: idx = 3; break;
 		default:
-			return fail(c, -EINVAL, 0, "'%.*s' is %d bytes: uscope fetches 1, 2, 4 or 8",
+			return debuginfo_fail(c, -EINVAL, 0, "'%.*s' is %d bytes: uscope fetches 1, 2, 4 or 8",
 				    (int)end, c->expr, size);
 		}
 		if (tag == DW_TAG_enumeration_type) {
@@ -596,7 +269,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 	} else {
 		size = dwarf_bytesize(&lv->type);
 		if (size != 8)
-			return fail(c, -EINVAL, 0, "'%.*s' is %s uscope cannot fetch", (int)end,
+			return debuginfo_fail(c, -EINVAL, 0, "'%.*s' is %s uscope cannot fetch", (int)end,
 				    c->expr, tag_word(tag));
 		out->type = USC_T_X64;
 	}
@@ -604,7 +277,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 		unsigned cbits = (unsigned)size * 8, first = lv->bit_pos / cbits * cbits;
 
 		if (lv->kind != LV_MEM || lv->bit_pos + lv->bit_size > first + cbits)
-			return fail(c, -EINVAL, 0, "'%.*s': a bitfield uscope cannot fetch",
+			return debuginfo_fail(c, -EINVAL, 0, "'%.*s': a bitfield uscope cannot fetch",
 				    (int)end, c->expr);
 		lv->off += first / 8;
 		st = (struct fetch_insn){.op = FOP_ST_MEM, .size = (uint8_t)size,
@@ -656,7 +329,7 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 	}
 	n = ident(s, p, len);
 	if (!n || n >= sizeof(name))
-		return fail(c, -EINVAL, p, "expected a variable name");
+		return debuginfo_fail(c, -EINVAL, p, "expected a variable name");
 	memcpy(name, s + p, n);
 	name[n] = 0;
 	if (!var) {
@@ -668,7 +341,7 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 		}
 		var = &vd;
 	}
-	ret = var_location(c, var, name, p, &lv);
+	ret = debuginfo_var_location(c, var, name, p, &lv);
 	if (ret)
 		return ret;
 	lv.has_type = debuginfo_die_type(var, &lv.type);
@@ -686,7 +359,7 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 		op_pos = p;
 		tag = lv.has_type ? dwarf_tag(&lv.type) : 0;
 		if (lv.npieces)
-			return fail(c, -EINVAL, op_pos, "'%.*s' is in registers, in pieces: uscope "
+			return debuginfo_fail(c, -EINVAL, op_pos, "'%.*s' is in registers, in pieces: uscope "
 				    "fetches it whole", (int)op_pos, s);
 		if (s[p] == '[') {
 			char num[32], *e;
@@ -702,10 +375,10 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 			errno = 0;
 			idx = strtoull(num, &e, 0);
 			if (!k || *e || errno || num[0] == '-')
-				return fail(c, -EINVAL, q, "expected a constant index");
+				return debuginfo_fail(c, -EINVAL, q, "expected a constant index");
 			q = skip_ws(s, q + k, len);
 			if (q >= len || s[q] != ']')
-				return fail(c, -EINVAL, q, "expected ']'");
+				return debuginfo_fail(c, -EINVAL, q, "expected ']'");
 			if (tag == DW_TAG_pointer_type) {
 				ret = deref(c, &lv, op_pos);
 				if (ret)
@@ -715,12 +388,12 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 				if (lv.has_type)
 					lv.type = elem;
 			} else {
-				return fail(c, -EINVAL, op_pos,
+				return debuginfo_fail(c, -EINVAL, op_pos,
 					    "'%.*s' is not an array or a pointer: [] does not apply",
 					    (int)op_pos, s);
 			}
 			if (!lv.has_type || dwarf_aggregate_size(&lv.type, &esz))
-				return fail(c, -EINVAL, op_pos,
+				return debuginfo_fail(c, -EINVAL, op_pos,
 					    "'%.*s': cannot index, element size unknown", (int)op_pos,
 					    s);
 			lv.off += (int64_t)(idx * esz);
@@ -736,7 +409,7 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 
 			if (arrow) {
 				if (tag != DW_TAG_pointer_type)
-					return fail(c, -EINVAL, op_pos,
+					return debuginfo_fail(c, -EINVAL, op_pos,
 						    "'%.*s' is not a pointer: use '.' instead of '->'",
 						    (int)op_pos, s);
 				ret = deref(c, &lv, op_pos);
@@ -746,26 +419,26 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 				p += 2;
 			} else {
 				if (tag == DW_TAG_pointer_type)
-					return fail(c, -EINVAL, op_pos,
+					return debuginfo_fail(c, -EINVAL, op_pos,
 						    "'%.*s' is a pointer: use '->' instead of '.'",
 						    (int)op_pos, s);
 				p++;
 			}
 			if (!debuginfo_is_aggregate(tag))
-				return fail(c, -EINVAL, op_pos, "'%.*s'%s is not a struct or union",
+				return debuginfo_fail(c, -EINVAL, op_pos, "'%.*s'%s is not a struct or union",
 					    (int)op_pos, s, arrow ? " does not point to what" : "");
 			if (lv.kind != LV_MEM)
-				return fail(c, -EINVAL, op_pos,
+				return debuginfo_fail(c, -EINVAL, op_pos,
 					    "'%.*s' is a struct outside memory: uscope cannot read "
 					    "its members", (int)op_pos, s);
 			p = skip_ws(s, p, len);
 			n = ident(s, p, len);
 			if (!n || n >= sizeof(name))
-				return fail(c, -EINVAL, p, "expected a member name");
+				return debuginfo_fail(c, -EINVAL, p, "expected a member name");
 			memcpy(name, s + p, n);
 			name[n] = 0;
 			if (!debuginfo_find_member(&lv.type, name, &mem, &moff, &bsz, &bpos, &nm))
-				return fail(c, -ENOENT, p, "no member '%s' in '%.*s'%s%s", name,
+				return debuginfo_fail(c, -ENOENT, p, "no member '%s' in '%.*s'%s%s", name,
 					    (int)op_pos, s, nm.n ? "; members: " : "", nm.buf);
 			lv.off += moff;
 			lv.bit_size = bsz;
@@ -776,11 +449,11 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 			p += n;
 			continue;
 		}
-		return fail(c, -EINVAL, p, "expected '->', '.' or '[' after '%.*s'", (int)p, s);
+		return debuginfo_fail(c, -EINVAL, p, "expected '->', '.' or '[' after '%.*s'", (int)p, s);
 	}
 	if (star) {
 		if (!lv.has_type || dwarf_tag(&lv.type) != DW_TAG_pointer_type)
-			return fail(c, -EINVAL, star_pos, "'%.*s' is not a pointer: '*' does not apply",
+			return debuginfo_fail(c, -EINVAL, star_pos, "'%.*s' is not a pointer: '*' does not apply",
 				    (int)(len - star_pos - 1), s + star_pos + 1);
 		ret = deref(c, &lv, star_pos);
 		if (ret)
@@ -933,19 +606,19 @@ static int go_value(struct ctx *c, const struct lval *lv, enum go_comp kind, con
 	struct usc_fetcharg *a;
 
 	if (lv->kind != LV_MEM && !lv->npieces)
-		return fail(c, -EINVAL, 0, "'%s' is neither in memory nor in registers", name);
+		return debuginfo_fail(c, -EINVAL, 0, "'%s' is neither in memory nor in registers", name);
 	if (words && words < (kind == GO_SLICE ? 3u : 2u))
-		return fail(c, -EINVAL, 0, "'%s' is in %u registers, too few for its type", name,
+		return debuginfo_fail(c, -EINVAL, 0, "'%s' is in %u registers, too few for its type", name,
 			    words);
 	if (*n + np + 1 > max)
-		return fail(c, -E2BIG, 0, "no room for '%s' (%u arguments)", name, np + 1);
+		return debuginfo_fail(c, -E2BIG, 0, "no room for '%s' (%u arguments)", name, np + 1);
 	for (unsigned i = 0; i <= np; i++) {
 		a = &out[*n + i];
 		memset(a, 0, sizeof(*a));
 		if (i < np &&
 		    (size_t)snprintf(a->name, sizeof(a->name), "%s__%s", name, parts[kind][i]) >=
 		    sizeof(a->name))
-			return fail(c, -ENAMETOOLONG, 0, "'%s' is too long a name", name);
+			return debuginfo_fail(c, -ENAMETOOLONG, 0, "'%s' is too long a name", name);
 		if (i == np)
 			snprintf(a->name, sizeof(a->name), "%s", name);
 		a->named = true;
@@ -1055,7 +728,7 @@ static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_
 			continue;
 		}
 		if (*n >= max)
-			return fail(c, -E2BIG, 0, "'%.*s' has more than %u members: pick members "
+			return debuginfo_fail(c, -E2BIG, 0, "'%.*s' has more than %u members: pick members "
 				    "with . or ->", (int)c->len, c->expr, max);
 		if (!debuginfo_member_geom(&child, loc, &off, &m.bit_size, &m.bit_pos))
 			continue;
@@ -1076,7 +749,7 @@ static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_
 		memset(a, 0, sizeof(*a));
 		if ((size_t)snprintf(a->name, sizeof(a->name), "%s__%s", group, mname) >=
 		    sizeof(a->name))
-			return fail(c, -ENAMETOOLONG, 0, "'%s__%s' is too long a name for a member",
+			return debuginfo_fail(c, -ENAMETOOLONG, 0, "'%s__%s' is too long a name for a member",
 				    group, mname);
 		a->group_len = (uint8_t)strlen(group);
 		a->group_first = *n == 0;
@@ -1122,22 +795,22 @@ static int lower_var(struct ctx *c, Dwarf_Die *var, const char *group, struct us
 		return ret ? ret : (int)n;
 	}
 	if (lv.npieces)
-		return fail(c, -EINVAL, pos0, "'%.*s' is in %u registers: uscope fetches strings, "
+		return debuginfo_fail(c, -EINVAL, pos0, "'%.*s' is in %u registers: uscope fetches strings, "
 			    "slices and interfaces so", (int)c->len, c->expr, lv.npieces);
 	if (lv.has_type && debuginfo_is_aggregate(dwarf_tag(&lv.type))) {
 		if (lv.kind != LV_MEM)
-			return fail(c, -EINVAL, pos0, "'%.*s' is a struct outside memory: uscope "
+			return debuginfo_fail(c, -EINVAL, pos0, "'%.*s' is a struct outside memory: uscope "
 				    "cannot read its members", (int)c->len, c->expr);
 		ret = expand(c, &lv, group, out, max, &n);
 		if (!ret && !n)
-			ret = fail(c, -EINVAL, pos0, "'%.*s' has no member uscope can fetch",
+			ret = debuginfo_fail(c, -EINVAL, pos0, "'%.*s' has no member uscope can fetch",
 				   (int)c->len, c->expr);
 		if (ret && c->err && c->err->pos == 0)
 			c->err->pos = pos0;
 		return ret ? ret : (int)n;
 	}
 	if (!max)
-		return fail(c, -E2BIG, pos0, "no room for '%.*s'", (int)c->len, c->expr);
+		return debuginfo_fail(c, -E2BIG, pos0, "no room for '%.*s'", (int)c->len, c->expr);
 	out->group_len = 0;
 	out->group_first = false;
 	out->optimized_out = false;

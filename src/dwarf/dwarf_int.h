@@ -13,6 +13,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dwarf/dwarf.h"
+#include "probe/fetch.h"
+
 struct inline_index;
 struct enum_ent;
 struct cu_range;
@@ -70,8 +73,6 @@ void debuginfo_names_add(struct names *nm, const char *name);
 
 /* ---- types.c: types and members ----------------------------------------- */
 
-struct usc_enum;
-
 /* The enumerators of the enum type t (stripped), for output: made once per
  * type and kept with the module. NULL if it has none or memory is short. */
 const struct usc_enum *debuginfo_enum_table(struct dwarf_module *m, Dwarf_Die *t);
@@ -89,5 +90,56 @@ bool debuginfo_find_member(Dwarf_Die *t, const char *name, Dwarf_Die *mem, int64
 /* A C type name for DIE t ("const char *", "struct req *", "int[8]"); has
  * false: void. */
 void debuginfo_type_name(Dwarf_Die *t, bool has, char *buf, size_t len);
+
+/* ---- the lowering state (lower.c, cexpr.c, location.c, src/go/dwarf.c) -- */
+
+enum lv_kind { LV_REG, LV_MEM, LV_CONST };
+
+/* Where the object the expression names so far lives: in a register
+ * (prog = [REG]), in memory at val + off (prog = load + derefs), or a
+ * constant. */
+struct lval {
+	enum lv_kind kind;
+	struct fetch_insn prog[USC_FETCH_MAX];
+	unsigned n;
+	int64_t off;
+	int64_t cval;
+	Dwarf_Die type;		/* stripped; valid when has_type */
+	bool has_type;
+	/* a bitfield member: bit_size bits at bit_pos from val + off */
+	unsigned bit_size, bit_pos;
+	/* a value in pieces, a register each (Go's register ABI): word k of
+	 * the value is in piece_reg[k] (enum usc_reg) */
+	unsigned npieces;
+	uint8_t piece_reg[8];
+	const char *tname;	/* the type's name as declared ("error"), or NULL */
+};
+
+/* One lowering: the expression, where it is seen and the scopes there. */
+struct ctx {
+	struct dwarf_module *m;
+	uint64_t pc;		/* link-time */
+	Dwarf_Addr dwpc;	/* the same in the CU's addresses */
+	Dwarf_Die *scopes;	/* innermost first, freed by the caller */
+	int nscopes;
+	Dwarf_Die cudie;
+	bool has_cu;
+	Dwarf_Die frame_func;	/* scope_func's answer inside an inlined copy */
+	const char *expr;
+	size_t len;
+	struct dwarf_error *err;
+};
+
+/* Fill c->err (if not NULL) with pos and the message; return ret. */
+__attribute__((format(printf, 4, 5)))
+int debuginfo_fail(struct ctx *c, int ret, size_t pos, const char *fmt, ...);
+
+/* ---- location.c: where a variable lives ---------------------------------- */
+
+/* The location of the variable DIE at c->pc into lv (name and pos for
+ * errors). 0; -ENODATA (optimized out there); -EINVAL (a location uscope
+ * cannot read). */
+int debuginfo_var_location(struct ctx *c, Dwarf_Die *var, const char *name, size_t pos,
+			   struct lval *lv);
 
 #endif
