@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "dwarf/dwarf.h"
 #include "dwarf/dwarf_int.h"
+#include "go/go_dwarf.h"
 
 static const char *tag_word(int tag)
 {
@@ -66,7 +67,7 @@ static int push(struct ctx *c, struct lval *lv, struct fetch_insn in, size_t pos
 	/* room for this, a store, a modify and the END */
 	if (lv->n + 3 >= USC_FETCH_MAX)
 		return debuginfo_fail(c, -E2BIG, pos, "'%.*s' needs too many dereferences", (int)pos,
-			    c->expr);
+				      c->expr);
 	lv->prog[lv->n++] = in;
 	return 0;
 }
@@ -139,7 +140,7 @@ static int find_var(struct ctx *c, const char *name, Dwarf_Die *out)
 		off = next;
 	}
 	return debuginfo_fail(c, -ENOENT, 0, "no variable '%s' at 0x%" PRIx64 "%s%s", name, c->pc,
-		    nm.n ? "; visible: " : "", nm.buf);
+			      nm.n ? "; visible: " : "", nm.buf);
 }
 
 /* ---- the expression ----------------------------------------------------- */
@@ -177,7 +178,7 @@ static int deref(struct ctx *c, struct lval *lv, size_t pos)
 			return ret;
 	} else if (lv->kind == LV_CONST) {
 		return debuginfo_fail(c, -EINVAL, pos, "'%.*s' is a constant, not in memory", (int)pos,
-			    c->expr);
+				      c->expr);
 	}
 	lv->kind = LV_MEM;
 	lv->off = 0;
@@ -211,7 +212,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 			goto emit;
 		}
 		return debuginfo_fail(c, -EINVAL, 0, "'%.*s' is %s: pick a member%s", (int)end, c->expr,
-			    tag_word(tag), tag == DW_TAG_array_type ? " with [N]" : " with . or ->");
+				      tag_word(tag), tag == DW_TAG_array_type ? " with [N]" : " with . or ->");
 	}
 	if (tag == DW_TAG_pointer_type) {
 		Dwarf_Die to;
@@ -252,7 +253,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 		case 8: idx = 3; break;
 		default:
 			return debuginfo_fail(c, -EINVAL, 0, "'%.*s' is %d bytes: uscope fetches 1, 2, 4 or 8",
-				    (int)end, c->expr, size);
+					      (int)end, c->expr, size);
 		}
 		if (tag == DW_TAG_enumeration_type) {
 			out->enums = debuginfo_enum_table(c->m, &lv->type);
@@ -270,7 +271,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 		size = dwarf_bytesize(&lv->type);
 		if (size != 8)
 			return debuginfo_fail(c, -EINVAL, 0, "'%.*s' is %s uscope cannot fetch", (int)end,
-				    c->expr, tag_word(tag));
+					      c->expr, tag_word(tag));
 		out->type = USC_T_X64;
 	}
 	if (lv->bit_size) {
@@ -278,7 +279,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 
 		if (lv->kind != LV_MEM || lv->bit_pos + lv->bit_size > first + cbits)
 			return debuginfo_fail(c, -EINVAL, 0, "'%.*s': a bitfield uscope cannot fetch",
-				    (int)end, c->expr);
+					      (int)end, c->expr);
 		lv->off += first / 8;
 		st = (struct fetch_insn){.op = FOP_ST_MEM, .size = (uint8_t)size,
 					 .imm = access_off(lv)};
@@ -360,7 +361,7 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 		tag = lv.has_type ? dwarf_tag(&lv.type) : 0;
 		if (lv.npieces)
 			return debuginfo_fail(c, -EINVAL, op_pos, "'%.*s' is in registers, in pieces: uscope "
-				    "fetches it whole", (int)op_pos, s);
+					      "fetches it whole", (int)op_pos, s);
 		if (s[p] == '[') {
 			char num[32], *e;
 			unsigned long long idx;
@@ -389,13 +390,13 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 					lv.type = elem;
 			} else {
 				return debuginfo_fail(c, -EINVAL, op_pos,
-					    "'%.*s' is not an array or a pointer: [] does not apply",
-					    (int)op_pos, s);
+						      "'%.*s' is not an array or a pointer: [] does not apply",
+						      (int)op_pos, s);
 			}
 			if (!lv.has_type || dwarf_aggregate_size(&lv.type, &esz))
 				return debuginfo_fail(c, -EINVAL, op_pos,
-					    "'%.*s': cannot index, element size unknown", (int)op_pos,
-					    s);
+						      "'%.*s': cannot index, element size unknown", (int)op_pos,
+						      s);
 			lv.off += (int64_t)(idx * esz);
 			p = q + 1;
 			continue;
@@ -410,8 +411,8 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 			if (arrow) {
 				if (tag != DW_TAG_pointer_type)
 					return debuginfo_fail(c, -EINVAL, op_pos,
-						    "'%.*s' is not a pointer: use '.' instead of '->'",
-						    (int)op_pos, s);
+							      "'%.*s' is not a pointer: use '.' instead of '->'",
+							      (int)op_pos, s);
 				ret = deref(c, &lv, op_pos);
 				if (ret)
 					return ret;
@@ -420,17 +421,17 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 			} else {
 				if (tag == DW_TAG_pointer_type)
 					return debuginfo_fail(c, -EINVAL, op_pos,
-						    "'%.*s' is a pointer: use '->' instead of '.'",
-						    (int)op_pos, s);
+							      "'%.*s' is a pointer: use '->' instead of '.'",
+							      (int)op_pos, s);
 				p++;
 			}
 			if (!debuginfo_is_aggregate(tag))
 				return debuginfo_fail(c, -EINVAL, op_pos, "'%.*s'%s is not a struct or union",
-					    (int)op_pos, s, arrow ? " does not point to what" : "");
+						      (int)op_pos, s, arrow ? " does not point to what" : "");
 			if (lv.kind != LV_MEM)
 				return debuginfo_fail(c, -EINVAL, op_pos,
-					    "'%.*s' is a struct outside memory: uscope cannot read "
-					    "its members", (int)op_pos, s);
+						      "'%.*s' is a struct outside memory: uscope cannot read "
+						      "its members", (int)op_pos, s);
 			p = skip_ws(s, p, len);
 			n = ident(s, p, len);
 			if (!n || n >= sizeof(name))
@@ -439,7 +440,7 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 			name[n] = 0;
 			if (!debuginfo_find_member(&lv.type, name, &mem, &moff, &bsz, &bpos, &nm))
 				return debuginfo_fail(c, -ENOENT, p, "no member '%s' in '%.*s'%s%s", name,
-					    (int)op_pos, s, nm.n ? "; members: " : "", nm.buf);
+						      (int)op_pos, s, nm.n ? "; members: " : "", nm.buf);
 			lv.off += moff;
 			lv.bit_size = bsz;
 			lv.bit_pos = bpos;
@@ -454,7 +455,7 @@ static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *p
 	if (star) {
 		if (!lv.has_type || dwarf_tag(&lv.type) != DW_TAG_pointer_type)
 			return debuginfo_fail(c, -EINVAL, star_pos, "'%.*s' is not a pointer: '*' does not apply",
-				    (int)(len - star_pos - 1), s + star_pos + 1);
+					      (int)(len - star_pos - 1), s + star_pos + 1);
 		ret = deref(c, &lv, star_pos);
 		if (ret)
 			return ret;
@@ -495,207 +496,6 @@ static void placeholder(struct usc_fetcharg *out, uint8_t show, bool optimized_o
 	out->unavailable = false;
 }
 
-/* ---- Go values in several words ---------------------------------------- */
-
-#define DW_AT_go_kind 0x2900	/* Go's reflect.Kind of a type */
-#define GO_KIND_SLICE 23
-
-enum go_comp { GO_NONE, GO_STRING, GO_SLICE, GO_IFACE, GO_EFACE };
-
-/* Which of Go's values in several words the stripped type t is: Go's
- * compiler describes a string, a slice and an interface as structs of their
- * words ("string", "[]int", runtime.iface, runtime.eface), marked with
- * DW_AT_go_kind. */
-static enum go_comp go_comp(Dwarf_Die *t)
-{
-	Dwarf_Attribute a;
-	Dwarf_Word kind = 0;
-	const char *n;
-
-	if (dwarf_tag(t) != DW_TAG_structure_type || !dwarf_attr(t, DW_AT_go_kind, &a) ||
-	    dwarf_formudata(&a, &kind) || !(n = debuginfo_die_name(t)))
-		return GO_NONE;
-	if (!strcmp(n, "string"))
-		return GO_STRING;
-	if (!strcmp(n, "runtime.iface"))
-		return GO_IFACE;
-	if (!strcmp(n, "runtime.eface"))
-		return GO_EFACE;
-	return kind == GO_KIND_SLICE ? GO_SLICE : GO_NONE;
-}
-
-/* A slice's element type t (stripped) as a scalar uscope shows: its type,
- * size and whether it is a bool. false for the rest (structs, strings,
- * floats). */
-static bool go_elem_scalar(Dwarf_Die *t, enum usc_type *ty, unsigned *size, bool *is_bool)
-{
-	Dwarf_Attribute a;
-	Dwarf_Word enc = DW_ATE_unsigned;
-	int sz = dwarf_bytesize(t), idx;
-
-	*is_bool = false;
-	if (dwarf_tag(t) == DW_TAG_pointer_type) {
-		*ty = USC_T_X64;
-		*size = 8;
-		return true;
-	}
-	if (dwarf_tag(t) != DW_TAG_base_type)
-		return false;
-	if (dwarf_attr(t, DW_AT_encoding, &a))
-		dwarf_formudata(&a, &enc);
-	switch (sz) {
-	case 1: idx = 0; break;
-	case 2: idx = 1; break;
-	case 4: idx = 2; break;
-	case 8: idx = 3; break;
-	default: return false;
-	}
-	if (enc == DW_ATE_float || enc == DW_ATE_complex_float)
-		return false;
-	*is_bool = enc == DW_ATE_boolean;
-	*ty = (enum usc_type)((enc == DW_ATE_signed || enc == DW_ATE_signed_char ? USC_T_S8 :
-			       USC_T_U8) + idx);
-	*size = (unsigned)sz;
-	return true;
-}
-
-/* Word k (8 bytes at 8k) of the value lv into a's program: its register
- * (a value in pieces) or a load from memory; the word is left in val. */
-static void go_load(const struct lval *lv, unsigned k, struct usc_fetcharg *a)
-{
-	unsigned n = 0;
-	int64_t off = lv->off + 8 * (int64_t)k;
-
-	memset(a->insn, 0, sizeof(a->insn));
-	if (lv->npieces) {
-		a->insn[n++] = (struct fetch_insn){.op = FOP_REG, .reg = lv->piece_reg[k]};
-	} else {
-		memcpy(a->insn, lv->prog, lv->n * sizeof(lv->prog[0]));
-		n = lv->n;
-		if (n == 1 && a->insn[0].op == FOP_VADDR) {
-			a->insn[0].imm += off;	/* @ADDR already means the memory at */
-			off = 0;
-		}
-		a->insn[n++] = (struct fetch_insn){.op = FOP_DEREF, .imm = off};
-	}
-	a->ninsn = (uint8_t)n;
-}
-
-/* End a's program with st. */
-static void go_store(struct usc_fetcharg *a, struct fetch_insn st)
-{
-	a->insn[a->ninsn++] = st;
-	a->insn[a->ninsn++] = (struct fetch_insn){.op = FOP_END};
-}
-
-/* The Go value lv (a string, slice or interface: kind) as its parts and the
- * argument that shows it (probe.h, USC_SHOW_GO_STRING...) into out[*n..max),
- * named NAME and NAME__PART; in a group (a struct's member) group_len and
- * group_first as expand gives them. */
-static int go_value(struct ctx *c, const struct lval *lv, enum go_comp kind, const char *name,
-		    uint8_t group_len, bool group_first, struct usc_fetcharg *out, unsigned max,
-		    unsigned *n)
-{
-	static const char *const parts[][2] = {
-		[GO_STRING] = {"len", NULL},
-		[GO_SLICE] = {"cap", "len"},
-		[GO_IFACE] = {"tab", "type"},
-		[GO_EFACE] = {"type", NULL},
-	};
-	unsigned np = parts[kind][1] ? 2 : 1, words = lv->npieces;
-	struct usc_fetcharg *a;
-
-	if (lv->kind != LV_MEM && !lv->npieces)
-		return debuginfo_fail(c, -EINVAL, 0, "'%s' is neither in memory nor in registers", name);
-	if (words && words < (kind == GO_SLICE ? 3u : 2u))
-		return debuginfo_fail(c, -EINVAL, 0, "'%s' is in %u registers, too few for its type", name,
-			    words);
-	if (*n + np + 1 > max)
-		return debuginfo_fail(c, -E2BIG, 0, "no room for '%s' (%u arguments)", name, np + 1);
-	for (unsigned i = 0; i <= np; i++) {
-		a = &out[*n + i];
-		memset(a, 0, sizeof(*a));
-		if (i < np &&
-		    (size_t)snprintf(a->name, sizeof(a->name), "%s__%s", name, parts[kind][i]) >=
-		    sizeof(a->name))
-			return debuginfo_fail(c, -ENAMETOOLONG, 0, "'%s' is too long a name", name);
-		if (i == np)
-			snprintf(a->name, sizeof(a->name), "%s", name);
-		a->named = true;
-		a->group_len = group_len;
-		a->group_first = group_first && i == 0;
-		a->show = i < np ? USC_SHOW_GO_PART : (uint8_t)(USC_SHOW_GO_STRING + kind - GO_STRING);
-		a->type = USC_T_U64;
-	}
-	a = &out[*n];
-	switch (kind) {
-	case GO_STRING:
-		go_load(lv, 1, &a[0]);
-		go_store(&a[0], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
-		go_load(lv, 0, &a[1]);
-		go_store(&a[1], (struct fetch_insn){.op = FOP_ST_BYTES, .size = 1,
-						    .imm = USC_GO_STR_MAX});
-		a[1].type = USC_T_STRING;
-		a[1].go_type = "string";
-		break;
-	case GO_SLICE: {
-		Dwarf_Die t = lv->type, mem, elem;
-		int64_t moff;
-		unsigned bsz, bpos, esz = 0;
-		enum usc_type ety = USC_T_U8;
-		bool eb = false;
-		struct names nm = {.buf = ""};
-
-		go_load(lv, 2, &a[0]);
-		go_store(&a[0], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
-		go_load(lv, 1, &a[1]);
-		go_store(&a[1], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
-		go_load(lv, 0, &a[2]);
-		a[2].go_type = lv->tname ? lv->tname : debuginfo_die_name(&t);
-		if (debuginfo_find_member(&t, "array", &mem, &moff, &bsz, &bpos, &nm) &&
-		    debuginfo_die_type(&mem, &elem) && debuginfo_strip_type(&elem) && debuginfo_die_type(&elem, &elem) &&
-		    debuginfo_strip_type(&elem) && go_elem_scalar(&elem, &ety, &esz, &eb)) {
-			go_store(&a[2], (struct fetch_insn){.op = FOP_ST_BYTES, .size = (uint8_t)esz,
-							    .imm = USC_GO_ELEMS * esz});
-			a[2].type = USC_T_STRING;
-			a[2].go_elem = (uint8_t)(1 + ety);
-			a[2].go_elem_bool = eb;
-		} else {	/* elements uscope does not show: the array's address */
-			go_store(&a[2], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
-			a[2].type = USC_T_X64;
-		}
-		break;
-	}
-	case GO_IFACE:
-		go_load(lv, 0, &a[0]);
-		go_store(&a[0], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
-		a[0].type = USC_T_X64;
-		/* the dynamic type: itab._type, at 8 since Go 1.4 */
-		go_load(lv, 0, &a[1]);
-		go_store(&a[1], (struct fetch_insn){.op = FOP_ST_MEM, .size = 8, .imm = 8});
-		a[1].type = USC_T_X64;
-		go_load(lv, 1, &a[2]);
-		go_store(&a[2], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
-		a[2].type = USC_T_X64;
-		a[2].go_type = lv->tname ? lv->tname : "interface";
-		break;
-	case GO_EFACE:
-		go_load(lv, 0, &a[0]);
-		go_store(&a[0], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
-		a[0].type = USC_T_X64;
-		go_load(lv, 1, &a[1]);
-		go_store(&a[1], (struct fetch_insn){.op = FOP_ST_RAW, .size = 8});
-		a[1].type = USC_T_X64;
-		a[1].go_type = lv->tname ? lv->tname : "interface {}";
-		break;
-	default:
-		return -EINVAL;
-	}
-	out[*n + np].go_parts = (uint8_t)np;
-	*n += np + 1;
-	return 0;
-}
-
 /* The members of the struct or union lv, one level deep, into out[*n..max)
  * (anonymous members' members in their place), each named GROUP__MEMBER. */
 static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_fetcharg *out,
@@ -729,17 +529,17 @@ static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_
 		}
 		if (*n >= max)
 			return debuginfo_fail(c, -E2BIG, 0, "'%.*s' has more than %u members: pick members "
-				    "with . or ->", (int)c->len, c->expr, max);
+					      "with . or ->", (int)c->len, c->expr, max);
 		if (!debuginfo_member_geom(&child, loc, &off, &m.bit_size, &m.bit_pos))
 			continue;
 		m.off += off;	/* a bitfield: off 0, bit_pos from the struct's start */
-		if (m.has_type && go_comp(&m.type)) {	/* a Go string, slice, interface */
+		if (m.has_type && go_dwarf_comp(&m.type)) {	/* a Go string, slice, interface */
 			char full[USC_NAME_MAX];
 
 			m.tname = debuginfo_die_type(&child, &m.type) ? debuginfo_die_name(&m.type) : NULL;
 			m.has_type = debuginfo_die_type(&child, &m.type) && debuginfo_strip_type(&m.type);
 			snprintf(full, sizeof(full), "%s__%s", group, mname);
-			ret = go_value(c, &m, go_comp(&m.type), full, (uint8_t)strlen(group), *n == 0,
+			ret = go_dwarf_value(c, &m, go_dwarf_comp(&m.type), full, (uint8_t)strlen(group), *n == 0,
 				       out, max, n);
 			if (ret == -E2BIG)
 				return ret;
@@ -750,7 +550,7 @@ static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_
 		if ((size_t)snprintf(a->name, sizeof(a->name), "%s__%s", group, mname) >=
 		    sizeof(a->name))
 			return debuginfo_fail(c, -ENAMETOOLONG, 0, "'%s__%s' is too long a name for a member",
-				    group, mname);
+					      group, mname);
 		a->group_len = (uint8_t)strlen(group);
 		a->group_first = *n == 0;
 		a->named = true;
@@ -787,24 +587,24 @@ static int lower_var(struct ctx *c, Dwarf_Die *var, const char *group, struct us
 		placeholder(&out[0], USC_SHOW_PLAIN, true);
 	if (ret)
 		return ret;
-	if (lv.has_type && go_comp(&lv.type) && group) {
+	if (lv.has_type && go_dwarf_comp(&lv.type) && group) {
 		/* a Go string, slice or interface: its parts, then itself */
-		ret = go_value(c, &lv, go_comp(&lv.type), group, 0, false, out, max, &n);
+		ret = go_dwarf_value(c, &lv, go_dwarf_comp(&lv.type), group, 0, false, out, max, &n);
 		if (ret && c->err && c->err->pos == 0)
 			c->err->pos = pos0;
 		return ret ? ret : (int)n;
 	}
 	if (lv.npieces)
 		return debuginfo_fail(c, -EINVAL, pos0, "'%.*s' is in %u registers: uscope fetches strings, "
-			    "slices and interfaces so", (int)c->len, c->expr, lv.npieces);
+				      "slices and interfaces so", (int)c->len, c->expr, lv.npieces);
 	if (lv.has_type && debuginfo_is_aggregate(dwarf_tag(&lv.type))) {
 		if (lv.kind != LV_MEM)
 			return debuginfo_fail(c, -EINVAL, pos0, "'%.*s' is a struct outside memory: uscope "
-				    "cannot read its members", (int)c->len, c->expr);
+					      "cannot read its members", (int)c->len, c->expr);
 		ret = expand(c, &lv, group, out, max, &n);
 		if (!ret && !n)
 			ret = debuginfo_fail(c, -EINVAL, pos0, "'%.*s' has no member uscope can fetch",
-				   (int)c->len, c->expr);
+					     (int)c->len, c->expr);
 		if (ret && c->err && c->err->pos == 0)
 			c->err->pos = pos0;
 		return ret ? ret : (int)n;
@@ -865,17 +665,6 @@ int dwarf_lower_var(struct dwarf_module *m, uint64_t pc, const char *expr, size_
 	return ret;
 }
 
-/* Go lists a function's results among its formal parameters, marked
- * DW_AT_variable_parameter ("~r0", or their names): not set at the entry. */
-static bool is_go_result(Dwarf_Die *die)
-{
-	Dwarf_Attribute a;
-	bool flag = false;
-
-	return dwarf_attr(die, DW_AT_variable_parameter, &a) && !dwarf_formflag(&a, &flag) &&
-	       flag;
-}
-
 int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, unsigned max)
 {
 	struct dwarf_error err;
@@ -905,7 +694,7 @@ int dwarf_params(struct dwarf_module *m, uint64_t pc, struct usc_fetcharg *out, 
 
 			if (dwarf_tag(&child) != DW_TAG_formal_parameter)
 				continue;
-			if (go && is_go_result(&child))
+			if (go && go_dwarf_is_result(&child))
 				continue;
 			name = debuginfo_die_name(&child);
 			if (!name || strlen(name) >= USC_NAME_MAX)
@@ -969,9 +758,9 @@ int dwarf_vars_at(struct dwarf_module *m, uint64_t pc,
 			if ((ct != DW_TAG_formal_parameter && ct != DW_TAG_variable) || !nm)
 				continue;
 			debuginfo_type_name(&t, debuginfo_die_type(&child, &t), tn, sizeof(tn));
-			/* a Go result is no parameter (see is_go_result) */
+			/* a Go result is no parameter (see go_dwarf_is_result) */
 			fn(nm, tn, ct == DW_TAG_formal_parameter &&
-			   !(go && is_go_result(&child)), ctx);
+			   !(go && go_dwarf_is_result(&child)), ctx);
 		} while (dwarf_siblingof(&child, &child) == 0);
 		if (tag == DW_TAG_subprogram)
 			break;	/* the function's own scope is the last we show */
