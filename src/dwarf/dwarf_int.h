@@ -142,4 +142,11 @@ int debuginfo_fail(struct ctx *c, int ret, size_t pos, const char *fmt, ...);
 int debuginfo_var_location(struct ctx *c, Dwarf_Die *var, const char *name, size_t pos,
 			   struct lval *lv);
 
+/* ---- vars.c: variables by name ------------------------------------------ */
+
+/* The variable named name visible at c->pc: a parameter or local of the
+ * scopes there, else a global. 0 or -ENOENT (c->err lists what is
+ * visible). */
+int debuginfo_find_var(struct ctx *c, const char *name, Dwarf_Die *out);
+
 #endif
