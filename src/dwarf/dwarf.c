@@ -72,29 +72,7 @@ static int push(struct ctx *c, struct lval *lv, struct fetch_insn in, size_t pos
 	return 0;
 }
 
-/* ---- the expression ----------------------------------------------------- */
-
-static size_t skip_ws(const char *s, size_t p, size_t len)
-{
-	while (p < len && (s[p] == ' ' || s[p] == '\t'))
-		p++;
-	return p;
-}
-
-static size_t ident(const char *s, size_t p, size_t len)
-{
-	size_t q = p;
-
-	if (q < len && (s[q] == '_' || (s[q] >= 'a' && s[q] <= 'z') || (s[q] >= 'A' && s[q] <= 'Z')))
-		for (q++; q < len && (s[q] == '_' || (s[q] >= 'a' && s[q] <= 'z') ||
-				      (s[q] >= 'A' && s[q] <= 'Z') || (s[q] >= '0' && s[q] <= '9'));
-		     q++)
-			;
-	return q - p;
-}
-
-/* The object lv points to (lv has pointer type): its memory. */
-static int deref(struct ctx *c, struct lval *lv, size_t pos)
+int debuginfo_deref(struct ctx *c, struct lval *lv, size_t pos)
 {
 	Dwarf_Die pointee;
 	int ret;
@@ -148,7 +126,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 
 		if (debuginfo_die_type(&lv->type, &to) && debuginfo_strip_type(&to) && debuginfo_is_char(&to) &&
 		    lv->kind != LV_CONST) {
-			int ret = deref(c, lv, end);
+			int ret = debuginfo_deref(c, lv, end);
 
 			if (ret)
 				return ret;
@@ -238,168 +216,12 @@ emit:
 	return 0;
 }
 
-/* Where the object expr (already split into scopes in c) names lives, and
- * its type: starting from var if not NULL, else from the variable the
- * expression names. *pos0: where the expression starts, for errors. */
-static int lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *pos0)
-{
-	const char *s = c->expr;
-	size_t len = c->len, p, n, star_pos = 0;
-	bool star = false;
-	char name[256];
-	Dwarf_Die vd;
-	struct lval lv;
-	int ret;
-
-	p = skip_ws(s, 0, len);
-	if (p < len && s[p] == '*') {
-		star = true;
-		star_pos = p;
-		p = skip_ws(s, p + 1, len);
-	}
-	n = ident(s, p, len);
-	if (!n || n >= sizeof(name))
-		return debuginfo_fail(c, -EINVAL, p, "expected a variable name");
-	memcpy(name, s + p, n);
-	name[n] = 0;
-	if (!var) {
-		ret = debuginfo_find_var(c, name, &vd);
-		if (ret) {
-			if (c->err)
-				c->err->pos = p;
-			return ret;
-		}
-		var = &vd;
-	}
-	ret = debuginfo_var_location(c, var, name, p, &lv);
-	if (ret)
-		return ret;
-	lv.has_type = debuginfo_die_type(var, &lv.type);
-	lv.tname = lv.has_type ? debuginfo_die_name(&lv.type) : NULL;
-	lv.has_type = lv.has_type && debuginfo_strip_type(&lv.type);
-	p += n;
-
-	for (;;) {
-		size_t op_pos;
-		int tag;
-
-		p = skip_ws(s, p, len);
-		if (p >= len)
-			break;
-		op_pos = p;
-		tag = lv.has_type ? dwarf_tag(&lv.type) : 0;
-		if (lv.npieces)
-			return debuginfo_fail(c, -EINVAL, op_pos, "'%.*s' is in registers, in pieces: uscope "
-					      "fetches it whole", (int)op_pos, s);
-		if (s[p] == '[') {
-			char num[32], *e;
-			unsigned long long idx;
-			Dwarf_Die elem;
-			Dwarf_Word esz;
-			size_t q = skip_ws(s, p + 1, len), k = 0;
-
-			while (q + k < len && k + 1 < sizeof(num) && s[q + k] != ']' && s[q + k] != ' ')
-				k++;
-			memcpy(num, s + q, k);
-			num[k] = 0;
-			errno = 0;
-			idx = strtoull(num, &e, 0);
-			if (!k || *e || errno || num[0] == '-')
-				return debuginfo_fail(c, -EINVAL, q, "expected a constant index");
-			q = skip_ws(s, q + k, len);
-			if (q >= len || s[q] != ']')
-				return debuginfo_fail(c, -EINVAL, q, "expected ']'");
-			if (tag == DW_TAG_pointer_type) {
-				ret = deref(c, &lv, op_pos);
-				if (ret)
-					return ret;
-			} else if (tag == DW_TAG_array_type && lv.kind == LV_MEM) {
-				lv.has_type = debuginfo_die_type(&lv.type, &elem) && debuginfo_strip_type(&elem);
-				if (lv.has_type)
-					lv.type = elem;
-			} else {
-				return debuginfo_fail(c, -EINVAL, op_pos,
-						      "'%.*s' is not an array or a pointer: [] does not apply",
-						      (int)op_pos, s);
-			}
-			if (!lv.has_type || dwarf_aggregate_size(&lv.type, &esz))
-				return debuginfo_fail(c, -EINVAL, op_pos,
-						      "'%.*s': cannot index, element size unknown", (int)op_pos,
-						      s);
-			lv.off += (int64_t)(idx * esz);
-			p = q + 1;
-			continue;
-		}
-		if (s[p] == '.' || (s[p] == '-' && p + 1 < len && s[p + 1] == '>')) {
-			bool arrow = s[p] == '-';
-			struct names nm = {.buf = ""};
-			Dwarf_Die mem;
-			int64_t moff;
-			unsigned bsz, bpos;
-
-			if (arrow) {
-				if (tag != DW_TAG_pointer_type)
-					return debuginfo_fail(c, -EINVAL, op_pos,
-							      "'%.*s' is not a pointer: use '.' instead of '->'",
-							      (int)op_pos, s);
-				ret = deref(c, &lv, op_pos);
-				if (ret)
-					return ret;
-				tag = lv.has_type ? dwarf_tag(&lv.type) : 0;
-				p += 2;
-			} else {
-				if (tag == DW_TAG_pointer_type)
-					return debuginfo_fail(c, -EINVAL, op_pos,
-							      "'%.*s' is a pointer: use '->' instead of '.'",
-							      (int)op_pos, s);
-				p++;
-			}
-			if (!debuginfo_is_aggregate(tag))
-				return debuginfo_fail(c, -EINVAL, op_pos, "'%.*s'%s is not a struct or union",
-						      (int)op_pos, s, arrow ? " does not point to what" : "");
-			if (lv.kind != LV_MEM)
-				return debuginfo_fail(c, -EINVAL, op_pos,
-						      "'%.*s' is a struct outside memory: uscope cannot read "
-						      "its members", (int)op_pos, s);
-			p = skip_ws(s, p, len);
-			n = ident(s, p, len);
-			if (!n || n >= sizeof(name))
-				return debuginfo_fail(c, -EINVAL, p, "expected a member name");
-			memcpy(name, s + p, n);
-			name[n] = 0;
-			if (!debuginfo_find_member(&lv.type, name, &mem, &moff, &bsz, &bpos, &nm))
-				return debuginfo_fail(c, -ENOENT, p, "no member '%s' in '%.*s'%s%s", name,
-						      (int)op_pos, s, nm.n ? "; members: " : "", nm.buf);
-			lv.off += moff;
-			lv.bit_size = bsz;
-			lv.bit_pos = bpos;
-			lv.has_type = debuginfo_die_type(&mem, &lv.type);
-			lv.tname = lv.has_type ? debuginfo_die_name(&lv.type) : NULL;
-			lv.has_type = lv.has_type && debuginfo_strip_type(&lv.type);
-			p += n;
-			continue;
-		}
-		return debuginfo_fail(c, -EINVAL, p, "expected '->', '.' or '[' after '%.*s'", (int)p, s);
-	}
-	if (star) {
-		if (!lv.has_type || dwarf_tag(&lv.type) != DW_TAG_pointer_type)
-			return debuginfo_fail(c, -EINVAL, star_pos, "'%.*s' is not a pointer: '*' does not apply",
-					      (int)(len - star_pos - 1), s + star_pos + 1);
-		ret = deref(c, &lv, star_pos);
-		if (ret)
-			return ret;
-	}
-	*lvp = lv;
-	*pos0 = star ? star_pos : skip_ws(s, 0, len);
-	return 0;
-}
-
 /* Lower expr to one value (a struct without a member is an error). */
 static int lower(struct ctx *c, Dwarf_Die *var, struct usc_fetcharg *out)
 {
 	struct lval lv;
 	size_t pos0;
-	int ret = lower_lval(c, var, &lv, &pos0);
+	int ret = debuginfo_lower_lval(c, var, &lv, &pos0);
 
 	if (ret)
 		return ret;
@@ -510,7 +332,7 @@ static int lower_var(struct ctx *c, Dwarf_Die *var, const char *group, struct us
 	struct lval lv;
 	size_t pos0;
 	unsigned n = 0;
-	int ret = lower_lval(c, var, &lv, &pos0);
+	int ret = debuginfo_lower_lval(c, var, &lv, &pos0);
 
 	if (ret == -ENODATA)
 		placeholder(&out[0], USC_SHOW_PLAIN, true);

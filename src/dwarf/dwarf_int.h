@@ -149,4 +149,17 @@ int debuginfo_var_location(struct ctx *c, Dwarf_Die *var, const char *name, size
  * visible). */
 int debuginfo_find_var(struct ctx *c, const char *name, Dwarf_Die *out);
 
+/* ---- cexpr.c: the C expression ------------------------------------------ */
+
+/* Where the object c->expr names lives, and its type (into *lvp): starting
+ * from var if not NULL, else from the variable the expression names.
+ * *pos0: where the expression starts, for errors. 0 or -errno (c->err). */
+int debuginfo_lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *pos0);
+
+/* ---- lower.c: fetch programs --------------------------------------------- */
+
+/* The object lv points to (lv has pointer type): its memory; pos for
+ * errors. */
+int debuginfo_deref(struct ctx *c, struct lval *lv, size_t pos);
+
 #endif
