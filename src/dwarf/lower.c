@@ -1,10 +1,7 @@
-/* DWARF front end: variables, their types and locations at a pc -> fetch
- * programs (src/probe/fetch.h).
- *
- * Everything is done in link-time addresses. libdwfl reports an offline
- * module at some bias (0 for ET_EXEC and ET_DYN alike, in practice); the
- * Dwfl calls take link + bias, the Dwarf calls take link-time addresses and
- * the CFI tables their own bias. */
+/* Lowering: the object a C expression names (cexpr.c) to a fetch program
+ * (src/probe/fetch.h): the store its type calls for, or a struct's
+ * members one level deep; the entries dwarf_lower_expr, dwarf_lower_var
+ * and dwarf_params. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -66,8 +63,8 @@ static int push(struct ctx *c, struct lval *lv, struct fetch_insn in, size_t pos
 {
 	/* room for this, a store, a modify and the END */
 	if (lv->n + 3 >= USC_FETCH_MAX)
-		return debuginfo_fail(c, -E2BIG, pos, "'%.*s' needs too many dereferences", (int)pos,
-				      c->expr);
+		return debuginfo_fail(c, -E2BIG, pos, "'%.*s' needs too many dereferences",
+				      (int)pos, c->expr);
 	lv->prog[lv->n++] = in;
 	return 0;
 }
@@ -84,8 +81,8 @@ int debuginfo_deref(struct ctx *c, struct lval *lv, size_t pos)
 		if (ret)
 			return ret;
 	} else if (lv->kind == LV_CONST) {
-		return debuginfo_fail(c, -EINVAL, pos, "'%.*s' is a constant, not in memory", (int)pos,
-				      c->expr);
+		return debuginfo_fail(c, -EINVAL, pos, "'%.*s' is a constant, not in memory",
+				      (int)pos, c->expr);
 	}
 	lv->kind = LV_MEM;
 	lv->off = 0;
@@ -112,20 +109,21 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 	if (debuginfo_is_aggregate(tag) || (tag == DW_TAG_array_type && lv->kind == LV_MEM)) {
 		Dwarf_Die elem;
 
-		if (tag == DW_TAG_array_type && debuginfo_die_type(&lv->type, &elem) && debuginfo_strip_type(&elem) &&
-		    debuginfo_is_char(&elem)) {
+		if (tag == DW_TAG_array_type && debuginfo_die_type(&lv->type, &elem) &&
+		    debuginfo_strip_type(&elem) && debuginfo_is_char(&elem)) {
 			out->type = USC_T_STRING;
 			st = (struct fetch_insn){.op = FOP_ST_STRING, .imm = access_off(lv)};
 			goto emit;
 		}
-		return debuginfo_fail(c, -EINVAL, 0, "'%.*s' is %s: pick a member%s", (int)end, c->expr,
-				      tag_word(tag), tag == DW_TAG_array_type ? " with [N]" : " with . or ->");
+		return debuginfo_fail(c, -EINVAL, 0, "'%.*s' is %s: pick a member%s", (int)end,
+				      c->expr, tag_word(tag),
+				      tag == DW_TAG_array_type ? " with [N]" : " with . or ->");
 	}
 	if (tag == DW_TAG_pointer_type) {
 		Dwarf_Die to;
 
-		if (debuginfo_die_type(&lv->type, &to) && debuginfo_strip_type(&to) && debuginfo_is_char(&to) &&
-		    lv->kind != LV_CONST) {
+		if (debuginfo_die_type(&lv->type, &to) && debuginfo_strip_type(&to) &&
+		    debuginfo_is_char(&to) && lv->kind != LV_CONST) {
 			int ret = debuginfo_deref(c, lv, end);
 
 			if (ret)
@@ -159,7 +157,8 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 		case 4: idx = 2; break;
 		case 8: idx = 3; break;
 		default:
-			return debuginfo_fail(c, -EINVAL, 0, "'%.*s' is %d bytes: uscope fetches 1, 2, 4 or 8",
+			return debuginfo_fail(c, -EINVAL, 0,
+					      "'%.*s' is %d bytes: uscope fetches 1, 2, 4 or 8",
 					      (int)end, c->expr, size);
 		}
 		if (tag == DW_TAG_enumeration_type) {
@@ -177,16 +176,17 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 	} else {
 		size = dwarf_bytesize(&lv->type);
 		if (size != 8)
-			return debuginfo_fail(c, -EINVAL, 0, "'%.*s' is %s uscope cannot fetch", (int)end,
-					      c->expr, tag_word(tag));
+			return debuginfo_fail(c, -EINVAL, 0, "'%.*s' is %s uscope cannot fetch",
+					      (int)end, c->expr, tag_word(tag));
 		out->type = USC_T_X64;
 	}
 	if (lv->bit_size) {
 		unsigned cbits = (unsigned)size * 8, first = lv->bit_pos / cbits * cbits;
 
 		if (lv->kind != LV_MEM || lv->bit_pos + lv->bit_size > first + cbits)
-			return debuginfo_fail(c, -EINVAL, 0, "'%.*s': a bitfield uscope cannot fetch",
-					      (int)end, c->expr);
+			return debuginfo_fail(c, -EINVAL, 0,
+					      "'%.*s': a bitfield uscope cannot fetch", (int)end,
+					      c->expr);
 		lv->off += first / 8;
 		st = (struct fetch_insn){.op = FOP_ST_MEM, .size = (uint8_t)size,
 					 .imm = access_off(lv)};
@@ -279,19 +279,22 @@ static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_
 			continue;
 		}
 		if (*n >= max)
-			return debuginfo_fail(c, -E2BIG, 0, "'%.*s' has more than %u members: pick members "
-					      "with . or ->", (int)c->len, c->expr, max);
+			return debuginfo_fail(c, -E2BIG, 0, "'%.*s' has more than %u members: "
+					      "pick members with . or ->", (int)c->len, c->expr,
+					      max);
 		if (!debuginfo_member_geom(&child, loc, &off, &m.bit_size, &m.bit_pos))
 			continue;
 		m.off += off;	/* a bitfield: off 0, bit_pos from the struct's start */
 		if (m.has_type && go_dwarf_comp(&m.type)) {	/* a Go string, slice, interface */
 			char full[USC_NAME_MAX];
 
-			m.tname = debuginfo_die_type(&child, &m.type) ? debuginfo_die_name(&m.type) : NULL;
-			m.has_type = debuginfo_die_type(&child, &m.type) && debuginfo_strip_type(&m.type);
+			m.tname = debuginfo_die_type(&child, &m.type) ? debuginfo_die_name(&m.type)
+								      : NULL;
+			m.has_type = debuginfo_die_type(&child, &m.type) &&
+				     debuginfo_strip_type(&m.type);
 			snprintf(full, sizeof(full), "%s__%s", group, mname);
-			ret = go_dwarf_value(c, &m, go_dwarf_comp(&m.type), full, (uint8_t)strlen(group), *n == 0,
-				       out, max, n);
+			ret = go_dwarf_value(c, &m, go_dwarf_comp(&m.type), full,
+					     (uint8_t)strlen(group), *n == 0, out, max, n);
 			if (ret == -E2BIG)
 				return ret;
 			continue;
@@ -300,8 +303,9 @@ static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_
 		memset(a, 0, sizeof(*a));
 		if ((size_t)snprintf(a->name, sizeof(a->name), "%s__%s", group, mname) >=
 		    sizeof(a->name))
-			return debuginfo_fail(c, -ENAMETOOLONG, 0, "'%s__%s' is too long a name for a member",
-					      group, mname);
+			return debuginfo_fail(c, -ENAMETOOLONG, 0,
+					      "'%s__%s' is too long a name for a member", group,
+					      mname);
 		a->group_len = (uint8_t)strlen(group);
 		a->group_first = *n == 0;
 		a->named = true;
@@ -310,7 +314,8 @@ static int expand(struct ctx *c, struct lval *lv, const char *group, struct usc_
 		} else if (tag == DW_TAG_array_type) {
 			Dwarf_Die elem;
 
-			if (debuginfo_die_type(&m.type, &elem) && debuginfo_strip_type(&elem) && debuginfo_is_char(&elem)) {
+			if (debuginfo_die_type(&m.type, &elem) && debuginfo_strip_type(&elem) &&
+			    debuginfo_is_char(&elem)) {
 				if (store(c, &m, a))
 					continue;
 			} else {
@@ -340,22 +345,26 @@ static int lower_var(struct ctx *c, Dwarf_Die *var, const char *group, struct us
 		return ret;
 	if (lv.has_type && go_dwarf_comp(&lv.type) && group) {
 		/* a Go string, slice or interface: its parts, then itself */
-		ret = go_dwarf_value(c, &lv, go_dwarf_comp(&lv.type), group, 0, false, out, max, &n);
+		ret = go_dwarf_value(c, &lv, go_dwarf_comp(&lv.type), group, 0, false, out, max,
+				     &n);
 		if (ret && c->err && c->err->pos == 0)
 			c->err->pos = pos0;
 		return ret ? ret : (int)n;
 	}
 	if (lv.npieces)
-		return debuginfo_fail(c, -EINVAL, pos0, "'%.*s' is in %u registers: uscope fetches strings, "
-				      "slices and interfaces so", (int)c->len, c->expr, lv.npieces);
+		return debuginfo_fail(c, -EINVAL, pos0, "'%.*s' is in %u registers: uscope "
+				      "fetches strings, slices and interfaces so", (int)c->len,
+				      c->expr, lv.npieces);
 	if (lv.has_type && debuginfo_is_aggregate(dwarf_tag(&lv.type))) {
 		if (lv.kind != LV_MEM)
-			return debuginfo_fail(c, -EINVAL, pos0, "'%.*s' is a struct outside memory: uscope "
-					      "cannot read its members", (int)c->len, c->expr);
+			return debuginfo_fail(c, -EINVAL, pos0, "'%.*s' is a struct outside "
+					      "memory: uscope cannot read its members",
+					      (int)c->len, c->expr);
 		ret = expand(c, &lv, group, out, max, &n);
 		if (!ret && !n)
-			ret = debuginfo_fail(c, -EINVAL, pos0, "'%.*s' has no member uscope can fetch",
-					     (int)c->len, c->expr);
+			ret = debuginfo_fail(c, -EINVAL, pos0,
+					     "'%.*s' has no member uscope can fetch", (int)c->len,
+					     c->expr);
 		if (ret && c->err && c->err->pos == 0)
 			c->err->pos = pos0;
 		return ret ? ret : (int)n;
