@@ -130,9 +130,17 @@ struct ctx {
 	struct dwarf_error *err;
 };
 
+/* ---- lval.c: errors and steps on an lval -------------------------------- */
+
 /* Fill c->err (if not NULL) with pos and the message; return ret. */
 __attribute__((format(printf, 4, 5)))
 int debuginfo_fail(struct ctx *c, int ret, size_t pos, const char *fmt, ...);
+/* The memory offset to use for the next access, folding an offset into a
+ * bare FOP_VADDR load (whose renderings mean "the memory at" already). */
+int64_t debuginfo_access_off(struct lval *lv);
+/* The object lv points to (lv has pointer type): its memory; pos for
+ * errors. */
+int debuginfo_deref(struct ctx *c, struct lval *lv, size_t pos);
 
 /* ---- location.c: where a variable lives ---------------------------------- */
 
@@ -155,11 +163,5 @@ int debuginfo_find_var(struct ctx *c, const char *name, Dwarf_Die *out);
  * from var if not NULL, else from the variable the expression names.
  * *pos0: where the expression starts, for errors. 0 or -errno (c->err). */
 int debuginfo_lower_lval(struct ctx *c, Dwarf_Die *var, struct lval *lvp, size_t *pos0);
-
-/* ---- lower.c: fetch programs --------------------------------------------- */
-
-/* The object lv points to (lv has pointer type): its memory; pos for
- * errors. */
-int debuginfo_deref(struct ctx *c, struct lval *lv, size_t pos);
 
 #endif

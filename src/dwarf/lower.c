@@ -4,7 +4,6 @@
  * and dwarf_params. */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,68 +31,6 @@ static const char *tag_word(int tag)
 	}
 }
 
-int debuginfo_fail(struct ctx *c, int ret, size_t pos, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (c->err) {
-		c->err->pos = pos;
-		va_start(ap, fmt);
-		vsnprintf(c->err->msg, sizeof(c->err->msg), fmt, ap);
-		va_end(ap);
-	}
-	return ret;
-}
-
-/* The memory offset to use for the next access, folding an offset into a
- * bare FOP_VADDR load (whose renderings mean "the memory at" already). */
-static int64_t access_off(struct lval *lv)
-{
-	int64_t off = lv->off;
-
-	if (lv->n == 1 && lv->prog[0].op == FOP_VADDR) {
-		lv->prog[0].imm += off;
-		off = 0;
-	}
-	lv->off = 0;
-	return off;
-}
-
-static int push(struct ctx *c, struct lval *lv, struct fetch_insn in, size_t pos)
-{
-	/* room for this, a store, a modify and the END */
-	if (lv->n + 3 >= USC_FETCH_MAX)
-		return debuginfo_fail(c, -E2BIG, pos, "'%.*s' needs too many dereferences",
-				      (int)pos, c->expr);
-	lv->prog[lv->n++] = in;
-	return 0;
-}
-
-int debuginfo_deref(struct ctx *c, struct lval *lv, size_t pos)
-{
-	Dwarf_Die pointee;
-	int ret;
-
-	if (lv->kind == LV_MEM) {
-		int64_t off = access_off(lv);
-
-		ret = push(c, lv, (struct fetch_insn){.op = FOP_DEREF, .imm = off}, pos);
-		if (ret)
-			return ret;
-	} else if (lv->kind == LV_CONST) {
-		return debuginfo_fail(c, -EINVAL, pos, "'%.*s' is a constant, not in memory",
-				      (int)pos, c->expr);
-	}
-	lv->kind = LV_MEM;
-	lv->off = 0;
-	lv->has_type = debuginfo_die_type(&lv->type, &pointee);
-	lv->tname = lv->has_type ? debuginfo_die_name(&pointee) : NULL;
-	lv->has_type = lv->has_type && debuginfo_strip_type(&pointee);
-	if (lv->has_type)
-		lv->type = pointee;
-	return 0;
-}
-
 /* The final store for the object lv into out. */
 static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 {
@@ -112,7 +49,8 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 		if (tag == DW_TAG_array_type && debuginfo_die_type(&lv->type, &elem) &&
 		    debuginfo_strip_type(&elem) && debuginfo_is_char(&elem)) {
 			out->type = USC_T_STRING;
-			st = (struct fetch_insn){.op = FOP_ST_STRING, .imm = access_off(lv)};
+			st = (struct fetch_insn){.op = FOP_ST_STRING,
+						 .imm = debuginfo_access_off(lv)};
 			goto emit;
 		}
 		return debuginfo_fail(c, -EINVAL, 0, "'%.*s' is %s: pick a member%s", (int)end,
@@ -189,7 +127,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 					      c->expr);
 		lv->off += first / 8;
 		st = (struct fetch_insn){.op = FOP_ST_MEM, .size = (uint8_t)size,
-					 .imm = access_off(lv)};
+					 .imm = debuginfo_access_off(lv)};
 		out->type = USC_T_BITFIELD;
 		lv->prog[lv->n++] = st;
 		st = (struct fetch_insn){.op = FOP_MOD_BF, .size = (uint8_t)size,
@@ -201,7 +139,7 @@ static int store(struct ctx *c, struct lval *lv, struct usc_fetcharg *out)
 		st = (struct fetch_insn){.op = FOP_ST_RAW, .size = (uint8_t)size};
 	else if (lv->kind == LV_MEM)
 		st = (struct fetch_insn){.op = FOP_ST_MEM, .size = (uint8_t)size,
-					 .imm = access_off(lv)};
+					 .imm = debuginfo_access_off(lv)};
 	else {
 		lv->prog[lv->n++] = (struct fetch_insn){.op = FOP_IMM, .imm = lv->cval};
 		st = (struct fetch_insn){.op = FOP_ST_RAW, .size = (uint8_t)size};
