@@ -1,5 +1,22 @@
 /* The DWARF front end's private parts, shared by its files (each file is
- * one pass; the functions shared between them are debuginfo_*).
+ * one pass; the functions shared between them are debuginfo_*). Each file
+ * calls only files listed after it:
+ *   module.c        dwarf_open, dwarf_close (frees what the others cache)
+ *   lower.c         an expression to a fetch program: dwarf_lower_expr,
+ *                   dwarf_lower_var, dwarf_params
+ *   cexpr.c         the C expression, step by step, into a struct lval
+ *   vars.c          variables by name; dwarf_vars_at
+ *   location.c      where a variable lives at a pc
+ *   src/go/dwarf.c  Go's values in several words, Go's results
+ *   lval.c          errors and dereferences on a struct lval
+ *   types.c         enums, members, C type names; dwarf_func_rettype,
+ *                   dwarf_struct_member_offset
+ *   lines.c         line tables: dwarf_after_prologue, dwarf_func_line,
+ *                   dwarf_line_addrs, dwarf_func_lines
+ *   scopes.c        dwarf_pc_scopes
+ *   inline.c        dwarf_inline_sites
+ *   die.c           small DIE helpers
+ *   units.c         the compilation unit at an address
  *
  * Everything is done in link-time addresses. libdwfl reports an offline
  * module at some bias (0 for ET_EXEC and ET_DYN alike, in practice); the

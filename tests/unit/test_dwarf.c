@@ -1,4 +1,4 @@
-/* Tests of src/dwarf/dwarf.c on fixtures built at run time
+/* Tests of src/dwarf/ on fixtures built at run time
  * (tests/unit/fixtures/dwarf/build.sh): the same C file at -O0 (with and
  * without a frame pointer), at -O2, stripped with a .gnu_debuglink file, and
  * without debug info. Expected programs are checked against the compiler:
