@@ -2,16 +2,12 @@
  * (src/probe/fetch.h): the store its type calls for, or a struct's
  * members one level deep; the entries dwarf_lower_expr, dwarf_lower_var
  * and dwarf_params. */
+#include <dwarf.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <dwarf.h>
-#include <elfutils/libdw.h>
-#include <elfutils/libdwfl.h>
 
 #include "core/log.h"
 #include "dwarf/dwarf.h"
