@@ -7,7 +7,7 @@
  *   cexpr.c         the C expression, step by step, into a struct lval
  *   vars.c          variables by name; dwarf_vars_at
  *   location.c      where a variable lives at a pc
- *   src/go/dwarf.c  Go's values in several words, Go's results
+ *   src/dwarf/go.c  Go's values in several words, Go's results
  *   lval.c          errors and dereferences on a struct lval
  *   types.c         enums, members, C type names; dwarf_func_rettype,
  *                   dwarf_struct_member_offset
@@ -108,7 +108,7 @@ bool debuginfo_find_member(Dwarf_Die *t, const char *name, Dwarf_Die *mem, int64
  * false: void. */
 void debuginfo_type_name(Dwarf_Die *t, bool has, char *buf, size_t len);
 
-/* ---- the lowering state (lower.c, cexpr.c, location.c, src/go/dwarf.c) -- */
+/* ---- the lowering state (lower.c, cexpr.c, location.c, src/dwarf/go.c) -- */
 
 enum lv_kind { LV_REG, LV_MEM, LV_CONST };
 

@@ -12,7 +12,7 @@
 #include "core/log.h"
 #include "dwarf/dwarf.h"
 #include "dwarf/dwarf_int.h"
-#include "go/go_dwarf.h"
+#include "dwarf/go.h"
 
 static const char *tag_word(int tag)
 {

@@ -9,7 +9,7 @@
 
 #include "dwarf/dwarf.h"
 #include "dwarf/dwarf_int.h"
-#include "go/go_dwarf.h"
+#include "dwarf/go.h"
 
 static bool is_var_tag(int tag)
 {

@@ -1,8 +1,8 @@
 /* Go's DWARF, for the DWARF front end (src/dwarf/): what it does with Go's
  * values in several words and Go's results. The lowering state (struct ctx,
  * struct lval) is the front end's (src/dwarf/dwarf_int.h). */
-#ifndef USC_GO_GO_DWARF_H
-#define USC_GO_GO_DWARF_H
+#ifndef USC_DWARF_GO_H
+#define USC_DWARF_GO_H
 
 #include <stdbool.h>
 #include <stdint.h>

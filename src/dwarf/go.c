@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "dwarf/dwarf_int.h"
-#include "go/go_dwarf.h"
+#include "dwarf/go.h"
 
 #define DW_AT_go_kind 0x2900	/* Go's reflect.Kind of a type */
 #define GO_KIND_SLICE 23
