@@ -138,7 +138,7 @@ build/san/tests/test_sdt: tests/unit/test_sdt.c build/san/libuscope.a build/san/
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
 FUZZ_LIB_SRCS := src/core/log.c $(wildcard src/probe/*.c) src/usdt/usdt.c src/elf/elf.c src/elf/demangle.c \
-	src/elf/gopclntab.c
+	src/go/gopclntab.c
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
 	@mkdir -p $(dir $@)
 	clang $(BASE_CFLAGS) -O1 -g -fsanitize=fuzzer,address,undefined -o $@ $^ -lelf -ldw -liberty \
@@ -147,7 +147,7 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
 # reader's mmap becomes an exact-size heap copy ASan watches; undefined
 # behaviour is a failure, as in build/san.
 build/fuzz/fuzz_record: src/record/reader.c src/record/buf.c src/engine/inject/clock.c \
-	src/engine/inject/inject_raw.c src/engine/bpf/bpf_raw.c src/output/output.c src/output/govalue.c
+	src/engine/inject/inject_raw.c src/engine/bpf/bpf_raw.c src/output/output.c src/go/govalue.c
 build/fuzz/fuzz_record: FUZZ_FLAGS := -fno-sanitize-recover=undefined -Wl,--wrap=mmap,--wrap=munmap
 # The folded-stack parser, the flame graph's layout and its SVG.
 build/fuzz/fuzz_flame: src/flame/flame.c

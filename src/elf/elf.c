@@ -24,7 +24,7 @@
 
 #include "core/log.h"
 #include "elf/demangle.h"
-#include "elf/gopclntab.h"
+#include "go/gopclntab.h"
 
 struct elf_priv {
 	const unsigned char *map;	/* the whole file, read-only */

@@ -1,7 +1,7 @@
 #include "output/output.h"
 #include "stack/stack.h"
 
-#include "output/govalue.h"
+#include "go/govalue.h"
 #include "resolve/cache.h"
 
 #include <errno.h>

@@ -12,7 +12,7 @@
 
 #include "core/log.h"
 #include "resolve/cache.h"
-#include "resolve/goabi.h"
+#include "go/goabi.h"
 #include "resolve/shape.h"
 #include "elf/elf.h"
 #include "dwarf/dwarf.h"

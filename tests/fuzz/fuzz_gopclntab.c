@@ -1,4 +1,4 @@
-/* libFuzzer target for Go's function table reader (src/elf/gopclntab.c).
+/* libFuzzer target for Go's function table reader (src/go/gopclntab.c).
  *
  * The input is the table itself, read from an exact-size heap copy (ASan
  * sees any read past its end). When the header is accepted, its offsets
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "elf/gopclntab.h"
+#include "go/gopclntab.h"
 
 #define CHECK(cond)                                                             \
 	do {                                                                    \

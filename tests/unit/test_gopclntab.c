@@ -1,4 +1,4 @@
-/* Tests of src/elf/gopclntab.c and of the Go side of src/elf/elf.c, on Go
+/* Tests of src/go/gopclntab.c and of the Go side of src/elf/elf.c, on Go
  * programs built by Debian's go at run time (tests/unit/fixtures/go/build.sh,
  * from tests/targets/goctl): the functions of a stripped build must be those
  * the unstripped build's .symtab has (names, entries, sizes), as a plain
@@ -26,8 +26,8 @@
 #include <unistd.h>
 
 #include "elf/elf.h"
-#include "elf/gopclntab.h"
-#include "elf/gotypes.h"
+#include "go/gopclntab.h"
+#include "go/gotypes.h"
 #include "fixture.h"
 
 static char tmpdir[256];

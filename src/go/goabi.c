@@ -1,4 +1,6 @@
-#include "resolve/goabi.h"
+/* Go's register ABI at a probe: $argN, $retvalN and $goid bound on a Go
+ * function (see goabi.h). */
+#include "go/goabi.h"
 
 #include <errno.h>
 #include <string.h>
@@ -6,7 +8,7 @@
 #include "core/log.h"
 #include "dwarf/dwarf.h"
 #include "elf/elf.h"
-#include "elf/gotypes.h"
+#include "go/gotypes.h"
 #include "resolve/cache.h"
 
 static const uint8_t go_regs[9] = {

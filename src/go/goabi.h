@@ -4,8 +4,8 @@
  * RAX, RBX, RCX, RDI, RSI, R8, R9, R10, R11, a word each, and keeps the
  * running goroutine's g in R14. Functions written in assembly (ABI0), and
  * all functions before Go 1.17, pass arguments on the stack. */
-#ifndef USC_RESOLVE_GOABI_H
-#define USC_RESOLVE_GOABI_H
+#ifndef USC_GO_GOABI_H
+#define USC_GO_GOABI_H
 
 #include "resolve/resolve.h"
 

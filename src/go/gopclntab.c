@@ -1,7 +1,7 @@
 /* Go's function table (.gopclntab): names, entries and ends of functions.
  * See gopclntab.h for the layouts. Learnt from Go's debug/gosym (pclntab.go)
  * and runtime/symtab.go; every read here is bounded by the buffer. */
-#include "elf/gopclntab.h"
+#include "go/gopclntab.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -5,7 +5,7 @@
  * module's types, moduledata.types. A name is a flags byte, the length (a
  * uvarint since Go 1.17, two big-endian bytes before) and the bytes; with
  * tflagExtraStar (2) the name carries a '*' the type does not have. */
-#include "elf/gotypes.h"
+#include "go/gotypes.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -1,11 +1,13 @@
-#include "output/govalue.h"
+/* Go values (a string, a slice, an interface) formatted from their parts,
+ * as Go shows them (see govalue.h). */
+#include "go/govalue.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "elf/gotypes.h"
+#include "go/gotypes.h"
 #include "resolve/cache.h"
 
 static int64_t sext(uint64_t v, unsigned size)

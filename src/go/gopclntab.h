@@ -15,8 +15,8 @@
  * truncated or corrupt table gives -EINVAL or fewer functions, never a read
  * outside [data, data + len). Reasons are logged with log_debug only (the
  * caller decides what a missing table means). */
-#ifndef USC_ELF_GOPCLNTAB_H
-#define USC_ELF_GOPCLNTAB_H
+#ifndef USC_GO_GOPCLNTAB_H
+#define USC_GO_GOPCLNTAB_H
 
 #include <stdbool.h>
 #include <stddef.h>

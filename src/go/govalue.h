@@ -2,8 +2,8 @@
  * length, capacity and first elements, an interface as its dynamic type and
  * data pointer. A Go value in several words arrives as its parts and then
  * the argument that shows it (probe.h, USC_SHOW_GO_STRING ...). */
-#ifndef USC_OUTPUT_GOVALUE_H
-#define USC_OUTPUT_GOVALUE_H
+#ifndef USC_GO_GOVALUE_H
+#define USC_GO_GOVALUE_H
 
 #include "output/output.h"
 

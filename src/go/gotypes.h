@@ -1,7 +1,7 @@
 /* Go's runtime type descriptors, read from a Go binary: the name of a
  * runtime._type (an interface's dynamic type), and which Go built it. */
-#ifndef USC_ELF_GOTYPES_H
-#define USC_ELF_GOTYPES_H
+#ifndef USC_GO_GOTYPES_H
+#define USC_GO_GOTYPES_H
 
 #include <stddef.h>
 #include <stdint.h>
