@@ -1,3 +1,5 @@
+/* Go values (a string, a slice, an interface) formatted from their parts,
+ * as Go shows them (see govalue.h). */
 #include "output/govalue.h"
 
 #include <errno.h>
@@ -145,7 +147,7 @@ static int put_iface(struct usc_output *o, const struct usc_event *ev,
 	return ret ? ret : output_raw(o, buf);
 }
 
-int output_go_value(struct usc_output *o, const struct usc_event *ev, unsigned i)
+int govalue_append(struct usc_output *o, const struct usc_event *ev, unsigned i)
 {
 	const struct usc_fetcharg *a = &ev->site->args[i];
 	const struct usc_value *v = &ev->vals[i];

@@ -7,12 +7,14 @@
 
 #include "output/output.h"
 
-static inline bool output_is_go_value(const struct usc_fetcharg *a)
+/* Is a a Go value govalue_append shows (a string, slice or interface; not
+ * one of its parts)? */
+static inline bool govalue_shows(const struct usc_fetcharg *a)
 {
 	return a->show >= USC_SHOW_GO_STRING && a->show <= USC_SHOW_GO_EFACE;
 }
 
-/* Append the Go value ev->site->args[i] (output_is_go_value), its parts
+/* Append the Go value ev->site->args[i] (govalue_shows), its parts
  * being the go_parts arguments before it: text
  *   "deploy-1"   "a long string cut at 64 bytes"...   (a string)
  *   []int{len=3 cap=4: 1, 2, 3}   []int{len=9 cap=9: 1, 2, 3, 4, ...}
@@ -22,6 +24,6 @@ static inline bool output_is_go_value(const struct usc_fetcharg *a)
  * fetched), {"type":NAME,"data":"0x..."} or null. The dynamic type's name
  * comes from the probed file (o->cache); without it, its address. A part
  * that faulted shows (fault) / null. 0 or -ENOMEM. */
-int output_go_value(struct usc_output *o, const struct usc_event *ev, unsigned i);
+int govalue_append(struct usc_output *o, const struct usc_event *ev, unsigned i);
 
 #endif

@@ -430,8 +430,8 @@ int output_event_args(struct usc_output *o, const struct usc_event *ev)
 			ret = put(o, " %s=", name);
 		}
 		shown++;
-		if (!ret && output_is_go_value(a))
-			ret = output_go_value(o, ev, i);
+		if (!ret && govalue_shows(a))
+			ret = govalue_append(o, ev, i);
 		else
 			ret = ret ? ret : put_value(o, ev, a, &ev->vals[i]);
 		if (!ret && a->group_len &&

@@ -1,3 +1,5 @@
+/* Go's register ABI at a probe: $argN, $retvalN and $goid bound on a Go
+ * function (see goabi.h). */
 #include "resolve/goabi.h"
 
 #include <errno.h>

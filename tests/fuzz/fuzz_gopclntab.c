@@ -1,4 +1,4 @@
-/* libFuzzer target for Go's function table reader (src/elf/gopclntab.c).
+/* libFuzzer target for Go's function table reader (src/go/gopclntab.c).
  *
  * The input is the table itself, read from an exact-size heap copy (ASan
  * sees any read past its end). When the header is accepted, its offsets

@@ -1,5 +1,5 @@
 /* Tests of C++ names (src/elf/demangle.c and the demangled lookups of
- * src/elf/elf.c) and of inlined copies (src/dwarf/inline.c), on fixtures
+ * src/elf/symbols.c) and of inlined copies (src/dwarf/inline.c), on fixtures
  * built at run time (tests/unit/fixtures/cxx/build.sh). */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -248,7 +248,7 @@ static int group_teardown(void **state)
 	return fixture_remove(tmpdir);
 }
 
-/* ---- elf.c ------------------------------------------------------------ */
+/* ---- src/elf/ (elf.h) -------------------------------------------------- */
 
 static void test_open_errors(void **state)
 {

@@ -1,12 +1,13 @@
-/* Tests of src/elf/gopclntab.c and of the Go side of src/elf/elf.c, on Go
- * programs built by Debian's go at run time (tests/unit/fixtures/go/build.sh,
- * from tests/targets/goctl): the functions of a stripped build must be those
- * the unstripped build's .symtab has (names, entries, sizes), as a plain
- * executable, a PIE of Go's linker and a PIE of the external linker, and
- * without section headers. The older table layouts (Go 1.2-1.15, 1.16-1.17)
- * and Go 1.20's magic are checked on tables rewritten from the real one.
- * Truncated, corrupted and absurd tables must give an error or fewer
- * functions: the tests run under ASan and UBSan, on exact-size copies. */
+/* Tests of src/go/gopclntab.c and of the Go side of opening a file
+ * (src/go/gofile.c), on Go programs built by Debian's go at run time
+ * (tests/unit/fixtures/go/build.sh, from tests/targets/goctl): the functions
+ * of a stripped build must be those the unstripped build's .symtab has
+ * (names, entries, sizes), as a plain executable, a PIE of Go's linker and a
+ * PIE of the external linker, and without section headers. The older table
+ * layouts (Go 1.2-1.15, 1.16-1.17) and Go 1.20's magic are checked on tables
+ * rewritten from the real one. Truncated, corrupted and absurd tables must
+ * give an error or fewer functions: the tests run under ASan and UBSan, on
+ * exact-size copies. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Go values printed as Go prints them (src/output/govalue.c): a string, a
+/* Go values printed as Go prints them (src/go/govalue.c): a string, a
  * slice, an interface and an any, each as its parts then the argument that
  * shows it, in text and JSON; cut, nil, empty and faulted values. */
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* Tests of src/usdt/usdt.c (and the elf.c helpers it uses): the note parser
+/* Tests of src/usdt/usdt.c (and the src/elf/ helpers it uses): the note parser
  * on byte vectors built here, usdt_read on fixtures built at run time
  * (tests/unit/fixtures/usdt/build.sh) checked against readelf and nm, and
  * the argument-spec parser. */
