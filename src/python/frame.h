@@ -14,6 +14,10 @@ enum python_frame_flags {
 	PYFRAME_GEN = 1 << 1,	/* owned by a generator or coroutine */
 };
 
+/* A walk's default bound on the frames it stores (walk.h's
+ * PYWALK_MAX_FRAMES). */
+#define PYTHON_FRAMES_MAX 128
+
 /* One frame, as a probe records it: 16 bytes. */
 struct python_frame {
 	uint64_t code;		/* PyCodeObject * */

@@ -18,7 +18,7 @@ enum {
 /* A varint at tab[*i]: false if it runs past len or past 32 bits. */
 static bool varint(const uint8_t *tab, size_t len, size_t *i, uint32_t *v)
 {
-	uint32_t val = 0;
+	uint64_t val = 0;
 	unsigned shift = 0;
 	uint8_t b;
 
@@ -26,10 +26,12 @@ static bool varint(const uint8_t *tab, size_t len, size_t *i, uint32_t *v)
 		if (*i >= len || shift > 30)
 			return false;
 		b = tab[(*i)++];
-		val |= (uint32_t)(b & 63) << shift;
+		val |= (uint64_t)(b & 63) << shift;
 		shift += 6;
 	} while (b & 64);
-	*v = val;
+	if (val > UINT32_MAX)
+		return false;
+	*v = (uint32_t)val;
 	return true;
 }
 

@@ -30,7 +30,7 @@
  *   PYWALK_READ(env, dst, addr, len)   read len bytes of the process's memory
  *                                      at addr: 0, or non-zero if unreadable
  * and may define:
- *   PYWALK_MAX_FRAMES                  a bound on max (default 128), which
+ *   PYWALK_MAX_FRAMES                  a bound on max (PYTHON_FRAMES_MAX), which
  *                                      a verifier can see
  * The macros are undefined at the end. The functions:
  *   start(off, tstate, w, env)         begin a walk of the thread state
@@ -45,7 +45,7 @@
 #include "python/frame.h"
 
 #ifndef PYWALK_MAX_FRAMES
-#define PYWALK_MAX_FRAMES 128
+#define PYWALK_MAX_FRAMES PYTHON_FRAMES_MAX
 #endif
 
 /* The frame's bytes are read at once; a field is picked out of them at the
