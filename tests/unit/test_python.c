@@ -20,6 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "core/log.h"
 #include "python/detect.h"
 #include "python/linetable.h"
@@ -784,6 +789,243 @@ static void test_detect_files(void **state)
 	print_message("pyenv builds recognised: %d\n", found);
 }
 
+/* ---- the table against DWARF -------------------------------------------- */
+
+static Dwarf_Die *peel(Dwarf_Die *d, Dwarf_Die *mem)
+{
+	Dwarf_Attribute a;
+
+	while (dwarf_tag(d) == DW_TAG_typedef || dwarf_tag(d) == DW_TAG_const_type ||
+	       dwarf_tag(d) == DW_TAG_volatile_type) {
+		if (!dwarf_attr(d, DW_AT_type, &a) || !dwarf_formref_die(&a, mem))
+			return NULL;
+		d = mem;
+	}
+	return d;
+}
+
+/* A type defined at the top of a unit: struct TAG, enum TAG, or a typedef
+ * (peeled to what it names). */
+static bool dw_type(Dwarf *dw, const char *name, int tag, Dwarf_Die *out)
+{
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+
+	while (dwarf_nextcu(dw, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+		Dwarf_Die cu, d, mem;
+
+		if (dwarf_offdie(dw, off + hsize, &cu) && dwarf_child(&cu, &d) == 0) {
+			do {
+				const char *n = dwarf_diename(&d);
+				Dwarf_Die *t;
+
+				if (!n || strcmp(n, name) || dwarf_hasattr(&d, DW_AT_declaration))
+					continue;
+				if (dwarf_tag(&d) == tag) {
+					*out = d;
+					return true;
+				}
+				if (dwarf_tag(&d) == DW_TAG_typedef && (t = peel(&d, &mem)) &&
+				    dwarf_tag(t) == tag && dwarf_haschildren(t)) {
+					*out = *t;
+					return true;
+				}
+			} while (dwarf_siblingof(&d, &d) == 0);
+		}
+		off = next;
+	}
+	return false;
+}
+
+/* The member at path ("gilstate.autoTSSkey._key") of struct type name: its
+ * byte offset, and its bit offset for a bit field; -1 if absent. */
+static long dw_member(Dwarf *dw, const char *type, const char *path, long *bit)
+{
+	Dwarf_Die t, mem, *cur = &t;
+	char buf[128], *save = NULL, *comp;
+	long off = 0;
+
+	if (!dw_type(dw, type, DW_TAG_structure_type, &t))
+		return -1;
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (comp = strtok_r(buf, ".", &save); comp; comp = strtok_r(NULL, ".", &save)) {
+		Dwarf_Die m;
+		Dwarf_Attribute a;
+		Dwarf_Word w = 0;
+		bool found = false;
+
+		if (dwarf_child(cur, &m) != 0)
+			return -1;
+		do {
+			const char *n = dwarf_diename(&m);
+
+			if (dwarf_tag(&m) == DW_TAG_member && n && !strcmp(n, comp)) {
+				found = true;
+				break;
+			}
+		} while (dwarf_siblingof(&m, &m) == 0);
+		if (!found)
+			return -1;
+		if (dwarf_attr(&m, DW_AT_data_member_location, &a) && dwarf_formudata(&a, &w) == 0)
+			off += (long)w;
+		if (bit && dwarf_attr(&m, DW_AT_data_bit_offset, &a) &&
+		    dwarf_formudata(&a, &w) == 0)
+			*bit = (long)w;
+		if (!dwarf_attr(&m, DW_AT_type, &a) || !dwarf_formref_die(&a, &mem) ||
+		    !(cur = peel(&mem, &mem)))
+			return -1;
+		t = *cur;
+		cur = &t;
+	}
+	return off;
+}
+
+static long dw_sizeof(Dwarf *dw, const char *type)
+{
+	Dwarf_Die t;
+
+	return dw_type(dw, type, DW_TAG_structure_type, &t) ? dwarf_bytesize(&t) : -1;
+}
+
+static long dw_enum(Dwarf *dw, const char *type, const char *name)
+{
+	Dwarf_Die t, e;
+	Dwarf_Attribute a;
+	Dwarf_Sword v;
+
+	if (!dw_type(dw, type, DW_TAG_enumeration_type, &t) || dwarf_child(&t, &e) != 0)
+		return -1;
+	do {
+		const char *n = dwarf_diename(&e);
+
+		if (n && !strcmp(n, name) && dwarf_attr(&e, DW_AT_const_value, &a) &&
+		    dwarf_formsdata(&a, &v) == 0)
+			return (long)v;
+	} while (dwarf_siblingof(&e, &e) == 0);
+	return -1;
+}
+
+enum dwk { DW_OFF, DW_SIZE, DW_BIT, DW_ENUM };
+
+/* Each value of the table and where the DWARF has it; minor: 0 for every
+ * version, else only that 3.minor. */
+static const struct dw_check {
+	int minor;
+	enum dwk kind;
+	const char *type, *path;
+	size_t field;		/* offsetof(struct python_offsets, ...) */
+	int width;		/* 2: uint16_t, 1: uint8_t */
+} dw_checks[] = {
+#define C(m, k, t, p, f) {m, k, t, p, offsetof(struct python_offsets, f), \
+			  (int)sizeof(((struct python_offsets *)0)->f)}
+	C(0, DW_OFF, "pyruntimestate", "interpreters.head", rt_interp_head),
+	C(11, DW_OFF, "pyruntimestate", "gilstate.autoTSSkey._key", rt_tss_key),
+	C(11, DW_OFF, "pyruntimestate", "gilstate.autoTSSkey._is_initialized", rt_tss_init),
+	C(11, DW_OFF, "pyruntimestate", "gilstate.tstate_current", rt_tstate_current),
+	C(12, DW_OFF, "pyruntimestate", "autoTSSkey._key", rt_tss_key),
+	C(12, DW_OFF, "pyruntimestate", "autoTSSkey._is_initialized", rt_tss_init),
+	C(13, DW_OFF, "pyruntimestate", "autoTSSkey._key", rt_tss_key),
+	C(13, DW_OFF, "pyruntimestate", "autoTSSkey._is_initialized", rt_tss_init),
+	C(0, DW_OFF, "_is", "next", is_next),
+	C(0, DW_OFF, "_is", "threads.head", is_threads_head),
+	C(0, DW_OFF, "_ts", "next", ts_next),
+	C(0, DW_OFF, "_ts", "thread_id", ts_thread_id),
+	C(0, DW_OFF, "_ts", "native_thread_id", ts_native_thread_id),
+	C(11, DW_OFF, "_ts", "cframe", ts_frame),
+	C(12, DW_OFF, "_ts", "cframe", ts_frame),
+	C(13, DW_OFF, "_ts", "current_frame", ts_frame),
+	C(11, DW_OFF, "_PyCFrame", "current_frame", cf_current_frame),
+	C(12, DW_OFF, "_PyCFrame", "current_frame", cf_current_frame),
+	C(11, DW_OFF, "_PyInterpreterFrame", "f_code", fr_code),
+	C(12, DW_OFF, "_PyInterpreterFrame", "f_code", fr_code),
+	C(13, DW_OFF, "_PyInterpreterFrame", "f_executable", fr_code),
+	C(0, DW_OFF, "_PyInterpreterFrame", "previous", fr_previous),
+	C(11, DW_OFF, "_PyInterpreterFrame", "prev_instr", fr_instr),
+	C(12, DW_OFF, "_PyInterpreterFrame", "prev_instr", fr_instr),
+	C(13, DW_OFF, "_PyInterpreterFrame", "instr_ptr", fr_instr),
+	C(11, DW_OFF, "_PyInterpreterFrame", "is_entry", fr_is_entry),
+	C(0, DW_OFF, "_PyInterpreterFrame", "owner", fr_owner),
+	C(0, DW_ENUM, "_frameowner", "FRAME_OWNED_BY_GENERATOR", owner_generator),
+	C(12, DW_ENUM, "_frameowner", "FRAME_OWNED_BY_CSTACK", owner_cstack),
+	C(13, DW_ENUM, "_frameowner", "FRAME_OWNED_BY_CSTACK", owner_cstack),
+	C(0, DW_OFF, "PyCodeObject", "co_firstlineno", co_firstlineno),
+	C(0, DW_OFF, "PyCodeObject", "co_filename", co_filename),
+	C(0, DW_OFF, "PyCodeObject", "co_name", co_name),
+	C(0, DW_OFF, "PyCodeObject", "co_qualname", co_qualname),
+	C(0, DW_OFF, "PyCodeObject", "co_linetable", co_linetable),
+	C(0, DW_OFF, "PyCodeObject", "_co_firsttraceable", co_firsttraceable),
+	C(0, DW_OFF, "PyCodeObject", "co_code_adaptive", co_code_adaptive),
+	C(0, DW_OFF, "_object", "ob_type", ob_type),
+	C(0, DW_OFF, "PyVarObject", "ob_size", ob_size),
+	C(0, DW_OFF, "PyBytesObject", "ob_sval", bytes_sval),
+	C(0, DW_OFF, "PyASCIIObject", "length", str_length),
+	C(0, DW_OFF, "PyASCIIObject", "state", str_state),
+	C(0, DW_SIZE, "PyASCIIObject", NULL, str_ascii_size),
+	C(0, DW_SIZE, "PyCompactUnicodeObject", NULL, str_compact_size),
+	C(0, DW_BIT, "PyASCIIObject", "state.kind", str_kind_shift),
+	C(0, DW_BIT, "PyASCIIObject", "state.compact", str_compact_bit),
+	C(0, DW_BIT, "PyASCIIObject", "state.ascii", str_ascii_bit),
+	C(11, DW_BIT, "PyASCIIObject", "state.ready", str_ready_bit),
+#undef C
+};
+
+/* Every value of the table, against the DWARF of each CPython build here
+ * that has it (pyenv's, with -g). Debian's stripped python3.11 has none:
+ * its 3.11 entry is the same table, and test_pystack runs it. */
+static void test_table_vs_dwarf(void **state)
+{
+	glob_t g;
+	int libs = 0;
+
+	(void)state;
+	if (glob("/root/.pyenv/versions/3.1[123].*/lib/libpython3.1[123].so.1.0", 0, NULL, &g)) {
+		skip();
+		return;
+	}
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		const char *lib = g.gl_pathv[i];
+		int fd = open(lib, O_RDONLY), minor = 0, checked = 0;
+		const struct python_offsets *off;
+		Dwarf *dw;
+
+		assert_true(fd >= 0);
+		assert_int_equal(sscanf(strstr(lib, "/libpython"), "/libpython3.%d", &minor), 1);
+		off = python_offsets_for(0x03000000u | (uint32_t)minor << 16);
+		assert_non_null(off);
+		dw = dwarf_begin(fd, DWARF_C_READ);
+		if (!dw) {	/* a build without debug info */
+			close(fd);
+			continue;
+		}
+		for (size_t k = 0; k < N(dw_checks); k++) {
+			const struct dw_check *c = &dw_checks[k];
+			long want = -1, bit = -1;
+			unsigned mine = 0;
+
+			if (c->minor && c->minor != minor)
+				continue;
+			switch (c->kind) {
+			case DW_OFF: want = dw_member(dw, c->type, c->path, NULL); break;
+			case DW_SIZE: want = dw_sizeof(dw, c->type); break;
+			case DW_BIT: dw_member(dw, c->type, c->path, &bit); want = bit; break;
+			case DW_ENUM: want = dw_enum(dw, c->type, c->path); break;
+			}
+			memcpy(&mine, (const uint8_t *)off + c->field, (size_t)c->width);
+			if (want < 0 || (unsigned long)want != mine)
+				fail_msg("%s: %s %s: DWARF says %ld, the table %u", lib, c->type,
+					 c->path ? c->path : "(size)", want, mine);
+			checked++;
+		}
+		print_message("%s: %d values match the DWARF\n", lib, checked);
+		dwarf_end(dw);
+		close(fd);
+		libs++;
+	}
+	globfree(&g);
+	if (!libs)
+		skip();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -798,6 +1040,7 @@ int main(void)
 		cmocka_unit_test(test_tss_and_threads),
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_detect_files),
+		cmocka_unit_test(test_table_vs_dwarf),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
