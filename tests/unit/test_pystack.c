@@ -39,6 +39,7 @@
 #include "elf/elf.h"
 #include "elf/modules.h"
 #include "fixture.h"
+#include "core/log.h"
 #include "python/detect.h"
 #include "python/symbolize.h"
 
@@ -376,6 +377,80 @@ static void test_pyenv(void **state)
 		skip();
 }
 
+static char logged[1024];
+
+static void capture_log(enum usc_log_level level, const char *msg, void *ctx)
+{
+	(void)ctx;
+	if (level <= USC_LOG_WARN)
+		snprintf(logged, sizeof(logged), "%s", msg);
+}
+
+/* A process that has printed a line and waits on its stdin. */
+static pid_t spawn_waiting(char *const argv[], int *in)
+{
+	int to[2], from[2];
+	char buf[16];
+	pid_t pid;
+
+	assert_int_equal(pipe(to), 0);
+	assert_int_equal(pipe(from), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (!pid) {
+		dup2(to[0], 0);
+		dup2(from[1], 1);
+		close(to[1]);
+		close(from[0]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	assert_true(read(from[0], buf, sizeof(buf)) > 0);
+	close(from[0]);
+	*in = to[1];
+	return pid;
+}
+
+static void end_waiting(pid_t pid, int in)
+{
+	int st;
+
+	close(in);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+}
+
+/* Processes: an older CPython is refused with its version, a program that
+ * is not Python has no runtime, a process that has gone is -ESRCH. */
+static void test_detect_processes(void **state)
+{
+	char *cat[] = {"/bin/sh", "-c", "echo ready; exec cat", NULL};
+	char *py310[] = {"/root/.pyenv/versions/3.10.13/bin/python3.10", "-c",
+			 "import sys; print('ready', flush=True); sys.stdin.read()", NULL};
+	struct python_runtime rt;
+	pid_t pid;
+	int in;
+
+	(void)state;
+	usc_set_log(capture_log, NULL);
+	pid = spawn_waiting(cat, &in);
+	logged[0] = 0;
+	assert_int_equal(python_detect_pid(pid, &rt), -ENOENT);
+	assert_non_null(strstr(logged, "runs no CPython"));
+	end_waiting(pid, in);
+	assert_int_equal(python_detect_pid(pid, &rt), -ESRCH);
+	if (!access(py310[0], X_OK)) {
+		pid = spawn_waiting(py310, &in);
+		logged[0] = 0;
+		assert_int_equal(python_detect_pid(pid, &rt), -ENOTSUP);
+		assert_non_null(strstr(logged, "libpython3.10.so.1.0 is CPython 3.10; uscope reads "
+					       "the frames of CPython 3.11, 3.12 and 3.13 only"));
+		end_waiting(pid, in);
+	}
+	usc_set_log(NULL, NULL);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -393,6 +468,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_debian_python311),
 		cmocka_unit_test(test_pyenv),
+		cmocka_unit_test(test_detect_processes),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
