@@ -11,12 +11,14 @@ stack it took, outermost frame first:
 The calls: a recursion of a known depth, methods, a closure, generators, a
 coroutine, exceptions unwinding through frames (a finally, a with's __exit__,
 an except), a key function sorted() calls from C, a lambda and a
-comprehension, names and a file name outside ASCII, a deep recursion, and
+comprehension, names and a file name outside ASCII, a deep recursion, a
+garbage collection run in a frame's prologue (a gc callback), and
 threads (alive together, each at its own depth). The main thread calls
 through ctypes.PyDLL, which keeps the GIL; the threads through ctypes.CDLL,
 which releases it. A tag below 100 is the main thread's.
 """
 import ctypes
+import gc
 import sys
 import threading
 import traceback
@@ -162,6 +164,42 @@ def comprehension():
     (lambda: checkpoint(13))()
 
 
+gc_armed = [False]
+
+
+def gc_callback(phase, info):
+    if gc_armed[0] and phase == "start":
+        gc_armed[0] = False
+        checkpoint(16)
+
+
+def cell_maker():
+    x = 1
+    y = 2
+
+    def inner():
+        return x + y
+    return inner
+
+
+def collect_in_prologue():
+    """A collection that making cell_maker's second cell starts, before its
+    first line: on 3.11 the collection runs there and then (its frame is
+    incomplete: traceback does not show it); 3.12 and later run it at the
+    next eval breaker, once the frame is complete."""
+    old = gc.get_threshold()
+    gc.callbacks.append(gc_callback)
+    gc.collect()
+    gc.set_threshold(1)
+    gc_armed[0] = True
+    try:
+        cell_maker()
+    finally:
+        gc.set_threshold(*old)
+        gc.callbacks.remove(gc_callback)
+    assert not gc_armed[0]
+
+
 def worker(i, barrier):
     barrier.wait()
     thread_recurse(i + 2, 100 + i)
@@ -201,6 +239,7 @@ def main():
     unicode_names()
     recurse(100, 11)
     comprehension()
+    collect_in_prologue()
     threads()
 
 

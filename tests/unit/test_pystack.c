@@ -14,7 +14,8 @@
  *     same first 16.
  * The workload prints traceback.extract_stack() at each of those points; the
  * frames must be equal one by one (qualname, file, line), each hit on the
- * thread that printed it, and no hit more or fewer. Entry flags: the
+ * thread that printed it, and no hit more or fewer; on 3.11 one frame, still
+ * in its prologue, is in the chain but not in traceback's stack. Entry flags: the
  * outermost frame of each stack, sorted()'s key function and a with's
  * __exit__ are entered from C; plain Python-to-Python calls are not. */
 #include <setjmp.h>
@@ -72,7 +73,7 @@ struct run {
 	struct python_sym *sym;
 	uint64_t pymark;
 	struct hit hits[MAX_HITS];
-	int nhits, gil_checked;
+	int nhits, gil_checked, hidden;
 };
 
 static void fx(char *buf, size_t len, const char *name)
@@ -235,8 +236,12 @@ static void on_hit(struct run *r, pid_t tid, const struct user_regs_struct *regs
 		if (err)
 			fail_msg("tag %d frame %u (code %#llx): %s", h->tag, i,
 				 (unsigned long long)full[i].code, strerror(-err));
-		if (fi.hidden)
+		if (fi.hidden) {	/* incomplete: the gc callback's stack on 3.11 */
+			assert_int_equal(h->tag, 16);
+			assert_string_equal(fi.qualname, "cell_maker");
+			r->hidden++;
 			continue;
+		}
 		assert_int_not_equal(asprintf(&h->frames[h->n], "%s\t%s\t%d", fi.qualname,
 					      fi.filename, fi.line), -1);
 		h->flags[h->n++] = full[i].flags;
@@ -326,7 +331,9 @@ static void compare(struct run *r, const char *out)
 	}
 	fclose(f);
 	assert_int_equal(nstacks, r->nhits);
-	assert_int_equal(nstacks, 19);	/* pystack.py's checkpoints */
+	assert_int_equal(nstacks, 20);	/* pystack.py's checkpoints */
+	/* 3.11 collects inside cell_maker's prologue, the others after it */
+	assert_int_equal(r->hidden, r->rt.version < 0x030c0000 ? 1 : 0);
 	assert_int_equal(entries, 2);
 }
 
@@ -342,8 +349,9 @@ static void run_one(const char *python)
 	trace(r);
 	compare(r, out);
 	python_version_str(r->rt.version, ver, sizeof(ver));
-	print_message("%s (%s, runtime in %s): %d stacks equal%s\n", python, ver, r->rt.path,
-		      r->nhits, r->gil_checked ? ", GIL holder checked" : "");
+	print_message("%s (%s, runtime in %s): %d stacks equal, %d hidden frame%s%s\n", python,
+		      ver, r->rt.path, r->nhits, r->hidden, r->hidden == 1 ? "" : "s",
+		      r->gil_checked ? ", GIL holder checked" : "");
 	for (int i = 0; i < r->nhits; i++)
 		for (int k = 0; k < r->hits[i].n; k++)
 			free(r->hits[i].frames[k]);
