@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include <dwarf.h>
+#include <gelf.h>
 #include <elfutils/libdw.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -1026,6 +1027,83 @@ static void test_table_vs_dwarf(void **state)
 		skip();
 }
 
+/* _PyRuntime's first bytes in a file (its initial value). */
+static bool runtime_bytes(const char *lib, uint8_t *buf, size_t len)
+{
+	int fd = open(lib, O_RDONLY);
+	Elf *e;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	GElf_Phdr ph;
+	uint64_t vaddr = 0;
+	size_t nph;
+	bool ok = false;
+
+	if (fd < 0)
+		return false;
+	elf_version(EV_CURRENT);
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	while (e && (scn = elf_nextscn(e, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNSYM) {
+			Elf_Data *d = elf_getdata(scn, NULL);
+
+			for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+				GElf_Sym sym;
+
+				if (gelf_getsym(d, (int)i, &sym) &&
+				    !strcmp(elf_strptr(e, sh.sh_link, sym.st_name), "_PyRuntime"))
+					vaddr = sym.st_value;
+			}
+		}
+	if (e && vaddr && !elf_getphdrnum(e, &nph))
+		for (size_t i = 0; i < nph; i++)
+			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD &&
+			    vaddr >= ph.p_vaddr && vaddr + len <= ph.p_vaddr + ph.p_filesz)
+				ok = pread(fd, buf, len, (off_t)(vaddr - ph.p_vaddr + ph.p_offset)) ==
+				     (ssize_t)len;
+	if (e)
+		elf_end(e);
+	close(fd);
+	return ok;
+}
+
+/* 3.13's _Py_DebugOffsets, as a 3.13 build has them, against the table;
+ * then changed: a moved field is named, a free-threaded build refused, no
+ * cookie is not debug offsets. */
+static void test_debug_offsets(void **state)
+{
+	const struct python_offsets *off = python_offsets_for(0x030d0000);
+	uint8_t real[584], b[584];
+	uint64_t one = 1, v312 = 0x030c01f0;
+	glob_t g;
+
+	(void)state;
+	if (glob("/root/.pyenv/versions/3.13.*/lib/libpython3.13.so.1.0", 0, NULL, &g)) {
+		skip();
+		return;
+	}
+	assert_true(runtime_bytes(g.gl_pathv[0], real, sizeof(real)));
+	globfree(&g);
+	usc_set_log(capture_log, NULL);
+	assert_int_equal(python_offsets_check_debug(off, real, sizeof(real)), 0);
+	assert_int_equal(python_offsets_check_debug(off, real, sizeof(real) - 1), -EINVAL);
+	memcpy(b, real, sizeof(b));
+	b[23 * 8] ^= 8;		/* thread_state.current_frame */
+	assert_int_equal(python_offsets_check_debug(off, b, sizeof(b)), -EPROTO);
+	assert_non_null(strstr(logged, "_Py_DebugOffsets.thread_state.current_frame is"));
+	memcpy(b, real, sizeof(b));
+	memcpy(b + 16, &one, 8);
+	assert_int_equal(python_offsets_check_debug(off, b, sizeof(b)), -EPROTO);
+	assert_non_null(strstr(logged, "free-threaded"));
+	memcpy(b, real, sizeof(b));
+	memcpy(b + 8, &v312, 8);
+	assert_int_equal(python_offsets_check_debug(off, b, sizeof(b)), -EPROTO);
+	memcpy(b, real, sizeof(b));
+	b[0] = 'X';
+	assert_int_equal(python_offsets_check_debug(off, b, sizeof(b)), -EINVAL);
+	usc_set_log(NULL, NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1041,6 +1119,7 @@ int main(void)
 		cmocka_unit_test(test_table),
 		cmocka_unit_test(test_detect_files),
 		cmocka_unit_test(test_table_vs_dwarf),
+		cmocka_unit_test(test_debug_offsets),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
