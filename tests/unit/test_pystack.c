@@ -229,6 +229,25 @@ static void on_hit(struct run *r, pid_t tid, const struct user_regs_struct *regs
 			 w.n > CUT ? PYWALK_FULL : PYWALK_END);
 	assert_int_equal(wc.n, w.n > CUT ? CUT : w.n);
 	assert_memory_equal(cut, full, wc.n * sizeof(cut[0]));
+	if (r->nhits == 1) {
+		/* the same walk through /proc/PID/mem, the reader's other way */
+		struct python_procmem pm;
+		struct python_mem mem;
+		struct python_frame again[PYTHON_FRAMES_MAX];
+		char path[64];
+
+		python_procmem_init(&pm, r->pid, &mem);
+		snprintf(path, sizeof(path), "/proc/%d/mem", (int)r->pid);
+		pm.fd = open(path, O_RDONLY);
+		assert_true(pm.fd >= 0);
+		assert_int_equal(tw_walk(r->rt.off, ts, &wc, again, PYTHON_FRAMES_MAX, &mem),
+				 PYWALK_END);
+		assert_int_equal(wc.n, w.n);
+		assert_memory_equal(again, full, w.n * sizeof(full[0]));
+		assert_int_equal(python_mem_read(&mem, 8, again, 8), -EFAULT);
+		assert_int_equal(python_mem_read(&r->mem, 8, again, 8), -EFAULT);
+		python_procmem_close(&pm);
+	}
 	for (uint32_t i = 0; i < w.n; i++) {
 		struct python_frame_info fi;
 		int err = python_sym_frame(r->sym, &full[i], true, &fi);
