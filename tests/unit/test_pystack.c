@@ -51,6 +51,20 @@
 #include "python/walk.h"
 
 #define MAX_HITS 64
+
+/* Python builds beside Debian's: pyenv's ($PYENV_ROOT, else ~/.pyenv), by a
+ * glob under its versions/ directory. 0 with g filled, or non-zero (none). */
+static int pyenv_glob(const char *pattern, glob_t *g)
+{
+	const char *root = getenv("PYENV_ROOT"), *home = getenv("HOME");
+	char pat[PATH_MAX];
+
+	if (root && *root)
+		snprintf(pat, sizeof(pat), "%s/versions/%s", root, pattern);
+	else
+		snprintf(pat, sizeof(pat), "%s/.pyenv/versions/%s", home ? home : "/root", pattern);
+	return glob(pat, 0, NULL, g);
+}
 #define CUT 16
 
 static char tmpdir[256];
@@ -393,7 +407,7 @@ static void test_pyenv(void **state)
 	int ran = 0;
 
 	(void)state;
-	if (glob("/root/.pyenv/versions/3.1[123].*/bin/python3.1[123]", 0, NULL, &g) == 0) {
+	if (pyenv_glob("3.1[123].*/bin/python3.1[123]", &g) == 0) {
 		for (size_t i = 0; i < g.gl_pathc; i++) {
 			run_one(g.gl_pathv[i]);
 			ran++;
@@ -453,9 +467,10 @@ static void end_waiting(pid_t pid, int in)
 static void test_detect_processes(void **state)
 {
 	char *cat[] = {"/bin/sh", "-c", "echo ready; exec cat", NULL};
-	char *py310[] = {"/root/.pyenv/versions/3.10.13/bin/python3.10", "-c",
-			 "import sys; print('ready', flush=True); sys.stdin.read()", NULL};
+	char *py310[] = {NULL, "-c", "import sys; print('ready', flush=True); sys.stdin.read()",
+			 NULL};
 	struct python_runtime rt;
+	glob_t g;
 	pid_t pid;
 	int in;
 
@@ -467,13 +482,15 @@ static void test_detect_processes(void **state)
 	assert_non_null(strstr(logged, "runs no CPython"));
 	end_waiting(pid, in);
 	assert_int_equal(python_detect_pid(pid, &rt), -ESRCH);
-	if (!access(py310[0], X_OK)) {
+	if (!pyenv_glob("3.10.*/bin/python3.10", &g)) {
+		py310[0] = g.gl_pathv[0];
 		pid = spawn_waiting(py310, &in);
 		logged[0] = 0;
 		assert_int_equal(python_detect_pid(pid, &rt), -ENOTSUP);
 		assert_non_null(strstr(logged, "libpython3.10.so.1.0 is CPython 3.10; uscope reads "
 					       "the frames of CPython 3.11, 3.12 and 3.13 only"));
 		end_waiting(pid, in);
+		globfree(&g);
 	}
 	usc_set_log(NULL, NULL);
 }

@@ -57,6 +57,20 @@ struct lt_fixture {
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
+/* Python builds beside Debian's: pyenv's ($PYENV_ROOT, else ~/.pyenv), by a
+ * glob under its versions/ directory. 0 with g filled, or non-zero (none). */
+static int pyenv_glob(const char *pattern, glob_t *g)
+{
+	const char *root = getenv("PYENV_ROOT"), *home = getenv("HOME");
+	char pat[PATH_MAX];
+
+	if (root && *root)
+		snprintf(pat, sizeof(pat), "%s/versions/%s", root, pattern);
+	else
+		snprintf(pat, sizeof(pat), "%s/.pyenv/versions/%s", home ? home : "/root", pattern);
+	return glob(pat, 0, NULL, g);
+}
+
 static const struct {
 	const struct lt_fixture *f;
 	size_t n;
@@ -759,7 +773,7 @@ static void test_detect_files(void **state)
 	assert_string_equal(logged, "");
 	assert_int_equal(python_detect_file("/nonexistent/python", &rt), -ENOENT);
 
-	if (glob("/root/.pyenv/versions/*/lib/libpython3.*.so.1.0", 0, NULL, &g) == 0) {
+	if (pyenv_glob("*/lib/libpython3.*.so.1.0", &g) == 0) {
 		for (size_t i = 0; i < g.gl_pathc; i++) {
 			const char *lib = g.gl_pathv[i], *v = strstr(lib, "/lib/libpython");
 			char exe[PATH_MAX];
@@ -979,7 +993,7 @@ static void test_table_vs_dwarf(void **state)
 	int libs = 0;
 
 	(void)state;
-	if (glob("/root/.pyenv/versions/3.1[123].*/lib/libpython3.1[123].so.1.0", 0, NULL, &g)) {
+	if (pyenv_glob("3.1[123].*/lib/libpython3.1[123].so.1.0", &g)) {
 		skip();
 		return;
 	}
@@ -1078,7 +1092,7 @@ static void test_debug_offsets(void **state)
 	glob_t g;
 
 	(void)state;
-	if (glob("/root/.pyenv/versions/3.13.*/lib/libpython3.13.so.1.0", 0, NULL, &g)) {
+	if (pyenv_glob("3.13.*/lib/libpython3.13.so.1.0", &g)) {
 		skip();
 		return;
 	}
