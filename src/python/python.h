@@ -81,8 +81,10 @@
  *       inject only: the agent registers a C profile function through
  *       CPython's own API (_PyEval_SetProfile(tstate, fn, arg) for every
  *       thread state, run with the GIL held by Py_AddPendingCall; a thread
- *       started later gets it where it first takes the GIL, a return probe
- *       on PyEval_AcquireThread), and removes it at detach the same way. The
+ *       started later gets it where it takes the GIL before running Python
+ *       code, return probes on PyEval_AcquireThread and PyEval_RestoreThread
+ *       that set it when the thread state's c_profilefunc is not ours yet),
+ *       and removes it at detach the same way. The
  *       function sees PyTrace_CALL and PyTrace_RETURN with the frame, and
  *       decides by code object in C: a per-process table of code addresses
  *       with their verdict, filled at a code object's first call by matching
