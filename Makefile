@@ -152,6 +152,9 @@ build/fuzz/fuzz_record: src/record/reader.c src/record/buf.c src/core/tsc.c \
 build/fuzz/fuzz_record: FUZZ_FLAGS := -fno-sanitize-recover=undefined -Wl,--wrap=mmap,--wrap=munmap
 # The folded-stack parser, the flame graph's layout and its SVG.
 build/fuzz/fuzz_flame: src/flame/flame.c
+# Python's location tables, strs, bytes, frame walks and symbolization.
+build/fuzz/fuzz_python: src/python/linetable.c src/python/objects.c src/python/offsets.c \
+	src/python/symbolize.c
 FUZZ_SECONDS ?= 20
 
 targets: sdt

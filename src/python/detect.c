@@ -1,0 +1,264 @@
+/* Recognising CPython (detect.h): exported symbols through libelf, version
+ * from Py_Version, addresses in a process through its mappings. */
+#include "python/detect.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "elf/modules.h"
+
+enum { S_VERSION, S_RUNTIME, S_CODE, S_UNICODE, S_BYTES, S_INIT, S_N };
+static const char *const sym_names[S_N] = {
+	"Py_Version", "_PyRuntime", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type",
+	"Py_Initialize",
+};
+
+struct pyfile {
+	uint64_t vaddr[S_N];	/* 0: not defined */
+	uint64_t foff[S_N];	/* file offsets of the data symbols */
+};
+
+/* vaddr -> file offset through a PT_LOAD that has it in the file. */
+static bool file_offset(Elf *e, uint64_t vaddr, uint64_t len, uint64_t *off)
+{
+	size_t n;
+	GElf_Phdr ph;
+
+	if (elf_getphdrnum(e, &n))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (vaddr >= ph.p_vaddr && vaddr - ph.p_vaddr <= ph.p_filesz &&
+		    ph.p_filesz - (vaddr - ph.p_vaddr) >= len) {
+			*off = vaddr - ph.p_vaddr + ph.p_offset;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void scan_syms(Elf *e, struct pyfile *pf)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(e, scn))) {
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_DYNSYM && sh.sh_type != SHT_SYMTAB) ||
+		    !sh.sh_entsize || !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
+			    !(name = elf_strptr(e, sh.sh_link, sym.st_name)))
+				continue;
+			for (int k = 0; k < S_N; k++)
+				if (!pf->vaddr[k] && !strcmp(name, sym_names[k]))
+					pf->vaddr[k] = sym.st_value;
+		}
+	}
+}
+
+/* "3.10" out of a name such as python3.10 or libpython3.10.so.1.0 */
+static bool version_in_name(const char *path, char *buf, size_t len)
+{
+	const char *b = strrchr(path, '/'), *p;
+
+	b = b ? b + 1 : path;
+	if (!(p = strstr(b, "python")))
+		return false;
+	p += 6;
+	if (!isdigit((unsigned char)p[0]) || p[1] != '.' || !isdigit((unsigned char)p[2]))
+		return false;
+	snprintf(buf, len, "%c.%.*s", p[0], (int)strspn(p + 2, "0123456789"), p + 2);
+	return true;
+}
+
+static int refuse(const char *path, const char *version)
+{
+	log_error("python: %s is CPython %s; uscope reads the frames of CPython 3.11, 3.12 "
+		  "and 3.13 only", path, version);
+	return -ENOTSUP;
+}
+
+#define DBG_BYTES 584	/* sizeof(_Py_DebugOffsets) in 3.13 */
+
+static int check_version(const char *path, int fd, Elf *e, const struct pyfile *pf,
+			 struct python_runtime *rt)
+{
+	uint8_t dbg[DBG_BYTES];
+	char name[32];
+	uint64_t off;
+	int err;
+
+	if (!pf->vaddr[S_VERSION]) {
+		if (!pf->vaddr[S_RUNTIME] && !pf->vaddr[S_INIT])
+			return -ENOENT;
+		if (!version_in_name(path, name, sizeof(name)))
+			snprintf(name, sizeof(name), "older than 3.11 (no Py_Version)");
+		return refuse(path, name);
+	}
+	if (!file_offset(e, pf->vaddr[S_VERSION], 4, &off) ||
+	    pread(fd, &rt->version, 4, (off_t)off) != 4) {
+		log_error("python: %s: cannot read Py_Version", path);
+		return -ENOEXEC;
+	}
+	python_version_str(rt->version, name, sizeof(name));
+	if (!(rt->off = python_offsets_for(rt->version)))
+		return refuse(path, name);
+	if (!pf->vaddr[S_RUNTIME]) {
+		log_error("python: %s (CPython %s) does not export _PyRuntime", path, name);
+		return -ENOEXEC;
+	}
+	if (rt->version >= 0x030d0000) {
+		if (!file_offset(e, pf->vaddr[S_RUNTIME], DBG_BYTES, &off) ||
+		    pread(fd, dbg, DBG_BYTES, (off_t)off) != DBG_BYTES) {
+			log_error("python: %s: cannot read _PyRuntime's debug offsets", path);
+			return -ENOEXEC;
+		}
+		if ((err = python_offsets_check_debug(rt->off, dbg, DBG_BYTES)))
+			return err == -EINVAL ? -EPROTO : err;
+	}
+	return 0;
+}
+
+static int detect(const char *path, struct python_runtime *rt, struct pyfile *pf)
+{
+	Elf *e = NULL;
+	GElf_Ehdr eh;
+	int fd, err;
+
+	memset(rt, 0, sizeof(*rt));
+	memset(pf, 0, sizeof(*pf));
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EINVAL;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	if (!e || elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh) ||
+	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64) {
+		err = -ENOENT;	/* not ours to read: no runtime */
+		goto out;
+	}
+	scan_syms(e, pf);
+	if ((err = check_version(path, fd, e, pf, rt)))
+		goto out;
+	for (int k = S_RUNTIME; k <= S_BYTES; k++)
+		if (pf->vaddr[k] && !file_offset(e, pf->vaddr[k], 8, &pf->foff[k]))
+			pf->foff[k] = 0;
+	rt->runtime = pf->vaddr[S_RUNTIME];
+	rt->types.code = pf->vaddr[S_CODE];
+	rt->types.unicode = pf->vaddr[S_UNICODE];
+	rt->types.bytes = pf->vaddr[S_BYTES];
+	if (!(rt->path = strdup(path)))
+		err = -ENOMEM;
+out:
+	if (e)
+		elf_end(e);
+	close(fd);
+	if (err)
+		python_runtime_free(rt);
+	return err;
+}
+
+int python_detect_file(const char *path, struct python_runtime *rt)
+{
+	struct pyfile pf;
+
+	return detect(path, rt, &pf);
+}
+
+void python_runtime_free(struct python_runtime *rt)
+{
+	free(rt->path);
+	memset(rt, 0, sizeof(*rt));
+}
+
+/* A file-backed symbol's run-time address; a type object that cannot be
+ * placed is not checked (0). */
+static int place(const struct proc_map *maps, size_t n, const char *mpath, uint64_t foff,
+		 uint64_t *addr)
+{
+	if (!foff || procmaps_file_offset_to_addr(maps, n, mpath, foff, addr)) {
+		*addr = 0;
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static bool candidate(const struct proc_map *m, const char *exe)
+{
+	const char *b;
+
+	if (!m->path)
+		return false;
+	b = strrchr(m->path, '/');
+	b = b ? b + 1 : m->path;
+	return !strcmp(m->path, exe) || !strncmp(b, "libpython", 9);
+}
+
+int python_detect_pid(pid_t pid, struct python_runtime *rt)
+{
+	char link[64], exe[PATH_MAX];
+	struct proc_map *maps = NULL;
+	struct pyfile pf;
+	ssize_t n, len;
+	int err = -ENOENT;
+
+	memset(rt, 0, sizeof(*rt));
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	len = readlink(link, exe, sizeof(exe) - 1);
+	exe[len > 0 ? len : 0] = 0;
+	if ((n = procmaps_read(pid, &maps)) < 0)
+		return (int)n;
+	for (ssize_t i = 0; i < n && err == -ENOENT; i++) {
+		char *path = NULL, *name = NULL;
+		bool seen = false;
+
+		if (!candidate(&maps[i], exe))
+			continue;
+		for (ssize_t j = 0; j < i; j++)
+			seen |= maps[j].dev == maps[i].dev && maps[j].inode == maps[i].inode;
+		if (seen)
+			continue;
+		if ((err = procmaps_module(pid, maps, (size_t)n, (size_t)i, &path, &name))) {
+			free(path);
+			free(name);
+			break;
+		}
+		err = detect(path, rt, &pf);
+		free(path);
+		free(name);
+		if (err)
+			continue;
+		if (place(maps, (size_t)n, maps[i].path, pf.foff[S_RUNTIME], &rt->runtime)) {
+			log_error("python: process %d: _PyRuntime of %s is not mapped", (int)pid,
+				  rt->path);
+			python_runtime_free(rt);
+			err = -ENOEXEC;
+			break;
+		}
+		place(maps, (size_t)n, maps[i].path, pf.foff[S_CODE], &rt->types.code);
+		place(maps, (size_t)n, maps[i].path, pf.foff[S_UNICODE], &rt->types.unicode);
+		place(maps, (size_t)n, maps[i].path, pf.foff[S_BYTES], &rt->types.bytes);
+	}
+	procmaps_free(maps, (size_t)n);
+	if (err == -ENOENT)
+		log_error("python: process %d runs no CPython: neither its executable nor a "
+			  "libpython it maps exports Py_Version or _PyRuntime", (int)pid);
+	return err;
+}

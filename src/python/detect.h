@@ -1,0 +1,38 @@
+/* Recognising CPython in a binary or a process: the file that holds the
+ * runtime (an executable that links it statically, as Debian's
+ * /usr/bin/python3.11, or libpython3.X.so when the interpreter is shared or
+ * embedded), its version from the exported Py_Version (3.11 and later:
+ * PY_VERSION_HEX), and where _PyRuntime and the type objects are.
+ *
+ * Only .dynsym is needed (these symbols are exported, stripped or not). */
+#ifndef USC_PYTHON_DETECT_H
+#define USC_PYTHON_DETECT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "python/offsets.h"
+#include "python/symbolize.h"
+
+struct python_runtime {
+	uint32_t version;		/* Py_Version */
+	const struct python_offsets *off;	/* the table's entry */
+	char *path;			/* the file with the runtime */
+	/* addresses: link-time ones for a file, run-time ones in a process */
+	uint64_t runtime;		/* _PyRuntime */
+	struct python_types types;	/* PyCode_Type, PyUnicode_Type, PyBytes_Type */
+};
+
+/* A file: 0 when it holds a CPython runtime uscope reads; -ENOENT when it
+ * holds none (not logged: an answer), -ENOTSUP for another CPython (one
+ * line says which version, and which uscope reads), -EPROTO for a 3.13
+ * whose _Py_DebugOffsets disagree with the table, or -errno. */
+int python_detect_file(const char *path, struct python_runtime *rt);
+
+/* A process: its executable, then each mapped libpython*, as above, with
+ * run-time addresses. -ESRCH if it has gone. */
+int python_detect_pid(pid_t pid, struct python_runtime *rt);
+
+void python_runtime_free(struct python_runtime *rt);
+
+#endif

@@ -1,0 +1,286 @@
+/* The one table of CPython's structure offsets that uscope reads.
+ *
+ * Where the values come from, for each version:
+ *   - the struct layouts of that version's headers: Include/internal/
+ *     pycore_frame.h (_PyInterpreterFrame, enum _frameowner),
+ *     pycore_runtime.h (_PyRuntimeState, _gilstate_runtime_state),
+ *     pycore_interp.h (PyInterpreterState), Include/cpython/pystate.h
+ *     (PyThreadState, _PyCFrame), cpython/code.h (PyCodeObject),
+ *     cpython/unicodeobject.h (PyASCIIObject, PyCompactUnicodeObject),
+ *     cpython/bytesobject.h, object.h;
+ *   - checked against the DWARF of builds that have it (pahole-style
+ *     `ptype /o` and offsetof on the pyenv builds 3.11.7, 3.12.1 and 3.13.0
+ *     here, libpython3.X.so.1.0 with debug info), and for 3.11 against
+ *     Debian's own 3.11.2 headers (libpython3.11-dev, compiled with
+ *     Py_BUILD_CORE): identical, as Debian's /usr/bin/python3.11 (stripped)
+ *     has no DWARF. tests/unit/test_python.c repeats the DWARF check on
+ *     every entry of this table whenever such a build is installed;
+ *   - 3.13 carries the same numbers in _Py_DebugOffsets at the start of
+ *     _PyRuntime: python_offsets_check_debug() compares them at run time.
+ * Layouts are fixed within a minor version (CPython keeps these structures
+ * stable in patch releases; 3.11.2 and 3.11.7 headers agree field for
+ * field), so one entry serves every 3.X.Y. Only x86-64 (LP64) is described.
+ *
+ * Things every entry shares:
+ *   - PyObject: ob_refcnt at 0, ob_type at 8; PyVarObject: ob_size at 16;
+ *     PyBytesObject: ob_shash at 24, ob_sval at 32.
+ *   - PyASCIIObject: length at 16, hash at 24, state at 32, a word whose bit
+ *     fields are, from bit 0: interned:2, kind:3, compact:1, ascii:1, then
+ *     ready:1 (3.11) or statically_allocated:1 (3.12, 3.13).
+ *   - Py_tss_t: { int _is_initialized; pthread_key_t _key; }: the key is 4
+ *     bytes after the struct's start.
+ */
+#include "python/offsets.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/log.h"
+
+static const struct python_offsets table[] = {
+	{
+		/* 3.11 */
+		.version = 0x030b0000,
+		.flags = PYOFF_CFRAME | PYOFF_IS_ENTRY,
+		/* _PyRuntimeState: 5 ints, _finalizing, then interpreters
+		 * { mutex, head, main, next_id } from 0x20; gilstate at 0x238
+		 * { check_enabled, tstate_current 0x8, autoInterpreterState,
+		 * autoTSSkey 0x18 } */
+		.rt_interp_head = 0x28,
+		.rt_tss_key = 0x238 + 0x18 + 4,
+		.rt_tss_init = 0x238 + 0x18,
+		.rt_tstate_current = 0x238 + 0x8,
+		.is_next = 0x0,
+		.is_threads_head = 0x10,	/* threads { next_unique_id, head } */
+		/* PyThreadState: prev, next, interp, 7 ints, cframe at 0x38 */
+		.ts_next = 0x8,
+		.ts_thread_id = 0x98,
+		.ts_native_thread_id = 0xa0,
+		.ts_frame = 0x38,
+		.cf_current_frame = 0x8,	/* after uint8_t use_tracing */
+		/* f_func, f_globals, f_builtins, f_locals, f_code, frame_obj,
+		 * previous, prev_instr, int stacktop, bool is_entry, char owner */
+		.fr_code = 0x20,
+		.fr_previous = 0x30,
+		.fr_instr = 0x38,
+		.fr_is_entry = 0x44,
+		.fr_owner = 0x45,
+		.owner_generator = 1,
+		.owner_cstack = 0xff,
+		.co_firstlineno = 0x48,
+		.co_filename = 0x70,
+		.co_name = 0x78,
+		.co_qualname = 0x80,
+		.co_linetable = 0x88,
+		.co_firsttraceable = 0xa8,
+		.co_code_adaptive = 0xb8,
+		.ob_type = 8,
+		.ob_size = 16,
+		.bytes_sval = 32,
+		.str_length = 16,
+		.str_state = 32,
+		.str_ascii_size = 48,		/* ..., state, wchar_t *wstr */
+		.str_compact_size = 72,		/* + utf8_length, utf8, wstr_length */
+		.str_kind_shift = 2,
+		.str_compact_bit = 5,
+		.str_ascii_bit = 6,
+		.str_ready_bit = 7,
+	},
+	{
+		/* 3.12: the frame starts with f_code and previous; is_entry is
+		 * gone (the evaluator pushes a shim frame owned by the C stack);
+		 * autoTSSkey moved out of gilstate; no tstate_current (the GIL
+		 * is per interpreter) */
+		.version = 0x030c0000,
+		.flags = PYOFF_CFRAME,
+		.rt_interp_head = 0x28,
+		.rt_tss_key = 0x608 + 4,
+		.rt_tss_init = 0x608,
+		.rt_tstate_current = PYOFF_NONE,
+		.is_next = 0x0,
+		.is_threads_head = 0x48,
+		.ts_next = 0x8,
+		.ts_thread_id = 0x88,
+		.ts_native_thread_id = 0x90,
+		.ts_frame = 0x38,
+		.cf_current_frame = 0x0,	/* use_tracing is gone */
+		/* f_code, previous, f_funcobj, f_globals, f_builtins, f_locals,
+		 * frame_obj, prev_instr, int stacktop, uint16_t return_offset,
+		 * char owner */
+		.fr_code = 0x0,
+		.fr_previous = 0x8,
+		.fr_instr = 0x38,
+		.fr_is_entry = PYOFF_NONE,
+		.fr_owner = 0x46,
+		.owner_generator = 1,
+		.owner_cstack = 3,
+		.co_firstlineno = 0x44,
+		.co_filename = 0x70,
+		.co_name = 0x78,
+		.co_qualname = 0x80,
+		.co_linetable = 0x88,
+		.co_firsttraceable = 0xb0,
+		.co_code_adaptive = 0xc0,
+		.ob_type = 8,
+		.ob_size = 16,
+		.bytes_sval = 32,
+		.str_length = 16,
+		.str_state = 32,
+		.str_ascii_size = 40,		/* wstr is gone */
+		.str_compact_size = 56,		/* + utf8_length, utf8 */
+		.str_kind_shift = 2,
+		.str_compact_bit = 5,
+		.str_ascii_bit = 6,
+		.str_ready_bit = 0xff,
+	},
+	{
+		/* 3.13: no _PyCFrame (the thread state holds current_frame);
+		 * f_executable for f_code, instr_ptr for prev_instr (the
+		 * instruction the frame is at, LASTI = instr_ptr - code) */
+		.version = 0x030d0000,
+		.flags = 0,
+		.rt_interp_head = 0x278,
+		.rt_tss_key = 0x870 + 4,
+		.rt_tss_init = 0x870,
+		.rt_tstate_current = PYOFF_NONE,
+		.is_next = 0x1c60,
+		.is_threads_head = 0x1cb0,
+		.ts_next = 0x8,
+		.ts_thread_id = 0x98,
+		.ts_native_thread_id = 0xa0,
+		.ts_frame = 0x48,
+		.cf_current_frame = PYOFF_NONE,
+		.fr_code = 0x0,
+		.fr_previous = 0x8,
+		.fr_instr = 0x38,
+		.fr_is_entry = PYOFF_NONE,
+		.fr_owner = 0x46,
+		.owner_generator = 1,
+		.owner_cstack = 3,
+		.co_firstlineno = 0x44,
+		.co_filename = 0x70,
+		.co_name = 0x78,
+		.co_qualname = 0x80,
+		.co_linetable = 0x88,
+		.co_firsttraceable = 0xb8,
+		.co_code_adaptive = 0xc8,
+		.ob_type = 8,
+		.ob_size = 16,
+		.bytes_sval = 32,
+		.str_length = 16,
+		.str_state = 32,
+		.str_ascii_size = 40,
+		.str_compact_size = 56,
+		.str_kind_shift = 2,
+		.str_compact_bit = 5,
+		.str_ascii_bit = 6,
+		.str_ready_bit = 0xff,
+	},
+};
+
+/* glibc 2.36 (Debian 12), x86-64: struct pthread's specific_1stblock and
+ * specific, from libc6-dbg's DWARF (`ptype /o struct pthread`). Other glibc
+ * versions (a container's) are not checked: the thread list
+ * (python_find_tstate) needs no glibc layout. */
+static const struct python_glibc glibc = {
+	.specific_1stblock = 0x310,
+	.specific = 0x510,
+};
+
+const struct python_offsets *python_offsets_for(uint32_t version)
+{
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		if ((version & 0xffff0000u) == table[i].version)
+			return &table[i];
+	return NULL;
+}
+
+const struct python_glibc *python_glibc_offsets(void)
+{
+	return &glibc;
+}
+
+void python_version_str(uint32_t v, char *buf, unsigned len)
+{
+	unsigned level = (v >> 4) & 0xf, serial = v & 0xf;
+	const char *tag = level == 0xa ? "a" : level == 0xb ? "b" : level == 0xc ? "rc" : "";
+
+	if (level == 0xf || !*tag)
+		snprintf(buf, len, "%u.%u.%u", v >> 24, (v >> 16) & 0xff, (v >> 8) & 0xff);
+	else
+		snprintf(buf, len, "%u.%u.%u%s%u", v >> 24, (v >> 16) & 0xff, (v >> 8) & 0xff,
+			 tag, serial);
+}
+
+/* _Py_DebugOffsets (3.13's Include/internal/pycore_runtime.h) is a cookie
+ * then uint64_t words; these are the word indexes of the fields the table
+ * has, and the table's value for each. */
+struct dbg_field {
+	const char *name;
+	unsigned word;
+	size_t field;		/* offsetof(struct python_offsets, ...) */
+};
+
+#define DBG(n, w, f) {n, w, offsetof(struct python_offsets, f)}
+static const struct dbg_field dbg_fields[] = {
+	DBG("runtime_state.interpreters_head", 5, rt_interp_head),
+	DBG("interpreter_state.next", 8, is_next),
+	DBG("interpreter_state.threads_head", 9, is_threads_head),
+	DBG("thread_state.next", 21, ts_next),
+	DBG("thread_state.current_frame", 23, ts_frame),
+	DBG("thread_state.thread_id", 24, ts_thread_id),
+	DBG("thread_state.native_thread_id", 25, ts_native_thread_id),
+	DBG("interpreter_frame.previous", 29, fr_previous),
+	DBG("interpreter_frame.executable", 30, fr_code),
+	DBG("interpreter_frame.instr_ptr", 31, fr_instr),
+	DBG("interpreter_frame.owner", 33, fr_owner),
+	DBG("code_object.filename", 35, co_filename),
+	DBG("code_object.name", 36, co_name),
+	DBG("code_object.qualname", 37, co_qualname),
+	DBG("code_object.linetable", 38, co_linetable),
+	DBG("code_object.firstlineno", 39, co_firstlineno),
+	DBG("code_object.co_code_adaptive", 43, co_code_adaptive),
+	DBG("pyobject.ob_type", 45, ob_type),
+	DBG("bytes_object.ob_size", 65, ob_size),
+	DBG("bytes_object.ob_sval", 66, bytes_sval),
+	DBG("unicode_object.state", 68, str_state),
+	DBG("unicode_object.length", 69, str_length),
+	DBG("unicode_object.asciiobject_size", 70, str_ascii_size),
+};
+#define DBG_WORDS 73	/* the struct's size in 3.13, in words */
+
+int python_offsets_check_debug(const struct python_offsets *off, const void *rt, unsigned len)
+{
+	const uint8_t *b = rt;
+	uint64_t w, ver, ft;
+	uint16_t mine;
+
+	if (len < DBG_WORDS * 8 || memcmp(b, "xdebugpy", 8)) {
+		log_debug("python: no _Py_DebugOffsets cookie at the start of _PyRuntime");
+		return -EINVAL;
+	}
+	memcpy(&ver, b + 8, 8);
+	memcpy(&ft, b + 16, 8);
+	if ((ver & 0xffff0000u) != off->version) {
+		log_error("python: _Py_DebugOffsets says version %#llx, not the %u.%u of the table",
+			  (unsigned long long)ver, off->version >> 24, (off->version >> 16) & 0xff);
+		return -EPROTO;
+	}
+	if (ft) {
+		log_error("python: a free-threaded build (no GIL): its objects have another "
+			  "layout, which uscope does not read");
+		return -EPROTO;
+	}
+	for (size_t i = 0; i < sizeof(dbg_fields) / sizeof(dbg_fields[0]); i++) {
+		memcpy(&w, b + 8 * dbg_fields[i].word, 8);
+		memcpy(&mine, (const uint8_t *)off + dbg_fields[i].field, 2);
+		if (w != mine) {
+			log_error("python: _Py_DebugOffsets.%s is %#llx, uscope's table has %#x",
+				  dbg_fields[i].name, (unsigned long long)w, mine);
+			return -EPROTO;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,129 @@
+/* Where CPython keeps what uscope reads: one table of structure offsets per
+ * supported minor version (offsets.c says where each value comes from).
+ *
+ * struct python_offsets is plain data, pointer-free and fixed-width: uscope
+ * fills it from the table and may copy it as is into the inject agent and a
+ * bpf map, where the frame walker (walk.h) reads it. Every offset is from
+ * the start of its structure, in bytes. A field a version does not have is
+ * PYOFF_NONE. */
+#ifndef USC_PYTHON_OFFSETS_H
+#define USC_PYTHON_OFFSETS_H
+
+#ifdef __bpf__
+#include <linux/types.h>
+typedef __u8 uint8_t;
+typedef __u16 uint16_t;
+typedef __s16 int16_t;
+typedef __u32 uint32_t;
+typedef __s32 int32_t;
+typedef __u64 uint64_t;
+#else
+#include <stdint.h>
+#endif
+
+#define PYOFF_NONE 0xffff
+
+/* How many bytes of an _PyInterpreterFrame the walker reads in one go: its
+ * "specials" up to and including owner, in every supported version. */
+#define PYTHON_FRAME_HDR 72
+
+/* python_offsets.flags */
+enum python_off_flags {
+	/* the thread state points to a _PyCFrame that holds current_frame
+	 * (3.11, 3.12); without it the thread state holds current_frame
+	 * itself (3.13) */
+	PYOFF_CFRAME = 1 << 0,
+	/* frames carry is_entry (3.11); without it the evaluator marks its
+	 * entry with a shim frame owned by the C stack (3.12, 3.13) */
+	PYOFF_IS_ENTRY = 1 << 1,
+};
+
+struct python_offsets {
+	uint32_t version;		/* major << 24 | minor << 16, as PY_VERSION_HEX */
+	uint16_t flags;			/* enum python_off_flags */
+
+	/* _PyRuntime (exported data) */
+	uint16_t rt_interp_head;	/* interpreters.head */
+	uint16_t rt_tss_key;		/* the pthread_key_t of the thread-specific
+					   PyThreadState: gilstate.autoTSSkey._key
+					   (3.11), autoTSSkey._key (3.12, 3.13) */
+	uint16_t rt_tss_init;		/* ... its Py_tss_t._is_initialized */
+	uint16_t rt_tstate_current;	/* gilstate.tstate_current: the thread that
+					   holds the GIL (3.11 only) */
+	/* PyInterpreterState */
+	uint16_t is_next;		/* next interpreter */
+	uint16_t is_threads_head;	/* threads.head */
+	/* PyThreadState */
+	uint16_t ts_next;
+	uint16_t ts_thread_id;		/* pthread_t of its thread */
+	uint16_t ts_native_thread_id;	/* its TID */
+	uint16_t ts_frame;		/* cframe (PYOFF_CFRAME), else current_frame */
+	uint16_t cf_current_frame;	/* _PyCFrame.current_frame (PYOFF_CFRAME) */
+	/* _PyInterpreterFrame */
+	uint16_t fr_code;		/* f_code; f_executable (3.13) */
+	uint16_t fr_previous;
+	uint16_t fr_instr;		/* prev_instr; instr_ptr (3.13): the instruction
+					   the frame is at, as its line is computed */
+	uint16_t fr_is_entry;		/* is_entry, a byte (PYOFF_IS_ENTRY) */
+	uint16_t fr_owner;		/* owner, a byte */
+	uint8_t owner_generator;	/* FRAME_OWNED_BY_GENERATOR */
+	uint8_t owner_cstack;		/* FRAME_OWNED_BY_CSTACK, 0xff when none */
+	/* PyCodeObject */
+	uint16_t co_firstlineno;	/* int */
+	uint16_t co_filename;		/* str */
+	uint16_t co_name;		/* str */
+	uint16_t co_qualname;		/* str */
+	uint16_t co_linetable;		/* bytes: the location table */
+	uint16_t co_firsttraceable;	/* int _co_firsttraceable: code units before
+					   the first traceable instruction */
+	uint16_t co_code_adaptive;	/* the instructions, inline */
+	/* PyObject, PyVarObject */
+	uint16_t ob_type;
+	uint16_t ob_size;
+	/* PyBytesObject */
+	uint16_t bytes_sval;		/* ob_sval */
+	/* PyUnicodeObject: a compact string's characters follow its struct:
+	 * PyASCIIObject when state.ascii, else PyCompactUnicodeObject */
+	uint16_t str_length;		/* length, in code points */
+	uint16_t str_state;		/* state: a 32-bit word of bit fields */
+	uint16_t str_ascii_size;	/* sizeof(PyASCIIObject) */
+	uint16_t str_compact_size;	/* sizeof(PyCompactUnicodeObject) */
+	uint8_t str_kind_shift;		/* state.kind: 3 bits: 1, 2 or 4 bytes a char */
+	uint8_t str_compact_bit;	/* state.compact */
+	uint8_t str_ascii_bit;		/* state.ascii */
+	uint8_t str_ready_bit;		/* state.ready (3.11), 0xff when none */
+};
+
+/* glibc's struct pthread, for the thread-specific PyThreadState: the thread
+ * pointer (%fs base) is the thread's struct pthread; a key below
+ * PTHREAD_KEY_2NDLEVEL_SIZE (32) has its {seq, data} pair in
+ * specific_1stblock, a larger one in the block specific[key / 32] points
+ * to. */
+struct python_glibc {
+	uint16_t specific_1stblock;
+	uint16_t specific;
+};
+
+#ifndef __bpf__
+#include <stdbool.h>
+
+/* The table's entry for a version (Py_Version, or any PY_VERSION_HEX of that
+ * minor version), or NULL: uscope reads 3.11, 3.12 and 3.13. */
+const struct python_offsets *python_offsets_for(uint32_t version);
+
+/* glibc's layout (2.36, Debian 12; see offsets.c). */
+const struct python_glibc *python_glibc_offsets(void);
+
+/* "3.11.2", "3.12.0rc1": PY_VERSION_HEX as Python prints it. */
+void python_version_str(uint32_t version, char *buf, unsigned len);
+
+/* 3.13 keeps a copy of its own offsets at the start of _PyRuntime
+ * (_Py_DebugOffsets). Check the ones the table has against those bytes (len
+ * of them, read from the file or the process): 0, or -EPROTO with the first
+ * difference logged (a 3.13 build this table does not describe: a
+ * free-threaded one, or a patch release that moved a field), or -EINVAL
+ * when the bytes are not debug offsets (no "xdebugpy" cookie). */
+int python_offsets_check_debug(const struct python_offsets *off, const void *rt, unsigned len);
+#endif
+
+#endif

@@ -1,0 +1,177 @@
+/* The Python frame walker, written once: from a thread's PyThreadState along
+ * its _PyInterpreterFrame chain, innermost first. uscope includes it (tests,
+ * and later the symbolizing side), the inject agent and the bpf program will
+ * include it for $pystack, in the way of probe/fetch_eval.h, so that they
+ * cannot drift apart.
+ *
+ * What a walk records of a frame is three values (struct python_frame): the
+ * code object's address, the byte offset of the frame's instruction in the
+ * code (prev_instr - co_code_adaptive; instr_ptr in 3.13) and flags. It reads
+ * no string and no line table: uscope turns the triples into
+ * `qualname (file:line)` afterwards (symbolize.h), from the process's memory.
+ *
+ * Frames are skipped as CPython's traceback skips them:
+ *   - frames owned by the C stack (3.12, 3.13: the shim the evaluator pushes
+ *     at each entry) are not recorded; they mark the frame inside them as
+ *     the entry frame;
+ *   - an incomplete frame (not yet past its first traceable instruction, as
+ *     _PyFrame_IsIncomplete: making cells, a generator not yet made) is
+ *     recorded, and the symbolizer hides it (it has the code object's
+ *     _co_firsttraceable at hand; the walk does not read the code object).
+ *     PYFRAME_GEN says the frame belongs to a generator, which is never
+ *     incomplete. Hidden frames keep their PYFRAME_ENTRY for splicing.
+ *
+ * Reads: one of PYTHON_FRAME_HDR bytes a frame, plus one or two words to find
+ * the first frame (and two to find the thread state from its key).
+ *
+ * The includer defines, before the inclusion:
+ *   PYWALK_FN(name)                    the name of each function (a prefix)
+ *   PYWALK_INLINE                      their storage and inlining
+ *   PYWALK_READ(env, dst, addr, len)   read len bytes of the process's memory
+ *                                      at addr: 0, or non-zero if unreadable
+ * and may define:
+ *   PYWALK_MAX_FRAMES                  a bound on max (PYTHON_FRAMES_MAX), which
+ *                                      a verifier can see
+ * The macros are undefined at the end. The functions:
+ *   start(off, tstate, w, env)         begin a walk of the thread state
+ *   step(off, w, out, max, env)        one frame: 0 to go on, 1 when done
+ *                                      (w->status says how); a bpf_loop
+ *                                      callback can call it as is
+ *   walk(off, tstate, w, out, max, env)  start, and step to the end
+ *   tss(glibc, fsbase, key, tstate, env)  the thread's PyThreadState from
+ *                                      CPython's thread-specific key, as
+ *                                      pthread_getspecific(key) in that
+ *                                      thread (py-spy's way) */
+#include "python/frame.h"
+
+#ifndef PYWALK_MAX_FRAMES
+#define PYWALK_MAX_FRAMES PYTHON_FRAMES_MAX
+#endif
+
+/* The frame's bytes are read at once; a field is picked out of them at the
+ * table's offset, bounded for a verifier (the table's offsets fit). */
+PYWALK_INLINE uint64_t PYWALK_FN(u64)(const uint8_t *hdr, uint16_t o)
+{
+	uint64_t v = 0;
+
+	if (o <= PYTHON_FRAME_HDR - 8)
+		__builtin_memcpy(&v, hdr + o, 8);
+	return v;
+}
+
+PYWALK_INLINE uint8_t PYWALK_FN(u8)(const uint8_t *hdr, uint16_t o)
+{
+	return o < PYTHON_FRAME_HDR ? hdr[o] : 0;
+}
+
+PYWALK_INLINE int PYWALK_FN(start)(const struct python_offsets *off, uint64_t tstate,
+				   struct python_walk *w, void *env)
+{
+	uint64_t p = 0;
+
+	w->frame = 0;
+	w->n = 0;
+	w->status = PYWALK_MORE;
+	if (!tstate)
+		return 0;
+	if (PYWALK_READ(env, &p, tstate + off->ts_frame, 8))
+		goto fault;
+	/* 3.11, 3.12: tstate->cframe->current_frame; 3.13: current_frame */
+	if ((off->flags & PYOFF_CFRAME) && p &&
+	    PYWALK_READ(env, &p, p + off->cf_current_frame, 8))
+		goto fault;
+	w->frame = p;
+	return 0;
+fault:
+	w->status = PYWALK_FAULT;
+	return -1;
+}
+
+PYWALK_INLINE int PYWALK_FN(step)(const struct python_offsets *off, struct python_walk *w,
+				  struct python_frame *out, uint32_t max, void *env)
+{
+	uint8_t hdr[PYTHON_FRAME_HDR];
+	uint64_t code, instr;
+	uint32_t n = w->n, flags = 0;
+	uint8_t owner;
+
+	if (w->status != PYWALK_MORE)
+		return 1;
+	if (!w->frame) {
+		w->status = PYWALK_END;
+		return 1;
+	}
+	if (PYWALK_READ(env, hdr, w->frame, PYTHON_FRAME_HDR)) {
+		w->status = PYWALK_FAULT;
+		return 1;
+	}
+	owner = PYWALK_FN(u8)(hdr, off->fr_owner);
+	if (owner == off->owner_cstack) {
+		/* a shim of the C stack: the frame inside it is where C
+		 * entered the evaluator */
+		if (n > 0 && n <= max && n <= PYWALK_MAX_FRAMES)
+			out[n - 1].flags |= PYFRAME_ENTRY;
+		w->frame = PYWALK_FN(u64)(hdr, off->fr_previous);
+		return 0;
+	}
+	if (n >= max || n >= PYWALK_MAX_FRAMES) {
+		w->status = PYWALK_FULL;
+		return 1;
+	}
+	code = PYWALK_FN(u64)(hdr, off->fr_code);
+	instr = PYWALK_FN(u64)(hdr, off->fr_instr);
+	if ((off->flags & PYOFF_IS_ENTRY) && PYWALK_FN(u8)(hdr, off->fr_is_entry))
+		flags |= PYFRAME_ENTRY;
+	if (owner == off->owner_generator)
+		flags |= PYFRAME_GEN;
+	out[n].code = code;
+	out[n].instr = (int32_t)(instr - (code + off->co_code_adaptive));
+	out[n].flags = flags;
+	w->n = n + 1;
+	w->frame = PYWALK_FN(u64)(hdr, off->fr_previous);
+	return 0;
+}
+
+/* A chain that loops (memory changing under the walk, or corrupt) ends when
+ * the steps run out: every recorded frame takes a step, and so does each
+ * shim, of which there is at most one a recorded frame, plus one. */
+PYWALK_INLINE uint32_t PYWALK_FN(walk)(const struct python_offsets *off, uint64_t tstate,
+				       struct python_walk *w, struct python_frame *out,
+				       uint32_t max, void *env)
+{
+	if (PYWALK_FN(start)(off, tstate, w, env))
+		return w->status;
+	if (max > PYWALK_MAX_FRAMES)
+		max = PYWALK_MAX_FRAMES;
+	for (uint32_t i = 0; i < 2 * max + 2; i++)
+		if (PYWALK_FN(step)(off, w, out, max, env))
+			break;
+	if (w->status == PYWALK_MORE)
+		w->status = PYWALK_FULL;
+	return w->status;
+}
+
+PYWALK_INLINE int PYWALK_FN(tss)(const struct python_glibc *g, uint64_t fsbase, uint32_t key,
+				 uint64_t *tstate, void *env)
+{
+	uint64_t blk = 0, addr;
+
+	*tstate = 0;
+	if (key < 32) {
+		addr = fsbase + g->specific_1stblock + key * 16 + 8;
+	} else {
+		if (key >= 1024)	/* PTHREAD_KEYS_MAX */
+			return -1;
+		if (PYWALK_READ(env, &blk, fsbase + g->specific + (key / 32) * 8, 8))
+			return -1;
+		if (!blk)	/* the thread never set a key of this block */
+			return 0;
+		addr = blk + (key % 32) * 16 + 8;
+	}
+	return PYWALK_READ(env, tstate, addr, 8) ? -1 : 0;
+}
+
+#undef PYWALK_FN
+#undef PYWALK_INLINE
+#undef PYWALK_READ
+#undef PYWALK_MAX_FRAMES
