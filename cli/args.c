@@ -438,7 +438,9 @@ void cli_probe_error(const struct usc_probe_spec *spec, size_t pos, const char *
 	fprintf(stderr, "\n  %s\n  %*s^\n", spec->text, (int)pos, "");
 }
 
-int cli_add_returns(struct usc_probe_spec **specs, size_t *nspecs)
+/* A return probe for every function entry probe that has none (flow,
+ * latency). 0 or -ENOMEM. */
+static int cli_add_returns(struct usc_probe_spec **specs, size_t *nspecs)
 {
 	size_t n = *nspecs, extra = 0;
 	struct usc_probe_spec *v = *specs;
@@ -483,6 +485,25 @@ int cli_add_returns(struct usc_probe_spec **specs, size_t *nspecs)
 	*specs = v;
 	*nspecs = n + extra;
 	return 0;
+}
+
+int cli_add_returns_and_open(struct cli_opts *o, FILE **fp)
+{
+	if (cli_add_returns(&o->specs, &o->nspecs)) {
+		cli_error("out of memory");
+		free(o->specs);
+		o->specs = NULL;
+		return 1;
+	}
+	if (fp) {
+		*fp = cli_open_output(o);
+		if (!*fp) {
+			free(o->specs);
+			o->specs = NULL;
+			return 1;
+		}
+	}
+	return -1;
 }
 
 FILE *cli_open_output(const struct cli_opts *o)
