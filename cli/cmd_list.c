@@ -33,8 +33,8 @@ static const char list_usage[] =
 static bool usdt_mode;
 static bool patchable_mode;
 
-/* The rows, as list prints them: -v, and the MODULE of -p PID's rows. */
-struct list_print {
+/* How the rows print: -v, the MODULE of -p PID's rows, the file's path. */
+struct print_ctx {
 	bool verbose;
 	const char *module;
 	const char *path;
@@ -42,7 +42,7 @@ struct list_print {
 
 static void print_patch(const struct usc_list_patch *p, void *ctx)
 {
-	const struct list_print *lp = ctx;
+	const struct print_ctx *lp = ctx;
 
 	if (lp->verbose && p->ret_ok && p->nspring)
 		printf("%s  entry: %s  return: ok (%zu of %zu by springboard)\n", p->name,
@@ -59,9 +59,9 @@ static void rules_print(const char *what, const struct usc_list_rule *v, size_t 
 
 /* Whether the inject engine can patch each function: a summary, with -v a
  * line each. */
-static int list_patchable(const char *path, const char *pattern, bool verbose)
+static int print_patchable(const char *path, const char *pattern, bool verbose)
 {
-	struct list_print lp = {.verbose = verbose};
+	struct print_ctx lp = {.verbose = verbose};
 	struct usc_list_patch_sum sum;
 	int ret = usc_list_patchable(path, pattern, print_patch, &lp, &sum);
 
@@ -82,7 +82,7 @@ static int list_patchable(const char *path, const char *pattern, bool verbose)
 /* MODULE %PROVIDER:NAME once per probe; with -v, one line per site. */
 static void print_usdt(const struct usc_list_usdt *u, void *ctx)
 {
-	const struct list_print *lp = ctx;
+	const struct print_ctx *lp = ctx;
 	char full[512];
 
 	snprintf(full, sizeof(full), "%s:%s", u->provider, u->name);
@@ -96,7 +96,7 @@ static void print_usdt(const struct usc_list_usdt *u, void *ctx)
 
 static void print_func(const struct usc_list_func *f, void *ctx)
 {
-	const struct list_print *lp = ctx;
+	const struct print_ctx *lp = ctx;
 	const char *module = lp->module;
 	char name[1024];
 
@@ -118,28 +118,28 @@ static void print_func(const struct usc_list_func *f, void *ctx)
 		printf("%s%s%s\n", module ? module : "", module ? ":" : "", name);
 }
 
-static int list_file(const char *path, const char *module, const char *pattern, bool verbose)
+static int print_file(const char *path, const char *module, const char *pattern, bool verbose)
 {
-	struct list_print lp = {.verbose = verbose, .module = module, .path = path};
+	struct print_ctx lp = {.verbose = verbose, .module = module, .path = path};
 
 	if (usdt_mode)
 		return usc_list_usdt(path, pattern, verbose, print_usdt, &lp);
 	if (patchable_mode)
-		return list_patchable(path, pattern, verbose);
+		return print_patchable(path, pattern, verbose);
 	return usc_list_functions(path, pattern, verbose, print_func, &lp);
 }
 
-/* -p PID: each module as list_file lists a file. */
-struct list_pid_args {
+/* -p PID: each module as print_file lists a file. */
+struct print_pid {
 	const char *pattern;
 	bool verbose;
 };
 
-static void list_module(const char *path, const char *name, void *ctx)
+static void print_module(const char *path, const char *name, void *ctx)
 {
-	const struct list_pid_args *a = ctx;
+	const struct print_pid *a = ctx;
 
-	list_file(path, name, a->pattern, a->verbose);
+	print_file(path, name, a->pattern, a->verbose);
 }
 
 static void print_site_vars(const char *label, uint64_t pc, const char *path, void *ctx)
@@ -176,7 +176,7 @@ static void print_line(unsigned line, const char *text, bool code, void *ctx)
 }
 
 /* --lines FUNCTION or --vars LOCATION, in process pid or in BINARY bin. */
-static int list_location(const char *loc, bool lines, pid_t pid, const char *bin)
+static int print_location(const char *loc, bool lines, pid_t pid, const char *bin)
 {
 	static const struct usc_list_vars_ops vars_ops = {print_site_vars, print_var,
 							   print_no_vars};
@@ -252,7 +252,7 @@ int cmd_list(int argc, char **argv)
 			fputs(list_usage, stderr);
 			return 2;
 		}
-		return list_location(lines_of ? lines_of : vars_at, lines_of != NULL, pid,
+		return print_location(lines_of ? lines_of : vars_at, lines_of != NULL, pid,
 				     pid ? NULL : argv[optind]);
 	}
 	if (pid && patchable_mode) {
@@ -264,9 +264,9 @@ int cmd_list(int argc, char **argv)
 			fputs(list_usage, stderr);
 			return 2;
 		}
-		struct list_pid_args a = {optind < argc ? argv[optind] : NULL, verbose};
+		struct print_pid a = {optind < argc ? argv[optind] : NULL, verbose};
 
-		return usc_list_modules(pid, list_module, &a) ? 1 : 0;
+		return usc_list_modules(pid, print_module, &a) ? 1 : 0;
 	}
 	if (optind >= argc || argc - optind > 2) {
 		fputs(list_usage, stderr);
@@ -276,7 +276,7 @@ int cmd_list(int argc, char **argv)
 
 	if (usc_list_find_binary(bin, &path))
 		return 1;
-	ret = list_file(path, NULL, optind + 1 < argc ? argv[optind + 1] : NULL, verbose);
+	ret = print_file(path, NULL, optind + 1 < argc ? argv[optind + 1] : NULL, verbose);
 	free(path);
 	return ret ? 1 : 0;
 }
