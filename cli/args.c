@@ -87,59 +87,63 @@ static int parse_size(const char *s, unsigned long long *out)
 	return 0;
 }
 
-int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, const char *usage,
-		   struct cli_opts *o)
-{
-	static const struct option all[] = {
-		{"pid", required_argument, NULL, 'p'},
-		{"duration", required_argument, NULL, 'd'},
-		{"engine", required_argument, NULL, 'e'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{"json", no_argument, NULL, 'j'},
-		{"output", required_argument, NULL, 'o'},
-		{"interval", required_argument, NULL, 'i'},
-		{"uretprobe", no_argument, NULL, 'R'},
-		{"no-inlines", no_argument, NULL, 'N'},
-		{"all-sites", no_argument, NULL, 'A'},
-		{"max-keys", required_argument, NULL, 'K'},
-		{"strlen", required_argument, NULL, 'S'},
-		{"top", required_argument, NULL, 'T'},
-		{"linear", required_argument, NULL, 'L'},
-		{"unit", required_argument, NULL, 'U'},
-		{"per-call", no_argument, NULL, 'C'},
-		{"read", required_argument, NULL, 'r'},
-		{"snapshot", required_argument, NULL, 'Z'},
-		{"drop", no_argument, NULL, 'D'},
-		{"sort", required_argument, NULL, 'Y'},
-		{"format", required_argument, NULL, 'F'},
-		{"stack-size", required_argument, NULL, 'z'},
-		{"folded", no_argument, NULL, 'y'},
-		{"from", required_argument, NULL, 'W'},
-		{"until", required_argument, NULL, 'X'},
-		{"field", required_argument, NULL, 'G'},
-		{"max-objects", required_argument, NULL, 'M'},
-	};
-	static const unsigned need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
-					CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
-					CLI_ARG_NO_INLINES,
-					CLI_ARG_AGG, CLI_ARG_AGG, CLI_ARG_TOP, CLI_ARG_LINEAR,
-					CLI_ARG_LATENCY, CLI_ARG_LATENCY, CLI_ARG_REPLAY,
-					CLI_ARG_RECORD, CLI_ARG_RECORD, CLI_ARG_SORT,
-					CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED,
-					CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE,
-					CLI_ARG_OBJTRACE};
-	_Static_assert(sizeof(need) / sizeof(need[0]) == sizeof(all) / sizeof(all[0]),
-		       "an option's need for each option");
-	struct option opts[sizeof(all) / sizeof(all[0]) + 1];
-	char shorts[32] = "p:d:e:qvh";
-	size_t n = 0;
-	int c;
+/* Every option of the tracing subcommands, and the CLI_ARG_* a subcommand
+ * needs to take it (0: every one takes it). */
+static const struct option args_all[] = {
+	{"pid", required_argument, NULL, 'p'},
+	{"duration", required_argument, NULL, 'd'},
+	{"engine", required_argument, NULL, 'e'},
+	{"quiet", no_argument, NULL, 'q'},
+	{"verbose", no_argument, NULL, 'v'},
+	{"help", no_argument, NULL, 'h'},
+	{"json", no_argument, NULL, 'j'},
+	{"output", required_argument, NULL, 'o'},
+	{"interval", required_argument, NULL, 'i'},
+	{"uretprobe", no_argument, NULL, 'R'},
+	{"no-inlines", no_argument, NULL, 'N'},
+	{"all-sites", no_argument, NULL, 'A'},
+	{"max-keys", required_argument, NULL, 'K'},
+	{"strlen", required_argument, NULL, 'S'},
+	{"top", required_argument, NULL, 'T'},
+	{"linear", required_argument, NULL, 'L'},
+	{"unit", required_argument, NULL, 'U'},
+	{"per-call", no_argument, NULL, 'C'},
+	{"read", required_argument, NULL, 'r'},
+	{"snapshot", required_argument, NULL, 'Z'},
+	{"drop", no_argument, NULL, 'D'},
+	{"sort", required_argument, NULL, 'Y'},
+	{"format", required_argument, NULL, 'F'},
+	{"stack-size", required_argument, NULL, 'z'},
+	{"folded", no_argument, NULL, 'y'},
+	{"from", required_argument, NULL, 'W'},
+	{"until", required_argument, NULL, 'X'},
+	{"field", required_argument, NULL, 'G'},
+	{"max-objects", required_argument, NULL, 'M'},
+};
+static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
+				     CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
+				     CLI_ARG_NO_INLINES,
+				     CLI_ARG_AGG, CLI_ARG_AGG, CLI_ARG_TOP, CLI_ARG_LINEAR,
+				     CLI_ARG_LATENCY, CLI_ARG_LATENCY, CLI_ARG_REPLAY,
+				     CLI_ARG_RECORD, CLI_ARG_RECORD, CLI_ARG_SORT,
+				     CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED,
+				     CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE,
+				     CLI_ARG_OBJTRACE};
+_Static_assert(sizeof(args_need) / sizeof(args_need[0]) ==
+	       sizeof(args_all) / sizeof(args_all[0]), "an option's need for each option");
+#define ARGS_NALL (sizeof(args_all) / sizeof(args_all[0]))
 
-	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-		if (!need[i] || (extra & need[i]))
-			opts[n++] = all[i];
+/* What an option handler says: taken, a mistake (reported), not its own. */
+enum { ARG_OK = 0, ARG_BAD = 2, ARG_NOT_MINE = -1 };
+
+/* The long options and the short ones a subcommand with extra takes. */
+static void args_table(unsigned extra, struct option *opts, char *shorts)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < ARGS_NALL; i++)
+		if (!args_need[i] || (extra & args_need[i]))
+			opts[n++] = args_all[i];
 	opts[n] = (struct option){NULL, 0, NULL, 0};
 	if (extra & CLI_ARG_OUTPUT)
 		strcat(shorts, "o:");
@@ -147,184 +151,221 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 		strcat(shorts, "i:");
 	if (extra & CLI_ARG_REPLAY)
 		strcat(shorts, "r:");
+}
 
-	/* COMMAND follows the first "--"; everything before it is ours */
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--")) {
-			o->so.cmd = argv + i + 1;
-			if (!o->so.cmd[0]) {
-				cli_error("nothing after '--': give a COMMAND to run");
-				return 2;
-			}
-			argc = i;
-			break;
+/* -p, -d, -i, -e, -q, -v, --json, -o, --uretprobe, --no-inlines, --all-sites. */
+static int args_shared(int c, struct cli_opts *o)
+{
+	char *end;
+
+	switch (c) {
+	case 'p':
+		errno = 0;
+		o->so.pid = (pid_t)strtol(optarg, &end, 10);
+		if (*end || o->so.pid <= 0 || errno) {
+			cli_error("-p wants a process id, not '%s'", optarg);
+			return ARG_BAD;
 		}
+		return ARG_OK;
+	case 'd':
+	case 'i':
+		*(c == 'd' ? &o->so.duration : &o->so.interval) = strtod(optarg, &end);
+		if (*end || (c == 'd' ? o->so.duration : o->so.interval) <= 0) {
+			cli_error("-%c wants a positive number of seconds, not '%s'", c, optarg);
+			return ARG_BAD;
+		}
+		return ARG_OK;
+	case 'e':
+		o->so.engine = optarg;
+		return ARG_OK;
+	case 'q':
+		o->quiet = true;
+		return ARG_OK;
+	case 'v':
+		cli_verbose = true;
+		return ARG_OK;
+	case 'j':
+		o->json = true;
+		return ARG_OK;
+	case 'o':
+		o->outfile = optarg;
+		return ARG_OK;
+	case 'R':
+		o->so.resolve_flags |= RESOLVE_URETPROBE;
+		return ARG_OK;
+	case 'N':
+		o->so.resolve_flags |= RESOLVE_NO_INLINES;
+		return ARG_OK;
+	case 'A':
+		o->so.resolve_flags |= RESOLVE_ALL_LINE_SITES;
+		return ARG_OK;
 	}
-	optind = 1;
-	while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
-		char *end;
+	return ARG_NOT_MINE;
+}
 
-		switch (c) {
-		case 'p':
-			errno = 0;
-			o->so.pid = (pid_t)strtol(optarg, &end, 10);
-			if (*end || o->so.pid <= 0 || errno) {
-				cli_error("-p wants a process id, not '%s'", optarg);
-				return 2;
-			}
-			break;
-		case 'd':
-		case 'i':
-			*(c == 'd' ? &o->so.duration : &o->so.interval) = strtod(optarg, &end);
-			if (*end || (c == 'd' ? o->so.duration : o->so.interval) <= 0) {
-				cli_error("-%c wants a positive number of seconds, not '%s'", c, optarg);
-				return 2;
-			}
-			break;
-		case 'e':
-			o->so.engine = optarg;
-			break;
-		case 'q':
-			o->quiet = true;
-			break;
-		case 'v':
-			cli_verbose = true;
-			break;
-		case 'j':
-			o->json = true;
-			break;
-		case 'o':
-			o->outfile = optarg;
-			break;
-		case 'R':
-			o->so.resolve_flags |= RESOLVE_URETPROBE;
-			break;
-		case 'N':
-			o->so.resolve_flags |= RESOLVE_NO_INLINES;
-			break;
-		case 'A':
-			o->so.resolve_flags |= RESOLVE_ALL_LINE_SITES;
-			break;
-		case 'K':
-		case 'S':
-		case 'T': {
-			unsigned long v;
+/* --max-keys N, --strlen N, --top N. */
+static int args_count(int c, struct cli_opts *o)
+{
+	unsigned long v;
+	char *end;
 
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (*end || errno || !v || optarg[0] == '-' ||
-			    (c == 'S' && (v < 8 || v > AGG_KEY_MAX - 8)) ||
-			    (c == 'K' && v > (1UL << 24))) {
-				cli_error("--%s wants %s, not '%s'",
-					  c == 'K' ? "max-keys" : c == 'S' ? "strlen" : "top",
-					  c == 'S' ? "a length of 8 to 248 bytes" :
-					  c == 'K' ? "a number of keys from 1 to 16777216" :
-					  "a positive number", optarg);
-				return 2;
-			}
-			if (c == 'K')
-				o->so.agg.max_rows = (uint32_t)v;
-			else if (c == 'S')
-				o->so.agg.str_max = (uint32_t)v;
-			else
-				o->top = v;
-			break;
-		}
-		case 'L': {
-			long long mn, mx, st;
-			int used = 0;
-
-			if (sscanf(optarg, "%lld,%lld,%lld%n", &mn, &mx, &st, &used) != 3 ||
-			    optarg[used] || st <= 0 || mx <= mn ||
-			    (mx - mn) / st + 2 > AGG_LINEAR_MAX) {
-				cli_error("--linear wants MIN,MAX,STEP with MIN < MAX, STEP > 0 and at "
-					  "most %d steps, not '%s'", AGG_LINEAR_MAX - 2, optarg);
-				return 2;
-			}
-			o->so.agg.linear = true;
-			o->so.agg.lmin = mn;
-			o->so.agg.lmax = mx;
-			o->so.agg.lstep = st;
-			break;
-		}
-		case 'U':
-			if (!strcmp(optarg, "ns") || !strcmp(optarg, "us") || !strcmp(optarg, "ms")) {
-				o->so.agg.unit_ns = optarg[0] == 'n' ? 1 : optarg[0] == 'u' ? 1000 :
-						    1000000;
-				break;
-			}
-			cli_error("--unit wants ns, us or ms, not '%s'", optarg);
-			return 2;
-		case 'C':
-			o->so.agg.per_call = true;
-			break;
-		case 'r':
-			o->replay = optarg;
-			break;
-		case 'Z': {
-			unsigned long long v;
-
-			if (parse_size(optarg, &v)) {
-				cli_error("--snapshot wants a size (4096, 64K, 1M), not '%s'", optarg);
-				return 2;
-			}
-			o->so.record.snapshot = v;
-			break;
-		}
-		case 'z': {
-			unsigned long long v;
-
-			if (parse_size(optarg, &v) || v < 64 || v > USC_STACK_BYTES_MAX) {
-				cli_error("--stack-size wants a size from 64 to %uK (8K, 16K), not '%s'",
-					  USC_STACK_BYTES_MAX >> 10, optarg);
-				return 2;
-			}
-			o->so.stack_bytes = (uint32_t)v;
-			break;
-		}
-		case 'y':
-			o->folded = true;
-			break;
-		case 'D':
-			o->so.record.drop = true;
-			break;
-		case 'Y':
-			o->sort = optarg;
-			break;
-		case 'F':
-			o->format = optarg;
-			break;
-		case 'W':
-		case 'X':
-		case 'G':
-			if (*(c == 'W' ? &o->obj_from : c == 'X' ? &o->obj_until : &o->obj_field)) {
-				cli_error("--%s is given once", c == 'W' ? "from" : c == 'X' ? "until" :
-					  "field");
-				return 2;
-			}
-			*(c == 'W' ? &o->obj_from : c == 'X' ? &o->obj_until : &o->obj_field) = optarg;
-			break;
-		case 'M': {
-			unsigned long v;
-
-			errno = 0;
-			v = strtoul(optarg, &end, 10);
-			if (*end || errno || !v || optarg[0] == '-' || v > USC_OBJ_MAX) {
-				cli_error("--max-objects wants a number of objects from 1 to %d, not '%s'",
-					  USC_OBJ_MAX, optarg);
-				return 2;
-			}
-			o->so.objtrace.max_objects = (uint32_t)v;
-			break;
-		}
-		case 'h':
-			fputs(usage, stdout);
-			return 0;
-		default:
-			fputs(usage, stderr);
-			return 2;
-		}
+	errno = 0;
+	v = strtoul(optarg, &end, 10);
+	if (*end || errno || !v || optarg[0] == '-' ||
+	    (c == 'S' && (v < 8 || v > AGG_KEY_MAX - 8)) ||
+	    (c == 'K' && v > (1UL << 24))) {
+		cli_error("--%s wants %s, not '%s'",
+			  c == 'K' ? "max-keys" : c == 'S' ? "strlen" : "top",
+			  c == 'S' ? "a length of 8 to 248 bytes" :
+			  c == 'K' ? "a number of keys from 1 to 16777216" :
+			  "a positive number", optarg);
+		return ARG_BAD;
 	}
+	if (c == 'K')
+		o->so.agg.max_rows = (uint32_t)v;
+	else if (c == 'S')
+		o->so.agg.str_max = (uint32_t)v;
+	else
+		o->top = v;
+	return ARG_OK;
+}
+
+/* --linear MIN,MAX,STEP. */
+static int args_linear(struct cli_opts *o)
+{
+	long long mn, mx, st;
+	int used = 0;
+
+	if (sscanf(optarg, "%lld,%lld,%lld%n", &mn, &mx, &st, &used) != 3 ||
+	    optarg[used] || st <= 0 || mx <= mn ||
+	    (mx - mn) / st + 2 > AGG_LINEAR_MAX) {
+		cli_error("--linear wants MIN,MAX,STEP with MIN < MAX, STEP > 0 and at "
+			  "most %d steps, not '%s'", AGG_LINEAR_MAX - 2, optarg);
+		return ARG_BAD;
+	}
+	o->so.agg.linear = true;
+	o->so.agg.lmin = mn;
+	o->so.agg.lmax = mx;
+	o->so.agg.lstep = st;
+	return ARG_OK;
+}
+
+/* The aggregations': --max-keys, --strlen, --top, --linear, --unit,
+ * --per-call. */
+static int args_agg(int c, struct cli_opts *o)
+{
+	switch (c) {
+	case 'K':
+	case 'S':
+	case 'T':
+		return args_count(c, o);
+	case 'L':
+		return args_linear(o);
+	case 'U':
+		if (!strcmp(optarg, "ns") || !strcmp(optarg, "us") || !strcmp(optarg, "ms")) {
+			o->so.agg.unit_ns = optarg[0] == 'n' ? 1 : optarg[0] == 'u' ? 1000 :
+					    1000000;
+			return ARG_OK;
+		}
+		cli_error("--unit wants ns, us or ms, not '%s'", optarg);
+		return ARG_BAD;
+	case 'C':
+		o->so.agg.per_call = true;
+		return ARG_OK;
+	}
+	return ARG_NOT_MINE;
+}
+
+/* Recordings' and outputs': -r, --snapshot, --stack-size, --folded, --drop,
+ * --sort, --format. */
+static int args_record(int c, struct cli_opts *o)
+{
+	unsigned long long v;
+
+	switch (c) {
+	case 'r':
+		o->replay = optarg;
+		return ARG_OK;
+	case 'Z':
+		if (parse_size(optarg, &v)) {
+			cli_error("--snapshot wants a size (4096, 64K, 1M), not '%s'", optarg);
+			return ARG_BAD;
+		}
+		o->so.record.snapshot = v;
+		return ARG_OK;
+	case 'z':
+		if (parse_size(optarg, &v) || v < 64 || v > USC_STACK_BYTES_MAX) {
+			cli_error("--stack-size wants a size from 64 to %uK (8K, 16K), not '%s'",
+				  USC_STACK_BYTES_MAX >> 10, optarg);
+			return ARG_BAD;
+		}
+		o->so.stack_bytes = (uint32_t)v;
+		return ARG_OK;
+	case 'y':
+		o->folded = true;
+		return ARG_OK;
+	case 'D':
+		o->so.record.drop = true;
+		return ARG_OK;
+	case 'Y':
+		o->sort = optarg;
+		return ARG_OK;
+	case 'F':
+		o->format = optarg;
+		return ARG_OK;
+	}
+	return ARG_NOT_MINE;
+}
+
+/* objtrace's: --from, --until, --field, --max-objects. */
+static int args_objtrace(int c, struct cli_opts *o)
+{
+	unsigned long v;
+	char *end;
+
+	switch (c) {
+	case 'W':
+	case 'X':
+	case 'G':
+		if (*(c == 'W' ? &o->obj_from : c == 'X' ? &o->obj_until : &o->obj_field)) {
+			cli_error("--%s is given once", c == 'W' ? "from" : c == 'X' ? "until" :
+				  "field");
+			return ARG_BAD;
+		}
+		*(c == 'W' ? &o->obj_from : c == 'X' ? &o->obj_until : &o->obj_field) = optarg;
+		return ARG_OK;
+	case 'M':
+		errno = 0;
+		v = strtoul(optarg, &end, 10);
+		if (*end || errno || !v || optarg[0] == '-' || v > USC_OBJ_MAX) {
+			cli_error("--max-objects wants a number of objects from 1 to %d, not '%s'",
+				  USC_OBJ_MAX, optarg);
+			return ARG_BAD;
+		}
+		o->so.objtrace.max_objects = (uint32_t)v;
+		return ARG_OK;
+	}
+	return ARG_NOT_MINE;
+}
+
+/* One option getopt returned (optarg its argument). */
+static int args_option(int c, struct cli_opts *o)
+{
+	int ret = args_shared(c, o);
+
+	if (ret == ARG_NOT_MINE)
+		ret = args_agg(c, o);
+	if (ret == ARG_NOT_MINE)
+		ret = args_record(c, o);
+	if (ret == ARG_NOT_MINE)
+		ret = args_objtrace(c, o);
+	return ret;
+}
+
+/* What the options say together; then the PROBEs, argv[optind..argc). */
+static int args_check(int argc, char **argv, unsigned extra, const char *name,
+		      struct cli_opts *o)
+{
 	if (o->replay && (o->so.cmd || o->so.pid || o->so.engine)) {
 		cli_error("-r FILE reads a recording: no -p, -e nor COMMAND with it");
 		return 2;
@@ -347,6 +388,45 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 	return -1;
 }
 
+int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, const char *usage,
+		   struct cli_opts *o)
+{
+	struct option opts[ARGS_NALL + 1];
+	char shorts[32] = "p:d:e:qvh";
+	int c;
+
+	args_table(extra, opts, shorts);
+	/* COMMAND follows the first "--"; everything before it is ours */
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--")) {
+			o->so.cmd = argv + i + 1;
+			if (!o->so.cmd[0]) {
+				cli_error("nothing after '--': give a COMMAND to run");
+				return 2;
+			}
+			argc = i;
+			break;
+		}
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
+		int ret;
+
+		if (c == 'h') {
+			fputs(usage, stdout);
+			return 0;
+		}
+		ret = args_option(c, o);
+		if (ret == ARG_BAD)
+			return 2;
+		if (ret == ARG_NOT_MINE) {
+			fputs(usage, stderr);
+			return 2;
+		}
+	}
+	return args_check(argc, argv, extra, name, o);
+}
+
 void cli_probe_error(const struct usc_probe_spec *spec, size_t pos, const char *fmt, ...)
 {
 	va_list ap;
@@ -358,7 +438,9 @@ void cli_probe_error(const struct usc_probe_spec *spec, size_t pos, const char *
 	fprintf(stderr, "\n  %s\n  %*s^\n", spec->text, (int)pos, "");
 }
 
-int cli_add_returns(struct usc_probe_spec **specs, size_t *nspecs)
+/* A return probe for every function entry probe that has none (flow,
+ * latency). 0 or -ENOMEM. */
+static int cli_add_returns(struct usc_probe_spec **specs, size_t *nspecs)
 {
 	size_t n = *nspecs, extra = 0;
 	struct usc_probe_spec *v = *specs;
@@ -403,6 +485,25 @@ int cli_add_returns(struct usc_probe_spec **specs, size_t *nspecs)
 	*specs = v;
 	*nspecs = n + extra;
 	return 0;
+}
+
+int cli_add_returns_and_open(struct cli_opts *o, FILE **fp)
+{
+	if (cli_add_returns(&o->specs, &o->nspecs)) {
+		cli_error("out of memory");
+		free(o->specs);
+		o->specs = NULL;
+		return 1;
+	}
+	if (fp) {
+		*fp = cli_open_output(o);
+		if (!*fp) {
+			free(o->specs);
+			o->specs = NULL;
+			return 1;
+		}
+	}
+	return -1;
 }
 
 FILE *cli_open_output(const struct cli_opts *o)

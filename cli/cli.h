@@ -84,9 +84,12 @@ struct cli_opts {
 int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, const char *usage,
 		   struct cli_opts *o);
 
-/* A return probe for every function entry probe that has none (flow,
- * latency). 0 or -ENOMEM. */
-int cli_add_returns(struct usc_probe_spec **specs, size_t *nspecs);
+/* A return probe for every function entry probe of o's PROBEs that has
+ * none, then with fp the output (cli_open_output) in *fp: what flow,
+ * latency, record, report, export and flamegraph do first. Returns -1 when
+ * the caller should go on, else the exit code (1: out of memory, or the
+ * output cannot be opened: reported), o->specs freed. */
+int cli_add_returns_and_open(struct cli_opts *o, FILE **fp);
 
 /* The probe with a caret under [pos, pos+len) and why it is refused. */
 void cli_probe_error(const struct usc_probe_spec *spec, size_t pos, const char *fmt, ...)

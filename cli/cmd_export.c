@@ -59,22 +59,16 @@ int cmd_export(int argc, char **argv)
 		free(o.specs);
 		return code;
 	}
-	/* PROBEs select functions: their returns too, to pair them */
-	if (cli_add_returns(&o.specs, &o.nspecs)) {
-		cli_error("out of memory");
-		free(o.specs);
-		return 1;
-	}
+	/* PROBEs select functions: their returns too, to pair them; ctf
+	 * writes a directory the sink makes: nothing to open, nor for
+	 * cli_run_sink to close */
+	code = cli_add_returns_and_open(&o, strcmp(o.format, "ctf") ? &fp : NULL);
+	if (code >= 0)
+		return code;
 	if (!strcmp(o.format, "ctf")) {
-		/* a directory the sink makes; nothing for cli_run_sink to close */
 		sink = usc_sink_ctf(o.outfile);
 		o.outfile = NULL;
 	} else {
-		fp = cli_open_output(&o);
-		if (!fp) {
-			free(o.specs);
-			return 1;
-		}
 		sink = !strcmp(o.format, "chrome") ? usc_sink_chrome(fp) :
 		       !strcmp(o.format, "svg") ? usc_sink_svg(fp, NULL) : usc_sink_folded(fp);
 	}

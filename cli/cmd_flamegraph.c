@@ -221,16 +221,9 @@ int cmd_flamegraph(int argc, char **argv)
 	o.nspecs = (size_t)(argc - optind);
 	if (cli_parse_probes(argv + optind, argc - optind, &o.specs))
 		return 1;
-	if (cli_add_returns(&o.specs, &o.nspecs)) {
-		cli_error("out of memory");
-		free(o.specs);
-		return 1;
-	}
-	fp = cli_open_output(&o);
-	if (!fp) {
-		free(o.specs);
-		return 1;
-	}
+	c = cli_add_returns_and_open(&o, &fp);
+	if (c >= 0)
+		return c;
 	sink = usc_sink_svg(fp, &fo);
 	return cli_run_sink(&o, fp, sink, true);
 }

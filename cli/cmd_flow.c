@@ -52,15 +52,8 @@ int cmd_flow(int argc, char **argv)
 		return code;
 	/* an inlined copy has no return to pair its entry with */
 	o.so.resolve_flags |= RESOLVE_NO_INLINES;
-	if (cli_add_returns(&o.specs, &o.nspecs)) {
-		cli_error("out of memory");
-		free(o.specs);
-		return 1;
-	}
-	fp = cli_open_output(&o);
-	if (!fp) {
-		free(o.specs);
-		return 1;
-	}
+	code = cli_add_returns_and_open(&o, &fp);
+	if (code >= 0)
+		return code;
 	return cli_run_sink(&o, fp, usc_sink_flow(fp, o.json), true);
 }

@@ -64,11 +64,9 @@ int cmd_latency(int argc, char **argv)
 	}
 	/* an inlined copy has no return to pair its entry with */
 	o.so.resolve_flags |= RESOLVE_NO_INLINES | RESOLVE_NO_DEFAULT_ARGS;
-	if (cli_add_returns(&o.specs, &o.nspecs)) {
-		cli_error("out of memory");
-		free(o.specs);
-		return 1;
-	}
+	code = cli_add_returns_and_open(&o, NULL);
+	if (code >= 0)
+		return code;
 	o.so.agg.kind = USC_AGG_LATENCY;
 	if (!o.so.agg.unit_ns)
 		o.so.agg.unit_ns = 1;

@@ -59,11 +59,9 @@ int cmd_record(int argc, char **argv)
 	}
 	/* an inlined copy has no return to pair its entry with */
 	o.so.resolve_flags |= RESOLVE_NO_INLINES;
-	if (cli_add_returns(&o.specs, &o.nspecs)) {
-		cli_error("out of memory");
-		free(o.specs);
-		return 1;
-	}
+	code = cli_add_returns_and_open(&o, NULL);
+	if (code >= 0)
+		return code;
 	o.so.record.on = true;
 	command[0] = 0;
 	for (int i = 0; i < argc && used < sizeof(command); i++)

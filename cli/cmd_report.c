@@ -38,12 +38,6 @@ int cmd_report(int argc, char **argv)
 
 	if (code >= 0)
 		return code;
-	/* PROBEs select functions: their returns too, as flow pairs them */
-	if (cli_add_returns(&o.specs, &o.nspecs)) {
-		cli_error("out of memory");
-		free(o.specs);
-		return 1;
-	}
 	if (o.sort && !strcmp(o.sort, "self")) {
 		sort = USC_REPORT_SELF;
 	} else if (o.sort && !strcmp(o.sort, "calls")) {
@@ -53,11 +47,10 @@ int cmd_report(int argc, char **argv)
 		free(o.specs);
 		return 2;
 	}
-	fp = cli_open_output(&o);
-	if (!fp) {
-		free(o.specs);
-		return 1;
-	}
+	/* PROBEs select functions: their returns too, as flow pairs them */
+	code = cli_add_returns_and_open(&o, &fp);
+	if (code >= 0)
+		return code;
 	/* the report says the counts and losses itself */
 	return cli_run_sink(&o, fp, usc_sink_report(fp, o.json, sort), false);
 }

@@ -136,10 +136,37 @@ static void hash_bytes(uint64_t h[3], const void *data, size_t len)
 			h[k] = (h[k] ^ b[i]) * 0x100000001b3ULL;
 }
 
+static const char *const secname[NSECTIONS] = {
+	[S_BUILDID] = ".note.gnu.build-id", [S_HASH] = ".hash", [S_DYNSYM] = ".dynsym",
+	[S_DYNSTR] = ".dynstr", [S_BASE] = ".stapsdt.base", [S_TEXT] = ".text",
+	[S_DYNAMIC] = ".dynamic", [S_PROBES] = ".probes", [S_NOTES] = ".note.stapsdt",
+	[S_SHSTRTAB] = ".shstrtab",
+};
+/* the segment of each allocated section: 0 R, 1 R X, 2 RW */
+static const int segof[NSECTIONS] = {
+	[S_BUILDID] = 0, [S_HASH] = 0, [S_DYNSYM] = 0, [S_DYNSTR] = 0, [S_BASE] = 0,
+	[S_TEXT] = 1, [S_PROBES] = 2, [S_DYNAMIC] = 2, [S_NOTES] = -1, [S_SHSTRTAB] = -1,
+};
+
+#define BUILD_ID_SIZE (sizeof(Elf64_Nhdr) + 4 + BUILD_ID_LEN)
+
+/* The object being built: libelf's handles, the sections' contents, and
+ * where the layout put them. */
 struct gen {
 	Elf *e;
 	Elf_Scn *scn[NSECTIONS];
 	Elf_Data *data[NSECTIONS];
+	size_t n;			/* probes */
+	size_t nsyms, nbucket, ndyn;
+	struct strtab dynstr, shstr;
+	size_t shname[NSECTIONS], *symname, notes_len;
+	unsigned char *buildid, *text, *notes, *sems;
+	unsigned char base_byte;
+	Elf64_Word *hash;
+	Elf64_Sym *syms;
+	Elf64_Dyn *dyn;
+	GElf_Shdr shs[NSECTIONS];
+	uint64_t bias[3], seg_off[3], seg_end[3], addr[NSECTIONS];
 };
 
 static Elf_Scn *new_section(struct gen *g, int idx, size_t name_off, Elf64_Word type,
@@ -175,197 +202,184 @@ static int lib_fail(const char *what)
 	return sdt_set_error(-EIO, "libelf: %s: %s", what, elf_errmsg(-1));
 }
 
-int sdt_gen_object(int fd, const char *provider, struct sdt_gen_probe *probes, size_t n)
+/* The string tables and the contents' buffers, the stubs written. 0 or
+ * -ENOMEM. */
+static int gen_alloc(struct gen *g, const char *provider, const struct sdt_gen_probe *probes)
 {
-	static const char *const secname[NSECTIONS] = {
-		[S_BUILDID] = ".note.gnu.build-id", [S_HASH] = ".hash", [S_DYNSYM] = ".dynsym",
-		[S_DYNSTR] = ".dynstr", [S_BASE] = ".stapsdt.base", [S_TEXT] = ".text",
-		[S_DYNAMIC] = ".dynamic", [S_PROBES] = ".probes", [S_NOTES] = ".note.stapsdt",
-		[S_SHSTRTAB] = ".shstrtab",
-	};
-	/* the segment of each allocated section: 0 R, 1 R X, 2 RW */
-	static const int segof[NSECTIONS] = {
-		[S_BUILDID] = 0, [S_HASH] = 0, [S_DYNSYM] = 0, [S_DYNSTR] = 0, [S_BASE] = 0,
-		[S_TEXT] = 1, [S_PROBES] = 2, [S_DYNAMIC] = 2, [S_NOTES] = -1, [S_SHSTRTAB] = -1,
-	};
-	const size_t nsyms = 1 + 2 * n, nbucket = nsyms, ndyn = 6;
-	struct gen g = {0};
-	struct strtab dynstr = {0}, shstr = {0};
-	size_t shname[NSECTIONS], *symname = NULL, notes_len = 0;
-	unsigned char *buildid = NULL, *text = NULL, *notes = NULL, *sems = NULL;
-	unsigned char base_byte = 0;
-	Elf64_Word *hash = NULL;
-	Elf64_Sym *syms = NULL;
-	Elf64_Dyn *dyn = NULL;
-	uint64_t bias[3], seg_off[3], seg_end[3], addr[NSECTIONS] = {0};
-	int ret = -ENOMEM;
+	size_t n = g->n;
 
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return lib_fail("elf_version");
-	if (strtab_init(&dynstr) || strtab_init(&shstr))
-		goto out;
+	if (strtab_init(&g->dynstr) || strtab_init(&g->shstr))
+		return -ENOMEM;
 	for (int i = 1; i < NSECTIONS; i++)
-		if ((shname[i] = strtab_add(&shstr, secname[i])) == (size_t)-1)
-			goto out;
-	symname = calloc(nsyms, sizeof(*symname));
-	buildid = calloc(1, sizeof(Elf64_Nhdr) + 4 + BUILD_ID_LEN);
-	hash = calloc(2 + nbucket + nsyms, sizeof(*hash));
-	syms = calloc(nsyms, sizeof(*syms));
-	text = malloc(STUB_SIZE * n);
-	dyn = calloc(ndyn, sizeof(*dyn));
-	sems = calloc(n, 2);
+		if ((g->shname[i] = strtab_add(&g->shstr, secname[i])) == (size_t)-1)
+			return -ENOMEM;
+	g->symname = calloc(g->nsyms, sizeof(*g->symname));
+	g->buildid = calloc(1, BUILD_ID_SIZE);
+	g->hash = calloc(2 + g->nbucket + g->nsyms, sizeof(*g->hash));
+	g->syms = calloc(g->nsyms, sizeof(*g->syms));
+	g->text = malloc(STUB_SIZE * n);
+	g->dyn = calloc(g->ndyn, sizeof(*g->dyn));
+	g->sems = calloc(n, 2);
 	for (size_t i = 0; i < n; i++)
-		notes_len += note_size(provider, &probes[i]);
-	notes = calloc(1, notes_len);
-	if (!symname || !buildid || !hash || !syms || !text || !dyn || !sems || !notes)
-		goto out;
+		g->notes_len += note_size(provider, &probes[i]);
+	g->notes = calloc(1, g->notes_len);
+	if (!g->symname || !g->buildid || !g->hash || !g->syms || !g->text || !g->dyn ||
+	    !g->sems || !g->notes)
+		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
-		symname[1 + 2 * i] = strtab_add(&dynstr, probes[i].name);
-		symname[2 + 2 * i] = strtab_add(&dynstr, probes[i].sema_sym);
-		if (symname[1 + 2 * i] == (size_t)-1 || symname[2 + 2 * i] == (size_t)-1)
-			goto out;
-		memset(text + STUB_SIZE * i, 0xcc, STUB_SIZE);
-		memcpy(text + STUB_SIZE * i, stub, STUB_CODE_SIZE);
+		g->symname[1 + 2 * i] = strtab_add(&g->dynstr, probes[i].name);
+		g->symname[2 + 2 * i] = strtab_add(&g->dynstr, probes[i].sema_sym);
+		if (g->symname[1 + 2 * i] == (size_t)-1 || g->symname[2 + 2 * i] == (size_t)-1)
+			return -ENOMEM;
+		memset(g->text + STUB_SIZE * i, 0xcc, STUB_SIZE);
+		memcpy(g->text + STUB_SIZE * i, stub, STUB_CODE_SIZE);
 	}
+	return 0;
+}
 
-	g.e = elf_begin(fd, ELF_C_WRITE, NULL);
-	if (!g.e) {
-		ret = lib_fail("elf_begin");
-		goto out;
-	}
+/* The ELF header, and room for the program headers. 0 or -EIO. */
+static int gen_headers(struct gen *g, int fd)
+{
 	GElf_Ehdr eh;
 
-	if (!gelf_newehdr(g.e, ELFCLASS64) || !gelf_getehdr(g.e, &eh)) {
-		ret = lib_fail("the ELF header");
-		goto out;
-	}
+	g->e = elf_begin(fd, ELF_C_WRITE, NULL);
+	if (!g->e)
+		return lib_fail("elf_begin");
+	if (!gelf_newehdr(g->e, ELFCLASS64) || !gelf_getehdr(g->e, &eh))
+		return lib_fail("the ELF header");
 	eh.e_ident[EI_DATA] = ELFDATA2LSB;
 	eh.e_ident[EI_OSABI] = ELFOSABI_NONE;
 	eh.e_type = ET_DYN;
 	eh.e_machine = EM_X86_64;
 	eh.e_version = EV_CURRENT;
 	eh.e_shstrndx = S_SHSTRTAB;
-	if (!gelf_update_ehdr(g.e, &eh)) {
-		ret = lib_fail("the ELF header");
-		goto out;
-	}
+	if (!gelf_update_ehdr(g->e, &eh))
+		return lib_fail("the ELF header");
 	/* LOAD x3, DYNAMIC, NOTE, GNU_STACK: created before the layout so that
 	 * libelf leaves room for them after the ELF header */
-	if (!gelf_newphdr(g.e, 6)) {
-		ret = lib_fail("the program headers");
-		goto out;
-	}
+	if (!gelf_newphdr(g->e, 6))
+		return lib_fail("the program headers");
+	return 0;
+}
 
-	const size_t bid_size = sizeof(Elf64_Nhdr) + 4 + BUILD_ID_LEN;
-
-	if (!new_section(&g, S_BUILDID, shname[S_BUILDID], SHT_NOTE, SHF_ALLOC,
-			 buildid, bid_size, ELF_T_NHDR, 4, 0) ||
-	    !new_section(&g, S_HASH, shname[S_HASH], SHT_HASH, SHF_ALLOC, hash,
-			 (2 + nbucket + nsyms) * sizeof(*hash), ELF_T_WORD, 8, sizeof(Elf64_Word)) ||
-	    !new_section(&g, S_DYNSYM, shname[S_DYNSYM], SHT_DYNSYM, SHF_ALLOC,
-			 syms, nsyms * sizeof(*syms), ELF_T_SYM, 8, sizeof(Elf64_Sym)) ||
-	    !new_section(&g, S_DYNSTR, shname[S_DYNSTR], SHT_STRTAB, SHF_ALLOC,
-			 dynstr.b, dynstr.len, ELF_T_BYTE, 1, 0) ||
-	    !new_section(&g, S_BASE, shname[S_BASE], SHT_PROGBITS, SHF_ALLOC,
-			 &base_byte, 1, ELF_T_BYTE, 1, 0) ||
-	    !new_section(&g, S_TEXT, shname[S_TEXT], SHT_PROGBITS,
-			 SHF_ALLOC | SHF_EXECINSTR, text, STUB_SIZE * n, ELF_T_BYTE, PAGE, 0) ||
-	    !new_section(&g, S_PROBES, shname[S_PROBES], SHT_PROGBITS,
-			 SHF_ALLOC | SHF_WRITE, sems, 2 * n, ELF_T_BYTE, PAGE, 0) ||
-	    !new_section(&g, S_DYNAMIC, shname[S_DYNAMIC], SHT_DYNAMIC,
-			 SHF_ALLOC | SHF_WRITE, dyn, ndyn * sizeof(*dyn), ELF_T_DYN, 8,
-			 sizeof(Elf64_Dyn)) ||
-	    !new_section(&g, S_NOTES, shname[S_NOTES], SHT_NOTE, 0, notes,
-			 notes_len, ELF_T_NHDR, 4, 0) ||
-	    !new_section(&g, S_SHSTRTAB, shname[S_SHSTRTAB], SHT_STRTAB, 0,
-			 shstr.b, shstr.len, ELF_T_BYTE, 1, 0)) {
-		ret = lib_fail("a section");
-		goto out;
-	}
-
-	/* section links: the symbol tables and the dynamic section name their
-	 * strings, the hash table its symbols */
+/* Every section, over the buffers; then their links: the symbol tables and
+ * the dynamic section name their strings, the hash table its symbols. 0 or
+ * -EIO. */
+static int gen_sections(struct gen *g)
+{
 	struct { int sec, link, info; } links[] = {
 		{S_HASH, S_DYNSYM, 0}, {S_DYNSYM, S_DYNSTR, 1}, {S_DYNAMIC, S_DYNSTR, 0},
 	};
+	const size_t *shname = g->shname, n = g->n;
+
+	if (!new_section(g, S_BUILDID, shname[S_BUILDID], SHT_NOTE, SHF_ALLOC,
+			 g->buildid, BUILD_ID_SIZE, ELF_T_NHDR, 4, 0) ||
+	    !new_section(g, S_HASH, shname[S_HASH], SHT_HASH, SHF_ALLOC, g->hash,
+			 (2 + g->nbucket + g->nsyms) * sizeof(*g->hash), ELF_T_WORD, 8,
+			 sizeof(Elf64_Word)) ||
+	    !new_section(g, S_DYNSYM, shname[S_DYNSYM], SHT_DYNSYM, SHF_ALLOC,
+			 g->syms, g->nsyms * sizeof(*g->syms), ELF_T_SYM, 8, sizeof(Elf64_Sym)) ||
+	    !new_section(g, S_DYNSTR, shname[S_DYNSTR], SHT_STRTAB, SHF_ALLOC,
+			 g->dynstr.b, g->dynstr.len, ELF_T_BYTE, 1, 0) ||
+	    !new_section(g, S_BASE, shname[S_BASE], SHT_PROGBITS, SHF_ALLOC,
+			 &g->base_byte, 1, ELF_T_BYTE, 1, 0) ||
+	    !new_section(g, S_TEXT, shname[S_TEXT], SHT_PROGBITS,
+			 SHF_ALLOC | SHF_EXECINSTR, g->text, STUB_SIZE * n, ELF_T_BYTE, PAGE, 0) ||
+	    !new_section(g, S_PROBES, shname[S_PROBES], SHT_PROGBITS,
+			 SHF_ALLOC | SHF_WRITE, g->sems, 2 * n, ELF_T_BYTE, PAGE, 0) ||
+	    !new_section(g, S_DYNAMIC, shname[S_DYNAMIC], SHT_DYNAMIC,
+			 SHF_ALLOC | SHF_WRITE, g->dyn, g->ndyn * sizeof(*g->dyn), ELF_T_DYN, 8,
+			 sizeof(Elf64_Dyn)) ||
+	    !new_section(g, S_NOTES, shname[S_NOTES], SHT_NOTE, 0, g->notes,
+			 g->notes_len, ELF_T_NHDR, 4, 0) ||
+	    !new_section(g, S_SHSTRTAB, shname[S_SHSTRTAB], SHT_STRTAB, 0,
+			 g->shstr.b, g->shstr.len, ELF_T_BYTE, 1, 0))
+		return lib_fail("a section");
 	for (size_t k = 0; k < sizeof(links) / sizeof(links[0]); k++) {
 		GElf_Shdr sh;
 
-		if (!gelf_getshdr(g.scn[links[k].sec], &sh)) {
-			ret = lib_fail("a section header");
-			goto out;
-		}
-		sh.sh_link = (Elf64_Word)elf_ndxscn(g.scn[links[k].link]);
+		if (!gelf_getshdr(g->scn[links[k].sec], &sh))
+			return lib_fail("a section header");
+		sh.sh_link = (Elf64_Word)elf_ndxscn(g->scn[links[k].link]);
 		sh.sh_info = (Elf64_Word)links[k].info;	/* .dynsym: the first global */
-		if (!gelf_update_shdr(g.scn[links[k].sec], &sh)) {
-			ret = lib_fail("a section header");
-			goto out;
-		}
+		if (!gelf_update_shdr(g->scn[links[k].sec], &sh))
+			return lib_fail("a section header");
 	}
+	return 0;
+}
 
-	/* libelf's layout: the file offsets of every section */
-	if (elf_update(g.e, ELF_C_NULL) < 0) {
-		ret = lib_fail("the layout");
-		goto out;
-	}
-	GElf_Shdr shs[NSECTIONS];
-
-	for (int i = 1; i < NSECTIONS; i++)
-		if (!gelf_getshdr(g.scn[i], &shs[i])) {
-			ret = lib_fail("a section header");
-			goto out;
-		}
-	/* Segments: R from the start of the file (the headers with it), then
-	 * R X, then RW; each starts on a page after the previous one's end,
-	 * at the same offset within the page as in the file (as ld does: with
-	 * the page-aligned sections above, the address is the offset). */
+/* Segments: R from the start of the file (the headers with it), then R X,
+ * then RW; each starts on a page after the previous one's end, at the same
+ * offset within the page as in the file (as ld does: with the page-aligned
+ * sections above, the address is the offset). */
+static void gen_segments(struct gen *g)
+{
 	for (int s = 0; s < 3; s++) {
-		seg_off[s] = UINT64_MAX;
-		seg_end[s] = 0;
+		g->seg_off[s] = UINT64_MAX;
+		g->seg_end[s] = 0;
 	}
-	seg_off[0] = 0;
+	g->seg_off[0] = 0;
 	for (int i = 1; i < NSECTIONS; i++) {
 		int s = segof[i];
 
 		if (s < 0)
 			continue;
-		if (shs[i].sh_offset < seg_off[s])
-			seg_off[s] = shs[i].sh_offset;
-		if (shs[i].sh_offset + shs[i].sh_size > seg_end[s])
-			seg_end[s] = shs[i].sh_offset + shs[i].sh_size;
+		if (g->shs[i].sh_offset < g->seg_off[s])
+			g->seg_off[s] = g->shs[i].sh_offset;
+		if (g->shs[i].sh_offset + g->shs[i].sh_size > g->seg_end[s])
+			g->seg_end[s] = g->shs[i].sh_offset + g->shs[i].sh_size;
 	}
-	bias[0] = 0;
+	g->bias[0] = 0;
 	for (int s = 1; s < 3; s++) {
-		uint64_t prev_end = seg_end[s - 1] + bias[s - 1];
-		uint64_t va = align_up(prev_end, PAGE) + seg_off[s] % PAGE;
+		uint64_t prev_end = g->seg_end[s - 1] + g->bias[s - 1];
+		uint64_t va = align_up(prev_end, PAGE) + g->seg_off[s] % PAGE;
 
-		bias[s] = va - seg_off[s];
+		g->bias[s] = va - g->seg_off[s];
 	}
+}
+
+/* libelf's layout: the file offsets of every section, then the segments
+ * and the address of every allocated section. 0 or -EIO. */
+static int gen_layout(struct gen *g)
+{
+	if (elf_update(g->e, ELF_C_NULL) < 0)
+		return lib_fail("the layout");
+	for (int i = 1; i < NSECTIONS; i++)
+		if (!gelf_getshdr(g->scn[i], &g->shs[i]))
+			return lib_fail("a section header");
+	gen_segments(g);
 	for (int i = 1; i < NSECTIONS; i++) {
 		if (segof[i] < 0)
 			continue;
-		addr[i] = shs[i].sh_offset + bias[segof[i]];
-		shs[i].sh_addr = addr[i];
-		if (!gelf_update_shdr(g.scn[i], &shs[i])) {
-			ret = lib_fail("a section header");
-			goto out;
-		}
+		g->addr[i] = g->shs[i].sh_offset + g->bias[segof[i]];
+		g->shs[i].sh_addr = g->addr[i];
+		if (!gelf_update_shdr(g->scn[i], &g->shs[i]))
+			return lib_fail("a section header");
 	}
+	return 0;
+}
 
-	/* contents that hold addresses */
-	for (size_t i = 0; i < n; i++) {
+/* The contents that hold addresses: the symbols, their hash table, the
+ * dynamic section, the notes. */
+static void gen_contents(struct gen *g, const char *provider, struct sdt_gen_probe *probes)
+{
+	const uint64_t *addr = g->addr;
+	const size_t nsyms = g->nsyms, nbucket = g->nbucket;
+	Elf64_Word *hash = g->hash;
+
+	for (size_t i = 0; i < g->n; i++) {
 		probes[i].stub_vaddr = addr[S_TEXT] + STUB_SIZE * i;
 		probes[i].sema_vaddr = addr[S_PROBES] + 2 * i;
-		syms[1 + 2 * i] = (Elf64_Sym){
-			.st_name = (Elf64_Word)symname[1 + 2 * i],
+		g->syms[1 + 2 * i] = (Elf64_Sym){
+			.st_name = (Elf64_Word)g->symname[1 + 2 * i],
 			.st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC),
 			.st_other = STV_DEFAULT,
 			.st_shndx = S_TEXT,
 			.st_value = probes[i].stub_vaddr,
 			.st_size = STUB_CODE_SIZE,
 		};
-		syms[2 + 2 * i] = (Elf64_Sym){
-			.st_name = (Elf64_Word)symname[2 + 2 * i],
+		g->syms[2 + 2 * i] = (Elf64_Sym){
+			.st_name = (Elf64_Word)g->symname[2 + 2 * i],
 			.st_info = ELF64_ST_INFO(STB_GLOBAL, STT_OBJECT),
 			.st_other = STV_DEFAULT,
 			.st_shndx = S_PROBES,
@@ -377,7 +391,7 @@ int sdt_gen_object(int fd, const char *provider, struct sdt_gen_probe *probes, s
 	hash[0] = (Elf64_Word)nbucket;
 	hash[1] = (Elf64_Word)nsyms;
 	for (size_t k = 1; k < nsyms; k++) {
-		Elf64_Word *bucket = &hash[2 + elf_hash(dynstr.b + syms[k].st_name) % nbucket];
+		Elf64_Word *bucket = &hash[2 + elf_hash(g->dynstr.b + g->syms[k].st_name) % nbucket];
 
 		hash[2 + nbucket + k] = *bucket;
 		*bucket = (Elf64_Word)k;
@@ -386,24 +400,34 @@ int sdt_gen_object(int fd, const char *provider, struct sdt_gen_probe *probes, s
 		{.d_tag = DT_HASH, .d_un.d_ptr = addr[S_HASH]},
 		{.d_tag = DT_STRTAB, .d_un.d_ptr = addr[S_DYNSTR]},
 		{.d_tag = DT_SYMTAB, .d_un.d_ptr = addr[S_DYNSYM]},
-		{.d_tag = DT_STRSZ, .d_un.d_val = dynstr.len},
+		{.d_tag = DT_STRSZ, .d_un.d_val = g->dynstr.len},
 		{.d_tag = DT_SYMENT, .d_un.d_val = sizeof(Elf64_Sym)},
 		{.d_tag = DT_NULL},
 	};
-	memcpy(dyn, dv, sizeof(dv));
-	for (size_t i = 0, off = 0; i < n; i++)
-		off += note_put(notes + off, provider, &probes[i], addr[S_BASE]);
+	memcpy(g->dyn, dv, sizeof(dv));
+	for (size_t i = 0, off = 0; i < g->n; i++)
+		off += note_put(g->notes + off, provider, &probes[i], addr[S_BASE]);
+}
 
-	/* the build ID: everything the object is made of */
+/* The build ID: everything the object is made of. */
+static void gen_build_id(struct gen *g)
+{
 	uint64_t h[3] = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL, 0x9ce484222325cbf2ULL};
 	Elf64_Nhdr bnh = {.n_namesz = 4, .n_descsz = BUILD_ID_LEN, .n_type = NT_GNU_BUILD_ID};
 
 	for (int i = S_HASH; i < NSECTIONS; i++)
-		hash_bytes(h, g.data[i]->d_buf, g.data[i]->d_size);
-	memcpy(buildid, &bnh, sizeof(bnh));
-	memcpy(buildid + sizeof(bnh), "GNU", 4);
-	memcpy(buildid + sizeof(bnh) + 4, h, BUILD_ID_LEN);
+		hash_bytes(h, g->data[i]->d_buf, g->data[i]->d_size);
+	memcpy(g->buildid, &bnh, sizeof(bnh));
+	memcpy(g->buildid + sizeof(bnh), "GNU", 4);
+	memcpy(g->buildid + sizeof(bnh) + 4, h, BUILD_ID_LEN);
+}
 
+/* The program headers: the three LOAD segments, DYNAMIC, NOTE (the build
+ * ID), GNU_STACK. 0 or -EIO. */
+static int gen_program_headers(struct gen *g)
+{
+	const GElf_Shdr *shs = g->shs;
+	const uint64_t *addr = g->addr;
 	GElf_Phdr ph[6] = {
 		{.p_type = PT_LOAD, .p_flags = PF_R},
 		{.p_type = PT_LOAD, .p_flags = PF_R | PF_X},
@@ -416,38 +440,68 @@ int sdt_gen_object(int fd, const char *provider, struct sdt_gen_probe *probes, s
 		 .p_filesz = shs[S_BUILDID].sh_size, .p_memsz = shs[S_BUILDID].sh_size, .p_align = 4},
 		{.p_type = PT_GNU_STACK, .p_flags = PF_R | PF_W, .p_align = 16},
 	};
+
 	for (int s = 0; s < 3; s++) {
-		ph[s].p_offset = seg_off[s];
-		ph[s].p_vaddr = ph[s].p_paddr = seg_off[s] + bias[s];
-		ph[s].p_filesz = ph[s].p_memsz = seg_end[s] - seg_off[s];
+		ph[s].p_offset = g->seg_off[s];
+		ph[s].p_vaddr = ph[s].p_paddr = g->seg_off[s] + g->bias[s];
+		ph[s].p_filesz = ph[s].p_memsz = g->seg_end[s] - g->seg_off[s];
 		ph[s].p_align = PAGE;
 	}
 	for (int k = 0; k < 6; k++)
-		if (!gelf_update_phdr(g.e, k, &ph[k])) {
-			ret = lib_fail("a program header");
-			goto out;
-		}
+		if (!gelf_update_phdr(g->e, k, &ph[k]))
+			return lib_fail("a program header");
+	return 0;
+}
+
+/* Every section's data written out. 0 or -EIO. */
+static int gen_write(struct gen *g)
+{
 	for (int i = 1; i < NSECTIONS; i++)
-		elf_flagdata(g.data[i], ELF_C_SET, ELF_F_DIRTY);
-	if (elf_update(g.e, ELF_C_WRITE) < 0) {
-		ret = lib_fail("writing the object");
-		goto out;
+		elf_flagdata(g->data[i], ELF_C_SET, ELF_F_DIRTY);
+	if (elf_update(g->e, ELF_C_WRITE) < 0)
+		return lib_fail("writing the object");
+	return 0;
+}
+
+static void gen_free(struct gen *g)
+{
+	if (g->e)
+		elf_end(g->e);
+	free(g->dynstr.b);
+	free(g->shstr.b);
+	free(g->symname);
+	free(g->buildid);
+	free(g->hash);
+	free(g->syms);
+	free(g->text);
+	free(g->dyn);
+	free(g->sems);
+	free(g->notes);
+}
+
+int sdt_gen_object(int fd, const char *provider, struct sdt_gen_probe *probes, size_t n)
+{
+	struct gen g = {.n = n, .nsyms = 1 + 2 * n, .nbucket = 1 + 2 * n, .ndyn = 6};
+	int ret;
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return lib_fail("elf_version");
+	ret = gen_alloc(&g, provider, probes);
+	if (!ret)
+		ret = gen_headers(&g, fd);
+	if (!ret)
+		ret = gen_sections(&g);
+	if (!ret)
+		ret = gen_layout(&g);
+	if (!ret) {
+		gen_contents(&g, provider, probes);
+		gen_build_id(&g);
+		ret = gen_program_headers(&g);
 	}
-	ret = 0;
-out:
+	if (!ret)
+		ret = gen_write(&g);
 	if (ret == -ENOMEM)
 		sdt_set_error(ret, "out of memory building the object");
-	if (g.e)
-		elf_end(g.e);
-	free(dynstr.b);
-	free(shstr.b);
-	free(symname);
-	free(buildid);
-	free(hash);
-	free(syms);
-	free(text);
-	free(dyn);
-	free(sems);
-	free(notes);
+	gen_free(&g);
 	return ret;
 }

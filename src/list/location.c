@@ -1,0 +1,161 @@
+/* `uscope list --vars` and `--lines`: a probe location resolved as trace
+ * resolves it, then from the debug info the variables visible at each of
+ * its sites, or the source of each of its functions with the lines a probe
+ * can go on. */
+#include "list/list.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "dwarf/dwarf.h"
+#include "elf/elf.h"
+#include "cache/cache.h"
+#include "resolve/resolve.h"
+
+/* The sites of one location, resolved as trace would resolve them. */
+static int list_location_sites(struct usc_cache *cache, pid_t pid, const char *bin,
+			       const struct usc_probe_spec *spec, struct usc_site **sites,
+			       size_t *nsites)
+{
+	struct usc_target t = {.kind = pid ? USC_TARGET_PID : USC_TARGET_COMMAND, .pid = pid};
+	int ret;
+
+	if (pid) {
+		if (resolve_target(&t, NULL))
+			return -ESRCH;
+	} else if (usc_list_find_binary(bin, &t.exe)) {
+		return -ENOENT;
+	}
+	ret = resolve_probes(cache, &t, spec, 1, RESOLVE_NO_TAIL_FOLLOW, sites, nsites);
+	free(t.exe);
+	return ret;
+}
+
+/* Is a parameter of the function at pc optimized out there? */
+static bool list_params_lost(struct dwarf_module *dm, uint64_t pc)
+{
+	struct usc_fetcharg p[USC_MAX_ARGS];
+	bool lost = false;
+	int n;
+
+	usc_log_quiet(true);
+	n = dwarf_params(dm, pc, p, USC_MAX_ARGS);
+	usc_log_quiet(false);
+	for (int k = 0; k < n; k++)
+		lost |= p[k].optimized_out;
+	return lost;
+}
+
+/* Where trace reads a site's variables: at a function's entry, after the
+ * prologue, or at the entry if a parameter is gone there and none is at
+ * the entry. */
+static uint64_t list_vars_pc(struct dwarf_module *dm, const struct usc_site *site)
+{
+	uint64_t pc = site->vaddr;
+
+	if (pc == site->func_vaddr && dwarf_after_prologue(dm, pc, &pc) == 0 &&
+	    pc != site->func_vaddr && list_params_lost(dm, pc) &&
+	    !list_params_lost(dm, site->func_vaddr))
+		pc = site->func_vaddr;
+	return pc;
+}
+
+int usc_list_vars(pid_t pid, const char *bin, const struct usc_probe_spec *spec,
+		  const struct usc_list_vars_ops *ops, void *ctx)
+{
+	struct usc_site *sites = NULL;
+	struct usc_cache *cache = cache_new();
+	size_t n = 0;
+	int ret = cache ? list_location_sites(cache, pid, bin, spec, &sites, &n) : -ENOMEM;
+
+	for (size_t i = 0; i < n && !ret; i++) {
+		struct dwarf_module *dm;
+		uint64_t pc;
+
+		ret = cache_dwarf(cache, sites[i].path, &dm);
+		if (ret) {
+			log_error("%s has no debug info (DWARF)", sites[i].path);
+			break;
+		}
+		pc = list_vars_pc(dm, &sites[i]);
+		ops->site(sites[i].label, pc, sites[i].path, ctx);
+		if (dwarf_vars_at(dm, pc, ops->var, ctx))
+			ops->none(ctx);
+	}
+	resolve_sites_free(sites, n);
+	cache_free(cache);
+	return ret;
+}
+
+/* The lines of file from first to the function's last statement (lines,
+ * sorted): the ones that begin a statement, and the others the file has. */
+static void list_source(const char *file, const unsigned *lines, ssize_t nl, unsigned first,
+			const struct usc_list_lines_ops *ops, void *ctx)
+{
+	FILE *src = fopen(file, "r");
+	char text[512];
+
+	for (unsigned l = 1, k = 0; l <= lines[nl - 1]; l++) {
+		bool code = k < (size_t)nl && lines[k] == l;
+		bool have = src && fgets(text, sizeof(text), src);
+
+		if (code)
+			k++;
+		if (l < first)
+			continue;
+		if (have)
+			text[strcspn(text, "\n")] = 0;
+		if (code || have)
+			ops->line(l, have ? text : NULL, code, ctx);
+	}
+	if (src)
+		fclose(src);
+}
+
+/* The source of the function at one site. 0 or -errno (logged). */
+static int list_lines_at(struct usc_cache *cache, const struct usc_probe_spec *spec,
+			 const struct usc_site *site, const struct usc_list_lines_ops *ops,
+			 void *ctx)
+{
+	struct dwarf_module *dm;
+	struct elf_file *ef;
+	const struct elf_sym *fn;
+	const char *file;
+	unsigned *lines = NULL, first = 0;
+	ssize_t nl;
+
+	if (cache_dwarf(cache, site->path, &dm) || cache_elf(cache, site->path, &ef)) {
+		log_error("%s has no debug info (DWARF)", site->path);
+		return -ENODATA;
+	}
+	fn = elf_func_at(ef, site->func_vaddr);
+	nl = fn ? dwarf_func_lines(dm, fn->vaddr, fn->size, &file, &lines) : -ENOENT;
+	if (nl <= 0 || dwarf_func_line(dm, fn->vaddr, &file, &first)) {
+		log_error("%s: no line information for %s", spec->text,
+			  fn ? elf_sym_pretty(fn) : spec->text);
+		free(lines);
+		return -ENOENT;
+	}
+	ops->func(elf_sym_pretty(fn), file, ctx);
+	list_source(file, lines, nl, first, ops, ctx);
+	free(lines);
+	return 0;
+}
+
+int usc_list_lines(pid_t pid, const char *bin, const struct usc_probe_spec *spec,
+		   const struct usc_list_lines_ops *ops, void *ctx)
+{
+	struct usc_site *sites = NULL;
+	struct usc_cache *cache = cache_new();
+	size_t n = 0;
+	int ret = cache ? list_location_sites(cache, pid, bin, spec, &sites, &n) : -ENOMEM;
+
+	for (size_t i = 0; i < n && !ret; i++)
+		ret = list_lines_at(cache, spec, &sites[i], ops, ctx);
+	resolve_sites_free(sites, n);
+	cache_free(cache);
+	return ret;
+}
