@@ -7,19 +7,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dwarf/dwarf.h"
-#include "elf/elf.h"
-#include "elf/modules.h"
+#include "debuginfo/debuginfo.h"
+#include "objfile/objfile.h"
+#include "objfile/modules.h"
 
-struct elf_ent {
+struct cache_objfile_ent {
 	char *path;
-	struct elf_file *ef;
+	struct objfile *ef;
 	int err;
 };
 
-struct dwarf_ent {
+struct cache_debuginfo_ent {
 	char *path;
-	struct dwarf_module *m;
+	struct debuginfo *m;
 	int err;
 };
 
@@ -36,9 +36,9 @@ struct usc_cache {
 	/* what modules above keep per cache (cache_ext), and how to free it */
 	void *ext[CACHE_EXT_NR];
 	void (*ext_free[CACHE_EXT_NR])(void *);
-	struct elf_ent *elf;
+	struct cache_objfile_ent *elf;
 	size_t nelf;
-	struct dwarf_ent *dw;
+	struct cache_debuginfo_ent *dw;
 	size_t ndw;
 	struct maps_ent *maps;
 	size_t nmaps;
@@ -57,11 +57,11 @@ void cache_free(struct usc_cache *c)
 		if (c->ext[i] && c->ext_free[i])
 			c->ext_free[i](c->ext[i]);
 	for (size_t i = 0; i < c->ndw; i++) {
-		dwarf_close(c->dw[i].m);
+		debuginfo_close(c->dw[i].m);
 		free(c->dw[i].path);
 	}
 	for (size_t i = 0; i < c->nelf; i++) {
-		elf_close(c->elf[i].ef);
+		objfile_close(c->elf[i].ef);
 		free(c->elf[i].path);
 	}
 	for (size_t i = 0; i < c->nmaps; i++)
@@ -72,9 +72,9 @@ void cache_free(struct usc_cache *c)
 	free(c);
 }
 
-int cache_elf(struct usc_cache *c, const char *path, struct elf_file **out)
+int cache_elf(struct usc_cache *c, const char *path, struct objfile **out)
 {
-	struct elf_ent *v;
+	struct cache_objfile_ent *v;
 
 	*out = NULL;
 	for (size_t i = 0; i < c->nelf; i++)
@@ -91,15 +91,15 @@ int cache_elf(struct usc_cache *c, const char *path, struct elf_file **out)
 	v->path = strdup(path);
 	if (!v->path)
 		return -ENOMEM;
-	v->err = elf_open(path, &v->ef);
+	v->err = objfile_open(path, &v->ef);
 	c->nelf++;
 	*out = v->ef;
 	return v->err;
 }
 
-int cache_dwarf(struct usc_cache *c, const char *path, struct dwarf_module **out)
+int cache_dwarf(struct usc_cache *c, const char *path, struct debuginfo **out)
 {
-	struct dwarf_ent *v;
+	struct cache_debuginfo_ent *v;
 
 	*out = NULL;
 	for (size_t i = 0; i < c->ndw; i++)
@@ -116,7 +116,7 @@ int cache_dwarf(struct usc_cache *c, const char *path, struct dwarf_module **out
 	v->path = strdup(path);
 	if (!v->path)
 		return -ENOMEM;
-	v->err = dwarf_open(path, &v->m);
+	v->err = debuginfo_open(path, &v->m);
 	c->ndw++;
 	*out = v->m;
 	return v->err;
@@ -332,7 +332,7 @@ void cache_symbolize(struct usc_cache *c, pid_t pid, uint64_t addr, char *buf, s
 {
 	size_t n = 0;
 	const struct proc_map *maps = cache_maps(c, pid, false, &n), *m = map_of(maps, n, addr);
-	struct elf_file *ef;
+	struct objfile *ef;
 	uint64_t off, vaddr;
 	const char *base;
 
@@ -345,14 +345,14 @@ void cache_symbolize(struct usc_cache *c, pid_t pid, uint64_t addr, char *buf, s
 		return;
 	off = addr - m->start + m->pgoff;
 	base = strrchr(m->path, '/') + 1;
-	if (cache_elf(c, m->path, &ef) || elf_offset_to_vaddr(ef, off, &vaddr)) {
+	if (cache_elf(c, m->path, &ef) || objfile_offset_to_vaddr(ef, off, &vaddr)) {
 		snprintf(buf, len, "%s+0x%llx", base, (unsigned long long)off);
 		return;
 	}
-	const struct elf_sym *fn = elf_func_at(ef, vaddr);
+	const struct objfile_sym *fn = objfile_func_at(ef, vaddr);
 
 	if (fn)
-		snprintf(buf, len, "%s+0x%llx", elf_sym_pretty(fn),
+		snprintf(buf, len, "%s+0x%llx", objfile_sym_pretty(fn),
 			 (unsigned long long)(vaddr - fn->vaddr));
 	else
 		snprintf(buf, len, "%s+0x%llx", base, (unsigned long long)off);

@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-struct elf_file;
-struct dwarf_module;
+struct objfile;
+struct debuginfo;
 struct proc_map;
 
 struct usc_cache;
@@ -22,10 +22,10 @@ void cache_free(struct usc_cache *c);
 
 /* The ELF file at path, opened once (a failure is remembered and given
  * again). 0 or -errno (-ENOEXEC: not an x86-64 ELF file). */
-int cache_elf(struct usc_cache *c, const char *path, struct elf_file **out);
+int cache_elf(struct usc_cache *c, const char *path, struct objfile **out);
 
-/* Its debug info (dwarf_open), once. 0, -ENODATA (none), -errno. */
-int cache_dwarf(struct usc_cache *c, const char *path, struct dwarf_module **out);
+/* Its debug info (debuginfo_open), once. 0, -ENODATA (none), -errno. */
+int cache_dwarf(struct usc_cache *c, const char *path, struct debuginfo **out);
 
 /* The maps of process pid as last read; refresh reads them again (an
  * address no mapping held: a library loaded since). NULL when the process

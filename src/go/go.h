@@ -6,18 +6,18 @@
  * depends on one above it (a Go folder holding them all made the ELF
  * reader, resolve and output depend on each other through it):
  *
- *   src/elf/gofile.c     A Go program's ELF file, while src/elf/ opens it: is
+ *   src/objfile/gofile.c     A Go program's ELF file, while src/objfile/ opens it: is
  *                        it Go (its build id note, .go.buildinfo, .gopclntab),
  *                        which Go built it (ef->go_version), and, stripped of
  *                        .symtab, its functions from Go's function table
- *                        (symbols flagged ELF_SYM_GOPCLNTAB, ELF_SYM_GO_ABI0
+ *                        (symbols flagged OBJFILE_SYM_GOPCLNTAB, OBJFILE_SYM_GO_ABI0
  *                        for assembly). gofile_detect, gofile_version,
- *                        gofile_load_funcs; src/elf/file.c and symtab.c call
+ *                        gofile_load_funcs; src/objfile/file.c and symtab.c call
  *                        them.
- *   src/elf/gopclntab.c  Go's function table read from bytes: the header of
+ *   src/objfile/gopclntab.c  Go's function table read from bytes: the header of
  *                        each layout (Go 1.2 to 1.20+), every function's name,
  *                        entry and end; every read bounded (fuzz_gopclntab).
- *   src/elf/gotypes.c    Go's runtime type descriptors in a binary: the Go
+ *   src/objfile/gotypes.c    Go's runtime type descriptors in a binary: the Go
  *                        minor version and a runtime._type's name (an
  *                        interface's dynamic type).
  *   src/resolve/goabi.c  Go's register ABI at a probe: $argN, $retvalN and
@@ -27,13 +27,13 @@
  *   src/output/govalue.c Go values shown as Go shows them: a string quoted, a
  *                        slice with its length, capacity and first elements,
  *                        an interface as its dynamic type and data pointer.
- *   src/dwarf/go.c       the debug info's Go parts (with src/dwarf/go.h): Go's
+ *   src/debuginfo/go.c       the debug info's Go parts (with src/debuginfo/go.h): Go's
  *                        values in several words (a string, slice or
  *                        interface, marked DW_AT_go_kind) lowered to their
  *                        parts; a function's results, which Go lists among its
  *                        formal parameters, left out of its parameters; where
  *                        a Go function's parameters are read. It stays in
- *                        src/dwarf because it works on the DWARF lowering's
+ *                        src/debuginfo because it works on the DWARF lowering's
  *                        own state.
  *   src/probe/           the language: $goid and $retvalN with N >= 2 parse
  *                        to FOP_GOID / FOP_RETVAL (fetch.h), Go's names
@@ -56,7 +56,7 @@
  *                        glibc's, as in a Go program (INJ_KEY_FSBASE,
  *                        inject/image.c).
  *   src/stack/frames.c   names a Go frame from .gopclntab's functions too
- *                        (through elf_func_at).
+ *                        (through objfile_func_at).
  *   Return probes sit on the return instructions (src/resolve/shape.c,
  *   src/x86/analyze.c), for Go's sake: with the return address swapped, as
  *   uretprobes do, Go's runtime dies copying a goroutine's stack

@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "elf/elf.h"
-#include "elf/modules.h"
+#include "objfile/objfile.h"
+#include "objfile/modules.h"
 #include "usdt/usdt.h"
 
 int usc_list_find_binary(const char *bin, char **path)
@@ -91,9 +91,9 @@ int usc_list_modules(pid_t pid, void (*fn)(const char *path, const char *name, v
 /* Open the file at path, or log why not: "PATH is not an x86-64 ELF file"
  * when own_line (the function listing's wording), else "cannot open PATH:
  * not an x86-64 ELF file". */
-static int list_open(const char *path, bool own_line, struct elf_file **ef)
+static int list_open(const char *path, bool own_line, struct objfile **ef)
 {
-	int ret = elf_open(path, ef);
+	int ret = objfile_open(path, ef);
 
 	if (!ret)
 		return 0;
@@ -107,54 +107,54 @@ static int list_open(const char *path, bool own_line, struct elf_file **ef)
 	return ret;
 }
 
-static void list_func_row(const struct elf_file *ef, const struct elf_sym *s,
+static void list_func_row(const struct objfile *ef, const struct objfile_sym *s,
 			  struct usc_list_func *f)
 {
 	uint64_t off = 0;
 
-	elf_vaddr_to_offset(ef, s->vaddr, &off);
+	objfile_vaddr_to_offset(ef, s->vaddr, &off);
 	*f = (struct usc_list_func){
-		.name = elf_sym_pretty(s),
+		.name = objfile_sym_pretty(s),
 		.mangled = s->demangled ? s->name : NULL,
-		.version = s->version && !(s->flags & ELF_SYM_DEFAULT_VER) ? s->version : NULL,
+		.version = s->version && !(s->flags & OBJFILE_SYM_DEFAULT_VER) ? s->version : NULL,
 		.vaddr = s->vaddr,
 		.size = s->size,
 		.offset = off,
-		.ifunc = s->flags & ELF_SYM_IFUNC,
+		.ifunc = s->flags & OBJFILE_SYM_IFUNC,
 	};
 }
 
 int usc_list_functions(const char *path, const char *pattern, bool every_address,
 		       void (*fn)(const struct usc_list_func *f, void *ctx), void *ctx)
 {
-	struct elf_file *ef;
+	struct objfile *ef;
 	const char *last = NULL;
 	int ret = list_open(path, true, &ef);
 
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < ef->nsyms; i++) {
-		const struct elf_sym *s = &ef->syms[i];
+		const struct objfile_sym *s = &ef->syms[i];
 		struct usc_list_func f;
 
-		if (pattern && fnmatch(pattern, s->name, 0) && !elf_sym_match_cxx(s, pattern))
+		if (pattern && fnmatch(pattern, s->name, 0) && !objfile_sym_match_cxx(s, pattern))
 			continue;
 		/* one row per name, unless every address is wanted */
-		if (!every_address && last && !strcmp(last, elf_sym_pretty(s)) &&
-		    !(s->version && !(s->flags & ELF_SYM_DEFAULT_VER)))
+		if (!every_address && last && !strcmp(last, objfile_sym_pretty(s)) &&
+		    !(s->version && !(s->flags & OBJFILE_SYM_DEFAULT_VER)))
 			continue;
 		list_func_row(ef, s, &f);
 		fn(&f, ctx);
-		last = elf_sym_pretty(s);	/* C1/C2 constructors are one */
+		last = objfile_sym_pretty(s);	/* C1/C2 constructors are one */
 	}
-	elf_close(ef);
+	objfile_close(ef);
 	return 0;
 }
 
 int usc_list_usdt(const char *path, const char *pattern, bool every_site,
 		  void (*fn)(const struct usc_list_usdt *u, void *ctx), void *ctx)
 {
-	struct elf_file *ef;
+	struct objfile *ef;
 	struct usdt_note *notes = NULL;
 	size_t n = 0;
 	int ret = list_open(path, false, &ef);
@@ -165,7 +165,7 @@ int usc_list_usdt(const char *path, const char *pattern, bool every_site,
 	if (ret) {
 		if (ret != -EINVAL)	/* a malformed note was reported already */
 			log_error("%s: cannot read its USDT notes: %s", path, strerror(-ret));
-		elf_close(ef);
+		objfile_close(ef);
 		return ret;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -185,6 +185,6 @@ int usc_list_usdt(const char *path, const char *pattern, bool every_site,
 						   .sema = nt->sema}, ctx);
 	}
 	usdt_notes_free(notes, n);
-	elf_close(ef);
+	objfile_close(ef);
 	return 0;
 }

@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "dwarf/dwarf.h"
-#include "elf/elf.h"
+#include "debuginfo/debuginfo.h"
+#include "objfile/objfile.h"
 #include "cache/cache.h"
 #include "resolve/resolve.h"
 
@@ -35,14 +35,14 @@ static int list_location_sites(struct usc_cache *cache, pid_t pid, const char *b
 }
 
 /* Is a parameter of the function at pc optimized out there? */
-static bool list_params_lost(struct dwarf_module *dm, uint64_t pc)
+static bool list_params_lost(struct debuginfo *dm, uint64_t pc)
 {
 	struct usc_fetcharg p[USC_MAX_ARGS];
 	bool lost = false;
 	int n;
 
 	usc_log_quiet(true);
-	n = dwarf_params(dm, pc, p, USC_MAX_ARGS);
+	n = debuginfo_params(dm, pc, p, USC_MAX_ARGS);
 	usc_log_quiet(false);
 	for (int k = 0; k < n; k++)
 		lost |= p[k].optimized_out;
@@ -52,11 +52,11 @@ static bool list_params_lost(struct dwarf_module *dm, uint64_t pc)
 /* Where trace reads a site's variables: at a function's entry, after the
  * prologue, or at the entry if a parameter is gone there and none is at
  * the entry. */
-static uint64_t list_vars_pc(struct dwarf_module *dm, const struct usc_site *site)
+static uint64_t list_vars_pc(struct debuginfo *dm, const struct usc_site *site)
 {
 	uint64_t pc = site->vaddr;
 
-	if (pc == site->func_vaddr && dwarf_after_prologue(dm, pc, &pc) == 0 &&
+	if (pc == site->func_vaddr && debuginfo_after_prologue(dm, pc, &pc) == 0 &&
 	    pc != site->func_vaddr && list_params_lost(dm, pc) &&
 	    !list_params_lost(dm, site->func_vaddr))
 		pc = site->func_vaddr;
@@ -72,7 +72,7 @@ int usc_list_vars(pid_t pid, const char *bin, const struct usc_probe_spec *spec,
 	int ret = cache ? list_location_sites(cache, pid, bin, spec, &sites, &n) : -ENOMEM;
 
 	for (size_t i = 0; i < n && !ret; i++) {
-		struct dwarf_module *dm;
+		struct debuginfo *dm;
 		uint64_t pc;
 
 		ret = cache_dwarf(cache, sites[i].path, &dm);
@@ -82,7 +82,7 @@ int usc_list_vars(pid_t pid, const char *bin, const struct usc_probe_spec *spec,
 		}
 		pc = list_vars_pc(dm, &sites[i]);
 		ops->site(sites[i].label, pc, sites[i].path, ctx);
-		if (dwarf_vars_at(dm, pc, ops->var, ctx))
+		if (debuginfo_vars_at(dm, pc, ops->var, ctx))
 			ops->none(ctx);
 	}
 	resolve_sites_free(sites, n);
@@ -120,9 +120,9 @@ static int list_lines_at(struct usc_cache *cache, const struct usc_probe_spec *s
 			 const struct usc_site *site, const struct usc_list_lines_ops *ops,
 			 void *ctx)
 {
-	struct dwarf_module *dm;
-	struct elf_file *ef;
-	const struct elf_sym *fn;
+	struct debuginfo *dm;
+	struct objfile *ef;
+	const struct objfile_sym *fn;
 	const char *file;
 	unsigned *lines = NULL, first = 0;
 	ssize_t nl;
@@ -131,15 +131,15 @@ static int list_lines_at(struct usc_cache *cache, const struct usc_probe_spec *s
 		log_error("%s has no debug info (DWARF)", site->path);
 		return -ENODATA;
 	}
-	fn = elf_func_at(ef, site->func_vaddr);
-	nl = fn ? dwarf_func_lines(dm, fn->vaddr, fn->size, &file, &lines) : -ENOENT;
-	if (nl <= 0 || dwarf_func_line(dm, fn->vaddr, &file, &first)) {
+	fn = objfile_func_at(ef, site->func_vaddr);
+	nl = fn ? debuginfo_func_lines(dm, fn->vaddr, fn->size, &file, &lines) : -ENOENT;
+	if (nl <= 0 || debuginfo_func_line(dm, fn->vaddr, &file, &first)) {
 		log_error("%s: no line information for %s", spec->text,
-			  fn ? elf_sym_pretty(fn) : spec->text);
+			  fn ? objfile_sym_pretty(fn) : spec->text);
 		free(lines);
 		return -ENOENT;
 	}
-	ops->func(elf_sym_pretty(fn), file, ctx);
+	ops->func(objfile_sym_pretty(fn), file, ctx);
 	list_source(file, lines, nl, first, ops, ctx);
 	free(lines);
 	return 0;

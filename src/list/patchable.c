@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "elf/elf.h"
+#include "objfile/objfile.h"
 #include "resolve/shape.h"
 
 /* One more function refused by rule. */
@@ -33,7 +33,7 @@ static int list_rule_cmp(const void *a, const void *b)
 
 /* Whether fn can be patched, in *pa; a function whose code cannot be read
  * is refused for it. 0 or -ENOMEM. */
-static int list_patchable_fn(const struct elf_file *ef, const struct elf_sym *fn,
+static int list_patchable_fn(const struct objfile *ef, const struct objfile_sym *fn,
 			     struct x86_patchability *pa)
 {
 	int ret = shape_patchable(ef, fn, pa);
@@ -72,10 +72,10 @@ int usc_list_patchable(const char *path, const char *pattern,
 		       void (*fn)(const struct usc_list_patch *p, void *ctx), void *ctx,
 		       struct usc_list_patch_sum *sum)
 {
-	const struct elf_sym **fns = NULL;
-	struct elf_file *ef;
+	const struct objfile_sym **fns = NULL;
+	struct objfile *ef;
 	ssize_t n;
-	int ret = elf_open(path, &ef);
+	int ret = objfile_open(path, &ef);
 
 	memset(sum, 0, sizeof(*sum));
 	if (ret) {
@@ -83,7 +83,7 @@ int usc_list_patchable(const char *path, const char *pattern,
 			  strerror(-ret));
 		return ret;
 	}
-	n = elf_func_match(ef, pattern ? pattern : "*", &fns);
+	n = objfile_func_match(ef, pattern ? pattern : "*", &fns);
 	for (ssize_t i = 0; i < n; i++) {
 		struct x86_patchability pa;
 
@@ -101,7 +101,7 @@ int usc_list_patchable(const char *path, const char *pattern,
 					    .nspring = pa.nspring}, ctx);
 	}
 	free(fns);
-	elf_close(ef);
+	objfile_close(ef);
 	if (n < 0 || ret)
 		return n < 0 ? (int)n : ret;
 	qsort(sum->entry_rules, sum->nentry_rules, sizeof(sum->entry_rules[0]), list_rule_cmp);

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "elf/gotypes.h"
+#include "objfile/gotypes.h"
 #include "cache/cache.h"
 
 static int64_t sext(uint64_t v, unsigned size)
@@ -113,7 +113,7 @@ static void type_name(struct usc_output *o, const struct usc_event *ev, uint64_t
 		      size_t len)
 {
 	const struct usc_site *s = ev->site;
-	struct elf_file *ef;
+	struct objfile *ef;
 	uint64_t bias = s->is_return ? ev->func - s->func_vaddr : ev->ip - s->vaddr;
 
 	snprintf(buf, len, "(type 0x%" PRIx64 ")", t);

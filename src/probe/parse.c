@@ -162,7 +162,7 @@ struct expr_in {
 static int parse_expr(const struct expr_in *in, size_t *p, struct expr *ex);
 
 /* A C expression on debug-info variables: [*]NAME{->F|.F|[N]}, kept as a
- * FOP_VAR the binding lowers with the debug info (src/dwarf). */
+ * FOP_VAR the binding lowers with the debug info (src/debuginfo). */
 static int parse_var_expr(const struct expr_in *in, size_t *p, struct expr *ex)
 {
 	const char *s = in->s;

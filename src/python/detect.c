@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "elf/modules.h"
+#include "objfile/modules.h"
 
 enum { S_VERSION, S_RUNTIME, S_CODE, S_UNICODE, S_BYTES, S_INIT, S_N };
 static const char *const sym_names[S_N] = {

@@ -7,7 +7,7 @@
  * engine: what comes after it is no older than the round before). Nothing
  * read is trusted: every length is checked. */
 #include "record/reader.h"
-#include "elf/modules.h"
+#include "objfile/modules.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "elf/elf.h"
-#include "elf/modules.h"
+#include "objfile/objfile.h"
+#include "objfile/modules.h"
 #include "record/buf.h"
 #include "record/record.h"
 #include "cache/cache.h"
@@ -316,7 +316,7 @@ bool rec_knows_thread(const struct rec_writer *w, pid_t tid)
 /* A file's segments and function symbols, once per recording. */
 static int write_module(struct rec_writer *w, struct usc_cache *c, const char *path)
 {
-	struct elf_file *ef;
+	struct objfile *ef;
 	struct rbuf b = {0};
 	char **nv;
 
@@ -345,7 +345,7 @@ static int write_module(struct rec_writer *w, struct usc_cache *c, const char *p
 	for (size_t i = 0; i < ef->nsyms; i++) {
 		rbuf_u64(&b, ef->syms[i].vaddr);
 		rbuf_u64(&b, ef->syms[i].size);
-		rbuf_str(&b, elf_sym_pretty(&ef->syms[i]));
+		rbuf_str(&b, objfile_sym_pretty(&ef->syms[i]));
 	}
 	rbuf_align(&b);
 	return chunk_rbuf(w, REC_MODULE, &b);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "dwarf/dwarf.h"
+#include "debuginfo/debuginfo.h"
 #include "cache/cache.h"
 #include "resolve/goabi.h"
 #include "resolve/resolve_int.h"
@@ -34,10 +34,10 @@ static int bind_result(const struct usc_site *site, const struct usc_fetcharg *i
 }
 
 /* $params: every parameter, named after it. */
-static int bind_params(struct usc_site *site, struct dwarf_module *dm, unsigned *out)
+static int bind_params(struct usc_site *site, struct debuginfo *dm, unsigned *out)
 {
 	const struct usc_probe_spec *spec = site->spec;
-	int ret = dwarf_params(dm, site->vaddr, &site->args[*out], USC_MAX_ARGS - *out);
+	int ret = debuginfo_params(dm, site->vaddr, &site->args[*out], USC_MAX_ARGS - *out);
 
 	if (ret < 0) {
 		log_error("%s: $params: %s", spec->text,
@@ -52,11 +52,11 @@ static int bind_params(struct usc_site *site, struct dwarf_module *dm, unsigned 
 /* A variable by name: the C expression, lowered from the debug info at the
  * site, then the user's :TYPE as on a USDT argument. */
 static int bind_var(struct usc_site *site, const struct usc_fetcharg *in,
-		    struct dwarf_module *dm, unsigned nusdt, unsigned *out)
+		    struct debuginfo *dm, unsigned nusdt, unsigned *out)
 {
 	const struct usc_probe_spec *spec = site->spec;
 	struct usc_fetcharg low = {0}, copy;
-	struct dwarf_error derr = {0};
+	struct debuginfo_error derr = {0};
 	size_t vp = (size_t)(in->insn[0].imm & 0xffffffff);
 	size_t vl = (size_t)(in->insn[0].imm >> 32);
 	struct usc_fetcharg mem[USC_MAX_ARGS];
@@ -64,7 +64,7 @@ static int bind_var(struct usc_site *site, const struct usc_fetcharg *in,
 
 	memset(&mem[0], 0, sizeof(mem[0]));
 
-	ret = dwarf_lower_var(dm, site->vaddr, spec->text + vp, vl, in->name, mem,
+	ret = debuginfo_lower_var(dm, site->vaddr, spec->text + vp, vl, in->name, mem,
 			      USC_MAX_ARGS - *out, &derr);
 	if (ret == -ENODATA) {
 		/* <optimized out> here; an error if it is so at
@@ -116,7 +116,7 @@ static int bind_var(struct usc_site *site, const struct usc_fetcharg *in,
 /* A bare $retval at a function's return takes the function's return type
  * (from the debug info, loaded into *dm if need be): true when it did. */
 static bool bind_retval_typed(struct usc_site *site, const struct usc_fetcharg *in,
-			      struct dwarf_module **dm, struct usc_cache *c, struct usc_fetcharg *arg)
+			      struct debuginfo **dm, struct usc_cache *c, struct usc_fetcharg *arg)
 {
 	struct usc_fetcharg low = {0};
 
@@ -124,7 +124,7 @@ static bool bind_retval_typed(struct usc_site *site, const struct usc_fetcharg *
 	      in->insn[0].imm < 2 && !in->type_given && in->ninsn == 3 &&
 	      in->insn[1].op == FOP_ST_RAW &&
 	      (*dm || cache_dwarf(c, site->path, dm) == 0) &&
-	      dwarf_func_rettype(*dm, site->func_vaddr, &low) == 0))
+	      debuginfo_func_rettype(*dm, site->func_vaddr, &low) == 0))
 		return false;
 	*arg = *in;
 	memcpy(arg->insn, low.insn, sizeof(low.insn));
@@ -138,7 +138,7 @@ static bool bind_retval_typed(struct usc_site *site, const struct usc_fetcharg *
 /* One fetch argument of the probe at site->args[*out] (several for
  * $params, a struct or a Go value), *out advanced. 0 or -errno, logged. */
 static int bind_arg(struct usc_site *site, const struct usc_fetcharg *in,
-		    const struct usc_fetcharg *usdt, unsigned nusdt, struct dwarf_module **dm,
+		    const struct usc_fetcharg *usdt, unsigned nusdt, struct debuginfo **dm,
 		    struct usc_cache *c, unsigned *out)
 {
 	const struct usc_probe_spec *spec = site->spec;
@@ -146,7 +146,7 @@ static int bind_arg(struct usc_site *site, const struct usc_fetcharg *in,
 
 	if (!usdt && goabi_wants(in)) {
 		/* a Go function: Go's register ABI ($argN, $retvalN, $goid) */
-		struct dwarf_module *gdm = *dm;
+		struct debuginfo *gdm = *dm;
 
 		if (!gdm && in->insn[0].op == FOP_GOID && cache_dwarf(c, site->path, &gdm))
 			gdm = NULL;
@@ -186,7 +186,7 @@ static int bind_arg(struct usc_site *site, const struct usc_fetcharg *in,
  * function) or the USDT argument's program. A USDT probe with no FETCHARG
  * records all of its arguments. */
 static int bind_args(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt,
-		     bool defaults, struct dwarf_module *dm, struct usc_cache *c)
+		     bool defaults, struct debuginfo *dm, struct usc_cache *c)
 {
 	const struct usc_probe_spec *spec = site->spec;
 	unsigned shown = probe_shown_args(spec->args, spec->nargs), out = 0;
@@ -224,7 +224,7 @@ static int bind_args(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 
 /* The arguments, then the filter over them, by their names. */
 int resolve_bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt,
-		      struct dwarf_module *dm, struct site_vec *sv)
+		      struct debuginfo *dm, struct site_vec *sv)
 {
 	const struct usc_probe_spec *spec = site->spec;
 	const char *bad = NULL;
@@ -261,8 +261,8 @@ int resolve_check_optimized_out(struct usc_cache *c, const struct usc_probe_spec
 {
 	for (unsigned i = 0; i < spec->nargs && n; i++) {
 		const struct usc_fetcharg *in = &spec->args[i];
-		struct dwarf_module *dm;
-		struct dwarf_error derr = {0};
+		struct debuginfo *dm;
+		struct debuginfo_error derr = {0};
 		struct usc_fetcharg tmp[1];
 		size_t vp = (size_t)(in->insn[0].imm & 0xffffffff);
 		size_t vl = (size_t)(in->insn[0].imm >> 32);
@@ -280,7 +280,7 @@ int resolve_check_optimized_out(struct usc_cache *c, const struct usc_probe_spec
 			continue;
 		/* the reason, as the debug info gives it at the first site */
 		if (cache_dwarf(c, v[0].path, &dm) == 0)
-			dwarf_lower_var(dm, v[0].vaddr, spec->text + vp, vl, in->name, tmp, 1, &derr);
+			debuginfo_lower_var(dm, v[0].vaddr, spec->text + vp, vl, in->name, tmp, 1, &derr);
 		log_error("%s: %.*s: %s%s%s%s", spec->text, (int)vl, spec->text + vp,
 			  derr.msg[0] ? derr.msg : "optimized out",
 			  v[0].symbol ? " in " : "", v[0].symbol ? v[0].symbol : "",

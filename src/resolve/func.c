@@ -7,12 +7,12 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "elf/elf.h"
+#include "objfile/objfile.h"
 #include "resolve/resolve_int.h"
 #include "resolve/shape.h"
 #include "x86/insn.h"
 
-static int check_boundary(const struct elf_file *ef, const struct elf_sym *fn, uint64_t off,
+static int check_boundary(const struct objfile *ef, const struct objfile_sym *fn, uint64_t off,
 			  const struct usc_probe_spec *spec)
 {
 	uint8_t *code;
@@ -24,30 +24,30 @@ static int check_boundary(const struct elf_file *ef, const struct elf_sym *fn, u
 	code = malloc(fn->size);
 	if (!code)
 		return -ENOMEM;
-	ret = elf_read(ef, fn->vaddr, code, fn->size);
+	ret = objfile_read(ef, fn->vaddr, code, fn->size);
 	if (!ret)
 		ret = x86_check_boundary(code, fn->size, fn->vaddr, off, &prev, &next);
 	free(code);
 	if (ret == -EINVAL)
 		log_error("%s: offset 0x%llx is inside an instruction of %s; the nearest "
 			  "instruction boundaries are +0x%llx and +0x%llx",
-			  spec->text, (unsigned long long)off, elf_sym_pretty(fn),
+			  spec->text, (unsigned long long)off, objfile_sym_pretty(fn),
 			  (unsigned long long)prev, (unsigned long long)next);
 	else if (ret == -ENOEXEC)
 		log_error("%s: cannot decode %s up to offset 0x%llx to check the instruction "
-			  "boundary", spec->text, elf_sym_pretty(fn), (unsigned long long)off);
+			  "boundary", spec->text, objfile_sym_pretty(fn), (unsigned long long)off);
 	else if (ret)
-		log_error("%s: cannot read the code of %s: %s", spec->text, elf_sym_pretty(fn),
+		log_error("%s: cannot read the code of %s: %s", spec->text, objfile_sym_pretty(fn),
 			  strerror(-ret));
 	return ret;
 }
 
-void resolve_log_unknown(const struct usc_probe_spec *spec, const struct elf_file *ef,
+void resolve_log_unknown(const struct usc_probe_spec *spec, const struct objfile *ef,
 			 const char *path)
 {
 	const char *sugg[3];
 	char list[512] = "";
-	size_t n = elf_func_suggest(ef, spec->symbol, sugg, 3), used = 0;
+	size_t n = objfile_func_suggest(ef, spec->symbol, sugg, 3), used = 0;
 
 	for (size_t i = 0; i < n && used < sizeof(list); i++)
 		used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
@@ -71,14 +71,14 @@ static void label_sites(struct site_vec *sv, size_t first, const struct usc_prob
 }
 
 int resolve_address(const struct usc_probe_spec *spec, unsigned idx, const char *path,
-		    const struct elf_file *ef, unsigned flags, struct site_vec *sv)
+		    const struct objfile *ef, unsigned flags, struct site_vec *sv)
 {
-	const struct elf_sym *fn = elf_func_at(ef, spec->address);
+	const struct objfile_sym *fn = objfile_func_at(ef, spec->address);
 	int ret;
 
 	if (spec->is_return && fn && fn->vaddr != spec->address) {
 		log_error("%s: a return probe needs a function's entry address; 0x%llx is "
-			  "inside %s", spec->text, (unsigned long long)spec->address, elf_sym_pretty(fn));
+			  "inside %s", spec->text, (unsigned long long)spec->address, objfile_sym_pretty(fn));
 		return -EINVAL;
 	}
 	if (spec->is_return && !fn)
@@ -97,18 +97,18 @@ int resolve_address(const struct usc_probe_spec *spec, unsigned idx, const char 
 }
 
 /* One line for every IFUNC the glob matched. */
-static void glob_warn_ifuncs(const struct usc_probe_spec *spec, const struct elf_sym **m,
+static void glob_warn_ifuncs(const struct usc_probe_spec *spec, const struct objfile_sym **m,
 			     ssize_t n)
 {
 	char ifuncs[256] = "";
 	size_t nif = 0, used = 0;
 
 	for (ssize_t i = 0; i < n; i++) {
-		if (!(m[i]->flags & ELF_SYM_IFUNC))
+		if (!(m[i]->flags & OBJFILE_SYM_IFUNC))
 			continue;
 		if (nif++ < 6 && used < sizeof(ifuncs))
 			used += (size_t)snprintf(ifuncs + used, sizeof(ifuncs) - used, "%s%s",
-						 nif > 1 ? ", " : "", elf_sym_pretty(m[i]));
+						 nif > 1 ? ", " : "", objfile_sym_pretty(m[i]));
 	}
 	if (nif)
 		log_warn("%s: %zu of the matches are IFUNCs (%s%s): their probes are on the "
@@ -119,8 +119,8 @@ static void glob_warn_ifuncs(const struct usc_probe_spec *spec, const struct elf
 /* The sites of one function the glob matched: entry or returns, and the
  * inlined copies. 0 or -errno, logged. */
 static int glob_function(const struct usc_probe_spec *spec, unsigned idx, const char *path,
-			 const struct elf_file *ef, unsigned flags, struct site_vec *sv,
-			 const struct elf_sym *f)
+			 const struct objfile *ef, unsigned flags, struct site_vec *sv,
+			 const struct objfile_sym *f)
 {
 	size_t first = sv->n;
 	int ret, k;
@@ -136,19 +136,19 @@ static int glob_function(const struct usc_probe_spec *spec, unsigned idx, const 
 		ret = resolve_add_site(sv, spec, idx, path, ef, f,
 				       f->vaddr + spec->offset, 0);
 	k = ret ? 0 : resolve_inline_sites(sv, spec, idx, path, ef, f,
-					   elf_sym_pretty(f), flags);
+					   objfile_sym_pretty(f), flags);
 	if (k < 0)
 		ret = k;
 	else if (k > 0 && !spec->event_given)	/* one label a function */
-		label_sites(sv, first, spec, elf_sym_pretty(f));
+		label_sites(sv, first, spec, objfile_sym_pretty(f));
 	return ret;
 }
 
 int resolve_glob(const struct usc_probe_spec *spec, unsigned idx, const char *path,
-		 const struct elf_file *ef, unsigned flags, struct site_vec *sv)
+		 const struct objfile *ef, unsigned flags, struct site_vec *sv)
 {
-	const struct elf_sym **m = NULL;
-	ssize_t n = elf_func_match(ef, spec->symbol, &m);
+	const struct objfile_sym **m = NULL;
+	ssize_t n = objfile_func_match(ef, spec->symbol, &m);
 	int ret = 0;
 
 	if (n < 0)
@@ -167,7 +167,7 @@ int resolve_glob(const struct usc_probe_spec *spec, unsigned idx, const char *pa
 
 /* Several functions have the name: say which, and how to pick. */
 static void log_ambiguous(const struct usc_probe_spec *spec, const char *path,
-			  const struct elf_sym **cands, size_t ncands)
+			  const struct objfile_sym **cands, size_t ncands)
 {
 	char list[1024] = "";
 	size_t used = 0;
@@ -175,7 +175,7 @@ static void log_ambiguous(const struct usc_probe_spec *spec, const char *path,
 	for (size_t i = 0; i < ncands && used < sizeof(list); i++)
 		used += (size_t)snprintf(list + used, sizeof(list) - used,
 					 "%s%s%s%s at 0x%llx", i ? ", " : "",
-					 elf_sym_pretty(cands[i]), cands[i]->version ? "@" : "",
+					 objfile_sym_pretty(cands[i]), cands[i]->version ? "@" : "",
 					 cands[i]->version ? cands[i]->version : "",
 					 (unsigned long long)cands[i]->vaddr);
 	if (cands[0]->demangled && strcmp(cands[0]->name, spec->symbol) &&
@@ -191,7 +191,7 @@ static void log_ambiguous(const struct usc_probe_spec *spec, const char *path,
 /* A function that only exists inlined, perhaps: its copies. 0 or -errno,
  * logged. */
 static int symbol_inlined_only(const struct usc_probe_spec *spec, unsigned idx, const char *path,
-			       const struct elf_file *ef, unsigned flags, struct site_vec *sv)
+			       const struct objfile *ef, unsigned flags, struct site_vec *sv)
 {
 	size_t first = sv->n;
 	int k = spec->has_offset ? 0 :
@@ -209,8 +209,8 @@ static int symbol_inlined_only(const struct usc_probe_spec *spec, unsigned idx, 
 
 /* SYMBOL+OFFSET: inside the function, on an instruction boundary, and not
  * a return probe. 0 or -errno, logged. */
-static int symbol_check_offset(const struct usc_probe_spec *spec, const struct elf_file *ef,
-			       const struct elf_sym *fn)
+static int symbol_check_offset(const struct usc_probe_spec *spec, const struct objfile *ef,
+			       const struct objfile_sym *fn)
 {
 	if (spec->is_return) {
 		log_error("%s: a return probe goes on a function, not at an offset in it",
@@ -219,7 +219,7 @@ static int symbol_check_offset(const struct usc_probe_spec *spec, const struct e
 	}
 	if (fn->size && spec->offset >= fn->size) {
 		log_error("%s: offset 0x%llx is outside %s (size 0x%llx)", spec->text,
-			  (unsigned long long)spec->offset, elf_sym_pretty(fn),
+			  (unsigned long long)spec->offset, objfile_sym_pretty(fn),
 			  (unsigned long long)fn->size);
 		return -EINVAL;
 	}
@@ -227,13 +227,13 @@ static int symbol_check_offset(const struct usc_probe_spec *spec, const struct e
 }
 
 int resolve_symbol(const struct usc_probe_spec *spec, unsigned idx, const char *path,
-		   const struct elf_file *ef, unsigned flags, struct site_vec *sv)
+		   const struct objfile *ef, unsigned flags, struct site_vec *sv)
 {
-	const struct elf_sym *fn = NULL, **cands = NULL;
+	const struct objfile_sym *fn = NULL, **cands = NULL;
 	size_t ncands = 0, first;
 	int ret, k;
 
-	ret = elf_func_lookup(ef, spec->symbol, &fn, &cands, &ncands);
+	ret = objfile_func_lookup(ef, spec->symbol, &fn, &cands, &ncands);
 	if (ret == -ENOENT)
 		return symbol_inlined_only(spec, idx, path, ef, flags, sv);
 	if (ret == -EEXIST)
@@ -251,10 +251,10 @@ int resolve_symbol(const struct usc_probe_spec *spec, unsigned idx, const char *
 		ret = resolve_return_sites(sv, spec, idx, path, ef, fn, flags);
 	else
 		ret = resolve_add_site(sv, spec, idx, path, ef, fn, fn->vaddr + spec->offset, 0);
-	k = ret ? 0 : resolve_inline_sites(sv, spec, idx, path, ef, fn, elf_sym_pretty(fn), flags);
+	k = ret ? 0 : resolve_inline_sites(sv, spec, idx, path, ef, fn, objfile_sym_pretty(fn), flags);
 	if (k < 0)
 		ret = k;
 	else if (k > 0)		/* the copies show as the function */
-		label_sites(sv, first, spec, elf_sym_pretty(fn));
+		label_sites(sv, first, spec, objfile_sym_pretty(fn));
 	return ret;
 }

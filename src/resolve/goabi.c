@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "dwarf/dwarf.h"
-#include "elf/elf.h"
-#include "elf/gotypes.h"
+#include "debuginfo/debuginfo.h"
+#include "objfile/objfile.h"
+#include "objfile/gotypes.h"
 #include "cache/cache.h"
 
 static const uint8_t go_regs[9] = {
@@ -73,15 +73,15 @@ static int splice(const struct usc_fetcharg *in, const struct fetch_insn *prog, 
 	return 0;
 }
 
-int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct dwarf_module *dm,
+int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct debuginfo *dm,
 	       const struct usc_fetcharg *in, struct usc_fetcharg *out)
 {
 	const char *text = site->spec->text, *arg = text + in->pos;
 	int alen = (int)in->len;
 	uint8_t op = in->insn[0].op;
 	int64_t idx = in->insn[0].imm;
-	const struct elf_sym *fn = NULL;
-	struct elf_file *ef = NULL;
+	const struct objfile_sym *fn = NULL;
+	struct objfile *ef = NULL;
 	struct fetch_insn load;
 	bool abi0;
 	int minor;
@@ -96,11 +96,11 @@ int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct dwarf_mo
 		return -EINVAL;
 	}
 	if (site->func_vaddr)
-		fn = elf_func_at(ef, site->func_vaddr);
+		fn = objfile_func_at(ef, site->func_vaddr);
 	minor = gotypes_minor(ef);
 	/* assembly keeps Go's stack ABI0; so did every function before 1.17 */
 	abi0 = (minor >= 0 && minor < 17) ||
-	       (fn && ((fn->flags & ELF_SYM_GO_ABI0) || ends_with(fn->name, ".abi0")));
+	       (fn && ((fn->flags & OBJFILE_SYM_GO_ABI0) || ends_with(fn->name, ".abi0")));
 	switch (op) {
 	case FOP_ARG:
 		if (abi0) {	/* above the return address, at the entry */
@@ -118,7 +118,7 @@ int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct dwarf_mo
 		if (abi0) {
 			log_error("%s: %.*s: %s returns its results on the stack (Go's ABI0): "
 				  "$retvalN reads Go's register results", text, alen, arg,
-				  fn ? elf_sym_pretty(fn) : "the function");
+				  fn ? objfile_sym_pretty(fn) : "the function");
 			return -EINVAL;
 		}
 		load = (struct fetch_insn){.op = FOP_REG, .reg = go_regs[idx - 1]};
@@ -130,10 +130,10 @@ int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct dwarf_mo
 		if (abi0) {
 			log_error("%s: %.*s: R14 holds Go's g in Go 1.17+ register-ABI functions "
 				  "only, not in %s", text, alen, arg,
-				  fn ? elf_sym_pretty(fn) : "this one");
+				  fn ? objfile_sym_pretty(fn) : "this one");
 			return -EINVAL;
 		}
-		if (!dm || dwarf_struct_member_offset(dm, "runtime.g", "goid", &off)) {
+		if (!dm || debuginfo_struct_member_offset(dm, "runtime.g", "goid", &off)) {
 			if (known < 0) {
 				log_error("%s: %.*s: no debug info says where runtime.g keeps goid, "
 					  "and uscope does not know it for %s", text, alen, arg,

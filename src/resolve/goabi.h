@@ -10,7 +10,7 @@
 #include "resolve/resolve.h"
 
 struct usc_cache;
-struct dwarf_module;
+struct debuginfo;
 
 /* Does in need Go's rules at site: $argN, $retvalN (N >= 2) or $goid, on a
  * function probe (not a USDT one)? */
@@ -22,7 +22,7 @@ bool goabi_wants(const struct usc_fetcharg *in);
  * $goid runtime.g's goid through R14 (its offset from the debug info dm, or
  * else a table by Go version). 0 when bound; 1 when the file is not Go's
  * (bind $argN as C's); -errno with the reason logged. */
-int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct dwarf_module *dm,
+int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct debuginfo *dm,
 	       const struct usc_fetcharg *in, struct usc_fetcharg *out);
 
 /* The offset of goid in runtime.g for Go 1.minor on x86-64, or -1 when

@@ -6,29 +6,29 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "dwarf/dwarf.h"
-#include "dwarf/inline.h"
-#include "elf/elf.h"
+#include "debuginfo/debuginfo.h"
+#include "debuginfo/inline.h"
+#include "objfile/objfile.h"
 #include "cache/cache.h"
 #include "resolve/resolve_int.h"
 
 /* Can every variable the probe names be read at the inlined copy? The
  * compiler often folds an inlined copy's parameters into constants or
  * computes them: such a copy is skipped with a warning, the others stay. */
-static bool inline_vars_ok(struct dwarf_module *dm, const struct usc_probe_spec *spec,
-			   const char *name, const struct dwarf_inline_site *is)
+static bool inline_vars_ok(struct debuginfo *dm, const struct usc_probe_spec *spec,
+			   const char *name, const struct debuginfo_inline_site *is)
 {
 	for (unsigned i = 0; i < spec->nargs; i++) {
 		const struct usc_fetcharg *in = &spec->args[i];
 		struct usc_fetcharg low = {0};
-		struct dwarf_error derr = {0};
+		struct debuginfo_error derr = {0};
 		size_t vp = (size_t)(in->insn[0].imm & 0xffffffff);
 		size_t vl = (size_t)(in->insn[0].imm >> 32);
 		int ret;
 
 		if (in->insn[0].op != FOP_VAR)
 			continue;
-		ret = dwarf_lower_expr(dm, is->pc, spec->text + vp, vl, &low, &derr);
+		ret = debuginfo_lower_expr(dm, is->pc, spec->text + vp, vl, &low, &derr);
 		if (ret) {
 			log_warn("%s: skipping the copy of %s inlined at %s:%u (0x%llx): %.*s: %s",
 				 spec->text, name,
@@ -49,17 +49,17 @@ static bool inline_vars_ok(struct dwarf_module *dm, const struct usc_probe_spec 
  * debug info there is nothing to add. Returns the number of copies added,
  * or -errno. */
 int resolve_inline_sites(struct site_vec *sv, const struct usc_probe_spec *spec,
-			 unsigned idx, const char *path, const struct elf_file *ef,
-			 const struct elf_sym *fn, const char *name, unsigned flags)
+			 unsigned idx, const char *path, const struct objfile *ef,
+			 const struct objfile_sym *fn, const char *name, unsigned flags)
 {
-	struct dwarf_module *dm;
-	struct dwarf_inline_site *is = NULL;
+	struct debuginfo *dm;
+	struct debuginfo_inline_site *is = NULL;
 	ssize_t n;
 	int ret = 0, added = 0;
 
 	if ((flags & RESOLVE_NO_INLINES) || spec->has_offset || cache_dwarf(sv->c, path, &dm))
 		return 0;
-	n = dwarf_inline_sites(dm, fn ? fn->vaddr : 0, name, &is);
+	n = debuginfo_inline_sites(dm, fn ? fn->vaddr : 0, name, &is);
 	if (n == -ENOENT)
 		return 0;
 	if (n < 0)

@@ -7,28 +7,28 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "dwarf/dwarf.h"
-#include "elf/elf.h"
+#include "debuginfo/debuginfo.h"
+#include "objfile/objfile.h"
 #include "cache/cache.h"
 #include "resolve/resolve_int.h"
 
 /* FUNCTION:+N: the file and line N lines after where FUNCTION starts. 0 or
  * -errno, logged. */
 static int line_in_func(const struct usc_probe_spec *spec, const char *path,
-			const struct elf_file *ef, struct dwarf_module *dm, const char **file,
+			const struct objfile *ef, struct debuginfo *dm, const char **file,
 			unsigned *line)
 {
-	const struct elf_sym *fn = NULL;
+	const struct objfile_sym *fn = NULL;
 	unsigned l0;
-	int ret = elf_func_lookup(ef, spec->symbol, &fn, NULL, NULL);
+	int ret = objfile_func_lookup(ef, spec->symbol, &fn, NULL, NULL);
 
 	if (ret) {
 		resolve_log_unknown(spec, ef, path);
 		return ret;
 	}
-	if (dwarf_func_line(dm, fn->vaddr, file, &l0)) {
+	if (debuginfo_func_line(dm, fn->vaddr, file, &l0)) {
 		log_error("%s: the debug info of %s does not say where %s starts", spec->text,
-			  path, elf_sym_pretty(fn));
+			  path, objfile_sym_pretty(fn));
 		return -ENOENT;
 	}
 	*line = l0 + spec->line;
@@ -56,9 +56,9 @@ static int line_label_sites(struct site_vec *sv, size_t first, const struct usc_
 }
 
 int resolve_line(const struct usc_probe_spec *spec, unsigned idx, const char *path,
-		 const struct elf_file *ef, struct site_vec *sv)
+		 const struct objfile *ef, struct site_vec *sv)
 {
-	struct dwarf_module *dm;
+	struct debuginfo *dm;
 	const char *file = spec->symbol;
 	unsigned line = spec->line, nearest = 0;
 	uint64_t *addrs = NULL;
@@ -78,7 +78,7 @@ int resolve_line(const struct usc_probe_spec *spec, unsigned idx, const char *pa
 		if (ret)
 			return ret;
 	}
-	n = dwarf_line_addrs(dm, file, line, sv->flags & RESOLVE_ALL_LINE_SITES, &addrs, &nearest);
+	n = debuginfo_line_addrs(dm, file, line, sv->flags & RESOLVE_ALL_LINE_SITES, &addrs, &nearest);
 	if (n < 0)
 		return (int)n;
 	if (n == 0) {
@@ -92,7 +92,7 @@ int resolve_line(const struct usc_probe_spec *spec, unsigned idx, const char *pa
 	snprintf(label, sizeof(label), "%s:%u", strrchr(file, '/') ? strrchr(file, '/') + 1 : file,
 		 line);
 	for (ssize_t i = 0; i < n && !ret; i++) {
-		const struct elf_sym *fn = elf_func_at(ef, addrs[i]);
+		const struct objfile_sym *fn = objfile_func_at(ef, addrs[i]);
 
 		ret = resolve_add_site(sv, spec, idx, path, ef, fn, addrs[i], 0);
 	}

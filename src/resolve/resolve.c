@@ -14,7 +14,7 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 		       unsigned idx, unsigned flags, struct site_vec *sv)
 {
 	char *path = NULL;
-	struct elf_file *ef;
+	struct objfile *ef;
 	int ret = resolve_find_module(t, spec, &path);
 
 	if (ret)

@@ -24,9 +24,9 @@
 #include "resolve/resolve.h"
 
 struct usc_cache;
-struct dwarf_module;
-struct elf_file;
-struct elf_sym;
+struct debuginfo;
+struct objfile;
+struct objfile_sym;
 
 /* The sites made so far, for every probe of the call. */
 struct site_vec {
@@ -44,13 +44,13 @@ int resolve_find_module(const struct usc_target *t, const struct usc_probe_spec 
 /* func.c: a probe on an ADDRESS, on the functions a glob matches, and on
  * one function by name (SYMBOL or SYMBOL+OFFSET). 0 or -errno, logged. */
 int resolve_address(const struct usc_probe_spec *spec, unsigned idx, const char *path,
-		    const struct elf_file *ef, unsigned flags, struct site_vec *sv);
+		    const struct objfile *ef, unsigned flags, struct site_vec *sv);
 int resolve_glob(const struct usc_probe_spec *spec, unsigned idx, const char *path,
-		 const struct elf_file *ef, unsigned flags, struct site_vec *sv);
+		 const struct objfile *ef, unsigned flags, struct site_vec *sv);
 int resolve_symbol(const struct usc_probe_spec *spec, unsigned idx, const char *path,
-		   const struct elf_file *ef, unsigned flags, struct site_vec *sv);
+		   const struct objfile *ef, unsigned flags, struct site_vec *sv);
 /* No function spec->symbol in path: say so, with the closest names. */
-void resolve_log_unknown(const struct usc_probe_spec *spec, const struct elf_file *ef,
+void resolve_log_unknown(const struct usc_probe_spec *spec, const struct objfile *ef,
 			 const char *path);
 
 /* sites.c: a new zeroed site at the end of sv, or NULL (no memory). */
@@ -62,33 +62,33 @@ struct usc_site *resolve_site_push(struct site_vec *sv);
 /* A site of probe idx at vaddr (in fn, or NULL), bound: site_flags
  * SITE_RET or SITE_TAIL for a return site, else 0. 0 or -errno, logged. */
 int resolve_add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsigned idx,
-		     const char *path, const struct elf_file *ef, const struct elf_sym *fn,
+		     const char *path, const struct objfile *ef, const struct objfile_sym *fn,
 		     uint64_t vaddr, unsigned site_flags);
 
 /* returns.c: a return probe on fn, on its return sites (or the kernel's
  * uretprobe with RESOLVE_URETPROBE in flags). 0 or -errno, logged. */
 int resolve_return_sites(struct site_vec *sv, const struct usc_probe_spec *spec,
-			 unsigned idx, const char *path, const struct elf_file *ef,
-			 const struct elf_sym *fn, unsigned flags);
+			 unsigned idx, const char *path, const struct objfile *ef,
+			 const struct objfile_sym *fn, unsigned flags);
 
 /* inline.c: an entry probe on the inlined copies of a function (fn, or
  * NULL for one that only exists inlined, by name). The number of copies
  * added, or -errno (logged). */
 int resolve_inline_sites(struct site_vec *sv, const struct usc_probe_spec *spec,
-			 unsigned idx, const char *path, const struct elf_file *ef,
-			 const struct elf_sym *fn, const char *name, unsigned flags);
+			 unsigned idx, const char *path, const struct objfile *ef,
+			 const struct objfile_sym *fn, const char *name, unsigned flags);
 
 /* usdt.c: a probe on USDT notes; line.c: on a source line. 0 or -errno,
  * logged. */
 int resolve_usdt(const struct usc_probe_spec *spec, unsigned idx, const char *path,
-		 const struct elf_file *ef, struct site_vec *sv);
+		 const struct objfile *ef, struct site_vec *sv);
 int resolve_line(const struct usc_probe_spec *spec, unsigned idx, const char *path,
-		 const struct elf_file *ef, struct site_vec *sv);
+		 const struct objfile *ef, struct site_vec *sv);
 
 /* bind.c: the site's arguments (usdt: a USDT site's own; dm: the file's
  * debug info, or NULL), then its filter. 0 or -errno, logged. */
 int resolve_bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt,
-		      struct dwarf_module *dm, struct site_vec *sv);
+		      struct debuginfo *dm, struct site_vec *sv);
 /* A variable the probe names that is optimized out at every one of its n
  * sites v is an error. 0 or -ENODATA, logged. */
 int resolve_check_optimized_out(struct usc_cache *c, const struct usc_probe_spec *spec,

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "elf/elf.h"
+#include "objfile/objfile.h"
 #include "resolve/resolve_int.h"
 #include "resolve/shape.h"
 #include "x86/insn.h"
@@ -49,7 +49,7 @@ static int tail_add_ret(struct tail_walk *w, size_t f, uint64_t addr)
 
 /* The rets of function f, and the functions it tail-calls added to the
  * walk; w->reason says when they cannot be known. 0 or -ENOMEM. */
-static int tail_walk_fn(const struct elf_file *ef, struct tail_walk *w, size_t f)
+static int tail_walk_fn(const struct objfile *ef, struct tail_walk *w, size_t f)
 {
 	struct x86_ret_site *rs = NULL;
 	struct func_shape sh;
@@ -63,7 +63,7 @@ static int tail_walk_fn(const struct elf_file *ef, struct tail_walk *w, size_t f
 			 (unsigned long long)w->fns[f]);
 		return 0;
 	}
-	w->names[f] = sh.sym ? elf_sym_pretty(sh.sym) : NULL;
+	w->names[f] = sh.sym ? objfile_sym_pretty(sh.sym) : NULL;
 	n = shape_returns(ef, &sh, &rs, &w->why);
 	shape_free(&sh);
 	if (n < 0) {
@@ -103,7 +103,7 @@ static int tail_walk_fn(const struct elf_file *ef, struct tail_walk *w, size_t f
 /* A hidden site on each ret the walk found, in the group of the tail-call
  * site sv->v[tail]. 0 or -errno. */
 static int tail_hidden_sites(struct site_vec *sv, const struct usc_probe_spec *spec,
-			     unsigned idx, const char *path, const struct elf_file *ef,
+			     unsigned idx, const char *path, const struct objfile *ef,
 			     size_t tail, const struct tail_walk *w)
 {
 	int ret = 0;
@@ -131,7 +131,7 @@ static int tail_hidden_sites(struct site_vec *sv, const struct usc_probe_spec *s
 		h->args = calloc(1, sizeof(*h->args));
 		if (!h->path || !h->args)
 			ret = -ENOMEM;
-		else if (elf_vaddr_to_offset(ef, w->rets[i], &off))
+		else if (objfile_vaddr_to_offset(ef, w->rets[i], &off))
 			ret = -EINVAL;
 		h->offset = off;
 	}
@@ -140,7 +140,7 @@ static int tail_hidden_sites(struct site_vec *sv, const struct usc_probe_spec *s
 }
 
 static int add_tail_follow(struct site_vec *sv, const struct usc_probe_spec *spec, unsigned idx,
-			   const char *path, const struct elf_file *ef, size_t tail,
+			   const char *path, const struct objfile *ef, size_t tail,
 			   uint64_t target)
 {
 	struct tail_walk w = {.names = {0}};
@@ -175,8 +175,8 @@ static int add_tail_follow(struct site_vec *sv, const struct usc_probe_spec *spe
  * say what is missing: an error for a named function, a warning (and the
  * function skipped) within a glob. */
 int resolve_return_sites(struct site_vec *sv, const struct usc_probe_spec *spec,
-			 unsigned idx, const char *path, const struct elf_file *ef,
-			 const struct elf_sym *fn, unsigned flags)
+			 unsigned idx, const char *path, const struct objfile *ef,
+			 const struct objfile_sym *fn, unsigned flags)
 {
 	struct x86_ret_site *rs = NULL;
 	const char *why = NULL;
@@ -191,7 +191,7 @@ int resolve_return_sites(struct site_vec *sv, const struct usc_probe_spec *spec,
 		why = "its size is unknown";
 		n = -ENOTSUP;
 	} else if (n) {
-		log_error("%s: cannot read the code of %s: %s", spec->text, elf_sym_pretty(fn),
+		log_error("%s: cannot read the code of %s: %s", spec->text, objfile_sym_pretty(fn),
 			  strerror((int)-n));
 		return (int)n;
 	} else {
@@ -204,12 +204,12 @@ int resolve_return_sites(struct site_vec *sv, const struct usc_probe_spec *spec,
 		if (spec->is_glob) {
 			log_warn("%s: skipping %s: cannot find all its return sites: %s "
 				 "(--uretprobe probes it by swapping the return address)",
-				 spec->text, elf_sym_pretty(fn), why ? why : "?");
+				 spec->text, objfile_sym_pretty(fn), why ? why : "?");
 			return 0;
 		}
 		log_error("%s: cannot find all the return sites of %s: %s; --uretprobe probes it "
 			  "by swapping the return address instead, which programs that walk their "
-			  "stacks (Go) do not survive", spec->text, elf_sym_pretty(fn), why ? why : "?");
+			  "stacks (Go) do not survive", spec->text, objfile_sym_pretty(fn), why ? why : "?");
 		return n == -ENOENT ? -ENOENT : -ENOTSUP;
 	}
 	for (ssize_t i = 0; i < n && !ret; i++) {

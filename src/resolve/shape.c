@@ -11,11 +11,11 @@
 #include <elf.h>
 
 /* Read the code of rg[i] for i in [from, n) from the file. */
-static int read_code(const struct elf_file *ef, struct x86_region *rg, size_t from, size_t n)
+static int read_code(const struct objfile *ef, struct x86_region *rg, size_t from, size_t n)
 {
 	for (size_t i = from; i < n; i++) {
 		uint8_t *code = malloc(rg[i].len ? rg[i].len : 1);
-		int ret = code ? elf_read(ef, rg[i].addr, code, rg[i].len) : -ENOMEM;
+		int ret = code ? objfile_read(ef, rg[i].addr, code, rg[i].len) : -ENOMEM;
 
 		rg[i].code = code;
 		if (ret)
@@ -27,7 +27,7 @@ static int read_code(const struct elf_file *ef, struct x86_region *rg, size_t fr
 /* Parts of the function a stripped file names not (no NAME.cold symbol):
  * code its jmp/jcc reach outside its regions and outside every known
  * function, whose FDE starts mid-function (its CFA is not an entry's). */
-static int add_unnamed_parts(const struct elf_file *ef, struct func_shape *s)
+static int add_unnamed_parts(const struct objfile *ef, struct func_shape *s)
 {
 	bool added = true;
 
@@ -37,15 +37,15 @@ static int add_unnamed_parts(const struct elf_file *ef, struct func_shape *s)
 
 		added = false;
 		for (ssize_t i = 0; i < nt && s->n < SHAPE_MAX_REGIONS; i++) {
-			struct elf_fde fde;
+			struct objfile_fde fde;
 			bool known = false;
 			int ret;
 
 			for (size_t r = 0; r < s->n; r++)
 				known |= t[i] >= s->rg[r].addr && t[i] - s->rg[r].addr < s->rg[r].len;
-			if (known || elf_func_at(ef, t[i]) || elf_in_plt(ef, t[i]) ||
-			    elf_fde_at(ef, t[i], &fde) || !fde.mid ||
-			    elf_func_at(ef, fde.start) || elf_func_at(ef, fde.end - 1) ||
+			if (known || objfile_func_at(ef, t[i]) || objfile_in_plt(ef, t[i]) ||
+			    objfile_fde_at(ef, t[i], &fde) || !fde.mid ||
+			    objfile_func_at(ef, fde.start) || objfile_func_at(ef, fde.end - 1) ||
 			    fde.end - fde.start > (1u << 20))
 				continue;
 			s->rg[s->n] = (struct x86_region){NULL, fde.end - fde.start, fde.start};
@@ -71,23 +71,23 @@ static bool cold_parent(const char *name, char *buf, size_t len)
 	return true;
 }
 
-bool shape_is_part(const struct elf_sym *fn)
+bool shape_is_part(const struct objfile_sym *fn)
 {
 	char name[8];
 
 	return cold_parent(fn->name, name, sizeof(name)) || strstr(fn->name, ".cold") != NULL;
 }
 
-int shape_of(const struct elf_file *ef, const struct elf_sym *fn, struct func_shape *out)
+int shape_of(const struct objfile *ef, const struct objfile_sym *fn, struct func_shape *out)
 {
-	const struct elf_sym *parent = NULL;
+	const struct objfile_sym *parent = NULL;
 	char name[1024];
 	int ret;
 
 	memset(out, 0, sizeof(*out));
 	/* a part split off a function is that function's */
 	if (cold_parent(fn->name, name, sizeof(name)) &&
-	    elf_func_lookup(ef, name, &parent, NULL, NULL) == 0 && parent->size)
+	    objfile_func_lookup(ef, name, &parent, NULL, NULL) == 0 && parent->size)
 		fn = parent;
 	if (!fn->size)
 		return -EINVAL;
@@ -108,7 +108,7 @@ int shape_of(const struct elf_file *ef, const struct elf_sym *fn, struct func_sh
 		}
 		for (; lo < ef->nsyms && out->n < SHAPE_MAX_REGIONS &&
 		       !strncmp(ef->syms[lo].name, name, len); lo++) {
-			const struct elf_sym *c = &ef->syms[lo];
+			const struct objfile_sym *c = &ef->syms[lo];
 
 			if ((c->name[len] == 0 || c->name[len] == '.') && c->size)
 				out->rg[out->n++] = (struct x86_region){NULL, c->size, c->vaddr};
@@ -124,10 +124,10 @@ int shape_of(const struct elf_file *ef, const struct elf_sym *fn, struct func_sh
 
 /* The function starting at an FDE's start (one that starts as functions
  * do), with its parts. */
-static int shape_of_fde(const struct elf_file *ef, const struct elf_fde *fde,
+static int shape_of_fde(const struct objfile *ef, const struct objfile_fde *fde,
 			struct func_shape *out)
 {
-	const struct elf_sym *fn = elf_func_at(ef, fde->start);
+	const struct objfile_sym *fn = objfile_func_at(ef, fde->start);
 	int ret;
 
 	if (fn && fn->size && fn->vaddr == fde->start)
@@ -155,7 +155,7 @@ static bool covers(const struct func_shape *s, uint64_t vaddr)
  * code, where GCC puts the unlikely branches, USDT sites among them): its
  * function is the one its jumps go back into, if that function's shape
  * holds the part. */
-static int parent_of_part(const struct elf_file *ef, const struct elf_fde *part, uint64_t vaddr,
+static int parent_of_part(const struct objfile *ef, const struct objfile_fde *part, uint64_t vaddr,
 			  struct func_shape *out)
 {
 	struct x86_region rg = {NULL, part->end - part->start, part->start};
@@ -170,9 +170,9 @@ static int parent_of_part(const struct elf_file *ef, const struct elf_fde *part,
 	nt = x86_branches_out(&rg, 1, t, 64);
 	free((void *)rg.code);
 	for (ssize_t i = 0; i < nt; i++) {
-		struct elf_fde pf;
+		struct objfile_fde pf;
 
-		if (elf_fde_at(ef, t[i], &pf) || pf.mid || pf.start == part->start)
+		if (objfile_fde_at(ef, t[i], &pf) || pf.mid || pf.start == part->start)
 			continue;
 		ret = shape_of_fde(ef, &pf, out);
 		if (ret == -ENOMEM)
@@ -186,15 +186,15 @@ static int parent_of_part(const struct elf_file *ef, const struct elf_fde *part,
 	return -ENOENT;
 }
 
-int shape_at(const struct elf_file *ef, uint64_t vaddr, struct func_shape *out)
+int shape_at(const struct objfile *ef, uint64_t vaddr, struct func_shape *out)
 {
-	const struct elf_sym *fn = elf_func_at(ef, vaddr);
-	struct elf_fde fde;
+	const struct objfile_sym *fn = objfile_func_at(ef, vaddr);
+	struct objfile_fde fde;
 
 	if (fn && fn->size)
 		return shape_of(ef, fn, out);
 	memset(out, 0, sizeof(*out));
-	if (elf_fde_at(ef, vaddr, &fde))
+	if (objfile_fde_at(ef, vaddr, &fde))
 		return -ENOENT;
 	if (fde.mid)
 		return parent_of_part(ef, &fde, vaddr, out);
@@ -214,15 +214,15 @@ void shape_free(struct func_shape *s)
 
 static int read_ro(void *ctx, uint64_t vaddr, void *buf, size_t len)
 {
-	const struct elf_file *ef = ctx;
+	const struct objfile *ef = ctx;
 
 	for (size_t i = 0; i < ef->nsegs; i++) {
-		const struct elf_seg *s = &ef->segs[i];
+		const struct objfile_seg *s = &ef->segs[i];
 
 		if (vaddr >= s->vaddr && vaddr - s->vaddr < s->filesz) {
 			if (s->flags & PF_W || len > s->filesz - (vaddr - s->vaddr))
 				return -EACCES;
-			return elf_read(ef, vaddr, buf, len);
+			return objfile_read(ef, vaddr, buf, len);
 		}
 	}
 	return -ENOENT;
@@ -238,21 +238,21 @@ static int read_ro(void *ctx, uint64_t vaddr, void *buf, size_t len)
  * `end` is the end of (or inside) more than one function. */
 static size_t filler(void *ctx, uint64_t end)
 {
-	const struct elf_file *ef = ctx;
+	const struct objfile *ef = ctx;
 	uint64_t next = (end + 15) & ~(uint64_t)15, sec, send, owner = 0;
-	struct elf_fde fde;
+	struct objfile_fde fde;
 
-	if (elf_exec_section_at(ef, end, &sec, &send))
+	if (objfile_exec_section_at(ef, end, &sec, &send))
 		return 0;
 	if (next > send)
 		next = send;
 	for (uint64_t b = end; b < next; b++)
-		if (elf_fde_at(ef, b, &fde) == 0) {
+		if (objfile_fde_at(ef, b, &fde) == 0) {
 			next = b;
 			break;
 		}
 	for (size_t i = 0; i < ef->nsyms; i++) {
-		const struct elf_sym *f = &ef->syms[i];
+		const struct objfile_sym *f = &ef->syms[i];
 
 		if (f->vaddr >= end && f->vaddr < next)
 			next = f->vaddr;
@@ -269,14 +269,14 @@ static size_t filler(void *ctx, uint64_t end)
 	return (size_t)(next - end);
 }
 
-struct x86_reader shape_reader(const struct elf_file *ef)
+struct x86_reader shape_reader(const struct objfile *ef)
 {
 	return (struct x86_reader){read_ro, (void *)ef, filler};
 }
 
 /* ---- what the function does --------------------------------------------- */
 
-ssize_t shape_returns(const struct elf_file *ef, const struct func_shape *s,
+ssize_t shape_returns(const struct objfile *ef, const struct func_shape *s,
 		      struct x86_ret_site **out, const char **why)
 {
 	struct x86_reader rd = shape_reader(ef);
@@ -284,7 +284,7 @@ ssize_t shape_returns(const struct elf_file *ef, const struct func_shape *s,
 	return x86_return_sites(s->rg, s->n, &rd, out, why);
 }
 
-int shape_plan_probe(const struct elf_file *ef, const struct func_shape *s, uint64_t vaddr,
+int shape_plan_probe(const struct objfile *ef, const struct func_shape *s, uint64_t vaddr,
 		     struct x86_patch *out, const char **why)
 {
 	struct x86_reader rd = shape_reader(ef);
@@ -292,7 +292,7 @@ int shape_plan_probe(const struct elf_file *ef, const struct func_shape *s, uint
 	return x86_plan_probe(s->rg, s->n, &rd, vaddr, out, why);
 }
 
-int shape_plan_return(const struct elf_file *ef, const struct func_shape *s, uint64_t ret_addr,
+int shape_plan_return(const struct objfile *ef, const struct func_shape *s, uint64_t ret_addr,
 		      struct x86_patch *out, const char **why)
 {
 	struct x86_reader rd = shape_reader(ef);
@@ -300,7 +300,7 @@ int shape_plan_return(const struct elf_file *ef, const struct func_shape *s, uin
 	return x86_plan_return(s->rg, s->n, &rd, ret_addr, out, why);
 }
 
-int shape_patchable(const struct elf_file *ef, const struct elf_sym *fn,
+int shape_patchable(const struct objfile *ef, const struct objfile_sym *fn,
 		    struct x86_patchability *out)
 {
 	struct x86_reader rd = shape_reader(ef);

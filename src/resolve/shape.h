@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "elf/elf.h"
+#include "objfile/objfile.h"
 #include "x86/plan.h"
 
 /* The most regions a function has here: its body and 7 cold parts. */
@@ -24,7 +24,7 @@
 
 struct func_shape {
 	uint64_t entry;			/* where the function starts */
-	const struct elf_sym *sym;	/* its symbol; NULL: known by its FDE only */
+	const struct objfile_sym *sym;	/* its symbol; NULL: known by its FDE only */
 	size_t n;
 	/* rg[0] is the body, then the parts split off it; each region's code
 	 * is read from the file (malloc'd) */
@@ -33,11 +33,11 @@ struct func_shape {
 
 /* Is fn a part split off a function (NAME.cold, NAME.cold.N), not a
  * function of its own? */
-bool shape_is_part(const struct elf_sym *fn);
+bool shape_is_part(const struct objfile_sym *fn);
 
 /* The function fn. A NAME.cold symbol is a part of NAME: its shape is
  * NAME's. 0, -EINVAL (fn has no size), -errno (a read error). */
-int shape_of(const struct elf_file *ef, const struct elf_sym *fn, struct func_shape *out);
+int shape_of(const struct objfile *ef, const struct objfile_sym *fn, struct func_shape *out);
 
 /* The function whose code holds vaddr: by its symbol, or (no symbol covers
  * vaddr, as in a stripped file) by the FDE that covers vaddr: a function's
@@ -45,26 +45,26 @@ int shape_of(const struct elf_file *ef, const struct elf_sym *fn, struct func_sh
  * whose function is the one its jumps go back into. -ENOENT: no function
  * is known around vaddr (no symbol, no FDE, or a part whose function cannot
  * be found). */
-int shape_at(const struct elf_file *ef, uint64_t vaddr, struct func_shape *out);
+int shape_at(const struct objfile *ef, uint64_t vaddr, struct func_shape *out);
 
 void shape_free(struct func_shape *s);
 
 /* Reads the file's read-only bytes (jump tables) and bounds the filler after
  * a function (springboard slots): see struct x86_reader. ef must outlive it. */
-struct x86_reader shape_reader(const struct elf_file *ef);
+struct x86_reader shape_reader(const struct objfile *ef);
 
 /* x86_return_sites over the function, jump tables read from the file. */
-ssize_t shape_returns(const struct elf_file *ef, const struct func_shape *s,
+ssize_t shape_returns(const struct objfile *ef, const struct func_shape *s,
 		      struct x86_ret_site **out, const char **why);
 
 /* x86_plan_probe / x86_plan_return over the function. */
-int shape_plan_probe(const struct elf_file *ef, const struct func_shape *s, uint64_t vaddr,
+int shape_plan_probe(const struct objfile *ef, const struct func_shape *s, uint64_t vaddr,
 		     struct x86_patch *out, const char **why);
-int shape_plan_return(const struct elf_file *ef, const struct func_shape *s, uint64_t ret_addr,
+int shape_plan_return(const struct objfile *ef, const struct func_shape *s, uint64_t ret_addr,
 		      struct x86_patch *out, const char **why);
 
 /* x86_func_patchable on fn. 0 or -errno (-ENOMEM, a read error). */
-int shape_patchable(const struct elf_file *ef, const struct elf_sym *fn,
+int shape_patchable(const struct objfile *ef, const struct objfile_sym *fn,
 		    struct x86_patchability *out);
 
 #endif

@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "dwarf/dwarf.h"
-#include "elf/elf.h"
+#include "debuginfo/debuginfo.h"
+#include "objfile/objfile.h"
 #include "cache/cache.h"
 #include "resolve/resolve_int.h"
 
@@ -39,7 +39,7 @@ struct usc_site *resolve_site_push(struct site_vec *sv)
 /* Whether every variable the probe names by itself or through $params has
  * a location at pc (a member or a pointer it goes through may still fault
  * when read: that is for the run). Quiet: this is a question. */
-static bool vars_readable(struct dwarf_module *dm, const struct usc_probe_spec *spec,
+static bool vars_readable(struct debuginfo *dm, const struct usc_probe_spec *spec,
 			  uint64_t pc)
 {
 	struct usc_fetcharg mem[USC_MAX_ARGS];
@@ -53,10 +53,10 @@ static bool vars_readable(struct dwarf_module *dm, const struct usc_probe_spec *
 		int n;
 
 		if (in->insn[0].op == FOP_VAR) {
-			ok = dwarf_lower_var(dm, pc, spec->text + vp, vl, in->name, mem,
+			ok = debuginfo_lower_var(dm, pc, spec->text + vp, vl, in->name, mem,
 					     USC_MAX_ARGS, NULL) != -ENODATA;
 		} else if (in->insn[0].op == FOP_PARAMS) {
-			n = dwarf_params(dm, pc, mem, USC_MAX_ARGS);
+			n = debuginfo_params(dm, pc, mem, USC_MAX_ARGS);
 			for (int k = 0; k < n && ok; k++)
 				ok = !mem[k].optimized_out;
 		}
@@ -69,8 +69,8 @@ static bool vars_readable(struct dwarf_module *dm, const struct usc_probe_spec *
  * probe at *vaddr (and *off) moved past the prologue where its variables
  * can be read. 0 or -errno, logged. */
 static int site_for_vars(struct site_vec *sv, const struct usc_probe_spec *spec,
-			 const char *path, const struct elf_file *ef, const struct elf_sym *fn,
-			 unsigned site_flags, struct dwarf_module **dm, uint64_t *vaddr,
+			 const char *path, const struct objfile *ef, const struct objfile_sym *fn,
+			 unsigned site_flags, struct debuginfo **dm, uint64_t *vaddr,
 			 uint64_t *off)
 {
 	int err;
@@ -98,48 +98,48 @@ static int site_for_vars(struct site_vec *sv, const struct usc_probe_spec *spec,
 	 * at the entry (a leaf at -O2): probe the entry then. Neither:
 	 * the probe stays after the prologue, and resolve_check_optimized_out
 	 * (bind.c) names the variable. */
-	if (fn && *vaddr == fn->vaddr && dwarf_after_prologue(*dm, fn->vaddr, vaddr) == 0 &&
+	if (fn && *vaddr == fn->vaddr && debuginfo_after_prologue(*dm, fn->vaddr, vaddr) == 0 &&
 	    *vaddr != fn->vaddr && !vars_readable(*dm, spec, *vaddr) &&
 	    vars_readable(*dm, spec, fn->vaddr))
 		*vaddr = fn->vaddr;
-	if (elf_vaddr_to_offset(ef, *vaddr, off))
+	if (objfile_vaddr_to_offset(ef, *vaddr, off))
 		return -EINVAL;
 	return 0;
 }
 
 /* What output calls the site, when not its event name (name.c). */
 static void site_label(struct usc_site *s, const struct usc_probe_spec *spec,
-		       const struct elf_file *ef, const struct elf_sym *fn)
+		       const struct objfile *ef, const struct objfile_sym *fn)
 {
 	if (s->ret_site)	/* every return site of one function shows as one */
 		snprintf(s->label, sizeof(s->label), "%s%s",
-			 spec->event_given ? spec->event : elf_sym_pretty(fn),
+			 spec->event_given ? spec->event : objfile_sym_pretty(fn),
 			 spec->event_given ? "" : "__return");
 	else if (fn && (fn->demangled || ef->is_go) && !spec->event_given && spec->has_offset)
-		snprintf(s->label, sizeof(s->label), "%s+0x%llx", elf_sym_pretty(fn),
+		snprintf(s->label, sizeof(s->label), "%s+0x%llx", objfile_sym_pretty(fn),
 			 (unsigned long long)spec->offset);
 	else if (fn && (fn->demangled || ef->is_go) && !spec->event_given)
 		/* C++: the demangled name; Go: its own (main.(*T).m), which
 		 * the kernel's event name cannot spell */
-		snprintf(s->label, sizeof(s->label), "%s%s", elf_sym_pretty(fn),
+		snprintf(s->label, sizeof(s->label), "%s%s", objfile_sym_pretty(fn),
 			 s->is_return ? "__return" : "");
 }
 
 int resolve_add_site(struct site_vec *sv, const struct usc_probe_spec *spec, unsigned idx,
-		     const char *path, const struct elf_file *ef, const struct elf_sym *fn,
+		     const char *path, const struct objfile *ef, const struct objfile_sym *fn,
 		     uint64_t vaddr, unsigned site_flags)
 {
-	struct dwarf_module *dm = NULL;
+	struct debuginfo *dm = NULL;
 	struct usc_site *s;
 	uint64_t off;
 	int err;
 
-	if (!elf_vaddr_is_exec(ef, vaddr)) {
+	if (!objfile_vaddr_is_exec(ef, vaddr)) {
 		log_error("%s: address 0x%llx is not in an executable segment of %s", spec->text,
 			  (unsigned long long)vaddr, path);
 		return -EINVAL;
 	}
-	if (elf_vaddr_to_offset(ef, vaddr, &off)) {
+	if (objfile_vaddr_to_offset(ef, vaddr, &off)) {
 		log_error("%s: address 0x%llx has no file offset in %s", spec->text,
 			  (unsigned long long)vaddr, path);
 		return -EINVAL;
@@ -149,17 +149,17 @@ int resolve_add_site(struct site_vec *sv, const struct usc_probe_spec *spec, uns
 		if (err)
 			return err;
 	}
-	if (fn && (fn->flags & ELF_SYM_IFUNC) && !spec->is_glob)
+	if (fn && (fn->flags & OBJFILE_SYM_IFUNC) && !spec->is_glob)
 		log_warn("%s: %s is an IFUNC: the probe is on its resolver, which runs when the "
 			 "symbol is bound, not on the implementation it selects", spec->text,
-			 elf_sym_pretty(fn));
+			 objfile_sym_pretty(fn));
 	s = resolve_site_push(sv);
 	if (!s)
 		return -ENOMEM;
 	s->spec = spec;
 	s->probe = idx;
 	s->path = strdup(path);
-	s->symbol = fn ? strdup(elf_sym_pretty(fn)) : NULL;
+	s->symbol = fn ? strdup(objfile_sym_pretty(fn)) : NULL;
 	s->vaddr = vaddr;
 	s->func_vaddr = fn ? fn->vaddr : 0;
 	s->offset = off;

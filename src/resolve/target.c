@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "elf/modules.h"
+#include "objfile/modules.h"
 #include "resolve/resolve_int.h"
 
 int resolve_target(struct usc_target *target, const char *command)

@@ -7,13 +7,13 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "elf/elf.h"
+#include "objfile/objfile.h"
 #include "resolve/resolve_int.h"
 #include "usdt/usdt.h"
 
 /* The site of one note. 0 or -errno, logged. */
 static int usdt_site(const struct usc_probe_spec *spec, unsigned idx, const char *path,
-		     const struct elf_file *ef, const struct usdt_note *nt, struct site_vec *sv)
+		     const struct objfile *ef, const struct usdt_note *nt, struct site_vec *sv)
 {
 	struct usc_fetcharg uargs[USDT_MAX_ARGS];
 	struct usdt_arg_error aerr = {0};
@@ -27,12 +27,12 @@ static int usdt_site(const struct usc_probe_spec *spec, unsigned idx, const char
 			  aerr.pos, aerr.msg ? aerr.msg : "?", nt->args);
 		return -EINVAL;
 	}
-	if (elf_vaddr_to_offset(ef, nt->pc, &off)) {
+	if (objfile_vaddr_to_offset(ef, nt->pc, &off)) {
 		log_error("%s: %s:%s has a site at 0x%llx outside the file's segments",
 			  spec->text, nt->provider, nt->name, (unsigned long long)nt->pc);
 		return -EINVAL;
 	}
-	if (nt->sema && elf_vaddr_to_offset(ef, nt->sema, &ref)) {
+	if (nt->sema && objfile_vaddr_to_offset(ef, nt->sema, &ref)) {
 		log_error("%s: %s:%s has its semaphore at 0x%llx, which has no file offset",
 			  spec->text, nt->provider, nt->name, (unsigned long long)nt->sema);
 		return -EINVAL;
@@ -83,7 +83,7 @@ static void usdt_log_none(const struct usc_probe_spec *spec, const char *path,
 }
 
 int resolve_usdt(const struct usc_probe_spec *spec, unsigned idx, const char *path,
-		 const struct elf_file *ef, struct site_vec *sv)
+		 const struct objfile *ef, struct site_vec *sv)
 {
 	struct usdt_note *notes = NULL;
 	size_t nnotes = 0, matched = 0;

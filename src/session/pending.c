@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "elf/modules.h"
+#include "objfile/modules.h"
 #include "session/session.h"
 #include "session/session_int.h"
 

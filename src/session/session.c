@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "elf/modules.h"
+#include "objfile/modules.h"
 #include "record/reader.h"
 #include "record/record.h"
 #include "record/source.h"

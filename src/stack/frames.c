@@ -1,15 +1,15 @@
 /* $ustack's frames by name: each address symbolized once per (module,
  * link-time address), with the function (ELF symbols, Go's pclntab,
  * demangled), the functions inlined there and their lines (the debug
- * info's scopes: dwarf_pc_scopes). */
+ * info's scopes: debuginfo_pc_scopes). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dwarf/dwarf.h"
-#include "elf/elf.h"
-#include "elf/modules.h"
+#include "debuginfo/debuginfo.h"
+#include "objfile/objfile.h"
+#include "objfile/modules.h"
 #include "cache/cache.h"
 #include "stack/stack.h"
 #include "stack/stack_int.h"
@@ -23,7 +23,7 @@ struct sym_ent {
 	uint64_t func_vaddr;
 	const char *func;	/* the ELF symbol's name (owned by the ELF cache) */
 	size_t n;		/* debug-info levels, innermost first */
-	struct dwarf_scope lv[];
+	struct debuginfo_scope lv[];
 };
 
 static void stack_cache_free(void *p)
@@ -111,9 +111,9 @@ static int tab_grow(struct stack_cache *sc)
 static const struct sym_ent *sym_lookup(struct usc_cache *c, struct stack_cache *sc,
 					const char *path, uint64_t vaddr)
 {
-	struct dwarf_scope lv[SYM_LEVELS];
-	struct dwarf_module *dm = NULL;
-	struct elf_file *ef = NULL;
+	struct debuginfo_scope lv[SYM_LEVELS];
+	struct debuginfo *dm = NULL;
+	struct objfile *ef = NULL;
 	struct sym_ent *e;
 	ssize_t n = 0;
 	size_t k;
@@ -125,7 +125,7 @@ static const struct sym_ent *sym_lookup(struct usc_cache *c, struct stack_cache 
 		if (sc->tab[k]->path == path && sc->tab[k]->vaddr == vaddr)
 			return sc->tab[k];
 	if (cache_dwarf(c, path, &dm) == 0)
-		n = dwarf_pc_scopes(dm, vaddr, lv, SYM_LEVELS);
+		n = debuginfo_pc_scopes(dm, vaddr, lv, SYM_LEVELS);
 	if (n < 0)
 		n = 0;
 	e = calloc(1, sizeof(*e) + (size_t)n * sizeof(e->lv[0]));
@@ -139,12 +139,12 @@ static const struct sym_ent *sym_lookup(struct usc_cache *c, struct stack_cache 
 	e->n = (size_t)n;
 	memcpy(e->lv, lv, (size_t)n * sizeof(lv[0]));
 	if (cache_elf(c, path, &ef) == 0) {
-		const struct elf_sym *fn = elf_func_at(ef, vaddr);
+		const struct objfile_sym *fn = objfile_func_at(ef, vaddr);
 
 		if (fn) {
 			e->has_func = true;
 			e->func_vaddr = fn->vaddr;
-			e->func = elf_sym_pretty(fn);
+			e->func = objfile_sym_pretty(fn);
 		}
 	}
 	sc->tab[k] = e;
@@ -181,7 +181,7 @@ size_t stack_syms(struct usc_cache *c, pid_t pid, const struct usc_stack *st, ui
 	uint64_t pc = st->pc[i], look = usc_stack_exact(st, i) ? pc : pc - 1, vaddr;
 	const struct proc_map *m;
 	const struct sym_ent *e;
-	struct elf_file *ef;
+	struct objfile *ef;
 	size_t n = 0;
 
 	if (!max)
@@ -193,7 +193,7 @@ size_t stack_syms(struct usc_cache *c, pid_t pid, const struct usc_stack *st, ui
 	out[0].module = base_name(m->path);
 	out[0].path = m->path;
 	if (cache_elf(c, m->path, &ef) ||
-	    elf_offset_to_vaddr(ef, look - m->start + m->pgoff, &vaddr))
+	    objfile_offset_to_vaddr(ef, look - m->start + m->pgoff, &vaddr))
 		return 1;
 	e = sym_lookup(c, sc, m->path, vaddr);
 	if (!e)

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "elf/modules.h"
+#include "objfile/modules.h"
 #include "cache/cache.h"
 #include "stack/mapwatch.h"
 

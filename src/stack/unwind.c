@@ -11,7 +11,7 @@
 #include <time.h>
 
 #include "core/log.h"
-#include "elf/modules.h"
+#include "objfile/modules.h"
 #include "cache/cache.h"
 #include "stack/stack.h"
 #include "stack/stack_int.h"

@@ -192,7 +192,7 @@ fail:
 	return err;
 }
 
-int usdt_read(const struct elf_file *ef, struct usdt_note **out, size_t *n)
+int usdt_read(const struct objfile *ef, struct usdt_note **out, size_t *n)
 {
 	const void *data = NULL, *bdata;
 	size_t len = 0, blen;
@@ -201,12 +201,12 @@ int usdt_read(const struct elf_file *ef, struct usdt_note **out, size_t *n)
 
 	*out = NULL;
 	*n = 0;
-	err = elf_section_data(ef, ".note.stapsdt", &data, &len, &addr);
+	err = objfile_section_data(ef, ".note.stapsdt", &data, &len, &addr);
 	if (err == -ENOENT)
 		return 0;
 	if (err)
 		return err;
-	if (!elf_section_data(ef, ".stapsdt.base", &bdata, &blen, &addr))
+	if (!objfile_section_data(ef, ".stapsdt.base", &bdata, &blen, &addr))
 		base = addr;
 	char prefix[4200];
 
@@ -223,7 +223,7 @@ int usdt_read(const struct elf_file *ef, struct usdt_note **out, size_t *n)
 struct lex {
 	const char *s;
 	size_t i;
-	const struct elf_file *ef;
+	const struct objfile *ef;
 	struct usdt_arg_error *err;
 };
 
@@ -437,7 +437,9 @@ static int parse_loc(struct lex *lx, unsigned size, struct usc_fetcharg *a)
 			lx->i++;
 		}
 	} else if (s[start] != '(') {
-		return arg_fail(lx, start, "expected %reg, $imm, off(%reg), off(%base,%index,scale) or sym(%rip)");
+		return arg_fail(
+			lx, start,
+			"expected %reg, $imm, off(%reg), off(%base,%index,scale) or sym(%rip)");
 	}
 
 	if (s[lx->i] == '(') {
@@ -489,7 +491,7 @@ static int parse_loc(struct lex *lx, unsigned size, struct usc_fetcharg *a)
 			return arg_fail(lx, sym_pos, "symbol name too long");
 		memcpy(name, s + sym_pos, sym_len);
 		name[sym_len] = 0;
-		if (elf_symbol_vaddr(lx->ef, name, &vaddr))
+		if (objfile_symbol_vaddr(lx->ef, name, &vaddr))
 			return arg_fail(lx, sym_pos, "unknown symbol");
 		/* sym(%rip) and absolute sym: the memory at sym+off;
 		 * sym(%reg) and sym(,%index,scale): sym plus the register */
@@ -558,7 +560,7 @@ static int parse_one(struct lex *lx, unsigned idx, struct usc_fetcharg *a)
 	return 0;
 }
 
-int usdt_parse_args(const char *spec, const struct elf_file *ef, struct usc_fetcharg *args,
+int usdt_parse_args(const char *spec, const struct objfile *ef, struct usc_fetcharg *args,
 		    unsigned max, unsigned *nargs, struct usdt_arg_error *err)
 {
 	struct lex lx = {.s = spec, .i = 0, .ef = ef, .err = err};

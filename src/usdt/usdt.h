@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "elf/elf.h"
+#include "objfile/objfile.h"
 #include "probe/probe.h"
 
 #define USDT_MAX_ARGS 12
@@ -44,7 +44,7 @@ int usdt_parse_notes(const void *data, size_t len, uint64_t actual_base,
 		     struct usdt_note **out, size_t *n);
 
 /* All the notes of an ELF file (0 with *n = 0 when it has none). */
-int usdt_read(const struct elf_file *ef, struct usdt_note **out, size_t *n);
+int usdt_read(const struct objfile *ef, struct usdt_note **out, size_t *n);
 void usdt_notes_free(struct usdt_note *notes, size_t n);
 
 struct usdt_arg_error {
@@ -57,7 +57,7 @@ struct usdt_arg_error {
  * type_given = false. ef resolves sym(%rip) operands to FOP_VADDR loads (it
  * may be NULL, then such an operand is an error). Returns 0, or -EINVAL with
  * *err filled. */
-int usdt_parse_args(const char *spec, const struct elf_file *ef, struct usc_fetcharg *args,
+int usdt_parse_args(const char *spec, const struct objfile *ef, struct usc_fetcharg *args,
 		    unsigned max, unsigned *nargs, struct usdt_arg_error *err);
 
 #endif

@@ -32,7 +32,7 @@ struct x86_ret_site {
 
 /* Reads memory outside the code regions: jump tables (.rodata). len bytes
  * at vaddr (the regions' address space) into buf; 0 or -errno. The inject
- * engine can pass one backed by the ELF file (elf_read). */
+ * engine can pass one backed by the ELF file (objfile_read). */
 struct x86_reader {
 	int (*read)(void *ctx, uint64_t vaddr, void *buf, size_t len);
 	void *ctx;

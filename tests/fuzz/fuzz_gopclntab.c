@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "elf/gopclntab.h"
+#include "objfile/gopclntab.h"
 
 #define CHECK(cond)                                                             \
 	do {                                                                    \

@@ -99,7 +99,7 @@ void stack_end_text(struct usc_cache *c, pid_t pid, const struct usc_stack *st, 
 }
 
 /* Every recorded map, read whole: each is what the reader checked. */
-#include "elf/modules.h"
+#include "objfile/modules.h"
 static int touch_maps(void *ctx, pid_t pid, const struct proc_map *m, size_t n)
 {
 	uint64_t sum = (uint64_t)pid;
@@ -116,17 +116,17 @@ static int touch_maps(void *ctx, pid_t pid, const struct proc_map *m, size_t n)
 }
 
 /* govalue.c names Go types from the probed file, through the cache: none */
-struct elf_file;
-int cache_elf(struct usc_cache *c, const char *path, struct elf_file **out);
-int cache_elf(struct usc_cache *c, const char *path, struct elf_file **out)
+struct objfile;
+int cache_elf(struct usc_cache *c, const char *path, struct objfile **out);
+int cache_elf(struct usc_cache *c, const char *path, struct objfile **out)
 {
 	(void)c;
 	(void)path;
 	(void)out;
 	return -ENOENT;
 }
-int gotypes_name(struct elf_file *ef, uint64_t type_vaddr, char *buf, size_t len);
-int gotypes_name(struct elf_file *ef, uint64_t type_vaddr, char *buf, size_t len)
+int gotypes_name(struct objfile *ef, uint64_t type_vaddr, char *buf, size_t len);
+int gotypes_name(struct objfile *ef, uint64_t type_vaddr, char *buf, size_t len)
 {
 	(void)ef;
 	(void)type_vaddr;

@@ -1,5 +1,5 @@
-/* Tests of C++ names (src/elf/demangle.c and the demangled lookups of
- * src/elf/symbols.c) and of inlined copies (src/dwarf/inline.c), on fixtures
+/* Tests of C++ names (src/objfile/demangle.c and the demangled lookups of
+ * src/objfile/symbols.c) and of inlined copies (src/debuginfo/inline.c), on fixtures
  * built at run time (tests/unit/fixtures/cxx/build.sh). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,10 +14,10 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "dwarf/dwarf.h"
-#include "dwarf/inline.h"
-#include "elf/demangle.h"
-#include "elf/elf.h"
+#include "debuginfo/debuginfo.h"
+#include "debuginfo/inline.h"
+#include "objfile/demangle.h"
+#include "objfile/objfile.h"
 #include "fixture.h"
 
 static char tmpdir[256];
@@ -76,26 +76,26 @@ static void test_demangle(void **state)
 
 /* ---- lookups by demangled name ---------------------------------------- */
 
-static const struct elf_sym *lookup_ok(struct elf_file *ef, const char *name)
+static const struct objfile_sym *lookup_ok(struct objfile *ef, const char *name)
 {
-	const struct elf_sym *s = NULL;
+	const struct objfile_sym *s = NULL;
 
-	assert_int_equal(elf_func_lookup(ef, name, &s, NULL, NULL), 0);
+	assert_int_equal(objfile_func_lookup(ef, name, &s, NULL, NULL), 0);
 	assert_non_null(s);
 	return s;
 }
 
 static void test_lookup(void **state)
 {
-	struct elf_file *ef;
-	const struct elf_sym *s, *t, **c = NULL;
+	struct objfile *ef;
+	const struct objfile_sym *s, *t, **c = NULL;
 	size_t nc = 0;
 
 	(void)state;
-	assert_int_equal(elf_open(fx("names"), &ef), 0);
+	assert_int_equal(objfile_open(fx("names"), &ef), 0);
 	s = lookup_ok(ef, "ns::Box::put(int)");
 	assert_string_equal(s->name, "_ZN2ns3Box3putEi");
-	assert_string_equal(elf_sym_pretty(s), "ns::Box::put(int)");
+	assert_string_equal(objfile_sym_pretty(s), "ns::Box::put(int)");
 	assert_string_equal(s->qualname, "ns::Box::put");
 	/* the mangled name, and the signature spelled with other spaces */
 	t = lookup_ok(ef, "_ZN2ns3Box3putEi");
@@ -103,7 +103,7 @@ static void test_lookup(void **state)
 	t = lookup_ok(ef, "ns::Box::put( char const * , long )");
 	assert_string_equal(t->demangled, "ns::Box::put(char const*, long)");
 	/* overloads: ambiguous without a signature, with every candidate */
-	assert_int_equal(elf_func_lookup(ef, "ns::Box::put", &s, &c, &nc), -EEXIST);
+	assert_int_equal(objfile_func_lookup(ef, "ns::Box::put", &s, &c, &nc), -EEXIST);
 	assert_int_equal(nc, 2);
 	free(c);
 	lookup_ok(ef, "ns::Box::get");
@@ -111,72 +111,72 @@ static void test_lookup(void **state)
 	lookup_ok(ef, "ns::twice<long>");
 	lookup_ok(ef, "ns::twice<int>(int)");
 	lookup_ok(ef, "(anonymous namespace)::hidden(int)");
-	assert_int_equal(elf_func_lookup(ef, "ns::Box::put(long)", &s, NULL, NULL), -ENOENT);
-	assert_int_equal(elf_func_lookup(ef, "ns::Box", &s, NULL, NULL), -ENOENT);
+	assert_int_equal(objfile_func_lookup(ef, "ns::Box::put(long)", &s, NULL, NULL), -ENOENT);
+	assert_int_equal(objfile_func_lookup(ef, "ns::Box", &s, NULL, NULL), -ENOENT);
 	/* a C name is unchanged */
 	s = lookup_ok(ef, "main");
 	assert_null(s->demangled);
-	assert_string_equal(elf_sym_pretty(s), "main");
-	elf_close(ef);
+	assert_string_equal(objfile_sym_pretty(s), "main");
+	objfile_close(ef);
 }
 
 static void test_match_and_suggest(void **state)
 {
-	struct elf_file *ef;
-	const struct elf_sym **m = NULL;
+	struct objfile *ef;
+	const struct objfile_sym **m = NULL;
 	const char *sugg[4];
 	size_t n;
 
 	(void)state;
-	assert_int_equal(elf_open(fx("names"), &ef), 0);
-	assert_int_equal(elf_func_match(ef, "ns::Box::put*", &m), 2);
+	assert_int_equal(objfile_open(fx("names"), &ef), 0);
+	assert_int_equal(objfile_func_match(ef, "ns::Box::put*", &m), 2);
 	free(m);
-	assert_int_equal(elf_func_match(ef, "ns::twice<*", &m), 2);
+	assert_int_equal(objfile_func_match(ef, "ns::twice<*", &m), 2);
 	free(m);
-	assert_int_equal(elf_func_match(ef, "ns::*(int)", &m), 2);	/* put(int), twice<int> */
+	assert_int_equal(objfile_func_match(ef, "ns::*(int)", &m), 2);	/* put(int), twice<int> */
 	free(m);
-	assert_int_equal(elf_func_match(ef, "*put(char const *, *)", &m), 1);
+	assert_int_equal(objfile_func_match(ef, "*put(char const *, *)", &m), 1);
 	free(m);
-	assert_int_equal(elf_func_match(ef, "_ZN2ns3Box3put*", &m), 2);	/* mangled */
+	assert_int_equal(objfile_func_match(ef, "_ZN2ns3Box3put*", &m), 2);	/* mangled */
 	free(m);
-	assert_true(elf_sym_match_cxx(elf_func_at(ef, 0) ? elf_func_at(ef, 0) : &ef->syms[0],
+	assert_true(objfile_sym_match_cxx(objfile_func_at(ef, 0) ? objfile_func_at(ef, 0) : &ef->syms[0],
 				      "zzz") == false);
 
 	/* the overloads first, by their signatures */
-	n = elf_func_suggest(ef, "ns::Box::pat", sugg, 4);
+	n = objfile_func_suggest(ef, "ns::Box::pat", sugg, 4);
 	assert_true(n >= 2);
 	for (size_t i = 0; i < 2; i++)
 		assert_true(!strcmp(sugg[i], "ns::Box::put(int)") ||
 			    !strcmp(sugg[i], "ns::Box::put(char const*, long)"));
 	assert_string_not_equal(sugg[0], sugg[1]);
-	n = elf_func_suggest(ef, "ns::twice<lng>", sugg, 1);
+	n = objfile_func_suggest(ef, "ns::twice<lng>", sugg, 1);
 	assert_int_equal(n, 1);
 	assert_string_equal(sugg[0], "ns::twice<long>(long)");
-	elf_close(ef);
+	objfile_close(ef);
 }
 
 /* ---- inlined copies ---------------------------------------------------- */
 
 static void test_inline_sites(void **state)
 {
-	struct elf_file *ef;
-	struct dwarf_module *dm;
-	struct dwarf_inline_site *is = NULL;
-	const struct elf_sym *scale, *a, *b;
+	struct objfile *ef;
+	struct debuginfo *dm;
+	struct debuginfo_inline_site *is = NULL;
+	const struct objfile_sym *scale, *a, *b;
 	ssize_t n;
 
 	(void)state;
-	assert_int_equal(elf_open(fx("inl"), &ef), 0);
-	assert_int_equal(dwarf_open(fx("inl"), &dm), 0);
+	assert_int_equal(objfile_open(fx("inl"), &ef), 0);
+	assert_int_equal(debuginfo_open(fx("inl"), &dm), 0);
 	scale = lookup_ok(ef, "scale");
 	a = lookup_ok(ef, "step_a");
 	b = lookup_ok(ef, "step_b");
 
 	/* scale: inlined into step_a and step_b, in address order */
-	n = dwarf_inline_sites(dm, scale->vaddr, "scale", &is);
+	n = debuginfo_inline_sites(dm, scale->vaddr, "scale", &is);
 	assert_int_equal(n, 2);
-	assert_ptr_equal(elf_func_at(ef, is[0].pc), a->vaddr < b->vaddr ? a : b);
-	assert_ptr_equal(elf_func_at(ef, is[1].pc), a->vaddr < b->vaddr ? b : a);
+	assert_ptr_equal(objfile_func_at(ef, is[0].pc), a->vaddr < b->vaddr ? a : b);
+	assert_ptr_equal(objfile_func_at(ef, is[1].pc), a->vaddr < b->vaddr ? b : a);
 	assert_true(is[0].pc < is[1].pc);
 	assert_non_null(is[0].call_file);
 	assert_non_null(strstr(is[0].call_file, "inl.c"));
@@ -184,22 +184,22 @@ static void test_inline_sites(void **state)
 	free(is);
 
 	/* tick: no out-of-line copy, found by name */
-	assert_int_equal(elf_func_lookup(ef, "tick", &a, NULL, NULL), -ENOENT);
-	n = dwarf_inline_sites(dm, 0, "tick", &is);
+	assert_int_equal(objfile_func_lookup(ef, "tick", &a, NULL, NULL), -ENOENT);
+	n = debuginfo_inline_sites(dm, 0, "tick", &is);
 	assert_int_equal(n, 2);
 	free(is);
 
 	/* a function never inlined has none; a name nobody has, none */
-	n = dwarf_inline_sites(dm, lookup_ok(ef, "step_a")->vaddr, "step_a", &is);
+	n = debuginfo_inline_sites(dm, lookup_ok(ef, "step_a")->vaddr, "step_a", &is);
 	assert_int_equal(n, 0);
 	free(is);
-	n = dwarf_inline_sites(dm, 0, "no_such_function", &is);
+	n = debuginfo_inline_sites(dm, 0, "no_such_function", &is);
 	assert_int_equal(n, 0);
 	free(is);
 	/* an address that is no function's entry */
-	assert_int_equal(dwarf_inline_sites(dm, scale->vaddr + 1, "scale", &is), -ENOENT);
-	dwarf_close(dm);
-	elf_close(ef);
+	assert_int_equal(debuginfo_inline_sites(dm, scale->vaddr + 1, "scale", &is), -ENOENT);
+	debuginfo_close(dm);
+	objfile_close(ef);
 }
 
 /* ---- setup ------------------------------------------------------------ */

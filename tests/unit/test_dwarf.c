@@ -1,4 +1,4 @@
-/* Tests of src/dwarf/ on fixtures built at run time
+/* Tests of src/debuginfo/ on fixtures built at run time
  * (tests/unit/fixtures/dwarf/build.sh): the same C file at -O0 (with and
  * without a frame pointer), at -O2, stripped with a .gnu_debuglink file, and
  * without debug info. Expected programs are checked against the compiler:
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "dwarf/dwarf.h"
+#include "debuginfo/debuginfo.h"
 #include "fixture.h"
 
 static char tmpdir[256];
@@ -172,16 +172,16 @@ static void format_prog(const struct usc_fetcharg *a, char *buf, size_t len)
 }
 
 /* Lower expr at pc and check its program. */
-static void check_expr(struct dwarf_module *m, uint64_t pc, const char *expr, const char *want)
+static void check_expr(struct debuginfo *m, uint64_t pc, const char *expr, const char *want)
 {
 	struct usc_fetcharg a;
-	struct dwarf_error err = {0};
+	struct debuginfo_error err = {0};
 	char got[512];
 	int ret;
 
 	memset(&a, 0, sizeof(a));
 	strcpy(a.name, "keep");
-	ret = dwarf_lower_expr(m, pc, expr, strlen(expr), &a, &err);
+	ret = debuginfo_lower_expr(m, pc, expr, strlen(expr), &a, &err);
 	if (ret)
 		fail_msg("'%s' at 0x%" PRIx64 ": %d %s", expr, pc, ret, err.msg);
 	assert_string_equal(a.name, "keep");	/* left for the caller */
@@ -193,15 +193,15 @@ static void check_expr(struct dwarf_module *m, uint64_t pc, const char *expr, co
 }
 
 /* Lower expr and expect an error: ret, the position and text in the message. */
-static void check_error(struct dwarf_module *m, uint64_t pc, const char *expr, int want_ret,
+static void check_error(struct debuginfo *m, uint64_t pc, const char *expr, int want_ret,
 			size_t want_pos, const char *const *want_msgs)
 {
 	struct usc_fetcharg a;
-	struct dwarf_error err = {0};
+	struct debuginfo_error err = {0};
 	int ret;
 
 	memset(&a, 0, sizeof(a));
-	ret = dwarf_lower_expr(m, pc, expr, strlen(expr), &a, &err);
+	ret = debuginfo_lower_expr(m, pc, expr, strlen(expr), &a, &err);
 	if (ret != want_ret)
 		fail_msg("'%s': got %d (%s), want %d", expr, ret, err.msg, want_ret);
 	if (err.pos != want_pos)
@@ -232,38 +232,38 @@ static const char *W(const char *fmt, ...)
 
 static void test_open_errors(void **state)
 {
-	struct dwarf_module *m = (void *)1;
+	struct debuginfo *m = (void *)1;
 
 	(void)state;
-	assert_int_equal(dwarf_open(fx("prog_nodebug"), &m), -ENODATA);
+	assert_int_equal(debuginfo_open(fx("prog_nodebug"), &m), -ENODATA);
 	assert_null(m);
-	assert_int_equal(dwarf_open(fx("missing"), &m), -ENOENT);
+	assert_int_equal(debuginfo_open(fx("missing"), &m), -ENOENT);
 	assert_null(m);
-	assert_int_equal(dwarf_open(fx("offsets.txt"), &m) < 0, 1);
+	assert_int_equal(debuginfo_open(fx("offsets.txt"), &m) < 0, 1);
 	assert_null(m);
-	dwarf_close(NULL);
+	debuginfo_close(NULL);
 }
 
 /* ---- the prologue ------------------------------------------------------- */
 
 static void check_prologue(const char *build, bool strictly)
 {
-	struct dwarf_module *m;
+	struct debuginfo *m;
 	uint64_t entry, size, pc = 0;
 
-	assert_int_equal(dwarf_open(fx(build), &m), 0);
+	assert_int_equal(debuginfo_open(fx(build), &m), 0);
 	entry = sym(build, "handle", &size);
-	assert_int_equal(dwarf_after_prologue(m, entry, &pc), 0);
+	assert_int_equal(debuginfo_after_prologue(m, entry, &pc), 0);
 	assert_true(pc >= entry && pc < entry + size);
 	if (strictly)
 		assert_true(pc > entry);
 	/* not a function's entry: unchanged */
-	assert_int_equal(dwarf_after_prologue(m, entry + 1, &pc), 0);
+	assert_int_equal(debuginfo_after_prologue(m, entry + 1, &pc), 0);
 	assert_int_equal(pc, entry + 1);
 	/* no debug info there at all */
-	assert_int_equal(dwarf_after_prologue(m, 0x10, &pc), 0);
+	assert_int_equal(debuginfo_after_prologue(m, 0x10, &pc), 0);
 	assert_int_equal(pc, 0x10);
-	dwarf_close(m);
+	debuginfo_close(m);
 }
 
 static void test_prologue(void **state)
@@ -278,15 +278,15 @@ static void test_prologue(void **state)
  * body (the first line after the function's opening line). */
 static void test_prologue_O0_exact(void **state)
 {
-	struct dwarf_module *m;
+	struct debuginfo *m;
 	uint64_t entry, pc = 0, last = 0;
 	char line[512];
 	FILE *f;
 
 	(void)state;
-	assert_int_equal(dwarf_open(fx("prog_O0"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O0"), &m), 0);
 	entry = sym("prog_O0", "handle", NULL);
-	assert_int_equal(dwarf_after_prologue(m, entry, &pc), 0);
+	assert_int_equal(debuginfo_after_prologue(m, entry, &pc), 0);
 	/* the spills of the parameters all come before pc */
 	f = fopen(fx("prog_O0.handle.s"), "r");
 	assert_non_null(f);
@@ -298,14 +298,14 @@ static void test_prologue_O0_exact(void **state)
 	assert_true(last > entry);
 	assert_true(pc > last);
 	assert_true(pc <= last + 8);
-	dwarf_close(m);
+	debuginfo_close(m);
 }
 
 /* ---- -O0: every form, in the frame ---------------------------------- */
 
 static void check_O0(const char *build)
 {
-	struct dwarf_module *m;
+	struct debuginfo *m;
 	const char *b, *b2;
 	uint64_t entry, pc;
 	long r, n, flag, c;
@@ -313,9 +313,9 @@ static void check_O0(const char *build)
 	long size = offset_of("size"), next = offset_of("next"), codes = offset_of("codes");
 	long prio = offset_of("prio_bit");
 
-	assert_int_equal(dwarf_open(fx(build), &m), 0);
+	assert_int_equal(debuginfo_open(fx(build), &m), 0);
 	entry = sym(strcmp(build, "prog_strip") ? build : "prog_O0", "handle", NULL);
-	assert_int_equal(dwarf_after_prologue(m, entry, &pc), 0);
+	assert_int_equal(debuginfo_after_prologue(m, entry, &pc), 0);
 	build = strcmp(build, "prog_strip") ? build : "prog_O0";
 	r = spill(build, "%rdi", &b);
 	n = spill(build, "%esi", &b2);
@@ -350,7 +350,7 @@ static void check_O0(const char *build)
 	check_expr(m, pc, "*r->next->path",
 		   W("REG %s; DEREF %ld; DEREF %ld; DEREF %ld; ST_MEM 0/1; END :s8", b, r, next,
 		     path));
-	dwarf_close(m);
+	debuginfo_close(m);
 }
 
 static void test_O0_params_rbp(void **state)
@@ -377,12 +377,12 @@ static void test_debuglink(void **state)
 
 static void test_globals(void **state)
 {
-	struct dwarf_module *m;
+	struct debuginfo *m;
 	uint64_t pc, counter, req, name;
 
 	(void)state;
-	assert_int_equal(dwarf_open(fx("prog_O0"), &m), 0);
-	assert_int_equal(dwarf_after_prologue(m, sym("prog_O0", "handle", NULL), &pc), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O0"), &m), 0);
+	assert_int_equal(debuginfo_after_prologue(m, sym("prog_O0", "handle", NULL), &pc), 0);
 	counter = sym("prog_O0", "g_counter", NULL);
 	req = sym("prog_O0", "g_req", NULL);
 	name = sym("prog_O0", "g_name", NULL);
@@ -397,19 +397,19 @@ static void test_globals(void **state)
 	check_expr(m, pc, "g_name", W("VADDR 0x%" PRIx64 "; DEREF 0; ST_STRING 0; END :string",
 				      name));
 	/* a global seen from another function */
-	assert_int_equal(dwarf_after_prologue(m, sym("prog_O0", "main", NULL), &pc), 0);
+	assert_int_equal(debuginfo_after_prologue(m, sym("prog_O0", "main", NULL), &pc), 0);
 	check_expr(m, pc, "g_counter", W("VADDR 0x%" PRIx64 "; ST_MEM 0/4; END :s32", counter));
-	dwarf_close(m);
+	debuginfo_close(m);
 }
 
 static void test_errors(void **state)
 {
-	struct dwarf_module *m;
+	struct debuginfo *m;
 	uint64_t pc;
 
 	(void)state;
-	assert_int_equal(dwarf_open(fx("prog_O0"), &m), 0);
-	assert_int_equal(dwarf_after_prologue(m, sym("prog_O0", "handle", NULL), &pc), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O0"), &m), 0);
+	assert_int_equal(debuginfo_after_prologue(m, sym("prog_O0", "handle", NULL), &pc), 0);
 	check_error(m, pc, "*r", -EINVAL, 0, MSGS("'*r' is a struct: pick a member"));
 	check_error(m, pc, "r->nope", -ENOENT, 3,
 		    MSGS("no member 'nope' in 'r'", "id, tag, path, size, next, urgent, prio, codes"));
@@ -444,49 +444,49 @@ static void test_errors(void **state)
 	{
 		struct usc_fetcharg a;
 
-		assert_int_equal(dwarf_lower_expr(m, pc, "zz", 2, &a, NULL), -ENOENT);
+		assert_int_equal(debuginfo_lower_expr(m, pc, "zz", 2, &a, NULL), -ENOENT);
 		/* len bounds the expression: "r->id" cut to "r" */
-		assert_int_equal(dwarf_lower_expr(m, pc, "r->id", 1, &a, NULL), 0);
+		assert_int_equal(debuginfo_lower_expr(m, pc, "r->id", 1, &a, NULL), 0);
 		assert_int_equal(a.type, USC_T_X64);
 	}
-	dwarf_close(m);
+	debuginfo_close(m);
 }
 
 /* Locals of the loop's block, at a pc inside it. */
 static void test_block_locals(void **state)
 {
-	struct dwarf_module *m;
+	struct debuginfo *m;
 	struct usc_fetcharg a;
-	struct dwarf_error err;
+	struct debuginfo_error err;
 	uint64_t entry, size, pc;
 	bool found = false;
 
 	(void)state;
-	assert_int_equal(dwarf_open(fx("prog_O0"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O0"), &m), 0);
 	entry = sym("prog_O0", "handle", &size);
 	for (pc = entry; pc < entry + size && !found; pc++)
-		found = !dwarf_lower_expr(m, pc, "step", 4, &a, &err);
+		found = !debuginfo_lower_expr(m, pc, "step", 4, &a, &err);
 	assert_true(found);
 	assert_int_equal(a.type, USC_T_S64);
 	assert_int_equal(a.insn[0].op, FOP_REG);
 	assert_int_equal(a.insn[1].op, FOP_ST_MEM);
-	assert_int_equal(dwarf_lower_expr(m, pc - 1, "i", 1, &a, &err), 0);
+	assert_int_equal(debuginfo_lower_expr(m, pc - 1, "i", 1, &a, &err), 0);
 	assert_int_equal(a.type, USC_T_S32);
-	assert_int_equal(dwarf_lower_expr(m, pc - 1, "total", 5, &a, &err), 0);
-	dwarf_close(m);
+	assert_int_equal(debuginfo_lower_expr(m, pc - 1, "total", 5, &a, &err), 0);
+	debuginfo_close(m);
 }
 
 /* ---- -O2: registers at the entry ---------------------------------------- */
 
 static void test_O2_entry(void **state)
 {
-	struct dwarf_module *m;
+	struct debuginfo *m;
 	uint64_t entry, size;
 	long id = offset_of("id"), path = offset_of("path"), tag = offset_of("tag");
 	unsigned ok = 0, gone = 0;
 
 	(void)state;
-	assert_int_equal(dwarf_open(fx("prog_O2"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O2"), &m), 0);
 	entry = sym("prog_O2", "handle", &size);
 	check_expr(m, entry, "r", "REG di; ST_RAW 8; END :x64");
 	check_expr(m, entry, "n", "REG si; ST_RAW 4; END :s32");
@@ -502,8 +502,8 @@ static void test_O2_entry(void **state)
 
 		for (unsigned i = 0; i < 3; i++) {
 			struct usc_fetcharg a;
-			struct dwarf_error err = {0};
-			int ret = dwarf_lower_expr(m, pc, exprs[i], strlen(exprs[i]), &a, &err);
+			struct debuginfo_error err = {0};
+			int ret = debuginfo_lower_expr(m, pc, exprs[i], strlen(exprs[i]), &a, &err);
 
 			if (!ret) {
 				assert_int_equal(a.insn[0].op, FOP_REG);
@@ -521,10 +521,10 @@ static void test_O2_entry(void **state)
 		}
 	}
 	assert_true(ok > 0);
-	dwarf_close(m);
+	debuginfo_close(m);
 }
 
-/* ---- dwarf_params ------------------------------------------------------- */
+/* ---- debuginfo_params ------------------------------------------------------- */
 
 static void check_params(struct usc_fetcharg *a, int n)
 {
@@ -541,53 +541,53 @@ static void check_params(struct usc_fetcharg *a, int n)
 
 static void test_params(void **state)
 {
-	struct dwarf_module *m;
+	struct debuginfo *m;
 	struct usc_fetcharg a[8], one;
 	uint64_t entry, pc;
 	const char *b;
 	int n;
 
 	(void)state;
-	assert_int_equal(dwarf_open(fx("prog_O0"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O0"), &m), 0);
 	entry = sym("prog_O0", "handle", NULL);
-	assert_int_equal(dwarf_after_prologue(m, entry, &pc), 0);
-	n = dwarf_params(m, pc, a, 8);
+	assert_int_equal(debuginfo_after_prologue(m, entry, &pc), 0);
+	n = debuginfo_params(m, pc, a, 8);
 	check_params(a, n);
 	assert_int_equal(a[1].insn[1].imm, spill("prog_O0", "%esi", &b));
 	/* the same program as the expression */
-	assert_int_equal(dwarf_lower_expr(m, pc, "flag", 4, &one, NULL), 0);
+	assert_int_equal(debuginfo_lower_expr(m, pc, "flag", 4, &one, NULL), 0);
 	assert_memory_equal(one.insn, a[2].insn, sizeof(one.insn));
-	assert_int_equal(dwarf_params(m, pc, a, 2), -ENOSPC);
+	assert_int_equal(debuginfo_params(m, pc, a, 2), -ENOSPC);
 	assert_string_equal(a[1].name, "n");
 	/* no function there */
-	assert_int_equal(dwarf_params(m, 0x10, a, 8), -ENOENT);
-	dwarf_close(m);
+	assert_int_equal(debuginfo_params(m, 0x10, a, 8), -ENOENT);
+	debuginfo_close(m);
 
-	assert_int_equal(dwarf_open(fx("prog_O2"), &m), 0);
-	n = dwarf_params(m, sym("prog_O2", "handle", NULL), a, 8);
+	assert_int_equal(debuginfo_open(fx("prog_O2"), &m), 0);
+	n = debuginfo_params(m, sym("prog_O2", "handle", NULL), a, 8);
 	check_params(a, n);
 	assert_int_equal(a[0].insn[0].op, FOP_REG);
 	assert_int_equal(a[0].insn[0].reg, USC_REG_DI);
-	dwarf_close(m);
+	debuginfo_close(m);
 }
 
 /* ---- types: enums, bools, a struct whole, optimized out ------------------ */
 
 static void test_shows(void **state)
 {
-	struct dwarf_module *m;
+	struct debuginfo *m;
 	struct usc_fetcharg a[8];
-	struct dwarf_error err = {0};
+	struct debuginfo_error err = {0};
 	uint64_t pc, gf;
 	int n;
 
 	(void)state;
-	assert_int_equal(dwarf_open(fx("prog_O0"), &m), 0);
-	assert_int_equal(dwarf_after_prologue(m, sym("prog_O0", "handle", NULL), &pc), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O0"), &m), 0);
+	assert_int_equal(debuginfo_after_prologue(m, sym("prog_O0", "handle", NULL), &pc), 0);
 	gf = sym("prog_O0", "g_flags", NULL);
 	/* an enum: its size and sign, and its enumerators for output */
 	memset(a, 0, sizeof(a));
-	assert_int_equal(dwarf_lower_expr(m, pc, "c", 1, &a[0], &err), 0);
+	assert_int_equal(debuginfo_lower_expr(m, pc, "c", 1, &a[0], &err), 0);
 	assert_int_equal(a[0].show, USC_SHOW_ENUM);
 	assert_non_null(a[0].enums);
 	assert_int_equal(a[0].enums->n, 2);
@@ -595,24 +595,24 @@ static void test_shows(void **state)
 	assert_string_equal(a[0].enums->v[1].name, "GREEN");
 	assert_int_equal(a[0].enums->v[1].value, 5);
 	/* the same type gives the same table */
-	assert_int_equal(dwarf_lower_expr(m, pc, "g_flags.color", 13, &a[1], &err), 0);
+	assert_int_equal(debuginfo_lower_expr(m, pc, "g_flags.color", 13, &a[1], &err), 0);
 	assert_ptr_equal(a[1].enums, a[0].enums);
 	/* single bits: a flags enum */
 	check_expr(m, pc, "g_flags.mode", W("VADDR 0x%" PRIx64 "; ST_MEM 0/4; END :u32", gf + 4));
-	assert_int_equal(dwarf_lower_expr(m, pc, "g_flags.mode", 12, &a[0], &err), 0);
+	assert_int_equal(debuginfo_lower_expr(m, pc, "g_flags.mode", 12, &a[0], &err), 0);
 	assert_true(a[0].enums->flags);
 	/* _Bool */
 	check_expr(m, pc, "g_flags.on", W("VADDR 0x%" PRIx64 "; ST_MEM 0/1; END :u8", gf));
-	assert_int_equal(dwarf_lower_expr(m, pc, "g_flags.on", 10, &a[0], &err), 0);
+	assert_int_equal(debuginfo_lower_expr(m, pc, "g_flags.on", 10, &a[0], &err), 0);
 	assert_int_equal(a[0].show, USC_SHOW_BOOL);
 	/* an int is plain */
-	assert_int_equal(dwarf_lower_expr(m, pc, "n", 1, &a[0], &err), 0);
+	assert_int_equal(debuginfo_lower_expr(m, pc, "n", 1, &a[0], &err), 0);
 	assert_int_equal(a[0].show, USC_SHOW_PLAIN);
 	assert_null(a[0].enums);
 
 	/* a struct whole: one argument per member, grouped */
 	memset(a, 0, sizeof(a));
-	n = dwarf_lower_var(m, pc, "g_flags", 7, "gf", a, 8, &err);
+	n = debuginfo_lower_var(m, pc, "g_flags", 7, "gf", a, 8, &err);
 	assert_int_equal(n, 6);
 	{
 		static const char *const names[] = {"gf__on", "gf__mode", "gf__color",
@@ -635,53 +635,53 @@ static void test_shows(void **state)
 	assert_string_equal(want_buf[15],
 			    W("VADDR 0x%" PRIx64 "; ST_STRING 0; END :string", gf + 40));
 	/* the members of *r, through the pointer: the chain's own programs */
-	n = dwarf_lower_var(m, pc, "*r", 2, "r", a, 8, &err);
+	n = debuginfo_lower_var(m, pc, "*r", 2, "r", a, 8, &err);
 	assert_int_equal(n, 8);
 	{
 		struct usc_fetcharg one;
 
-		assert_int_equal(dwarf_lower_expr(m, pc, "r->path", 7, &one, NULL), 0);
+		assert_int_equal(debuginfo_lower_expr(m, pc, "r->path", 7, &one, NULL), 0);
 		assert_memory_equal(one.insn, a[2].insn, sizeof(one.insn));
 		assert_string_equal(a[2].name, "r__path");
-		assert_int_equal(dwarf_lower_expr(m, pc, "r->prio", 7, &one, NULL), 0);
+		assert_int_equal(debuginfo_lower_expr(m, pc, "r->prio", 7, &one, NULL), 0);
 		assert_memory_equal(one.insn, a[6].insn, sizeof(one.insn));
 	}
 	/* more members than room */
-	assert_int_equal(dwarf_lower_var(m, pc, "*r", 2, "r", a, 3, &err), -E2BIG);
+	assert_int_equal(debuginfo_lower_var(m, pc, "*r", 2, "r", a, 3, &err), -E2BIG);
 	assert_non_null(strstr(err.msg, "more than 3 members"));
 	/* a scalar: one, its name untouched */
 	strcpy(a[0].name, "keep");
-	assert_int_equal(dwarf_lower_var(m, pc, "n", 1, "n", a, 8, &err), 1);
+	assert_int_equal(debuginfo_lower_var(m, pc, "n", 1, "n", a, 8, &err), 1);
 	assert_string_equal(a[0].name, "keep");
 	assert_int_equal(a[0].group_len, 0);
 	/* a struct by value in $params: its members */
-	assert_int_equal(dwarf_after_prologue(m, sym("prog_O0", "by_value", NULL), &pc), 0);
-	n = dwarf_params(m, pc, a, 8);
+	assert_int_equal(debuginfo_after_prologue(m, sym("prog_O0", "by_value", NULL), &pc), 0);
+	n = debuginfo_params(m, pc, a, 8);
 	assert_int_equal(n, 3);
 	assert_string_equal(a[0].name, "p__a");
 	assert_string_equal(a[1].name, "p__b");
 	assert_string_equal(a[2].name, "k");
-	dwarf_close(m);
+	debuginfo_close(m);
 }
 
 /* -O2: where the location list does not cover pc, -ENODATA and an
  * immediate program marked optimized out */
 static void test_optimized_out(void **state)
 {
-	struct dwarf_module *m;
+	struct debuginfo *m;
 	struct usc_fetcharg a[2];
-	struct dwarf_error err;
+	struct debuginfo_error err;
 	uint64_t entry, size, pc;
 	bool found = false;
 
 	(void)state;
-	assert_int_equal(dwarf_open(fx("prog_O2"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O2"), &m), 0);
 	entry = sym("prog_O2", "handle", &size);
 	/* flag is dead once used: somewhere its location list ends */
 	for (pc = entry; pc < entry + size && !found; pc++) {
 		memset(a, 0, sizeof(a));
 		strcpy(a[0].name, "keep");
-		found = dwarf_lower_var(m, pc, "flag", 4, "flag", a, 2, &err) == -ENODATA;
+		found = debuginfo_lower_var(m, pc, "flag", 4, "flag", a, 2, &err) == -ENODATA;
 	}
 	assert_true(found);
 	assert_non_null(strstr(err.msg, "'flag' is optimized out at 0x"));
@@ -689,8 +689,8 @@ static void test_optimized_out(void **state)
 	assert_string_equal(a[0].name, "keep");
 	assert_int_equal(a[0].insn[0].op, FOP_IMM);
 	assert_int_equal(a[0].insn[a[0].ninsn - 1].op, FOP_END);
-	assert_int_equal(dwarf_lower_expr(m, pc - 1, "flag", 4, &a[1], &err), -ENODATA);
-	dwarf_close(m);
+	assert_int_equal(debuginfo_lower_expr(m, pc - 1, "flag", 4, &a[1], &err), -ENODATA);
+	debuginfo_close(m);
 }
 
 /* ---- setup ------------------------------------------------------------ */

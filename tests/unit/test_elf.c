@@ -1,4 +1,4 @@
-/* Tests of src/elf/elf.c and src/elf/modules.c against fixtures built at run
+/* Tests of src/objfile/elf.c and src/objfile/modules.c against fixtures built at run
  * time (tests/unit/fixtures/elf/build.sh) and checked against nm, readelf
  * and objdump. */
 #include <setjmp.h>
@@ -19,9 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "elf/elf.h"
+#include "objfile/objfile.h"
 #include "fixture.h"
-#include "elf/modules.h"
+#include "objfile/modules.h"
 
 static char tmpdir[256];
 static char fxdir[PATH_MAX + 64];
@@ -174,30 +174,30 @@ static size_t objdump_bytes(const char *file, uint64_t start, uint64_t stop,
 	return n;
 }
 
-static struct elf_file *open_ok(const char *path)
+static struct objfile *open_ok(const char *path)
 {
-	struct elf_file *ef = NULL;
-	int r = elf_open(path, &ef);
+	struct objfile *ef = NULL;
+	int r = objfile_open(path, &ef);
 
 	if (r)
-		fail_msg("elf_open(%s) = %d", path, r);
+		fail_msg("objfile_open(%s) = %d", path, r);
 	return ef;
 }
 
-static const struct elf_sym *lookup_ok(const struct elf_file *ef, const char *name)
+static const struct objfile_sym *lookup_ok(const struct objfile *ef, const char *name)
 {
-	const struct elf_sym *s = NULL;
-	const struct elf_sym **c = NULL;
+	const struct objfile_sym *s = NULL;
+	const struct objfile_sym **c = NULL;
 	size_t nc = 0;
-	int r = elf_func_lookup(ef, name, &s, &c, &nc);
+	int r = objfile_func_lookup(ef, name, &s, &c, &nc);
 
 	if (r)
-		fail_msg("elf_func_lookup(%s, %s) = %d", ef->path, name, r);
+		fail_msg("objfile_func_lookup(%s, %s) = %d", ef->path, name, r);
 	assert_null(c);
 	return s;
 }
 
-static size_t count_named(const struct elf_file *ef, const char *name)
+static size_t count_named(const struct objfile *ef, const char *name)
 {
 	size_t n = 0;
 
@@ -248,29 +248,29 @@ static int group_teardown(void **state)
 	return fixture_remove(tmpdir);
 }
 
-/* ---- src/elf/ (elf.h) -------------------------------------------------- */
+/* ---- src/objfile/ (elf.h) -------------------------------------------------- */
 
 static void test_open_errors(void **state)
 {
-	struct elf_file *ef = (void *)1;
+	struct objfile *ef = (void *)1;
 	char src[PATH_MAX + 128];
 
 	(void)state;
-	assert_int_equal(elf_open(fx("no-such-file"), &ef), -ENOENT);
+	assert_int_equal(objfile_open(fx("no-such-file"), &ef), -ENOENT);
 	assert_null(ef);
 	snprintf(src, sizeof(src), "%s/main.c", fxdir);
-	assert_int_equal(elf_open(src, &ef), -ENOEXEC);
+	assert_int_equal(objfile_open(src, &ef), -ENOEXEC);
 	assert_null(ef);
 	run(": > '%s'", fx("empty"));
-	assert_int_equal(elf_open(fx("empty"), &ef), -ENOEXEC);
-	elf_close(NULL);
+	assert_int_equal(objfile_open(fx("empty"), &ef), -ENOEXEC);
+	objfile_close(NULL);
 }
 
 /* Segments equal readelf's; offsets and bytes agree with the file and
- * with objdump; data read through elf_read has the initialiser's value. */
+ * with objdump; data read through objfile_read has the initialiser's value. */
 static void check_layout(const char *file)
 {
-	struct elf_file *ef = open_ok(file);
+	struct objfile *ef = open_ok(file);
 	struct rseg rs[16];
 	size_t nr = readelf_loads(file, rs, 16);
 	uint64_t fn = nm_addr(file, "fx_exported", false);
@@ -296,13 +296,13 @@ static void check_layout(const char *file)
 	}
 	assert_int_not_equal(expect_off, UINT64_MAX);
 
-	/* function: offset, bytes from the file, elf_read, objdump */
-	assert_int_equal(elf_vaddr_to_offset(ef, fn, &off), 0);
+	/* function: offset, bytes from the file, objfile_read, objdump */
+	assert_int_equal(objfile_vaddr_to_offset(ef, fn, &off), 0);
 	assert_int_equal(off, expect_off);
-	assert_int_equal(elf_offset_to_vaddr(ef, off, &v), 0);
+	assert_int_equal(objfile_offset_to_vaddr(ef, off, &v), 0);
 	assert_int_equal(v, fn);
-	assert_true(elf_vaddr_is_exec(ef, fn));
-	assert_int_equal(elf_read(ef, fn, mine, sizeof(mine)), 0);
+	assert_true(objfile_vaddr_is_exec(ef, fn));
+	assert_int_equal(objfile_read(ef, fn, mine, sizeof(mine)), 0);
 	fd = open(file, O_RDONLY);
 	assert_true(fd >= 0);
 	assert_int_equal(pread(fd, filebytes, sizeof(filebytes), (off_t)off), sizeof(filebytes));
@@ -315,18 +315,18 @@ static void check_layout(const char *file)
 	assert_memory_equal(mine, objd, nobj);
 
 	/* data: in the RW segment, where vaddr != offset in these layouts */
-	assert_false(elf_vaddr_is_exec(ef, data));
-	assert_int_equal(elf_vaddr_to_offset(ef, data, &off), 0);
+	assert_false(objfile_vaddr_is_exec(ef, data));
+	assert_int_equal(objfile_vaddr_to_offset(ef, data, &off), 0);
 	assert_int_not_equal(off, data);
-	assert_int_equal(elf_read(ef, data, vals, sizeof(vals)), 0);
+	assert_int_equal(objfile_read(ef, data, vals, sizeof(vals)), 0);
 	assert_int_equal(vals[0], 0x11223344);
 	assert_int_equal(vals[3], 0x7f6e5d4c);
 
 	/* bss: mapped but not in the file */
-	assert_int_equal(elf_vaddr_to_offset(ef, bss + 64, &off), -ENOENT);
-	assert_int_not_equal(elf_read(ef, bss, vals, sizeof(vals)), 0);
-	assert_false(elf_vaddr_is_exec(ef, bss));
-	elf_close(ef);
+	assert_int_equal(objfile_vaddr_to_offset(ef, bss + 64, &off), -ENOENT);
+	assert_int_not_equal(objfile_read(ef, bss, vals, sizeof(vals)), 0);
+	assert_false(objfile_vaddr_is_exec(ef, bss));
+	objfile_close(ef);
 }
 
 static void test_layout_pie(void **state)
@@ -343,9 +343,9 @@ static void test_layout_nopie(void **state)
 
 static void test_pie_nopie_headers(void **state)
 {
-	struct elf_file *pie = open_ok(fx("pie")), *np = open_ok(fx("nopie"));
-	struct elf_file *so = open_ok(fx("libfx.so"));
-	const struct elf_sym *s;
+	struct objfile *pie = open_ok(fx("pie")), *np = open_ok(fx("nopie"));
+	struct objfile *so = open_ok(fx("libfx.so"));
+	const struct objfile_sym *s;
 	bool libc = false;
 
 	(void)state;
@@ -365,29 +365,29 @@ static void test_pie_nopie_headers(void **state)
 	/* -rdynamic PIE: in both tables; non-PIE without it: .symtab only */
 	s = lookup_ok(pie, "fx_exported");
 	assert_int_equal(s->vaddr, nm_addr(fx("pie"), "fx_exported", true));
-	assert_true(s->flags & ELF_SYM_DYNSYM);
-	assert_true(s->flags & ELF_SYM_SYMTAB);
+	assert_true(s->flags & OBJFILE_SYM_DYNSYM);
+	assert_true(s->flags & OBJFILE_SYM_SYMTAB);
 	assert_int_equal(count_named(pie, "fx_exported"), 1);
 	s = lookup_ok(np, "fx_exported");
 	assert_int_equal(s->vaddr, nm_addr(fx("nopie"), "fx_exported", false));
 	assert_int_equal(s->vaddr & 0xfffffffffff00000ull, 0x400000);
-	assert_false(s->flags & ELF_SYM_DYNSYM);
-	assert_true(s->flags & ELF_SYM_SYMTAB);
+	assert_false(s->flags & OBJFILE_SYM_DYNSYM);
+	assert_true(s->flags & OBJFILE_SYM_SYMTAB);
 	assert_int_equal(s->size, nm_size(fx("nopie"), "fx_exported"));
 	/* main is a function, main is in .symtab only */
 	lookup_ok(np, "main");
-	assert_int_equal(elf_func_lookup(np, "no_such_function", &s, NULL, NULL), -ENOENT);
+	assert_int_equal(objfile_func_lookup(np, "no_such_function", &s, NULL, NULL), -ENOENT);
 	assert_null(s);
 	/* a data object is not a function */
-	assert_int_equal(elf_func_lookup(np, "fx_data", &s, NULL, NULL), -ENOENT);
+	assert_int_equal(objfile_func_lookup(np, "fx_data", &s, NULL, NULL), -ENOENT);
 	/* a symbol name that merely starts with the query */
-	assert_int_equal(elf_func_lookup(np, "fx_export", &s, NULL, NULL), -ENOENT);
-	elf_close(pie);
-	elf_close(np);
-	elf_close(so);
+	assert_int_equal(objfile_func_lookup(np, "fx_export", &s, NULL, NULL), -ENOENT);
+	objfile_close(pie);
+	objfile_close(np);
+	objfile_close(so);
 }
 
-static void check_sorted(const struct elf_file *ef)
+static void check_sorted(const struct objfile *ef)
 {
 	for (size_t i = 1; i < ef->nsyms; i++) {
 		int c = strcmp(ef->syms[i - 1].name, ef->syms[i].name);
@@ -397,8 +397,8 @@ static void check_sorted(const struct elf_file *ef)
 
 static void check_versions(const char *file, bool has_symtab)
 {
-	struct elf_file *ef = open_ok(file);
-	const struct elf_sym *s, *s2;
+	struct objfile *ef = open_ok(file);
+	const struct objfile_sym *s, *s2;
 	const char *ref = fx("libfx.so");	/* same layout for the noshdr copy */
 	uint64_t v1, v2;
 
@@ -414,10 +414,10 @@ static void check_versions(const char *file, bool has_symtab)
 	assert_int_equal(s->vaddr, v2);
 	assert_string_equal(s->name, "foo");
 	assert_string_equal(s->version, "VER_2");
-	assert_true(s->flags & ELF_SYM_DEFAULT_VER);
-	assert_false(s->flags & ELF_SYM_HIDDEN_VER);
-	assert_true(s->flags & ELF_SYM_DYNSYM);
-	assert_int_equal(!!(s->flags & ELF_SYM_SYMTAB), has_symtab);
+	assert_true(s->flags & OBJFILE_SYM_DEFAULT_VER);
+	assert_false(s->flags & OBJFILE_SYM_HIDDEN_VER);
+	assert_true(s->flags & OBJFILE_SYM_DYNSYM);
+	assert_int_equal(!!(s->flags & OBJFILE_SYM_SYMTAB), has_symtab);
 
 	s2 = lookup_ok(ef, "foo@@VER_2");
 	assert_ptr_equal(s2, s);
@@ -426,17 +426,17 @@ static void check_versions(const char *file, bool has_symtab)
 	s = lookup_ok(ef, "foo@VER_1");
 	assert_int_equal(s->vaddr, v1);
 	assert_string_equal(s->version, "VER_1");
-	assert_true(s->flags & ELF_SYM_HIDDEN_VER);
-	assert_int_equal(elf_func_lookup(ef, "foo@@VER_1", &s, NULL, NULL), -ENOENT);
-	assert_int_equal(elf_func_lookup(ef, "foo@VER_3", &s, NULL, NULL), -ENOENT);
+	assert_true(s->flags & OBJFILE_SYM_HIDDEN_VER);
+	assert_int_equal(objfile_func_lookup(ef, "foo@@VER_1", &s, NULL, NULL), -ENOENT);
+	assert_int_equal(objfile_func_lookup(ef, "foo@VER_3", &s, NULL, NULL), -ENOENT);
 
 	/* .dynsym bar@@VER_1 and .symtab "bar" are one entry */
 	assert_int_equal(count_named(ef, "bar"), 1);
 	s = lookup_ok(ef, "bar");
 	assert_int_equal(s->vaddr, nm_addr(ref, "bar@@VER_1", true));
 	assert_string_equal(s->version, "VER_1");
-	assert_int_equal(!!(s->flags & ELF_SYM_SYMTAB), has_symtab);
-	assert_true(s->flags & ELF_SYM_DYNSYM);
+	assert_int_equal(!!(s->flags & OBJFILE_SYM_SYMTAB), has_symtab);
+	assert_true(s->flags & OBJFILE_SYM_DYNSYM);
 	assert_string_equal(lookup_ok(ef, "bar@VER_1")->name, "bar");
 
 	/* local aliases of the versions exist only in .symtab */
@@ -444,9 +444,9 @@ static void check_versions(const char *file, bool has_symtab)
 		assert_int_equal(lookup_ok(ef, "foo_v1")->vaddr, v1);
 		assert_int_equal(lookup_ok(ef, "foo_v2")->vaddr, v2);
 	} else {
-		assert_int_equal(elf_func_lookup(ef, "foo_v1", &s, NULL, NULL), -ENOENT);
+		assert_int_equal(objfile_func_lookup(ef, "foo_v1", &s, NULL, NULL), -ENOENT);
 	}
-	elf_close(ef);
+	objfile_close(ef);
 }
 
 static void test_versions(void **state)
@@ -470,19 +470,19 @@ static void test_versions_no_shdrs(void **state)
 
 static void check_stripped_pie(const char *file)
 {
-	struct elf_file *ef = open_ok(file);
-	const struct elf_sym *s;
+	struct objfile *ef = open_ok(file);
+	const struct objfile_sym *s;
 
 	s = lookup_ok(ef, "fx_exported");
 	assert_int_equal(s->vaddr, nm_addr(fx("pie"), "fx_exported", true));
-	assert_int_equal(s->flags & (ELF_SYM_DYNSYM | ELF_SYM_SYMTAB), ELF_SYM_DYNSYM);
+	assert_int_equal(s->flags & (OBJFILE_SYM_DYNSYM | OBJFILE_SYM_SYMTAB), OBJFILE_SYM_DYNSYM);
 	assert_null(s->version);
 	/* statics are gone with .symtab */
-	assert_int_equal(elf_func_lookup(ef, "sdup", &s, NULL, NULL), -ENOENT);
+	assert_int_equal(objfile_func_lookup(ef, "sdup", &s, NULL, NULL), -ENOENT);
 	/* the weak definition is exported */
 	s = lookup_ok(ef, "wonly");
-	assert_true(s->flags & ELF_SYM_WEAK);
-	elf_close(ef);
+	assert_true(s->flags & OBJFILE_SYM_WEAK);
+	objfile_close(ef);
 }
 
 static void test_stripped_pie(void **state)
@@ -500,26 +500,26 @@ static void test_no_shdrs_pie(void **state)
 static void test_weak_strong(void **state)
 {
 	const char *file = fx("nopie.weak");
-	struct elf_file *ef = open_ok(file);
-	const struct elf_sym *s;
+	struct objfile *ef = open_ok(file);
+	const struct objfile_sym *s;
 	int nweak = 0;
 
 	(void)state;
 	assert_int_equal(count_named(ef, "wdup"), 2);
 	for (size_t i = 0; i < ef->nsyms; i++)
-		if (!strcmp(ef->syms[i].name, "wdup") && (ef->syms[i].flags & ELF_SYM_WEAK)) {
+		if (!strcmp(ef->syms[i].name, "wdup") && (ef->syms[i].flags & OBJFILE_SYM_WEAK)) {
 			nweak++;
 			assert_int_equal(ef->syms[i].vaddr, nm_addr_n(file, "wdup", false, 'W', NULL));
 		}
 	assert_int_equal(nweak, 1);
 	s = lookup_ok(ef, "wdup");
 	assert_int_equal(s->vaddr, nm_addr_n(file, "wdup", false, 'T', NULL));
-	assert_false(s->flags & ELF_SYM_WEAK);
+	assert_false(s->flags & OBJFILE_SYM_WEAK);
 	/* a lone weak definition is found */
 	s = lookup_ok(ef, "wonly");
-	assert_true(s->flags & ELF_SYM_WEAK);
+	assert_true(s->flags & OBJFILE_SYM_WEAK);
 	assert_int_equal(s->vaddr, nm_addr(file, "wonly", false));
-	elf_close(ef);
+	objfile_close(ef);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -532,9 +532,9 @@ static int cmp_u64(const void *a, const void *b)
 /* The candidates of an ambiguous name are nm's addresses for it. */
 static void check_ambiguous(const char *file, const char *name)
 {
-	struct elf_file *ef = open_ok(file);
-	const struct elf_sym *s = (void *)1;
-	const struct elf_sym **c = NULL;
+	struct objfile *ef = open_ok(file);
+	const struct objfile_sym *s = (void *)1;
+	const struct objfile_sym **c = NULL;
 	size_t nc = 0;
 	uint64_t got[8], want[8];
 	size_t nwant = 0;
@@ -554,7 +554,7 @@ static void check_ambiguous(const char *file, const char *name)
 	pclose(p);
 	assert_int_equal(nwant, 2);
 
-	assert_int_equal(elf_func_lookup(ef, name, &s, &c, &nc), -EEXIST);
+	assert_int_equal(objfile_func_lookup(ef, name, &s, &c, &nc), -EEXIST);
 	assert_null(s);
 	assert_non_null(c);
 	assert_int_equal(nc, 2);
@@ -567,8 +567,8 @@ static void check_ambiguous(const char *file, const char *name)
 	qsort(want, nwant, sizeof(want[0]), cmp_u64);
 	assert_memory_equal(got, want, nc * sizeof(got[0]));
 	/* without a candidate array */
-	assert_int_equal(elf_func_lookup(ef, name, &s, NULL, NULL), -EEXIST);
-	elf_close(ef);
+	assert_int_equal(objfile_func_lookup(ef, name, &s, NULL, NULL), -EEXIST);
+	objfile_close(ef);
 }
 
 static void test_ambiguous(void **state)
@@ -581,9 +581,9 @@ static void test_ambiguous(void **state)
 
 static void test_alias_and_match(void **state)
 {
-	struct elf_file *ef = open_ok(fx("pie"));
-	const struct elf_sym **m = NULL;
-	const struct elf_sym *a, *b;
+	struct objfile *ef = open_ok(fx("pie"));
+	const struct objfile_sym **m = NULL;
+	const struct objfile_sym *a, *b;
 	ssize_t n;
 
 	(void)state;
@@ -592,16 +592,16 @@ static void test_alias_and_match(void **state)
 	assert_int_equal(a->vaddr, b->vaddr);
 	assert_int_equal(a->vaddr, nm_addr(fx("pie"), "fxalias_b", false));
 
-	n = elf_func_match(ef, "fxalias_*", &m);
+	n = objfile_func_match(ef, "fxalias_*", &m);
 	assert_int_equal(n, 1);
 	assert_string_equal(m[0]->name, "fxalias_a");
 	free(m);
-	n = elf_func_match(ef, "fxalias_b", &m);
+	n = objfile_func_match(ef, "fxalias_b", &m);
 	assert_int_equal(n, 1);
 	assert_string_equal(m[0]->name, "fxalias_b");
 	free(m);
 	/* one per address, sorted by name */
-	n = elf_func_match(ef, "?dup", &m);
+	n = objfile_func_match(ef, "?dup", &m);
 	assert_int_equal(n, 5);	/* gdup x2, sdup x2, wdup */
 	assert_string_equal(m[0]->name, "gdup");
 	assert_string_equal(m[1]->name, "gdup");
@@ -609,26 +609,26 @@ static void test_alias_and_match(void **state)
 	assert_string_equal(m[4]->name, "wdup");
 	assert_int_not_equal(m[2]->vaddr, m[3]->vaddr);
 	free(m);
-	n = elf_func_match(ef, "zzz_nothing*", &m);
+	n = objfile_func_match(ef, "zzz_nothing*", &m);
 	assert_int_equal(n, 0);
 	free(m);
-	elf_close(ef);
+	objfile_close(ef);
 
 	ef = open_ok(fx("libfx.so"));
-	n = elf_func_match(ef, "foo@VER_*", &m);
+	n = objfile_func_match(ef, "foo@VER_*", &m);
 	assert_int_equal(n, 1);
 	assert_string_equal(m[0]->version, "VER_1");
 	free(m);
-	n = elf_func_match(ef, "foo@@*", &m);
+	n = objfile_func_match(ef, "foo@@*", &m);
 	assert_int_equal(n, 1);
 	assert_string_equal(m[0]->version, "VER_2");
 	free(m);
-	n = elf_func_match(ef, "foo*", &m);
+	n = objfile_func_match(ef, "foo*", &m);
 	assert_int_equal(n, 2);	/* foo and foo_v1 etc. collapse per address */
 	assert_string_equal(m[0]->name, "foo");
 	assert_string_equal(m[1]->name, "foo");
 	free(m);
-	elf_close(ef);
+	objfile_close(ef);
 }
 
 static void test_ifunc(void **state)
@@ -637,63 +637,63 @@ static void test_ifunc(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < 2; i++) {
-		struct elf_file *ef = open_ok(files[i]);
-		const struct elf_sym *s = lookup_ok(ef, "ifn");
-		assert_true(s->flags & ELF_SYM_IFUNC);
+		struct objfile *ef = open_ok(files[i]);
+		const struct objfile_sym *s = lookup_ok(ef, "ifn");
+		assert_true(s->flags & OBJFILE_SYM_IFUNC);
 		assert_int_equal(s->vaddr, nm_addr_n(files[i], "ifn", false, 'i', NULL));
 		/* the resolver is the same code */
 		assert_int_equal(lookup_ok(ef, "ifn_resolver")->vaddr, s->vaddr);
-		assert_false(lookup_ok(ef, "ifn_impl")->flags & ELF_SYM_IFUNC);
-		elf_close(ef);
+		assert_false(lookup_ok(ef, "ifn_impl")->flags & OBJFILE_SYM_IFUNC);
+		objfile_close(ef);
 	}
 }
 
 static void test_func_at(void **state)
 {
-	struct elf_file *ef = open_ok(fx("nopie"));
-	const struct elf_sym *s = lookup_ok(ef, "fx_exported"), *t;
+	struct objfile *ef = open_ok(fx("nopie"));
+	const struct objfile_sym *s = lookup_ok(ef, "fx_exported"), *t;
 
 	(void)state;
 	assert_true(s->size > 1);
-	assert_ptr_equal(elf_func_at(ef, s->vaddr), s);
-	assert_ptr_equal(elf_func_at(ef, s->vaddr + s->size - 1), s);
-	t = elf_func_at(ef, s->vaddr + s->size);
+	assert_ptr_equal(objfile_func_at(ef, s->vaddr), s);
+	assert_ptr_equal(objfile_func_at(ef, s->vaddr + s->size - 1), s);
+	t = objfile_func_at(ef, s->vaddr + s->size);
 	assert_true(t != s);
-	assert_null(elf_func_at(ef, 0));
-	assert_null(elf_func_at(ef, UINT64_MAX));
+	assert_null(objfile_func_at(ef, 0));
+	assert_null(objfile_func_at(ef, UINT64_MAX));
 	s = lookup_ok(ef, "fxalias_b");
-	t = elf_func_at(ef, s->vaddr + 1);
+	t = objfile_func_at(ef, s->vaddr + 1);
 	assert_non_null(t);
 	assert_string_equal(t->name, "fxalias_a");
-	elf_close(ef);
+	objfile_close(ef);
 }
 
 static void test_suggest(void **state)
 {
-	struct elf_file *ef = open_ok(fx("pie"));
+	struct objfile *ef = open_ok(fx("pie"));
 	const char *out[5];
 	size_t n;
 
 	(void)state;
-	n = elf_func_suggest(ef, "fx_exportd", out, 5);
+	n = objfile_func_suggest(ef, "fx_exportd", out, 5);
 	assert_true(n >= 1);
 	assert_string_equal(out[0], "fx_exported");
-	n = elf_func_suggest(ef, "FX_EXPROTED", out, 5);	/* case, transposition */
+	n = objfile_func_suggest(ef, "FX_EXPROTED", out, 5);	/* case, transposition */
 	assert_true(n >= 1);
 	assert_string_equal(out[0], "fx_exported");
-	n = elf_func_suggest(ef, "FXALIAS", out, 5);	/* substring */
+	n = objfile_func_suggest(ef, "FXALIAS", out, 5);	/* substring */
 	assert_true(n >= 2);
 	assert_string_equal(out[0], "fxalias_a");
 	assert_string_equal(out[1], "fxalias_b");
-	n = elf_func_suggest(ef, "sdupp", out, 1);
+	n = objfile_func_suggest(ef, "sdupp", out, 1);
 	assert_int_equal(n, 1);
 	assert_string_equal(out[0], "sdup");	/* one entry per name */
-	n = elf_func_suggest(ef, "sdupp", out, 5);
+	n = objfile_func_suggest(ef, "sdupp", out, 5);
 	assert_true(n >= 2);
 	assert_string_equal(out[0], "sdup");
 	assert_string_not_equal(out[1], "sdup");
-	assert_int_equal(elf_func_suggest(ef, "qqqqqqqqqqqqqqqqqqqqqqqqqq", out, 5), 0);
-	elf_close(ef);
+	assert_int_equal(objfile_func_suggest(ef, "qqqqqqqqqqqqqqqqqqqqqqqqqq", out, 5), 0);
+	objfile_close(ef);
 }
 
 /* ---- modules.c -------------------------------------------------------- */
@@ -733,10 +733,10 @@ static void test_find_system(void **state)
 	assert_true(!strncmp(strrchr(p, '/'), "/libc.so", 8) ||
 		    !strncmp(strrchr(p, '/'), "/libc-", 6));
 	{
-		struct elf_file *ef = open_ok(p);
+		struct objfile *ef = open_ok(p);
 		assert_non_null(ef->soname);
 		assert_string_equal(ef->soname, "libc.so.6");
-		elf_close(ef);
+		objfile_close(ef);
 	}
 	free(p);
 	assert_int_equal(module_find_system("libc.so.6", &p), 0);
@@ -804,11 +804,11 @@ static void test_deps(void **state)
 	{
 		const char *apps[] = { "app_runpath", "app_rpath" };
 		for (size_t a = 0; a < 2; a++) {
-			struct elf_file *ef = open_ok(fx(apps[a]));
+			struct objfile *ef = open_ok(fx(apps[a]));
 			assert_true(a == 0 ? ef->runpath != NULL && ef->rpath == NULL
 					   : ef->rpath != NULL && ef->runpath == NULL);
 			assert_string_equal(a == 0 ? ef->runpath : ef->rpath, "$ORIGIN/sub");
-			elf_close(ef);
+			objfile_close(ef);
 			n = module_deps(fx(apps[a]), &l);
 			assert_true(n >= 3);
 			assert_string_equal(l[0], fx(apps[a]));
@@ -851,8 +851,8 @@ static void test_procmaps(void **state)
 {
 	struct proc_map *maps = NULL;
 	char *self = realpath("/proc/self/exe", NULL);
-	struct elf_file *ef;
-	const struct elf_sym *s;
+	struct objfile *ef;
+	const struct objfile_sym *s;
 	uint64_t here = (uint64_t)(uintptr_t)&fx_probe_target, off, addr = 0;
 	ssize_t n;
 	bool found = false;
@@ -875,18 +875,18 @@ static void test_procmaps(void **state)
 	/* file offset of a function of this test -> its runtime address */
 	ef = open_ok(self);
 	s = lookup_ok(ef, "fx_probe_target");
-	assert_int_equal(elf_vaddr_to_offset(ef, s->vaddr, &off), 0);
+	assert_int_equal(objfile_vaddr_to_offset(ef, s->vaddr, &off), 0);
 	assert_int_equal(procmaps_file_offset_to_addr(maps, (size_t)n, self, off, &addr), 0);
 	assert_int_equal(addr, here);
 	assert_int_equal(procmaps_file_offset_to_addr(maps, (size_t)n, "/proc/self/exe", off,
 						      &addr), 0);
 	assert_int_equal(addr, here);
-	/* never mapped (not even by elf_open after a failed test) */
+	/* never mapped (not even by objfile_open after a failed test) */
 	assert_int_equal(procmaps_file_offset_to_addr(maps, (size_t)n, fx("amb/libamb.so.1"),
 						      0, &addr), -ENOENT);
 	assert_int_equal(procmaps_file_offset_to_addr(maps, (size_t)n, self, 1ull << 40,
 						      &addr), -ENOENT);
-	elf_close(ef);
+	objfile_close(ef);
 	procmaps_free(maps, (size_t)n);
 	free(self);
 }

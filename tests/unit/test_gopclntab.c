@@ -26,9 +26,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "elf/elf.h"
-#include "elf/gopclntab.h"
-#include "elf/gotypes.h"
+#include "objfile/objfile.h"
+#include "objfile/gopclntab.h"
+#include "objfile/gotypes.h"
 #include "fixture.h"
 
 static char tmpdir[256];
@@ -196,37 +196,37 @@ static bool same_go_name(const char *sym, const char *pcl)
 	return !*sym && !*pcl;
 }
 
-/* The stripped build's functions (through elf_open) against the
+/* The stripped build's functions (through objfile_open) against the
  * unstripped build's .symtab: every function of the symtab with a size is
  * there, at its address, with its size and name; and nothing else is. */
 static void compare_stripped(const char *full, const char *stripped)
 {
 	struct fnlist ref = symtab_funcs(full);
-	struct elf_file *ef = NULL, *eu = NULL;
+	struct objfile *ef = NULL, *eu = NULL;
 	size_t matched = 0, sized = 0, ngo = 0, gomatched = 0;
 
-	assert_int_equal(elf_open(stripped, &ef), 0);
+	assert_int_equal(objfile_open(stripped, &ef), 0);
 	assert_true(ef->is_go);
 	assert_non_null(ef->go_version);
 	assert_string_equal(ef->go_version, goversion);
 	/* Go's functions from the table; an externally linked one also has
 	 * _start and main in .dynsym (main, Go's assembly, in both) */
 	for (size_t i = 0; i < ef->nsyms; i++) {
-		if (ef->syms[i].flags & ELF_SYM_GOPCLNTAB)
+		if (ef->syms[i].flags & OBJFILE_SYM_GOPCLNTAB)
 			ngo++;
 		assert_int_equal(ef->syms[i].flags &
-				 ~(unsigned)(ELF_SYM_GOPCLNTAB | ELF_SYM_DYNSYM | ELF_SYM_GO_ABI0),
+				 ~(unsigned)(OBJFILE_SYM_GOPCLNTAB | OBJFILE_SYM_DYNSYM | OBJFILE_SYM_GO_ABI0),
 				 0);
 	}
 	assert_true(ngo > 1000);
 	for (size_t i = 0; i < ref.n; i++) {
 		const struct fn *r = &ref.v[i];
-		const struct elf_sym *s;
+		const struct objfile_sym *s;
 
 		if (!r->size)
 			continue;	/* runtime.etext: a marker at the end */
 		sized++;
-		s = elf_func_at(ef, r->addr);
+		s = objfile_func_at(ef, r->addr);
 		if (!s || s->vaddr != r->addr)
 			fail_msg("%s: %s at 0x%" PRIx64 " is not a function of %s", full, r->name,
 				 r->addr, stripped);
@@ -234,14 +234,14 @@ static void compare_stripped(const char *full, const char *stripped)
 			fail_msg("%s: %s at 0x%" PRIx64 " size %" PRIu64 "; %s has %s size %" PRIu64,
 				 full, r->name, r->addr, r->size, stripped, s->name, s->size);
 		matched++;
-		gomatched += (s->flags & ELF_SYM_GOPCLNTAB) != 0;	/* not C's _start */
+		gomatched += (s->flags & OBJFILE_SYM_GOPCLNTAB) != 0;	/* not C's _start */
 	}
 	assert_int_equal(matched, sized);
 	/* nothing the symtab does not have */
 	for (size_t i = 0; i < ef->nsyms; i++) {
 		bool found = false;
 
-		if (!(ef->syms[i].flags & ELF_SYM_GOPCLNTAB))
+		if (!(ef->syms[i].flags & OBJFILE_SYM_GOPCLNTAB))
 			continue;
 		for (size_t k = 0; k < ref.n && !found; k++)
 			found = ref.v[k].addr == ef->syms[i].vaddr && ref.v[k].size;
@@ -252,10 +252,10 @@ static void compare_stripped(const char *full, const char *stripped)
 	assert_int_equal(ngo, gomatched);
 	/* the method on a pointer receiver, by its exact name */
 	{
-		const struct elf_sym *s = NULL;
+		const struct objfile_sym *s = NULL;
 		size_t k;
 
-		assert_int_equal(elf_func_lookup(ef, "main.(*Controller).syncDeployment", &s, NULL,
+		assert_int_equal(objfile_func_lookup(ef, "main.(*Controller).syncDeployment", &s, NULL,
 						 NULL), 0);
 		for (k = 0; k < ref.n && strcmp(ref.v[k].name, s->name); k++)
 			;
@@ -263,13 +263,13 @@ static void compare_stripped(const char *full, const char *stripped)
 		assert_int_equal(s->vaddr, ref.v[k].addr);
 	}
 	/* the unstripped build keeps its .symtab's functions */
-	assert_int_equal(elf_open(full, &eu), 0);
+	assert_int_equal(objfile_open(full, &eu), 0);
 	assert_true(eu->is_go);
 	assert_string_equal(eu->go_version, goversion);
 	for (size_t i = 0; i < eu->nsyms; i++)
-		assert_false(eu->syms[i].flags & ELF_SYM_GOPCLNTAB);
-	elf_close(eu);
-	elf_close(ef);
+		assert_false(eu->syms[i].flags & OBJFILE_SYM_GOPCLNTAB);
+	objfile_close(eu);
+	objfile_close(ef);
 	fnlist_free(&ref);
 }
 
@@ -278,34 +278,34 @@ static void compare_stripped(const char *full, const char *stripped)
  * assembly functions flagged as Go's stack ABI0 in the stripped table. */
 static void test_go_type_names_and_abi0(void **state)
 {
-	struct elf_file *eu, *es;
+	struct objfile *eu, *es;
 	uint64_t itab, type = 0;
 	char name[128];
 	unsigned major, minor;
 	size_t asm_funcs = 0;
-	const struct elf_sym *s;
+	const struct objfile_sym *s;
 
 	(void)state;
-	assert_int_equal(elf_open(fx("goctl"), &eu), 0);
-	assert_int_equal(elf_open(fx("goctl-stripped"), &es), 0);
+	assert_int_equal(objfile_open(fx("goctl"), &eu), 0);
+	assert_int_equal(objfile_open(fx("goctl-stripped"), &es), 0);
 	assert_int_equal(sscanf(goversion, "go%u.%u", &major, &minor), 2);
 	assert_int_equal(gotypes_minor(eu), (int)minor);
 	/* the itab of (*main.roundError, error) holds the type at 8 */
-	assert_int_equal(elf_symbol_vaddr(eu, "go.itab.*main.roundError,error", &itab), 0);
-	assert_int_equal(elf_read(eu, itab + 8, &type, 8), 0);
+	assert_int_equal(objfile_symbol_vaddr(eu, "go.itab.*main.roundError,error", &itab), 0);
+	assert_int_equal(objfile_read(eu, itab + 8, &type, 8), 0);
 	assert_int_equal(gotypes_name(eu, type, name, sizeof(name)), 0);
 	assert_string_equal(name, "*main.roundError");
 	assert_int_equal(gotypes_name(es, type, name, sizeof(name)), 0);
 	assert_string_equal(name, "*main.roundError");
 	/* not a type: outside the module's types */
 	assert_int_equal(gotypes_name(es, itab + 0x100000, name, sizeof(name)), -ENOENT);
-	assert_int_equal(elf_func_lookup(es, "main.add", &s, NULL, NULL), 0);
-	assert_false(s->flags & ELF_SYM_GO_ABI0);
+	assert_int_equal(objfile_func_lookup(es, "main.add", &s, NULL, NULL), 0);
+	assert_false(s->flags & OBJFILE_SYM_GO_ABI0);
 	for (size_t i = 0; i < es->nsyms; i++)
-		asm_funcs += !!(es->syms[i].flags & ELF_SYM_GO_ABI0);
+		asm_funcs += !!(es->syms[i].flags & OBJFILE_SYM_GO_ABI0);
 	assert_true(asm_funcs > 10 && asm_funcs < es->nsyms / 5);
-	elf_close(es);
-	elf_close(eu);
+	objfile_close(es);
+	objfile_close(eu);
 }
 
 static void test_exe_stripped_matches_symtab(void **state)
@@ -343,7 +343,7 @@ static void test_no_section_headers(void **state)
 	size_t len;
 	uint8_t *b = read_all(fx("goctl-stripped"), &len);
 	Elf64_Ehdr eh;
-	struct elf_file *a = NULL, *c = NULL;
+	struct objfile *a = NULL, *c = NULL;
 
 	(void)state;
 	memcpy(&eh, b, sizeof(eh));
@@ -353,8 +353,8 @@ static void test_no_section_headers(void **state)
 	memcpy(b, &eh, sizeof(eh));
 	write_all(fx("goctl-noshdr"), b, len);
 	free(b);
-	assert_int_equal(elf_open(fx("goctl-stripped"), &a), 0);
-	assert_int_equal(elf_open(fx("goctl-noshdr"), &c), 0);
+	assert_int_equal(objfile_open(fx("goctl-stripped"), &a), 0);
+	assert_int_equal(objfile_open(fx("goctl-noshdr"), &c), 0);
 	assert_true(c->is_go);
 	assert_non_null(c->go_version);
 	assert_string_equal(c->go_version, goversion);
@@ -364,8 +364,8 @@ static void test_no_section_headers(void **state)
 		assert_int_equal(c->syms[i].vaddr, a->syms[i].vaddr);
 		assert_int_equal(c->syms[i].size, a->syms[i].size);
 	}
-	elf_close(a);
-	elf_close(c);
+	objfile_close(a);
+	objfile_close(c);
 }
 
 /* ---- the reader on the real table and on rewritten ones ---------------- */
@@ -421,18 +421,18 @@ static bool name_eq_dotted(const char *a, const char *b)
 static void test_reader_on_real_table(void **state)
 {
 	struct table t;
-	struct elf_file *ef = NULL;
+	struct objfile *ef = NULL;
 
 	(void)state;
 	table_load(&t, fx("goctl"));
 	assert_int_equal(t.h.version, GOPCLNTAB_118);	/* Go 1.19 */
 	assert_int_equal(t.h.ptrsize, 8);
 	assert_int_equal(t.h.quantum, 1);
-	assert_int_equal(elf_open(fx("goctl-stripped"), &ef), 0);
+	assert_int_equal(objfile_open(fx("goctl-stripped"), &ef), 0);
 	/* the same build but for its symbols: the same functions */
 	assert_int_equal((size_t)t.n, ef->nsyms);
 	for (ssize_t i = 0; i < t.n; i++) {
-		const struct elf_sym *s = elf_func_at(ef, t.f[i].entry);
+		const struct objfile_sym *s = objfile_func_at(ef, t.f[i].entry);
 
 		assert_non_null(s);
 		assert_int_equal(s->vaddr, t.f[i].entry);
@@ -441,7 +441,7 @@ static void test_reader_on_real_table(void **state)
 		if (i)
 			assert_true(t.f[i].entry >= t.f[i - 1].end);
 	}
-	elf_close(ef);
+	objfile_close(ef);
 	table_free(&t);
 }
 
@@ -725,7 +725,7 @@ static void test_absurd_counts_and_offsets(void **state)
 	table_free(&t);
 }
 
-/* elf_open on a stripped Go program whose table is damaged: fewer
+/* objfile_open on a stripped Go program whose table is damaged: fewer
  * functions or none, and a warning, never a crash or a read out of the
  * file. */
 static void test_elf_open_damaged(void **state)
@@ -733,7 +733,7 @@ static void test_elf_open_damaged(void **state)
 	uint64_t off, size;
 	size_t len;
 	uint8_t *b;
-	struct elf_file *ef = NULL;
+	struct objfile *ef = NULL;
 
 	(void)state;
 	assert_true(find_scn(fx("goctl-stripped"), ".gopclntab", &off, &size, NULL));
@@ -749,24 +749,24 @@ static void test_elf_open_damaged(void **state)
 		memset(c + off + h.functab_off, 0, (size_t)h.nfunc * 8);
 		write_all(fx("goctl-damaged"), c, len);
 		free(c);
-		assert_int_equal(elf_open(fx("goctl-damaged"), &ef), 0);
+		assert_int_equal(objfile_open(fx("goctl-damaged"), &ef), 0);
 		assert_true(ef->nsyms <= 1);
 		assert_true(ef->is_go);
-		elf_close(ef);
+		objfile_close(ef);
 	}
 	/* the file cut in the middle of its table (section past the end) */
 	write_all(fx("goctl-cut"), b, (size_t)(off + size / 2));
-	if (elf_open(fx("goctl-cut"), &ef) == 0) {
+	if (objfile_open(fx("goctl-cut"), &ef) == 0) {
 		assert_int_equal(ef->nsyms, 0);
-		elf_close(ef);
+		objfile_close(ef);
 	}
 	/* the magic gone: not a table, no functions */
 	b[off] ^= 0xff;
 	write_all(fx("goctl-nomagic"), b, len);
-	assert_int_equal(elf_open(fx("goctl-nomagic"), &ef), 0);
+	assert_int_equal(objfile_open(fx("goctl-nomagic"), &ef), 0);
 	assert_int_equal(ef->nsyms, 0);
 	assert_true(ef->is_go);
-	elf_close(ef);
+	objfile_close(ef);
 	free(b);
 }
 

@@ -37,8 +37,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "elf/elf.h"
-#include "elf/modules.h"
+#include "objfile/objfile.h"
+#include "objfile/modules.h"
 #include "fixture.h"
 #include "core/log.h"
 #include "python/detect.h"
@@ -138,21 +138,21 @@ static uint64_t auxv_entry(pid_t pid)
 static uint64_t find_pymark(pid_t pid, const char *lib)
 {
 	struct proc_map *maps;
-	struct elf_file *ef;
-	const struct elf_sym *sym;
+	struct objfile *ef;
+	const struct objfile_sym *sym;
 	uint64_t off, addr = 0;
 	ssize_t n;
 	char real[PATH_MAX];
 
 	assert_non_null(realpath(lib, real));
-	assert_int_equal(elf_open(real, &ef), 0);
-	assert_int_equal(elf_func_lookup(ef, "pymark", &sym, NULL, NULL), 0);
-	assert_int_equal(elf_vaddr_to_offset(ef, sym->vaddr, &off), 0);
+	assert_int_equal(objfile_open(real, &ef), 0);
+	assert_int_equal(objfile_func_lookup(ef, "pymark", &sym, NULL, NULL), 0);
+	assert_int_equal(objfile_vaddr_to_offset(ef, sym->vaddr, &off), 0);
 	n = procmaps_read(pid, &maps);
 	assert_true(n > 0);
 	assert_int_equal(procmaps_file_offset_to_addr(maps, (size_t)n, real, off, &addr), 0);
 	procmaps_free(maps, (size_t)n);
-	elf_close(ef);
+	objfile_close(ef);
 	return addr;
 }
 

@@ -26,7 +26,7 @@
 
 #include <uscope/sdt.h>
 
-#include "elf/elf.h"
+#include "objfile/objfile.h"
 #include "probe/fetch.h"
 #include "usdt/usdt.h"
 
@@ -93,14 +93,14 @@ static int memfd_fds(const char *name)
 }
 
 /* The loaded object, opened by path as a tracer would. */
-static struct elf_file *open_object(const struct usc_provider *p)
+static struct objfile *open_object(const struct usc_provider *p)
 {
 	char path[64];
-	struct elf_file *ef = NULL;
+	struct objfile *ef = NULL;
 
 	assert_true(usc_provider_fd(p) >= 0);
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", usc_provider_fd(p));
-	assert_int_equal(elf_open(path, &ef), 0);
+	assert_int_equal(objfile_open(path, &ef), 0);
 	return ef;
 }
 
@@ -144,7 +144,7 @@ static struct usc_provider *make_provider(const char *name, struct usc_probe **p
  * runtime pointers against the notes and the mapping. */
 static void check_object(struct usc_provider *p, const char *prov, struct usc_probe **probes)
 {
-	struct elf_file *ef;
+	struct objfile *ef;
 	struct usdt_note *notes = NULL;
 	size_t n = 0;
 	const void *bdata;
@@ -159,11 +159,11 @@ static void check_object(struct usc_provider *p, const char *prov, struct usc_pr
 	ef = open_object(p);
 	assert_int_equal(usdt_read(ef, &notes, &n), 0);
 	assert_int_equal(n, NWANT);
-	assert_int_equal(elf_section_data(ef, ".stapsdt.base", &bdata, &blen, &base_addr), 0);
+	assert_int_equal(objfile_section_data(ef, ".stapsdt.base", &bdata, &blen, &base_addr), 0);
 	assert_int_equal(blen, 1);
 	for (size_t i = 0; i < n; i++) {
 		const struct want_probe *w = &WANT[i];
-		const struct elf_sym *fn = NULL;
+		const struct objfile_sym *fn = NULL;
 		uint64_t sema_sym;
 		char sname[256];
 		uint8_t code[6];
@@ -177,18 +177,18 @@ static void check_object(struct usc_provider *p, const char *prov, struct usc_pr
 		assert_string_equal(notes[i].args, w->args);
 		assert_int_equal(notes[i].base, base_addr);
 		/* the site is the stub function of the probe's name: nop5; ret */
-		assert_int_equal(elf_func_lookup(ef, w->name, &fn, NULL, NULL), 0);
+		assert_int_equal(objfile_func_lookup(ef, w->name, &fn, NULL, NULL), 0);
 		assert_int_equal(notes[i].pc, fn->vaddr);
 		assert_int_equal(fn->size, 6);
-		assert_true(elf_vaddr_is_exec(ef, notes[i].pc));
-		assert_int_equal(elf_read(ef, notes[i].pc, code, sizeof(code)), 0);
+		assert_true(objfile_vaddr_is_exec(ef, notes[i].pc));
+		assert_int_equal(objfile_read(ef, notes[i].pc, code, sizeof(code)), 0);
 		assert_memory_equal(code, stub, sizeof(stub));
 		/* the semaphore is PROVIDER_NAME_semaphore, in a writable place */
 		snprintf(sname, sizeof(sname), "%s_%s_semaphore", prov, w->name);
-		assert_int_equal(elf_symbol_vaddr(ef, sname, &sema_sym), 0);
+		assert_int_equal(objfile_symbol_vaddr(ef, sname, &sema_sym), 0);
 		assert_int_equal(notes[i].sema, sema_sym);
 		assert_int_not_equal(notes[i].sema, 0);
-		assert_false(elf_vaddr_is_exec(ef, notes[i].sema));
+		assert_false(objfile_vaddr_is_exec(ef, notes[i].sema));
 		for (size_t k = 0; k < i; k++)
 			assert_int_not_equal(notes[k].sema, notes[i].sema);
 		/* uscope's decoding of the specs: sizes, signs, registers */
@@ -207,7 +207,7 @@ static void check_object(struct usc_provider *p, const char *prov, struct usc_pr
 		assert_int_equal(bias, first);
 	}
 	usdt_notes_free(notes, n);
-	elf_close(ef);
+	objfile_close(ef);
 }
 
 /* ---- tests ---------------------------------------------------------------- */
@@ -331,7 +331,7 @@ static void test_many_probes(void **state)
 	static struct usc_probe *probes[N];
 	struct usc_provider *p;
 	struct usdt_note *notes = NULL;
-	struct elf_file *ef;
+	struct objfile *ef;
 	size_t n = 0;
 
 	(void)state;
@@ -352,13 +352,13 @@ static void test_many_probes(void **state)
 	assert_int_equal(n, N);
 	for (int i = 0; i < N; i++) {
 		char name[32];
-		const struct elf_sym *fn;
+		const struct objfile_sym *fn;
 		struct usc_fetcharg args[USDT_MAX_ARGS];
 		unsigned nargs;
 
 		snprintf(name, sizeof(name), "probe_%d", i);
 		assert_string_equal(notes[i].name, name);
-		assert_int_equal(elf_func_lookup(ef, name, &fn, NULL, NULL), 0);
+		assert_int_equal(objfile_func_lookup(ef, name, &fn, NULL, NULL), 0);
 		assert_int_equal(fn->vaddr, notes[i].pc);
 		assert_int_equal(usdt_parse_args(notes[i].args, ef, args, USDT_MAX_ARGS, &nargs, NULL),
 				 0);
@@ -371,7 +371,7 @@ static void test_many_probes(void **state)
 		usc_probe_fire(probes[i], 1, 2, 3, 4, 5, 6);
 	}
 	usdt_notes_free(notes, n);
-	elf_close(ef);
+	objfile_close(ef);
 	usc_provider_free(p);
 }
 
@@ -428,7 +428,7 @@ static void test_errors(void **state)
 	/* nothing was added by the failures: two probes */
 	assert_int_equal(usc_provider_load(p), 0);
 	{
-		struct elf_file *ef = open_object(p);
+		struct objfile *ef = open_object(p);
 		struct usdt_note *notes;
 		size_t n;
 
@@ -437,7 +437,7 @@ static void test_errors(void **state)
 		assert_string_equal(notes[0].name, "tick");
 		assert_string_equal(notes[1].name, "tock");
 		usdt_notes_free(notes, n);
-		elf_close(ef);
+		objfile_close(ef);
 	}
 	/* loaded: load twice, add */
 	assert_int_equal(usc_provider_load(p), -EALREADY);

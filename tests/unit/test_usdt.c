@@ -1,4 +1,4 @@
-/* Tests of src/usdt/usdt.c (and the src/elf/ helpers it uses): the note parser
+/* Tests of src/usdt/usdt.c (and the src/objfile/ helpers it uses): the note parser
  * on byte vectors built here, usdt_read on fixtures built at run time
  * (tests/unit/fixtures/usdt/build.sh) checked against readelf and nm, and
  * the argument-spec parser. */
@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "elf/elf.h"
+#include "objfile/objfile.h"
 #include "fixture.h"
 #include "usdt/usdt.h"
 
@@ -452,20 +452,20 @@ static void check_read(const char *file)
 {
 	struct rnote want[32];
 	size_t nwant = readelf_notes(file, want, 32), n;
-	struct elf_file *ef;
+	struct objfile *ef;
 	struct usdt_note *v;
 	uint64_t baddr, bsize;
 
 	assert_int_equal(nwant, 5);
 	assert_true(readelf_section(file, ".stapsdt.base", &baddr, &bsize));
-	assert_int_equal(elf_open(file, &ef), 0);
+	assert_int_equal(objfile_open(file, &ef), 0);
 	assert_int_equal(usdt_read(ef, &v, &n), 0);
 	assert_int_equal(n, nwant);
 	for (size_t i = 0; i < n; i++) {
 		assert_note(&v[i], want[i].pc, want[i].base, want[i].sema, want[i].provider,
 			    want[i].name, want[i].args);
 		assert_int_equal(v[i].base, baddr);
-		assert_true(elf_vaddr_is_exec(ef, v[i].pc));
+		assert_true(objfile_vaddr_is_exec(ef, v[i].pc));
 	}
 	/* the probes of main.c and sema.c */
 	assert_string_equal(v[0].name, "noargs");
@@ -488,7 +488,7 @@ static void check_read(const char *file)
 	}
 	assert_string_equal(v[2].args, "-4@$42 -4@$-1");
 	usdt_notes_free(v, n);
-	elf_close(ef);
+	objfile_close(ef);
 }
 
 static void test_read_pie(void **state)
@@ -511,92 +511,92 @@ static void test_read_O0(void **state)
 
 static void test_read_none(void **state)
 {
-	struct elf_file *ef;
+	struct objfile *ef;
 	struct usdt_note *v = (void *)1;
 	size_t n = 99;
 
 	(void)state;
-	assert_int_equal(elf_open(fx("plain"), &ef), 0);
+	assert_int_equal(objfile_open(fx("plain"), &ef), 0);
 	assert_int_equal(usdt_read(ef, &v, &n), 0);
 	assert_int_equal(n, 0);
 	assert_null(v);
-	elf_close(ef);
+	objfile_close(ef);
 }
 
 static void test_section_data(void **state)
 {
-	struct elf_file *ef;
+	struct objfile *ef;
 	const void *data;
 	size_t len;
 	uint64_t addr, raddr, rsize;
 
 	(void)state;
-	assert_int_equal(elf_open(fx("usdt_pie"), &ef), 0);
+	assert_int_equal(objfile_open(fx("usdt_pie"), &ef), 0);
 	assert_true(readelf_section(fx("usdt_pie"), ".stapsdt.base", &raddr, &rsize));
-	assert_int_equal(elf_section_data(ef, ".stapsdt.base", &data, &len, &addr), 0);
+	assert_int_equal(objfile_section_data(ef, ".stapsdt.base", &data, &len, &addr), 0);
 	assert_int_equal(addr, raddr);
 	assert_int_equal(len, rsize);
 	assert_non_null(data);
 	assert_true(readelf_section(fx("usdt_pie"), ".note.stapsdt", &raddr, &rsize));
-	assert_int_equal(elf_section_data(ef, ".note.stapsdt", &data, &len, &addr), 0);
+	assert_int_equal(objfile_section_data(ef, ".note.stapsdt", &data, &len, &addr), 0);
 	assert_int_equal(len, rsize);
 	assert_int_equal(addr, 0);
 	assert_int_equal(memcmp((const char *)data + 12, "stapsdt", 8), 0);
 	assert_true(readelf_section(fx("usdt_pie"), ".bss", &raddr, &rsize));
-	assert_int_equal(elf_section_data(ef, ".bss", &data, &len, &addr), 0);
+	assert_int_equal(objfile_section_data(ef, ".bss", &data, &len, &addr), 0);
 	assert_null(data);				/* SHT_NOBITS */
 	assert_int_equal(len, 0);
 	assert_int_equal(addr, raddr);
-	assert_int_equal(elf_section_data(ef, ".text", NULL, NULL, NULL), 0);
-	assert_int_equal(elf_section_data(ef, ".no.such.section", &data, &len, &addr), -ENOENT);
-	assert_int_equal(elf_section_data(ef, "", &data, &len, &addr), -ENOENT);
-	assert_int_equal(elf_section_data(ef, ".stapsdt", &data, &len, &addr), -ENOENT);
-	elf_close(ef);
+	assert_int_equal(objfile_section_data(ef, ".text", NULL, NULL, NULL), 0);
+	assert_int_equal(objfile_section_data(ef, ".no.such.section", &data, &len, &addr), -ENOENT);
+	assert_int_equal(objfile_section_data(ef, "", &data, &len, &addr), -ENOENT);
+	assert_int_equal(objfile_section_data(ef, ".stapsdt", &data, &len, &addr), -ENOENT);
+	objfile_close(ef);
 }
 
 static void test_symbol_vaddr(void **state)
 {
-	struct elf_file *ef;
+	struct objfile *ef;
 	uint64_t a;
 	const char *f = fx("usdt_pie");
 
 	(void)state;
-	assert_int_equal(elf_open(f, &ef), 0);
-	assert_int_equal(elf_symbol_vaddr(ef, "usdt_counter", &a), 0);	/* object */
+	assert_int_equal(objfile_open(f, &ef), 0);
+	assert_int_equal(objfile_symbol_vaddr(ef, "usdt_counter", &a), 0);	/* object */
 	assert_int_equal(a, nm_addr(f, "usdt_counter", 'D'));
-	assert_int_equal(elf_symbol_vaddr(ef, "main", &a), 0);		/* function */
+	assert_int_equal(objfile_symbol_vaddr(ef, "main", &a), 0);		/* function */
 	assert_int_equal(a, nm_addr(f, "main", 'T'));
-	assert_int_equal(elf_symbol_vaddr(ef, "work", &a), 0);		/* local function */
+	assert_int_equal(objfile_symbol_vaddr(ef, "work", &a), 0);		/* local function */
 	assert_int_equal(a, nm_addr(f, "work", 't'));
-	assert_int_equal(elf_symbol_vaddr(ef, "usdt_local_only", &a), 0);	/* local object */
+	assert_int_equal(objfile_symbol_vaddr(ef, "usdt_local_only", &a), 0);	/* local object */
 	assert_int_equal(a, nm_addr(f, "usdt_local_only", 'd'));
-	assert_int_equal(elf_symbol_vaddr(ef, "usdt_dup", &a), 0);	/* global beats local */
+	assert_int_equal(objfile_symbol_vaddr(ef, "usdt_dup", &a), 0);	/* global beats local */
 	assert_int_equal(a, nm_addr(f, "usdt_dup", 'D'));
 	assert_int_not_equal(a, nm_addr(f, "usdt_dup", 'd'));
-	assert_int_equal(elf_symbol_vaddr(ef, "usdt_weak_only", &a), 0);	/* weak, alone */
+	assert_int_equal(objfile_symbol_vaddr(ef, "usdt_weak_only", &a), 0);	/* weak, alone */
 	assert_int_equal(a, nm_addr(f, "usdt_weak_only", 'V'));
-	assert_int_equal(elf_symbol_vaddr(ef, "myprov_myprobe_semaphore", &a), 0);
+	assert_int_equal(objfile_symbol_vaddr(ef, "myprov_myprobe_semaphore", &a), 0);
 	assert_int_equal(a, nm_addr(f, "myprov_myprobe_semaphore", 'D'));
-	assert_int_equal(elf_symbol_vaddr(ef, "usdt_no_such_symbol", &a), -ENOENT);
-	assert_int_equal(elf_symbol_vaddr(ef, "", &a), -ENOENT);
-	assert_int_equal(elf_symbol_vaddr(ef, "usdt_count", &a), -ENOENT);	/* a prefix */
-	assert_int_equal(elf_symbol_vaddr(ef, "puts", &a), -ENOENT);		/* undefined */
-	elf_close(ef);
+	assert_int_equal(objfile_symbol_vaddr(ef, "usdt_no_such_symbol", &a), -ENOENT);
+	assert_int_equal(objfile_symbol_vaddr(ef, "", &a), -ENOENT);
+	assert_int_equal(objfile_symbol_vaddr(ef, "usdt_count", &a), -ENOENT);	/* a prefix */
+	assert_int_equal(objfile_symbol_vaddr(ef, "puts", &a), -ENOENT);		/* undefined */
+	objfile_close(ef);
 
 	/* strong beats a weak symbol of the same name at another address */
 	f = fx("usdt_nopie.weak");
-	assert_int_equal(elf_open(f, &ef), 0);
-	assert_int_equal(elf_symbol_vaddr(ef, "usdt_counter", &a), 0);
+	assert_int_equal(objfile_open(f, &ef), 0);
+	assert_int_equal(objfile_symbol_vaddr(ef, "usdt_counter", &a), 0);
 	assert_int_equal(a, nm_addr(f, "usdt_counter", 'D'));
 	assert_int_not_equal(a, nm_addr(f, "usdt_counter", 'V'));
-	elf_close(ef);
+	objfile_close(ef);
 }
 
 /* ---- (c) argument specs ------------------------------------------------ */
 
 static struct usc_fetcharg A[USDT_MAX_ARGS + 1];
 
-static unsigned parse_ok(const char *spec, const struct elf_file *ef)
+static unsigned parse_ok(const char *spec, const struct objfile *ef)
 {
 	struct usdt_arg_error err = {0};
 	unsigned n = 999;
@@ -606,7 +606,7 @@ static unsigned parse_ok(const char *spec, const struct elf_file *ef)
 	return n;
 }
 
-static void parse_bad(const char *spec, const struct elf_file *ef, size_t pos)
+static void parse_bad(const char *spec, const struct objfile *ef, size_t pos)
 {
 	struct usdt_arg_error err = {0};
 	unsigned n = 999;
@@ -803,7 +803,7 @@ static void test_args_list(void **state)
 
 static void test_args_symbols(void **state)
 {
-	struct elf_file *ef;
+	struct objfile *ef;
 	const char *f = fx("usdt_pie");
 	uint64_t counter = nm_addr(f, "usdt_counter", 'D');
 	uint64_t table = nm_addr(f, "usdt_table", 'D');
@@ -812,7 +812,7 @@ static void test_args_symbols(void **state)
 	unsigned n;
 
 	(void)state;
-	assert_int_equal(elf_open(f, &ef), 0);
+	assert_int_equal(objfile_open(f, &ef), 0);
 	assert_int_equal(parse_ok("-4@usdt_counter(%rip)", ef), 1);
 	PROG(&A[0], INSN(.op = FOP_VADDR, .imm = (int64_t)counter),
 	     INSN(.op = FOP_ST_MEM, .size = 4, .imm = 0));
@@ -852,7 +852,7 @@ static void test_args_symbols(void **state)
 	parse_bad("4@8-usdt_counter(%rip)", ef, 4);
 	parse_bad("4@usdt_counter+(%rip)", ef, 15);
 	parse_bad("4@-16(%rip)", ef, 2);
-	elf_close(ef);
+	objfile_close(ef);
 
 	/* without the ELF file: an error at the symbol */
 	parse_bad("-4@usdt_counter(%rip)", NULL, 3);

@@ -25,7 +25,7 @@
 #include <cpuid.h>
 
 #include "core/log.h"
-#include "elf/elf.h"
+#include "objfile/objfile.h"
 #include "engine/inject/inject_int.h"
 #include "engine/inject/tramp.h"
 #include "cache/cache.h"
@@ -526,7 +526,7 @@ static int read_originals(struct inj *j, struct inj_image *img, struct remote *r
 		struct inj_patch *pa = &img->patches[p];
 		uint8_t file[sizeof(pa->orig)];
 		const struct usc_site *site = j->base.sites[pa->sites[0]];
-		struct elf_file *ef = NULL;
+		struct objfile *ef = NULL;
 
 		cache_elf(s->cache, site->path, &ef);
 		if (pa->plan.len > sizeof(pa->orig))
@@ -537,9 +537,9 @@ static int read_originals(struct inj *j, struct inj_image *img, struct remote *r
 		else if (pa->spring && (ret = remote_read(rem, pa->spring, pa->orig_spring, 5)))
 			log_error("cannot read process %d at 0x%llx: %s", (int)rem->pid,
 				  (unsigned long long)pa->spring, strerror(-ret));
-		else if (ef && ((elf_read(ef, pa->plan.addr, file, pa->plan.len) == 0 &&
+		else if (ef && ((objfile_read(ef, pa->plan.addr, file, pa->plan.len) == 0 &&
 				 memcmp(file, pa->orig, pa->plan.len)) ||
-				(pa->spring && elf_read(ef, pa->plan.spring, file, 5) == 0 &&
+				(pa->spring && objfile_read(ef, pa->plan.spring, file, 5) == 0 &&
 				 memcmp(file, pa->orig_spring, 5)))) {
 			log_error("%s: the code of process %d at 0x%llx differs from %s (a "
 				  "breakpoint or another tool's patch?)", site->label, (int)rem->pid,

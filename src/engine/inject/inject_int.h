@@ -18,7 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "elf/modules.h"
+#include "objfile/modules.h"
 #include "engine/engine.h"
 #include "core/tsc.h"
 #include "engine/inject/inject_shared.h"

@@ -16,7 +16,7 @@ int inj_plan_site(struct inj *j, const struct usc_site *site, char *why, size_t 
 	const struct usc_engine_ctx *s = j->base.ctx;
 	struct x86_patch *p = &j->plans[site - s->sites];
 	const char *rule = NULL;
-	struct elf_file *ef;
+	struct objfile *ef;
 	struct func_shape sh;
 	int ret;
 

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "elf/modules.h"
+#include "objfile/modules.h"
 
 static struct remote_task *remote_find(struct remote *r, pid_t tid)
 {
