@@ -37,6 +37,8 @@ def db(tmp_path):
 
 
 def run(command, db, *args, engine):
+    """uscope COMMAND on the script; the shell's output comes first (the
+    table is written once it has exited; trace writes its events to -o)."""
     cp = u.run_uscope([command, "-e", engine] + list(args) + ["--", "sqlite3", db],
                       input="\n".join(SCRIPT) + "\n")
     assert cp.returncode == 0, cp.stderr
@@ -47,9 +49,11 @@ def run(command, db, *args, engine):
 
 
 @pytest.mark.parametrize("engine", FAST_ENGINES)
-def test_statements_prepared_are_the_scripts(db, engine):
-    cp = run("trace", db, "libsqlite3:sqlite3_prepare_v2 sql=$arg2:string", engine=engine)
-    r = u.TraceResult(cp.args, cp.returncode, cp.stdout, cp.stderr, cp.stdout)
+def test_statements_prepared_are_the_scripts(db, engine, tmp_path):
+    out = tmp_path / "events"
+    cp = run("trace", db, "-o", out, "libsqlite3:sqlite3_prepare_v2 sql=$arg2:string",
+             engine=engine)
+    r = u.TraceResult(cp.args, cp.returncode, cp.stdout, cp.stderr, out.read_text()).check()
     sql = [e.args["sql"] for e in r.events]
     assert [q for q in sql if not q.startswith(SCHEMA_PREFIX)] == SCRIPT, cp.stdout
     # its schema, once, as the first statement is prepared
