@@ -155,7 +155,7 @@ NOKEY = ("issue 24.1: the agent keys an aggregation of no key by an uninitialise
          "(agent.c aggregate(): fkey): a new row a call when the stack below varies")
 
 
-@pytest.mark.parametrize("engine", xfail_on("inject", NOKEY))
+@pytest.mark.parametrize("engine", xfail_on("inject", NOKEY, ["inject", "bpf"]))
 def test_latency_of_no_key_counts_every_call(mini, engine):
     cp = run_uscope(["latency", "--json", "-e", engine, "work", "--", mini["scribble"], "50"])
     (r,) = rows(cp)

@@ -16,7 +16,7 @@ import pytest
 
 import real_programs as rp
 import uscope_e2e as u
-from real_programs import ENGINES, attach
+from real_programs import attach
 
 rp.need("go")
 
@@ -59,7 +59,7 @@ def xfail(engines, reason, which=("inject", "bpf", "tracefs")):
 # --------------------------------------------------------------------------
 # count, trace
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", FAST_ENGINES)
 def test_count_equals_requests_served(server, engine):
     s = attach("count", server.pid, "main.process", "main.compute", engine=engine)
     st = run_load(server)
@@ -126,7 +126,7 @@ def test_latency_of_a_function_that_never_blocks(server, engine):
     rp.agg_consistent(r)
 
 
-@pytest.mark.parametrize("engine", xfail(ENGINES, PAIRING))
+@pytest.mark.parametrize("engine", xfail(FAST_ENGINES, PAIRING))
 def test_latency_pairs_each_call_by_goroutine(server, engine):
     s = attach("latency", server.pid, "--json", "main.process id=$arg1:s64", engine=engine)
     st = run_load(server)

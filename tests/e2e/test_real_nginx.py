@@ -15,7 +15,7 @@ import pytest
 
 import real_programs as rp
 import uscope_e2e as u
-from real_programs import ENGINES, attach
+from real_programs import attach
 
 rp.need(rp.NGINX, "curl")
 
@@ -54,7 +54,7 @@ def opened(nginx, paths=PATHS):
 # --------------------------------------------------------------------------
 # count, trace
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", FAST_ENGINES)
 def test_count_equals_access_log(nginx, engine):
     s = attach("count", nginx.pid, "ngx_http_create_request", "ngx_http_free_request",
                "ngx_open_cached_file", engine=engine)

@@ -25,9 +25,9 @@ rp.need(rp.REDIS, "redis-cli", "redis-benchmark")
 STACK_ENGINES = ["inject", "bpf"]     # $ustack (tests/e2e/test_stacks.py)
 KERNEL_ENGINES = ["bpf", "tracefs"]   # kernel uprobes: bpftrace's side by side
 # A tracefs session reads /proc/kallsyms whole to decode its events (5 MB
-# here: 0.3 s, 7 s under ASan): the tests a program shares with the others
-# run there on one program only (the commands on tracefs: count, trace,
-# objtrace and hist here; flow on nginx; latency and record on Go).
+# here: 0.3 s, 7 s under ASan): each command runs on tracefs on one program
+# only, to keep the suite short (count, hist, latency, trace and objtrace
+# here; flow on nginx; record on sqlite3; USDT on python3.11).
 FAST_ENGINES = ["inject", "bpf"]
 
 

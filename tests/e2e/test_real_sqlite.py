@@ -74,7 +74,7 @@ def test_step_results_by_return_code(db, engine):
 
 # (the agent's latency of no key, issue 24.1, happens to find the same
 # uninitialised word at each of these calls: exact here)
-@pytest.mark.parametrize("engine", ["inject", "bpf", "tracefs"])
+@pytest.mark.parametrize("engine", FAST_ENGINES)
 def test_latency_of_each_step(db, engine):
     cp = run("latency", db, "--json", "libsqlite3:sqlite3_step", engine=engine)
     (r,) = rp.agg_rows(cp.stdout[cp.stdout.index("{"):])
