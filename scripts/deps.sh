@@ -8,13 +8,18 @@
 # render the man pages (tests/e2e/test_man.py). gdb and libc6-dbg: the
 # stack tests compare $ustack with gdb's bt, frame by frame, through libc
 # (tests/e2e/test_stacks.py). node-jsdom runs the flame graph's own script
-# (zoom, search) in a DOM (tests/e2e/test_flamegraph.py).
+# (zoom, search) in a DOM (tests/e2e/test_flamegraph.py). redis-server,
+# redis-tools (redis-cli, redis-benchmark), nginx-light and curl: real
+# programs the e2e tests trace and compare with their own counters, on
+# servers of their own on free ports (tests/e2e/test_real_*.py, with
+# sqlite3, python3 and golang-go).
 set -euo pipefail
 pkgs=(build-essential pkg-config clang libclang-rt-14-dev
       libelf-dev libdw-dev libtracefs-dev libtraceevent-dev libzydis-dev
       libcmocka-dev python3 python3-pytest systemtap-sdt-dev binutils file golang-go
       libbpf-dev bpftool debuginfod libdebuginfod1 libiberty-dev sqlite3 bpftrace
-      babeltrace2 groff-base man-db gdb libc6-dbg node-jsdom)
+      babeltrace2 groff-base man-db gdb libc6-dbg node-jsdom
+      redis-server redis-tools nginx-light curl)
 [ "${1:-}" = bench ] && pkgs+=(uftrace)
 missing=()
 for p in "${pkgs[@]}"; do
