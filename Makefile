@@ -122,6 +122,13 @@ build/san/tests/%: tests/unit/%.c build/san/libuscope.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN_FLAGS) -Itests/unit -MMD -MP -o $@ $< build/san/libuscope.a $(PKG_LIBS) -lcmocka
 
+# Programs the e2e tests run (tests/tools): unwcheck compares the stack
+# walker with libdw's unwinder on a traced program's stacks.
+TOOL_BINS := build/san/tests/unwcheck
+build/san/tests/unwcheck: tests/tools/unwcheck.c build/san/libuscope.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN_FLAGS) -MMD -MP -o $@ $< build/san/libuscope.a $(PKG_LIBS)
+
 # libuscope-sdt's tests: the sanitized library, read back with uscope's
 # own ELF and USDT code; sdt_fastpath.c is built as a program would be
 # (-O2, no sanitizers) for the test to read its machine code.
@@ -174,7 +181,7 @@ fuzz: $(FUZZ_BINS)
 # Debian's python3, which has python3-pytest (a python3 earlier on PATH,
 # e.g. from pyenv, may not).
 PYTHON ?= /usr/bin/python3
-e2e: uscope build/san/uscope sdt targets
+e2e: uscope build/san/uscope sdt targets $(TOOL_BINS)
 	USCOPE=$(CURDIR)/build/san/uscope $(PYTHON) -m pytest -q tests/e2e
 
 check: deps
