@@ -220,7 +220,8 @@ static void spans_sort(struct spans *s)
 {
 	size_t k = 0;
 
-	qsort(s->v, s->n, sizeof(*s->v), span_cmp);
+	if (s->n)
+		qsort(s->v, s->n, sizeof(*s->v), span_cmp);
 	for (size_t i = 0; i < s->n; i++) {
 		if (k && s->v[k - 1].start == s->v[i].start)
 			k--;	/* the same start twice: one of them */
@@ -493,13 +494,6 @@ static bool row_same(const struct stack_row *a, const struct stack_row *b)
 /* Row r from start (to the next row): merged into the last when equal. */
 static int rows_add(struct rows *rs, uint64_t start, uint64_t end, struct stack_row r)
 {
-	if (rs->n && start > rs->end) {
-		/* no CFI between the previous FDE and this one */
-		int err = rows_add(rs, rs->end, start, (struct stack_row){0, 0, STACK_OP_NOCFI, 0});
-
-		if (err)
-			return err;
-	}
 	if (!rs->n)
 		rs->base = start;
 	rs->end = end;
@@ -651,7 +645,7 @@ static int module_spans(Dwfl_Module *mod, struct spans *all, Dwarf_CFI **eh, int
 	}
 	for (size_t i = 0; i < ehs.n && !err; i++)
 		err = spans_add(all, ehs.v[i].start, ehs.v[i].end, false);
-	if (!err)
+	if (!err && all->n)
 		qsort(all->v, all->n, sizeof(*all->v), span_cmp);
 	if (!err && !*eh && !*dbg)
 		err = -ENODATA;
@@ -670,9 +664,15 @@ static int build(Dwfl_Module *mod, struct stack_utab *u)
 	int err = module_spans(mod, &all, &eh, &eh_adj, &dbg, &dbg_adj, &u->fdes);
 
 	for (size_t i = 0; i < all.n && !err; i++) {
-		size_t before = rs.n;
+		size_t before;
 
-		err = span_rows(all.v[i].debug ? dbg : eh, all.v[i].debug ? dbg_adj : eh_adj,
+		/* no CFI between the previous FDE and this one */
+		if (rs.n && all.v[i].start > rs.end)
+			err = rows_add(&rs, rs.end, all.v[i].start,
+				       (struct stack_row){0, 0, STACK_OP_NOCFI, 0});
+		before = rs.n;
+		if (!err)
+			err = span_rows(all.v[i].debug ? dbg : eh, all.v[i].debug ? dbg_adj : eh_adj,
 				&all.v[i], &rs);
 		if (all.v[i].debug)
 			u->debug_rows += (uint32_t)(rs.n - before);
