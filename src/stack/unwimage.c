@@ -129,6 +129,13 @@ int stack_image_proc(struct stack_image *img, struct stack_tabset *s, pid_t pid)
 		uint32_t tab;
 		int r;
 
+		/* the vDSO: a module libdw knows (libdwfl reports it) but cannot
+		 * read from a stack copy, so no CFI; a probe never fires there,
+		 * only a sampled stack can start in it */
+		if (m[i].path && !strcmp(m[i].path, "[vdso]") && m[i].perms[2] == 'x') {
+			err = stack_image_map(img, m[i].start, m[i].end, 0, STACK_TAB_NONE);
+			continue;
+		}
 		/* what stack/unwind.c reports to libdw: files, executable */
 		if (!m[i].path || m[i].path[0] != '/' || !strncmp(m[i].path, "/memfd:", 7) ||
 		    strstr(m[i].path, " (deleted)") || m[i].perms[2] != 'x')

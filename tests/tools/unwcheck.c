@@ -14,9 +14,17 @@
  *   unwcheck [-b PATH:FILEOFF]... [-S STEPS] [-s SAMPLES] [-i US] [-n STOPS]
  *            [-f FRAMES] [-q] -- PROGRAM ARGS...
  *
+ * -b: a breakpoint at the file offset of the file mapped at exec; -S: after
+ * its first hit, single-step that thread STEPS instructions; -s: SAMPLES
+ * random stops (SIGSTOP to a thread at random, every US microseconds on
+ * average), the program killed after the last; -n: at most STOPS stops;
+ * -f: frames wanted (64); -q: no stack printed for a fallback.
+ *
  * Prints a line for each difference (DIFF) and fallback (FALLBACK), and at
  * the end:
- *   SUMMARY stops=N same=N fallback=N differ=N frames=N
+ *   SUMMARY stops=N same=N fallback=N differ=N frames=N sig=N sig_same=N
+ * (sig: libdw's stacks through a signal frame; sig_same: the walker's
+ * same stacks through one)
  *   FALLBACKS why=count ...
  *   ENDS end=count ...
  * Exits 0 when the program ran and was stopped at least once, 2 on usage
@@ -67,6 +75,7 @@ static struct {
 	struct stack_image img;
 	bool have_img;
 	long stops, same, fallback, differ, frames_total;
+	long sig, sig_same;	/* libdw's stacks through a signal frame; the same */
 	long why[32], ends[16];
 	long stepping;		/* steps left */
 	bool sampling;		/* -s given */
@@ -293,23 +302,41 @@ static void check(pid_t tid, const struct user_regs_struct *regs)
 	g.stops++;
 	g.frames_total += dw.st.n;
 	g.ends[dw.st.end < 16 ? dw.st.end : 15]++;
+	for (uint32_t i = 0; i < dw.st.n; i++)
+		if (usc_stack_sigframe(&dw.st, i)) {
+			g.sig++;
+			break;
+		}
 	if (w.end == STACK_WALK_FALLBACK) {
 		g.fallback++;
 		g.why[w.why < 32 ? w.why : 31]++;
-		if (!g.quiet) {
-			print_fallback(&w, &dw.st);
+		print_fallback(&w, &dw.st);
+		if (!g.quiet)
 			print_stack("libdw", g.pid, &dw.st);
-		}
 		return;
 	}
 	stack_walk_usc(&w, pcs, true, &wk.st);
 	if (same_stack(&dw.st, &wk.st)) {
 		g.same++;
+		g.sig_same += w.nsig > 0;
 		return;
 	}
 	g.differ++;
-	printf("DIFF tid %d pc %#llx sp %#llx\n", (int)tid, (unsigned long long)regs->rip,
+	printf("DIFF tid %d pc %#llx sp %#llx", (int)tid, (unsigned long long)regs->rip,
 	       (unsigned long long)regs->rsp);
+	{
+		struct proc_map *m = NULL;
+		ssize_t n = procmaps_read(g.pid, &m);
+
+		for (ssize_t i = 0; i < n; i++)
+			if (regs->rip >= m[i].start && regs->rip < m[i].end)
+				printf(" in %llx-%llx %s %s", (unsigned long long)m[i].start,
+				       (unsigned long long)m[i].end, m[i].perms,
+				       m[i].path ? m[i].path : "");
+		if (n > 0)
+			procmaps_free(m, (size_t)n);
+	}
+	printf("\n");
 	print_stack("libdw", g.pid, &dw.st);
 	print_stack("walker", g.pid, &wk.st);
 }
@@ -382,7 +409,8 @@ static int step_over(pid_t tid, struct bp *b)
 {
 	int st;
 
-	bp_remove(g.pid, b);
+	/* memory goes through the stopped thread (the others may run) */
+	bp_remove(tid, b);
 	if (ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL))
 		return -1;
 	while (waitpid(tid, &st, __WALL) < 0)
@@ -390,7 +418,7 @@ static int step_over(pid_t tid, struct bp *b)
 			return -1;
 	if (WIFEXITED(st) || WIFSIGNALED(st))
 		return -1;
-	return bp_insert(g.pid, b);
+	return bp_insert(tid, b);
 }
 
 static pid_t launch(char **argv)
@@ -497,7 +525,7 @@ static int run(void)
 			struct bp *b = bp_at(r.rip);
 
 			if (b)
-				bp_remove(g.pid, b);	/* stepping sees every instruction */
+				bp_remove(tid, b);	/* stepping sees every instruction */
 			check(tid, &r);
 			if (--g.stepping > 0 && (g.stops_max <= 0 || g.stops < g.stops_max)) {
 				ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL);
@@ -518,12 +546,15 @@ static int run(void)
 				g.stepping = g.steps;
 				g.steps = 0;
 				g.step_tid = tid;
-				bp_remove(g.pid, b);
+				bp_remove(tid, b);
 				ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL);
 				continue;
 			}
-			if (step_over(tid, b))
+			if (step_over(tid, b)) {
+				fprintf(stderr, "unwcheck: cannot step %d over the breakpoint: %s\n",
+					(int)tid, strerror(errno));
 				return -1;
+			}
 		}
 		if (enough())
 			return 0;
@@ -583,8 +614,8 @@ int main(int argc, char **argv)
 	kill(g.pid, SIGKILL);
 	while (waitpid(-1, NULL, __WALL) > 0)
 		;
-	printf("SUMMARY stops=%ld same=%ld fallback=%ld differ=%ld frames=%ld\n", g.stops, g.same,
-	       g.fallback, g.differ, g.frames_total);
+	printf("SUMMARY stops=%ld same=%ld fallback=%ld differ=%ld frames=%ld sig=%ld sig_same=%ld\n",
+	       g.stops, g.same, g.fallback, g.differ, g.frames_total, g.sig, g.sig_same);
 	printf("FALLBACKS");
 	for (int i = 0; i < 32; i++)
 		if (g.why[i])
