@@ -158,6 +158,8 @@ build/fuzz/fuzz_record: src/record/reader.c src/record/buf.c src/core/tsc.c \
 build/fuzz/fuzz_record: FUZZ_FLAGS := -fno-sanitize-recover=undefined -Wl,--wrap=mmap,--wrap=munmap
 # The folded-stack parser, the flame graph's layout and its SVG.
 build/fuzz/fuzz_flame: src/flame/flame.c
+# The unwind-table cache file's reader, and the walker over what it accepts.
+build/fuzz/fuzz_unwtab: src/stack/unwcache.c src/stack/unwtab.c src/stack/unwimage.c src/elf/modules.c
 FUZZ_SECONDS ?= 20
 
 targets: sdt

@@ -157,9 +157,15 @@ int stack_utab_decode(const void *buf, size_t len, const uint8_t *id, size_t idl
 	u->from_disk = true;
 	for (uint32_t i = 0; i < h.nrows; i++)
 		u->by_op[u->rows[i].op & STACK_OP_MASK]++;
-	if (stack_utab_index(u)) {
+	switch (stack_utab_index(u)) {
+	case 0:
+		break;
+	case -ENOMEM:
 		stack_utab_free(u);
 		return -ENOMEM;
+	default:
+		stack_utab_free(u);
+		return -EBADMSG;
 	}
 	*out = u;
 	return 0;

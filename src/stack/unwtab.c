@@ -552,6 +552,10 @@ int stack_utab_index(struct stack_utab *u)
 
 	if (!t->nrows || !t->span || t->shift > STACK_SHIFT_MAX || u->rows[0].pc)
 		return -EINVAL;
+	/* never more blocks than twice the rows (and some): a table's memory
+	 * is its rows', whatever its span says */
+	if (((t->span - 1) >> t->shift) + 1 > 2 * (uint64_t)t->nrows + 1024)
+		return -EINVAL;
 	t->nidx = ((t->span - 1) >> t->shift) + 1;
 	free(u->idx);
 	u->idx = malloc((size_t)t->nidx * sizeof(*u->idx));
@@ -690,10 +694,15 @@ static int build(Dwfl_Module *mod, struct stack_utab *u)
 	u->tab.base = rs.base;
 	u->tab.span = (uint32_t)(rs.end - rs.base);
 	u->tab.nrows = (uint32_t)rs.n;
+	/* 256-byte blocks; larger where code is sparse in CFI rows */
 	u->tab.shift = BLOCK_SHIFT;
+	while (((u->tab.span - 1) >> u->tab.shift) + 1 > 2 * (uint64_t)rs.n + 1024 &&
+	       u->tab.shift < STACK_SHIFT_MAX)
+		u->tab.shift++;
 	for (size_t i = 0; i < rs.n; i++)
 		u->by_op[rs.v[i].op & STACK_OP_MASK]++;
-	return stack_utab_index(u);
+	err = stack_utab_index(u);
+	return err == -EINVAL ? -ENOTSUP : err;	/* rows too sparse for the index */
 }
 
 int stack_utab_build(const char *path, struct stack_utab **out)

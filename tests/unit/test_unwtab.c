@@ -580,6 +580,11 @@ static void test_file_checked(void **state)
 		free(longer);
 	}
 	free(buf);
+	/* a span whose block index would dwarf the rows: refused, not allocated */
+	u->tab.span = 0xffffffffu;
+	assert_int_equal(stack_utab_encode(u, &buf, &len), 0);
+	assert_int_equal(stack_utab_decode(buf, len, u->build_id, u->build_id_len, &v), -EBADMSG);
+	free(buf);
 	stack_utab_free(u);
 }
 
