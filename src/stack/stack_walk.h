@@ -10,7 +10,9 @@
  * A module's table is a sorted array of rows (struct stack_row, 8 bytes). A
  * row holds from its pc to the next row's pc (the last one to the table's
  * span) and says how to find the caller there:
- *   - the CFA (the caller's stack pointer) is rsp or rbp plus an offset;
+ *   - the CFA (the caller's stack pointer) is rsp or rbp plus an offset
+ *     (16 bits, in 8-byte words with STACK_CFA_X8 for frames of 32 KiB and
+ *     more);
  *   - the return address is at CFA - 8 (rows whose CFI says otherwise are
  *     STACK_OP_REG);
  *   - rbp is unchanged, saved at CFA + 8 * rbp_off, or lost (unknown in the
@@ -82,8 +84,16 @@
  *   STACK_TAB(env, i)        const struct stack_tab * of tabs[i], or NULL
  *   STACK_ROW(env, i)        const struct stack_row * of rows[i], or NULL
  *   STACK_IDX(env, i)        const uint32_t * of idx[i], or NULL
- * and may include it several times; the macros are undefined at the end.
- * Without STACK_STEP defined, it declares the types alone.
+ * and may define a cache of rows by lookup address, which a walk over the
+ * same code (a hot path's stacks) hits instead of searching the tables:
+ *   STACK_CACHE_GET(env, pc) const struct stack_row * put for pc, or NULL;
+ *                            never a torn entry (another pc's row)
+ *   STACK_CACHE_PUT(env, pc, row)   remember it
+ * (the agent: per thread, in its slot; bpf: per CPU, with a sequence word
+ * around the two words of an entry since a sleepable program can be
+ * preempted; both emptied when the maps change). It may include the file
+ * several times; the macros are undefined at the end. Without STACK_STEP
+ * defined, it declares the types alone.
  * stack_walk_init() starts a walk at the registers of the hit; STACK_STEP
  * unwinds one frame and returns non-zero once the walk has ended
  * (w->end). The frames are those of struct usc_stack (probe/event.h):
@@ -128,11 +138,15 @@ enum stack_op {
 #define STACK_RBP_LOST 2	/* unknown: a later row that needs it falls back */
 #define STACK_OP_MASK 0x0f
 #define STACK_RBP_SHIFT 4
+#define STACK_RBP_MASK 0x30
+#define STACK_CFA_X8 0x40	/* cfa_off is in 8-byte words (frames of 32 KiB
+				 * and more) */
 
 struct stack_row {
 	uint32_t pc;		/* link-time address - the table's base */
 	int16_t cfa_off;
-	uint8_t op;		/* enum stack_op | rbp rule << STACK_RBP_SHIFT */
+	uint8_t op;		/* enum stack_op | rbp rule << STACK_RBP_SHIFT
+				 * | STACK_CFA_X8 */
 	int8_t rbp_off;		/* STACK_RBP_SAVED: in 8-byte words from the CFA */
 };
 
@@ -268,7 +282,7 @@ STACK_INLINE const struct stack_map *STACK_FN(STACK_STEP, _map)(struct stack_wal
 STACK_INLINE const struct stack_row *STACK_FN(STACK_STEP, _row)(const struct stack_tab *t,
 								  uint32_t off, void *env)
 {
-	uint32_t b = off >> (t->shift & 31), lo, hi, k;
+	uint32_t b = off >> (t->shift & 31), lo, hi, n, k;
 	const uint32_t *ip;
 	const struct stack_row *r;
 
@@ -288,20 +302,20 @@ STACK_INLINE const struct stack_row *STACK_FN(STACK_STEP, _row)(const struct sta
 	}
 	if (hi >= t->nrows || lo > hi)
 		return 0;
-	/* the last row at or before off */
-	for (k = 0; k < STACK_ROW_STEPS && lo < hi; k++) {
-		uint32_t mid = lo + (hi - lo + 1) / 2;
+	/* the last row at or before off, in [lo, lo + n): halved without a
+	 * branch on the rows (a conditional move), row lo being at or before */
+	n = hi - lo + 1;
+	for (k = 0; k < STACK_ROW_STEPS && n > 1; k++) {
+		uint32_t half = n / 2;
 
-		r = STACK_ROW(env, t->rows + mid);
+		r = STACK_ROW(env, t->rows + lo + half);
 		if (!r)
 			return 0;
-		if (r->pc <= off)
-			lo = mid;
-		else
-			hi = mid - 1;
+		lo = r->pc <= off ? lo + half : lo;
+		n -= half;
 	}
 	r = STACK_ROW(env, t->rows + lo);
-	if (lo != hi || !r || r->pc > off)
+	if (n != 1 || !r || r->pc > off)
 		return 0;
 	return r;
 }
@@ -318,6 +332,11 @@ STACK_INLINE int STACK_STEP(struct stack_walk *w, uint64_t *pcs, void *env)
 	if (w->end != STACK_WALK_GOING)
 		return 1;
 	look = (w->flags & STACK_W_EXACT) ? w->pc : w->pc - 1;
+#ifdef STACK_CACHE_GET
+	r = STACK_CACHE_GET(env, look);
+	if (r)
+		goto row;
+#endif
 	m = STACK_FN(STACK_STEP, _map)(w, look, env);
 	if (!m)
 		return stack_walk_stop(w, STACK_WALK_NOMODULE, 0, w->pc);
@@ -332,6 +351,12 @@ STACK_INLINE int STACK_STEP(struct stack_walk *w, uint64_t *pcs, void *env)
 	r = STACK_FN(STACK_STEP, _row)(t, (uint32_t)rel, env);
 	if (!r)
 		return stack_walk_stop(w, STACK_WALK_FALLBACK, STACK_WHY_TABLE, w->pc);
+#ifdef STACK_CACHE_PUT
+	STACK_CACHE_PUT(env, look, r);
+#endif
+#ifdef STACK_CACHE_GET
+row:
+#endif
 	op = r->op & STACK_OP_MASK;
 	switch (op) {
 	case STACK_OP_NOCFI:
@@ -339,14 +364,14 @@ STACK_INLINE int STACK_STEP(struct stack_walk *w, uint64_t *pcs, void *env)
 	case STACK_OP_OUTERMOST:
 		return stack_walk_stop(w, STACK_WALK_OUTERMOST, 0, 0);
 	case STACK_OP_RSP:
-		cfa = w->sp + (int64_t)r->cfa_off;
+		cfa = w->sp + ((int64_t)r->cfa_off << ((r->op & STACK_CFA_X8) ? 3 : 0));
 		break;
 	case STACK_OP_RBP:
 		if (w->flags & STACK_W_BPUNREAD)
 			return stack_walk_stop(w, STACK_WALK_UNREAD, 0, w->pc);
 		if (!(w->flags & STACK_W_BP))
 			return stack_walk_stop(w, STACK_WALK_FALLBACK, STACK_WHY_RBP, w->pc);
-		cfa = w->bp + (int64_t)r->cfa_off;
+		cfa = w->bp + ((int64_t)r->cfa_off << ((r->op & STACK_CFA_X8) ? 3 : 0));
 		break;
 	case STACK_OP_SIGNAL:
 		if (w->nsig >= STACK_SIGS_MAX)
@@ -366,7 +391,7 @@ STACK_INLINE int STACK_STEP(struct stack_walk *w, uint64_t *pcs, void *env)
 	if (STACK_READ(env, &ra, cfa - 8))
 		return stack_walk_stop(w, STACK_WALK_UNREAD, 0, w->pc);
 	next = w->flags & (STACK_W_BP | STACK_W_BPUNREAD);
-	switch (r->op >> STACK_RBP_SHIFT) {
+	switch ((r->op & STACK_RBP_MASK) >> STACK_RBP_SHIFT) {
 	case STACK_RBP_SAME:
 		break;
 	case STACK_RBP_SAVED:
@@ -404,5 +429,7 @@ caller:
 #undef STACK_TAB
 #undef STACK_ROW
 #undef STACK_IDX
+#undef STACK_CACHE_GET
+#undef STACK_CACHE_PUT
 
 #endif /* STACK_STEP */

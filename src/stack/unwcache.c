@@ -15,7 +15,7 @@
 #include "stack/unwtab.h"
 
 #define TABFILE_MAGIC "USCUNWT"
-#define TABFILE_VERSION 1	/* bump whenever the compiler's rows change */
+#define TABFILE_VERSION 2	/* bump whenever the compiler's rows change */
 #define TABFILE_MAX (256u << 20)
 
 struct tabfile {
@@ -90,8 +90,9 @@ static bool rows_valid(const struct stack_row *r, uint32_t n, uint32_t span)
 	if (!n || r[0].pc != 0)
 		return false;
 	for (uint32_t i = 0; i < n; i++) {
-		if ((r[i].op & STACK_OP_MASK) >= STACK_OP_NR ||
-		    (r[i].op >> STACK_RBP_SHIFT) > STACK_RBP_LOST || r[i].pc >= span)
+		if ((r[i].op & STACK_OP_MASK) >= STACK_OP_NR || (r[i].op & 0x80) ||
+		    ((r[i].op & STACK_RBP_MASK) >> STACK_RBP_SHIFT) > STACK_RBP_LOST ||
+		    r[i].pc >= span)
 			return false;
 		if (i && r[i].pc <= r[i - 1].pc)
 			return false;

@@ -27,7 +27,8 @@
 #define REG_RBP 6
 #define REG_RSP 7
 #define REG_RIP 16
-#define BLOCK_SHIFT 8		/* 256 bytes a block: a handful of rows each */
+#define BLOCK_SHIFT_MIN 4
+#define BLOCK_SHIFT_MAX 8
 
 int stack_build_id(const char *path, uint8_t *id, size_t max)
 {
@@ -167,11 +168,15 @@ static struct stack_row classify(Dwarf_Frame *fr)
 			return r;
 		}
 	}
-	if (off < INT16_MIN || off > INT16_MAX) {
+	if (off >= INT16_MIN && off <= INT16_MAX) {
+		r.cfa_off = (int16_t)off;
+	} else if (off % 8 == 0 && off / 8 >= INT16_MIN && off / 8 <= INT16_MAX) {
+		r.cfa_off = (int16_t)(off / 8);	/* a frame of 32 KiB or more */
+		r.op |= STACK_CFA_X8;
+	} else {
 		r.op = STACK_OP_RANGE;
 		return r;
 	}
-	r.cfa_off = (int16_t)off;
 	rbp = rbp_rule(fr, &bp8);
 	r.op |= (uint8_t)(rbp << STACK_RBP_SHIFT);
 	r.rbp_off = bp8;
@@ -545,6 +550,20 @@ static int span_rows(Dwarf_CFI *cfi, int64_t adj, const struct span *sp, struct 
 	return 0;
 }
 
+/* Blocks of about two rows on average: a lookup takes one or two steps of
+ * its search (with 256-byte blocks, 4 and more in dense code: 25% slower
+ * a walk), the index costs half the rows' bytes at most. Between 16 and
+ * 256 bytes; wider still (below) where rows are sparse. */
+static uint8_t block_shift(uint32_t span, uint32_t nrows)
+{
+	uint32_t per = nrows ? span / nrows : span;	/* bytes a row */
+	uint8_t s = 1;
+
+	while (s < 31 && (1u << s) <= per)
+		s++;
+	return s < BLOCK_SHIFT_MIN ? BLOCK_SHIFT_MIN : s > BLOCK_SHIFT_MAX ? BLOCK_SHIFT_MAX : s;
+}
+
 int stack_utab_index(struct stack_utab *u)
 {
 	struct stack_tab *t = &u->tab;
@@ -694,8 +713,8 @@ static int build(Dwfl_Module *mod, struct stack_utab *u)
 	u->tab.base = rs.base;
 	u->tab.span = (uint32_t)(rs.end - rs.base);
 	u->tab.nrows = (uint32_t)rs.n;
-	/* 256-byte blocks; larger where code is sparse in CFI rows */
-	u->tab.shift = BLOCK_SHIFT;
+	u->tab.shift = block_shift(u->tab.span, (uint32_t)rs.n);
+	/* wider blocks where rows are sparse, the index bounded by the rows */
 	while (((u->tab.span - 1) >> u->tab.shift) + 1 > 2 * (uint64_t)rs.n + 1024 &&
 	       u->tab.shift < STACK_SHIFT_MAX)
 		u->tab.shift++;

@@ -89,7 +89,8 @@ static const struct stack_row want_rows[] = {
 	NOCFI(0x047),
 	R(0x0c0, STACK_OP_EXPR, 0, 0, 0), NOCFI(0x0c2),
 	R(0x100, STACK_OP_REG, 0, 0, 0), NOCFI(0x102),
-	R(0x140, STACK_OP_RSP, 8, SAME, 0), R(0x141, STACK_OP_RANGE, 0, 0, 0), NOCFI(0x143),
+	R(0x140, STACK_OP_RSP, 8, SAME, 0), R(0x141, STACK_OP_RSP | STACK_CFA_X8, 5000, SAME, 0),
+	R(0x142, STACK_OP_RANGE, 0, 0, 0), NOCFI(0x144),
 	R(0x180, STACK_OP_OUTERMOST, 0, 0, 0), NOCFI(0x182),
 	R(0x1c0, STACK_OP_SIGOTHER, 0, 0, 0), NOCFI(0x1c2),
 	R(0x200, STACK_OP_SIGNAL, 0, 0, 0), NOCFI(0x20a),
@@ -134,12 +135,16 @@ static void test_compile_rows(void **state)
 	assert_int_equal(u->by_op[STACK_OP_NOCFI], 9);
 	assert_int_equal(u->by_op[STACK_OP_SIGNAL], 1);
 	assert_int_equal(u->build_id_len, 20);
-	/* the block index: 256 bytes a block, each the last row at or before */
-	assert_int_equal(u->tab.shift, 8);
-	assert_int_equal(u->tab.nidx, 3);
+	/* the block index: blocks of 32 bytes (20 bytes a row on average),
+	 * each the last row at or before its start */
+	assert_int_equal(u->tab.shift, 5);
+	assert_int_equal(u->tab.nidx, 21);
 	assert_int_equal(u->idx[0], 0);
-	assert_int_equal(u->idx[1], 13);		/* f_reg's row, at 0x100 */
-	assert_int_equal(u->idx[2], 22);		/* f_linuxsig's, at 0x200 */
+	assert_int_equal(u->idx[1], 5);		/* the gap after f_rsp */
+	assert_int_equal(u->idx[2], 6);		/* f_rbp, at 0x40 */
+	assert_int_equal(u->idx[8], 13);	/* f_reg, at 0x100 */
+	assert_int_equal(u->idx[16], 23);	/* f_linuxsig, at 0x200 */
+	assert_int_equal(u->idx[20], 29);	/* g_dbg, at 0x280 */
 	stack_utab_free(u);
 }
 
@@ -222,6 +227,7 @@ static const struct stack_row hand_rows[] = {
 	R(0x58, STACK_OP_SIGNAL, 0, 0, 0),
 	R(0x5c, STACK_OP_EXPR, 0, 0, 0),
 	R(0x60, STACK_OP_RSP, 16, LOST, 0),
+	R(0x68, STACK_OP_RSP | STACK_CFA_X8, 2, SAME, 0),
 	R(0x70, STACK_OP_NOCFI, 0, 0, 0),
 };
 
@@ -407,6 +413,17 @@ static void test_walk_lookup_pc(void **state)
 	set(h, sp + 16, M(0x51));	/* where the 0x10 row would find its caller */
 	walk(h, M(0x00), sp, 0, 64);
 	assert_int_equal(h->w.end, STACK_WALK_OUTERMOST);
+	assert_int_equal(h->w.n, 2);
+	/* a CFA offset in words: rsp + 2 * 8 */
+	set(h, sp - 8, M(0x51));
+	set(h, sp, M(0x51));
+	set(h, sp + 8, 0);
+	walk(h, M(0x68), sp, 0, 64);
+	assert_int_equal(h->w.end, STACK_WALK_OUTERMOST);
+	assert_int_equal(h->w.n, 1);
+	set(h, sp + 8, M(0x51));
+	walk(h, M(0x68), sp, 0, 64);
+	assert_int_equal(h->w.end, STACK_WALK_NOCFI);
 	assert_int_equal(h->w.n, 2);
 	/* frame 0 at 0x40 is exact: the outermost row, not the 0x30 one */
 	walk(h, M(0x40), sp, 0, 64);
