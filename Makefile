@@ -124,10 +124,18 @@ build/san/tests/%: tests/unit/%.c build/san/libuscope.a
 
 # Programs the e2e tests run (tests/tools): unwcheck compares the stack
 # walker with libdw's unwinder on a traced program's stacks.
-TOOL_BINS := build/san/tests/unwcheck
+# bpfwalk runs the walker in a bpf program (walk.bpf.o) against the same
+# walker in user space.
+TOOL_BINS := build/san/tests/unwcheck build/san/tests/bpfwalk build/tools/walk.bpf.o
 build/san/tests/unwcheck: tests/tools/unwcheck.c build/san/libuscope.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN_FLAGS) -MMD -MP -o $@ $< build/san/libuscope.a $(PKG_LIBS)
+build/san/tests/bpfwalk: tests/tools/bpfwalk.c build/san/libuscope.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN_FLAGS) -MMD -MP -o $@ $< build/san/libuscope.a $(PKG_LIBS)
+build/tools/walk.bpf.o: tests/tools/walk.bpf.c src/stack/stack_walk.h src/probe/fetch.h
+	@mkdir -p $(dir $@)
+	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu -Isrc -c $< -o $@
 
 # libuscope-sdt's tests: the sanitized library, read back with uscope's
 # own ELF and USDT code; sdt_fastpath.c is built as a program would be

@@ -70,8 +70,13 @@
  *     fourth array of every traced process's mappings, and a hash keyed by
  *     tgid gives a process's (first, count) in it, replaced as one value
  *     when its maps change. The frame loop is bpf_loop() calling
- *     STACK_STEP, whose searches are loops of constant bounds
- *     (STACK_MAP_STEPS, STACK_ROW_STEPS); memory is bpf_probe_read_user.
+ *     STACK_STEP, and so are its searches (STACK_LOOP; bounded by
+ *     STACK_MAP_STEPS, STACK_ROW_STEPS): as plain loops the verifier walks
+ *     every path through them and gives up. Memory is bpf_probe_read_user
+ *     of a 512-byte window of the stack at a time, and rows are cached per
+ *     CPU by pc (STACK_CACHE_*). tests/tools/walk.bpf.c does all this: the
+ *     verifier takes it (3,500 instructions), and it walks the stacks the
+ *     walker walks in user space.
  *
  * ---- Including the walker ------------------------------------------------
  * The includer defines, before including this file:
@@ -84,7 +89,12 @@
  *   STACK_TAB(env, i)        const struct stack_tab * of tabs[i], or NULL
  *   STACK_ROW(env, i)        const struct stack_row * of rows[i], or NULL
  *   STACK_IDX(env, i)        const uint32_t * of idx[i], or NULL
- * and may define a cache of rows by lookup address, which a walk over the
+ * and may define how a search loops (the bpf program: bpf_loop, so the
+ * verifier checks a step once rather than every path through the steps):
+ *   STACK_LOOP(n, fn, ctx)   call long fn(uint32_t i, void *ctx) for i < n
+ *                            until it returns non-zero (default: a loop)
+ *   STACK_CB                 fn's storage (default STACK_INLINE)
+ * and a cache of rows by lookup address, which a walk over the
  * same code (a hot path's stacks) hits instead of searching the tables:
  *   STACK_CACHE_GET(env, pc) const struct stack_row * put for pc, or NULL;
  *                            never a torn entry (another pc's row)
@@ -103,7 +113,13 @@
 #ifndef USC_STACK_WALK_ONCE
 #define USC_STACK_WALK_ONCE
 
+#ifdef __bpf__
+#include "probe/fetch.h"	/* the integer types, without libc */
+typedef __s8 int8_t;
+typedef __s16 int16_t;
+#else
 #include <stdint.h>
+#endif
 
 #define STACK_WALK_MAX 256	/* frames (USC_STACK_FRAMES_MAX) */
 #define STACK_SIGS_MAX 4	/* signal trampolines on one stack */
@@ -201,6 +217,16 @@ struct stack_walk {
 	uint8_t sig[STACK_SIGS_MAX];	/* frames that are the signal trampoline */
 };
 
+/* A binary search, a step at a time (a loop in C, a bpf_loop callback in
+ * the bpf program, which the verifier then checks once, not once a path). */
+struct stack_search {
+	uint64_t key;		/* the lookup address, or the offset of a row */
+	uint32_t lo, n;		/* the candidates: [lo, lo + n) */
+	uint32_t base;		/* rows: the table's first in rows[] */
+	uint32_t bad;		/* an element could not be had */
+	void *env;
+};
+
 /* Offsets in the ucontext the kernel pushes for a signal handler, which
  * the trampoline (glibc's __restore_rt) finds at its rsp. */
 #define STACK_UC_RBP 120
@@ -246,43 +272,95 @@ static inline int stack_walk_stop(struct stack_walk *w, uint8_t end, uint8_t why
 
 #ifdef STACK_STEP	/* the types alone without it */
 
+#ifndef STACK_LOOP
+#define STACK_LOOP(n, fn, ctx)                                                  \
+	do {                                                                    \
+		for (uint32_t stack_i_ = 0; stack_i_ < (n); stack_i_++)        \
+			if (fn(stack_i_, ctx))                                  \
+				break;                                          \
+	} while (0)
+#endif
+#ifndef STACK_CB
+#define STACK_CB STACK_INLINE
+#endif
+
+/* One step of the search for the mapping of a lookup address: the first
+ * mapping whose end is above it, in [lo, lo + n). 1: done. */
+STACK_CB long STACK_FN(STACK_STEP, _mstep)(uint32_t i, void *ctx)
+{
+	struct stack_search *s = (struct stack_search *)ctx;
+	const struct stack_map *m;
+	uint32_t half;
+
+	(void)i;
+	if (!s->n)
+		return 1;
+	half = s->n / 2;
+	m = STACK_MAP(s->env, s->lo + half);
+	if (!m) {
+		s->bad = 1;
+		return 1;
+	}
+	if (m->end <= s->key) {
+		s->lo += half + 1;
+		s->n -= half + 1;
+	} else {
+		s->n = half;
+	}
+	return 0;
+}
+
 /* The mapping of a lookup address: the last one found, else a binary
  * search. NULL: none. */
-
 STACK_INLINE const struct stack_map *STACK_FN(STACK_STEP, _map)(struct stack_walk *w,
 								  uint64_t look, void *env)
 {
 	const struct stack_map *m = STACK_MAP(env, w->map);
-	uint32_t lo = 0, hi = STACK_NMAPS(env), k;
+	struct stack_search s = {look, 0, STACK_NMAPS(env), 0, 0, env};
 
 	if (m && look >= m->start && look < m->end)
 		return m;
-	if (hi > STACK_MAPS_MAX)
-		hi = STACK_MAPS_MAX;
-	/* the first mapping whose end is above look */
-	for (k = 0; k < STACK_MAP_STEPS && lo < hi; k++) {
-		uint32_t mid = lo + (hi - lo) / 2;
-
-		m = STACK_MAP(env, mid);
-		if (!m)
-			return 0;
-		if (m->end <= look)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	m = STACK_MAP(env, lo);
+	if (s.n > STACK_MAPS_MAX)
+		s.n = STACK_MAPS_MAX;
+	STACK_LOOP(STACK_MAP_STEPS, STACK_FN(STACK_STEP, _mstep), &s);
+	if (s.bad || s.n)
+		return 0;
+	m = STACK_MAP(env, s.lo);
 	if (!m || look < m->start || look >= m->end)
 		return 0;
-	w->map = lo;
+	w->map = s.lo;
 	return m;
+}
+
+/* One step of the search for a row: the last row at or before key, in
+ * [lo, lo + n) of the rows from base, row lo being at or before. */
+STACK_CB long STACK_FN(STACK_STEP, _rstep)(uint32_t i, void *ctx)
+{
+	struct stack_search *s = (struct stack_search *)ctx;
+	const struct stack_row *r;
+	uint32_t half;
+
+	(void)i;
+	if (s->n <= 1)
+		return 1;
+	half = s->n / 2;
+	r = STACK_ROW(s->env, s->base + s->lo + half);
+	if (!r) {
+		s->bad = 1;
+		return 1;
+	}
+	if (r->pc <= s->key)
+		s->lo += half;
+	s->n -= half;
+	return 0;
 }
 
 /* The row of a table at off (< t->span); NULL: the table is bad. */
 STACK_INLINE const struct stack_row *STACK_FN(STACK_STEP, _row)(const struct stack_tab *t,
 								  uint32_t off, void *env)
 {
-	uint32_t b = off >> (t->shift & 31), lo, hi, n, k;
+	uint32_t b = off >> (t->shift & 31), lo, hi;
+	struct stack_search s;
 	const uint32_t *ip;
 	const struct stack_row *r;
 
@@ -302,20 +380,17 @@ STACK_INLINE const struct stack_row *STACK_FN(STACK_STEP, _row)(const struct sta
 	}
 	if (hi >= t->nrows || lo > hi)
 		return 0;
-	/* the last row at or before off, in [lo, lo + n): halved without a
-	 * branch on the rows (a conditional move), row lo being at or before */
-	n = hi - lo + 1;
-	for (k = 0; k < STACK_ROW_STEPS && n > 1; k++) {
-		uint32_t half = n / 2;
-
-		r = STACK_ROW(env, t->rows + lo + half);
-		if (!r)
-			return 0;
-		lo = r->pc <= off ? lo + half : lo;
-		n -= half;
-	}
-	r = STACK_ROW(env, t->rows + lo);
-	if (n != 1 || !r || r->pc > off)
+	s.key = off;
+	s.lo = lo;
+	s.n = hi - lo + 1;
+	s.base = t->rows;
+	s.bad = 0;
+	s.env = env;
+	STACK_LOOP(STACK_ROW_STEPS, STACK_FN(STACK_STEP, _rstep), &s);
+	if (s.bad || s.n != 1)
+		return 0;
+	r = STACK_ROW(env, t->rows + s.lo);
+	if (!r || r->pc > off)
 		return 0;
 	return r;
 }
@@ -431,5 +506,7 @@ caller:
 #undef STACK_IDX
 #undef STACK_CACHE_GET
 #undef STACK_CACHE_PUT
+#undef STACK_LOOP
+#undef STACK_CB
 
 #endif /* STACK_STEP */

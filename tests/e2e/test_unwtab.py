@@ -243,3 +243,34 @@ def test_redis_zmalloc():
 def test_redis_sampled():
     r = redis_run(["-q", "-s", 100000, "-i", 300]).check()
     assert r.stops > 100, r.out[-2000:]
+
+
+# --------------------------------------------------------------------------
+# The walker in a bpf program (tests/tools/walk.bpf.c): the verifier takes
+# it, and it walks the stacks the user-space walker walks
+
+BPFWALK = u.REPO / "build" / "san" / "tests" / "bpfwalk"
+WALK_OBJ = u.REPO / "build" / "tools" / "walk.bpf.o"
+
+
+def test_bpf_walker():
+    """A uprobe's program walks bpfwalk's own stacks with the tables in BPF
+    array maps: a chain of calls, qsort's comparator (through libc), a
+    signal handler (through the trampoline) and a recursion cut at 64
+    frames; each the stack the walker finds in user space."""
+    for p in (BPFWALK, WALK_OBJ):
+        if not p.exists():
+            pytest.fail(f"{p} is missing: make {p.relative_to(u.REPO)}", pytrace=False)
+    r = subprocess.run([str(BPFWALK), str(WALK_OBJ), "2000"], capture_output=True, text=True,
+                       timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, f"{r.stdout}\n{r.stderr}"
+    cases = dict(re.findall(r"^CASE (\w+) (.*)$", r.stdout, re.M))
+    assert set(cases) == {"chain", "qsort", "signal", "deep"}, r.stdout
+    end = {"outermost": 1, "limit": 2}
+    # bpfwalk's main <- __libc_start_call_main <- __libc_start_main <- _start
+    # above each case's own frames
+    assert cases["chain"] == f"same frames={10 + 4} end={end['outermost']} sig=0", r.stdout
+    assert cases["signal"].startswith("same ") and cases["signal"].endswith(" sig=1"), r.stdout
+    assert cases["qsort"].startswith("same ") and cases["qsort"].endswith(" sig=0"), r.stdout
+    assert cases["deep"] == f"same frames=64 end={end['limit']} sig=0", r.stdout
+    assert int(re.search(r"^bpf_verified_insns (\d+)$", r.stdout, re.M).group(1)) > 0
