@@ -6,8 +6,9 @@
  *                         8 KiB copy (stack_unwind, today's $ustack path),
  *                         10 frames and 64
  *   unwalk build PATH...  each module's table: rows, bytes, the time to
- *                         build it from the CFI, to read it from the disk
- *                         cache, and to find it again in a session's set
+ *                         build it from the CFI (CPU, and wall), to read it
+ *                         from the disk cache, and to find it again in a
+ *                         session's set
  *
  * The stack walked is this program's own: main, then ten functions called
  * one from another (built -O2 -fomit-frame-pointer, as Debian builds), the
@@ -59,6 +60,14 @@ static double now_ns(void)
 	struct timespec t;
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static double wall_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
@@ -315,13 +324,15 @@ static int bench_build(int n, char **paths)
 		struct stack_utab *u = NULL;
 		const struct stack_utab *cu;
 		struct stack_tabset *s;
-		double b[3], t0;
+		double b[3], wb[3], t0, w0;
 		int err = 0;
 
 		for (int k = 0; k < 3 && !err; k++) {
 			t0 = now_ns();
+			w0 = wall_ns();
 			err = stack_utab_build(p, &u);
 			b[k] = (now_ns() - t0) / 1e6;
+			wb[k] = (wall_ns() - w0) / 1e6;
 			if (!err && k < 2)
 				stack_utab_free(u);
 		}
@@ -330,8 +341,9 @@ static int bench_build(int n, char **paths)
 			continue;
 		}
 		total += median3(b[0], b[1], b[2]);
-		printf("%s rows %u\n%s bytes %zu\n%s build_ms %.2f ms\n", base, u->tab.nrows, base,
-		       stack_utab_bytes(u), base, median3(b[0], b[1], b[2]));
+		printf("%s rows %u\n%s bytes %zu\n%s build_ms %.2f ms (wall %.2f ms)\n", base,
+		       u->tab.nrows, base, stack_utab_bytes(u), base, median3(b[0], b[1], b[2]),
+		       median3(wb[0], wb[1], wb[2]));
 		printf("%s fallback_rows", base);
 		for (int k = STACK_OP_EXPR; k < STACK_OP_NR; k++)
 			printf(" %s=%u", stack_op_name((unsigned)k), u->by_op[k]);
