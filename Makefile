@@ -122,6 +122,21 @@ build/san/tests/%: tests/unit/%.c build/san/libuscope.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN_FLAGS) -Itests/unit -MMD -MP -o $@ $< build/san/libuscope.a $(PKG_LIBS) -lcmocka
 
+# Programs the e2e tests run (tests/tools): unwcheck compares the stack
+# walker with libdw's unwinder on a traced program's stacks.
+# bpfwalk runs the walker in a bpf program (walk.bpf.o) against the same
+# walker in user space.
+TOOL_BINS := build/san/tests/unwcheck build/san/tests/bpfwalk build/tools/walk.bpf.o
+build/san/tests/unwcheck: tests/tools/unwcheck.c build/san/libuscope.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN_FLAGS) -MMD -MP -o $@ $< build/san/libuscope.a $(PKG_LIBS)
+build/san/tests/bpfwalk: tests/tools/bpfwalk.c build/san/libuscope.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O1 -g $(SAN_FLAGS) -MMD -MP -o $@ $< build/san/libuscope.a $(PKG_LIBS)
+build/tools/walk.bpf.o: tests/tools/walk.bpf.c src/stack/stack_walk.h src/probe/fetch.h
+	@mkdir -p $(dir $@)
+	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu -Isrc -c $< -o $@
+
 # libuscope-sdt's tests: the sanitized library, read back with uscope's
 # own ELF and USDT code; sdt_fastpath.c is built as a program would be
 # (-O2, no sanitizers) for the test to read its machine code.
@@ -155,6 +170,8 @@ build/fuzz/fuzz_flame: src/flame/flame.c
 # Python's location tables, strs, bytes, frame walks and symbolization.
 build/fuzz/fuzz_python: src/python/linetable.c src/python/objects.c src/python/offsets.c \
 	src/python/symbolize.c
+# The unwind-table cache file's reader, and the walker over what it accepts.
+build/fuzz/fuzz_unwtab: src/stack/unwcache.c src/stack/unwtab.c src/stack/unwimage.c src/objfile/modules.c
 FUZZ_SECONDS ?= 20
 
 targets: sdt
@@ -178,7 +195,7 @@ fuzz: $(FUZZ_BINS)
 # Debian's python3, which has python3-pytest (a python3 earlier on PATH,
 # e.g. from pyenv, may not).
 PYTHON ?= /usr/bin/python3
-e2e: uscope build/san/uscope sdt targets
+e2e: uscope build/san/uscope sdt targets $(TOOL_BINS)
 	USCOPE=$(CURDIR)/build/san/uscope $(PYTHON) -m pytest -q tests/e2e
 
 check: deps
@@ -190,6 +207,12 @@ check: deps
 demo: deps
 	$(MAKE) uscope targets
 	@bash scripts/demo.sh
+
+# The stack walker's cost and its tables' (bench/unwalk.c; not in run.sh
+# yet): built as Debian builds, no frame pointers.
+build/rel/bench/unwalk: bench/unwalk.c build/rel/libuscope.a
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) -O2 -g -fomit-frame-pointer -o $@ $< build/rel/libuscope.a $(PKG_LIBS)
 
 bench: uscope sdt targets
 	@bash scripts/deps.sh bench
