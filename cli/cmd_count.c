@@ -58,7 +58,7 @@ int cmd_count(int argc, char **argv)
 	bool keyed = false;
 	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
 				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_TOP | CLI_ARG_STACK |
-				  CLI_ARG_FOLDED,
+				  CLI_ARG_FOLDED | CLI_ARG_SERVE,
 				  "count", count_usage, &o);
 
 	if (code >= 0)
@@ -76,6 +76,11 @@ int cmd_count(int argc, char **argv)
 		cli_error("--folded writes the probes' stacks: give a probe $ustack, and no --json");
 		free(o.specs);
 		return 2;
+	}
+	code = cli_add_serve(&o, USC_PROM_COUNT, keyed);
+	if (code) {
+		free(o.specs);
+		return code;
 	}
 	return cli_run_sink(&o, stdout, usc_sink_count(stdout, o.json, keyed, o.top, o.folded),
 			    false);

@@ -41,7 +41,7 @@ int cmd_hist(int argc, char **argv)
 {
 	struct cli_opts o = {0};
 	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
-				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_LINEAR,
+				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_LINEAR | CLI_ARG_SERVE,
 				  "hist", hist_usage, &o);
 
 	if (code >= 0)
@@ -69,5 +69,10 @@ int cmd_hist(int argc, char **argv)
 	}
 	o.so.agg.kind = USC_AGG_HIST;
 	o.so.resolve_flags |= RESOLVE_NO_DEFAULT_ARGS;
+	code = cli_add_serve(&o, USC_PROM_HIST, true);
+	if (code) {
+		free(o.specs);
+		return code;
+	}
 	return cli_run_sink(&o, stdout, usc_sink_hist(stdout, o.json), false);
 }

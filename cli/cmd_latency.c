@@ -45,7 +45,7 @@ int cmd_latency(int argc, char **argv)
 {
 	struct cli_opts o = {0};
 	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
-				  CLI_ARG_URETPROBE | CLI_ARG_AGG | CLI_ARG_LATENCY,
+				  CLI_ARG_URETPROBE | CLI_ARG_AGG | CLI_ARG_LATENCY | CLI_ARG_SERVE,
 				  "latency", latency_usage, &o);
 
 	if (code >= 0)
@@ -70,5 +70,10 @@ int cmd_latency(int argc, char **argv)
 	o.so.agg.kind = USC_AGG_LATENCY;
 	if (!o.so.agg.unit_ns)
 		o.so.agg.unit_ns = 1;
+	code = cli_add_serve(&o, USC_PROM_LATENCY, true);
+	if (code) {
+		free(o.specs);
+		return code;
+	}
 	return cli_run_sink(&o, stdout, usc_sink_latency(stdout, o.json, o.so.agg.per_call), false);
 }

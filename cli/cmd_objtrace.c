@@ -79,7 +79,7 @@ int cmd_objtrace(int argc, char **argv)
 	struct usc_objtrace_error err;
 	char field[128];
 	size_t n;
-	int code = cli_parse_args(argc, argv, CLI_ARG_JSON | CLI_ARG_OUTPUT | CLI_ARG_OBJTRACE,
+	int code = cli_parse_args(argc, argv, CLI_ARG_JSON | CLI_ARG_OUTPUT | CLI_ARG_OBJTRACE | CLI_ARG_SERVE,
 				  "objtrace", objtrace_usage, &o);
 	FILE *fp;
 
@@ -120,8 +120,15 @@ int cmd_objtrace(int argc, char **argv)
 	o.so.objtrace.on = true;
 	if (!o.so.objtrace.max_objects)
 		o.so.objtrace.max_objects = USC_OBJ_DEFAULT;
+	code = cli_add_serve(&o, USC_PROM_OBJTRACE, false);
+	if (code) {
+		free(specs);
+		return code;
+	}
 	fp = cli_open_output(&o);
 	if (!fp) {
+		for (size_t k = 0; k < o.nextra; k++)
+			usc_sink_free(o.extra[k]);
 		free(specs);
 		return 1;
 	}
