@@ -9,7 +9,7 @@
 VERSION  := 0.1.0
 PREFIX   ?= /usr/local
 CC       ?= cc
-PKGS     := libtracefs libtraceevent libelf libdw libbpf
+PKGS     := libtracefs libtraceevent libelf libdw libbpf zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lZydis -liberty
 WERROR   ?= $(if $(CI),-Werror,)

@@ -103,6 +103,10 @@ int cli_add_serve(struct cli_opts *o, enum usc_prom_kind kind, bool keyed);
  * opened now. 0, or the exit code (the reason said). (metrics.c) */
 int cli_add_pprof(struct cli_opts *o);
 
+/* Free what cli_add_serve and cli_add_pprof made (a run that does not
+ * start). */
+void cli_drop_extra(struct cli_opts *o);
+
 /* A return probe for every function entry probe of o's PROBEs that has
  * none, then with fp the output (cli_open_output) in *fp: what flow,
  * latency, record, report, export and flamegraph do first. Returns -1 when

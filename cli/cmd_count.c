@@ -58,7 +58,7 @@ int cmd_count(int argc, char **argv)
 	bool keyed = false;
 	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
 				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_TOP | CLI_ARG_STACK |
-				  CLI_ARG_FOLDED | CLI_ARG_SERVE,
+				  CLI_ARG_FOLDED | CLI_ARG_SERVE | CLI_ARG_PPROF,
 				  "count", count_usage, &o);
 
 	if (code >= 0)
@@ -77,8 +77,16 @@ int cmd_count(int argc, char **argv)
 		free(o.specs);
 		return 2;
 	}
+	if (o.pprof && !keyed) {
+		cli_error("--pprof writes the probes' stacks: give a probe $ustack");
+		free(o.specs);
+		return 2;
+	}
 	code = cli_add_serve(&o, USC_PROM_COUNT, keyed);
+	if (!code)
+		code = cli_add_pprof(&o);
 	if (code) {
+		cli_drop_extra(&o);
 		free(o.specs);
 		return code;
 	}

@@ -71,6 +71,7 @@ int cmd_hist(int argc, char **argv)
 	o.so.resolve_flags |= RESOLVE_NO_DEFAULT_ARGS;
 	code = cli_add_serve(&o, USC_PROM_HIST, true);
 	if (code) {
+		cli_drop_extra(&o);
 		free(o.specs);
 		return code;
 	}

@@ -45,7 +45,8 @@ int cmd_latency(int argc, char **argv)
 {
 	struct cli_opts o = {0};
 	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
-				  CLI_ARG_URETPROBE | CLI_ARG_AGG | CLI_ARG_LATENCY | CLI_ARG_SERVE,
+				  CLI_ARG_URETPROBE | CLI_ARG_AGG | CLI_ARG_LATENCY | CLI_ARG_SERVE |
+				  CLI_ARG_PPROF,
 				  "latency", latency_usage, &o);
 
 	if (code >= 0)
@@ -71,7 +72,10 @@ int cmd_latency(int argc, char **argv)
 	if (!o.so.agg.unit_ns)
 		o.so.agg.unit_ns = 1;
 	code = cli_add_serve(&o, USC_PROM_LATENCY, true);
+	if (!code)
+		code = cli_add_pprof(&o);
 	if (code) {
+		cli_drop_extra(&o);
 		free(o.specs);
 		return code;
 	}

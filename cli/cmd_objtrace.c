@@ -127,8 +127,7 @@ int cmd_objtrace(int argc, char **argv)
 	}
 	fp = cli_open_output(&o);
 	if (!fp) {
-		for (size_t k = 0; k < o.nextra; k++)
-			usc_sink_free(o.extra[k]);
+		cli_drop_extra(&o);
 		free(specs);
 		return 1;
 	}

@@ -130,6 +130,13 @@ int usc_sink_prom(enum usc_prom_kind kind, bool keyed, const char *addr,
 /* The address a served sink listens on, "ADDR:PORT" (the port chosen for
  * 0), or NULL for another sink. */
 const char *usc_sink_prom_address(const struct usc_sink *k);
+/* count --pprof, latency --pprof: a pprof profile (gzipped profile.proto)
+ * of the counted stacks at the end, the calls' time summed too for latency
+ * (pprof.c). */
+struct usc_sink *usc_sink_pprof(FILE *fp);
+/* export --format pprof: a recording's stacks as a pprof profile, with the
+ * time to the return where the probe is an entry paired with one. */
+struct usc_sink *usc_sink_pprof_export(FILE *fp);
 /* record: the engines' records, unformatted, into a recording at path
  * (record/format.h); command is how it was made, for the header. */
 struct usc_sink *usc_sink_record(const char *path, const char *command);
