@@ -9,8 +9,11 @@
  *                          stack, charged with the time until the return
  *   export --format pprof  a recording's stacks: each event with a stack is
  *                          a call; when the probe is a function's entry and
- *                          its return was recorded too, the time to the
- *                          return is summed as "wall" (src/flow's pairing)
+ *                          its return was recorded too, its time to the
+ *                          return less that of the probed calls it made
+ *                          (its self time, src/flow's pairing) is summed as
+ *                          "wall": pprof adds a function's callees to it,
+ *                          so its cumulative time is its calls' whole time
  *
  * A frame is a location: its address in the process, its mapping (the
  * file's range, offset, path and build id) and its lines, the functions
@@ -353,7 +356,7 @@ static int export_event(struct usc_sink *k, const struct usc_event *ev)
 			   kind == FLOW_ENTRY ? (void *)(uintptr_t)id : NULL, &r))
 		return export_fail(x, -ENOMEM);
 	if (kind == FLOW_RETURN && r.duration_ns >= 0 && r.data) {
-		x->ns[(uintptr_t)r.data - 1] += (uint64_t)r.duration_ns;
+		x->ns[(uintptr_t)r.data - 1] += (uint64_t)r.self_ns;
 		x->timed = true;
 	}
 	return 0;
