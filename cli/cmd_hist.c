@@ -12,7 +12,8 @@
 
 static const char hist_usage[] =
 	"usage: uscope hist [-p PID] [-d SECONDS] [-i INTERVAL] [--json]\n"
-	"                   [--linear MIN,MAX,STEP] [-e ENGINE] PROBE... [-- COMMAND [ARG...]]\n"
+	"                   [--linear MIN,MAX,STEP] [--serve ADDR:PORT [--label K=V]...]\n"
+	"                   [-e ENGINE] PROBE... [-- COMMAND [ARG...]]\n"
 	"\n"
 	"A histogram of each probe's last fetch argument (a number), one per distinct\n"
 	"tuple of its other fetch arguments; log2 buckets by default. A probe may end\n"
@@ -27,6 +28,9 @@ static const char hist_usage[] =
 	"      --json             one JSON object per probe and key, with its buckets\n"
 	"      --max-keys N       keys each engine's table holds (default 4096)\n"
 	"      --strlen N         bytes of a string in a key (default 64)\n"
+	"      --serve ADDR:PORT  also serve the histograms (uscope_value_bucket)\n"
+	"                         at http://ADDR:PORT/metrics for Prometheus, to the end\n"
+	"      --label NAME=VALUE a label every served series has (repeatable)\n"
 	"  -e, --engine NAME      auto (default), inject, bpf or tracefs\n"
 	"  -q, --quiet            no readiness line on stderr\n"
 	"      --no-inlines       a function's out-of-line calls only\n"
