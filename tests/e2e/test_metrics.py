@@ -344,6 +344,40 @@ def test_served_formats_and_escaping():
         sv.finish()
 
 
+def scrape_after(port, t):
+    """/metrics once it holds a snapshot taken after t: {series: value}."""
+    deadline = time.monotonic() + WAIT
+    while True:
+        try:
+            _, _, body = http_get(f"http://127.0.0.1:{port}/metrics")
+        except urllib.error.HTTPError as e:
+            assert e.code == 503, e     # no snapshot yet
+            body = ""
+        got = dict(l.rsplit(" ", 1) for l in body.splitlines() if l and not l.startswith("#"))
+        stamp = [v for k, v in got.items() if k.startswith("uscope_snapshot_timestamp_seconds")]
+        if stamp and float(stamp[0]) > t:
+            return {k: float(v) for k, v in got.items()}
+        assert time.monotonic() < deadline, f"no snapshot after {t}: {body}"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("engine", ["inject", "tracefs"])
+def test_objtrace_serves_each_probes_events(engine):
+    sv = Served(["objtrace", "--serve", "SERVE", "--json", "-e", engine,
+                 "--from", "r:libobj:obj_new obj=$retval", "--until", "libobj:obj_free $arg1",
+                 "libobj:op_*", "--", target("objdrv"), "basic", "hold"])
+    got = scrape_after(sv.port, sv.wait_ready())
+    out, err = sv.finish()
+    events = {}
+    for o in (json.loads(l) for l in out.splitlines() if l.startswith("{")):
+        events[o["event"]] = events.get(o["event"], 0) + 1
+    served = {re.search(r'probe="([^"]+)"', k).group(1): v for k, v in got.items()
+              if k.startswith("uscope_probe_hits_total")}
+    assert served == {p: events.get(p, 0) for p in served}
+    assert events and set(events) <= set(served)
+    assert all(v == 0 for k, v in got.items() if k.startswith("uscope_lost_total"))
+
+
 def test_bad_serve_address_is_one_line():
     for addr, code, msg in [
             ("nonsense", 2, "--serve wants ADDR:PORT"),
