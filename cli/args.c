@@ -626,6 +626,9 @@ int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink, bool summa
 		cli_error("cannot write %s: %s", o->pprof, strerror(errno));
 		code = 1;
 	}
+	/* nor an empty profile */
+	if (o->pprof_fp && code == 1 && !stat(o->pprof, &sb) && S_ISREG(sb.st_mode) && !sb.st_size)
+		unlink(o->pprof);
 	o->pprof_fp = NULL;
 
 	if (cli_close_output(o, fp) && !code)
