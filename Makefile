@@ -9,7 +9,7 @@
 VERSION  := 0.1.0
 PREFIX   ?= /usr/local
 CC       ?= cc
-PKGS     := libtracefs libtraceevent libelf libdw libbpf
+PKGS     := libtracefs libtraceevent libelf libdw libbpf zlib
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lZydis -liberty
 WERROR   ?= $(if $(CI),-Werror,)
@@ -167,6 +167,8 @@ build/fuzz/fuzz_record: src/record/reader.c src/record/buf.c src/core/tsc.c \
 build/fuzz/fuzz_record: FUZZ_FLAGS := -fno-sanitize-recover=undefined -Wl,--wrap=mmap,--wrap=munmap
 # The folded-stack parser, the flame graph's layout and its SVG.
 build/fuzz/fuzz_flame: src/flame/flame.c
+# The metrics server's request parser and Accept negotiation.
+build/fuzz/fuzz_http: src/serve/http.c
 # Python's location tables, strs, bytes, frame walks and symbolization.
 build/fuzz/fuzz_python: src/python/linetable.c src/python/objects.c src/python/offsets.c \
 	src/python/symbolize.c

@@ -119,6 +119,9 @@ static const struct option args_all[] = {
 	{"until", required_argument, NULL, 'X'},
 	{"field", required_argument, NULL, 'G'},
 	{"max-objects", required_argument, NULL, 'M'},
+	{"serve", required_argument, NULL, 'H'},
+	{"label", required_argument, NULL, 'B'},
+	{"pprof", required_argument, NULL, 'P'},
 };
 static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
 				     CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
@@ -128,7 +131,7 @@ static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUT
 				     CLI_ARG_RECORD, CLI_ARG_RECORD, CLI_ARG_SORT,
 				     CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED,
 				     CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE,
-				     CLI_ARG_OBJTRACE};
+				     CLI_ARG_OBJTRACE, CLI_ARG_SERVE, CLI_ARG_SERVE, CLI_ARG_PPROF};
 _Static_assert(sizeof(args_need) / sizeof(args_need[0]) ==
 	       sizeof(args_all) / sizeof(args_all[0]), "an option's need for each option");
 #define ARGS_NALL (sizeof(args_all) / sizeof(args_all[0]))
@@ -348,6 +351,29 @@ static int args_objtrace(int c, struct cli_opts *o)
 	return ARG_NOT_MINE;
 }
 
+/* --serve ADDR:PORT, --label NAME=VALUE, --pprof FILE. */
+static int args_metrics(int c, struct cli_opts *o)
+{
+	switch (c) {
+	case 'H':
+	case 'P':
+		if (*(c == 'H' ? &o->serve : &o->pprof)) {
+			cli_error("--%s is given once", c == 'H' ? "serve" : "pprof");
+			return ARG_BAD;
+		}
+		*(c == 'H' ? &o->serve : &o->pprof) = optarg;
+		return ARG_OK;
+	case 'B':
+		if (o->nlabels == sizeof(o->labels) / sizeof(o->labels[0])) {
+			cli_error("--label is given %zu times at most", o->nlabels);
+			return ARG_BAD;
+		}
+		o->labels[o->nlabels++] = optarg;
+		return ARG_OK;
+	}
+	return ARG_NOT_MINE;
+}
+
 /* One option getopt returned (optarg its argument). */
 static int args_option(int c, struct cli_opts *o)
 {
@@ -359,6 +385,8 @@ static int args_option(int c, struct cli_opts *o)
 		ret = args_record(c, o);
 	if (ret == ARG_NOT_MINE)
 		ret = args_objtrace(c, o);
+	if (ret == ARG_NOT_MINE)
+		ret = args_metrics(c, o);
 	return ret;
 }
 
@@ -368,6 +396,14 @@ static int args_check(int argc, char **argv, unsigned extra, const char *name,
 {
 	if (o->replay && (o->so.cmd || o->so.pid || o->so.engine)) {
 		cli_error("-r FILE reads a recording: no -p, -e nor COMMAND with it");
+		return 2;
+	}
+	if (o->nlabels && !o->serve) {
+		cli_error("--label names a label of --serve's metrics: give --serve ADDR:PORT");
+		return 2;
+	}
+	if (o->replay && o->serve) {
+		cli_error("--serve serves a live run: no -r FILE with it");
 		return 2;
 	}
 	if ((extra & CLI_ARG_READS) && !o->replay) {
@@ -572,9 +608,28 @@ out:
 
 int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink, bool summary)
 {
-	struct usc_sink *sinks[2] = {sink, usc_sink_summary(stderr, summary, cli_verbose)};
-	int code = cli_run_session(o, sinks, o->quiet ? 1 : 2);
+	struct usc_sink *sum = usc_sink_summary(stderr, summary, cli_verbose);
+	struct usc_sink *sinks[4] = {sink};
+	size_t n = 1;
+	int code;
 	struct stat sb;
+
+	for (size_t k = 0; k < o->nextra; k++)
+		sinks[n++] = o->extra[k];
+	if (!o->quiet)
+		sinks[n++] = sum;	/* "tracing N probes" once the others began */
+	code = cli_run_session(o, sinks, n);
+	for (size_t k = 0; k < o->nextra; k++)
+		usc_sink_free(o->extra[k]);
+	o->nextra = 0;
+	if (o->pprof_fp && fclose(o->pprof_fp) && !code) {
+		cli_error("cannot write %s: %s", o->pprof, strerror(errno));
+		code = 1;
+	}
+	/* nor an empty profile */
+	if (o->pprof_fp && code == 1 && !stat(o->pprof, &sb) && S_ISREG(sb.st_mode) && !sb.st_size)
+		unlink(o->pprof);
+	o->pprof_fp = NULL;
 
 	if (cli_close_output(o, fp) && !code)
 		code = 1;
@@ -583,7 +638,7 @@ int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink, bool summa
 	    !sb.st_size)
 		unlink(o->outfile);
 	usc_sink_free(sinks[0]);
-	usc_sink_free(sinks[1]);
+	usc_sink_free(sum);
 	free(o->specs);
 	o->specs = NULL;
 	return code;

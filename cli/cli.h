@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "probe/probe.h"
 #include "session/session.h"
+#include "sink/sink.h"
 
 extern bool cli_verbose;
 
@@ -57,6 +58,8 @@ enum cli_arg_extra {
 					 * --max-objects N */
 	CLI_ARG_STACK = 1 << 15,	/* --stack-size SIZE ($ustack) */
 	CLI_ARG_FOLDED = 1 << 16,	/* --folded */
+	CLI_ARG_SERVE = 1 << 17,	/* --serve ADDR:PORT, --label K=V */
+	CLI_ARG_PPROF = 1 << 18,	/* --pprof FILE */
 };
 
 /* The options of a tracing subcommand. */
@@ -75,6 +78,14 @@ struct cli_opts {
 	const char *obj_field;		/* --field OFFS:TYPE */
 	struct usc_probe_spec *specs;	/* the PROBEs; the caller frees */
 	size_t nspecs;
+	const char *serve;		/* --serve ADDR:PORT */
+	const char *labels[16];		/* --label K=V, nlabels of them */
+	size_t nlabels;
+	const char *pprof;		/* --pprof FILE */
+	/* sinks cli_run_sink adds to its own (and frees): --serve's, --pprof's */
+	struct usc_sink *extra[2];
+	size_t nextra;
+	FILE *pprof_fp;
 };
 
 /* Parse a tracing subcommand's command line: -p, -d, -e, -q, -v, -h and
@@ -83,6 +94,18 @@ struct cli_opts {
  * for a usage mistake, 1 for a malformed probe, already reported). */
 int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, const char *usage,
 		   struct cli_opts *o);
+
+/* --serve: the served sink of kind (keyed: count's probes have keys) into
+ * o->extra, its address bound now, before anything is attached. 0, or the
+ * exit code (the reason said). (metrics.c) */
+int cli_add_serve(struct cli_opts *o, enum usc_prom_kind kind, bool keyed);
+/* --pprof FILE: the pprof sink of o's aggregation into o->extra, FILE
+ * opened now. 0, or the exit code (the reason said). (metrics.c) */
+int cli_add_pprof(struct cli_opts *o);
+
+/* Free what cli_add_serve and cli_add_pprof made (a run that does not
+ * start). */
+void cli_drop_extra(struct cli_opts *o);
 
 /* A return probe for every function entry probe of o's PROBEs that has
  * none, then with fp the output (cli_open_output) in *fp: what flow,

@@ -12,7 +12,8 @@
 
 static const char count_usage[] =
 	"usage: uscope count [-p PID] [-d SECONDS] [-i INTERVAL] [--json] [--top N]\n"
-	"                    [--folded] [-e ENGINE] PROBE... [-- COMMAND [ARG...]]\n"
+	"                    [--folded] [--serve ADDR:PORT [--label K=V]...]\n"
+	"                    [--pprof FILE] [-e ENGINE] PROBE... [-- COMMAND [ARG...]]\n"
 	"\n"
 	"Counts the hits of each probe (a glob counts every matching function\n"
 	"separately) and prints them at the end, and every INTERVAL seconds the hits\n"
@@ -38,6 +39,11 @@ static const char count_usage[] =
 	"                         new keys beyond it are counted as lost, and said so\n"
 	"      --strlen N         bytes of a string in a key (default 64); longer ones\n"
 	"                         are cut, and marked [cut]\n"
+	"      --serve ADDR:PORT  also serve the counts (uscope_probe_hits_total)\n"
+	"                         at http://ADDR:PORT/metrics for Prometheus, to the end\n"
+	"      --label NAME=VALUE a label every served series has (repeatable)\n"
+	"      --pprof FILE       also write the counted stacks ($ustack) as a pprof\n"
+	"                         profile (gzipped), for go tool pprof, Pyroscope, Parca\n"
 	"  -e, --engine NAME      auto (default), inject, bpf or tracefs\n"
 	"  -q, --quiet            no readiness line on stderr\n"
 	"      --no-inlines       count a function's out-of-line calls only, not its\n"
@@ -50,7 +56,9 @@ static const char count_usage[] =
 	"  uscope count 'libc:str*' -d 5\n"
 	"  uscope count 'libc:openat file=+0($arg2):string' -- ./app\n"
 	"  uscope count 'handle size=$arg2:u32 if size > 4096' -p 1234\n"
-	"  uscope count 'libc:malloc $ustack' --folded -d 10 -p 1234 > malloc.folded\n";
+	"  uscope count 'libc:malloc $ustack' --folded -d 10 -p 1234 > malloc.folded\n"
+	"  uscope count 'handle path=$arg1:string' --serve 127.0.0.1:9464 -p 1234\n"
+	"  uscope count 'libc:malloc $ustack' --pprof malloc.pb.gz -d 10 -p 1234\n";
 
 int cmd_count(int argc, char **argv)
 {
@@ -58,7 +66,7 @@ int cmd_count(int argc, char **argv)
 	bool keyed = false;
 	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
 				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_TOP | CLI_ARG_STACK |
-				  CLI_ARG_FOLDED,
+				  CLI_ARG_FOLDED | CLI_ARG_SERVE | CLI_ARG_PPROF,
 				  "count", count_usage, &o);
 
 	if (code >= 0)
@@ -76,6 +84,19 @@ int cmd_count(int argc, char **argv)
 		cli_error("--folded writes the probes' stacks: give a probe $ustack, and no --json");
 		free(o.specs);
 		return 2;
+	}
+	if (o.pprof && !keyed) {
+		cli_error("--pprof writes the probes' stacks: give a probe $ustack");
+		free(o.specs);
+		return 2;
+	}
+	code = cli_add_serve(&o, USC_PROM_COUNT, keyed);
+	if (!code)
+		code = cli_add_pprof(&o);
+	if (code) {
+		cli_drop_extra(&o);
+		free(o.specs);
+		return code;
 	}
 	return cli_run_sink(&o, stdout, usc_sink_count(stdout, o.json, keyed, o.top, o.folded),
 			    false);

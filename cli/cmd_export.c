@@ -1,7 +1,7 @@
-/* uscope export -r FILE --format chrome|ctf|folded|svg -o OUT: a recording
- * in a form other tools open. Each format is a sink (src/sink/chrome.c,
- * ctf.c, folded.c, svg.c) fed by the recording, as live sinks are by
- * engines. */
+/* uscope export -r FILE --format chrome|ctf|folded|svg|pprof -o OUT: a
+ * recording in a form other tools open. Each format is a sink
+ * (src/sink/chrome.c, ctf.c, folded.c, svg.c, pprof.c) fed by the
+ * recording, as live sinks are by engines. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 #include "sink/sink.h"
 
 static const char export_usage[] =
-	"usage: uscope export -r FILE --format chrome|ctf|folded|svg -o OUT [PROBE...]\n"
+	"usage: uscope export -r FILE --format chrome|ctf|folded|svg|pprof -o OUT [PROBE...]\n"
 	"\n"
 	"  Write a recording (uscope record) in a form other tools open:\n"
 	"    chrome  Chrome trace-event JSON, for the Perfetto UI (ui.perfetto.dev)\n"
@@ -21,10 +21,14 @@ static const char export_usage[] =
 	"            flamegraph.pl, inferno and speedscope\n"
 	"    svg     a flame graph of the same (self time in ns), one SVG file a\n"
 	"            browser opens (uscope flamegraph -r has its options)\n"
+	"    pprof   the recorded stacks ($ustack) as a gzipped pprof profile, for go\n"
+	"            tool pprof, Pyroscope and Parca: calls per stack, and the time to\n"
+	"            the return where the probe is a function's entry and its return\n"
+	"            was recorded too\n"
 	"  PROBEs, if given, select the recorded probes by location (globs).\n"
 	"\n"
 	"  -r, --read FILE      the recording\n"
-	"      --format NAME    chrome, ctf, folded or svg\n"
+	"      --format NAME    chrome, ctf, folded, svg or pprof\n"
 	"  -o, --output OUT     the file written (a directory for ctf)\n"
 	"  -q, --quiet          no readiness line on stderr\n"
 	"  -v, --verbose        say more on stderr\n"
@@ -33,7 +37,8 @@ static const char export_usage[] =
 	"  uscope export -r app.usc --format chrome -o app.json\n"
 	"  uscope export -r app.usc --format ctf -o app-ctf && babeltrace2 app-ctf\n"
 	"  uscope export -r app.usc --format folded -o app.folded && flamegraph.pl app.folded\n"
-	"  uscope export -r app.usc --format svg -o app.svg\n";
+	"  uscope export -r app.usc --format svg -o app.svg\n"
+	"  uscope export -r app.usc --format pprof -o app.pb.gz && go tool pprof -top app.pb.gz\n";
 
 int cmd_export(int argc, char **argv)
 {
@@ -47,10 +52,10 @@ int cmd_export(int argc, char **argv)
 		return code;
 	code = 2;
 	if (!o.format)
-		cli_error("export needs --format chrome, ctf, folded or svg");
+		cli_error("export needs --format chrome, ctf, folded, svg or pprof");
 	else if (strcmp(o.format, "chrome") && strcmp(o.format, "ctf") &&
-		 strcmp(o.format, "folded") && strcmp(o.format, "svg"))
-		cli_error("--format wants chrome, ctf, folded or svg, not '%s'", o.format);
+		 strcmp(o.format, "folded") && strcmp(o.format, "svg") && strcmp(o.format, "pprof"))
+		cli_error("--format wants chrome, ctf, folded, svg or pprof, not '%s'", o.format);
 	else if (!o.outfile)
 		cli_error("export needs -o OUT: where the %s trace goes", o.format);
 	else
@@ -70,7 +75,8 @@ int cmd_export(int argc, char **argv)
 		o.outfile = NULL;
 	} else {
 		sink = !strcmp(o.format, "chrome") ? usc_sink_chrome(fp) :
-		       !strcmp(o.format, "svg") ? usc_sink_svg(fp, NULL) : usc_sink_folded(fp);
+		       !strcmp(o.format, "svg") ? usc_sink_svg(fp, NULL) :
+		       !strcmp(o.format, "pprof") ? usc_sink_pprof_export(fp) : usc_sink_folded(fp);
 	}
 	return cli_run_sink(&o, fp, sink, true);
 }

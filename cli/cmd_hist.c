@@ -12,7 +12,8 @@
 
 static const char hist_usage[] =
 	"usage: uscope hist [-p PID] [-d SECONDS] [-i INTERVAL] [--json]\n"
-	"                   [--linear MIN,MAX,STEP] [-e ENGINE] PROBE... [-- COMMAND [ARG...]]\n"
+	"                   [--linear MIN,MAX,STEP] [--serve ADDR:PORT [--label K=V]...]\n"
+	"                   [-e ENGINE] PROBE... [-- COMMAND [ARG...]]\n"
 	"\n"
 	"A histogram of each probe's last fetch argument (a number), one per distinct\n"
 	"tuple of its other fetch arguments; log2 buckets by default. A probe may end\n"
@@ -27,6 +28,9 @@ static const char hist_usage[] =
 	"      --json             one JSON object per probe and key, with its buckets\n"
 	"      --max-keys N       keys each engine's table holds (default 4096)\n"
 	"      --strlen N         bytes of a string in a key (default 64)\n"
+	"      --serve ADDR:PORT  also serve the histograms (uscope_value_bucket)\n"
+	"                         at http://ADDR:PORT/metrics for Prometheus, to the end\n"
+	"      --label NAME=VALUE a label every served series has (repeatable)\n"
 	"  -e, --engine NAME      auto (default), inject, bpf or tracefs\n"
 	"  -q, --quiet            no readiness line on stderr\n"
 	"      --no-inlines       a function's out-of-line calls only\n"
@@ -41,7 +45,7 @@ int cmd_hist(int argc, char **argv)
 {
 	struct cli_opts o = {0};
 	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
-				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_LINEAR,
+				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_LINEAR | CLI_ARG_SERVE,
 				  "hist", hist_usage, &o);
 
 	if (code >= 0)
@@ -69,5 +73,11 @@ int cmd_hist(int argc, char **argv)
 	}
 	o.so.agg.kind = USC_AGG_HIST;
 	o.so.resolve_flags |= RESOLVE_NO_DEFAULT_ARGS;
+	code = cli_add_serve(&o, USC_PROM_HIST, true);
+	if (code) {
+		cli_drop_extra(&o);
+		free(o.specs);
+		return code;
+	}
 	return cli_run_sink(&o, stdout, usc_sink_hist(stdout, o.json), false);
 }

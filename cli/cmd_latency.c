@@ -12,7 +12,8 @@
 
 static const char latency_usage[] =
 	"usage: uscope latency [-p PID] [-d SECONDS] [-i INTERVAL] [--json]\n"
-	"                      [--unit ns|us|ms] [--per-call] [-e ENGINE] PROBE...\n"
+	"                      [--unit ns|us|ms] [--per-call] [--serve ADDR:PORT\n"
+	"                      [--label K=V]...] [--pprof FILE] [-e ENGINE] PROBE...\n"
 	"                      [-- COMMAND [ARG...]]\n"
 	"\n"
 	"How long calls take: from each function's entry to its return (the return\n"
@@ -31,6 +32,11 @@ static const char latency_usage[] =
 	"      --json             one JSON object per function and key (and per call)\n"
 	"      --max-keys N       keys each engine's table holds (default 4096)\n"
 	"      --strlen N         bytes of a string in a key (default 64)\n"
+	"      --serve ADDR:PORT  also serve the latencies (uscope_latency_seconds)\n"
+	"                         at http://ADDR:PORT/metrics for Prometheus, to the end\n"
+	"      --label NAME=VALUE a label every served series has (repeatable)\n"
+	"      --pprof FILE       also write a pprof profile (gzipped): calls and their\n"
+	"                         time per key's stack ($ustack), for go tool pprof\n"
 	"  -e, --engine NAME      auto (default), inject, bpf or tracefs\n"
 	"  -q, --quiet            no readiness line on stderr\n"
 	"      --uretprobe        return probes swap the return address (the kernel's\n"
@@ -39,13 +45,15 @@ static const char latency_usage[] =
 	"\n"
 	"examples:\n"
 	"  uscope latency 'libc:getaddrinfo host=+0($arg1):string' --per-call -- getent hosts x\n"
-	"  uscope latency --unit us 'sqlite3_step' -p 1234\n";
+	"  uscope latency --unit us 'sqlite3_step' -p 1234\n"
+	"  uscope latency 'handle' --serve 0.0.0.0:9464 --label service=api -p 1234\n";
 
 int cmd_latency(int argc, char **argv)
 {
 	struct cli_opts o = {0};
 	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
-				  CLI_ARG_URETPROBE | CLI_ARG_AGG | CLI_ARG_LATENCY,
+				  CLI_ARG_URETPROBE | CLI_ARG_AGG | CLI_ARG_LATENCY | CLI_ARG_SERVE |
+				  CLI_ARG_PPROF,
 				  "latency", latency_usage, &o);
 
 	if (code >= 0)
@@ -70,5 +78,13 @@ int cmd_latency(int argc, char **argv)
 	o.so.agg.kind = USC_AGG_LATENCY;
 	if (!o.so.agg.unit_ns)
 		o.so.agg.unit_ns = 1;
+	code = cli_add_serve(&o, USC_PROM_LATENCY, true);
+	if (!code)
+		code = cli_add_pprof(&o);
+	if (code) {
+		cli_drop_extra(&o);
+		free(o.specs);
+		return code;
+	}
 	return cli_run_sink(&o, stdout, usc_sink_latency(stdout, o.json, o.so.agg.per_call), false);
 }

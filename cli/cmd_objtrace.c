@@ -19,7 +19,8 @@
 static const char objtrace_usage[] =
 	"usage: uscope objtrace [-p PID] [-d SECONDS] [--json] [-o FILE] [-e ENGINE]\n"
 	"                       --from PROBE [--until PROBE] [--field OFFS[:TYPE]]\n"
-	"                       [--max-objects N] PROBE... [-- COMMAND [ARG...]]\n"
+	"                       [--max-objects N] [--serve ADDR:PORT [--label K=V]...]\n"
+	"                       PROBE... [-- COMMAND [ARG...]]\n"
 	"\n"
 	"Follows objects through the calls that receive them. Each hit of --from's\n"
 	"probe adds its one fetch argument, an object's address, to the followed\n"
@@ -44,6 +45,9 @@ static const char objtrace_usage[] =
 	"  -d, --duration SECS    stop after SECS seconds\n"
 	"      --json             one JSON object per line\n"
 	"  -o, --output FILE      write the events to FILE\n"
+	"      --serve ADDR:PORT  also serve each probe's events (uscope_probe_hits_total)\n"
+	"                         at http://ADDR:PORT/metrics for Prometheus, to the end\n"
+	"      --label NAME=VALUE a label every served series has (repeatable)\n"
 	"  -e, --engine NAME      auto (default), inject, bpf or tracefs\n"
 	"  -q, --quiet            no readiness line and no summary on stderr\n"
 	"  -v, --verbose          say more on stderr\n"
@@ -79,7 +83,7 @@ int cmd_objtrace(int argc, char **argv)
 	struct usc_objtrace_error err;
 	char field[128];
 	size_t n;
-	int code = cli_parse_args(argc, argv, CLI_ARG_JSON | CLI_ARG_OUTPUT | CLI_ARG_OBJTRACE,
+	int code = cli_parse_args(argc, argv, CLI_ARG_JSON | CLI_ARG_OUTPUT | CLI_ARG_OBJTRACE | CLI_ARG_SERVE,
 				  "objtrace", objtrace_usage, &o);
 	FILE *fp;
 
@@ -120,8 +124,14 @@ int cmd_objtrace(int argc, char **argv)
 	o.so.objtrace.on = true;
 	if (!o.so.objtrace.max_objects)
 		o.so.objtrace.max_objects = USC_OBJ_DEFAULT;
+	code = cli_add_serve(&o, USC_PROM_OBJTRACE, false);
+	if (code) {
+		free(specs);
+		return code;
+	}
 	fp = cli_open_output(&o);
 	if (!fp) {
+		cli_drop_extra(&o);
 		free(specs);
 		return 1;
 	}

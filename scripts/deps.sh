@@ -12,14 +12,17 @@
 # redis-tools (redis-cli, redis-benchmark), nginx-light and curl: real
 # programs the e2e tests trace and compare with their own counters, on
 # servers of their own on free ports (tests/e2e/test_real_*.py, with
-# sqlite3, python3 and golang-go).
+# sqlite3, python3 and golang-go). prometheus: the e2e tests start their own
+# to scrape --serve (tests/e2e/test_metrics.py); it is installed without its
+# recommends, and a service the package started is stopped and disabled.
+# zlib1g-dev: pprof profiles are gzipped.
 set -euo pipefail
 pkgs=(build-essential pkg-config clang libclang-rt-14-dev
       libelf-dev libdw-dev libtracefs-dev libtraceevent-dev libzydis-dev
       libcmocka-dev python3 python3-pytest systemtap-sdt-dev binutils file golang-go
       libbpf-dev bpftool debuginfod libdebuginfod1 libiberty-dev sqlite3 bpftrace
       babeltrace2 groff-base man-db gdb libc6-dbg node-jsdom
-      redis-server redis-tools nginx-light curl)
+      redis-server redis-tools nginx-light curl zlib1g-dev)
 [ "${1:-}" = bench ] && pkgs+=(uftrace)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -34,6 +37,20 @@ if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# Prometheus: the binary only; the tests run their own on a free port.
+if ! dpkg-query -W -f='${Status}' prometheus 2>/dev/null | grep -q 'install ok installed'; then
+	if [ "$(id -u)" != 0 ]; then
+		echo "deps: missing prometheus; run as root or: sudo apt-get install --no-install-recommends prometheus" >&2
+		exit 1
+	fi
+	echo "deps: installing prometheus"
+	export DEBIAN_FRONTEND=noninteractive
+	[ ${#missing[@]} -gt 0 ] || apt-get update -qq
+	apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+	if command -v systemctl >/dev/null && systemctl is-active --quiet prometheus 2>/dev/null; then
+		systemctl disable --now prometheus >/dev/null 2>&1 || true
+	fi
 fi
 # The kernel engine needs tracefs mounted.
 if [ "$(id -u)" = 0 ] && [ ! -e /sys/kernel/tracing/uprobe_events ]; then

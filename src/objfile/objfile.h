@@ -172,4 +172,8 @@ struct objfile_fde {
 };
 int objfile_fde_at(const struct objfile *ef, uint64_t pc, struct objfile_fde *out);
 
+/* The GNU build id of the file at path in hex, into hex (len bytes, NUL
+ * ended); its length, 0 when it has none or cannot be read (buildid.c). */
+size_t objfile_build_id(const char *path, char *hex, size_t len);
+
 #endif

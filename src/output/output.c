@@ -441,6 +441,15 @@ int output_event_args(struct usc_output *o, const struct usc_event *ev)
 	return ret || !o->json ? ret : putc_(o, '}');
 }
 
+int output_arg_value(struct usc_output *o, const struct usc_event *ev, unsigned i)
+{
+	const struct usc_fetcharg *a = &ev->site->args[i];
+
+	if (govalue_shows(a))
+		return govalue_append(o, ev, i);
+	return put_value(o, ev, a, &ev->vals[i]);
+}
+
 int output_event(struct usc_output *o, const struct usc_event *ev)
 {
 	int ret;

@@ -27,6 +27,9 @@ int output_event(struct usc_output *o, const struct usc_event *ev);
  * " name=value ..." (nothing when there are none), or in JSON mode the object
  * {"name":value,...}. No newline. 0 or -ENOMEM. */
 int output_event_args(struct usc_output *o, const struct usc_event *ev);
+/* Append argument i's value alone, as output_event_args writes it. 0 or
+ * -ENOMEM. */
+int output_arg_value(struct usc_output *o, const struct usc_event *ev, unsigned i);
 /* Append s as it is. 0 or -ENOMEM. */
 int output_raw(struct usc_output *o, const char *s);
 void output_reset(struct usc_output *o);

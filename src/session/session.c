@@ -28,6 +28,8 @@
 
 /* How long events of several engines wait for older ones (merge.c). */
 #define MERGE_HOLD_NS 100000000ULL
+/* How often a sink's snapshot is refreshed (sink.h, refresh). */
+#define SESSION_REFRESH_MS 1000
 /* The longest wait between two polls of the engines. */
 #define POLL_MS 20
 
@@ -459,6 +461,34 @@ static int sinks_report(struct usc_session *s, bool final)
 	return failed;
 }
 
+/* The sinks that keep a snapshot up to date (a served one): what the
+ * engines aggregated and counted so far, without a report. */
+static bool sinks_refresh_wanted(const struct usc_session *s)
+{
+	for (size_t k = 0; k < s->nsinks; k++)
+		if (s->sinks[k]->ops->refresh)
+			return true;
+	return false;
+}
+
+static void sinks_refresh(struct usc_session *s)
+{
+	struct timespec taken;
+	int ret;
+
+	clock_gettime(CLOCK_REALTIME, &taken);
+	ret = session_agg_collect(s);
+	if (ret) {
+		s->sink_stop = s->sink_stop ? s->sink_stop : ret;
+		return;
+	}
+	collect_stats(s);
+	for (size_t k = 0; k < s->nsinks && !s->sink_stop; k++)
+		if (s->sinks[k]->ops->refresh &&
+		    (ret = s->sinks[k]->ops->refresh(s->sinks[k], &s->sctx, &s->totals, &taken)))
+			s->sink_stop = ret;
+}
+
 /* One round: every engine's new events, then what may leave the merge. */
 static void poll_maps(struct usc_session *s);
 
@@ -667,6 +697,9 @@ static int fill_sink_ctx(struct usc_session *s)
 		.interval = s->opts.interval,
 		.record = {s->opts.record.on, s->opts.record.snapshot},
 		.replayed = s->replayed,
+		.pid = s->pid,
+		.exe = s->pid ? s->target.exe : NULL,
+		.command = s->opts.cmd != NULL,
 	};
 	return 0;
 }
@@ -804,6 +837,7 @@ static int loop(struct run *r)
 	uint64_t deadline = s->opts.duration > 0 ? now + (uint64_t)(s->opts.duration * 1e9) : 0;
 	uint64_t step = s->opts.interval > 0 ? (uint64_t)(s->opts.interval * 1e9) : 0;
 	uint64_t next_report = step ? now + step : 0;
+	uint64_t next_refresh = sinks_refresh_wanted(s) ? now : 0;
 
 	while (!r->stopping) {
 		struct pollfd fds[2];
@@ -836,6 +870,12 @@ static int loop(struct run *r)
 		if (next_report && now >= next_report) {
 			sinks_report(s, false);
 			next_report += step;
+		}
+		if (next_refresh && now >= next_refresh) {
+			sinks_refresh(s);
+			next_refresh = now + SESSION_REFRESH_MS * 1000000ULL;
+			if (s->sink_stop)
+				break;
 		}
 		if (n > 0)
 			continue;	/* more may be waiting: drain without sleeping */

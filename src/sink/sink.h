@@ -14,6 +14,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include "engine/engine.h"
 
@@ -42,6 +44,10 @@ struct usc_sink_ctx {
 		uint64_t snapshot;		/* the flight recorder's bytes a thread */
 	} record;
 	const struct rec_header *replayed;	/* -r FILE: the recording's header */
+	pid_t pid;				/* the traced process (-p, COMMAND); 0:
+						 * system-wide, or a recording */
+	const char *exe;			/* its executable (NULL: none) */
+	bool command;				/* started as COMMAND (exe as it was run) */
 };
 
 /* Is site i one the user sees (not hidden, placed on an engine)? */
@@ -66,6 +72,13 @@ struct usc_sink_ops {
 	 * the session's counts: st->sites[i] is for c->sites[i]. */
 	int (*report)(struct usc_sink *k, const struct usc_sink_ctx *c, const struct usc_stats *st,
 		      bool final);
+	/* About once a second (SESSION_REFRESH_MS), for a sink that keeps what
+	 * is aggregated so far up to date without printing (sink/prom.c): after
+	 * the engines' new rows went to agg_row, with the session's counts;
+	 * taken is when the engines were read (CLOCK_REALTIME, just before).
+	 * Also once before the first event. 0, or non-zero to stop. */
+	int (*refresh)(struct usc_sink *k, const struct usc_sink_ctx *c, const struct usc_stats *st,
+		       const struct timespec *taken);
 	void (*destroy)(struct usc_sink *k);
 	/* The recorder (record.c): the file the engines write their records
 	 * to, unformatted; the session then runs in recording mode. */
@@ -100,6 +113,30 @@ struct usc_sink *usc_sink_latency(FILE *fp, bool json, bool per_call);
  * object released; one JSON object per line with json (objtrace.c). A
  * --from hit that found the set (max_objects) full is reported. */
 struct usc_sink *usc_sink_objtrace(FILE *fp, bool json, uint32_t max_objects);
+/* --serve ADDR:PORT: the live aggregates served over HTTP at /metrics, in
+ * the Prometheus text format or OpenMetrics (the Accept header chooses),
+ * from a snapshot refreshed about once a second (prom.c, src/serve/):
+ *   uscope_probe_hits_total{probe,KEYS...}       count, objtrace
+ *   uscope_latency_seconds_bucket/_sum/_count    latency
+ *   uscope_value_bucket/_sum/_count              hist
+ *   uscope_lost_total{probe}, uscope_snapshot_timestamp_seconds
+ * each with pid, comm and binary, and the constant labels given as "k=v".
+ * keyed: count's probes have keys (else the engines' hit counts). The
+ * address is bound here: a bad one, a port in use or a bad label is
+ * refused (logged, -errno) before anything is attached. */
+enum usc_prom_kind { USC_PROM_COUNT, USC_PROM_HIST, USC_PROM_LATENCY, USC_PROM_OBJTRACE };
+int usc_sink_prom(enum usc_prom_kind kind, bool keyed, const char *addr,
+		  const char *const *labels, size_t nlabels, struct usc_sink **out);
+/* The address a served sink listens on, "ADDR:PORT" (the port chosen for
+ * 0), or NULL for another sink. */
+const char *usc_sink_prom_address(const struct usc_sink *k);
+/* count --pprof, latency --pprof: a pprof profile (gzipped profile.proto)
+ * of the counted stacks at the end, the calls' time summed too for latency
+ * (pprof.c). */
+struct usc_sink *usc_sink_pprof(FILE *fp);
+/* export --format pprof: a recording's stacks as a pprof profile, with the
+ * time to the return where the probe is an entry paired with one. */
+struct usc_sink *usc_sink_pprof_export(FILE *fp);
 /* record: the engines' records, unformatted, into a recording at path
  * (record/format.h); command is how it was made, for the header. */
 struct usc_sink *usc_sink_record(const char *path, const char *command);

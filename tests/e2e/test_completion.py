@@ -110,9 +110,28 @@ def test_objtrace_probes():
 
 def test_export_formats_and_sorts():
     got, _ = complete(f"{uscope_bin()} export --format ")
-    assert set(got) == {"chrome", "ctf", "folded", "svg"}
+    assert set(got) == {"chrome", "ctf", "folded", "svg", "pprof"}
     got, _ = complete(f"{uscope_bin()} report --sort ")
     assert set(got) == {"total", "self", "calls"}
+
+
+def test_metrics_options(tmp_path):
+    """--serve, --label and --pprof are offered where they are taken; --pprof
+    completes a file, --serve and --label nothing (an address, a label)."""
+    for cmd, opts in [("count", {"--serve", "--label", "--pprof"}),
+                      ("hist", {"--serve", "--label"}),
+                      ("latency", {"--serve", "--label", "--pprof"}),
+                      ("objtrace", {"--serve", "--label"})]:
+        got, _ = complete(f"{uscope_bin()} {cmd} --")
+        assert opts <= set(got), (cmd, got)
+    got, _ = complete(f"{uscope_bin()} trace --")
+    assert not {"--serve", "--label", "--pprof"} & set(got), got
+    (tmp_path / "prof.pb.gz").write_text("")
+    got, _ = complete(f"{uscope_bin()} count --pprof {tmp_path}/prof.p")
+    assert got == [f"{tmp_path}/prof.pb.gz"], got
+    for opt in ("--serve", "--label"):
+        got, _ = complete(f"{uscope_bin()} count {opt} ")
+        assert got == [], (opt, got)
 
 
 def test_flamegraph(tmp_path):

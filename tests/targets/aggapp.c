@@ -18,6 +18,8 @@
  *                    dies of SIGSEGV (the flight recorder's test)
  *   aggapp wait N    distinct(i) for i = 0..N-1, prints "ready", then sleeps
  *                    10 s (a snapshot on SIGUSR1 meanwhile)
+ *   aggapp MODE [N] hold   MODE, then prints "ready" and waits for the end
+ *                    of its stdin (a served run that Prometheus scrapes)
  * Built without inlining, sibling calls or IPA. Prints "aggapp done". */
 #include <stdint.h>
 #include <stdio.h>
@@ -76,7 +78,7 @@ REAL long leaf(long i)
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
-	long n = argc > 2 ? strtol(argv[2], NULL, 0) : 0;
+	long n = argc > 2 && strcmp(argv[2], "hold") ? strtol(argv[2], NULL, 0) : 0;
 
 	if (!strcmp(mode, "sleep")) {
 		for (int i = 0; i < 3; i++)
@@ -119,8 +121,16 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		nap(10000000);
 	} else {
-		fprintf(stderr, "usage: aggapp sleep|names|sizes|rec|keys [N]|hot [N]|crash N|wait N\n");
+		fprintf(stderr, "usage: aggapp sleep|names|sizes|rec|keys [N]|hot [N]|crash N|wait N [hold]\n");
 		return 2;
+	}
+	if (argc > 2 && !strcmp(argv[argc - 1], "hold")) {
+		char buf[256];
+
+		printf("ready\n");
+		fflush(stdout);
+		while (fread(buf, 1, sizeof(buf), stdin) > 0)
+			;
 	}
 	printf("aggapp done\n");
 	return 0;

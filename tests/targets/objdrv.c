@@ -2,6 +2,8 @@
  *   objdrv basic     objects made, used, freed, an address reused
  *   objdrv threads   two threads, an object each, at the same time
  *   objdrv full      two objects made (for --max-objects 1)
+ *   objdrv MODE hold MODE, then "ready", then waits for the end of stdin
+ *                    (a served run, tests/e2e/test_metrics.py)
  * It prints each object's address as NAME=0x... on stdout. */
 #include <pthread.h>
 #include <stdio.h>
@@ -98,8 +100,16 @@ int main(int argc, char **argv)
 	else if (argc >= 2 && !strcmp(argv[1], "full"))
 		full();
 	else {
-		fprintf(stderr, "usage: objdrv basic|threads|full\n");
+		fprintf(stderr, "usage: objdrv basic|threads|full [hold]\n");
 		return 2;
+	}
+	if (argc >= 3 && !strcmp(argv[2], "hold")) {
+		char buf[256];
+
+		printf("ready\n");
+		fflush(stdout);
+		while (fread(buf, 1, sizeof(buf), stdin) > 0)
+			;
 	}
 	return 0;
 }
