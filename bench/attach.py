@@ -82,7 +82,15 @@ def timed(argv, ready_prefix, ready_stream, what):
     time.sleep(0.1)
     t2 = time.monotonic()
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate()
+    # bpftrace 0.17 misses a SIGINT now and then: say it again every 0.2 s
+    # until it goes (its handler only sets a flag), so that its detach may
+    # read up to 0.2 s long
+    while True:
+        try:
+            out, err = p.communicate(timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGINT)
     t3 = time.monotonic()
     if p.returncode != 0:
         sys.exit(f"attach: {what} failed ({p.returncode}): {err.strip()[-500:]}")
