@@ -300,7 +300,7 @@ void bpfeng_links_detach(struct bpfeng *u)
 	size_t n = u->links ? u->base.nsites : u->nmfds;
 	size_t nt = n < THREADS ? n : THREADS;
 
-	if (!u->links && !u->mfds)
+	if (!u->links && !u->nmfds)
 		return;
 	for (size_t t = 0; t < nt; t++) {
 		jobs[t] = (struct unlink_job){u->links, u->mfds, n, t, nt};
@@ -311,4 +311,7 @@ void bpfeng_links_detach(struct bpfeng *u)
 	for (size_t t = 0; t < nt; t++)
 		if (started[t])
 			pthread_join(tid[t], NULL);
+	free(u->links);
+	u->links = NULL;
+	u->nmfds = 0;
 }
