@@ -5,7 +5,10 @@
 # (uftrace record -P) and bpftrace when they are installed; then the highest
 # event rate the tracefs consumer keeps up with; then how long the inject
 # engine takes to attach 1, 100 and 1000 probes to a running process (and
-# objtrace's cost a call that passes no followed object); then
+# objtrace's cost a call that passes no followed object); then how long the
+# bpf engine takes to attach and detach 1, 100 and 1000 sites, beside
+# bpftrace on the same sites (minutes at 1000: it detaches a site at a time;
+# BPFTRACE_RUNS=0 leaves it out); then
 # aggregations where the probe runs (bench/agg.py); then recording
 # (bench/record.py); then $ustack's cost (bench/stacks.py); then every function of
 # python3 counted (bench/python.py); last, what libuscope-sdt's run-time USDT
@@ -211,6 +214,9 @@ done
 echo "== attaching the inject engine to a running process ($B/funcs: 1000 functions, all"
 echo "   called every millisecond); from uscope's start to its readiness line, ms"
 python3 bench/attach.py $US $B/funcs ${ATTACH_RUNS:-7} f_0007 'f_00*' 'f_*'
+echo "== attaching and detaching the bpf engine (count -e bpf -p, on the same process): ms"
+echo "   from uscope's start to its readiness line, and from SIGINT to its exit"
+python3 bench/attach.py --bpf $US $B/funcs ${ATTACH_RUNS:-7} f_0007 'f_00*' 'f_*'
 
 # Aggregations where the probe runs: count by key, hist, latency; every run's
 # rows checked against what the calls give, and against bpftrace's.

@@ -6,13 +6,13 @@
  * bad pointer into a fault marker. The sleepable build is loaded where the
  * kernel has sleepable uprobes: it reads memory nobody has touched yet; the
  * other only where it has not (said with -v). Probes attach to the target
- * process only (a uprobe perf event with a pid filters on the process's
- * memory map, so all its threads), or for COMMAND to every process and
+ * process only (the link's pid: all the process's threads, not its
+ * children), or for COMMAND to every process and
  * filter on COMMAND's tree (followed through forks by a tracepoint
- * program), or to every process system-wide. The kernel counts each site's
- * hits and lost records itself, per CPU. */
+ * program), or to every process system-wide: with one multi-uprobe link a
+ * file where the kernel has them, one link a site where not (links.c). The
+ * kernel counts each site's hits and lost records itself, per CPU. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,6 +118,7 @@ static int bpfeng_load(struct bpfeng *u)
 	int err = 0;
 
 	libbpf_set_print(libbpf_log);
+	u->multi = bpfeng_multi_supported();
 	/* USCOPE_BPF_SLEEPABLE=0 takes the other program where the kernel has
 	 * both: to compare them (the tests do) */
 	const char *env = getenv("USCOPE_BPF_SLEEPABLE");
@@ -131,6 +132,16 @@ static int bpfeng_load(struct bpfeng *u)
 		bpf_program__set_autoload(u->skel->progs.usc_probe_s, sleepable);
 		bpf_program__set_autoload(u->skel->progs.usc_probe, !sleepable);
 		bpf_program__set_autoload(u->skel->progs.usc_fork, u->follow);
+		/* a multi link takes a program loaded for it, which libbpf 1.1's
+		 * section names cannot say ("uprobe.multi.s" is libbpf 1.3's) */
+		if (u->multi) {
+			struct bpf_program *ps = u->skel->progs.usc_probe_s;
+
+			bpf_program__set_expected_attach_type(ps, BPFENG_UPROBE_MULTI);
+			bpf_program__set_flags(ps, bpf_program__flags(ps) | BPF_F_SLEEPABLE);
+			bpf_program__set_expected_attach_type(u->skel->progs.usc_probe,
+							      BPFENG_UPROBE_MULTI);
+		}
 		err = bpfeng_agg_prepare(u);
 		if (!err && bpf_map__set_max_entries(u->skel->maps.objs,
 						     s->objtrace.on ?
@@ -203,9 +214,8 @@ static int bpfeng_attach(struct usc_engine *e)
 	int fd, err;
 
 	u->stats = calloc(e->nsites + 1, sizeof(*u->stats));
-	u->links = calloc(e->nsites + 1, sizeof(*u->links));
 	u->ret_idx = calloc(e->nsites + 1, sizeof(*u->ret_idx));
-	if (!u->stats || !u->links || !u->ret_idx)
+	if (!u->stats || !u->ret_idx)
 		return -ENOMEM;
 	err = bpfeng_load(u);
 	if (err) {
@@ -254,22 +264,9 @@ static int bpfeng_start(struct usc_engine *e, pid_t pid, bool follow_children)
 			return err;
 		}
 	}
-	for (size_t i = 0; i < e->nsites; i++) {
-		const struct usc_site *site = e->sites[i];
-		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = i,
-			    .ref_ctr_offset = (size_t)site->ref_ctr_offset);
-
-		u->links[i] = bpf_program__attach_uprobe_opts(prog, pid > 0 && !u->follow ? pid : -1,
-							      site->path, site->offset, &opts);
-		if (!u->links[i]) {
-			int err = -errno;
-
-			log_error("cannot attach %s at %s:0x%llx: %s", site->label, site->path,
-				  (unsigned long long)site->offset, strerror(-err));
-			return err;
-		}
-	}
-	return 0;
+	/* -p: the link's own filter (the process's threads); COMMAND: every
+	 * process, the program keeps COMMAND's tree (tgids) */
+	return bpfeng_links_attach(u, prog, pid > 0 && !u->follow ? pid : 0);
 }
 
 static int bpfeng_record(void *ctx, void *data, size_t size)
@@ -313,45 +310,12 @@ static int bpfeng_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, vo
 	return u->delivered;
 }
 
-struct unlink_job {
-	struct bpf_link **links;
-	size_t n, from, step;
-};
-
-static void *unlink_some(void *arg)
-{
-	struct unlink_job *j = arg;
-
-	for (size_t i = j->from; i < j->n; i += j->step) {
-		bpf_link__destroy(j->links[i]);
-		j->links[i] = NULL;
-	}
-	return NULL;
-}
-
 static void bpfeng_stop(struct usc_engine *e)
 {
 	struct bpfeng *u = bpfeng_of(e);
-	enum { THREADS = 16 };
-	struct unlink_job jobs[THREADS];
-	pthread_t tid[THREADS];
-	bool started[THREADS] = {false};
-	size_t nt = e->nsites < THREADS ? e->nsites : THREADS;
 
-	/* no new hits; what is in the ring buffer can still be read. The
-	 * kernel waits a grace period to unregister each uprobe (tens of ms
-	 * here): from several threads, the waits overlap */
-	if (u->links) {
-		for (size_t t = 0; t < nt; t++) {
-			jobs[t] = (struct unlink_job){u->links, e->nsites, t, nt};
-			started[t] = nt > 1 && pthread_create(&tid[t], NULL, unlink_some, &jobs[t]) == 0;
-			if (!started[t])
-				unlink_some(&jobs[t]);
-		}
-		for (size_t t = 0; t < nt; t++)
-			if (started[t])
-				pthread_join(tid[t], NULL);
-	}
+	/* no new hits; what is in the ring buffer can still be read */
+	bpfeng_links_detach(u);
 	bpf_link__destroy(u->fork_link);
 	u->fork_link = NULL;
 }
@@ -410,6 +374,7 @@ static void bpfeng_destroy(struct usc_engine *e)
 	ring_buffer__free(u->rb);
 	uscope_bpf__destroy(u->skel);
 	free(u->links);
+	free(u->mfds);
 	free(u->stats);
 	free(u->ret_idx);
 	free(u);

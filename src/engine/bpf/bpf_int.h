@@ -14,12 +14,20 @@
 struct uscope_bpf;
 struct ring_buffer;
 struct bpf_link;
+struct bpf_program;
+
+/* enum bpf_attach_type's BPF_TRACE_UPROBE_MULTI (Linux 6.6), which the
+ * system's headers (Linux 6.1's) predate */
+#define BPFENG_UPROBE_MULTI 48
 
 struct bpfeng {
 	struct usc_engine base;
 	struct uscope_bpf *skel;
 	struct ring_buffer *rb;
-	struct bpf_link **links;
+	bool multi;		/* multi-uprobe links (links.c) */
+	int *mfds;		/* multi: one link a file, nmfds of them */
+	size_t nmfds;
+	struct bpf_link **links;	/* otherwise: one link a site */
 	struct bpf_link *fork_link;
 	size_t taken;		/* sites can_place accepted */
 	bool follow;		/* COMMAND's tree: every process, filtered */
@@ -42,6 +50,15 @@ static inline struct bpfeng *bpfeng_of(struct usc_engine *e)
 {
 	return container_of(e, struct bpfeng, base);
 }
+
+/* links.c */
+/* Has the kernel multi-uprobe links? Asked once, before the load. */
+bool bpfeng_multi_supported(void);
+/* prog attached to every site, for process pid and its threads (0: every
+ * process); -errno, the site that failed logged. */
+int bpfeng_links_attach(struct bpfeng *u, struct bpf_program *prog, pid_t pid);
+/* Every link gone: safe at any point, and again. */
+void bpfeng_links_detach(struct bpfeng *u);
 
 /* agg.c */
 bool bpfeng_filters(struct usc_engine *e, const struct usc_site *site);
