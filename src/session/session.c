@@ -77,6 +77,7 @@ int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
 		.record = {o->record.on, o->record.drop, o->record.snapshot},
 		.objtrace = {o->objtrace.on, o->objtrace.max_objects},
 	};
+	session_undo_init(s);
 	*out = s;
 	return 0;
 }
@@ -951,6 +952,7 @@ void usc_session_free(struct usc_session *s)
 			e->ops->destroy(e);
 			free(sites);
 		}
+	session_janitor_end(s);
 	merge_free(s->merge);
 	mapwatch_close(s->mapwatch);
 	session_agg_free(s);

@@ -57,6 +57,14 @@ bool session_obj_here(const struct usc_session *s, const struct usc_site *site);
 int session_obj_event(struct usc_session *s, const struct usc_event *ev, struct usc_event *out,
 		      struct usc_value *vals);
 
+/* janitor.c: the engines' undo list (engine.h, struct usc_undo) and the
+ * process that undoes what is left if uscope dies. init: s->undo, and the
+ * engines' context points to it; the janitor starts with the first thing
+ * to undo. end: after the engines are destroyed: it ends (what they could
+ * not remove, it tries once more). */
+void session_undo_init(struct usc_session *s);
+void session_janitor_end(struct usc_session *s);
+
 /* merge.c: events of several engines in time order. */
 struct session_merge *merge_new(void);
 void merge_free(struct session_merge *m);

@@ -3,9 +3,11 @@
  * Each session owns one tracefs instance and one event group, both named
  * uscope_<pid>, so sessions and other tracefs users never see each other's
  * events. Events are read in binary form from the instance's per-CPU
- * trace_pipe_raw and decoded with libtraceevent. A session that was
- * SIGKILLed leaves its instance and group behind; the next session removes
- * them (tracefseng_clean_stale), after checking that their owner is gone. */
+ * trace_pipe_raw and decoded with libtraceevent. Each instance and event
+ * is told to the session's janitor before it is made (engine.h, usc_undo):
+ * a session that was SIGKILLed has them removed by its janitor as it dies.
+ * Should the janitor be gone too, the next session removes them
+ * (tracefseng_clean_stale), after checking that their owner is gone. */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -29,6 +31,7 @@
 
 struct tracefseng_site {
 	bool created;
+	int undo;		/* the janitor's handle (engine.h, usc_undo) */
 	bool filter_here;	/* the kernel refused its filter: filtered when decoded */
 	struct tep_event *ev;
 	struct tep_format_field *f_ip, *f_func;
@@ -54,6 +57,7 @@ struct tracefseng {
 	struct usc_engine base;
 	char name[32];
 	struct tracefs_instance *inst;
+	int undo_inst;		/* the janitor's handle for the instance */
 	struct tracefseng_site *ts;
 	size_t nsites;
 	struct usc_site_stats *stats;
@@ -396,7 +400,7 @@ static void set_filter(struct tracefseng *t, size_t i)
 static int tracefseng_attach(struct usc_engine *e)
 {
 	struct tracefseng *t = tracefseng_of(e);
-	char args[8192], ptrs[4096], ref[32], *cmd;
+	char args[8192], ptrs[4096], ref[32], undo[160], events[4096], *cmd;
 	int ret;
 
 	tracefseng_clean_stale();
@@ -405,6 +409,11 @@ static int tracefseng_attach(struct usc_engine *e)
 	t->stats = calloc(e->nsites ? e->nsites : 1, sizeof(*t->stats));
 	if (!t->ts || !t->stats)
 		return -ENOMEM;
+	/* what the janitor removes if uscope dies: each thing told before
+	 * it is made */
+	snprintf(events, sizeof(events), "%s/instances/%s", tracefs_tracing_dir(), t->name);
+	t->undo_inst = engine_undo_add(e->ctx, USC_UNDO_RMDIR, events, NULL);
+	snprintf(events, sizeof(events), "%s/uprobe_events", tracefs_tracing_dir());
 	t->inst = tracefs_instance_create(t->name);
 	if (!t->inst) {
 		int err = errno ? errno : EIO;
@@ -441,11 +450,14 @@ static int tracefseng_attach(struct usc_engine *e)
 			     site->ret_site ? " __usc_ret=+0(%sp):x64" : "", args[0] ? " " : "",
 			     args, ptrs[0] ? " " : "", ptrs) < 0)
 			return -ENOMEM;
+		snprintf(undo, sizeof(undo), "-:%s/%s\n", t->name, site->event);
+		t->ts[i].undo = engine_undo_add(e->ctx, USC_UNDO_WRITE, events, undo);
 		ret = tracefs_instance_file_append(NULL, "uprobe_events", cmd);
 		free(cmd);
 		if (ret < 0) {
 			int err = errno ? errno : EINVAL;
 
+			engine_undo_done(e->ctx, t->ts[i].undo);	/* not made */
 			kernel_error("the probe", site->event);
 			return -err;
 		}
@@ -991,6 +1003,8 @@ static void tracefseng_detach(struct usc_engine *e)
 		tracefs_event_disable(t->inst, NULL, NULL);
 		if (tracefs_instance_destroy(t->inst))
 			log_warn("could not remove the tracefs instance %s", t->name);
+		else
+			engine_undo_done(t->base.ctx, t->undo_inst);
 	}
 	for (size_t i = 0; i < t->nsites; i++) {
 		char cmd[160];
@@ -998,11 +1012,13 @@ static void tracefseng_detach(struct usc_engine *e)
 		if (!t->ts[i].created)
 			continue;
 		snprintf(cmd, sizeof(cmd), "-:%s/%s\n", t->name, t->base.sites[i]->event);
-		if (tracefs_instance_file_append(NULL, "uprobe_events", cmd) < 0)
+		if (tracefs_instance_file_append(NULL, "uprobe_events", cmd) < 0) {
 			log_warn("could not remove the uprobe %s/%s", t->name,
 				 t->base.sites[i]->event);
-		else
-			t->ts[i].created = false;
+			continue;
+		}
+		t->ts[i].created = false;
+		engine_undo_done(t->base.ctx, t->ts[i].undo);
 	}
 	t->live = false;
 }
