@@ -129,6 +129,16 @@ struct usc_engine_ops {
 	 * probe runs (usc_obj_role): its sites' events come with their verdict
 	 * and only when it is not 0; otherwise the session keeps the set */
 	bool objtrace;
+	/* The engine places kernel uprobes: the kernel writes its breakpoint
+	 * over the instruction at the site and runs the file's instruction
+	 * aside, so code that is not the file's there (another tool's patch,
+	 * a dead uscope session's) would crash. The plan checks first that
+	 * every process the breakpoint lands in has the file's code at each
+	 * site (session/codecheck.c): with -p only the target when
+	 * pid_only_uprobes (a uprobe with a process filter is placed in that
+	 * process only), otherwise every process that maps the file. */
+	bool kernel_uprobes;
+	bool pid_only_uprobes;
 	/* Set up engine state, without touching the system: check that the
 	 * engine can work here at all (support, permission, a target it can
 	 * trace). 0, or -errno with the reason in why. */

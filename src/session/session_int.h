@@ -37,6 +37,11 @@ int session_record_last(struct usc_session *s, const char *why);
  * created. 0 or -errno, reported. */
 int session_plan_engines(struct usc_session *s);
 
+/* codecheck.c: every site placed on an engine with kernel uprobes has the
+ * file's code in each process the uprobe lands in. 0, or -EBUSY with the
+ * process and the reason said. */
+int session_check_code(struct usc_session *s);
+
 /* agg.c: which sites their engines filter and aggregate where the probe
  * runs (site->filter_in_place, agg_in_place). 0 or -errno. */
 int session_plan_agg(struct usc_session *s);

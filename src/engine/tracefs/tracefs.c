@@ -1049,6 +1049,7 @@ const struct usc_engine_ops tracefs_engine_ops = {
 	.name = "tracefs",
 	.create = tracefseng_create,
 	.can_place = tracefseng_can_place,
+	.kernel_uprobes = true,
 	.attach = tracefseng_attach,
 	.start = tracefseng_start,
 	.poll = tracefseng_poll,
