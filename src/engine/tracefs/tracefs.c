@@ -268,13 +268,59 @@ static void kernel_error(const char *what, const char *event)
 	free(msg);
 }
 
+static int parse_format(struct tep_handle *tep, const char *sys, const char *event)
+{
+	int len = 0, ret;
+	char *buf = tracefs_event_file_read(NULL, sys, event, "format", &len);
+
+	if (!buf)
+		return -ENOENT;
+	ret = tep_parse_event(tep, buf, (unsigned long)len, sys) ? -EINVAL : 0;
+	free(buf);
+	return ret;
+}
+
+/* The formats the decoder needs: the ring's page header, our group's
+ * events, task_newtask and sched_process_exec (the engine does without
+ * them if the kernel has not got them). tracefs_local_events_system would
+ * also parse what nothing here uses, the kernel's symbols above all
+ * (/proc/kallsyms: most of a session's start, seconds in a sanitizer build),
+ * and the whole task and sched systems. */
+static struct tep_handle *load_formats(const char *group)
+{
+	static const char *const more[][2] = {{"task", "task_newtask"},
+					      {"sched", "sched_process_exec"}};
+	struct tep_handle *tep = tep_alloc();
+	char **events, *buf;
+	int len = 0, ret = 0;
+
+	if (!tep)
+		return NULL;
+	tep_set_long_size(tep, sizeof(long));	/* the kbuffer's word */
+	buf = tracefs_instance_file_read(NULL, "events/header_page", &len);
+	if (buf)
+		tep_parse_header_page(tep, buf, (unsigned long)len, sizeof(long));
+	free(buf);
+	events = tracefs_system_events(NULL, group);
+	for (size_t i = 0; events && events[i] && !ret; i++)
+		ret = parse_format(tep, group, events[i]);
+	if (!buf || !events || ret) {
+		tracefs_list_free(events);
+		tep_free(tep);
+		return NULL;
+	}
+	tracefs_list_free(events);
+	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
+		parse_format(tep, more[i][0], more[i][1]);
+	return tep;
+}
+
 static int tracefseng_setup_decode(struct tracefseng *t)
 {
-	const char *systems[] = {t->name, "task", "sched", NULL};
 	struct usc_engine *e = &t->base;
 	char *sz;
 
-	t->tep = tracefs_local_events_system(NULL, systems);
+	t->tep = load_formats(t->name);
 	if (!t->tep) {
 		log_error("cannot load the formats of the events of %s", t->name);
 		return -EIO;
