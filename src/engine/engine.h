@@ -44,6 +44,15 @@ enum usc_undo_kind {
 	USC_UNDO_WRITE,		/* write text to the file at path (appending: a
 				 * "-:GROUP/EVENT" line to uprobe_events) */
 	USC_UNDO_RMDIR,		/* remove the directory at path (a tracefs instance) */
+	/* a kernel uprobe at file path, offset text (decimal). A process
+	 * killed while the kernel removes its uprobe's breakpoints (in its own
+	 * write, close or rmdir) has the kernel give up: the breakpoints stay
+	 * in the processes ("failed to unregister, leaking uprobe"). After
+	 * uscope died, the janitor places and removes a uprobe there itself
+	 * (a perf event on its own process: no breakpoint lands elsewhere),
+	 * which removes every breakpoint left. done() does not apply: the
+	 * engine cannot know. */
+	USC_UNDO_UPROBE,
 };
 
 struct usc_undo {
@@ -52,7 +61,8 @@ struct usc_undo {
 	 * undo it if uscope dies: said once). */
 	int (*add)(const struct usc_undo *u, enum usc_undo_kind kind, const char *path,
 		   const char *text);
-	/* It was undone (or never made): the janitor forgets it. */
+	/* It was undone (or never made): the janitor forgets it (not
+	 * USC_UNDO_UPROBE). */
 	void (*done)(const struct usc_undo *u, int id);
 };
 

@@ -11,7 +11,10 @@
  * process's files): the janitor undoes what is left, newest first, tries
  * again what failed (a tracefs instance is busy until the dead process's
  * readers are closed) for a few seconds at most, and exits. A normal end
- * left nothing: it exits at once, and uscope waits for that.
+ * (uscope says goodbye) left nothing: it exits at once, and uscope waits
+ * for that. After a death it also heals every kernel uprobe it was told
+ * of (engine.h, USC_UNDO_UPROBE): the kernel leaves the breakpoints in
+ * place when the process removing them is killed meanwhile.
  *
  * It is forked twice, so that init reaps it: uscope never has it as a child
  * (no zombie in a library's host, nothing for a waitpid(-1) to find). It
@@ -25,6 +28,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -42,7 +46,7 @@
 #define JAN_STEP_NS 10000000ULL
 #define JAN_WAIT_MS 2000			/* a normal end: how long uscope waits */
 
-enum { JAN_ADD = 1, JAN_DONE = 2 };
+enum { JAN_ADD = 1, JAN_DONE = 2, JAN_BYE = 3 };
 
 struct jan_msg {
 	uint16_t op;
@@ -96,41 +100,48 @@ static void *grow(void *p, size_t *cap, size_t want)
 	return q;
 }
 
-static void jan_take(struct jan_mem *m, const uint8_t *buf, size_t n)
+/* A message: 1 when it is uscope's goodbye (a normal end). */
+static int jan_take(struct jan_mem *m, const uint8_t *buf, size_t n)
 {
-	const struct jan_msg *h = (const void *)buf;
+	struct jan_msg h;
 	size_t body, need;
 	struct jan_entry *e;
 	uint32_t *at;
 	uint8_t *p;
 
-	if (n < sizeof(*h) || !h->id)
-		return;
-	if (h->op == JAN_DONE) {
-		if (h->id < m->nat / sizeof(*m->at) && m->at[h->id])
-			((struct jan_entry *)(m->p + m->at[h->id] - 1))->done = 1;
-		return;
+	if (n < sizeof(h))
+		return 0;
+	memcpy(&h, buf, sizeof(h));	/* (buf is bytes: no alignment) */
+	if (h.op == JAN_BYE)
+		return 1;
+	if (!h.id)
+		return 0;
+	if (h.op == JAN_DONE) {
+		if (h.id < m->nat / sizeof(*m->at) && m->at[h.id])
+			((struct jan_entry *)(m->p + m->at[h.id] - 1))->done = 1;
+		return 0;
 	}
-	body = n - sizeof(*h);
+	body = n - sizeof(h);
 	need = (sizeof(*e) + body + 1 + 7) & ~(size_t)7;
-	if (h->op != JAN_ADD)
-		return;
+	if (h.op != JAN_ADD)
+		return 0;
 	p = grow(m->p, &m->cap, m->len + need);
 	if (p)
 		m->p = p;
-	at = p ? grow(m->at, &m->nat, ((size_t)h->id + 1) * sizeof(*m->at)) : NULL;
+	at = p ? grow(m->at, &m->nat, ((size_t)h.id + 1) * sizeof(*m->at)) : NULL;
 	if (!at)
-		return;
+		return 0;
 	m->at = at;
 	e = (struct jan_entry *)(m->p + m->len);
 	e->len = (uint32_t)need;
-	e->kind = h->kind;
+	e->kind = h.kind;
 	e->done = 0;
 	for (size_t i = 0; i < body; i++)
-		e->data[i] = (char)buf[sizeof(*h) + i];
+		e->data[i] = (char)buf[sizeof(h) + i];
 	e->data[body] = 0;
-	m->at[h->id] = (uint32_t)(m->len + 1);
+	m->at[h.id] = (uint32_t)(m->len + 1);
 	m->len += need;
+	return 0;
 }
 
 /* 0: undone (or nothing was there); else errno. */
@@ -146,7 +157,7 @@ static int jan_undo(const struct jan_entry *e)
 	if (e->kind == USC_UNDO_RMDIR)
 		return rmdir(path) && errno != ENOENT ? errno : 0;
 	if (e->kind != USC_UNDO_WRITE)
-		return 0;
+		return 0;	/* USC_UNDO_UPROBE: jan_heal */
 	/* appending: uprobe_events opened with O_TRUNC would remove every
 	 * probe of everyone */
 	fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
@@ -168,9 +179,52 @@ static uint64_t jan_now(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* The uprobe PMU's perf type, or -1. */
+static int jan_uprobe_type(void)
+{
+	char buf[16];
+	int fd = open("/sys/bus/event_source/devices/uprobe/type", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	int type = 0;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
+		type = type * 10 + (buf[i] - '0');
+	return type;
+}
+
+/* A uprobe at the entry's file and offset, on this process only, then
+ * gone: its removal takes every breakpoint a killed uscope's left there
+ * (engine.h, USC_UNDO_UPROBE), and none lands elsewhere meanwhile. */
+static void jan_heal(const struct jan_entry *e, int type)
+{
+	const char *path = e->data, *text = path;
+	struct perf_event_attr attr;
+	uint64_t off = 0;
+	long fd;
+
+	while (*text)
+		text++;
+	for (text++; *text >= '0' && *text <= '9'; text++)
+		off = off * 10 + (uint64_t)(*text - '0');
+	for (size_t i = 0; i < sizeof(attr); i++)
+		((volatile uint8_t *)&attr)[i] = 0;
+	attr.size = sizeof(attr);
+	attr.type = (uint32_t)type;
+	attr.config1 = (uint64_t)(uintptr_t)path;	/* uprobe_path */
+	attr.config2 = off;				/* probe_offset */
+	attr.disabled = 1;
+	fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd >= 0)
+		close((int)fd);
+}
+
 /* Everything still to do, newest first; again for what failed, until the
- * bound. */
-static void jan_finish(struct jan_mem *m)
+ * bound. If uscope died (no goodbye), then every uprobe healed. */
+static void jan_finish(struct jan_mem *m, bool died)
 {
 	uint64_t until = jan_now() + JAN_RETRY_NS;
 	size_t n = m->nat / sizeof(*m->at);
@@ -184,7 +238,7 @@ static void jan_finish(struct jan_mem *m)
 			if (!m->at || !m->at[id])
 				continue;
 			e = (struct jan_entry *)(m->p + m->at[id] - 1);
-			if (e->done)
+			if (e->done || e->kind == USC_UNDO_UPROBE)
 				continue;
 			if (jan_undo(e))
 				left = true;
@@ -192,10 +246,23 @@ static void jan_finish(struct jan_mem *m)
 				e->done = 1;
 		}
 		if (!left || jan_now() >= until)
-			return;
+			break;
 		struct timespec step = {0, (long)JAN_STEP_NS};
 
 		nanosleep(&step, NULL);
+	}
+	if (!died)
+		return;
+	int type = jan_uprobe_type();
+
+	for (size_t id = 1; id < n && type >= 0; id++) {
+		const struct jan_entry *e;
+
+		if (!m->at || !m->at[id])
+			continue;
+		e = (const struct jan_entry *)(m->p + m->at[id] - 1);
+		if (e->kind == USC_UNDO_UPROBE)
+			jan_heal(e, type);
 	}
 }
 
@@ -207,6 +274,7 @@ static __attribute__((noreturn)) void jan_main(int sock)
 	struct jan_mem m = {0};
 	uint8_t buf[JAN_MSG_MAX + 1];
 	sigset_t none;
+	bool bye = false;
 	int nul;
 
 	/* nothing of uscope's but the socket: fd 3 */
@@ -240,9 +308,9 @@ static __attribute__((noreturn)) void jan_main(int sock)
 			continue;
 		if (n <= 0)
 			break;	/* EOF: uscope has gone */
-		jan_take(&m, buf, (size_t)n);
+		bye |= jan_take(&m, buf, (size_t)n);
 	}
-	jan_finish(&m);
+	jan_finish(&m, !bye);
 	_exit(0);
 }
 
@@ -362,8 +430,14 @@ void session_janitor_end(struct usc_session *s)
 
 	if (!j)
 		return;
-	if (j->fd >= 0)
-		close(j->fd);	/* what is left, it undoes now */
+	if (j->fd >= 0) {
+		struct jan_msg bye = {JAN_BYE, 0, 0};
+
+		/* a normal end: nothing to heal; what is left, it undoes now */
+		if (!j->failed)
+			janitor_send(j, &bye, sizeof(bye));
+		close(j->fd);
+	}
 	if (j->pidfd >= 0) {
 		struct pollfd p = {.fd = j->pidfd, .events = POLLIN};
 

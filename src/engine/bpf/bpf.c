@@ -258,7 +258,12 @@ static int bpfeng_start(struct usc_engine *e, pid_t pid, bool follow_children)
 		const struct usc_site *site = e->sites[i];
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = i,
 			    .ref_ctr_offset = (size_t)site->ref_ctr_offset);
+		char off[24];
 
+		/* a uscope killed as the kernel removes it leaves its
+		 * breakpoints: its janitor removes them (engine.h) */
+		snprintf(off, sizeof(off), "%llu", (unsigned long long)site->offset);
+		engine_undo_add(e->ctx, USC_UNDO_UPROBE, site->path, off);
 		u->links[i] = bpf_program__attach_uprobe_opts(prog, pid > 0 && !u->follow ? pid : -1,
 							      site->path, site->offset, &opts);
 		if (!u->links[i]) {

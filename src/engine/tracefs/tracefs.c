@@ -496,6 +496,8 @@ static int tracefseng_attach(struct usc_engine *e)
 			     site->ret_site ? " __usc_ret=+0(%sp):x64" : "", args[0] ? " " : "",
 			     args, ptrs[0] ? " " : "", ptrs) < 0)
 			return -ENOMEM;
+		snprintf(undo, sizeof(undo), "%llu", (unsigned long long)site->offset);
+		engine_undo_add(e->ctx, USC_UNDO_UPROBE, site->path, undo);
 		snprintf(undo, sizeof(undo), "-:%s/%s\n", t->name, site->event);
 		t->ts[i].undo = engine_undo_add(e->ctx, USC_UNDO_WRITE, events, undo);
 		ret = tracefs_instance_file_append(NULL, "uprobe_events", cmd);
