@@ -182,6 +182,14 @@ class Command:
     def stderr(self):
         return self.se.read_text()
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        # COMMAND outlives uscope here: ended whatever happened
+        if alive(self.pid):
+            os.kill(self.pid, signal.SIGKILL)
+
     def got(self):
         """The signals COMMAND had: [(name, i)]"""
         return GOT_RE.findall(self.so.read_text())
@@ -197,17 +205,16 @@ def test_signal_to_uscope_alone_ends_a_command_run(sig, engine, tmp_path):
     """kill(1) to uscope while COMMAND runs (and would not end of it): the
     run ends at once, with every event drained; COMMAND gets the signal
     once nothing of uscope's is in it, and runs on; uscope exits 128+N."""
-    c = Command(tmp_path, *(["-e", engine] if engine else []))
-    c.p.send_signal(sig)
-    assert c.wait() == 128 + sig, c.stderr
-    s = u.parse_summary(c.stderr)
-    ns = calls(c.out)
-    assert s is not None and s.total == len(ns) and s.lost == 0, c.stderr
-    assert ns == list(range(len(ns))), ns
-    got = wait_for("COMMAND had the signal", c.got)
-    assert [g[0] for g in got] == [sig.name]
-    assert alive(c.pid) and code_is_the_files(c.pid)
-    os.kill(c.pid, signal.SIGKILL)
+    with Command(tmp_path, *(["-e", engine] if engine else [])) as c:
+        c.p.send_signal(sig)
+        assert c.wait() == 128 + sig, c.stderr
+        s = u.parse_summary(c.stderr)
+        ns = calls(c.out)
+        assert s is not None and s.total == len(ns) and s.lost == 0, c.stderr
+        assert ns == list(range(len(ns))), ns
+        got = wait_for("COMMAND had the signal", c.got)
+        assert [g[0] for g in got] == [sig.name]
+        assert alive(c.pid) and code_is_the_files(c.pid)
 
 
 def test_target_killed_by_a_signal_is_said(tmp_path):
@@ -221,10 +228,10 @@ def test_target_killed_by_a_signal_is_said(tmp_path):
 
 
 def test_command_killed_by_a_signal_is_said(tmp_path):
-    c = Command(tmp_path, "-e", "bpf")
-    os.kill(c.pid, signal.SIGKILL)
-    assert c.wait() == 128 + signal.SIGKILL
-    assert f"uscope: process {c.pid} killed by SIGKILL\n" in c.stderr, c.stderr
+    with Command(tmp_path, "-e", "bpf") as c:
+        os.kill(c.pid, signal.SIGKILL)
+        assert c.wait() == 128 + signal.SIGKILL
+        assert f"uscope: process {c.pid} killed by SIGKILL\n" in c.stderr, c.stderr
 
 
 def test_terminal_ctrl_c(tmp_path):
@@ -234,21 +241,21 @@ def test_terminal_ctrl_c(tmp_path):
     master, slave = os.openpty()
     try:
         # uscope in a session of its own, the terminal its controlling one
-        c = Command(tmp_path, stdin=slave, prefix=["setsid", "-c"])
-        os.close(slave)
-        slave = -1
-        os.write(master, b"\x03")
-        got = wait_for("COMMAND had Ctrl-C", c.got)
-        assert [g[0] for g in got] == ["SIGINT"]
-        wait_for("calls traced after Ctrl-C", lambda: max(calls(c.out)) > int(got[0][1]) + 10)
-        assert c.p.poll() is None
-        os.write(master, b"\x03")
-        assert c.wait() == 0, c.stderr
-        # (and as uscope led the terminal's session, its end hung it up)
-        assert [g[0] for g in c.got()][:2] == ["SIGINT", "SIGINT"]
-        assert calls(c.out) == list(range(len(calls(c.out))))
-        assert alive(c.pid) and code_is_the_files(c.pid)
-        os.kill(c.pid, signal.SIGKILL)
+        with Command(tmp_path, stdin=slave, prefix=["setsid", "-c"]) as c:
+            os.close(slave)
+            slave = -1
+            os.write(master, b"\x03")
+            got = wait_for("COMMAND had Ctrl-C", c.got)
+            assert [g[0] for g in got] == ["SIGINT"]
+            wait_for("calls traced after Ctrl-C",
+                     lambda: max(calls(c.out)) > int(got[0][1]) + 10)
+            assert c.p.poll() is None
+            os.write(master, b"\x03")
+            assert c.wait() == 0, c.stderr
+            # (and as uscope led the terminal's session, its end hung it up)
+            assert [g[0] for g in c.got()][:2] == ["SIGINT", "SIGINT"]
+            assert calls(c.out) == list(range(len(calls(c.out))))
+            assert alive(c.pid) and code_is_the_files(c.pid)
     finally:
         os.close(master)
         if slave >= 0:
