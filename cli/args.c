@@ -593,6 +593,8 @@ int cli_run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks)
 	ret = usc_session_run(s, &res);
 	if (res.exec_errno)
 		code = res.exec_errno == ENOENT ? 127 : 126;
+	else if (res.signal)
+		code = 128 + res.signal;	/* passed on to COMMAND, left running */
 	else if (ret)
 		code = 1;
 	else if (res.target_exited && WIFEXITED(res.status))

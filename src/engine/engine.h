@@ -18,6 +18,7 @@
 #ifndef USC_ENGINE_ENGINE_H
 #define USC_ENGINE_ENGINE_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,12 +32,47 @@ struct usc_engine;
 struct usc_cache;
 struct usc_raw_inject;	/* engine/raw.h */
 
+/* What uscope's janitor undoes for an engine when uscope dies before the
+ * engine could (SIGKILL, a crash, the OOM killer): the janitor is a small
+ * process that learns, as the run goes, what is to be undone, and does what
+ * is still to do once uscope is gone (session/janitor.c). An engine adds
+ * each thing it creates before it creates it (so that nothing exists that
+ * the janitor does not know), and says when it removed it itself. Only
+ * what the kernel does not remove with uscope's files needs it (tracefs
+ * events and instances; bpf links go with their file descriptors). */
+enum usc_undo_kind {
+	USC_UNDO_WRITE,		/* write text to the file at path (appending: a
+				 * "-:GROUP/EVENT" line to uprobe_events) */
+	USC_UNDO_RMDIR,		/* remove the directory at path (a tracefs instance) */
+	/* a kernel uprobe at file path, offset text (decimal). A process
+	 * killed while the kernel removes its uprobe's breakpoints (in its own
+	 * write, close or rmdir) has the kernel give up: the breakpoints stay
+	 * in the processes ("failed to unregister, leaking uprobe"). After
+	 * uscope died, the janitor places and removes a uprobe there itself
+	 * (a perf event on its own process: no breakpoint lands elsewhere),
+	 * which removes every breakpoint left. done() does not apply: the
+	 * engine cannot know. */
+	USC_UNDO_UPROBE,
+};
+
+struct usc_undo {
+	void *ctx;
+	/* Before creating it: a handle (> 0) for done, or -errno (nothing will
+	 * undo it if uscope dies: said once). */
+	int (*add)(const struct usc_undo *u, enum usc_undo_kind kind, const char *path,
+		   const char *text);
+	/* It was undone (or never made): the janitor forgets it (not
+	 * USC_UNDO_UPROBE). */
+	void (*done)(const struct usc_undo *u, int id);
+};
+
 /* What an engine is told of the session. The session fills it before it
  * creates its engines and keeps it until they are destroyed; the sites are
  * set once planned (a site's index in the session is site - sites). */
 struct usc_engine_ctx {
 	const struct usc_target *target;
 	struct usc_cache *cache;		/* ELF files and debug info, shared */
+	const struct usc_undo *undo;		/* what to undo if uscope dies (NULL: none) */
 	const struct usc_site *sites;	/* every site of the session */
 	size_t nsites;
 	bool count_only;		/* only hit counts are wanted: an engine may
@@ -103,6 +139,16 @@ struct usc_engine_ops {
 	 * probe runs (usc_obj_role): its sites' events come with their verdict
 	 * and only when it is not 0; otherwise the session keeps the set */
 	bool objtrace;
+	/* The engine places kernel uprobes: the kernel writes its breakpoint
+	 * over the instruction at the site and runs the file's instruction
+	 * aside, so code that is not the file's there (another tool's patch,
+	 * a dead uscope session's) would crash. The plan checks first that
+	 * every process the breakpoint lands in has the file's code at each
+	 * site (session/codecheck.c): with -p only the target when
+	 * pid_only_uprobes (a uprobe with a process filter is placed in that
+	 * process only), otherwise every process that maps the file. */
+	bool kernel_uprobes;
+	bool pid_only_uprobes;
 	/* Set up engine state, without touching the system: check that the
 	 * engine can work here at all (support, permission, a target it can
 	 * trace). 0, or -errno with the reason in why. */
@@ -187,6 +233,19 @@ extern const struct usc_engine_ops inject_engine_ops;
  * tracefs (the kernel's own uprobe_events). */
 extern const struct usc_engine_ops *const usc_engines[];
 extern const size_t usc_nengines;
+
+/* The session's janitor: see struct usc_undo. */
+static inline int engine_undo_add(const struct usc_engine_ctx *ctx, enum usc_undo_kind kind,
+				  const char *path, const char *text)
+{
+	return ctx->undo ? ctx->undo->add(ctx->undo, kind, path, text) : -ENOSYS;
+}
+
+static inline void engine_undo_done(const struct usc_engine_ctx *ctx, int id)
+{
+	if (ctx->undo && id > 0)
+		ctx->undo->done(ctx->undo, id);
+}
 
 /* An engine by name ("tracefs", "bpf", "inject"), or NULL. */
 const struct usc_engine_ops *engine_by_name(const char *name);

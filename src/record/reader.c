@@ -41,6 +41,9 @@ struct rec_file {
 	size_t size;
 	size_t end;			/* readable up to here */
 	char damage[256];		/* "" when whole */
+	/* the chunk at end, cut short, whose whole records are still read (a
+	 * thread's ring bytes, events): the bytes of it there are (0: none) */
+	size_t cut_len;
 	bool clean_end;			/* an END chunk */
 	struct rec_header hdr;
 	struct usc_probe_spec *specs;
@@ -371,9 +374,13 @@ static int scan(struct rec_file *f)
 		if (c->len > REC_CHUNK_MAX || (c->len & 7))
 			return damaged(f, at, "a damaged chunk header (type %u, length %u)",
 				       c->type, c->len);
-		if (c->len > f->end - at - sizeof(*c))
+		if (c->len > f->end - at - sizeof(*c)) {
+			/* records are whole in their chunk: those before the cut read */
+			if (f->specs && (c->type == REC_INJECT || c->type == REC_EVENT))
+				f->cut_len = f->end - at - sizeof(*c);
 			return damaged(f, at, "a chunk of %u bytes is cut short, the file ends at "
 				       "byte %zu (a crash, a short copy)", c->len, f->end);
+		}
 		g = (struct rget){p, c->len, 0, false};
 		switch (c->type) {
 		case REC_SITES:
@@ -651,67 +658,76 @@ static const char *comm_of(const struct rec_file *f, int32_t tid)
 	return "";
 }
 
-/* A chunk's records into refs. */
-static int refs_of_chunk(struct events *e, const struct rec_chunk *c, const uint8_t *p)
+/* A chunk's records into refs: its len bytes at p (cut: the chunk is cut
+ * short there, and only its whole records are read). */
+static int refs_of_chunk(struct events *e, uint32_t type, const uint8_t *p, size_t len, bool cut)
 {
 	struct rec_file *f = e->f;
 	int ret = 0;
 
-	switch (c->type) {
+	switch (type) {
 	case REC_INJECT: {
 		const struct rec_inject *h = (const void *)p;
 		const uint8_t *r = p + sizeof(*h);
 		size_t left;
 
-		if (c->len < sizeof(*h) || h->nbytes > c->len - sizeof(*h)) {
-			e->bad++;
+		if (len < sizeof(*h) || (h->nbytes > len - sizeof(*h) && !cut)) {
+			e->bad += !cut;	/* cut: in its header */
 			return 0;
 		}
-		left = h->nbytes;
+		left = h->nbytes < len - sizeof(*h) ? h->nbytes : len - sizeof(*h);
 		while (left && !ret) {
-			uint32_t site, len;
+			uint32_t site, rlen;
 			uint64_t tsc;
-			int kind = inject_raw_peek(r, left, &site, &tsc, &len);
+			int kind = inject_raw_peek(r, left, &site, &tsc, &rlen);
 
 			if (kind < 0) {
-				e->bad++;
+				e->bad += !cut;	/* cut: the record cut short */
 				break;
 			}
 			if (kind == 0 && site < f->ninject)
-				ret = push_ref(e, (struct ref){tsc_ns(f->clock, tsc), r, len,
+				ret = push_ref(e, (struct ref){tsc_ns(f->clock, tsc), r, rlen,
 							       REF_INJECT, h, 0});
 			else if (kind == 0)
 				e->bad++;
-			r += len;
-			left -= len;
+			r += rlen;
+			left -= rlen;
 		}
 		return ret;
 	}
 	case REC_BPF: {
-		uint32_t len, site;
+		uint32_t n, site;
 		uint64_t ts;
 
-		if (c->len < 8) {
+		if (len < 8) {
 			e->bad++;
 			return 0;
 		}
-		len = *(const uint32_t *)p;
-		if (len > c->len - 8 || bpf_raw_peek(p + 8, len, &site, &ts)) {
+		n = *(const uint32_t *)p;
+		if (n > len - 8 || bpf_raw_peek(p + 8, n, &site, &ts)) {
 			e->bad++;
 			return 0;
 		}
-		return push_ref(e, (struct ref){ts, p + 8, len, REF_BPF, NULL, 0});
+		return push_ref(e, (struct ref){ts, p + 8, n, REF_BPF, NULL, 0});
 	}
-	case REC_EVENT: {
-		const struct rec_event *ev = (const void *)p;
+	case REC_EVENT:
+		/* events one after the other, each 8-aligned */
+		while (len && !ret) {
+			const struct rec_event *ev = (const void *)p;
 
-		if (c->len < sizeof(*ev) || ev->len > c->len || ev->len < sizeof(*ev) ||
-		    ev->site >= f->nsites) {
-			e->bad++;
-			return 0;
+			if (len < sizeof(*ev) || ev->len > len) {
+				e->bad += !cut;	/* cut: the record cut short */
+				break;
+			}
+			if (ev->len < sizeof(*ev) || (ev->len & 7) || ev->site >= f->nsites) {
+				e->bad++;
+				break;
+			}
+			ret = push_ref(e, (struct ref){ev->time_ns, p, ev->len, REF_EVENT, NULL, 0});
+			p += ev->len;
+			len -= ev->len;
 		}
-		return push_ref(e, (struct ref){ev->time_ns, p, ev->len, REF_EVENT, NULL, 0});
-	}
+		return ret;
 	default:
 		return 0;
 	}
@@ -881,9 +897,15 @@ int rec_file_events(struct rec_file *f, usc_event_fn fn, void *ctx, uint64_t *ba
 			ret = flush_refs(&e, e.last_round_max);
 			e.last_round_max = e.round_max;
 		} else {
-			ret = refs_of_chunk(&e, c, p);
+			ret = refs_of_chunk(&e, c->type, p, c->len, false);
 		}
 		at += sizeof(*c) + c->len;
+	}
+	/* the chunk cut short: its whole records */
+	if (!ret && !e.stop && at == f->end && f->cut_len) {
+		const struct rec_chunk *c = (const void *)(f->map + at);
+
+		ret = refs_of_chunk(&e, c->type, f->map + at + sizeof(*c), f->cut_len, true);
 	}
 	if (!ret && !e.stop)
 		ret = flush_refs(&e, UINT64_MAX);

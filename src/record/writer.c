@@ -1,6 +1,8 @@
 /* Writing a recording: see record.h and format.h. Records are appended to a
- * buffer written out in large pieces; a long piece (a thread's ring) goes
- * out with writev, without a copy. */
+ * buffer written out at the end of each round (every engine drained) or
+ * when it is full; a long piece (a thread's ring) goes out with writev,
+ * without a copy. What reached the file reads back should uscope be killed
+ * a moment later. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -466,7 +468,12 @@ int rec_write_event(struct rec_writer *w, const struct usc_event *ev, uint32_t s
 
 int rec_write_round(struct rec_writer *w)
 {
-	return chunk(w, REC_ROUND, NULL, 0, NULL, 0, NULL, 0);
+	int ret = chunk(w, REC_ROUND, NULL, 0, NULL, 0, NULL, 0);
+
+	/* every engine was drained: what it gave goes to the file now, not
+	 * when the buffer is full (uscope killed, the records would be lost
+	 * with its memory) */
+	return ret ? ret : flush(w);
 }
 
 int rec_write_stats(struct rec_writer *w, const struct usc_stats *st, size_t nsites)

@@ -54,7 +54,8 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-int session_wait_modules(struct usc_session *s, pid_t child, int sfd, int *sigints, int *status)
+int session_wait_modules(struct usc_session *s, pid_t child, int sfd, int *sigints, int *status,
+			 int *forward)
 {
 	double deadline = s->opts.duration > 0 ? now_s() + s->opts.duration : 0;
 	/* said at once with -v; otherwise once the wait has lasted a second,
@@ -91,15 +92,14 @@ int session_wait_modules(struct usc_session *s, pid_t child, int sfd, int *sigin
 			return -ECHILD;
 		}
 		while (sfd >= 0 && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-			if (si.ssi_signo == SIGCHLD || si.ssi_signo == SIGPIPE)
-				continue;
-			if (si.ssi_signo == SIGINT && ++*sigints < 2)
-				continue;	/* the terminal sent it to COMMAND too */
-			if (si.ssi_signo != SIGINT) {
-				kill(child, (int)si.ssi_signo);
-				continue;
+			enum session_sig_act act = session_signal_act(&si, true, sigints);
+
+			if (act == SESSION_SIG_FORWARD) {
+				kill(child, (int)si.ssi_signo);	/* nothing placed yet */
+				*forward = (int)si.ssi_signo;
 			}
-			deadline = -1;
+			if (act != SESSION_SIG_NONE)
+				deadline = -1;
 		}
 		if (deadline < 0 || (deadline && now_s() >= deadline)) {
 			log_error("stopped before %s loaded a module named '%s'", s->opts.cmd[0],

@@ -10,6 +10,8 @@
  *  - a kernel uprobe never lands in the bytes an in-process patch moves:
  *    such a patch goes to the next engine instead (the kernel would write
  *    its breakpoint into code that no longer runs, or our patch over it);
+ *  - a kernel uprobe is never placed over code that is not the file's
+ *    (codecheck.c): the plan is refused, with the process and the reason;
  *  - a site no engine can place is an error, unless its probe is a glob:
  *    a glob is never refused as a whole, its unplaceable functions are
  *    skipped with one warning line that counts them and names the main
@@ -378,7 +380,10 @@ int session_plan_engines(struct usc_session *s)
 	for (size_t i = 0; i < s->nsites; i++)
 		if (s->place[i].engine >= 0)
 			s->engines[s->place[i].engine].nsites++;
-	ret = session_plan_agg(s);
+	/* a kernel uprobe only over the file's code */
+	ret = session_check_code(s);
+	if (!ret)
+		ret = session_plan_agg(s);
 out:
 	for (size_t k = 0; a.why && k < s->nengines * s->nsites; k++)
 		free(a.why[k]);

@@ -79,6 +79,7 @@ int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
 		.record = {o->record.on, o->record.drop, o->record.snapshot},
 		.objtrace = {o->objtrace.on, o->objtrace.max_objects},
 	};
+	session_undo_init(s);
 	*out = s;
 	return 0;
 }
@@ -580,7 +581,8 @@ struct run {
 	bool running;		/* COMMAND was started before the plan (pending modules) */
 	bool gone, stopping;
 	int status;
-	int sigints;
+	int sigints;		/* the terminal's SIGINTs and SIGHUPs */
+	int forward;		/* a signal for COMMAND once the probes are gone */
 	const char *dump_why;	/* the flight recorder is to write (SIGUSR1) */
 };
 
@@ -663,12 +665,16 @@ static void read_signals(struct run *r)
 			r->dump_why = "SIGUSR1";
 			continue;
 		}
-		if (r->child > 0 && si.ssi_signo == SIGINT && ++r->sigints < 2)
-			continue;	/* the terminal sent it to COMMAND too */
-		if (r->child > 0 && si.ssi_signo != SIGINT)
-			kill(r->child, (int)si.ssi_signo);
-		else
+		switch (session_signal_act(&si, r->child > 0, &r->sigints)) {
+		case SESSION_SIG_FORWARD:
+			r->forward = (int)si.ssi_signo;
+			/* fall through */
+		case SESSION_SIG_STOP:
 			r->stopping = true;
+			break;
+		case SESSION_SIG_NONE:
+			break;
+		}
 	}
 }
 
@@ -797,7 +803,7 @@ static int run_pending(struct run *r, const sigset_t *oldmask, struct usc_run_re
 		r->child = -1;
 		return ret > 0 ? -ret : ret;
 	}
-	ret = session_wait_modules(s, r->child, r->sfd, &r->sigints, &r->status);
+	ret = session_wait_modules(s, r->child, r->sfd, &r->sigints, &r->status, &res->signal);
 	if (ret == -ECHILD) {
 		r->child = -1;
 		r->gone = true;
@@ -889,6 +895,20 @@ static int loop(struct run *r)
 	return 0;
 }
 
+/* The traced process has ended: say how (a signal, on stderr). COMMAND's
+ * wait status is ours; a running process's, the kernel's (session/target.c). */
+static void target_ended(struct run *r)
+{
+	struct usc_session *s = r->s;
+	bool known = true;
+
+	if (!r->gone)
+		return;
+	if (!s->opts.cmd)
+		known = !session_exit_status(r->pfd, s->pid, &r->status);
+	session_report_end(s->pid, r->status, known);
+}
+
 /* No new hits, then everything already recorded. */
 static void drain(struct usc_session *s)
 {
@@ -934,6 +954,7 @@ int usc_session_run(struct usc_session *s, struct usc_run_result *res)
 		ret = start_target(&r, &oldmask, res);
 	if (!ret) {
 		ret = loop(&r);
+		target_ended(&r);
 		if (s->rec && s->opts.record.snapshot) {
 			/* the flight recorder's last words: at the end, and
 			 * when COMMAND died by a signal, its last records */
@@ -962,6 +983,12 @@ int usc_session_run(struct usc_session *s, struct usc_run_result *res)
 			s->engines[k].ops->detach(s->engines[k].e);
 			s->engines[k].live = false;
 		}
+	/* A signal sent to uscope alone: COMMAND has it too, now that nothing
+	 * of ours is in it, and runs on (we do not wait for it). */
+	if (r.forward && r.child > 0 && !r.gone) {
+		kill(r.child, r.forward);
+		res->signal = r.forward;
+	}
 	/* A COMMAND still held before its exec sees its pipe close and exits;
 	 * one that runs when we stop first (-d, Ctrl-C twice, an error) runs
 	 * on, untraced. */
@@ -991,6 +1018,7 @@ void usc_session_free(struct usc_session *s)
 			e->ops->destroy(e);
 			free(sites);
 		}
+	session_janitor_end(s);
 	merge_free(s->merge);
 	mapwatch_close(s->mapwatch);
 	session_agg_free(s);

@@ -8,8 +8,10 @@
  * inject where it can patch, otherwise bpf, otherwise tracefs. run spawns
  * COMMAND or attaches to PID, starts every engine that took a site, polls
  * them, merges their events in time order into the sinks (sink.h), stops at
- * the target's end, the duration, or SIGINT/SIGTERM/SIGHUP, drains what was
- * recorded, reports the counts, and removes every probe, on every way out.
+ * the target's end, the duration, or SIGINT/SIGTERM/SIGHUP (session/target.c
+ * says what becomes of COMMAND then), drains what was recorded, reports the
+ * counts, and removes every probe, on every way out; what the kernel would
+ * not remove if uscope were killed, its janitor does (session/janitor.c).
  *
  * Events flow from sources (the engines) to sinks (text, JSON, flow,
  * count...): a command is a choice of sinks. The session owns the cache of
@@ -78,6 +80,7 @@ struct session_engine {
 };
 
 struct session_merge;
+struct session_janitor;
 struct rec_header;
 
 struct usc_session {
@@ -125,6 +128,10 @@ struct usc_session {
 	struct usc_raw_out raw;		/* recording: where the engines write (recording.c) */
 	struct session_objset *objset;	/* objtrace: the set kept here, for the sites
 					 * of an engine that keeps none (session/objtrace.c) */
+	/* what the engines made that the kernel would not remove if uscope
+	 * died: undone then by the janitor (session/janitor.c) */
+	struct usc_undo undo;
+	struct session_janitor *janitor;
 };
 
 /* How a run ended. */
@@ -133,6 +140,9 @@ struct usc_run_result {
 	bool target_exited;	/* COMMAND (or PID) ended while traced */
 	int status;		/* COMMAND's wait status, when target_exited */
 	int exec_errno;		/* COMMAND could not be run: its exec's errno */
+	int signal;		/* a signal sent to uscope alone ended the run:
+				 * COMMAND was given it too, and left running
+				 * (exit 128+signal) */
 };
 
 int usc_session_new(const struct usc_session_opts *o, struct usc_session **out);

@@ -37,6 +37,11 @@ int session_record_last(struct usc_session *s, const char *why);
  * created. 0 or -errno, reported. */
 int session_plan_engines(struct usc_session *s);
 
+/* codecheck.c: every site placed on an engine with kernel uprobes has the
+ * file's code in each process the uprobe lands in. 0, or -EBUSY with the
+ * process and the reason said. */
+int session_check_code(struct usc_session *s);
+
 /* agg.c: which sites their engines filter and aggregate where the probe
  * runs (site->filter_in_place, agg_in_place). 0 or -errno. */
 int session_plan_agg(struct usc_session *s);
@@ -57,6 +62,30 @@ bool session_obj_here(const struct usc_session *s, const struct usc_site *site);
 int session_obj_event(struct usc_session *s, const struct usc_event *ev, struct usc_event *out,
 		      struct usc_value *vals);
 
+/* janitor.c: the engines' undo list (engine.h, struct usc_undo) and the
+ * process that undoes what is left if uscope dies. init: s->undo, and the
+ * engines' context points to it; the janitor starts with the first thing
+ * to undo. end: after the engines are destroyed: it ends (what they could
+ * not remove, it tries once more). */
+void session_undo_init(struct usc_session *s);
+void session_janitor_end(struct usc_session *s);
+
+/* target.c: what a signal read from the session's signalfd does: none;
+ * stop the run; or (sent to uscope alone while COMMAND runs) stop the run
+ * and pass the signal on to COMMAND once the probes are removed. The
+ * terminal's signals are stops only the second time (tty_stops counts
+ * them): COMMAND had them too. */
+enum session_sig_act { SESSION_SIG_NONE, SESSION_SIG_STOP, SESSION_SIG_FORWARD };
+struct signalfd_siginfo;
+enum session_sig_act session_signal_act(const struct signalfd_siginfo *si, bool command,
+					int *tty_stops);
+/* The wait status of process pid, which has ended (pfd: its pidfd, or -1).
+ * 0, or -ENODATA when the kernel does not say. */
+int session_exit_status(int pfd, pid_t pid, int *status);
+/* Say how the traced process ended: a signal on stderr, an exit with -v;
+ * known false: only that it ended. */
+void session_report_end(pid_t pid, int status, bool known);
+
 /* merge.c: events of several engines in time order. */
 struct session_merge *merge_new(void);
 void merge_free(struct session_merge *m);
@@ -74,8 +103,10 @@ size_t merge_pending(const struct session_merge *m);
 size_t session_pending_modules(struct usc_session *s);
 /* Let child run until it has mapped every pending module (its maps,
  * polled). 0; -ECHILD when it exited first (*status); -EINTR when a signal
- * (Ctrl-C, read from sfd) or -d ended the wait. Reported. */
-int session_wait_modules(struct usc_session *s, pid_t child, int sfd, int *sigints, int *status);
+ * (read from sfd: *forward, when it was passed on to child) or -d ended the
+ * wait. Reported. */
+int session_wait_modules(struct usc_session *s, pid_t child, int sfd, int *sigints, int *status,
+			 int *forward);
 /* plan.c's steps after the target: engines, sites, placement. */
 int session_plan_sites(struct usc_session *s);
 

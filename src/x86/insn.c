@@ -65,3 +65,16 @@ int x86_check_boundary(const uint8_t *code, size_t len, uint64_t addr,
 		*next = off;
 	return 0;
 }
+
+int x86_insn_length(const uint8_t *code, size_t len)
+{
+	ZydisDecoder dec;
+	ZydisDecodedInstruction insn;
+
+	if (!ZYAN_SUCCESS(ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64,
+					   ZYDIS_STACK_WIDTH_64)) ||
+	    !ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&dec, NULL, code, len, &insn)) ||
+	    !insn.length)
+		return -ENOEXEC;
+	return insn.length;
+}

@@ -14,4 +14,8 @@
 int x86_check_boundary(const uint8_t *code, size_t len, uint64_t addr,
 		       uint64_t off, uint64_t *prev, uint64_t *next);
 
+/* The length of the instruction at code[0] (len bytes readable), or
+ * -ENOEXEC when it does not decode. */
+int x86_insn_length(const uint8_t *code, size_t len);
+
 #endif

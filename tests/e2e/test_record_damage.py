@@ -7,9 +7,11 @@ sanitizer report (stderr is compared whole).
 
 A recording (src/record/format.h): a 352-byte header, then chunks, each
 u32 type, u32 length, then the payload (8-aligned). Events are in EVENT
-chunks (one each: the bpf and tracefs engines) or in INJECT chunks (a
-thread's ring bytes: the inject engine's records)."""
+and BPF chunks (one each: the tracefs and bpf engines) or in INJECT chunks
+(a thread's ring bytes: the inject engine's records, as many as a poll
+found). A chunk cut short keeps its whole records."""
 
+import re
 import struct
 from pathlib import Path
 
@@ -24,6 +26,7 @@ REC_SITES, REC_INJECT, REC_BPF, REC_EVENT, REC_STATS = 1, 6, 7, 8, 10
 INJ_REC_PAD = 0x80000000
 GARBAGE = b"\xde\xad\xbe\xef" * 2
 GARBAGE_U32 = 0xEFBEADDE
+TIME_RE = re.compile(r"\] \d+\.\d{6}: ")
 
 
 def chunks(data):
@@ -37,24 +40,27 @@ def chunks(data):
     return out
 
 
-def records_in(t, payload):
-    """How many events a chunk holds."""
-    if t in (REC_EVENT, REC_BPF):
-        return 1
-    if t != REC_INJECT:
-        return 0
-    nbytes = struct.unpack_from("<I", payload, 16)[0]
-    at, n, end = 24, 0, 24 + nbytes
-    while at < end:
-        ln = struct.unpack_from("<I", payload, at)[0]
-        if not ln & INJ_REC_PAD:
-            n += 1
-        at += ln & ~INJ_REC_PAD
-    return n
-
-
-def event_chunks(data):
-    return [(at, t, p) for at, t, p in chunks(data) if t in (REC_INJECT, REC_BPF, REC_EVENT)]
+def records(data):
+    """[(chunk's offset, its payload's length, record's offset, its length)]:
+    every event record of a whole recording, in file order."""
+    out = []
+    for at, t, p in chunks(data):
+        if t == REC_BPF:
+            out.append((at, len(p), at + 16, struct.unpack_from("<I", p, 0)[0]))
+        elif t == REC_EVENT:
+            q = 0
+            while q < len(p):
+                ln = struct.unpack_from("<I", p, q)[0]
+                out.append((at, len(p), at + 8 + q, ln))
+                q += ln
+        elif t == REC_INJECT:
+            q, end = 24, 24 + struct.unpack_from("<I", p, 16)[0]
+            while q < end:
+                ln = struct.unpack_from("<I", p, q)[0]
+                if not ln & INJ_REC_PAD:
+                    out.append((at, len(p), at + 8 + q, ln))
+                q += ln & ~INJ_REC_PAD
+    return out
 
 
 def record(tmp_path: Path, engine: str) -> bytes:
@@ -86,14 +92,15 @@ def whole(tmp_path, engine):
 
 
 def middle(data):
-    """The event chunk in the middle of the events, and how many events come
-    before it."""
-    ev = event_chunks(data)
-    assert len(ev) >= 3, f"the events are in {len(ev)} chunks only"
-    k = len(ev) // 2
-    before = sum(records_in(t, p) for _, t, p in ev[:k])
-    assert 0 < before < 12
-    return ev[k], before
+    """The middle event record: its index, its chunk's offset and payload
+    length, its offset and length; and how many records come before its
+    chunk (the inject engine's chunks are a thread's ring bytes: as many
+    records as a poll found)."""
+    recs = records(data)
+    assert len(recs) == 12
+    k = len(recs) // 2
+    before = sum(1 for r in recs if r[0] < recs[k][0])
+    return k, recs[k], before
 
 
 def warning(path, what):
@@ -110,22 +117,36 @@ def single_error(r, line):
 
 @pytest.mark.parametrize("engine", ["inject", "bpf", "tracefs"])
 def test_cut_in_the_events(tmp_path, engine):
+    """Cut inside a record: every record before it reads, those of its own
+    chunk too (a chunk of the inject engine holds many)."""
     data, lines = whole(tmp_path, engine)
-    (at, _, payload), before = middle(data)
-    cut = at + 8 + len(payload) // 2 // 8 * 8 + 4    # inside the chunk's payload
+    k, (at, clen, rat, rlen), _ = middle(data)
+    cut = rat + rlen // 2 // 8 * 8 + 4                # inside the record
     path = tmp_path / "cut.usc"
     path.write_bytes(data[:cut])
     r = read(path)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == lines[:before]
-    assert r.stderr == warning(path, f"at byte {at}: a chunk of {len(payload)} bytes is cut "
+    got = r.stdout.splitlines()
+    if engine == "inject" and got != lines[:k]:
+        # the inject engine's records are stamped with the TSC, converted
+        # through the clock samples: past the last one the cut file has,
+        # along its last two (or as the only one), where the whole file
+        # has samples after them
+        def untimed(ls):
+            return [TIME_RE.sub("] ", line, count=1) for line in ls]
+        assert untimed(got) == untimed(lines[:k])
+        times = [u.parse_text_line(line).time for line in got]
+        assert times == sorted(times)
+    else:
+        assert got == lines[:k]
+    assert r.stderr == warning(path, f"at byte {at}: a chunk of {clen} bytes is cut "
                                      f"short, the file ends at byte {cut} (a crash, a short copy)")
 
 
 @pytest.mark.parametrize("engine", ["inject", "tracefs"])
 def test_cut_in_a_chunk_header(tmp_path, engine):
     data, lines = whole(tmp_path, engine)
-    (at, _, _), before = middle(data)
+    _, (at, _, _, _), before = middle(data)
     path = tmp_path / "cut.usc"
     path.write_bytes(data[:at + 5])
     r = read(path)
@@ -138,7 +159,7 @@ def test_cut_in_a_chunk_header(tmp_path, engine):
 def test_cut_between_chunks(tmp_path):
     """Cut where a chunk ends: every chunk reads, the end is missing."""
     data, lines = whole(tmp_path, "bpf")
-    (at, _, _), before = middle(data)
+    _, (at, _, _, _), before = middle(data)
     path = tmp_path / "cut.usc"
     path.write_bytes(data[:at])
     r = read(path)
@@ -152,14 +173,14 @@ def test_cut_summary(tmp_path):
     """Without -q: the damage line first, then the usual lines, the summary
     counting the events read."""
     data, lines = whole(tmp_path, "inject")
-    (at, _, payload), before = middle(data)
+    _, (at, clen, _, _), before = middle(data)
     path = tmp_path / "cut.usc"
-    path.write_bytes(data[:at + 8 + 8])
+    path.write_bytes(data[:at + 8 + 8])               # in the ring's header
     r = read(path, quiet=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == lines[:before]
     err = r.stderr.splitlines(keepends=True)
-    assert err[0] == warning(path, f"at byte {at}: a chunk of {len(payload)} bytes is cut "
+    assert err[0] == warning(path, f"at byte {at}: a chunk of {clen} bytes is cut "
                                    f"short, the file ends at byte {at + 16} (a crash, a short "
                                    "copy)")
     assert not any("ends early" in line or "ERROR" in line for line in err[1:]), r.stderr
@@ -172,7 +193,7 @@ def test_cut_summary(tmp_path):
 @pytest.mark.parametrize("engine", ["inject", "bpf", "tracefs"])
 def test_garbage_over_a_chunk_header(tmp_path, engine):
     data, lines = whole(tmp_path, engine)
-    (at, _, _), before = middle(data)
+    _, (at, _, _, _), before = middle(data)
     path = tmp_path / "garbage.usc"
     path.write_bytes(data[:at] + GARBAGE + data[at + 8:])
     r = read(path)

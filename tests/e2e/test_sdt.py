@@ -420,7 +420,8 @@ def test_http_server_pid(www, engine):
 
 def test_http_server_command(www):
     """-- COMMAND, the default engine: uscope starts the server, waits for
-    its provider, traces it; SIGTERM ends the server, then uscope."""
+    its provider, traces it; SIGTERM to uscope ends the run at once (128+15),
+    and is passed on to the server, which exits on its own."""
     with tempfile.TemporaryDirectory(prefix="uscope-e2e-") as d:
         out = Path(d) / "events.out"
         bg = Background(trace_argv([HTTP_PROBE], cmd=[PYTHON, HTTP, "0", "--directory", www],
@@ -434,10 +435,20 @@ def test_http_server_command(www):
         fetch(port, "/hello.txt")
         fetch(port, "/sub%20dir/data.bin")
         listing = fetch(port, "/sub%20dir/")
-        bg.signal(signal.SIGTERM)       # passed on to the server, which exits 0
-        r = bg.result(output_file=out).check(rc=0, ready=1)
+        bg.signal(signal.SIGTERM)
+        r = bg.result(output_file=out).check(rc=128 + signal.SIGTERM, ready=1)
         http_checks(r, www)
         assert r.events[2].args["size"] == len(listing)
+        while server_runs(m.group(3)):
+            assert time.monotonic() < deadline + 20, "the server did not end on SIGTERM"
+            time.sleep(0.05)
+
+
+def server_runs(pid):
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in "ZX"
+    except OSError:
+        return False
 
 
 # --------------------------------------------------------------------------

@@ -1,13 +1,65 @@
 """Ending uscope: SIGINT/SIGTERM in -p mode exit cleanly with the events
-drained; after a SIGKILL the next uscope run removes what was left; a run
-never removes what a live uscope is using."""
+drained; with a COMMAND, a signal sent to uscope alone ends the run at once
+and COMMAND gets it once the probes are gone, while the terminal's Ctrl-C
+is COMMAND's first; a traced process that dies by a signal is said; after
+a SIGKILL its janitor removes what was left, or failing that the next
+uscope run; a run never removes what a live uscope is using."""
 
+import os
+import re
 import signal
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
 import uscope_e2e as u
 from uscope_e2e import Waiter, target, trace, trace_bg
+
+CHAOS = target("chaos")
+GOT_RE = re.compile(r"^got (SIG[A-Z]+) at i=(\d+)$", re.M)
+
+
+def wait_for(what, cond, timeout=u.TIMEOUT):
+    """cond()'s first true value, within timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        assert time.monotonic() < deadline, f"{what}: not within {timeout}s"
+        time.sleep(0.02)
+
+
+def alive(pid):
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def code_is_the_files(pid):
+    """Every byte of CHAOS's executable mapping in process pid is the file's."""
+    with open(f"/proc/{pid}/maps") as m, open(f"/proc/{pid}/mem", "rb") as mem, \
+            open(CHAOS, "rb") as f:
+        for line in m:
+            parts = line.split()
+            if len(parts) >= 6 and "x" in parts[1] and parts[5] == CHAOS:
+                lo, hi = (int(x, 16) for x in parts[0].split("-"))
+                f.seek(int(parts[2], 16))
+                want = f.read(hi - lo)
+                mem.seek(lo)
+                if mem.read(len(want)) != want:
+                    return False
+    return True
+
+
+def calls(path):
+    """The i of every work event in a trace output file."""
+    events, _ = u.parse_text(Path(path).read_text(errors="surrogateescape"))
+    return [e.args["i"] for e in events]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -27,19 +79,63 @@ def test_signal_in_pid_mode_exits_cleanly(sig, tmp_path):
     assert w.wait() == 0
 
 
-def test_sigkill_leftovers_removed_by_next_run():
+def janitor_of(pid):
+    """The janitor of live uscope process pid: named uscope-janitor, forked
+    from it (the same command line)."""
+    def read(p, name):
+        try:
+            return (p / name).read_bytes()
+        except OSError:
+            return b""
+    argv = read(Path(f"/proc/{pid}"), "cmdline")
+    found = [int(d.name) for d in Path("/proc").iterdir()
+             if d.name.isdigit() and read(d, "comm") == b"uscope-janitor\n" and
+             read(d, "cmdline") == argv]
+    assert len(found) == 1, f"janitors of uscope {pid}: {found}"
+    return found[0]
+
+
+def test_sigkill_leftovers_removed_by_the_janitor():
+    """uscope killed: its janitor removes its tracefs events and instance,
+    and ends; nothing runs again."""
     w = Waiter()
-    bg = trace_bg("on_line $arg1:string", pid=w.pid)
+    bg = trace_bg("on_line $arg1:string", pid=w.pid, extra=["-e", "tracefs"])
     bg.wait_ready()
     dead = bg.pid
+    jan = janitor_of(dead)
+    assert (u.INSTANCES / f"uscope_{dead}").is_dir()
     bg.signal(signal.SIGKILL)
     assert bg.wait() == -signal.SIGKILL
+    wait_for("the janitor removes the dead uscope's probes",
+             lambda: not [l for l in u.UPROBE_EVENTS.read_text().splitlines()
+                          if f"uscope_{dead}/" in l] and
+             not (u.INSTANCES / f"uscope_{dead}").exists())
+    wait_for("the janitor ends", lambda: not alive(jan))
+    w.send("untraced")
+    w.close_stdin()
+    assert w.wait() == 0
+
+
+def test_sigkill_leftovers_removed_by_next_run():
+    """uscope and its janitor both killed (a whole cgroup, the OOM killer):
+    the next run removes what was left."""
+    w = Waiter()
+    bg = trace_bg("on_line $arg1:string", pid=w.pid, extra=["-e", "tracefs"])
+    bg.wait_ready()
+    dead = bg.pid
+    jan = janitor_of(dead)
+    os.kill(jan, signal.SIGKILL)
+    wait_for("the janitor is gone", lambda: not alive(jan))
+    bg.signal(signal.SIGKILL)
+    assert bg.wait() == -signal.SIGKILL
+    assert (u.INSTANCES / f"uscope_{dead}").is_dir()     # left behind
     w.send("while stale probes may remain")
     w.close_stdin()
     assert w.wait() == 0
     # the next run (of any kind that creates probes) removes the dead one's
     # instance and events
-    r = trace("add a=$arg1:s32", cmd=[target("args"), 1]).check(rc=0, ready=1)
+    r = trace("add a=$arg1:s32", cmd=[target("args"), 1],
+              extra=["-e", "tracefs"]).check(rc=0, ready=1)
     assert [e.args["a"] for e in r.events] == [1]
     events, insts = u.leftovers()
     assert not [l for l in events if f"uscope_{dead}" in l], events
@@ -61,3 +157,106 @@ def test_concurrent_session_is_left_alone():
     assert sorted(e.args["arg1"] for e in res.events) == ["one", "two"]
     w.close_stdin()
     assert w.wait() == 0
+
+
+# --------------------------------------------------------------------------
+# A COMMAND and the signals sent to uscope
+
+class Command:
+    """uscope trace work -- chaos signals, traced until work has run. Its
+    output goes to files: COMMAND keeps them open when it outlives uscope."""
+
+    def __init__(self, tmp_path, *extra, stdin=subprocess.DEVNULL, prefix=()):
+        self.out, self.so, self.se = (tmp_path / n for n in ("events.txt", "stdout", "stderr"))
+        argv = list(prefix) + [str(u.uscope_path())] + \
+            u.trace_argv(["work i=$arg2:s64"], cmd=[CHAOS, "signals"], out=self.out,
+                         extra=extra)
+        with open(self.so, "w") as f, open(self.se, "w") as g:
+            self.p = subprocess.Popen(argv, stdin=stdin, stdout=f, stderr=g)
+        u.REGISTRY.uscopes.append(self.p)
+        self.pid = int(wait_for("COMMAND says its pid", lambda: re.search(
+            r"^ready pid=(\d+)$", self.so.read_text(), re.M)).group(1))
+        wait_for("an event", lambda: self.out.exists() and calls(self.out))
+
+    @property
+    def stderr(self):
+        return self.se.read_text()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        # COMMAND outlives uscope here: ended whatever happened
+        if alive(self.pid):
+            os.kill(self.pid, signal.SIGKILL)
+
+    def got(self):
+        """The signals COMMAND had: [(name, i)]"""
+        return GOT_RE.findall(self.so.read_text())
+
+    def wait(self):
+        return self.p.wait(u.TIMEOUT)
+
+
+@pytest.mark.parametrize("sig,engine", [(signal.SIGTERM, "inject"), (signal.SIGTERM, "bpf"),
+                                        (signal.SIGTERM, "tracefs"), (signal.SIGINT, None),
+                                        (signal.SIGHUP, None)])
+def test_signal_to_uscope_alone_ends_a_command_run(sig, engine, tmp_path):
+    """kill(1) to uscope while COMMAND runs (and would not end of it): the
+    run ends at once, with every event drained; COMMAND gets the signal
+    once nothing of uscope's is in it, and runs on; uscope exits 128+N."""
+    with Command(tmp_path, *(["-e", engine] if engine else [])) as c:
+        c.p.send_signal(sig)
+        assert c.wait() == 128 + sig, c.stderr
+        s = u.parse_summary(c.stderr)
+        ns = calls(c.out)
+        assert s is not None and s.total == len(ns) and s.lost == 0, c.stderr
+        assert ns == list(range(len(ns))), ns
+        got = wait_for("COMMAND had the signal", c.got)
+        assert [g[0] for g in got] == [sig.name]
+        assert alive(c.pid) and code_is_the_files(c.pid)
+
+
+def test_target_killed_by_a_signal_is_said(tmp_path):
+    """-p: the kernel's exit status of the traced process (PIDFD_INFO_EXIT)."""
+    t = u.start_spin()
+    bg = trace_bg("tick n=$arg1:s32", pid=t.pid, extra=["-e", "bpf"])
+    bg.wait_ready()
+    assert t.kill(signal.SIGSEGV) == -signal.SIGSEGV
+    res = bg.result().check(rc=0)
+    assert f"uscope: process {t.pid} killed by SIGSEGV\n" in res.stderr, res.stderr
+
+
+def test_command_killed_by_a_signal_is_said(tmp_path):
+    with Command(tmp_path, "-e", "bpf") as c:
+        os.kill(c.pid, signal.SIGKILL)
+        assert c.wait() == 128 + signal.SIGKILL
+        assert f"uscope: process {c.pid} killed by SIGKILL\n" in c.stderr, c.stderr
+
+
+def test_terminal_ctrl_c(tmp_path):
+    """Ctrl-C on a terminal goes to uscope and COMMAND: the first is
+    COMMAND's (uscope traces on); the second ends the run, COMMAND running
+    on, untraced."""
+    master, slave = os.openpty()
+    try:
+        # uscope in a session of its own, the terminal its controlling one
+        with Command(tmp_path, stdin=slave, prefix=["setsid", "-c"]) as c:
+            os.close(slave)
+            slave = -1
+            os.write(master, b"\x03")
+            got = wait_for("COMMAND had Ctrl-C", c.got)
+            assert [g[0] for g in got] == ["SIGINT"]
+            wait_for("calls traced after Ctrl-C",
+                     lambda: max(calls(c.out)) > int(got[0][1]) + 10)
+            assert c.p.poll() is None
+            os.write(master, b"\x03")
+            assert c.wait() == 0, c.stderr
+            # (and as uscope led the terminal's session, its end hung it up)
+            assert [g[0] for g in c.got()][:2] == ["SIGINT", "SIGINT"]
+            assert calls(c.out) == list(range(len(calls(c.out))))
+            assert alive(c.pid) and code_is_the_files(c.pid)
+    finally:
+        os.close(master)
+        if slave >= 0:
+            os.close(slave)

@@ -21,6 +21,10 @@ Needs root and tracefs (as the e2e tests do). The recordings:
         into the REC_BPF record the bpf program writes (struct bpfeng_rec):
         the bpf engine has no .record yet, so no real file has REC_BPF
   waiter-inject-cut.usc             waiter-inject.usc cut in its REC_INJECT
+  waiter-events1.usc                waiter-tracefs.usc with its events in one
+        REC_EVENT chunk (the format allows many; the writer makes one each)
+  waiter-events1-cut.usc            that, cut in its third event: a chunk cut
+        short whose whole records read
 
 Every recording of a COMMAND also holds the modules uscope itself maps
 (hundreds of KiB of symbols); the dwarf ones have their REC_MODULE chunks
@@ -173,6 +177,33 @@ def cut_in(data, kind):
     raise SystemExit(f"no chunk of type {kind}")
 
 
+def one_event_chunk(data):
+    """Every REC_EVENT chunk's events in the first one's place."""
+    out, events, at = bytearray(data[:HDR_LEN]), b"", None
+    for _, t, p in chunks(data):
+        if t == REC_EVENT:
+            if at is None:
+                at = len(out)
+                out += chunk(REC_EVENT, b"")
+            events += p
+        else:
+            out += chunk(t, p)
+    if at is None:
+        raise SystemExit("no REC_EVENT chunk")
+    return bytes(out[:at]) + chunk(REC_EVENT, events) + bytes(out[at + 8:])
+
+
+def cut_in_event(data, k):
+    """data cut in the middle of the k-th event of its first REC_EVENT chunk."""
+    for at, t, p in chunks(data):
+        if t == REC_EVENT:
+            q = 0
+            for _ in range(k):
+                q += struct.unpack_from("<I", p, q)[0]
+            return data[:at + 8 + q + 12]
+    raise SystemExit("no REC_EVENT chunk")
+
+
 def static_waiter(d):
     full, exe = Path(d) / "waiter-full", Path(d) / "waiter"
     subprocess.run(["cc", "-static", "-O1", "-g0", "-o", full,
@@ -222,6 +253,8 @@ def main():
     seeds["waiter-bpfraw.usc"] = to_bpf(seeds["waiter-bpf.usc"])
     seeds["waiter-snapshot.usc"] = snapshot(seeds["waiter-inject.usc"], "SIGUSR1")
     seeds["waiter-inject-cut.usc"] = cut_in(seeds["waiter-inject.usc"], REC_INJECT)
+    seeds["waiter-events1.usc"] = one_event_chunk(seeds["waiter-tracefs.usc"])
+    seeds["waiter-events1-cut.usc"] = cut_in_event(seeds["waiter-events1.usc"], 2)
     left = UPROBE_EVENTS.read_text().strip()
     assert not left, f"uprobe_events not empty: {left}"
     for name, data in sorted(seeds.items()):

@@ -5,7 +5,7 @@
  * in time order across the engines, the counts, the snapshot. Then the
  * same file cut at every length, and with every byte changed: it reads up
  * to the damage (a prefix of the events), says where, and never fails
- * otherwise. */
+ * otherwise; a chunk of many records cut short keeps every whole one. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -524,6 +524,141 @@ static void test_every_byte(void **state)
 	free(b);
 }
 
+/* ---- a chunk cut short: its whole records ------------------------------ */
+
+#define NRING 8
+
+/* A recording whose events are all in one chunk: NRING inject records in
+ * one ring's bytes (events: NRING REC_EVENT payloads merged into one
+ * chunk, as the format allows). *at: the chunk's offset. */
+static void write_one_chunk(bool events, size_t *at)
+{
+	struct usc_session s;
+	struct usc_placement place[3];
+	struct session_engine eng[3];
+	struct rec_writer *w;
+	struct rec_clock_pair clock[2] = {{T0, T0}, {2 * T0, 2 * T0}};
+	uint64_t ips[1] = {0x7f0000002000};
+	struct want x[NRING];
+	const struct want *px[NRING];
+	uint8_t ring[NRING * 64];
+	struct rec_inject h = {1, 0, PID, TID_INJ, 0, 0};
+	size_t n;
+
+	for (unsigned k = 0; k < NRING; k++) {
+		x[k] = want[events ? 1 : 0];
+		x[k].time = T0 + 10 * k;
+		x[k].v[0].u = k;
+		px[k] = &x[k];
+	}
+	build_session(&s, place, eng);
+	assert_int_equal(rec_writer_open(path, "uscope record test", &w), 0);
+	assert_int_equal(rec_write_sites(w, s.specs, s.nspecs, s.sites, s.nsites, s.place,
+					 (const char *const[]){"tracefs", "bpf", "inject"}), 0);
+	assert_int_equal(rec_write_thread(w, PID, TID_INJ, "injthr"), 0);
+	assert_int_equal(rec_write_clock(w, clock, 2), 0);
+	assert_int_equal(rec_write_image(w, 1, PID, ips, 1), 0);
+	assert_int_equal(rec_writer_flush(w), 0);
+	*at = (size_t)rec_written(w);
+	if (events) {
+		for (unsigned k = 0; k < NRING; k++)
+			write_event(w, &x[k]);
+	} else {
+		n = inject_bytes(ring, px, NRING);
+		h.nbytes = (uint32_t)n;
+		assert_int_equal(rec_write_inject(w, &h, ring, n, NULL, 0), 0);
+	}
+	assert_int_equal(rec_write_round(w), 0);
+	assert_int_equal(rec_writer_close(w), 0);
+	if (events) {
+		/* the NRING event chunks, one chunk */
+		size_t size, pos = *at, out = *at + sizeof(struct rec_chunk);
+		uint8_t *b = slurp(&size);
+		struct rec_chunk c = {REC_EVENT, 0};
+
+		for (unsigned k = 0; k < NRING; k++) {
+			struct rec_chunk ck;
+
+			memcpy(&ck, b + pos, sizeof(ck));
+			assert_int_equal(ck.type, REC_EVENT);
+			memmove(b + out, b + pos + sizeof(ck), ck.len);
+			out += ck.len;
+			c.len += ck.len;
+			pos += sizeof(ck) + ck.len;
+		}
+		memcpy(b + *at, &c, sizeof(c));
+		memmove(b + out, b + pos, size - pos);
+		size -= pos - out;
+		FILE *fp = fopen(path, "wb");
+
+		assert_non_null(fp);
+		assert_int_equal(fwrite(b, 1, size, fp), size);
+		fclose(fp);
+		free(b);
+	}
+}
+
+static int on_ring_event(const struct usc_event *ev, void *ctx)
+{
+	size_t *n = ctx;
+
+	assert_int_equal(ev->time_ns, T0 + 10 * *n);
+	assert_int_equal(ev->vals[0].kind, USC_V_INT);
+	assert_int_equal(ev->vals[0].u, *n);
+	++*n;
+	return 0;
+}
+
+/* Cut anywhere in the chunk: every record that ends before the cut reads,
+ * in order, and none is counted as bad (the damage is said once). */
+static void cut_one_chunk(bool events)
+{
+	size_t size, at, payload, first = 0, len1;
+	uint8_t *b;
+
+	write_one_chunk(events, &at);
+	b = slurp(&size);
+	payload = at + sizeof(struct rec_chunk) + (events ? 0 : sizeof(struct rec_inject));
+	len1 = events ? ((const struct rec_event *)(b + payload))->len :
+			((const struct inj_rec *)(b + payload))->len;
+	usc_set_log(on_log, NULL);
+	for (size_t len = at; len <= size; len++) {
+		struct rec_file *f = NULL;
+		uint64_t bad = 1;
+		size_t n = 0, ns, whole;
+		struct usc_site *st;
+
+		put(b, len);
+		nerrors = 0;
+		assert_int_equal(rec_file_open(cut, &f), 0);
+		assert_int_equal(nerrors, 0);
+		st = rec_file_take_sites(f, &ns);
+		assert_int_equal(rec_file_events(f, on_ring_event, &n, &bad), 0);
+		assert_int_equal(bad, 0);
+		whole = len < payload ? 0 : (len - payload) / len1;
+		assert_int_equal(n, whole < NRING ? whole : NRING);
+		first += n == 1 && !first ? len : 0;
+		rec_file_free(f);
+		free_sites(st, ns);
+	}
+	/* the first record reads as soon as its last byte is there */
+	assert_int_equal(first, payload + len1);
+	usc_set_log(NULL, NULL);
+	free(b);
+}
+
+static void test_cut_ring(void **state)
+{
+	(void)state;
+	cut_one_chunk(false);
+}
+
+static void test_cut_events(void **state)
+{
+	(void)state;
+	cut_one_chunk(true);
+}
+
 static int setup(void **state)
 {
 	(void)state;
@@ -549,6 +684,8 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_every_cut),
 		cmocka_unit_test(test_every_byte),
+		cmocka_unit_test(test_cut_ring),
+		cmocka_unit_test(test_cut_events),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

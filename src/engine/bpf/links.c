@@ -260,6 +260,15 @@ static int attach_single(struct bpfeng *u, struct bpf_program *prog, pid_t pid)
 
 int bpfeng_links_attach(struct bpfeng *u, struct bpf_program *prog, pid_t pid)
 {
+	/* a uscope killed as the kernel removes its uprobes leaves their
+	 * breakpoints: its janitor removes them (engine.h, struct usc_undo) */
+	for (size_t i = 0; i < u->base.nsites; i++) {
+		const struct usc_site *site = u->base.sites[i];
+		char off[24];
+
+		snprintf(off, sizeof(off), "%llu", (unsigned long long)site->offset);
+		engine_undo_add(u->base.ctx, USC_UNDO_UPROBE, site->path, off);
+	}
 	if (u->multi)
 		return attach_multi(u, bpf_program__fd(prog), pid);
 	return attach_single(u, prog, pid);

@@ -3,9 +3,11 @@
  * Each session owns one tracefs instance and one event group, both named
  * uscope_<pid>, so sessions and other tracefs users never see each other's
  * events. Events are read in binary form from the instance's per-CPU
- * trace_pipe_raw and decoded with libtraceevent. A session that was
- * SIGKILLed leaves its instance and group behind; the next session removes
- * them (tracefseng_clean_stale), after checking that their owner is gone. */
+ * trace_pipe_raw and decoded with libtraceevent. Each instance and event
+ * is told to the session's janitor before it is made (engine.h, usc_undo):
+ * a session that was SIGKILLed has them removed by its janitor as it dies.
+ * Should the janitor be gone too, the next session removes them
+ * (tracefseng_clean_stale), after checking that their owner is gone. */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -29,6 +31,7 @@
 
 struct tracefseng_site {
 	bool created;
+	int undo;		/* the janitor's handle (engine.h, usc_undo) */
 	bool filter_here;	/* the kernel refused its filter: filtered when decoded */
 	struct tep_event *ev;
 	struct tep_format_field *f_ip, *f_func;
@@ -54,6 +57,7 @@ struct tracefseng {
 	struct usc_engine base;
 	char name[32];
 	struct tracefs_instance *inst;
+	int undo_inst;		/* the janitor's handle for the instance */
 	struct tracefseng_site *ts;
 	size_t nsites;
 	struct usc_site_stats *stats;
@@ -264,13 +268,59 @@ static void kernel_error(const char *what, const char *event)
 	free(msg);
 }
 
+static int parse_format(struct tep_handle *tep, const char *sys, const char *event)
+{
+	int len = 0, ret;
+	char *buf = tracefs_event_file_read(NULL, sys, event, "format", &len);
+
+	if (!buf)
+		return -ENOENT;
+	ret = tep_parse_event(tep, buf, (unsigned long)len, sys) ? -EINVAL : 0;
+	free(buf);
+	return ret;
+}
+
+/* The formats the decoder needs: the ring's page header, our group's
+ * events, task_newtask and sched_process_exec (the engine does without
+ * them if the kernel has not got them). tracefs_local_events_system would
+ * also parse what nothing here uses, the kernel's symbols above all
+ * (/proc/kallsyms: most of a session's start, seconds in a sanitizer build),
+ * and the whole task and sched systems. */
+static struct tep_handle *load_formats(const char *group)
+{
+	static const char *const more[][2] = {{"task", "task_newtask"},
+					      {"sched", "sched_process_exec"}};
+	struct tep_handle *tep = tep_alloc();
+	char **events, *buf;
+	int len = 0, ret = 0;
+
+	if (!tep)
+		return NULL;
+	tep_set_long_size(tep, sizeof(long));	/* the kbuffer's word */
+	buf = tracefs_instance_file_read(NULL, "events/header_page", &len);
+	if (buf)
+		tep_parse_header_page(tep, buf, (unsigned long)len, sizeof(long));
+	free(buf);
+	events = tracefs_system_events(NULL, group);
+	for (size_t i = 0; events && events[i] && !ret; i++)
+		ret = parse_format(tep, group, events[i]);
+	if (!buf || !events || ret) {
+		tracefs_list_free(events);
+		tep_free(tep);
+		return NULL;
+	}
+	tracefs_list_free(events);
+	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++)
+		parse_format(tep, more[i][0], more[i][1]);
+	return tep;
+}
+
 static int tracefseng_setup_decode(struct tracefseng *t)
 {
-	const char *systems[] = {t->name, "task", "sched", NULL};
 	struct usc_engine *e = &t->base;
 	char *sz;
 
-	t->tep = tracefs_local_events_system(NULL, systems);
+	t->tep = load_formats(t->name);
 	if (!t->tep) {
 		log_error("cannot load the formats of the events of %s", t->name);
 		return -EIO;
@@ -396,7 +446,7 @@ static void set_filter(struct tracefseng *t, size_t i)
 static int tracefseng_attach(struct usc_engine *e)
 {
 	struct tracefseng *t = tracefseng_of(e);
-	char args[8192], ptrs[4096], ref[32], *cmd;
+	char args[8192], ptrs[4096], ref[32], undo[160], events[4096], *cmd;
 	int ret;
 
 	tracefseng_clean_stale();
@@ -405,6 +455,11 @@ static int tracefseng_attach(struct usc_engine *e)
 	t->stats = calloc(e->nsites ? e->nsites : 1, sizeof(*t->stats));
 	if (!t->ts || !t->stats)
 		return -ENOMEM;
+	/* what the janitor removes if uscope dies: each thing told before
+	 * it is made */
+	snprintf(events, sizeof(events), "%s/instances/%s", tracefs_tracing_dir(), t->name);
+	t->undo_inst = engine_undo_add(e->ctx, USC_UNDO_RMDIR, events, NULL);
+	snprintf(events, sizeof(events), "%s/uprobe_events", tracefs_tracing_dir());
 	t->inst = tracefs_instance_create(t->name);
 	if (!t->inst) {
 		int err = errno ? errno : EIO;
@@ -441,11 +496,16 @@ static int tracefseng_attach(struct usc_engine *e)
 			     site->ret_site ? " __usc_ret=+0(%sp):x64" : "", args[0] ? " " : "",
 			     args, ptrs[0] ? " " : "", ptrs) < 0)
 			return -ENOMEM;
+		snprintf(undo, sizeof(undo), "%llu", (unsigned long long)site->offset);
+		engine_undo_add(e->ctx, USC_UNDO_UPROBE, site->path, undo);
+		snprintf(undo, sizeof(undo), "-:%s/%s\n", t->name, site->event);
+		t->ts[i].undo = engine_undo_add(e->ctx, USC_UNDO_WRITE, events, undo);
 		ret = tracefs_instance_file_append(NULL, "uprobe_events", cmd);
 		free(cmd);
 		if (ret < 0) {
 			int err = errno ? errno : EINVAL;
 
+			engine_undo_done(e->ctx, t->ts[i].undo);	/* not made */
 			kernel_error("the probe", site->event);
 			return -err;
 		}
@@ -991,6 +1051,8 @@ static void tracefseng_detach(struct usc_engine *e)
 		tracefs_event_disable(t->inst, NULL, NULL);
 		if (tracefs_instance_destroy(t->inst))
 			log_warn("could not remove the tracefs instance %s", t->name);
+		else
+			engine_undo_done(t->base.ctx, t->undo_inst);
 	}
 	for (size_t i = 0; i < t->nsites; i++) {
 		char cmd[160];
@@ -998,11 +1060,13 @@ static void tracefseng_detach(struct usc_engine *e)
 		if (!t->ts[i].created)
 			continue;
 		snprintf(cmd, sizeof(cmd), "-:%s/%s\n", t->name, t->base.sites[i]->event);
-		if (tracefs_instance_file_append(NULL, "uprobe_events", cmd) < 0)
+		if (tracefs_instance_file_append(NULL, "uprobe_events", cmd) < 0) {
 			log_warn("could not remove the uprobe %s/%s", t->name,
 				 t->base.sites[i]->event);
-		else
-			t->ts[i].created = false;
+			continue;
+		}
+		t->ts[i].created = false;
+		engine_undo_done(t->base.ctx, t->ts[i].undo);
 	}
 	t->live = false;
 }
@@ -1033,6 +1097,7 @@ const struct usc_engine_ops tracefs_engine_ops = {
 	.name = "tracefs",
 	.create = tracefseng_create,
 	.can_place = tracefseng_can_place,
+	.kernel_uprobes = true,
 	.attach = tracefseng_attach,
 	.start = tracefseng_start,
 	.poll = tracefseng_poll,

@@ -1,0 +1,450 @@
+/* The janitor: what uscope made that the kernel does not remove when uscope
+ * dies (tracefs events and instances), removed when it dies anyway.
+ *
+ * The first time an engine adds something to undo (engine.h, struct
+ * usc_undo), uscope starts a small process that holds one end of a socket
+ * pair and nothing else: no terminal, no file of uscope's or of the
+ * target's, no signal it would die of (it ignores the terminal's and
+ * SIGTERM, and is in a session of its own). uscope tells it each thing
+ * before it makes it, and each thing it removed itself. When its end
+ * reads EOF, uscope is gone (exited, or killed: the kernel closes a dead
+ * process's files): the janitor undoes what is left, newest first, tries
+ * again what failed (a tracefs instance is busy until the dead process's
+ * readers are closed) for a few seconds at most, and exits. A normal end
+ * (uscope says goodbye) left nothing: it exits at once, and uscope waits
+ * for that. After a death it also heals every kernel uprobe it was told
+ * of (engine.h, USC_UNDO_UPROBE): the kernel leaves the breakpoints in
+ * place when the process removing them is killed meanwhile.
+ *
+ * It is forked twice, so that init reaps it: uscope never has it as a child
+ * (no zombie in a library's host, nothing for a waitpid(-1) to find). It
+ * only makes system calls after the fork (uscope may have threads). A
+ * socket pair rather than a pipe: whole messages, and no SIGPIPE when it
+ * is gone. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/perf_event.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "session/session.h"
+#include "session/session_int.h"
+
+#define JAN_MSG_MAX 4096
+#define JAN_RETRY_NS (5ULL * 1000000000ULL)	/* how long it tries again */
+#define JAN_STEP_NS 10000000ULL
+#define JAN_WAIT_MS 2000			/* a normal end: how long uscope waits */
+
+enum { JAN_ADD = 1, JAN_DONE = 2, JAN_BYE = 3 };
+
+struct jan_msg {
+	uint16_t op;
+	uint16_t kind;
+	uint32_t id;
+	/* JAN_ADD: path, NUL, text, NUL */
+};
+
+struct session_janitor {
+	pid_t pid;		/* the janitor (not our child) */
+	int fd;			/* our end */
+	int pidfd;		/* to wait for its end */
+	uint32_t next;		/* the last handle given */
+	bool failed;		/* it could not start, or went: said once */
+};
+
+/* ---- the janitor's side: system calls only -------------------------------- */
+
+/* What it was told, in one growing mapping: entries one after the other,
+ * each found by its handle through a second one. */
+struct jan_entry {
+	uint32_t len;		/* of the whole entry, 8-aligned */
+	uint16_t kind;
+	uint8_t done;
+	uint8_t pad;
+	char data[];		/* path, NUL, text, NUL */
+};
+
+struct jan_mem {
+	uint8_t *p;
+	size_t len, cap;
+	uint32_t *at;		/* [handle]: the entry's offset + 1, 0: none */
+	size_t nat;		/* at's bytes */
+};
+
+/* A mapping of *cap bytes made at least want long (zero-filled). */
+static void *grow(void *p, size_t *cap, size_t want)
+{
+	size_t n = *cap ? *cap : 65536;
+	void *q;
+
+	while (n < want)
+		n *= 2;
+	if (n == *cap)
+		return p;
+	q = p ? mremap(p, *cap, n, MREMAP_MAYMOVE) :
+		mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (q == MAP_FAILED)
+		return NULL;
+	*cap = n;
+	return q;
+}
+
+/* A message: 1 when it is uscope's goodbye (a normal end). */
+static int jan_take(struct jan_mem *m, const uint8_t *buf, size_t n)
+{
+	struct jan_msg h;
+	size_t body, need;
+	struct jan_entry *e;
+	uint32_t *at;
+	uint8_t *p;
+
+	if (n < sizeof(h))
+		return 0;
+	memcpy(&h, buf, sizeof(h));	/* (buf is bytes: no alignment) */
+	if (h.op == JAN_BYE)
+		return 1;
+	if (!h.id)
+		return 0;
+	if (h.op == JAN_DONE) {
+		if (h.id < m->nat / sizeof(*m->at) && m->at[h.id])
+			((struct jan_entry *)(m->p + m->at[h.id] - 1))->done = 1;
+		return 0;
+	}
+	body = n - sizeof(h);
+	need = (sizeof(*e) + body + 1 + 7) & ~(size_t)7;
+	if (h.op != JAN_ADD)
+		return 0;
+	p = grow(m->p, &m->cap, m->len + need);
+	if (p)
+		m->p = p;
+	at = p ? grow(m->at, &m->nat, ((size_t)h.id + 1) * sizeof(*m->at)) : NULL;
+	if (!at)
+		return 0;
+	m->at = at;
+	e = (struct jan_entry *)(m->p + m->len);
+	e->len = (uint32_t)need;
+	e->kind = h.kind;
+	e->done = 0;
+	for (size_t i = 0; i < body; i++)
+		e->data[i] = (char)buf[sizeof(h) + i];
+	e->data[body] = 0;
+	m->at[h.id] = (uint32_t)(m->len + 1);
+	m->len += need;
+	return 0;
+}
+
+/* 0: undone (or nothing was there); else errno. */
+static int jan_undo(const struct jan_entry *e)
+{
+	const char *path = e->data, *text = path;
+	size_t tlen;
+	int fd, err = 0;
+
+	while (*text)
+		text++;
+	text++;
+	if (e->kind == USC_UNDO_RMDIR)
+		return rmdir(path) && errno != ENOENT ? errno : 0;
+	if (e->kind != USC_UNDO_WRITE)
+		return 0;	/* USC_UNDO_UPROBE: jan_heal */
+	/* appending: uprobe_events opened with O_TRUNC would remove every
+	 * probe of everyone */
+	fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : errno;
+	for (tlen = 0; text[tlen]; tlen++)
+		;
+	if (write(fd, text, tlen) != (ssize_t)tlen)
+		err = errno == ENOENT ? 0 : errno ? errno : EIO;
+	close(fd);
+	return err;
+}
+
+static uint64_t jan_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* The uprobe PMU's perf type, or -1. */
+static int jan_uprobe_type(void)
+{
+	char buf[16];
+	int fd = open("/sys/bus/event_source/devices/uprobe/type", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	int type = 0;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; i++)
+		type = type * 10 + (buf[i] - '0');
+	return type;
+}
+
+/* A uprobe at the entry's file and offset, on this process only, then
+ * gone: its removal takes every breakpoint a killed uscope's left there
+ * (engine.h, USC_UNDO_UPROBE), and none lands elsewhere meanwhile. */
+static void jan_heal(const struct jan_entry *e, int type)
+{
+	const char *path = e->data, *text = path;
+	struct perf_event_attr attr;
+	uint64_t off = 0;
+	long fd;
+
+	while (*text)
+		text++;
+	for (text++; *text >= '0' && *text <= '9'; text++)
+		off = off * 10 + (uint64_t)(*text - '0');
+	for (size_t i = 0; i < sizeof(attr); i++)
+		((volatile uint8_t *)&attr)[i] = 0;
+	attr.size = sizeof(attr);
+	attr.type = (uint32_t)type;
+	attr.config1 = (uint64_t)(uintptr_t)path;	/* uprobe_path */
+	attr.config2 = off;				/* probe_offset */
+	attr.disabled = 1;
+	fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd >= 0)
+		close((int)fd);
+}
+
+/* Everything still to do, newest first; again for what failed, until the
+ * bound. If uscope died (no goodbye), then every uprobe healed. */
+static void jan_finish(struct jan_mem *m, bool died)
+{
+	uint64_t until = jan_now() + JAN_RETRY_NS;
+	size_t n = m->nat / sizeof(*m->at);
+
+	for (;;) {
+		bool left = false;
+
+		for (size_t id = n; id-- > 1;) {
+			struct jan_entry *e;
+
+			if (!m->at || !m->at[id])
+				continue;
+			e = (struct jan_entry *)(m->p + m->at[id] - 1);
+			if (e->done || e->kind == USC_UNDO_UPROBE)
+				continue;
+			if (jan_undo(e))
+				left = true;
+			else
+				e->done = 1;
+		}
+		if (!left || jan_now() >= until)
+			break;
+		struct timespec step = {0, (long)JAN_STEP_NS};
+
+		nanosleep(&step, NULL);
+	}
+	if (!died)
+		return;
+	int type = jan_uprobe_type();
+
+	for (size_t id = 1; id < n && type >= 0; id++) {
+		const struct jan_entry *e;
+
+		if (!m->at || !m->at[id])
+			continue;
+		e = (const struct jan_entry *)(m->p + m->at[id] - 1);
+		if (e->kind == USC_UNDO_UPROBE)
+			jan_heal(e, type);
+	}
+}
+
+static __attribute__((noreturn)) void jan_main(int sock)
+{
+	static const int ignored[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP,
+				      SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD};
+	struct sigaction sa = {.sa_handler = SIG_IGN};
+	struct jan_mem m = {0};
+	uint8_t buf[JAN_MSG_MAX + 1];
+	sigset_t none;
+	bool bye = false;
+	int nul;
+
+	/* nothing of uscope's but the socket: fd 3 */
+	if (sock != 3 && dup2(sock, 3) != 3)
+		_exit(1);
+	syscall(SYS_close_range, 4U, ~0U, 0U);
+	nul = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int fd = 0; fd < 3 && nul >= 0; fd++)
+		dup2(nul, fd);
+	if (nul > 3)
+		close(nul);
+	setsid();
+	if (chdir("/"))
+		_exit(1);
+	prctl(PR_SET_NAME, "uscope-janitor", 0, 0, 0);
+	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+		sigaction(ignored[i], &sa, NULL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	{
+		pid_t me = getpid();
+
+		/* hello: our pid, so uscope can wait for our end */
+		if (send(3, &me, sizeof(me), MSG_NOSIGNAL) != (ssize_t)sizeof(me))
+			_exit(1);
+	}
+	for (;;) {
+		ssize_t n = recv(3, buf, JAN_MSG_MAX, 0);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;	/* EOF: uscope has gone */
+		bye |= jan_take(&m, buf, (size_t)n);
+	}
+	jan_finish(&m, !bye);
+	_exit(0);
+}
+
+/* ---- uscope's side -------------------------------------------------------------- */
+
+static int janitor_start(struct session_janitor *j)
+{
+	int sv[2], st;
+	pid_t mid, pid = 0;
+	ssize_t n;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
+		return -errno;
+	mid = fork();
+	if (mid < 0) {
+		int err = errno;
+
+		close(sv[0]);
+		close(sv[1]);
+		return -err;
+	}
+	if (mid == 0) {
+		/* the middle: fork the janitor and go, so that init reaps it */
+		pid_t k = fork();
+
+		if (k == 0)
+			jan_main(sv[1]);
+		_exit(k < 0);
+	}
+	close(sv[1]);
+	while (waitpid(mid, &st, 0) < 0 && errno == EINTR)
+		;
+	do
+		n = recv(sv[0], &pid, sizeof(pid), 0);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof(pid) || pid <= 0) {
+		close(sv[0]);
+		return -ECHILD;
+	}
+	j->pid = pid;
+	j->fd = sv[0];
+	j->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	log_debug("the janitor (process %d) undoes what is left if uscope dies", (int)pid);
+	return 0;
+}
+
+static int janitor_send(struct session_janitor *j, const void *msg, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = send(j->fd, msg, len, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)len)
+		return 0;
+	if (!j->failed)
+		log_warn("the janitor has gone (%s): if uscope is killed, the next uscope "
+			 "removes its tracefs probes", n < 0 ? strerror(errno) : "short write");
+	j->failed = true;
+	return -EPIPE;
+}
+
+static int undo_add(const struct usc_undo *u, enum usc_undo_kind kind, const char *path,
+		    const char *text)
+{
+	struct usc_session *s = u->ctx;
+	struct session_janitor *j = s->janitor;
+	uint8_t buf[JAN_MSG_MAX];
+	struct jan_msg h = {JAN_ADD, (uint16_t)kind, 0};
+	size_t plen = strlen(path), tlen = text ? strlen(text) : 0;
+	int ret;
+
+	if (sizeof(h) + plen + 1 + tlen > sizeof(buf))
+		return -ENAMETOOLONG;
+	if (!j) {
+		j = calloc(1, sizeof(*j));
+		if (!j)
+			return -ENOMEM;
+		j->fd = j->pidfd = -1;
+		s->janitor = j;
+		ret = janitor_start(j);
+		if (ret) {
+			j->failed = true;
+			log_warn("cannot start the janitor (%s): if uscope is killed, the next "
+				 "uscope removes its tracefs probes", strerror(-ret));
+		}
+	}
+	if (j->failed)
+		return -ECHILD;
+	h.id = ++j->next;
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + sizeof(h), path, plen + 1);
+	if (tlen)
+		memcpy(buf + sizeof(h) + plen + 1, text, tlen);
+	ret = janitor_send(j, buf, sizeof(h) + plen + 1 + tlen);
+	return ret ? ret : (int)h.id;
+}
+
+static void undo_done(const struct usc_undo *u, int id)
+{
+	struct usc_session *s = u->ctx;
+	struct jan_msg h = {JAN_DONE, 0, (uint32_t)id};
+
+	if (s->janitor && !s->janitor->failed && id > 0)
+		janitor_send(s->janitor, &h, sizeof(h));
+}
+
+void session_undo_init(struct usc_session *s)
+{
+	s->undo = (struct usc_undo){.ctx = s, .add = undo_add, .done = undo_done};
+	s->ectx.undo = &s->undo;
+}
+
+void session_janitor_end(struct usc_session *s)
+{
+	struct session_janitor *j = s->janitor;
+
+	if (!j)
+		return;
+	if (j->fd >= 0) {
+		struct jan_msg bye = {JAN_BYE, 0, 0};
+
+		/* a normal end: nothing to heal; what is left, it undoes now */
+		if (!j->failed)
+			janitor_send(j, &bye, sizeof(bye));
+		close(j->fd);
+	}
+	if (j->pidfd >= 0) {
+		struct pollfd p = {.fd = j->pidfd, .events = POLLIN};
+
+		while (poll(&p, 1, JAN_WAIT_MS) < 0 && errno == EINTR)
+			;
+		close(j->pidfd);
+	}
+	free(j);
+	s->janitor = NULL;
+}

@@ -1,0 +1,162 @@
+/* uscope e2e target of the chaos test (tests/e2e/test_chaos.py): a fixed
+ * amount of work that lasts a while and ends with a known result, whatever
+ * happens to the tracer meanwhile.
+ *
+ *   chaos ROUNDS CALLS
+ *	prints "ready", waits for a line on stdin, then runs ROUNDS rounds a
+ *	millisecond apart; each makes an object (obj_new), calls work(i) on it
+ *	CALLS times (i counting from 0 over the whole run), and frees it
+ *	(obj_free). Prints "chaos done rounds=R calls=N sum=S" (S: the sum of
+ *	work's results, 3i+1 each), then waits for stdin to close and exits 0.
+ *
+ *   chaos signals
+ *	prints "ready pid=PID", then calls work(i) every millisecond until
+ *	killed (or for a minute); SIGINT, SIGTERM and SIGHUP do not end it: it
+ *	prints "got SIGNAME at i=I" for each and goes on
+ *	(tests/e2e/test_signals.py).
+ *
+ *   chaos detour
+ *	prints "ready hop=ADDR detour=ADDR" (runtime addresses), then for each
+ *	line on stdin calls hop(i) for i in 0..999 and prints "hops sum=S".
+ *	hop and hop_detour are in assembly: hop's first 5 bytes (push %rbp;
+ *	mov %rsp,%rbp; nop) are whole instructions that hop_detour repeats
+ *	before it jumps to hop+5. A jmp rel32 to hop_detour written over them
+ *	is a patch that changes nothing (as an in-process tracer's jump to its
+ *	trampoline), and a kernel uprobe placed over that jmp would run the
+ *	file's push %rbp and go on inside the jmp: a crash. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct obj {
+	long id;
+	long uses;
+};
+
+volatile long g_sink;
+
+__attribute__((noipa, used)) struct obj *obj_new(long id)
+{
+	struct obj *o = malloc(sizeof(*o));
+
+	if (!o)
+		abort();
+	o->id = id;
+	o->uses = 0;
+	return o;
+}
+
+__attribute__((noipa, used)) void obj_free(struct obj *o)
+{
+	g_sink += o->uses;
+	free(o);
+}
+
+__attribute__((noipa, used)) long work(struct obj *o, long i)
+{
+	o->uses++;
+	g_sink = i;
+	return 3 * i + 1;
+}
+
+long hop(long i);
+long hop_detour(long i);
+
+__asm__(
+	".text\n"
+	".p2align 4\n"
+	".globl hop\n.type hop,@function\n"
+	"hop:\n push %rbp\n mov %rsp,%rbp\n nop\n lea 1(%rdi,%rdi,2),%rax\n pop %rbp\n ret\n"
+	".size hop,.-hop\n"
+	".p2align 4\n"
+	".globl hop_detour\n.type hop_detour,@function\n"
+	"hop_detour:\n push %rbp\n mov %rsp,%rbp\n nop\n jmp hop+5\n"
+	".size hop_detour,.-hop_detour\n");
+
+static int detour(void)
+{
+	char line[256];
+
+	printf("ready hop=%p detour=%p\n", (void *)hop, (void *)hop_detour);
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+		long sum = 0;
+
+		for (long i = 0; i < 1000; i++)
+			sum += hop(i);
+		printf("hops sum=%ld\n", sum);
+		fflush(stdout);
+	}
+	return 0;
+}
+
+static volatile sig_atomic_t got[NSIG];
+
+static void on_signal(int sig)
+{
+	got[sig]++;
+}
+
+static int signals(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+	struct timespec ms = {0, 1000000};
+	struct sigaction sa = {.sa_handler = on_signal};
+	struct obj *o = obj_new(0);
+	int seen[NSIG] = {0};
+
+	for (size_t k = 0; k < sizeof(sigs) / sizeof(sigs[0]); k++)
+		sigaction(sigs[k], &sa, NULL);
+	printf("ready pid=%d\n", (int)getpid());
+	fflush(stdout);
+	for (long i = 0; i < 60000; i++) {
+		work(o, i);
+		for (size_t k = 0; k < sizeof(sigs) / sizeof(sigs[0]); k++)
+			for (; seen[sigs[k]] < got[sigs[k]]; seen[sigs[k]]++) {
+				printf("got SIG%s at i=%ld\n", sigabbrev_np(sigs[k]), i);
+				fflush(stdout);
+			}
+		nanosleep(&ms, NULL);
+	}
+	obj_free(o);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct timespec ms = {0, 1000000};
+	long rounds, calls, sum = 0, i = 0;
+	char line[256];
+
+	if (argc == 2 && !strcmp(argv[1], "detour"))
+		return detour();
+	if (argc == 2 && !strcmp(argv[1], "signals"))
+		return signals();
+	if (argc != 3) {
+		fprintf(stderr, "usage: chaos ROUNDS CALLS | chaos signals | chaos detour\n");
+		return 2;
+	}
+	rounds = atol(argv[1]);
+	calls = atol(argv[2]);
+	printf("ready\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		return 3;
+	for (long r = 0; r < rounds; r++) {
+		struct obj *o = obj_new(r);
+
+		for (long k = 0; k < calls; k++)
+			sum += work(o, i++);
+		obj_free(o);
+		nanosleep(&ms, NULL);
+	}
+	printf("chaos done rounds=%ld calls=%ld sum=%ld\n", rounds, i, sum);
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin))
+		;
+	return 0;
+}
