@@ -72,6 +72,33 @@ int cli_parse_probes(char **texts, int n, struct usc_probe_spec **out)
 	return 0;
 }
 
+/* A duration: seconds, or with an ns, us, ms or s suffix; 0 allowed, at
+ * most an hour. 0, or -1 when it is none. */
+static int parse_duration(const char *s, uint64_t *ns)
+{
+	static const struct {
+		const char *sfx;
+		double mult;
+	} units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"", 1e9}};
+	char *end;
+	double v;
+
+	if (!*s || *s == '-' || *s == '+' || strchr(s, ' '))
+		return -1;
+	v = strtod(s, &end);
+	if (end == s)
+		return -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcmp(end, units[i].sfx)) {
+			v *= units[i].mult;
+			if (!(v >= 0 && v <= 3600e9))
+				return -1;
+			*ns = (uint64_t)v;
+			return 0;
+		}
+	return -1;
+}
+
 /* A size: bytes, or with a K, M or G suffix. 0, or -1 when it is none. */
 static int parse_size(const char *s, unsigned long long *out)
 {
@@ -120,16 +147,17 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 		{"until", required_argument, NULL, 'X'},
 		{"field", required_argument, NULL, 'G'},
 		{"max-objects", required_argument, NULL, 'M'},
+		{"max-wait", required_argument, NULL, 'w'},
 	};
 	static const unsigned need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
 					CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
 					CLI_ARG_NO_INLINES,
 					CLI_ARG_AGG, CLI_ARG_AGG, CLI_ARG_TOP, CLI_ARG_LINEAR,
 					CLI_ARG_LATENCY, CLI_ARG_LATENCY, CLI_ARG_REPLAY,
-					CLI_ARG_RECORD, CLI_ARG_RECORD, CLI_ARG_SORT,
+					CLI_ARG_RECORD, CLI_ARG_WAIT, CLI_ARG_SORT,
 					CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED,
 					CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE,
-					CLI_ARG_OBJTRACE};
+					CLI_ARG_OBJTRACE, CLI_ARG_WAIT};
 	_Static_assert(sizeof(need) / sizeof(need[0]) == sizeof(all) / sizeof(all[0]),
 		       "an option's need for each option");
 	struct option opts[sizeof(all) / sizeof(all[0]) + 1];
@@ -288,6 +316,18 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 		case 'D':
 			o->so.record.drop = true;
 			break;
+		case 'w': {
+			uint64_t ns;
+
+			if (parse_duration(optarg, &ns)) {
+				cli_error("--max-wait wants a duration up to an hour (100ms, 2s, 0), "
+					  "not '%s'", optarg);
+				return 2;
+			}
+			o->so.max_wait_ns = ns;
+			o->so.record.drop |= ns == 0;	/* never wait: --drop */
+			break;
+		}
 		case 'Y':
 			o->sort = optarg;
 			break;
