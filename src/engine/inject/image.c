@@ -229,10 +229,11 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 
 	m->ctl = c;
 	/* held from now on: the agent lets go when we die */
-	ret = inj_owner_hold(m);
+	ret = inj_owner_hold(m, rem, scratch);
 	if (ret)
 		return ret;
 	c->magic = INJ_MAGIC;
+	c->owner = m->owner_remote;
 	c->nslots = INJ_NSLOTS;
 	c->nsites = (uint32_t)nsites;
 	c->ring_size = INJ_RING_SIZE;
@@ -311,6 +312,7 @@ static void fill_sites(struct inj *j, struct inj_image *img)
 			struct inj_site *d = &is[i];
 
 			d->ctl = img->shm.remote;
+			d->owner = img->shm.owner_remote;
 			d->ip = site->vaddr + pa->bias;
 			d->offset = site->offset;
 			d->vaddr = site->vaddr;
@@ -409,7 +411,7 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 		/* every probe calls the agent when the tracer has died */
 		ts.hit = m->agent_remote + hdr->hit_off;
 		ts.site = m->remote + m->ctl->sites_off + i * sizeof(struct inj_site);
-		ts.owner = m->remote + offsetof(struct inj_ctl, owner);
+		ts.owner = m->owner_remote;
 		ts.letgo = m->self_remote + INJ_SELF_LETGO;
 		if (e->ctx->count_only) {
 			ts.counter = m->remote + m->cpu_counts_off + i * sizeof(uint64_t);

@@ -82,7 +82,9 @@ struct inj_shm {
 	uint64_t self_remote;		/* the MADV_WIPEONFORK page: the self word */
 	uint64_t *folded;		/* [nsites][INJ_NCOUNTS]: counts of reclaimed slots */
 	uint64_t dropped;		/* tail calls never returned, of reclaimed slots */
-	bool held;			/* we hold its owner word (undo.c) */
+	void *owner_map;		/* the owner page (undo.c), or NULL */
+	uint64_t owner_remote;		/* ... in the process (read-only there) */
+	bool held;			/* we hold its mutex */
 };
 
 /* The patched code of one address space: a process's image after it was
@@ -205,9 +207,11 @@ void inj_image_free(struct inj_image *img);
 bool inj_image_applied(const struct inj_image *img);
 
 /* undo.c */
-/* Hold the new region's owner word: the agent lets go when we die. 0 or
- * -errno (reported). */
-int inj_owner_hold(struct inj_shm *m);
+/* The new region's owner page, shared with the process (read-only there,
+ * at m->owner_remote), its mutex held: the agent lets go when we die.
+ * scratch: 64 bytes of the process's memory for names. 0 or -errno
+ * (reported). */
+int inj_owner_hold(struct inj_shm *m, struct remote *rem, uint64_t scratch);
 /* Let it go, as the agent sees our end (before the region is unmapped). */
 void inj_owner_release(struct inj_shm *m);
 /* The undo table of the image's patches, their jumps planned. */

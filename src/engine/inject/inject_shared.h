@@ -51,17 +51,21 @@
  * waiting flag is up); a producer wakes the tracer when its ring passes the
  * watermark and the tracer is asleep (the doorbell futex).
  *
- * A dead tracer. The tracer holds `owner`, a robust process-shared mutex
- * (its futex word: the holder's tid), locked by its main thread and so on
- * that thread's robust list (set_robust_list, which glibc registers): when
- * the tracer dies however it dies (SIGKILL, OOM, a crash), the kernel sets
- * FUTEX_OWNER_DIED in the word and wakes a waiter on it. The tracer sets the
- * bit itself when it ends cleanly. So every hit tests one bit, with no
- * system call and no thread of ours in the process; a producer waiting for
- * room waits on the word too, and stops waiting at once. The first hit that
- * sees the bit lets go: it writes back the bytes every patch replaced (the
- * undo table), lowers the semaphores, and the trampolines stay as
- * pass-throughs (agent/tracer.c).
+ * A dead tracer. The tracer holds a robust process-shared mutex (its futex
+ * word first: the holder's tid, and FUTEX_WAITERS, which the tracer sets),
+ * locked by its main thread and so on that thread's robust list
+ * (set_robust_list, which glibc registers): when the tracer dies however it
+ * dies (SIGKILL, OOM, a crash), the kernel sets FUTEX_OWNER_DIED in the
+ * word and wakes a waiter on it. The tracer sets the bit itself when it
+ * ends cleanly. The mutex is on a page of its own, which the process maps
+ * read-only (a memfd sealed against writable mappings): glibc's list
+ * pointers in it are the tracer's to trust. Its address is inj_ctl.owner
+ * (and inj_site.owner). So every hit tests one bit, with no system call and
+ * no thread of ours in the process; a producer waiting for room waits on
+ * the word too, and stops waiting at once. The first hit that sees the bit
+ * lets go: it writes back the bytes every patch replaced (the undo table),
+ * lowers the semaphores, and the trampolines stay as pass-throughs
+ * (agent/tracer.c).
  *
  * Plain C types only: the agent is compiled freestanding. */
 #ifndef USC_ENGINE_INJECT_SHARED_H
@@ -91,7 +95,7 @@ enum inj_count {
 				 * wait that timed out */
 };
 
-/* The owner word (inj_ctl.owner): the kernel's robust futex bits. */
+/* The owner word (at inj_ctl.owner): the kernel's robust futex bits. */
 #define INJ_OWNER_WAITERS 0x80000000u	/* FUTEX_WAITERS */
 #define INJ_OWNER_DIED 0x40000000u	/* FUTEX_OWNER_DIED */
 
@@ -134,13 +138,8 @@ enum inj_key_mode {
 
 struct inj_ctl {
 	uint64_t magic;
-	/* the tracer's life: a robust pthread_mutex_t the tracer holds (its
-	 * futex word first), INJ_OWNER_DIED once the tracer has gone; a line
-	 * of its own, read by every hit and written almost never */
-	union {
-		volatile uint32_t word;
-		uint64_t space[8];
-	} owner __attribute__((aligned(64)));
+	uint64_t owner;			/* the owner word's address: INJ_OWNER_DIED
+					 * once the tracer has gone (read-only) */
 	uint32_t nslots;
 	uint32_t nsites;
 	uint32_t ring_size;		/* bytes, a power of two */
@@ -294,6 +293,7 @@ enum inj_agg_role {
 
 struct inj_site {
 	uint64_t ctl;			/* runtime address of the struct inj_ctl */
+	uint64_t owner;			/* ... of the owner word (inj_ctl.owner) */
 	uint64_t ip;			/* runtime address of the probe point */
 	uint64_t offset;		/* its file offset (FOP_FOFFS) */
 	uint64_t vaddr;			/* its link-time address (FOP_VADDR) */

@@ -3,7 +3,7 @@
  *
  * The owner word: how an agent knows its tracer has died, with no thread of
  * its own in the process and no system call on a hit. It is a robust,
- * process-shared pthread mutex in the shared memory, locked by our main
+ * process-shared pthread mutex on a page of its own, locked by our main
  * thread: glibc puts a robust mutex it locks on the thread's robust list,
  * which it registered with set_robust_list, and when the thread dies,
  * however it dies (SIGKILL, the OOM killer, a crash), the kernel walks that
@@ -11,7 +11,9 @@
  * would need a thread in the process to poll it, and a heartbeat would need
  * a clock read on every hit and a timeout to guess with; the robust futex is
  * one bit every hit tests, set by the kernel the moment we are gone. When we
- * end cleanly, we set the bit ourselves, after taking the patches out.
+ * end cleanly, we set the bit ourselves, after taking the patches out. The
+ * process maps the page read-only: glibc keeps the mutex's robust list
+ * links in it, and we would follow links the process could rewrite.
  *
  * The undo table (inject_shared.h, struct inj_undo): each patch's bytes as
  * the file has them and as we wrote them, and its page's protection, filled
@@ -25,9 +27,11 @@
  * when no probe was hit since), before it checks that the code is the
  * file's and patches. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -37,46 +41,105 @@
 #include "core/log.h"
 #include "engine/inject/inject_int.h"
 
-_Static_assert(sizeof(pthread_mutex_t) <= sizeof(((struct inj_ctl *)0)->owner.space),
-	       "a pthread_mutex_t fits in inj_ctl.owner");
 _Static_assert(offsetof(pthread_mutex_t, __data.__lock) == 0,
 	       "glibc's mutex: its futex word first");
 
-int inj_owner_hold(struct inj_shm *m)
+/* The owner page, in the process read-only: a memfd sealed against
+ * writable mappings (Linux 5.1), or else opened again read-only there. The
+ * address it is mapped at, or -errno (reported). */
+static long owner_map_remote(struct remote *rem, long fd, int lfd, uint64_t scratch)
 {
-	pthread_mutex_t *mu = (pthread_mutex_t *)m->ctl->owner.space;
+	char path[64];
+	long rfd = fd, r;
+
+	if (fcntl(lfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE)) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%ld", fd);
+		r = remote_write(rem, scratch, path, strlen(path) + 1);
+		rfd = r ? r : inj_rsys(rem, SYS_openat, AT_FDCWD, (long)scratch, O_RDONLY | O_CLOEXEC,
+				       0, 0, 0);
+		if (inj_rsys_failed(rfd))
+			return rfd;
+	}
+	r = inj_rsys(rem, SYS_mmap, 0, 4096, PROT_READ, MAP_SHARED, rfd, 0);
+	if (rfd != fd)
+		inj_rsys(rem, SYS_close, rfd, 0, 0, 0, 0, 0);
+	return r;
+}
+
+int inj_owner_hold(struct inj_shm *m, struct remote *rem, uint64_t scratch)
+{
+	static const char name[] = "uscope-owner";
 	pthread_mutexattr_t a;
-	int ret;
+	pthread_mutex_t *mu;
+	char path[64];
+	long fd, r;
+	int lfd, ret;
 
 	/* our main thread holds it: a robust mutex is released when the
 	 * thread that holds it ends, and ours ends with the process */
 	if (gettid() != getpid())
 		log_warn("inject: the shared memory is held by a thread that is not the main one");
+	ret = remote_write(rem, scratch, name, sizeof(name));
+	if (ret)
+		return ret;
+	fd = inj_rsys(rem, SYS_memfd_create, (long)scratch, MFD_CLOEXEC | MFD_ALLOW_SEALING, 0, 0,
+		      0, 0);
+	if (inj_rsys_failed(fd))
+		return (int)fd;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%ld", (int)rem->pid, fd);
+	lfd = open(path, O_RDWR | O_CLOEXEC);
+	if (lfd < 0 || ftruncate(lfd, 4096) ||
+	    (m->owner_map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, lfd, 0)) ==
+	    MAP_FAILED) {
+		ret = -errno;
+		m->owner_map = NULL;
+		goto out;
+	}
+	mu = m->owner_map;
 	pthread_mutexattr_init(&a);
 	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
 	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	ret = pthread_mutex_init(mu, &a);
+	ret = -pthread_mutex_init(mu, &a);
 	pthread_mutexattr_destroy(&a);
 	if (!ret)
-		ret = pthread_mutex_lock(mu);
-	if (ret) {
-		log_error("inject: cannot hold the shared memory's lock: %s", strerror(ret));
-		return -ret;
-	}
+		ret = -pthread_mutex_lock(mu);
+	if (ret)
+		goto out;
 	m->held = true;
-	return 0;
+	/* the kernel wakes a waiter of a dead owner's word only when
+	 * FUTEX_WAITERS is in it: the agent cannot set it (read-only) */
+	__atomic_or_fetch((uint32_t *)mu, INJ_OWNER_WAITERS, __ATOMIC_SEQ_CST);
+	r = owner_map_remote(rem, fd, lfd, scratch);
+	if (inj_rsys_failed(r))
+		ret = (int)r;
+	else
+		m->owner_remote = (uint64_t)r;
+out:
+	if (ret)
+		log_error("cannot share a read-only page with process %d: %s", (int)rem->pid,
+			  strerror(-ret));
+	if (lfd >= 0)
+		close(lfd);
+	inj_rsys(rem, SYS_close, fd, 0, 0, 0, 0, 0);
+	return ret;
 }
 
 void inj_owner_release(struct inj_shm *m)
 {
-	if (!m->held)
+	uint32_t *word = m->owner_map;
+
+	if (!m->owner_map)
 		return;
-	/* off our robust list (the memory is about to be unmapped), then the
-	 * bit an agent reads as our end */
-	pthread_mutex_unlock((pthread_mutex_t *)m->ctl->owner.space);
-	__atomic_store_n(&m->ctl->owner.word, INJ_OWNER_DIED, __ATOMIC_SEQ_CST);
-	syscall(SYS_futex, &m->ctl->owner.word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-	m->held = false;
+	if (m->held) {
+		/* off our robust list (the page is about to be unmapped), then
+		 * the bit an agent reads as our end */
+		pthread_mutex_unlock(m->owner_map);
+		__atomic_store_n(word, INJ_OWNER_DIED, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		m->held = false;
+	}
+	munmap(m->owner_map, 4096);
+	m->owner_map = NULL;
 }
 
 /* PROT_* of the mapping that holds addr (code: r-x when unknown). */
@@ -151,7 +214,7 @@ static int undo_session(struct remote *rem, uint64_t base, uint64_t len, const s
 		return 0;	/* no self page: not this process's */
 	if (state == INJ_LETGO_BUSY)
 		return -EINPROGRESS;	/* its agent is at it, stopped: let it finish */
-	if (state == INJ_LETGO_TRACER || nundo > c->nsites || c->nsem > c->nsites ||
+	if (state == INJ_LETGO_TRACER || nundo > INJ_MAX_SITES || c->nsem > INJ_MAX_SITES ||
 	    c->undo_off + (uint64_t)nundo * sizeof(*u) > len ||
 	    c->sem_off + (uint64_t)c->nsem * 8 > len)
 		return 0;
@@ -202,7 +265,8 @@ int inj_undo_dead(struct remote *rem, const struct proc_map *maps, size_t nmaps)
 		    maps[i].end - maps[i].start < sizeof(c) ||
 		    remote_read(rem, maps[i].start, &c, sizeof(c)) || c.magic != INJ_MAGIC)
 			continue;
-		own = c.owner.word;
+		if (remote_read(rem, c.owner, &own, sizeof(own)))
+			continue;
 		if (!(own & INJ_OWNER_DIED)) {
 			if (own & ~INJ_OWNER_WAITERS) {
 				log_error("process %d is traced by another uscope (its process %u)",

@@ -756,7 +756,7 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 	uint32_t tgid;
 	struct env env;
 
-	if (__builtin_expect(owner_died(c), 0)) {
+	if (__builtin_expect(owner_died(site->owner), 0)) {
 		agent_let_go(c);	/* the tracer has gone */
 		return;
 	}
@@ -886,7 +886,7 @@ uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b)
 	struct inj_lat *lat;
 	__typeof__(&slots->kc[0]) kc = 0;
 
-	if (owner_died(c) || !*(volatile uint32_t *)site->fast.self || !c->enabled)
+	if (owner_died(site->owner) || !*(volatile uint32_t *)site->fast.self || !c->enabled)
 		return 1;	/* (a dead tracer: agent_hit lets go) */
 	if (c->key_mode == INJ_KEY_TID_AT_FS) {
 		uint32_t tid;

@@ -48,9 +48,11 @@ void agent_ring(struct inj_ctl *c) HIDDEN;
 /* The tracer has died: take this process's patches out (once). */
 void agent_let_go(struct inj_ctl *c) HIDDEN;
 
-static inline __attribute__((always_inline)) int owner_died(const struct inj_ctl *c)
+/* The owner word at owner (inj_ctl.owner, inj_site.owner): has the tracer
+ * gone? */
+static inline __attribute__((always_inline)) int owner_died(uint64_t owner)
 {
-	return (c->owner.word & INJ_OWNER_DIED) != 0;
+	return (*(volatile const uint32_t *)owner & INJ_OWNER_DIED) != 0;
 }
 
 #endif

@@ -71,7 +71,7 @@ static void sleep2(struct inj_ctl *c, struct inj_slot *s, uint32_t seen, uint32_
 {
 	struct waitv w[2] = {
 		{seen, (uint64_t)&s->wake, FUTEX2_SIZE_U32, 0},
-		{own, (uint64_t)&c->owner.word, FUTEX2_SIZE_U32, 0},
+		{own, c->owner, FUTEX2_SIZE_U32, 0},
 	};
 	struct ts t = {(long)(deadline / 1000000000ULL), (long)(deadline % 1000000000ULL)};
 
@@ -87,7 +87,7 @@ int agent_wait_room(struct inj_ctl *c, struct inj_slot *s, uint64_t head, uint64
 {
 	uint64_t deadline = 0;
 
-	if (!c->lossless || !c->max_wait_ns || owner_died(c))
+	if (!c->lossless || !c->max_wait_ns || owner_died(c->owner))
 		return 0;
 	if (c->stall && c->stall == c->progress + 1) {
 		/* a wait timed out, and the tracer has made no progress since */
@@ -102,12 +102,12 @@ int agent_wait_room(struct inj_ctl *c, struct inj_slot *s, uint64_t head, uint64
 	}
 	for (;;) {
 		uint32_t seen = __atomic_load_n(&s->wake, __ATOMIC_SEQ_CST);
-		uint32_t own = __atomic_load_n(&c->owner.word, __ATOMIC_SEQ_CST);
+		uint32_t own = __atomic_load_n((volatile uint32_t *)c->owner, __ATOMIC_SEQ_CST);
 		uint64_t t = now_ns();
 
 		if (own & INJ_OWNER_DIED) {
 			/* the kernel woke one waiter: the others too */
-			sys6(SYS_futex, (long)&c->owner.word, FUTEX_WAKE, 0x7fffffff, 0, 0, 0);
+			sys6(SYS_futex, (long)c->owner, FUTEX_WAKE, 0x7fffffff, 0, 0, 0);
 			return 0;
 		}
 		if (!(own & ~INJ_OWNER_WAITERS) || !c->lossless)
@@ -120,13 +120,8 @@ int agent_wait_room(struct inj_ctl *c, struct inj_slot *s, uint64_t head, uint64
 			counts[INJ_C_LOST_WAIT]++;
 			return 0;
 		}
-		/* the kernel wakes a waiter of a dead owner's word only when
-		 * FUTEX_WAITERS is in it */
-		if (!(own & INJ_OWNER_WAITERS)) {
-			if (!__sync_bool_compare_and_swap(&c->owner.word, own, own | INJ_OWNER_WAITERS))
-				continue;
-			own |= INJ_OWNER_WAITERS;
-		}
+		/* (FUTEX_WAITERS is in it, set by the tracer: the kernel wakes a
+		 * waiter of a dead owner's word only then) */
 		__atomic_store_n(&s->waiting, 1, __ATOMIC_SEQ_CST);
 		if (!fits(c, s, head, want))
 			sleep2(c, s, seen, own, deadline);
@@ -252,5 +247,5 @@ void agent_let_go(struct inj_ctl *c)
 		sys6(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0, 0, 0, 0);
 	__atomic_store_n(st, INJ_LETGO_AGENT, __ATOMIC_RELEASE);
 	/* threads waiting for room, the kernel having woken only one */
-	sys6(SYS_futex, (long)&c->owner.word, FUTEX_WAKE, 0x7fffffff, 0, 0, 0);
+	sys6(SYS_futex, (long)c->owner, FUTEX_WAKE, 0x7fffffff, 0, 0, 0);
 }
