@@ -273,7 +273,11 @@ static void wake(struct inj_slot *sl)
 
 /* pd was delivered: its slot's tail moves past every record of the slot
  * delivered up to it (done: by collect's order), and a waiting producer
- * wakes. A slow consumer (stacks unwound) frees room record by record. */
+ * wakes. A slow consumer (stacks unwound) frees room record by record. The
+ * flag is read without a barrier here (one a record would cost the
+ * consumer dearly): a producer whose flag is not seen yet waits for the
+ * slot's next record (its ring was full: more are coming), or for the end
+ * of the drain, which wakes with one. */
 static void delivered(const struct pending *pd, struct slot_prog *prog, uint8_t *done,
 		      const uint64_t *ends)
 {
