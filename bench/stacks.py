@@ -154,7 +154,7 @@ def copied_bytes(env=None, m=5000):
     without (lossless, on tmpfs)."""
     a, b = os.path.join(SHM, "s.usc"), os.path.join(SHM, "p.usc")
     for path, probe in ((a, "leaf $ustack"), (b, "leaf")):
-        p = subprocess.run([US, "record", "-o", path, "-e", "inject", probe, "--"] +
+        p = subprocess.run([US, "record", "--max-wait", "2s", "-o", path, "-e", "inject", probe, "--"] +
                            loop(m, warm=0, gap=0), capture_output=True, text=True, env=env)
         if p.returncode != 0 or summary(p.stderr) != (2 * m, 0):
             sys.exit(f"bench: record failed:\n{p.stderr[-1000:]}")
@@ -206,7 +206,7 @@ def unwind_rate(m):
     (the difference leaves out start-up and the first read of debug info),
     less the same for recordings without $ustack."""
     def rec(path, probe, n):
-        p = subprocess.run([US, "record", "-o", path, "-e", "inject", probe, "--"] +
+        p = subprocess.run([US, "record", "--max-wait", "2s", "-o", path, "-e", "inject", probe, "--"] +
                            loop(n, warm=0, gap=0), capture_output=True, text=True,
                            env=BIG_ENV)
         if p.returncode != 0 or summary(p.stderr)[1]:

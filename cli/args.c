@@ -72,6 +72,33 @@ int cli_parse_probes(char **texts, int n, struct usc_probe_spec **out)
 	return 0;
 }
 
+/* A duration: seconds, or with an ns, us, ms or s suffix; 0 allowed, at
+ * most an hour. 0, or -1 when it is none. */
+static int parse_duration(const char *s, uint64_t *ns)
+{
+	static const struct {
+		const char *sfx;
+		double mult;
+	} units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"", 1e9}};
+	char *end;
+	double v;
+
+	if (!*s || *s == '-' || *s == '+' || strchr(s, ' '))
+		return -1;
+	v = strtod(s, &end);
+	if (end == s)
+		return -1;
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (!strcmp(end, units[i].sfx)) {
+			v *= units[i].mult;
+			if (!(v >= 0 && v <= 3600e9))
+				return -1;
+			*ns = (uint64_t)v;
+			return 0;
+		}
+	return -1;
+}
+
 /* A size: bytes, or with a K, M or G suffix. 0, or -1 when it is none. */
 static int parse_size(const char *s, unsigned long long *out)
 {
@@ -122,16 +149,18 @@ static const struct option args_all[] = {
 	{"serve", required_argument, NULL, 'H'},
 	{"label", required_argument, NULL, 'B'},
 	{"pprof", required_argument, NULL, 'P'},
+	{"max-wait", required_argument, NULL, 'w'},
 };
 static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
 				     CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
 				     CLI_ARG_NO_INLINES,
 				     CLI_ARG_AGG, CLI_ARG_AGG, CLI_ARG_TOP, CLI_ARG_LINEAR,
 				     CLI_ARG_LATENCY, CLI_ARG_LATENCY, CLI_ARG_REPLAY,
-				     CLI_ARG_RECORD, CLI_ARG_RECORD, CLI_ARG_SORT,
+				     CLI_ARG_RECORD, CLI_ARG_WAIT, CLI_ARG_SORT,
 				     CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED,
 				     CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE,
-				     CLI_ARG_OBJTRACE, CLI_ARG_SERVE, CLI_ARG_SERVE, CLI_ARG_PPROF};
+				     CLI_ARG_OBJTRACE, CLI_ARG_SERVE, CLI_ARG_SERVE, CLI_ARG_PPROF,
+				     CLI_ARG_WAIT};
 _Static_assert(sizeof(args_need) / sizeof(args_need[0]) ==
 	       sizeof(args_all) / sizeof(args_all[0]), "an option's need for each option");
 #define ARGS_NALL (sizeof(args_all) / sizeof(args_all[0]))
@@ -280,7 +309,7 @@ static int args_agg(int c, struct cli_opts *o)
 }
 
 /* Recordings' and outputs': -r, --snapshot, --stack-size, --folded, --drop,
- * --sort, --format. */
+ * --max-wait, --sort, --format. */
 static int args_record(int c, struct cli_opts *o)
 {
 	unsigned long long v;
@@ -310,6 +339,18 @@ static int args_record(int c, struct cli_opts *o)
 	case 'D':
 		o->so.record.drop = true;
 		return ARG_OK;
+	case 'w': {
+		uint64_t ns;
+
+		if (parse_duration(optarg, &ns)) {
+			cli_error("--max-wait wants a duration up to an hour (100ms, 2s, 0), not '%s'",
+				  optarg);
+			return ARG_BAD;
+		}
+		o->so.max_wait_ns = ns;
+		o->so.record.drop |= ns == 0;	/* never wait: --drop */
+		return ARG_OK;
+	}
 	case 'Y':
 		o->sort = optarg;
 		return ARG_OK;

@@ -49,7 +49,7 @@ enum cli_arg_extra {
 	CLI_ARG_LINEAR = 1 << 7,	/* --linear MIN,MAX,STEP */
 	CLI_ARG_LATENCY = 1 << 8,	/* --unit ns|us|ms, --per-call */
 	CLI_ARG_REPLAY = 1 << 9,	/* -r FILE: a recording instead of a live run */
-	CLI_ARG_RECORD = 1 << 10,	/* --snapshot SIZE, --drop */
+	CLI_ARG_RECORD = 1 << 10,	/* --snapshot SIZE */
 	CLI_ARG_SORT = 1 << 11,		/* --sort KEY */
 	CLI_ARG_FORMAT = 1 << 12,	/* --format NAME */
 	CLI_ARG_READS = 1 << 13,	/* only reads a recording: -r FILE required,
@@ -60,6 +60,8 @@ enum cli_arg_extra {
 	CLI_ARG_FOLDED = 1 << 16,	/* --folded */
 	CLI_ARG_SERVE = 1 << 17,	/* --serve ADDR:PORT, --label K=V */
 	CLI_ARG_PPROF = 1 << 18,	/* --pprof FILE */
+	CLI_ARG_WAIT = 1 << 19,		/* --max-wait DURATION, --drop: how long a
+					 * lossless producer may wait for room */
 };
 
 /* The options of a tracing subcommand. */

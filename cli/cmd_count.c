@@ -35,6 +35,10 @@ static const char count_usage[] =
 	"      --folded           folded stacks, 'main;parse;malloc 42' a line, at the end:\n"
 	"                         flamegraph.pl's input, and uscope flamegraph's\n"
 	"      --stack-size SIZE  bytes of stack $ustack copies at a hit (default 8K)\n"
+	"      --max-wait DURATION  $ustack counts every stack: a thread whose buffer is\n"
+	"                         full waits at most DURATION (100ms by default; us, ms,\n"
+	"                         s suffixes) for uscope, then drops and counts\n"
+	"      --drop             $ustack: a full buffer drops at once (--max-wait 0)\n"
 	"      --max-keys N       keys each engine's table holds (default 4096); hits of\n"
 	"                         new keys beyond it are counted as lost, and said so\n"
 	"      --strlen N         bytes of a string in a key (default 64); longer ones\n"
@@ -66,7 +70,7 @@ int cmd_count(int argc, char **argv)
 	bool keyed = false;
 	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
 				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_TOP | CLI_ARG_STACK |
-				  CLI_ARG_FOLDED | CLI_ARG_SERVE | CLI_ARG_PPROF,
+				  CLI_ARG_FOLDED | CLI_ARG_SERVE | CLI_ARG_PPROF | CLI_ARG_WAIT,
 				  "count", count_usage, &o);
 
 	if (code >= 0)

@@ -11,13 +11,15 @@
 
 static const char record_usage[] =
 	"usage: uscope record -o FILE [-p PID] [-d SECONDS] [-e ENGINE] [--snapshot SIZE]\n"
-	"                     [--drop] PROBE... [-- COMMAND [ARG...]]\n"
+	"                     [--max-wait DURATION | --drop] PROBE... [-- COMMAND [ARG...]]\n"
 	"\n"
 	"Records every hit of the probes to FILE, unformatted, at the probes' own speed:\n"
 	"the inject engine's per-thread buffers go to the file as they are. Every\n"
 	"function PROBE also gets its return probe (as flow does), so report, flow and\n"
-	"latency can pair them. Nothing is lost: a thread whose buffer is full waits\n"
-	"for the recorder (--drop drops and counts instead). Read it back with\n"
+	"latency can pair them. Nothing is lost while the recorder keeps up: a thread\n"
+	"whose buffer is full waits for it, at most --max-wait a time, and only while\n"
+	"the recorder makes progress; past that its records are dropped and counted\n"
+	"(--drop drops them at once). Read it back with\n"
 	"'uscope trace|flow|count|hist|latency -r FILE', 'uscope report -r FILE' and\n"
 	"'uscope export -r FILE'.\n"
 	"\n"
@@ -30,7 +32,10 @@ static const char record_usage[] =
 	"      --snapshot SIZE    the flight recorder: keep the last SIZE bytes of records a\n"
 	"                         thread (K, M suffixes) in memory, written at the end, on\n"
 	"                         SIGUSR1 and when COMMAND dies by a signal\n"
-	"      --drop             a full buffer drops records (counted), as live commands do\n"
+	"      --max-wait DURATION  a thread whose buffer is full waits at most DURATION\n"
+	"                         (100ms by default; us, ms, s suffixes) for the recorder\n"
+	"      --drop             a full buffer drops records (counted), as live commands\n"
+	"                         do: --max-wait 0\n"
 	"      --stack-size SIZE  bytes of stack $ustack copies at a hit (default 8K); the\n"
 	"                         copies are unwound when the recording is read\n"
 	"      --uretprobe        return probes swap the return address (tracefs)\n"
@@ -47,7 +52,7 @@ int cmd_record(int argc, char **argv)
 	char command[256];
 	size_t used = 0;
 	int code = cli_parse_args(argc, argv, CLI_ARG_OUTPUT | CLI_ARG_URETPROBE | CLI_ARG_RECORD |
-				  CLI_ARG_STACK,
+				  CLI_ARG_STACK | CLI_ARG_WAIT,
 				  "record", record_usage, &o);
 
 	if (code >= 0)

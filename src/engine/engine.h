@@ -87,6 +87,11 @@ struct usc_engine_ctx {
 		bool on, drop;
 		uint64_t snapshot;
 	} record;
+	/* a lossless producer (record, stacks counted) that finds no room
+	 * waits for it at most this long a wait, and only while the tracer
+	 * makes progress; past it, records are dropped and counted (0: it
+	 * never waits, as with record.drop) */
+	uint64_t max_wait_ns;
 	/* uscope objtrace: the set holds max_objects at most */
 	struct {
 		bool on;
@@ -188,6 +193,11 @@ struct usc_engine_ops {
 	 * Returns the number of records written, or -errno. Optional: without
 	 * it, the engine's events are recorded in uscope's own form. */
 	int (*record)(struct usc_engine *e, const struct usc_raw_out *out);
+	/* Optional: an fd that becomes readable when the engine has records
+	 * to hand over (its producers ring past a watermark), or -1. The
+	 * session sleeps on it instead of polling the engine often while it
+	 * records or counts stacks; poll and record read it. */
+	int (*wait_fd)(struct usc_engine *e);
 	/* Optional: a source with an end (a recording): true once it has
 	 * delivered everything; the session ends when every source has. */
 	bool (*ended)(struct usc_engine *e);

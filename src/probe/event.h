@@ -88,6 +88,10 @@ struct usc_site_stats {
 	uint64_t agg_full;	/* hits aggregated where the probe runs that found
 				 * the key table full: not counted */
 	uint64_t agg_fault;	/* ... whose value (hist) could not be read */
+	uint64_t lost_wait;	/* of lost: records a lossless producer dropped
+				 * because the tracer made no room within the
+				 * bound of a wait (--max-wait), or had made no
+				 * progress since a wait that timed out */
 };
 
 /* An engine's counts; sites[i] is for the engine's e->sites[i]. */

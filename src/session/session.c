@@ -77,6 +77,8 @@ int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
 		.stack_bytes = o->stack_bytes,
 		.agg = s->opts.agg,
 		.record = {o->record.on, o->record.drop, o->record.snapshot},
+		.max_wait_ns = o->record.drop ? 0 : o->max_wait_ns ? o->max_wait_ns :
+			       SESSION_MAX_WAIT_NS,
 		.objtrace = {o->objtrace.on, o->objtrace.max_objects},
 	};
 	session_undo_init(s);
@@ -846,8 +848,9 @@ static int loop(struct run *r)
 	uint64_t next_refresh = sinks_refresh_wanted(s) ? now : 0;
 
 	while (!r->stopping) {
-		struct pollfd fds[2];
+		struct pollfd fds[8];
 		int nfds = 0, n;
+		bool polled = false;
 
 		n = session_poll_engines(s, false);
 		if (n < 0)
@@ -889,8 +892,20 @@ static int loop(struct run *r)
 		if (r->pfd >= 0)
 			fds[nfds++] = (struct pollfd){.fd = r->pfd, .events = POLLIN};
 		/* recording, stacks: the engines' buffers fill in milliseconds at
-		 * full rate, and a lossless producer waits meanwhile */
-		poll(fds, (nfds_t)nfds, s->rec || s->ectx.has_stacks ? 1 : POLL_MS);
+		 * full rate, and a lossless producer waits meanwhile: an engine
+		 * that wakes us past a watermark is slept on, others polled */
+		for (size_t k = 0; k < s->nengines; k++) {
+			const struct session_engine *se = &s->engines[k];
+			int fd = -1;
+
+			if (se->live && se->ops->wait_fd && nfds < 8)
+				fd = se->ops->wait_fd(se->e);
+			if (fd >= 0)
+				fds[nfds++] = (struct pollfd){.fd = fd, .events = POLLIN};
+			else
+				polled |= se->live;
+		}
+		poll(fds, (nfds_t)nfds, (s->rec || s->ectx.has_stacks) && polled ? 1 : POLL_MS);
 	}
 	return 0;
 }

@@ -37,6 +37,7 @@ struct agg_table;
 struct rec_writer;
 
 #define SESSION_MAX_PENDING 16
+#define SESSION_MAX_WAIT_NS 100000000ULL	/* --max-wait's default: 100 ms */
 
 struct usc_session_opts {
 	pid_t pid;			/* trace a running process (-p) */
@@ -64,6 +65,9 @@ struct usc_session_opts {
 		bool on, drop;
 		uint64_t snapshot;
 	} record;
+	/* a lossless producer (record, stacks counted) waits for room at most
+	 * this long a wait (0: SESSION_MAX_WAIT_NS; record.drop: never) */
+	uint64_t max_wait_ns;
 	/* the engines to choose from, in order of preference (tests give a
 	 * fake one); NULL: usc_engines */
 	const struct usc_engine_ops *const *engines;

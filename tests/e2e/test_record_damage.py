@@ -64,11 +64,11 @@ def records(data):
 
 
 def record(tmp_path: Path, engine: str) -> bytes:
-    """A real recording: nap(us) x6 (aggapp sleep), entries and returns: 12
-    events over several polls, so over several chunks."""
+    """A real recording: nap(us) x6, 50 ms apart (aggapp spread), entries and
+    returns: 12 events over several polls, so over several chunks."""
     f = tmp_path / f"{engine}.usc"
     r = u.run_uscope(["record", "-q", "-o", f, "-e", engine, f"{AGG}:nap us=$arg1:s64",
-                      "--", AGG, "sleep"])
+                      "--", AGG, "spread"])
     assert r.returncode == 0, r.stderr
     assert r.stderr == "", r.stderr
     return f.read_bytes()

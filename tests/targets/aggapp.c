@@ -4,6 +4,9 @@
  *   aggapp sleep     nap(600) x3, nap(3000) x2, nap(12000) x1: microseconds
  *                    asleep, so latency --unit us has 3 calls in [512, 1K),
  *                    2 in [2K, 4K), 1 in [8K, 16K)
+ *   aggapp spread    the calls of sleep, 50 ms apart (not asleep in nap):
+ *                    a tracer that drains its buffers every few tens of
+ *                    ms sees them in several drains
  *   aggapp names     lookup(name, n): "alpha" x3 (n 1), "beta" x2 (n 2),
  *                    "gamma" x1 (n 3), "gadget" x1 (n 4), and one long name
  *                    (100 bytes of 'x') x1 (n 5)
@@ -80,12 +83,16 @@ int main(int argc, char **argv)
 	const char *mode = argc > 1 ? argv[1] : "";
 	long n = argc > 2 && strcmp(argv[2], "hold") ? strtol(argv[2], NULL, 0) : 0;
 
-	if (!strcmp(mode, "sleep")) {
-		for (int i = 0; i < 3; i++)
-			nap(600);
-		for (int i = 0; i < 2; i++)
-			nap(3000);
-		nap(12000);
+	if (!strcmp(mode, "sleep") || !strcmp(mode, "spread")) {
+		static const long us[] = {600, 600, 600, 3000, 3000, 12000};
+		struct timespec gap = {0, 50000000};
+
+		for (int i = 0; i < 6; i++) {
+			nap(us[i]);
+			if (mode[1] == 'p')
+				while (nanosleep(&gap, &gap))
+					;
+		}
 	} else if (!strcmp(mode, "names")) {
 		char big[101];
 

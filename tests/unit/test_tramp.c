@@ -4,7 +4,8 @@
  * callee sees it at entry), and give every one of them, and the flags where
  * asked, back unchanged. The count-only code must add one to the right
  * per-CPU counter. The fast path must give fast() the registers it names,
- * and make the full call exactly when fast() asks. */
+ * and make the full call exactly when fast() asks. A probe that calls no
+ * agent must call it when the tracer has died, until it has let go. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +25,8 @@
  * the compiler cannot assume they keep their values across it */
 uint64_t seen[USC_REG_NR], seen_site;
 volatile int hits;
+/* the owner word and the let-go state the probes test */
+volatile uint32_t owner_word, letgo_word;
 
 static void fake_hit(uint64_t *regs, uint64_t site)
 {
@@ -47,6 +50,12 @@ static void *build(const struct tramp_spec *base)
 
 	assert_true(page != MAP_FAILED);
 	ts.at = ts.probe_at = (uint64_t)page;
+	if (!ts.hit) {
+		ts.hit = (uint64_t)fake_hit;
+		ts.site = 0xdead;
+	}
+	ts.owner = (uint64_t)&owner_word;
+	ts.letgo = (uint64_t)&letgo_word;
 	n = tramp_encode_probe(&ts, page, 4000);
 	assert_true(n > 0 && n < 4000);
 	page[n] = 0xc3;	/* ret */
@@ -180,6 +189,50 @@ static void test_count_only_adds_one_to_this_cpus_counter(void **state)
 	}
 }
 
+/* The tracer has died: a count-only probe calls the agent (which lets
+ * go), counting nothing, until the let-go state says done; then it passes
+ * through. Every register and the flags kept throughout. */
+static void test_count_only_calls_the_agent_when_the_tracer_died(void **state)
+{
+	static uint64_t counters[64][8] __attribute__((aligned(64)));
+	static const uint32_t states[] = {INJ_LETGO_NONE, INJ_LETGO_BUSY, INJ_LETGO_AGENT,
+					  INJ_LETGO_TRACER};
+
+	(void)state;
+	for (int flags = 0; flags < 2; flags++)
+		for (size_t k = 0; k < sizeof(states) / sizeof(states[0]); k++) {
+			struct tramp_spec ts = {.save_flags = flags,
+						.counter = (uint64_t)&counters[0][3],
+						.stride = sizeof(counters[0])};
+			void *code = build(&ts);
+			uint64_t out[18];
+			bool calls = states[k] < INJ_LETGO_AGENT;
+
+			memset(counters, 0, sizeof(counters));
+			hits = 0;
+			owner_word = INJ_OWNER_DIED | INJ_OWNER_WAITERS;
+			letgo_word = states[k];
+			run(code, out);
+			owner_word = 0;
+			letgo_word = 0;
+			assert_int_equal(hits, calls);
+			if (calls) {
+				assert_int_equal(seen_site, 0xdead);
+				for (int i = 0; i < 16; i++)
+					if (i != USC_REG_SP)
+						assert_int_equal(seen[i], reg_value(i));
+			}
+			for (int i = 0; i < 16; i++)
+				assert_int_equal(out[i], 0);
+			if (flags)
+				assert_int_equal(out[16], 1);
+			for (int cpu = 0; cpu < 64; cpu++)
+				for (int s = 0; s < 8; s++)
+					assert_int_equal(counters[cpu][s], 0);
+			munmap(code, 4096);
+		}
+}
+
 /* The fast path: fast(site, a, b) keeps every register but rax and the
  * flags (as agent_fast, no_caller_saved_registers); it says whether the
  * full call follows. */
@@ -254,6 +307,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_agent_call_sees_and_restores_every_register),
 		cmocka_unit_test(test_count_only_adds_one_to_this_cpus_counter),
+		cmocka_unit_test(test_count_only_calls_the_agent_when_the_tracer_died),
 		cmocka_unit_test(test_fast_path_then_the_full_call_when_asked),
 	};
 

@@ -93,6 +93,7 @@ void inj_image_free(struct inj_image *img)
 	if (!img)
 		return;
 	if (img->shm.map) {
+		inj_owner_release(&img->shm);
 		/* the rings' pages are charged to the process (it touched them):
 		 * give them back; the mapping stays there, a late hit refaults
 		 * a zero page, and records nothing (enabled is 0) */
@@ -152,6 +153,11 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	off += (uint64_t)INJ_CPU_BUCKETS * m->cpu_stride;
 	uint64_t sites_off = off;
 	off += nsites * sizeof(struct inj_site);
+	off = (off + 63) & ~63ULL;
+	uint64_t undo_off = off;
+	off += (nsites + 1) * sizeof(struct inj_undo);
+	uint64_t sem_off = off;
+	off += (nsites + 1) * sizeof(uint64_t);
 	off = (off + 4095) & ~4095ULL;
 	uint64_t rings_off = off;
 	off += (uint64_t)INJ_NSLOTS * INJ_RING_SIZE;
@@ -222,7 +228,12 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	struct inj_ctl *c = m->map;
 
 	m->ctl = c;
+	/* held from now on: the agent lets go when we die */
+	ret = inj_owner_hold(m, rem, scratch);
+	if (ret)
+		return ret;
 	c->magic = INJ_MAGIC;
+	c->owner = m->owner_remote;
 	c->nslots = INJ_NSLOTS;
 	c->nsites = (uint32_t)nsites;
 	c->ring_size = INJ_RING_SIZE;
@@ -231,6 +242,8 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	c->counts_off = counts_off;
 	c->sites_off = sites_off;
 	c->rings_off = rings_off;
+	c->undo_off = undo_off;
+	c->sem_off = sem_off;
 	c->use_rdfsbase = (getauxval(AT_HWCAP2) & 2) != 0;	/* HWCAP2_FSGSBASE */
 	c->use_rdpid = have_rdpid();
 	c->agg_dir_off = agg_offs.agg_dir_off;
@@ -244,12 +257,21 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 		const struct usc_engine_ctx *s = j->base.ctx;
 
 		c->overwrite = s->record.on && s->record.snapshot > 0;
-		c->lossless = s->record.on && !s->record.drop && !c->overwrite;
+		c->lossless = s->record.on && !c->overwrite;
 		/* counting stacks: they are unwound and counted here, at the
 		 * tracer's pace; a count should be exact, so the threads wait
 		 * for room (a stack is 8 KiB: a ring holds 500) */
 		c->lossless |= s->has_stacks && s->agg.kind != USC_AGG_NONE;
+		/* ... within a bound, while we make progress */
+		c->max_wait_ns = s->record.drop ? 0 : s->max_wait_ns;
+		c->lossless &= c->max_wait_ns > 0;
+		/* wake us a quarter of a ring in, long before a producer waits */
+		c->watermark = c->overwrite ? ~0u : INJ_RING_SIZE / 4;
 	}
+	/* letting go rewrites code other threads may run: a membarrier makes
+	 * them all serialize after it (Linux 4.16) */
+	c->sync_core = inj_rsys(rem, SYS_membarrier, 64 /* REGISTER_PRIVATE_EXPEDITED_SYNC_CORE */,
+				0, 0, 0, 0, 0) == 0;
 	c->enabled = 1;
 	return 0;
 }
@@ -290,6 +312,7 @@ static void fill_sites(struct inj *j, struct inj_image *img)
 			struct inj_site *d = &is[i];
 
 			d->ctl = img->shm.remote;
+			d->owner = img->shm.owner_remote;
 			d->ip = site->vaddr + pa->bias;
 			d->offset = site->offset;
 			d->vaddr = site->vaddr;
@@ -353,6 +376,7 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 	struct usc_engine *e = &j->base;
 	struct inj_area *a = &img->areas[pa->area];
 	struct inj_shm *m = &img->shm;
+	const struct agent_hdr *hdr = (const void *)inject_agent_blob;
 	uint8_t *buf;
 	uint64_t at = a->base + a->used;
 	size_t len = 0, cap = TRAMP_MAX * (pa->nsites + 1);
@@ -384,16 +408,18 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 		len += (size_t)n;
 		done = pa->probe_off[k];
 		ts.probe_at = at + len;
+		/* every probe calls the agent when the tracer has died */
+		ts.hit = m->agent_remote + hdr->hit_off;
+		ts.site = m->remote + m->ctl->sites_off + i * sizeof(struct inj_site);
+		ts.owner = m->owner_remote;
+		ts.letgo = m->self_remote + INJ_SELF_LETGO;
 		if (e->ctx->count_only) {
 			ts.counter = m->remote + m->cpu_counts_off + i * sizeof(uint64_t);
 			ts.stride = m->cpu_stride;
 		} else {
-			const struct agent_hdr *hdr = (const void *)inject_agent_blob;
 			const struct inj_site *is = (const struct inj_site *)
 				((const char *)m->map + m->ctl->sites_off) + i;
 
-			ts.hit = m->agent_remote + hdr->hit_off;
-			ts.site = m->remote + m->ctl->sites_off + i * sizeof(struct inj_site);
 			if (is->obj == INJ_OBJ_MATCH) {
 				ts.obj_filter = is->objs.filter;
 				ts.obj_shift = (uint8_t)is->objs.fshift;
@@ -499,6 +525,10 @@ static void semaphores_raise(struct inj *j, struct inj_image *img, struct remote
 		if (remote_write(rem, addr, &v, 2))
 			continue;
 		img->semaphores[img->nsemaphores++] = addr;
+		/* for the agent to lower, should we die */
+		((uint64_t *)((char *)img->shm.map + img->shm.ctl->sem_off))[img->nsemaphores - 1] =
+			addr;
+		__atomic_store_n(&img->shm.ctl->nsem, (uint32_t)img->nsemaphores, __ATOMIC_RELEASE);
 	}
 }
 
@@ -550,6 +580,31 @@ static int read_originals(struct inj *j, struct inj_image *img, struct remote *r
 	return ret;
 }
 
+/* The jumps' bytes, and the undo table (written before any jump: a tracer
+ * that dies from now on leaves the agent what it needs to let go). */
+static int plan_jumps(struct inj_image *img, const struct proc_map *maps, size_t nmaps)
+{
+	int ret = 0;
+
+	for (size_t p = 0; p < img->npatches && !ret; p++) {
+		struct inj_patch *pa = &img->patches[p];
+
+		if (pa->spring) {
+			/* a jmp rel8 to a jmp rel32 in dead filler */
+			ret = x86_encode_jmp(pa->spring, pa->tramp, pa->written_spring);
+			if (!ret)
+				ret = x86_encode_jmp8(pa->addr, pa->spring, pa->written);
+			pa->nwritten = 2;
+		} else {
+			ret = x86_encode_jmp(pa->addr, pa->tramp, pa->written);
+			pa->nwritten = 5;
+		}
+	}
+	if (!ret)
+		inj_undo_fill(img, maps, nmaps);
+	return ret;
+}
+
 /* The trampolines are in place: now the jumps. */
 static int write_jumps(struct inj_image *img, struct remote *rem)
 {
@@ -557,29 +612,13 @@ static int write_jumps(struct inj_image *img, struct remote *rem)
 
 	for (size_t p = 0; p < img->npatches && !ret; p++) {
 		struct inj_patch *pa = &img->patches[p];
-		uint8_t jmp[5];
 
-		if (pa->spring) {
-			/* the slot first (dead filler: never run before the jmp rel8
-			 * that leads to it), then the jmp rel8 */
-			uint8_t j8[2];
-
-			ret = x86_encode_jmp(pa->spring, pa->tramp, jmp);
-			if (!ret)
-				ret = x86_encode_jmp8(pa->addr, pa->spring, j8);
-			if (!ret)
-				ret = remote_write(rem, pa->spring, jmp, sizeof(jmp));
-			if (!ret)
-				ret = remote_write(rem, pa->addr, j8, sizeof(j8));
-			memcpy(pa->written, j8, sizeof(j8));
-			pa->nwritten = sizeof(j8);
-		} else {
-			ret = x86_encode_jmp(pa->addr, pa->tramp, jmp);
-			if (!ret)
-				ret = remote_write(rem, pa->addr, jmp, sizeof(jmp));
-			memcpy(pa->written, jmp, sizeof(jmp));
-			pa->nwritten = sizeof(jmp);
-		}
+		/* a springboard's slot first (dead filler: never run before the
+		 * jmp rel8 that leads to it) */
+		if (pa->spring)
+			ret = remote_write(rem, pa->spring, pa->written_spring, 5);
+		if (!ret)
+			ret = remote_write(rem, pa->addr, pa->written, pa->nwritten);
 		if (!ret)
 			pa->applied = true;
 	}
@@ -596,6 +635,8 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
 		return (int)nmaps;
 	ret = inj_patches(j, img, maps, (size_t)nmaps);
 	if (!ret)
+		ret = inj_undo_dead(rem, maps, (size_t)nmaps);
+	if (!ret)
 		ret = read_originals(j, img, rem);
 	if (!ret)
 		ret = shm_create(j, img, rem);
@@ -611,6 +652,8 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
 		ret = write_tramp(j, img, rem, &img->patches[p]);
 	if (!ret)
 		ret = clear_threads(img, rem);
+	if (!ret)
+		ret = plan_jumps(img, maps, nmaps > 0 ? (size_t)nmaps : 0);
 	if (!ret)
 		semaphores_raise(j, img, rem, maps, nmaps > 0 ? (size_t)nmaps : 0);
 	if (!ret)
@@ -645,9 +688,13 @@ void inj_restore(struct inj *j, struct inj_image *img, struct remote *rem)
 	}
 	if (same_image) {
 		size_t n = img->nsemaphores;
+		uint32_t done = INJ_LETGO_TRACER;
 
 		semaphores_lower(img, rem);
 		img->nsemaphores = n;	/* each process sharing the image has its own */
+		/* its agent has nothing to let go of when we are gone */
+		if (img->shm.self_remote)
+			remote_write(rem, img->shm.self_remote + INJ_SELF_LETGO, &done, sizeof(done));
 	} else {
 		log_warn("process %d no longer runs the code that was patched (an exec?): left "
 			 "as it is", (int)rem->pid);

@@ -10,9 +10,12 @@
  * the processes it forks record as themselves, and an exec'd program is
  * patched at its entry point. Detach stops the processes once more and
  * writes back every original byte; trampolines and the shared memory stay
- * mapped, since a thread may still be inside them. A SIGKILLed tracer
- * leaves the patches in place: the process runs on, its records dropped
- * when its ring is full.
+ * mapped, since a thread may still be inside them. A tracer that dies
+ * without detaching (SIGKILL, OOM) leaves its agent to let go by itself:
+ * no thread waits for it, and the first hit takes the patches out (undo.c,
+ * agent/tracer.c); what no atomic store could take out, the next tracer
+ * does. A stopped tracer costs a thread that waits for room one bound
+ * (--max-wait), then nothing until it makes progress.
  *
  * Events: the agent (agent/agent.c) appends records to the hitting
  * thread's ring; poll drains every ring of every image, merges by time and
@@ -21,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/log.h"
 #include "engine/inject/inject_int.h"
@@ -123,13 +127,23 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 		log_error("%s", why);
 		return -ENOTSUP;
 	}
-	ret = remote_stop_all(&rem, pid);
-	if (ret == -ESRCH)
-		log_error("process %d has gone", (int)pid);
-	if (ret)
-		return ret;
-	img = inj_image_new(j, pid);
-	ret = img ? inj_install(j, img, &rem) : -ENOMEM;
+	for (int tries = 0;; tries++) {
+		ret = remote_stop_all(&rem, pid);
+		if (ret == -ESRCH)
+			log_error("process %d has gone", (int)pid);
+		if (ret)
+			return ret;
+		img = inj_image_new(j, pid);
+		ret = img ? inj_install(j, img, &rem) : -ENOMEM;
+		if (ret != -EINPROGRESS || tries >= 100)
+			break;
+		/* the agent of a uscope that died here is letting go: let it */
+		remote_release(&rem);
+		usleep(10000);
+	}
+	if (ret == -EINPROGRESS)
+		log_error("process %d: the agent of a uscope that died there does not finish "
+			  "letting go", (int)pid);
 	if (!ret) {
 		struct inj_proc *p = calloc(1, sizeof(*p));
 
@@ -181,6 +195,11 @@ static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 static int inj_record(struct usc_engine *e, const struct usc_raw_out *out)
 {
 	return inj_record_images(inj_of(e), out);
+}
+
+static int inj_wait_fd(struct usc_engine *e)
+{
+	return inj_bell_fd(inj_of(e));
 }
 
 static void inj_stop(struct usc_engine *e)
@@ -257,8 +276,16 @@ static void inj_detach(struct usc_engine *e)
 static void inj_destroy(struct usc_engine *e)
 {
 	struct inj *j = inj_of(e);
+	uint64_t timeouts = 0;
 
 	inj_detach(e);
+	inj_bell_stop(j);	/* it waits on the images' memory */
+	for (size_t i = 0; i < j->nimages; i++)
+		timeouts += j->images[i]->shm.ctl ? j->images[i]->shm.ctl->timeouts : 0;
+	if (timeouts)
+		log_info("inject: %llu waits for room ran out (--max-wait %.3g ms): records "
+			 "dropped meanwhile are counted as lost", (unsigned long long)timeouts,
+			 (double)e->ctx->max_wait_ns / 1e6);
 	if (j->dropped)
 		log_info("inject: %llu tail calls did not return through a probed ret (a longjmp, "
 			 "an unwind, or their thread ended)", (unsigned long long)j->dropped);
@@ -291,6 +318,7 @@ const struct usc_engine_ops inject_engine_ops = {
 	.waited = inj_waited,
 	.poll = inj_poll,
 	.record = inj_record,
+	.wait_fd = inj_wait_fd,
 	.stop = inj_stop,
 	.stats = inj_stats,
 	.detach = inj_detach,

@@ -8,6 +8,9 @@
  *   rings.c   draining the rings into events; counts
  *   agg.c     aggregation where the probe runs: its memory, its sites, its
  *             rows read back
+ *   undo.c    our life as the agent sees it; the undo table; a dead
+ *             session's leftovers
+ *   doorbell.c  the producers waking us
  * and the lower layers: remote.c (ptrace), tramp.c (the trampolines' code),
  * agent/ (the code that runs in the process). */
 #ifndef USC_ENGINE_INJECT_INJECT_INT_H
@@ -49,6 +52,7 @@ struct inj_patch {
 	uint64_t spring;	/* runtime: a springboard's jmp rel32 (dead filler), or 0 */
 	uint8_t orig_spring[5];
 	uint8_t written[5];	/* the jump written at addr, checked before restoring */
+	uint8_t written_spring[5];
 	uint8_t nwritten;
 	size_t *sites;		/* the engine's site indexes, by probe offset */
 	uint32_t *probe_off;	/* per site: where in the displaced bytes it fires */
@@ -76,8 +80,11 @@ struct inj_shm {
 	uint32_t cpu_stride;
 	uint64_t agent_remote;		/* the agent's code */
 	uint64_t self_remote;		/* the MADV_WIPEONFORK page: the self word */
-	uint64_t *folded;		/* [nsites][2]: hits and losses of reclaimed slots */
+	uint64_t *folded;		/* [nsites][INJ_NCOUNTS]: counts of reclaimed slots */
 	uint64_t dropped;		/* tail calls never returned, of reclaimed slots */
+	void *owner_map;		/* the owner page (undo.c), or NULL */
+	uint64_t owner_remote;		/* ... in the process (read-only there) */
+	bool held;			/* we hold its mutex */
 };
 
 /* The patched code of one address space: a process's image after it was
@@ -160,6 +167,7 @@ struct inj {
 	uint64_t clock_tsc;		/* recording: the last clock sample written */
 	uint64_t clock_sent;		/* ... and how many */
 	char *shadow;			/* the flight recorder: a ring's copy (INJ_RING_SIZE) */
+	struct inj_bell *bell;		/* the doorbells' thread (doorbell.c), or NULL */
 };
 
 static inline struct inj *inj_of(struct usc_engine *e)
@@ -198,6 +206,21 @@ void inj_image_put(struct inj *j, struct inj_image *img);
 void inj_image_free(struct inj_image *img);
 bool inj_image_applied(const struct inj_image *img);
 
+/* undo.c */
+/* The new region's owner page, shared with the process (read-only there,
+ * at m->owner_remote), its mutex held: the agent lets go when we die.
+ * scratch: 64 bytes of the process's memory for names. 0 or -errno
+ * (reported). */
+int inj_owner_hold(struct inj_shm *m, struct remote *rem, uint64_t scratch);
+/* Let it go, as the agent sees our end (before the region is unmapped). */
+void inj_owner_release(struct inj_shm *m);
+/* The undo table of the image's patches, their jumps planned. */
+void inj_undo_fill(struct inj_image *img, const struct proc_map *maps, size_t nmaps);
+/* With every thread of the process in rem stopped: take out what a uscope
+ * that died in it left. 0; -EINPROGRESS: its agent is letting go, let the
+ * threads run and try again; -EBUSY: a live uscope traces it (reported). */
+int inj_undo_dead(struct remote *rem, const struct proc_map *maps, size_t nmaps);
+
 /* area.c */
 /* Map every area the image's patches need, in free ranges within rel32
  * reach of their modules. 0 or -ENOMEM (reported). */
@@ -227,6 +250,18 @@ const char *inj_comm(struct inj *j, const struct inj_image *img, pid_t pid, pid_
 /* tid exec'd out of img: its name so far stays for img's records (img
  * NULL: forgotten); a lookup without an image reads the new one. */
 void inj_comm_retire(struct inj *j, pid_t tid, const struct inj_image *img);
+
+/* doorbell.c */
+/* The fd the session sleeps on (usc_engine_ops.wait_fd), the thread that
+ * makes it readable started on the first call; -1 without one. */
+int inj_bell_fd(struct inj *j);
+/* A drain begins: the fd read, the producers told we are awake. */
+void inj_bell_begin(struct inj *j);
+/* A drain ends: the producers told we may sleep; the fd made readable at
+ * once when a ring is past its watermark already. */
+void inj_bell_end(struct inj *j);
+/* The thread ended, the fd closed (before the images are unmapped). */
+void inj_bell_stop(struct inj *j);
 
 /* agg.c */
 bool inj_filters(struct usc_engine *e, const struct usc_site *site);

@@ -7,8 +7,13 @@
  *   struct inj_slot   slots[nslots]         at slots_off   (one per thread)
  *   uint64_t          counts[nslots][nsites][INJ_NCOUNTS] at counts_off:
  *                     hits, records lost (ring full, or a nested hit), hits
- *                     that found the key table full, values unreadable
+ *                     that found the key table full, values unreadable, and
+ *                     of the records lost, those the tracer made no room for
+ *                     within the bound of a wait (enum inj_count)
  *   struct inj_site   sites[nsites]         at sites_off
+ *   struct inj_undo   undo[nsites]          at undo_off: how to take each
+ *                     patch out, for an agent whose tracer has died
+ *   uint64_t          sems[nsites]          at sem_off: USDT semaphores raised
  *   uint8_t           rings[nslots][ring_size] at rings_off
  * and when sites aggregate where the probe runs (inj_ctl.agg_kind):
  *   struct inj_dir    dir[agg_nslots]       at agg_dir_off: the keys, each
@@ -37,6 +42,31 @@
  * a store-release of `head` to publish, of `tail` to consume; positions are
  * compared with !=, never <.
  *
+ * Never freezing the program. A lossless producer (record, counted stacks)
+ * that finds its ring full waits for room, but only while the tracer is
+ * alive and making progress, and at most max_wait_ns a wait: past that the
+ * record is dropped and counted (INJ_C_LOST_WAIT), and later hits do not
+ * wait again until the tracer has made progress (stall). The tracer wakes
+ * a waiting producer when it frees room (the slot's wake futex, when its
+ * waiting flag is up); a producer wakes the tracer when its ring passes the
+ * watermark and the tracer is asleep (the doorbell futex).
+ *
+ * A dead tracer. The tracer holds a robust process-shared mutex (its futex
+ * word first: the holder's tid, and FUTEX_WAITERS, which the tracer sets),
+ * locked by its main thread and so on that thread's robust list
+ * (set_robust_list, which glibc registers): when the tracer dies however it
+ * dies (SIGKILL, OOM, a crash), the kernel sets FUTEX_OWNER_DIED in the
+ * word and wakes a waiter on it. The tracer sets the bit itself when it
+ * ends cleanly. The mutex is on a page of its own, which the process maps
+ * read-only (a memfd sealed against writable mappings): glibc's list
+ * pointers in it are the tracer's to trust. Its address is inj_ctl.owner
+ * (and inj_site.owner). So every hit tests one bit, with no system call and
+ * no thread of ours in the process; a producer waiting for room waits on
+ * the word too, and stops waiting at once. The first hit that sees the bit
+ * lets go: it writes back the bytes every patch replaced (the undo table),
+ * lowers the semaphores, and the trampolines stay as pass-throughs
+ * (agent/tracer.c).
+ *
  * Plain C types only: the agent is compiled freestanding. */
 #ifndef USC_ENGINE_INJECT_SHARED_H
 #define USC_ENGINE_INJECT_SHARED_H
@@ -44,15 +74,58 @@
 #include "agg/agg_shared.h"
 #include "probe/fetch.h"
 
-#define INJ_MAGIC 0x7573636f70650004ULL	/* "uscope", layout 4 */
+#define INJ_MAGIC 0x7573636f70650005ULL	/* "uscope", layout 5 */
 #define INJ_MAX_ARGS 16			/* per site */
 #define INJ_STR_MAX 128			/* bytes of one string, NUL included */
 #define INJ_PENDING 16			/* tail calls a thread waits on */
-#define INJ_NCOUNTS 4			/* counters per thread and site */
+#define INJ_NCOUNTS 5			/* counters per thread and site */
 #define INJ_LAT_DEPTH 64		/* latency: calls a thread is in, at most */
 #define INJ_SCRATCH 4096		/* per thread: values, strings, key */
 #define INJ_FAST_KEYS 2			/* arguments of a site on the agent's fast path */
 #define INJ_KEY_CACHE 16		/* per thread: keys whose row it remembers */
+
+/* The counters of a thread and site. */
+enum inj_count {
+	INJ_C_HITS = 0,
+	INJ_C_LOST = 1,		/* records lost: every reason */
+	INJ_C_AGG_FULL = 2,	/* the key table was full */
+	INJ_C_FAULT = 3,	/* the value could not be read */
+	INJ_C_LOST_WAIT = 4,	/* of INJ_C_LOST: the tracer made no room within a
+				 * wait's bound, or had made no progress since a
+				 * wait that timed out */
+};
+
+/* The owner word (at inj_ctl.owner): the kernel's robust futex bits. */
+#define INJ_OWNER_WAITERS 0x80000000u	/* FUTEX_WAITERS */
+#define INJ_OWNER_DIED 0x40000000u	/* FUTEX_OWNER_DIED */
+
+/* The self page (inj_ctl.self): per process, wiped in a forked child. */
+#define INJ_SELF_LETGO 4	/* offset of the process's let-go state */
+enum inj_letgo {
+	INJ_LETGO_NONE = 0,	/* patched (or never was) */
+	INJ_LETGO_BUSY = 1,	/* an agent is letting go */
+	INJ_LETGO_AGENT = 2,	/* an agent let go */
+	INJ_LETGO_TRACER = 3,	/* a tracer took the patches out */
+};
+
+/* How to take one patch out: the bytes at addr (n of them: a jmp rel32, or
+ * a jmp rel8 to a springboard) and at the springboard, as the file has them
+ * and as the tracer wrote them. */
+struct inj_undo {
+	uint64_t addr;
+	uint64_t spring;		/* 0: none */
+	uint8_t orig[8], jump[8];
+	uint8_t orig_spring[8], jump_spring[8];
+	uint8_t n;
+	uint8_t prot;			/* PROT_* of addr's page */
+	volatile uint8_t left;		/* INJ_LEFT_*: what an agent that let go left */
+	uint8_t pad[5];
+};
+
+#define INJ_LEFT_JUMP 1		/* no atomic store covers it: it stays, to a
+				 * trampoline that passes through */
+#define INJ_LEFT_SPRING 2	/* a springboard: dead filler that a thread may
+				 * still be on its way to, it stays */
 
 /* Where a thread's key comes from (inj_ctl.key_mode). */
 enum inj_key_mode {
@@ -65,6 +138,8 @@ enum inj_key_mode {
 
 struct inj_ctl {
 	uint64_t magic;
+	uint64_t owner;			/* the owner word's address: INJ_OWNER_DIED
+					 * once the tracer has gone (read-only) */
 	uint32_t nslots;
 	uint32_t nsites;
 	uint32_t ring_size;		/* bytes, a power of two */
@@ -95,12 +170,27 @@ struct inj_ctl {
 	uint64_t agg_dir_off, agg_vals_off, agg_touched_off, agg_lat_off, agg_scratch_off;
 	volatile uint64_t agg_epoch;	/* min and max older than this are stale */
 	/* recording (uscope record) */
-	volatile uint32_t lossless;	/* a full ring: wait for the tracer (spin, then a
-					 * futex wait), instead of dropping */
+	volatile uint32_t lossless;	/* a full ring: wait for the tracer, within
+					 * max_wait_ns, instead of dropping */
 	uint32_t overwrite;		/* the flight recorder: a full ring drops its oldest
 					 * records; the tracer reads it at the end */
 	volatile uint64_t tsc_mult;	/* latency: units = tsc ticks * tsc_mult >> 32 */
 	uint64_t obj_off;		/* objtrace: struct objset (objset.h), or 0 */
+	/* bounded waits: a lossless wait for room lasts at most max_wait_ns */
+	uint64_t max_wait_ns;
+	volatile uint64_t stall;	/* progress + 1 when a wait timed out: no
+					 * wait until the tracer makes progress */
+	volatile uint64_t timeouts;	/* waits that timed out */
+	/* letting go (agent/tracer.c) */
+	uint64_t undo_off, sem_off;
+	volatile uint32_t nundo, nsem;
+	uint32_t sync_core;		/* membarrier's SYNC_CORE is registered */
+	uint32_t watermark;		/* ring the doorbell past this many bytes */
+	/* the tracer's side, on a line of its own: written each time it drains */
+	volatile uint32_t asleep __attribute__((aligned(64)));	/* ring the doorbell */
+	volatile uint32_t doorbell;	/* a futex word the producers move on */
+	volatile uint64_t progress;	/* passes the tracer has made */
+	uint64_t pad_t[6];
 };
 
 /* A directory entry: a key's row. */
@@ -203,6 +293,7 @@ enum inj_agg_role {
 
 struct inj_site {
 	uint64_t ctl;			/* runtime address of the struct inj_ctl */
+	uint64_t owner;			/* ... of the owner word (inj_ctl.owner) */
 	uint64_t ip;			/* runtime address of the probe point */
 	uint64_t offset;		/* its file offset (FOP_FOFFS) */
 	uint64_t vaddr;			/* its link-time address (FOP_VADDR) */

@@ -111,13 +111,24 @@ struct pending {
 	const struct inj_rec *rec;
 	const struct inj_image *img;
 	uint32_t slot;
+	uint32_t idx;			/* in collect's order: ring order in a slot */
+	uint64_t end;			/* the ring position after it */
+	size_t im;			/* img's index in the engine's images */
+};
+
+/* A slot's records in collect's order, [first, first + n): delivered up
+ * to next, so its tail can move past them while the rest are delivered. */
+struct slot_prog {
+	uint32_t first, n, next;
 };
 
 static int cmp_pending(const void *a, const void *b)
 {
 	const struct pending *x = a, *y = b;
 
-	return x->tsc < y->tsc ? -1 : x->tsc > y->tsc;
+	if (x->tsc != y->tsc)
+		return x->tsc < y->tsc ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
 static int deliver(struct inj *j, const struct pending *pd, usc_event_fn fn, void *ctx)
@@ -195,10 +206,12 @@ static void reclaim(struct inj *j, struct inj_image *img)
 	}
 }
 
-/* Every record of the image's rings into pd; their heads in heads. */
-static int collect(const struct inj_image *img, struct pending **pd, size_t *npd, size_t *cap,
-		   uint64_t *heads)
+/* Every record of the image's rings into pd; their heads in heads, where
+ * each slot's records are in prog. */
+static int collect(const struct inj *j, size_t im, struct pending **pd, size_t *npd,
+		   size_t *cap, uint64_t *heads, struct slot_prog *prog)
 {
+	const struct inj_image *img = j->images[im];
 	const struct inj_shm *m = &img->shm;
 	struct inj_slot *slots = slots_of(m);
 
@@ -209,6 +222,7 @@ static int collect(const struct inj_image *img, struct pending **pd, size_t *npd
 		uint64_t pos, head;
 
 		heads[sidx] = 0;
+		prog[sidx] = (struct slot_prog){(uint32_t)*npd, 0, (uint32_t)*npd};
 		if (!sl->key)
 			continue;
 		head = __atomic_load_n(&sl->head, __ATOMIC_ACQUIRE);
@@ -236,41 +250,91 @@ static int collect(const struct inj_image *img, struct pending **pd, size_t *npd
 				*pd = n;
 				*cap = nc;
 			}
-			(*pd)[(*npd)++] = (struct pending){r->tsc, r, img, sidx};
 			pos += len;
+			(*pd)[*npd] = (struct pending){r->tsc, r, img, sidx, (uint32_t)*npd, pos, im};
+			++*npd;
+			prog[sidx].n++;
 		}
 	}
 	return 0;
+}
+
+/* Room made in a ring: wake its producer if it waits for it. The full
+ * barrier orders our store of the tail before our read of its flag, as
+ * the producer orders its flag before its read of the tail. */
+static void wake(struct inj_slot *sl)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&sl->waiting, __ATOMIC_SEQ_CST)) {
+		__atomic_add_fetch(&sl->wake, 1, __ATOMIC_SEQ_CST);
+		syscall(SYS_futex, &sl->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	}
+}
+
+/* pd was delivered: its slot's tail moves past every record of the slot
+ * delivered up to it (done: by collect's order), and a waiting producer
+ * wakes. A slow consumer (stacks unwound) frees room record by record. The
+ * flag is read without a barrier here (one a record would cost the
+ * consumer dearly): a producer whose flag is not seen yet waits for the
+ * slot's next record (its ring was full: more are coming), or for the end
+ * of the drain, which wakes with one. */
+static void delivered(const struct pending *pd, struct slot_prog *prog, uint8_t *done,
+		      const uint64_t *ends)
+{
+	struct inj_slot *sl = &slots_of(&pd->img->shm)[pd->slot];
+	struct inj_ctl *ctl = pd->img->shm.ctl;
+	struct slot_prog *p = &prog[pd->slot];
+	uint32_t before = p->next;
+
+	done[pd->idx] = 1;
+	while (p->next < p->first + p->n && done[p->next])
+		p->next++;
+	if (p->next == before)
+		return;
+	__atomic_store_n(&sl->tail, ends[p->next - 1], __ATOMIC_RELEASE);
+	if (__atomic_load_n(&sl->waiting, __ATOMIC_RELAXED))
+		wake(sl);
+	/* a wait ran out: the threads wait again once we make room */
+	if (__atomic_load_n(&ctl->stall, __ATOMIC_RELAXED))
+		__atomic_add_fetch(&ctl->progress, 1, __ATOMIC_RELEASE);
 }
 
 int inj_poll_images(struct inj *j, usc_event_fn fn, void *ctx)
 {
 	struct pending *pd = NULL;
 	size_t npd = 0, cap = 0;
-	uint64_t (*heads)[INJ_NSLOTS];
-	int delivered = 0, stop = 0;
+	uint64_t (*heads)[INJ_NSLOTS], *ends = NULL;
+	struct slot_prog (*prog)[INJ_NSLOTS];
+	uint8_t *done = NULL;
+	int delivered_n = 0, stop = 0, ret = -ENOMEM;
 
 	if (!j->nimages)
 		return 0;
+	inj_bell_begin(j);
 	heads = calloc(j->nimages, sizeof(*heads));
-	if (!heads)
-		return -ENOMEM;
+	prog = calloc(j->nimages, sizeof(*prog));
+	if (!heads || !prog)
+		goto out;
 	/* a sample after the records were made (all of them, once this
 	 * drain's heads are read below): none is past the last sample */
 	tsc_sample(j->clock, 1);
 	for (size_t i = 0; i < j->nimages; i++)
-		if (j->images[i]->shm.map && collect(j->images[i], &pd, &npd, &cap, heads[i])) {
-			free(pd);
-			free(heads);
-			return -ENOMEM;
-		}
+		if (j->images[i]->shm.map && collect(j, i, &pd, &npd, &cap, heads[i], prog[i]))
+			goto out;
+	ends = malloc((npd + 1) * sizeof(*ends));
+	done = calloc(npd + 1, 1);
+	if (!ends || !done)
+		goto out;
+	for (size_t i = 0; i < npd; i++)
+		ends[i] = pd[i].end;
 	if (npd)
 		qsort(pd, npd, sizeof(*pd), cmp_pending);
 	for (size_t i = 0; i < npd && !stop; i++) {
 		stop = deliver(j, &pd[i], fn, ctx);
-		delivered++;
+		delivered_n++;
+		delivered(&pd[i], prog[pd[i].im], done, ends);
 	}
-	free(pd);
+	ret = 0;
 	for (size_t i = 0; i < j->nimages; i++) {
 		struct inj_image *img = j->images[i];
 		struct inj_slot *slots;
@@ -279,26 +343,27 @@ int inj_poll_images(struct inj *j, usc_event_fn fn, void *ctx)
 			continue;
 		slots = slots_of(&img->shm);
 		for (uint32_t s = 0; s < INJ_NSLOTS; s++)
-			if (slots[s].key && heads[i][s])
+			if (slots[s].key && heads[i][s]) {
 				__atomic_store_n(&slots[s].tail, heads[i][s], __ATOMIC_RELEASE);
+				wake(&slots[s]);
+			}
+		__atomic_add_fetch(&img->shm.ctl->progress, 1, __ATOMIC_RELEASE);
 		if (j->live && inj_mono_ns() >= img->next_reclaim) {
 			reclaim(j, img);
 			img->next_reclaim = inj_mono_ns() + 200000000ULL;
 		}
 	}
+out:
+	free(pd);
+	free(ends);
+	free(done);
 	free(heads);
-	return delivered;
+	free(prog);
+	inj_bell_end(j);
+	return ret ? ret : delivered_n;
 }
 
 /* ---- recording ---------------------------------------------------------- */
-
-static void wake(struct inj_slot *sl)
-{
-	if (__atomic_load_n(&sl->waiting, __ATOMIC_SEQ_CST)) {
-		__atomic_add_fetch(&sl->wake, 1, __ATOMIC_SEQ_CST);
-		syscall(SYS_futex, &sl->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-	}
-}
 
 void inj_wake_all(struct inj *j)
 {
@@ -421,7 +486,19 @@ static int dump_slot(struct inj *j, size_t idx, uint32_t k, uint64_t keep,
 	return ret ? ret : 1;
 }
 
+static int record_images(struct inj *j, const struct usc_raw_out *out);
+
 int inj_record_images(struct inj *j, const struct usc_raw_out *out)
+{
+	int ret;
+
+	inj_bell_begin(j);
+	ret = record_images(j, out);
+	inj_bell_end(j);
+	return ret;
+}
+
+static int record_images(struct inj *j, const struct usc_raw_out *out)
 {
 	const struct tsc_pair *last;
 	int written = 0, ret;
@@ -489,6 +566,7 @@ int inj_record_images(struct inj *j, const struct usc_raw_out *out)
 			wake(sl);
 			written++;
 		}
+		__atomic_add_fetch(&m->ctl->progress, 1, __ATOMIC_RELEASE);
 		if (j->live && inj_mono_ns() >= img->next_reclaim) {
 			reclaim(j, img);
 			img->next_reclaim = inj_mono_ns() + 200000000ULL;
@@ -506,6 +584,7 @@ int inj_stats_images(struct inj *j, struct usc_stats *st)
 	for (size_t i = 0; i < nsites; i++) {
 		j->stats[i].hits = 0;
 		j->stats[i].lost = 0;
+		j->stats[i].lost_wait = 0;
 		j->stats[i].agg_full = 0;
 		j->stats[i].agg_fault = 0;
 	}
@@ -520,16 +599,19 @@ int inj_stats_images(struct inj *j, struct usc_stats *st)
 		cc = (const char *)m->map + m->cpu_counts_off;
 		for (size_t i = 0; i < nsites; i++) {
 			const uint64_t *f = &m->folded[INJ_NCOUNTS * i];
-			uint64_t hits = f[0], lost = f[1], full = f[2], fault = f[3];
+			uint64_t hits = f[INJ_C_HITS], lost = f[INJ_C_LOST], full = f[INJ_C_AGG_FULL];
+			uint64_t fault = f[INJ_C_FAULT], slow = f[INJ_C_LOST_WAIT];
 
 			for (uint32_t sl = 0; sl < INJ_NSLOTS; sl++) {
 				const uint64_t *cc = &c[INJ_NCOUNTS * ((uint64_t)sl * nsites + i)];
 
-				hits += cc[0];
-				lost += cc[1];
-				full += cc[2];
-				fault += cc[3];
+				hits += cc[INJ_C_HITS];
+				lost += cc[INJ_C_LOST];
+				full += cc[INJ_C_AGG_FULL];
+				fault += cc[INJ_C_FAULT];
+				slow += cc[INJ_C_LOST_WAIT];
 			}
+			j->stats[i].lost_wait += slow;
 			j->stats[i].agg_full += full;
 			j->stats[i].agg_fault += fault;
 			for (uint32_t b = 0; b < INJ_CPU_BUCKETS; b++)

@@ -6,6 +6,10 @@
  * a site that follows objects (objtrace) tests the set's filter inline
  * first, with no call at all.
  *
+ * A probe that calls no agent when it runs (count-only, objtrace's test)
+ * first tests whether the tracer has died, one load and a branch: then it
+ * calls the agent, which lets go, or passes through once that is done.
+ *
  * The flags are saved only where they may be live: not at a function's entry
  * nor at a return site, where the calling convention leaves them dead. The
  * agent is compiled with general registers only, so no vector state needs
@@ -145,15 +149,43 @@ static const ZydisRegister gpr[USC_REG_NR] = {
 
 #define RED_ZONE 128
 
+static size_t emit_branch(struct emit *e, ZydisMnemonic m);
+static void patch_branch(struct emit *e, size_t rel_at);
+static void emit_call_agent(struct emit *e, const struct tramp_spec *s);
+
+/* test dword [reg + 0], imm (or cmp) */
+static void emit_mem_imm(struct emit *e, ZydisMnemonic m, ZydisRegister reg, int64_t imm)
+{
+	ZydisEncoderRequest r = req0(m);
+	ZydisEncoderOperand *o = &r.operands[r.operand_count++];
+
+	o->type = ZYDIS_OPERAND_TYPE_MEMORY;
+	o->mem.base = reg;
+	o->mem.size = 4;
+	op_imm(&r, imm);
+	emit_req(e, &r);
+}
+
+/* The tracer has died: with reg loaded with the owner word's address,
+ * jump to the returned branch when INJ_OWNER_DIED is set. */
+static size_t emit_died(struct emit *e, const struct tramp_spec *s, ZydisRegister reg)
+{
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, reg, (int64_t)s->owner);
+	emit_mem_imm(e, ZYDIS_MNEMONIC_TEST, reg, INJ_OWNER_DIED);
+	return emit_branch(e, ZYDIS_MNEMONIC_JNZ);
+}
+
 static void emit_count(struct emit *e, const struct tramp_spec *s)
 {
 	ZydisEncoderRequest r;
+	size_t to_died, to_pass, to_done, to_done2;
 
 	emit_adjust_sp(e, -RED_ZONE);
 	if (s->save_flags)
 		emit_plain(e, ZYDIS_MNEMONIC_PUSHFQ);
 	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RAX);
 	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RCX);
+	to_died = emit_died(e, s, ZYDIS_REGISTER_RAX);
 	if (s->have_rdpid) {
 		emit_r(e, ZYDIS_MNEMONIC_RDPID, ZYDIS_REGISTER_RAX);
 		emit_ri(e, ZYDIS_MNEMONIC_AND, ZYDIS_REGISTER_EAX, 63);
@@ -183,6 +215,27 @@ static void emit_count(struct emit *e, const struct tramp_spec *s)
 	if (s->save_flags)
 		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
 	emit_adjust_sp(e, RED_ZONE);
+	to_done = emit_branch(e, ZYDIS_MNEMONIC_JMP);
+	/* the tracer has died: the agent lets go, or has */
+	patch_branch(e, to_died);
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->letgo);
+	emit_mem_imm(e, ZYDIS_MNEMONIC_CMP, ZYDIS_REGISTER_RAX, INJ_LETGO_AGENT);
+	to_pass = emit_branch(e, ZYDIS_MNEMONIC_JNB);
+	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RCX);
+	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RAX);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
+	emit_adjust_sp(e, RED_ZONE);
+	emit_call_agent(e, s);
+	to_done2 = emit_branch(e, ZYDIS_MNEMONIC_JMP);
+	patch_branch(e, to_pass);
+	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RCX);
+	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RAX);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
+	emit_adjust_sp(e, RED_ZONE);
+	patch_branch(e, to_done);
+	patch_branch(e, to_done2);
 }
 
 static void emit_call_agent(struct emit *e, const struct tramp_spec *s)
@@ -318,13 +371,14 @@ static void emit_objtest(struct emit *e, const struct tramp_spec *s)
 					     ZYDIS_REGISTER_R8, ZYDIS_REGISTER_R9};
 	static const ZydisRegister saved[] = {ZYDIS_REGISTER_RAX, ZYDIS_REGISTER_R10,
 					      ZYDIS_REGISTER_R11};
-	size_t to_maybe[6], to_done;
+	size_t to_maybe[6], to_done, to_died;
 
 	emit_adjust_sp(e, -RED_ZONE);
 	if (s->save_flags)
 		emit_plain(e, ZYDIS_MNEMONIC_PUSHFQ);
 	for (size_t i = 0; i < 3; i++)
 		emit_r(e, ZYDIS_MNEMONIC_PUSH, saved[i]);
+	to_died = emit_died(e, s, ZYDIS_REGISTER_R10);	/* the agent lets go */
 	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)0x9e3779b97f4a7c15ULL);
 	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_R10, (int64_t)s->obj_filter);
 	for (size_t i = 0; i < 6; i++) {
@@ -352,6 +406,7 @@ static void emit_objtest(struct emit *e, const struct tramp_spec *s)
 	to_done = emit_branch(e, ZYDIS_MNEMONIC_JMP);
 	for (size_t i = 0; i < 6; i++)
 		patch_branch(e, to_maybe[i]);
+	patch_branch(e, to_died);
 	for (size_t i = 3; i-- > 0;)
 		emit_r(e, ZYDIS_MNEMONIC_POP, saved[i]);
 	if (s->save_flags)
@@ -365,13 +420,15 @@ ssize_t tramp_encode_probe(const struct tramp_spec *spec, uint8_t *out, size_t c
 {
 	struct emit e = {.out = out, .cap = cap, .at = spec->probe_at};
 
-	if (spec->hit && spec->obj_filter)
-		emit_objtest(&e, spec);
-	else if (spec->hit && spec->fast)
-		emit_call_fast(&e, spec);
-	else if (spec->hit)
-		emit_call_agent(&e, spec);
-	else
+	if (!spec->hit || !spec->owner || !spec->letgo)
+		return -EINVAL;		/* every probe may call the agent */
+	if (spec->counter)
 		emit_count(&e, spec);
+	else if (spec->obj_filter)
+		emit_objtest(&e, spec);
+	else if (spec->fast)
+		emit_call_fast(&e, spec);
+	else
+		emit_call_agent(&e, spec);
 	return e.err ? e.err : (ssize_t)e.len;
 }

@@ -15,7 +15,7 @@ struct tramp_spec {
 	size_t npre;		/*   (already encoded for their place: at) */
 	uint64_t probe_at;	/* where the probe's code starts: at + npre */
 	bool save_flags;	/* the flags may be live here */
-	/* a recording probe: call hit(regs, site) */
+	/* a recording probe: call hit(regs, site) (every probe has them) */
 	uint64_t hit;		/* the agent's entry point */
 	uint64_t site;		/* the site's struct inj_site */
 	/* a site on the agent's fast path (fast != 0): fast(site, a, b), with
@@ -29,11 +29,17 @@ struct tramp_spec {
 	 * hit(regs, site) */
 	uint64_t obj_filter;
 	uint8_t obj_shift;
-	/* a count-only probe (hit == 0): lock inc of a per-CPU counter at
+	/* a count-only probe (counter != 0): lock inc of a per-CPU counter at
 	 * counter + (cpu % 64) * stride; without rdpid, CPU 0's */
 	uint64_t counter;
 	uint32_t stride;
 	bool have_rdpid;
+	/* the tracer's life (inject_shared.h): a probe that does not call the
+	 * agent (count-only, objtrace's test) tests INJ_OWNER_DIED in the
+	 * owner word first, and when it is set calls hit(regs, site), which
+	 * lets go, unless the process's let-go state (at letgo) says it is
+	 * done: then the probe passes through */
+	uint64_t owner, letgo;
 };
 
 /* Encode the probe part of a trampoline at spec->probe_at into out:

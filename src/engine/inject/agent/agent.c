@@ -17,11 +17,9 @@
  * engine shares: probe/filter_eval.h) and aggregate instead of recording:
  * count or histogram a value in its key's row, or pair a call's entry with
  * its return (latency), in the shared memory (inject_shared.h). */
-#include "engine/inject/inject_shared.h"
+#include "engine/inject/agent/agent.h"
 #include "engine/inject/objset.h"
 #include "agg/agg_shared.h"
-
-#define HIDDEN __attribute__((visibility("hidden")))
 
 void agent_hit(struct inj_regs *regs, struct inj_site *site) HIDDEN;
 uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
@@ -38,25 +36,6 @@ __attribute__((section(".agent_hdr"), used)) HIDDEN const struct agent_hdr agent
 	.hit_off = (uint64_t)&agent_hit,	/* the blob is linked at 0 */
 	.fast_off = (uint64_t)&agent_fast,
 };
-
-static inline long sys6(long n, long a, long b, long c, long d, long e, long f)
-{
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-	long r;
-
-	__asm__ volatile("syscall"
-			 : "=a"(r)
-			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return r;
-}
-
-#define SYS_gettid 186
-#define SYS_prctl 157
-#define SYS_process_vm_readv 310
-#define PR_GET_NAME 16
 
 struct iov {
 	void *base;
@@ -651,25 +630,18 @@ static inline int obj_skip(const struct inj_site *site, uint64_t verdict, uint32
 	       !((first >> (i - INJ_OBJ_NREGS)) & 1);
 }
 
-#define SYS_futex 202
-#define FUTEX_WAIT 0
-
-struct ts {
-	long sec, nsec;
-};
-
 /* Room for pad + need bytes after head in the ring: 1, or 0 (the record
- * is lost, counted). Recording lossless, the thread waits for the tracer:
- * it spins a little, then sleeps on a futex the tracer wakes when it has
- * taken the ring's records, for at most 2 s (a tracer gone: the record is
- * dropped and counted, the program never hangs). The flight recorder
- * drops the ring's oldest records instead. */
+ * is lost, counted by the caller); *tail: the tail it saw. Recording
+ * lossless, the thread waits for the tracer, within a bound
+ * (agent_wait_room). The flight recorder drops the ring's oldest records
+ * instead. */
 static int room(struct inj_ctl *c, struct inj_slot *s, const char *ring, uint64_t head,
-		uint32_t pad, uint32_t need)
+		uint32_t pad, uint32_t need, uint64_t *counts, uint64_t *tailp)
 {
 	uint32_t size = c->ring_size;
 	uint64_t tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
 
+	*tailp = tail;
 	if (head + pad + need - tail <= size)
 		return 1;
 	if (c->overwrite) {
@@ -685,27 +657,7 @@ static int room(struct inj_ctl *c, struct inj_slot *s, const char *ring, uint64_
 		__atomic_store_n(&s->tail, tail, __ATOMIC_RELEASE);
 		return 1;
 	}
-	for (uint32_t spin = 0, naps = 0; c->lossless;) {
-		tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
-		if (head + pad + need - tail <= size)
-			return 1;
-		if (spin < 2000) {
-			spin++;
-			__asm__ volatile("pause");
-			continue;
-		}
-		if (naps++ >= 20)
-			break;		/* 2 s without room: the tracer has gone */
-		uint32_t seen = s->wake;
-		struct ts t = {0, 100000000};
-
-		__atomic_store_n(&s->waiting, 1, __ATOMIC_SEQ_CST);
-		tail = __atomic_load_n(&s->tail, __ATOMIC_SEQ_CST);
-		if (head + pad + need - tail > size && c->lossless)
-			sys6(SYS_futex, (long)&s->wake, FUTEX_WAIT, seen, (long)&t, 0, 0);
-		__atomic_store_n(&s->waiting, 0, __ATOMIC_RELEASE);
-	}
-	return 0;
+	return agent_wait_room(c, s, head, pad + need, counts);
 }
 
 /* Append the record of `site` (the registers at the hit at `at`) to the
@@ -715,7 +667,7 @@ static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 		   const struct env *env, uint64_t verdict)
 {
 	uint32_t size = c->ring_size, pos, pad = 0, need, nargs, aux, lo, hi;
-	uint64_t head, slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
+	uint64_t head, tail, slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
 	struct fetch_where w = {site->ip, site->offset, site->vaddr};
 	char *ring, *rec;
 
@@ -727,8 +679,8 @@ static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 	if (pos + need > size)
 		pad = size - pos;
 	ring = (char *)c + c->rings_off + slot * size;
-	if (!room(c, s, ring, head, pad, need)) {
-		counts[1]++;
+	if (!room(c, s, ring, head, pad, need, counts, &tail)) {
+		counts[INJ_C_LOST]++;
 		return;
 	}
 	if (pad) {
@@ -776,6 +728,8 @@ static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 	if (site->filter.n && !filter_pass(&site->filter, h->vals, rec, nargs))
 		return;		/* filtered out: not published */
 	__atomic_store_n(&s->head, head + h->len, __ATOMIC_RELEASE);
+	if (__builtin_expect(c->asleep, 0) && head + h->len - tail >= c->watermark)
+		agent_ring(c);
 }
 
 /* What the site does with a hit: record it, or aggregate it; a site that
@@ -799,9 +753,15 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
 	struct inj_slot *s;
 	uint64_t key, *counts, slot, sp = r->r[USC_REG_SP];
-	uint32_t tgid = *(volatile uint32_t *)c->self;
-	struct env env = {tgid, 0, sp, c, 0};
+	uint32_t tgid;
+	struct env env;
 
+	if (__builtin_expect(owner_died(site->owner), 0)) {
+		agent_let_go(c);	/* the tracer has gone */
+		return;
+	}
+	tgid = *(volatile uint32_t *)c->self;
+	env = (struct env){tgid, 0, sp, c, 0};
 	if (!tgid)
 		return;		/* a forked child not followed: not traced */
 	if (c->key_mode == INJ_KEY_TID_AT_FS) {
@@ -926,8 +886,8 @@ uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b)
 	struct inj_lat *lat;
 	__typeof__(&slots->kc[0]) kc = 0;
 
-	if (!*(volatile uint32_t *)site->fast.self || !c->enabled)
-		return 1;
+	if (owner_died(site->owner) || !*(volatile uint32_t *)site->fast.self || !c->enabled)
+		return 1;	/* (a dead tracer: agent_hit lets go) */
 	if (c->key_mode == INJ_KEY_TID_AT_FS) {
 		uint32_t tid;
 

@@ -1,0 +1,58 @@
+/* What the agent's files share (agent.c: the hits; tracer.c: the tracer's
+ * life, seen from the process). Freestanding: system calls are made here. */
+#ifndef USC_ENGINE_INJECT_AGENT_AGENT_H
+#define USC_ENGINE_INJECT_AGENT_AGENT_H
+
+#include "engine/inject/inject_shared.h"
+
+#define HIDDEN __attribute__((visibility("hidden")))
+
+static inline long sys6(long n, long a, long b, long c, long d, long e, long f)
+{
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long r;
+
+	__asm__ volatile("syscall"
+			 : "=a"(r)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return r;
+}
+
+#define SYS_mprotect 10
+#define SYS_gettid 186
+#define SYS_prctl 157
+#define SYS_futex 202
+#define SYS_clock_gettime 228
+#define SYS_process_vm_readv 310
+#define SYS_membarrier 324
+#define SYS_futex_waitv 449
+#define PR_GET_NAME 16
+#define FUTEX_WAIT 0
+#define FUTEX_WAKE 1
+#define PROT_WRITE 2
+#define ENOSYS 38
+#define ETIMEDOUT 110
+#define MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE 32
+
+/* Room in the slot's ring for want bytes after head: the tracer is asked
+ * for it and waited for, within the bound (inj_ctl.max_wait_ns). 1: room;
+ * 0: none, the record is lost (counted in counts, INJ_C_LOST_WAIT when it
+ * is the bound's). */
+int agent_wait_room(struct inj_ctl *c, struct inj_slot *s, uint64_t head, uint64_t want,
+		    uint64_t *counts) HIDDEN;
+/* Wake the tracer if it sleeps: a ring is past its watermark. */
+void agent_ring(struct inj_ctl *c) HIDDEN;
+/* The tracer has died: take this process's patches out (once). */
+void agent_let_go(struct inj_ctl *c) HIDDEN;
+
+/* The owner word at owner (inj_ctl.owner, inj_site.owner): has the tracer
+ * gone? */
+static inline __attribute__((always_inline)) int owner_died(uint64_t owner)
+{
+	return (*(volatile const uint32_t *)owner & INJ_OWNER_DIED) != 0;
+}
+
+#endif
