@@ -151,11 +151,7 @@ def xfail_on(engine, reason, engines=ENGINES):
 # --------------------------------------------------------------------------
 # 24.1: the agent's latency and histogram of no key
 
-NOKEY = ("issue 24.1: the agent keys an aggregation of no key by an uninitialised word "
-         "(agent.c aggregate(): fkey): a new row a call when the stack below varies")
-
-
-@pytest.mark.parametrize("engine", xfail_on("inject", NOKEY, ["inject", "bpf"]))
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
 def test_latency_of_no_key_counts_every_call(mini, engine):
     cp = run_uscope(["latency", "--json", "-e", engine, "work", "--", mini["scribble"], "50"])
     (r,) = rows(cp)
@@ -163,7 +159,7 @@ def test_latency_of_no_key_counts_every_call(mini, engine):
     assert sum(b["count"] for b in r["buckets"]) == 50
 
 
-@pytest.mark.parametrize("engine", xfail_on("inject", NOKEY, ["inject", "bpf"]))
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
 def test_hist_of_no_key_counts_every_call(mini, engine):
     cp = run_uscope(["hist", "--json", "-e", engine, "work x=$arg1:u64", "--",
                      mini["scribble"], "50"])

@@ -114,9 +114,7 @@ def test_goid_pairs_each_return_with_its_entry(server, engine):
 # --------------------------------------------------------------------------
 # latency, flow, report
 
-@pytest.mark.parametrize("engine", xfail(
-    FAST_ENGINES, "issue 24.1: the agent keys a latency of no key by an uninitialised word "
-    "(agent.c aggregate(): fkey)", which=("inject",)))
+@pytest.mark.parametrize("engine", FAST_ENGINES)
 def test_latency_of_a_function_that_never_blocks(server, engine):
     s = attach("latency", server.pid, "--json", "main.compute", engine=engine)
     st = run_load(server)

@@ -124,7 +124,7 @@ def test_flow_through_a_tail_call(nginx, engine):
 
 
 @pytest.mark.parametrize("engine", [pytest.param("inject", marks=pytest.mark.xfail(
-    strict=True, reason=TAIL + "; and issue 24.1 (the agent's latency of no key)")), "bpf"])
+    strict=True, reason=TAIL)), "bpf"])
 def test_latency_through_a_tail_call(nginx, engine):
     s = attach("latency", nginx.pid, "--json", "ngx_http_handler", "ngx_http_core_run_phases",
                engine=engine)

@@ -38,13 +38,6 @@ def redis(tmp_path):
     r.stop()
 
 
-def xfail_inject(engines, reason):
-    """engines, the inject engine's a known failure (strict: the fix must
-    remove the mark)."""
-    return [pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=reason))
-            if e == "inject" else e for e in engines]
-
-
 def stats_after(redis):
     """(INFO commandstats as {command: calls}, total_commands_processed),
     read in one INFO: the INFO itself is in neither."""
@@ -103,9 +96,7 @@ def test_count_keyed_by_argument_length(redis, engine):
 # --------------------------------------------------------------------------
 # hist
 
-@pytest.mark.parametrize("engine", xfail_inject(
-    FAST_ENGINES, "issue 24.1: the agent keys a histogram of no key by an uninitialised word "
-    "(agent.c aggregate(): fkey): a new row a hit, one shown"))
+@pytest.mark.parametrize("engine", FAST_ENGINES)
 def test_hist_of_argument_lengths(redis, engine):
     s = attach("hist", redis.pid, "--json", "createStringObject len=$arg2:u64", engine=engine)
     redis.send(SETS + GETS)
@@ -174,9 +165,7 @@ def test_hist_and_count_equal_bpftraces(redis, engine):
 # --------------------------------------------------------------------------
 # latency
 
-@pytest.mark.parametrize("engine", xfail_inject(
-    ENGINES, "issue 24.1: the agent keys a latency of no key by an uninitialised word "
-    "(agent.c aggregate(): fkey): a new row a call, one shown"))
+@pytest.mark.parametrize("engine", ENGINES)
 def test_latency_counts_every_command(redis, engine):
     s = attach("latency", redis.pid, "--json", "processCommand", engine=engine)
     redis.reset_stats()
@@ -189,8 +178,6 @@ def test_latency_counts_every_command(redis, engine):
     rp.agg_consistent(r)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24.1: the agent keys a latency of no key by an "
-                   "uninitialised word (agent.c aggregate(): fkey)")
 def test_latency_of_a_server_uscope_starts(tmp_path):
     """redis-server as uscope's COMMAND: redis-cli clients, then SHUTDOWN,
     whose processCommand never returns (redis exits inside it)."""

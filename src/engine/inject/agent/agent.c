@@ -556,7 +556,10 @@ static void aggregate(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint
 		return;
 	}
 	if (site->agg_fast) {
-		/* integers in registers: the key from them, on the stack */
+		/* integers in registers: the key from them, on the stack; a key
+		 * of none is one word of zeros (agg_keylen 8), as make_key and
+		 * agent_fast write it */
+		fkey[0] = 0;
 		for (uint32_t i = 0; i < site->agg_nkey && i < INJ_FAST_KEYS; i++) {
 			fkey[2 * i] = AGG_K_INT;
 			fkey[2 * i + 1] = (uint64_t)agg_value_of(regs[site->reg_only[i] & 15],
