@@ -489,6 +489,8 @@ static int cli_add_returns(struct usc_probe_spec **specs, size_t *nspecs)
 
 int cli_add_returns_and_open(struct cli_opts *o, FILE **fp)
 {
+	/* calls pair: a Go function's by its goroutine */
+	o->so.resolve_flags |= RESOLVE_GO_PAIRS;
 	if (cli_add_returns(&o->specs, &o->nspecs)) {
 		cli_error("out of memory");
 		free(o->specs);

@@ -141,8 +141,10 @@ struct usc_fetcharg {
 	uint8_t group_len;
 	bool group_first;
 	bool hidden;			/* a filter's operand only ($pid in `if $pid
-					 * == 42`): fetched, neither shown nor a key;
-					 * after every argument the probe shows */
+					 * == 42`), or a Go goroutine's g calls pair
+					 * by (resolve.h, USC_GO_CTX_ARG): fetched,
+					 * neither shown nor a key; after every
+					 * argument the probe shows */
 	uint8_t go_parts;		/* a Go value: how many parts are before it */
 	uint8_t go_elem;		/* a Go slice: 1 + enum usc_type of its
 					 * elements (0: not shown, a string's bytes) */

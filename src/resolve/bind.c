@@ -222,6 +222,29 @@ static int bind_args(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 	return 0;
 }
 
+/* A Go function's site of a command that pairs calls (RESOLVE_GO_PAIRS):
+ * its goroutine's g (R14), a hidden argument after the others. */
+static int add_go_ctx(struct usc_site *site)
+{
+	struct usc_fetcharg *a;
+
+	if (site->nargs >= USC_MAX_ARGS) {
+		log_error("%s: more than %d arguments with the goroutine uscope pairs calls by",
+			  site->spec->text, USC_MAX_ARGS - 1);
+		return -E2BIG;
+	}
+	a = &site->args[site->nargs++];
+	memset(a, 0, sizeof(*a));
+	snprintf(a->name, sizeof(a->name), "%s", USC_GO_CTX_ARG);
+	a->hidden = true;
+	a->type = USC_T_X64;
+	a->insn[0] = (struct fetch_insn){.op = FOP_REG, .reg = USC_REG_R14};
+	a->insn[1] = (struct fetch_insn){.op = FOP_ST_RAW, .size = 8};
+	a->insn[2] = (struct fetch_insn){.op = FOP_END};
+	a->ninsn = 3;
+	return 0;
+}
+
 /* The arguments, then the filter over them, by their names. */
 int resolve_bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt,
 		      struct debuginfo *dm, struct site_vec *sv)
@@ -234,6 +257,8 @@ int resolve_bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, un
 
 	site->agg_func = -1;
 	ret = bind_args(site, usdt, nusdt, defaults, dm, sv->c);
+	if (!ret && (sv->flags & RESOLVE_GO_PAIRS) && !usdt && goabi_regabi(sv->c, site))
+		ret = add_go_ctx(site);
 	if (ret || !spec->filter.n)
 		return ret;
 	ret = probe_bind_filter(&spec->filter, site->args, site->nargs, &site->filter, &bad);

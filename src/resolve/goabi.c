@@ -73,6 +73,20 @@ static int splice(const struct usc_fetcharg *in, const struct fetch_insn *prog, 
 	return 0;
 }
 
+bool goabi_regabi(struct usc_cache *c, const struct usc_site *site)
+{
+	const struct objfile_sym *fn;
+	struct objfile *ef = NULL;
+	int minor;
+
+	if (!site->func_vaddr || cache_elf(c, site->path, &ef) || !ef->is_go)
+		return false;
+	minor = gotypes_minor(ef);
+	fn = objfile_func_at(ef, site->func_vaddr);
+	return (minor < 0 || minor >= 17) && fn && !(fn->flags & OBJFILE_SYM_GO_ABI0) &&
+	       !ends_with(fn->name, ".abi0");
+}
+
 int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct debuginfo *dm,
 	       const struct usc_fetcharg *in, struct usc_fetcharg *out)
 {

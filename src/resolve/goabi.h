@@ -25,6 +25,11 @@ bool goabi_wants(const struct usc_fetcharg *in);
 int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct debuginfo *dm,
 	       const struct usc_fetcharg *in, struct usc_fetcharg *out);
 
+/* Is site in a Go function of the register ABI (Go 1.17+, not assembly's
+ * ABI0), where R14 holds the running goroutine's g at every entry and
+ * return? */
+bool goabi_regabi(struct usc_cache *c, const struct usc_site *site);
+
 /* The offset of goid in runtime.g for Go 1.minor on x86-64, or -1 when
  * uscope does not know it. */
 int goabi_goid_offset(int minor);

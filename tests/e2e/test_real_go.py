@@ -7,7 +7,9 @@ took, timed from inside it.
 Its process() blocks in a quarter of the calls: the goroutine sleeps and
 may go on on another OS thread (GOMAXPROCS=2, four clients at once), so a
 call's entry and its return are often on two threads. Pairing them per
-thread is wrong for Go (issue 24.2); compute() never blocks, and pairs."""
+thread is wrong for Go (issue 24.2): uscope pairs a Go function's calls by
+their goroutine (its g, in R14 at every entry and return), and compute(),
+which never blocks, pairs either way."""
 
 import collections
 import re
@@ -16,14 +18,12 @@ import pytest
 
 import real_programs as rp
 import uscope_e2e as u
-from real_programs import attach
+from real_programs import ENGINES, attach
 
 rp.need("go")
 
 FAST_ENGINES = ["inject", "bpf"]    # tracefs: see test_real_redis.py
 IDS = list(range(1, 161))
-PAIRING = ("issue 24.2: calls are paired per OS thread, not per goroutine: a goroutine "
-           "that blocks in process() returns on another thread")
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_latency_of_a_function_that_never_blocks(server, engine):
     rp.agg_consistent(r)
 
 
-@pytest.mark.parametrize("engine", xfail(FAST_ENGINES, PAIRING))
+@pytest.mark.parametrize("engine", ENGINES)
 def test_latency_pairs_each_call_by_goroutine(server, engine):
     s = attach("latency", server.pid, "--json", "main.process id=$arg1:s64", engine=engine)
     st = run_load(server)
@@ -138,7 +138,6 @@ def test_latency_pairs_each_call_by_goroutine(server, engine):
     assert not short, f"calls shorter than the server timed them: {short}"
 
 
-@pytest.mark.xfail(strict=True, reason=PAIRING)
 def test_flow_pairs_each_return_by_goroutine(server):
     s = attach("flow", server.pid, "--json", "main.process", engine="bpf")
     st = run_load(server)
@@ -152,7 +151,6 @@ def test_flow_pairs_each_return_by_goroutine(server):
         len(rets) * 200_000, "durations from the wrong entries"
 
 
-@pytest.mark.xfail(strict=True, reason=PAIRING)
 def test_record_then_report(server, tmp_path):
     rec = tmp_path / "go.usc"
     s = attach("record", server.pid, "-o", rec, "main.process", engine="inject")
