@@ -143,11 +143,6 @@ def rows(cp):
             if l.startswith("{") and '"final":true' in l]
 
 
-def xfail_on(engine, reason, engines=ENGINES):
-    return [pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=reason))
-            if e == engine else e for e in engines]
-
-
 # --------------------------------------------------------------------------
 # 24.1: the agent's latency and histogram of no key
 
@@ -174,9 +169,7 @@ NESTED = [("->", "caller", 0), ("->", "callee", 1), ("->", "caller", 2), ("->", 
           ("<-", "callee", 3), ("<-", "caller", 2), ("<-", "callee", 1), ("<-", "caller", 0)]
 
 
-@pytest.mark.parametrize("engine", xfail_on("inject", "issue 24.3: at callee's ret, the inject "
-                                            "engine delivers the tail-calling caller's return "
-                                            "first", ["inject", "bpf"]))
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
 def test_flow_of_a_tail_call_returns_innermost_first(mini, engine):
     fl = u.flow("caller", "callee", cmd=[mini["tail"], "1"], json=True,
                 extra=["-e", engine]).check()
