@@ -189,13 +189,20 @@ def objtrace(prog, *args):
     return cp, [m.group(1) for m in re.finditer(r"^\S+ \[\d+\] \S+ (\w+): ", cp.stdout, re.M)]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24.4: -e auto picks objtrace's engine by --from "
-                   "and --until alone, then refuses a 3-byte function inject cannot patch "
-                   "('bpf: ?; tracefs: ?') instead of running on an engine that takes it")
 def test_objtrace_auto_takes_a_three_byte_function(mini):
     cp, evs = objtrace(mini["obj"], "obj_small")
     assert cp.returncode == 0, cp.stderr
     assert evs == ["obj_make__return", "obj_small", "obj_drop"] * 3, cp.stdout
+
+
+def test_objtrace_on_an_engine_that_refuses_says_why(mini):
+    """-e inject cannot patch the 3-byte function: one line naming it and
+    the engine's reason (no '-v says why' that -v never said)."""
+    cp, evs = objtrace(mini["obj"], "-e", "inject", "obj_small")
+    assert cp.returncode != 0 and not evs
+    lines = u.error_lines(cp.stderr)
+    assert len(lines) == 1, lines
+    assert "inject: obj_small: function shorter than the patch" in lines[0], lines
 
 
 @pytest.mark.parametrize("engine", ["inject", "bpf"])
