@@ -182,6 +182,25 @@ static int bind_arg(struct usc_site *site, const struct usc_fetcharg *in,
 	return ret;
 }
 
+/* objtrace: the registers in which a call at site can receive a followed
+ * object. At a function's own entry, with its debug info: those of its
+ * pointer parameters (a register past them holds what the caller left
+ * there). Without debug info, inside a function, on an inlined copy or a
+ * compiler's clone (foo.isra.0, foo.constprop.0, whose parameters are not
+ * the ones its debug info lists): all six. */
+static uint8_t obj_regs(struct usc_cache *c, const struct usc_site *site)
+{
+	struct debuginfo *dm = NULL;
+	uint8_t mask;
+
+	if (site->spec->obj_role != USC_OBJ_MATCH || site->inlined || site->ret_site ||
+	    !site->func_vaddr || site->vaddr != site->func_vaddr || !site->symbol ||
+	    strchr(site->symbol, '.') || cache_dwarf(c, site->path, &dm) || !dm ||
+	    debuginfo_param_ptr_regs(dm, site->func_vaddr, &mask))
+		return 0x3f;
+	return mask;
+}
+
 /* Bind the probe's arguments to a site: $argN becomes a register (a
  * function) or the USDT argument's program. A USDT probe with no FETCHARG
  * records all of its arguments. */
@@ -191,6 +210,7 @@ static int bind_args(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 	const struct usc_probe_spec *spec = site->spec;
 	unsigned shown = probe_shown_args(spec->args, spec->nargs), out = 0;
 
+	site->obj_regs = obj_regs(c, site);
 	site->args = calloc(USC_MAX_ARGS, sizeof(*site->args));
 	if (!site->args)
 		return -ENOMEM;

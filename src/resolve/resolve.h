@@ -45,6 +45,10 @@ struct usc_site {
 	uint64_t offset;		/* file offset of the probe point */
 	bool is_return;
 	bool inlined;			/* on an inlined copy of the function */
+	uint8_t obj_regs;		/* objtrace: the argument registers a call can
+					 * pass a followed object in (bit 0 rdi ... bit 5
+					 * r9): its pointer parameters by the debug info,
+					 * else all six */
 	/* Return probes through tail calls. A tail-call site (tail_call) has a
 	 * group of hidden sites (cont), one on each ret of the functions its
 	 * jmp reaches, directly or through more tail calls. An engine that

@@ -622,7 +622,7 @@ static uint64_t obj_verdict(struct inj_ctl *c, const struct inj_site *site, uint
 		return 0;
 	if (site->obj == INJ_OBJ_MATCH) {
 		for (uint32_t i = 0; i < INJ_OBJ_NREGS; i++)
-			if (objset_find(o, regs[obj_regs[i]]) >= 0)
+			if ((site->obj_regs >> i & 1) && objset_find(o, regs[obj_regs[i]]) >= 0)
 				mask |= 1u << i;
 		return mask;
 	}
