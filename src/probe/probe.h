@@ -132,6 +132,10 @@ struct usc_fetcharg {
 	bool optimized_out;		/* the variable has no location at this
 					 * site: the program is a harmless immediate,
 					 * output shows <optimized out> */
+	bool in_place;			/* lowered from the debug info: a char array
+					 * in memory (FOP_ST_STRING at val + imm), its
+					 * bytes with no value to load before them
+					 * (probe_bind_arg reads a :TYPE there) */
 	uint8_t show;			/* enum usc_show */
 	const struct usc_enum *enums;	/* USC_SHOW_ENUM; owned by the debug info it
 					 * came from (valid until resolve_cache_free) */

@@ -232,13 +232,22 @@ DWARFAPP = target("dwarfapp-O0")
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.xfail(strict=True, reason="issue 24.5: 'r->tag:string' on a char[8] member reads "
-                   "the string at the struct (r->id's bytes): binding drops the array's offset")
 def test_char_array_member_as_string(engine):
     r = u.trace("handle a=r->tag:string b=r->tag", cmd=[DWARFAPP, "3"], json=True,
                 extra=["-e", engine]).check()
     assert [(e.args["a"], e.args["b"]) for e in r.events] == \
         [(f"t{i}", f"t{i}") for i in (1, 2, 3)], r.describe()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_char_array_and_char_pointer_as_numbers(engine):
+    """A :TYPE number on the array reads its first bytes ("t1": 0x3174);
+    on a char * member it is still the pointer (as +16($arg1), where
+    path is), not the bytes it points to."""
+    r = u.trace("handle t=r->tag:x16 c=r->tag:u8 p=r->path:x64 q=+16($arg1):x64",
+                cmd=[DWARFAPP, "3"], json=True, extra=["-e", engine]).check()
+    got = [(e.args["t"], e.args["c"], e.args["p"] == e.args["q"]) for e in r.events]
+    assert got == [(hex(0x3074 + (i << 8)), ord("t"), True) for i in (1, 2, 3)], r.describe()
 
 
 # --------------------------------------------------------------------------
