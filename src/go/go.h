@@ -23,7 +23,9 @@
  *   src/resolve/goabi.c  Go's register ABI at a probe: $argN, $retvalN and
  *                        $goid on a Go function bound to registers
  *                        (ABIInternal) or the stack (ABI0); $goid is
- *                        runtime.g's goid through R14.
+ *                        runtime.g's goid through R14; $argN:string a Go
+ *                        string, its length the next word (no debug info
+ *                        needed).
  *   src/output/govalue.c Go values shown as Go shows them: a string quoted, a
  *                        slice with its length, capacity and first elements,
  *                        an interface as its dynamic type and data pointer.

@@ -144,6 +144,13 @@ static int bind_arg(struct usc_site *site, const struct usc_fetcharg *in,
 	const struct usc_probe_spec *spec = site->spec;
 	int ret;
 
+	if (!usdt && (ret = goabi_bind_string(c, site, in, &site->args[*out],
+					      USC_MAX_ARGS - *out)) != 0) {
+		if (ret < 0)
+			return ret;
+		*out += (unsigned)ret;	/* a Go string: its length, its bytes */
+		return 0;
+	}
 	if (!usdt && goabi_wants(in)) {
 		/* a Go function: Go's register ABI ($argN, $retvalN, $goid) */
 		struct debuginfo *gdm = *dm;

@@ -51,11 +51,6 @@ def run_load(server, ids=IDS, clients=4):
     return server.stats()
 
 
-def xfail(engines, reason, which=("inject", "bpf", "tracefs")):
-    return [pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=reason))
-            if e in which else e for e in engines]
-
-
 # --------------------------------------------------------------------------
 # count, trace
 
@@ -79,9 +74,7 @@ def test_trace_ids_and_names_by_debug_info(server, engine):
     u.assert_multiset(got, [(i, f"user{i}") for i in IDS], "(id, name)")
 
 
-@pytest.mark.parametrize("engine", xfail(
-    FAST_ENGINES, "issue 24.7: $arg2:string on a Go function reads to a NUL, past the "
-    "string's length (in the next register): the request line's rest"))
+@pytest.mark.parametrize("engine", ENGINES)
 def test_string_argument_of_a_stripped_binary(stripped, engine):
     s = attach("trace", stripped.pid, "--json", "main.process id=$arg1:s64 name=$arg2:string",
                engine=engine)
@@ -195,8 +188,6 @@ def test_ustack_of_a_stripped_handler(stripped):
     assert [f["sym"] for f in e.args["ustack"]] == GO_FRAMES, e.args["ustack"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24.7: 'r:main.process id' says 'expected an "
-                   "event name' with a caret under the function")
 def test_return_probe_naming_a_variable_says_use_retval(server):
     cp = u.run_uscope(["trace", "-p", server.pid, "-d", "0.1", "r:main.process id"])
     assert cp.returncode != 0
