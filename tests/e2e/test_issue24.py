@@ -253,7 +253,6 @@ def test_char_array_and_char_pointer_as_numbers(engine):
 # --------------------------------------------------------------------------
 # 24.8: options and messages
 
-@pytest.mark.xfail(strict=True, reason="issue 24.8: -p A -p B silently traces only B")
 def test_two_pids_are_both_traced_or_refused():
     a, b = u.Waiter(), u.Waiter()
     bg = u.Background(["trace", "-p", a.pid, "-p", b.pid, "on_line"])
