@@ -57,6 +57,7 @@ enum cli_arg_extra {
 					 * --max-objects N */
 	CLI_ARG_STACK = 1 << 15,	/* --stack-size SIZE ($ustack) */
 	CLI_ARG_FOLDED = 1 << 16,	/* --folded */
+	CLI_ARG_ALL = 1 << 17,		/* --all */
 };
 
 /* The options of a tracing subcommand. */
@@ -70,6 +71,7 @@ struct cli_opts {
 	const char *sort;		/* --sort */
 	const char *format;		/* --format */
 	bool folded;			/* --folded */
+	bool all;			/* --all: count's rows of a glob's functions never hit */
 	const char *obj_from;		/* --from PROBE */
 	const char *obj_until;		/* --until PROBE */
 	const char *obj_field;		/* --field OFFS:TYPE */

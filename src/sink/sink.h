@@ -85,10 +85,12 @@ struct usc_sink *usc_sink_json(FILE *fp);
 /* flow: entries and returns as a per-thread call tree with durations; one
  * JSON object per line with json (flow.c). */
 struct usc_sink *usc_sink_flow(FILE *fp, bool json);
-/* count: hits per probe label at each report, as BCC's funccount; keyed:
- * per label and key (the probes' fetch arguments); the first top rows (0:
- * all); one JSON object per row with json (count.c). */
-struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top, bool folded);
+/* count: hits per probe label at each report, as BCC's funccount (a
+ * glob's functions that were hit; with all, every one); keyed: per label
+ * and key (the probes' fetch arguments); the first top rows (0: all); one
+ * JSON object per row with json (count.c). */
+struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top, bool folded,
+				bool all);
 /* hist: a histogram of each probe's last fetch argument, per label and key
  * (hist.c). */
 struct usc_sink *usc_sink_hist(FILE *fp, bool json);

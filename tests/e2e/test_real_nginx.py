@@ -172,8 +172,6 @@ def test_record_then_report(nginx, engine, tmp_path):
         assert r["self_ns"] == r["total_ns"] and r["min_ns"] <= r["avg_ns"] <= r["max_ns"], r
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24.8: count over a glob prints a row for every "
-                   "function, hit or not (127 zero rows of 163 here)")
 def test_count_over_a_glob_shows_the_functions_hit(nginx):
     s = attach("count", nginx.pid, "ngx_http_*", engine="inject")
     serve(nginx)
