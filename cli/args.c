@@ -586,7 +586,8 @@ out:
 	return code;
 }
 
-int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink, bool summary)
+int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink,
+		 enum usc_summary_mode summary)
 {
 	struct usc_sink *sinks[2] = {sink, usc_sink_summary(stderr, summary, cli_verbose)};
 	int code = cli_run_session(o, sinks, o->quiet ? 1 : 2);

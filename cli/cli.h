@@ -110,8 +110,9 @@ int cli_close_output(const struct cli_opts *o, FILE *fp);
 int cli_run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks);
 
 /* The same into sink (writing to fp: stdout, or -o's, closed after) and the
- * summary sink on stderr (its end-of-run summary when summary is set, its
+ * summary sink on stderr (its end-of-run summary as summary says, its
  * readiness line unless -q); both sinks and o's specs are freed. */
-int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink, bool summary);
+int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink,
+		 enum usc_summary_mode summary);
 
 #endif

@@ -80,5 +80,5 @@ int cmd_count(int argc, char **argv)
 		return 2;
 	}
 	return cli_run_sink(&o, stdout,
-			    usc_sink_count(stdout, o.json, keyed, o.top, o.folded, o.all), false);
+			    usc_sink_count(stdout, o.json, keyed, o.top, o.folded, o.all), USC_SUMMARY_NONE);
 }

@@ -69,5 +69,5 @@ int cmd_hist(int argc, char **argv)
 	}
 	o.so.agg.kind = USC_AGG_HIST;
 	o.so.resolve_flags |= RESOLVE_NO_DEFAULT_ARGS;
-	return cli_run_sink(&o, stdout, usc_sink_hist(stdout, o.json), false);
+	return cli_run_sink(&o, stdout, usc_sink_hist(stdout, o.json), USC_SUMMARY_NONE);
 }

@@ -70,5 +70,6 @@ int cmd_latency(int argc, char **argv)
 	o.so.agg.kind = USC_AGG_LATENCY;
 	if (!o.so.agg.unit_ns)
 		o.so.agg.unit_ns = 1;
-	return cli_run_sink(&o, stdout, usc_sink_latency(stdout, o.json, o.so.agg.per_call), false);
+	return cli_run_sink(&o, stdout, usc_sink_latency(stdout, o.json, o.so.agg.per_call),
+			    USC_SUMMARY_NONE);
 }

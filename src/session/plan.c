@@ -103,7 +103,7 @@ static void place_group(struct usc_session *s, struct answers *a, size_t t, size
 				all = ask(s, a, e, i) > 0;
 		if (!all)
 			continue;
-		place(s, a, t, (int)e, NULL);
+		place(s, a, t, (int)e, "on one engine with the rets its tail call reaches");
 		s->sites[t].follow_tail = true;
 		for (size_t i = 0; i < s->nsites; i++)
 			if (s->sites[i].cont && (size_t)s->sites[i].group == t)

@@ -123,10 +123,19 @@ struct usc_sink *usc_sink_svg(FILE *fp, const struct usc_flame_opts *opts);
 /* export --format ctf: a CTF 1.8 trace in directory dir, made if needed
  * (ctf.c). */
 struct usc_sink *usc_sink_ctf(const char *dir);
-/* The readiness line ("uscope: tracing N probes"), how the sites went to
- * the engines (when more than one took some, or verbose), and at the end
- * the summary: events and losses, per probe label (summary.c). With
- * summary false only the first two. */
-struct usc_sink *usc_sink_summary(FILE *fp, bool summary, bool verbose);
+/* What the summary sink says at the end. */
+enum usc_summary_mode {
+	USC_SUMMARY_NONE,	/* nothing (the command's own output says it) */
+	USC_SUMMARY_PROBES,	/* events and losses, and per probe label */
+	USC_SUMMARY_BRIEF,	/* ... per label only those that lost some and
+				 * the few with the most events (every label when
+				 * verbose): record and export */
+};
+
+/* The readiness line ("uscope: tracing 163 functions (429 sites)"), one
+ * line a probe on how its sites went to the engines (when more than one
+ * took some, or verbose), and at the end the summary mode says
+ * (summary.c). */
+struct usc_sink *usc_sink_summary(FILE *fp, enum usc_summary_mode mode, bool verbose);
 
 #endif

@@ -270,17 +270,31 @@ def test_two_pids_are_both_traced_or_refused():
     assert sorted({e.tid for e in r.events}) == sorted([a.pid, b.pid]), r.describe()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24.8: a probe's placement line is printed twice, "
-                   "for its entries, then for its returns (different numbers for a glob)")
 def test_placement_is_one_line_a_probe():
+    """flow adds a return probe to h*: one placement line for both, and the
+    readiness line counts functions, then sites (handle's entry and its one
+    ret at -O0)."""
     cp = run_uscope(["flow", "-v", "-o", "/dev/null", "h*", "--", DWARFAPP, "2"])
     assert cp.returncode == 0, cp.stderr
     placed = [l for l in cp.stderr.splitlines() if re.match(r"^uscope: h\*: \d+ sites? on ", l)]
-    assert len(placed) == 1, cp.stderr
+    assert placed == ["uscope: h*: 2 sites on inject"], cp.stderr
+    assert "uscope: tracing 1 function (2 sites)" in cp.stderr.splitlines(), cp.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24.8: -v prints the trampolines' address in hex, "
-                   "then again in decimal")
+def test_readiness_line_of_a_glob_with_returns():
+    """latency over a glob: its functions (the addresses uscope list -v
+    gives: aliases are one function), and every entry and ret site."""
+    listed = run_uscope(["list", "-v", "libc", "strto*"])
+    assert listed.returncode == 0, listed.stderr
+    nfunc = len({l.split()[0] for l in listed.stdout.splitlines()})
+    cp = run_uscope(["latency", "-v", "-e", "inject", "libc:strto*", "--", DWARFAPP, "1"])
+    assert cp.returncode == 0, cp.stderr
+    m = re.search(r"^uscope: tracing (\d+) functions \((\d+) sites\)$", cp.stderr, re.M)
+    assert m and int(m.group(1)) == nfunc, cp.stderr
+    (placed,) = re.findall(r"^uscope: libc:strto\*: (\d+) sites on inject$", cp.stderr, re.M)
+    assert int(m.group(2)) == int(placed) > nfunc, cp.stderr
+
+
 def test_verbose_prints_an_address_once():
     cp = run_uscope(["trace", "-v", "-e", "inject", "-o", "/dev/null", "handle", "--",
                      DWARFAPP, "1"])
@@ -291,14 +305,21 @@ def test_verbose_prints_an_address_once():
     assert not twice, twice
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24.8: record prints a line per probe (and per "
-                   "return) by default: 125 lines for libc:str*")
 def test_record_summary_is_short_without_v(tmp_path):
     cp = run_uscope(["record", "-o", tmp_path / "r.usc", "-e", "inject", "libc:str*", "--",
                      DWARFAPP, "1"])
     assert cp.returncode == 0, cp.stderr
     lines = u.error_lines(cp.stderr)
     assert len(lines) <= 6, f"{len(lines)} lines:\n" + "\n".join(lines[:20])
+    assert sum("IFUNC" in l for l in lines) == 1, lines   # not again for the returns
+    s = u.parse_summary(cp.stderr)
+    assert s.per_event == {"strtoimax": (1, 0), "strtoimax__return": (1, 0)}, cp.stderr
+    # -v: every probe label, hit or not
+    cp = run_uscope(["record", "-v", "-o", tmp_path / "r2.usc", "-e", "inject", "libc:str*",
+                     "--", DWARFAPP, "1"])
+    assert cp.returncode == 0, cp.stderr
+    s = u.parse_summary(cp.stderr)
+    assert len(s.per_event) > 50 and s.per_event["strlen"] == (0, 0), cp.stderr
 
 
 # --------------------------------------------------------------------------
