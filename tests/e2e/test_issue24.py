@@ -344,9 +344,6 @@ def test_install_bashcompdir_is_honoured(tmp_path):
 # --------------------------------------------------------------------------
 # Found by this suite
 
-@pytest.mark.xfail(strict=True, reason="found by this suite: objtrace on tracefs counts in its "
-                   "summary the calls uscope dropped (no followed object): op_peek 1 event, "
-                   "none shown")
 def test_objtrace_summary_counts_what_it_shows():
     cp = run_uscope(["objtrace", "-e", "tracefs", "--from", "r:libobj:obj_new obj=$retval",
                      "--until", "libobj:obj_free $arg1", "libobj:op_peek", "--",
