@@ -150,6 +150,7 @@ static const struct option args_all[] = {
 	{"label", required_argument, NULL, 'B'},
 	{"pprof", required_argument, NULL, 'P'},
 	{"max-wait", required_argument, NULL, 'w'},
+	{"all", no_argument, NULL, 'a'},
 };
 static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
 				     CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
@@ -160,7 +161,7 @@ static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUT
 				     CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED,
 				     CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE,
 				     CLI_ARG_OBJTRACE, CLI_ARG_SERVE, CLI_ARG_SERVE, CLI_ARG_PPROF,
-				     CLI_ARG_WAIT};
+				     CLI_ARG_WAIT, CLI_ARG_ALL};
 _Static_assert(sizeof(args_need) / sizeof(args_need[0]) ==
 	       sizeof(args_all) / sizeof(args_all[0]), "an option's need for each option");
 #define ARGS_NALL (sizeof(args_all) / sizeof(args_all[0]))
@@ -191,14 +192,24 @@ static int args_shared(int c, struct cli_opts *o)
 	char *end;
 
 	switch (c) {
-	case 'p':
+	case 'p': {
+		pid_t was = o->so.pid;
+
 		errno = 0;
 		o->so.pid = (pid_t)strtol(optarg, &end, 10);
 		if (*end || o->so.pid <= 0 || errno) {
 			cli_error("-p wants a process id, not '%s'", optarg);
 			return ARG_BAD;
 		}
+		/* a session follows one process (and its threads): a second -p
+		 * would silently replace the first */
+		if (was && was != o->so.pid) {
+			cli_error("-p %d -p %d: a session traces one process; run one uscope for "
+				  "each", (int)was, (int)o->so.pid);
+			return ARG_BAD;
+		}
 		return ARG_OK;
+	}
 	case 'd':
 	case 'i':
 		*(c == 'd' ? &o->so.duration : &o->so.interval) = strtod(optarg, &end);
@@ -283,7 +294,7 @@ static int args_linear(struct cli_opts *o)
 }
 
 /* The aggregations': --max-keys, --strlen, --top, --linear, --unit,
- * --per-call. */
+ * --per-call, --all. */
 static int args_agg(int c, struct cli_opts *o)
 {
 	switch (c) {
@@ -303,6 +314,9 @@ static int args_agg(int c, struct cli_opts *o)
 		return ARG_BAD;
 	case 'C':
 		o->so.agg.per_call = true;
+		return ARG_OK;
+	case 'a':
+		o->all = true;
 		return ARG_OK;
 	}
 	return ARG_NOT_MINE;
@@ -566,6 +580,8 @@ static int cli_add_returns(struct usc_probe_spec **specs, size_t *nspecs)
 
 int cli_add_returns_and_open(struct cli_opts *o, FILE **fp)
 {
+	/* calls pair: a Go function's by its goroutine */
+	o->so.resolve_flags |= RESOLVE_GO_PAIRS;
 	if (cli_add_returns(&o->specs, &o->nspecs)) {
 		cli_error("out of memory");
 		free(o->specs);
@@ -649,7 +665,8 @@ out:
 	return code;
 }
 
-int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink, bool summary)
+int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink,
+		 enum usc_summary_mode summary)
 {
 	struct usc_sink *sum = usc_sink_summary(stderr, summary, cli_verbose);
 	struct usc_sink *sinks[4] = {sink};

@@ -62,6 +62,7 @@ enum cli_arg_extra {
 	CLI_ARG_PPROF = 1 << 18,	/* --pprof FILE */
 	CLI_ARG_WAIT = 1 << 19,		/* --max-wait DURATION, --drop: how long a
 					 * lossless producer may wait for room */
+	CLI_ARG_ALL = 1 << 20,		/* --all */
 };
 
 /* The options of a tracing subcommand. */
@@ -75,6 +76,7 @@ struct cli_opts {
 	const char *sort;		/* --sort */
 	const char *format;		/* --format */
 	bool folded;			/* --folded */
+	bool all;			/* --all: count's rows of a glob's functions never hit */
 	const char *obj_from;		/* --from PROBE */
 	const char *obj_until;		/* --until PROBE */
 	const char *obj_field;		/* --field OFFS:TYPE */
@@ -133,8 +135,9 @@ int cli_close_output(const struct cli_opts *o, FILE *fp);
 int cli_run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks);
 
 /* The same into sink (writing to fp: stdout, or -o's, closed after) and the
- * summary sink on stderr (its end-of-run summary when summary is set, its
+ * summary sink on stderr (its end-of-run summary as summary says, its
  * readiness line unless -q); both sinks and o's specs are freed. */
-int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink, bool summary);
+int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink,
+		 enum usc_summary_mode summary);
 
 #endif

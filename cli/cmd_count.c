@@ -31,6 +31,8 @@ static const char count_usage[] =
 	"  -d, --duration SECS    stop after SECS seconds\n"
 	"  -i, --interval SECS    also print every SECS seconds what that interval counted\n"
 	"      --top N            print the N highest counts only\n"
+	"      --all              a glob's functions never hit too (as rows of 0);\n"
+	"                         without it, only those hit, as funccount\n"
 	"      --json             one JSON object per probe and key\n"
 	"      --folded           folded stacks, 'main;parse;malloc 42' a line, at the end:\n"
 	"                         flamegraph.pl's input, and uscope flamegraph's\n"
@@ -70,7 +72,7 @@ int cmd_count(int argc, char **argv)
 	bool keyed = false;
 	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
 				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_TOP | CLI_ARG_STACK |
-				  CLI_ARG_FOLDED | CLI_ARG_SERVE | CLI_ARG_PPROF | CLI_ARG_WAIT,
+				  CLI_ARG_FOLDED | CLI_ARG_SERVE | CLI_ARG_PPROF | CLI_ARG_WAIT | CLI_ARG_ALL,
 				  "count", count_usage, &o);
 
 	if (code >= 0)
@@ -102,6 +104,6 @@ int cmd_count(int argc, char **argv)
 		free(o.specs);
 		return code;
 	}
-	return cli_run_sink(&o, stdout, usc_sink_count(stdout, o.json, keyed, o.top, o.folded),
-			    false);
+	return cli_run_sink(&o, stdout, usc_sink_count(stdout, o.json, keyed, o.top, o.folded, o.all),
+			    USC_SUMMARY_NONE);
 }

@@ -31,7 +31,7 @@ static const char export_usage[] =
 	"      --format NAME    chrome, ctf, folded, svg or pprof\n"
 	"  -o, --output OUT     the file written (a directory for ctf)\n"
 	"  -q, --quiet          no readiness line on stderr\n"
-	"  -v, --verbose        say more on stderr\n"
+	"  -v, --verbose        say more on stderr; the summary lists every probe\n"
 	"\n"
 	"examples:\n"
 	"  uscope export -r app.usc --format chrome -o app.json\n"
@@ -78,5 +78,5 @@ int cmd_export(int argc, char **argv)
 		       !strcmp(o.format, "svg") ? usc_sink_svg(fp, NULL) :
 		       !strcmp(o.format, "pprof") ? usc_sink_pprof_export(fp) : usc_sink_folded(fp);
 	}
-	return cli_run_sink(&o, fp, sink, true);
+	return cli_run_sink(&o, fp, sink, USC_SUMMARY_BRIEF);
 }

@@ -225,5 +225,5 @@ int cmd_flamegraph(int argc, char **argv)
 	if (c >= 0)
 		return c;
 	sink = usc_sink_svg(fp, &fo);
-	return cli_run_sink(&o, fp, sink, true);
+	return cli_run_sink(&o, fp, sink, USC_SUMMARY_BRIEF);
 }

@@ -55,5 +55,5 @@ int cmd_flow(int argc, char **argv)
 	code = cli_add_returns_and_open(&o, &fp);
 	if (code >= 0)
 		return code;
-	return cli_run_sink(&o, fp, usc_sink_flow(fp, o.json), true);
+	return cli_run_sink(&o, fp, usc_sink_flow(fp, o.json), USC_SUMMARY_PROBES);
 }

@@ -79,5 +79,5 @@ int cmd_hist(int argc, char **argv)
 		free(o.specs);
 		return code;
 	}
-	return cli_run_sink(&o, stdout, usc_sink_hist(stdout, o.json), false);
+	return cli_run_sink(&o, stdout, usc_sink_hist(stdout, o.json), USC_SUMMARY_NONE);
 }

@@ -86,5 +86,6 @@ int cmd_latency(int argc, char **argv)
 		free(o.specs);
 		return code;
 	}
-	return cli_run_sink(&o, stdout, usc_sink_latency(stdout, o.json, o.so.agg.per_call), false);
+	return cli_run_sink(&o, stdout, usc_sink_latency(stdout, o.json, o.so.agg.per_call),
+			    USC_SUMMARY_NONE);
 }

@@ -136,5 +136,5 @@ int cmd_objtrace(int argc, char **argv)
 		return 1;
 	}
 	return cli_run_sink(&o, fp, usc_sink_objtrace(fp, o.json, o.so.objtrace.max_objects),
-			    true);
+			    USC_SUMMARY_PROBES);
 }

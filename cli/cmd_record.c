@@ -40,7 +40,7 @@ static const char record_usage[] =
 	"                         copies are unwound when the recording is read\n"
 	"      --uretprobe        return probes swap the return address (tracefs)\n"
 	"  -q, --quiet            no readiness line or summary on stderr\n"
-	"  -v, --verbose          say more on stderr\n"
+	"  -v, --verbose          say more on stderr; the summary lists every probe\n"
 	"\n"
 	"examples:\n"
 	"  uscope record -o app.usc 'app:*' -- ./app\n"
@@ -72,5 +72,6 @@ int cmd_record(int argc, char **argv)
 	for (int i = 0; i < argc && used < sizeof(command); i++)
 		used += (size_t)snprintf(command + used, sizeof(command) - used, "%s%s",
 					 i ? " " : "uscope ", argv[i]);
-	return cli_run_sink(&o, NULL, usc_sink_record(o.outfile, command), true);
+	return cli_run_sink(&o, NULL, usc_sink_record(o.outfile, command),
+			    USC_SUMMARY_BRIEF);
 }

@@ -52,5 +52,5 @@ int cmd_report(int argc, char **argv)
 	if (code >= 0)
 		return code;
 	/* the report says the counts and losses itself */
-	return cli_run_sink(&o, fp, usc_sink_report(fp, o.json, sort), false);
+	return cli_run_sink(&o, fp, usc_sink_report(fp, o.json, sort), USC_SUMMARY_NONE);
 }

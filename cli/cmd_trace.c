@@ -64,5 +64,6 @@ int cmd_trace(int argc, char **argv)
 		free(o.specs);
 		return 1;
 	}
-	return cli_run_sink(&o, fp, o.json ? usc_sink_json(fp) : usc_sink_text(fp), true);
+	return cli_run_sink(&o, fp, o.json ? usc_sink_json(fp) : usc_sink_text(fp),
+			    USC_SUMMARY_PROBES);
 }

@@ -93,6 +93,15 @@ ssize_t debuginfo_line_addrs(struct debuginfo *m, const char *file, unsigned lin
  * -ENOTSUP (a float or struct: not in %rax). */
 int debuginfo_func_rettype(struct debuginfo *m, uint64_t func_vaddr, struct usc_fetcharg *out);
 
+/* The SysV integer argument registers (bit 0 rdi ... bit 5 r9) in which the
+ * function at func_vaddr receives a pointer, by its parameters' types: 0
+ * and *mask. -ENOENT when the debug info has no such function; -ENOTSUP
+ * when its registers cannot be told from its parameters (a struct or a
+ * 16-byte integer by value, a variadic function, a struct returned through
+ * %rdi, Go's ABI, a convention the compiler changed): then any register
+ * may hold one. */
+int debuginfo_param_ptr_regs(struct debuginfo *m, uint64_t func_vaddr, uint8_t *mask);
+
 /* The lines of the function at func_vaddr..+size that begin a statement, in
  * the function's own source file (*file), sorted and unique. Count or -errno. */
 ssize_t debuginfo_func_lines(struct debuginfo *m, uint64_t func_vaddr, uint64_t size,

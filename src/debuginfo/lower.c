@@ -39,12 +39,14 @@ static int store(struct debuginfo_lower *c, struct debuginfo_lval *lv, struct us
 	tag = dwarf_tag(&lv->type);
 	out->show = USC_SHOW_PLAIN;
 	out->enums = NULL;
+	out->in_place = false;
 	if (debuginfo_is_aggregate(tag) || (tag == DW_TAG_array_type && lv->kind == LV_MEM)) {
 		Dwarf_Die elem;
 
 		if (tag == DW_TAG_array_type && debuginfo_die_type(&lv->type, &elem) &&
 		    debuginfo_strip_type(&elem) && debuginfo_is_char(&elem)) {
 			out->type = USC_T_STRING;
+			out->in_place = true;
 			st = (struct fetch_insn){.op = FOP_ST_STRING,
 						 .imm = debuginfo_access_off(lv)};
 			goto emit;

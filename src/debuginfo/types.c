@@ -1,7 +1,7 @@
 /* Types and their presentation: an enum's enumerators for output, a
  * struct's members (offsets, bitfields, anonymous members), a type's C name
- * for listings, a function's return type as a fetch program, a member's
- * offset by type name. */
+ * for listings, a function's return type as a fetch program, the registers
+ * of its pointer parameters, a member's offset by type name. */
 #include <dwarf.h>
 #include <errno.h>
 #include <stdio.h>
@@ -273,6 +273,93 @@ int debuginfo_func_rettype(struct debuginfo *m, uint64_t func_vaddr, struct usc_
 	out->insn[1] = (struct fetch_insn){.op = FOP_ST_RAW, .size = (uint8_t)size};
 	out->insn[2] = (struct fetch_insn){.op = FOP_END};
 	out->ninsn = 3;
+	return 0;
+}
+
+/* A parameter of type t in the SysV ABI: 1 a pointer (or reference) in the
+ * next integer register, 0 another integer of one register, 2 none (a
+ * float: an SSE register), -1 anything else (a struct or union by value,
+ * a 16-byte integer, a pointer to member: one register or not, unknown). */
+static int param_class(Dwarf_Die *t)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word enc = DW_ATE_unsigned;
+	int tag = dwarf_tag(t);
+
+	if (tag == DW_TAG_pointer_type || tag == DW_TAG_reference_type ||
+	    tag == DW_TAG_rvalue_reference_type)
+		return 1;
+	if (tag != DW_TAG_base_type && tag != DW_TAG_enumeration_type)
+		return -1;
+	if (tag == DW_TAG_base_type && dwarf_attr(t, DW_AT_encoding, &a))
+		dwarf_formudata(&a, &enc);
+	if (enc == DW_ATE_float || enc == DW_ATE_complex_float)
+		return 2;
+	return dwarf_bytesize(t) > 0 && dwarf_bytesize(t) <= 8 ? 0 : -1;
+}
+
+/* The out-of-line function at func_vaddr, and whether its registers are
+ * SysV's as its DWARF declares them: not Go's ABI, not a calling
+ * convention the compiler changed (DW_CC_nocall), and no struct returned
+ * through a hidden pointer in %rdi. */
+static int func_die_sysv(struct debuginfo *m, uint64_t func_vaddr, Dwarf_Die *fn)
+{
+	Dwarf_Addr dwpc;
+	Dwarf_Die cu, *scopes = NULL, t;
+	Dwarf_Attribute a;
+	Dwarf_Word cc = DW_CC_normal;
+	int n, ret = -ENOENT;
+
+	if (!debuginfo_cu_at(m, func_vaddr, &cu, &dwpc))
+		return -ENOENT;
+	if (dwarf_srclang(&cu) == DW_LANG_Go)
+		return -ENOTSUP;
+	n = dwarf_getscopes(&cu, dwpc, &scopes);
+	for (int i = 0; i < n && ret == -ENOENT; i++)
+		if (dwarf_tag(&scopes[i]) == DW_TAG_subprogram) {
+			*fn = scopes[i];
+			ret = 0;
+		}
+	free(scopes);
+	if (ret)
+		return ret;
+	if (dwarf_attr_integrate(fn, DW_AT_calling_convention, &a))
+		dwarf_formudata(&a, &cc);
+	if (cc != DW_CC_normal)
+		return -ENOTSUP;
+	if (debuginfo_die_type(fn, &t) && debuginfo_strip_type(&t) &&
+	    (debuginfo_is_aggregate(dwarf_tag(&t)) || dwarf_tag(&t) == DW_TAG_array_type))
+		return -ENOTSUP;	/* maybe in memory, its address in %rdi */
+	return 0;
+}
+
+int debuginfo_param_ptr_regs(struct debuginfo *m, uint64_t func_vaddr, uint8_t *mask)
+{
+	Dwarf_Die fn, child, t;
+	unsigned reg = 0;
+	int ret = func_die_sysv(m, func_vaddr, &fn);
+
+	*mask = 0;
+	if (ret || dwarf_child(&fn, &child) != 0)
+		return ret;
+	do {
+		int tag = dwarf_tag(&child), cls;
+
+		if (tag == DW_TAG_unspecified_parameters)
+			return -ENOTSUP;	/* variadic: anything after */
+		if (tag != DW_TAG_formal_parameter)
+			continue;
+		if (!debuginfo_die_type(&child, &t) || !debuginfo_strip_type(&t))
+			return -ENOTSUP;
+		cls = param_class(&t);
+		if (cls < 0)
+			return -ENOTSUP;
+		if (cls == 2)
+			continue;
+		if (cls == 1 && reg < 6)
+			*mask |= (uint8_t)(1u << reg);
+		reg++;
+	} while (dwarf_siblingof(&child, &child) == 0);
 	return 0;
 }
 

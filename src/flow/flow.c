@@ -13,22 +13,22 @@ struct frame {
 };
 
 struct thread {
-	int32_t tid;
+	uint64_t ctx;		/* a thread's tid, or a goroutine's g (usc_event_ctx) */
 	bool used;
 	struct frame *frames;
 	size_t n, cap;
 	size_t popped;		/* frames the last return popped (still in frames[n..]) */
 };
 
-/* Open addressing on tid, linear probing, at most 3/4 full. */
+/* Open addressing on ctx, linear probing, at most 3/4 full. */
 struct flow_state {
 	struct thread *t;
 	size_t cap, n;
 };
 
-static size_t hash_tid(int32_t tid)
+static size_t hash_ctx(uint64_t ctx)
 {
-	uint64_t h = (uint32_t)tid * 0x9e3779b97f4a7c15ULL;
+	uint64_t h = ctx * 0x9e3779b97f4a7c15ULL;
 
 	return (size_t)(h ^ (h >> 29));
 }
@@ -48,14 +48,14 @@ void flow_free(struct flow_state *st)
 	free(st);
 }
 
-static struct thread *lookup(const struct flow_state *st, int32_t tid)
+static struct thread *lookup(const struct flow_state *st, uint64_t ctx)
 {
 	if (!st->cap)
 		return NULL;
-	for (size_t i = hash_tid(tid) & (st->cap - 1);; i = (i + 1) & (st->cap - 1)) {
+	for (size_t i = hash_ctx(ctx) & (st->cap - 1);; i = (i + 1) & (st->cap - 1)) {
 		if (!st->t[i].used)
 			return NULL;
-		if (st->t[i].tid == tid)
+		if (st->t[i].ctx == ctx)
 			return &st->t[i];
 	}
 }
@@ -72,7 +72,7 @@ static int grow_table(struct flow_state *st)
 
 		if (!st->t[i].used)
 			continue;
-		for (k = hash_tid(st->t[i].tid) & (cap - 1); t[k].used; k = (k + 1) & (cap - 1))
+		for (k = hash_ctx(st->t[i].ctx) & (cap - 1); t[k].used; k = (k + 1) & (cap - 1))
 			;
 		t[k] = st->t[i];
 	}
@@ -82,30 +82,30 @@ static int grow_table(struct flow_state *st)
 	return 0;
 }
 
-static struct thread *get_thread(struct flow_state *st, int32_t tid)
+static struct thread *get_thread(struct flow_state *st, uint64_t ctx)
 {
-	struct thread *th = lookup(st, tid);
+	struct thread *th = lookup(st, ctx);
 	size_t i;
 
 	if (th)
 		return th;
 	if ((st->n + 1) * 4 > st->cap * 3 && grow_table(st))
 		return NULL;
-	for (i = hash_tid(tid) & (st->cap - 1); st->t[i].used; i = (i + 1) & (st->cap - 1))
+	for (i = hash_ctx(ctx) & (st->cap - 1); st->t[i].used; i = (i + 1) & (st->cap - 1))
 		;
 	st->t[i].used = true;
-	st->t[i].tid = tid;
+	st->t[i].ctx = ctx;
 	st->n++;
 	return &st->t[i];
 }
 
-int flow_feed(struct flow_state *st, int32_t tid, uint64_t time_ns, enum flow_kind kind,
+int flow_feed(struct flow_state *st, uint64_t ctx, uint64_t time_ns, enum flow_kind kind,
 	      const char *key, size_t keylen, struct flow_result *out)
 {
-	return flow_feed_data(st, tid, time_ns, kind, key, keylen, NULL, out);
+	return flow_feed_data(st, ctx, time_ns, kind, key, keylen, NULL, out);
 }
 
-int flow_feed_data(struct flow_state *st, int32_t tid, uint64_t time_ns, enum flow_kind kind,
+int flow_feed_data(struct flow_state *st, uint64_t ctx, uint64_t time_ns, enum flow_kind kind,
 		   const char *key, size_t keylen, void *data, struct flow_result *out)
 {
 	struct thread *th;
@@ -117,7 +117,7 @@ int flow_feed_data(struct flow_state *st, int32_t tid, uint64_t time_ns, enum fl
 	out->data = NULL;
 	if (kind != FLOW_ENTRY) {
 		/* a return or an event never needs a new thread */
-		th = lookup(st, tid);
+		th = lookup(st, ctx);
 		if (!th)
 			return 0;
 		if (kind == FLOW_EVENT) {
@@ -145,7 +145,7 @@ int flow_feed_data(struct flow_state *st, int32_t tid, uint64_t time_ns, enum fl
 		return 0;	/* no entry seen: depth 0, no duration */
 	}
 
-	th = get_thread(st, tid);
+	th = get_thread(st, ctx);
 	if (!th)
 		return -ENOMEM;
 	if (th->n == th->cap) {
@@ -164,17 +164,17 @@ int flow_feed_data(struct flow_state *st, int32_t tid, uint64_t time_ns, enum fl
 	return 0;
 }
 
-size_t flow_depth(const struct flow_state *st, int32_t tid)
+size_t flow_depth(const struct flow_state *st, uint64_t ctx)
 {
-	const struct thread *th = lookup(st, tid);
+	const struct thread *th = lookup(st, ctx);
 
 	return th ? th->n : 0;
 }
 
-bool flow_frame(const struct flow_state *st, int32_t tid, size_t i, const char **key,
+bool flow_frame(const struct flow_state *st, uint64_t ctx, size_t i, const char **key,
 		size_t *keylen, uint64_t *time_ns, void **data)
 {
-	const struct thread *th = lookup(st, tid);
+	const struct thread *th = lookup(st, ctx);
 
 	if (!th || i >= th->n + th->popped)
 		return false;
@@ -244,6 +244,27 @@ int flow_functions(const struct usc_site *sites, size_t n, uint32_t **ids_out,
 size_t flow_nthreads(const struct flow_state *st)
 {
 	return st->n;
+}
+
+bool flow_next_ctx(const struct flow_state *st, size_t *it, uint64_t *ctx)
+{
+	for (; *it < st->cap; ++*it)
+		if (st->t[*it].used) {
+			*ctx = st->t[(*it)++].ctx;
+			return true;
+		}
+	return false;
+}
+
+uint64_t flow_ctx_of(const struct usc_event *ev)
+{
+	const struct usc_site *s = ev->site;
+	unsigned last = s && s->nargs ? s->nargs - 1 : 0;
+
+	if (s && site_go_ctx(s) && last < ev->nvals && ev->vals[last].kind == USC_V_INT &&
+	    ev->vals[last].u)
+		return ev->vals[last].u | 1ULL << 63;
+	return (uint64_t)(uint32_t)ev->tid;
 }
 
 static bool ends_with(const char *s, size_t n, const char *suffix, size_t *stem)

@@ -1,6 +1,9 @@
-/* Call flow: pair entries with returns, per thread, into nested frames.
+/* Call flow: pair entries with returns, per thread (per goroutine in Go),
+ * into nested frames.
  *
- * Each thread (tid) has a stack of open frames. An entry pushes one; a return
+ * Each thread has a stack of open frames; so has each goroutine of a Go
+ * program, whose calls may end on another thread than they began
+ * (flow_ctx_of says whose an event is). An entry pushes one; a return
  * pops up to and including the most recent frame with the same key (the
  * frames above it missed their returns), which gives its duration; a return
  * whose key is on no frame (its entry was not seen, e.g. tracing started
@@ -13,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "probe/event.h"
 #include "resolve/resolve.h"
 
 enum flow_kind {
@@ -37,16 +41,24 @@ struct flow_state;
 struct flow_state *flow_new(void);
 void flow_free(struct flow_state *st);
 
-/* Feed one event of thread tid. key/keylen name the frame (a function name,
+/* Whose calls an event's entry or return pairs with (the ctx of
+ * flow_feed): its goroutine's g, where its site fetched g (a Go function's,
+ * RESOLVE_GO_PAIRS: a goroutine that blocks may go on on another thread);
+ * else its thread's tid. A g is a heap address, never a tid; the top bit
+ * keeps them apart all the same. */
+uint64_t flow_ctx_of(const struct usc_event *ev);
+
+/* Feed one event of the context ctx (a thread's tid, a goroutine's g:
+ * flow_ctx_of). key/keylen name the frame (a function name,
  * a USDT probe's stem); the bytes are compared, not copied, so they must stay
  * valid while a frame holding them may be on a stack (until flow_free).
  * 0 or -ENOMEM (the state is unchanged then). */
-int flow_feed(struct flow_state *st, int32_t tid, uint64_t time_ns, enum flow_kind kind,
+int flow_feed(struct flow_state *st, uint64_t ctx, uint64_t time_ns, enum flow_kind kind,
 	      const char *key, size_t keylen, struct flow_result *out);
 
 /* The same, the frame an entry opens holding data (flow_result.data at its
  * return). */
-int flow_feed_data(struct flow_state *st, int32_t tid, uint64_t time_ns, enum flow_kind kind,
+int flow_feed_data(struct flow_state *st, uint64_t ctx, uint64_t time_ns, enum flow_kind kind,
 		   const char *key, size_t keylen, void *data, struct flow_result *out);
 
 /* What a site's events are to a flow, and their pairing key (bytes owned by
@@ -57,15 +69,19 @@ int flow_feed_data(struct flow_state *st, int32_t tid, uint64_t time_ns, enum fl
 enum flow_kind flow_classify(const struct usc_site *site, const char **key, size_t *keylen,
 			     bool *unpaired);
 
-/* Open frames of tid (0 for a thread never seen), and threads seen. */
-size_t flow_depth(const struct flow_state *st, int32_t tid);
+/* Open frames of ctx (0 for one never seen), and the contexts seen. */
+size_t flow_depth(const struct flow_state *st, uint64_t ctx);
 size_t flow_nthreads(const struct flow_state *st);
 
-/* Frame i of tid's stack: the open frames 0..depth-1, and right after a
+/* The contexts seen, one a call: *it starts at 0; true with *ctx, false
+ * past the last. */
+bool flow_next_ctx(const struct flow_state *st, size_t *it, uint64_t *ctx);
+
+/* Frame i of ctx's stack: the open frames 0..depth-1, and right after a
  * matched return, the frames it popped too (its own at its depth, then the
  * dropped ones): the call path of a return is frames 0..depth. False past
  * them. */
-bool flow_frame(const struct flow_state *st, int32_t tid, size_t i, const char **key,
+bool flow_frame(const struct flow_state *st, uint64_t ctx, size_t i, const char **key,
 		size_t *keylen, uint64_t *time_ns, void **data);
 
 /* The functions of sites[0..n): one id per distinct pairing key of the

@@ -23,7 +23,9 @@
  *   src/resolve/goabi.c  Go's register ABI at a probe: $argN, $retvalN and
  *                        $goid on a Go function bound to registers
  *                        (ABIInternal) or the stack (ABI0); $goid is
- *                        runtime.g's goid through R14.
+ *                        runtime.g's goid through R14; $argN:string a Go
+ *                        string, its length the next word (no debug info
+ *                        needed).
  *   src/output/govalue.c Go values shown as Go shows them: a string quoted, a
  *                        slice with its length, capacity and first elements,
  *                        an interface as its dynamic type and data pointer.
@@ -43,6 +45,16 @@
  *                        go_type in probe.h).
  *   src/resolve/resolve.c  binds a function probe's $argN/$retvalN/$goid
  *                        through goabi_bind; labels events with Go's names.
+ *   src/resolve/bind.c   for a command that pairs calls (RESOLVE_GO_PAIRS:
+ *                        flow, latency, record, report, export), a hidden
+ *                        last argument on a register-ABI Go function's sites
+ *                        (goabi_regabi): its goroutine's g, R14.
+ *   src/flow/flow.c      flow_ctx_of: the calls of such a site pair by that
+ *                        g, not by thread (a goroutine that blocks goes on
+ *                        on another thread); every sink that pairs feeds
+ *                        it. The engines pair per thread, so a Go
+ *                        function's latency is aggregated by uscope
+ *                        (src/session/agg.c, in_place).
  *   src/output/output.c  shows a Go value through govalue_append.
  *   src/engine/          nothing Go's own for $goid or Go values: goabi_bind
  *                        makes $goid ordinary fetch instructions (R14, a

@@ -15,6 +15,18 @@ static bool is_store(uint8_t op)
 	return op == FOP_ST_RAW || op == FOP_ST_MEM || op == FOP_ST_STRING;
 }
 
+/* An array in memory (usc_fetcharg.in_place: a char[] member at val + off)
+ * has no value to load: it is its bytes at val + off, where the user's
+ * first step reads. A dereference or a string reads there; a plain number
+ * (`r->tag:x32`) reads the array's first bytes. */
+static void in_place_step(struct fetch_insn *step, int64_t off)
+{
+	if (step->op == FOP_ST_RAW)
+		*step = (struct fetch_insn){.op = FOP_ST_MEM, .size = step->size};
+	if (step->op == FOP_DEREF || step->op == FOP_ST_MEM || step->op == FOP_ST_STRING)
+		step->imm += off;
+}
+
 int probe_bind_arg(const struct usc_fetcharg *in, const struct usc_fetcharg *usdt,
 		   unsigned nusdt, struct usc_fetcharg *out)
 {
@@ -51,8 +63,12 @@ int probe_bind_arg(const struct usc_fetcharg *in, const struct usc_fetcharg *usd
 		prog[n++] = a->insn[k];
 	if (k < a->ninsn && a->insn[k].op == FOP_ST_MEM)
 		prog[n++] = (struct fetch_insn){.op = FOP_DEREF, .imm = a->insn[k].imm};
-	for (k = 1; k < in->ninsn; k++)
-		prog[n++] = in->insn[k];
+	for (unsigned u = 1; u < in->ninsn; u++) {
+		prog[n] = in->insn[u];
+		if (u == 1 && a->in_place && k < a->ninsn && a->insn[k].op == FOP_ST_STRING)
+			in_place_step(&prog[n], a->insn[k].imm);
+		n++;
+	}
 
 	/* DEREF off; ST_RAW size -> ST_MEM off size */
 	for (k = 0; k + 1 < n; k++) {

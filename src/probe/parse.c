@@ -520,6 +520,15 @@ struct tok {
 	size_t start, end;
 };
 
+/* Does s[0..n) hold one of the characters of set? */
+static bool strpbrk_n(const char *s, size_t n, const char *set)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strchr(set, s[i]))
+			return true;
+	return false;
+}
+
 static bool tok_is_fetcharg(const char *s, struct tok t)
 {
 	char c = s[t.start];
@@ -875,7 +884,13 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 		bool has_colon = memchr(text + rest.start, ':', rest.end - rest.start) != NULL;
 
 		spec->is_return = s0[0] == 'r';
-		if (!has_colon && have_t1 && !tok_is_fetcharg(text, t1)) {
+		/* p:EVENT LOCATION, unless what follows p: cannot be an event but
+		 * is a location's name (a Go name, a C++ signature, a path, a
+		 * glob): r:main.process id is the location main.process and the
+		 * argument id */
+		if (!has_colon && have_t1 && !tok_is_fetcharg(text, t1) &&
+		    (event_name_ok(text + rest.start, rest.end - rest.start) ||
+		     !strpbrk_n(text + rest.start, rest.end - rest.start, "./(*?["))) {
 			/* p:EVENT LOCATION */
 			if (!event_name_ok(text + rest.start, rest.end - rest.start))
 				return fail(err, USC_PERR_BAD_EVENT, rest.start);

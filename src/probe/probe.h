@@ -132,6 +132,10 @@ struct usc_fetcharg {
 	bool optimized_out;		/* the variable has no location at this
 					 * site: the program is a harmless immediate,
 					 * output shows <optimized out> */
+	bool in_place;			/* lowered from the debug info: a char array
+					 * in memory (FOP_ST_STRING at val + imm), its
+					 * bytes with no value to load before them
+					 * (probe_bind_arg reads a :TYPE there) */
 	uint8_t show;			/* enum usc_show */
 	const struct usc_enum *enums;	/* USC_SHOW_ENUM; owned by the debug info it
 					 * came from (valid until resolve_cache_free) */
@@ -141,8 +145,10 @@ struct usc_fetcharg {
 	uint8_t group_len;
 	bool group_first;
 	bool hidden;			/* a filter's operand only ($pid in `if $pid
-					 * == 42`): fetched, neither shown nor a key;
-					 * after every argument the probe shows */
+					 * == 42`), or a Go goroutine's g calls pair
+					 * by (resolve.h, USC_GO_CTX_ARG): fetched,
+					 * neither shown nor a key; after every
+					 * argument the probe shows */
 	uint8_t go_parts;		/* a Go value: how many parts are before it */
 	uint8_t go_elem;		/* a Go slice: 1 + enum usc_type of its
 					 * elements (0: not shown, a string's bytes) */

@@ -144,6 +144,13 @@ static int bind_arg(struct usc_site *site, const struct usc_fetcharg *in,
 	const struct usc_probe_spec *spec = site->spec;
 	int ret;
 
+	if (!usdt && (ret = goabi_bind_string(c, site, in, &site->args[*out],
+					      USC_MAX_ARGS - *out)) != 0) {
+		if (ret < 0)
+			return ret;
+		*out += (unsigned)ret;	/* a Go string: its length, its bytes */
+		return 0;
+	}
 	if (!usdt && goabi_wants(in)) {
 		/* a Go function: Go's register ABI ($argN, $retvalN, $goid) */
 		struct debuginfo *gdm = *dm;
@@ -182,6 +189,25 @@ static int bind_arg(struct usc_site *site, const struct usc_fetcharg *in,
 	return ret;
 }
 
+/* objtrace: the registers in which a call at site can receive a followed
+ * object. At a function's own entry, with its debug info: those of its
+ * pointer parameters (a register past them holds what the caller left
+ * there). Without debug info, inside a function, on an inlined copy or a
+ * compiler's clone (foo.isra.0, foo.constprop.0, whose parameters are not
+ * the ones its debug info lists): all six. */
+static uint8_t obj_regs(struct usc_cache *c, const struct usc_site *site)
+{
+	struct debuginfo *dm = NULL;
+	uint8_t mask;
+
+	if (site->spec->obj_role != USC_OBJ_MATCH || site->inlined || site->ret_site ||
+	    !site->func_vaddr || site->vaddr != site->func_vaddr || !site->symbol ||
+	    strchr(site->symbol, '.') || cache_dwarf(c, site->path, &dm) || !dm ||
+	    debuginfo_param_ptr_regs(dm, site->func_vaddr, &mask))
+		return 0x3f;
+	return mask;
+}
+
 /* Bind the probe's arguments to a site: $argN becomes a register (a
  * function) or the USDT argument's program. A USDT probe with no FETCHARG
  * records all of its arguments. */
@@ -191,6 +217,7 @@ static int bind_args(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 	const struct usc_probe_spec *spec = site->spec;
 	unsigned shown = probe_shown_args(spec->args, spec->nargs), out = 0;
 
+	site->obj_regs = obj_regs(c, site);
 	site->args = calloc(USC_MAX_ARGS, sizeof(*site->args));
 	if (!site->args)
 		return -ENOMEM;
@@ -222,6 +249,29 @@ static int bind_args(struct usc_site *site, const struct usc_fetcharg *usdt, uns
 	return 0;
 }
 
+/* A Go function's site of a command that pairs calls (RESOLVE_GO_PAIRS):
+ * its goroutine's g (R14), a hidden argument after the others. */
+static int add_go_ctx(struct usc_site *site)
+{
+	struct usc_fetcharg *a;
+
+	if (site->nargs >= USC_MAX_ARGS) {
+		log_error("%s: more than %d arguments with the goroutine uscope pairs calls by",
+			  site->spec->text, USC_MAX_ARGS - 1);
+		return -E2BIG;
+	}
+	a = &site->args[site->nargs++];
+	memset(a, 0, sizeof(*a));
+	snprintf(a->name, sizeof(a->name), "%s", USC_GO_CTX_ARG);
+	a->hidden = true;
+	a->type = USC_T_X64;
+	a->insn[0] = (struct fetch_insn){.op = FOP_REG, .reg = USC_REG_R14};
+	a->insn[1] = (struct fetch_insn){.op = FOP_ST_RAW, .size = 8};
+	a->insn[2] = (struct fetch_insn){.op = FOP_END};
+	a->ninsn = 3;
+	return 0;
+}
+
 /* The arguments, then the filter over them, by their names. */
 int resolve_bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, unsigned nusdt,
 		      struct debuginfo *dm, struct site_vec *sv)
@@ -234,6 +284,8 @@ int resolve_bind_site(struct usc_site *site, const struct usc_fetcharg *usdt, un
 
 	site->agg_func = -1;
 	ret = bind_args(site, usdt, nusdt, defaults, dm, sv->c);
+	if (!ret && (sv->flags & RESOLVE_GO_PAIRS) && !usdt && goabi_regabi(sv->c, site))
+		ret = add_go_ctx(site);
 	if (ret || !spec->filter.n)
 		return ret;
 	ret = probe_bind_filter(&spec->filter, site->args, site->nargs, &site->filter, &bad);

@@ -158,7 +158,8 @@ int resolve_glob(const struct usc_probe_spec *spec, unsigned idx, const char *pa
 			  path);
 		ret = -ENOENT;
 	}
-	glob_warn_ifuncs(spec, m, n);
+	if (!sv->quiet)
+		glob_warn_ifuncs(spec, m, n);
 	for (ssize_t i = 0; i < n && !ret; i++)
 		ret = glob_function(spec, idx, path, ef, flags, sv, m[i]);
 	free(m);

@@ -3,6 +3,7 @@
 #include "resolve/goabi.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -42,6 +43,15 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && !strcmp(s + n - k, suffix);
 }
 
+/* Is fn, in Go program ef, of Go's stack ABI0 (assembly, or before 1.17)? */
+static bool is_abi0(struct objfile *ef, const struct objfile_sym *fn)
+{
+	int minor = gotypes_minor(ef);
+
+	return (minor >= 0 && minor < 17) ||
+	       (fn && ((fn->flags & OBJFILE_SYM_GO_ABI0) || ends_with(fn->name, ".abi0")));
+}
+
 /* The user's program after its load, with the load replaced by prog[0..n)
  * and a first store from memory folded in: [load, DEREF off] + ST_RAW size
  * is ST_MEM size at off. */
@@ -73,6 +83,17 @@ static int splice(const struct usc_fetcharg *in, const struct fetch_insn *prog, 
 	return 0;
 }
 
+bool goabi_regabi(struct usc_cache *c, const struct usc_site *site)
+{
+	const struct objfile_sym *fn;
+	struct objfile *ef = NULL;
+
+	if (!site->func_vaddr || cache_elf(c, site->path, &ef) || !ef->is_go)
+		return false;
+	fn = objfile_func_at(ef, site->func_vaddr);
+	return fn && !is_abi0(ef, fn);
+}
+
 int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct debuginfo *dm,
 	       const struct usc_fetcharg *in, struct usc_fetcharg *out)
 {
@@ -99,8 +120,7 @@ int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct debuginf
 		fn = objfile_func_at(ef, site->func_vaddr);
 	minor = gotypes_minor(ef);
 	/* assembly keeps Go's stack ABI0; so did every function before 1.17 */
-	abi0 = (minor >= 0 && minor < 17) ||
-	       (fn && ((fn->flags & OBJFILE_SYM_GO_ABI0) || ends_with(fn->name, ".abi0")));
+	abi0 = is_abi0(ef, fn);
 	switch (op) {
 	case FOP_ARG:
 		if (abi0) {	/* above the return address, at the entry */
@@ -148,4 +168,59 @@ int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct debuginf
 	default:
 		return 1;
 	}
+}
+
+int goabi_bind_string(struct usc_cache *c, const struct usc_site *site,
+		      const struct usc_fetcharg *in, struct usc_fetcharg *out, unsigned max)
+{
+	const char *text = site->spec->text;
+	const struct objfile_sym *fn = NULL;
+	struct objfile *ef = NULL;
+	struct fetch_insn load[2];
+	int64_t idx;
+	bool abi0;
+
+	if (in->ninsn < 3 || in->insn[0].op != FOP_ARG || in->insn[1].op != FOP_ST_STRING ||
+	    in->insn[1].imm != 0 || in->insn[2].op != FOP_END)
+		return 0;
+	if (cache_elf(c, site->path, &ef) || !ef->is_go)
+		return 0;
+	if (site->func_vaddr)
+		fn = objfile_func_at(ef, site->func_vaddr);
+	abi0 = is_abi0(ef, fn);
+	idx = in->insn[0].imm;
+	if (!abi0 && (idx < 1 || idx > 8)) {
+		log_error("%s: %.*s: a Go string takes two words, its length after its pointer: "
+			  "$arg1 to $arg8", text, (int)in->len, text + in->pos);
+		return -ERANGE;
+	}
+	if (max < 2) {
+		log_error("%s: more than %d arguments", text, USC_MAX_ARGS);
+		return -E2BIG;
+	}
+	for (int k = 0; k < 2; k++)
+		load[k] = abi0 ? (struct fetch_insn){.op = FOP_STACK, .imm = idx + k} :
+				 (struct fetch_insn){.op = FOP_REG, .reg = go_regs[idx - 1 + k]};
+	out[0] = *in;
+	out[1] = *in;
+	if ((size_t)snprintf(out[0].name, sizeof(out[0].name), "%s__len", in->name) >=
+	    sizeof(out[0].name)) {
+		log_error("%s: '%s' is too long a name for a Go string", text, in->name);
+		return -ENAMETOOLONG;
+	}
+	out[0].show = USC_SHOW_GO_PART;
+	out[0].type = USC_T_U64;
+	memset(out[0].insn, 0, sizeof(out[0].insn));
+	out[0].insn[0] = load[1];
+	out[0].insn[1] = (struct fetch_insn){.op = FOP_ST_RAW, .size = 8};
+	out[0].ninsn = 3;
+	out[1].show = USC_SHOW_GO_STRING;
+	out[1].type = USC_T_STRING;
+	out[1].go_type = "string";
+	out[1].go_parts = 1;
+	memset(out[1].insn, 0, sizeof(out[1].insn));
+	out[1].insn[0] = load[0];
+	out[1].insn[1] = (struct fetch_insn){.op = FOP_ST_BYTES, .size = 1, .imm = USC_GO_STR_MAX};
+	out[1].ninsn = 3;
+	return 2;
 }

@@ -25,6 +25,20 @@ bool goabi_wants(const struct usc_fetcharg *in);
 int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct debuginfo *dm,
 	       const struct usc_fetcharg *in, struct usc_fetcharg *out);
 
+/* Is site in a Go function of the register ABI (Go 1.17+, not assembly's
+ * ABI0), where R14 holds the running goroutine's g at every entry and
+ * return? */
+bool goabi_regabi(struct usc_cache *c, const struct usc_site *site);
+
+/* $argN:string on a Go function is a Go string: its pointer in the N-th
+ * argument word, its length in the next, with or without debug info (Go
+ * puts no NUL after a string's bytes). Into out[0..max): its length (a
+ * part, NAME__len) and its bytes, counted by it. 2 when bound; 0 when in
+ * is no such argument or the file is not Go's; -errno with the reason
+ * logged. */
+int goabi_bind_string(struct usc_cache *c, const struct usc_site *site,
+		      const struct usc_fetcharg *in, struct usc_fetcharg *out, unsigned max);
+
 /* The offset of goid in runtime.g for Go 1.minor on x86-64, or -1 when
  * uscope does not know it. */
 int goabi_goid_offset(int minor);

@@ -50,6 +50,9 @@ int resolve_probes(struct usc_cache *c, const struct usc_target *target,
 	for (size_t i = 0; i < nspecs && !ret; i++) {
 		size_t first = sv.n;
 
+		sv.quiet = false;
+		for (size_t k = 0; k < i && !sv.quiet; k++)
+			sv.quiet = !strcmp(specs[k].text, specs[i].text);
 		ret = resolve_one(target, &specs[i], (unsigned)i, flags, &sv);
 		if (!ret)
 			ret = resolve_check_optimized_out(c, &specs[i], sv.v + first, sv.n - first);

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "probe/probe.h"
@@ -44,6 +45,10 @@ struct usc_site {
 	uint64_t offset;		/* file offset of the probe point */
 	bool is_return;
 	bool inlined;			/* on an inlined copy of the function */
+	uint8_t obj_regs;		/* objtrace: the argument registers a call can
+					 * pass a followed object in (bit 0 rdi ... bit 5
+					 * r9): its pointer parameters by the debug info,
+					 * else all six */
 	/* Return probes through tail calls. A tail-call site (tail_call) has a
 	 * group of hidden sites (cont), one on each ret of the functions its
 	 * jmp reaches, directly or through more tail calls. An engine that
@@ -64,6 +69,18 @@ struct usc_site {
 	int32_t agg_func;		/* latency: the function's id, shared by its entry
 					 * and return sites; -1: none */
 };
+
+/* The hidden argument, last of a site's, in which a Go function's site
+ * fetches its goroutine's g (RESOLVE_GO_PAIRS): flow_ctx_of pairs its
+ * calls by it. */
+#define USC_GO_CTX_ARG "__usc_g"
+
+/* Does the site fetch its goroutine's g (RESOLVE_GO_PAIRS)? */
+static inline bool site_go_ctx(const struct usc_site *site)
+{
+	return site->nargs && site->args[site->nargs - 1].hidden &&
+	       !strcmp(site->args[site->nargs - 1].name, USC_GO_CTX_ARG);
+}
 
 /* Does the site fetch $ustack (a stack the tracer unwinds)? */
 static inline bool site_has_ustack(const struct usc_site *site)
@@ -96,6 +113,11 @@ enum resolve_flags {
 	/* FILE:LINE goes on every statement of the line (is_stmt row), not
 	 * on its first address in each block or inlined copy */
 	RESOLVE_ALL_LINE_SITES = 1 << 4,
+	/* the command pairs entries with returns (flow, latency, record,
+	 * report, export): a Go function's sites also fetch their goroutine's
+	 * g (R14), the hidden argument USC_GO_CTX_ARG: a goroutine's call may
+	 * return on another thread than it began */
+	RESOLVE_GO_PAIRS = 1 << 5,
 };
 struct usc_cache;
 int resolve_probes(struct usc_cache *c, const struct usc_target *target,

@@ -34,6 +34,8 @@ struct site_vec {
 	size_t n, cap;
 	struct usc_cache *c;	/* the session's files */
 	unsigned flags;		/* enum resolve_flags */
+	bool quiet;		/* the probe's text is an earlier probe's (the return
+				 * probe flow and latency add): its warnings were said */
 };
 
 /* target.c: the file a probe's MODULE names (the target's executable when

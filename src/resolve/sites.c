@@ -149,7 +149,7 @@ int resolve_add_site(struct site_vec *sv, const struct usc_probe_spec *spec, uns
 		if (err)
 			return err;
 	}
-	if (fn && (fn->flags & OBJFILE_SYM_IFUNC) && !spec->is_glob)
+	if (fn && (fn->flags & OBJFILE_SYM_IFUNC) && !spec->is_glob && !sv->quiet)
 		log_warn("%s: %s is an IFUNC: the probe is on its resolver, which runs when the "
 			 "symbol is bound, not on the implementation it selects", spec->text,
 			 objfile_sym_pretty(fn));

@@ -49,6 +49,10 @@ static bool in_place(struct usc_session *s, size_t i)
 	se = &s->engines[s->place[i].engine];
 	if (site->filter.n && !site->filter_in_place)
 		return false;
+	/* a Go function's calls pair by goroutine (flow_ctx_of); the engines
+	 * pair per thread: uscope pairs them from the events */
+	if (s->opts.agg.kind == USC_AGG_LATENCY && site_go_ctx(site))
+		return false;
 	return se->ops->agg_place && se->ops->agg_place(se->e, site) == 0;
 }
 

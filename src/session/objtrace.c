@@ -127,8 +127,8 @@ int session_obj_event(struct usc_session *s, const struct usc_event *ev, struct 
 	switch (ev->site->spec->obj_role) {
 	case USC_OBJ_MATCH:
 		for (unsigned i = 0; i < USC_OBJ_NREGS && i + 1 < n; i++)
-			if (ev->vals[i].kind == USC_V_INT && ev->vals[i].u &&
-			    find(o, ev->vals[i].u) >= 0)
+			if ((ev->site->obj_regs >> i & 1) && ev->vals[i].kind == USC_V_INT &&
+			    ev->vals[i].u && find(o, ev->vals[i].u) >= 0)
 				verdict |= 1u << i;
 		break;
 	case USC_OBJ_FROM:

@@ -17,6 +17,7 @@
  *    skipped with one warning line that counts them and names the main
  *    reasons. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +73,9 @@ static int first_engine(struct usc_session *s, struct answers *a, size_t from, s
 	return -1;
 }
 
-static void place(struct usc_session *s, struct answers *a, size_t i, int e)
+/* Site i on engine e. kept: why it is not on an engine before e that
+ * could take it (NULL: that engine's answer, as for one that refused). */
+static void place(struct usc_session *s, struct answers *a, size_t i, int e, const char *kept)
 {
 	s->place[i].engine = e;
 	s->place[i].why[0] = 0;
@@ -81,6 +84,7 @@ static void place(struct usc_session *s, struct answers *a, size_t i, int e)
 		for (size_t k = 0; k < (size_t)e; k++)
 			if (s->engines[k].e) {
 				snprintf(s->place[i].why, sizeof(s->place[i].why), "%s",
+					 kept && a->ok[k * s->nsites + i] > 0 ? kept :
 					 why_of(s, a, k, i));
 				break;
 			}
@@ -101,14 +105,14 @@ static void place_group(struct usc_session *s, struct answers *a, size_t t, size
 				all = ask(s, a, e, i) > 0;
 		if (!all)
 			continue;
-		place(s, a, t, (int)e);
+		place(s, a, t, (int)e, "on one engine with the rets its tail call reaches");
 		s->sites[t].follow_tail = true;
 		for (size_t i = 0; i < s->nsites; i++)
 			if (s->sites[i].cont && (size_t)s->sites[i].group == t)
-				place(s, a, i, (int)e);
+				place(s, a, i, (int)e, NULL);
 		return;
 	}
-	place(s, a, t, first_engine(s, a, from, t));
+	place(s, a, t, first_engine(s, a, from, t), NULL);
 	s->sites[t].follow_tail = false;
 	for (size_t i = 0; i < s->nsites; i++)
 		if (s->sites[i].cont && (size_t)s->sites[i].group == t)
@@ -168,7 +172,7 @@ static int untangle(struct usc_session *s, struct answers *a)
 				} else {
 					stuck = next < 0;
 					if (!stuck)
-						place(s, a, j, next);
+						place(s, a, j, next, NULL);
 				}
 				if (stuck) {
 					log_error("%s: %s at 0x%llx and %s at 0x%llx cannot both be "
@@ -194,29 +198,49 @@ static int untangle(struct usc_session *s, struct answers *a)
 /* uscope objtrace: the followed set lives with one engine (in the process,
  * in a BPF map, or in the session for tracefs), so every site that follows
  * objects goes to it: the first engine that can place every --from and
- * --until site. A function of a glob that engine cannot place is left
- * unplaced (unplaced() counts it). */
+ * --until site and every site of a probe that is not a glob (a function
+ * too short for a patch sends the session to an engine that takes it). A
+ * function of a glob that engine cannot place is left unplaced
+ * (unplaced() counts it). */
 static int place_objtrace(struct usc_session *s, struct answers *a)
 {
+	char reasons[512] = "";
+	size_t used = 0;
 	int e = -1;
 
 	if (!s->opts.objtrace.on)
 		return 0;
 	for (size_t k = 0; k < s->nengines && e < 0; k++) {
 		bool all = s->engines[k].e != NULL;
+		size_t refused = SIZE_MAX;
 
-		for (size_t i = 0; i < s->nsites && all; i++) {
+		/* every site asked, so -v can say why the engines before it did not */
+		for (size_t i = 0; i < s->nsites && s->engines[k].e; i++) {
 			uint8_t role = s->sites[i].spec->obj_role;
 
-			if (!s->sites[i].hidden && (role == USC_OBJ_FROM || role == USC_OBJ_UNTIL))
-				all = ask(s, a, k, i) > 0;
+			if (!s->sites[i].hidden && (role == USC_OBJ_FROM || role == USC_OBJ_UNTIL ||
+						    (role != USC_OBJ_NONE &&
+						     !s->specs[s->sites[i].probe].is_glob)) &&
+			    ask(s, a, k, i) <= 0) {
+				all = false;
+				refused = refused == SIZE_MAX ? i : refused;
+			}
 		}
 		if (all)
 			e = (int)k;
+		else if (used < sizeof(reasons))	/* the first site it refused, and why */
+			used += (size_t)snprintf(reasons + used, sizeof(reasons) - used,
+						 "%s%s: %s%s%s", used ? "; " : "",
+						 s->engines[k].ops->name,
+						 refused == SIZE_MAX ? "" : s->sites[refused].label,
+						 refused == SIZE_MAX ? "" : ": ",
+						 why_of(s, a, k, refused == SIZE_MAX ? 0 : refused));
 	}
 	if (e < 0) {
-		log_error("objtrace: no engine can place every --from and --until probe (-v says "
-			  "why)");
+		log_error("objtrace: no engine can place every --from and --until probe and "
+			  "every probe that is not a glob: %s%s", reasons,
+			  s->opts.engine && strcmp(s->opts.engine, "auto") ?
+			  " (-e auto tries every engine)" : "");
 		return -ENOTSUP;
 	}
 	for (size_t i = 0; i < s->nsites; i++) {
@@ -229,7 +253,7 @@ static int place_objtrace(struct usc_session *s, struct answers *a)
 			if (s->place[i].engine == e)
 				continue;
 		} else if (ask(s, a, (size_t)e, i) > 0) {
-			place(s, a, i, e);
+			place(s, a, i, e, "objtrace keeps every site on one engine");
 			continue;
 		}
 		s->place[i].engine = -1;
@@ -337,7 +361,7 @@ int session_plan_engines(struct usc_session *s)
 		if (s->sites[i].tail_call && has_group(s, i))
 			place_group(s, &a, i, 0);
 		else
-			place(s, &a, i, first_engine(s, &a, 0, i));
+			place(s, &a, i, first_engine(s, &a, 0, i), NULL);
 	}
 	ret = place_objtrace(s, &a);
 	if (!ret)

@@ -377,6 +377,17 @@ static int sinks_event(const struct usc_event *ev0, void *ctx)
 	return 0;
 }
 
+/* An event the engine counted as delivered goes no further. */
+static void dropped(struct usc_session *s, const struct usc_event *ev)
+{
+	size_t i = (size_t)(ev->site - s->sites);
+
+	if (!s->dropped)
+		s->dropped = calloc(s->nsites + 1, sizeof(*s->dropped));
+	if (s->dropped && i < s->nsites)
+		s->dropped[i]++;
+}
+
 int session_deliver(const struct usc_event *ev, void *ctx)
 {
 	struct usc_session *s = ctx;
@@ -387,12 +398,16 @@ int session_deliver(const struct usc_event *ev, void *ctx)
 		return 0;	/* not a probe of the user's */
 	if (session_obj_here(s, ev->site)) {
 		/* objtrace on an engine that keeps no set: the session does */
-		if (!session_obj_event(s, ev, &obj_ev, vals))
+		if (!session_obj_event(s, ev, &obj_ev, vals)) {
+			dropped(s, ev);
 			return 0;
+		}
 		ev = &obj_ev;
 	}
-	if (!ev->site->filter_in_place && !engine_filter_pass(ev))
+	if (!ev->site->filter_in_place && !engine_filter_pass(ev)) {
+		dropped(s, ev);
 		return 0;	/* the engine could not filter it */
+	}
 	if (s->rec)
 		return session_record_event(s, ev);
 	if (!s->merge)
@@ -434,6 +449,14 @@ static void collect_stats(struct usc_session *s)
 		s->totals.lost += st.lost;
 		for (size_t j = 0; j < e->nsites && st.sites; j++)
 			s->stats[e->sites[j] - s->sites] = st.sites[j];
+	}
+	/* what the session dropped was never an event of the user's */
+	for (size_t i = 0; s->dropped && i < s->nsites; i++) {
+		uint64_t d = s->dropped[i] < s->stats[i].events ? s->dropped[i] :
+								   s->stats[i].events;
+
+		s->stats[i].events -= d;
+		s->totals.events -= d < s->totals.events ? d : s->totals.events;
 	}
 }
 
@@ -1045,6 +1068,7 @@ void usc_session_free(struct usc_session *s)
 	free(s->engine_nsites);
 	free(s->place);
 	free(s->stats);
+	free(s->dropped);
 	free(s->sinks);
 	resolve_sites_free(s->sites, s->nsites);
 	free(s->target.exe);

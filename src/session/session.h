@@ -116,6 +116,10 @@ struct usc_session {
 	bool target_missing;		/* plan: COMMAND was not found */
 	struct usc_site_stats *stats;	/* nsites, from every engine */
 	struct usc_stats totals;	/* sites = stats */
+	uint64_t *dropped;		/* nsites (made at the first): events an engine
+					 * delivered that the session dropped (objtrace:
+					 * no followed object; a filter the engine could
+					 * not apply), not counted as events */
 	struct agg_table *agg_seen;	/* the rows aggregated in place, as last read */
 	/* COMMAND's MODULEs that exist only once it runs: planned once it has
 	 * mapped them, COMMAND then traced as with -p (session/pending.c) */

@@ -161,7 +161,8 @@ static int latency_event(struct agg_sink *k, const struct usc_event *ev)
 	 * the pairing of the others stays right */
 	if (kind == FLOW_ENTRY && event_rows(k, ev, r, &cut) && k->err)
 		return k->err;
-	ret = flow_feed_data(k->flow, ev->tid, ev->time_ns, kind, fkey, fkeylen, r[0], &res);
+	ret = flow_feed_data(k->flow, flow_ctx_of(ev), ev->time_ns, kind, fkey, fkeylen, r[0],
+			     &res);
 	if (ret) {
 		log_error("out of memory");
 		return k->err = ret;

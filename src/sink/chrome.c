@@ -1,8 +1,9 @@
 /* The Chrome trace-event sink (export --format chrome): the JSON object
  * format that the Perfetto UI and chrome://tracing open,
  *   {"displayTimeUnit":"ns","traceEvents":[...]}
- * - a function's entry and return pair (src/flow, per thread) into one
- *   complete event, "ph":"X", at the entry's time with its duration; its
+ * - a function's entry and return pair (src/flow, per thread, or per
+ *   goroutine in a Go program) into one complete event, "ph":"X", on the
+ *   entry's thread at the entry's time with its duration; its
  *   args are the entry's arguments, and the return's (a $retval) under
  *   "return";
  * - any other probe hit, and a return whose entry was not recorded, is an
@@ -36,7 +37,7 @@ struct chrome_sink {
 	struct flow_state *st;
 	struct usc_output o;		/* the events being written */
 	struct usc_output args;		/* scratch */
-	struct seen_thread *threads;	/* named so far, to close their open calls */
+	struct seen_thread *threads;	/* named so far */
 	size_t nthreads, cap;
 	bool any;			/* an event was written: the next needs a comma */
 	int error, write_error;
@@ -44,6 +45,7 @@ struct chrome_sink {
 
 struct pending {
 	int32_t pid;
+	int32_t tid;			/* the entry's thread */
 	size_t len;
 	char text[];			/* the entry's args object, and its name */
 };
@@ -176,6 +178,7 @@ static struct pending *pending_new(struct chrome_sink *cs, const struct usc_even
 	if (!p)
 		return NULL;
 	p->pid = ev->pid;
+	p->tid = ev->tid;
 	p->len = len;
 	memcpy(p->text, name, len);
 	p->text[len] = 0;
@@ -237,13 +240,14 @@ static int chrome_event(struct usc_sink *k, const struct usc_event *ev)
 	} else {
 		if (kind == FLOW_ENTRY && !(p = pending_new(cs, ev)))
 			return fail(cs, -ENOMEM);
-		ret = flow_feed_data(cs->st, ev->tid, ev->time_ns, kind, key, keylen, p, &r);
+		ret = flow_feed_data(cs->st, flow_ctx_of(ev), ev->time_ns, kind, key, keylen, p,
+				     &r);
 		if (ret) {
 			free(p);
 			return fail(cs, ret);
 		}
 		if (kind == FLOW_RETURN && r.data) {
-			ret = complete(cs, ev, ev->tid, r.data,
+			ret = complete(cs, ev, ((struct pending *)r.data)->tid, r.data,
 				       ev->time_ns - (uint64_t)r.duration_ns, (uint64_t)r.duration_ns);
 			free(r.data);
 		} else if (kind == FLOW_RETURN) {
@@ -253,12 +257,14 @@ static int chrome_event(struct usc_sink *k, const struct usc_event *ev)
 		 * show as unfinished where they were begun */
 		for (size_t i = 1; kind == FLOW_RETURN && i <= r.dropped && !ret; i++) {
 			uint64_t start;
+			struct pending *q;
 			void *data = NULL;
 
-			if (flow_frame(cs->st, ev->tid, r.depth + i, &key, &keylen, &start, &data) &&
-			    data) {
-				ret = complete(cs, NULL, ev->tid, data, start, 0);
-				free(data);
+			if (flow_frame(cs->st, flow_ctx_of(ev), r.depth + i, &key, &keylen, &start,
+				       &data) && data) {
+				q = data;
+				ret = complete(cs, NULL, q->tid, q, start, 0);
+				free(q);
 			}
 		}
 	}
@@ -276,15 +282,15 @@ static int chrome_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 {
 	struct chrome_sink *cs = container_of(k, struct chrome_sink, base);
 	int ret = cs->error;
+	uint64_t ctx;
 
 	(void)s;
 	(void)st;
 	if (!final || ret)
 		return ret;
-	/* the calls still open: unfinished slices */
-	for (size_t t = 0; t < cs->nthreads && !ret; t++) {
-		int32_t tid = cs->threads[t].tid;
-		size_t depth = flow_depth(cs->st, tid);
+	/* the calls still open: unfinished slices, on the threads they began on */
+	for (size_t it = 0; !ret && flow_next_ctx(cs->st, &it, &ctx);) {
+		size_t depth = flow_depth(cs->st, ctx);
 
 		for (size_t i = 0; i < depth && !ret; i++) {
 			const char *key;
@@ -292,9 +298,9 @@ static int chrome_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 			uint64_t start;
 			void *data;
 
-			if (!flow_frame(cs->st, tid, i, &key, &keylen, &start, &data) || !data)
+			if (!flow_frame(cs->st, ctx, i, &key, &keylen, &start, &data) || !data)
 				continue;
-			ret = complete(cs, NULL, tid, data, start, 0);
+			ret = complete(cs, NULL, ((struct pending *)data)->tid, data, start, 0);
 		}
 	}
 	ret = ret ? ret : output_raw(&cs->o, "\n]}\n");
@@ -307,16 +313,18 @@ static void chrome_destroy(struct usc_sink *k)
 {
 	struct chrome_sink *cs = container_of(k, struct chrome_sink, base);
 
+	uint64_t ctx;
+
 	/* what is left on the frames: calls that never returned */
-	for (size_t t = 0; t < cs->nthreads; t++) {
-		size_t depth = flow_depth(cs->st, cs->threads[t].tid);
+	for (size_t it = 0; flow_next_ctx(cs->st, &it, &ctx);) {
+		size_t depth = flow_depth(cs->st, ctx);
 
 		for (size_t i = 0; i < depth; i++) {
 			const char *key;
 			size_t keylen;
 			void *data = NULL;
 
-			if (flow_frame(cs->st, cs->threads[t].tid, i, &key, &keylen, NULL, &data))
+			if (flow_frame(cs->st, ctx, i, &key, &keylen, NULL, &data))
 				free(data);
 		}
 	}

@@ -1,6 +1,7 @@
 /* The count sink: hits per probe label (each function of a glob on its
  * own), at the end and every interval the hits of that interval, as BCC's
- * funccount; with keys (a probe's fetch arguments, or a filter), hits per
+ * funccount (which lists a glob's functions that were hit: so does this,
+ * unless all; a probe that is no glob always has its row); with keys (a probe's fetch arguments, or a filter), hits per
  * label and key, as a bpftrace map @[a, b] = count().
  *
  * Without keys the counts are the engines' own (struct usc_site_stats.hits,
@@ -32,7 +33,9 @@ struct count_sink {
 	const char **labels;	/* distinct labels, in site order */
 	size_t *label_of;	/* per site */
 	uint64_t *prev;		/* totals at the previous report */
+	bool *of_glob;		/* per label: only a glob's functions have it */
 	size_t top;		/* --top: the first rows only */
+	bool all;		/* --all: a glob's functions never hit too */
 	int write_error;
 };
 
@@ -43,11 +46,17 @@ static int count_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 	cs->labels = calloc(s->nsites + 1, sizeof(*cs->labels));
 	cs->label_of = calloc(s->nsites + 1, sizeof(*cs->label_of));
 	cs->prev = calloc(s->nsites + 1, sizeof(*cs->prev));
-	if (!cs->labels || !cs->label_of || !cs->prev) {
+	cs->of_glob = calloc(s->nsites + 1, sizeof(*cs->of_glob));
+	if (!cs->labels || !cs->label_of || !cs->prev || !cs->of_glob) {
 		log_error("out of memory");
 		return -ENOMEM;
 	}
 	cs->nlabels = aggsink_labels(s, cs->labels, cs->label_of);
+	for (size_t l = 0; l < cs->nlabels; l++)
+		cs->of_glob[l] = true;
+	for (size_t i = 0; i < s->nsites; i++)
+		if (sink_site_shown(s, i) && !s->specs[s->sites[i].probe].is_glob)
+			cs->of_glob[cs->label_of[i]] = false;
 	return 0;
 }
 
@@ -67,6 +76,7 @@ static int count_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 	struct usc_output o = {.json = cs->json};
 	struct row *rows;
 	uint64_t *now;
+	size_t nrows = 0, unhit = 0;
 	int ret = 0;
 
 	if (!cs->labels)
@@ -87,15 +97,21 @@ static int count_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 		now[cs->label_of[i]] += h >= 0 ? (uint64_t)h : st->sites[i].events;
 	}
 	for (size_t l = 0; l < cs->nlabels; l++) {
-		rows[l].label = cs->labels[l];
-		rows[l].n = final ? now[l] : now[l] - cs->prev[l];
+		uint64_t n = final ? now[l] : now[l] - cs->prev[l];
+
 		cs->prev[l] = now[l];
+		if (!n && cs->of_glob[l] && !cs->all) {
+			unhit++;	/* a glob's function not hit: funccount's rows */
+			continue;
+		}
+		rows[nrows].label = cs->labels[l];
+		rows[nrows++].n = n;
 	}
-	qsort(rows, cs->nlabels, sizeof(*rows), cmp_rows);
+	qsort(rows, nrows, sizeof(*rows), cmp_rows);
 	if (cs->json) {
 		char num[48];
 
-		for (size_t l = 0; l < cs->nlabels && !ret; l++) {
+		for (size_t l = 0; l < nrows && !ret; l++) {
 			if (cs->top && l >= cs->top)
 				break;
 			ret = output_raw(&o, "{\"probe\":");
@@ -112,14 +128,18 @@ static int count_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 		snprintf(line, sizeof(line), "%-40s %12s\n", final ? "PROBE" : "PROBE (this interval)",
 			 "COUNT");
 		ret = ret ? ret : output_raw(&o, line);
-		for (size_t l = 0; l < cs->nlabels && !ret; l++) {
+		for (size_t l = 0; l < nrows && !ret; l++) {
 			if (cs->top && l >= cs->top) {
-				snprintf(line, sizeof(line), "(%zu more)\n", cs->nlabels - l);
+				snprintf(line, sizeof(line), "(%zu more)\n", nrows - l);
 				ret = output_raw(&o, line);
 				break;
 			}
 			snprintf(line, sizeof(line), "%-40s %12llu\n", rows[l].label,
 				 (unsigned long long)rows[l].n);
+			ret = output_raw(&o, line);
+		}
+		if (final && unhit && !ret) {
+			snprintf(line, sizeof(line), "(%zu not hit: --all lists them)\n", unhit);
 			ret = output_raw(&o, line);
 		}
 		if (!final && !ret)
@@ -142,6 +162,7 @@ static void count_destroy(struct usc_sink *k)
 	free(cs->labels);
 	free(cs->label_of);
 	free(cs->prev);
+	free(cs->of_glob);
 	free(cs);
 }
 
@@ -254,7 +275,8 @@ static int print_keyed(struct agg_sink *k, struct usc_output *o, struct agg_row 
 }
 
 
-struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top, bool folded)
+struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top, bool folded,
+				bool all)
 {
 	if (keyed) {
 		struct agg_sink *k = calloc(1, sizeof(*k));
@@ -277,5 +299,6 @@ struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top, boo
 	cs->fp = fp;
 	cs->json = json;
 	cs->top = top;
+	cs->all = all;
 	return &cs->base;
 }

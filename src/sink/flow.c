@@ -95,7 +95,7 @@ static int flow_event(struct usc_sink *k, const struct usc_event *ev)
 		fs->t0 = ev->time_ns;
 		fs->have_t0 = true;
 	}
-	ret = flow_feed(fs->st, ev->tid, ev->time_ns, kind, key, keylen, &r);
+	ret = flow_feed(fs->st, flow_ctx_of(ev), ev->time_ns, kind, key, keylen, &r);
 	if (ret)
 		return fail(fs, ret);
 

@@ -162,18 +162,22 @@ static int folded_event(struct usc_sink *k, const struct usc_event *ev)
 	kind = flow_classify(ev->site, &key, &keylen, &unpaired);
 	if (kind == FLOW_ENTRY) {
 		void *parent = NULL;
+		uint64_t ctx;
 		const char *pk;
 		size_t pl;
 
-		/* the caller's node: the thread's innermost open frame's */
-		depth = flow_depth(fs->st, ev->tid);
-		if (depth && !flow_frame(fs->st, ev->tid, depth - 1, &pk, &pl, NULL, &parent))
+		/* the caller's node: the thread's (goroutine's) innermost open
+		 * frame's */
+		ctx = flow_ctx_of(ev);
+		depth = flow_depth(fs->st, ctx);
+		if (depth && !flow_frame(fs->st, ctx, depth - 1, &pk, &pl, NULL, &parent))
 			parent = NULL;
 		node = node_get(fs, (uint32_t)(uintptr_t)parent, fs->func_of[i]);
 		if (!node)
 			return fail(fs, -ENOMEM);
 	}
-	ret = flow_feed_data(fs->st, ev->tid, ev->time_ns, kind, key, keylen, (void *)node, &r);
+	ret = flow_feed_data(fs->st, flow_ctx_of(ev), ev->time_ns, kind, key, keylen, (void *)node,
+			     &r);
 	if (ret)
 		return fail(fs, ret);
 	if (kind == FLOW_RETURN && r.duration_ns >= 0 && r.data)

@@ -82,7 +82,7 @@ static int report_event(struct usc_sink *k, const struct usc_event *ev)
 		return 0;
 	row = &rs->rows[rs->of_site[i]];
 	kind = flow_classify(ev->site, &key, &keylen, &unpaired);
-	ret = flow_feed_data(rs->st, ev->tid, ev->time_ns, kind, key, keylen, row, &r);
+	ret = flow_feed_data(rs->st, flow_ctx_of(ev), ev->time_ns, kind, key, keylen, row, &r);
 	if (ret) {
 		rs->error = ret;
 		log_error("cannot pair the calls: %s", strerror(-ret));

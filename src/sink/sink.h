@@ -98,10 +98,12 @@ struct usc_sink *usc_sink_json(FILE *fp);
 /* flow: entries and returns as a per-thread call tree with durations; one
  * JSON object per line with json (flow.c). */
 struct usc_sink *usc_sink_flow(FILE *fp, bool json);
-/* count: hits per probe label at each report, as BCC's funccount; keyed:
- * per label and key (the probes' fetch arguments); the first top rows (0:
- * all); one JSON object per row with json (count.c). */
-struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top, bool folded);
+/* count: hits per probe label at each report, as BCC's funccount (a
+ * glob's functions that were hit; with all, every one); keyed: per label
+ * and key (the probes' fetch arguments); the first top rows (0: all); one
+ * JSON object per row with json (count.c). */
+struct usc_sink *usc_sink_count(FILE *fp, bool json, bool keyed, size_t top, bool folded,
+				bool all);
 /* hist: a histogram of each probe's last fetch argument, per label and key
  * (hist.c). */
 struct usc_sink *usc_sink_hist(FILE *fp, bool json);
@@ -158,10 +160,19 @@ struct usc_sink *usc_sink_svg(FILE *fp, const struct usc_flame_opts *opts);
 /* export --format ctf: a CTF 1.8 trace in directory dir, made if needed
  * (ctf.c). */
 struct usc_sink *usc_sink_ctf(const char *dir);
-/* The readiness line ("uscope: tracing N probes"), how the sites went to
- * the engines (when more than one took some, or verbose), and at the end
- * the summary: events and losses, per probe label (summary.c). With
- * summary false only the first two. */
-struct usc_sink *usc_sink_summary(FILE *fp, bool summary, bool verbose);
+/* What the summary sink says at the end. */
+enum usc_summary_mode {
+	USC_SUMMARY_NONE,	/* nothing (the command's own output says it) */
+	USC_SUMMARY_PROBES,	/* events and losses, and per probe label */
+	USC_SUMMARY_BRIEF,	/* ... per label only those that lost some and
+				 * the few with the most events (every label when
+				 * verbose): record and export */
+};
+
+/* The readiness line ("uscope: tracing 163 functions (429 sites)"), one
+ * line a probe on how its sites went to the engines (when more than one
+ * took some, or verbose), and at the end the summary mode says
+ * (summary.c). */
+struct usc_sink *usc_sink_summary(FILE *fp, enum usc_summary_mode mode, bool verbose);
 
 #endif

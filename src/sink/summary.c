@@ -1,7 +1,9 @@
 /* The summary sink, on stderr: the readiness line once every probe is in
- * place, how the sites went to the engines, and at the end the events and
- * losses per probe label (every site of a glob or a USDT probe adds up
- * under its label). */
+ * place (what is traced: functions, USDT probes, lines, addresses, and the
+ * sites they took), how the sites went to the engines (one line a probe as
+ * the user wrote it: a return probe flow adds is its entry's), and at the
+ * end the events and losses per probe label (every site of a glob or a
+ * USDT probe adds up under its label). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +15,11 @@
 struct summary_sink {
 	struct usc_sink base;
 	FILE *fp;
-	bool summary, verbose;
+	enum usc_summary_mode mode;
+	bool verbose;
 };
+
+#define BRIEF_LABELS 5	/* labels with events a brief summary shows */
 
 /* A site the user sees: placed, not one of resolve's hidden helpers. */
 static bool shown(const struct usc_sink_ctx *s, size_t i)
@@ -51,6 +56,21 @@ static size_t used_engines(const struct usc_sink_ctx *s)
 	return used;
 }
 
+/* Do probes p and q read the same (a return probe flow, latency and record
+ * add to an entry's is its text again)? */
+static bool same_text(const struct usc_sink_ctx *s, size_t p, size_t q)
+{
+	return p == q || !strcmp(s->specs[p].text, s->specs[q].text);
+}
+
+static bool first_of_text(const struct usc_sink_ctx *s, size_t p)
+{
+	for (size_t q = 0; q < p; q++)
+		if (same_text(s, q, p))
+			return false;
+	return true;
+}
+
 /* One line per probe: how many of its sites each engine took, and the main
  * reasons some left the engine preferred before it. */
 static void print_engines(struct summary_sink *ss, const struct usc_sink_ctx *s)
@@ -63,11 +83,13 @@ static void print_engines(struct summary_sink *ss, const struct usc_sink_ctx *s)
 		char line[1024];
 		int len;
 
+		if (!first_of_text(s, p))
+			continue;	/* said with the probe of its text */
 		for (size_t i = 0; i < s->nsites; i++) {
 			const char *why = s->place[i].why;
 			size_t rl = rule_len(why), k;
 
-			if (s->sites[i].probe != p || !shown(s, i))
+			if (!same_text(s, s->sites[i].probe, p) || !shown(s, i))
 				continue;
 			total++;
 			if ((size_t)s->place[i].engine < 8)
@@ -106,28 +128,178 @@ static void print_engines(struct summary_sink *ss, const struct usc_sink_ctx *s)
 		if (!ss->verbose)
 			continue;
 		for (size_t i = 0; i < s->nsites; i++)
-			if (s->sites[i].probe == p && shown(s, i) && s->place[i].why[0])
-				fprintf(ss->fp, "uscope:   %s at 0x%llx: on %s: %s\n",
-					s->sites[i].symbol ? s->sites[i].symbol : s->sites[i].label,
+			if (same_text(s, s->sites[i].probe, p) && shown(s, i) && s->place[i].why[0])
+				fprintf(ss->fp, "uscope:   %s at 0x%llx: on %s: %s\n", s->sites[i].label,
 					(unsigned long long)s->sites[i].vaddr,
 					s->engine_names[s->place[i].engine], s->place[i].why);
 	}
 }
 
+/* What a site traces, for the readiness line: a function (a glob's match, an
+ * inlined copy, a return of it), a USDT probe, a source line, an address. */
+enum unit_kind { U_FUNCTION, U_USDT, U_LINE, U_ADDRESS, U_NKINDS };
+
+struct unit {
+	enum unit_kind kind;
+	const char *a, *b;	/* the file and the name, or the probe's text */
+	uint64_t v;
+};
+
+static int cmp_unit(const void *x, const void *y)
+{
+	const struct unit *p = x, *q = y;
+	int c;
+
+	if (p->kind != q->kind)
+		return p->kind < q->kind ? -1 : 1;
+	if ((c = strcmp(p->a, q->a)) || (c = strcmp(p->b, q->b)))
+		return c;
+	return p->v < q->v ? -1 : p->v > q->v;
+}
+
+static struct unit unit_of(const struct usc_sink_ctx *s, const struct usc_site *st)
+{
+	const struct usc_probe_spec *sp = &s->specs[st->probe];
+	const char *path = st->path ? st->path : "";
+
+	if (sp->loc_kind == USC_LOC_USDT)
+		return (struct unit){U_USDT, path, st->label, 0};
+	if (sp->loc_kind == USC_LOC_LINE)
+		return (struct unit){U_LINE, sp->text, "", 0};
+	if (sp->loc_kind == USC_LOC_ADDRESS || !st->symbol)
+		return (struct unit){U_ADDRESS, path, "", st->vaddr};
+	return (struct unit){U_FUNCTION, path, st->symbol, 0};
+}
+
+/* "163 functions (429 sites)": what the shown sites trace, each kind
+ * counted once, and the sites when they are more. */
+static void what_is_traced(const struct usc_sink_ctx *s, char *buf, size_t len)
+{
+	static const char *const names[U_NKINDS][2] = {
+		{"function", "functions"}, {"USDT probe", "USDT probes"},
+		{"line", "lines"}, {"address", "addresses"},
+	};
+	struct unit *u = calloc(s->nsites + 1, sizeof(*u));
+	size_t n = 0, per[U_NKINDS] = {0}, kinds = 0, said = 0, units = 0;
+	int used = 0;
+
+	for (size_t i = 0; u && i < s->nsites; i++)
+		if (shown(s, i))
+			u[n++] = unit_of(s, &s->sites[i]);
+	if (!u) {	/* no memory: the sites alone */
+		for (size_t i = 0; i < s->nsites; i++)
+			n += shown(s, i);
+		snprintf(buf, len, "%zu site%s", n, n == 1 ? "" : "s");
+		return;
+	}
+	qsort(u, n, sizeof(*u), cmp_unit);
+	for (size_t i = 0; i < n; i++)
+		if (!i || cmp_unit(&u[i - 1], &u[i])) {
+			kinds += !per[u[i].kind]++;
+			units++;
+		}
+	free(u);
+	buf[0] = 0;
+	for (int k = 0; k < U_NKINDS && (size_t)used < len; k++) {
+		if (!per[k])
+			continue;
+		said++;
+		used += snprintf(buf + used, len - (size_t)used, "%s%zu %s",
+				 said == 1 ? "" : said == kinds ? " and " : ", ", per[k],
+				 names[k][per[k] != 1]);
+	}
+	if (!kinds && (size_t)used < len)
+		used += snprintf(buf + used, len - (size_t)used, "nothing");
+	if (n != units && (size_t)used < len)
+		snprintf(buf + used, len - (size_t)used, " (%zu sites)", n);
+}
+
 static int summary_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	struct summary_sink *ss = container_of(k, struct summary_sink, base);
-	size_t n = 0;
+	char what[256];
 
-	for (size_t i = 0; i < s->nsites; i++)
-		n += shown(s, i);
-	if (s->replayed)
-		fprintf(ss->fp, "uscope: reading %zu recorded probe%s\n", n, n == 1 ? "" : "s");
-	else
-		fprintf(ss->fp, "uscope: tracing %zu probe%s\n", n, n == 1 ? "" : "s");
+	what_is_traced(s, what, sizeof(what));
+	fprintf(ss->fp, "uscope: %s %s\n", s->replayed ? "reading a recording of" : "tracing", what);
 	print_engines(ss, s);
 	fflush(ss->fp);
 	return 0;
+}
+
+struct label_sum {
+	const char *label;
+	uint64_t events;
+	int64_t lost;		/* -1: the kernel does not say */
+};
+
+static int by_events(const void *a, const void *b)
+{
+	const struct label_sum *x = a, *y = b;
+
+	return x->events != y->events ? (x->events > y->events ? -1 : 1) :
+					strcmp(x->label, y->label);
+}
+
+static void print_label(struct summary_sink *ss, const struct label_sum *l)
+{
+	if (l->lost >= 0)
+		fprintf(ss->fp, "  %s: %llu events, %lld lost\n", l->label,
+			(unsigned long long)l->events, (long long)l->lost);
+	else
+		fprintf(ss->fp, "  %s: %llu events\n", l->label, (unsigned long long)l->events);
+}
+
+/* The events and losses of each probe label, in site order. Brief (record,
+ * export without -v): only the labels that lost some, then the few with the
+ * most events, and how many more have events. */
+static void print_labels(struct summary_sink *ss, const struct usc_sink_ctx *s,
+			 const struct usc_stats *st)
+{
+	struct label_sum *l = calloc(s->nsites + 1, sizeof(*l));
+	size_t n = 0, busy = 0, printed = 0;
+	bool brief = ss->mode == USC_SUMMARY_BRIEF && !ss->verbose;
+
+	if (!l)
+		return;
+	for (size_t i = 0; i < s->nsites; i++) {
+		size_t k;
+
+		if (!shown(s, i))
+			continue;
+		for (k = 0; k < n && strcmp(l[k].label, s->sites[i].label); k++)
+			;
+		if (k == n)
+			l[n++] = (struct label_sum){s->sites[i].label, 0, 0};
+		l[k].events += st->sites[i].events;
+		l[k].lost = l[k].lost < 0 || st->sites[i].lost < 0 ? -1 :
+			    l[k].lost + st->sites[i].lost;
+	}
+	if (!brief) {
+		for (size_t k = 0; k < n; k++)
+			print_label(ss, &l[k]);
+		free(l);
+		return;
+	}
+	for (size_t k = 0; k < n; k++)
+		if (l[k].lost > 0) {
+			print_label(ss, &l[k]);
+			printed++;
+		}
+	qsort(l, n, sizeof(*l), by_events);
+	for (size_t k = 0; k < n; k++) {
+		if (!l[k].events || l[k].lost > 0)
+			continue;
+		if (busy++ < BRIEF_LABELS) {
+			print_label(ss, &l[k]);
+			printed++;
+		}
+	}
+	if (n > printed && busy > BRIEF_LABELS)
+		fprintf(ss->fp, "  (%zu more probes, %zu of them with events: -v lists each)\n",
+			n - printed, busy - BRIEF_LABELS);
+	else if (n > printed)
+		fprintf(ss->fp, "  (%zu more probes without events: -v lists each)\n", n - printed);
+	free(l);
 }
 
 static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
@@ -136,7 +308,7 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 	struct summary_sink *ss = container_of(k, struct summary_sink, base);
 	bool unattributed = false;
 
-	if (!final || !ss->summary)
+	if (!final || ss->mode == USC_SUMMARY_NONE)
 		return 0;
 	if (used_engines(s) > 1) {
 		fprintf(ss->fp, "uscope: sites:");
@@ -168,30 +340,7 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 	fprintf(ss->fp, "uscope: %llu events, %llu lost%s\n", (unsigned long long)st->events,
 		(unsigned long long)st->lost,
 		unattributed && st->lost ? " (the kernel does not say which probes lost them)" : "");
-	for (size_t i = 0; i < s->nsites; i++) {
-		uint64_t events = 0;
-		int64_t lost = 0;
-		bool first = true;
-
-		if (!shown(s, i))
-			continue;
-		for (size_t k2 = 0; k2 < i && first; k2++)
-			first = !shown(s, k2) || strcmp(s->sites[k2].label, s->sites[i].label) != 0;
-		if (!first)
-			continue;
-		for (size_t k2 = i; k2 < s->nsites; k2++) {
-			if (!shown(s, k2) || strcmp(s->sites[k2].label, s->sites[i].label))
-				continue;
-			events += st->sites[k2].events;
-			lost = lost < 0 || st->sites[k2].lost < 0 ? -1 : lost + st->sites[k2].lost;
-		}
-		if (lost >= 0)
-			fprintf(ss->fp, "  %s: %llu events, %lld lost\n", s->sites[i].label,
-				(unsigned long long)events, (long long)lost);
-		else
-			fprintf(ss->fp, "  %s: %llu events\n", s->sites[i].label,
-				(unsigned long long)events);
-	}
+	print_labels(ss, s, st);
 	fflush(ss->fp);
 	return 0;
 }
@@ -207,7 +356,7 @@ static const struct usc_sink_ops summary_ops = {
 	.destroy = summary_destroy,
 };
 
-struct usc_sink *usc_sink_summary(FILE *fp, bool summary, bool verbose)
+struct usc_sink *usc_sink_summary(FILE *fp, enum usc_summary_mode mode, bool verbose)
 {
 	struct summary_sink *ss = calloc(1, sizeof(*ss));
 
@@ -215,7 +364,7 @@ struct usc_sink *usc_sink_summary(FILE *fp, bool summary, bool verbose)
 		return NULL;
 	ss->base.ops = &summary_ops;
 	ss->fp = fp;
-	ss->summary = summary;
+	ss->mode = mode;
 	ss->verbose = verbose;
 	return &ss->base;
 }

@@ -86,6 +86,14 @@ def test_options(cmd):
     assert want and want <= set(got), f"missing {want - set(got)}"
 
 
+def test_count_all():
+    """count's --all (a glob's functions never hit too), count's alone."""
+    got, _ = complete(f"{uscope_bin()} count --al")
+    assert sorted(got) == ["--all", "--all-sites"], got
+    got, _ = complete(f"{uscope_bin()} trace --al")
+    assert got == ["--all-sites"], got
+
+
 @pytest.mark.parametrize("opt,words", [
     ("-e", {"auto", "inject", "bpf", "tracefs"}),
     ("--engine", {"auto", "inject", "bpf", "tracefs"}),

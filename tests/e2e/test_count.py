@@ -32,6 +32,20 @@ def test_count_command_exact():
     assert "args done n=7" in cp.stdout
 
 
+def test_count_lists_a_globs_functions_hit_unless_all():
+    """As funccount: of a glob's functions, those hit (args 0 calls only
+    peek); a probe that is no glob keeps its row of 0; --all lists them
+    all, with 0 for the others."""
+    cp = run_uscope(["count", "a*", "p*", "handle", "--", ARGS, "0"])
+    assert cp.returncode == 0, cp.stderr
+    assert table(cp.stdout) == {"peek": 3, "handle": 0}
+    assert "(4 not hit: --all lists them)" in cp.stdout.splitlines()
+    cp = run_uscope(["count", "--all", "--json", "a*", "p*", "handle", "--", ARGS, "0"])
+    assert cp.returncode == 0, cp.stderr
+    rows = {r["probe"]: r["count"] for r in map(json.loads, cp.stdout.splitlines()[1:])}
+    assert rows == {"peek": 3, "add": 0, "adjust": 0, "area": 0, "pack": 0, "handle": 0}
+
+
 def test_count_system_wide_uses_the_kernels_hit_counts():
     bg = Background(["count", "-d", "3", f"{ARGS}:add", f"{ARGS}:area"])
     bg.wait_ready()

@@ -226,13 +226,14 @@ def test_go_register_abi_args_results_and_goid(binary, engine):
     """$argN by Go's register ABI (rax, rbx, rcx, rdi...: a method's receiver
     first, a string two words), $retval/$retval2 of a two-result function,
     $goid from R14's g: 1 on the main goroutine, the worker's own id on its
-    goroutine (from DWARF unstripped, from the Go 1.19 table stripped)."""
+    goroutine (from DWARF unstripped, from the Go 1.19 table stripped);
+    $argN:string a Go string, its length the next word (no NUL after it)."""
     n = 3
     res = trace("main.divmod a=$arg1:s64 b=$arg2:s64 g=$goid",
                 "r:main.divmod q=$retval:s64 r=$retval2:s64",
                 "main.worker w=$arg1:s64 g=$goid",
                 "main.(*Controller).syncDeployment klen=$arg3:s64 replicas=$arg4:s64 "
-                "key=+0($arg2):u8",
+                "key=+0($arg2):u8 ks=$arg2:string",
                 cmd=[binary, str(n)], json=True, extra=["-e", engine]).check(rc=0)
     totals = round_totals(n)
     assert [(o["args"]["a"], o["args"]["b"], o["args"]["g"]) for o in res.objects
@@ -242,9 +243,9 @@ def test_go_register_abi_args_results_and_goid(binary, engine):
     assert [(o["args"]["w"], o["args"]["g"]) for o in res.objects
             if o["event"] == "main.worker"] == [(n, worker_goid(res.stdout))]
     assert worker_goid(res.stdout) != 1
-    assert [(o["args"]["klen"], o["args"]["replicas"], o["args"]["key"]) for o in res.objects
-            if o["event"].endswith("syncDeployment")] == \
-        [(len(f"deploy-{i}"), i, ord("d")) for i in range(1, n + 1)]
+    assert [(o["args"]["klen"], o["args"]["replicas"], o["args"]["key"], o["args"]["ks"])
+            for o in res.objects if o["event"].endswith("syncDeployment")] == \
+        [(len(f"deploy-{i}"), i, ord("d"), f"deploy-{i}") for i in range(1, n + 1)]
 
 
 def test_go_only_variables_on_c_are_refused():

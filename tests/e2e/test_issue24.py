@@ -143,19 +143,10 @@ def rows(cp):
             if l.startswith("{") and '"final":true' in l]
 
 
-def xfail_on(engine, reason, engines=ENGINES):
-    return [pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=reason))
-            if e == engine else e for e in engines]
-
-
 # --------------------------------------------------------------------------
 # 24.1: the agent's latency and histogram of no key
 
-NOKEY = ("issue 24.1: the agent keys an aggregation of no key by an uninitialised word "
-         "(agent.c aggregate(): fkey): a new row a call when the stack below varies")
-
-
-@pytest.mark.parametrize("engine", xfail_on("inject", NOKEY, ["inject", "bpf"]))
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
 def test_latency_of_no_key_counts_every_call(mini, engine):
     cp = run_uscope(["latency", "--json", "-e", engine, "work", "--", mini["scribble"], "50"])
     (r,) = rows(cp)
@@ -163,7 +154,7 @@ def test_latency_of_no_key_counts_every_call(mini, engine):
     assert sum(b["count"] for b in r["buckets"]) == 50
 
 
-@pytest.mark.parametrize("engine", xfail_on("inject", NOKEY, ["inject", "bpf"]))
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
 def test_hist_of_no_key_counts_every_call(mini, engine):
     cp = run_uscope(["hist", "--json", "-e", engine, "work x=$arg1:u64", "--",
                      mini["scribble"], "50"])
@@ -178,9 +169,7 @@ NESTED = [("->", "caller", 0), ("->", "callee", 1), ("->", "caller", 2), ("->", 
           ("<-", "callee", 3), ("<-", "caller", 2), ("<-", "callee", 1), ("<-", "caller", 0)]
 
 
-@pytest.mark.parametrize("engine", xfail_on("inject", "issue 24.3: at callee's ret, the inject "
-                                            "engine delivers the tail-calling caller's return "
-                                            "first", ["inject", "bpf"]))
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
 def test_flow_of_a_tail_call_returns_innermost_first(mini, engine):
     fl = u.flow("caller", "callee", cmd=[mini["tail"], "1"], json=True,
                 extra=["-e", engine]).check()
@@ -200,23 +189,40 @@ def objtrace(prog, *args):
     return cp, [m.group(1) for m in re.finditer(r"^\S+ \[\d+\] \S+ (\w+): ", cp.stdout, re.M)]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24.4: -e auto picks objtrace's engine by --from "
-                   "and --until alone, then refuses a 3-byte function inject cannot patch "
-                   "('bpf: ?; tracefs: ?') instead of running on an engine that takes it")
 def test_objtrace_auto_takes_a_three_byte_function(mini):
     cp, evs = objtrace(mini["obj"], "obj_small")
     assert cp.returncode == 0, cp.stderr
     assert evs == ["obj_make__return", "obj_small", "obj_drop"] * 3, cp.stdout
 
 
-@pytest.mark.parametrize("engine", ["inject", "bpf"])
-@pytest.mark.xfail(strict=True, reason="issue 24.4: every argument register is tested: other(long "
-                   "x) is reported receiving the object pair() left in %rsi; with debug info "
-                   "only its parameters should be")
+def test_objtrace_on_an_engine_that_refuses_says_why(mini):
+    """-e inject cannot patch the 3-byte function: one line naming it and
+    the engine's reason (no '-v says why' that -v never said)."""
+    cp, evs = objtrace(mini["obj"], "-e", "inject", "obj_small")
+    assert cp.returncode != 0 and not evs
+    lines = u.error_lines(cp.stderr)
+    assert len(lines) == 1, lines
+    assert "inject: obj_small: function shorter than the patch" in lines[0], lines
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_objtrace_tests_only_real_parameters(mini, engine):
     cp, evs = objtrace(mini["obj"], "-e", engine, "pair", "other")
     assert cp.returncode == 0, cp.stderr
     assert evs == ["obj_make__return", "pair", "obj_drop"] * 3, cp.stdout
+
+
+def test_objtrace_without_debug_info_tests_every_register(mini, tmp_path):
+    """Without debug info, other()'s parameters are unknown: all six registers are
+    tested, and %rsi still holds the object pair() got (as README says)."""
+    stripped = tmp_path / "obj-stripped"
+    subprocess.run(["strip", "--strip-debug", "-o", str(stripped), mini["obj"]], check=True,
+                   timeout=60)
+    cp, evs = objtrace(str(stripped), "-e", "inject", "pair", "other")
+    assert cp.returncode == 0, cp.stderr
+    assert evs == ["obj_make__return", "pair", "other", "obj_drop"] * 3, cp.stdout
+    assert all(re.search(r" other: .* arg2 object:", l) for l in cp.stdout.splitlines()
+               if " other: " in l), cp.stdout
 
 
 # --------------------------------------------------------------------------
@@ -226,8 +232,6 @@ DWARFAPP = target("dwarfapp-O0")
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.xfail(strict=True, reason="issue 24.5: 'r->tag:string' on a char[8] member reads "
-                   "the string at the struct (r->id's bytes): binding drops the array's offset")
 def test_char_array_member_as_string(engine):
     r = u.trace("handle a=r->tag:string b=r->tag", cmd=[DWARFAPP, "3"], json=True,
                 extra=["-e", engine]).check()
@@ -235,10 +239,20 @@ def test_char_array_member_as_string(engine):
         [(f"t{i}", f"t{i}") for i in (1, 2, 3)], r.describe()
 
 
+@pytest.mark.parametrize("engine", ENGINES)
+def test_char_array_and_char_pointer_as_numbers(engine):
+    """A :TYPE number on the array reads its first bytes ("t1": 0x3174);
+    on a char * member it is still the pointer (as +16($arg1), where
+    path is), not the bytes it points to."""
+    r = u.trace("handle t=r->tag:x16 c=r->tag:u8 p=r->path:x64 q=+16($arg1):x64",
+                cmd=[DWARFAPP, "3"], json=True, extra=["-e", engine]).check()
+    got = [(e.args["t"], e.args["c"], e.args["p"] == e.args["q"]) for e in r.events]
+    assert got == [(hex(0x3074 + (i << 8)), ord("t"), True) for i in (1, 2, 3)], r.describe()
+
+
 # --------------------------------------------------------------------------
 # 24.8: options and messages
 
-@pytest.mark.xfail(strict=True, reason="issue 24.8: -p A -p B silently traces only B")
 def test_two_pids_are_both_traced_or_refused():
     a, b = u.Waiter(), u.Waiter()
     bg = u.Background(["trace", "-p", a.pid, "-p", b.pid, "on_line"])
@@ -256,17 +270,31 @@ def test_two_pids_are_both_traced_or_refused():
     assert sorted({e.tid for e in r.events}) == sorted([a.pid, b.pid]), r.describe()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24.8: a probe's placement line is printed twice, "
-                   "for its entries, then for its returns (different numbers for a glob)")
 def test_placement_is_one_line_a_probe():
+    """flow adds a return probe to h*: one placement line for both, and the
+    readiness line counts functions, then sites (handle's entry and its one
+    ret at -O0)."""
     cp = run_uscope(["flow", "-v", "-o", "/dev/null", "h*", "--", DWARFAPP, "2"])
     assert cp.returncode == 0, cp.stderr
     placed = [l for l in cp.stderr.splitlines() if re.match(r"^uscope: h\*: \d+ sites? on ", l)]
-    assert len(placed) == 1, cp.stderr
+    assert placed == ["uscope: h*: 2 sites on inject"], cp.stderr
+    assert "uscope: tracing 1 function (2 sites)" in cp.stderr.splitlines(), cp.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24.8: -v prints the trampolines' address in hex, "
-                   "then again in decimal")
+def test_readiness_line_of_a_glob_with_returns():
+    """latency over a glob: its functions (the addresses uscope list -v
+    gives: aliases are one function), and every entry and ret site."""
+    listed = run_uscope(["list", "-v", "libc", "strto*"])
+    assert listed.returncode == 0, listed.stderr
+    nfunc = len({l.split()[0] for l in listed.stdout.splitlines()})
+    cp = run_uscope(["latency", "-v", "-e", "inject", "libc:strto*", "--", DWARFAPP, "1"])
+    assert cp.returncode == 0, cp.stderr
+    m = re.search(r"^uscope: tracing (\d+) functions \((\d+) sites\)$", cp.stderr, re.M)
+    assert m and int(m.group(1)) == nfunc, cp.stderr
+    (placed,) = re.findall(r"^uscope: libc:strto\*: (\d+) sites on inject$", cp.stderr, re.M)
+    assert int(m.group(2)) == int(placed) > nfunc, cp.stderr
+
+
 def test_verbose_prints_an_address_once():
     cp = run_uscope(["trace", "-v", "-e", "inject", "-o", "/dev/null", "handle", "--",
                      DWARFAPP, "1"])
@@ -277,14 +305,21 @@ def test_verbose_prints_an_address_once():
     assert not twice, twice
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24.8: record prints a line per probe (and per "
-                   "return) by default: 125 lines for libc:str*")
 def test_record_summary_is_short_without_v(tmp_path):
     cp = run_uscope(["record", "-o", tmp_path / "r.usc", "-e", "inject", "libc:str*", "--",
                      DWARFAPP, "1"])
     assert cp.returncode == 0, cp.stderr
     lines = u.error_lines(cp.stderr)
     assert len(lines) <= 6, f"{len(lines)} lines:\n" + "\n".join(lines[:20])
+    assert sum("IFUNC" in l for l in lines) == 1, lines   # not again for the returns
+    s = u.parse_summary(cp.stderr)
+    assert s.per_event == {"strtoimax": (1, 0), "strtoimax__return": (1, 0)}, cp.stderr
+    # -v: every probe label, hit or not
+    cp = run_uscope(["record", "-v", "-o", tmp_path / "r2.usc", "-e", "inject", "libc:str*",
+                     "--", DWARFAPP, "1"])
+    assert cp.returncode == 0, cp.stderr
+    s = u.parse_summary(cp.stderr)
+    assert len(s.per_event) > 50 and s.per_event["strlen"] == (0, 0), cp.stderr
 
 
 # --------------------------------------------------------------------------
@@ -309,9 +344,6 @@ def test_install_bashcompdir_is_honoured(tmp_path):
 # --------------------------------------------------------------------------
 # Found by this suite
 
-@pytest.mark.xfail(strict=True, reason="found by this suite: objtrace on tracefs counts in its "
-                   "summary the calls uscope dropped (no followed object): op_peek 1 event, "
-                   "none shown")
 def test_objtrace_summary_counts_what_it_shows():
     cp = run_uscope(["objtrace", "-e", "tracefs", "--from", "r:libobj:obj_new obj=$retval",
                      "--until", "libobj:obj_free $arg1", "libobj:op_peek", "--",

@@ -7,7 +7,9 @@ took, timed from inside it.
 Its process() blocks in a quarter of the calls: the goroutine sleeps and
 may go on on another OS thread (GOMAXPROCS=2, four clients at once), so a
 call's entry and its return are often on two threads. Pairing them per
-thread is wrong for Go (issue 24.2); compute() never blocks, and pairs."""
+thread is wrong for Go (issue 24.2): uscope pairs a Go function's calls by
+their goroutine (its g, in R14 at every entry and return), and compute(),
+which never blocks, pairs either way."""
 
 import collections
 import re
@@ -16,14 +18,12 @@ import pytest
 
 import real_programs as rp
 import uscope_e2e as u
-from real_programs import attach
+from real_programs import ENGINES, attach
 
 rp.need("go")
 
 FAST_ENGINES = ["inject", "bpf"]    # tracefs: see test_real_redis.py
 IDS = list(range(1, 161))
-PAIRING = ("issue 24.2: calls are paired per OS thread, not per goroutine: a goroutine "
-           "that blocks in process() returns on another thread")
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +51,6 @@ def run_load(server, ids=IDS, clients=4):
     return server.stats()
 
 
-def xfail(engines, reason, which=("inject", "bpf", "tracefs")):
-    return [pytest.param(e, marks=pytest.mark.xfail(strict=True, reason=reason))
-            if e in which else e for e in engines]
-
-
 # --------------------------------------------------------------------------
 # count, trace
 
@@ -79,9 +74,7 @@ def test_trace_ids_and_names_by_debug_info(server, engine):
     u.assert_multiset(got, [(i, f"user{i}") for i in IDS], "(id, name)")
 
 
-@pytest.mark.parametrize("engine", xfail(
-    FAST_ENGINES, "issue 24.7: $arg2:string on a Go function reads to a NUL, past the "
-    "string's length (in the next register): the request line's rest"))
+@pytest.mark.parametrize("engine", ENGINES)
 def test_string_argument_of_a_stripped_binary(stripped, engine):
     s = attach("trace", stripped.pid, "--json", "main.process id=$arg1:s64 name=$arg2:string",
                engine=engine)
@@ -114,9 +107,7 @@ def test_goid_pairs_each_return_with_its_entry(server, engine):
 # --------------------------------------------------------------------------
 # latency, flow, report
 
-@pytest.mark.parametrize("engine", xfail(
-    FAST_ENGINES, "issue 24.1: the agent keys a latency of no key by an uninitialised word "
-    "(agent.c aggregate(): fkey)", which=("inject",)))
+@pytest.mark.parametrize("engine", FAST_ENGINES)
 def test_latency_of_a_function_that_never_blocks(server, engine):
     s = attach("latency", server.pid, "--json", "main.compute", engine=engine)
     st = run_load(server)
@@ -126,7 +117,7 @@ def test_latency_of_a_function_that_never_blocks(server, engine):
     rp.agg_consistent(r)
 
 
-@pytest.mark.parametrize("engine", xfail(FAST_ENGINES, PAIRING))
+@pytest.mark.parametrize("engine", ENGINES)
 def test_latency_pairs_each_call_by_goroutine(server, engine):
     s = attach("latency", server.pid, "--json", "main.process id=$arg1:s64", engine=engine)
     st = run_load(server)
@@ -140,7 +131,6 @@ def test_latency_pairs_each_call_by_goroutine(server, engine):
     assert not short, f"calls shorter than the server timed them: {short}"
 
 
-@pytest.mark.xfail(strict=True, reason=PAIRING)
 def test_flow_pairs_each_return_by_goroutine(server):
     s = attach("flow", server.pid, "--json", "main.process", engine="bpf")
     st = run_load(server)
@@ -154,7 +144,6 @@ def test_flow_pairs_each_return_by_goroutine(server):
         len(rets) * 200_000, "durations from the wrong entries"
 
 
-@pytest.mark.xfail(strict=True, reason=PAIRING)
 def test_record_then_report(server, tmp_path):
     rec = tmp_path / "go.usc"
     s = attach("record", server.pid, "-o", rec, "main.process", engine="inject")
@@ -199,8 +188,6 @@ def test_ustack_of_a_stripped_handler(stripped):
     assert [f["sym"] for f in e.args["ustack"]] == GO_FRAMES, e.args["ustack"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24.7: 'r:main.process id' says 'expected an "
-                   "event name' with a caret under the function")
 def test_return_probe_naming_a_variable_says_use_retval(server):
     cp = u.run_uscope(["trace", "-p", server.pid, "-d", "0.1", "r:main.process id"])
     assert cp.returncode != 0

@@ -15,7 +15,7 @@ import pytest
 
 import real_programs as rp
 import uscope_e2e as u
-from real_programs import attach
+from real_programs import ENGINES, attach
 
 rp.need(rp.NGINX, "curl")
 
@@ -106,12 +106,9 @@ ONE_INDEX_AT_JMP = [("->", "ngx_http_handler", 0), ("<-", "ngx_http_handler", 0)
                     ("->", "ngx_http_core_run_phases", 0), ("->", "ngx_http_handler", 1),
                     ("<-", "ngx_http_handler", 1), ("->", "ngx_http_core_run_phases", 1),
                     ("<-", "ngx_http_core_run_phases", 1), ("<-", "ngx_http_core_run_phases", 0)]
-TAIL = ("issue 24.3: at the ret ngx_http_core_run_phases shares with the ngx_http_handler "
-        "that jumped to it, the inject engine delivers the caller's return first")
 
 
-@pytest.mark.parametrize("engine", [pytest.param("inject", marks=pytest.mark.xfail(
-    strict=True, reason=TAIL)), "bpf", "tracefs"])
+@pytest.mark.parametrize("engine", ENGINES)
 def test_flow_through_a_tail_call(nginx, engine):
     s = attach("flow", nginx.pid, "--json", "ngx_http_handler", "ngx_http_core_run_phases",
                engine=engine)
@@ -123,8 +120,7 @@ def test_flow_through_a_tail_call(nginx, engine):
     assert all(x.duration_ns is not None for x in fl.lines if x.dir == "<-"), s.describe()
 
 
-@pytest.mark.parametrize("engine", [pytest.param("inject", marks=pytest.mark.xfail(
-    strict=True, reason=TAIL + "; and issue 24.1 (the agent's latency of no key)")), "bpf"])
+@pytest.mark.parametrize("engine", FAST_ENGINES)
 def test_latency_through_a_tail_call(nginx, engine):
     s = attach("latency", nginx.pid, "--json", "ngx_http_handler", "ngx_http_core_run_phases",
                engine=engine)
@@ -176,8 +172,6 @@ def test_record_then_report(nginx, engine, tmp_path):
         assert r["self_ns"] == r["total_ns"] and r["min_ns"] <= r["avg_ns"] <= r["max_ns"], r
 
 
-@pytest.mark.xfail(strict=True, reason="issue 24.8: count over a glob prints a row for every "
-                   "function, hit or not (127 zero rows of 163 here)")
 def test_count_over_a_glob_shows_the_functions_hit(nginx):
     s = attach("count", nginx.pid, "ngx_http_*", engine="inject")
     serve(nginx)

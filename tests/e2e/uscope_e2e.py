@@ -60,7 +60,19 @@ GROUP_RE = re.compile(r' ([A-Za-z_][A-Za-z0-9_]*)=\{')
 MEMBER_RE = re.compile(rf' ?([A-Za-z_][A-Za-z0-9_]*)=({_VAL})')
 SUMMARY_RE = re.compile(r"^uscope:\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
 PER_EVENT_RE = re.compile(r"^\s+(\S.*?):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")  # C++ labels have spaces
-READY_RE = re.compile(r"^uscope: tracing (\d+) probes?\s*$")
+# "uscope: tracing 163 functions (429 sites)", "tracing 1 function", "tracing
+# 2 functions and 1 USDT probe (5 sites)": what is traced, then the sites
+# when they are more (the number parse_ready and wait_ready give)
+_UNIT = r"\d+ (?:functions?|USDT probes?|lines?|address(?:es)?)"
+READY_RE = re.compile(rf"^uscope: tracing ({_UNIT}(?:(?:, | and ){_UNIT})*)"
+                      r"(?: \((\d+) sites\))?\s*$")
+
+
+def ready_sites(m) -> int:
+    """The sites of a READY_RE match: given, or as many as what is traced."""
+    if m.group(2):
+        return int(m.group(2))
+    return sum(int(n) for n in re.findall(r"\d+", m.group(1)))
 # USDT events are labelled PROVIDER:NAME (app:tick): the same line formats
 # with one colon allowed in the event name (labels=True below); Go's are
 # its own names (main.(*Controller).syncDeployment, go/parser.ParseFile),
@@ -246,7 +258,7 @@ def parse_ready(stderr: str) -> Optional[int]:
     for line in stderr.splitlines():
         m = READY_RE.match(line)
         if m:
-            return int(m.group(1))
+            return ready_sites(m)
     return None
 
 
@@ -446,7 +458,7 @@ class Background:
             self.err_lines.append(line)
             m = READY_RE.match(line.rstrip("\n"))
             if m and self.ready_n is None:
-                self.ready_n = int(m.group(1))
+                self.ready_n = ready_sites(m)
                 self._ready.set()
         self._ready.set()   # EOF: wake any waiter
 
@@ -459,7 +471,7 @@ class Background:
         if self.ready_n is None:
             if self.p.poll() is None:
                 _stop(self.p)
-            raise AssertionError(f"uscope never printed 'uscope: tracing N probes' "
+            raise AssertionError(f"uscope never printed 'uscope: tracing N functions' "
                                  f"(rc={self.p.poll()}): {self.argv}\nstderr:\n{self.stderr}")
         return self.ready_n
 

@@ -4,10 +4,11 @@
  * it back; op_* receive objects (or not) in various argument registers.
  *
  * Every function takes six integer arguments, the callers passing 0 for
- * those it does not use: objtrace tests every SysV argument register, and a
- * register beyond a function's own parameters holds whatever its caller
- * left there (a pointer to a followed object, sometimes). With six, the
- * events are exactly the calls that pass an object. */
+ * those it does not use: without debug info objtrace tests every SysV
+ * argument register, and a register beyond a function's own parameters
+ * holds whatever its caller left there (a pointer to a followed object,
+ * sometimes). With six, the events are exactly the calls that pass an
+ * object, with or without debug info. */
 #include <pthread.h>
 #include <stddef.h>
 

@@ -571,6 +571,31 @@ static void test_params(void **state)
 	debuginfo_close(m);
 }
 
+/* objtrace's registers: those of the pointer parameters, by their types */
+static void test_param_ptr_regs(void **state)
+{
+	static const char *const builds[] = {"prog_O0", "prog_O2"};
+	struct debuginfo *m;
+	uint8_t mask;
+
+	(void)state;
+	for (size_t b = 0; b < 2; b++) {
+		assert_int_equal(debuginfo_open(fx(builds[b]), &m), 0);
+		/* handle(struct req *r, int n, unsigned char flag, enum color c) */
+		assert_int_equal(debuginfo_param_ptr_regs(m, sym(builds[b], "handle", NULL), &mask),
+				 0);
+		assert_int_equal(mask, 0x01);
+		/* main(int argc, char **argv) */
+		assert_int_equal(debuginfo_param_ptr_regs(m, sym(builds[b], "main", NULL), &mask), 0);
+		assert_int_equal(mask, 0x02);
+		/* by_value(struct pair p, int k): p takes two registers */
+		assert_int_equal(debuginfo_param_ptr_regs(m, sym(builds[b], "by_value", NULL),
+							  &mask), -ENOTSUP);
+		assert_int_equal(debuginfo_param_ptr_regs(m, 0x10, &mask), -ENOENT);
+		debuginfo_close(m);
+	}
+}
+
 /* ---- types: enums, bools, a struct whole, optimized out ------------------ */
 
 static void test_shows(void **state)
@@ -725,6 +750,7 @@ int main(void)
 		cmocka_unit_test(test_block_locals),
 		cmocka_unit_test(test_O2_entry),
 		cmocka_unit_test(test_params),
+		cmocka_unit_test(test_param_ptr_regs),
 		cmocka_unit_test(test_shows),
 		cmocka_unit_test(test_optimized_out),
 	};

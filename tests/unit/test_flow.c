@@ -13,12 +13,12 @@
 
 #define K(s) s, strlen(s)
 
-static struct flow_result feed(struct flow_state *st, int32_t tid, uint64_t t,
+static struct flow_result feed(struct flow_state *st, uint64_t ctx, uint64_t t,
 			       enum flow_kind kind, const char *key)
 {
 	struct flow_result r;
 
-	assert_int_equal(flow_feed(st, tid, t, kind, key, strlen(key), &r), 0);
+	assert_int_equal(flow_feed(st, ctx, t, kind, key, strlen(key), &r), 0);
 	return r;
 }
 
@@ -294,6 +294,51 @@ static void test_functions(void **state)
 	free(keys);
 }
 
+/* A goroutine's calls pair on its own stack (a 64-bit context), whichever
+ * thread their events came from; contexts that differ in their high bits
+ * only are two. */
+static void test_goroutine_contexts(void **state)
+{
+	struct flow_state *st = flow_new();
+	const uint64_t g1 = 0xc000102000ULL | 1ULL << 63, g2 = 0xc000102000ULL | 1ULL << 62;
+	uint64_t seen[2] = {0}, ctx;
+	size_t it = 0, n = 0;
+
+	(void)state;
+	expect(feed(st, g1, 100, FLOW_ENTRY, "main.process"), 0, -1);
+	expect(feed(st, g2, 150, FLOW_ENTRY, "main.process"), 0, -1);
+	expect(feed(st, g1, 400, FLOW_RETURN, "main.process"), 0, 300);
+	expect(feed(st, g2, 500, FLOW_RETURN, "main.process"), 0, 350);
+	assert_int_equal(flow_nthreads(st), 2);
+	while (flow_next_ctx(st, &it, &ctx) && n < 2)
+		seen[n++] = ctx;
+	assert_false(flow_next_ctx(st, &it, &ctx));
+	assert_int_equal(n, 2);
+	assert_true((seen[0] == g1 && seen[1] == g2) || (seen[0] == g2 && seen[1] == g1));
+	flow_free(st);
+}
+
+/* An event's context: the hidden g of a Go site (top bit set), else its
+ * tid; a g of 0 (not read) falls back to the tid. */
+static void test_ctx_of(void **state)
+{
+	struct usc_fetcharg args[2] = {{.name = "id"}, {.name = USC_GO_CTX_ARG, .hidden = true}};
+	struct usc_site go = {.args = args, .nargs = 2}, c = {.args = args, .nargs = 1};
+	struct usc_value vals[2] = {{.kind = USC_V_INT, .u = 7},
+				    {.kind = USC_V_INT, .u = 0xc000102000ULL}};
+	struct usc_event ev = {.tid = 4242, .site = &go, .nvals = 2, .vals = vals};
+
+	(void)state;
+	assert_true(site_go_ctx(&go));
+	assert_false(site_go_ctx(&c));
+	assert_int_equal(flow_ctx_of(&ev), 0xc000102000ULL | 1ULL << 63);
+	vals[1].u = 0;
+	assert_int_equal(flow_ctx_of(&ev), 4242);
+	ev.site = &c;
+	ev.nvals = 1;
+	assert_int_equal(flow_ctx_of(&ev), 4242);
+}
+
 static void test_free_null(void **state)
 {
 	(void)state;
@@ -314,6 +359,8 @@ int main(void)
 		cmocka_unit_test(test_self_time),
 		cmocka_unit_test(test_frames_after_return),
 		cmocka_unit_test(test_functions),
+		cmocka_unit_test(test_goroutine_contexts),
+		cmocka_unit_test(test_ctx_of),
 		cmocka_unit_test(test_free_null),
 	};
 

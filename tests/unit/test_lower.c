@@ -271,6 +271,45 @@ static void test_usdt_binding(void **state)
 	assert_int_equal(err.code, USC_PERR_BAD_ARG_INDEX);
 }
 
+/* A variable lowered from the debug info, then the user's :TYPE: a char
+ * array in place (r->tag, at +4) reads its bytes there; a char pointer
+ * (r->path, at +16) stays a pointer to read through. */
+static void test_char_array_binding(void **state)
+{
+	(void)state;
+	struct usc_fetcharg arr = {
+		.name = "tag", .type = USC_T_STRING, .in_place = true, .ninsn = 3,
+		.insn = {{.op = FOP_REG, .reg = USC_REG_DI}, {.op = FOP_ST_STRING, .imm = 4},
+			 {.op = FOP_END}}};
+	struct usc_fetcharg ptr = {
+		.name = "path", .type = USC_T_STRING, .ninsn = 4,
+		.insn = {{.op = FOP_REG, .reg = USC_REG_DI}, {.op = FOP_DEREF, .imm = 16},
+			 {.op = FOP_ST_STRING}, {.op = FOP_END}}};
+	static const struct {
+		const char *probe, *want;
+		bool array;
+	} cases[] = {
+		{"%p:n a=$arg1:string", "a=+4(%di):string", true},
+		{"%p:n a=$arg1:x16", "a=+4(%di):x16", true},
+		{"%p:n a=$arg1:u8", "a=+4(%di):u8", true},
+		{"%p:n p=$arg1:x64", "p=+16(%di):x64", false},
+		{"%p:n p=$arg1:string", "p=+0(+16(%di)):string", false},
+	};
+	char buf[256];
+	struct usc_parse_error err;
+	struct usc_fetcharg out;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(usc_probe_parse(cases[i].probe, &spec, &err), 0);
+		assert_int_equal(probe_bind_arg(&spec.args[0], cases[i].array ? &arr : &ptr, 1, &out),
+				 0);
+		assert_int_equal(tracefs_lower_arg(&out, 0, false, buf, sizeof(buf)), 0);
+		if (strcmp(buf, cases[i].want))
+			fail_msg("\"%s\" binds and lowers to \"%s\", expected \"%s\"", cases[i].probe,
+				 buf, cases[i].want);
+	}
+}
+
 /* the hidden pointer field that tells a NULL string from a bad pointer */
 static void test_string_ptrs(void **state)
 {
@@ -309,6 +348,7 @@ int main(void)
 		cmocka_unit_test(test_bitfield_without_geometry),
 		cmocka_unit_test(test_vaddr_and_unlowerable),
 		cmocka_unit_test(test_usdt_binding),
+		cmocka_unit_test(test_char_array_binding),
 		cmocka_unit_test(test_string_ptrs),
 	};
 

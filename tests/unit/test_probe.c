@@ -507,6 +507,31 @@ static struct usc_probe_spec *expect_ok(const char *text)
 	return spec;
 }
 
+/* After p: or r:, a word that cannot be an event but is a location's (a Go
+ * name, a glob, a path) is the location: r:main.process id is a return
+ * probe on main.process with the argument id, not EVENT LOCATION. */
+static void test_location_after_p_colon(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *text, *symbol;
+	} cases[] = {
+		{"r:main.process id", "main.process"},
+		{"p:ngx_http_* r", "ngx_http_*"},
+		{"p:net/http.(*conn).serve c", "net/http.(*conn).serve"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct usc_probe_spec *spec = expect_ok(cases[i].text);
+
+		assert_false(spec->event_given);
+		assert_string_equal(spec->symbol, cases[i].symbol);
+		assert_int_equal(spec->is_return, cases[i].text[0] == 'r');
+		assert_int_equal(spec->nargs, 1);
+		assert_int_equal(spec->args[0].insn[0].op, FOP_VAR);
+	}
+}
+
 static void test_max_args(void **state)
 {
 	(void)state;
@@ -1007,6 +1032,7 @@ int main(void)
 					    (void *)&invalid_cases[i]};
 
 	const struct CMUnitTest others[] = {
+		cmocka_unit_test(test_location_after_p_colon),
 		cmocka_unit_test(test_max_args),
 		cmocka_unit_test(test_too_many_args),
 		cmocka_unit_test(test_deref_depth),

@@ -707,7 +707,7 @@ static void test_count_rows_in_place_and_from_filtered_events(void **state)
 	cfg_b.ev[cfg_b.nev++] = (typeof(cfg_b.ev[0])){"beta", 100, 3};	/* filtered out */
 	cfg_b.ev[cfg_b.nev++] = (typeof(cfg_b.ev[0])){"beta", 200, 9};
 	cfg_b.ev[cfg_b.nev++] = (typeof(cfg_b.ev[0])){"beta", 300, 9};
-	count = usc_sink_count(fp, true, true, 0, false);
+	count = usc_sink_count(fp, true, true, 0, false, false);
 	assert_int_equal(usc_session_new(&o, &s), 0);
 	assert_int_equal(usc_session_plan(s, sp, 2), 0);
 	assert_true(s->sites[0].agg_in_place && s->sites[0].filter_in_place);

@@ -193,6 +193,7 @@ static int bpfeng_fill_site(struct bpfeng *u, size_t i, struct bpfeng_site *us)
 	if (site->spec->obj_role != USC_OBJ_NONE && n) {
 		us->obj = (unsigned short)site->spec->obj_role;
 		us->obj_verdict = (unsigned short)(n - 1);	/* before the return address */
+		us->obj_regs = site->obj_regs;
 	}
 	u->ret_idx[i] = -1;
 	if (site->ret_site) {

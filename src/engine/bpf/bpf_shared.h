@@ -70,6 +70,8 @@ struct bpfeng_site {
 	unsigned int agg_str_max;	/* bytes of a string in the key */
 	unsigned short obj;		/* objtrace: enum bpfeng_obj_role */
 	unsigned short obj_verdict;	/* ... the argument its verdict goes in */
+	unsigned int obj_regs;		/* ... MATCH: the argument registers tested
+					 * (usc_site.obj_regs) */
 	unsigned char arg_size[BPFENG_MAX_ARGS];	/* an integer's bytes (0: all 8) */
 	unsigned char arg_sign[BPFENG_MAX_ARGS];
 	unsigned char arg_str[BPFENG_MAX_ARGS];

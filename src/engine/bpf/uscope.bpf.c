@@ -727,9 +727,9 @@ static __always_inline __u32 copy_stack(struct task_state *ts, struct eval_ctx *
 
 /* ---- objtrace ------------------------------------------------------------ */
 
-/* The mask of the argument registers (rdi, rsi, rdx, rcx, r8, r9) that hold
- * a followed object. */
-static __always_inline __u64 obj_mask(const __u64 *regs)
+/* The mask of the argument registers (rdi, rsi, rdx, rcx, r8, r9) among
+ * those tested (the site's obj_regs) that hold a followed object. */
+static __always_inline __u64 obj_mask(const __u64 *regs, __u32 tested)
 {
 	static const __u8 r[BPFENG_OBJ_NREGS] = {USC_REG_DI, USC_REG_SI, USC_REG_DX, USC_REG_CX,
 					     USC_REG_R8, USC_REG_R9};
@@ -738,7 +738,7 @@ static __always_inline __u64 obj_mask(const __u64 *regs)
 	for (int i = 0; i < BPFENG_OBJ_NREGS; i++) {
 		__u64 k = regs[r[i]];
 
-		if (k && bpf_map_lookup_elem(&objs, &k))
+		if (k && (tested >> i & 1) && bpf_map_lookup_elem(&objs, &k))
 			mask |= 1ULL << i;
 	}
 	return mask;
@@ -756,7 +756,7 @@ static __always_inline __u64 obj_verdict(const struct bpfeng_site *site, struct 
 	long err;
 
 	if (site->obj == BPFENG_OBJ_MATCH)
-		return obj_mask(ts->regs);
+		return obj_mask(ts->regs, site->obj_regs);
 	if (rec->vals[0].kind != BPFENG_INT || !(k = rec->vals[0].val))
 		return 0;
 	if (site->obj == BPFENG_OBJ_UNTIL)
@@ -955,7 +955,7 @@ static __always_inline int probe(struct pt_regs *regs, bool sleepable)
 			bpf_loop(BPFENG_POPS, sleepable ? pop_s : pop_ns, &pc, 0);
 		return 0;
 	}
-	if (site->obj == BPFENG_OBJ_MATCH && !obj_mask(ts->regs))
+	if (site->obj == BPFENG_OBJ_MATCH && !obj_mask(ts->regs, site->obj_regs))
 		return 0;	/* no followed object: nothing to evaluate */
 	emit(ts, id, id, cnt, sleepable);
 	return 0;

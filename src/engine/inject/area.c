@@ -50,12 +50,18 @@ static int area_map(struct remote *rem, struct inj_area *a, const struct proc_ma
 		long r = inj_rsys(rem, SYS_mmap, (long)best, (long)a->size, PROT_READ | PROT_EXEC,
 				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 
-		log_debug("inject: trampolines for %s at 0x%llx: %ld", a->path,
-			  (unsigned long long)best, r);
 		if (!inj_rsys_failed(r) && (uint64_t)r == best) {
+			log_debug("inject: trampolines for %s at 0x%llx", a->path,
+				  (unsigned long long)best);
 			a->base = best;
 			return 0;
 		}
+		if (inj_rsys_failed(r))
+			log_debug("inject: trampolines for %s not at 0x%llx: %s", a->path,
+				  (unsigned long long)best, strerror((int)-r));
+		else
+			log_debug("inject: trampolines for %s not at 0x%llx: mapped at 0x%llx",
+				  a->path, (unsigned long long)best, (unsigned long long)r);
 		if (!inj_rsys_failed(r))	/* a kernel without MAP_FIXED_NOREPLACE (4.17) */
 			inj_rsys(rem, SYS_munmap, r, (long)a->size, 0, 0, 0, 0);
 	}

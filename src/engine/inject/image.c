@@ -423,6 +423,7 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 			if (is->obj == INJ_OBJ_MATCH) {
 				ts.obj_filter = is->objs.filter;
 				ts.obj_shift = (uint8_t)is->objs.fshift;
+				ts.obj_regs = is->obj_regs;
 			}
 			if (is->agg_fast) {
 				ts.fast = m->agent_remote + hdr->fast_off;

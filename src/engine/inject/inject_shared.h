@@ -303,7 +303,9 @@ struct inj_site {
 	uint32_t nstr;			/* arguments that store a string */
 	uint32_t stack_need;		/* bytes of its $ustack (fetch_stack_hdr + the
 					 * stack), 0: none */
-	uint32_t pad_s;
+	uint8_t obj_regs;		/* objtrace MATCH: the argument registers tested
+					 * (usc_site.obj_regs) */
+	uint8_t pad_s[3];
 	uint32_t kind;			/* enum inj_site_kind */
 	uint16_t obj;			/* enum inj_obj_role */
 	uint16_t obj_verdict;		/* ... the argument its verdict goes in */

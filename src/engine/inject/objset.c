@@ -51,6 +51,7 @@ void inj_obj_site(const struct usc_site *site, struct inj_site *d, const struct 
 	o = (const struct objset *)((const char *)c + c->obj_off);
 	d->obj = (uint16_t)site->spec->obj_role;
 	d->obj_verdict = (uint16_t)(d->nargs - 1);
+	d->obj_regs = site->obj_regs;
 	d->objs.set = remote + c->obj_off;
 	d->objs.filter = remote + c->obj_off + o->filter_off;
 	d->objs.fshift = o->fshift;

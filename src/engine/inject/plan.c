@@ -101,6 +101,17 @@ static int cmp_patch(const void *a, const void *b)
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* Whether site x (at probe offset xo) fires after site y (at yo) in one
+ * patch: by offset; at one offset, a cont site (the tail calls whose
+ * callee returns there) after the others, so the callee's own return is
+ * delivered before its tail-calling callers'. */
+static bool fires_after(const struct usc_engine *e, size_t x, uint32_t xo, size_t y, uint32_t yo)
+{
+	if (xo != yo)
+		return xo > yo;
+	return e->sites[x]->cont && !e->sites[y]->cont;
+}
+
 static void patch_free(struct inj_patch *p)
 {
 	free(p->sites);
@@ -146,7 +157,8 @@ static int merge_overlaps(struct inj *j, struct inj_image *img)
 		}
 		while (x < a->nsites || y < b->nsites) {	/* merge by offset */
 			if (y == b->nsites ||
-			    (x < a->nsites && a->probe_off[x] <= b->probe_off[y] + shift)) {
+			    (x < a->nsites && !fires_after(&j->base, a->sites[x], a->probe_off[x],
+							   b->sites[y], b->probe_off[y] + shift))) {
 				ns[k] = a->sites[x];
 				no[k++] = a->probe_off[x++];
 			} else {
@@ -206,8 +218,11 @@ int inj_patches(struct inj *j, struct inj_image *img, const struct proc_map *map
 			pa->probe_off = no;
 		if (!ns || !no)
 			return -ENOMEM;
-		/* keep them ordered by where they fire (stable for equal offsets) */
-		for (k = pa->nsites; k > 0 && pa->probe_off[k - 1] > plan.probe_off; k--) {
+		/* keep them ordered by where they fire (stable for equal offsets),
+		 * and at one ret the function's own return before the tail calls
+		 * that end with it (a cont site): the innermost call returns first */
+		for (k = pa->nsites; k > 0 && fires_after(e, pa->sites[k - 1], pa->probe_off[k - 1],
+							  i, plan.probe_off); k--) {
 			pa->sites[k] = pa->sites[k - 1];
 			pa->probe_off[k] = pa->probe_off[k - 1];
 		}

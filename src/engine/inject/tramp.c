@@ -385,6 +385,9 @@ static void emit_objtest(struct emit *e, const struct tramp_spec *s)
 		ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_CMP);
 		ZydisEncoderOperand *o = &r.operands[r.operand_count++];
 
+		to_maybe[i] = SIZE_MAX;
+		if (!(s->obj_regs >> i & 1))
+			continue;	/* not a parameter that can hold one */
 		emit_rr(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_R11, args[i]);
 		emit_rr(e, ZYDIS_MNEMONIC_IMUL, ZYDIS_REGISTER_R11, ZYDIS_REGISTER_RAX);
 		emit_ri(e, ZYDIS_MNEMONIC_SHR, ZYDIS_REGISTER_R11, s->obj_shift);
@@ -405,7 +408,8 @@ static void emit_objtest(struct emit *e, const struct tramp_spec *s)
 	emit_adjust_sp(e, RED_ZONE);
 	to_done = emit_branch(e, ZYDIS_MNEMONIC_JMP);
 	for (size_t i = 0; i < 6; i++)
-		patch_branch(e, to_maybe[i]);
+		if (to_maybe[i] != SIZE_MAX)
+			patch_branch(e, to_maybe[i]);
 	patch_branch(e, to_died);
 	for (size_t i = 3; i-- > 0;)
 		emit_r(e, ZYDIS_MNEMONIC_POP, saved[i]);

@@ -29,6 +29,7 @@ struct tramp_spec {
 	 * hit(regs, site) */
 	uint64_t obj_filter;
 	uint8_t obj_shift;
+	uint8_t obj_regs;		/* the argument registers tested (bit 0 rdi) */
 	/* a count-only probe (counter != 0): lock inc of a per-CPU counter at
 	 * counter + (cpu % 64) * stride; without rdpid, CPU 0's */
 	uint64_t counter;

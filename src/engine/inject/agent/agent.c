@@ -535,7 +535,10 @@ static void aggregate(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint
 		return;
 	}
 	if (site->agg_fast) {
-		/* integers in registers: the key from them, on the stack */
+		/* integers in registers: the key from them, on the stack; a key
+		 * of none is one word of zeros (agg_keylen 8), as make_key and
+		 * agent_fast write it */
+		fkey[0] = 0;
 		for (uint32_t i = 0; i < site->agg_nkey && i < INJ_FAST_KEYS; i++) {
 			fkey[2 * i] = AGG_K_INT;
 			fkey[2 * i + 1] = (uint64_t)agg_value_of(regs[site->reg_only[i] & 15],
@@ -598,7 +601,7 @@ static uint64_t obj_verdict(struct inj_ctl *c, const struct inj_site *site, uint
 		return 0;
 	if (site->obj == INJ_OBJ_MATCH) {
 		for (uint32_t i = 0; i < INJ_OBJ_NREGS; i++)
-			if (objset_find(o, regs[obj_regs[i]]) >= 0)
+			if ((site->obj_regs >> i & 1) && objset_find(o, regs[obj_regs[i]]) >= 0)
 				mask |= 1u << i;
 		return mask;
 	}
