@@ -502,7 +502,15 @@ static void sinks_refresh(struct usc_session *s)
 	struct timespec taken;
 	int ret;
 
+	/* every hit before taken is in the snapshot: what the engines hold
+	 * (rings, buffers) is delivered first (with several engines, events
+	 * the merge holds back for order reach the sinks up to 0.1 s later) */
 	clock_gettime(CLOCK_REALTIME, &taken);
+	ret = session_poll_engines(s, false);
+	if (ret < 0) {
+		s->sink_stop = s->sink_stop ? s->sink_stop : ret;
+		return;
+	}
 	ret = session_agg_collect(s);
 	if (ret) {
 		s->sink_stop = s->sink_stop ? s->sink_stop : ret;

@@ -198,7 +198,9 @@ def test_key_table_overflow_is_counted(engine):
 
 
 def test_interval_reports_add_up():
-    cp = run_uscope(["hist", "--json", "-i", "0.02", "nap us=$arg1:s64", "--", AGG, "sleep"])
+    # spread: the naps 50 ms apart, so the run lasts several intervals even
+    # when the machine is busy (sleep's 22 ms could end before the first)
+    cp = run_uscope(["hist", "--json", "-i", "0.02", "nap us=$arg1:s64", "--", AGG, "spread"])
     assert cp.returncode == 0, cp.stderr
     intervals, final = rows(cp, final=False), rows(cp)
     assert sum(r["count"] for r in intervals) <= sum(r["count"] for r in final) == 6
