@@ -24,8 +24,14 @@ void cache_free(struct usc_cache *c);
  * again). 0 or -errno (-ENOEXEC: not an x86-64 ELF file). */
 int cache_elf(struct usc_cache *c, const char *path, struct objfile **out);
 
-/* Its debug info (debuginfo_open), once. 0, -ENODATA (none), -errno. */
+/* Its debug info (debuginfo_open), once. 0, -ENODATA (none), -errno. A
+ * file under a root (the cache's, or a "/proc/N/root") has its separate
+ * debug files looked for under that root only. */
 int cache_dwarf(struct usc_cache *c, const char *path, struct debuginfo **out);
+
+/* The root the session's MODULE paths resolve under (resolve/: the
+ * target's, a --root), or NULL: the host's. Kept (a copy). 0 or -ENOMEM. */
+int cache_set_root(struct usc_cache *c, const char *root);
 
 /* The maps of process pid as last read; refresh reads them again (an
  * address no mapping held: a library loaded since). NULL when the process
@@ -36,7 +42,8 @@ const struct proc_map *cache_maps(struct usc_cache *c, pid_t pid, bool refresh, 
  * new ones are added and win where they overlap the old. 0 or -ENOMEM. */
 int cache_set_maps(struct usc_cache *c, pid_t pid, const struct proc_map *maps, size_t n);
 /* As the maps change (perf's mmap records: stack/mapwatch.c): a mapping
- * of process pid, replacing what it overlaps; an exec (none); a fork (the
+ * of process pid (its path as pid names it: under pid's root, when that is
+ * not ours, ns/ns.h), replacing what it overlaps; an exec (none); a fork (the
  * parent's). 0 or -ENOMEM. */
 int cache_add_map(struct usc_cache *c, pid_t pid, const struct proc_map *m);
 void cache_clear_maps(struct usc_cache *c, pid_t pid);
@@ -47,11 +54,13 @@ void cache_maps_hook(struct usc_cache *c, void (*fn)(void *ctx), void *ctx);
 /* From now on, maps are only those set: /proc is never read (a recording's
  * pids may be other processes on this machine). */
 void cache_freeze(struct usc_cache *c);
+bool cache_frozen(const struct usc_cache *c);
 
 /* State a module above keeps per cache, freed with it by free_fn: the slot
  * (NULL until the module sets it). The cache knows nothing of what is in it. */
 enum cache_ext_id {
 	CACHE_EXT_STACK,	/* stack/: $ustack's unwinding state and frames */
+	CACHE_EXT_NS,		/* ns/: the inner ids of the tasks seen */
 	CACHE_EXT_NR
 };
 void **cache_ext(struct usc_cache *c, enum cache_ext_id id, void (*free_fn)(void *));
