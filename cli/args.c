@@ -119,6 +119,7 @@ static const struct option args_all[] = {
 	{"until", required_argument, NULL, 'X'},
 	{"field", required_argument, NULL, 'G'},
 	{"max-objects", required_argument, NULL, 'M'},
+	{"root", required_argument, NULL, 'Q'},
 };
 static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
 				     CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
@@ -128,7 +129,7 @@ static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUT
 				     CLI_ARG_RECORD, CLI_ARG_RECORD, CLI_ARG_SORT,
 				     CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED,
 				     CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE,
-				     CLI_ARG_OBJTRACE};
+				     CLI_ARG_OBJTRACE, 0};
 _Static_assert(sizeof(args_need) / sizeof(args_need[0]) ==
 	       sizeof(args_all) / sizeof(args_all[0]), "an option's need for each option");
 #define ARGS_NALL (sizeof(args_all) / sizeof(args_all[0]))
@@ -177,6 +178,9 @@ static int args_shared(int c, struct cli_opts *o)
 		return ARG_OK;
 	case 'e':
 		o->so.engine = optarg;
+		return ARG_OK;
+	case 'Q':
+		o->so.root = optarg;	/* checked with the target (resolve_target) */
 		return ARG_OK;
 	case 'q':
 		o->quiet = true;
@@ -368,6 +372,10 @@ static int args_check(int argc, char **argv, unsigned extra, const char *name,
 {
 	if (o->replay && (o->so.cmd || o->so.pid || o->so.engine)) {
 		cli_error("-r FILE reads a recording: no -p, -e nor COMMAND with it");
+		return 2;
+	}
+	if (o->replay && o->so.root) {
+		cli_error("-r FILE reads a recording: no --root with it");
 		return 2;
 	}
 	if ((extra & CLI_ARG_READS) && !o->replay) {
