@@ -61,11 +61,8 @@ static int target_pid(struct usc_target *target)
 		log_error("no such process: %d", (int)pid);
 		return ret;
 	}
-	if (ret == -EACCES || ret == -EPERM) {
-		log_error("cannot look into the root of process %d: permission denied (trace it "
-			  "as root or as its owner)", (int)pid);
-		return ret;
-	}
+	if (ret == -EACCES || ret == -EPERM)
+		return target_pid_exe(target);	/* refused there too, as for any process */
 	if (ret) {
 		log_error("cannot look into the root of process %d: %s", (int)pid, strerror(-ret));
 		return ret;
@@ -86,6 +83,8 @@ static int target_root(struct usc_target *target)
 	struct stat st;
 	int ret = ns_realpath(given, &canon);
 
+	if (!ret && stat(canon, &st))
+		ret = -errno;
 	if (ret == -ENOENT && l) {
 		char proc[64];
 
@@ -93,14 +92,16 @@ static int target_root(struct usc_target *target)
 		if (access(proc, F_OK)) {
 			log_error("--root %s: process %s has gone, and its mount namespace with it",
 				  given, proc + 6);
+			free(canon);
 			return -ESRCH;
 		}
 	}
 	if (ret == -EACCES || ret == -EPERM) {
 		log_error("--root %s: permission denied (trace as root)", given);
+		free(canon);
 		return ret;
 	}
-	if (ret || stat(canon, &st) || !S_ISDIR(st.st_mode)) {
+	if (ret || !S_ISDIR(st.st_mode)) {
 		log_error("--root %s: %s", given, ret ? strerror(-ret) : "not a directory");
 		free(canon);
 		return ret ? ret : -ENOTDIR;
