@@ -419,3 +419,44 @@ def test_refusals(containers, decoy):
     cp = u.run_uscope(["trace", "--root", "/etc/hostname", "x:on_line"])
     assert "not a directory" in error_line(cp)
     c.send("still fine", "got {k}")
+
+
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
+def test_stack_in_container(containers, decoy, engine):
+    """$ustack unwound and named with the container's files (its CFI, its
+    symbols), not the host program at the same path."""
+    c = containers([SERVER])
+    bg = u.trace_bg("on_line $ustack:3", pid=c.pid, extra=["-e", engine])
+    bg.wait_ready()
+    c.send("stack", "got {k}")
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.describe()
+    lines = res.output.splitlines()
+    assert lines[0].startswith(f"server-{c.pid}/1 [") and ": on_line: " in lines[0], lines
+    # its debug info (the root's build-id tree) names the lines
+    assert re.fullmatch(r"on_line\+0x0 \(server\) waiter\.c:\d+", lines[1].strip()), lines
+    assert re.fullmatch(r"main\+0x[0-9a-f]+ \(server\) waiter\.c:\d+", lines[2].strip()), lines
+    assert "(libc.so.6+0x" in lines[3], lines
+
+
+def test_completion_sees_the_container(containers, decoy):
+    """Bash completion: with -p PID (or --root), paths and their functions
+    are the container's: usdt exists only inside, 'missing' only on the
+    host."""
+    from test_completion import complete, uscope_bin
+    c = containers([USDT, "3", "wait"])
+    got, _ = complete(f"{uscope_bin()} trace -p {c.pid} {APP_DIR}/u")
+    assert got == [USDT], got
+    got, _ = complete(f"{uscope_bin()} trace -p {c.pid} {APP_DIR}/mi")
+    assert got == [], got
+    got, _ = complete(f"{uscope_bin()} trace -p {c.pid} {USDT}:site_")
+    assert got == ["site_a", "site_b", "site_c"], got
+    got, _ = complete(f"{uscope_bin()} trace --root /proc/{c.pid}/root {USDT}:sizes_")
+    assert got == ["sizes_probe"], got
+    got, _ = complete(f"{uscope_bin()} trace -p {c.pid} {USDT}:%app:ti")
+    assert got == ["tick"], got      # bash replaces what follows the last ':'
+    got, _ = complete(f"{uscope_bin()} trace -p {c.pid} %app:ti")
+    assert got == ["tick"], got
+    got, _ = complete(f"{uscope_bin()} list --root /proc/{c.pid}/root {APP_DIR}/u")
+    assert got == [USDT], got
