@@ -442,20 +442,28 @@ int output_event_args(struct usc_output *o, const struct usc_event *ev)
 	return ret || !o->json ? ret : putc_(o, '}');
 }
 
-int output_event(struct usc_output *o, const struct usc_event *ev)
+int output_ids(struct usc_output *o, const struct usc_event *ev)
 {
 	/* a task in a PID namespace below ours (a container) has ids there too */
 	pid_t ns_pid = 0, ns_tid = 0;
 	bool nested = ns_ids(o->cache, ev->pid, ev->tid, &ns_pid, &ns_tid);
-	char tid[32];
+
+	if (!o->json)
+		return nested ? put(o, "%d/%d", ev->tid, (int)ns_tid) : put(o, "%d", ev->tid);
+	if (nested)
+		return put(o, ",\"pid\":%d,\"tid\":%d,\"ns_pid\":%d,\"ns_tid\":%d", ev->pid,
+			   ev->tid, (int)ns_pid, (int)ns_tid);
+	return put(o, ",\"pid\":%d,\"tid\":%d", ev->pid, ev->tid);
+}
+
+int output_event(struct usc_output *o, const struct usc_event *ev)
+{
 	int ret;
 
 	if (o->json) {
 		ret = put(o, "{\"time_ns\":%" PRIu64 ",\"comm\":", ev->time_ns);
 		ret = ret ? ret : output_json_string(o, ev->comm, strlen(ev->comm));
-		ret = ret ? ret : put(o, ",\"pid\":%d,\"tid\":%d", ev->pid, ev->tid);
-		if (!ret && nested)
-			ret = put(o, ",\"ns_pid\":%d,\"ns_tid\":%d", (int)ns_pid, (int)ns_tid);
+		ret = ret ? ret : output_ids(o, ev);
 		ret = ret ? ret : put(o, ",\"cpu\":%d,\"event\":", ev->cpu);
 		ret = ret ? ret : output_json_string(o, ev->site->label, strlen(ev->site->label));
 		ret = ret ? ret : put(o, ",\"type\":\"%c\",\"ip\":\"0x%" PRIx64 "\"",
@@ -467,12 +475,11 @@ int output_event(struct usc_output *o, const struct usc_event *ev)
 		return ret ? ret : put(o, "}\n");
 	}
 
-	if (nested)
-		snprintf(tid, sizeof(tid), "%d/%d", ev->tid, (int)ns_tid);
-	else
-		snprintf(tid, sizeof(tid), "%d", ev->tid);
-	ret = put(o, "%s-%s [%03d] %" PRIu64 ".%06" PRIu64 ": %s: ", ev->comm, tid, ev->cpu,
-		  ev->time_ns / 1000000000u, (ev->time_ns % 1000000000u) / 1000u, ev->site->label);
+	ret = put(o, "%s-", ev->comm);
+	ret = ret ? ret : output_ids(o, ev);
+	ret = ret ? ret : put(o, " [%03d] %" PRIu64 ".%06" PRIu64 ": %s: ", ev->cpu,
+			      ev->time_ns / 1000000000u, (ev->time_ns % 1000000000u) / 1000u,
+			      ev->site->label);
 	if (!ret && ev->site->is_return)
 		ret = put(o, "(0x%" PRIx64 " <- 0x%" PRIx64 ")", ev->ip, ev->func);
 	else if (!ret)
