@@ -61,12 +61,10 @@ static int target_pid(struct usc_target *target)
 		log_error("no such process: %d", (int)pid);
 		return ret;
 	}
-	if (ret == -EACCES || ret == -EPERM)
-		return target_pid_exe(target);	/* refused there too, as for any process */
-	if (ret) {
-		log_error("cannot look into the root of process %d: %s", (int)pid, strerror(-ret));
+	if (ret == -ENOMEM)
 		return ret;
-	}
+	if (ret)	/* no permission, a zombie: its executable says so, as for any process */
+		return target_pid_exe(target);
 	if (target->root)
 		log_info("process %d sees another root (a container): its files are read "
 			 "through %s", (int)pid, target->root);
