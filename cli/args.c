@@ -151,6 +151,7 @@ static const struct option args_all[] = {
 	{"pprof", required_argument, NULL, 'P'},
 	{"max-wait", required_argument, NULL, 'w'},
 	{"all", no_argument, NULL, 'a'},
+	{"root", required_argument, NULL, 'Q'},
 };
 static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
 				     CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
@@ -161,7 +162,7 @@ static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUT
 				     CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED,
 				     CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE,
 				     CLI_ARG_OBJTRACE, CLI_ARG_SERVE, CLI_ARG_SERVE, CLI_ARG_PPROF,
-				     CLI_ARG_WAIT, CLI_ARG_ALL};
+				     CLI_ARG_WAIT, CLI_ARG_ALL, 0};
 _Static_assert(sizeof(args_need) / sizeof(args_need[0]) ==
 	       sizeof(args_all) / sizeof(args_all[0]), "an option's need for each option");
 #define ARGS_NALL (sizeof(args_all) / sizeof(args_all[0]))
@@ -220,6 +221,9 @@ static int args_shared(int c, struct cli_opts *o)
 		return ARG_OK;
 	case 'e':
 		o->so.engine = optarg;
+		return ARG_OK;
+	case 'Q':
+		o->so.root = optarg;	/* checked with the target (resolve_target) */
 		return ARG_OK;
 	case 'q':
 		o->quiet = true;
@@ -459,6 +463,10 @@ static int args_check(int argc, char **argv, unsigned extra, const char *name,
 	}
 	if (o->replay && o->serve) {
 		cli_error("--serve serves a live run: no -r FILE with it");
+		return 2;
+	}
+	if (o->replay && o->so.root) {
+		cli_error("-r FILE reads a recording: no --root with it");
 		return 2;
 	}
 	if ((extra & CLI_ARG_READS) && !o->replay) {

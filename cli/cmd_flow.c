@@ -24,6 +24,8 @@ static const char flow_usage[] =
 	"              %PROVIDER:NAME (USDT)\n"
 	"\n"
 	"  -p, --pid PID        trace a running process (all its threads)\n"
+	"      --root DIR       system-wide: MODULE paths are files under DIR\n"
+	"                       (a container's: --root /proc/PID/root)\n"
 	"  -- COMMAND           start COMMAND with the probes in place; exit with its status\n"
 	"                       (neither: system-wide, for every process running the file)\n"
 	"      --json           one JSON object per entry, return or event\n"

@@ -20,6 +20,8 @@ static const char hist_usage[] =
 	"with 'if COND' (see uscope count --help).\n"
 	"\n"
 	"  -p, --pid PID          in a running process\n"
+	"      --root DIR         system-wide: MODULE paths are files under DIR\n"
+	"                         (a container's: --root /proc/PID/root)\n"
 	"  -- COMMAND             in COMMAND; exit with its status (neither: system-wide)\n"
 	"  -d, --duration SECS    stop after SECS seconds\n"
 	"  -i, --interval SECS    also print every SECS seconds what that interval saw\n"

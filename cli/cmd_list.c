@@ -9,15 +9,17 @@
 #include "list/list.h"
 
 static const char list_usage[] =
-	"usage: uscope list [--usdt] [-v] [-p PID | BINARY] [PATTERN]\n"
-	"       uscope list --lines FUNCTION [-p PID | BINARY]\n"
-	"       uscope list --vars LOCATION [-p PID | BINARY]\n"
-	"       uscope list --patchable [-v] BINARY [PATTERN]\n"
+	"usage: uscope list [--usdt] [-v] [-p PID | [--root DIR] BINARY] [PATTERN]\n"
+	"       uscope list --lines FUNCTION [-p PID | [--root DIR] BINARY]\n"
+	"       uscope list --vars LOCATION [-p PID | [--root DIR] BINARY]\n"
+	"       uscope list --patchable [-v] [--root DIR] BINARY [PATTERN]\n"
 	"\n"
 	"  BINARY    an executable or library: a path, a command on PATH, or a\n"
 	"            library name the dynamic loader would find (libc)\n"
 	"  -p PID    every function of the executable and the libraries loaded in PID,\n"
-	"            as MODULE:FUNCTION\n"
+	"            as MODULE:FUNCTION (a process in a container: its own files)\n"
+	"  --root DIR  BINARY is found under DIR, as a process whose root it is\n"
+	"            would find it (a container's: --root /proc/PID/root)\n"
 	"  PATTERN   a glob on function names (default: all)\n"
 	"  -v        add ADDRESS SIZE FILE_OFFSET before each name; IFUNCs are marked\n"
 	"  --usdt    list USDT static probes as MODULE %PROVIDER:NAME instead; PATTERN\n"
@@ -33,12 +35,15 @@ static const char list_usage[] =
 static bool usdt_mode;
 static bool patchable_mode;
 
-/* How the rows print: -v, the MODULE of -p PID's rows, the file's path. */
+/* How the rows print: -v, the MODULE of -p PID's rows, the file's path
+ * (as a process in its root names it). */
 struct print_ctx {
 	bool verbose;
 	const char *module;
 	const char *path;
 };
+
+static const char *list_root;	/* --root DIR */
 
 static void print_patch(const struct usc_list_patch *p, void *ctx)
 {
@@ -120,7 +125,8 @@ static void print_func(const struct usc_list_func *f, void *ctx)
 
 static int print_file(const char *path, const char *module, const char *pattern, bool verbose)
 {
-	struct print_ctx lp = {.verbose = verbose, .module = module, .path = path};
+	struct print_ctx lp = {.verbose = verbose, .module = module,
+			       .path = usc_list_shown_path(list_root, path)};
 
 	if (usdt_mode)
 		return usc_list_usdt(path, pattern, verbose, print_usdt, &lp);
@@ -189,8 +195,8 @@ static int print_location(const char *loc, bool lines, pid_t pid, const char *bi
 		return 1;
 	spec = *parsed;
 	free(parsed);
-	ret = lines ? usc_list_lines(pid, bin, &spec, &lines_ops, NULL) :
-		      usc_list_vars(pid, bin, &spec, &vars_ops, NULL);
+	ret = lines ? usc_list_lines(pid, list_root, bin, &spec, &lines_ops, NULL) :
+		      usc_list_vars(pid, list_root, bin, &spec, &vars_ops, NULL);
 	return ret ? 1 : 0;
 }
 
@@ -203,6 +209,7 @@ int cmd_list(int argc, char **argv)
 		{"lines", required_argument, NULL, 'L'},
 		{"vars", required_argument, NULL, 'V'},
 		{"patchable", no_argument, NULL, 'P'},
+		{"root", required_argument, NULL, 'R'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -239,6 +246,9 @@ int cmd_list(int argc, char **argv)
 		case 'V':
 			vars_at = optarg;
 			break;
+		case 'R':
+			list_root = optarg;
+			break;
 		case 'h':
 			fputs(list_usage, stdout);
 			return 0;
@@ -246,6 +256,11 @@ int cmd_list(int argc, char **argv)
 			fputs(list_usage, stderr);
 			return 2;
 		}
+	}
+	if (pid && list_root) {
+		cli_error("--root finds a BINARY: -p %d lists the process's files in its own "
+			  "root", (int)pid);
+		return 2;
 	}
 	if (lines_of || vars_at) {
 		if ((!pid && optind + 1 != argc) || (pid && optind != argc)) {
@@ -274,7 +289,7 @@ int cmd_list(int argc, char **argv)
 	}
 	const char *bin = argv[optind];
 
-	if (usc_list_find_binary(bin, &path))
+	if (usc_list_find_binary(list_root, bin, &path))
 		return 1;
 	ret = print_file(path, NULL, optind + 1 < argc ? argv[optind + 1] : NULL, verbose);
 	free(path);

@@ -10,6 +10,7 @@
 #include "debuginfo/debuginfo.h"
 #include "objfile/objfile.h"
 #include "objfile/modules.h"
+#include "ns/ns.h"
 
 struct cache_objfile_ent {
 	char *path;
@@ -27,10 +28,13 @@ struct maps_ent {
 	pid_t pid;
 	struct proc_map *maps;
 	size_t n;
+	int root_known;		/* 1: root is pid's (cache_add_map's paths) */
+	char *root;		/* NULL: pid sees our files */
 };
 
 struct usc_cache {
 	bool frozen;			/* maps only as set (a recording's) */
+	char *root;			/* where MODULE paths resolve (cache_set_root) */
 	void (*maps_hook)(void *ctx);	/* brings the maps up to date, before a refresh */
 	void *maps_hook_ctx;
 	/* what modules above keep per cache (cache_ext), and how to free it */
@@ -64,8 +68,11 @@ void cache_free(struct usc_cache *c)
 		objfile_close(c->elf[i].ef);
 		free(c->elf[i].path);
 	}
-	for (size_t i = 0; i < c->nmaps; i++)
+	for (size_t i = 0; i < c->nmaps; i++) {
 		procmaps_free(c->maps[i].maps, c->maps[i].n);
+		free(c->maps[i].root);
+	}
+	free(c->root);
 	free(c->dw);
 	free(c->elf);
 	free(c->maps);
@@ -97,8 +104,25 @@ int cache_elf(struct usc_cache *c, const char *path, struct objfile **out)
 	return v->err;
 }
 
+/* The root path's separate debug files are under: the cache's root when
+ * path is under it, or path's own "/proc/N/root" (kept in buf), or NULL. */
+static const char *dwarf_root(struct usc_cache *c, const char *path, char *buf, size_t len)
+{
+	size_t l = c->root ? strlen(c->root) : 0;
+
+	if (l && !strncmp(path, c->root, l) && path[l] == '/')
+		return c->root;
+	l = ns_magic_root_len(path);
+	if (!l || l >= len)
+		return NULL;
+	memcpy(buf, path, l);
+	buf[l] = 0;
+	return buf;
+}
+
 int cache_dwarf(struct usc_cache *c, const char *path, struct debuginfo **out)
 {
+	char rootbuf[64];
 	struct cache_debuginfo_ent *v;
 
 	*out = NULL;
@@ -116,10 +140,21 @@ int cache_dwarf(struct usc_cache *c, const char *path, struct debuginfo **out)
 	v->path = strdup(path);
 	if (!v->path)
 		return -ENOMEM;
-	v->err = debuginfo_open(path, &v->m);
+	v->err = debuginfo_open(path, dwarf_root(c, path, rootbuf, sizeof(rootbuf)), &v->m);
 	c->ndw++;
 	*out = v->m;
 	return v->err;
+}
+
+int cache_set_root(struct usc_cache *c, const char *root)
+{
+	char *r = root ? strdup(root) : NULL;
+
+	if (root && !r)
+		return -ENOMEM;
+	free(c->root);
+	c->root = r;
+	return 0;
 }
 
 static struct maps_ent *maps_entry(struct usc_cache *c, pid_t pid, bool create)
@@ -192,6 +227,11 @@ void cache_freeze(struct usc_cache *c)
 	c->frozen = true;
 }
 
+bool cache_frozen(const struct usc_cache *c)
+{
+	return c->frozen;
+}
+
 void **cache_ext(struct usc_cache *c, enum cache_ext_id id, void (*free_fn)(void *))
 {
 	c->ext_free[id] = free_fn;
@@ -246,17 +286,42 @@ oom:
 	return -ENOMEM;
 }
 
-int cache_add_map(struct usc_cache *c, pid_t pid, const struct proc_map *m)
+/* A path process pid names a file by, as the host opens it: under pid's
+ * root when that is not ours (found once). NULL: the path as it is. */
+static char *add_map_path(struct usc_cache *c, struct maps_ent *e, const struct proc_map *m)
+{
+	char *p;
+
+	if (!e->root_known && !c->frozen) {
+		e->root_known = 1;
+		if (ns_proc_root(e->pid, &e->root))
+			e->root = NULL;
+	}
+	if (!e->root || !m->path || m->path[0] != '/' || ns_magic_root_len(m->path))
+		return NULL;
+	return asprintf(&p, "%s%s", e->root, m->path) < 0 ? NULL : p;
+}
+
+int cache_add_map(struct usc_cache *c, pid_t pid, const struct proc_map *given)
 {
 	struct maps_ent *e = maps_entry(c, pid, true);
-	struct proc_map *v;
+	struct proc_map *v, moved;
+	const struct proc_map *m = given;
+	char *rooted;
 	size_t k = 0;
 
 	if (!e)
 		return -ENOMEM;
+	if ((rooted = add_map_path(c, e, given))) {
+		moved = *given;
+		moved.path = rooted;
+		m = &moved;
+	}
 	v = calloc(2 * e->n + 1, sizeof(*v));
-	if (!v)
+	if (!v) {
+		free(rooted);
 		return -ENOMEM;
+	}
 	/* what the new mapping covers goes, the rest of what it overlaps
 	 * stays (ld.so maps a library whole, then its segments over it; an
 	 * munmap is not reported: a range stays until something else is
@@ -284,7 +349,7 @@ int cache_add_map(struct usc_cache *c, pid_t pid, const struct proc_map *m)
 		free(o.path);
 	}
 	v[k] = *m;
-	v[k].path = m->path ? strdup(m->path) : NULL;
+	v[k].path = rooted ? rooted : m->path ? strdup(m->path) : NULL;
 	if (m->path && !v[k].path) {
 		procmaps_free(v, k);
 		e->n = 0;

@@ -15,9 +15,11 @@
 
 struct debuginfo;
 
-/* Open the debug info of the ELF file at path. 0, -ENODATA (no DWARF
- * anywhere), -ENOENT / -EIO (cannot read the file), -ENOMEM. */
-int debuginfo_open(const char *path, struct debuginfo **out);
+/* Open the debug info of the ELF file at path; root (or NULL: the host's)
+ * is the root path lies under, whose debug directories are searched
+ * instead of the host's. 0, -ENODATA (no DWARF anywhere), -ENOENT / -EIO
+ * (cannot read the file), -ENOMEM. */
+int debuginfo_open(const char *path, const char *root, struct debuginfo **out);
 void debuginfo_close(struct debuginfo *m);
 
 /* Where a probe on the function starting at func_vaddr sees its parameters

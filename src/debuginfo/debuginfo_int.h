@@ -37,7 +37,10 @@ struct inline_index;
 struct enum_ent;
 struct cu_range;
 
+struct debuginfo_root;
+
 struct debuginfo {
+	struct debuginfo_root *root;	/* under another root: its search (module.c) */
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	Dwarf *dw;

@@ -7,15 +7,71 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/log.h"
+#include "ns/ns.h"
 #include "objfile/objfile.h"
 #include "objfile/modules.h"
 #include "usdt/usdt.h"
 
-int usc_list_find_binary(const char *bin, char **path)
+/* A command on the PATH processes under root would have by default. */
+static int list_which_in(const char *root, const char *bin, char **path)
 {
+	static const char *const dirs[] = {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin",
+					   "/usr/bin", "/sbin", "/bin"};
+	struct stat st;
+
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		char *c;
+
+		if (asprintf(&c, "%s/%s", dirs[i], bin) < 0)
+			return -ENOMEM;
+		if (!ns_root_resolve(root, c, path) && !stat(*path, &st) && S_ISREG(st.st_mode)) {
+			free(c);
+			return 0;
+		}
+		free(*path);
+		*path = NULL;
+		free(c);
+	}
+	return -ENOENT;
+}
+
+/* usc_list_find_binary under another root. */
+static int list_find_in_root(const char *root, const char *bin, char **path)
+{
+	size_t rl = strlen(root);
+	int ret;
+
+	if (!strncmp(bin, root, rl) && bin[rl] == '/')
+		bin += rl;	/* a path under the root already */
+	ret = strchr(bin, '/') ? ns_root_resolve(root, bin, path) : -ENOENT;
+
+	if (ret == -ENOMEM)
+		return ret;
+	if (strchr(bin, '/')) {
+		if (ret)
+			log_error("no such file under %s: %s", root, bin);
+		return ret ? -ENOENT : 0;
+	}
+	if (list_which_in(root, bin, path) && module_find_in_root(root, bin, path)) {
+		log_error("no such file, command or library under %s: %s", root, bin);
+		return -ENOENT;
+	}
+	return 0;
+}
+
+const char *usc_list_shown_path(const char *root, const char *path)
+{
+	return ns_shown_path(root, path);
+}
+
+int usc_list_find_binary(const char *root, const char *bin, char **path)
+{
+	if (root)
+		return list_find_in_root(root, bin, path);
 	if (strchr(bin, '/') || access(bin, F_OK) == 0) {
 		if (module_path_resolve(bin, path)) {
 			log_error("no such file: %s", bin);

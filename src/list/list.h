@@ -21,14 +21,22 @@
 #include "probe/probe.h"
 
 /* BINARY as a user names it: a path (or a /proc link to a memfd), a command
- * on PATH, or a library name the dynamic loader would find (libc). 0 with
- * *path malloc'd, or -ENOENT (logged). */
-int usc_list_find_binary(const char *bin, char **path);
+ * on PATH, or a library name the dynamic loader would find (libc). Under
+ * root (a directory, or a container's /proc/PID/root; NULL: the host's), as
+ * a process there would find it (ns/ns.h): a path inside root, a command
+ * in root's /usr/local/sbin, ..., /bin, a library in its default library
+ * directories. 0 with *path malloc'd (under root), or -ENOENT (logged). */
+int usc_list_find_binary(const char *root, const char *bin, char **path);
+
+/* path as the processes under root name it (a container's path, without
+ * root or its own /proc/PID/root); path itself outside any. */
+const char *usc_list_shown_path(const char *root, const char *path);
 
 /* Each executable module mapped in process pid, once: path opens it (a
- * /proc link for a memfd, a run-time USDT provider), name is the MODULE a
- * probe gives (or NULL). 0, or -errno (logged) when the maps cannot be
- * read. */
+ * /proc link for a memfd, a run-time USDT provider; under /proc/PID/root
+ * for a process that sees another root: usc_list_shown_path names it as
+ * the process does), name is the MODULE a probe gives (or NULL). 0, or
+ * -errno (logged) when the maps cannot be read. */
 int usc_list_modules(pid_t pid, void (*fn)(const char *path, const char *name, void *ctx),
 		     void *ctx);
 
@@ -111,10 +119,12 @@ struct usc_list_vars_ops {
 
 /* The variables visible at each site of the probe location spec (parsed
  * from the user's LOCATION) in process pid, or when pid is 0 in BINARY bin
- * (usc_list_find_binary), where trace would read them. 0 or -errno
- * (logged). */
-int usc_list_vars(pid_t pid, const char *bin, const struct usc_probe_spec *spec,
-		  const struct usc_list_vars_ops *ops, void *ctx);
+ * (usc_list_find_binary, under root), where trace would read them. The
+ * site's path is shown as the processes under the root name it. 0 or
+ * -errno (logged). */
+int usc_list_vars(pid_t pid, const char *root, const char *bin,
+		  const struct usc_probe_spec *spec, const struct usc_list_vars_ops *ops,
+		  void *ctx);
 
 /* What usc_list_lines finds for each function of a location. */
 struct usc_list_lines_ops {
@@ -128,7 +138,8 @@ struct usc_list_lines_ops {
 
 /* The source of the function at each site of the probe location spec, as
  * usc_list_vars finds them. 0 or -errno (logged). */
-int usc_list_lines(pid_t pid, const char *bin, const struct usc_probe_spec *spec,
-		   const struct usc_list_lines_ops *ops, void *ctx);
+int usc_list_lines(pid_t pid, const char *root, const char *bin,
+		   const struct usc_probe_spec *spec, const struct usc_list_lines_ops *ops,
+		   void *ctx);
 
 #endif

@@ -13,24 +13,36 @@
 #include "debuginfo/debuginfo.h"
 #include "objfile/objfile.h"
 #include "cache/cache.h"
+#include "ns/ns.h"
 #include "resolve/resolve.h"
 
 /* The sites of one location, resolved as trace would resolve them. */
-static int list_location_sites(struct usc_cache *cache, pid_t pid, const char *bin,
-			       const struct usc_probe_spec *spec, struct usc_site **sites,
-			       size_t *nsites)
+/* Under a root, BINARY's MODULEs are found there (a library by its short
+ * name in the root's directories: no COMMAND of the host links them). The
+ * root is kept in *shown_root for the paths shown. */
+static int list_location_sites(struct usc_cache *cache, pid_t pid, const char *root,
+			       const char *bin, const struct usc_probe_spec *spec,
+			       struct usc_site **sites, size_t *nsites, char **shown_root)
 {
-	struct usc_target t = {.kind = pid ? USC_TARGET_PID : USC_TARGET_COMMAND, .pid = pid};
+	struct usc_target t = {.kind = pid ? USC_TARGET_PID : root ? USC_TARGET_SYSTEM :
+					USC_TARGET_COMMAND, .pid = pid};
 	int ret;
 
 	if (pid) {
 		if (resolve_target(&t, NULL))
 			return -ESRCH;
-	} else if (usc_list_find_binary(bin, &t.exe)) {
+	} else if (root && (!(t.root = strdup(root)) || resolve_target(&t, NULL))) {
+		resolve_target_release(&t);
+		return -ENOENT;
+	}
+	if (!pid && usc_list_find_binary(t.root, bin, &t.exe)) {
+		resolve_target_release(&t);
 		return -ENOENT;
 	}
 	ret = resolve_probes(cache, &t, spec, 1, RESOLVE_NO_TAIL_FOLLOW, sites, nsites);
-	free(t.exe);
+	*shown_root = t.root;
+	t.root = NULL;
+	resolve_target_release(&t);
 	return ret;
 }
 
@@ -63,13 +75,16 @@ static uint64_t list_vars_pc(struct debuginfo *dm, const struct usc_site *site)
 	return pc;
 }
 
-int usc_list_vars(pid_t pid, const char *bin, const struct usc_probe_spec *spec,
-		  const struct usc_list_vars_ops *ops, void *ctx)
+int usc_list_vars(pid_t pid, const char *root, const char *bin,
+		  const struct usc_probe_spec *spec, const struct usc_list_vars_ops *ops,
+		  void *ctx)
 {
 	struct usc_site *sites = NULL;
 	struct usc_cache *cache = cache_new();
+	char *shown_root = NULL;
 	size_t n = 0;
-	int ret = cache ? list_location_sites(cache, pid, bin, spec, &sites, &n) : -ENOMEM;
+	int ret = cache ? list_location_sites(cache, pid, root, bin, spec, &sites, &n,
+					      &shown_root) : -ENOMEM;
 
 	for (size_t i = 0; i < n && !ret; i++) {
 		struct debuginfo *dm;
@@ -81,12 +96,13 @@ int usc_list_vars(pid_t pid, const char *bin, const struct usc_probe_spec *spec,
 			break;
 		}
 		pc = list_vars_pc(dm, &sites[i]);
-		ops->site(sites[i].label, pc, sites[i].path, ctx);
+		ops->site(sites[i].label, pc, ns_shown_path(shown_root, sites[i].path), ctx);
 		if (debuginfo_vars_at(dm, pc, ops->var, ctx))
 			ops->none(ctx);
 	}
 	resolve_sites_free(sites, n);
 	cache_free(cache);
+	free(shown_root);
 	return ret;
 }
 
@@ -145,17 +161,21 @@ static int list_lines_at(struct usc_cache *cache, const struct usc_probe_spec *s
 	return 0;
 }
 
-int usc_list_lines(pid_t pid, const char *bin, const struct usc_probe_spec *spec,
-		   const struct usc_list_lines_ops *ops, void *ctx)
+int usc_list_lines(pid_t pid, const char *root, const char *bin,
+		   const struct usc_probe_spec *spec, const struct usc_list_lines_ops *ops,
+		   void *ctx)
 {
 	struct usc_site *sites = NULL;
 	struct usc_cache *cache = cache_new();
+	char *shown_root = NULL;
 	size_t n = 0;
-	int ret = cache ? list_location_sites(cache, pid, bin, spec, &sites, &n) : -ENOMEM;
+	int ret = cache ? list_location_sites(cache, pid, root, bin, spec, &sites, &n,
+					      &shown_root) : -ENOMEM;
 
 	for (size_t i = 0; i < n && !ret; i++)
 		ret = list_lines_at(cache, spec, &sites[i], ops, ctx);
 	resolve_sites_free(sites, n);
 	cache_free(cache);
+	free(shown_root);
 	return ret;
 }

@@ -19,13 +19,15 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "ns/ns.h"
 #include "objfile/objfile.h"
+#include "objfile/modules_int.h"
 
-static const char *const default_dirs[] = {
+const char *const module_default_dirs[] = {
 	"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
 	"/lib64", "/usr/lib64", "/lib", "/usr/lib",
 };
-#define NDEFAULT_DIRS (sizeof(default_dirs) / sizeof(default_dirs[0]))
+const size_t module_ndefault_dirs = sizeof(module_default_dirs) / sizeof(module_default_dirs[0]);
 
 static const char *base_name(const char *path)
 {
@@ -44,8 +46,7 @@ static char *path_join(const char *dir, const char *name)
 	return s;
 }
 
-/* An x86-64 ELF file (executable or shared object)? */
-static bool is_x86_64_elf(const char *path)
+bool module_is_x86_64_elf(const char *path)
 {
 	unsigned char h[20];
 	struct stat st;
@@ -144,6 +145,8 @@ ssize_t procmaps_read(pid_t pid, struct proc_map **out)
 		err = -ESRCH;
 	free(line);
 	fclose(f);
+	if (!err)
+		err = procmaps_rooted(pid, maps, n);	/* a container's: under its root */
 	if (err) {
 		if (err == -ESRCH)
 			log_info("process %d has gone", (int)pid);
@@ -157,10 +160,12 @@ ssize_t procmaps_read(pid_t pid, struct proc_map **out)
 int procmaps_file_offset_to_addr(const struct proc_map *maps, size_t n,
 				 const char *path, uint64_t off, uint64_t *addr)
 {
-	char *real = realpath(path, NULL);
+	char *real = NULL;
 	struct stat st;
 	bool have_st = stat(path, &st) == 0;
 	const struct proc_map *best = NULL;
+
+	ns_realpath(path, &real);	/* not the host's file: inside a /proc/N/root */
 
 	for (size_t i = 0; i < n; i++) {
 		const struct proc_map *m = &maps[i];
@@ -195,8 +200,7 @@ static void strip_deleted(char *p)
 		p[l - sl] = 0;
 }
 
-/* A mapped file that has no path any more: a memfd, or a deleted file. */
-static bool pathless(const char *p)
+bool module_pathless(const char *p)
 {
 	size_t l = strlen(p), sl = strlen(" (deleted)");
 
@@ -239,7 +243,7 @@ int procmaps_module(pid_t pid, const struct proc_map *maps, size_t n, size_t i, 
 	*path = NULL;
 	if (name)
 		*name = NULL;
-	if (!pathless(m->path)) {
+	if (!module_pathless(m->path)) {
 		p = strdup(m->path);
 		nm = name ? strdup(base_name(m->path)) : NULL;
 	} else {
@@ -280,9 +284,9 @@ int procmaps_module(pid_t pid, const struct proc_map *maps, size_t n, size_t i, 
 
 int module_path_resolve(const char *path, char **out)
 {
-	char *real = realpath(path, NULL);
+	char *real = NULL;
 	struct stat st;
-	int err = errno;
+	int err = -ns_realpath(path, &real);	/* a /proc/N/root path stays under it */
 
 	*out = NULL;
 	if (real) {
@@ -320,8 +324,9 @@ bool module_name_matches(const char *name, const char *path)
 		bool eq;
 		if (!strcmp(name, path))
 			return true;
-		a = realpath(name, NULL);
-		b = realpath(path, NULL);
+		a = b = NULL;
+		ns_realpath(name, &a);
+		ns_realpath(path, &b);
 		eq = a && b && !strcmp(a, b);
 		free(a);
 		free(b);
@@ -349,6 +354,7 @@ bool module_name_matches(const char *name, const char *path)
 struct cand {
 	char *real;
 	bool exact;
+	uint64_t dev, ino;	/* a mapped file's (0: not known): one file, one module */
 };
 
 struct candset {
@@ -375,7 +381,7 @@ static int candset_add(struct candset *cs, const char *path, const char *name,
 
 	if (!real)
 		return 0;
-	if (check_elf && !is_x86_64_elf(real)) {
+	if (check_elf && !module_is_x86_64_elf(real)) {
 		free(real);
 		return 0;
 	}
@@ -398,6 +404,7 @@ static int candset_add(struct candset *cs, const char *path, const char *name,
 	}
 	cs->v[cs->n].real = real;
 	cs->v[cs->n].exact = exact;
+	cs->v[cs->n].dev = cs->v[cs->n].ino = 0;
 	cs->n++;
 	return 0;
 }
@@ -599,8 +606,8 @@ int module_find_system(const char *name, char **out)
 			err = candset_pick(&cs, name, "the ld.so cache", out);
 		goto out;
 	}
-	for (size_t i = 0; i < NDEFAULT_DIRS && !err; i++)
-		err = scan_dir(&cs, default_dirs[i], name);
+	for (size_t i = 0; i < module_ndefault_dirs && !err; i++)
+		err = scan_dir(&cs, module_default_dirs[i], name);
 	if (!err)
 		err = candset_pick(&cs, name, "the default library directories", out);
 	if (err == -ENOENT)
@@ -735,7 +742,7 @@ static int try_dir_cb(const char *dir, void *arg)
 	free(d);
 	if (!p)
 		return -ENOMEM;
-	if (is_x86_64_elf(p)) {
+	if (module_is_x86_64_elf(p)) {
 		a->found = p;
 		return 1;
 	}
@@ -758,7 +765,7 @@ static int find_needed(const struct objfile *obj, const char *obj_real,
 		*(slash == origin ? slash + 1 : slash) = 0;
 	ta.origin = origin;
 	if (strchr(needed, '/')) {
-		if (is_x86_64_elf(needed) && !(ta.found = strdup(needed)))
+		if (module_is_x86_64_elf(needed) && !(ta.found = strdup(needed)))
 			r = -ENOMEM;
 		goto out;
 	}
@@ -785,7 +792,7 @@ static int find_needed(const struct objfile *obj, const char *obj_real,
 		goto out;
 	ldcache_get();
 	for (size_t i = 0; i < ldcache_n; i++)
-		if (!strcmp(ldcache_v[i].soname, needed) && is_x86_64_elf(ldcache_v[i].path)) {
+		if (!strcmp(ldcache_v[i].soname, needed) && module_is_x86_64_elf(ldcache_v[i].path)) {
 			if (!(ta.found = strdup(ldcache_v[i].path)))
 				r = -ENOMEM;
 			break;
@@ -793,8 +800,8 @@ static int find_needed(const struct objfile *obj, const char *obj_real,
 	ldcache_put();
 	if (ta.found || r)
 		goto out;
-	for (size_t i = 0; i < NDEFAULT_DIRS && !r; i++)
-		r = try_dir_cb(default_dirs[i], &ta);
+	for (size_t i = 0; i < module_ndefault_dirs && !r; i++)
+		r = try_dir_cb(module_default_dirs[i], &ta);
 out:
 	free(origin);
 	if (r < 0) {
@@ -968,7 +975,7 @@ int module_find_in_pid(pid_t pid, const char *name, char **out)
 	if (!name || !*name)
 		return -EINVAL;
 	snprintf(fn, sizeof(fn), "/proc/%d/exe", (int)pid);
-	el = readlink(fn, exe, sizeof(exe) - 1);
+	el = procexe_read(pid, exe, sizeof(exe));	/* under its root, a container's */
 	if (el < 0) {
 		if (!pid_exists(pid)) {
 			log_info("process %d has gone", (int)pid);
@@ -996,7 +1003,7 @@ int module_find_in_pid(pid_t pid, const char *name, char **out)
 
 		if (i < 0) {
 			/* a deleted executable is found among the mappings */
-			if (!*exe || pathless(exe))
+			if (!*exe || module_pathless(exe))
 				continue;
 			if (!(p = strdup(exe))) {
 				err = -ENOMEM;
@@ -1016,7 +1023,9 @@ int module_find_in_pid(pid_t pid, const char *name, char **out)
 		exact = !strcmp(short_name ? short_name : base_name(p), name);
 		free(short_name);
 		for (size_t k = 0; k < cs.n; k++)
-			if (!strcmp(cs.v[k].real, p)) {
+			if (!strcmp(cs.v[k].real, p) ||
+			    (i >= 0 && cs.v[k].ino && cs.v[k].ino == maps[i].inode &&
+			     cs.v[k].dev == maps[i].dev)) {
 				cs.v[k].exact |= exact;
 				dup = true;
 			}
@@ -1037,6 +1046,8 @@ int module_find_in_pid(pid_t pid, const char *name, char **out)
 		}
 		cs.v[cs.n].real = p;
 		cs.v[cs.n].exact = exact;
+		cs.v[cs.n].dev = i >= 0 ? maps[i].dev : 0;
+		cs.v[cs.n].ino = i >= 0 ? maps[i].inode : 0;
 		cs.n++;
 	}
 	if (!err) {

@@ -62,6 +62,27 @@ void module_list_free(char **list, size_t n);
 /* PATH lookup, as execvp would do it. 0 with a malloc'd path, or -ENOENT. */
 int module_which(const char *cmd, char **out);
 
+/* ---- processes under another root (procroot.c, ns/ns.h) ------------------ */
+
+/* Process pid's mappings (procmaps_read's) as the host opens their files,
+ * when pid sees another root: each path under "/proc/PID/root" (the path
+ * the kernel prints is its mount namespace's, or ours), or when the file
+ * is not there (outside its root, another inode at that path) its
+ * /proc/PID/map_files link. Left as they are when pid sees our files.
+ * 0 or -ENOMEM. */
+int procmaps_rooted(pid_t pid, struct proc_map *maps, size_t n);
+
+/* readlink(2) of /proc/PID/exe into buf (len bytes, NUL-terminated), as
+ * the host opens it (procmaps_rooted's form). The length, or -1 with
+ * errno set. */
+ssize_t procexe_read(pid_t pid, char *buf, size_t len);
+
+/* A MODULE under root (a directory, or a "/proc/N/root"): a path resolved
+ * inside root (ns_root_resolve); a short name found in root's default
+ * library directories. As module_find_system: 0 with a malloc'd path
+ * under root, -ENOENT, -EEXIST (several, logged). */
+int module_find_in_root(const char *root, const char *name, char **out);
+
 /* The runtime address of a file offset in a process: find the mapping of the
  * same file (by path and inode, or by device and inode: a memfd's path is a
  * /proc link) that covers off. 0 or -ENOENT. */

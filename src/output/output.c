@@ -3,6 +3,7 @@
 
 #include "output/govalue.h"
 #include "cache/cache.h"
+#include "ns/ns.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -450,6 +451,20 @@ int output_arg_value(struct usc_output *o, const struct usc_event *ev, unsigned 
 	return put_value(o, ev, a, &ev->vals[i]);
 }
 
+int output_ids(struct usc_output *o, const struct usc_event *ev)
+{
+	/* a task in a PID namespace below ours (a container) has ids there too */
+	pid_t ns_pid = 0, ns_tid = 0;
+	bool nested = cache_ns_ids(o->cache, ev->pid, ev->tid, &ns_pid, &ns_tid);
+
+	if (!o->json)
+		return nested ? put(o, "%d/%d", ev->tid, (int)ns_tid) : put(o, "%d", ev->tid);
+	if (nested)
+		return put(o, ",\"pid\":%d,\"tid\":%d,\"ns_pid\":%d,\"ns_tid\":%d", ev->pid,
+			   ev->tid, (int)ns_pid, (int)ns_tid);
+	return put(o, ",\"pid\":%d,\"tid\":%d", ev->pid, ev->tid);
+}
+
 int output_event(struct usc_output *o, const struct usc_event *ev)
 {
 	int ret;
@@ -457,8 +472,8 @@ int output_event(struct usc_output *o, const struct usc_event *ev)
 	if (o->json) {
 		ret = put(o, "{\"time_ns\":%" PRIu64 ",\"comm\":", ev->time_ns);
 		ret = ret ? ret : output_json_string(o, ev->comm, strlen(ev->comm));
-		ret = ret ? ret : put(o, ",\"pid\":%d,\"tid\":%d,\"cpu\":%d,\"event\":", ev->pid,
-				      ev->tid, ev->cpu);
+		ret = ret ? ret : output_ids(o, ev);
+		ret = ret ? ret : put(o, ",\"cpu\":%d,\"event\":", ev->cpu);
 		ret = ret ? ret : output_json_string(o, ev->site->label, strlen(ev->site->label));
 		ret = ret ? ret : put(o, ",\"type\":\"%c\",\"ip\":\"0x%" PRIx64 "\"",
 				      ev->site->is_return ? 'r' : 'p', ev->ip);
@@ -469,8 +484,11 @@ int output_event(struct usc_output *o, const struct usc_event *ev)
 		return ret ? ret : put(o, "}\n");
 	}
 
-	ret = put(o, "%s-%d [%03d] %" PRIu64 ".%06" PRIu64 ": %s: ", ev->comm, ev->tid, ev->cpu,
-		  ev->time_ns / 1000000000u, (ev->time_ns % 1000000000u) / 1000u, ev->site->label);
+	ret = put(o, "%s-", ev->comm);
+	ret = ret ? ret : output_ids(o, ev);
+	ret = ret ? ret : put(o, " [%03d] %" PRIu64 ".%06" PRIu64 ": %s: ", ev->cpu,
+			      ev->time_ns / 1000000000u, (ev->time_ns % 1000000000u) / 1000u,
+			      ev->site->label);
 	if (!ret && ev->site->is_return)
 		ret = put(o, "(0x%" PRIx64 " <- 0x%" PRIx64 ")", ev->ip, ev->func);
 	else if (!ret)

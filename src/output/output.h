@@ -30,6 +30,11 @@ int output_event_args(struct usc_output *o, const struct usc_event *ev);
 /* Append argument i's value alone, as output_event_args writes it. 0 or
  * -ENOMEM. */
 int output_arg_value(struct usc_output *o, const struct usc_event *ev, unsigned i);
+/* Append the event's task as events show it: text "TID", JSON
+ * ,"pid":N,"tid":N (the host's); a task in a PID namespace below ours (a
+ * container, ns/ns.h: asked through o->cache) also has its ids inside,
+ * "TID/NSTID" and ,"ns_pid":N,"ns_tid":N. 0 or -ENOMEM. */
+int output_ids(struct usc_output *o, const struct usc_event *ev);
 /* Append s as it is. 0 or -ENOMEM. */
 int output_raw(struct usc_output *o, const char *s);
 void output_reset(struct usc_output *o);

@@ -45,7 +45,7 @@ int resolve_probes(struct usc_cache *c, const struct usc_target *target,
 		   struct usc_site **sites, size_t *nsites)
 {
 	struct site_vec sv = {.c = c, .flags = flags};
-	int ret = 0;
+	int ret = cache_set_root(c, target->root);	/* its debug files are there too */
 
 	for (size_t i = 0; i < nspecs && !ret; i++) {
 		size_t first = sv.n;

@@ -23,6 +23,12 @@ struct usc_target {
 	enum usc_target_kind kind;
 	pid_t pid;		/* USC_TARGET_PID */
 	char *exe;		/* the executable (absolute path), or NULL */
+	/* The root MODULE paths resolve under (ns/ns.h), or NULL: the host's.
+	 * A PID that sees another root (a container): "/proc/PID/root",
+	 * found by resolve_target. System-wide: a --root the caller sets
+	 * before resolve_target (malloc'd), which checks it. Every path
+	 * resolved (exe, sites' paths) is then under it. */
+	char *root;
 };
 
 struct usc_site {
@@ -91,9 +97,13 @@ static inline bool site_has_ustack(const struct usc_site *site)
 	return false;
 }
 
-/* Fill target->exe for a PID (/proc/PID/exe) or a command (PATH lookup).
- * -ESRCH (no such process), -ENOENT (command not found). */
+/* Fill target->exe for a PID (/proc/PID/exe) or a command (PATH lookup),
+ * and target->root (see there). -ESRCH (no such process), -ENOENT
+ * (command not found, no such root), -EACCES/-EPERM, -EINVAL (a root
+ * with a PID or a command), logged. */
 int resolve_target(struct usc_target *target, const char *command);
+/* Free what resolve_target filled. */
+void resolve_target_release(struct usc_target *target);
 
 /* Expand specs into sites. 0 or -errno; every failure is logged as one line
  * naming the probe (unknown symbols with the closest names, ambiguities with

@@ -70,6 +70,11 @@ int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
 	}
 	s->target.kind = o->cmd ? USC_TARGET_COMMAND : o->pid ? USC_TARGET_PID : USC_TARGET_SYSTEM;
 	s->target.pid = o->pid;
+	if (o->root && !(s->target.root = strdup(o->root))) {	/* resolve_target checks it */
+		cache_free(s->cache);
+		free(s);
+		return -ENOMEM;
+	}
 	s->ectx = (struct usc_engine_ctx){
 		.target = &s->target,
 		.cache = s->cache,
@@ -1079,7 +1084,7 @@ void usc_session_free(struct usc_session *s)
 	free(s->dropped);
 	free(s->sinks);
 	resolve_sites_free(s->sites, s->nsites);
-	free(s->target.exe);
+	resolve_target_release(&s->target);
 	cache_free(s->cache);
 	free(s);
 }

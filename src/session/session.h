@@ -41,6 +41,7 @@ struct rec_writer;
 
 struct usc_session_opts {
 	pid_t pid;			/* trace a running process (-p) */
+	const char *root;		/* system-wide: MODULE paths under it (--root) */
 	char *const *cmd;		/* or start COMMAND (argv, NULL-terminated);
 					 * neither: system-wide */
 	const char *engine;		/* NULL or "auto", or an engine's name */

@@ -100,8 +100,8 @@ static int format(struct objtrace_sink *k, const struct usc_event *ev)
 	if (o->json) {
 		ret = raw(o, "{\"time_ns\":%" PRIu64 ",\"comm\":", ev->time_ns);
 		ret = ret ? ret : output_json_string(o, ev->comm, strlen(ev->comm));
-		ret = ret ? ret : raw(o, ",\"pid\":%d,\"tid\":%d,\"cpu\":%d,\"event\":", ev->pid,
-				      ev->tid, ev->cpu);
+		ret = ret ? ret : output_ids(o, ev);	/* a container's: its ids inside too */
+		ret = ret ? ret : raw(o, ",\"cpu\":%d,\"event\":", ev->cpu);
 		ret = ret ? ret : output_json_string(o, site->label, strlen(site->label));
 		ret = ret ? ret : raw(o, ",\"type\":\"%c\",\"ip\":\"0x%" PRIx64 "\"",
 				      site->is_return ? 'r' : 'p', ev->ip);
@@ -129,8 +129,11 @@ static int format(struct objtrace_sink *k, const struct usc_event *ev)
 		}
 		return ret;
 	}
-	ret = raw(o, "%s-%d [%03d] %" PRIu64 ".%06" PRIu64 ": %s: ", ev->comm, ev->tid, ev->cpu,
-		  ev->time_ns / 1000000000u, (ev->time_ns % 1000000000u) / 1000u, site->label);
+	ret = raw(o, "%s-", ev->comm);
+	ret = ret ? ret : output_ids(o, ev);
+	ret = ret ? ret : raw(o, " [%03d] %" PRIu64 ".%06" PRIu64 ": %s: ", ev->cpu,
+			      ev->time_ns / 1000000000u, (ev->time_ns % 1000000000u) / 1000u,
+			      site->label);
 	if (!ret && site->is_return)
 		ret = raw(o, "(0x%" PRIx64 " <- 0x%" PRIx64 ") ", ev->ip, ev->func);
 	else if (!ret)
@@ -201,7 +204,15 @@ static void objtrace_destroy(struct usc_sink *sk)
 	free(k);
 }
 
+/* The session's cache: a container's tasks' ids inside (output_ids). */
+static int objtrace_begin(struct usc_sink *sk, const struct usc_sink_ctx *c)
+{
+	of(sk)->out.cache = c->cache;
+	return 0;
+}
+
 static const struct usc_sink_ops objtrace_ops = {
+	.begin = objtrace_begin,
 	.event = objtrace_event,
 	.flush = objtrace_flush,
 	.report = objtrace_report,

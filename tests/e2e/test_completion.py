@@ -216,3 +216,17 @@ def test_usdt_probes():
     assert set(got) == want, got
     got, _ = complete(f"{uscope_bin()} trace %@@ -- {app}")
     assert set(got) == want, got
+
+
+def test_root_directories():
+    """--root takes a directory; after it, a path completes under it (the
+    functions too: tests/e2e/test_containers.py, in a container)."""
+    got, _ = complete(f"{uscope_bin()} trace --root /us")
+    assert got == ["/usr"], got
+    got, _ = complete(f"{uscope_bin()} trace --root /etc/hostn")
+    assert got == [], got
+    # /etc/hostname is not under /usr; /usr/bin/ls is /bin/ls there
+    got, _ = complete(f"{uscope_bin()} trace --root /usr /etc/hostn")
+    assert got == [], got
+    got, _ = complete(f"{uscope_bin()} trace --root /usr /bin/ls")
+    assert "/bin/ls" in got, got

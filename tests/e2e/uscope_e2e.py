@@ -48,9 +48,10 @@ ARGS_MAGIC = 0x5EED1234ABCD
 # --------------------------------------------------------------------------
 # Output parsing
 
-# COMM-TID [CPU] SECONDS.MICROSECONDS: EVENT: (0xADDR[ <- 0xFUNC]) args...
+# COMM-TID[/NSTID] [CPU] SECONDS.MICROSECONDS: EVENT: (0xADDR[ <- 0xFUNC]) args...
+# (NSTID: the thread's id in its PID namespace, when below ours: a container)
 EVENT_RE = re.compile(
-    r"^(?P<comm>.+)-(?P<tid>\d+) \[(?P<cpu>\d{3,})\] (?P<sec>\d+)\.(?P<usec>\d{6}): "
+    r"^(?P<comm>.+)-(?P<tid>\d+)(?:/(?P<nstid>\d+))? \[(?P<cpu>\d{3,})\] (?P<sec>\d+)\.(?P<usec>\d{6}): "
     r"(?P<event>[A-Za-z0-9_./()*+]+): \((?P<ip>0x[0-9a-f]+)(?: <- (?P<func>0x[0-9a-f]+))?\)"
     r"(?P<rest>.*)$")
 _VAL = r'"(?:[^"\\]|\\.)*"|<optimized out>|\{\.\.\.\}|\[\.\.\.\]|[^ "{}]*'
@@ -147,6 +148,7 @@ class Event:
     pid: Optional[int] = None   # JSON only
     raw: Optional[dict] = None  # text only: name -> value as printed
     line: str = ""
+    ns_tid: Optional[int] = None    # a container's: the thread's id in it
 
 
 def parse_text_line(line: str, labels: bool = False) -> Optional[Event]:
@@ -188,7 +190,8 @@ def parse_text_line(line: str, labels: bool = False) -> Optional[Event]:
                  time=int(m.group("sec")) + int(m.group("usec")) / 1e6,
                  event=m.group("event"), type="r" if func else "p",
                  ip=int(m.group("ip"), 16), func=int(func, 16) if func else None,
-                 args=args, raw=raw, line=line)
+                 args=args, raw=raw, line=line,
+                 ns_tid=int(m.group("nstid")) if m.group("nstid") else None)
 
 
 def parse_text(out: str, labels: bool = False):
@@ -228,7 +231,8 @@ def json_to_event(o: dict) -> Event:
                  time=(o.get("time_ns") or 0) / 1e9, event=o.get("event"),
                  type=o.get("type"), ip=addr(o.get("ip")),
                  func=addr(o["func"]) if "func" in o else None,
-                 args=o.get("args") or {}, pid=o.get("pid"), line=json.dumps(o))
+                 args=o.get("args") or {}, pid=o.get("pid"), line=json.dumps(o),
+                 ns_tid=o.get("ns_tid"))
 
 
 @dataclass

@@ -167,7 +167,7 @@ static void test_inline_sites(void **state)
 
 	(void)state;
 	assert_int_equal(objfile_open(fx("inl"), &ef), 0);
-	assert_int_equal(debuginfo_open(fx("inl"), &dm), 0);
+	assert_int_equal(debuginfo_open(fx("inl"), NULL, &dm), 0);
 	scale = lookup_ok(ef, "scale");
 	a = lookup_ok(ef, "step_a");
 	b = lookup_ok(ef, "step_b");

@@ -235,11 +235,11 @@ static void test_open_errors(void **state)
 	struct debuginfo *m = (void *)1;
 
 	(void)state;
-	assert_int_equal(debuginfo_open(fx("prog_nodebug"), &m), -ENODATA);
+	assert_int_equal(debuginfo_open(fx("prog_nodebug"), NULL, &m), -ENODATA);
 	assert_null(m);
-	assert_int_equal(debuginfo_open(fx("missing"), &m), -ENOENT);
+	assert_int_equal(debuginfo_open(fx("missing"), NULL, &m), -ENOENT);
 	assert_null(m);
-	assert_int_equal(debuginfo_open(fx("offsets.txt"), &m) < 0, 1);
+	assert_int_equal(debuginfo_open(fx("offsets.txt"), NULL, &m) < 0, 1);
 	assert_null(m);
 	debuginfo_close(NULL);
 }
@@ -251,7 +251,7 @@ static void check_prologue(const char *build, bool strictly)
 	struct debuginfo *m;
 	uint64_t entry, size, pc = 0;
 
-	assert_int_equal(debuginfo_open(fx(build), &m), 0);
+	assert_int_equal(debuginfo_open(fx(build), NULL, &m), 0);
 	entry = sym(build, "handle", &size);
 	assert_int_equal(debuginfo_after_prologue(m, entry, &pc), 0);
 	assert_true(pc >= entry && pc < entry + size);
@@ -284,7 +284,7 @@ static void test_prologue_O0_exact(void **state)
 	FILE *f;
 
 	(void)state;
-	assert_int_equal(debuginfo_open(fx("prog_O0"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O0"), NULL, &m), 0);
 	entry = sym("prog_O0", "handle", NULL);
 	assert_int_equal(debuginfo_after_prologue(m, entry, &pc), 0);
 	/* the spills of the parameters all come before pc */
@@ -313,7 +313,7 @@ static void check_O0(const char *build)
 	long size = offset_of("size"), next = offset_of("next"), codes = offset_of("codes");
 	long prio = offset_of("prio_bit");
 
-	assert_int_equal(debuginfo_open(fx(build), &m), 0);
+	assert_int_equal(debuginfo_open(fx(build), NULL, &m), 0);
 	entry = sym(strcmp(build, "prog_strip") ? build : "prog_O0", "handle", NULL);
 	assert_int_equal(debuginfo_after_prologue(m, entry, &pc), 0);
 	build = strcmp(build, "prog_strip") ? build : "prog_O0";
@@ -381,7 +381,7 @@ static void test_globals(void **state)
 	uint64_t pc, counter, req, name;
 
 	(void)state;
-	assert_int_equal(debuginfo_open(fx("prog_O0"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O0"), NULL, &m), 0);
 	assert_int_equal(debuginfo_after_prologue(m, sym("prog_O0", "handle", NULL), &pc), 0);
 	counter = sym("prog_O0", "g_counter", NULL);
 	req = sym("prog_O0", "g_req", NULL);
@@ -408,7 +408,7 @@ static void test_errors(void **state)
 	uint64_t pc;
 
 	(void)state;
-	assert_int_equal(debuginfo_open(fx("prog_O0"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O0"), NULL, &m), 0);
 	assert_int_equal(debuginfo_after_prologue(m, sym("prog_O0", "handle", NULL), &pc), 0);
 	check_error(m, pc, "*r", -EINVAL, 0, MSGS("'*r' is a struct: pick a member"));
 	check_error(m, pc, "r->nope", -ENOENT, 3,
@@ -462,7 +462,7 @@ static void test_block_locals(void **state)
 	bool found = false;
 
 	(void)state;
-	assert_int_equal(debuginfo_open(fx("prog_O0"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O0"), NULL, &m), 0);
 	entry = sym("prog_O0", "handle", &size);
 	for (pc = entry; pc < entry + size && !found; pc++)
 		found = !debuginfo_lower_expr(m, pc, "step", 4, &a, &err);
@@ -486,7 +486,7 @@ static void test_O2_entry(void **state)
 	unsigned ok = 0, gone = 0;
 
 	(void)state;
-	assert_int_equal(debuginfo_open(fx("prog_O2"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O2"), NULL, &m), 0);
 	entry = sym("prog_O2", "handle", &size);
 	check_expr(m, entry, "r", "REG di; ST_RAW 8; END :x64");
 	check_expr(m, entry, "n", "REG si; ST_RAW 4; END :s32");
@@ -548,7 +548,7 @@ static void test_params(void **state)
 	int n;
 
 	(void)state;
-	assert_int_equal(debuginfo_open(fx("prog_O0"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O0"), NULL, &m), 0);
 	entry = sym("prog_O0", "handle", NULL);
 	assert_int_equal(debuginfo_after_prologue(m, entry, &pc), 0);
 	n = debuginfo_params(m, pc, a, 8);
@@ -563,7 +563,7 @@ static void test_params(void **state)
 	assert_int_equal(debuginfo_params(m, 0x10, a, 8), -ENOENT);
 	debuginfo_close(m);
 
-	assert_int_equal(debuginfo_open(fx("prog_O2"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O2"), NULL, &m), 0);
 	n = debuginfo_params(m, sym("prog_O2", "handle", NULL), a, 8);
 	check_params(a, n);
 	assert_int_equal(a[0].insn[0].op, FOP_REG);
@@ -580,7 +580,7 @@ static void test_param_ptr_regs(void **state)
 
 	(void)state;
 	for (size_t b = 0; b < 2; b++) {
-		assert_int_equal(debuginfo_open(fx(builds[b]), &m), 0);
+		assert_int_equal(debuginfo_open(fx(builds[b]), NULL, &m), 0);
 		/* handle(struct req *r, int n, unsigned char flag, enum color c) */
 		assert_int_equal(debuginfo_param_ptr_regs(m, sym(builds[b], "handle", NULL), &mask),
 				 0);
@@ -607,7 +607,7 @@ static void test_shows(void **state)
 	int n;
 
 	(void)state;
-	assert_int_equal(debuginfo_open(fx("prog_O0"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O0"), NULL, &m), 0);
 	assert_int_equal(debuginfo_after_prologue(m, sym("prog_O0", "handle", NULL), &pc), 0);
 	gf = sym("prog_O0", "g_flags", NULL);
 	/* an enum: its size and sign, and its enumerators for output */
@@ -700,7 +700,7 @@ static void test_optimized_out(void **state)
 	bool found = false;
 
 	(void)state;
-	assert_int_equal(debuginfo_open(fx("prog_O2"), &m), 0);
+	assert_int_equal(debuginfo_open(fx("prog_O2"), NULL, &m), 0);
 	entry = sym("prog_O2", "handle", &size);
 	/* flag is dead once used: somewhere its location list ends */
 	for (pc = entry; pc < entry + size && !found; pc++) {

@@ -29,6 +29,7 @@
 #include "engine/inject/inject_int.h"
 #include "engine/inject/tramp.h"
 #include "cache/cache.h"
+#include "ns/ns.h"
 #include "x86/reloc.h"
 
 long inj_rsys(struct remote *rem, long nr, long a1, long a2, long a3, long a4, long a5, long a6)
@@ -218,7 +219,8 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 		log_warn("process %d: no MADV_WIPEONFORK (kernel 4.14): its forked children "
 			 "would record into its rings as itself", (int)rem->pid);
 	{
-		uint32_t self = (uint32_t)rem->pid;
+		/* its own id: what process_vm_readv takes in its PID namespace */
+		uint32_t self = (uint32_t)ns_inner_tid(rem->pid);
 
 		ret = remote_write(rem, m->self_remote, &self, sizeof(self));
 		if (ret)
@@ -283,6 +285,8 @@ static void key_mode(struct inj_image *img, struct remote *rem)
 {
 	struct inj_ctl *c = img->shm.ctl;
 	bool all = rem->ntasks > 0;
+	pid_t ns_pid, ns_tid;
+	bool nested = ns_task_ids(rem->pid, &ns_pid, &ns_tid) > 0;	/* ids of its own */
 
 	for (size_t t = 0; t < rem->ntasks && all; t++) {
 		struct user_regs_struct regs;
@@ -290,7 +294,8 @@ static void key_mode(struct inj_image *img, struct remote *rem)
 
 		all = remote_get_regs(rem, t, &regs) == 0 && regs.fs_base &&
 		      remote_read(rem, regs.fs_base + GLIBC_TID_OFF, &tid, 4) == 0 &&
-		      tid == (uint32_t)rem->tasks[t].tid;
+		      tid == (uint32_t)(nested ? ns_inner_tid(rem->tasks[t].tid) :
+						 rem->tasks[t].tid);
 	}
 	c->key_mode = all ? INJ_KEY_TID_AT_FS : INJ_KEY_FSBASE;
 	c->tid_off = all ? GLIBC_TID_OFF : 0;

@@ -186,8 +186,8 @@ int inj_plan_site(struct inj *j, const struct usc_site *site, char *why, size_t 
  * patch. 0, -errno (reported). */
 int inj_patches(struct inj *j, struct inj_image *img, const struct proc_map *maps,
 		size_t nmaps);
-/* Why a running process cannot be patched at all (seccomp, a shadow stack,
- * another PID namespace): 0, or -ENOTSUP with the reason. */
+/* Why a running process cannot be patched at all (seccomp, a shadow
+ * stack): 0, or -ENOTSUP with the reason. */
 int inj_proc_refusal(pid_t pid, char *why, size_t len);
 
 /* image.c */

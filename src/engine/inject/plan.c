@@ -58,8 +58,9 @@ int inj_plan_site(struct inj *j, const struct usc_site *site, char *why, size_t 
 
 /* What about a running process rules the engine out: a seccomp filter
  * (the system calls run in it could kill it), a shadow stack (a relocated
- * call pushes its return address by hand), another PID namespace (the
- * agent's process_vm_readv and glibc's tids speak that namespace's pids). */
+ * call pushes its return address by hand). A process in another PID
+ * namespace is traced: the agent works with its inner ids, which the
+ * tracer makes the host's (ns/ns.h). */
 int inj_proc_refusal(pid_t pid, char *why, size_t len)
 {
 	char path[64], line[512];
@@ -82,11 +83,6 @@ int inj_proc_refusal(pid_t pid, char *why, size_t len)
 			snprintf(why, len, "process %d has a shadow stack, which the inject "
 				 "engine's relocated calls would break; -e tracefs or -e bpf can "
 				 "trace it", (int)pid);
-			ret = -ENOTSUP;
-		} else if (!strncmp(line, "NStgid:", 7) && strchr(line + 8, '\t')) {
-			snprintf(why, len, "process %d is in another PID namespace, which the "
-				 "inject engine does not handle yet; -e tracefs or -e bpf can trace "
-				 "it", (int)pid);
 			ret = -ENOTSUP;
 		}
 	}
