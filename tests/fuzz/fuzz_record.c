@@ -98,6 +98,15 @@ void stack_end_text(struct usc_cache *c, pid_t pid, const struct usc_stack *st, 
 	snprintf(buf, len, "%s", "");
 }
 
+/* ... and a container's ids (none: a recording keeps the host's) */
+#include <stdbool.h>
+bool cache_ns_ids(struct usc_cache *c, pid_t pid, pid_t tid, pid_t *ns_pid, pid_t *ns_tid);
+bool cache_ns_ids(struct usc_cache *c, pid_t pid, pid_t tid, pid_t *ns_pid, pid_t *ns_tid)
+{
+	(void)c, (void)pid, (void)tid, (void)ns_pid, (void)ns_tid;
+	return false;
+}
+
 /* Every recorded map, read whole: each is what the reader checked. */
 #include "objfile/modules.h"
 static int touch_maps(void *ctx, pid_t pid, const struct proc_map *m, size_t n)
