@@ -101,6 +101,7 @@ static void proc_del(struct inj *j, pid_t pid)
 	if (!p)
 		return;
 	inj_image_put(j, p->img);
+	inj_undo_forget(j, &p->undo);
 	*p = j->procs[--j->nprocs];
 }
 
@@ -189,6 +190,7 @@ static void new_task(struct inj *j, pid_t tid)
 	self = (uint32_t)tid;
 	if (mem_rw(tid, parent->img->shm.self_remote, &self, sizeof(self), true))
 		return;
+	p->undo = inj_undo_tell(j, tid);	/* a copy of the patches */
 	p->img = parent->img;
 	p->img->refs++;
 }
@@ -209,6 +211,7 @@ static void on_exec(struct inj *j, pid_t pid)
 		inj_image_put(j, p->img);
 		p->img = NULL;
 	}
+	inj_undo_forget(j, &p->undo);	/* that text is gone */
 	p->state = PROC_RUN;
 	if (auxv_entry(pid, &p->entry) || mem_rw(pid, p->entry, &p->entry_orig, 1, false) ||
 	    mem_rw(pid, p->entry, &trap, 1, true)) {
@@ -239,11 +242,13 @@ static void at_entry(struct inj *j, struct inj_proc *p)
 		return;
 	}
 	p->img = inj_image_new(j, p->pid);
+	p->undo = inj_undo_tell(j, p->pid);
 	ret = p->img ? inj_install(j, p->img, &rem) : -ENOMEM;
 	if (ret) {
 		log_warn("cannot patch process %d after its exec: %s", (int)p->pid, strerror(-ret));
 		inj_image_put(j, p->img);
 		p->img = NULL;
+		inj_undo_forget(j, &p->undo);
 	} else {
 		inj_calibrate(j);
 		inj_comm(j, NULL, p->pid, p->pid);	/* its name, while it is here */
@@ -422,6 +427,7 @@ void inj_follow_detach(struct inj *j)
 			inj_restore(j, p->img, &rem);
 			remote_forget(&rem);
 		}
+		inj_undo_forget(j, &p->undo);
 	}
 	for (size_t i = 0; i < j->nimages; i++)
 		inj_image_retire(j->images[i]);

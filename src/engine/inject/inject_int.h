@@ -119,6 +119,7 @@ struct inj_proc {
 	struct inj_image *img;		/* NULL: not patched */
 	uint64_t entry;			/* PROC_ENTRY: the int3's address */
 	uint8_t entry_orig;
+	int undo;			/* the janitor's handle (inj_undo_tell), or <= 0 */
 };
 
 /* A task of COMMAND's tree, held by ptrace (follow.c). */
@@ -216,6 +217,11 @@ int inj_owner_hold(struct inj_shm *m, struct remote *rem, uint64_t scratch);
 void inj_owner_release(struct inj_shm *m);
 /* The undo table of the image's patches, their jumps planned. */
 void inj_undo_fill(struct inj_image *img, const struct proc_map *maps, size_t nmaps);
+/* The janitor is told of process pid before its text is patched
+ * (engine.h, USC_UNDO_INJECT): its handle, or <= 0. */
+int inj_undo_tell(struct inj *j, pid_t pid);
+/* ... and forgets it: restored, or gone (*undo then 0). */
+void inj_undo_forget(struct inj *j, int *undo);
 /* With every thread of the process in rem stopped: take out what a uscope
  * that died in it left. 0; -EINPROGRESS: its agent is letting go, let the
  * threads run and try again; -EBUSY: a live uscope traces it (reported). */
