@@ -567,6 +567,22 @@ def start_spin() -> Target:
 # --------------------------------------------------------------------------
 # Leftovers in tracefs
 
+def janitor_of(pid):
+    """The janitor of live uscope process pid: named uscope-janitor, forked
+    from it (the same command line)."""
+    def read(p, name):
+        try:
+            return (p / name).read_bytes()
+        except OSError:
+            return b""
+    argv = read(Path(f"/proc/{pid}"), "cmdline")
+    found = [int(d.name) for d in Path("/proc").iterdir()
+             if d.name.isdigit() and read(d, "comm") == b"uscope-janitor\n" and
+             read(d, "cmdline") == argv]
+    assert len(found) == 1, f"janitors of uscope {pid}: {found}"
+    return found[0]
+
+
 def leftovers(include_live_sessions=False):
     """(uprobe_events lines containing "uscope", instances named uscope*).
 

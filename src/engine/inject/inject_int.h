@@ -108,7 +108,8 @@ struct inj_image {
 
 enum inj_proc_state {
 	PROC_HELD,		/* COMMAND before its first exec */
-	PROC_ENTRY,		/* exec'd: runs to its entry point, where an int3 waits */
+	PROC_EXEC,		/* exec'd: to its execve's return (PTRACE_SYSCALL) */
+	PROC_ENTRY,		/* its dynamic linker runs, to our stub (follow.c) */
 	PROC_RUN,
 };
 
@@ -117,8 +118,9 @@ struct inj_proc {
 	pid_t pid;
 	enum inj_proc_state state;
 	struct inj_image *img;		/* NULL: not patched */
-	uint64_t entry;			/* PROC_ENTRY: the int3's address */
-	uint8_t entry_orig;
+	uint64_t entry;			/* PROC_ENTRY: the program's entry point */
+	uint64_t stub;			/* ... the stub the linker jumps to instead */
+	uint64_t auxv_at;		/* ... where AT_ENTRY is on its stack */
 	int undo;			/* the janitor's handle (inj_undo_tell), or <= 0 */
 };
 
