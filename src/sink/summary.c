@@ -1,7 +1,8 @@
 /* The summary sink, on stderr: the readiness line once every probe is in
  * place, how the sites went to the engines, and at the end the events and
  * losses per probe label (every site of a glob or a USDT probe adds up
- * under its label). */
+ * under its label), and of them the records dropped because a wait for
+ * room ran out (--max-wait). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,9 +170,10 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 		(unsigned long long)st->lost,
 		unattributed && st->lost ? " (the kernel does not say which probes lost them)" : "");
 	for (size_t i = 0; i < s->nsites; i++) {
-		uint64_t events = 0;
+		uint64_t events = 0, waited = 0;
 		int64_t lost = 0;
 		bool first = true;
+		char why[96] = "";
 
 		if (!shown(s, i))
 			continue;
@@ -184,10 +186,14 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 				continue;
 			events += st->sites[k2].events;
 			lost = lost < 0 || st->sites[k2].lost < 0 ? -1 : lost + st->sites[k2].lost;
+			waited += st->sites[k2].lost_wait;
 		}
+		if (waited)
+			snprintf(why, sizeof(why), " (%llu found no room within --max-wait)",
+				 (unsigned long long)waited);
 		if (lost >= 0)
-			fprintf(ss->fp, "  %s: %llu events, %lld lost\n", s->sites[i].label,
-				(unsigned long long)events, (long long)lost);
+			fprintf(ss->fp, "  %s: %llu events, %lld lost%s\n", s->sites[i].label,
+				(unsigned long long)events, (long long)lost, why);
 		else
 			fprintf(ss->fp, "  %s: %llu events\n", s->sites[i].label,
 				(unsigned long long)events);

@@ -243,7 +243,8 @@ def test_sigstopped_uscope_costs_the_target_one_bound(cmd, tmp_path):
     for room, runs on after one wait of --max-wait: it makes every one of
     its calls (millions, each of which would wait if waits were not bounded)
     while uscope is stopped. After SIGCONT, every call is an event or counted
-    as lost."""
+    as lost, and the summary says per probe how many of the lost found no
+    room within the bound (the recording too: its report says the same)."""
     if cmd == "record":
         n, every = 30000000, 1000000
         args = ["record", "-v"] + INJ + ["-o", tmp_path / "r.usc", "work"]
@@ -272,14 +273,26 @@ def test_sigstopped_uscope_costs_the_target_one_bound(cmd, tmp_path):
     if cmd == "record":
         s = u.parse_summary(stderr)
         assert s, stderr
+        report = u.run_uscope(["report", "-r", tmp_path / "r.usc"])
+        assert report.returncode == 0, report.stderr
         for site in ("work", "work__return"):
             events, lost = s.per_event[site]
             assert events + lost == n and lost > 0, (site, s.per_event)
+            waited = int(re.search(rf"^  {site}: {events} events, {lost} lost \((\d+) found no "
+                                   rf"room within --max-wait\)$", stderr, re.M).group(1))
+            assert 0 < waited <= lost, (site, waited, lost)
+            # the recording's counts: the same
+            assert re.search(rf"^\s+{events}\s+{lost}\s+{site} \({waited} of the lost found "
+                             rf"no room within --max-wait\)$", report.stdout, re.M), \
+                report.stdout
     else:
-        lost = int(re.search(r"work: (\d+) hits lost before they were aggregated",
-                             stderr).group(1))
+        m = re.search(r"work: (\d+) hits lost before they were aggregated \((\d+) found no "
+                      r"room within --max-wait;", stderr)
+        assert m, stderr
+        lost, waited = int(m.group(1)), int(m.group(2))
         counted = [int(ln.split()[0]) for ln in lines.lines if re.match(r"^\s*\d+\s+work$", ln)]
         assert len(counted) == 1 and counted[0] + lost == n and lost > 0, (counted, lost)
+        assert 0 < waited <= lost, (waited, lost)
 
 
 def alive(pid):

@@ -59,7 +59,9 @@ ARG_RE = re.compile(rf' ([A-Za-z_][A-Za-z0-9_]*)=({_VAL})')
 GROUP_RE = re.compile(r' ([A-Za-z_][A-Za-z0-9_]*)=\{')
 MEMBER_RE = re.compile(rf' ?([A-Za-z_][A-Za-z0-9_]*)=({_VAL})')
 SUMMARY_RE = re.compile(r"^uscope:\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
-PER_EVENT_RE = re.compile(r"^\s+(\S.*?):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")  # C++ labels have spaces
+# "lost (N found no room within --max-wait)": of the lost, waits for room that ran out
+_WAITED = r"(?: \(\d+ found no room within --max-wait\))?"
+PER_EVENT_RE = re.compile(rf"^\s+(\S.*?):\s+(\d+)\s+events?,\s+(\d+)\s+lost{_WAITED}\s*$")  # C++ labels have spaces
 READY_RE = re.compile(r"^uscope: tracing (\d+) probes?\s*$")
 # USDT events are labelled PROVIDER:NAME (app:tick): the same line formats
 # with one colon allowed in the event name (labels=True below); Go's are
@@ -68,7 +70,7 @@ READY_RE = re.compile(r"^uscope: tracing (\d+) probes?\s*$")
 _LABEL = r"[A-Za-z0-9_./()*+]+(?::[A-Za-z0-9_]+)?"
 LABEL_EVENT_RE = re.compile(EVENT_RE.pattern.replace(r"(?P<event>[A-Za-z0-9_./()*+]+)",
                                                      rf"(?P<event>{_LABEL})"))
-LABEL_PER_EVENT_RE = re.compile(rf"^\s+({_LABEL}):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
+LABEL_PER_EVENT_RE = re.compile(rf"^\s+({_LABEL}):\s+(\d+)\s+events?,\s+(\d+)\s+lost{_WAITED}\s*$")
 assert LABEL_EVENT_RE.pattern != EVENT_RE.pattern
 
 _ESC = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f",
