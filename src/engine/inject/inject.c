@@ -262,15 +262,12 @@ static void inj_detach(struct usc_engine *e)
 	}
 	for (size_t i = 0; i < j->nprocs; i++) {
 		struct inj_proc *p = &j->procs[i];
-		struct remote rem;
 
 		if (!p->img || !inj_image_applied(p->img))
 			continue;
 		any = true;
-		if (proc_alive(p->pid) && remote_stop_all(&rem, p->pid) == 0) {
-			inj_restore(j, p->img, &rem);
-			remote_release(&rem);
-		}	/* else it has gone: nothing of it to restore */
+		if (proc_alive(p->pid))
+			inj_leave(j, p->img, p->pid);	/* else nothing of it to restore */
 		inj_undo_forget(j, &p->undo);
 	}
 	if (any)
