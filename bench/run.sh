@@ -11,7 +11,8 @@
 # BPFTRACE_RUNS=0 leaves it out); then
 # aggregations where the probe runs (bench/agg.py); then recording
 # (bench/record.py); then $ustack's cost (bench/stacks.py); then every function of
-# python3 counted (bench/python.py); last, what libuscope-sdt's run-time USDT
+# python3 counted (bench/python.py); then Debian's redis-server traced under
+# redis-benchmark (bench/redis.py); last, what libuscope-sdt's run-time USDT
 # probes cost a program with no tracer attached (bench/sdt.c, bench/sdt.py).
 # Timings on a VM are noisy: read the ratios, not the absolute numbers.
 #
@@ -238,6 +239,11 @@ python3 bench/stacks.py $US tests/targets/bin/stacks "${N_STACKS:-60000}" "${N_S
 if [ -x /usr/bin/python3.11 ]; then
 	python3 bench/python.py $US "${PY_SCALE:-20}" "${REPS}"
 fi
+
+# Debian's redis-server under redis-benchmark, traced with -p: record, latency
+# and stacks counted, as throughput ratios against the unprobed server, side by
+# side (bench/redis.py; one line says it is skipped without redis).
+python3 bench/redis.py $US "${N_REDIS:-200000}" "$REPS" "${REDIS_PIPELINE:-16}"
 
 echo "== run-time USDT probes (libuscope-sdt), no tracer attached: C (bench/sdt.c)"
 cc -O2 -g -Isdt/include -o $B/sdt bench/sdt.c build/sdt/libuscope-sdt.a -lelf

@@ -641,6 +641,9 @@ int cli_run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks)
 			cli_error("out of memory");
 			return 1;
 		}
+	/* the janitor of a uscope that dies runs this executable again
+	 * (main.c, USC_JANITOR_ARG) */
+	o->so.janitor_exe = "/proc/self/exe";
 	ret = usc_session_new(&o->so, &s);
 	for (size_t k = 0; k < nsinks && !ret; k++)
 		ret = usc_session_add_sink(s, sinks[k]);

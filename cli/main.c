@@ -31,6 +31,9 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	/* the janitor of a uscope that died (session/janitor_exec.c) */
+	if (argc >= 2 && !strcmp(argv[1], USC_JANITOR_ARG))
+		return usc_janitor_main(argc - 1, argv + 1);
 	usc_set_log(cli_log, NULL);
 	if (getenv("USCOPE_VERBOSE"))
 		cli_verbose = true;

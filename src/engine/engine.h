@@ -53,6 +53,14 @@ enum usc_undo_kind {
 	 * which removes every breakpoint left. done() does not apply: the
 	 * engine cannot know. */
 	USC_UNDO_UPROBE,
+	/* the inject engine patched process text (decimal; path: its
+	 * /proc/PID). After uscope died, the janitor gives the agent there a
+	 * moment to let go (engine/inject/agent/tracer.c), then takes out with
+	 * every thread stopped what the agent could not (inj_janitor_undo):
+	 * only when the session gave it an executable to run for that
+	 * (usc_session_opts.janitor_exe). done(): restored, or the process
+	 * has gone. */
+	USC_UNDO_INJECT,
 };
 
 struct usc_undo {
@@ -256,6 +264,12 @@ static inline void engine_undo_done(const struct usc_engine_ctx *ctx, int id)
 	if (ctx->undo && id > 0)
 		ctx->undo->done(ctx->undo, id);
 }
+
+/* After uscope died (the janitor, session/janitor_exec.c): take out what an
+ * inject session that died in process pid left there, with ptrace, once
+ * its agent has let go or had a moment to (engine/inject/undo.c). 0 (done,
+ * or nothing was left, or the process has gone), or -errno. */
+int inj_janitor_undo(pid_t pid);
 
 /* An engine by name ("tracefs", "bpf", "inject"), or NULL. */
 const struct usc_engine_ops *engine_by_name(const char *name);

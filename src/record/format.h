@@ -24,7 +24,9 @@
  *                                tracefs engine's, decoded as they are read)
  *   REC_ROUND                    every engine was drained: no record after it
  *                                is older than the last round's newest
- *   REC_STATS                    per site: hits, records lost, at the end
+ *   REC_STATS                    per site: hits, records lost (and of them,
+ *                                those that found no room within a wait's
+ *                                bound), at the end
  *   REC_END                      a clean end
  *
  * Integers are little-endian (the machine's: x86-64). Strings are u32 length
@@ -98,12 +100,22 @@ struct rec_clock_pair {
 	uint64_t tsc, ns;
 };
 
-/* REC_STATS: one per site follows the count */
+/* REC_STATS: u64 nsites, u64 events, u64 lost (the totals), then one
+ * struct rec_site_stats per site; then (files of uscope 0.1 before it end
+ * there) u64 nwords, and nwords u64 per site, counts added since, in the
+ * order of enum rec_stats_word. A reader takes the words it knows and
+ * skips the others: files older or newer than it read. */
 struct rec_site_stats {
 	uint64_t events;
 	int64_t lost;
 	int64_t hits;
 	uint64_t agg_full, agg_fault;
+};
+
+enum rec_stats_word {
+	REC_STATS_LOST_WAIT = 0,	/* of lost: no room within a wait's bound
+					 * (usc_site_stats.lost_wait) */
+	REC_STATS_NWORDS = 1,		/* the words this version writes */
 };
 
 /* REC_EVENT: events follow, each so, then its values, then strings */

@@ -62,6 +62,7 @@ struct rec_file {
 	size_t nthreads;
 	struct tsc_clock *clock;
 	struct rec_site_stats *stats;	/* nsites, or NULL */
+	uint64_t *lost_wait;		/* nsites, or NULL (an older file) */
 	uint64_t total_events, total_lost;
 	char *snapshot;			/* why the flight recorder wrote, or NULL */
 	/* REC_MAPS chunks, in file order: (offset of the payload, length) */
@@ -332,10 +333,23 @@ static int read_stats(struct rec_file *f, const uint8_t *p, size_t len)
 	if (g.bad || n != f->nsites || (len - g.at) / sizeof(struct rec_site_stats) < n)
 		return -EINVAL;
 	free(f->stats);
+	free(f->lost_wait);
+	f->lost_wait = NULL;
 	f->stats = calloc(n + 1, sizeof(*f->stats));
 	if (!f->stats)
 		return -ENOMEM;
 	memcpy(f->stats, p + g.at, n * sizeof(*f->stats));
+	/* the words added since, when the file has them (format.h) */
+	g.at += n * sizeof(*f->stats);
+	uint64_t nwords = rget_u64(&g);
+
+	if (g.bad || nwords <= REC_STATS_LOST_WAIT || (len - g.at) / 8 / nwords < n)
+		return 0;
+	f->lost_wait = calloc(n + 1, sizeof(*f->lost_wait));
+	if (!f->lost_wait)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < n; i++)
+		memcpy(&f->lost_wait[i], p + g.at + 8 * (i * nwords + REC_STATS_LOST_WAIT), 8);
 	return 0;
 }
 
@@ -555,6 +569,7 @@ void rec_file_free(struct rec_file *f)
 	free(f->threads);
 	tsc_free(f->clock);
 	free(f->stats);
+	free(f->lost_wait);
 	free(f->snapshot);
 	free(f->bpf_sites);
 	free(f);
@@ -594,6 +609,11 @@ const struct rec_site_stats *rec_file_stats(const struct rec_file *f, uint64_t *
 	*events = f->total_events;
 	*lost = f->total_lost;
 	return f->stats;
+}
+
+const uint64_t *rec_file_lost_wait(const struct rec_file *f)
+{
+	return f->stats ? f->lost_wait : NULL;
 }
 
 /* ---- events ------------------------------------------------------------- */

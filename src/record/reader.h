@@ -31,6 +31,10 @@ const struct rec_header *rec_file_header(const struct rec_file *f);
 /* The counts at the end (per site, nsites of them), or NULL (cut short). */
 const struct rec_site_stats *rec_file_stats(const struct rec_file *f, uint64_t *events,
 					    uint64_t *lost);
+/* ... per site, of the records lost, those that found no room within a
+ * wait's bound (usc_site_stats.lost_wait), or NULL (a file older than that
+ * count, or cut short). */
+const uint64_t *rec_file_lost_wait(const struct rec_file *f);
 
 /* Every REC_MAPS chunk, in file order: the maps of process pid as then
  * (fn's m and its paths are freed after fn). A chunk that does not read

@@ -124,6 +124,7 @@ static int src_stats(struct usc_engine *e, struct usc_stats *st)
 	struct src *r = src_of(e);
 	uint64_t events, lost;
 	const struct rec_site_stats *rs = rec_file_stats(r->f, &events, &lost);
+	const uint64_t *lw = rec_file_lost_wait(r->f);
 
 	st->events = st->lost = 0;
 	for (size_t k = 0; k < e->nsites; k++) {
@@ -136,6 +137,7 @@ static int src_stats(struct usc_engine *e, struct usc_stats *st)
 		r->stats[k].hits = rs ? rs[i].hits : -1;
 		r->stats[k].agg_full = rs ? rs[i].agg_full : 0;
 		r->stats[k].agg_fault = rs ? rs[i].agg_fault : 0;
+		r->stats[k].lost_wait = lw ? lw[i] : 0;
 		st->events += r->stats[k].events;
 		st->lost += r->stats[k].lost > 0 ? (uint64_t)r->stats[k].lost : 0;
 	}

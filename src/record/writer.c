@@ -489,6 +489,10 @@ int rec_write_stats(struct rec_writer *w, const struct usc_stats *st, size_t nsi
 
 		rbuf_put(&b, &s, sizeof(s));
 	}
+	/* the words added since (format.h) */
+	rbuf_u64(&b, REC_STATS_NWORDS);
+	for (size_t i = 0; i < nsites; i++)
+		rbuf_u64(&b, st->sites[i].lost_wait);
 	return chunk_rbuf(w, REC_STATS, &b);
 }
 

@@ -14,7 +14,10 @@
  * (uscope says goodbye) left nothing: it exits at once, and uscope waits
  * for that. After a death it also heals every kernel uprobe it was told
  * of (engine.h, USC_UNDO_UPROBE): the kernel leaves the breakpoints in
- * place when the process removing them is killed meanwhile.
+ * place when the process removing them is killed meanwhile. And after a
+ * death, the processes an inject session patched (USC_UNDO_INJECT) are
+ * handed to uscope's own executable, run again in a child as the janitor
+ * (janitor_exec.c), which takes out what the agent there could not.
  *
  * It is forked twice, so that init reaps it: uscope never has it as a child
  * (no zombie in a library's host, nothing for a waitpid(-1) to find). It
@@ -222,6 +225,59 @@ static void jan_heal(const struct jan_entry *e, int type)
 		close((int)fd);
 }
 
+/* After a death: the processes an inject session patched, to the session's
+ * executable run again as the janitor (usc_janitor_main), in a child. Not
+ * here: taking the patches out needs ptrace, /proc and the engine's code,
+ * which take locks and memory, and this process is a fork of a uscope that
+ * may have had threads (a lock another thread held stays held here). Why
+ * exec rather than the same in system calls only: the code that runs is the
+ * one a later uscope runs (engine/inject/undo.c), not a second copy. The
+ * child, or 0 (nothing to hand, or no executable: the agents let go alone,
+ * and what they leave, a later uscope takes out). */
+static pid_t jan_inject(const struct jan_mem *m, const char *exe)
+{
+	size_t n = m->nat / sizeof(*m->at), npid = 0, cap = 0;
+	char **argv = NULL;
+	size_t k = 0;
+	long pid;
+
+	for (size_t id = 1; id < n && m->at; id++)
+		if (m->at[id]) {
+			const struct jan_entry *e = (const void *)(m->p + m->at[id] - 1);
+
+			npid += e->kind == USC_UNDO_INJECT && !e->done;
+		}
+	if (!npid || !exe)
+		return 0;
+	argv = grow(NULL, &cap, (2 * npid + 3) * sizeof(*argv));
+	if (!argv)
+		return 0;
+	argv[k++] = (char *)"uscope-janitor";
+	argv[k++] = (char *)USC_JANITOR_ARG;
+	for (size_t id = 1; id < n; id++) {
+		const struct jan_entry *e;
+		const char *text;
+
+		if (!m->at[id])
+			continue;
+		e = (const void *)(m->p + m->at[id] - 1);
+		if (e->kind != USC_UNDO_INJECT || e->done)
+			continue;
+		for (text = e->data; *text; text++)
+			;
+		argv[k++] = (char *)"-p";
+		argv[k++] = (char *)text + 1;
+	}
+	argv[k] = NULL;
+	pid = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	if (pid == 0) {
+		syscall(SYS_execve, exe, argv, environ);
+		_exit(127);
+	}
+	munmap(argv, cap);
+	return pid > 0 ? (pid_t)pid : 0;
+}
+
 /* Everything still to do, newest first; again for what failed, until the
  * bound. If uscope died (no goodbye), then every uprobe healed. */
 static void jan_finish(struct jan_mem *m, bool died)
@@ -238,7 +294,7 @@ static void jan_finish(struct jan_mem *m, bool died)
 			if (!m->at || !m->at[id])
 				continue;
 			e = (struct jan_entry *)(m->p + m->at[id] - 1);
-			if (e->done || e->kind == USC_UNDO_UPROBE)
+			if (e->done || e->kind == USC_UNDO_UPROBE || e->kind == USC_UNDO_INJECT)
 				continue;
 			if (jan_undo(e))
 				left = true;
@@ -266,7 +322,7 @@ static void jan_finish(struct jan_mem *m, bool died)
 	}
 }
 
-static __attribute__((noreturn)) void jan_main(int sock)
+static __attribute__((noreturn)) void jan_main(int sock, const char *exe)
 {
 	static const int ignored[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP,
 				      SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD};
@@ -310,13 +366,20 @@ static __attribute__((noreturn)) void jan_main(int sock)
 			break;	/* EOF: uscope has gone */
 		bye |= jan_take(&m, buf, (size_t)n);
 	}
-	jan_finish(&m, !bye);
+	{
+		pid_t inject = bye ? 0 : jan_inject(&m, exe);
+		int st;
+
+		jan_finish(&m, !bye);
+		while (inject > 0 && syscall(SYS_wait4, inject, &st, 0, NULL) < 0 && errno == EINTR)
+			;
+	}
 	_exit(0);
 }
 
 /* ---- uscope's side -------------------------------------------------------------- */
 
-static int janitor_start(struct session_janitor *j)
+static int janitor_start(struct session_janitor *j, const char *exe)
 {
 	int sv[2], st;
 	pid_t mid, pid = 0;
@@ -337,7 +400,7 @@ static int janitor_start(struct session_janitor *j)
 		pid_t k = fork();
 
 		if (k == 0)
-			jan_main(sv[1]);
+			jan_main(sv[1], exe);
 		_exit(k < 0);
 	}
 	close(sv[1]);
@@ -391,7 +454,7 @@ static int undo_add(const struct usc_undo *u, enum usc_undo_kind kind, const cha
 			return -ENOMEM;
 		j->fd = j->pidfd = -1;
 		s->janitor = j;
-		ret = janitor_start(j);
+		ret = janitor_start(j, s->opts.janitor_exe);
 		if (ret) {
 			j->failed = true;
 			log_warn("cannot start the janitor (%s): if uscope is killed, the next "

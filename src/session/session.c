@@ -69,7 +69,9 @@ int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
 		return -ENOMEM;
 	}
 	s->target.kind = o->cmd ? USC_TARGET_COMMAND : o->pid ? USC_TARGET_PID : USC_TARGET_SYSTEM;
-	s->target.pid = o->pid;
+	if (o->pid && !o->cmd)
+		s->opts.pid = session_process_of(o->pid);	/* -p TID: its process */
+	s->target.pid = s->opts.pid;
 	if (o->root && !(s->target.root = strdup(o->root))) {	/* resolve_target checks it */
 		cache_free(s->cache);
 		free(s);

@@ -69,6 +69,13 @@ struct usc_session_opts {
 	/* a lossless producer (record, stacks counted) waits for room at most
 	 * this long a wait (0: SESSION_MAX_WAIT_NS; record.drop: never) */
 	uint64_t max_wait_ns;
+	/* the executable the janitor runs, after uscope died, to take out what
+	 * an inject session left in the processes it patched: one whose main
+	 * hands USC_JANITOR_ARG to usc_janitor_main (the CLI gives
+	 * /proc/self/exe). NULL: the janitor removes the tracefs events and
+	 * heals the uprobes only, and the inject agents let go alone (what no
+	 * atomic store takes out stays, for a later uscope to take out) */
+	const char *janitor_exe;
 	/* the engines to choose from, in order of preference (tests give a
 	 * fake one); NULL: usc_engines */
 	const struct usc_engine_ops *const *engines;
@@ -179,6 +186,14 @@ int usc_session_run(struct usc_session *s, struct usc_run_result *res);
 
 /* The name of the engine that took site i, or NULL (skipped). */
 const char *usc_session_engine_of(const struct usc_session *s, size_t i);
+
+/* The janitor's second life (session/janitor_exec.c): argv[0] is
+ * USC_JANITOR_ARG, then "-p PID" for each process an inject session that
+ * died had patched. The executable named by usc_session_opts.janitor_exe
+ * calls it when its first argument is USC_JANITOR_ARG, before anything
+ * else. Returns the exit status. */
+#define USC_JANITOR_ARG "--janitor"
+int usc_janitor_main(int argc, char **argv);
 
 /* Called by the engines' poll: an event, to the sinks (in time order). */
 int session_deliver(const struct usc_event *ev, void *ctx);

@@ -79,6 +79,8 @@ enum session_sig_act { SESSION_SIG_NONE, SESSION_SIG_STOP, SESSION_SIG_FORWARD }
 struct signalfd_siginfo;
 enum session_sig_act session_signal_act(const struct signalfd_siginfo *si, bool command,
 					int *tty_stops);
+/* -p's pid as a process: a thread's process (said with -v), else pid. */
+pid_t session_process_of(pid_t pid);
 /* The wait status of process pid, which has ended (pfd: its pidfd, or -1).
  * 0, or -ENODATA when the kernel does not say. */
 int session_exit_status(int pfd, pid_t pid, int *status);

@@ -12,6 +12,9 @@
  *    timeout(1) does) and exits 128+N without waiting for it.
  * Without a COMMAND (-p, system-wide), any of them ends the run.
  *
+ * -p may name a thread: the process it is a thread of is traced (its end is
+ * the run's; a pidfd is a process's).
+ *
  * A traced process that dies by a signal is said on stderr, for COMMAND
  * (its wait status) and for -p: the kernel keeps a process's exit status
  * for its pidfd once its parent has reaped it (PIDFD_GET_INFO with
@@ -90,6 +93,28 @@ static int pidfd_status(int pfd, int *status)
 		return -ENODATA;
 	*status = info.exit_code;
 	return 0;
+}
+
+pid_t session_process_of(pid_t pid)
+{
+	char path[64], line[128];
+	pid_t tgid = pid;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return pid;	/* (gone, or not ours to see: said at start) */
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	if (tgid > 0 && tgid != pid) {
+		log_info("-p %d is a thread of process %d: tracing the process", (int)pid,
+			 (int)tgid);
+		return tgid;
+	}
+	return pid;
 }
 
 int session_exit_status(int pfd, pid_t pid, int *status)

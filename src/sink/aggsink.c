@@ -265,7 +265,7 @@ static void report_losses(struct agg_sink *k, const struct usc_sink_ctx *s,
 			  const struct usc_stats *st)
 {
 	for (size_t l = 0; l < k->nlabels; l++) {
-		uint64_t full = 0, bad = 0, lost = 0;
+		uint64_t full = 0, bad = 0, lost = 0, waited = 0;
 
 		for (size_t i = 0; i < s->nsites; i++)
 			if (!s->sites[i].hidden && s->place[i].engine >= 0 && k->label_of[i] == l) {
@@ -273,8 +273,13 @@ static void report_losses(struct agg_sink *k, const struct usc_sink_ctx *s,
 				bad += st->sites[i].agg_fault;
 				if (st->sites[i].lost > 0)
 					lost += (uint64_t)st->sites[i].lost;
+				waited += st->sites[i].lost_wait;
 			}
-		if (lost)
+		if (lost && waited)
+			log_warn("%s: %" PRIu64 " hits lost before they were aggregated (%" PRIu64
+				 " found no room within --max-wait; a full buffer, a nested hit, "
+				 "calls deeper than the latency stack)", k->labels[l], lost, waited);
+		else if (lost)
 			log_warn("%s: %" PRIu64 " hits lost before they were aggregated (a full "
 				 "buffer, a nested hit, calls deeper than the latency stack)",
 				 k->labels[l], lost);

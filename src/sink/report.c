@@ -213,7 +213,7 @@ static int print_probes(struct report_sink *rs, struct usc_output *o, const stru
 		ret = output_raw(o, line);
 	}
 	for (size_t i = 0; i < s->nsites && !ret; i++) {
-		uint64_t events = 0;
+		uint64_t events = 0, waited = 0;
 		int64_t lost = 0;
 		bool first = true;
 
@@ -228,6 +228,7 @@ static int print_probes(struct report_sink *rs, struct usc_output *o, const stru
 				continue;
 			events += st->sites[j].events;
 			lost = lost < 0 || st->sites[j].lost < 0 ? -1 : lost + st->sites[j].lost;
+			waited += st->sites[j].lost_wait;
 		}
 		if (rs->json) {
 			ret = output_raw(o, "{\"probe\":");
@@ -235,7 +236,11 @@ static int print_probes(struct report_sink *rs, struct usc_output *o, const stru
 							     strlen(s->sites[i].label));
 			snprintf(line, sizeof(line), ",\"events\":%" PRIu64 ",\"lost\":", events);
 			ret = ret ? ret : output_raw(o, line);
-			snprintf(line, sizeof(line), lost < 0 ? "null}\n" : "%" PRId64 "}\n", lost);
+			if (lost < 0)
+				snprintf(line, sizeof(line), "null,\"lost_wait\":%" PRIu64 "}\n", waited);
+			else
+				snprintf(line, sizeof(line), "%" PRId64 ",\"lost_wait\":%" PRIu64 "}\n",
+					 lost, waited);
 			ret = ret ? ret : output_raw(o, line);
 		} else {
 			char l[24] = "?";
@@ -245,6 +250,11 @@ static int print_probes(struct report_sink *rs, struct usc_output *o, const stru
 			snprintf(line, sizeof(line), "  %12" PRIu64 "  %10s  ", events, l);
 			ret = output_raw(o, line);
 			ret = ret ? ret : output_raw(o, s->sites[i].label);
+			if (waited) {
+				snprintf(line, sizeof(line), " (%" PRIu64 " of the lost found no room "
+					 "within --max-wait)", waited);
+				ret = ret ? ret : output_raw(o, line);
+			}
 			ret = ret ? ret : output_raw(o, "\n");
 		}
 	}

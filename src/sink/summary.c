@@ -3,7 +3,8 @@
  * sites they took), how the sites went to the engines (one line a probe as
  * the user wrote it: a return probe flow adds is its entry's), and at the
  * end the events and losses per probe label (every site of a glob or a
- * USDT probe adds up under its label). */
+ * USDT probe adds up under its label), and of the lost those whose wait
+ * for room ran out (--max-wait). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,6 +231,7 @@ struct label_sum {
 	const char *label;
 	uint64_t events;
 	int64_t lost;		/* -1: the kernel does not say */
+	uint64_t waited;	/* of the lost, waits for room that ran out */
 };
 
 static int by_events(const void *a, const void *b)
@@ -242,9 +244,14 @@ static int by_events(const void *a, const void *b)
 
 static void print_label(struct summary_sink *ss, const struct label_sum *l)
 {
+	char why[96] = "";
+
+	if (l->waited)
+		snprintf(why, sizeof(why), " (%llu found no room within --max-wait)",
+			 (unsigned long long)l->waited);
 	if (l->lost >= 0)
-		fprintf(ss->fp, "  %s: %llu events, %lld lost\n", l->label,
-			(unsigned long long)l->events, (long long)l->lost);
+		fprintf(ss->fp, "  %s: %llu events, %lld lost%s\n", l->label,
+			(unsigned long long)l->events, (long long)l->lost, why);
 	else
 		fprintf(ss->fp, "  %s: %llu events\n", l->label, (unsigned long long)l->events);
 }
@@ -269,10 +276,11 @@ static void print_labels(struct summary_sink *ss, const struct usc_sink_ctx *s,
 		for (k = 0; k < n && strcmp(l[k].label, s->sites[i].label); k++)
 			;
 		if (k == n)
-			l[n++] = (struct label_sum){s->sites[i].label, 0, 0};
+			l[n++] = (struct label_sum){s->sites[i].label, 0, 0, 0};
 		l[k].events += st->sites[i].events;
 		l[k].lost = l[k].lost < 0 || st->sites[i].lost < 0 ? -1 :
 			    l[k].lost + st->sites[i].lost;
+		l[k].waited += st->sites[i].lost_wait;
 	}
 	if (!brief) {
 		for (size_t k = 0; k < n; k++)

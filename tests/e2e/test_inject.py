@@ -7,6 +7,7 @@ the tracer's deaths, forks, and refusals with their reasons."""
 import collections
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import time
@@ -133,6 +134,47 @@ def test_attach_detach_cycles_leave_code_byte_identical():
     w.send("after")
     w.close_stdin()
     assert w.wait() == 0
+
+
+def anon_rx_and_memfds(pid):
+    """(bytes of anonymous r-x mappings, uscope memfd mappings, VmSize kB)
+    of process pid."""
+    rx, memfds = 0, []
+    with open(f"/proc/{pid}/maps") as f:
+        for line in f:
+            p = line.split()
+            lo, hi = (int(x, 16) for x in p[0].split("-"))
+            path = " ".join(p[5:])
+            if "memfd:uscope" in path:
+                memfds.append(line.strip())
+            elif p[1] == "r-xp" and p[4] == "0" and not path:
+                rx += hi - lo
+    with open(f"/proc/{pid}/status") as f:
+        vm = next(int(x.split()[1]) for x in f if x.startswith("VmSize:"))
+    return rx, memfds, vm
+
+
+def test_five_sessions_leave_only_their_trampolines():
+    """Five clean sessions on one running process (count, record, stacks
+    counted, latency, trace): each unmaps its shared memory (1 GiB of rings
+    and more), its agent and its pages at detach; only its trampolines stay,
+    one page for a probe or two, and the process runs on."""
+    t = Target([target("chaos"), "signals"])
+    assert t.readline().startswith("ready pid=")
+    rx0, memfds0, vm0 = anon_rx_and_memfds(t.pid)
+    assert not memfds0
+    for k, argv in enumerate([["count", "work"], ["record", "-o", "/dev/null", "work"],
+                              ["count", "work $ustack"], ["latency", "work"],
+                              ["trace", "work i=$arg2:s64"]]):
+        r = run_uscope(argv[:1] + INJ + ["-v", "-p", t.pid, "-d", "0.5"] + argv[1:])
+        assert r.returncode == 0, r.stderr
+        assert re.search(rf"inject: process {t.pid}: the shared memory \(\d+ MiB\) and the "
+                         r"agent unmapped; 4096 bytes of trampolines stay", r.stderr), r.stderr
+        rx, memfds, vm = anon_rx_and_memfds(t.pid)
+        assert not memfds, memfds
+        assert rx - rx0 <= 4096 * (k + 1), (rx, rx0)
+        assert vm - vm0 < 16 * 1024, (vm, vm0)     # kB: not the GiB of a session
+    t.kill()
 
 
 def test_target_killed_mid_trace():

@@ -243,7 +243,8 @@ def test_sigstopped_uscope_costs_the_target_one_bound(cmd, tmp_path):
     for room, runs on after one wait of --max-wait: it makes every one of
     its calls (millions, each of which would wait if waits were not bounded)
     while uscope is stopped. After SIGCONT, every call is an event or counted
-    as lost."""
+    as lost, and the summary says per probe how many of the lost found no
+    room within the bound (the recording too: its report says the same)."""
     if cmd == "record":
         n, every = 30000000, 1000000
         args = ["record", "-v"] + INJ + ["-o", tmp_path / "r.usc", "work"]
@@ -272,21 +273,60 @@ def test_sigstopped_uscope_costs_the_target_one_bound(cmd, tmp_path):
     if cmd == "record":
         s = u.parse_summary(stderr)
         assert s, stderr
+        report = u.run_uscope(["report", "-r", tmp_path / "r.usc"])
+        assert report.returncode == 0, report.stderr
         for site in ("work", "work__return"):
             events, lost = s.per_event[site]
             assert events + lost == n and lost > 0, (site, s.per_event)
+            waited = int(re.search(rf"^  {site}: {events} events, {lost} lost \((\d+) found no "
+                                   rf"room within --max-wait\)$", stderr, re.M).group(1))
+            assert 0 < waited <= lost, (site, waited, lost)
+            # the recording's counts: the same
+            assert re.search(rf"^\s+{events}\s+{lost}\s+{site} \({waited} of the lost found "
+                             rf"no room within --max-wait\)$", report.stdout, re.M), \
+                report.stdout
     else:
-        lost = int(re.search(r"work: (\d+) hits lost before they were aggregated",
-                             stderr).group(1))
+        m = re.search(r"work: (\d+) hits lost before they were aggregated \((\d+) found no "
+                      r"room within --max-wait;", stderr)
+        assert m, stderr
+        lost, waited = int(m.group(1)), int(m.group(2))
         counted = [int(ln.split()[0]) for ln in lines.lines if re.match(r"^\s*\d+\s+work$", ln)]
         assert len(counted) == 1 and counted[0] + lost == n and lost > 0, (counted, lost)
+        assert 0 < waited <= lost, (waited, lost)
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def kill_janitor(p):
+    """uscope p's janitor killed first (a whole cgroup killed, the OOM
+    killer): what the agent leaves stays for the next uscope."""
+    jan = u.janitor_of(p.pid)
+    os.kill(jan, signal.SIGKILL)
+    deadline = time.monotonic() + u.TIMEOUT
+    while alive(jan):
+        assert time.monotonic() < deadline, f"the janitor {jan} does not die"
+        time.sleep(0.02)
+
+
+def wait_gone(pid, what):
+    deadline = time.monotonic() + u.TIMEOUT
+    while alive(pid):
+        assert time.monotonic() < deadline, f"{what} ({pid}) never ended"
+        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("cmd", ["record", "count"])
 def test_sigkilled_uscope_lets_the_target_go_and_the_next_one_finishes(cmd, tmp_path):
-    """kill -9 uscope while it records (or counts stacks) in a running
-    process: the agent puts the code back by itself, the program runs to its
-    normal end; a second uscope takes out what was left and counts exactly."""
+    """kill -9 uscope and its janitor while it records (or counts stacks) in
+    a running process: the agent puts the code back by itself, the program
+    runs to its normal end; a second uscope takes out what was left and
+    counts exactly."""
     n, every, m = 300000000, 200000 if cmd == "record" else 20000, 1000000
     t = Target([HOT, n, every, 2, m], stdin=False)
     lines = Lines(t.p.stdout.fileno())
@@ -300,6 +340,7 @@ def test_sigkilled_uscope_lets_the_target_go_and_the_next_one_finishes(cmd, tmp_
     err.wait_ready()
     lines.wait_more(1)
     assert text_diff(t.pid) - left_allowed(), "the probes are not patched in"
+    kill_janitor(p)
     uscope_sigkill(p)
     check_let_go(t.pid, lines)
     assert lines.wait_line("hot done") == f"hot done total={total(n)}"
@@ -325,6 +366,34 @@ def test_sigkilled_uscope_lets_the_target_go_and_the_next_one_finishes(cmd, tmp_
     t.p.send_signal(signal.SIGUSR1)
     lines.wait(lambda ls: len(ls) > have, "ran its last burst")
     assert lines.lines[-1] == f"hot burst total={total(m)}"
+    assert t.wait() == 0
+
+
+@pytest.mark.parametrize("busy", [True, False], ids=["hit", "idle"])
+def test_sigkilled_uscope_janitor_takes_out_the_rest(busy):
+    """kill -9 uscope: its janitor outlives it and takes out, with every
+    thread of the process stopped, what the agent could not (work_cross's
+    jump across 16 bytes, work_spring's springboard), once the agent has let
+    go; or everything, when no probe is hit (idle: the agent never runs)."""
+    n, every, m = (300000000, 200000, 1000) if busy else (1000, 0, 100000)
+    t = Target([HOT, n, every, 1, m], stdin=False)
+    lines = Lines(t.p.stdout.fileno())
+    if not busy:
+        assert lines.wait_line("hot done") == f"hot done total={total(n)}"
+    p = uscope_popen(["count"] + INJ + ["-p", t.pid] + FUNCS + ["r:work_spring"])
+    err = Stderr(p)
+    err.wait_ready()
+    if busy:
+        lines.wait_more(1)
+    assert text_diff(t.pid) - left_allowed(), "the probes are not patched in"
+    jan = u.janitor_of(p.pid)
+    uscope_sigkill(p)
+    wait_gone(jan, "the janitor")
+    assert text_diff(t.pid) == set(), "the code is not the file's once the janitor ended"
+    if busy:
+        assert lines.wait_line("hot done") == f"hot done total={total(n)}"
+    t.p.send_signal(signal.SIGUSR1)
+    assert lines.wait_line("hot burst") == f"hot burst total={total(m)}"
     assert t.wait() == 0
 
 
@@ -388,3 +457,32 @@ def test_sigkilled_recorder_of_a_command_lets_it_finish(subreaper, tmp_path):
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     lines.wait(lambda ls: "hot done" in " ".join(ls), "ended")
     assert lines.lines[-1] == f"hot done total={total(n)}"
+
+
+def test_sigkilled_uscope_before_the_entry_point_lets_the_command_run(subreaper):
+    """kill -9 uscope after COMMAND's exec, before its entry point (a
+    preloaded library's constructor holds it there): COMMAND runs to its
+    normal end, unpatched; nothing of uscope's traps it on the way (an int3
+    at the entry point would have killed it with SIGTRAP)."""
+    n = 1000
+    r, w = os.pipe()
+    p = subprocess.Popen([str(u.uscope_path()), "count"] + INJ + [f"{HOT}:work", "--", "env",
+                          "USCOPE_TEST_HOLD=1", f"LD_PRELOAD={target('libhold.so')}", HOT,
+                          str(n)],
+                         stdin=subprocess.PIPE, stdout=w, stderr=subprocess.PIPE)
+    u.REGISTRY.uscopes.append(p)
+    os.close(w)
+    lines = Lines(r)
+    assert lines.wait_line("held") == "held"
+    kids = children(p.pid)
+    assert len(kids) == 1, kids
+    subreaper.append(kids[0])
+    with open(f"/proc/{kids[0]}/exe", "rb"):
+        assert os.readlink(f"/proc/{kids[0]}/exe") == HOT
+    uscope_sigkill(p)
+    p.stdin.write(b"\n")
+    p.stdin.close()
+    _, status = os.waitpid(kids[0], 0)
+    subreaper.remove(kids[0])
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert lines.wait_line("hot done") == f"hot done total={total(n)}"

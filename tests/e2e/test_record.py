@@ -119,7 +119,8 @@ def report_json(path, *extra):
             funcs[o["function"]] = o
             order.append(o["function"])
         else:
-            assert set(o) == {"probe", "events", "lost"}, o
+            assert set(o) == {"probe", "events", "lost", "lost_wait"}, o
+            assert 0 <= o["lost_wait"] <= (o["lost"] or 0), o
             assert o["probe"] not in probes, f"two rows for {o['probe']}"
             probes[o["probe"]] = (o["events"], o["lost"])
     return funcs, order, probes

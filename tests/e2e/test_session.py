@@ -180,3 +180,29 @@ def test_without_page_faults_the_same_strings_are_faults():
     assert cp.returncode == 0, cp.stderr
     events, _ = u.parse_text(cp.stdout)
     assert [e.args["s"] for e in events] == [None] * 4
+
+
+# --------------------------------------------------------------------------
+# -p TID
+
+@pytest.mark.parametrize("engine", ["inject", "bpf", "tracefs"])
+def test_p_of_a_thread_traces_its_process_and_ends_with_it(engine):
+    """-p names a thread, not its process: the process is traced (said with
+    -v), and the run ends when the process exits (a pidfd is a process's)."""
+    t = u.Target([target("chaos"), "thread"])
+    m = re.fullmatch(r"ready tid=(\d+)", t.readline())
+    assert m, "chaos thread did not say its thread id"
+    tid = int(m.group(1))
+    assert tid != t.pid
+    bg = u.Background(["count", "-v", "-e", engine, "-p", tid, "work"])
+    bg.wait_ready()
+    t.write("\n")
+    t.expect(f"thread done sum={sum(3 * i + 1 for i in range(100))}")
+    t.close_stdin()
+    assert t.wait() == 0
+    res = bg.result()           # ends by itself, the process gone
+    assert res.rc == 0, res.stderr
+    assert f"uscope: -p {tid} is a thread of process {t.pid}: tracing the process\n" \
+        in res.stderr
+    assert f"uscope: process {t.pid} exited with status 0\n" in res.stderr
+    assert res.stdout.split()[-2:] == ["work", "100"], res.stdout

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import uscope_e2e as u
-from uscope_e2e import Waiter, target, trace, trace_bg
+from uscope_e2e import Waiter, janitor_of, target, trace, trace_bg
 
 CHAOS = target("chaos")
 GOT_RE = re.compile(r"^got (SIG[A-Z]+) at i=(\d+)$", re.M)
@@ -77,22 +77,6 @@ def test_signal_in_pid_mode_exits_cleanly(sig, tmp_path):
     w.send("after")
     w.close_stdin()
     assert w.wait() == 0
-
-
-def janitor_of(pid):
-    """The janitor of live uscope process pid: named uscope-janitor, forked
-    from it (the same command line)."""
-    def read(p, name):
-        try:
-            return (p / name).read_bytes()
-        except OSError:
-            return b""
-    argv = read(Path(f"/proc/{pid}"), "cmdline")
-    found = [int(d.name) for d in Path("/proc").iterdir()
-             if d.name.isdigit() and read(d, "comm") == b"uscope-janitor\n" and
-             read(d, "cmdline") == argv]
-    assert len(found) == 1, f"janitors of uscope {pid}: {found}"
-    return found[0]
 
 
 def test_sigkill_leftovers_removed_by_the_janitor():

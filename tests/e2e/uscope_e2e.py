@@ -60,7 +60,9 @@ ARG_RE = re.compile(rf' ([A-Za-z_][A-Za-z0-9_]*)=({_VAL})')
 GROUP_RE = re.compile(r' ([A-Za-z_][A-Za-z0-9_]*)=\{')
 MEMBER_RE = re.compile(rf' ?([A-Za-z_][A-Za-z0-9_]*)=({_VAL})')
 SUMMARY_RE = re.compile(r"^uscope:\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
-PER_EVENT_RE = re.compile(r"^\s+(\S.*?):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")  # C++ labels have spaces
+# "lost (N found no room within --max-wait)": of the lost, waits for room that ran out
+_WAITED = r"(?: \(\d+ found no room within --max-wait\))?"
+PER_EVENT_RE = re.compile(rf"^\s+(\S.*?):\s+(\d+)\s+events?,\s+(\d+)\s+lost{_WAITED}\s*$")  # C++ labels have spaces
 # "uscope: tracing 163 functions (429 sites)", "tracing 1 function", "tracing
 # 2 functions and 1 USDT probe (5 sites)": what is traced, then the sites
 # when they are more (the number parse_ready and wait_ready give)
@@ -81,7 +83,7 @@ def ready_sites(m) -> int:
 _LABEL = r"[A-Za-z0-9_./()*+]+(?::[A-Za-z0-9_]+)?"
 LABEL_EVENT_RE = re.compile(EVENT_RE.pattern.replace(r"(?P<event>[A-Za-z0-9_./()*+]+)",
                                                      rf"(?P<event>{_LABEL})"))
-LABEL_PER_EVENT_RE = re.compile(rf"^\s+({_LABEL}):\s+(\d+)\s+events?,\s+(\d+)\s+lost\s*$")
+LABEL_PER_EVENT_RE = re.compile(rf"^\s+({_LABEL}):\s+(\d+)\s+events?,\s+(\d+)\s+lost{_WAITED}\s*$")
 assert LABEL_EVENT_RE.pattern != EVENT_RE.pattern
 
 _ESC = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "f": "\f",
@@ -582,6 +584,22 @@ def start_spin() -> Target:
 
 # --------------------------------------------------------------------------
 # Leftovers in tracefs
+
+def janitor_of(pid):
+    """The janitor of live uscope process pid: named uscope-janitor, forked
+    from it (the same command line)."""
+    def read(p, name):
+        try:
+            return (p / name).read_bytes()
+        except OSError:
+            return b""
+    argv = read(Path(f"/proc/{pid}"), "cmdline")
+    found = [int(d.name) for d in Path("/proc").iterdir()
+             if d.name.isdigit() and read(d, "comm") == b"uscope-janitor\n" and
+             read(d, "cmdline") == argv]
+    assert len(found) == 1, f"janitors of uscope {pid}: {found}"
+    return found[0]
+
 
 def leftovers(include_live_sessions=False):
     """(uprobe_events lines containing "uscope", instances named uscope*).

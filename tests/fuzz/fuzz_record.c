@@ -374,6 +374,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	sink += events + lost;
 	if (st)
 		touch(st, nsites * sizeof(*st));
+	if (rec_file_lost_wait(f))
+		touch(rec_file_lost_wait(f), nsites * sizeof(uint64_t));
+	CHECK(st || !rec_file_lost_wait(f));
 
 	r = (struct run){sites, nsites, specs, nspecs, 0, 0, {.json = false}, {.json = true}};
 	CHECK(rec_file_events(f, on_event, &r, &bad) == 0);

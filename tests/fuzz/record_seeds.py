@@ -25,6 +25,9 @@ Needs root and tracefs (as the e2e tests do). The recordings:
         REC_EVENT chunk (the format allows many; the writer makes one each)
   waiter-events1-cut.usc            that, cut in its third event: a chunk cut
         short whose whole records read
+  waiter-stats-words.usc            waiter-inject.usc with two counts a site
+        after REC_STATS's sites (format.h): records that found no room
+        within --max-wait, and a word a later version would add
 
 Every recording of a COMMAND also holds the modules uscope itself maps
 (hundreds of KiB of symbols); the dwarf ones have their REC_MODULE chunks
@@ -48,7 +51,9 @@ USCOPE = os.environ.get("USCOPE", str(REPO / "uscope"))
 OUT = REPO / "tests" / "fuzz" / "seeds" / "fuzz_record"
 UPROBE_EVENTS = Path("/sys/kernel/tracing/uprobe_events")
 
-REC_SITES, REC_MODULE, REC_INJECT, REC_BPF, REC_EVENT, REC_SNAPSHOT = 1, 2, 6, 7, 8, 12
+REC_SITES, REC_MODULE, REC_INJECT, REC_BPF, REC_EVENT, REC_STATS, REC_SNAPSHOT = \
+    1, 2, 6, 7, 8, 10, 12
+SITE_STATS_LEN = 40     # struct rec_site_stats
 HDR_LEN = 352
 
 
@@ -204,6 +209,21 @@ def cut_in_event(data, k):
     raise SystemExit("no REC_EVENT chunk")
 
 
+def stats_words(data, nwords):
+    """data with nwords counts a site after its REC_STATS's sites (word 0:
+    records that found no room within --max-wait, 3 + the site; the others
+    1000 + the site), whatever it had there."""
+    out = data[:HDR_LEN]
+    for _, t, p in chunks(data):
+        if t == REC_STATS:
+            n = struct.unpack_from("<Q", p, 0)[0]
+            p = p[:24 + n * SITE_STATS_LEN] + struct.pack("<Q", nwords) + b"".join(
+                struct.pack("<Q", (3 if w == 0 else 1000) + i)
+                for i in range(n) for w in range(nwords))
+        out += chunk(t, p)
+    return out
+
+
 def static_waiter(d):
     full, exe = Path(d) / "waiter-full", Path(d) / "waiter"
     subprocess.run(["cc", "-static", "-O1", "-g0", "-o", full,
@@ -255,6 +275,7 @@ def main():
     seeds["waiter-inject-cut.usc"] = cut_in(seeds["waiter-inject.usc"], REC_INJECT)
     seeds["waiter-events1.usc"] = one_event_chunk(seeds["waiter-tracefs.usc"])
     seeds["waiter-events1-cut.usc"] = cut_in_event(seeds["waiter-events1.usc"], 2)
+    seeds["waiter-stats-words.usc"] = stats_words(seeds["waiter-inject.usc"], 2)
     left = UPROBE_EVENTS.read_text().strip()
     assert not left, f"uprobe_events not empty: {left}"
     for name, data in sorted(seeds.items()):

@@ -15,6 +15,11 @@
  *	prints "got SIGNAME at i=I" for each and goes on
  *	(tests/e2e/test_signals.py).
  *
+ *   chaos thread
+ *	starts a thread, which prints "ready tid=TID" (its thread id), waits
+ *	for a line on stdin, calls work(i) for i in 0..99 and ends; then prints
+ *	"thread done sum=S" and exits 0 (tests/e2e/test_session.py: -p TID).
+ *
  *   chaos detour
  *	prints "ready hop=ADDR detour=ADDR" (runtime addresses), then for each
  *	line on stdin calls hop(i) for i in 0..999 and prints "hops sum=S".
@@ -25,6 +30,7 @@
  *	trampoline), and a kernel uprobe placed over that jmp would run the
  *	file's push %rbp and go on inside the jmp: a crash. */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +100,34 @@ static int detour(void)
 	return 0;
 }
 
+static void *thread_main(void *arg)
+{
+	struct obj *o = obj_new(0);
+	char line[256];
+	long sum = 0;
+
+	printf("ready tid=%d\n", (int)gettid());
+	fflush(stdout);
+	if (fgets(line, sizeof(line), stdin))
+		for (long i = 0; i < 100; i++)
+			sum += work(o, i);
+	obj_free(o);
+	*(long *)arg = sum;
+	return NULL;
+}
+
+static int thread(void)
+{
+	pthread_t t;
+	long sum = -1;
+
+	if (pthread_create(&t, NULL, thread_main, &sum) || pthread_join(t, NULL))
+		return 1;
+	printf("thread done sum=%ld\n", sum);
+	fflush(stdout);
+	return 0;
+}
+
 static volatile sig_atomic_t got[NSIG];
 
 static void on_signal(int sig)
@@ -136,8 +170,10 @@ int main(int argc, char **argv)
 		return detour();
 	if (argc == 2 && !strcmp(argv[1], "signals"))
 		return signals();
+	if (argc == 2 && !strcmp(argv[1], "thread"))
+		return thread();
 	if (argc != 3) {
-		fprintf(stderr, "usage: chaos ROUNDS CALLS | chaos signals | chaos detour\n");
+		fprintf(stderr, "usage: chaos ROUNDS CALLS | chaos signals | chaos thread | chaos detour\n");
 		return 2;
 	}
 	rounds = atol(argv[1]);

@@ -223,8 +223,8 @@ static void write_file(void)
 	struct rec_writer *w;
 	struct rec_clock_pair clock[2] = {{T0, T0}, {2 * T0, 2 * T0}};
 	uint64_t ips[1] = {0x7f0000002000};	/* by the inject engine's own site index */
-	struct usc_site_stats st[3] = {{2, 0, 2, 0, 0, 0}, {2, 1, 3, 0, 0, 0}, {2, 0, -1, 0, 0, 0}};
-	struct usc_stats stats = {6, 1, st};
+	struct usc_site_stats st[3] = {{2, 0, 2, 0, 0, 0}, {2, 7, 9, 0, 0, 5}, {2, 0, -1, 0, 0, 0}};
+	struct usc_stats stats = {6, 7, st};
 	uint8_t ring[512];
 	const struct want *inj1[] = {&want[0]}, *inj2[] = {&want[3]};
 	struct rec_inject h = {1, 0, PID, TID_INJ, 0, 0};
@@ -353,9 +353,14 @@ static void test_round_trip(void **state)
 	rs = rec_file_stats(f, &events, &lost);
 	assert_non_null(rs);
 	assert_int_equal(events, 6);
-	assert_int_equal(lost, 1);
-	assert_int_equal(rs[1].hits, 3);
+	assert_int_equal(lost, 7);
+	assert_int_equal(rs[1].hits, 9);
+	assert_int_equal(rs[1].lost, 7);
 	assert_int_equal(rs[2].hits, -1);
+	assert_non_null(rec_file_lost_wait(f));
+	assert_int_equal(rec_file_lost_wait(f)[0], 0);
+	assert_int_equal(rec_file_lost_wait(f)[1], 5);
+	assert_int_equal(rec_file_lost_wait(f)[2], 0);
 
 	g = (struct got){st, 0, true, NULL, 0};
 	assert_int_equal(rec_file_events(f, on_event, &g, &bad), 0);
@@ -524,6 +529,84 @@ static void test_every_byte(void **state)
 	free(b);
 }
 
+/* ---- REC_STATS as older and newer versions write it ----------------------- */
+
+/* The file of write_file with its REC_STATS chunk's counts added since
+ * (format.h) made nwords words a site: 0, as before there were any; 2, as a
+ * later version with one word more (its value 1000 + site). */
+static void put_stats_words(const uint8_t *b, size_t size, uint64_t nwords)
+{
+	const size_t nsites = 3, base = 24 + nsites * sizeof(struct rec_site_stats);
+	size_t at = sizeof(struct rec_header);
+	uint8_t *out = malloc(size + 256);
+	struct rec_chunk c;
+
+	assert_non_null(out);
+	for (;;) {
+		assert_true(at + 8 <= size);
+		memcpy(&c, b + at, sizeof(c));
+		if (c.type == REC_STATS)
+			break;
+		at += 8 + c.len;
+	}
+	assert_int_equal(c.len, base + 8 + nsites * 8);	/* as this version writes it */
+	memcpy(out, b, at + 8 + base);
+	size_t o = at + 8 + base;
+	uint64_t lw[3];
+
+	memcpy(lw, b + at + 8 + base + 8, sizeof(lw));
+	if (nwords) {
+		memcpy(out + o, &nwords, 8);
+		o += 8;
+		for (size_t i = 0; i < nsites; i++) {
+			uint64_t more = 1000 + i;
+
+			memcpy(out + o, &lw[i], 8);
+			memcpy(out + o + 8, &more, 8);
+			o += 16;
+		}
+	}
+	c.len = (uint32_t)(o - at - 8);
+	memcpy(out + at, &c, sizeof(c));
+	memcpy(out + o, b + at + 8 + base + 8 + sizeof(lw), size - (at + 8 + base + 8 + sizeof(lw)));
+	o += size - (at + 8 + base + 8 + sizeof(lw));
+	put(out, o);
+	free(out);
+}
+
+static void test_stats_versions(void **state)
+{
+	size_t size;
+	uint8_t *b;
+
+	(void)state;
+	write_file();
+	b = slurp(&size);
+	for (uint64_t nwords = 0; nwords <= 2; nwords += 2) {
+		struct rec_file *f = NULL;
+		const struct rec_site_stats *rs;
+		uint64_t events, lost;
+
+		put_stats_words(b, size, nwords);
+		assert_int_equal(rec_file_open(cut, &f), 0);
+		assert_null(rec_file_damage(f));
+		rs = rec_file_stats(f, &events, &lost);
+		assert_non_null(rs);
+		assert_int_equal(lost, 7);
+		assert_int_equal(rs[1].lost, 7);
+		assert_int_equal(rs[1].hits, 9);
+		if (!nwords) {
+			assert_null(rec_file_lost_wait(f));	/* an older file: none */
+		} else {
+			assert_non_null(rec_file_lost_wait(f));
+			assert_int_equal(rec_file_lost_wait(f)[1], 5);
+			assert_int_equal(rec_file_lost_wait(f)[2], 0);
+		}
+		rec_file_free(f);
+	}
+	free(b);
+}
+
 /* ---- a chunk cut short: its whole records ------------------------------ */
 
 #define NRING 8
@@ -684,6 +767,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_every_cut),
 		cmocka_unit_test(test_every_byte),
+		cmocka_unit_test(test_stats_versions),
 		cmocka_unit_test(test_cut_ring),
 		cmocka_unit_test(test_cut_events),
 	};

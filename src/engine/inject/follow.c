@@ -12,10 +12,17 @@
  *    word (wiped by MADV_WIPEONFORK) at its first stop, before it runs, and
  *    it records as itself from then on (a vfork child shares its parent's
  *    memory whole: it records as its parent);
- *  - an exec drops the old image: an int3 goes at the new program's entry
+ *  - an exec drops the old image: the new program is patched at its entry
  *    point (the dynamic linker has loaded its libraries by then, main has
- *    not run), and there the sites whose modules it maps are patched, with
- *    shared memory of its own;
+ *    not run), the sites whose modules it maps, with shared memory of its
+ *    own. To stop it there, at its execve's return a stub is mapped in it
+ *    and its AT_ENTRY on the stack made the stub's address: the dynamic
+ *    linker jumps to the stub, whose getpid we stop at (the task runs to
+ *    its system calls meanwhile: PTRACE_SYSCALL), and the stub jumps to the
+ *    entry point. Not an int3 at the entry point: should uscope die before
+ *    it is reached, the trap would kill the program; the stub untraced is a
+ *    getpid (a program with no dynamic linker is patched at its execve's
+ *    return, where it is at its entry point already);
  *  - a group-stop (Ctrl-Z) is kept with PTRACE_LISTEN, as a debugger does.
  * Detach interrupts every task, writes back the original bytes of every
  * process still running a patched image, and lets every task go with the
@@ -27,7 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,7 +44,8 @@
 #include "engine/inject/inject_int.h"
 
 #define PT_OPTS (PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE | \
-		 PTRACE_O_TRACEEXEC)
+		 PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD)
+#define SYSCALL_STOP (SIGTRAP | 0x80)	/* PTRACE_O_TRACESYSGOOD */
 
 static struct inj_task *task_find(struct inj *j, pid_t tid)
 {
@@ -101,6 +111,7 @@ static void proc_del(struct inj *j, pid_t pid)
 	if (!p)
 		return;
 	inj_image_put(j, p->img);
+	inj_undo_forget(j, &p->undo);
 	*p = j->procs[--j->nprocs];
 }
 
@@ -159,9 +170,48 @@ static int auxv_entry(pid_t pid, uint64_t *entry)
 	return -ENOENT;
 }
 
-static void cont(pid_t tid, int sig)
+/* Where AT_ENTRY's value is on the stack of a process at its execve's
+ * return (sp at argc; then argv, envp, each to a NULL, and auxv's pairs),
+ * or 0. */
+static uint64_t auxv_slot(pid_t pid, uint64_t sp)
 {
-	ptrace(PTRACE_CONT, tid, 0, (void *)(long)sig);
+	char path[64];
+	uint64_t w = 0, at, found = 0;
+	int fd, nulls = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (pread(fd, &w, 8, (off_t)sp) != 8 || w > (1u << 20))
+		goto out;
+	at = sp + 8 * (w + 2);		/* past argc, argv and its NULL */
+	for (int i = 0; i < (1 << 16) && !nulls; i++, at += 8)
+		if (pread(fd, &w, 8, (off_t)at) != 8)
+			goto out;
+		else
+			nulls = !w;	/* envp's NULL */
+	for (int i = 0; i < 512 && nulls; i++, at += 16) {
+		if (pread(fd, &w, 8, (off_t)at) != 8 || w == AT_NULL)
+			break;
+		if (w == AT_ENTRY) {
+			found = at + 8;
+			break;
+		}
+	}
+out:
+	close(fd);
+	return found;
+}
+
+/* Let task tid go on: to its next system call while its process makes its
+ * way to its entry point, else freely. */
+static void cont(struct inj *j, pid_t tid, int sig)
+{
+	struct inj_proc *p = proc_find(j, tid);
+	bool to_entry = p && (p->state == PROC_EXEC || p->state == PROC_ENTRY);
+
+	ptrace(to_entry ? PTRACE_SYSCALL : PTRACE_CONT, tid, 0, (void *)(long)sig);
 }
 
 /* A new task's first stop. A new process (not a thread): a fork, whose copy
@@ -189,16 +239,16 @@ static void new_task(struct inj *j, pid_t tid)
 	self = (uint32_t)tid;
 	if (mem_rw(tid, parent->img->shm.self_remote, &self, sizeof(self), true))
 		return;
+	p->undo = inj_undo_tell(j, tid);	/* a copy of the patches */
 	p->img = parent->img;
 	p->img->refs++;
 }
 
 /* An exec: the old image is gone from this process (nothing to restore);
- * run the new program to its entry point. */
+ * run the new program to its execve's return. */
 static void on_exec(struct inj *j, pid_t pid)
 {
 	struct inj_proc *p = proc_add(j, pid);
-	uint8_t trap = 0xcc;
 
 	if (!p)
 		return;
@@ -209,41 +259,108 @@ static void on_exec(struct inj *j, pid_t pid)
 		inj_image_put(j, p->img);
 		p->img = NULL;
 	}
-	p->state = PROC_RUN;
-	if (auxv_entry(pid, &p->entry) || mem_rw(pid, p->entry, &p->entry_orig, 1, false) ||
-	    mem_rw(pid, p->entry, &trap, 1, true)) {
-		log_warn("process %d exec'd and cannot be followed into its new program", (int)pid);
-		return;
-	}
-	p->state = PROC_ENTRY;
+	inj_undo_forget(j, &p->undo);	/* that text is gone */
+	p->state = PROC_EXEC;
+	p->stub = p->auxv_at = 0;
 }
 
-/* At the new program's entry point, its only thread stopped at our int3:
- * put the byte back, and patch the image. */
-static void at_entry(struct inj *j, struct inj_proc *p)
+static void at_entry(struct inj *j, struct inj_proc *p);
+
+/* The stub the dynamic linker jumps to instead of the entry point: getpid
+ * (mov $39,%eax; syscall), whose stops we see, then jmp *entry(%rip). */
+#define STUB_SYSCALL_END 7	/* its ip after the syscall instruction */
+static const uint8_t stub_code[] = {0xb8, 39, 0, 0, 0, 0x0f, 0x05, 0xff, 0x25, 0, 0, 0, 0};
+
+/* At its execve's return, the new program not run yet: patched now if it
+ * has no dynamic linker (it is at its entry point), else the stub made its
+ * dynamic linker's way to its entry point (see the top). */
+static void after_exec(struct inj *j, struct inj_proc *p)
 {
 	struct user_regs_struct regs;
+	uint8_t code[sizeof(stub_code) + 8];
+	struct remote rem;
+	long stub;
+
+	p->state = PROC_RUN;
+	if (auxv_entry(p->pid, &p->entry) || ptrace(PTRACE_GETREGS, p->pid, 0, &regs) < 0)
+		goto fail;
+	if (regs.rip == p->entry) {
+		at_entry(j, p);
+		return;
+	}
+	p->auxv_at = auxv_slot(p->pid, regs.rsp);
+	if (!p->auxv_at || remote_adopt(&rem, p->pid))
+		goto fail;
+	stub = inj_rsys(&rem, SYS_mmap, 0, 4096, PROT_READ | PROT_EXEC,
+			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	memcpy(code, stub_code, sizeof(stub_code));
+	memcpy(code + sizeof(stub_code), &p->entry, 8);
+	/* the stub, then the way to it */
+	if (!inj_rsys_failed(stub) && remote_write(&rem, (uint64_t)stub, code, sizeof(code)) == 0 &&
+	    remote_write(&rem, p->auxv_at, &stub, 8) == 0) {
+		p->stub = (uint64_t)stub;
+		p->state = PROC_ENTRY;
+	}
+	remote_forget(&rem);
+	if (p->state == PROC_ENTRY)
+		return;
+fail:
+	log_warn("process %d exec'd and cannot be followed into its new program", (int)p->pid);
+}
+
+/* Is task pid at the return of a system call (PTRACE_SYSCALL's exit stop)? */
+static bool syscall_exit(pid_t pid)
+{
+	struct __ptrace_syscall_info si;
+
+	return ptrace(PTRACE_GET_SYSCALL_INFO, pid, sizeof(si), &si) > 0 &&
+	       si.op == PTRACE_SYSCALL_INFO_EXIT;
+}
+
+/* A system-call stop of a process on its way to its entry point. */
+static void syscall_stop(struct inj *j, struct inj_proc *p)
+{
+	struct user_regs_struct regs;
+
+	if (!syscall_exit(p->pid))
+		return;
+	if (p->state == PROC_EXEC) {
+		after_exec(j, p);
+		return;
+	}
+	if (ptrace(PTRACE_GETREGS, p->pid, 0, &regs) < 0 ||
+	    regs.rip != p->stub + STUB_SYSCALL_END)
+		return;		/* a system call of its dynamic linker */
+	/* the stub's: at the entry point, its AT_ENTRY the file's again */
+	p->state = PROC_RUN;
+	regs.rip = p->entry;
+	if (ptrace(PTRACE_SETREGS, p->pid, 0, &regs) < 0)
+		return;
+	mem_rw(p->pid, p->auxv_at, &p->entry, 8, true);
+	at_entry(j, p);
+}
+
+/* At the new program's entry point, its only thread stopped: patch the
+ * image. */
+static void at_entry(struct inj *j, struct inj_proc *p)
+{
 	struct remote rem;
 	int ret;
 
 	p->state = PROC_RUN;
-	if (mem_rw(p->pid, p->entry, &p->entry_orig, 1, true) ||
-	    ptrace(PTRACE_GETREGS, p->pid, 0, &regs) < 0)
-		return;
-	regs.rip = p->entry;
-	if (ptrace(PTRACE_SETREGS, p->pid, 0, &regs) < 0)
-		return;
 	ret = remote_adopt(&rem, p->pid);
 	if (ret) {
 		log_warn("cannot patch process %d after its exec: %s", (int)p->pid, strerror(-ret));
 		return;
 	}
 	p->img = inj_image_new(j, p->pid);
+	p->undo = inj_undo_tell(j, p->pid);
 	ret = p->img ? inj_install(j, p->img, &rem) : -ENOMEM;
 	if (ret) {
 		log_warn("cannot patch process %d after its exec: %s", (int)p->pid, strerror(-ret));
 		inj_image_put(j, p->img);
 		p->img = NULL;
+		inj_undo_forget(j, &p->undo);
 	} else {
 		inj_calibrate(j);
 		inj_comm(j, NULL, p->pid, p->pid);	/* its name, while it is here */
@@ -297,13 +414,10 @@ static void handle(struct inj *j, pid_t pid, int st, bool resume)
 		break;
 	default:
 		p = proc_find(j, pid);
-		if (p && p->state == PROC_ENTRY && sig == SIGTRAP) {
-			struct user_regs_struct regs;
-
-			if (ptrace(PTRACE_GETREGS, pid, 0, &regs) == 0 && regs.rip == p->entry + 1) {
-				at_entry(j, p);
-				break;
-			}
+		if (sig == SYSCALL_STOP) {
+			if (p && (p->state == PROC_EXEC || p->state == PROC_ENTRY))
+				syscall_stop(j, p);
+			break;
 		}
 		/* a signal for the task: delivered now, or at detach */
 		if (!resume) {
@@ -316,13 +430,13 @@ static void handle(struct inj *j, pid_t pid, int st, bool resume)
 		}
 		if (t)
 			t->stopped = false;
-		cont(pid, sig);
+		cont(j, pid, sig);
 		return;
 	}
 	if (t)
 		t->stopped = !resume;
 	if (resume)
-		cont(pid, 0);
+		cont(j, pid, 0);
 }
 
 int inj_follow_spawned(struct inj *j, pid_t pid)
@@ -407,6 +521,8 @@ void inj_follow_detach(struct inj *j)
 		bool held = true;
 		char dir[64];
 
+		if (p->state == PROC_ENTRY)	/* its dynamic linker goes to the entry point */
+			mem_rw(p->pid, p->auxv_at, &p->entry, 8, true);
 		if (!p->img || !inj_image_applied(p->img))
 			continue;
 		for (size_t k = 0; k < j->ntasks; k++)
@@ -422,6 +538,7 @@ void inj_follow_detach(struct inj *j)
 			inj_restore(j, p->img, &rem);
 			remote_forget(&rem);
 		}
+		inj_undo_forget(j, &p->undo);
 	}
 	for (size_t i = 0; i < j->nimages; i++)
 		inj_image_retire(j->images[i]);

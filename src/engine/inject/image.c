@@ -107,6 +107,7 @@ void inj_image_free(struct inj_image *img)
 	}
 	free(img->dumped);
 	img->dumped = NULL;
+	free(img->chunks);
 	for (size_t p = 0; p < img->npatches; p++) {
 		free(img->patches[p].sites);
 		free(img->patches[p].probe_off);
@@ -441,6 +442,16 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 			log_error("cannot encode the trampoline of %s", site->label);
 			goto out;
 		}
+		{
+			struct inj_chunk *c = realloc(img->chunks, (img->nchunks + 1) * sizeof(*c));
+
+			if (!c) {
+				n = -ENOMEM;
+				goto out;
+			}
+			img->chunks = c;
+			c[img->nchunks++] = (struct inj_chunk){ts.probe_at, (uint32_t)n};
+		}
 		len += (size_t)n;
 	}
 	n = reloc(pa, done, pa->plan.len, at + len, buf + len, cap - len);
@@ -673,7 +684,7 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
 	return ret;
 }
 
-void inj_restore(struct inj *j, struct inj_image *img, struct remote *rem)
+bool inj_restore(struct inj *j, struct inj_image *img, struct remote *rem)
 {
 	bool same_image = true;
 
@@ -705,6 +716,7 @@ void inj_restore(struct inj *j, struct inj_image *img, struct remote *rem)
 		log_warn("process %d no longer runs the code that was patched (an exec?): left "
 			 "as it is", (int)rem->pid);
 	}
+	return same_image;
 }
 
 void inj_image_retire(struct inj_image *img)

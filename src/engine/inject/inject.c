@@ -117,7 +117,7 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 	struct remote rem;
 	uint64_t t0 = inj_mono_ns();
 	char why[256];
-	int ret;
+	int ret, undo;
 
 	(void)follow_children;
 	j->pid = pid;
@@ -127,6 +127,7 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 		log_error("%s", why);
 		return -ENOTSUP;
 	}
+	undo = inj_undo_tell(j, pid);
 	for (int tries = 0;; tries++) {
 		ret = remote_stop_all(&rem, pid);
 		if (ret == -ESRCH)
@@ -153,6 +154,8 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 			p->pid = pid;
 			p->state = PROC_RUN;
 			p->img = img;
+			p->undo = undo;
+			undo = 0;
 		}
 		j->live = true;
 		inj_calibrate(j);
@@ -160,6 +163,7 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 			inj_comm(j, NULL, pid, rem.tasks[t].tid);	/* the names before any exec */
 	}
 	remote_release(&rem);
+	inj_undo_forget(j, &undo);	/* nothing stays applied, or p has it */
 	if (!ret)
 		log_info("inject: %zu probe%s patched in process %d, stopped for %.2f ms",
 			 e->nsites, e->nsites == 1 ? "" : "s", (int)pid,
@@ -258,15 +262,13 @@ static void inj_detach(struct usc_engine *e)
 	}
 	for (size_t i = 0; i < j->nprocs; i++) {
 		struct inj_proc *p = &j->procs[i];
-		struct remote rem;
 
 		if (!p->img || !inj_image_applied(p->img))
 			continue;
 		any = true;
-		if (!proc_alive(p->pid) || remote_stop_all(&rem, p->pid))
-			continue;	/* it has gone: nothing of it to restore */
-		inj_restore(j, p->img, &rem);
-		remote_release(&rem);
+		if (proc_alive(p->pid))
+			inj_leave(j, p->img, p->pid);	/* else nothing of it to restore */
+		inj_undo_forget(j, &p->undo);
 	}
 	if (any)
 		for (size_t i = 0; i < j->nimages; i++)

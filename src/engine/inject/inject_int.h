@@ -62,6 +62,13 @@ struct inj_patch {
 	int area;
 };
 
+/* A probe's code in a trampoline (tramp_encode_probe): what reads and
+ * writes the shared memory and calls the agent. */
+struct inj_chunk {
+	uint64_t at;
+	uint32_t len;
+};
+
 /* Trampolines near one module. */
 struct inj_area {
 	const char *path;
@@ -104,11 +111,14 @@ struct inj_image {
 	bool recorded;			/* described in the recording (REC_IMAGE) */
 	uint64_t *dumped;		/* the flight recorder: per slot, the ring
 					 * position written up to (INJ_NSLOTS) */
+	struct inj_chunk *chunks;	/* every probe's code in the trampolines */
+	size_t nchunks;
 };
 
 enum inj_proc_state {
 	PROC_HELD,		/* COMMAND before its first exec */
-	PROC_ENTRY,		/* exec'd: runs to its entry point, where an int3 waits */
+	PROC_EXEC,		/* exec'd: to its execve's return (PTRACE_SYSCALL) */
+	PROC_ENTRY,		/* its dynamic linker runs, to our stub (follow.c) */
 	PROC_RUN,
 };
 
@@ -117,8 +127,10 @@ struct inj_proc {
 	pid_t pid;
 	enum inj_proc_state state;
 	struct inj_image *img;		/* NULL: not patched */
-	uint64_t entry;			/* PROC_ENTRY: the int3's address */
-	uint8_t entry_orig;
+	uint64_t entry;			/* PROC_ENTRY: the program's entry point */
+	uint64_t stub;			/* ... the stub the linker jumps to instead */
+	uint64_t auxv_at;		/* ... where AT_ENTRY is on its stack */
+	int undo;			/* the janitor's handle (inj_undo_tell), or <= 0 */
 };
 
 /* A task of COMMAND's tree, held by ptrace (follow.c). */
@@ -198,8 +210,9 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem);
  * original byte where our jump still is (after an exec, or the pid's reuse,
  * the addresses belong to another image, left alone), lower the semaphores.
  * The image's state stays for the other processes that share it: retire it
- * once every one is restored or gone. */
-void inj_restore(struct inj *j, struct inj_image *img, struct remote *rem);
+ * once every one is restored or gone. True when the process ran the image
+ * and every jump of it is out. */
+bool inj_restore(struct inj *j, struct inj_image *img, struct remote *rem);
 void inj_image_retire(struct inj_image *img);
 struct inj_image *inj_image_new(struct inj *j, pid_t pid);
 void inj_image_put(struct inj *j, struct inj_image *img);
@@ -216,10 +229,27 @@ int inj_owner_hold(struct inj_shm *m, struct remote *rem, uint64_t scratch);
 void inj_owner_release(struct inj_shm *m);
 /* The undo table of the image's patches, their jumps planned. */
 void inj_undo_fill(struct inj_image *img, const struct proc_map *maps, size_t nmaps);
+/* The janitor is told of process pid before its text is patched
+ * (engine.h, USC_UNDO_INJECT): its handle, or <= 0. */
+int inj_undo_tell(struct inj *j, pid_t pid);
+/* ... and forgets it: restored, or gone (*undo then 0). */
+void inj_undo_forget(struct inj *j, int *undo);
 /* With every thread of the process in rem stopped: take out what a uscope
  * that died in it left. 0; -EINPROGRESS: its agent is letting go, let the
  * threads run and try again; -EBUSY: a live uscope traces it (reported). */
 int inj_undo_dead(struct remote *rem, const struct proc_map *maps, size_t nmaps);
+
+/* unmap.c */
+/* After inj_restore, with every thread of the process in rem stopped: the
+ * image's shared memory, agent and pages unmapped from the process, once
+ * no thread can be inside the agent or a probe's code; its trampolines
+ * stay, their probes made pass-throughs. 0; -EBUSY: a thread is inside
+ * (let the threads run and try again); -errno. */
+int inj_unmap(struct inj_image *img, struct remote *rem);
+/* Detach from process pid (-p), which runs img: every thread stopped, the
+ * jumps out, then the rest unmapped (inj_unmap, tried again a few times
+ * while a thread is inside), the threads let go. */
+void inj_leave(struct inj *j, struct inj_image *img, pid_t pid);
 
 /* area.c */
 /* Map every area the image's patches need, in free ranges within rel32

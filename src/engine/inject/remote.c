@@ -231,6 +231,13 @@ int remote_adopt(struct remote *r, pid_t pid)
 	return ret;
 }
 
+int remote_open(struct remote *r, pid_t pid)
+{
+	memset(r, 0, sizeof(*r));
+	r->pid = pid;
+	return remote_open_mem(r);
+}
+
 /* A fault the instruction raises again when it runs once more. */
 static bool sync_fault(const siginfo_t *si)
 {

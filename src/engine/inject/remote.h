@@ -38,6 +38,9 @@ int remote_stop_all(struct remote *r, pid_t pid);
 /* Take over a process that is already our tracee and stopped, with one
  * thread (COMMAND, held by PTRACE_TRACEME at its exec). */
 int remote_adopt(struct remote *r, pid_t pid);
+/* Its memory only, no task held (remote_read, remote_write): free it with
+ * remote_forget. 0, or -errno (-ENOENT: it has gone). */
+int remote_open(struct remote *r, pid_t pid);
 /* Let every thread go (PTRACE_DETACH), giving back held signals. */
 void remote_release(struct remote *r);
 /* Forget the process without letting it go: it stays our tracee (COMMAND's

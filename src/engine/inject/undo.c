@@ -142,6 +142,21 @@ void inj_owner_release(struct inj_shm *m)
 	m->owner_map = NULL;
 }
 
+int inj_undo_tell(struct inj *j, pid_t pid)
+{
+	char path[32], text[16];
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	snprintf(text, sizeof(text), "%d", (int)pid);
+	return engine_undo_add(j->base.ctx, USC_UNDO_INJECT, path, text);
+}
+
+void inj_undo_forget(struct inj *j, int *undo)
+{
+	engine_undo_done(j->base.ctx, *undo);
+	*undo = 0;
+}
+
 /* PROT_* of the mapping that holds addr (code: r-x when unknown). */
 static uint8_t prot_at(const struct proc_map *maps, size_t nmaps, uint64_t addr)
 {
@@ -254,6 +269,14 @@ static int undo_session(struct remote *rem, uint64_t base, uint64_t len, const s
 	return 0;
 }
 
+/* A uscope's shared memory mapped at m: its control block in *c. */
+static bool region_at(struct remote *rem, const struct proc_map *m, struct inj_ctl *c)
+{
+	return m->path && strstr(m->path, "/memfd:uscope") && !m->pgoff &&
+	       m->end - m->start >= sizeof(*c) && remote_read(rem, m->start, c, sizeof(*c)) == 0 &&
+	       c->magic == INJ_MAGIC;
+}
+
 int inj_undo_dead(struct remote *rem, const struct proc_map *maps, size_t nmaps)
 {
 	for (size_t i = 0; i < nmaps; i++) {
@@ -261,11 +284,7 @@ int inj_undo_dead(struct remote *rem, const struct proc_map *maps, size_t nmaps)
 		uint32_t own;
 		int ret;
 
-		if (!maps[i].path || !strstr(maps[i].path, "/memfd:uscope") || maps[i].pgoff ||
-		    maps[i].end - maps[i].start < sizeof(c) ||
-		    remote_read(rem, maps[i].start, &c, sizeof(c)) || c.magic != INJ_MAGIC)
-			continue;
-		if (remote_read(rem, c.owner, &own, sizeof(own)))
+		if (!region_at(rem, &maps[i], &c) || remote_read(rem, c.owner, &own, sizeof(own)))
 			continue;
 		if (!(own & INJ_OWNER_DIED)) {
 			if (own & ~INJ_OWNER_WAITERS) {
@@ -280,4 +299,117 @@ int inj_undo_dead(struct remote *rem, const struct proc_map *maps, size_t nmaps)
 			return ret;
 	}
 	return 0;
+}
+
+/* ---- the janitor, after uscope died ------------------------------------------- */
+
+#define JANITOR_AGENT_NS 100000000ULL	/* the agent's moment to let go */
+#define JANITOR_STEP_US 2000
+#define JANITOR_TRIES 300		/* 10 ms apart: the dead uscope's exit (it
+					 * still traces the process until its very
+					 * end), an agent letting go */
+
+enum { LEFT_NONE, LEFT_AGENT, LEFT_PATCHES };
+
+/* What the dead session at base left, read without stopping anything:
+ * LEFT_AGENT while its agent has not let go (or is at it), LEFT_PATCHES
+ * when it let go and a jump of ours is still there. */
+static int left_by(struct remote *rem, uint64_t base, uint64_t len, const struct inj_ctl *c)
+{
+	uint32_t state, nundo = c->nundo;
+	struct inj_undo *u;
+	int left = LEFT_NONE;
+
+	if (remote_read(rem, c->self + INJ_SELF_LETGO, &state, sizeof(state)) ||
+	    state == INJ_LETGO_TRACER)
+		return LEFT_NONE;
+	if (state != INJ_LETGO_AGENT)
+		return LEFT_AGENT;
+	if (!nundo || nundo > INJ_MAX_SITES || c->undo_off + (uint64_t)nundo * sizeof(*u) > len)
+		return LEFT_NONE;
+	u = calloc(nundo, sizeof(*u));
+	if (!u || remote_read(rem, base + c->undo_off, u, nundo * sizeof(*u))) {
+		free(u);
+		return LEFT_PATCHES;	/* (stop it and see) */
+	}
+	for (uint32_t i = 0; i < nundo && !left; i++) {
+		uint8_t at[8];
+
+		if ((u[i].n <= sizeof(at) && remote_read(rem, u[i].addr, at, u[i].n) == 0 &&
+		     !memcmp(at, u[i].jump, u[i].n)) ||
+		    (u[i].spring && remote_read(rem, u[i].spring, at, 5) == 0 &&
+		     !memcmp(at, u[i].jump_spring, 5)))
+			left = LEFT_PATCHES;
+	}
+	free(u);
+	return left;
+}
+
+/* The most any dead session in process pid left (LEFT_*), or -errno. */
+static int left_in(pid_t pid)
+{
+	struct proc_map *maps = NULL;
+	ssize_t nmaps = procmaps_read(pid, &maps);
+	struct remote rem;
+	int left = LEFT_NONE;
+
+	if (nmaps < 0)
+		return (int)nmaps;
+	if (remote_open(&rem, pid)) {
+		procmaps_free(maps, (size_t)nmaps);
+		return -ESRCH;
+	}
+	for (ssize_t i = 0; i < nmaps; i++) {
+		struct inj_ctl c;
+		uint32_t own;
+		int l;
+
+		if (!region_at(&rem, &maps[i], &c) || remote_read(&rem, c.owner, &own, sizeof(own)) ||
+		    !(own & INJ_OWNER_DIED))
+			continue;
+		l = left_by(&rem, maps[i].start, maps[i].end - maps[i].start, &c);
+		left = l > left ? l : left;
+	}
+	remote_forget(&rem);
+	procmaps_free(maps, (size_t)nmaps);
+	return left;
+}
+
+int inj_janitor_undo(pid_t pid)
+{
+	uint64_t until = inj_mono_ns() + JANITOR_AGENT_NS;
+	int left, ret = 0;
+
+	/* the agent first: it lets go at the first hit, with no stop (a thread
+	 * of the process that never hits a probe leaves it all to us) */
+	for (;;) {
+		left = left_in(pid);
+		if (left < 0)
+			return left == -ESRCH || left == -ENOENT ? 0 : left;
+		if (left == LEFT_NONE)
+			return 0;
+		if (left == LEFT_PATCHES || inj_mono_ns() >= until)
+			break;
+		usleep(JANITOR_STEP_US);
+	}
+	for (int tries = 0; tries < JANITOR_TRIES; tries++) {
+		struct proc_map *maps = NULL;
+		struct remote rem;
+		ssize_t nmaps;
+
+		ret = remote_stop_all(&rem, pid);
+		if (ret == -ESRCH)
+			return 0;
+		if (!ret) {
+			nmaps = procmaps_read(pid, &maps);
+			ret = nmaps < 0 ? (int)nmaps : inj_undo_dead(&rem, maps, (size_t)nmaps);
+			if (nmaps > 0)
+				procmaps_free(maps, (size_t)nmaps);
+			remote_release(&rem);
+			if (ret != -EINPROGRESS)
+				return ret;
+		}
+		usleep(10000);
+	}
+	return ret;
 }
