@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "sink/sink.h"
+#include "stack/unwtab.h"
 
 struct summary_sink {
 	struct usc_sink base;
@@ -130,6 +131,47 @@ static int summary_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 	return 0;
 }
 
+/* $ustack: the hits whose stack was copied because the walk where the
+ * probe runs could not go on, by why (enum stack_fallback); with -v, by
+ * probe too. */
+static void print_fallbacks(struct summary_sink *ss, const struct usc_sink_ctx *s,
+			    const struct usc_stats *st)
+{
+	uint64_t by[USC_STACK_FB_NR] = {0}, total = 0;
+
+	for (size_t i = 0; i < s->nsites; i++)
+		for (unsigned w = 1; w < USC_STACK_FB_NR && shown(s, i); w++)
+			by[w] += st->sites[i].stack_fallback[w];
+	for (unsigned w = 1; w < USC_STACK_FB_NR; w++)
+		total += by[w];
+	if (!total)
+		return;
+	fprintf(ss->fp, "uscope: %llu hit%s fell back to a copy of the stack:",
+		(unsigned long long)total, total == 1 ? "" : "s");
+	for (unsigned w = 1, first = 1; w < USC_STACK_FB_NR; w++)
+		if (by[w]) {
+			fprintf(ss->fp, "%s %s %llu", first ? "" : ",", stack_fallback_name(w),
+				(unsigned long long)by[w]);
+			first = 0;
+		}
+	fputc('\n', ss->fp);
+	for (size_t i = 0; i < s->nsites && ss->verbose; i++) {
+		bool any = false;
+
+		for (unsigned w = 1; w < USC_STACK_FB_NR; w++)
+			any |= st->sites[i].stack_fallback[w] > 0;
+		if (!any || !shown(s, i))
+			continue;
+		fprintf(ss->fp, "uscope:   %s at 0x%llx:", s->sites[i].label,
+			(unsigned long long)s->sites[i].vaddr);
+		for (unsigned w = 1; w < USC_STACK_FB_NR; w++)
+			if (st->sites[i].stack_fallback[w])
+				fprintf(ss->fp, " %s %llu", stack_fallback_name(w),
+					(unsigned long long)st->sites[i].stack_fallback[w]);
+		fputc('\n', ss->fp);
+	}
+}
+
 static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 			  const struct usc_stats *st, bool final)
 {
@@ -165,6 +207,7 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 				(unsigned long long)hits,
 				(unsigned long long)s->record.snapshot);
 	}
+	print_fallbacks(ss, s, st);
 	fprintf(ss->fp, "uscope: %llu events, %llu lost%s\n", (unsigned long long)st->events,
 		(unsigned long long)st->lost,
 		unattributed && st->lost ? " (the kernel does not say which probes lost them)" : "");

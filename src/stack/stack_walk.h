@@ -113,8 +113,8 @@
 #ifndef USC_STACK_WALK_ONCE
 #define USC_STACK_WALK_ONCE
 
+#include "probe/fetch.h"	/* stored walks; for bpf, the integer types */
 #ifdef __bpf__
-#include "probe/fetch.h"	/* the integer types, without libc */
 typedef __s8 int8_t;
 typedef __s16 int16_t;
 #else
@@ -194,10 +194,34 @@ enum stack_walk_end {
 	STACK_WALK_FALLBACK,	/* a row it cannot follow at end_pc: why */
 };
 
+/* fetch_walk_valid (probe/fetch.h) knows the ends a stored walk has */
+_Static_assert(STACK_WALK_OUTERMOST == 1 && STACK_WALK_UNREAD == 5 &&
+	       STACK_SIGS_MAX == FETCH_WALK_SIGS && STACK_WALK_MAX == 256, "stored walks");
+
 /* STACK_WALK_FALLBACK's why, besides the row's op (STACK_OP_EXPR ...) */
 #define STACK_WHY_RBP 16	/* the CFA is rbp-based and rbp is lost */
 #define STACK_WHY_TABLE 17	/* a table that is missing, failed, or bad */
 #define STACK_WHY_SIGS 18	/* more signal frames than STACK_SIGS_MAX */
+
+/* Why a walk fell back to a copy of the stack (fetch_stack_hdr.why, the
+ * counts of each run): a row it cannot follow (the op, or a STACK_WHY_*),
+ * or where it could not start or go on. */
+enum stack_fallback {
+	STACK_FB_NONE = 0,	/* no fallback: the copy was asked for */
+	STACK_FB_EXPR,		/* STACK_OP_EXPR ... STACK_OP_BAD, in order */
+	STACK_FB_REG,
+	STACK_FB_RANGE,
+	STACK_FB_SIGOTHER,
+	STACK_FB_BADCFI,
+	STACK_FB_RBP,		/* STACK_WHY_RBP, STACK_WHY_TABLE, STACK_WHY_SIGS */
+	STACK_FB_TABLE,
+	STACK_FB_SIGS,
+	STACK_FB_NOMODULE,	/* STACK_WALK_NOMODULE: a pc in no mapping the
+				 * tables know (a module loaded since, JIT code) */
+	STACK_FB_NOPROC,	/* the process's mappings are not known yet */
+	STACK_FB_CHANGED,	/* they changed while it walked */
+	STACK_FB_NR
+};
 
 #define STACK_W_EXACT 1		/* pc is exact: look it up as is, not pc - 1 */
 #define STACK_W_BP 2		/* bp is known */
@@ -262,6 +286,21 @@ static inline int stack_walk_stop(struct stack_walk *w, uint8_t end, uint8_t why
 	w->why = why;
 	w->end_pc = pc;
 	return 1;
+}
+
+/* A walk that ended so falls back to a copy: why (enum stack_fallback),
+ * or STACK_FB_NONE for a walk that stands. */
+static inline uint8_t stack_walk_fallback(const struct stack_walk *w)
+{
+	if (w->end == STACK_WALK_NOMODULE)
+		return STACK_FB_NOMODULE;
+	if (w->end != STACK_WALK_FALLBACK)
+		return w->end == STACK_WALK_GOING ? STACK_FB_TABLE : STACK_FB_NONE;
+	if (w->why >= STACK_OP_EXPR && w->why <= STACK_OP_BAD)
+		return (uint8_t)(STACK_FB_EXPR + (w->why - STACK_OP_EXPR));
+	if (w->why >= STACK_WHY_RBP && w->why <= STACK_WHY_SIGS)
+		return (uint8_t)(STACK_FB_RBP + (w->why - STACK_WHY_RBP));
+	return STACK_FB_TABLE;
 }
 
 /* the step's helpers are named after it */
