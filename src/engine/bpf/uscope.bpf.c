@@ -718,7 +718,7 @@ static __always_inline __u32 copy_stack(struct task_state *ts, struct eval_ctx *
 	h->frames = (__u16)frames;
 	h->end = s.got == s.want ? FETCH_STACK_FULL : s.got ? FETCH_STACK_MAPEND :
 		 FETCH_STACK_UNREAD;
-	h->pad = 0;
+	h->why = 0;
 	rec->vals[i].kind = BPFENG_STACK;
 	rec->vals[i].str_off = BPFENG_STK_OFF;
 	rec->vals[i].str_len = (__u16)(sizeof(*h) + s.got);

@@ -191,6 +191,7 @@ static void new_task(struct inj *j, pid_t tid)
 		return;
 	p->img = parent->img;
 	p->img->refs++;
+	inj_stk_fork(j, p->img, tid);
 }
 
 /* An exec: the old image is gone from this process (nothing to restore);

@@ -167,6 +167,9 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	uint64_t obj_off;
 
 	off = inj_obj_reserve(j, off, &obj_off);
+	struct inj_stk stk;
+
+	off = inj_stk_reserve(j, off, &stk);
 	m->size = off;
 
 	/* the self word, 0 in a forked child; first, the memfd's name goes
@@ -253,6 +256,10 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	c->agg_scratch_off = agg_offs.agg_scratch_off;
 	inj_agg_ctl(j, c);
 	inj_obj_ctl(j, c, obj_off);
+	if (stk.ro_off) {
+		memcpy((char *)m->map + stk.ro_off, &stk, sizeof(stk));
+		c->stk_off = stk.ro_off;
+	}
 	{
 		const struct usc_engine_ctx *s = j->base.ctx;
 
@@ -640,6 +647,8 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
 		ret = read_originals(j, img, rem);
 	if (!ret)
 		ret = shm_create(j, img, rem);
+	if (!ret)
+		ret = inj_stk_install(j, img, rem);
 	if (!ret) {
 		key_mode(img, rem);
 		fill_sites(j, img);
