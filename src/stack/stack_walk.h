@@ -434,8 +434,10 @@ STACK_INLINE const struct stack_row *STACK_FN(STACK_STEP, _row)(const struct sta
 	return r;
 }
 
-/* Unwind the frame pcs[w->n - 1]: add its caller, or end the walk (1). */
-STACK_INLINE int STACK_STEP(struct stack_walk *w, uint64_t *pcs, void *env)
+/* Unwind the frame pcs[w->n - 1]: add its caller, or end the walk (1).
+ * (w and pcs never overlap each other nor what env reaches: restrict lets
+ * a compiler keep the walk in registers across the stores to pcs.) */
+STACK_INLINE int STACK_STEP(struct stack_walk *__restrict w, uint64_t *__restrict pcs, void *env)
 {
 	uint64_t look, rel, cfa, ra = 0, v;
 	const struct stack_map *m;
@@ -472,22 +474,20 @@ STACK_INLINE int STACK_STEP(struct stack_walk *w, uint64_t *pcs, void *env)
 row:
 #endif
 	op = r->op & STACK_OP_MASK;
-	switch (op) {
-	case STACK_OP_NOCFI:
-		return stack_walk_stop(w, STACK_WALK_NOCFI, 0, w->pc);
-	case STACK_OP_OUTERMOST:
-		return stack_walk_stop(w, STACK_WALK_OUTERMOST, 0, 0);
-	case STACK_OP_RSP:
+	/* the common rows first: a CFA from rsp, then from rbp */
+	if (__builtin_expect(op == STACK_OP_RSP, 1)) {
 		cfa = w->sp + ((int64_t)r->cfa_off << ((r->op & STACK_CFA_X8) ? 3 : 0));
-		break;
-	case STACK_OP_RBP:
+	} else if (op == STACK_OP_RBP) {
 		if (w->flags & STACK_W_BPUNREAD)
 			return stack_walk_stop(w, STACK_WALK_UNREAD, 0, w->pc);
 		if (!(w->flags & STACK_W_BP))
 			return stack_walk_stop(w, STACK_WALK_FALLBACK, STACK_WHY_RBP, w->pc);
 		cfa = w->bp + ((int64_t)r->cfa_off << ((r->op & STACK_CFA_X8) ? 3 : 0));
-		break;
-	case STACK_OP_SIGNAL:
+	} else if (op == STACK_OP_NOCFI) {
+		return stack_walk_stop(w, STACK_WALK_NOCFI, 0, w->pc);
+	} else if (op == STACK_OP_OUTERMOST) {
+		return stack_walk_stop(w, STACK_WALK_OUTERMOST, 0, 0);
+	} else if (op == STACK_OP_SIGNAL) {
 		if (w->nsig >= STACK_SIGS_MAX)
 			return stack_walk_stop(w, STACK_WALK_FALLBACK, STACK_WHY_SIGS, w->pc);
 		if (STACK_READ(env, &ra, w->sp + STACK_UC_RIP) ||
@@ -499,16 +499,13 @@ row:
 		w->bp = v;
 		next = STACK_W_EXACT | STACK_W_BP;
 		goto caller;
-	default:
+	} else {
 		return stack_walk_stop(w, STACK_WALK_FALLBACK, op, w->pc);
 	}
 	if (STACK_READ(env, &ra, cfa - 8))
 		return stack_walk_stop(w, STACK_WALK_UNREAD, 0, w->pc);
 	next = w->flags & (STACK_W_BP | STACK_W_BPUNREAD);
-	switch ((r->op & STACK_RBP_MASK) >> STACK_RBP_SHIFT) {
-	case STACK_RBP_SAME:
-		break;
-	case STACK_RBP_SAVED:
+	if ((r->op & STACK_RBP_MASK) == (STACK_RBP_SAVED << STACK_RBP_SHIFT)) {
 		/* unreadable: unknown, as libdw has it (a later frame may not
 		 * need it; one that does ends there, unread) */
 		if (STACK_READ(env, &v, cfa + 8 * (int64_t)r->rbp_off)) {
@@ -517,10 +514,8 @@ row:
 			w->bp = v;
 			next = STACK_W_BP;
 		}
-		break;
-	default:
-		next = 0;
-		break;
+	} else if (r->op & STACK_RBP_MASK) {
+		next = 0;	/* lost */
 	}
 caller:
 	if (ra == 0)
