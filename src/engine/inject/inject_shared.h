@@ -411,15 +411,17 @@ struct inj_rec {
  * rows of the pcs it looked up last, by pc, for the generation of
  * mappings in inj_slot.stk_gen; a walk's return addresses, for a count;
  * a page process_vm_readv reads the stack into as it finds how far it is
- * readable), and the stacks counted where the probe runs: a table of
+ * readable; the walks it made last, agent/ustack.c's memo), and the
+ * stacks counted where the probe runs: a table of
  * distinct walks, each with its process, found by its hash and compared
  * whole (ids are index + 1); a walk that finds no room is recorded
  * instead, and counted by uscope. */
 #define INJ_STK_PROCS 32		/* processes an image holds mappings of */
 #define INJ_STK_CACHE 64		/* rows a thread remembers */
-#define INJ_STK_SLOT 8192		/* bytes of a thread's own */
+#define INJ_STK_SLOT 16384		/* bytes of a thread's own */
 #define INJ_STK_PCS 1024		/* ... its walk's pcs at this offset */
 #define INJ_STK_PAGE 4096		/* ... its read page at this offset */
+#define INJ_STK_MEMO 8192		/* ... its walks remembered at this offset */
 #define INJ_STK_PROBES 32		/* entries a new walk tries in the table */
 
 struct inj_stk_proc {

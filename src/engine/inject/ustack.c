@@ -340,3 +340,4 @@ void inj_stk_key(struct inj *j, const struct inj_image *img, const struct usc_si
 			sl->kind = AGG_K_FAULT;
 	}
 }
+

@@ -235,12 +235,7 @@ static void count_stack(const struct env *env, const uint64_t *regs, int64_t imm
 			struct inj_val *v)
 {
 	struct inj_slot *s = env->slot;
-	char *mine = (char *)env->c + ((const struct inj_stk *)((const char *)env->c +
-							      env->c->stk_off))->slots_off +
-		     (uint64_t)(s - (struct inj_slot *)((char *)env->c + env->c->slots_off)) *
-			     INJ_STK_SLOT;
-	struct fetch_walk_hdr *h = (struct fetch_walk_hdr *)(mine + INJ_STK_PCS);
-	uint64_t *pcs = (uint64_t *)(h + 1), id;
+	uint64_t id;
 	uint8_t why;
 
 	v->kind = INJ_FAULT;
@@ -248,15 +243,10 @@ static void count_stack(const struct env *env, const uint64_t *regs, int64_t imm
 		s->stk_fb = STACK_FB_NONE + 0x100;	/* recorded, copied as asked */
 		return;
 	}
-	why = agent_ustack_walk((struct inj_ctl *)env->c, s, env->tgid, regs,
-				fetch_stack_frames(imm), h, pcs);
-	if (why) {
-		s->stk_fb = why;
-		return;
-	}
-	id = agent_ustack_id((struct inj_ctl *)env->c, env->tgid, h, pcs);
-	if (!id) {
-		s->stk_fb = STACK_FB_NR;
+	why = agent_ustack_count((struct inj_ctl *)env->c, s, env->tgid, regs,
+				 fetch_stack_frames(imm), &id);
+	if (why || !id) {
+		s->stk_fb = why ? why : STACK_FB_NR;
 		return;
 	}
 	v->kind = INJ_STACKID;
@@ -603,7 +593,6 @@ static void aggregate(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint
 	uint32_t row;
 	int64_t v = 0;
 
-	(void)s;
 	if (site->agg == INJ_AGG_RETURN) {
 		lat_return(c, lat, slot, site->agg_func, counts);
 		return;
@@ -643,6 +632,27 @@ static void aggregate(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint
 				return;
 			}
 			v = agg_value_of(vals[vi].val, site->arg_size[vi], site->arg_sign[vi]);
+		}
+		if (site->agg_nkey == 1 && vals[0].kind == INJ_STACKID) {
+			/* a stack alone: the rows of the stacks the thread saw last */
+			__typeof__(&s->kc[0]) kc = &s->kc[(vals[0].val ^ site->index) &
+							  (INJ_KEY_CACHE - 1)];
+
+			if (kc->row1 && kc->v == vals[0].val && kc->site == site->index) {
+				row_add(c, slot, kc->row1 - 1, v);
+				return;
+			}
+			make_key(site, vals, scr, key);
+			row = row_of(c, site, key, site->agg_keylen);
+			if (row == INJ_NO_ROW) {
+				counts[2]++;	/* the table is full */
+				return;
+			}
+			kc->v = vals[0].val;
+			kc->site = site->index;
+			kc->row1 = row + 1;
+			row_add(c, slot, row, v);
+			return;
 		}
 		make_key(site, vals, scr, key);
 		k = key;

@@ -55,10 +55,10 @@ void agent_let_go(struct inj_ctl *c) HIDDEN;
 uint8_t agent_ustack_walk(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid,
 			  const uint64_t *regs, uint32_t frames, struct fetch_walk_hdr *h,
 			  uint64_t *pcs) HIDDEN;
-/* The walk's id in the image's table of counted stacks (> 0), added if it
- * is new; 0: no room for it. */
-uint64_t agent_ustack_id(struct inj_ctl *c, uint32_t tgid, const struct fetch_walk_hdr *h,
-			 const uint64_t *pcs) HIDDEN;
+/* The same for a count: the walk's id in the image's table of counted
+ * stacks (> 0), added if it is new (*id 0: no room for it). */
+uint8_t agent_ustack_count(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid,
+			   const uint64_t *regs, uint32_t frames, uint64_t *id) HIDDEN;
 
 /* The owner word at owner (inj_ctl.owner, inj_site.owner): has the tracer
  * gone? */

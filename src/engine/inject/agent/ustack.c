@@ -14,6 +14,16 @@
  * first walks make system calls. Rows found are kept per thread by pc,
  * for the generation of mappings they were found with.
  *
+ * A walk is a function of the registers it starts from (ip, sp, bp), the
+ * tables and mappings (their generation) and the words it reads, each
+ * read where the words before it said. So a thread remembers its last
+ * walks (MEMO_N, by ip and sp): the words each read, where, and what it
+ * found. A hit from the same registers, with the same mappings, whose
+ * words read the same, walks the same: the words are read again (all at
+ * once: none waits for another, as in a walk), compared, and the walk
+ * remembered is the answer, its id in the counted stacks' table too. A
+ * walk that read a word outside the readable range is not remembered.
+ *
  * A walk that cannot go on (a row the tables cannot express, a pc in no
  * mapping the tracer has told us of, a process it has told us nothing of
  * yet, mappings that changed under it) says why: the caller copies the
@@ -22,6 +32,25 @@
 
 #define PAGE 4096ULL
 #define EXTEND_PAGES 16		/* a range grows by at most 64 KiB a read */
+#define MEMO_N 8		/* walks a thread remembers: a power of two */
+#define MEMO_READS 40		/* words a remembered walk read, at most */
+#define MEMO_PCS 32		/* frames of a remembered walk, at most */
+
+/* A walk remembered. */
+struct memo {
+	uint64_t ip, sp, bp;
+	uint32_t proc1;		/* its process's entry + 1; 0: none */
+	uint32_t gen;		/* ... and the generation of its mappings */
+	uint32_t frames;	/* frames asked for */
+	uint16_t nreads;
+	uint16_t bp_used;	/* a CFA from rbp: the walk may have used bp */
+	uint64_t id;		/* its id in the counted stacks' table; 0: none yet */
+	struct fetch_walk_hdr h;
+	uint64_t addr[MEMO_READS];
+	uint64_t val[MEMO_READS];
+	uint64_t pcs[MEMO_PCS];
+};
+_Static_assert(MEMO_N * sizeof(struct memo) <= INJ_STK_SLOT - INJ_STK_MEMO, "the memo's room");
 
 struct iov {
 	void *base;
@@ -41,6 +70,8 @@ struct uw {
 	const uint32_t *idx;
 	uint32_t ntabs, nrows, nidx;
 	struct inj_stk_rc *rc;	/* the slot's rows, by pc */
+	struct memo *log;	/* where the words read go; 0: not remembered */
+	uint32_t bp_used;	/* a row with a CFA from rbp was used */
 };
 
 static long readv_pages(uint32_t tgid, char *page, uint64_t addr, uint64_t len)
@@ -67,6 +98,7 @@ static __attribute__((noinline)) int uread_slow(struct uw *e, uint64_t *dst, uin
 	struct inj_slot *s = e->s;
 	struct iov l = {dst, 8}, r = {(void *)addr, 8};
 
+	e->log = 0;	/* a walk that read outside the range: not remembered */
 	if (addr >= e->hi && !s->stk_end && addr - e->hi < EXTEND_PAGES * PAGE - 8) {
 		uint64_t want = (addr + 8 - e->hi + PAGE - 1) & ~(PAGE - 1);
 		long got = readv_pages(e->tgid, e->page, e->hi, want);
@@ -88,7 +120,18 @@ static inline __attribute__((always_inline)) int uread(struct uw *e, uint64_t *d
 						       uint64_t addr)
 {
 	if (addr >= e->lo && addr + 8 <= e->hi && addr + 8 > addr) {
-		*dst = *(const volatile uint64_t *)addr;
+		uint64_t v = *(const volatile uint64_t *)addr;
+		struct memo *m = e->log;
+
+		*dst = v;
+		if (m) {
+			if (m->nreads < MEMO_READS) {
+				m->addr[m->nreads] = addr;
+				m->val[m->nreads++] = v;
+			} else {
+				e->log = 0;
+			}
+		}
 		return 0;
 	}
 	return uread_slow(e, dst, addr);
@@ -127,7 +170,10 @@ static inline __attribute__((always_inline)) const struct stack_row *rc_get(stru
 {
 	const struct inj_stk_rc *r = &e->rc[rc_slot(pc)];
 
-	return r->pc == pc ? &r->row : 0;
+	if (r->pc != pc)
+		return 0;
+	e->bp_used |= (r->row.op & STACK_OP_MASK) == STACK_OP_RBP;
+	return &r->row;
 }
 
 static inline __attribute__((always_inline)) void rc_put(struct uw *e, uint64_t pc,
@@ -135,6 +181,7 @@ static inline __attribute__((always_inline)) void rc_put(struct uw *e, uint64_t 
 {
 	struct inj_stk_rc *r = &e->rc[rc_slot(pc)];
 
+	e->bp_used |= (row->op & STACK_OP_MASK) == STACK_OP_RBP;
 	r->pc = pc;
 	r->row = *row;
 }
@@ -171,28 +218,61 @@ static uint32_t proc_of(const struct inj_stk *k, struct inj_slot *s, uint32_t tg
 	return INJ_STK_PROCS;
 }
 
-uint8_t agent_ustack_walk(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid,
-			  const uint64_t *regs, uint32_t frames, struct fetch_walk_hdr *h,
-			  uint64_t *pcs)
+/* Was the walk m remembered made from these registers, with these
+ * mappings, and do the words it read read the same? */
+static inline __attribute__((always_inline)) int memo_holds(const struct memo *m, uint32_t p1,
+							   uint32_t gen, const uint64_t *regs,
+							   uint32_t frames, uint64_t lo, uint64_t hi)
+{
+	uint32_t n = m->nreads, same = 1;
+
+	if (m->proc1 != p1 || m->gen != gen || m->ip != regs[USC_REG_IP] ||
+	    m->sp != regs[USC_REG_SP] || (m->bp_used && m->bp != regs[USC_REG_BP]) ||
+	    m->frames != frames || n > MEMO_READS)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t a = m->addr[i];
+
+		if (a < lo || a + 8 > hi || a + 8 < a)
+			return 0;
+		same &= *(const volatile uint64_t *)a == m->val[i];
+	}
+	return same;
+}
+
+/* The walk of the hit: a remembered one (*mp), or walked now (and then
+ * remembered when it can be: *mp, else 0), into h and pcs. */
+static uint8_t walk(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid, const uint64_t *regs,
+		    uint32_t frames, struct fetch_walk_hdr *h, uint64_t *pcs, struct memo **mp)
 {
 	const char *base = (const char *)c;
 	const struct inj_stk *k = (const struct inj_stk *)(base + c->stk_off);
 	uint64_t slot = (uint64_t)(s - (struct inj_slot *)(base + c->slots_off));
 	char *mine = (char *)c + k->slots_off + slot * INJ_STK_SLOT;
+	uint64_t ip = regs[USC_REG_IP], sp = regs[USC_REG_SP];
+	struct memo *m = (struct memo *)(mine + INJ_STK_MEMO) +
+			 (((ip ^ (sp >> 4)) * 0x9e3779b97f4a7c15ULL) >> 61);
 	const struct inj_stk_proc *pr;
 	struct stack_walk w;
 	struct uw e;
 	uint32_t p, g1, g2, cp;
+	uint8_t why;
 
+	*mp = 0;
 	p = proc_of(k, s, tgid);
 	if (p >= INJ_STK_PROCS)
 		return STACK_FB_NOPROC;
 	pr = (const struct inj_stk_proc *)(base + k->procs_off) + p;
 	g1 = __atomic_load_n(&pr->gen, __ATOMIC_ACQUIRE);
-	cp = g1 & 1;
 	e.s = s;
 	e.tgid = tgid;
 	e.page = mine + INJ_STK_PAGE;
+	range_at(&e, sp);
+	if (memo_holds(m, p + 1, g1, regs, frames, e.lo, e.hi)) {
+		*mp = m;
+		return STACK_FB_NONE;
+	}
+	cp = g1 & 1;
 	e.maps = pr->maps[cp];
 	e.nmaps = min32(pr->nmaps[cp], STACK_MAPS_MAX);
 	e.ntabs = min32(__atomic_load_n(&k->ntabs, __ATOMIC_ACQUIRE), k->max_tabs);
@@ -209,8 +289,11 @@ uint8_t agent_ustack_walk(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid,
 		s->stk_gen = g1;
 		s->stk_rcp = p + 1;
 	}
-	range_at(&e, regs[USC_REG_SP]);
-	stack_walk_init(&w, regs[USC_REG_IP], regs[USC_REG_SP], regs[USC_REG_BP], frames, pcs);
+	m->proc1 = 0;		/* being written */
+	m->nreads = 0;
+	e.log = m;
+	e.bp_used = 0;
+	stack_walk_init(&w, ip, sp, regs[USC_REG_BP], frames, pcs);
 	while (!agent_step(&w, pcs, &e))
 		;
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -226,7 +309,38 @@ uint8_t agent_ustack_walk(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid,
 		h->sig[i] = i < w.nsig ? w.sig[i] : 0;
 	for (uint32_t i = 0; i < sizeof(h->pad); i++)
 		h->pad[i] = 0;
-	return stack_walk_fallback(&w);
+	why = stack_walk_fallback(&w);
+	if (why || !e.log || w.n > MEMO_PCS)
+		return why;
+	/* remembered */
+	m->ip = ip;
+	m->sp = sp;
+	m->bp = regs[USC_REG_BP];
+	m->bp_used = (uint16_t)e.bp_used;
+	m->gen = g1;
+	m->frames = frames;
+	m->id = 0;
+	m->h = *h;
+	for (uint32_t i = 0; i < w.n; i++)
+		m->pcs[i] = pcs[i];
+	m->proc1 = p + 1;
+	*mp = m;
+	return STACK_FB_NONE;
+}
+
+uint8_t agent_ustack_walk(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid,
+			  const uint64_t *regs, uint32_t frames, struct fetch_walk_hdr *h,
+			  uint64_t *pcs)
+{
+	struct memo *m;
+	uint8_t why = walk(c, s, tgid, regs, frames, h, pcs, &m);
+
+	if (why || !m)
+		return why;
+	*h = m->h;	/* remembered: its frames as they were */
+	for (uint32_t i = 0; i < m->h.n && i < MEMO_PCS; i++)
+		pcs[i] = m->pcs[i];
+	return STACK_FB_NONE;
 }
 
 static inline __attribute__((always_inline)) uint64_t mix(uint64_t h, uint64_t w)
@@ -235,7 +349,9 @@ static inline __attribute__((always_inline)) uint64_t mix(uint64_t h, uint64_t w
 	return h ^ (h >> 32);
 }
 
-uint64_t agent_ustack_id(struct inj_ctl *c, uint32_t tgid, const struct fetch_walk_hdr *h,
+/* The walk's id in the image's table of counted stacks (> 0), added if it
+ * is new; 0: no room for it. */
+static uint64_t stack_id(struct inj_ctl *c, uint32_t tgid, const struct fetch_walk_hdr *h,
 			 const uint64_t *pcs)
 {
 	const struct inj_stk *k = (const struct inj_stk *)((const char *)c + c->stk_off);
@@ -283,4 +399,27 @@ uint64_t agent_ustack_id(struct inj_ctl *c, uint32_t tgid, const struct fetch_wa
 			return (uint64_t)at + 1;
 	}
 	return 0;
+}
+
+uint8_t agent_ustack_count(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid,
+			   const uint64_t *regs, uint32_t frames, uint64_t *id)
+{
+	const struct inj_stk *k = (const struct inj_stk *)((const char *)c + c->stk_off);
+	uint64_t slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
+	struct fetch_walk_hdr *h = (struct fetch_walk_hdr *)((char *)c + k->slots_off +
+							    slot * INJ_STK_SLOT + INJ_STK_PCS);
+	struct memo *m;
+	uint8_t why = walk(c, s, tgid, regs, frames, h, (uint64_t *)(h + 1), &m);
+
+	*id = 0;
+	if (why)
+		return why;
+	if (m && m->id) {
+		*id = m->id;
+		return STACK_FB_NONE;
+	}
+	*id = m ? stack_id(c, tgid, &m->h, m->pcs) : stack_id(c, tgid, h, (uint64_t *)(h + 1));
+	if (m)
+		m->id = *id;
+	return STACK_FB_NONE;
 }
