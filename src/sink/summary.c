@@ -178,8 +178,14 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 	struct summary_sink *ss = container_of(k, struct summary_sink, base);
 	bool unattributed = false;
 
-	if (!final || !ss->summary)
+	if (!final)
 		return 0;
+	if (!ss->summary) {
+		/* the commands that print no summary say this still */
+		print_fallbacks(ss, s, st);
+		fflush(ss->fp);
+		return 0;
+	}
 	if (used_engines(s) > 1) {
 		fprintf(ss->fp, "uscope: sites:");
 		for (size_t e = 0, first = 1; e < s->nengines; e++)

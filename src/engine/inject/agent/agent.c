@@ -226,6 +226,9 @@ static void store_stack(const struct env *env, const uint64_t *regs, int64_t imm
 		}
 	}
 	copy_stack(env, regs, imm, rec, off, v, why == STACK_FB_NR ? STACK_FB_TABLE : why);
+	/* mappings the tracer has not told us of: it is woken to read them */
+	if ((why == STACK_FB_NOMODULE || why == STACK_FB_NOPROC) && env->c->asleep)
+		agent_ring((struct inj_ctl *)env->c);
 }
 
 /* A count's $ustack: its walk's id in the stack table (INJ_STACKID). A
