@@ -129,6 +129,8 @@ typedef __s16 int16_t;
 #define STACK_MAP_STEPS 11	/* >= log2(STACK_MAPS_MAX) + 1 */
 #define STACK_TAB_NONE 0xffffffffu	/* stack_map.tab: the module has no CFI */
 #define STACK_TAB_FAIL 0xfffffffeu	/* ... its table could not be built */
+#define STACK_TAB_NOFILE 0xfffffffdu	/* ... it is no file (the vDSO): a walk
+					 * ends there, no module, as libdw's */
 
 enum stack_op {
 	STACK_OP_NOCFI = 0,	/* no CFI covers these addresses: no caller */
@@ -189,7 +191,8 @@ enum stack_walk_end {
 	STACK_WALK_OUTERMOST,	/* complete */
 	STACK_WALK_LIMIT,	/* max frames; end_pc the first left out */
 	STACK_WALK_NOCFI,	/* end_pc's code has no CFI */
-	STACK_WALK_NOMODULE,	/* end_pc is in no mapping the walker knows */
+	STACK_WALK_NOMODULE,	/* end_pc is in no mapping the walker knows (why 0),
+				 * or in one that is no file (why 1: the vDSO) */
 	STACK_WALK_UNREAD,	/* the stack could not be read where the CFI says */
 	STACK_WALK_FALLBACK,	/* a row it cannot follow at end_pc: why */
 };
@@ -293,7 +296,7 @@ static inline int stack_walk_stop(struct stack_walk *w, uint8_t end, uint8_t why
 static inline uint8_t stack_walk_fallback(const struct stack_walk *w)
 {
 	if (w->end == STACK_WALK_NOMODULE)
-		return STACK_FB_NOMODULE;
+		return w->why ? STACK_FB_NONE : STACK_FB_NOMODULE;	/* 1: a known mapping */
 	if (w->end != STACK_WALK_FALLBACK)
 		return w->end == STACK_WALK_GOING ? STACK_FB_TABLE : STACK_FB_NONE;
 	if (w->why >= STACK_OP_EXPR && w->why <= STACK_OP_BAD)
@@ -458,6 +461,8 @@ STACK_INLINE int STACK_STEP(struct stack_walk *__restrict w, uint64_t *__restric
 		return stack_walk_stop(w, STACK_WALK_NOMODULE, 0, w->pc);
 	if (m->tab == STACK_TAB_NONE)
 		return stack_walk_stop(w, STACK_WALK_NOCFI, 0, w->pc);
+	if (m->tab == STACK_TAB_NOFILE)
+		return stack_walk_stop(w, STACK_WALK_NOMODULE, 1, w->pc);
 	t = STACK_TAB(env, m->tab);
 	if (!t)
 		return stack_walk_stop(w, STACK_WALK_FALLBACK, STACK_WHY_TABLE, w->pc);

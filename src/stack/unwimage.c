@@ -175,11 +175,11 @@ int stack_image_add_maps(struct stack_image *tabs, struct stack_tabset *s,
 		uint32_t tab;
 		int r;
 
-		/* the vDSO: a module libdw knows (libdwfl reports it) but cannot
-		 * read from a stack copy, so no CFI; a probe never fires there,
-		 * only a sampled stack can start in it */
+		/* the vDSO: no file, so no module for libdw either (stack/unwind.c
+		 * reports files only): a walk ends there; a probe never fires
+		 * there, only a sampled stack can start in it */
 		if (m[i].path && !strcmp(m[i].path, "[vdso]") && m[i].perms[2] == 'x') {
-			err = stack_image_map(maps, m[i].start, m[i].end, 0, STACK_TAB_NONE);
+			err = stack_image_map(maps, m[i].start, m[i].end, 0, STACK_TAB_NOFILE);
 			if (err == -EINVAL)
 				err = 0;
 			continue;

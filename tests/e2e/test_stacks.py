@@ -434,21 +434,28 @@ def test_named_stack_beside_other_arguments():
 
 @pytest.mark.parametrize("engine", ENGINES_STACK)
 def test_stack_size_cut_says_so(engine):
-    """--stack-size 64: the copy holds the return addresses of leaf and
-    outer, not those of main's callers: the frames it has, then why it
-    stops there (never a stack that looks whole)."""
+    """--stack-mode copy --stack-size 64: the copy holds the return
+    addresses of leaf and outer, not those of main's callers: the frames it
+    has, then why it stops there (never a stack that looks whole). A walk
+    copies nothing: --stack-size does not cut it."""
     whole = u.trace("leaf $ustack", cmd=[STACKS, "inline"], json=True,
                     extra=["-e", engine]).check(ready=1).events[0].args["ustack"]
     assert len(whole) == 7 and "end" not in whole[-1], whole
     r = u.trace("leaf $ustack", cmd=[STACKS, "inline"], json=True,
                 extra=["-e", engine, "--stack-size", "64"]).check(ready=1)
+    def named(st):
+        return [(f.get("sym"), f.get("off"), f.get("line"), f.get("end")) for f in st]
+
+    assert named(r.events[0].args["ustack"]) == named(whole)
+    r = u.trace("leaf $ustack", cmd=[STACKS, "inline"], json=True,
+                extra=["-e", engine, "--stack-size", "64", "--stack-mode", "copy"]).check(ready=1)
     st = r.events[0].args["ustack"]
     assert st[-1] == {"end": COPY_END}, st
     assert 1 <= len(st) - 1 < len(whole)
     assert [(f["sym"], f["off"], f["line"]) for f in st[:-1]] == \
         [(f["sym"], f["off"], f["line"]) for f in whole[:len(st) - 1]]
     _, evs = trace_text("leaf $ustack", cmd=[STACKS, "inline"], engine=engine,
-                        extra=["--stack-size", "64"])
+                        extra=["--stack-size", "64", "--stack-mode", "copy"])
     assert evs[0][1][-1] == f"[{COPY_END}]" and len(evs[0][1]) == len(st)
 
 
