@@ -446,7 +446,10 @@ def test_stack_size_cut_says_so(engine):
     def named(st):
         return [(f.get("sym"), f.get("off"), f.get("line"), f.get("end")) for f in st]
 
-    assert named(r.events[0].args["ustack"]) == named(whole)
+    if "fell back" not in r.stderr:     # (bpf: COMMAND's first hits are copied)
+        assert named(r.events[0].args["ustack"]) == named(whole)
+    else:
+        assert engine == "bpf" and "noproc 1" in r.stderr, r.stderr
     r = u.trace("leaf $ustack", cmd=[STACKS, "inline"], json=True,
                 extra=["-e", engine, "--stack-size", "64", "--stack-mode", "copy"]).check(ready=1)
     st = r.events[0].args["ustack"]
