@@ -152,6 +152,7 @@ static const struct option args_all[] = {
 	{"max-wait", required_argument, NULL, 'w'},
 	{"all", no_argument, NULL, 'a'},
 	{"root", required_argument, NULL, 'Q'},
+	{"stack-mode", required_argument, NULL, 'k'},
 };
 static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
 				     CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
@@ -162,7 +163,7 @@ static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUT
 				     CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED,
 				     CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE,
 				     CLI_ARG_OBJTRACE, CLI_ARG_SERVE, CLI_ARG_SERVE, CLI_ARG_PPROF,
-				     CLI_ARG_WAIT, CLI_ARG_ALL, 0};
+				     CLI_ARG_WAIT, CLI_ARG_ALL, CLI_ARG_STACK, 0};
 _Static_assert(sizeof(args_need) / sizeof(args_need[0]) ==
 	       sizeof(args_all) / sizeof(args_all[0]), "an option's need for each option");
 #define ARGS_NALL (sizeof(args_all) / sizeof(args_all[0]))
@@ -326,7 +327,7 @@ static int args_agg(int c, struct cli_opts *o)
 	return ARG_NOT_MINE;
 }
 
-/* Recordings' and outputs': -r, --snapshot, --stack-size, --folded, --drop,
+/* Recordings' and outputs': -r, --snapshot, --stack-size, --stack-mode, --folded, --drop,
  * --max-wait, --sort, --format. */
 static int args_record(int c, struct cli_opts *o)
 {
@@ -350,6 +351,13 @@ static int args_record(int c, struct cli_opts *o)
 			return ARG_BAD;
 		}
 		o->so.stack_bytes = (uint32_t)v;
+		return ARG_OK;
+	case 'k':
+		if (strcmp(optarg, "walk") && strcmp(optarg, "copy")) {
+			cli_error("--stack-mode wants walk or copy, not '%s'", optarg);
+			return ARG_BAD;
+		}
+		o->so.stack_copy = !strcmp(optarg, "copy");
 		return ARG_OK;
 	case 'y':
 		o->folded = true;

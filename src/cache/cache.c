@@ -30,12 +30,14 @@ struct maps_ent {
 	size_t n;
 	int root_known;		/* 1: root is pid's (cache_add_map's paths) */
 	char *root;		/* NULL: pid sees our files */
+	uint64_t gen;			/* the cache's maps_gen at its last change */
 };
 
 struct usc_cache {
 	bool frozen;			/* maps only as set (a recording's) */
 	char *root;			/* where MODULE paths resolve (cache_set_root) */
 	void (*maps_hook)(void *ctx);	/* brings the maps up to date, before a refresh */
+	uint64_t maps_gen;		/* changes of any process's maps */
 	void *maps_hook_ctx;
 	/* what modules above keep per cache (cache_ext), and how to free it */
 	void *ext[CACHE_EXT_NR];
@@ -176,11 +178,19 @@ static struct maps_ent *maps_entry(struct usc_cache *c, pid_t pid, bool create)
 }
 
 /* e's maps become m (n of them, e's now). */
-static void maps_replace(struct maps_ent *e, struct proc_map *m, size_t n)
+static void maps_replace(struct usc_cache *c, struct maps_ent *e, struct proc_map *m, size_t n)
 {
 	procmaps_free(e->maps, e->n);
 	e->maps = m;
 	e->n = n;
+	e->gen = ++c->maps_gen;
+}
+
+uint64_t cache_maps_gen(struct usc_cache *c, pid_t pid)
+{
+	struct maps_ent *e = maps_entry(c, pid, false);
+
+	return e ? e->gen : 0;
 }
 
 const struct proc_map *cache_maps(struct usc_cache *c, pid_t pid, bool refresh, size_t *n)
@@ -211,7 +221,7 @@ const struct proc_map *cache_maps(struct usc_cache *c, pid_t pid, bool refresh, 
 		procmaps_free(m, (size_t)got);
 		return NULL;
 	}
-	maps_replace(e, m, (size_t)got);
+	maps_replace(c, e, m, (size_t)got);
 	*n = e->n;
 	return e->maps;
 }
@@ -279,7 +289,7 @@ int cache_set_maps(struct usc_cache *c, pid_t pid, const struct proc_map *maps, 
 	e = maps_entry(c, pid, true);	/* again: it may move */
 	if (!e)
 		goto oom;
-	maps_replace(e, m, k);
+	maps_replace(c, e, m, k);
 	return 0;
 oom:
 	procmaps_free(m, k);
@@ -362,6 +372,7 @@ int cache_add_map(struct usc_cache *c, pid_t pid, const struct proc_map *given)
 	free(e->maps);
 	e->maps = v;
 	e->n = k;
+	e->gen = ++c->maps_gen;
 	return 0;
 }
 
@@ -374,6 +385,7 @@ void cache_clear_maps(struct usc_cache *c, pid_t pid)
 	procmaps_free(e->maps, e->n);
 	e->maps = NULL;
 	e->n = 0;
+	e->gen = ++c->maps_gen;
 }
 
 int cache_copy_maps(struct usc_cache *c, pid_t from, pid_t to)

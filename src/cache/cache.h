@@ -48,6 +48,8 @@ int cache_set_maps(struct usc_cache *c, pid_t pid, const struct proc_map *maps, 
 int cache_add_map(struct usc_cache *c, pid_t pid, const struct proc_map *m);
 void cache_clear_maps(struct usc_cache *c, pid_t pid);
 int cache_copy_maps(struct usc_cache *c, pid_t from, pid_t to);
+/* A number that changes whenever process pid's maps do (0: none known). */
+uint64_t cache_maps_gen(struct usc_cache *c, pid_t pid);
 /* fn(ctx) brings the maps up to date (the mmap records read so far)
  * before cache_maps reads /proc again. */
 void cache_maps_hook(struct usc_cache *c, void (*fn)(void *ctx), void *ctx);

@@ -362,7 +362,7 @@ static int put_value(struct usc_output *o, const struct usc_event *ev,
 		return o->json ? output_json_string(o, "[...]", 5) : put(o, "[...]");
 	if (v->kind == USC_V_STACK)
 		return put_stack(o, ev->pid, v->stack);
-	if (v->kind == USC_V_USTACK)	/* not unwound: no session */
+	if (usc_value_is_raw_stack(v->kind))	/* not unwound: no session */
 		return put(o, o->json ? "null" : "(stack)");
 	if (v->kind == USC_V_FAULT)
 		return put(o, o->json ? "null" : "(fault)");

@@ -14,6 +14,8 @@
 
 struct usc_site;	/* resolve/resolve.h: where the event was recorded */
 
+#define USC_STACK_FB_NR 12	/* = STACK_FB_NR (src/stack/stack_walk.h) */
+
 enum usc_value_kind {
 	USC_V_INT,
 	USC_V_STR,
@@ -22,7 +24,15 @@ enum usc_value_kind {
 	USC_V_USTACK,	/* $ustack as an engine copied it: str, len bytes: struct
 			 * fetch_stack_hdr and the stack (probe/fetch.h) */
 	USC_V_STACK,	/* $ustack unwound (src/stack/): stack */
+	USC_V_WALK,	/* $ustack as an engine walked it: str, len bytes: struct
+			 * fetch_walk_hdr and the return addresses */
 };
+
+/* Is it a $ustack's bytes as an engine stored them (str, len)? */
+static inline bool usc_value_is_raw_stack(uint8_t kind)
+{
+	return kind == USC_V_USTACK || kind == USC_V_WALK;
+}
 
 /* Why an unwound stack ends where it does. */
 enum usc_stack_end {
@@ -59,9 +69,10 @@ static inline bool usc_stack_sigframe(const struct usc_stack *st, uint32_t i)
 
 struct usc_value {
 	uint8_t kind;		/* enum usc_value_kind */
-	uint32_t len;		/* USC_V_STR, USC_V_USTACK: bytes, without the NUL */
+	uint32_t len;		/* USC_V_STR, USC_V_USTACK, USC_V_WALK: bytes (a
+				 * string's without the NUL) */
 	uint64_t u;		/* USC_V_INT: raw bits, zero-extended from the type's size */
-	const char *str;	/* USC_V_STR, USC_V_USTACK */
+	const char *str;	/* USC_V_STR, USC_V_USTACK, USC_V_WALK */
 	const struct usc_stack *stack;	/* USC_V_STACK */
 };
 
@@ -92,6 +103,10 @@ struct usc_site_stats {
 				 * because the tracer made no room within the
 				 * bound of a wait (--max-wait), or had made no
 				 * progress since a wait that timed out */
+	/* $ustack: hits whose stack the engine could not walk where the
+	 * probe ran, and copied instead, by why (enum stack_fallback,
+	 * src/stack/stack_walk.h; [0]: unused) */
+	uint64_t stack_fallback[USC_STACK_FB_NR];
 };
 
 /* An engine's counts; sites[i] is for the engine's e->sites[i]. */

@@ -74,9 +74,9 @@ enum fetch_op {
 	/* load stage, a placeholder binding replaces */
 	FOP_GOID,	/* $goid: the goroutine's id, through Go's g (R14) */
 	/* load stage, alone (after those above: recordings keep the numbers) */
-	FOP_USTACK,	/* $ustack: the registers and the top of the user stack,
-			 * unwound by the tracer (struct fetch_stack_hdr);
-			 * imm = frames | bytes to copy << 32 (0: the default) */
+	FOP_USTACK,	/* $ustack: the user stack, walked (struct fetch_walk_hdr)
+			 * or copied (struct fetch_stack_hdr); imm = frames |
+			 * FETCH_STACK_COPY | bytes to copy << 32 (0: defaults) */
 };
 
 /* Registers, in the order of the kernel's x86-64 pt_regs names. */
@@ -171,9 +171,14 @@ enum usc_type {
 };
 
 /* $ustack: what a stack fetch stores, as every engine writes it (the
- * agent, the bpf program): the registers at the hit, then `len` bytes of
- * the stack from regs[USC_REG_SP] up. The tracer unwinds it with the
- * modules' CFI (src/stack/), as perf's --call-graph dwarf does. */
+ * agent, the bpf program). Two forms:
+ *   - walked where the probe ran (src/stack/stack_walk.h, with unwind
+ *     tables compiled from the modules' CFI): struct fetch_walk_hdr, then
+ *     n return addresses, 8 bytes each;
+ *   - copied (--stack-mode copy, or a walk that could not go on: the
+ *     fallback, with why): the registers at the hit, then `len` bytes of
+ *     the stack from regs[USC_REG_SP] up, which the tracer unwinds with
+ *     libdw, as perf's --call-graph dwarf does. */
 #define USC_STACK_FRAMES 64		/* $ustack: frames shown */
 #define USC_STACK_FRAMES_MAX 256	/* $ustack:N */
 #define USC_STACK_BYTES 8192		/* bytes of stack copied, by default */
@@ -190,13 +195,57 @@ struct fetch_stack_hdr {
 	uint32_t len;			/* bytes of stack that follow */
 	uint16_t frames;		/* frames wanted */
 	uint8_t end;			/* enum fetch_stack_end */
-	uint8_t pad;
+	uint8_t why;			/* 0: a copy was asked for; else the walk fell
+					 * back to it: STACK_WHY_* (stack_walk.h) */
 };
 _Static_assert(sizeof(struct fetch_stack_hdr) == 8 * USC_REG_NR + 8, "fetch_stack_hdr layout");
 
+/* A walked stack: frame 0 is the probed address, exact; then return
+ * addresses; the frames listed in sig[] are signal trampolines (the frame
+ * after each, the interrupted code, is exact too). end and end_pc say where
+ * and why it stopped (enum stack_walk_end, never a fallback: a walk that
+ * falls back is stored as a copy). General on purpose: the tracer turns it
+ * into struct usc_stack (probe/event.h) before anything else sees it, so a
+ * symbolizer can splice other frames into it (Python's) there. */
+#define FETCH_WALK_SIGS 4		/* = STACK_SIGS_MAX */
+
+struct fetch_walk_hdr {
+	uint64_t end_pc;		/* the frame the walk could not unwind, or
+					 * the first left out (LIMIT) */
+	uint16_t n;			/* return addresses that follow */
+	uint16_t frames;		/* frames wanted */
+	uint8_t end;			/* enum stack_walk_end */
+	uint8_t nsig;
+	uint8_t sig[FETCH_WALK_SIGS];	/* frames that are the signal trampoline */
+	uint8_t pad[6];
+};
+_Static_assert(sizeof(struct fetch_walk_hdr) == 24, "fetch_walk_hdr layout");
+
+/* Is it a walk an engine writes: len bytes at p (any alignment), its
+ * header and n return addresses, signal frames among them? */
+static inline int fetch_walk_valid(const void *p, size_t len)
+{
+	struct fetch_walk_hdr h;
+
+	if (len < sizeof(h))
+		return 0;
+	__builtin_memcpy(&h, p, sizeof(h));
+	if (len != sizeof(h) + 8 * (size_t)h.n || h.n > 256 || h.nsig > FETCH_WALK_SIGS ||
+	    h.end < 1 || h.end > 5)	/* OUTERMOST ... UNREAD */
+		return 0;
+	for (unsigned k = 0; k < h.nsig; k++)
+		if (h.sig[k] >= h.n)
+			return 0;
+	return 1;
+}
+
+/* $ustack's insn imm: frames (low 16 bits), bytes to copy (high 32) and how
+ * (bit 16: FETCH_STACK_COPY, always a copy: --stack-mode copy). */
+#define FETCH_STACK_COPY (1u << 16)
+
 static inline uint32_t fetch_stack_frames(int64_t imm)
 {
-	uint32_t n = (uint32_t)imm;
+	uint32_t n = (uint32_t)imm & 0xffff;
 
 	return n ? (n > USC_STACK_FRAMES_MAX ? USC_STACK_FRAMES_MAX : n) : USC_STACK_FRAMES;
 }

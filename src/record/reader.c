@@ -801,7 +801,7 @@ static int decode(struct events *e, const struct ref *r, struct usc_event *ev)
 		ev->func = re->func;
 		for (unsigned i = 0; i < re->nvals; i++) {
 			e->vals[i] = (struct usc_value){.kind = v[i].kind, .u = v[i].u};
-			if (v[i].kind == USC_V_STR || v[i].kind == USC_V_USTACK) {
+			if (v[i].kind == USC_V_STR || usc_value_is_raw_stack(v[i].kind)) {
 				if (v[i].len > r->len - strs)
 					return -EINVAL;
 				if (v[i].kind == USC_V_USTACK) {
@@ -813,6 +813,9 @@ static int decode(struct events *e, const struct ref *r, struct usc_event *ev)
 					memcpy(&h, r->p + strs, sizeof(h));
 					if (h.len != v[i].len - sizeof(h))
 						return -EINVAL;
+				} else if (v[i].kind == USC_V_WALK &&
+					   !fetch_walk_valid(r->p + strs, v[i].len)) {
+					return -EINVAL;
 				}
 				e->vals[i].str = (const char *)r->p + strs;
 				e->vals[i].len = v[i].len;

@@ -97,6 +97,17 @@ static inline bool site_has_ustack(const struct usc_site *site)
 	return false;
 }
 
+/* Is one of its $ustack copied at every hit (--stack-mode copy), not
+ * walked where the probe runs? */
+static inline bool site_copies_ustack(const struct usc_site *site)
+{
+	for (unsigned i = 0; i < site->nargs; i++)
+		if (site->args[i].ninsn && site->args[i].insn[0].op == FOP_USTACK &&
+		    ((uint64_t)site->args[i].insn[0].imm & FETCH_STACK_COPY))
+			return true;
+	return false;
+}
+
 /* Fill target->exe for a PID (/proc/PID/exe) or a command (PATH lookup),
  * and target->root (see there). -ESRCH (no such process), -ENOENT
  * (command not found, no such root), -EACCES/-EPERM, -EINVAL (a root

@@ -25,6 +25,7 @@
 #include "sink/sink.h"
 #include "stack/mapwatch.h"
 #include "stack/stack.h"
+#include "stack/unwtab.h"
 
 /* How long events of several engines wait for older ones (merge.c). */
 #define MERGE_HOLD_NS 100000000ULL
@@ -190,21 +191,29 @@ int session_plan_sites(struct usc_session *s)
 		return ret;
 	s->ectx.sites = s->sites;
 	s->ectx.nsites = s->nsites;
-	/* $ustack copies --stack-size bytes: the engines read it in the program */
+	/* $ustack copies --stack-size bytes, and always with --stack-mode
+	 * copy: the engines read it in the program */
 	for (size_t i = 0; i < s->nsites; i++) {
 		struct usc_site *site = &s->sites[i];
 
 		if (!site_has_ustack(site))
 			continue;
 		s->ectx.has_stacks = true;
-		for (unsigned a = 0; a < site->nargs && s->opts.stack_bytes; a++)
-			if (site->args[a].insn[0].op == FOP_USTACK)
-				site->args[a].insn[0].imm =
-					(int64_t)((uint64_t)(uint32_t)site->args[a].insn[0].imm |
-						  (uint64_t)s->opts.stack_bytes << 32);
+		for (unsigned a = 0; a < site->nargs; a++) {
+			struct fetch_insn *in = &site->args[a].insn[0];
+
+			if (in->op != FOP_USTACK)
+				continue;
+			if (s->opts.stack_bytes)
+				in->imm = (int64_t)((uint64_t)(uint32_t)in->imm |
+						    (uint64_t)s->opts.stack_bytes << 32);
+			if (s->opts.stack_copy)
+				in->imm |= FETCH_STACK_COPY;
+		}
 	}
 	s->stats = calloc(s->nsites + 1, sizeof(*s->stats));
-	if (!s->stats)
+	s->stack_fb = calloc((s->nsites + 1) * USC_STACK_FB_NR, sizeof(*s->stack_fb));
+	if (!s->stats || !s->stack_fb)
 		return -ENOMEM;
 	s->totals.sites = s->stats;
 	return session_plan_engines(s);
@@ -267,8 +276,9 @@ int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe
 	for (size_t i = 0; i < s->nsites; i++)
 		s->ectx.has_stacks |= site_has_ustack(&s->sites[i]);
 	s->stats = calloc(s->nsites + 1, sizeof(*s->stats));
+	s->stack_fb = calloc((s->nsites + 1) * USC_STACK_FB_NR, sizeof(*s->stack_fb));
 	s->place = calloc(s->nsites + 1, sizeof(*s->place));
-	if (!s->stats || !s->place)
+	if (!s->stats || !s->place || !s->stack_fb)
 		return -ENOMEM;
 	s->totals.sites = s->stats;
 	s->target.kind = USC_TARGET_SYSTEM;
@@ -322,24 +332,40 @@ const char *usc_session_engine_of(const struct usc_session *s, size_t i)
 
 /* ---- delivery ----------------------------------------------------------- */
 
-/* Stacks as copied, unwound (src/stack/): the event the sinks see has
- * USC_V_STACK values instead. */
+/* Stacks as the engines stored them, as frames (src/stack/): a walk is
+ * taken as it is, a copy unwound; the event the sinks see has USC_V_STACK
+ * values instead. A copy that a walk fell back to is counted, by why. */
 static const struct usc_event *unwind_stacks(struct usc_session *s, const struct usc_event *ev,
 					     struct usc_event *copy)
 {
 	for (unsigned i = 0; i < ev->nvals && i < USC_MAX_ARGS; i++) {
 		const struct usc_value *v = &ev->vals[i];
+		int ret;
 
 		s->stack_vals[i] = *v;
-		if (v->kind != USC_V_USTACK)
+		if (!usc_value_is_raw_stack(v->kind))
 			continue;
 		if (!s->stacks[i]) {
 			s->stacks[i] = malloc(stack_size(USC_STACK_FRAMES_MAX));
 			if (!s->stacks[i])
 				return NULL;
 		}
-		if (stack_unwind(s->cache, ev->pid, ev->tid, v->str, v->len, s->stacks[i],
-				 USC_STACK_FRAMES_MAX)) {
+		if (v->kind == USC_V_WALK) {
+			ret = stack_walked(v->str, v->len, s->stacks[i], USC_STACK_FRAMES_MAX);
+		} else {
+			struct fetch_stack_hdr h;
+
+			ret = stack_unwind(s->cache, ev->pid, ev->tid, v->str, v->len, s->stacks[i],
+					   USC_STACK_FRAMES_MAX);
+			if (!ret) {
+				memcpy(&h, v->str, sizeof(h));
+				size_t k = (size_t)(ev->site - s->sites);
+
+				if (h.why && h.why < USC_STACK_FB_NR && k < s->nsites)
+					s->stack_fb[k * USC_STACK_FB_NR + h.why]++;
+			}
+		}
+		if (ret) {
 			s->stack_vals[i] = (struct usc_value){.kind = USC_V_FAULT};
 		} else {
 			s->stack_vals[i] = (struct usc_value){.kind = USC_V_STACK,
@@ -359,7 +385,7 @@ static int sinks_event(const struct usc_event *ev0, void *ctx)
 	const struct usc_event *ev = ev0;
 
 	for (unsigned i = 0; s->ectx.has_stacks && i < ev0->nvals; i++)
-		if (ev0->vals[i].kind == USC_V_USTACK) {
+		if (usc_value_is_raw_stack(ev0->vals[i].kind)) {
 			ev = unwind_stacks(s, ev0, &copy);
 			break;
 		}
@@ -465,6 +491,9 @@ static void collect_stats(struct usc_session *s)
 		s->stats[i].events -= d;
 		s->totals.events -= d < s->totals.events ? d : s->totals.events;
 	}
+	for (size_t i = 0; i < s->nsites && s->stack_fb; i++)
+		memcpy(s->stats[i].stack_fallback, &s->stack_fb[i * USC_STACK_FB_NR],
+		       sizeof(s->stats[i].stack_fallback));
 }
 
 /* The sinks' reports. Returns, for the final one, the first failure of a
@@ -1084,6 +1113,7 @@ void usc_session_free(struct usc_session *s)
 	free(s->place);
 	free(s->stats);
 	free(s->dropped);
+	free(s->stack_fb);
 	free(s->sinks);
 	resolve_sites_free(s->sites, s->nsites);
 	resolve_target_release(&s->target);

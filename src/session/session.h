@@ -48,6 +48,8 @@ struct usc_session_opts {
 	double duration;		/* seconds, 0: until the target ends */
 	double interval;		/* seconds, 0: none: sinks report() every interval */
 	uint32_t stack_bytes;		/* $ustack: bytes of stack copied (0: 8 KiB) */
+	bool stack_copy;		/* $ustack: copied at every hit (--stack-mode
+					 * copy), not walked where the probe runs */
 	bool count_only;		/* only hit counts are wanted: engines may
 					 * count instead of recording */
 	unsigned resolve_flags;		/* RESOLVE_URETPROBE, RESOLVE_NO_INLINES */
@@ -140,6 +142,8 @@ struct usc_session {
 	struct usc_stack *stacks[USC_MAX_ARGS];
 	struct usc_value stack_vals[USC_MAX_ARGS];
 	uint64_t stacks_unwound;
+	uint64_t *stack_fb;		/* [nsites][USC_STACK_FB_NR]: the walks that fell
+					 * back to a copy, by why */
 	struct mapwatch *mapwatch;	/* ... the maps as they change (stack/mapwatch.h) */
 	struct usc_raw_out raw;		/* recording: where the engines write (recording.c) */
 	struct session_objset *objset;	/* objtrace: the set kept here, for the sites

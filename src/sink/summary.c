@@ -12,6 +12,7 @@
 
 #include "core/log.h"
 #include "sink/sink.h"
+#include "stack/unwtab.h"
 
 struct summary_sink {
 	struct usc_sink base;
@@ -310,14 +311,61 @@ static void print_labels(struct summary_sink *ss, const struct usc_sink_ctx *s,
 	free(l);
 }
 
+/* $ustack: the hits whose stack was copied because the walk where the
+ * probe runs could not go on, by why (enum stack_fallback); with -v, by
+ * probe too. */
+static void print_fallbacks(struct summary_sink *ss, const struct usc_sink_ctx *s,
+			    const struct usc_stats *st)
+{
+	uint64_t by[USC_STACK_FB_NR] = {0}, total = 0;
+
+	for (size_t i = 0; i < s->nsites; i++)
+		for (unsigned w = 1; w < USC_STACK_FB_NR && shown(s, i); w++)
+			by[w] += st->sites[i].stack_fallback[w];
+	for (unsigned w = 1; w < USC_STACK_FB_NR; w++)
+		total += by[w];
+	if (!total)
+		return;
+	fprintf(ss->fp, "uscope: %llu hit%s fell back to a copy of the stack:",
+		(unsigned long long)total, total == 1 ? "" : "s");
+	for (unsigned w = 1, first = 1; w < USC_STACK_FB_NR; w++)
+		if (by[w]) {
+			fprintf(ss->fp, "%s %s %llu", first ? "" : ",", stack_fallback_name(w),
+				(unsigned long long)by[w]);
+			first = 0;
+		}
+	fputc('\n', ss->fp);
+	for (size_t i = 0; i < s->nsites && ss->verbose; i++) {
+		bool any = false;
+
+		for (unsigned w = 1; w < USC_STACK_FB_NR; w++)
+			any |= st->sites[i].stack_fallback[w] > 0;
+		if (!any || !shown(s, i))
+			continue;
+		fprintf(ss->fp, "uscope:   %s at 0x%llx:", s->sites[i].label,
+			(unsigned long long)s->sites[i].vaddr);
+		for (unsigned w = 1; w < USC_STACK_FB_NR; w++)
+			if (st->sites[i].stack_fallback[w])
+				fprintf(ss->fp, " %s %llu", stack_fallback_name(w),
+					(unsigned long long)st->sites[i].stack_fallback[w]);
+		fputc('\n', ss->fp);
+	}
+}
+
 static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 			  const struct usc_stats *st, bool final)
 {
 	struct summary_sink *ss = container_of(k, struct summary_sink, base);
 	bool unattributed = false;
 
-	if (!final || ss->mode == USC_SUMMARY_NONE)
+	if (!final)
 		return 0;
+	if (ss->mode == USC_SUMMARY_NONE) {
+		/* the commands that print no summary say this still */
+		print_fallbacks(ss, s, st);
+		fflush(ss->fp);
+		return 0;
+	}
 	if (used_engines(s) > 1) {
 		fprintf(ss->fp, "uscope: sites:");
 		for (size_t e = 0, first = 1; e < s->nengines; e++)
@@ -345,6 +393,7 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 				(unsigned long long)hits,
 				(unsigned long long)s->record.snapshot);
 	}
+	print_fallbacks(ss, s, st);
 	fprintf(ss->fp, "uscope: %llu events, %llu lost%s\n", (unsigned long long)st->events,
 		(unsigned long long)st->lost,
 		unattributed && st->lost ? " (the kernel does not say which probes lost them)" : "");

@@ -13,6 +13,7 @@
 #include "cache/cache.h"
 #include "stack/stack.h"
 #include "stack/stack_int.h"
+#include "stack/unwstore.h"
 
 #define SYM_LEVELS 8	/* inlined levels shown at one address */
 
@@ -48,6 +49,7 @@ static void stack_cache_free(void *p)
 		free(sc->stacks[i].st);
 	free(sc->stacks);
 	free(sc->stack_slots);
+	stack_store_free(sc->store);
 	free(sc->paths);
 	free(sc->tab);
 	free(sc);

@@ -22,6 +22,7 @@ struct unw_proc {
 };
 
 struct sym_ent;
+struct stack_store;
 
 struct stack_cache {
 	struct unw_proc procs[STACK_PROCS];
@@ -40,6 +41,8 @@ struct stack_cache {
 	size_t nstacks, capstacks;
 	uint32_t *stack_slots;	/* open addressing: index + 1 */
 	size_t nstack_slots;
+	/* unwind tables for the engines that walk where the probe runs */
+	struct stack_store *store;
 };
 
 /* The cache's stack state, made on first use; NULL when out of memory. */

@@ -113,8 +113,8 @@
 #ifndef USC_STACK_WALK_ONCE
 #define USC_STACK_WALK_ONCE
 
+#include "probe/fetch.h"	/* stored walks; for bpf, the integer types */
 #ifdef __bpf__
-#include "probe/fetch.h"	/* the integer types, without libc */
 typedef __s8 int8_t;
 typedef __s16 int16_t;
 #else
@@ -129,6 +129,8 @@ typedef __s16 int16_t;
 #define STACK_MAP_STEPS 11	/* >= log2(STACK_MAPS_MAX) + 1 */
 #define STACK_TAB_NONE 0xffffffffu	/* stack_map.tab: the module has no CFI */
 #define STACK_TAB_FAIL 0xfffffffeu	/* ... its table could not be built */
+#define STACK_TAB_NOFILE 0xfffffffdu	/* ... it is no file (the vDSO): a walk
+					 * ends there, no module, as libdw's */
 
 enum stack_op {
 	STACK_OP_NOCFI = 0,	/* no CFI covers these addresses: no caller */
@@ -189,15 +191,40 @@ enum stack_walk_end {
 	STACK_WALK_OUTERMOST,	/* complete */
 	STACK_WALK_LIMIT,	/* max frames; end_pc the first left out */
 	STACK_WALK_NOCFI,	/* end_pc's code has no CFI */
-	STACK_WALK_NOMODULE,	/* end_pc is in no mapping the walker knows */
+	STACK_WALK_NOMODULE,	/* end_pc is in no mapping the walker knows (why 0),
+				 * or in one that is no file (why 1: the vDSO) */
 	STACK_WALK_UNREAD,	/* the stack could not be read where the CFI says */
 	STACK_WALK_FALLBACK,	/* a row it cannot follow at end_pc: why */
 };
+
+/* fetch_walk_valid (probe/fetch.h) knows the ends a stored walk has */
+_Static_assert(STACK_WALK_OUTERMOST == 1 && STACK_WALK_UNREAD == 5 &&
+	       STACK_SIGS_MAX == FETCH_WALK_SIGS && STACK_WALK_MAX == 256, "stored walks");
 
 /* STACK_WALK_FALLBACK's why, besides the row's op (STACK_OP_EXPR ...) */
 #define STACK_WHY_RBP 16	/* the CFA is rbp-based and rbp is lost */
 #define STACK_WHY_TABLE 17	/* a table that is missing, failed, or bad */
 #define STACK_WHY_SIGS 18	/* more signal frames than STACK_SIGS_MAX */
+
+/* Why a walk fell back to a copy of the stack (fetch_stack_hdr.why, the
+ * counts of each run): a row it cannot follow (the op, or a STACK_WHY_*),
+ * or where it could not start or go on. */
+enum stack_fallback {
+	STACK_FB_NONE = 0,	/* no fallback: the copy was asked for */
+	STACK_FB_EXPR,		/* STACK_OP_EXPR ... STACK_OP_BAD, in order */
+	STACK_FB_REG,
+	STACK_FB_RANGE,
+	STACK_FB_SIGOTHER,
+	STACK_FB_BADCFI,
+	STACK_FB_RBP,		/* STACK_WHY_RBP, STACK_WHY_TABLE, STACK_WHY_SIGS */
+	STACK_FB_TABLE,
+	STACK_FB_SIGS,
+	STACK_FB_NOMODULE,	/* STACK_WALK_NOMODULE: a pc in no mapping the
+				 * tables know (a module loaded since, JIT code) */
+	STACK_FB_NOPROC,	/* the process's mappings are not known yet */
+	STACK_FB_CHANGED,	/* they changed while it walked */
+	STACK_FB_NR
+};
 
 #define STACK_W_EXACT 1		/* pc is exact: look it up as is, not pc - 1 */
 #define STACK_W_BP 2		/* bp is known */
@@ -262,6 +289,21 @@ static inline int stack_walk_stop(struct stack_walk *w, uint8_t end, uint8_t why
 	w->why = why;
 	w->end_pc = pc;
 	return 1;
+}
+
+/* A walk that ended so falls back to a copy: why (enum stack_fallback),
+ * or STACK_FB_NONE for a walk that stands. */
+static inline uint8_t stack_walk_fallback(const struct stack_walk *w)
+{
+	if (w->end == STACK_WALK_NOMODULE)
+		return w->why ? STACK_FB_NONE : STACK_FB_NOMODULE;	/* 1: a known mapping */
+	if (w->end != STACK_WALK_FALLBACK)
+		return w->end == STACK_WALK_GOING ? STACK_FB_TABLE : STACK_FB_NONE;
+	if (w->why >= STACK_OP_EXPR && w->why <= STACK_OP_BAD)
+		return (uint8_t)(STACK_FB_EXPR + (w->why - STACK_OP_EXPR));
+	if (w->why >= STACK_WHY_RBP && w->why <= STACK_WHY_SIGS)
+		return (uint8_t)(STACK_FB_RBP + (w->why - STACK_WHY_RBP));
+	return STACK_FB_TABLE;
 }
 
 /* the step's helpers are named after it */
@@ -395,8 +437,10 @@ STACK_INLINE const struct stack_row *STACK_FN(STACK_STEP, _row)(const struct sta
 	return r;
 }
 
-/* Unwind the frame pcs[w->n - 1]: add its caller, or end the walk (1). */
-STACK_INLINE int STACK_STEP(struct stack_walk *w, uint64_t *pcs, void *env)
+/* Unwind the frame pcs[w->n - 1]: add its caller, or end the walk (1).
+ * (w and pcs never overlap each other nor what env reaches: restrict lets
+ * a compiler keep the walk in registers across the stores to pcs.) */
+STACK_INLINE int STACK_STEP(struct stack_walk *__restrict w, uint64_t *__restrict pcs, void *env)
 {
 	uint64_t look, rel, cfa, ra = 0, v;
 	const struct stack_map *m;
@@ -417,6 +461,8 @@ STACK_INLINE int STACK_STEP(struct stack_walk *w, uint64_t *pcs, void *env)
 		return stack_walk_stop(w, STACK_WALK_NOMODULE, 0, w->pc);
 	if (m->tab == STACK_TAB_NONE)
 		return stack_walk_stop(w, STACK_WALK_NOCFI, 0, w->pc);
+	if (m->tab == STACK_TAB_NOFILE)
+		return stack_walk_stop(w, STACK_WALK_NOMODULE, 1, w->pc);
 	t = STACK_TAB(env, m->tab);
 	if (!t)
 		return stack_walk_stop(w, STACK_WALK_FALLBACK, STACK_WHY_TABLE, w->pc);
@@ -433,22 +479,20 @@ STACK_INLINE int STACK_STEP(struct stack_walk *w, uint64_t *pcs, void *env)
 row:
 #endif
 	op = r->op & STACK_OP_MASK;
-	switch (op) {
-	case STACK_OP_NOCFI:
-		return stack_walk_stop(w, STACK_WALK_NOCFI, 0, w->pc);
-	case STACK_OP_OUTERMOST:
-		return stack_walk_stop(w, STACK_WALK_OUTERMOST, 0, 0);
-	case STACK_OP_RSP:
+	/* the common rows first: a CFA from rsp, then from rbp */
+	if (__builtin_expect(op == STACK_OP_RSP, 1)) {
 		cfa = w->sp + ((int64_t)r->cfa_off << ((r->op & STACK_CFA_X8) ? 3 : 0));
-		break;
-	case STACK_OP_RBP:
+	} else if (op == STACK_OP_RBP) {
 		if (w->flags & STACK_W_BPUNREAD)
 			return stack_walk_stop(w, STACK_WALK_UNREAD, 0, w->pc);
 		if (!(w->flags & STACK_W_BP))
 			return stack_walk_stop(w, STACK_WALK_FALLBACK, STACK_WHY_RBP, w->pc);
 		cfa = w->bp + ((int64_t)r->cfa_off << ((r->op & STACK_CFA_X8) ? 3 : 0));
-		break;
-	case STACK_OP_SIGNAL:
+	} else if (op == STACK_OP_NOCFI) {
+		return stack_walk_stop(w, STACK_WALK_NOCFI, 0, w->pc);
+	} else if (op == STACK_OP_OUTERMOST) {
+		return stack_walk_stop(w, STACK_WALK_OUTERMOST, 0, 0);
+	} else if (op == STACK_OP_SIGNAL) {
 		if (w->nsig >= STACK_SIGS_MAX)
 			return stack_walk_stop(w, STACK_WALK_FALLBACK, STACK_WHY_SIGS, w->pc);
 		if (STACK_READ(env, &ra, w->sp + STACK_UC_RIP) ||
@@ -460,16 +504,13 @@ row:
 		w->bp = v;
 		next = STACK_W_EXACT | STACK_W_BP;
 		goto caller;
-	default:
+	} else {
 		return stack_walk_stop(w, STACK_WALK_FALLBACK, op, w->pc);
 	}
 	if (STACK_READ(env, &ra, cfa - 8))
 		return stack_walk_stop(w, STACK_WALK_UNREAD, 0, w->pc);
 	next = w->flags & (STACK_W_BP | STACK_W_BPUNREAD);
-	switch ((r->op & STACK_RBP_MASK) >> STACK_RBP_SHIFT) {
-	case STACK_RBP_SAME:
-		break;
-	case STACK_RBP_SAVED:
+	if ((r->op & STACK_RBP_MASK) == (STACK_RBP_SAVED << STACK_RBP_SHIFT)) {
 		/* unreadable: unknown, as libdw has it (a later frame may not
 		 * need it; one that does ends there, unread) */
 		if (STACK_READ(env, &v, cfa + 8 * (int64_t)r->rbp_off)) {
@@ -478,10 +519,8 @@ row:
 			w->bp = v;
 			next = STACK_W_BP;
 		}
-		break;
-	default:
-		next = 0;
-		break;
+	} else if (r->op & STACK_RBP_MASK) {
+		next = 0;	/* lost */
 	}
 caller:
 	if (ra == 0)

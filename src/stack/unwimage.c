@@ -114,52 +114,116 @@ static int file_vaddr(const char *path, uint64_t off, uint64_t *vaddr)
 	return err;
 }
 
-int stack_image_proc(struct stack_image *img, struct stack_tabset *s, pid_t pid)
+/* The link-time address of a mapping's file offset, remembered by file
+ * (device, inode, or its path where a recording has neither) and offset. */
+static int map_vaddr(struct stack_vmemo *memo, const struct proc_map *m, uint64_t *vaddr)
 {
-	struct proc_map *m = NULL;
-	ssize_t n = procmaps_read(pid, &m);
+	struct stack_vmemo_ent *e;
+	int err;
+
+	for (size_t i = 0; memo && i < memo->n; i++) {
+		e = &memo->v[i];
+		if (e->dev == m->dev && e->ino == m->inode && e->pgoff == m->pgoff &&
+		    (m->inode || !strcmp(e->path, m->path))) {
+			*vaddr = e->vaddr;
+			return e->err;
+		}
+	}
+	err = file_vaddr(m->path, m->pgoff, vaddr);
+	if (!memo || err == -ENOMEM)
+		return err;
+	if (memo->n == memo->cap) {
+		size_t cap = memo->cap ? 2 * memo->cap : 32;
+		struct stack_vmemo_ent *v = realloc(memo->v, cap * sizeof(*v));
+
+		if (!v)
+			return err;
+		memo->v = v;
+		memo->cap = cap;
+	}
+	e = &memo->v[memo->n];
+	e->path = m->inode ? NULL : strdup(m->path);
+	if (!m->inode && !e->path)
+		return err;
+	e->dev = m->dev;
+	e->ino = m->inode;
+	e->pgoff = m->pgoff;
+	e->vaddr = *vaddr;
+	e->err = err;
+	memo->n++;
+	return err;
+}
+
+void stack_vmemo_free(struct stack_vmemo *memo)
+{
+	for (size_t i = 0; i < memo->n; i++)
+		free(memo->v[i].path);
+	free(memo->v);
+	memset(memo, 0, sizeof(*memo));
+}
+
+int stack_image_add_maps(struct stack_image *tabs, struct stack_tabset *s,
+			 struct stack_vmemo *memo, const struct proc_map *m, size_t n,
+			 struct stack_image *maps)
+{
 	int err = 0;
 
-	if (n < 0)
-		return (int)n;
 	elf_version(EV_CURRENT);
-	for (ssize_t i = 0; i < n && !err; i++) {
+	for (size_t i = 0; i < n && !err; i++) {
 		const struct stack_utab *u = NULL;
 		uint64_t vaddr = 0;
 		uint32_t tab;
 		int r;
 
-		/* the vDSO: a module libdw knows (libdwfl reports it) but cannot
-		 * read from a stack copy, so no CFI; a probe never fires there,
-		 * only a sampled stack can start in it */
+		/* the vDSO: no file, so no module for libdw either (stack/unwind.c
+		 * reports files only): a walk ends there; a probe never fires
+		 * there, only a sampled stack can start in it */
 		if (m[i].path && !strcmp(m[i].path, "[vdso]") && m[i].perms[2] == 'x') {
-			err = stack_image_map(img, m[i].start, m[i].end, 0, STACK_TAB_NONE);
+			err = stack_image_map(maps, m[i].start, m[i].end, 0, STACK_TAB_NOFILE);
+			if (err == -EINVAL)
+				err = 0;
 			continue;
 		}
 		/* what stack/unwind.c reports to libdw: files, executable */
 		if (!m[i].path || m[i].path[0] != '/' || !strncmp(m[i].path, "/memfd:", 7) ||
 		    strstr(m[i].path, " (deleted)") || m[i].perms[2] != 'x')
 			continue;
-		if (file_vaddr(m[i].path, m[i].pgoff, &vaddr))
+		if (map_vaddr(memo, &m[i], &vaddr))
 			continue;
 		r = stack_tabset_get(s, m[i].path, &u);
 		if (r == 0) {
-			r = stack_image_tab(img, u);
+			r = stack_image_tab(tabs, u);
 			if (r < 0) {
 				err = r;
 				break;
 			}
 			tab = (uint32_t)r;
+		} else if (r == -ENOMEM) {
+			err = r;
+			break;
 		} else {
 			tab = r == -ENODATA ? STACK_TAB_NONE : STACK_TAB_FAIL;
 		}
-		err = stack_image_map(img, m[i].start, m[i].end, m[i].start - vaddr, tab);
+		err = stack_image_map(maps, m[i].start, m[i].end, m[i].start - vaddr, tab);
 		if (err == -EINVAL) {
-			log_debug("stack: %d: mapping %llx-%llx overlaps", (int)pid,
-				  (unsigned long long)m[i].start, (unsigned long long)m[i].end);
+			log_debug("stack: mapping %llx-%llx of %s overlaps another",
+				  (unsigned long long)m[i].start, (unsigned long long)m[i].end,
+				  m[i].path);
 			err = 0;
 		}
 	}
+	return err;
+}
+
+int stack_image_proc(struct stack_image *img, struct stack_tabset *s, pid_t pid)
+{
+	struct proc_map *m = NULL;
+	ssize_t n = procmaps_read(pid, &m);
+	int err;
+
+	if (n < 0)
+		return (int)n;
+	err = stack_image_add_maps(img, s, NULL, m, (size_t)n, img);
 	procmaps_free(m, (size_t)n);
 	return err;
 }
@@ -235,4 +299,26 @@ int stack_walk_usc(const struct stack_walk *w, const uint64_t *pcs, bool from_co
 			set_bit(out->exact, i + 1);
 	}
 	return 0;
+}
+
+int stack_walked(const void *v, size_t len, struct usc_stack *out, uint32_t max)
+{
+	uint64_t pcs[STACK_WALK_MAX];
+	struct fetch_walk_hdr h;
+	struct stack_walk w;
+
+	if (!fetch_walk_valid(v, len))
+		return -EINVAL;
+	memcpy(&h, v, sizeof(h));
+	if (h.n > max)
+		return -EINVAL;
+	memset(&w, 0, sizeof(w));
+	w.n = h.n;
+	w.end = h.end;
+	w.end_pc = h.end_pc;
+	w.nsig = h.nsig;
+	for (uint32_t k = 0; k < h.nsig; k++)
+		w.sig[k] = h.sig[k];
+	memcpy(pcs, (const uint8_t *)v + sizeof(h), 8 * (size_t)h.n);
+	return stack_walk_usc(&w, pcs, false, out);
 }

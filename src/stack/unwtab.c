@@ -802,3 +802,23 @@ const char *stack_why_name(unsigned why)
 	default: return stack_op_name(why);
 	}
 }
+
+const char *stack_fallback_name(unsigned fb)
+{
+	static const char *const names[STACK_FB_NR] = {
+		[STACK_FB_NONE] = "copy",
+		[STACK_FB_EXPR] = "expr",
+		[STACK_FB_REG] = "reg",
+		[STACK_FB_RANGE] = "range",
+		[STACK_FB_SIGOTHER] = "sigother",
+		[STACK_FB_BADCFI] = "badcfi",
+		[STACK_FB_RBP] = "rbp-lost",
+		[STACK_FB_TABLE] = "table",
+		[STACK_FB_SIGS] = "signals",
+		[STACK_FB_NOMODULE] = "nomodule",
+		[STACK_FB_NOPROC] = "noproc",
+		[STACK_FB_CHANGED] = "changed",
+	};
+
+	return fb < STACK_FB_NR ? names[fb] : "?";
+}

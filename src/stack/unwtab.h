@@ -90,6 +90,26 @@ struct stack_image {
  * reports them to libdw: files only, no memfd, nothing deleted), each with
  * its module's table from s. 0 or -errno. */
 int stack_image_proc(struct stack_image *img, struct stack_tabset *s, pid_t pid);
+
+/* The link-time addresses of mappings' file offsets, remembered. */
+struct stack_vmemo {
+	struct stack_vmemo_ent {
+		uint64_t dev, ino, pgoff, vaddr;
+		char *path;	/* a recording's mapping (no inode): by path */
+		int err;
+	} *v;
+	size_t n, cap;
+};
+void stack_vmemo_free(struct stack_vmemo *memo);
+
+/* The mappings m (n of them: /proc/PID/maps, or as the cache holds them)
+ * into maps->maps, their modules' tables into tabs (the same image, or
+ * one that holds the tables of many processes); memo: NULL, or where the
+ * mappings' link-time addresses are remembered. 0 or -ENOMEM. */
+struct proc_map;
+int stack_image_add_maps(struct stack_image *tabs, struct stack_tabset *s,
+			 struct stack_vmemo *memo, const struct proc_map *m, size_t n,
+			 struct stack_image *maps);
 /* A module's table in the image (once): its index in tabs[], or -ENOMEM. */
 int stack_image_tab(struct stack_image *img, const struct stack_utab *u);
 /* A mapping, kept sorted; 0, -EINVAL (overlaps), -ENOMEM. */
@@ -117,5 +137,12 @@ int stack_walk_usc(const struct stack_walk *w, const uint64_t *pcs, bool from_co
 /* "rsp", "expr", ...: an op's name; a fallback's why. */
 const char *stack_op_name(unsigned op);
 const char *stack_why_name(unsigned why);
+/* "expr", "nomodule", ...: enum stack_fallback's names. */
+const char *stack_fallback_name(unsigned fb);
+
+/* A walk as an engine stored it (struct fetch_walk_hdr and its return
+ * addresses, len bytes, any alignment) as struct usc_stack (room for max
+ * frames). 0, or -EINVAL: not a walk an engine writes. */
+int stack_walked(const void *v, size_t len, struct usc_stack *out, uint32_t max);
 
 #endif

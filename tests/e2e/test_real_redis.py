@@ -260,6 +260,36 @@ def test_ustack_is_gdbs_backtrace(redis, engine):
     assert "aeMain" in named and "main" in named
 
 
+@pytest.mark.parametrize("engine", STACK_ENGINES)
+def test_zmalloc_stacks_are_gdbs(redis, engine):
+    """Who calls zmalloc (redis's allocator: many callers, walked through
+    redis-server's .eh_frame): the stacks uscope counts for a SET, walked
+    where the probe runs (none copied: -p, the mappings known before the
+    first hit); gdb's backtrace at zmalloc for the same command is one of
+    them, frame for frame."""
+    from test_stacks import compare_with_gdb, fallbacks
+    s = attach("count", redis.pid, "--json", "zmalloc $ustack", engine=engine)
+    redis.send([("SET", "zkey", "v" * 40)])
+    s.stop().ok()
+    assert fallbacks(s.stderr) == {}, s.stderr
+    rows = [r for r in rp.agg_rows(s.stdout) if r.get("key", {}).get("ustack")]
+    stacks = [r["key"]["ustack"] for r in rows]
+    assert stacks and all(st[0]["sym"] == "zmalloc" and st[0]["off"] == 0 for st in stacks)
+    assert any("processCommand" in [f["sym"] for f in st] for st in stacks), stacks
+    gframes = rp.gdb_frames_attached(redis.pid, "zmalloc",
+                                     lambda: redis.send([("SET", "zkey", "v" * 40)]))
+    errors = []
+    for st in stacks:
+        if any(set(f) == {"end"} for f in st):
+            continue
+        try:
+            compare_with_gdb(st, gframes)
+            return
+        except AssertionError as e:
+            errors.append(str(e).splitlines()[0])
+    pytest.fail(f"gdb's stack is none of uscope's {len(stacks)}:\n" + "\n".join(errors[:5]))
+
+
 # --------------------------------------------------------------------------
 # record, then report
 

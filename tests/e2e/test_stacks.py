@@ -200,6 +200,17 @@ def compare_with_gdb(stack, gframes):
     return ours
 
 
+def fallbacks(stderr):
+    """The summary's "N hits fell back to a copy of the stack: why n, ..."
+    as {why: n} ({} without it)."""
+    m = re.search(r"^uscope: (\d+) hits? fell back to a copy of the stack: (.*)$", stderr, re.M)
+    if not m:
+        return {}
+    got = {w: int(n) for w, n in (kv.split() for kv in m.group(2).split(", "))}
+    assert sum(got.values()) == int(m.group(1)), m.group(0)
+    return got
+
+
 def first_stack(r, event):
     r.check(ready=1)
     evs = r.named(event)
@@ -212,12 +223,20 @@ def first_stack(r, event):
 # --------------------------------------------------------------------------
 # 1. stacks.c: uscope's frames are gdb's
 
+@pytest.mark.parametrize("stack_mode", ["walk", "copy"])
 @pytest.mark.parametrize("engine", ENGINES_STACK)
 @pytest.mark.parametrize("mode", list(MODES))
-def test_stack_is_gdbs_backtrace(engine, mode):
+def test_stack_is_gdbs_backtrace(engine, mode, stack_mode):
+    """Walked where the probe runs (the tables) or copied and unwound by
+    uscope (libdw): gdb's frames both ways."""
     func = MODES[mode]
-    r = u.trace(f"{func} $ustack", cmd=[STACKS, mode], json=True, extra=["-e", engine])
+    r = u.trace(f"{func} $ustack", cmd=[STACKS, mode], json=True,
+                extra=["-e", engine, "--stack-mode", stack_mode])
     stack = first_stack(r, func)
+    # walked, not copied (bpf: COMMAND's first hits may come before its
+    # mappings are known, and are copied: noproc)
+    fb = fallbacks(r.stderr)
+    assert not fb or (engine == "bpf" and set(fb) <= {"noproc", "nomodule"}), r.stderr
     rows = compare_with_gdb(stack, gdb_frames(func, [STACKS, mode]))
     # both stopped at the function's first instruction
     assert rows[0][:4] == ("call", "stacks", u.file_offset(STACKS, u.func_addr(STACKS, func)),
@@ -434,21 +453,31 @@ def test_named_stack_beside_other_arguments():
 
 @pytest.mark.parametrize("engine", ENGINES_STACK)
 def test_stack_size_cut_says_so(engine):
-    """--stack-size 64: the copy holds the return addresses of leaf and
-    outer, not those of main's callers: the frames it has, then why it
-    stops there (never a stack that looks whole)."""
+    """--stack-mode copy --stack-size 64: the copy holds the return
+    addresses of leaf and outer, not those of main's callers: the frames it
+    has, then why it stops there (never a stack that looks whole). A walk
+    copies nothing: --stack-size does not cut it."""
     whole = u.trace("leaf $ustack", cmd=[STACKS, "inline"], json=True,
                     extra=["-e", engine]).check(ready=1).events[0].args["ustack"]
     assert len(whole) == 7 and "end" not in whole[-1], whole
     r = u.trace("leaf $ustack", cmd=[STACKS, "inline"], json=True,
                 extra=["-e", engine, "--stack-size", "64"]).check(ready=1)
+    def named(st):
+        return [(f.get("sym"), f.get("off"), f.get("line"), f.get("end")) for f in st]
+
+    if "fell back" not in r.stderr:     # (bpf: COMMAND's first hits are copied)
+        assert named(r.events[0].args["ustack"]) == named(whole)
+    else:
+        assert engine == "bpf" and set(fallbacks(r.stderr)) <= {"noproc", "nomodule"}, r.stderr
+    r = u.trace("leaf $ustack", cmd=[STACKS, "inline"], json=True,
+                extra=["-e", engine, "--stack-size", "64", "--stack-mode", "copy"]).check(ready=1)
     st = r.events[0].args["ustack"]
     assert st[-1] == {"end": COPY_END}, st
     assert 1 <= len(st) - 1 < len(whole)
     assert [(f["sym"], f["off"], f["line"]) for f in st[:-1]] == \
         [(f["sym"], f["off"], f["line"]) for f in whole[:len(st) - 1]]
     _, evs = trace_text("leaf $ustack", cmd=[STACKS, "inline"], engine=engine,
-                        extra=["--stack-size", "64"])
+                        extra=["--stack-size", "64", "--stack-mode", "copy"])
     assert evs[0][1][-1] == f"[{COPY_END}]" and len(evs[0][1]) == len(st)
 
 
@@ -584,3 +613,118 @@ def test_folded_needs_stacks():
     assert cp.returncode == 2
     assert cp.stderr.strip().splitlines()[-1] == (
         "uscope: --folded writes the probes' stacks: give a probe $ustack, and no --json")
+
+
+# --------------------------------------------------------------------------
+# 5. Walked where the probe runs: the frames of the copies, counted there
+
+# (probe, stacks.c's mode and arguments, calls): leaf ten frames deep, a
+# frame whose CFA is a DWARF expression (no walk: every hit copied), a
+# module loaded after the start (walked once uscope has its mappings),
+# libc's merge sort, a signal handler, a thread
+FOLD_RUNS = [
+    ("cmp", ["qsort"], QSORT_CALLS),
+    ("leaf", ["deep", "300"], 300),
+    ("leaf", ["expr", "20"], 20),
+    ("leaf", ["dlopen", "50", "200"], 50),
+    ("in_handler", ["signal"], 1),
+    ("thread_work", ["thread"], 1),
+]
+
+
+def count_folded(engine, func, args, stack_mode="walk"):
+    cp = run_uscope(["count", "--folded", "-e", engine, "--stack-mode", stack_mode,
+                     f"{func} $ustack", "--", STACKS] + args)
+    assert cp.returncode == 0, cp.stderr
+    return folded_lines("\n".join(l for l in cp.stdout.splitlines() if ";" in l)), \
+        fallbacks(cp.stderr)
+
+
+@pytest.mark.parametrize("func,args,calls", FOLD_RUNS, ids=[a[0] for _, a, _ in FOLD_RUNS])
+def test_engines_fold_alike(func, args, calls):
+    """The same program, its stacks counted where the probe runs by the
+    inject engine's agent and by the bpf program, and copied and unwound by
+    uscope (--stack-mode copy): the same stacks, the same counts."""
+    inj, fb_inj = count_folded("inject", func, args)
+    bpf, fb_bpf = count_folded("bpf", func, args)
+    copy, fb_copy = count_folded("inject", func, args, "copy")
+    assert inj == bpf == copy, f"inject {inj}\nbpf {bpf}\ncopy {copy}"
+    assert sum(inj.values()) == calls and all(p.startswith("_start;") or
+                                              p.startswith("__clone3;") for p in inj), inj
+    assert fb_copy == {}, "a copy asked for is no fallback"
+    # what falls back, and why: a CFA by an expression (every hit), a module
+    # loaded since (until uscope has read the new mappings); on bpf COMMAND's
+    # first hits too, until the kernel's mmap records of its exec are read
+    # (noproc, then nomodule while the libraries are being mapped)
+    start = {"noproc", "nomodule"}
+    if args[0] == "expr":
+        assert fb_inj == {"expr": calls}, fb_inj
+        assert sum(fb_bpf.values()) == calls and set(fb_bpf) <= start | {"expr"}, fb_bpf
+    elif args[0] == "dlopen":
+        assert set(fb_inj) <= {"nomodule"} and fb_inj.get("nomodule", 0) < calls, fb_inj
+        assert set(fb_bpf) <= start, fb_bpf
+    else:
+        assert fb_inj == {} and set(fb_bpf) <= start, (fb_inj, fb_bpf)
+
+
+def test_expr_frame_copied_and_gdbs():
+    """A frame whose CFA the CFI gives by an expression: the walk stops
+    there and the hit is copied, unwound by libdw as gdb unwinds it; said in
+    the summary, by probe with -v."""
+    argv = [STACKS, "expr", "1"]
+    r = u.trace("leaf $ustack", cmd=argv, json=True, extra=["-e", "inject", "-v"])
+    stack = first_stack(r, "leaf")
+    assert fallbacks(r.stderr) == {"expr": 1}, r.stderr
+    leaf = u.func_addr(STACKS, "leaf")
+    assert re.search(rf"^uscope:   leaf at {leaf:#x}: expr 1$", r.stderr, re.M), r.stderr
+    rows = compare_with_gdb(stack, gdb_frames("leaf", argv))
+    assert [n for _, m, _, n, _, _ in rows if m == "stacks"][:3] == ["leaf", "expr_call", "main"]
+
+
+def test_stack_mode_words():
+    r = run_uscope(["trace", "-e", "inject", "--stack-mode", "bottom", "leaf $ustack", "--",
+                    STACKS, "inline"])
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert u.error_lines(r.stderr) == ["uscope: --stack-mode wants walk or copy, not 'bottom'"]
+
+
+def test_recording_keeps_walks(tmp_path):
+    """A recording keeps what the engine walked: the return addresses, not
+    8 KiB of stack a hit; read back, the frames of a copy's recording."""
+    files = {}
+    for mode in ("walk", "copy"):
+        f = tmp_path / f"{mode}.usc"
+        cp = run_uscope(["record", "-o", f, "-e", "inject", "--stack-mode", mode,
+                         "leaf $ustack", "--", STACKS, "deep", "200"])
+        assert cp.returncode == 0, cp.stderr
+        files[mode] = f
+    assert files["walk"].stat().st_size * 10 < files["copy"].stat().st_size
+    out = {}
+    for mode, f in files.items():
+        cp = run_uscope(["trace", "-r", f])
+        assert cp.returncode == 0, cp.stderr
+        evs = [(e.event, lines) for e, lines in parse_stack_text(cp.stdout)]
+        assert len([1 for e, _ in evs if e == "leaf"]) == 200
+        out[mode] = evs
+    assert out["walk"] == out["copy"]
+    assert len(out["walk"][0][1]) == 11 and out["walk"][0][1][3].startswith("d1+"), out["walk"][0]
+
+
+@pytest.mark.parametrize("engine", ENGINES_STACK)
+def test_running_process_walked(engine):
+    """-p: the process's mappings are known before the first hit: every
+    stack walked, none copied; the agent's and the program's alike."""
+    p = subprocess.Popen([str(STACKS), "loop", "100000000", "200", "5"],
+                         stdout=subprocess.DEVNULL)
+    u.REGISTRY.targets.append(p)
+    try:
+        cp = run_uscope(["count", "--folded", "-e", engine, "-p", str(p.pid), "-d", "1",
+                         "leaf $ustack"])
+    finally:
+        p.kill()
+        p.wait()
+    assert cp.returncode == 0, cp.stderr
+    got = folded_lines(cp.stdout)
+    assert list(got) == ["_start;__libc_start_main;__libc_start_call_main;main;outer;mid;leaf"], got
+    assert list(got.values())[0] > 100
+    assert fallbacks(cp.stderr) == {}, cp.stderr

@@ -270,8 +270,9 @@ static int on_event(const struct usc_event *ev, void *ctx)
 	for (unsigned i = 0; i < ev->nvals; i++) {
 		const struct usc_value *v = &ev->vals[i];
 
-		/* a stack as copied (unwound by a session; there is none here) */
-		CHECK(v->kind <= USC_V_USTACK);
+		/* a stack as copied or walked (made frames by a session; there
+		 * is none here) */
+		CHECK(v->kind <= USC_V_USTACK || v->kind == USC_V_WALK);
 		sink += v->u + v->len;
 		if (v->kind == USC_V_USTACK) {
 			struct fetch_stack_hdr h;
@@ -280,7 +281,18 @@ static int on_event(const struct usc_event *ev, void *ctx)
 			memcpy(&h, v->str, sizeof(h));
 			CHECK(h.len == v->len - sizeof(h));
 		}
-		if (v->kind == USC_V_STR || v->kind == USC_V_USTACK) {
+		if (v->kind == USC_V_WALK) {
+			/* its header and its return addresses, signal frames among them */
+			struct fetch_walk_hdr h;
+
+			CHECK(v->len >= sizeof(h));
+			memcpy(&h, v->str, sizeof(h));
+			CHECK(v->len == sizeof(h) + 8 * (size_t)h.n && h.n <= USC_STACK_FRAMES_MAX);
+			CHECK(h.nsig <= FETCH_WALK_SIGS);
+			for (unsigned k = 0; k < h.nsig; k++)
+				CHECK(h.sig[k] < h.n);
+		}
+		if (v->kind == USC_V_STR || usc_value_is_raw_stack(v->kind)) {
 			/* a string's (a stack's) bytes are the file's */
 			CHECK(v->str);
 			CHECK(copy && (const uint8_t *)v->str >= copy &&

@@ -13,10 +13,20 @@
  *                   after WARM calls not timed (the same way, with a pause
  *                   of 300 ms after the first: a tracer's buffers touched
  *                   once, its first hit read); prints the mean ns a timed call
+ *   stacks deep N [BURST GAP_MS [WARM]]
+ *                   the same, leaf ten frames deep: leaf <- mid [inlined] <-
+ *                   outer <- d1 <- d2 <- d3 <- d4 <- main <- ... <- _start
+ *   stacks expr N   leaf N times through expr_call, whose CFA the CFI gives
+ *                   by a DWARF expression (as a PLT entry's): a walk cannot
+ *                   follow it, libdw and gdb can
+ *   stacks dlopen N [GAP_MS]  dlopen bin/libstkcb.so (a module loaded
+ *                   later), then leaf N times through its stkcb_call, the
+ *                   first at once, the rest GAP_MS ms later
  *
  * Every probed function is noipa: it stays a real call with its own frame.
  * The rest (sort_ints, outer, on_usr1, thread_main) clobbers rbp with live
  * values, so rbp is no frame pointer anywhere on these stacks. */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -65,6 +75,36 @@ NOIPA long outer(long x)
 	sink += b * c;
 	return a;
 }
+
+/* leaf through four more frames (each keeps a value live across the call) */
+#define DEEP(n, m)                                                              \
+	NOIPA long n(long x)                                                    \
+	{                                                                       \
+		long a = x * 3, r = m(x + 1);                                   \
+		return r + a;                                                   \
+	}
+DEEP(d1, outer)
+DEEP(d2, d1)
+DEEP(d3, d2)
+DEEP(d4, d3)
+
+/* leaf(x) from a frame whose CFA the CFI gives by a DWARF expression
+ * (DW_CFA_def_cfa_expression: DW_OP_breg7 rsp 16, as a PLT entry's CFA is
+ * an expression): libdw and gdb follow it, unwind tables cannot hold it */
+long expr_call(long x);
+__asm__(".text\n"
+	".globl expr_call\n"
+	".type expr_call, @function\n"
+	"expr_call:\n"
+	".cfi_startproc\n"
+	"	sub $8, %rsp\n"
+	".cfi_escape 0x0f, 0x02, 0x77, 0x10\n"
+	"	call leaf\n"
+	"	add $8, %rsp\n"
+	".cfi_def_cfa rsp, 8\n"
+	"	ret\n"
+	".cfi_endproc\n"
+	".size expr_call, .-expr_call\n");
 
 NOIPA void in_handler(int sig)
 {
@@ -122,7 +162,40 @@ int main(int argc, char **argv)
 		pthread_create(&t, NULL, thread_main, (void *)6L);
 		pthread_join(t, NULL);
 		printf("%ld\n", sink);
-	} else if (!strcmp(what, "loop")) {
+	} else if (!strcmp(what, "expr")) {
+		long n = argc > 2 ? atol(argv[2]) : 1;
+
+		for (long i = 0; i < n; i++)
+			expr_call(i);
+		printf("%ld\n", sink);
+	} else if (!strcmp(what, "dlopen")) {
+		long n = argc > 2 ? atol(argv[2]) : 1;
+		double gap = argc > 3 ? atof(argv[3]) / 1e3 : 0;
+		char path[4096];
+		const char *slash = strrchr(argv[0], '/');
+		void *h;
+		long (*call)(long (*)(long), long);
+
+		snprintf(path, sizeof(path), "%.*slibstkcb.so", slash ? (int)(slash - argv[0] + 1) : 0,
+			 argv[0]);
+		h = dlopen(path, RTLD_NOW);
+		call = h ? (long (*)(long (*)(long), long))dlsym(h, "stkcb_call") : NULL;
+		if (!call) {
+			fprintf(stderr, "%s\n", dlerror());
+			return 1;
+		}
+		for (long i = 0; i < n; i++) {
+			call(leaf, i);
+			if (i == 0 && gap > 0) {
+				struct timespec ts = {(time_t)gap,
+						      (long)((gap - (double)(time_t)gap) * 1e9)};
+
+				nanosleep(&ts, NULL);
+			}
+		}
+		printf("%ld\n", sink);
+	} else if (!strcmp(what, "loop") || !strcmp(what, "deep")) {
+		long (*fn)(long) = !strcmp(what, "deep") ? d4 : outer;
 		long n = argc > 2 ? atol(argv[2]) : 1000;
 		long burst = argc > 3 ? atol(argv[3]) : 0, warm = argc > 5 ? atol(argv[5]) : 0;
 		double gap = argc > 4 ? atof(argv[4]) / 1e3 : 0, timed = 0, b0 = now();
@@ -130,7 +203,7 @@ int main(int argc, char **argv)
 		if (warm < 0)
 			warm = 0;
 		for (long i = 0; i < warm + n; i++) {
-			outer(i);
+			fn(i);
 			if (burst > 0 && (i + 1) % burst == 0) {
 				struct timespec ts = {(time_t)gap,
 						      (long)((gap - (double)(time_t)gap) * 1e9)};

@@ -600,6 +600,8 @@ int main(int argc, char **argv)
 	if (optind >= argc || !g.frames || g.frames > STACK_WALK_MAX)
 		usage();
 	usc_set_log(on_log, NULL);
+	/* whole lines: the program checked writes to the same stdout */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	srand((unsigned)getpid());
 	g.cache = cache_new();
 	g.set = stack_tabset_new(NULL);

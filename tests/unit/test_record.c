@@ -223,7 +223,9 @@ static void write_file(void)
 	struct rec_writer *w;
 	struct rec_clock_pair clock[2] = {{T0, T0}, {2 * T0, 2 * T0}};
 	uint64_t ips[1] = {0x7f0000002000};	/* by the inject engine's own site index */
-	struct usc_site_stats st[3] = {{2, 0, 2, 0, 0, 0}, {2, 7, 9, 0, 0, 5}, {2, 0, -1, 0, 0, 0}};
+	struct usc_site_stats st[3] = {{.events = 2, .hits = 2},
+				       {.events = 2, .lost = 7, .hits = 9, .lost_wait = 5},
+				       {.events = 2, .hits = -1}};
 	struct usc_stats stats = {6, 7, st};
 	uint8_t ring[512];
 	const struct want *inj1[] = {&want[0]}, *inj2[] = {&want[3]};

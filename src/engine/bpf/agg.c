@@ -98,7 +98,7 @@ int bpfeng_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx)
 	int ncpu = libbpf_num_possible_cpus(), fd, ret = 0;
 	size_t ksize = 8 + u->agg_keylen;
 	size_t vsize = (sizeof(struct agg_val) + 8 * u->agg_nbuckets + 7) & ~7UL;
-	uint8_t *key = NULL, *next = NULL;
+	uint8_t *key = NULL, *next = NULL, skey[BPFENG_KEY_MAX];
 	char *vals = NULL;
 	uint64_t *sum = NULL;
 	uint64_t ep;
@@ -126,7 +126,14 @@ int bpfeng_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx)
 		memcpy(key, next, ksize);
 		if (k->site >= e->nsites || bpf_map_lookup_elem(fd, next, vals))
 			continue;	/* gone since, or not a site's */
-		r = agg_table_get(&t, k->site, k->key, u->agg_keylen);
+		if (u->stk && site_has_ustack(e->sites[k->site])) {
+			/* the program's stacks, the session's ids: in a copy */
+			memcpy(skey, k->key, u->agg_keylen);
+			bpfeng_stk_key(u, e->sites[k->site], skey, u->agg_keylen);
+			r = agg_table_get(&t, k->site, skey, u->agg_keylen);
+		} else {
+			r = agg_table_get(&t, k->site, k->key, u->agg_keylen);
+		}
 		if (!r) {
 			ret = -ENOMEM;
 			goto out;

@@ -143,6 +143,8 @@ static int bpfeng_load(struct bpfeng *u)
 							      BPFENG_UPROBE_MULTI);
 		}
 		err = bpfeng_agg_prepare(u);
+		if (!err)
+			err = bpfeng_stk_prepare(u);
 		if (!err && bpf_map__set_max_entries(u->skel->maps.objs,
 						     s->objtrace.on ?
 						     s->objtrace.max_objects : 1))
@@ -228,6 +230,9 @@ static int bpfeng_attach(struct usc_engine *e)
 				  "needed)", strerror(-err));
 		return err;
 	}
+	err = bpfeng_stk_attach(u);
+	if (err)
+		return err;
 	fd = bpf_map__fd(u->skel->maps.sites);
 	for (size_t i = 0; i < e->nsites; i++) {
 		struct bpfeng_site us;
@@ -265,6 +270,7 @@ static int bpfeng_start(struct usc_engine *e, pid_t pid, bool follow_children)
 			return err;
 		}
 	}
+	bpfeng_stk_start(u, pid);
 	/* -p: the link's own filter (the process's threads); COMMAND: every
 	 * process, the program keeps COMMAND's tree (tgids) */
 	return bpfeng_links_attach(u, prog, pid > 0 && !u->follow ? pid : 0);
@@ -282,6 +288,8 @@ static int bpfeng_record(void *ctx, void *data, size_t size)
 		return 0;
 	if (bpf_raw_event(data, size, u->base.sites, u->base.nsites, comm, u->vals, &ev))
 		return 0;
+	if (u->stk)
+		bpfeng_stk_event(u, &ev);
 	u->stats[site].events++;
 	u->delivered++;
 	if (u->fn(&ev, u->ctx))
@@ -301,6 +309,8 @@ static int bpfeng_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, vo
 		if (!u->rb)
 			return -errno;
 	}
+	if (u->stk)
+		bpfeng_stk_sync(u);	/* maps changed since: before the walks they made */
 	u->fn = fn;
 	u->ctx = ctx;
 	u->delivered = 0;
@@ -333,6 +343,7 @@ static int bpfeng_stats(struct usc_engine *e, struct usc_stats *st)
 		return 0;
 	per = calloc(ncpu > 0 ? (size_t)ncpu : 1, sizeof(*per));
 	u->dropped = 0;
+	u->collided = 0;
 	for (size_t i = 0; i < e->nsites; i++) {
 		__u32 key = (__u32)i;
 		uint64_t hits = 0, lost = 0, full = 0, fault = 0;
@@ -342,6 +353,7 @@ static int bpfeng_stats(struct usc_engine *e, struct usc_stats *st)
 				hits += per[c].hits;
 				lost += per[c].lost;
 				u->dropped += per[c].dropped;
+				u->collided += per[c].collided;
 				full += per[c].full;
 				fault += per[c].fault;
 			}
@@ -365,6 +377,10 @@ static void bpfeng_detach(struct usc_engine *e)
 		log_info("bpf: %llu tail calls did not return through a probed ret (a longjmp or "
 			 "an unwind left them)", (unsigned long long)u->dropped);
 	u->dropped = 0;
+	if (u->collided)
+		log_info("bpf: %llu counted stacks had the hash of another (recorded instead)",
+			 (unsigned long long)u->collided);
+	u->collided = 0;
 }
 
 static void bpfeng_destroy(struct usc_engine *e)
@@ -373,6 +389,7 @@ static void bpfeng_destroy(struct usc_engine *e)
 
 	bpfeng_detach(e);
 	ring_buffer__free(u->rb);
+	bpfeng_stk_free(u);
 	uscope_bpf__destroy(u->skel);
 	free(u->links);
 	free(u->mfds);

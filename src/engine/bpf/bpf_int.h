@@ -10,11 +10,13 @@
 
 #include "engine/bpf/bpf_shared.h"
 #include "engine/engine.h"
+#include <sys/types.h>
 
 struct uscope_bpf;
 struct ring_buffer;
 struct bpf_link;
 struct bpf_program;
+struct bpfeng_stk;
 
 /* enum bpf_attach_type's BPF_TRACE_UPROBE_MULTI (Linux 6.6), which the
  * system's headers (Linux 6.1's) predate */
@@ -40,6 +42,9 @@ struct bpfeng {
 	void *ctx;
 	int delivered, stop_asked;
 	struct usc_value vals[BPFENG_MAX_ARGS];
+	/* $ustack walked where the probe runs (ustack.c), or NULL */
+	struct bpfeng_stk *stk;
+	uint64_t collided;		/* counted stacks another had the hash of */
 	/* aggregation in the kernel (agg.c) */
 	bool agg;			/* some site aggregates */
 	uint32_t agg_keylen;		/* the map's key bytes after the site */
@@ -68,5 +73,22 @@ int bpfeng_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx);
 int bpfeng_agg_prepare(struct bpfeng *u);
 /* A site's filter and aggregation role into the map's entry. */
 void bpfeng_agg_site(struct bpfeng *u, const struct usc_site *site, struct bpfeng_site *us);
+
+/* ustack.c: $ustack walked where the probe runs */
+/* Before load: whether sites walk, the maps' sizes. */
+int bpfeng_stk_prepare(struct bpfeng *u);
+/* After load: the tables' maps mapped. */
+int bpfeng_stk_attach(struct bpfeng *u);
+/* Going live on process pid (-p): its mappings. */
+int bpfeng_stk_start(struct bpfeng *u, pid_t pid);
+/* Before reading records: mappings that changed, published. */
+void bpfeng_stk_sync(struct bpfeng *u);
+/* A record's event: a walk that fell back for want of its process's
+ * mappings, or of a module, has them read. */
+void bpfeng_stk_event(struct bpfeng *u, const struct usc_event *ev);
+/* A key of a site that counts stacks: the program's (tgid, hash) of each
+ * stack made the session's id (stack_intern), one gone a fault. */
+void bpfeng_stk_key(struct bpfeng *u, const struct usc_site *site, uint8_t *key, uint32_t keylen);
+void bpfeng_stk_free(struct bpfeng *u);
 
 #endif

@@ -91,7 +91,34 @@ struct bpfeng_agg_key {
  * buckets (the value's size is set at load). */
 
 enum bpfeng_kind { BPFENG_INT = 0, BPFENG_STR = 1, BPFENG_FAULT = 2, BPFENG_NULL = 3,
-	BPFENG_STACK = 4 };	/* at str_off (BPFENG_STK_OFF), str_len bytes: fetch_stack_hdr, the stack */
+	BPFENG_STACK = 4,	/* at str_off (BPFENG_STK_OFF), str_len bytes: fetch_stack_hdr, the stack */
+	BPFENG_WALK = 5,	/* at str_off (BPFENG_STK_OFF), str_len bytes: fetch_walk_hdr, the pcs */
+	BPFENG_STACKID = 6 };	/* a count's key: val the walk's hash in stk_stacks (never
+				 * in a record) */
+
+/* $ustack walked where the probe runs (the program's "$ustack walked"
+ * part, engine/bpf/ustack.c): the unwind tables (stack_walk.h's tabs[],
+ * rows[], idx[]) are three array maps the tracer fills and publishes the
+ * counts of (stk_ntabs, ...: the program's globals) after the entries;
+ * every traced process's mappings are ranges of a fourth, stk_maps, and
+ * stk_procs gives a process's range: replaced whole (a new range, a new
+ * gen) when its mappings change, the old range reused only a while later.
+ * A walk looks its process up before and after: another gen, and it falls
+ * back. Counted stacks are kept in stk_stacks by (process, hash), their
+ * header and pcs the value (compared whole on a hit: a different stack
+ * of the same hash is a collision, counted, and recorded instead). */
+struct bpfeng_stk_proc {
+	unsigned int first;		/* its mappings: stk_maps[first, first + n) */
+	unsigned int n;
+	unsigned int gen;		/* unique among every process's, every update */
+	unsigned int pad;
+};
+
+struct bpfeng_stk_key {
+	unsigned int tgid;
+	unsigned int pad;
+	unsigned long long hash;
+};
 
 /* $ustack: where a record's stack copy goes, after its strings (and the
  * bytes a filter may read past them) */
@@ -129,6 +156,7 @@ struct bpfeng_counts {
 	unsigned long long dropped;
 	unsigned long long full;	/* hits whose new key found the map full */
 	unsigned long long fault;	/* hist: values that could not be read */
+	unsigned long long collided;	/* counted stacks whose hash another had */
 };
 
 #endif

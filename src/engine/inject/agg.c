@@ -235,13 +235,21 @@ static int read_image(struct inj *j, struct inj_image *img, struct agg_table *t,
 		return -ENOMEM;
 	for (uint32_t at = 0; at < g->nslots; at++) {
 		const struct inj_dir *e = (const void *)(dir + (uint64_t)at * g->dir_size);
+		const uint8_t *key = (const uint8_t *)(e + 1);
+		uint8_t mine[AGG_KEY_MAX];
 		struct agg_row *r;
 
 		if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != INJ_DIR_READY ||
 		    e->site >= j->base.nsites || e->row >= g->max_rows ||
 		    e->keylen > g->dir_size - sizeof(*e) || e->keylen > AGG_KEY_MAX)
 			continue;
-		r = agg_table_get(t, e->site, (const uint8_t *)(e + 1), e->keylen);
+		if (j->stk.nents && site_has_ustack(j->base.sites[e->site])) {
+			/* the image's ids of its stacks, made the session's */
+			memcpy(mine, key, e->keylen);
+			inj_stk_key(j, img, j->base.sites[e->site], mine, e->keylen);
+			key = mine;
+		}
+		r = agg_table_get(t, e->site, key, e->keylen);
 		if (!r) {
 			ret = -ENOMEM;
 			break;

@@ -242,6 +242,7 @@ static void new_task(struct inj *j, pid_t tid)
 	p->undo = inj_undo_tell(j, tid);	/* a copy of the patches */
 	p->img = parent->img;
 	p->img->refs++;
+	inj_stk_fork(j, p->img, tid);
 }
 
 /* An exec: the old image is gone from this process (nothing to restore);

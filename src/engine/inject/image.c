@@ -129,6 +129,44 @@ bool inj_image_applied(const struct inj_image *img)
 
 /* ---- the shared memory -------------------------------------------------- */
 
+/* Where each part of the shared memory lies (the agent reads these offsets
+ * from struct inj_ctl). */
+struct shm_layout {
+	uint64_t slots, counts, sites, undo, sem, rings, obj;
+	struct inj_ctl agg;
+	struct inj_stk stk;
+};
+
+static void shm_layout(struct inj *j, struct inj_shm *m, struct shm_layout *l)
+{
+	size_t nsites = j->base.nsites;
+	uint64_t off = (sizeof(struct inj_ctl) + 63) & ~63ULL;
+
+	memset(l, 0, sizeof(*l));
+	l->slots = off;
+	off += INJ_NSLOTS * sizeof(struct inj_slot);
+	l->counts = off;
+	off += (uint64_t)INJ_NSLOTS * nsites * INJ_NCOUNTS * sizeof(uint64_t);
+	off = (off + 63) & ~63ULL;
+	m->cpu_counts_off = off;
+	m->cpu_stride = (uint32_t)((nsites * sizeof(uint64_t) + 63) & ~63ULL);
+	off += (uint64_t)INJ_CPU_BUCKETS * m->cpu_stride;
+	l->sites = off;
+	off += nsites * sizeof(struct inj_site);
+	off = (off + 63) & ~63ULL;
+	l->undo = off;
+	off += (nsites + 1) * sizeof(struct inj_undo);
+	l->sem = off;
+	off += (nsites + 1) * sizeof(uint64_t);
+	off = (off + 4095) & ~4095ULL;
+	l->rings = off;
+	off += (uint64_t)INJ_NSLOTS * INJ_RING_SIZE;
+	off = inj_agg_reserve(j, off, &l->agg);
+	off = inj_obj_reserve(j, off, &l->obj);
+	off = inj_stk_reserve(j, off, &l->stk);
+	m->size = off;
+}
+
 static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 {
 	struct inj_shm *m = &img->shm;
@@ -136,40 +174,15 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	size_t nsites = j->base.nsites;
 	size_t blob = (size_t)(inject_agent_blob_end - inject_agent_blob);
 	const struct agent_hdr *hdr = (const void *)inject_agent_blob;
-	uint64_t scratch, off;
+	struct shm_layout l;
+	uint64_t scratch;
 	char path[64];
 	long fd, r;
 	int lfd, ret;
 
 	if (blob < sizeof(*hdr) || hdr->magic != INJ_MAGIC)
 		return -ENOEXEC;
-	/* layout */
-	off = (sizeof(struct inj_ctl) + 63) & ~63ULL;
-	uint64_t slots_off = off;
-	off += INJ_NSLOTS * sizeof(struct inj_slot);
-	uint64_t counts_off = off;
-	off += (uint64_t)INJ_NSLOTS * nsites * INJ_NCOUNTS * sizeof(uint64_t);
-	off = (off + 63) & ~63ULL;
-	m->cpu_counts_off = off;
-	m->cpu_stride = (uint32_t)((nsites * sizeof(uint64_t) + 63) & ~63ULL);
-	off += (uint64_t)INJ_CPU_BUCKETS * m->cpu_stride;
-	uint64_t sites_off = off;
-	off += nsites * sizeof(struct inj_site);
-	off = (off + 63) & ~63ULL;
-	uint64_t undo_off = off;
-	off += (nsites + 1) * sizeof(struct inj_undo);
-	uint64_t sem_off = off;
-	off += (nsites + 1) * sizeof(uint64_t);
-	off = (off + 4095) & ~4095ULL;
-	uint64_t rings_off = off;
-	off += (uint64_t)INJ_NSLOTS * INJ_RING_SIZE;
-	struct inj_ctl agg_offs = {0};
-
-	off = inj_agg_reserve(j, off, &agg_offs);
-	uint64_t obj_off;
-
-	off = inj_obj_reserve(j, off, &obj_off);
-	m->size = off;
+	shm_layout(j, m, &l);
 
 	/* the self word, 0 in a forked child; first, the memfd's name goes
 	 * there (no other memory of the process is ours to write) */
@@ -241,21 +254,25 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	c->nsites = (uint32_t)nsites;
 	c->ring_size = INJ_RING_SIZE;
 	c->self = m->self_remote;
-	c->slots_off = slots_off;
-	c->counts_off = counts_off;
-	c->sites_off = sites_off;
-	c->rings_off = rings_off;
-	c->undo_off = undo_off;
-	c->sem_off = sem_off;
+	c->slots_off = l.slots;
+	c->counts_off = l.counts;
+	c->sites_off = l.sites;
+	c->rings_off = l.rings;
+	c->undo_off = l.undo;
+	c->sem_off = l.sem;
 	c->use_rdfsbase = (getauxval(AT_HWCAP2) & 2) != 0;	/* HWCAP2_FSGSBASE */
 	c->use_rdpid = have_rdpid();
-	c->agg_dir_off = agg_offs.agg_dir_off;
-	c->agg_vals_off = agg_offs.agg_vals_off;
-	c->agg_touched_off = agg_offs.agg_touched_off;
-	c->agg_lat_off = agg_offs.agg_lat_off;
-	c->agg_scratch_off = agg_offs.agg_scratch_off;
+	c->agg_dir_off = l.agg.agg_dir_off;
+	c->agg_vals_off = l.agg.agg_vals_off;
+	c->agg_touched_off = l.agg.agg_touched_off;
+	c->agg_lat_off = l.agg.agg_lat_off;
+	c->agg_scratch_off = l.agg.agg_scratch_off;
 	inj_agg_ctl(j, c);
-	inj_obj_ctl(j, c, obj_off);
+	inj_obj_ctl(j, c, l.obj);
+	if (l.stk.ro_off) {
+		memcpy((char *)m->map + l.stk.ro_off, &l.stk, sizeof(l.stk));
+		c->stk_off = l.stk.ro_off;
+	}
 	{
 		const struct usc_engine_ctx *s = j->base.ctx;
 
@@ -657,6 +674,8 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
 		ret = read_originals(j, img, rem);
 	if (!ret)
 		ret = shm_create(j, img, rem);
+	if (!ret)
+		ret = inj_stk_install(j, img, rem);
 	if (!ret) {
 		key_mode(img, rem);
 		fill_sites(j, img);

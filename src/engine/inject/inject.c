@@ -106,6 +106,7 @@ static int inj_attach(struct usc_engine *e)
 	}
 	j->stats = calloc(e->nsites + 1, sizeof(*j->stats));
 	inj_agg_geometry(j);
+	inj_stk_geometry(j);
 	return j->stats ? 0 : -ENOMEM;
 }
 

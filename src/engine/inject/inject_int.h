@@ -109,6 +109,12 @@ struct inj_image {
 	size_t nsemaphores;
 	uint64_t next_reclaim;		/* ns */
 	bool recorded;			/* described in the recording (REC_IMAGE) */
+	/* $ustack walked (ustack.c): each process entry's maps as built */
+	struct {
+		uint64_t gen;		/* the cache's maps_gen of it */
+		uint64_t refreshed;	/* ns, when its maps were last read from /proc */
+	} stk_procs[INJ_STK_PROCS];
+	uint32_t stk_full;		/* no room for a table or a process: said once */
 	uint64_t *dumped;		/* the flight recorder: per slot, the ring
 					 * position written up to (INJ_NSLOTS) */
 	struct inj_chunk *chunks;	/* every probe's code in the trampolines */
@@ -156,6 +162,14 @@ struct inj_agg_geom {
 	uint32_t max_rows, nslots, dir_size, val_size, nbuckets;
 };
 
+/* $ustack walked where the probe runs: whether any site does, and the
+ * geometry of the counted stacks' table (nents 0: none is counted). */
+struct inj_stk_geom {
+	bool on;
+	uint32_t frames;		/* the most a site walks */
+	uint32_t nents, ent_size;
+};
+
 struct inj {
 	struct usc_engine base;
 	bool follow;			/* COMMAND: its tree, held by ptrace */
@@ -175,6 +189,7 @@ struct inj {
 	uint64_t dropped;
 	struct usc_value vals[INJ_MAX_ARGS];
 	struct inj_agg_geom agg;
+	struct inj_stk_geom stk;
 	uint64_t tsc_mult;		/* latency: the agent's tsc multiplier */
 	uint64_t clock_tsc;		/* recording: the last clock sample written */
 	uint64_t clock_sent;		/* ... and how many */
@@ -310,6 +325,29 @@ void inj_agg_site(struct inj *j, const struct usc_site *site, struct inj_site *d
 		  const struct inj_ctl *c, uint64_t remote);
 /* A reclaimed slot: its calls are over. */
 void inj_agg_reclaim(struct inj_shm *m, uint32_t slot);
+
+/* ustack.c: $ustack walked where the probe runs */
+/* At attach (after inj_agg_geometry): whether sites walk, and the table of
+ * counted stacks. */
+void inj_stk_geometry(struct inj *j);
+/* Its memory after off in the shared layout, described in k (the header
+ * the region gets at k->ro_off); the new end. */
+uint64_t inj_stk_reserve(struct inj *j, uint64_t off, struct inj_stk *k);
+/* With every thread of the process stopped, the region made: the tables
+ * and the process's mappings, the tracer's part read-only there. */
+int inj_stk_install(struct inj *j, struct inj_image *img, struct remote *rem);
+/* A process forked from the image's: its mappings. */
+void inj_stk_fork(struct inj *j, struct inj_image *img, pid_t pid);
+/* Before a drain: mappings that changed, published (new tables first). */
+void inj_stk_sync(struct inj *j);
+/* An event of the image: a walk that fell back for want of its process or
+ * its module has them looked for. */
+void inj_stk_event(struct inj *j, struct inj_image *img, const struct usc_event *ev);
+/* A key of a site that counts stacks (keylen bytes, the image's): its
+ * stacks' ids made the session's (stack_intern), a stack that cannot be
+ * read a fault. */
+void inj_stk_key(struct inj *j, const struct inj_image *img, const struct usc_site *site,
+		 uint8_t *key, uint32_t keylen);
 
 /* objset.c: uscope objtrace's followed set */
 /* Room for the set after off in the shared layout (*obj_off: where, or 0

@@ -26,7 +26,9 @@
  *                     calls a thread is in
  *   uint8_t           scratch[nslots][INJ_SCRATCH] at agg_scratch_off: where
  *                     a thread builds a key
- * and for uscope objtrace (obj_off != 0): the followed objects (objset.h).
+ * and for uscope objtrace (obj_off != 0): the followed objects (objset.h);
+ * and when $ustack is walked where the probe runs (stk_off != 0): struct
+ * inj_stk, where the rest of it is (see there).
  *
  * Aggregation takes no lock either: a key's row is found in the directory
  * by the key's hash (open addressing); a new key claims an entry by a
@@ -73,6 +75,7 @@
 
 #include "agg/agg_shared.h"
 #include "probe/fetch.h"
+#include "stack/stack_walk.h"	/* the unwind tables' types */
 
 #define INJ_MAGIC 0x7573636f70650005ULL	/* "uscope", layout 5 */
 #define INJ_MAX_ARGS 16			/* per site */
@@ -186,12 +189,15 @@ struct inj_ctl {
 	volatile uint32_t nundo, nsem;
 	uint32_t sync_core;		/* membarrier's SYNC_CORE is registered */
 	uint32_t watermark;		/* ring the doorbell past this many bytes */
+	/* $ustack walked where the probe runs: struct inj_stk, or 0 */
+	uint64_t stk_off;
 	/* the tracer's side, on a line of its own: written each time it drains */
 	volatile uint32_t asleep __attribute__((aligned(64)));	/* ring the doorbell */
 	volatile uint32_t doorbell;	/* a futex word the producers move on */
 	volatile uint64_t progress;	/* passes the tracer has made */
 	uint64_t pad_t[6];
 };
+_Static_assert(sizeof(struct inj_ctl) % 64 == 0, "inj_ctl: whole lines");
 
 /* A directory entry: a key's row. */
 enum inj_dir_state { INJ_DIR_FREE = 0, INJ_DIR_BUSY = 1, INJ_DIR_READY = 2 };
@@ -255,6 +261,16 @@ struct inj_slot {
 		uint32_t site;
 		uint32_t row1;		/* row + 1; 0: empty */
 	} kc[INJ_KEY_CACHE];
+	/* $ustack walked: its process's mappings (inj_stk.procs[stk_proc],
+	 * while that one's tgid is the thread's), and the mappings its rows
+	 * cache holds rows for (procs[stk_rcp - 1] at generation stk_gen) */
+	uint32_t stk_proc;
+	uint32_t stk_rcp;
+	uint32_t stk_gen;
+	uint32_t stk_fb;		/* a count's walk fell back: why (the hit is
+					 * recorded instead, its stack copied), or
+					 * STACK_FB_NR: no room for it in the table
+					 * (recorded walked) */
 };
 
 struct inj_arg {
@@ -355,7 +371,10 @@ struct inj_site {
 };
 
 enum inj_kind { INJ_INT = 0, INJ_STR = 1, INJ_FAULT = 2, INJ_NULL = 3,
-	INJ_STACK = 4 };	/* at str_off, str_len bytes: fetch_stack_hdr, the stack */
+	INJ_STACK = 4,		/* at str_off, str_len bytes: fetch_stack_hdr, the stack */
+	INJ_WALK = 5,		/* at str_off, str_len bytes: fetch_walk_hdr, the pcs */
+	INJ_STACKID = 6 };	/* a count's key: val is the walk's id in the stack
+				 * table (never in a record) */
 
 struct inj_val {
 	uint64_t val;			/* INJ_INT */
@@ -375,6 +394,72 @@ struct inj_rec {
 	uint32_t cpu;
 	uint32_t nvals;
 	struct inj_val vals[];		/* then the strings */
+};
+
+/* ---- $ustack walked where the probe runs (agent/ustack.c) ------------------
+ *
+ * The unwind tables (stack_walk.h: tabs[], rows[], idx[]) of every module
+ * the image's processes map, and each process's mappings against them,
+ * written by the tracer only; the process maps that part read-only. The
+ * tables are only ever appended to: the tracer writes the new entries,
+ * then publishes the new counts with a store-release. A process's
+ * mappings are two copies: the tracer rewrites the one not in use, then
+ * moves gen on (the copy in use is gen & 1) with a store-release; a walk
+ * reads gen before and after, and one that saw it move by two or more
+ * (its copy may have been rewritten under it) falls back to a copy of
+ * the stack (STACK_FB_CHANGED).
+ *
+ * The agent's own part, writable: per thread slot INJ_STK_SLOT bytes (the
+ * rows of the pcs it looked up last, by pc, for the generation of
+ * mappings in inj_slot.stk_gen; a walk's return addresses, for a count;
+ * a page process_vm_readv reads the stack into as it finds how far it is
+ * readable; the walks it made last, agent/ustack.c's memo), and the
+ * stacks counted where the probe runs: a table of
+ * distinct walks, each with its process, found by its hash and compared
+ * whole (ids are index + 1); a walk that finds no room is recorded
+ * instead, and counted by uscope. */
+#define INJ_STK_PROCS 32		/* processes an image holds mappings of */
+#define INJ_STK_CACHE 64		/* rows a thread remembers */
+#define INJ_STK_SLOT 16384		/* bytes of a thread's own */
+#define INJ_STK_PCS 1024		/* ... its walk's pcs at this offset */
+#define INJ_STK_PAGE 4096		/* ... its read page at this offset */
+#define INJ_STK_MEMO 8192		/* ... its walks remembered at this offset */
+#define INJ_STK_PROBES 32		/* entries a new walk tries in the table */
+
+struct inj_stk_proc {
+	volatile uint32_t tgid;		/* 0: free */
+	volatile uint32_t gen;		/* the copy in use: maps[gen & 1] */
+	uint32_t nmaps[2];
+	struct stack_map maps[2][STACK_MAPS_MAX];
+};
+
+struct inj_stk_rc {			/* a row remembered by lookup address */
+	uint64_t pc;			/* 0: empty */
+	struct stack_row row;
+};
+
+struct inj_stkent {			/* a counted stack */
+	volatile uint32_t state;	/* enum inj_dir_state */
+	uint32_t tgid;
+	uint64_t hash;
+	struct fetch_walk_hdr h;	/* then its h.n pcs */
+};
+
+struct inj_stk {
+	/* the tables, published with a store-release of their counts */
+	volatile uint32_t ntabs, nrows, nidx;
+	uint32_t max_tabs, max_rows, max_idx;
+	uint64_t tabs_off, rows_off, idx_off;	/* from the region's start */
+	volatile uint32_t tgids[INJ_STK_PROCS];	/* = procs[i].tgid, packed */
+	uint64_t procs_off;		/* struct inj_stk_proc[INJ_STK_PROCS] */
+	uint64_t ro_off, ro_len;	/* what the process maps read-only */
+	/* the agent's */
+	uint64_t slots_off;		/* INJ_STK_SLOT bytes per thread slot */
+	uint64_t ents_off;		/* the counted stacks: nents entries, */
+	uint32_t nents;			/* a power of two, */
+	uint32_t ent_size;		/* each this many bytes, pcs included */
+	uint32_t ent_frames;		/* pcs an entry holds */
+	uint32_t pad;
 };
 
 /* The registers as the trampoline saves them, in enum usc_reg order; IP is

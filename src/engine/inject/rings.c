@@ -151,6 +151,8 @@ static int deliver(struct inj *j, const struct pending *pd, usc_event_fn fn, voi
 	if (inject_raw_event(r, r->len, j->base.sites[r->site], is->ip, tsc_ns(j->clock, r->tsc),
 			     pid, tid, inj_comm(j, pd->img, pid, tid), j->vals, &ev))
 		return 0;
+	if (j->stk.on)
+		inj_stk_event(j, j->images[pd->im], &ev);
 	j->stats[r->site].events++;
 	return fn(&ev, ctx);
 }
@@ -315,6 +317,8 @@ int inj_poll_images(struct inj *j, usc_event_fn fn, void *ctx)
 
 	if (!j->nimages)
 		return 0;
+	if (j->stk.on)
+		inj_stk_sync(j);	/* maps changed since: before the walks they made */
 	inj_bell_begin(j);
 	heads = calloc(j->nimages, sizeof(*heads));
 	prog = calloc(j->nimages, sizeof(*prog));

@@ -155,7 +155,7 @@ static inline __attribute__((always_inline)) void copy_bytes(void *dst, const vo
  * end of the stack's mapping, and the range grows. So the copy never
  * faults, and a thread's first hits alone make a system call. */
 static void copy_stack(const struct env *env, const uint64_t *regs, int64_t imm, char *rec,
-		       uint32_t *off, struct inj_val *v)
+		       uint32_t *off, struct inj_val *v, uint8_t why)
 {
 	struct fetch_stack_hdr *h = (struct fetch_stack_hdr *)(rec + *off);
 	struct inj_slot *s = env->slot;
@@ -165,7 +165,7 @@ static void copy_stack(const struct env *env, const uint64_t *regs, int64_t imm,
 	for (uint32_t i = 0; i < USC_REG_NR; i++)
 		h->regs[i] = regs[i];
 	h->frames = (uint16_t)fetch_stack_frames(imm);
-	h->pad = 0;
+	h->why = why;
 	if (sp >= s->stk_lo && sp < s->stk_hi && (sp + want <= s->stk_hi || s->stk_end)) {
 		n = s->stk_hi - sp < want ? s->stk_hi - sp : want;
 		copy_bytes(dst, (const void *)sp, n);
@@ -198,6 +198,64 @@ static void copy_stack(const struct env *env, const uint64_t *regs, int64_t imm,
 	*off += (uint32_t)(sizeof(*h) + n + 7) & ~7u;
 }
 
+/* Does the site's $ustack walk where the probe runs? */
+static inline int walks(const struct env *env, int64_t imm)
+{
+	return env->c->stk_off && !((uint64_t)imm & FETCH_STACK_COPY);
+}
+
+/* $ustack into the record at *off: walked (agent/ustack.c), or copied
+ * with --stack-mode copy and when the walk falls back (why). A count's
+ * hit recorded because its walk fell back (the slot's stk_fb) is copied
+ * at once; one that found no room in the stack table is walked again. */
+static void store_stack(const struct env *env, const uint64_t *regs, int64_t imm, char *rec,
+			uint32_t *off, struct inj_val *v)
+{
+	struct fetch_walk_hdr *h = (struct fetch_walk_hdr *)(rec + *off);
+	uint8_t why = (uint8_t)env->slot->stk_fb;
+
+	if (walks(env, imm) && (!why || why == STACK_FB_NR)) {
+		why = agent_ustack_walk((struct inj_ctl *)env->c, env->slot, env->tgid, regs,
+					fetch_stack_frames(imm), h, (uint64_t *)(h + 1));
+		if (why == STACK_FB_NONE) {
+			v->kind = INJ_WALK;
+			v->str_off = (uint16_t)*off;
+			v->str_len = (uint16_t)(sizeof(*h) + 8 * (uint32_t)h->n);
+			*off += v->str_len;
+			return;
+		}
+	}
+	copy_stack(env, regs, imm, rec, off, v, why == STACK_FB_NR ? STACK_FB_TABLE : why);
+	/* mappings the tracer has not told us of: it is woken to read them */
+	if ((why == STACK_FB_NOMODULE || why == STACK_FB_NOPROC) && env->c->asleep)
+		agent_ring((struct inj_ctl *)env->c);
+}
+
+/* A count's $ustack: its walk's id in the stack table (INJ_STACKID). A
+ * walk that falls back, or finds no room, leaves why in the slot's
+ * stk_fb: the hit is recorded instead (aggregate). */
+static void count_stack(const struct env *env, const uint64_t *regs, int64_t imm,
+			struct inj_val *v)
+{
+	struct inj_slot *s = env->slot;
+	uint64_t id;
+	uint8_t why;
+
+	v->kind = INJ_FAULT;
+	if (!walks(env, imm)) {
+		s->stk_fb = STACK_FB_NONE + 0x100;	/* recorded, copied as asked */
+		return;
+	}
+	why = agent_ustack_count((struct inj_ctl *)env->c, s, env->tgid, regs,
+				 fetch_stack_frames(imm), &id);
+	if (why || !id) {
+		s->stk_fb = why ? why : STACK_FB_NR;
+		return;
+	}
+	v->kind = INJ_STACKID;
+	v->val = id;
+}
+
 /* One argument into v, strings into the record at *str_off; prev is the
  * value of the argument before it (FOP_ST_BYTES's count). */
 static void eval_arg(const struct env *env, const struct fetch_where *w, const uint64_t *regs,
@@ -227,7 +285,7 @@ static void eval_arg(const struct env *env, const struct fetch_where *w, const u
 		return;
 	case FETCH_STACK:
 		if (env->slot) {
-			copy_stack(env, regs, a->insn[0].imm, rec, str_off, v);
+			store_stack(env, regs, a->insn[0].imm, rec, str_off, v);
 			return;
 		}
 		break;
@@ -428,6 +486,8 @@ static void eval_args(const struct env *env, const struct inj_site *site, uint64
 		if (reg < USC_REG_NR) {
 			vals[i].kind = INJ_INT;
 			vals[i].val = regs[reg];
+		} else if (site->args[i].insn[0].op == FOP_USTACK && env->slot) {
+			count_stack(env, regs, site->args[i].insn[0].imm, &vals[i]);
 		} else {
 			eval_arg(env, &w, regs, &site->args[i], &vals[i], buf, &str_off,
 				 i ? vals[i - 1].val : 0);
@@ -453,6 +513,9 @@ static void make_key(const struct inj_site *site, const struct inj_val *vals, co
 			key[at] = v->kind == INJ_FAULT ? AGG_K_FAULT : AGG_K_NULL;
 			for (uint32_t w = 1; w < len; w++)
 				key[at + w] = 0;
+		} else if (v->kind == INJ_STACKID) {
+			key[at] = AGG_K_STACK;	/* the tracer makes the id its own */
+			key[at + 1] = v->val;
 		} else if (site->arg_str[i] && v->kind == INJ_STR) {
 			uint32_t n = v->str_len < site->agg_str_max ? v->str_len : site->agg_str_max;
 			const unsigned char *src = (const unsigned char *)buf + v->str_off;
@@ -516,6 +579,10 @@ ALWAYS void lat_entry(struct inj_lat *lat, uint32_t func, uint32_t row, uint64_t
 	lat->f[n].tsc = rd_tsc();	/* last: the call's time starts here */
 }
 
+static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
+		   const struct inj_site *site, const struct inj_site *at, uint64_t *regs,
+		   const struct env *env, uint64_t verdict);
+
 /* The site aggregates: filter, then count, histogram or pair. */
 static void aggregate(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint64_t *counts,
 		      const struct inj_site *site, uint64_t *regs, const struct env *env)
@@ -529,7 +596,6 @@ static void aggregate(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint
 	uint32_t row;
 	int64_t v = 0;
 
-	(void)s;
 	if (site->agg == INJ_AGG_RETURN) {
 		lat_return(c, lat, slot, site->agg_func, counts);
 		return;
@@ -553,9 +619,17 @@ static void aggregate(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint
 		}
 	} else {
 		/* strings go between the values and the key: INJ_MAX_ARGS of them fit */
+		s->stk_fb = 0;
 		eval_args(env, site, regs, vals, scr, str_off);
 		if (site->filter.n && !filter_pass(&site->filter, vals, scr, site->nargs))
 			return;
+		if (s->stk_fb) {
+			/* a stack not counted here: the hit goes to uscope */
+			s->stk_fb &= 0xff;
+			record(c, s, counts, site, site, regs, env, 0);
+			s->stk_fb = 0;
+			return;
+		}
 		if (site->agg == INJ_AGG_ROW && site->agg_value >= 0) {
 			uint32_t vi = (uint32_t)site->agg_value;
 
@@ -564,6 +638,27 @@ static void aggregate(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint
 				return;
 			}
 			v = agg_value_of(vals[vi].val, site->arg_size[vi], site->arg_sign[vi]);
+		}
+		if (site->agg_nkey == 1 && vals[0].kind == INJ_STACKID) {
+			/* a stack alone: the rows of the stacks the thread saw last */
+			__typeof__(&s->kc[0]) kc = &s->kc[(vals[0].val ^ site->index) &
+							  (INJ_KEY_CACHE - 1)];
+
+			if (kc->row1 && kc->v == vals[0].val && kc->site == site->index) {
+				row_add(c, slot, kc->row1 - 1, v);
+				return;
+			}
+			make_key(site, vals, scr, key);
+			row = row_of(c, site, key, site->agg_keylen);
+			if (row == INJ_NO_ROW) {
+				counts[2]++;	/* the table is full */
+				return;
+			}
+			kc->v = vals[0].val;
+			kc->site = site->index;
+			kc->row1 = row + 1;
+			row_add(c, slot, row, v);
+			return;
 		}
 		make_key(site, vals, scr, key);
 		k = key;

@@ -48,6 +48,18 @@ void agent_ring(struct inj_ctl *c) HIDDEN;
 /* The tracer has died: take this process's patches out (once). */
 void agent_let_go(struct inj_ctl *c) HIDDEN;
 
+/* $ustack walked where the probe runs (agent/ustack.c): the stack of the
+ * hit (regs) of thread slot s of process tgid, up to frames frames, into h
+ * and pcs. STACK_FB_NONE, or why the walk falls back to a copy (h and
+ * pcs then mean nothing). */
+uint8_t agent_ustack_walk(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid,
+			  const uint64_t *regs, uint32_t frames, struct fetch_walk_hdr *h,
+			  uint64_t *pcs) HIDDEN;
+/* The same for a count: the walk's id in the image's table of counted
+ * stacks (> 0), added if it is new (*id 0: no room for it). */
+uint8_t agent_ustack_count(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid,
+			   const uint64_t *regs, uint32_t frames, uint64_t *id) HIDDEN;
+
 /* The owner word at owner (inj_ctl.owner, inj_site.owner): has the tracer
  * gone? */
 static inline __attribute__((always_inline)) int owner_died(uint64_t owner)
