@@ -227,6 +227,7 @@ static const struct {
 	{"stack", FOP_STACKP, 0, 0},
 	{"comm", FOP_COMM, 0, 0},
 	{"ustack", FOP_USTACK, 0, USC_PERR_STACK_ALONE},
+	{"pystack", FOP_PYSTACK, 0, USC_PERR_PYSTACK_ALONE},
 	{"pid", FOP_PID, 4, 0},
 	{"tid", FOP_TID, 4, 0},
 	{"cpu", FOP_CPU, 4, 0},
@@ -346,6 +347,8 @@ static int parse_deref(const struct expr_in *in, size_t *p, struct expr *ex)
 		return fail(in->err, USC_PERR_COMM_TYPE, i);
 	if (ex->load.op == FOP_USTACK)
 		return fail(in->err, USC_PERR_STACK_ALONE, i);
+	if (ex->load.op == FOP_PYSTACK)
+		return fail(in->err, USC_PERR_PYSTACK_ALONE, i);
 	if (ex->noffs >= MAX_DEREFS)
 		return fail(in->err, USC_PERR_DEREF_TOO_DEEP, i);
 	ex->offs[ex->noffs++] = off;
@@ -429,21 +432,23 @@ static int parse_fetcharg(const char *text, size_t start, size_t end, bool is_re
 		return 0;
 	}
 
-	if (ex.load.op == FOP_USTACK) {
-		/* $ustack or $ustack:N (frames) */
-		uint64_t frames = USC_STACK_FRAMES;
+	if (ex.load.op == FOP_USTACK || ex.load.op == FOP_PYSTACK) {
+		/* $ustack or $ustack:N (frames); $pystack, $pystack:N */
+		bool py = ex.load.op == FOP_PYSTACK;
+		uint64_t frames = py ? USC_PYSTACK_FRAMES : USC_STACK_FRAMES;
 
 		if (p < end && text[p] == ':') {
 			size_t used = probe_parse_number(text + p + 1, &frames);
 
 			if (!used || p + 1 + used != end || frames < 1 ||
-			    frames > USC_STACK_FRAMES_MAX)
-				return fail(err, USC_PERR_STACK_FRAMES, p + 1);
+			    frames > (py ? USC_PYSTACK_FRAMES_MAX : USC_STACK_FRAMES_MAX))
+				return fail(err, py ? USC_PERR_PYSTACK_FRAMES : USC_PERR_STACK_FRAMES,
+					    p + 1);
 		} else if (p < end) {
 			return fail(err, USC_PERR_BAD_SPACE, p);
 		}
 		if (!arg->named)
-			snprintf(arg->name, sizeof(arg->name), "ustack");
+			snprintf(arg->name, sizeof(arg->name), py ? "pystack" : "ustack");
 		arg->type = USC_T_STACK;
 		arg->insn[0] = ex.load;
 		arg->insn[0].imm = (int64_t)frames;
@@ -929,7 +934,8 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 			a->name[o] = 0;
 			if (!arg_name_ok(a->name, o))	/* "_", a reserved prefix */
 				snprintf(a->name, sizeof(a->name), "arg%u", spec->nargs + 1);
-		} else if (!a->named && a->insn[0].op != FOP_PARAMS && a->insn[0].op != FOP_USTACK) {
+		} else if (!a->named && a->insn[0].op != FOP_PARAMS && a->insn[0].op != FOP_USTACK &&
+			   a->insn[0].op != FOP_PYSTACK) {
 			snprintf(a->name, sizeof(a->name), "arg%u", spec->nargs + 1);
 		}
 		for (unsigned k = 0; k < spec->nargs; k++) {
@@ -937,6 +943,8 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 				return fail(err, USC_PERR_DUP_ARG_NAME, t.start);
 			if (a->insn[0].op == FOP_USTACK && spec->args[k].insn[0].op == FOP_USTACK)
 				return fail(err, USC_PERR_STACK_TWICE, t.start);
+			if (a->insn[0].op == FOP_PYSTACK && spec->args[k].insn[0].op == FOP_PYSTACK)
+				return fail(err, USC_PERR_PYSTACK_TWICE, t.start);
 		}
 		spec->nargs++;
 	}

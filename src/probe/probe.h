@@ -34,7 +34,7 @@
 	X(TOO_MANY_ARGS, "too many fetch arguments")                           \
 	X(BAD_ARG_NAME, "expected an argument name ([A-Za-z_][A-Za-z0-9_]*)")  \
 	X(DUP_ARG_NAME, "an argument of this name already exists")             \
-	X(BAD_FETCHARG, "expected %REG, $argN, $retval, $stackN, $stack, $comm, $ustack, @ADDR, @+OFFSET or +OFFS(EXPR)") \
+	X(BAD_FETCHARG, "expected %REG, $argN, $retval, $stackN, $stack, $comm, $ustack, $pystack, @ADDR, @+OFFSET or +OFFS(EXPR)") \
 	X(BAD_REG, "unknown register")                                         \
 	X(BAD_ARG_INDEX, "$argN takes N from 1 to 6 (9 on a Go function, 12 on a USDT probe); $retvalN from 1 to 9") \
 	X(BAD_USDT, "expected %PROVIDER:NAME")                                 \
@@ -64,7 +64,10 @@
 	X(FILTER_TOO_LONG, "the condition is too long")                        \
 	X(STACK_ALONE, "$ustack stands alone: no dereference, and nothing dereferences it") \
 	X(STACK_FRAMES, "$ustack:N takes N frames, from 1 to 256")            \
-	X(STACK_TWICE, "a probe takes one $ustack")
+	X(STACK_TWICE, "a probe takes one $ustack")                              \
+	X(PYSTACK_ALONE, "$pystack stands alone: no dereference, and nothing dereferences it") \
+	X(PYSTACK_FRAMES, "$pystack:N takes N frames, from 1 to 128")         \
+	X(PYSTACK_TWICE, "a probe takes one $pystack")
 
 enum usc_parse_err {
 #define X(id, msg) USC_PERR_##id,
