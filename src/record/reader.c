@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "core/tsc.h"
 #include "engine/raw.h"
+#include "python/frame.h"
 #include "record/buf.h"
 
 struct rec_image_info {
@@ -781,7 +782,8 @@ static int decode(struct events *e, const struct ref *r, struct usc_event *ev)
 		ev->func = re->func;
 		for (unsigned i = 0; i < re->nvals; i++) {
 			e->vals[i] = (struct usc_value){.kind = v[i].kind, .u = v[i].u};
-			if (v[i].kind == USC_V_STR || v[i].kind == USC_V_USTACK) {
+			if (v[i].kind == USC_V_STR || v[i].kind == USC_V_USTACK ||
+			    v[i].kind == USC_V_PYSTACK) {
 				if (v[i].len > r->len - strs)
 					return -EINVAL;
 				if (v[i].kind == USC_V_USTACK) {
@@ -794,6 +796,10 @@ static int decode(struct events *e, const struct ref *r, struct usc_event *ev)
 					if (h.len != v[i].len - sizeof(h))
 						return -EINVAL;
 				}
+				/* $pystack: its header and its frames agree */
+				if (v[i].kind == USC_V_PYSTACK &&
+				    !python_stack_ok(r->p + strs, v[i].len))
+					return -EINVAL;
 				e->vals[i].str = (const char *)r->p + strs;
 				e->vals[i].len = v[i].len;
 				strs += v[i].len;

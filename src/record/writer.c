@@ -451,13 +451,13 @@ int rec_write_event(struct rec_writer *w, const struct usc_event *ev, uint32_t s
 	for (unsigned i = 0; i < ev->nvals; i++) {
 		struct rec_value v = {.kind = ev->vals[i].kind, .u = ev->vals[i].u};
 
-		if (v.kind == USC_V_STR || v.kind == USC_V_USTACK)
+		if (usc_value_has_bytes(&ev->vals[i]))
 			v.len = ev->vals[i].len;
 		rbuf_put(&b, &v, sizeof(v));
 	}
 	/* a stack goes as it was copied: uscope unwinds it when it reads */
 	for (unsigned i = 0; i < ev->nvals; i++)
-		if (ev->vals[i].kind == USC_V_STR || ev->vals[i].kind == USC_V_USTACK)
+		if (usc_value_has_bytes(&ev->vals[i]))
 			rbuf_put(&b, ev->vals[i].str, ev->vals[i].len);
 	rbuf_put(&b, ev->comm, e.comm_len);
 	rbuf_align(&b);

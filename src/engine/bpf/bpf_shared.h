@@ -89,7 +89,8 @@ struct bpfeng_agg_key {
  * buckets (the value's size is set at load). */
 
 enum bpfeng_kind { BPFENG_INT = 0, BPFENG_STR = 1, BPFENG_FAULT = 2, BPFENG_NULL = 3,
-	BPFENG_STACK = 4 };	/* at str_off (BPFENG_STK_OFF), str_len bytes: fetch_stack_hdr, the stack */
+	BPFENG_STACK = 4,	/* at str_off (BPFENG_STK_OFF), str_len bytes: fetch_stack_hdr, the stack */
+	BPFENG_PYSTACK = 5 };	/* at str_off, str_len bytes: python_stack_hdr, the frames */
 
 /* $ustack: where a record's stack copy goes, after its strings (and the
  * bytes a filter may read past them) */
