@@ -187,6 +187,11 @@ void cache_maps_hook(struct usc_cache *c, void (*fn)(void *ctx), void *ctx)
 	c->maps_hook_ctx = ctx;
 }
 
+bool cache_frozen(const struct usc_cache *c)
+{
+	return c->frozen;
+}
+
 void cache_freeze(struct usc_cache *c)
 {
 	c->frozen = true;

@@ -47,11 +47,13 @@ void cache_maps_hook(struct usc_cache *c, void (*fn)(void *ctx), void *ctx);
 /* From now on, maps are only those set: /proc is never read (a recording's
  * pids may be other processes on this machine). */
 void cache_freeze(struct usc_cache *c);
+bool cache_frozen(const struct usc_cache *c);
 
 /* State a module above keeps per cache, freed with it by free_fn: the slot
  * (NULL until the module sets it). The cache knows nothing of what is in it. */
 enum cache_ext_id {
 	CACHE_EXT_STACK,	/* stack/: $ustack's unwinding state and frames */
+	CACHE_EXT_PYTHON,	/* python/: code objects and frames by name */
 	CACHE_EXT_NR
 };
 void **cache_ext(struct usc_cache *c, enum cache_ext_id id, void (*free_fn)(void *));

@@ -226,6 +226,10 @@ int output_frame(struct usc_output *o, const struct stack_sym *f)
 	file = file ? file + 1 : f->file;
 	if (f->signal)
 		return put(o, "<signal handler called>");
+	if (f->python)	/* as Python's traceback names it: qualname (file:line) */
+		return f->line ? put(o, "%s (%s:%u)", f->func ? f->func : "??",
+				     f->file ? f->file : "??", f->line) :
+				 put(o, "%s (%s)", f->func ? f->func : "??", f->file ? f->file : "??");
 	if (f->func && f->inlined)
 		ret = put(o, "%s [inlined]", f->func);
 	else if (f->func)
@@ -279,8 +283,9 @@ static int put_stack(struct usc_output *o, pid_t pid, const struct usc_stack *st
 			ret = ret ? ret : f[k].file ? output_json_string(o, f[k].file,
 									  strlen(f[k].file)) :
 					  put(o, "null");
-			ret = ret ? ret : put(o, ",\"line\":%u,\"inlined\":%s}", f[k].line,
-					      f[k].inlined ? "true" : "false");
+			ret = ret ? ret : put(o, ",\"line\":%u,\"inlined\":%s%s}", f[k].line,
+					      f[k].inlined ? "true" : "false",
+					      f[k].python ? ",\"python\":true" : "");
 		}
 	}
 	if (o->cache)
@@ -332,14 +337,23 @@ int output_stack_folded(struct usc_output *o, pid_t pid, const struct usc_stack 
 			ret = first ? 0 : putc_(o, ';');
 			if (ret)
 				break;
-			if (f[k].signal)
+			if (f[k].signal) {
 				ret = put(o, "[signal]");
-			else if (f[k].func)
+			} else if (f[k].python) {
+				/* qualname(file:line): no space in a folded frame */
+				const char *b = f[k].file ? strrchr(f[k].file, '/') : NULL;
+
+				ret = put_folded_name(o, f[k].func ? f[k].func : "??");
+				ret = ret ? ret : put(o, "(");
+				ret = ret ? ret : put_folded_name(o, b ? b + 1 : f[k].file ? f[k].file : "??");
+				ret = ret ? ret : f[k].line ? put(o, ":%u)", f[k].line) : put(o, ")");
+			} else if (f[k].func) {
 				ret = put_folded_name(o, f[k].func);
-			else if (f[k].module)
+			} else if (f[k].module) {
 				ret = put(o, "%s+0x%" PRIx64, f[k].module, f[k].off);
-			else
+			} else {
 				ret = put(o, "0x%" PRIx64, f[k].pc);
+			}
 		}
 	}
 	return ret;
@@ -361,7 +375,7 @@ static int put_value(struct usc_output *o, const struct usc_event *ev,
 		return o->json ? output_json_string(o, "[...]", 5) : put(o, "[...]");
 	if (v->kind == USC_V_STACK)
 		return put_stack(o, ev->pid, v->stack);
-	if (v->kind == USC_V_USTACK)	/* not unwound: no session */
+	if (v->kind == USC_V_USTACK || v->kind == USC_V_PYSTACK)	/* not unwound: no session */
 		return put(o, o->json ? "null" : "(stack)");
 	if (v->kind == USC_V_FAULT)
 		return put(o, o->json ? "null" : "(fault)");
@@ -478,7 +492,8 @@ int output_event(struct usc_output *o, const struct usc_event *ev)
 	ret = ret ? ret : output_event_args(o, ev);
 	ret = ret ? ret : putc_(o, '\n');
 	for (unsigned i = 0; i < ev->nvals && !ret; i++)
-		if (ev->site->args[i].type == USC_T_STACK && ev->vals[i].kind == USC_V_STACK)
+		if (ev->site->args[i].type == USC_T_STACK && !ev->site->args[i].hidden &&
+		    ev->vals[i].kind == USC_V_STACK)
 			ret = put_stack(o, ev->pid, ev->vals[i].stack);
 	return ret;
 }
