@@ -54,21 +54,24 @@ AGENT_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -O2 -fPIC -ffreestandin
 	-fno-builtin -fno-stack-protector -fno-asynchronous-unwind-tables -fno-unwind-tables \
 	-fno-tree-loop-distribute-patterns -mgeneral-regs-only \
 	-fcf-protection=none -fvisibility=hidden -fno-sanitize=all
-AGENT_SRCS := src/engine/inject/agent/agent.c src/engine/inject/agent/tracer.c
+AGENT_SRCS := src/engine/inject/agent/agent.c src/engine/inject/agent/tracer.c \
+	src/engine/inject/agent/python.c
+AGENT_OBJS := build/inject/agent.o build/inject/tracer.o build/inject/python.o
 build/inject/agent.bin: $(AGENT_SRCS) src/engine/inject/agent/agent.h src/engine/inject/agent/agent.lds \
 		src/engine/inject/inject_shared.h src/engine/inject/objset.h src/probe/fetch.h src/probe/fetch_eval.h \
-		src/probe/filter_eval.h src/agg/agg_shared.h
+		src/probe/filter_eval.h src/agg/agg_shared.h src/python/frame.h src/python/walk.h \
+		src/python/offsets.h
 	@mkdir -p $(dir $@)
 	$(CC) $(AGENT_CFLAGS) -c src/engine/inject/agent/agent.c -o build/inject/agent.o
 	$(CC) $(AGENT_CFLAGS) -c src/engine/inject/agent/tracer.c -o build/inject/tracer.o
-	@if readelf -rW build/inject/agent.o build/inject/tracer.o | \
+	$(CC) $(AGENT_CFLAGS) -c src/engine/inject/agent/python.c -o build/inject/python.o
+	@if readelf -rW $(AGENT_OBJS) | \
 		awk '/^Relocation section/ { sec = $$3 } \
 		/R_X86_64_(64|32|32S) / && index(sec, "agent_hdr") == 0 { bad = 1 } \
 		END { exit !bad }'; then \
 		echo "the agent has absolute relocations: it must be position-independent" >&2; \
 		exit 1; fi
-	ld -T src/engine/inject/agent/agent.lds -o build/inject/agent.elf build/inject/agent.o \
-		build/inject/tracer.o
+	ld -T src/engine/inject/agent/agent.lds -o build/inject/agent.elf $(AGENT_OBJS)
 	objcopy -O binary build/inject/agent.elf $@
 build/rel/src/engine/inject/blob.o build/san/src/engine/inject/blob.o: build/inject/agent.bin
 

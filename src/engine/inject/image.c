@@ -167,6 +167,9 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	uint64_t obj_off;
 
 	off = inj_obj_reserve(j, off, &obj_off);
+	uint64_t py_off;
+
+	off = inj_py_reserve(j, off, &py_off);
 	m->size = off;
 
 	/* the self word, 0 in a forked child; first, the memfd's name goes
@@ -253,6 +256,7 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	c->agg_scratch_off = agg_offs.agg_scratch_off;
 	inj_agg_ctl(j, c);
 	inj_obj_ctl(j, c, obj_off);
+	inj_py_ctl(j, c, rem->pid, py_off);
 	{
 		const struct usc_engine_ctx *s = j->base.ctx;
 
@@ -344,6 +348,9 @@ static void fill_sites(struct inj *j, struct inj_image *img)
 				if (in[0].op == FOP_USTACK)
 					d->stack_need += (uint32_t)(sizeof(struct fetch_stack_hdr) +
 								    fetch_stack_bytes(in[0].imm));
+				if (in[0].op == FOP_PYSTACK)
+					d->stack_need += (uint32_t)(sizeof(struct python_stack_hdr) +
+								    in[0].imm * sizeof(struct python_frame) + 8);
 			}
 			inj_agg_site(j, site, d, img->shm.ctl, img->shm.remote);
 			inj_obj_site(site, d, img->shm.ctl, img->shm.remote);

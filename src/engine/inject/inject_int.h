@@ -294,6 +294,14 @@ void inj_obj_site(const struct usc_site *site, struct inj_site *d, const struct 
 /* --from hits that found the set full, in an image's region. */
 uint64_t inj_obj_full(const struct inj_shm *m);
 
+/* python.c: CPython in the process ($pystack, py: probes) */
+/* Room for struct inj_py after off when a site reads Python (*py_off:
+ * where, or 0); the new end. */
+uint64_t inj_py_reserve(struct inj *j, uint64_t off, uint64_t *py_off);
+/* Where CPython is in process pid, into the new region's block (c->py_off
+ * set); a process without one reads no frames. */
+void inj_py_ctl(struct inj *j, struct inj_ctl *c, pid_t pid, uint64_t py_off);
+
 /* system calls run in the process */
 long inj_rsys(struct remote *rem, long nr, long a1, long a2, long a3, long a4, long a5, long a6);
 bool inj_rsys_failed(long r);

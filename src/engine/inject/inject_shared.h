@@ -73,8 +73,9 @@
 
 #include "agg/agg_shared.h"
 #include "probe/fetch.h"
+#include "python/frame.h"
 
-#define INJ_MAGIC 0x7573636f70650005ULL	/* "uscope", layout 5 */
+#define INJ_MAGIC 0x7573636f70650006ULL	/* "uscope", layout 6 */
 #define INJ_MAX_ARGS 16			/* per site */
 #define INJ_STR_MAX 128			/* bytes of one string, NUL included */
 #define INJ_PENDING 16			/* tail calls a thread waits on */
@@ -186,6 +187,7 @@ struct inj_ctl {
 	volatile uint32_t nundo, nsem;
 	uint32_t sync_core;		/* membarrier's SYNC_CORE is registered */
 	uint32_t watermark;		/* ring the doorbell past this many bytes */
+	uint64_t py_off;		/* Python: struct inj_py, or 0 (none) */
 	/* the tracer's side, on a line of its own: written each time it drains */
 	volatile uint32_t asleep __attribute__((aligned(64)));	/* ring the doorbell */
 	volatile uint32_t doorbell;	/* a futex word the producers move on */
@@ -353,7 +355,8 @@ struct inj_site {
 };
 
 enum inj_kind { INJ_INT = 0, INJ_STR = 1, INJ_FAULT = 2, INJ_NULL = 3,
-	INJ_STACK = 4 };	/* at str_off, str_len bytes: fetch_stack_hdr, the stack */
+	INJ_STACK = 4,		/* at str_off, str_len bytes: fetch_stack_hdr, the stack */
+	INJ_PYSTACK = 5 };	/* at str_off, str_len bytes: python_stack_hdr, the frames */
 
 struct inj_val {
 	uint64_t val;			/* INJ_INT */
@@ -379,6 +382,80 @@ struct inj_rec {
  * filled in by the agent from the site. */
 struct inj_regs {
 	uint64_t r[USC_REG_NR];
+};
+
+/* ---- Python (agent/python.c) ------------------------------------------------
+ *
+ * Where CPython is in the process ($pystack: the frames of the thread that
+ * hits, walked with plain loads), and for py: probes the profile function's
+ * state: the probes' globs, and per code object the verdict decided at its
+ * first call (the probes it matches), with its names copied into the arena
+ * (the tracer reads them there, also once the process has gone). Every
+ * profile callback holds the GIL: the tables are written one at a time; the
+ * arena is published by a store-release of arena_used. */
+
+#define INJ_PY_PROBES 64		/* py: probes of a session */
+#define INJ_PY_PAT 128			/* bytes of a glob, NUL included */
+#define INJ_PY_NAMES 2048		/* bytes of the probes' argument names */
+#define INJ_PY_CODES 65536		/* code objects with a verdict */
+#define INJ_PY_ARENA (4u << 20)		/* bytes of names copied */
+#define INJ_PY_STR 256			/* bytes of one name copied, at most */
+
+struct inj_py_probe {
+	char module[INJ_PY_PAT];	/* glob ("*": any) */
+	char qualname[INJ_PY_PAT];	/* glob */
+	uint32_t entry;			/* its entry site, or ~0u */
+	uint32_t ret;			/* its return site, or ~0u */
+};
+
+/* A code object's verdict. */
+struct inj_py_code {
+	uint64_t code;			/* 0: free */
+	uint64_t qualname;		/* its co_qualname then: a code object made
+					 * at the same address later has another */
+	uint64_t mask;			/* the py: probes it matches */
+	uint32_t name;			/* its names in the arena: offset + 1 (0: none) */
+	uint32_t pad;
+};
+
+/* The arena: one record a code object, 8-aligned:
+ *   uint64_t code; int32_t firstlineno; uint16_t nmodule, nqualname,
+ *   nfilename; uint16_t pad; then the three names (UTF-8), each NUL-ended */
+struct inj_py_name {
+	uint64_t code;
+	int32_t firstlineno;
+	uint16_t nmodule, nqualname, nfilename, pad;
+};
+
+/* inj_py.state */
+enum inj_py_state {
+	INJ_PY_OFF = 0,		/* no py: probe */
+	INJ_PY_ON = 1,		/* the profile function is set where the GIL is held */
+	INJ_PY_STOP = 2,	/* detached: the profile function takes itself out */
+};
+
+struct inj_py {
+	uint32_t on;			/* the process runs a CPython uscope reads */
+	uint32_t nprobes;
+	struct python_offsets off;
+	struct python_glibc glibc;
+	uint64_t runtime;		/* _PyRuntime */
+	/* py: probes: CPython's API and objects, at their run-time addresses */
+	uint64_t set_profile;		/* _PyEval_SetProfile */
+	uint64_t none, true_, false_, long_type, bool_type, unicode_type;
+	volatile uint32_t state;	/* enum inj_py_state */
+	uint32_t ncodes;		/* verdicts: a power of two */
+	uint64_t codes_off;		/* struct inj_py_code[ncodes], from inj_py */
+	uint64_t arena_off;		/* the arena, from inj_py */
+	volatile uint32_t arena_used;	/* bytes */
+	volatile uint32_t codes_used;
+	volatile uint64_t installs;	/* thread states given the profile function */
+	volatile uint64_t foreign;	/* ... found with another's (cProfile): left */
+	volatile uint64_t removes;	/* ... it was taken out of */
+	volatile uint64_t undecided;	/* calls of a code object no verdict fits (the
+					 * table or arena full): matched again */
+	struct inj_py_probe probes[INJ_PY_PROBES];
+	char names[INJ_PY_NAMES];	/* FOP_PYARG's names (imm: offset | len << 32) */
 };
 
 #endif

@@ -101,19 +101,6 @@ static inline uint32_t this_cpu(const struct inj_ctl *c)
 #define FETCH_CPU(env) this_cpu(((const struct env *)(env))->c)
 #include "probe/fetch_eval.h"
 
-static inline __attribute__((always_inline)) uint64_t fs_base(const struct inj_ctl *c)
-{
-	uint64_t v;
-
-	if (c->use_rdfsbase)
-		__asm__ volatile("rdfsbase %0" : "=r"(v));
-	else
-		__asm__ volatile("mov %%fs:0, %0" : "=r"(v));	/* the TCB's self-pointer */
-	return v;
-}
-
-#define ALWAYS static inline __attribute__((always_inline))
-
 static struct inj_slot *slot_get(struct inj_ctl *c, uint64_t key, uint32_t tgid)
 {
 	struct inj_slot *slots = (struct inj_slot *)((char *)c + c->slots_off);
@@ -231,6 +218,9 @@ static void eval_arg(const struct env *env, const struct fetch_where *w, const u
 			return;
 		}
 		break;
+	case FETCH_PYSTACK:	/* the thread's Python frames (agent/python.c) */
+		agent_pystack(env->c, a->insn[0].imm, rec, str_off, v);
+		return;
 	case FETCH_BYTES:	/* counted: as many as could be read */
 		dst = rec + *str_off;
 		len = fetch_bytes_len(&a->insn[k], prev, INJ_STR_MAX - 1);

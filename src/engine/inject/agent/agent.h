@@ -48,6 +48,26 @@ void agent_ring(struct inj_ctl *c) HIDDEN;
 /* The tracer has died: take this process's patches out (once). */
 void agent_let_go(struct inj_ctl *c) HIDDEN;
 
+#define ALWAYS static inline __attribute__((always_inline))
+
+/* The thread pointer: rdfsbase where the kernel allows it, else the TCB's
+ * self-pointer at %fs:0. */
+ALWAYS uint64_t fs_base(const struct inj_ctl *c)
+{
+	uint64_t v;
+
+	if (c->use_rdfsbase)
+		__asm__ volatile("rdfsbase %0" : "=r"(v));
+	else
+		__asm__ volatile("mov %%fs:0, %0" : "=r"(v));	/* the TCB's self-pointer */
+	return v;
+}
+
+/* $pystack: the thread's Python frames into the record at *off (struct
+ * python_stack_hdr, then the frames; at most imm of them), v says where. */
+void agent_pystack(const struct inj_ctl *c, int64_t imm, char *rec, uint32_t *off,
+		   struct inj_val *v) HIDDEN;
+
 /* The owner word at owner (inj_ctl.owner, inj_site.owner): has the tracer
  * gone? */
 static inline __attribute__((always_inline)) int owner_died(uint64_t owner)
