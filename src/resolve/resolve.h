@@ -63,6 +63,12 @@ struct usc_site {
 	bool agg_in_place;		/* the engine aggregates: no event */
 	int32_t agg_func;		/* latency: the function's id, shared by its entry
 					 * and return sites; -1: none */
+	/* Python (src/python) */
+	bool python;			/* a py: probe: fired in the process by CPython's
+					 * profile function (the inject agent's), at no
+					 * address; path is the file with the runtime */
+	bool py_hook;			/* hidden: where a thread takes the GIL, the agent
+					 * gives it the profile function (py: probes) */
 };
 
 /* Does the site fetch $ustack (a stack the tracer unwinds)? */
@@ -70,6 +76,15 @@ static inline bool site_has_ustack(const struct usc_site *site)
 {
 	for (unsigned i = 0; i < site->nargs; i++)
 		if (site->args[i].ninsn && site->args[i].insn[0].op == FOP_USTACK)
+			return true;
+	return false;
+}
+
+/* Does the site fetch $pystack? */
+static inline bool site_has_pystack(const struct usc_site *site)
+{
+	for (unsigned i = 0; i < site->nargs; i++)
+		if (site->args[i].ninsn && site->args[i].insn[0].op == FOP_PYSTACK)
 			return true;
 	return false;
 }

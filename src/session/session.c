@@ -181,6 +181,9 @@ int session_plan_sites(struct usc_session *s)
 			     &s->nsites);
 	if (ret)
 		return ret;
+	ret = session_python_plan(s);
+	if (ret)
+		return ret;
 	s->ectx.sites = s->sites;
 	s->ectx.nsites = s->nsites;
 	/* $ustack copies --stack-size bytes: the engines read it in the program */
@@ -324,15 +327,18 @@ static const struct usc_event *unwind_stacks(struct usc_session *s, const struct
 		const struct usc_value *v = &ev->vals[i];
 
 		s->stack_vals[i] = *v;
-		if (v->kind != USC_V_USTACK)
+		if (v->kind != USC_V_USTACK && v->kind != USC_V_PYSTACK)
 			continue;
 		if (!s->stacks[i]) {
 			s->stacks[i] = malloc(stack_size(USC_STACK_FRAMES_MAX));
 			if (!s->stacks[i])
 				return NULL;
 		}
-		if (stack_unwind(s->cache, ev->pid, ev->tid, v->str, v->len, s->stacks[i],
-				 USC_STACK_FRAMES_MAX)) {
+		if (v->kind == USC_V_PYSTACK) {
+			/* $pystack: its frames by name (session/python.c) */
+			session_python_value(s, ev, i, s->stacks[i], &s->stack_vals[i]);
+		} else if (stack_unwind(s->cache, ev->pid, ev->tid, v->str, v->len, s->stacks[i],
+					USC_STACK_FRAMES_MAX)) {
 			s->stack_vals[i] = (struct usc_value){.kind = USC_V_FAULT};
 		} else {
 			s->stack_vals[i] = (struct usc_value){.kind = USC_V_STACK,
@@ -340,6 +346,8 @@ static const struct usc_event *unwind_stacks(struct usc_session *s, const struct
 			s->stacks_unwound++;
 		}
 	}
+	if (s->python && session_python_splice(s, ev, s->stack_vals))
+		return NULL;
 	*copy = *ev;
 	copy->vals = s->stack_vals;
 	return copy;
@@ -351,8 +359,8 @@ static int sinks_event(const struct usc_event *ev0, void *ctx)
 	struct usc_event copy;
 	const struct usc_event *ev = ev0;
 
-	for (unsigned i = 0; s->ectx.has_stacks && i < ev0->nvals; i++)
-		if (ev0->vals[i].kind == USC_V_USTACK) {
+	for (unsigned i = 0; i < ev0->nvals; i++)
+		if (ev0->vals[i].kind == USC_V_USTACK || ev0->vals[i].kind == USC_V_PYSTACK) {
 			ev = unwind_stacks(s, ev0, &copy);
 			break;
 		}
@@ -535,6 +543,7 @@ int session_poll_engines(struct usc_session *s, bool drain)
 	int total = 0;
 
 	poll_maps(s);	/* first: a hit's maps are older than the hit */
+	session_python_poll(s);	/* engines told where CPython is, once it is there */
 
 	for (size_t k = 0; k < s->nengines && !s->sink_stop; k++) {
 		struct usc_engine *e = s->engines[k].e;
@@ -1040,6 +1049,7 @@ void usc_session_free(struct usc_session *s)
 	for (size_t i = 0; i < USC_MAX_ARGS; i++)
 		free(s->stacks[i]);
 	session_obj_free(s);
+	session_python_free(s);
 	free(s->engines);
 	free(s->engine_names);
 	free(s->engine_nsites);
