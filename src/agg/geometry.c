@@ -40,9 +40,10 @@ bool agg_fits(const struct usc_agg_opts *a, const struct usc_site *site, unsigne
 
 	if (a->kind == USC_AGG_NONE || site->nargs > max_args)
 		return false;
-	/* a stack is unwound by the tracer (src/stack/): its events are
-	 * aggregated there, each distinct stack a row */
-	if (site_has_ustack(site))
+	/* a stack is unwound by the tracer (src/stack/), Python frames named
+	 * there (src/python/): its events are aggregated there, each distinct
+	 * stack a row */
+	if (site_has_ustack(site) || site_has_pystack(site))
 		return false;
 	agg_layout(a, site, &first, &n, &value);
 	return first == 0 && agg_key_len(site->args, first, n, a->str_max) <= key_max;

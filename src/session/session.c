@@ -190,6 +190,9 @@ int session_plan_sites(struct usc_session *s)
 	for (size_t i = 0; i < s->nsites; i++) {
 		struct usc_site *site = &s->sites[i];
 
+		/* $pystack too is named here, at uscope's pace: counted, it waits
+		 * for room as a stack does */
+		s->ectx.has_stacks |= site_has_pystack(site);
 		if (!site_has_ustack(site))
 			continue;
 		s->ectx.has_stacks = true;
