@@ -170,7 +170,8 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
 # reader's mmap becomes an exact-size heap copy ASan watches; undefined
 # behaviour is a failure, as in build/san.
 build/fuzz/fuzz_record: src/record/reader.c src/record/buf.c src/core/tsc.c \
-	src/engine/inject/inject_raw.c src/engine/bpf/bpf_raw.c src/output/output.c src/output/govalue.c
+	src/engine/inject/inject_raw.c src/engine/bpf/bpf_raw.c src/output/output.c src/output/govalue.c \
+	src/python/linetable.c
 build/fuzz/fuzz_record: FUZZ_FLAGS := -fno-sanitize-recover=undefined -Wl,--wrap=mmap,--wrap=munmap
 # The folded-stack parser, the flame graph's layout and its SVG.
 build/fuzz/fuzz_flame: src/flame/flame.c

@@ -17,6 +17,7 @@
 #include "objfile/modules.h"
 #include "record/buf.h"
 #include "record/record.h"
+#include "python/names.h"
 #include "cache/cache.h"
 
 #define WBUF (4u << 20)
@@ -404,6 +405,22 @@ int rec_write_thread(struct rec_writer *w, pid_t pid, pid_t tid, const char *com
 		return fail(w, ENOMEM);
 	strncpy(t.comm, comm ? comm : "", sizeof(t.comm) - 1);
 	return chunk(w, REC_THREAD, &t, sizeof(t), NULL, 0, NULL, 0);
+}
+
+int rec_write_pycode(struct rec_writer *w, pid_t pid, const struct python_code_info *ci)
+{
+	struct rec_pycode h = {pid, ci->firstlineno, ci->firsttraceable, 0, ci->addr};
+	struct rbuf b = {0};
+
+	rbuf_put(&b, &h, sizeof(h));
+	rbuf_str(&b, ci->module);
+	rbuf_str(&b, ci->qualname);
+	rbuf_str(&b, ci->filename);
+	rbuf_u32(&b, ci->linetable ? (uint32_t)ci->linetable_len : 0xffffffffu);
+	if (ci->linetable)
+		rbuf_put(&b, ci->linetable, ci->linetable_len);
+	rbuf_align(&b);
+	return chunk_rbuf(w, REC_PYCODE, &b);
 }
 
 int rec_write_clock(struct rec_writer *w, const struct rec_clock_pair *p, size_t n)

@@ -12,6 +12,9 @@
 #include "objfile/modules.h"
 #include "python/detect.h"
 #include "python/names.h"
+#include "engine/raw.h"
+#include "record/reader.h"
+#include "record/record.h"
 #include "session/session.h"
 #include "session/session_int.h"
 #include "stack/stack.h"
@@ -222,4 +225,77 @@ int session_python_splice(struct usc_session *s, const struct usc_event *ev,
 		vals[i].stack = p->spliced[i];
 	}
 	return 0;
+}
+
+/* ---- recordings --------------------------------------------------------------- */
+
+struct rec_ctx {
+	struct usc_session *s;
+	pid_t pid;
+};
+
+static int write_code(void *ctx, pid_t pid, const struct python_code_info *ci)
+{
+	struct usc_session *s = ctx;
+
+	return rec_write_pycode(s->rec, pid, ci) ? -EIO : 0;
+}
+
+/* Read each frame's code object now, while the process lives. */
+static int touch_frames(void *ctx, const void *bytes, uint32_t len)
+{
+	const struct rec_ctx *r = ctx;
+	struct python_stack_hdr h;
+	struct python_frame f;
+	struct python_code_info ci;
+
+	memcpy(&h, bytes, sizeof(h));
+	for (uint32_t i = 0; i < h.n && sizeof(h) + (i + 1) * sizeof(f) <= len; i++) {
+		memcpy(&f, (const char *)bytes + sizeof(h) + i * sizeof(f), sizeof(f));
+		python_names_code(r->s->cache, r->pid, f.code, &ci);
+	}
+	return 0;
+}
+
+int session_python_record_event(struct usc_session *s, const struct usc_event *ev)
+{
+	struct rec_ctx r = {s, ev->pid};
+
+	for (unsigned i = 0; i < ev->nvals; i++)
+		if (ev->vals[i].kind == USC_V_PYSTACK &&
+		    python_stack_ok(ev->vals[i].str, ev->vals[i].len))
+			touch_frames(&r, ev->vals[i].str, ev->vals[i].len);
+	return python_names_new_codes(s->cache, ev->pid, write_code, s);
+}
+
+int session_python_record_ring(struct usc_session *s, pid_t pid, const void *bytes, size_t len)
+{
+	struct rec_ctx r = {s, pid};
+	size_t at = 0;
+
+	while (at < len) {
+		uint32_t site, n;
+		uint64_t tsc;
+
+		if (inject_raw_peek((const char *)bytes + at, len - at, &site, &tsc, &n) < 0)
+			break;
+		inject_raw_pystacks((const char *)bytes + at, len - at, touch_frames, &r);
+		at += n;
+	}
+	return python_names_new_codes(s->cache, pid, write_code, s);
+}
+
+static int tell_code(void *ctx, pid_t pid, const struct python_code_info *ci)
+{
+	struct usc_session *s = ctx;
+
+	return python_names_tell(s->cache, pid, ci);
+}
+
+int session_python_replay(struct usc_session *s, struct rec_file *f)
+{
+	/* (spliced stacks are kept in it) */
+	if (!s->python && !(s->python = calloc(1, sizeof(*s->python))))
+		return -ENOMEM;
+	return rec_file_pycodes(f, tell_code, s);
 }

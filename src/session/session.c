@@ -256,7 +256,7 @@ int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe
 	s->nengines = 1;
 	f = source_file(e);
 	cache_freeze(s->cache);
-	if (rec_file_maps(f, replay_maps, s) == -ENOMEM)
+	if (rec_file_maps(f, replay_maps, s) == -ENOMEM || session_python_replay(s, f))
 		return -ENOMEM;
 	s->replayed = rec_file_header(f);
 	s->specs = rec_file_specs(f, &s->nspecs);

@@ -115,6 +115,15 @@ int session_python_value(struct usc_session *s, const struct usc_event *ev, unsi
 int session_python_splice(struct usc_session *s, const struct usc_event *ev,
 			  struct usc_value *vals);
 
+/* Recording: the Python code objects an event's (or a ring's records')
+ * $pystack names, and those py: probes told of, each written once before
+ * the records (REC_PYCODE). 0 or -EIO. */
+int session_python_record_event(struct usc_session *s, const struct usc_event *ev);
+int session_python_record_ring(struct usc_session *s, pid_t pid, const void *bytes, size_t len);
+/* Replaying: what the recording keeps of them. 0 or -ENOMEM. */
+struct rec_file;
+int session_python_replay(struct usc_session *s, struct rec_file *f);
+
 /* pending.c: MODULEs that exist only once COMMAND runs (a run-time USDT
  * provider, a library it opens from elsewhere). Which of the specs' are so:
  * s->pending, their count. */

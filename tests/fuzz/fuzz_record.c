@@ -23,6 +23,9 @@
 #include "core/log.h"
 #include "output/output.h"
 #include "record/reader.h"
+#include "python/frame.h"
+#include "python/linetable.h"
+#include "python/names.h"
 
 #define CHECK(cond)                                                             \
 	do {                                                                    \
@@ -261,8 +264,11 @@ static int on_event(const struct usc_event *ev, void *ctx)
 	for (unsigned i = 0; i < ev->nvals; i++) {
 		const struct usc_value *v = &ev->vals[i];
 
-		/* a stack as copied (unwound by a session; there is none here) */
-		CHECK(v->kind <= USC_V_USTACK);
+		/* a stack as copied (unwound by a session; there is none here),
+		 * Python frames as walked (named by one) */
+		CHECK(v->kind <= USC_V_PYSTACK && v->kind != USC_V_STACK);
+		if (v->kind == USC_V_PYSTACK)
+			CHECK(python_stack_ok(v->str, v->len));
 		sink += v->u + v->len;
 		if (v->kind == USC_V_USTACK) {
 			struct fetch_stack_hdr h;
@@ -271,7 +277,7 @@ static int on_event(const struct usc_event *ev, void *ctx)
 			memcpy(&h, v->str, sizeof(h));
 			CHECK(h.len == v->len - sizeof(h));
 		}
-		if (v->kind == USC_V_STR || v->kind == USC_V_USTACK) {
+		if (usc_value_has_bytes(v)) {
 			/* a string's (a stack's) bytes are the file's */
 			CHECK(v->str);
 			CHECK(copy && (const uint8_t *)v->str >= copy &&
@@ -289,6 +295,26 @@ static int on_event(const struct usc_event *ev, void *ctx)
 	touch(r->json.buf, r->json.len);
 	r->n++;
 	return r->stop_at && r->n >= r->stop_at;
+}
+
+/* A recorded Python code object: its names, and its line table decodes
+ * within its bytes. */
+static int touch_pycode(void *ctx, pid_t pid, const struct python_code_info *ci)
+{
+	uint64_t sum = (uint64_t)pid + ci->addr + (uint64_t)ci->firstlineno +
+		       (uint64_t)ci->firsttraceable;
+
+	(void)ctx;
+	CHECK(ci->qualname && ci->filename);
+	sum += strlen(ci->qualname) + strlen(ci->filename) + (ci->module ? strlen(ci->module) : 0);
+	if (ci->linetable) {
+		touch(ci->linetable, ci->linetable_len);
+		for (int a = -2; a < 64; a += 2)
+			sum += (uint64_t)python_linetable_line(ci->linetable, ci->linetable_len,
+							       ci->firstlineno, a);
+	}
+	__asm__ volatile("" : : "r"(sum));
+	return 0;
 }
 
 /* ---- the target --------------------------------------------------------- */
@@ -336,6 +362,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(size >= sizeof(struct rec_header) && copy && copy_len == size);
 
 	CHECK(rec_file_maps(f, touch_maps, NULL) == 0);
+	CHECK(rec_file_pycodes(f, touch_pycode, NULL) == 0);
 	h = rec_file_header(f);
 	CHECK(h && !memcmp(h->magic, REC_MAGIC, 8) && h->version == REC_VERSION);
 	TOUCH_ARRAY_STR(h->host);

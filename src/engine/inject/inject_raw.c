@@ -94,3 +94,23 @@ int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, u
 	ev->vals = vals;
 	return 0;
 }
+
+int inject_raw_pystacks(const void *p, size_t avail,
+			int (*fn)(void *ctx, const void *bytes, uint32_t len), void *ctx)
+{
+	const struct inj_rec *r = p;
+	uint32_t site, len;
+	uint64_t tsc;
+	int ret = 0;
+
+	if (inject_raw_peek(p, avail, &site, &tsc, &len) != 0)
+		return 0;	/* a pad, or not a record */
+	for (unsigned a = 0; a < r->nvals && a < INJ_MAX_ARGS && !ret; a++) {
+		const struct inj_val *v = &r->vals[a];
+
+		if (v->kind == INJ_PYSTACK && (uint32_t)v->str_off + v->str_len <= r->len &&
+		    python_stack_ok((const char *)r + v->str_off, v->str_len))
+			ret = fn(ctx, (const char *)r + v->str_off, v->str_len);
+	}
+	return ret;
+}
