@@ -105,6 +105,9 @@ static int inj_attach(struct usc_engine *e)
 		return -E2BIG;
 	}
 	j->stats = calloc(e->nsites + 1, sizeof(*j->stats));
+	/* Python's code objects are named from its memory: a process of
+	 * COMMAND's waits at its exit for its last records to be read */
+	j->hold_exit = j->follow && inj_py_wanted(j);
 	inj_agg_geometry(j);
 	return j->stats ? 0 : -ENOMEM;
 }
@@ -188,13 +191,22 @@ static void inj_waited(struct usc_engine *e, pid_t pid, int status)
 
 static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *ctx)
 {
+	struct inj *j = inj_of(e);
+	int n;
+
 	(void)timeout_ms;
-	return inj_poll_images(inj_of(e), fn, ctx);
+	n = inj_poll_images(j, fn, ctx);
+	inj_follow_exits(j);	/* drained: a process held at its exit ends */
+	return n;
 }
 
 static int inj_record(struct usc_engine *e, const struct usc_raw_out *out)
 {
-	return inj_record_images(inj_of(e), out);
+	struct inj *j = inj_of(e);
+	int n = inj_record_images(j, out);
+
+	inj_follow_exits(j);
+	return n;
 }
 
 static int inj_wait_fd(struct usc_engine *e)

@@ -125,6 +125,7 @@ struct inj_proc {
 struct inj_task {
 	pid_t tid;
 	bool stopped;			/* in a ptrace stop we have not resumed */
+	bool exiting;			/* ... a process's leader at its exit (hold_exit) */
 	unsigned nheld;
 	siginfo_t held[REMOTE_MAX_HELD];	/* signals to give back at detach */
 };
@@ -168,6 +169,10 @@ struct inj {
 	uint64_t clock_sent;		/* ... and how many */
 	char *shadow;			/* the flight recorder: a ring's copy (INJ_RING_SIZE) */
 	struct inj_bell *bell;		/* the doorbells' thread (doorbell.c), or NULL */
+	/* COMMAND's processes stop at their exit until their rings are drained:
+	 * what the records name in their memory (Python code objects) is read
+	 * while it is still there */
+	bool hold_exit;
 };
 
 static inline struct inj *inj_of(struct usc_engine *e)
@@ -231,6 +236,8 @@ int inj_areas(struct inj *j, struct inj_image *img, struct remote *rem,
 int inj_follow_spawned(struct inj *j, pid_t pid);
 int inj_follow_launched(struct inj *j, pid_t pid);
 void inj_follow_waited(struct inj *j, pid_t pid, int status);
+/* The processes held at their exit go on (their rings were drained). */
+void inj_follow_exits(struct inj *j);
 /* Stop the whole tree, restore every image, let every task go. */
 void inj_follow_detach(struct inj *j);
 
@@ -295,6 +302,7 @@ void inj_obj_site(const struct usc_site *site, struct inj_site *d, const struct 
 uint64_t inj_obj_full(const struct inj_shm *m);
 
 /* python.c: CPython in the process ($pystack, py: probes) */
+bool inj_py_wanted(const struct inj *j);
 /* Room for struct inj_py after off when a site reads Python (*py_off:
  * where, or 0); the new end. */
 uint64_t inj_py_reserve(struct inj *j, uint64_t off, uint64_t *py_off);

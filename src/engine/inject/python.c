@@ -9,7 +9,7 @@
 #include "python/detect.h"
 
 /* Does a site of the session read Python? */
-static bool wants_python(const struct inj *j)
+bool inj_py_wanted(const struct inj *j)
 {
 	for (size_t i = 0; i < j->base.nsites; i++)
 		if (site_has_pystack(j->base.sites[i]) || j->base.sites[i]->python)
@@ -20,7 +20,7 @@ static bool wants_python(const struct inj *j)
 uint64_t inj_py_reserve(struct inj *j, uint64_t off, uint64_t *py_off)
 {
 	*py_off = 0;
-	if (!wants_python(j))
+	if (!inj_py_wanted(j))
 		return off;
 	off = (off + 63) & ~63ULL;
 	*py_off = off;
