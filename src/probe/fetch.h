@@ -80,6 +80,12 @@ enum fetch_op {
 	FOP_PYSTACK,	/* $pystack: the thread's Python frames, walked where the
 			 * probe runs (python/frame.h's python_stack_hdr, then
 			 * struct python_frame triples); imm = frames */
+	/* py: probes (the inject agent's profile function), loads alone */
+	FOP_PYFUNC,	/* the Python function called (its code object) */
+	FOP_PYARGS,	/* every argument, "name=value ..." */
+	FOP_PYARG,	/* the argument named at imm = pos | len << 32 in the
+			 * probe text (the engine rewrites imm to its own) */
+	FOP_PYRETVAL,	/* the value returned */
 };
 
 /* Registers, in the order of the kernel's x86-64 pt_regs names. */

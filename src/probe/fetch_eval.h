@@ -38,6 +38,7 @@ enum fetch_status {
 	FETCH_STACK,	/* store the registers and the stack (fetch_stack_hdr) */
 	FETCH_BYTES,	/* store fetch_bytes_len() bytes at *val */
 	FETCH_PYSTACK,	/* store the thread's Python frames (python/frame.h) */
+	FETCH_PYVALUE,	/* a py: probe's value (FOP_PYFUNC ... FOP_PYRETVAL) */
 };
 
 /* Where the probe is, for FOP_FOFFS and FOP_VADDR: its runtime address,
@@ -114,6 +115,11 @@ FETCH_INLINE int FETCH_STEP(const struct fetch_insn *in, const uint64_t *regs,
 		return FETCH_STACK;
 	case FOP_PYSTACK:
 		return FETCH_PYSTACK;
+	case FOP_PYFUNC:
+	case FOP_PYARGS:
+	case FOP_PYARG:
+	case FOP_PYRETVAL:
+		return FETCH_PYVALUE;
 	case FOP_PID:
 		*val = FETCH_PID(env);
 		return FETCH_NEXT;

@@ -708,6 +708,44 @@ static int parse_line_loc(const char *text, const char *s, const char *colon, co
 	return 0;
 }
 
+/* A Python name's byte: an identifier's (UTF-8 too), '.' between names,
+ * '<' and '>' of <module>, <lambda>, <locals>, and a glob's. */
+static bool py_char_ok(unsigned char c)
+{
+	return is_ident(c) || c >= 0x80 || strchr(".<>*?[]!-", c);
+}
+
+static bool py_glob(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strchr("*?[", s[i]))
+			return true;
+	return false;
+}
+
+/* py:QUALNAME or py:MODULE:QUALNAME, s just after "py:". */
+static int parse_python_loc(const char *text, const char *s, const char *end,
+			    struct usc_probe_spec *spec, struct usc_parse_error *err)
+{
+	const char *colon = memchr(s, ':', (size_t)(end - s)), *q = colon ? colon + 1 : s;
+	size_t mlen = colon ? (size_t)(colon - s) : 1;
+
+	if (colon && (!mlen || mlen >= USC_MODULE_MAX))
+		return fail(err, USC_PERR_BAD_PYTHON, (size_t)(s - text));
+	if (q >= end || (size_t)(end - q) >= USC_SYM_MAX)
+		return fail(err, USC_PERR_BAD_PYTHON, (size_t)(q - text));
+	for (const char *c = s; c < end; c++)
+		if (c != colon && !py_char_ok((unsigned char)*c))
+			return fail(err, USC_PERR_BAD_PYTHON, (size_t)(c - text));
+	memcpy(spec->module, colon ? s : "*", mlen);
+	spec->module_pos = (uint32_t)(s - text);
+	memcpy(spec->symbol, q, (size_t)(end - q));
+	spec->loc_pos = (uint32_t)(q - text);
+	spec->loc_kind = USC_LOC_PYTHON;
+	spec->is_glob = py_glob(spec->module, mlen) || py_glob(q, (size_t)(end - q));
+	return 0;
+}
+
 static int parse_location(const char *text, struct tok t, struct usc_probe_spec *spec,
 			  struct usc_parse_error *err)
 {
@@ -717,6 +755,8 @@ static int parse_location(const char *text, struct tok t, struct usc_probe_spec 
 
 	if (t.start >= t.end)
 		return fail(err, USC_PERR_NO_LOCATION, t.start);
+	if (end - s >= 3 && !memcmp(s, "py:", 3))
+		return parse_python_loc(text, s + 3, end, spec, err);
 	/* source lines: FILE:LINE, FUNCTION:+N, or MODULE: before either */
 	if (colon) {
 		const char *c2 = lone_colon(colon + 1, end);

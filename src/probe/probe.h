@@ -67,7 +67,8 @@
 	X(STACK_TWICE, "a probe takes one $ustack")                              \
 	X(PYSTACK_ALONE, "$pystack stands alone: no dereference, and nothing dereferences it") \
 	X(PYSTACK_FRAMES, "$pystack:N takes N frames, from 1 to 128")         \
-	X(PYSTACK_TWICE, "a probe takes one $pystack")
+	X(PYSTACK_TWICE, "a probe takes one $pystack")                            \
+	X(BAD_PYTHON, "expected py:QUALNAME or py:MODULE:QUALNAME (globs: py:http.server:*)")
 
 enum usc_parse_err {
 #define X(id, msg) USC_PERR_##id,
@@ -118,6 +119,11 @@ enum usc_show {
 	USC_SHOW_GO_IFACE,
 	USC_SHOW_GO_EFACE,
 	USC_SHOW_GO_PART,	/* shown by the Go value after it */
+	/* py: probes */
+	USC_SHOW_PYFUNC,	/* the Python function called (a code object's
+				 * address): it names the event */
+	USC_SHOW_PYVAL,		/* a Python value: an int as a number, else the
+				 * text the agent wrote (a repr, or <type>) */
 };
 
 #define USC_GO_STR_MAX 64	/* bytes of a Go string fetched */
@@ -162,6 +168,9 @@ enum usc_loc_kind {
 	USC_LOC_USDT,		/* %PROVIDER:NAME; symbol holds NAME */
 	USC_LOC_LINE,		/* FILE:LINE (symbol holds FILE), or FUNCTION:+N
 				 * (symbol holds FUNCTION, line_rel set) */
+	USC_LOC_PYTHON,		/* py:[MODULE:]QUALNAME: Python functions, symbol
+				 * the qualname's glob, module the module's ("*":
+				 * any; __main__: the script) */
 };
 
 struct usc_probe_spec {

@@ -500,6 +500,28 @@ uint64_t python_names_frame(struct usc_cache *c, pid_t pid, const struct python_
 	return python_names_intern(c, ci.qualname, ci.filename, line);
 }
 
+const struct python_loc *python_names_func(struct usc_cache *c, pid_t pid, uint64_t code)
+{
+	struct python_names *n = names_get(c);
+	struct python_code_info ci;
+	char name[1024];
+	int ret = python_names_code(c, pid, code, &ci);
+
+	/* an in-place row has no process of its own: any process told of it */
+	for (size_t i = 0; ret && n && i < n->nprocs; i++)
+		if (n->procs[i]->pid != pid)
+			ret = python_names_code(c, n->procs[i]->pid, code, &ci);
+	if (ret) {
+		snprintf(name, sizeof(name), "<code 0x%llx>", (unsigned long long)code);
+		return python_names_loc(c, python_names_intern(c, name, "?", -1));
+	}
+	if (ci.module)
+		snprintf(name, sizeof(name), "%s:%s", ci.module, ci.qualname);
+	else
+		snprintf(name, sizeof(name), "%s", ci.qualname);
+	return python_names_loc(c, python_names_intern(c, name, ci.filename, ci.firstlineno));
+}
+
 static void set_bit(uint64_t *b, uint32_t i)
 {
 	b[i / 64] |= 1ULL << (i % 64);

@@ -63,6 +63,13 @@ uint64_t python_names_intern(struct usc_cache *c, const char *qualname, const ch
 /* The location of an id; NULL for none. */
 const struct python_loc *python_names_loc(struct usc_cache *c, uint64_t id);
 
+/* A py: probe's function, by its code object: qualname "module:qualname"
+ * (or the qualname alone when its module is not known), filename, line
+ * its first line; interned (stable until the cache is freed). A code
+ * object not known in pid is looked for in every process told of one.
+ * NULL: out of memory. */
+const struct python_loc *python_names_func(struct usc_cache *c, pid_t pid, uint64_t code);
+
 /* $pystack as an engine stored it (python_stack_hdr and frames, len bytes)
  * into st (room for max frames): one Python frame a frame CPython shows,
  * innermost first, ending as the walk did. 0, -EINVAL (not a $pystack),

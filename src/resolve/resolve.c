@@ -15,8 +15,11 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 {
 	char *path = NULL;
 	struct objfile *ef;
-	int ret = resolve_find_module(t, spec, &path);
+	int ret;
 
+	if (spec->loc_kind == USC_LOC_PYTHON)
+		return resolve_python(t, spec, idx, flags, sv);
+	ret = resolve_find_module(t, spec, &path);
 	if (ret)
 		return ret;
 	ret = cache_elf(sv->c, path, &ef);

@@ -34,7 +34,13 @@ struct site_vec {
 	size_t n, cap;
 	struct usc_cache *c;	/* the session's files */
 	unsigned flags;		/* enum resolve_flags */
+	bool py_hooks;		/* py: probes' hidden GIL sites are in */
 };
+
+/* python.c: a py: probe's site (and, the first time, the hidden sites
+ * where a thread takes the GIL). 0 or -errno, logged. */
+int resolve_python(const struct usc_target *t, const struct usc_probe_spec *spec, unsigned idx,
+		   unsigned flags, struct site_vec *sv);
 
 /* target.c: the file a probe's MODULE names (the target's executable when
  * it names none), malloc'd in *path. 0 or -errno, logged. */

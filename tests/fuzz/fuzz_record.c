@@ -85,6 +85,13 @@ void cache_symbolize(struct usc_cache *c, pid_t pid, uint64_t addr, char *buf, s
 	snprintf(buf, len, "0x%llx", (unsigned long long)addr);
 }
 
+/* ... Python functions (never: there is no cache) */
+const struct python_loc *python_names_func(struct usc_cache *c, pid_t pid, uint64_t code)
+{
+	(void)c, (void)pid, (void)code;
+	return NULL;
+}
+
 /* ... and stacks (never: there is no cache, nor a session to unwind them) */
 #include "stack/stack.h"
 size_t stack_syms(struct usc_cache *c, pid_t pid, const struct usc_stack *st, uint32_t i,

@@ -215,6 +215,9 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 		return (int)r;
 	m->agent_remote = (uint64_t)r;
 	ret = remote_write(rem, m->agent_remote, inject_agent_blob, blob);
+	if (!ret)	/* where the agent's code CPython calls finds its control block */
+		ret = remote_write(rem, m->agent_remote + offsetof(struct agent_hdr, ctl), &m->remote,
+				   sizeof(m->remote));
 	if (ret)
 		return ret;
 	if (inj_rsys(rem, SYS_madvise, (long)m->self_remote, 4096, MADV_WIPEONFORK, 0, 0, 0))
@@ -650,6 +653,7 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
 	if (!ret) {
 		key_mode(img, rem);
 		fill_sites(j, img);
+		inj_py_sites(j, img);
 		/* again: the shared memory and the agent took some of the gaps */
 		procmaps_free(maps, (size_t)nmaps);
 		nmaps = procmaps_read(rem->pid, &maps);
@@ -697,6 +701,7 @@ void inj_restore(struct inj *j, struct inj_image *img, struct remote *rem)
 		size_t n = img->nsemaphores;
 		uint32_t done = INJ_LETGO_TRACER;
 
+		inj_py_detach(img, rem);	/* py: probes' profile function out */
 		semaphores_lower(img, rem);
 		img->nsemaphores = n;	/* each process sharing the image has its own */
 		/* its agent has nothing to let go of when we are gone */

@@ -36,12 +36,6 @@
 
 extern const unsigned char inject_agent_blob[], inject_agent_blob_end[];
 
-struct agent_hdr {
-	uint64_t magic;
-	uint64_t hit_off;
-	uint64_t fast_off;
-};
-
 /* One patch: a jump at addr over len displaced bytes, to a trampoline that
  * runs the probes of one or more sites (several probes at one address). */
 struct inj_patch {
@@ -102,6 +96,7 @@ struct inj_image {
 	size_t nsemaphores;
 	uint64_t next_reclaim;		/* ns */
 	bool recorded;			/* described in the recording (REC_IMAGE) */
+	uint32_t py_seen;		/* bytes of the agent's Python names read */
 	uint64_t *dumped;		/* the flight recorder: per slot, the ring
 					 * position written up to (INJ_NSLOTS) */
 };
@@ -309,6 +304,14 @@ uint64_t inj_py_reserve(struct inj *j, uint64_t off, uint64_t *py_off);
 /* Where CPython is in process pid, into the new region's block (c->py_off
  * set); a process without one reads no frames. */
 void inj_py_ctl(struct inj *j, struct inj_ctl *c, pid_t pid, uint64_t py_off);
+/* py: probes' sites, which no patch fills (and the GIL hooks' kind). */
+void inj_py_sites(struct inj *j, struct inj_image *img);
+/* With every thread of the process stopped: a running interpreter's
+ * threads get the profile function (a pending call); at detach, lose it. */
+void inj_py_attach(struct inj_image *img, struct remote *rem);
+void inj_py_detach(struct inj_image *img, struct remote *rem);
+/* The code objects' names the agent copied, to the session's. */
+void inj_py_sync(struct inj *j, struct inj_image *img);
 
 /* system calls run in the process */
 long inj_rsys(struct remote *rem, long nr, long a1, long a2, long a3, long a4, long a5, long a6);

@@ -100,6 +100,19 @@ enum inj_count {
 #define INJ_OWNER_WAITERS 0x80000000u	/* FUTEX_WAITERS */
 #define INJ_OWNER_DIED 0x40000000u	/* FUTEX_OWNER_DIED */
 
+/* The agent's header, at the start of its blob (linked at 0): where its
+ * entry points are, and one word the tracer writes in the process's copy. */
+struct agent_hdr {
+	uint64_t magic;
+	uint64_t hit_off;		/* agent_hit */
+	uint64_t fast_off;		/* agent_fast */
+	uint64_t py_pending_off;	/* agent_py_pending: Py_AddPendingCall's */
+	uint64_t trap_off;		/* an int3: where a call the tracer makes returns */
+	uint64_t ctl;			/* the control block's address in the process,
+					 * for the code CPython calls (py: probes'
+					 * profile function), which has no site */
+};
+
 /* The self page (inj_ctl.self): per process, wiped in a forked child. */
 #define INJ_SELF_LETGO 4	/* offset of the process's let-go state */
 enum inj_letgo {
@@ -271,6 +284,8 @@ enum inj_site_kind {
 	INJ_TAIL = 1,	/* a followed tail call: remember the stack pointer */
 	INJ_CONT = 2,	/* a ret of a followed tail call's callees: record the
 			 * tail calls waiting on this stack pointer */
+	INJ_PYHOOK = 3,	/* py: probes: a thread took the GIL: the agent gives the
+			 * thread states the profile function (agent/python.c) */
 };
 
 #define INJ_OBJ_NREGS 6		/* objtrace: the SysV argument registers */
