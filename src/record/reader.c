@@ -158,7 +158,8 @@ static void get_arg(struct rec_file *f, struct rget *g, struct usc_fetcharg *a)
 	a->ninsn = 2;
 	/* output shows a member of a struct shown whole past "GROUP__" in
 	 * its name */
-	if ((unsigned)a->type >= USC_T_NR || a->show > USC_SHOW_ARRAY ||
+	if ((unsigned)a->type >= USC_T_NR ||
+	    (a->show > USC_SHOW_ARRAY && a->show != USC_SHOW_PYFUNC && a->show != USC_SHOW_PYVAL) ||
 	    (a->show == USC_SHOW_ENUM && !a->enums) ||
 	    (a->group_len && (size_t)a->group_len + 2 > strlen(a->name)))
 		g->bad = true;
@@ -187,7 +188,7 @@ static int get_sites(struct rec_file *f, struct rget *g)
 		sp->loc_kind = rget_u8(g);
 		sp->has_offset = rget_u8(g);
 		sp->is_glob = rget_u8(g);
-		if (sp->loc_kind > USC_LOC_LINE)
+		if (sp->loc_kind > USC_LOC_PYTHON)
 			g->bad = true;
 	}
 	n = rget_u32(g);
@@ -223,6 +224,8 @@ static int get_sites(struct rec_file *f, struct rget *g)
 		s->hidden = fl & 8;
 		s->cont = fl & 16;
 		s->inlined = fl & 32;
+		s->python = fl & 128;
+		s->py_hook = fl & 256;
 		s->agg_func = -1;
 		s->filter_in_place = true;
 		nargs = rget_u32(g);

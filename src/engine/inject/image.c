@@ -158,6 +158,11 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	off += (nsites + 1) * sizeof(struct inj_undo);
 	uint64_t sem_off = off;
 	off += (nsites + 1) * sizeof(uint64_t);
+	uint64_t py_off;
+
+	/* (before the rings and what follows them, which are given back at the
+	 * end: a profile function left in a thread reads it later) */
+	off = inj_py_reserve(j, off, &py_off);
 	off = (off + 4095) & ~4095ULL;
 	uint64_t rings_off = off;
 	off += (uint64_t)INJ_NSLOTS * INJ_RING_SIZE;
@@ -167,9 +172,6 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	uint64_t obj_off;
 
 	off = inj_obj_reserve(j, off, &obj_off);
-	uint64_t py_off;
-
-	off = inj_py_reserve(j, off, &py_off);
 	m->size = off;
 
 	/* the self word, 0 in a forked child; first, the memfd's name goes

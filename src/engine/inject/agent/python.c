@@ -325,7 +325,7 @@ int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
 	uint64_t mask, ts;
 
 	(void)obj;
-	if (!py)
+	if (!py || !py->on || !py->set_profile)
 		return 0;
 	if (py->state != INJ_PY_ON || owner_died(c->owner)) {
 		/* detached, or the tracer has gone: out of this thread */
@@ -507,8 +507,9 @@ static void put_str(const struct inj_py *py, struct text *t, uint64_t s)
 }
 
 /* obj as shown: 1 with *iv for an int, else its text into t (None, True,
- * False, a str's repr, <type> for the rest). */
-static int repr(const struct inj_py *py, struct text *t, uint64_t obj, int64_t *iv)
+ * False, a str's repr, <type> for the rest); an argument's cell (one an
+ * inner function closes over) shows its value. */
+static int repr(const struct inj_py *py, struct text *t, uint64_t obj, int64_t *iv, int arg)
 {
 	const struct python_offsets *o = &py->off;
 	uint64_t type;
@@ -534,9 +535,8 @@ static int repr(const struct inj_py *py, struct text *t, uint64_t obj, int64_t *
 		const char *tn = (const char *)ld64(type + o->type_name);
 		uint32_t n = tn ? cstrlen(tn, sizeof(name) - 1) : 0;
 
-		/* a cell (an argument an inner function closes over): its value */
-		if (n == 4 && same(tn, 4, "cell", 4))
-			return repr(py, t, ld64(obj + 16), iv);
+		if (arg && n == 4 && same(tn, 4, "cell", 4))
+			return repr(py, t, ld64(obj + 16), iv, 0);
 		put_c(t, '<');
 		put_s(t, tn ? tn : "?", tn ? n : 1);
 		put_c(t, '>');
@@ -563,12 +563,12 @@ static uint64_t arg_name(const struct inj_py *py, uint64_t code, uint32_t i)
 
 /* One value into v: an int, or text into the record. */
 static void value_into(const struct inj_py *py, uint64_t obj, struct inj_val *v, char *rec,
-		       uint32_t *off)
+		       uint32_t *off, int arg)
 {
 	struct text t = {rec + *off, 0, INJ_STR_MAX};
 	int64_t iv;
 
-	if (repr(py, &t, obj, &iv)) {
+	if (repr(py, &t, obj, &iv, arg)) {
 		v->kind = INJ_INT;
 		v->val = (uint64_t)iv;
 		return;
@@ -595,7 +595,7 @@ void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struc
 		v->val = h->code;
 	} else if (in->op == FOP_PYRETVAL) {
 		if (h->retval)
-			value_into(py, h->retval, v, rec, off);
+			value_into(py, h->retval, v, rec, off, 0);
 	} else if (in->op == FOP_PYARG) {
 		const char *want = py->names + (uint32_t)in->imm;
 		uint32_t wn = (uint32_t)((uint64_t)in->imm >> 32);
@@ -606,7 +606,7 @@ void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struc
 			int l = str_utf8(py, arg_name(py, h->code, i), name, sizeof(name));
 
 			if (l >= 0 && same(name, (uint32_t)l, want, wn)) {
-				value_into(py, ld64(locals + 8 * i), v, rec, off);
+				value_into(py, ld64(locals + 8 * i), v, rec, off, 1);
 				break;
 			}
 		}
@@ -621,7 +621,7 @@ void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struc
 				put_c(&t, ' ');
 			put_s(&t, name, l > 0 ? (uint32_t)l : 0);
 			put_c(&t, '=');
-			if (repr(py, &t, ld64(locals + 8 * i), &iv))
+			if (repr(py, &t, ld64(locals + 8 * i), &iv, 1))
 				put_i(&t, iv);
 		}
 		t.p[t.n] = 0;
