@@ -316,6 +316,7 @@ static const struct python_code *read_code(struct pyproc *p, uint64_t addr)
 	struct seen *s;
 	uint64_t now;
 	bool verify;
+	int err;
 
 	if (!p->live || !addr)
 		return NULL;
@@ -324,8 +325,15 @@ static const struct python_code *read_code(struct pyproc *p, uint64_t addr)
 	s = seen_slot(p, addr);
 	now = now_ms();
 	verify = !s->addr || now - s->checked_ms >= VERIFY_MS;
-	if (python_sym_code(p->sym, addr, verify, &pc))
+	err = python_sym_code(p->sym, addr, verify, &pc);
+	if (err == -EFAULT && verify && s->addr)
+		/* the process has gone: what was read of it stands */
+		err = python_sym_code(p->sym, addr, false, &pc);
+	if (err) {
+		log_debug("python: process %d: no code object at %#llx: %s", (int)p->pid,
+			  (unsigned long long)addr, strerror(-err));
 		return NULL;	/* not a code object (now), or gone */
+	}
 	if (!s->addr) {
 		s->addr = addr;
 		p->nseen++;
@@ -366,8 +374,11 @@ int python_names_code(struct usc_cache *c, pid_t pid, uint64_t addr,
 			out->module = t->module;
 		return 0;
 	}
-	if (!t)
+	if (!t) {
+		log_debug("python: process %d: code object %#llx: %s", (int)pid,
+			  (unsigned long long)addr, p->live ? "not readable" : "its memory is not read");
 		return -ENOENT;
+	}
 	out->addr = addr;
 	out->module = t->module;
 	out->qualname = t->qualname;

@@ -226,6 +226,7 @@ static int get_sites(struct rec_file *f, struct rget *g)
 		s->inlined = fl & 32;
 		s->python = fl & 128;
 		s->py_hook = fl & 256;
+		s->py_final = fl & 512;
 		s->agg_func = -1;
 		s->filter_in_place = true;
 		nargs = rget_u32(g);

@@ -270,7 +270,7 @@ int rec_write_sites(struct rec_writer *w, const struct usc_probe_spec *specs, si
 		rbuf_u32(&b, (uint32_t)(site->is_return | site->ret_site << 1 | site->tail_call << 2 |
 					site->hidden << 3 | site->cont << 4 | site->inlined << 5 |
 					(place && place[i].engine < 0) << 6 | site->python << 7 |
-					site->py_hook << 8));
+					site->py_hook << 8 | site->py_final << 9));
 		rbuf_u32(&b, (uint32_t)site->group);
 		rbuf_u64(&b, site->vaddr);
 		rbuf_u64(&b, site->func_vaddr);

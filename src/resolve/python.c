@@ -17,9 +17,10 @@
 #include "python/detect.h"
 #include "resolve/resolve_int.h"
 
-/* The file with the target's runtime: 0 with *path, or -errno (said). */
+/* The file with the target's runtime: 0 with *path, or -errno (said
+ * unless quiet). */
 static int runtime_file(const struct usc_target *t, const struct usc_probe_spec *spec,
-			char **path)
+			char **path, bool quiet)
 {
 	struct python_runtime rt = {0};
 	char **deps = NULL;
@@ -27,23 +28,26 @@ static int runtime_file(const struct usc_target *t, const struct usc_probe_spec 
 	int ret = -ENOENT;
 
 	if (t->kind == USC_TARGET_SYSTEM) {
-		log_error("%s: py: probes run in a process: give -p PID or a COMMAND", spec->text);
+		if (!quiet)
+			log_error("%s: py: probes run in a process: give -p PID or a COMMAND",
+				  spec->text);
 		return -EINVAL;
 	}
 	if (t->kind == USC_TARGET_PID) {
-		ret = python_detect_pid(t->pid, &rt);
+		ret = quiet ? python_find_pid(t->pid, &rt) : python_detect_pid(t->pid, &rt);
 	} else if (t->exe) {
-		ret = python_detect_file(t->exe, &rt);
+		ret = quiet ? python_find_file(t->exe, &rt) : python_detect_file(t->exe, &rt);
 		n = ret == -ENOENT ? module_deps(t->exe, &deps) : 0;
 		for (ssize_t i = 0; i < n && ret == -ENOENT; i++) {
 			const char *b = strrchr(deps[i], '/');
 
 			if (!strncmp(b ? b + 1 : deps[i], "libpython", 9))
-				ret = python_detect_file(deps[i], &rt);
+				ret = quiet ? python_find_file(deps[i], &rt) :
+					      python_detect_file(deps[i], &rt);
 		}
 		if (n > 0)
 			module_list_free(deps, (size_t)n);
-		if (ret == -ENOENT)
+		if (ret == -ENOENT && !quiet)
 			log_error("%s: %s runs no CPython of its own: py: probes need COMMAND to be "
 				  "CPython (python3 script.py, not a launcher such as env or a "
 				  "script's #! line)", spec->text, t->exe);
@@ -193,7 +197,7 @@ int resolve_python(const struct usc_target *t, const struct usc_probe_spec *spec
 {
 	char *path = NULL, where[USC_MODULE_MAX + USC_SYM_MAX + 8];
 	struct usc_site *s;
-	int ret = runtime_file(t, spec, &path);
+	int ret = runtime_file(t, spec, &path, false);
 
 	if (ret)
 		return ret;
@@ -225,4 +229,35 @@ int resolve_python(const struct usc_target *t, const struct usc_probe_spec *spec
 		snprintf(s->label, sizeof(s->label), "%.*s%s", (int)(sizeof(s->label) - 9), where,
 			 spec->is_return ? "__return" : "");
 	return bind_site(s, spec, flags);
+}
+
+int resolve_python_final(const struct usc_target *t, const struct usc_probe_spec *spec,
+			 unsigned idx, struct site_vec *sv)
+{
+	static struct usc_probe_spec fin = {
+		.text = "($pystack: where CPython finalizes)",
+		.loc_kind = USC_LOC_SYMBOL,
+	};
+	const struct objfile_sym *fn = NULL, **cands = NULL;
+	struct objfile *ef;
+	size_t ncands = 0, first = sv->n;
+	char *path = NULL;
+	int ret;
+
+	if (runtime_file(t, spec, &path, true))
+		return 0;	/* no CPython here: nothing to wait for */
+	ret = cache_elf(sv->c, path, &ef);
+	if (!ret && objfile_func_lookup(ef, "Py_FinalizeEx", &fn, &cands, &ncands))
+		fn = NULL;
+	free(cands);
+	if (!ret && fn)
+		ret = resolve_add_site(sv, &fin, idx, path, ef, fn, fn->vaddr, 0);
+	for (size_t i = first; i < sv->n; i++) {
+		sv->v[i].hidden = true;
+		sv->v[i].py_final = true;
+		snprintf(sv->v[i].event, sizeof(sv->v[i].event), "usc_py_finalize");
+		snprintf(sv->v[i].label, sizeof(sv->v[i].label), "Py_FinalizeEx");
+	}
+	free(path);
+	return ret;
 }

@@ -69,6 +69,9 @@ struct usc_site {
 					 * address; path is the file with the runtime */
 	bool py_hook;			/* hidden: where a thread takes the GIL, the agent
 					 * gives it the profile function (py: probes) */
+	bool py_final;			/* hidden: Py_FinalizeEx, where the agent waits
+					 * for the tracer to read what the records so far
+					 * name, before CPython frees it ($pystack) */
 };
 
 /* Does the site fetch $ustack (a stack the tracer unwinds)? */

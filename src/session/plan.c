@@ -246,8 +246,17 @@ static int place_objtrace(struct usc_session *s, struct answers *a)
  * took them (inject): its agent's profile function needs them. */
 static int place_py_hooks(struct usc_session *s, struct answers *a)
 {
-	int e = -1;
+	int e = -1, fe = -1;
 
+	/* Py_FinalizeEx's, with the stacks (the inject agent waits there for
+	 * us to read their frames' code objects; elsewhere it is a no-op) */
+	for (size_t i = 0; i < s->nsites && fe < 0; i++)
+		if (!s->sites[i].hidden && (site_has_pystack(&s->sites[i]) ||
+					    site_has_ustack(&s->sites[i])))
+			fe = s->place[i].engine;
+	for (size_t i = 0; i < s->nsites && fe >= 0; i++)
+		if (s->sites[i].py_final && ask(s, a, (size_t)fe, i) > 0)
+			place(s, a, i, fe);
 	for (size_t i = 0; i < s->nsites && e < 0; i++)
 		if (s->sites[i].python)
 			e = s->place[i].engine;

@@ -286,6 +286,8 @@ enum inj_site_kind {
 			 * tail calls waiting on this stack pointer */
 	INJ_PYHOOK = 3,	/* py: probes: a thread took the GIL: the agent gives the
 			 * thread states the profile function (agent/python.c) */
+	INJ_PYSYNC = 4,	/* $pystack: CPython finalizes: the agent waits (a bounded
+			 * while) for the tracer to read what the records name */
 };
 
 #define INJ_OBJ_NREGS 6		/* objtrace: the SysV argument registers */
@@ -336,6 +338,10 @@ struct inj_site {
 	uint32_t agg_fast;		/* no filter, a plain site, at most two arguments,
 					 * registers as they are (reg_only): the trampoline
 					 * calls agent_fast with them first */
+	uint32_t py_count;		/* a py: probe counted by its function alone (its
+					 * one key, no value, no filter): the row is kept
+					 * with the code object's verdict */
+	uint32_t pad_py;
 	uint8_t arg_size[INJ_MAX_ARGS];	/* an integer's bytes (0: all 8), to mask */
 	uint8_t arg_sign[INJ_MAX_ARGS];	/* signed: a value sign-extends */
 	uint8_t arg_str[INJ_MAX_ARGS];	/* a string argument */
@@ -429,8 +435,9 @@ struct inj_py_code {
 	uint64_t qualname;		/* its co_qualname then: a code object made
 					 * at the same address later has another */
 	uint64_t mask;			/* the py: probes it matches */
-	uint32_t name;			/* its names in the arena: offset + 1 (0: none) */
-	uint32_t pad;
+	uint32_t row1;			/* count by function (inj_site.py_count): the
+					 * row of row1_site's key for it, + 1 (0: none) */
+	uint32_t row1_site;
 };
 
 /* The arena: one record a code object, 8-aligned:

@@ -136,6 +136,8 @@ void inj_py_sites(struct inj *j, struct inj_image *img)
 
 		if (site->py_hook)
 			d->kind = INJ_PYHOOK;	/* (a patched site: filled) */
+		if (site->py_final)
+			d->kind = INJ_PYSYNC;
 		if (!site->python || !py)
 			continue;
 		d->ctl = img->shm.remote;
@@ -170,6 +172,10 @@ void inj_py_sites(struct inj *j, struct inj_image *img)
 			}
 		}
 		inj_agg_site(j, site, d, c, img->shm.remote);
+		/* counted by its function alone: the agent keeps its row */
+		d->py_count = d->agg == INJ_AGG_ROW && d->agg_nkey == 1 && d->agg_value < 0 &&
+			      !d->filter.n && d->agg_keylen == 16 &&
+			      site->args[0].insn[0].op == FOP_PYFUNC;
 	}
 }
 

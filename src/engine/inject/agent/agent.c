@@ -754,8 +754,11 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 		agent_let_go(c);	/* the tracer has gone */
 		return;
 	}
-	if (__builtin_expect(site->kind == INJ_PYHOOK, 0)) {
-		agent_py_hook(c);	/* a thread took the GIL (py: probes) */
+	if (__builtin_expect(site->kind >= INJ_PYHOOK, 0)) {
+		if (site->kind == INJ_PYHOOK)
+			agent_py_hook(c);	/* a thread took the GIL (py: probes) */
+		else
+			agent_py_sync(c);	/* CPython ends ($pystack) */
 		return;
 	}
 	tgid = *(volatile uint32_t *)c->self;
@@ -864,7 +867,28 @@ void agent_py_hit(struct inj_ctl *c, uint32_t idx, const struct py_hit *h)
 	}
 	s->nest = 1;
 	__asm__ volatile("" ::: "memory");
-	deliver(c, s, slot, counts, site, site, r.r, &env);
+	if (site->py_count && h->verdict && (!h->verdict->row1_site ||
+					     h->verdict->row1_site == idx + 1)) {
+		/* counted by its function: the row kept with its verdict */
+		uint32_t row = h->verdict->row1 - 1;
+
+		if (!h->verdict->row1) {
+			uint64_t key[2] = {AGG_K_INT, (uint64_t)agg_value_of(h->code,
+									     site->arg_size[0], 0)};
+
+			row = row_of(c, site, key, sizeof(key));
+			if (row != INJ_NO_ROW) {
+				h->verdict->row1_site = idx + 1;
+				h->verdict->row1 = row + 1;
+			}
+		}
+		if (row == INJ_NO_ROW)
+			counts[2]++;	/* the table is full */
+		else
+			row_add(c, slot, row, 0);
+	} else {
+		deliver(c, s, slot, counts, site, site, r.r, &env);
+	}
 	__asm__ volatile("" ::: "memory");
 	s->nest = 0;
 }

@@ -76,6 +76,7 @@ struct py_hit {
 	uint64_t code;		/* its code object */
 	uint64_t retval;	/* PyTrace_RETURN: the value returned (0: an exception) */
 	const struct inj_py *py;
+	struct inj_py_code *verdict;	/* its code object's (a row kept there), or 0 */
 };
 /* Site idx of c fires for h (agent.c): counted, recorded or aggregated. */
 void agent_py_hit(struct inj_ctl *c, uint32_t idx, const struct py_hit *h) HIDDEN;
@@ -86,6 +87,10 @@ void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struc
 /* A thread took the GIL (INJ_PYHOOK): every thread state gets the profile
  * function, unless this one has it already. */
 void agent_py_hook(struct inj_ctl *c) HIDDEN;
+/* CPython finalizes (INJ_PYSYNC): wait for the tracer to drain once more,
+ * at most max_wait_ns (a dead or stopped tracer: not at all), so that the
+ * code objects the records name are read before CPython frees them. */
+void agent_py_sync(struct inj_ctl *c) HIDDEN;
 /* Py_AddPendingCall's function (arg: the control block): the profile
  * function in, or (detached) out of, every thread state. */
 int agent_py_pending(uint64_t arg) HIDDEN;

@@ -281,8 +281,8 @@ static uint64_t decide(struct inj_py *py, uint64_t code, uint64_t iframe)
 	return mask;
 }
 
-/* The probes code matches: kept, or decided now. */
-static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe)
+/* The probes code matches: kept (*e: where), or decided now. */
+static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe, struct inj_py_code **ep)
 {
 	struct inj_py_code *t = (struct inj_py_code *)((char *)py + py->codes_off);
 	uint64_t qn = ld64(code + py->off.co_qualname), h = code * 0x9e3779b97f4a7c15ULL;
@@ -292,19 +292,24 @@ static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe)
 		struct inj_py_code *e = &t[((uint32_t)(h >> 40) + i) & mask];
 		uint64_t k = __atomic_load_n(&e->code, __ATOMIC_ACQUIRE);
 
-		if (k == code && e->qualname == qn)
+		if (k == code && e->qualname == qn) {
+			*ep = e;
 			return e->mask;
+		}
 		if (k == code || (!k && __atomic_compare_exchange_n(&e->code, &k, code, 0,
 								      __ATOMIC_ACQ_REL,
 								      __ATOMIC_ACQUIRE))) {
-			/* new, or another code object at the same address */
+			/* new, or another code object at the same address (its row,
+			 * by address, is the same) */
 			e->mask = decide(py, code, iframe);
 			e->qualname = qn;
 			py->codes_used++;
+			*ep = e;
 			return e->mask;
 		}
 	}
 	py->undecided++;
+	*ep = 0;
 	return decide(py, code, iframe);
 }
 
@@ -319,12 +324,17 @@ static struct inj_ctl *my_ctl(void)
 
 int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
 {
-	struct inj_ctl *c = my_ctl();
-	struct inj_py *py = py_mut(c);
+	struct inj_ctl *c;
+	struct inj_py *py;
 	struct py_hit h;
 	uint64_t mask, ts;
 
 	(void)obj;
+	/* first: C functions' calls and returns come here too, as many */
+	if ((what != PYTRACE_CALL && what != PYTRACE_RETURN) || !frame)
+		return 0;
+	c = my_ctl();
+	py = py_mut(c);
 	if (!py || !py->on || !py->set_profile)
 		return 0;
 	if (py->state != INJ_PY_ON || owner_died(c->owner)) {
@@ -336,14 +346,12 @@ int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
 		}
 		return 0;
 	}
-	if ((what != PYTRACE_CALL && what != PYTRACE_RETURN) || !frame)
-		return 0;
 	h.frame = frame;
 	h.iframe = ld64(frame + py->off.pyframe_frame);
 	h.code = h.iframe ? ld64(h.iframe + py->off.fr_code) : 0;
 	h.retval = what == PYTRACE_RETURN ? arg : 0;
 	h.py = py;
-	if (!h.code || !(mask = verdict(py, h.code, h.iframe)))
+	if (!h.code || !(mask = verdict(py, h.code, h.iframe, &h.verdict)))
 		return 0;
 	while (mask) {
 		uint32_t k = (uint32_t)__builtin_ctzll(mask);
@@ -629,5 +637,28 @@ void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struc
 		v->str_off = (uint16_t)*off;
 		v->str_len = (uint16_t)t.n;
 		*off += (t.n + 1 + 7) & ~7u;
+	}
+}
+
+/* ---- the end ---- */
+
+#define SYS_nanosleep 35
+
+void agent_py_sync(struct inj_ctl *c)
+{
+	uint64_t p0 = __atomic_load_n(&c->progress, __ATOMIC_ACQUIRE);
+	uint64_t waited = 0, step = 1000000;	/* 1 ms */
+	struct {
+		long sec, nsec;
+	} ts = {0, (long)step};
+
+	if (!c->enabled || !c->max_wait_ns || owner_died(c->owner))
+		return;
+	agent_ring(c);
+	/* two passes: one wholly after this point */
+	while (__atomic_load_n(&c->progress, __ATOMIC_ACQUIRE) < p0 + 2 && waited < c->max_wait_ns &&
+	       !owner_died(c->owner)) {
+		sys6(SYS_nanosleep, (long)&ts, 0, 0, 0, 0, 0);
+		waited += step;
 	}
 }
