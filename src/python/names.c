@@ -270,6 +270,22 @@ int python_names_tell(struct usc_cache *c, pid_t pid, const struct python_code_i
 		return -ENOMEM;
 	}
 	slot = told_slot(p, ci->addr);
+	if (*slot && !strcmp((*slot)->qualname, t->qualname) &&
+	    !strcmp((*slot)->filename, t->filename)) {
+		/* the same object told again: what each told stands (a py:
+		 * probe's verdict has its module, a walk its line table) */
+		if (!t->module && (*slot)->module) {
+			t->module = (*slot)->module;
+			(*slot)->module = NULL;
+		}
+		if (!t->has_linetable && (*slot)->has_linetable) {
+			t->has_linetable = true;
+			t->linetable = (*slot)->linetable;
+			t->linetable_len = (*slot)->linetable_len;
+			t->firsttraceable = (*slot)->firsttraceable;
+			(*slot)->linetable = NULL;
+		}
+	}
 	if (*slot) {
 		told_free(*slot);
 	} else {

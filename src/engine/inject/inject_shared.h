@@ -84,6 +84,7 @@
 #define INJ_SCRATCH 4096		/* per thread: values, strings, key */
 #define INJ_FAST_KEYS 2			/* arguments of a site on the agent's fast path */
 #define INJ_KEY_CACHE 16		/* per thread: keys whose row it remembers */
+#define INJ_PY_SEEN_THREAD 16		/* per thread: code objects it knows described */
 
 /* The counters of a thread and site. */
 enum inj_count {
@@ -270,6 +271,11 @@ struct inj_slot {
 		uint32_t site;
 		uint32_t row1;		/* row + 1; 0: empty */
 	} kc[INJ_KEY_CACHE];
+	/* $pystack: the code objects this thread saw described last (code,
+	 * its co_qualname): no lookup in the shared table for them */
+	struct {
+		uint64_t code, qualname;
+	} pyseen[INJ_PY_SEEN_THREAD];
 };
 
 struct inj_arg {
@@ -421,6 +427,8 @@ struct inj_regs {
 #define INJ_PY_CODES 65536		/* code objects with a verdict */
 #define INJ_PY_ARENA (4u << 20)		/* bytes of names copied */
 #define INJ_PY_STR 256			/* bytes of one name copied, at most */
+#define INJ_PY_SEEN 16384		/* code objects described ($pystack) */
+#define INJ_PY_LINES 4096		/* bytes of a line table copied, at most */
 
 struct inj_py_probe {
 	char module[INJ_PY_PAT];	/* glob ("*": any) */
@@ -440,13 +448,23 @@ struct inj_py_code {
 	uint32_t row1_site;
 };
 
-/* The arena: one record a code object, 8-aligned:
- *   uint64_t code; int32_t firstlineno; uint16_t nmodule, nqualname,
- *   nfilename; uint16_t pad; then the three names (UTF-8), each NUL-ended */
+/* The arena: one record a code object, 8-aligned: this header, then the
+ * three names (UTF-8), each NUL-ended, then nlinetable bytes of its line
+ * table. Written by py: probes' verdicts (a module, no line table) and by
+ * $pystack's walks, the first time they see a code object (no module). */
 struct inj_py_name {
 	uint64_t code;
 	int32_t firstlineno;
+	int32_t firsttraceable;
 	uint16_t nmodule, nqualname, nfilename, pad;
+	uint32_t nlinetable;		/* INJ_PY_NOLINES: none copied */
+	uint32_t pad2;
+};
+#define INJ_PY_NOLINES 0xffffffffu
+
+/* A code object $pystack described: its address and its co_qualname then. */
+struct inj_py_seen {
+	uint64_t code, qualname;
 };
 
 /* inj_py.state */
@@ -469,6 +487,7 @@ struct inj_py {
 	uint32_t ncodes;		/* verdicts: a power of two */
 	uint64_t codes_off;		/* struct inj_py_code[ncodes], from inj_py */
 	uint64_t arena_off;		/* the arena, from inj_py */
+	uint64_t seen_off;		/* struct inj_py_seen[INJ_PY_SEEN], or 0 */
 	volatile uint32_t arena_used;	/* bytes */
 	volatile uint32_t codes_used;
 	volatile uint64_t installs;	/* thread states given the profile function */

@@ -34,6 +34,37 @@ static bool has_py_probes(const struct inj *j)
 	return false;
 }
 
+static bool has_pystacks(const struct inj *j)
+{
+	for (size_t i = 0; i < j->base.nsites; i++)
+		if (site_has_pystack(j->base.sites[i]))
+			return true;
+	return false;
+}
+
+/* The region's layout after struct inj_py: the verdicts (py: probes), the
+ * code objects described ($pystack), the arena. */
+static uint64_t py_layout(const struct inj *j, struct inj_py *py)
+{
+	uint64_t off = sizeof(struct inj_py);
+
+	if (has_py_probes(j)) {
+		if (py) {
+			py->codes_off = off;
+			py->ncodes = INJ_PY_CODES;
+		}
+		off += INJ_PY_CODES * sizeof(struct inj_py_code);
+	}
+	if (has_pystacks(j)) {
+		if (py)
+			py->seen_off = off;
+		off += INJ_PY_SEEN * sizeof(struct inj_py_seen);
+	}
+	if (py)
+		py->arena_off = off;
+	return off + INJ_PY_ARENA;
+}
+
 uint64_t inj_py_reserve(struct inj *j, uint64_t off, uint64_t *py_off)
 {
 	*py_off = 0;
@@ -41,10 +72,7 @@ uint64_t inj_py_reserve(struct inj *j, uint64_t off, uint64_t *py_off)
 		return off;
 	off = (off + 63) & ~63ULL;
 	*py_off = off;
-	off += sizeof(struct inj_py);
-	if (has_py_probes(j))	/* the verdicts and the names copied */
-		off += INJ_PY_CODES * sizeof(struct inj_py_code) + INJ_PY_ARENA;
-	return off;
+	return off + py_layout(j, NULL);
 }
 
 /* py: probes: one entry a site, its globs. */
@@ -78,12 +106,9 @@ void inj_py_ctl(struct inj *j, struct inj_ctl *c, pid_t pid, uint64_t py_off)
 	c->py_off = py_off;
 	if (!py_off)
 		return;
-	if (has_py_probes(j)) {
-		py->codes_off = sizeof(*py);
-		py->ncodes = INJ_PY_CODES;
-		py->arena_off = py->codes_off + INJ_PY_CODES * sizeof(struct inj_py_code);
+	py_layout(j, py);
+	if (has_py_probes(j))
 		probes(j, py);
-	}
 	/* a process of COMMAND's tree may run something else: its $pystack
 	 * says so, event by event */
 	if (python_find_pid(pid, &rt)) {
@@ -249,13 +274,15 @@ void inj_py_sync(struct inj *j, struct inj_image *img)
 		struct inj_py_name r;
 		struct python_code_info ci = {0};
 		const char *names;
-		uint32_t len;
+		uint32_t len, lines;
 
 		memcpy(&r, base + img->py_seen, sizeof(r));
 		r.code = __atomic_load_n((const uint64_t *)(base + img->py_seen), __ATOMIC_ACQUIRE);
-		len = (uint32_t)(sizeof(r) + r.nmodule + r.nqualname + r.nfilename + 3 + 7) & ~7u;
+		lines = r.nlinetable == INJ_PY_NOLINES ? 0 : r.nlinetable;
+		len = (uint32_t)(sizeof(r) + r.nmodule + r.nqualname + r.nfilename + 3 + lines + 7) &
+		      ~7u;
 		if (!r.code || img->py_seen + len > end || r.nmodule >= INJ_PY_STR ||
-		    r.nqualname >= INJ_PY_STR || r.nfilename >= INJ_PY_STR)
+		    r.nqualname >= INJ_PY_STR || r.nfilename >= INJ_PY_STR || lines > INJ_PY_LINES)
 			break;	/* being written: the next time */
 		names = base + img->py_seen + sizeof(r);
 		ci.addr = r.code;
@@ -263,6 +290,11 @@ void inj_py_sync(struct inj *j, struct inj_image *img)
 		ci.qualname = names + r.nmodule + 1;
 		ci.filename = names + r.nmodule + 1 + r.nqualname + 1;
 		ci.firstlineno = r.firstlineno;
+		ci.firsttraceable = r.firsttraceable;
+		if (r.nlinetable != INJ_PY_NOLINES) {
+			ci.linetable = (const uint8_t *)ci.filename + r.nfilename + 1;
+			ci.linetable_len = lines;
+		}
 		if (ci.qualname[r.nqualname] || ci.filename[r.nfilename] ||
 		    python_names_tell(j->base.ctx->cache, img->pid, &ci))
 			break;

@@ -217,7 +217,7 @@ static void eval_arg(const struct env *env, const struct fetch_where *w, const u
 		}
 		break;
 	case FETCH_PYSTACK:	/* the thread's Python frames (agent/python.c) */
-		agent_pystack(env->c, a->insn[0].imm, rec, str_off, v);
+		agent_pystack(env->c, env->slot, a->insn[0].imm, rec, str_off, v);
 		return;
 	case FETCH_PYVALUE:	/* a py: probe's (agent/python.c) */
 		if (env->py) {

@@ -64,9 +64,10 @@ ALWAYS uint64_t fs_base(const struct inj_ctl *c)
 }
 
 /* $pystack: the thread's Python frames into the record at *off (struct
- * python_stack_hdr, then the frames; at most imm of them), v says where. */
-void agent_pystack(const struct inj_ctl *c, int64_t imm, char *rec, uint32_t *off,
-		   struct inj_val *v) HIDDEN;
+ * python_stack_hdr, then the frames; at most imm of them), v says where; the
+ * code objects s has not seen described are. */
+void agent_pystack(const struct inj_ctl *c, struct inj_slot *s, int64_t imm, char *rec,
+		   uint32_t *off, struct inj_val *v) HIDDEN;
 
 /* py: probes (agent/python.c). A Python call or return of a function a
  * py: probe matches, as agent_hit hands a site to deliver: */

@@ -28,7 +28,11 @@ ALWAYS int load(void *dst, uint64_t addr, uint32_t len)
 #define PYWALK_FN(n) pw_##n
 #define PYWALK_INLINE ALWAYS
 #define PYWALK_READ(env, dst, addr, len) ((void)(env), load((dst), (addr), (len)))
+#define PYWALK_FIELDS
 #include "python/walk.h"
+
+static void seen_frames(struct inj_py *py, struct inj_slot *s, const struct python_frame *f,
+			uint32_t n);
 
 static inline const struct inj_py *py_of(const struct inj_ctl *c)
 {
@@ -49,8 +53,8 @@ static uint64_t tstate_of(const struct inj_ctl *c, const struct inj_py *py)
 	return ts;
 }
 
-void agent_pystack(const struct inj_ctl *c, int64_t imm, char *rec, uint32_t *off,
-		   struct inj_val *v)
+void agent_pystack(const struct inj_ctl *c, struct inj_slot *s, int64_t imm, char *rec,
+		   uint32_t *off, struct inj_val *v)
 {
 	struct python_stack_hdr *h = (struct python_stack_hdr *)(rec + *off);
 	struct python_frame *out = (struct python_frame *)(h + 1);
@@ -68,6 +72,8 @@ void agent_pystack(const struct inj_ctl *c, int64_t imm, char *rec, uint32_t *of
 		pw_walk(&py->off, ts, &w, out, want, 0);
 		h->n = w.n;
 		h->status = (uint8_t)w.status;
+		if (py->seen_off && s)
+			seen_frames((struct inj_py *)py, s, out, w.n);
 	}
 	v->kind = INJ_PYSTACK;
 	v->str_off = (uint16_t)*off;
@@ -222,10 +228,14 @@ struct names {
 	int nm, nq, nf;
 };
 
-/* The code object's names copied into the arena, for the tracer. */
-static void arena_add(struct inj_py *py, uint64_t code, const struct names *n)
+/* A code object's names (and line table) copied into the arena, for the
+ * tracer. lines: its bytes, nlines of them (INJ_PY_NOLINES: none). */
+static void arena_add(struct inj_py *py, uint64_t code, const struct names *n, uint64_t lines,
+		      uint32_t nlines)
 {
-	uint32_t need = (uint32_t)(sizeof(struct inj_py_name) + n->nm + n->nq + n->nf + 3 + 7) & ~7u;
+	uint32_t nl = nlines == INJ_PY_NOLINES ? 0 : nlines;
+	uint32_t need = (uint32_t)(sizeof(struct inj_py_name) + n->nm + n->nq + n->nf + 3 + nl + 7) &
+			~7u;
 	uint32_t at = py->arena_used;
 	char *base = (char *)py + py->arena_off;
 	struct inj_py_name *r;
@@ -238,10 +248,13 @@ static void arena_add(struct inj_py *py, uint64_t code, const struct names *n)
 					      __ATOMIC_ACQUIRE));
 	r = (struct inj_py_name *)(base + at);
 	r->firstlineno = (int32_t)ld32(code + py->off.co_firstlineno);
+	r->firsttraceable = (int32_t)ld32(code + py->off.co_firsttraceable);
 	r->nmodule = (uint16_t)n->nm;
 	r->nqualname = (uint16_t)n->nq;
 	r->nfilename = (uint16_t)n->nf;
 	r->pad = 0;
+	r->nlinetable = nlines;
+	r->pad2 = 0;
 	d = (char *)(r + 1);
 	for (int i = 0; i <= n->nm; i++)
 		*d++ = n->module[i];
@@ -249,6 +262,8 @@ static void arena_add(struct inj_py *py, uint64_t code, const struct names *n)
 		*d++ = n->qualname[i];
 	for (int i = 0; i <= n->nf; i++)
 		*d++ = n->filename[i];
+	for (uint32_t i = 0; i < nl; i++)
+		*d++ = (char)ld8(lines + i);
 	__atomic_store_n(&r->code, code, __ATOMIC_RELEASE);	/* last: it is whole */
 }
 
@@ -277,7 +292,7 @@ static uint64_t decide(struct inj_py *py, uint64_t code, uint64_t iframe)
 			mask |= 1ULL << k;
 	}
 	if (mask)
-		arena_add(py, code, &n);
+		arena_add(py, code, &n, 0, INJ_PY_NOLINES);
 	return mask;
 }
 
@@ -311,6 +326,73 @@ static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe, struc
 	py->undecided++;
 	*ep = 0;
 	return decide(py, code, iframe);
+}
+
+/* ---- $pystack's code objects, described once ----
+ *
+ * uscope names a walk's frames afterwards, from the process's memory; a
+ * code object freed meanwhile (a module's body once imported, exec'd code,
+ * everything once the process ends) would have no name. So the first time
+ * a walk sees a code object (as it is now: its address and its
+ * co_qualname), its names and line table are copied into the arena. A
+ * thread remembers the last few it saw described; the shared table holds
+ * the rest (a compare-and-swap claims an entry: threads walk without the
+ * GIL). */
+
+#define SEEN_PROBES 8
+
+static void describe(struct inj_py *py, uint64_t code)
+{
+	const struct python_offsets *o = &py->off;
+	uint64_t lt = ld64(code + o->co_linetable), nlt = 0;
+	struct names n;
+
+	n.nq = str_utf8(py, ld64(code + o->co_qualname), n.qualname, INJ_PY_STR);
+	n.nf = str_utf8(py, ld64(code + o->co_filename), n.filename, INJ_PY_STR);
+	if (n.nq < 0 || n.nf < 0)
+		return;
+	n.module[n.nm = 0] = 0;
+	if (lt)
+		nlt = ld64(lt + o->ob_size);
+	arena_add(py, code, &n, lt + o->bytes_sval,
+		  lt && nlt <= INJ_PY_LINES ? (uint32_t)nlt : INJ_PY_NOLINES);
+}
+
+static void seen_frames(struct inj_py *py, struct inj_slot *s, const struct python_frame *f,
+			uint32_t n)
+{
+	struct inj_py_seen *t = (struct inj_py_seen *)((char *)py + py->seen_off);
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t code = f[i].code, qn, h;
+		uint32_t c = (uint32_t)(code >> 4) & (INJ_PY_SEEN_THREAD - 1), k;
+
+		if (code < 4096 || code >= (1ULL << 47) || (code & 7))
+			continue;
+		qn = ld64(code + py->off.co_qualname);
+		if (s->pyseen[c].code == code && s->pyseen[c].qualname == qn)
+			continue;
+		h = (code * 0x9e3779b97f4a7c15ULL) >> 50;	/* INJ_PY_SEEN: 2^14 */
+		for (k = 0; k < SEEN_PROBES; k++) {
+			struct inj_py_seen *e = &t[(h + k) & (INJ_PY_SEEN - 1)];
+			uint64_t was = __atomic_load_n(&e->code, __ATOMIC_ACQUIRE);
+
+			if (was == code && __atomic_load_n(&e->qualname, __ATOMIC_ACQUIRE) == qn)
+				break;
+			if (was && was != code)
+				continue;
+			/* new here, or another code object at this address */
+			if (__atomic_compare_exchange_n(&e->code, &was, code, 0, __ATOMIC_ACQ_REL,
+							__ATOMIC_ACQUIRE) ||
+			    was == code) {
+				__atomic_store_n(&e->qualname, qn, __ATOMIC_RELEASE);
+				describe(py, code);
+				break;
+			}
+		}
+		s->pyseen[c].code = code;
+		s->pyseen[c].qualname = qn;
+	}
 }
 
 /* ---- the profile function ---- */
