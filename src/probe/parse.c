@@ -742,7 +742,7 @@ static int parse_python_loc(const char *text, const char *s, const char *end,
 	memcpy(spec->symbol, q, (size_t)(end - q));
 	spec->loc_pos = (uint32_t)(q - text);
 	spec->loc_kind = USC_LOC_PYTHON;
-	spec->is_glob = py_glob(spec->module, mlen) || py_glob(q, (size_t)(end - q));
+	spec->is_glob = (colon && py_glob(spec->module, mlen)) || py_glob(q, (size_t)(end - q));
 	return 0;
 }
 
