@@ -55,22 +55,24 @@ AGENT_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -O2 -fPIC -ffreestandin
 	-fno-tree-loop-distribute-patterns -mgeneral-regs-only \
 	-fcf-protection=none -fvisibility=hidden -fno-sanitize=all
 AGENT_SRCS := src/engine/inject/agent/agent.c src/engine/inject/agent/tracer.c \
-	src/engine/inject/agent/ustack.c
+	src/engine/inject/agent/ustack.c src/engine/inject/agent/python.c
+AGENT_OBJS := build/inject/agent.o build/inject/tracer.o build/inject/ustack.o build/inject/python.o
 build/inject/agent.bin: $(AGENT_SRCS) src/engine/inject/agent/agent.h src/engine/inject/agent/agent.lds \
 		src/engine/inject/inject_shared.h src/engine/inject/objset.h src/probe/fetch.h src/probe/fetch_eval.h \
-		src/probe/filter_eval.h src/agg/agg_shared.h src/stack/stack_walk.h
+		src/probe/filter_eval.h src/agg/agg_shared.h src/python/frame.h src/python/walk.h \
+		src/python/offsets.h src/stack/stack_walk.h
 	@mkdir -p $(dir $@)
 	$(CC) $(AGENT_CFLAGS) -c src/engine/inject/agent/agent.c -o build/inject/agent.o
 	$(CC) $(AGENT_CFLAGS) -c src/engine/inject/agent/tracer.c -o build/inject/tracer.o
 	$(CC) $(AGENT_CFLAGS) -c src/engine/inject/agent/ustack.c -o build/inject/ustack.o
-	@if readelf -rW build/inject/agent.o build/inject/tracer.o build/inject/ustack.o | \
+	$(CC) $(AGENT_CFLAGS) -c src/engine/inject/agent/python.c -o build/inject/python.o
+	@if readelf -rW $(AGENT_OBJS) | \
 		awk '/^Relocation section/ { sec = $$3 } \
 		/R_X86_64_(64|32|32S) / && index(sec, "agent_hdr") == 0 { bad = 1 } \
 		END { exit !bad }'; then \
 		echo "the agent has absolute relocations: it must be position-independent" >&2; \
 		exit 1; fi
-	ld -T src/engine/inject/agent/agent.lds -o build/inject/agent.elf build/inject/agent.o \
-		build/inject/tracer.o build/inject/ustack.o
+	ld -T src/engine/inject/agent/agent.lds -o build/inject/agent.elf $(AGENT_OBJS)
 	objcopy -O binary build/inject/agent.elf $@
 build/rel/src/engine/inject/blob.o build/san/src/engine/inject/blob.o: build/inject/agent.bin
 
@@ -169,7 +171,8 @@ build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)
 # reader's mmap becomes an exact-size heap copy ASan watches; undefined
 # behaviour is a failure, as in build/san.
 build/fuzz/fuzz_record: src/record/reader.c src/record/buf.c src/core/tsc.c \
-	src/engine/inject/inject_raw.c src/engine/bpf/bpf_raw.c src/output/output.c src/output/govalue.c
+	src/engine/inject/inject_raw.c src/engine/bpf/bpf_raw.c src/output/output.c src/output/govalue.c \
+	src/python/linetable.c
 build/fuzz/fuzz_record: FUZZ_FLAGS := -fno-sanitize-recover=undefined -Wl,--wrap=mmap,--wrap=munmap
 # The folded-stack parser, the flame graph's layout and its SVG.
 build/fuzz/fuzz_flame: src/flame/flame.c

@@ -556,10 +556,11 @@ static int cli_add_returns(struct usc_probe_spec **specs, size_t *nspecs)
 		const struct usc_probe_spec *sp = &v[i];
 		bool have = false;
 
-		if (sp->loc_kind != USC_LOC_SYMBOL || sp->is_return || sp->has_offset)
+		if ((sp->loc_kind != USC_LOC_SYMBOL && sp->loc_kind != USC_LOC_PYTHON) ||
+		    sp->is_return || sp->has_offset)
 			continue;
 		for (size_t k = 0; k < n + extra && !have; k++)
-			have = v[k].loc_kind == USC_LOC_SYMBOL && v[k].is_return &&
+			have = v[k].loc_kind == sp->loc_kind && v[k].is_return &&
 			       !v[k].has_offset && !strcmp(v[k].module, sp->module) &&
 			       !strcmp(v[k].symbol, sp->symbol);
 		if (have)

@@ -79,9 +79,10 @@ int cmd_count(int argc, char **argv)
 
 	if (code >= 0)
 		return code;
+	/* (a py: probe is keyed by the Python function it fires for) */
 	for (size_t i = 0; i < o.nspecs; i++)
 		keyed |= probe_shown_args(o.specs[i].args, o.specs[i].nargs) > 0 ||
-			 o.specs[i].filter.n > 0;
+			 o.specs[i].filter.n > 0 || o.specs[i].loc_kind == USC_LOC_PYTHON;
 	/* --folded -r FILE with no PROBE: the recorded probes' stacks */
 	keyed |= o.folded && o.replay && !o.nspecs;
 	/* without keys the engines' hit counts are the answer: no event */

@@ -63,7 +63,8 @@ int cmd_latency(int argc, char **argv)
 	for (size_t i = 0; i < o.nspecs; i++) {
 		const struct usc_probe_spec *sp = &o.specs[i];
 
-		if (sp->loc_kind == USC_LOC_USDT || (sp->loc_kind == USC_LOC_SYMBOL && !sp->has_offset))
+		if (sp->loc_kind == USC_LOC_USDT || sp->loc_kind == USC_LOC_PYTHON ||
+		    (sp->loc_kind == USC_LOC_SYMBOL && !sp->has_offset))
 			continue;
 		cli_probe_error(sp, 0, "bad probe: latency takes functions (SYMBOL, a glob) and "
 				"USDT probes, not %s",

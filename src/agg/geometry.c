@@ -40,10 +40,11 @@ bool agg_fits(const struct usc_agg_opts *a, const struct usc_site *site, unsigne
 
 	if (a->kind == USC_AGG_NONE || site->nargs > max_args)
 		return false;
-	/* a stack copied is unwound by the tracer (src/stack/): its events
-	 * are aggregated there, each distinct stack a row; a walked one is
-	 * counted where the probe runs, by the engine's id of it */
-	if (site_copies_ustack(site))
+	/* a stack copied is unwound by the tracer (src/stack/), Python frames
+	 * named there (src/python/): its events are aggregated there, each
+	 * distinct stack a row; a walked one is counted where the probe runs,
+	 * by the engine's id of it */
+	if (site_copies_ustack(site) || site_has_pystack(site))
 		return false;
 	agg_layout(a, site, &first, &n, &value);
 	return first == 0 && agg_key_len(site->args, first, n, a->str_max) <= key_max;

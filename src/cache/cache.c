@@ -232,14 +232,14 @@ void cache_maps_hook(struct usc_cache *c, void (*fn)(void *ctx), void *ctx)
 	c->maps_hook_ctx = ctx;
 }
 
-void cache_freeze(struct usc_cache *c)
-{
-	c->frozen = true;
-}
-
 bool cache_frozen(const struct usc_cache *c)
 {
 	return c->frozen;
+}
+
+void cache_freeze(struct usc_cache *c)
+{
+	c->frozen = true;
 }
 
 void **cache_ext(struct usc_cache *c, enum cache_ext_id id, void (*free_fn)(void *))

@@ -63,6 +63,7 @@ bool cache_frozen(const struct usc_cache *c);
 enum cache_ext_id {
 	CACHE_EXT_STACK,	/* stack/: $ustack's unwinding state and frames */
 	CACHE_EXT_NS,		/* ns/: the inner ids of the tasks seen */
+	CACHE_EXT_PYTHON,	/* python/: code objects and frames by name */
 	CACHE_EXT_NR
 };
 void **cache_ext(struct usc_cache *c, enum cache_ext_id id, void (*free_fn)(void *));

@@ -31,6 +31,7 @@
 struct usc_engine;
 struct usc_cache;
 struct usc_raw_inject;	/* engine/raw.h */
+struct python_runtime;	/* python/detect.h */
 
 /* What uscope's janitor undoes for an engine when uscope dies before the
  * engine could (SIGKILL, a crash, the OOM killer): the janitor is a small
@@ -214,6 +215,11 @@ struct usc_engine_ops {
 	int (*stats)(struct usc_engine *e, struct usc_stats *st);
 	void (*detach)(struct usc_engine *e);
 	void (*destroy)(struct usc_engine *e);
+	/* Optional: process pid runs this CPython (python/detect.h), at these
+	 * run-time addresses: an engine that walks its frames where the probe
+	 * runs and cannot find it itself (bpf) is told so, once it is mapped
+	 * (COMMAND: after its exec). */
+	int (*python)(struct usc_engine *e, pid_t pid, const struct python_runtime *rt);
 	/* Optional. Does the engine evaluate the site's filter where the
 	 * probe runs? Otherwise the session drops the events it does not
 	 * pass. Asked after the plan, before attach. */

@@ -29,6 +29,12 @@ int inject_raw_event(const void *r, size_t avail, const struct usc_site *site, u
 /* Its site's index and TSC stamp, to sort before decoding. */
 int inject_raw_peek(const void *r, size_t avail, uint32_t *site, uint64_t *tsc, uint32_t *len);
 
+/* The $pystack values of one inject record (as inject_raw_event reads
+ * them): fn(ctx, bytes, len) each (python/frame.h's layout). 0, or fn's
+ * non-zero. */
+int inject_raw_pystacks(const void *r, size_t avail,
+			int (*fn)(void *ctx, const void *bytes, uint32_t len), void *ctx);
+
 /* One bpf record (struct bpfeng_rec, len bytes): sites are the session's, in
  * the engine's order. comm: 17 bytes of room; vals: BPFENG_MAX_ARGS. */
 int bpf_raw_event(const void *rec, size_t len, const struct usc_site *const *sites,

@@ -306,7 +306,8 @@ enum flow_kind flow_classify(const struct usc_site *site, const char **key, size
 	*keylen = strlen(*key);
 	if (site->is_return)
 		return FLOW_RETURN;
-	if (spec->loc_kind == USC_LOC_SYMBOL && !spec->has_offset)
+	if ((spec->loc_kind == USC_LOC_SYMBOL || spec->loc_kind == USC_LOC_PYTHON) &&
+	    !spec->has_offset)
 		return FLOW_ENTRY;
 	/* p on an ADDRESS or SYMBOL+OFFSET: an entry without a pair. */
 	*unpaired = true;

@@ -1,4 +1,5 @@
 #include "output/output.h"
+#include "python/names.h"
 #include "stack/stack.h"
 
 #include "output/govalue.h"
@@ -227,6 +228,10 @@ int output_frame(struct usc_output *o, const struct stack_sym *f)
 	file = file ? file + 1 : f->file;
 	if (f->signal)
 		return put(o, "<signal handler called>");
+	if (f->python)	/* as Python's traceback names it: qualname (file:line) */
+		return f->line ? put(o, "%s (%s:%u)", f->func ? f->func : "??",
+				     f->file ? f->file : "??", f->line) :
+				 put(o, "%s (%s)", f->func ? f->func : "??", f->file ? f->file : "??");
 	if (f->func && f->inlined)
 		ret = put(o, "%s [inlined]", f->func);
 	else if (f->func)
@@ -280,8 +285,9 @@ static int put_stack(struct usc_output *o, pid_t pid, const struct usc_stack *st
 			ret = ret ? ret : f[k].file ? output_json_string(o, f[k].file,
 									  strlen(f[k].file)) :
 					  put(o, "null");
-			ret = ret ? ret : put(o, ",\"line\":%u,\"inlined\":%s}", f[k].line,
-					      f[k].inlined ? "true" : "false");
+			ret = ret ? ret : put(o, ",\"line\":%u,\"inlined\":%s%s}", f[k].line,
+					      f[k].inlined ? "true" : "false",
+					      f[k].python ? ",\"python\":true" : "");
 		}
 	}
 	if (o->cache)
@@ -333,14 +339,23 @@ int output_stack_folded(struct usc_output *o, pid_t pid, const struct usc_stack 
 			ret = first ? 0 : putc_(o, ';');
 			if (ret)
 				break;
-			if (f[k].signal)
+			if (f[k].signal) {
 				ret = put(o, "[signal]");
-			else if (f[k].func)
+			} else if (f[k].python) {
+				/* qualname(file:line): no space in a folded frame */
+				const char *b = f[k].file ? strrchr(f[k].file, '/') : NULL;
+
+				ret = put_folded_name(o, f[k].func ? f[k].func : "??");
+				ret = ret ? ret : put(o, "(");
+				ret = ret ? ret : put_folded_name(o, b ? b + 1 : f[k].file ? f[k].file : "??");
+				ret = ret ? ret : f[k].line ? put(o, ":%u)", f[k].line) : put(o, ")");
+			} else if (f[k].func) {
 				ret = put_folded_name(o, f[k].func);
-			else if (f[k].module)
+			} else if (f[k].module) {
 				ret = put(o, "%s+0x%" PRIx64, f[k].module, f[k].off);
-			else
+			} else {
 				ret = put(o, "0x%" PRIx64, f[k].pc);
+			}
 		}
 	}
 	return ret;
@@ -360,6 +375,18 @@ static int put_value(struct usc_output *o, const struct usc_event *ev,
 		return o->json ? output_json_string(o, "{...}", 5) : put(o, "{...}");
 	if (a->show == USC_SHOW_ARRAY)
 		return o->json ? output_json_string(o, "[...]", 5) : put(o, "[...]");
+	if (a->show == USC_SHOW_PYFUNC && v->kind == USC_V_INT) {
+		const struct python_loc *l = o->cache ? python_names_func(o->cache, ev->pid, v->u) : NULL;
+
+		if (l)
+			return o->json ? output_json_string(o, l->qualname, strlen(l->qualname)) :
+					 put(o, "%s", l->qualname);
+	}
+	if (a->show == USC_SHOW_PYVAL && v->kind == USC_V_INT)	/* a Python int */
+		return put(o, "%" PRId64, (int64_t)v->u);
+	if (a->show == USC_SHOW_PYVAL && v->kind == USC_V_STR)	/* its repr, or <type> */
+		return o->json ? output_json_string(o, v->str, v->len) :
+				 put(o, "%.*s", (int)v->len, v->str);
 	if (v->kind == USC_V_STACK)
 		return put_stack(o, ev->pid, v->stack);
 	if (usc_value_is_raw_stack(v->kind))	/* not unwound: no session */
@@ -412,6 +439,11 @@ int output_event_args(struct usc_output *o, const struct usc_event *ev)
 
 		if (!o->json && a->type == USC_T_STACK)
 			continue;	/* under the event's line (output_event) */
+		if (!o->json && a->show == USC_SHOW_PYFUNC)
+			continue;	/* the event's label (output_event) */
+		if (!o->json && a->show == USC_SHOW_PYVAL && a->insn[0].op == FOP_PYARGS &&
+		    ev->vals[i].kind == USC_V_STR && !ev->vals[i].len)
+			continue;	/* a Python call of no arguments */
 		if (a->show == USC_SHOW_GO_PART)
 			continue;
 		if (a->group_len) {
@@ -427,6 +459,8 @@ int output_event_args(struct usc_output *o, const struct usc_event *ev)
 				ret = o->json ? put(o, "\"%s\":", name) : put(o, "%s=", name);
 		} else if (o->json) {
 			ret = put(o, "%s\"%s\":", shown ? "," : "", name);
+		} else if (a->show == USC_SHOW_PYVAL && a->insn[0].op == FOP_PYARGS) {
+			ret = putc_(o, ' ');	/* a Python call's arguments: NAME=VALUE ... */
 		} else {
 			ret = put(o, " %s=", name);
 		}
@@ -465,10 +499,56 @@ int output_ids(struct usc_output *o, const struct usc_event *ev)
 	return put(o, ",\"pid\":%d,\"tid\":%d", ev->pid, ev->tid);
 }
 
+/* A py: probe's event is named after the Python function it fires for
+ * (its first argument: python_names_func): 1 with *fn, else 0. */
+static int py_func(struct usc_output *o, const struct usc_event *ev, const struct python_loc **fn)
+{
+	if (!ev->site->python || !ev->nvals || ev->site->args[0].show != USC_SHOW_PYFUNC ||
+	    ev->vals[0].kind != USC_V_INT || !o->cache)
+		return 0;
+	*fn = python_names_func(o->cache, ev->pid, ev->vals[0].u);
+	return *fn != NULL;
+}
+
+int output_event_label(struct usc_output *o, const struct usc_event *ev, char *buf, size_t len)
+{
+	const struct python_loc *fn;
+
+	if (!py_func(o, ev, &fn))
+		return snprintf(buf, len, "%s", ev->site->label);
+	return snprintf(buf, len, "%s%s", fn->qualname, ev->site->is_return ? "__return" : "");
+}
+
 int output_event(struct usc_output *o, const struct usc_event *ev)
 {
+	const struct python_loc *fn = NULL;
+	char label[USC_NAME_MAX * 8];
 	int ret;
 
+	if (py_func(o, ev, &fn)) {
+		/* a Python call: where the function is, not an address */
+		const char *b = strrchr(fn->filename, '/');
+
+		output_event_label(o, ev, label, sizeof(label));
+		if (o->json) {
+			ret = put(o, "{\"time_ns\":%" PRIu64 ",\"comm\":", ev->time_ns);
+			ret = ret ? ret : output_json_string(o, ev->comm, strlen(ev->comm));
+			ret = ret ? ret : put(o, ",\"pid\":%d,\"tid\":%d,\"cpu\":%d,\"event\":", ev->pid,
+					      ev->tid, ev->cpu);
+			ret = ret ? ret : output_json_string(o, label, strlen(label));
+			ret = ret ? ret : put(o, ",\"type\":\"%c\",\"file\":", ev->site->is_return ? 'r' : 'p');
+			ret = ret ? ret : output_json_string(o, fn->filename, strlen(fn->filename));
+			ret = ret ? ret : put(o, ",\"line\":%d,\"args\":", fn->line);
+			ret = ret ? ret : output_event_args(o, ev);
+			return ret ? ret : put(o, "}\n");
+		}
+		ret = put(o, "%s-%d [%03d] %" PRIu64 ".%06" PRIu64 ": %s: (%s:%d)", ev->comm, ev->tid,
+			  ev->cpu, ev->time_ns / 1000000000u, (ev->time_ns % 1000000000u) / 1000u, label,
+			  b ? b + 1 : fn->filename, fn->line);
+		ret = ret ? ret : output_event_args(o, ev);
+		ret = ret ? ret : putc_(o, '\n');
+		goto stacks;
+	}
 	if (o->json) {
 		ret = put(o, "{\"time_ns\":%" PRIu64 ",\"comm\":", ev->time_ns);
 		ret = ret ? ret : output_json_string(o, ev->comm, strlen(ev->comm));
@@ -495,8 +575,10 @@ int output_event(struct usc_output *o, const struct usc_event *ev)
 		ret = put(o, "(0x%" PRIx64 ")", ev->ip);
 	ret = ret ? ret : output_event_args(o, ev);
 	ret = ret ? ret : putc_(o, '\n');
+stacks:
 	for (unsigned i = 0; i < ev->nvals && !ret; i++)
-		if (ev->site->args[i].type == USC_T_STACK && ev->vals[i].kind == USC_V_STACK)
+		if (ev->site->args[i].type == USC_T_STACK && !ev->site->args[i].hidden &&
+		    ev->vals[i].kind == USC_V_STACK)
 			ret = put_stack(o, ev->pid, ev->vals[i].stack);
 	return ret;
 }

@@ -22,6 +22,10 @@ struct usc_output {
 };
 
 /* Append one event (with its trailing newline) to o->buf. 0 or -ENOMEM. */
+/* What an event is called: its site's label, or a py: probe's Python
+ * function ("module:qualname", "__return" after it for a return). Its
+ * length, as snprintf. */
+int output_event_label(struct usc_output *o, const struct usc_event *ev, char *buf, size_t len);
 int output_event(struct usc_output *o, const struct usc_event *ev);
 /* Append just the event's arguments, as output_event formats them: text
  * " name=value ..." (nothing when there are none), or in JSON mode the object

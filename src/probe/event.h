@@ -23,15 +23,18 @@ enum usc_value_kind {
 	USC_V_NULL,	/* a string behind a NULL pointer */
 	USC_V_USTACK,	/* $ustack as an engine copied it: str, len bytes: struct
 			 * fetch_stack_hdr and the stack (probe/fetch.h) */
-	USC_V_STACK,	/* $ustack unwound (src/stack/): stack */
+	USC_V_STACK,	/* $ustack unwound (src/stack/): stack; $pystack symbolized */
 	USC_V_WALK,	/* $ustack as an engine walked it: str, len bytes: struct
 			 * fetch_walk_hdr and the return addresses */
+	USC_V_PYSTACK,	/* $pystack as an engine walked it: str, len bytes: struct
+			 * python_stack_hdr and the frames (python/frame.h) */
 };
 
-/* Is it a $ustack's bytes as an engine stored them (str, len)? */
+/* Is it a stack's bytes as an engine stored them (str, len), not yet
+ * frames: $ustack copied or walked, $pystack? */
 static inline bool usc_value_is_raw_stack(uint8_t kind)
 {
-	return kind == USC_V_USTACK || kind == USC_V_WALK;
+	return kind == USC_V_USTACK || kind == USC_V_WALK || kind == USC_V_PYSTACK;
 }
 
 /* Why an unwound stack ends where it does. */
@@ -43,23 +46,35 @@ enum usc_stack_end {
 	USC_STACK_END_NOMODULE,		/* end_pc is in no file mapping */
 	USC_STACK_END_UNREAD,		/* the stack could not be read */
 	USC_STACK_END_ERROR,		/* the CFI could not be followed */
+	/* $pystack */
+	USC_STACK_END_PYFAULT,		/* a Python frame could not be read */
+	USC_STACK_END_NOPYTHON,		/* the thread runs no Python */
 };
 
 /* A stack: frame 0 is the probed code, then its callers. pc[i] is exact
  * where the bit i of exact is set (frame 0, a frame a signal interrupted):
- * otherwise a return address (symbolized at pc - 1, as gdb does). */
+ * otherwise a return address (symbolized at pc - 1, as gdb does). Where
+ * the bit i of python is set, frame i is a Python frame and pc[i] the
+ * interned location of its qualname, file and line (python/names.h):
+ * $pystack's frames, and those spliced into $ustack. */
 struct usc_stack {
 	uint32_t n;
 	uint8_t end;			/* enum usc_stack_end */
 	uint64_t end_pc;		/* where it ended */
 	uint64_t exact[(USC_STACK_FRAMES_MAX + 63) / 64];
 	uint64_t sigframe[(USC_STACK_FRAMES_MAX + 63) / 64];	/* the signal trampoline */
+	uint64_t python[(USC_STACK_FRAMES_MAX + 63) / 64];	/* a Python frame */
 	uint64_t pc[];
 };
 
 static inline bool usc_stack_exact(const struct usc_stack *st, uint32_t i)
 {
 	return (st->exact[i / 64] >> (i % 64)) & 1;
+}
+
+static inline bool usc_stack_python(const struct usc_stack *st, uint32_t i)
+{
+	return (st->python[i / 64] >> (i % 64)) & 1;
 }
 
 static inline bool usc_stack_sigframe(const struct usc_stack *st, uint32_t i)
@@ -69,12 +84,19 @@ static inline bool usc_stack_sigframe(const struct usc_stack *st, uint32_t i)
 
 struct usc_value {
 	uint8_t kind;		/* enum usc_value_kind */
-	uint32_t len;		/* USC_V_STR, USC_V_USTACK, USC_V_WALK: bytes (a
-				 * string's without the NUL) */
+	uint32_t len;		/* USC_V_STR, USC_V_USTACK, USC_V_WALK, USC_V_PYSTACK:
+				 * bytes (a string's without the NUL) */
 	uint64_t u;		/* USC_V_INT: raw bits, zero-extended from the type's size */
-	const char *str;	/* USC_V_STR, USC_V_USTACK, USC_V_WALK */
+	const char *str;	/* USC_V_STR, USC_V_USTACK, USC_V_WALK, USC_V_PYSTACK */
 	const struct usc_stack *stack;	/* USC_V_STACK */
 };
+
+/* A value with bytes of its own (str, len): a string, a stack as an engine
+ * stored it. */
+static inline bool usc_value_has_bytes(const struct usc_value *v)
+{
+	return v->kind == USC_V_STR || usc_value_is_raw_stack(v->kind);
+}
 
 struct usc_event {
 	uint64_t time_ns;	/* CLOCK_MONOTONIC */

@@ -77,6 +77,15 @@ enum fetch_op {
 	FOP_USTACK,	/* $ustack: the user stack, walked (struct fetch_walk_hdr)
 			 * or copied (struct fetch_stack_hdr); imm = frames |
 			 * FETCH_STACK_COPY | bytes to copy << 32 (0: defaults) */
+	FOP_PYSTACK,	/* $pystack: the thread's Python frames, walked where the
+			 * probe runs (python/frame.h's python_stack_hdr, then
+			 * struct python_frame triples); imm = frames */
+	/* py: probes (the inject agent's profile function), loads alone */
+	FOP_PYFUNC,	/* the Python function called (its code object) */
+	FOP_PYARGS,	/* every argument, "name=value ..." */
+	FOP_PYARG,	/* the argument named at imm = pos | len << 32 in the
+			 * probe text (the engine rewrites imm to its own) */
+	FOP_PYRETVAL,	/* the value returned */
 };
 
 /* Registers, in the order of the kernel's x86-64 pt_regs names. */
@@ -166,7 +175,7 @@ enum usc_type {
 	USC_T_STRING, USC_T_USTRING,
 	USC_T_SYMBOL,		/* an address shown as SYMBOL+OFF */
 	USC_T_BITFIELD,		/* unsigned; insn carries the geometry */
-	USC_T_STACK,		/* $ustack: frames */
+	USC_T_STACK,		/* $ustack, $pystack: frames */
 	USC_T_NR
 };
 
@@ -183,6 +192,9 @@ enum usc_type {
 #define USC_STACK_FRAMES_MAX 256	/* $ustack:N */
 #define USC_STACK_BYTES 8192		/* bytes of stack copied, by default */
 #define USC_STACK_BYTES_MAX 32768	/* --stack-size */
+
+#define USC_PYSTACK_FRAMES 64		/* $pystack: frames shown */
+#define USC_PYSTACK_FRAMES_MAX 128	/* $pystack:N (= PYTHON_FRAMES_MAX) */
 
 enum fetch_stack_end {
 	FETCH_STACK_FULL = 0,	/* the copy took all the bytes asked for */

@@ -21,7 +21,8 @@
  * with its address in *val, FETCH_COMM for the task's name, FETCH_NULL for
  * a string behind a NULL pointer (shown as such, not as a fault),
  * FETCH_BYTES for fetch_bytes_len() bytes at *val (FOP_ST_BYTES), and
- * FETCH_STACK for $ustack (the includer copies the registers and stack). */
+ * FETCH_STACK for $ustack (the includer copies the registers and stack),
+ * FETCH_PYSTACK for $pystack (the includer walks the Python frames). */
 #ifndef USC_PROBE_FETCH_EVAL_ONCE
 #define USC_PROBE_FETCH_EVAL_ONCE
 
@@ -36,6 +37,8 @@ enum fetch_status {
 	FETCH_NULL,	/* a string at a NULL pointer */
 	FETCH_STACK,	/* store the registers and the stack (fetch_stack_hdr) */
 	FETCH_BYTES,	/* store fetch_bytes_len() bytes at *val */
+	FETCH_PYSTACK,	/* store the thread's Python frames (python/frame.h) */
+	FETCH_PYVALUE,	/* a py: probe's value (FOP_PYFUNC ... FOP_PYRETVAL) */
 };
 
 /* Where the probe is, for FOP_FOFFS and FOP_VADDR: its runtime address,
@@ -110,6 +113,13 @@ FETCH_INLINE int FETCH_STEP(const struct fetch_insn *in, const uint64_t *regs,
 		return FETCH_COMM;
 	case FOP_USTACK:
 		return FETCH_STACK;
+	case FOP_PYSTACK:
+		return FETCH_PYSTACK;
+	case FOP_PYFUNC:
+	case FOP_PYARGS:
+	case FOP_PYARG:
+	case FOP_PYRETVAL:
+		return FETCH_PYVALUE;
 	case FOP_PID:
 		*val = FETCH_PID(env);
 		return FETCH_NEXT;

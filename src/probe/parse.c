@@ -227,6 +227,7 @@ static const struct {
 	{"stack", FOP_STACKP, 0, 0},
 	{"comm", FOP_COMM, 0, 0},
 	{"ustack", FOP_USTACK, 0, USC_PERR_STACK_ALONE},
+	{"pystack", FOP_PYSTACK, 0, USC_PERR_PYSTACK_ALONE},
 	{"pid", FOP_PID, 4, 0},
 	{"tid", FOP_TID, 4, 0},
 	{"cpu", FOP_CPU, 4, 0},
@@ -346,6 +347,8 @@ static int parse_deref(const struct expr_in *in, size_t *p, struct expr *ex)
 		return fail(in->err, USC_PERR_COMM_TYPE, i);
 	if (ex->load.op == FOP_USTACK)
 		return fail(in->err, USC_PERR_STACK_ALONE, i);
+	if (ex->load.op == FOP_PYSTACK)
+		return fail(in->err, USC_PERR_PYSTACK_ALONE, i);
 	if (ex->noffs >= MAX_DEREFS)
 		return fail(in->err, USC_PERR_DEREF_TOO_DEEP, i);
 	ex->offs[ex->noffs++] = off;
@@ -429,21 +432,23 @@ static int parse_fetcharg(const char *text, size_t start, size_t end, bool is_re
 		return 0;
 	}
 
-	if (ex.load.op == FOP_USTACK) {
-		/* $ustack or $ustack:N (frames) */
-		uint64_t frames = USC_STACK_FRAMES;
+	if (ex.load.op == FOP_USTACK || ex.load.op == FOP_PYSTACK) {
+		/* $ustack or $ustack:N (frames); $pystack, $pystack:N */
+		bool py = ex.load.op == FOP_PYSTACK;
+		uint64_t frames = py ? USC_PYSTACK_FRAMES : USC_STACK_FRAMES;
 
 		if (p < end && text[p] == ':') {
 			size_t used = probe_parse_number(text + p + 1, &frames);
 
 			if (!used || p + 1 + used != end || frames < 1 ||
-			    frames > USC_STACK_FRAMES_MAX)
-				return fail(err, USC_PERR_STACK_FRAMES, p + 1);
+			    frames > (py ? USC_PYSTACK_FRAMES_MAX : USC_STACK_FRAMES_MAX))
+				return fail(err, py ? USC_PERR_PYSTACK_FRAMES : USC_PERR_STACK_FRAMES,
+					    p + 1);
 		} else if (p < end) {
 			return fail(err, USC_PERR_BAD_SPACE, p);
 		}
 		if (!arg->named)
-			snprintf(arg->name, sizeof(arg->name), "ustack");
+			snprintf(arg->name, sizeof(arg->name), py ? "pystack" : "ustack");
 		arg->type = USC_T_STACK;
 		arg->insn[0] = ex.load;
 		arg->insn[0].imm = (int64_t)frames;
@@ -712,6 +717,44 @@ static int parse_line_loc(const char *text, const char *s, const char *colon, co
 	return 0;
 }
 
+/* A Python name's byte: an identifier's (UTF-8 too), '.' between names,
+ * '<' and '>' of <module>, <lambda>, <locals>, and a glob's. */
+static bool py_char_ok(unsigned char c)
+{
+	return is_ident(c) || c >= 0x80 || strchr(".<>*?[]!-", c);
+}
+
+static bool py_glob(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strchr("*?[", s[i]))
+			return true;
+	return false;
+}
+
+/* py:QUALNAME or py:MODULE:QUALNAME, s just after "py:". */
+static int parse_python_loc(const char *text, const char *s, const char *end,
+			    struct usc_probe_spec *spec, struct usc_parse_error *err)
+{
+	const char *colon = memchr(s, ':', (size_t)(end - s)), *q = colon ? colon + 1 : s;
+	size_t mlen = colon ? (size_t)(colon - s) : 1;
+
+	if (colon && (!mlen || mlen >= USC_MODULE_MAX))
+		return fail(err, USC_PERR_BAD_PYTHON, (size_t)(s - text));
+	if (q >= end || (size_t)(end - q) >= USC_SYM_MAX)
+		return fail(err, USC_PERR_BAD_PYTHON, (size_t)(q - text));
+	for (const char *c = s; c < end; c++)
+		if (c != colon && !py_char_ok((unsigned char)*c))
+			return fail(err, USC_PERR_BAD_PYTHON, (size_t)(c - text));
+	memcpy(spec->module, colon ? s : "*", mlen);
+	spec->module_pos = (uint32_t)(s - text);
+	memcpy(spec->symbol, q, (size_t)(end - q));
+	spec->loc_pos = (uint32_t)(q - text);
+	spec->loc_kind = USC_LOC_PYTHON;
+	spec->is_glob = (colon && py_glob(spec->module, mlen)) || py_glob(q, (size_t)(end - q));
+	return 0;
+}
+
 static int parse_location(const char *text, struct tok t, struct usc_probe_spec *spec,
 			  struct usc_parse_error *err)
 {
@@ -721,6 +764,8 @@ static int parse_location(const char *text, struct tok t, struct usc_probe_spec 
 
 	if (t.start >= t.end)
 		return fail(err, USC_PERR_NO_LOCATION, t.start);
+	if (end - s >= 3 && !memcmp(s, "py:", 3))
+		return parse_python_loc(text, s + 3, end, spec, err);
 	/* source lines: FILE:LINE, FUNCTION:+N, or MODULE: before either */
 	if (colon) {
 		const char *c2 = lone_colon(colon + 1, end);
@@ -944,7 +989,8 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 			a->name[o] = 0;
 			if (!arg_name_ok(a->name, o))	/* "_", a reserved prefix */
 				snprintf(a->name, sizeof(a->name), "arg%u", spec->nargs + 1);
-		} else if (!a->named && a->insn[0].op != FOP_PARAMS && a->insn[0].op != FOP_USTACK) {
+		} else if (!a->named && a->insn[0].op != FOP_PARAMS && a->insn[0].op != FOP_USTACK &&
+			   a->insn[0].op != FOP_PYSTACK) {
 			snprintf(a->name, sizeof(a->name), "arg%u", spec->nargs + 1);
 		}
 		for (unsigned k = 0; k < spec->nargs; k++) {
@@ -952,6 +998,8 @@ int usc_probe_parse(const char *text, struct usc_probe_spec *spec,
 				return fail(err, USC_PERR_DUP_ARG_NAME, t.start);
 			if (a->insn[0].op == FOP_USTACK && spec->args[k].insn[0].op == FOP_USTACK)
 				return fail(err, USC_PERR_STACK_TWICE, t.start);
+			if (a->insn[0].op == FOP_PYSTACK && spec->args[k].insn[0].op == FOP_PYSTACK)
+				return fail(err, USC_PERR_PYSTACK_TWICE, t.start);
 		}
 		spec->nargs++;
 	}

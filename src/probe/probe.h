@@ -34,7 +34,7 @@
 	X(TOO_MANY_ARGS, "too many fetch arguments")                           \
 	X(BAD_ARG_NAME, "expected an argument name ([A-Za-z_][A-Za-z0-9_]*)")  \
 	X(DUP_ARG_NAME, "an argument of this name already exists")             \
-	X(BAD_FETCHARG, "expected %REG, $argN, $retval, $stackN, $stack, $comm, $ustack, @ADDR, @+OFFSET or +OFFS(EXPR)") \
+	X(BAD_FETCHARG, "expected %REG, $argN, $retval, $stackN, $stack, $comm, $ustack, $pystack, @ADDR, @+OFFSET or +OFFS(EXPR)") \
 	X(BAD_REG, "unknown register")                                         \
 	X(BAD_ARG_INDEX, "$argN takes N from 1 to 6 (9 on a Go function, 12 on a USDT probe); $retvalN from 1 to 9") \
 	X(BAD_USDT, "expected %PROVIDER:NAME")                                 \
@@ -64,7 +64,11 @@
 	X(FILTER_TOO_LONG, "the condition is too long")                        \
 	X(STACK_ALONE, "$ustack stands alone: no dereference, and nothing dereferences it") \
 	X(STACK_FRAMES, "$ustack:N takes N frames, from 1 to 256")            \
-	X(STACK_TWICE, "a probe takes one $ustack")
+	X(STACK_TWICE, "a probe takes one $ustack")                              \
+	X(PYSTACK_ALONE, "$pystack stands alone: no dereference, and nothing dereferences it") \
+	X(PYSTACK_FRAMES, "$pystack:N takes N frames, from 1 to 128")         \
+	X(PYSTACK_TWICE, "a probe takes one $pystack")                            \
+	X(BAD_PYTHON, "expected py:QUALNAME or py:MODULE:QUALNAME (globs: py:http.server:*)")
 
 enum usc_parse_err {
 #define X(id, msg) USC_PERR_##id,
@@ -115,6 +119,11 @@ enum usc_show {
 	USC_SHOW_GO_IFACE,
 	USC_SHOW_GO_EFACE,
 	USC_SHOW_GO_PART,	/* shown by the Go value after it */
+	/* py: probes */
+	USC_SHOW_PYFUNC,	/* the Python function called (a code object's
+				 * address): it names the event */
+	USC_SHOW_PYVAL,		/* a Python value: an int as a number, else the
+				 * text the agent wrote (a repr, or <type>) */
 };
 
 #define USC_GO_STR_MAX 64	/* bytes of a Go string fetched */
@@ -165,6 +174,9 @@ enum usc_loc_kind {
 	USC_LOC_USDT,		/* %PROVIDER:NAME; symbol holds NAME */
 	USC_LOC_LINE,		/* FILE:LINE (symbol holds FILE), or FUNCTION:+N
 				 * (symbol holds FUNCTION, line_rel set) */
+	USC_LOC_PYTHON,		/* py:[MODULE:]QUALNAME: Python functions, symbol
+				 * the qualname's glob, module the module's ("*":
+				 * any; __main__: the script) */
 };
 
 struct usc_probe_spec {

@@ -61,6 +61,13 @@ int fetch_render(const struct usc_fetcharg *arg, const struct fetch_syntax *syn,
 		return snprintf(buf, len, "%s=$ustack:%u", arg->name,
 				fetch_stack_frames(arg->insn[0].imm)) < (int)len ? 0 : -ENOSPC;
 	}
+	if (arg->ninsn && arg->insn[0].op == FOP_PYSTACK) {
+		/* walked in the process: no kernel fetch argument says it */
+		if (!syn->has_arg)
+			return -ENOTSUP;
+		return snprintf(buf, len, "%s=$pystack:%u", arg->name,
+				(unsigned)arg->insn[0].imm) < (int)len ? 0 : -ENOSPC;
+	}
 
 	for (unsigned i = 0; i < arg->ninsn && arg->insn[i].op != FOP_END; i++) {
 		const struct fetch_insn *f = &arg->insn[i];

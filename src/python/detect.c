@@ -17,10 +17,13 @@
 #include "core/log.h"
 #include "objfile/modules.h"
 
-enum { S_VERSION, S_RUNTIME, S_CODE, S_UNICODE, S_BYTES, S_INIT, S_N };
+enum { S_VERSION, S_RUNTIME, S_CODE, S_UNICODE, S_BYTES, S_INIT,
+	/* struct python_api's, in its order */
+	S_SET_PROFILE, S_ADD_PENDING, S_NONE, S_TRUE, S_FALSE, S_LONG, S_BOOL, S_N };
 static const char *const sym_names[S_N] = {
 	"Py_Version", "_PyRuntime", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type",
-	"Py_Initialize",
+	"Py_Initialize", "_PyEval_SetProfile", "Py_AddPendingCall", "_Py_NoneStruct",
+	"_Py_TrueStruct", "_Py_FalseStruct", "PyLong_Type", "PyBool_Type",
 };
 
 struct pyfile {
@@ -88,9 +91,10 @@ static bool version_in_name(const char *path, char *buf, size_t len)
 	return true;
 }
 
-static int refuse(const char *path, const char *version)
+static int refuse(const char *path, const char *version, bool quiet)
 {
-	log_error("python: %s is CPython %s; uscope reads the frames of CPython 3.11, 3.12 "
+	if (!quiet)
+		log_error("python: %s is CPython %s; uscope reads the frames of CPython 3.11, 3.12 "
 		  "and 3.13 only", path, version);
 	return -ENOTSUP;
 }
@@ -98,7 +102,7 @@ static int refuse(const char *path, const char *version)
 #define DBG_BYTES 584	/* sizeof(_Py_DebugOffsets) in 3.13 */
 
 static int check_version(const char *path, int fd, Elf *e, const struct pyfile *pf,
-			 struct python_runtime *rt)
+			 struct python_runtime *rt, bool quiet)
 {
 	uint8_t dbg[DBG_BYTES];
 	char name[32];
@@ -110,7 +114,7 @@ static int check_version(const char *path, int fd, Elf *e, const struct pyfile *
 			return -ENOENT;
 		if (!version_in_name(path, name, sizeof(name)))
 			snprintf(name, sizeof(name), "older than 3.11 (no Py_Version)");
-		return refuse(path, name);
+		return refuse(path, name, quiet);
 	}
 	if (!file_offset(e, pf->vaddr[S_VERSION], 4, &off) ||
 	    pread(fd, &rt->version, 4, (off_t)off) != 4) {
@@ -119,7 +123,7 @@ static int check_version(const char *path, int fd, Elf *e, const struct pyfile *
 	}
 	python_version_str(rt->version, name, sizeof(name));
 	if (!(rt->off = python_offsets_for(rt->version)))
-		return refuse(path, name);
+		return refuse(path, name, quiet);
 	if (!pf->vaddr[S_RUNTIME]) {
 		log_error("python: %s (CPython %s) does not export _PyRuntime", path, name);
 		return -ENOEXEC;
@@ -136,7 +140,7 @@ static int check_version(const char *path, int fd, Elf *e, const struct pyfile *
 	return 0;
 }
 
-static int detect(const char *path, struct python_runtime *rt, struct pyfile *pf)
+static int detect(const char *path, struct python_runtime *rt, struct pyfile *pf, bool quiet)
 {
 	Elf *e = NULL;
 	GElf_Ehdr eh;
@@ -155,15 +159,17 @@ static int detect(const char *path, struct python_runtime *rt, struct pyfile *pf
 		goto out;
 	}
 	scan_syms(e, pf);
-	if ((err = check_version(path, fd, e, pf, rt)))
+	if ((err = check_version(path, fd, e, pf, rt, quiet)))
 		goto out;
-	for (int k = S_RUNTIME; k <= S_BYTES; k++)
+	for (int k = S_RUNTIME; k < S_N; k++)
 		if (pf->vaddr[k] && !file_offset(e, pf->vaddr[k], 8, &pf->foff[k]))
 			pf->foff[k] = 0;
 	rt->runtime = pf->vaddr[S_RUNTIME];
 	rt->types.code = pf->vaddr[S_CODE];
 	rt->types.unicode = pf->vaddr[S_UNICODE];
 	rt->types.bytes = pf->vaddr[S_BYTES];
+	for (int k = S_SET_PROFILE; k < S_N; k++)
+		((uint64_t *)&rt->api)[k - S_SET_PROFILE] = pf->vaddr[k];
 	if (!(rt->path = strdup(path)))
 		err = -ENOMEM;
 out:
@@ -179,7 +185,14 @@ int python_detect_file(const char *path, struct python_runtime *rt)
 {
 	struct pyfile pf;
 
-	return detect(path, rt, &pf);
+	return detect(path, rt, &pf, false);
+}
+
+int python_find_file(const char *path, struct python_runtime *rt)
+{
+	struct pyfile pf;
+
+	return detect(path, rt, &pf, true);
 }
 
 void python_runtime_free(struct python_runtime *rt)
@@ -211,7 +224,19 @@ static bool candidate(const struct proc_map *m, const char *exe)
 	return !strcmp(m->path, exe) || !strncmp(b, "libpython", 9);
 }
 
+static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet);
+
 int python_detect_pid(pid_t pid, struct python_runtime *rt)
+{
+	return detect_pid(pid, rt, false);
+}
+
+int python_find_pid(pid_t pid, struct python_runtime *rt)
+{
+	return detect_pid(pid, rt, true);
+}
+
+static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet)
 {
 	char link[64], exe[PATH_MAX];
 	struct proc_map *maps = NULL;
@@ -240,7 +265,7 @@ int python_detect_pid(pid_t pid, struct python_runtime *rt)
 			free(name);
 			break;
 		}
-		err = detect(path, rt, &pf);
+		err = detect(path, rt, &pf, quiet);
 		free(path);
 		free(name);
 		if (err)
@@ -255,9 +280,13 @@ int python_detect_pid(pid_t pid, struct python_runtime *rt)
 		place(maps, (size_t)n, maps[i].path, pf.foff[S_CODE], &rt->types.code);
 		place(maps, (size_t)n, maps[i].path, pf.foff[S_UNICODE], &rt->types.unicode);
 		place(maps, (size_t)n, maps[i].path, pf.foff[S_BYTES], &rt->types.bytes);
+		for (int k = S_SET_PROFILE; k < S_N; k++)
+			place(maps, (size_t)n, maps[i].path, pf.foff[k],
+			      &((uint64_t *)&rt->api)[k - S_SET_PROFILE]);
+		rt->bias = rt->runtime - pf.vaddr[S_RUNTIME];
 	}
 	procmaps_free(maps, (size_t)n);
-	if (err == -ENOENT)
+	if (err == -ENOENT && !quiet)
 		log_error("python: process %d runs no CPython: neither its executable nor a "
 			  "libpython it maps exports Py_Version or _PyRuntime", (int)pid);
 	return err;

@@ -14,6 +14,15 @@
 #include "python/offsets.h"
 #include "python/symbolize.h"
 
+/* What py: probes call and compare with (exported by every supported
+ * version); 0: not found. */
+struct python_api {
+	uint64_t set_profile;		/* _PyEval_SetProfile(tstate, func, obj) */
+	uint64_t add_pending;		/* Py_AddPendingCall(func, arg) */
+	uint64_t none, true_, false_;	/* _Py_NoneStruct, _Py_TrueStruct, _Py_FalseStruct */
+	uint64_t long_type, bool_type;	/* PyLong_Type, PyBool_Type */
+};
+
 struct python_runtime {
 	uint32_t version;		/* Py_Version */
 	const struct python_offsets *off;	/* the table's entry */
@@ -21,6 +30,8 @@ struct python_runtime {
 	/* addresses: link-time ones for a file, run-time ones in a process */
 	uint64_t runtime;		/* _PyRuntime */
 	struct python_types types;	/* PyCode_Type, PyUnicode_Type, PyBytes_Type */
+	struct python_api api;
+	uint64_t bias;			/* run-time - link-time addresses (a process) */
 };
 
 /* A file: 0 when it holds a CPython runtime uscope reads; -ENOENT when it
@@ -28,10 +39,15 @@ struct python_runtime {
  * line says which version, and which uscope reads), -EPROTO for a 3.13
  * whose _Py_DebugOffsets disagree with the table, or -errno. */
 int python_detect_file(const char *path, struct python_runtime *rt);
+/* The same, saying nothing (not even of another version). */
+int python_find_file(const char *path, struct python_runtime *rt);
 
 /* A process: its executable, then each mapped libpython*, as above, with
  * run-time addresses. -ESRCH if it has gone. */
 int python_detect_pid(pid_t pid, struct python_runtime *rt);
+/* The same, saying nothing (of a process with no CPython, -ENOENT, nor of
+ * another version): a process of a traced tree that runs something else. */
+int python_find_pid(pid_t pid, struct python_runtime *rt);
 
 void python_runtime_free(struct python_runtime *rt);
 

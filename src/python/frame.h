@@ -34,6 +34,31 @@ enum python_walk_status {
 				   the fault are stored */
 };
 
+/* $pystack as an engine stores it (the inject agent, the bpf program):
+ * this header, then n struct python_frame, innermost first. */
+struct python_stack_hdr {
+	uint32_t n;		/* frames that follow */
+	uint16_t want;		/* frames asked for ($pystack:N) */
+	uint8_t status;		/* enum python_walk_status, or PYWALK_NONE */
+	uint8_t pad;
+};
+
+/* Is len bytes at p a $pystack as an engine stores it (header and frames
+ * agree)? */
+static inline int python_stack_ok(const void *p, uint32_t len)
+{
+	struct python_stack_hdr h;
+
+	if (len < sizeof(h))
+		return 0;
+	__builtin_memcpy(&h, p, sizeof(h));	/* (a recording's bytes may be unaligned) */
+	return h.n <= PYTHON_FRAMES_MAX && len == sizeof(h) + h.n * sizeof(struct python_frame);
+}
+
+/* python_stack_hdr.status beyond enum python_walk_status: the thread runs
+ * no Python (no thread state), or the process no CPython uscope reads */
+#define PYWALK_NONE 8
+
 struct python_walk {
 	uint64_t frame;		/* the next frame to read; 0 ends the chain */
 	uint32_t n;		/* frames stored */

@@ -29,6 +29,14 @@
  *     ready:1 (3.11) or statically_allocated:1 (3.12, 3.13).
  *   - Py_tss_t: { int _is_initialized; pthread_key_t _key; }: the key is 4
  *     bytes after the struct's start.
+ *   - For py: probes: PyTupleObject.ob_item at 24, PyTypeObject.tp_name at
+ *     24, an int's digits at 24 (ob_size, or 3.12's lv_tag, at 16);
+ *     PyDictObject { ..., ma_used, ma_version_tag, ma_keys 32, ma_values
+ *     40 }, PyDictKeysObject { dk_refcnt, dk_log2_size 8,
+ *     dk_log2_index_bytes 9, dk_kind 10, dk_version, dk_usable,
+ *     dk_nentries 24, dk_indices 32 } (Include/internal/pycore_dict.h: the
+ *     same in 3.11 to 3.13 without free threading), its entries 24 bytes
+ *     (hash, key, value) or 16 with str keys (key, value).
  */
 #include "python/offsets.h"
 
@@ -87,6 +95,33 @@ static const struct python_offsets table[] = {
 		.str_compact_bit = 5,
 		.str_ascii_bit = 6,
 		.str_ready_bit = 7,
+		/* py: probes */
+		.rt_initialized = 0x10,		/* after _initialized, preinitializing,
+						   preinitialized, core_initialized */
+		.ts_c_profilefunc = 0x40,	/* after the 7 ints: c_profilefunc,
+						   c_tracefunc, c_profileobj */
+		.ts_c_profileobj = 0x50,
+		.pyframe_frame = 0x18,		/* PyObject_HEAD, f_back, f_frame */
+		.fr_globals = 0x8,
+		.fr_localsplus = 0x48,		/* after owner, 2 bytes of padding */
+		.co_flags = 0x30,
+		.co_argcount = 0x38,
+		.co_kwonlyargcount = 0x40,
+		.co_nlocalsplus = 0x4c,
+		.co_localsplusnames = 0x60,
+		.tuple_item = 0x18,
+		.type_name = 0x18,
+		.long_digit = 0x18,
+		.long_size = 0x10,
+		.dict_keys = 0x20,
+		.dict_values = 0x28,
+		.dk_log2_size = 0x8,
+		.dk_log2_index_bytes = 0x9,
+		.dk_kind = 0xa,
+		.dk_nentries = 0x18,
+		.dk_indices = 0x20,
+		.dk_entry = 24,
+		.dk_str_entry = 16,
 	},
 	{
 		/* 3.12: the frame starts with f_code and previous; is_entry is
@@ -94,7 +129,7 @@ static const struct python_offsets table[] = {
 		 * autoTSSkey moved out of gilstate; no tstate_current (the GIL
 		 * is per interpreter) */
 		.version = 0x030c0000,
-		.flags = PYOFF_CFRAME,
+		.flags = PYOFF_CFRAME | PYOFF_LONG_TAG,
 		.rt_interp_head = 0x28,
 		.rt_tss_key = 0x608 + 4,
 		.rt_tss_init = 0x608,
@@ -134,13 +169,38 @@ static const struct python_offsets table[] = {
 		.str_compact_bit = 5,
 		.str_ascii_bit = 6,
 		.str_ready_bit = 0xff,
+		/* py: probes */
+		.rt_initialized = 0x10,
+		.ts_c_profilefunc = 0x40,
+		.ts_c_profileobj = 0x50,
+		.pyframe_frame = 0x18,
+		.fr_globals = 0x18,		/* f_code, previous, f_funcobj, f_globals */
+		.fr_localsplus = 0x48,
+		.co_flags = 0x30,
+		.co_argcount = 0x34,
+		.co_kwonlyargcount = 0x3c,
+		.co_nlocalsplus = 0x48,
+		.co_localsplusnames = 0x60,
+		.tuple_item = 0x18,
+		.type_name = 0x18,
+		.long_digit = 0x18,
+		.long_size = 0x10,
+		.dict_keys = 0x20,
+		.dict_values = 0x28,
+		.dk_log2_size = 0x8,
+		.dk_log2_index_bytes = 0x9,
+		.dk_kind = 0xa,
+		.dk_nentries = 0x18,
+		.dk_indices = 0x20,
+		.dk_entry = 24,
+		.dk_str_entry = 16,
 	},
 	{
 		/* 3.13: no _PyCFrame (the thread state holds current_frame);
 		 * f_executable for f_code, instr_ptr for prev_instr (the
 		 * instruction the frame is at, LASTI = instr_ptr - code) */
 		.version = 0x030d0000,
-		.flags = 0,
+		.flags = PYOFF_LONG_TAG,
 		.rt_interp_head = 0x278,
 		.rt_tss_key = 0x870 + 4,
 		.rt_tss_init = 0x870,
@@ -177,6 +237,31 @@ static const struct python_offsets table[] = {
 		.str_compact_bit = 5,
 		.str_ascii_bit = 6,
 		.str_ready_bit = 0xff,
+		/* py: probes */
+		.rt_initialized = 0x258,	/* after _Py_DebugOffsets */
+		.ts_c_profilefunc = 0x50,	/* _status grew, and py_recursion_* */
+		.ts_c_profileobj = 0x60,
+		.pyframe_frame = 0x18,
+		.fr_globals = 0x18,
+		.fr_localsplus = 0x48,
+		.co_flags = 0x30,
+		.co_argcount = 0x34,
+		.co_kwonlyargcount = 0x3c,
+		.co_nlocalsplus = 0x48,
+		.co_localsplusnames = 0x60,
+		.tuple_item = 0x18,
+		.type_name = 0x18,
+		.long_digit = 0x18,
+		.long_size = 0x10,
+		.dict_keys = 0x20,
+		.dict_values = 0x28,
+		.dk_log2_size = 0x8,
+		.dk_log2_index_bytes = 0x9,
+		.dk_kind = 0xa,
+		.dk_nentries = 0x18,
+		.dk_indices = 0x20,
+		.dk_entry = 24,
+		.dk_str_entry = 16,
 	},
 };
 

@@ -36,6 +36,9 @@ enum python_off_flags {
 	/* frames carry is_entry (3.11); without it the evaluator marks its
 	 * entry with a shim frame owned by the C stack (3.12, 3.13) */
 	PYOFF_IS_ENTRY = 1 << 1,
+	/* an int's size and sign are in lv_tag, ndigits << 3 | sign (3.12,
+	 * 3.13); without it ob_size is the signed count of digits (3.11) */
+	PYOFF_LONG_TAG = 1 << 2,
 };
 
 struct python_offsets {
@@ -92,6 +95,33 @@ struct python_offsets {
 	uint8_t str_compact_bit;	/* state.compact */
 	uint8_t str_ascii_bit;		/* state.ascii */
 	uint8_t str_ready_bit;		/* state.ready (3.11), 0xff when none */
+
+	/* What py: probes read besides (the inject agent's profile function,
+	 * src/engine/inject/agent/python.c), and what they set */
+	uint16_t rt_initialized;	/* _PyRuntimeState.initialized: int */
+	uint16_t ts_c_profilefunc;	/* PyThreadState.c_profilefunc */
+	uint16_t ts_c_profileobj;	/* ... c_profileobj */
+	uint16_t pyframe_frame;		/* PyFrameObject.f_frame: its _PyInterpreterFrame */
+	uint16_t fr_globals;		/* _PyInterpreterFrame.f_globals (a dict) */
+	uint16_t fr_localsplus;		/* localsplus: the arguments first */
+	uint16_t co_flags;		/* int: CO_VARARGS 4, CO_VARKEYWORDS 8 */
+	uint16_t co_argcount;		/* int, positional-only ones included */
+	uint16_t co_kwonlyargcount;	/* int */
+	uint16_t co_nlocalsplus;	/* int */
+	uint16_t co_localsplusnames;	/* tuple of str: the arguments' names first */
+	uint16_t tuple_item;		/* PyTupleObject.ob_item */
+	uint16_t type_name;		/* PyTypeObject.tp_name: const char * */
+	uint16_t long_digit;		/* PyLongObject's digits (30 bits in a uint32_t) */
+	uint16_t long_size;		/* ob_size, or lv_tag (PYOFF_LONG_TAG) */
+	uint16_t dict_keys;		/* PyDictObject.ma_keys */
+	uint16_t dict_values;		/* ma_values: not NULL for a split table */
+	uint16_t dk_log2_size;		/* PyDictKeysObject: uint8_t */
+	uint16_t dk_log2_index_bytes;	/* uint8_t */
+	uint16_t dk_kind;		/* uint8_t: DICT_KEYS_GENERAL 0, else str keys */
+	uint16_t dk_nentries;		/* Py_ssize_t */
+	uint16_t dk_indices;		/* the indices, then the entries */
+	uint8_t dk_entry;		/* sizeof(PyDictKeyEntry): hash, key, value */
+	uint8_t dk_str_entry;		/* sizeof(PyDictUnicodeEntry): key, value */
 };
 
 /* glibc's struct pthread, for the thread-specific PyThreadState: the thread

@@ -32,6 +32,10 @@
  * and may define:
  *   PYWALK_MAX_FRAMES                  a bound on max (PYTHON_FRAMES_MAX), which
  *                                      a verifier can see
+ *   PYWALK_FIELDS                      read a frame's fields one word each (what
+ *                                      plain loads do best), not its
+ *                                      PYTHON_FRAME_HDR bytes in one read (what
+ *                                      a read that costs a call does best)
  * The macros are undefined at the end. The functions:
  *   start(off, tstate, w, env)         begin a walk of the thread state
  *   step(off, w, out, max, env)        one frame: 0 to go on, 1 when done
@@ -87,13 +91,57 @@ fault:
 	return -1;
 }
 
+/* What a step needs of a frame: 0, or non-zero when it cannot be read. */
+struct PYWALK_FN(fields) {
+	uint64_t code, previous, instr;
+	uint8_t owner, is_entry;
+};
+
+#ifdef PYWALK_FIELDS
+/* the byte at o of a frame, from the aligned word that holds it */
+PYWALK_INLINE int PYWALK_FN(byte)(uint64_t frame, uint16_t o, uint8_t *b, void *env)
+{
+	uint64_t wd;
+
+	if (PYWALK_READ(env, &wd, frame + (o & ~7u), 8))
+		return -1;
+	*b = (uint8_t)(wd >> 8 * (o & 7));
+	return 0;
+}
+
+PYWALK_INLINE int PYWALK_FN(read)(const struct python_offsets *off, uint64_t frame,
+				  struct PYWALK_FN(fields) *f, void *env)
+{
+	f->is_entry = 0;
+	return PYWALK_READ(env, &f->previous, frame + off->fr_previous, 8) ||
+	       PYWALK_FN(byte)(frame, off->fr_owner, &f->owner, env) ||
+	       PYWALK_READ(env, &f->code, frame + off->fr_code, 8) ||
+	       PYWALK_READ(env, &f->instr, frame + off->fr_instr, 8) ||
+	       ((off->flags & PYOFF_IS_ENTRY) && PYWALK_FN(byte)(frame, off->fr_is_entry,
+								 &f->is_entry, env));
+}
+#else
+PYWALK_INLINE int PYWALK_FN(read)(const struct python_offsets *off, uint64_t frame,
+				  struct PYWALK_FN(fields) *f, void *env)
+{
+	uint8_t hdr[PYTHON_FRAME_HDR];
+
+	if (PYWALK_READ(env, hdr, frame, PYTHON_FRAME_HDR))
+		return -1;
+	f->owner = PYWALK_FN(u8)(hdr, off->fr_owner);
+	f->previous = PYWALK_FN(u64)(hdr, off->fr_previous);
+	f->code = PYWALK_FN(u64)(hdr, off->fr_code);
+	f->instr = PYWALK_FN(u64)(hdr, off->fr_instr);
+	f->is_entry = (off->flags & PYOFF_IS_ENTRY) ? PYWALK_FN(u8)(hdr, off->fr_is_entry) : 0;
+	return 0;
+}
+#endif
+
 PYWALK_INLINE int PYWALK_FN(step)(const struct python_offsets *off, struct python_walk *w,
 				  struct python_frame *out, uint32_t max, void *env)
 {
-	uint8_t hdr[PYTHON_FRAME_HDR];
-	uint64_t code, instr;
+	struct PYWALK_FN(fields) f;
 	uint32_t n = w->n, flags = 0;
-	uint8_t owner;
 
 	if (w->status != PYWALK_MORE)
 		return 1;
@@ -101,34 +149,31 @@ PYWALK_INLINE int PYWALK_FN(step)(const struct python_offsets *off, struct pytho
 		w->status = PYWALK_END;
 		return 1;
 	}
-	if (PYWALK_READ(env, hdr, w->frame, PYTHON_FRAME_HDR)) {
+	if (PYWALK_FN(read)(off, w->frame, &f, env)) {
 		w->status = PYWALK_FAULT;
 		return 1;
 	}
-	owner = PYWALK_FN(u8)(hdr, off->fr_owner);
-	if (owner == off->owner_cstack) {
+	if (f.owner == off->owner_cstack) {
 		/* a shim of the C stack: the frame inside it is where C
 		 * entered the evaluator */
 		if (n > 0 && n <= max && n <= PYWALK_MAX_FRAMES)
 			out[n - 1].flags |= PYFRAME_ENTRY;
-		w->frame = PYWALK_FN(u64)(hdr, off->fr_previous);
+		w->frame = f.previous;
 		return 0;
 	}
 	if (n >= max || n >= PYWALK_MAX_FRAMES) {
 		w->status = PYWALK_FULL;
 		return 1;
 	}
-	code = PYWALK_FN(u64)(hdr, off->fr_code);
-	instr = PYWALK_FN(u64)(hdr, off->fr_instr);
-	if ((off->flags & PYOFF_IS_ENTRY) && PYWALK_FN(u8)(hdr, off->fr_is_entry))
+	if (f.is_entry)
 		flags |= PYFRAME_ENTRY;
-	if (owner == off->owner_generator)
+	if (f.owner == off->owner_generator)
 		flags |= PYFRAME_GEN;
-	out[n].code = code;
-	out[n].instr = (int32_t)(instr - (code + off->co_code_adaptive));
+	out[n].code = f.code;
+	out[n].instr = (int32_t)(f.instr - (f.code + off->co_code_adaptive));
 	out[n].flags = flags;
 	w->n = n + 1;
-	w->frame = PYWALK_FN(u64)(hdr, off->fr_previous);
+	w->frame = f.previous;
 	return 0;
 }
 
@@ -175,3 +220,4 @@ PYWALK_INLINE int PYWALK_FN(tss)(const struct python_glibc *g, uint64_t fsbase, 
 #undef PYWALK_INLINE
 #undef PYWALK_READ
 #undef PYWALK_MAX_FRAMES
+#undef PYWALK_FIELDS

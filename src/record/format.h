@@ -24,6 +24,10 @@
  *                                tracefs engine's, decoded as they are read)
  *   REC_ROUND                    every engine was drained: no record after it
  *                                is older than the last round's newest
+ *   REC_PYCODE                   a Python code object a $pystack frame or a
+ *                                py: probe's event names, when first seen:
+ *                                its process and address, module, qualname,
+ *                                file, first line and line table
  *   REC_STATS                    per site: hits, records lost (and of them,
  *                                those that found no room within a wait's
  *                                bound), at the end
@@ -63,6 +67,17 @@ enum rec_chunk_type {
 	REC_END = 11,
 	REC_SNAPSHOT = 12,	/* the flight recorder wrote what follows (why: a string) */
 	REC_IMAGE = 13,
+	REC_PYCODE = 14,
+};
+
+/* REC_PYCODE: then module, qualname, filename (strings; module may be
+ * null), the line table (u32 length, the bytes; 0xffffffff: none) */
+struct rec_pycode {
+	int32_t pid;
+	int32_t firstlineno;
+	int32_t firsttraceable;
+	uint32_t pad;
+	uint64_t addr;
 };
 
 /* REC_IMAGE: nsites runtime addresses follow */

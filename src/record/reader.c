@@ -22,6 +22,8 @@
 #include "core/log.h"
 #include "core/tsc.h"
 #include "engine/raw.h"
+#include "python/frame.h"
+#include "python/names.h"
 #include "record/buf.h"
 
 struct rec_image_info {
@@ -68,6 +70,9 @@ struct rec_file {
 	/* REC_MAPS chunks, in file order: (offset of the payload, length) */
 	size_t (*maps_at)[2];
 	size_t nmaps;
+	/* REC_PYCODE chunks, the same */
+	size_t (*pycodes_at)[2];
+	size_t npycodes;
 	/* the sites in the bpf engine's order, for its decoder */
 	const struct usc_site **bpf_sites;
 	size_t nbpf;
@@ -154,7 +159,8 @@ static void get_arg(struct rec_file *f, struct rget *g, struct usc_fetcharg *a)
 	a->ninsn = 2;
 	/* output shows a member of a struct shown whole past "GROUP__" in
 	 * its name */
-	if ((unsigned)a->type >= USC_T_NR || a->show > USC_SHOW_ARRAY ||
+	if ((unsigned)a->type >= USC_T_NR ||
+	    (a->show > USC_SHOW_ARRAY && a->show != USC_SHOW_PYFUNC && a->show != USC_SHOW_PYVAL) ||
 	    (a->show == USC_SHOW_ENUM && !a->enums) ||
 	    (a->group_len && (size_t)a->group_len + 2 > strlen(a->name)))
 		g->bad = true;
@@ -183,7 +189,7 @@ static int get_sites(struct rec_file *f, struct rget *g)
 		sp->loc_kind = rget_u8(g);
 		sp->has_offset = rget_u8(g);
 		sp->is_glob = rget_u8(g);
-		if (sp->loc_kind > USC_LOC_LINE)
+		if (sp->loc_kind > USC_LOC_PYTHON)
 			g->bad = true;
 	}
 	n = rget_u32(g);
@@ -219,6 +225,9 @@ static int get_sites(struct rec_file *f, struct rget *g)
 		s->hidden = fl & 8;
 		s->cont = fl & 16;
 		s->inlined = fl & 32;
+		s->python = fl & 128;
+		s->py_hook = fl & 256;
+		s->py_final = fl & 512;
 		s->agg_func = -1;
 		s->filter_in_place = true;
 		nargs = rget_u32(g);
@@ -369,6 +378,20 @@ static void give_back(const struct rec_file *f, size_t at, size_t *dropped)
 }
 
 /* Pass one: the metadata, and where the readable part ends. */
+/* A chunk to read later, in file order: (offset of its payload, length). */
+static int keep_at(size_t (**at)[2], size_t *n, size_t off, size_t len)
+{
+	size_t (*v)[2] = realloc(*at, (*n + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	*at = v;
+	v[*n][0] = off;
+	v[*n][1] = len;
+	(*n)++;
+	return 0;
+}
+
 static int scan(struct rec_file *f)
 {
 	size_t at = sizeof(struct rec_header), dropped = 0;
@@ -426,17 +449,12 @@ static int scan(struct rec_file *f)
 			}
 			break;
 		}
-		case REC_MAPS: {
-			size_t (*v)[2] = realloc(f->maps_at, (f->nmaps + 1) * sizeof(*v));
-
-			if (!v)
-				return -ENOMEM;
-			f->maps_at = v;
-			v[f->nmaps][0] = (size_t)(p - f->map);
-			v[f->nmaps][1] = c->len;
-			f->nmaps++;
+		case REC_MAPS:
+			ret = keep_at(&f->maps_at, &f->nmaps, (size_t)(p - f->map), c->len);
 			break;
-		}
+		case REC_PYCODE:
+			ret = keep_at(&f->pycodes_at, &f->npycodes, (size_t)(p - f->map), c->len);
+			break;
 		case REC_END:
 			f->clean_end = true;
 			f->end = at + sizeof(*c);
@@ -558,6 +576,7 @@ void rec_file_free(struct rec_file *f)
 	drop_sites(f);
 	free(f->inject_site);
 	free(f->maps_at);
+	free(f->pycodes_at);
 	for (size_t i = 0; i < f->nenums; i++) {
 		for (unsigned k = 0; k < f->enums[i]->n; k++)
 			free((char *)f->enums[i]->v[k].name);
@@ -817,6 +836,10 @@ static int decode(struct events *e, const struct ref *r, struct usc_event *ev)
 					   !fetch_walk_valid(r->p + strs, v[i].len)) {
 					return -EINVAL;
 				}
+				/* $pystack: its header and its frames agree */
+				if (v[i].kind == USC_V_PYSTACK &&
+				    !python_stack_ok(r->p + strs, v[i].len))
+					return -EINVAL;
 				e->vals[i].str = (const char *)r->p + strs;
 				e->vals[i].len = v[i].len;
 				strs += v[i].len;
@@ -897,6 +920,48 @@ int rec_file_maps(struct rec_file *f,
 		for (size_t j = 0; j <= k && j < n; j++)
 			free(m[j].path);
 		free(m);
+	}
+	return ret;
+}
+
+int rec_file_pycodes(struct rec_file *f,
+		     int (*fn)(void *ctx, pid_t pid, const struct python_code_info *ci), void *ctx)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < f->npycodes && !ret; i++) {
+		struct rget g = {f->map + f->pycodes_at[i][0], f->pycodes_at[i][1], 0, false};
+		const struct rec_pycode *h = rget_bytes(&g, sizeof(*h));
+		struct rec_pycode hh;
+		struct python_code_info ci = {0};
+		char *module, *qualname, *filename;
+		bool module_null = false;
+		uint32_t n;
+
+		if (!h)
+			continue;
+		memcpy(&hh, h, sizeof(hh));
+		module = rget_str(&g, &module_null);
+		qualname = rget_str(&g, NULL);
+		filename = rget_str(&g, NULL);
+		n = rget_u32(&g);
+		ci.linetable = n == 0xffffffffu ? NULL : rget_bytes(&g, n);
+		ci.linetable_len = ci.linetable ? n : 0;
+		if (!g.bad && qualname && filename && (module || module_null) &&
+		    (ci.linetable || n == 0xffffffffu)) {
+			ci.addr = hh.addr;
+			ci.module = module;
+			ci.qualname = qualname;
+			ci.filename = filename;
+			ci.firstlineno = hh.firstlineno;
+			ci.firsttraceable = hh.firsttraceable;
+			if (!ci.linetable && n == 0)
+				ci.linetable = (const uint8_t *)"";	/* told, empty */
+			ret = fn(ctx, hh.pid, &ci);
+		}
+		free(module);
+		free(qualname);
+		free(filename);
 	}
 	return ret;
 }

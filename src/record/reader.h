@@ -43,6 +43,13 @@ struct proc_map;
 int rec_file_maps(struct rec_file *f,
 		  int (*fn)(void *ctx, pid_t pid, const struct proc_map *m, size_t n), void *ctx);
 
+/* Every REC_PYCODE chunk, in file order: a Python code object of process
+ * pid (python/names.h; ci's strings are freed after fn). A chunk that does
+ * not read is skipped. 0, or fn's non-zero. */
+struct python_code_info;
+int rec_file_pycodes(struct rec_file *f,
+		     int (*fn)(void *ctx, pid_t pid, const struct python_code_info *ci), void *ctx);
+
 /* Every event, in time order, to fn (non-zero from fn stops). Records that
  * do not read as their engine writes them are skipped and counted in
  * *bad. 0 or -ENOMEM. */

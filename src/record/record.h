@@ -48,6 +48,9 @@ int rec_write_image(struct rec_writer *w, uint32_t image, pid_t pid, const uint6
 /* A thread's ring bytes, a then b (the ring's end, then its start). */
 int rec_write_inject(struct rec_writer *w, const struct rec_inject *h, const void *a,
 		     size_t alen, const void *b, size_t blen);
+/* A Python code object of process pid (python/names.h's info). */
+struct python_code_info;
+int rec_write_pycode(struct rec_writer *w, pid_t pid, const struct python_code_info *ci);
 /* One bpf record as the program wrote it. */
 int rec_write_bpf(struct rec_writer *w, const void *rec, size_t len);
 /* One event in uscope's own form. */

@@ -17,6 +17,7 @@
 #include "objfile/modules.h"
 #include "record/buf.h"
 #include "record/record.h"
+#include "python/names.h"
 #include "cache/cache.h"
 
 #define WBUF (4u << 20)
@@ -268,7 +269,8 @@ int rec_write_sites(struct rec_writer *w, const struct usc_probe_spec *specs, si
 		rbuf_u32(&b, site->probe);
 		rbuf_u32(&b, (uint32_t)(site->is_return | site->ret_site << 1 | site->tail_call << 2 |
 					site->hidden << 3 | site->cont << 4 | site->inlined << 5 |
-					(place && place[i].engine < 0) << 6));
+					(place && place[i].engine < 0) << 6 | site->python << 7 |
+					site->py_hook << 8 | site->py_final << 9));
 		rbuf_u32(&b, (uint32_t)site->group);
 		rbuf_u64(&b, site->vaddr);
 		rbuf_u64(&b, site->func_vaddr);
@@ -406,6 +408,22 @@ int rec_write_thread(struct rec_writer *w, pid_t pid, pid_t tid, const char *com
 	return chunk(w, REC_THREAD, &t, sizeof(t), NULL, 0, NULL, 0);
 }
 
+int rec_write_pycode(struct rec_writer *w, pid_t pid, const struct python_code_info *ci)
+{
+	struct rec_pycode h = {pid, ci->firstlineno, ci->firsttraceable, 0, ci->addr};
+	struct rbuf b = {0};
+
+	rbuf_put(&b, &h, sizeof(h));
+	rbuf_str(&b, ci->module);
+	rbuf_str(&b, ci->qualname);
+	rbuf_str(&b, ci->filename);
+	rbuf_u32(&b, ci->linetable ? (uint32_t)ci->linetable_len : 0xffffffffu);
+	if (ci->linetable)
+		rbuf_put(&b, ci->linetable, ci->linetable_len);
+	rbuf_align(&b);
+	return chunk_rbuf(w, REC_PYCODE, &b);
+}
+
 int rec_write_clock(struct rec_writer *w, const struct rec_clock_pair *p, size_t n)
 {
 	return chunk(w, REC_CLOCK, p, n * sizeof(*p), NULL, 0, NULL, 0);
@@ -451,13 +469,13 @@ int rec_write_event(struct rec_writer *w, const struct usc_event *ev, uint32_t s
 	for (unsigned i = 0; i < ev->nvals; i++) {
 		struct rec_value v = {.kind = ev->vals[i].kind, .u = ev->vals[i].u};
 
-		if (v.kind == USC_V_STR || usc_value_is_raw_stack(v.kind))
+		if (usc_value_has_bytes(&ev->vals[i]))
 			v.len = ev->vals[i].len;
 		rbuf_put(&b, &v, sizeof(v));
 	}
 	/* a stack goes as it was copied: uscope unwinds it when it reads */
 	for (unsigned i = 0; i < ev->nvals; i++)
-		if (ev->vals[i].kind == USC_V_STR || usc_value_is_raw_stack(ev->vals[i].kind))
+		if (usc_value_has_bytes(&ev->vals[i]))
 			rbuf_put(&b, ev->vals[i].str, ev->vals[i].len);
 	rbuf_put(&b, ev->comm, e.comm_len);
 	rbuf_align(&b);

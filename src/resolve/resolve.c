@@ -15,8 +15,11 @@ static int resolve_one(const struct usc_target *t, const struct usc_probe_spec *
 {
 	char *path = NULL;
 	struct objfile *ef;
-	int ret = resolve_find_module(t, spec, &path);
+	int ret;
 
+	if (spec->loc_kind == USC_LOC_PYTHON)
+		return resolve_python(t, spec, idx, flags, sv);
+	ret = resolve_find_module(t, spec, &path);
 	if (ret)
 		return ret;
 	ret = cache_elf(sv->c, path, &ef);
@@ -45,6 +48,7 @@ int resolve_probes(struct usc_cache *c, const struct usc_target *target,
 		   struct usc_site **sites, size_t *nsites)
 {
 	struct site_vec sv = {.c = c, .flags = flags};
+	bool final = false;
 	int ret = cache_set_root(c, target->root);	/* its debug files are there too */
 
 	for (size_t i = 0; i < nspecs && !ret; i++) {
@@ -58,6 +62,13 @@ int resolve_probes(struct usc_cache *c, const struct usc_target *target,
 			ret = resolve_check_optimized_out(c, &specs[i], sv.v + first, sv.n - first);
 		for (size_t k = first; !ret && k < sv.n; k++)
 			resolve_name_site(&sv.v[k], sv.v, sv.n, sv.n - first > 1);
+		/* Python frames in a stack: CPython's end waits for them to be read */
+		for (unsigned a = 0; !ret && !final && a < specs[i].nargs; a++)
+			if (specs[i].args[a].insn[0].op == FOP_PYSTACK ||
+			    specs[i].args[a].insn[0].op == FOP_USTACK) {
+				final = true;
+				ret = resolve_python_final(target, &specs[i], (unsigned)i, &sv);
+			}
 	}
 	if (ret) {
 		resolve_sites_free(sv.v, sv.n);

@@ -74,6 +74,15 @@ struct usc_site {
 	bool agg_in_place;		/* the engine aggregates: no event */
 	int32_t agg_func;		/* latency: the function's id, shared by its entry
 					 * and return sites; -1: none */
+	/* Python (src/python) */
+	bool python;			/* a py: probe: fired in the process by CPython's
+					 * profile function (the inject agent's), at no
+					 * address; path is the file with the runtime */
+	bool py_hook;			/* hidden: where a thread takes the GIL, the agent
+					 * gives it the profile function (py: probes) */
+	bool py_final;			/* hidden: Py_FinalizeEx, where the agent waits
+					 * for the tracer to read what the records so far
+					 * name, before CPython frees it ($pystack) */
 };
 
 /* The hidden argument, last of a site's, in which a Go function's site
@@ -104,6 +113,15 @@ static inline bool site_copies_ustack(const struct usc_site *site)
 	for (unsigned i = 0; i < site->nargs; i++)
 		if (site->args[i].ninsn && site->args[i].insn[0].op == FOP_USTACK &&
 		    ((uint64_t)site->args[i].insn[0].imm & FETCH_STACK_COPY))
+			return true;
+	return false;
+}
+
+/* Does the site fetch $pystack? */
+static inline bool site_has_pystack(const struct usc_site *site)
+{
+	for (unsigned i = 0; i < site->nargs; i++)
+		if (site->args[i].ninsn && site->args[i].insn[0].op == FOP_PYSTACK)
 			return true;
 	return false;
 }

@@ -36,7 +36,18 @@ struct site_vec {
 	unsigned flags;		/* enum resolve_flags */
 	bool quiet;		/* the probe's text is an earlier probe's (the return
 				 * probe flow and latency add): its warnings were said */
+	bool py_hooks;		/* py: probes' hidden GIL sites are in */
 };
+
+/* python.c: a py: probe's site (and, the first time, the hidden sites
+ * where a thread takes the GIL). 0 or -errno, logged. */
+int resolve_python(const struct usc_target *t, const struct usc_probe_spec *spec, unsigned idx,
+		   unsigned flags, struct site_vec *sv);
+/* A probe with a stack on a CPython target: the hidden site at
+ * Py_FinalizeEx (py_final), once. 0 (none when the target runs no
+ * CPython) or -errno, logged. */
+int resolve_python_final(const struct usc_target *t, const struct usc_probe_spec *spec,
+			 unsigned idx, struct site_vec *sv);
 
 /* target.c: the file a probe's MODULE names (the target's executable when
  * it names none), malloc'd in *path. 0 or -errno, logged. */

@@ -71,7 +71,7 @@ static void *arena_take(struct session_merge *m, size_t n, size_t *off)
 /* A value with bytes of its own: a string, a stack as copied. */
 static inline bool has_bytes(const struct usc_value *v)
 {
-	return v->kind == USC_V_STR || usc_value_is_raw_stack(v->kind);
+	return usc_value_has_bytes(v);
 }
 
 /* The event, its values and its strings, at one offset of the arena; the

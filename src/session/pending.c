@@ -32,7 +32,8 @@ size_t session_pending_modules(struct usc_session *s)
 		char *path = NULL;
 		bool seen = false;
 
-		if (!m[0] || strchr(m, '/'))
+		/* (a py: probe's MODULE is a Python module's) */
+		if (!m[0] || strchr(m, '/') || s->specs[i].loc_kind == USC_LOC_PYTHON)
 			continue;
 		for (size_t k = 0; k < n; k++)
 			seen |= !strcmp(s->pending[k], m);

@@ -266,6 +266,38 @@ static int place_objtrace(struct usc_session *s, struct answers *a)
 
 /* Sites of a probe no engine can place: an error naming each engine's
  * reason, or for a glob one warning that counts them. */
+/* py: probes' hidden GIL sites go with the py: probes, on the engine that
+ * took them (inject): its agent's profile function needs them. */
+static int place_py_hooks(struct usc_session *s, struct answers *a)
+{
+	int e = -1, fe = -1;
+
+	/* Py_FinalizeEx's, with the stacks (the inject agent waits there for
+	 * us to read their frames' code objects; elsewhere it is a no-op) */
+	for (size_t i = 0; i < s->nsites && fe < 0; i++)
+		if (!s->sites[i].hidden && (site_has_pystack(&s->sites[i]) ||
+					    site_has_ustack(&s->sites[i])))
+			fe = s->place[i].engine;
+	for (size_t i = 0; i < s->nsites && fe >= 0; i++)
+		if (s->sites[i].py_final && ask(s, a, (size_t)fe, i) > 0)
+			place(s, a, i, fe, NULL);
+	for (size_t i = 0; i < s->nsites && e < 0; i++)
+		if (s->sites[i].python)
+			e = s->place[i].engine;
+	for (size_t i = 0; i < s->nsites && e >= 0; i++) {
+		if (!s->sites[i].py_hook)
+			continue;
+		if (ask(s, a, (size_t)e, i) < 0) {
+			log_error("%s: cannot probe %s at 0x%llx, where a thread takes the GIL: %s",
+				  s->sites[i].spec->text, s->sites[i].symbol,
+				  (unsigned long long)s->sites[i].vaddr, why_of(s, a, (size_t)e, i));
+			return -ENOTSUP;
+		}
+		place(s, a, i, e, NULL);
+	}
+	return 0;
+}
+
 static int unplaced(struct usc_session *s, struct answers *a)
 {
 	for (size_t p = 0; p < s->nspecs; p++) {
@@ -364,6 +396,8 @@ int session_plan_engines(struct usc_session *s)
 			place(s, &a, i, first_engine(s, &a, 0, i), NULL);
 	}
 	ret = place_objtrace(s, &a);
+	if (!ret)
+		ret = place_py_hooks(s, &a);
 	if (!ret)
 		ret = untangle(s, &a);
 	if (!ret)

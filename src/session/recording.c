@@ -51,7 +51,13 @@ static int raw_inject(const struct usc_raw_out *o, const struct usc_raw_inject *
 		      size_t alen, const void *b, size_t blen)
 {
 	struct rec_inject r = {h->image, h->slot, h->pid, h->tid, h->nbytes, 0};
+	struct usc_session *s = (struct usc_session *)o->ctx;
+	int ret;
 
+	/* the Python code objects the records name, first (session/python.c) */
+	if (s->python && ((ret = session_python_record_ring(s, h->pid, a, alen)) ||
+			  (ret = session_python_record_ring(s, h->pid, b, blen))))
+		return ret;
 	return rec_write_inject(writer_of(o), &r, a, alen, b, blen);
 }
 
@@ -86,6 +92,7 @@ int session_record_event(struct usc_session *s, const struct usc_event *ev)
 	 * uscope's binary form; a process described when first seen */
 	int ret = raw_process(&s->raw, ev->pid);
 
+	ret = ret || !s->python ? ret : session_python_record_event(s, ev);
 	ret = ret ? ret : rec_write_event(s->rec, ev, (uint32_t)(ev->site - s->sites));
 	if (ret)
 		s->sink_stop = ret;

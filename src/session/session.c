@@ -189,6 +189,9 @@ int session_plan_sites(struct usc_session *s)
 			     &s->nsites);
 	if (ret)
 		return ret;
+	ret = session_python_plan(s);
+	if (ret)
+		return ret;
 	s->ectx.sites = s->sites;
 	s->ectx.nsites = s->nsites;
 	/* $ustack copies --stack-size bytes, and always with --stack-mode
@@ -196,6 +199,9 @@ int session_plan_sites(struct usc_session *s)
 	for (size_t i = 0; i < s->nsites; i++) {
 		struct usc_site *site = &s->sites[i];
 
+		/* $pystack too is named here, at uscope's pace: counted, it waits
+		 * for room as a stack does */
+		s->ectx.has_stacks |= site_has_pystack(site);
 		if (!site_has_ustack(site))
 			continue;
 		s->ectx.has_stacks = true;
@@ -266,7 +272,7 @@ int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe
 	s->nengines = 1;
 	f = source_file(e);
 	cache_freeze(s->cache);
-	if (rec_file_maps(f, replay_maps, s) == -ENOMEM)
+	if (rec_file_maps(f, replay_maps, s) == -ENOMEM || session_python_replay(s, f))
 		return -ENOMEM;
 	s->replayed = rec_file_header(f);
 	s->specs = rec_file_specs(f, &s->nspecs);
@@ -350,6 +356,11 @@ static const struct usc_event *unwind_stacks(struct usc_session *s, const struct
 			if (!s->stacks[i])
 				return NULL;
 		}
+		if (v->kind == USC_V_PYSTACK) {
+			/* $pystack: its frames by name (session/python.c) */
+			session_python_value(s, ev, i, s->stacks[i], &s->stack_vals[i]);
+			continue;
+		}
 		if (v->kind == USC_V_WALK) {
 			ret = stack_walked(v->str, v->len, s->stacks[i], USC_STACK_FRAMES_MAX);
 		} else {
@@ -373,6 +384,8 @@ static const struct usc_event *unwind_stacks(struct usc_session *s, const struct
 			s->stacks_unwound++;
 		}
 	}
+	if (s->python && session_python_splice(s, ev, s->stack_vals))
+		return NULL;
 	*copy = *ev;
 	copy->vals = s->stack_vals;
 	return copy;
@@ -602,6 +615,7 @@ int session_poll_engines(struct usc_session *s, bool drain)
 	int total = 0;
 
 	poll_maps(s);	/* first: a hit's maps are older than the hit */
+	session_python_poll(s);	/* engines told where CPython is, once it is there */
 
 	for (size_t k = 0; k < s->nengines && !s->sink_stop; k++) {
 		struct usc_engine *e = s->engines[k].e;
@@ -1107,6 +1121,7 @@ void usc_session_free(struct usc_session *s)
 	for (size_t i = 0; i < USC_MAX_ARGS; i++)
 		free(s->stacks[i]);
 	session_obj_free(s);
+	session_python_free(s);
 	free(s->engines);
 	free(s->engine_names);
 	free(s->engine_nsites);

@@ -95,6 +95,7 @@ struct session_engine {
 
 struct session_merge;
 struct session_janitor;
+struct session_python;
 struct rec_header;
 
 struct usc_session {
@@ -152,6 +153,7 @@ struct usc_session {
 	 * died: undone then by the janitor (session/janitor.c) */
 	struct usc_undo undo;
 	struct session_janitor *janitor;
+	struct session_python *python;	/* CPython in the target (session/python.c) */
 };
 
 /* How a run ended. */

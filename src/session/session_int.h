@@ -99,6 +99,33 @@ int merge_push(struct session_merge *m, const struct usc_event *ev);
 int merge_flush(struct session_merge *m, uint64_t watermark, usc_event_fn fn, void *ctx);
 size_t merge_pending(const struct session_merge *m);
 
+/* python.c: CPython in the target. plan: after the sites are resolved,
+ * before the engines are chosen: refuse what cannot be ($pystack or py:
+ * probes system-wide, on a process with no CPython or another version),
+ * and give $ustack's sites the Python frames to splice. 0 or -errno
+ * (reported). */
+int session_python_plan(struct usc_session *s);
+/* Each poll: tell the engines where CPython is in the target, once it is
+ * mapped (COMMAND: after its exec). */
+void session_python_poll(struct usc_session *s);
+void session_python_free(struct usc_session *s);
+/* Value i of ev, a $pystack as an engine walked it, named into st: *out. */
+int session_python_value(struct usc_session *s, const struct usc_event *ev, unsigned i,
+			 struct usc_stack *st, struct usc_value *out);
+/* vals: ev's, stacks unwound: each $ustack with the event's hidden Python
+ * frames spliced in. 0 or -ENOMEM. */
+int session_python_splice(struct usc_session *s, const struct usc_event *ev,
+			  struct usc_value *vals);
+
+/* Recording: the Python code objects an event's (or a ring's records')
+ * $pystack names, and those py: probes told of, each written once before
+ * the records (REC_PYCODE). 0 or -EIO. */
+int session_python_record_event(struct usc_session *s, const struct usc_event *ev);
+int session_python_record_ring(struct usc_session *s, pid_t pid, const void *bytes, size_t len);
+/* Replaying: what the recording keeps of them. 0 or -ENOMEM. */
+struct rec_file;
+int session_python_replay(struct usc_session *s, struct rec_file *f);
+
 /* pending.c: MODULEs that exist only once COMMAND runs (a run-time USDT
  * provider, a library it opens from elsewhere). Which of the specs' are so:
  * s->pending, their count. */

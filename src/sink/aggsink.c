@@ -150,7 +150,7 @@ static int latency_event(struct agg_sink *k, const struct usc_event *ev)
 	const char *fkey;
 	size_t fkeylen;
 	bool unpaired, cut;
-	enum flow_kind kind = flow_classify(ev->site, &fkey, &fkeylen, &unpaired);
+	enum flow_kind kind = sink_flow_classify(k->s->cache, ev, &fkey, &fkeylen, &unpaired);
 	struct flow_result res;
 	struct agg_row *r[2] = {NULL, NULL};
 	int ret;
@@ -349,14 +349,15 @@ void aggsink_destroy(struct usc_sink *base)
 
 /* ---- writing rows -------------------------------------------------------- */
 
-int aggsink_key(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r)
+/* Row r's key as an event's values. */
+static void row_event(const struct agg_sink *k, const struct agg_row *r, struct usc_value *vals,
+		      struct usc_event *ev)
 {
-	struct usc_value vals[USC_MAX_ARGS];
-	struct usc_event ev = {.site = r->site, .vals = vals, .comm = ""};
 	unsigned first, n;
-	int value, ret;
+	int value;
 	bool cut;
 
+	*ev = (struct usc_event){.site = r->site, .vals = vals, .comm = "", .pid = k->s->pid};
 	agg_layout(&k->s->agg, r->site, &first, &n, &value);
 	for (unsigned i = 0; i < n && i < USC_MAX_ARGS; i++) {
 		pid_t pid = 0;
@@ -364,9 +365,18 @@ int aggsink_key(const struct agg_sink *k, struct usc_output *o, const struct agg
 		agg_key_value(k->s->cache, r->key, r->keylen, r->site->args, first, i,
 			      k->a.str_max, &vals[i], &cut, &pid);
 		if (pid)
-			ev.pid = pid;
+			ev->pid = pid;
 	}
-	ev.nvals = n < USC_MAX_ARGS ? n : USC_MAX_ARGS;
+	ev->nvals = n < USC_MAX_ARGS ? n : USC_MAX_ARGS;
+}
+
+int aggsink_key(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r)
+{
+	struct usc_value vals[USC_MAX_ARGS];
+	struct usc_event ev;
+	int ret;
+
+	row_event(k, r, vals, &ev);
 	ret = output_event_args(o, &ev);
 	if (!ret && r->cut && !o->json)
 		ret = output_raw(o, " [cut]");
@@ -415,6 +425,17 @@ int aggsink_head(const struct agg_sink *k, struct usc_output *o, const struct ag
 {
 	int ret;
 
+	if (!k->json && r->site->python) {
+		/* a py: probe's row is its Python function's */
+		struct usc_value vals[USC_MAX_ARGS];
+		struct usc_event ev;
+		char label[USC_NAME_MAX * 8];
+
+		row_event(k, r, vals, &ev);
+		output_event_label(o, &ev, label, sizeof(label));
+		ret = output_raw(o, label);
+		return ret ? ret : aggsink_key(k, o, r);
+	}
 	if (!k->json) {
 		ret = output_raw(o, r->label);
 		return ret ? ret : aggsink_key(k, o, r);

@@ -128,11 +128,16 @@ static int chrome_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 	return output_raw(&cs->o, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
 }
 
-/* An event's name: a function's, or the probe's label. */
-static void event_name(const struct usc_event *ev, const char **name, size_t *len)
+/* An event's name: a function's (a Python one's), or the probe's label. */
+static void event_name(struct usc_cache *c, const struct usc_event *ev, const char **name,
+		       size_t *len)
 {
 	bool unpaired;
 
+	if ((*name = sink_py_name(c, ev))) {
+		*len = strlen(*name);
+		return;
+	}
 	if (flow_classify(ev->site, name, len, &unpaired) != FLOW_EVENT && !unpaired &&
 	    ev->site->spec->loc_kind != USC_LOC_USDT && ev->site->symbol) {
 		*name = ev->site->symbol;
@@ -149,7 +154,7 @@ static int instant(struct chrome_sink *cs, const struct usc_event *ev)
 	size_t len;
 	int ret;
 
-	event_name(ev, &name, &len);
+	event_name(cs->o.cache, ev, &name, &len);
 	output_reset(&cs->args);
 	ret = output_event_args(&cs->args, ev);
 	ret = ret ? ret : sep(cs);
@@ -170,7 +175,7 @@ static struct pending *pending_new(struct chrome_sink *cs, const struct usc_even
 	size_t len;
 	struct pending *p;
 
-	event_name(ev, &name, &len);
+	event_name(cs->o.cache, ev, &name, &len);
 	output_reset(&cs->args);
 	if (output_event_args(&cs->args, ev))
 		return NULL;
@@ -230,7 +235,7 @@ static int chrome_event(struct usc_sink *k, const struct usc_event *ev)
 	const char *key;
 	size_t keylen;
 	bool unpaired;
-	enum flow_kind kind = flow_classify(ev->site, &key, &keylen, &unpaired);
+	enum flow_kind kind = sink_flow_classify(cs->o.cache, ev, &key, &keylen, &unpaired);
 	int ret = name_thread(cs, ev);
 
 	if (ret)

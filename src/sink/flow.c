@@ -78,12 +78,16 @@ static int flow_event(struct usc_sink *k, const struct usc_event *ev)
 	const char *key;
 	size_t keylen, a, b;
 	bool unpaired;
-	enum flow_kind kind = flow_classify(site, &key, &keylen, &unpaired);
+	enum flow_kind kind = sink_flow_classify(fs->scratch.cache, ev, &key, &keylen, &unpaired);
+	/* a Python function shows with its arguments, as USDT probes do */
+	const bool py = site->python && key != site->symbol;
 	/* how it shows: an unpaired entry is still an entry */
 	enum flow_kind shown = unpaired ? FLOW_ENTRY : kind;
 	char where[USC_SYM_MAX + 24];
 	int ret;
 
+	if (py)
+		name = key;
 	/* a probe inside a function shows as SYMBOL+0xOFF */
 	if (unpaired && site->symbol && site->vaddr != site->func_vaddr) {
 		snprintf(where, sizeof(where), "%s+0x%" PRIx64, site->symbol,
@@ -124,7 +128,7 @@ static int flow_event(struct usc_sink *k, const struct usc_event *ev)
 
 	char dur[32];
 
-	if (usdt) {
+	if (usdt || py) {
 		ret = output_event_args(&fs->scratch, ev);
 		if (ret)
 			return fail(fs, ret);

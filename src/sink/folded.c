@@ -41,6 +41,8 @@ struct folded_sink {
 	uint32_t *func_of;		/* per site (flow_functions) */
 	const char **keys;
 	size_t *lens, nfuncs;
+	bool own;			/* keys and lens are blocks of their own (py_func),
+					 * not flow_functions' one */
 	struct path_node *nodes;
 	size_t n, cap;
 	uint32_t *slots;		/* open addressing: node index + 1, 0 empty */
@@ -117,6 +119,44 @@ static int folded_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 			      &fs->nfuncs);
 }
 
+/* The function id of a py: probe's Python function (name: interned),
+ * made the first time; UINT32_MAX when out of memory. */
+static uint32_t py_func(struct folded_sink *fs, const char *name)
+{
+	const char **k;
+	size_t *l;
+
+	for (size_t i = 0; i < fs->nfuncs; i++)
+		if (fs->keys[i] == name)
+			return (uint32_t)i;
+	if (!fs->own) {
+		/* flow_functions' keys and lens are one block: two of ours */
+		k = malloc((fs->nfuncs + 1) * sizeof(*k));
+		l = malloc((fs->nfuncs + 1) * sizeof(*l));
+		if (!k || !l) {
+			free(k);
+			free(l);
+			return UINT32_MAX;
+		}
+		memcpy(k, fs->keys, fs->nfuncs * sizeof(*k));
+		memcpy(l, fs->lens, fs->nfuncs * sizeof(*l));
+		free(fs->keys);
+		fs->own = true;
+	} else {
+		k = realloc(fs->keys, (fs->nfuncs + 1) * sizeof(*k));
+		if (k)
+			fs->keys = k;
+		l = k ? realloc(fs->lens, (fs->nfuncs + 1) * sizeof(*l)) : NULL;
+		if (!l)
+			return UINT32_MAX;
+	}
+	fs->keys = k;
+	fs->lens = l;
+	fs->keys[fs->nfuncs] = name;
+	fs->lens[fs->nfuncs] = strlen(name);
+	return (uint32_t)fs->nfuncs++;
+}
+
 static int fail(struct folded_sink *fs, int err)
 {
 	fs->error = err;
@@ -134,6 +174,7 @@ static int folded_event(struct usc_sink *k, const struct usc_event *ev)
 	enum flow_kind kind;
 	struct flow_result r;
 	uintptr_t node = 0;
+	uint32_t func;
 	int ret;
 
 	for (unsigned a = 0; a < ev->nvals; a++) {
@@ -159,7 +200,11 @@ static int folded_event(struct usc_sink *k, const struct usc_event *ev)
 	}
 	if (i >= fs->s->nsites || fs->func_of[i] == UINT32_MAX)
 		return 0;
-	kind = flow_classify(ev->site, &key, &keylen, &unpaired);
+	func = fs->func_of[i];
+	kind = sink_flow_classify(fs->s->cache, ev, &key, &keylen, &unpaired);
+	if (ev->site->python && key != ev->site->symbol &&
+	    (func = py_func(fs, key)) == UINT32_MAX)
+		return fail(fs, -ENOMEM);
 	if (kind == FLOW_ENTRY) {
 		void *parent = NULL;
 		uint64_t ctx;
@@ -172,7 +217,7 @@ static int folded_event(struct usc_sink *k, const struct usc_event *ev)
 		depth = flow_depth(fs->st, ctx);
 		if (depth && !flow_frame(fs->st, ctx, depth - 1, &pk, &pl, NULL, &parent))
 			parent = NULL;
-		node = node_get(fs, (uint32_t)(uintptr_t)parent, fs->func_of[i]);
+		node = node_get(fs, (uint32_t)(uintptr_t)parent, func);
 		if (!node)
 			return fail(fs, -ENOMEM);
 	}
@@ -317,6 +362,8 @@ static void folded_destroy(struct usc_sink *k)
 
 	flow_free(fs->st);
 	free(fs->func_of);
+	if (fs->own)
+		free(fs->lens);
 	free(fs->keys);
 	free(fs->nodes);
 	free(fs->slots);

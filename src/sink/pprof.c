@@ -349,10 +349,10 @@ static int export_event(struct usc_sink *k, const struct usc_event *ev)
 	}
 	/* entries and returns pair per thread: an entry's stack is charged
 	 * with the time to its return */
-	kind = flow_classify(ev->site, &key, &keylen, &unpaired);
+	kind = sink_flow_classify(x->s->cache, ev, &key, &keylen, &unpaired);
 	if (kind == FLOW_EVENT)
 		return 0;
-	if (flow_feed_data(x->flow, ev->tid, ev->time_ns, kind, key, keylen,
+	if (flow_feed_data(x->flow, flow_ctx_of(ev), ev->time_ns, kind, key, keylen,
 			   kind == FLOW_ENTRY ? (void *)(uintptr_t)id : NULL, &r))
 		return export_fail(x, -ENOMEM);
 	if (kind == FLOW_RETURN && r.duration_ns >= 0 && r.data) {

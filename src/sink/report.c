@@ -66,6 +66,23 @@ static int report_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 	return rs->rows ? 0 : -ENOMEM;
 }
 
+/* The row of a py: probe's Python function (name: interned), made the
+ * first time: its index, or -ENOMEM. */
+static ssize_t py_row(struct report_sink *rs, const char *name)
+{
+	struct func_row *v;
+
+	for (size_t i = 0; i < rs->nrows; i++)
+		if (rs->rows[i].name == name)
+			return (ssize_t)i;
+	v = realloc(rs->rows, (rs->nrows + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	rs->rows = v;
+	v[rs->nrows] = (struct func_row){.name = name, .namelen = strlen(name), .min = UINT64_MAX};
+	return (ssize_t)rs->nrows++;
+}
+
 static int report_event(struct usc_sink *k, const struct usc_event *ev)
 {
 	struct report_sink *rs = container_of(k, struct report_sink, base);
@@ -76,21 +93,29 @@ static int report_event(struct usc_sink *k, const struct usc_event *ev)
 	size_t keylen;
 	bool unpaired;
 	enum flow_kind kind;
+	ssize_t at;
 	int ret;
 
 	if (i >= rs->s->nsites || rs->of_site[i] == UINT32_MAX)
 		return 0;
-	row = &rs->rows[rs->of_site[i]];
-	kind = flow_classify(ev->site, &key, &keylen, &unpaired);
-	ret = flow_feed_data(rs->st, flow_ctx_of(ev), ev->time_ns, kind, key, keylen, row, &r);
+	at = rs->of_site[i];
+	kind = sink_flow_classify(rs->s->cache, ev, &key, &keylen, &unpaired);
+	if (ev->site->python && key != ev->site->symbol && (at = py_row(rs, key)) < 0) {
+		rs->error = (int)at;
+		log_error("out of memory");
+		return (int)at;
+	}
+	/* (rows grow: a frame keeps its row's index + 1) */
+	ret = flow_feed_data(rs->st, flow_ctx_of(ev), ev->time_ns, kind, key, keylen,
+			     (void *)(uintptr_t)(at + 1), &r);
 	if (ret) {
 		rs->error = ret;
 		log_error("cannot pair the calls: %s", strerror(-ret));
 		return ret;
 	}
-	if (kind != FLOW_RETURN || r.duration_ns < 0)
+	if (kind != FLOW_RETURN || r.duration_ns < 0 || !r.data)
 		return 0;
-	row = r.data;
+	row = &rs->rows[(uintptr_t)r.data - 1];
 	row->calls++;
 	row->total += (uint64_t)r.duration_ns;
 	row->self += (uint64_t)r.self_ns;

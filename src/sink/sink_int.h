@@ -22,6 +22,16 @@ int sink_out_event(struct usc_sink *k, const struct usc_event *ev);
 int sink_out_flush(struct usc_sink *k);
 void sink_out_destroy(struct usc_sink *k);
 
+/* python.c: a py: probe's event is about a Python function: its name
+ * ("module:qualname", interned: stable for the session), or NULL for an
+ * event of another probe. */
+const char *sink_py_name(struct usc_cache *c, const struct usc_event *ev);
+/* flow_classify (flow/flow.h) for an event: a py: probe's pairs by its
+ * Python function. */
+#include "flow/flow.h"
+enum flow_kind sink_flow_classify(struct usc_cache *c, const struct usc_event *ev,
+				  const char **key, size_t *keylen, bool *unpaired);
+
 /* Write buf[0..len) to fp; a failure is kept in *error (errno) and logged
  * once (EPIPE silently: the reader has gone). Returns *error. */
 int sink_write(FILE *fp, const char *buf, size_t len, int *error);

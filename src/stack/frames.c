@@ -14,6 +14,7 @@
 #include "stack/stack.h"
 #include "stack/stack_int.h"
 #include "stack/unwstore.h"
+#include "python/names.h"
 
 #define SYM_LEVELS 8	/* inlined levels shown at one address */
 
@@ -188,6 +189,17 @@ size_t stack_syms(struct usc_cache *c, pid_t pid, const struct usc_stack *st, ui
 
 	if (!max)
 		return 0;
+	if (usc_stack_python(st, i)) {
+		const struct python_loc *l = python_names_loc(c, pc);
+
+		out[0] = (struct stack_sym){.pc = pc, .python = true};
+		if (l) {
+			out[0].func = l->qualname;
+			out[0].file = l->filename;
+			out[0].line = l->line > 0 ? (unsigned)l->line : 0;
+		}
+		return 1;
+	}
 	out[0] = (struct stack_sym){.pc = pc, .signal = usc_stack_sigframe(st, i)};
 	m = sc ? map_at(c, pid, look) : NULL;
 	if (!m || !m->path || m->path[0] != '/')
@@ -256,6 +268,12 @@ void stack_end_text(struct usc_cache *c, pid_t pid, const struct usc_stack *st, 
 	case USC_STACK_END_UNREAD:
 		snprintf(buf, len, "the stack could not be read");
 		break;
+	case USC_STACK_END_PYFAULT:
+		snprintf(buf, len, "a Python frame could not be read");
+		break;
+	case USC_STACK_END_NOPYTHON:
+		snprintf(buf, len, "no Python frames: the thread runs no Python");
+		break;
 	default:
 		snprintf(buf, len, "the CFI at 0x%llx%s could not be followed",
 			 (unsigned long long)st->end_pc, where);
@@ -271,7 +289,7 @@ static uint64_t stack_hash(pid_t pid, const struct usc_stack *st)
 
 	h = (h ^ ((uint64_t)st->n << 8 | st->end)) * 0x100000001b3ULL;
 	for (uint32_t i = 0; i < st->n; i++)
-		h = (h ^ st->pc[i]) * 0x100000001b3ULL;
+		h = (h ^ st->pc[i] ^ (uint64_t)usc_stack_python(st, i) << 63) * 0x100000001b3ULL;
 	return h ^ (h >> 29);
 }
 
@@ -280,6 +298,7 @@ static bool stack_same(const struct usc_stack *a, const struct usc_stack *b)
 	return a->n == b->n && a->end == b->end && a->end_pc == b->end_pc &&
 	       !memcmp(a->exact, b->exact, sizeof(a->exact)) &&
 	       !memcmp(a->sigframe, b->sigframe, sizeof(a->sigframe)) &&
+	       !memcmp(a->python, b->python, sizeof(a->python)) &&
 	       !memcmp(a->pc, b->pc, a->n * sizeof(a->pc[0]));
 }
 

@@ -57,6 +57,8 @@ struct stack_sym {
 	unsigned line;
 	bool inlined;
 	bool signal;		/* the signal trampoline (<signal handler called>) */
+	bool python;		/* a Python frame: func is its qualname, file its
+				 * co_filename (python/names.h) */
 	uint64_t pc;
 };
 
@@ -64,6 +66,19 @@ struct stack_sym {
  * valid until the cache is freed. */
 size_t stack_syms(struct usc_cache *c, pid_t pid, const struct usc_stack *st, uint32_t i,
 		  struct stack_sym *out, size_t max);
+
+/* $ustack with Python in it: each _PyEval_EvalFrameDefault frame of the
+ * native stack replaced by the Python frames that evaluator call runs, from
+ * the innermost Python frame left to the next one C entered
+ * (PYFRAME_ENTRY), as CPython's frames chain them (py, npy of them,
+ * innermost first: a walk's, python/frame.h). Frames CPython hides take
+ * their place in the count but are not shown. Works on any struct
+ * usc_stack however its native frames were found; out has room for max
+ * frames (it ends there, USC_STACK_END_LIMIT). 0 or -ENOMEM. */
+struct python_frame;
+int stack_splice_python(struct usc_cache *c, pid_t pid, const struct usc_stack *native,
+			const struct python_frame *py, uint32_t npy, struct usc_stack *out,
+			uint32_t max);
 
 /* Why st ends ("" when at its outermost frame): "no CFI for 0x... (libx.so)". */
 void stack_end_text(struct usc_cache *c, pid_t pid, const struct usc_stack *st, char *buf,

@@ -44,7 +44,7 @@ static int is_load(uint8_t op)
 	/* the parser never emits FOP_VADDR */
 	return (op >= FOP_REG && op <= FOP_FOFFS) || op == FOP_ARG || op == FOP_VAR ||
 	       op == FOP_PARAMS || op == FOP_PID || op == FOP_TID || op == FOP_CPU ||
-	       op == FOP_GOID || op == FOP_USTACK;
+	       op == FOP_GOID || op == FOP_USTACK || op == FOP_PYSTACK;
 }
 
 static int is_store(uint8_t op)
@@ -83,6 +83,12 @@ static void check_arg(const struct usc_fetcharg *a, size_t len)
 		CHECK(n == 2);
 		CHECK(fetch_stack_frames(in[i].imm) == (uint32_t)in[i].imm);
 		CHECK(in[i].imm >= 1 && in[i].imm <= USC_STACK_FRAMES_MAX);
+		return;
+	}
+	if (in[i].op == FOP_PYSTACK) {	/* walked by the engine, N frames */
+		CHECK(a->type == USC_T_STACK);
+		CHECK(n == 2);
+		CHECK(in[i].imm >= 1 && in[i].imm <= USC_PYSTACK_FRAMES_MAX);
 		return;
 	}
 	CHECK(a->type != USC_T_STACK);

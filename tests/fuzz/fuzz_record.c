@@ -23,6 +23,9 @@
 #include "core/log.h"
 #include "output/output.h"
 #include "record/reader.h"
+#include "python/frame.h"
+#include "python/linetable.h"
+#include "python/names.h"
 
 #define CHECK(cond)                                                             \
 	do {                                                                    \
@@ -80,6 +83,13 @@ void cache_symbolize(struct usc_cache *c, pid_t pid, uint64_t addr, char *buf, s
 	(void)c;
 	(void)pid;
 	snprintf(buf, len, "0x%llx", (unsigned long long)addr);
+}
+
+/* ... Python functions (never: there is no cache) */
+const struct python_loc *python_names_func(struct usc_cache *c, pid_t pid, uint64_t code)
+{
+	(void)c, (void)pid, (void)code;
+	return NULL;
 }
 
 /* ... and stacks (never: there is no cache, nor a session to unwind them) */
@@ -271,8 +281,10 @@ static int on_event(const struct usc_event *ev, void *ctx)
 		const struct usc_value *v = &ev->vals[i];
 
 		/* a stack as copied or walked (made frames by a session; there
-		 * is none here) */
-		CHECK(v->kind <= USC_V_USTACK || v->kind == USC_V_WALK);
+		 * is none here), Python frames as walked (named by one) */
+		CHECK(v->kind <= USC_V_PYSTACK && v->kind != USC_V_STACK);
+		if (v->kind == USC_V_PYSTACK)
+			CHECK(python_stack_ok(v->str, v->len));
 		sink += v->u + v->len;
 		if (v->kind == USC_V_USTACK) {
 			struct fetch_stack_hdr h;
@@ -292,7 +304,7 @@ static int on_event(const struct usc_event *ev, void *ctx)
 			for (unsigned k = 0; k < h.nsig; k++)
 				CHECK(h.sig[k] < h.n);
 		}
-		if (v->kind == USC_V_STR || usc_value_is_raw_stack(v->kind)) {
+		if (usc_value_has_bytes(v)) {
 			/* a string's (a stack's) bytes are the file's */
 			CHECK(v->str);
 			CHECK(copy && (const uint8_t *)v->str >= copy &&
@@ -310,6 +322,26 @@ static int on_event(const struct usc_event *ev, void *ctx)
 	touch(r->json.buf, r->json.len);
 	r->n++;
 	return r->stop_at && r->n >= r->stop_at;
+}
+
+/* A recorded Python code object: its names, and its line table decodes
+ * within its bytes. */
+static int touch_pycode(void *ctx, pid_t pid, const struct python_code_info *ci)
+{
+	uint64_t sum = (uint64_t)pid + ci->addr + (uint64_t)ci->firstlineno +
+		       (uint64_t)ci->firsttraceable;
+
+	(void)ctx;
+	CHECK(ci->qualname && ci->filename);
+	sum += strlen(ci->qualname) + strlen(ci->filename) + (ci->module ? strlen(ci->module) : 0);
+	if (ci->linetable) {
+		touch(ci->linetable, ci->linetable_len);
+		for (int a = -2; a < 64; a += 2)
+			sum += (uint64_t)python_linetable_line(ci->linetable, ci->linetable_len,
+							       ci->firstlineno, a);
+	}
+	__asm__ volatile("" : : "r"(sum));
+	return 0;
 }
 
 /* ---- the target --------------------------------------------------------- */
@@ -357,6 +389,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(size >= sizeof(struct rec_header) && copy && copy_len == size);
 
 	CHECK(rec_file_maps(f, touch_maps, NULL) == 0);
+	CHECK(rec_file_pycodes(f, touch_pycode, NULL) == 0);
 	h = rec_file_header(f);
 	CHECK(h && !memcmp(h->magic, REC_MAGIC, 8) && h->version == REC_VERSION);
 	TOUCH_ARRAY_STR(h->host);

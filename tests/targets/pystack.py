@@ -157,6 +157,10 @@ def unicode_names():
     exec(compile(UNICODE_SRC, "<dyn-été-😀>", "exec"), ns)
     ns["関数"]()
     ns["𐐀"]().método()
+    kept.append(ns)     # its code objects outlive the run: a tracer reads them later
+
+
+kept = []
 
 
 def comprehension():
@@ -249,3 +253,8 @@ for tag, tid, stack in sorted(records):
     print("stack", tag, tid, len(stack))
     for q, f, line in stack:
         print("frame %s\t%s\t%d" % (q, f, line))
+if len(sys.argv) > 2 and sys.argv[2] == "wait":
+    # a tracer that reads the code objects afterwards: they live until
+    # stdin ends
+    sys.stdout.flush()
+    sys.stdin.read()

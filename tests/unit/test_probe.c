@@ -701,6 +701,60 @@ static void test_ustack(void **state)
 	expect_error("f a=$ustack b=$ustack:3", USC_PERR_STACK_TWICE, 12);
 }
 
+/* $pystack and $pystack:N: the thread's Python frames, up to 128; py:
+ * locations: a qualname, a module and a qualname, globs, returns. */
+static void test_pystack_and_py(void **state)
+{
+	struct usc_probe_spec sp;
+	struct usc_parse_error err;
+	char buf[128];
+
+	(void)state;
+	assert_int_equal(usc_probe_parse("libc:malloc $pystack:8 $ustack n=$arg1", &sp, &err), 0);
+	assert_int_equal(sp.nargs, 3);
+	assert_string_equal(sp.args[0].name, "pystack");
+	assert_int_equal(sp.args[0].type, USC_T_STACK);
+	assert_int_equal(sp.args[0].insn[0].op, FOP_PYSTACK);
+	assert_int_equal(sp.args[0].insn[0].imm, 8);
+	assert_true(probe_fetcharg_format(&sp.args[0], buf, sizeof(buf)) > 0);
+	assert_string_equal(buf, "pystack=$pystack:8");
+	assert_int_equal(fetch_render(&sp.args[0], &fetch_syntax_kernel, buf, sizeof(buf)),
+			 -ENOTSUP);
+	assert_int_equal(usc_probe_parse("f p=$pystack", &sp, &err), 0);
+	assert_string_equal(sp.args[0].name, "p");
+	assert_int_equal(sp.args[0].insn[0].imm, USC_PYSTACK_FRAMES);
+	expect_error("f $pystack:0", USC_PERR_PYSTACK_FRAMES, 11);
+	expect_error("f $pystack:129", USC_PERR_PYSTACK_FRAMES, 11);
+	expect_error("f +8($pystack)", USC_PERR_PYSTACK_ALONE, 5);
+	expect_error("f a=$pystack b=$pystack:3", USC_PERR_PYSTACK_TWICE, 13);
+
+	assert_int_equal(usc_probe_parse("py:fib n", &sp, &err), 0);
+	assert_int_equal(sp.loc_kind, USC_LOC_PYTHON);
+	assert_string_equal(sp.module, "*");
+	assert_string_equal(sp.symbol, "fib");
+	assert_false(sp.is_glob || sp.is_return);
+	assert_int_equal(sp.nargs, 1);
+	assert_int_equal(sp.args[0].insn[0].op, FOP_VAR);	/* the name, bound later */
+	assert_int_equal(usc_probe_parse("r:py:http.server:SimpleHTTPRequestHandler.*", &sp, &err),
+			 0);
+	assert_true(sp.is_return && sp.is_glob);
+	assert_string_equal(sp.module, "http.server");
+	assert_string_equal(sp.symbol, "SimpleHTTPRequestHandler.*");
+	assert_int_equal(usc_probe_parse("py:__main__:f.<locals>.<lambda> $params", &sp, &err), 0);
+	assert_string_equal(sp.module, "__main__");
+	assert_string_equal(sp.symbol, "f.<locals>.<lambda>");
+	assert_int_equal(usc_probe_parse("py:*", &sp, &err), 0);
+	assert_true(sp.is_glob);
+	assert_int_equal(usc_probe_parse("p:get py:Handler.do_GET", &sp, &err), 0);
+	assert_string_equal(sp.event, "get");
+	assert_string_equal(sp.symbol, "Handler.do_GET");
+	expect_error("py:", USC_PERR_BAD_PYTHON, 3);
+	expect_error("py:a:b:c", USC_PERR_BAD_PYTHON, 6);
+	expect_error("py::f", USC_PERR_BAD_PYTHON, 3);
+	expect_error("py:m:", USC_PERR_BAD_PYTHON, 5);
+	expect_error("py:f(x)", USC_PERR_BAD_PYTHON, 4);
+}
+
 static void test_long_names(void **state)
 {
 	(void)state;
@@ -1039,6 +1093,7 @@ int main(void)
 		cmocka_unit_test(test_too_long),
 		cmocka_unit_test(test_long_names),
 		cmocka_unit_test(test_ustack),
+		cmocka_unit_test(test_pystack_and_py),
 		cmocka_unit_test(test_long_symbol),
 		cmocka_unit_test(test_arg_positions),
 		cmocka_unit_test(test_input_untouched),

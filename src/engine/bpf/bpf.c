@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "engine/bpf/bpf_int.h"
 #include "engine/raw.h"
+#include "python/detect.h"
 #include "uscope.skel.h"
 
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -97,6 +98,11 @@ static int bpfeng_can_place(struct usc_engine *e, const struct usc_site *site, c
 	if (site->is_return && !site->ret_site) {
 		snprintf(why, len, "the bpf engine probes returns on their return sites only "
 			 "(--uretprobe needs -e tracefs)");
+		return -ENOTSUP;
+	}
+	if (site->python) {
+		snprintf(why, len, "py: probes run in the process (a profile function of "
+			 "CPython's): the inject engine only");
 		return -ENOTSUP;
 	}
 	if (site->nargs + (site->ret_site ? 1 : 0) > BPFENG_MAX_ARGS) {
@@ -276,6 +282,19 @@ static int bpfeng_start(struct usc_engine *e, pid_t pid, bool follow_children)
 	return bpfeng_links_attach(u, prog, pid > 0 && !u->follow ? pid : 0);
 }
 
+/* $pystack: where CPython is in process pid, for the program (pyprocs). */
+static int bpfeng_python(struct usc_engine *e, pid_t pid, const struct python_runtime *rt)
+{
+	struct bpfeng *u = bpfeng_of(e);
+	struct bpfeng_py v = {.off = *rt->off, .glibc = *python_glibc_offsets(),
+			      .runtime = rt->runtime};
+	__u32 key = (__u32)pid;
+
+	if (!u->skel || bpf_map_update_elem(bpf_map__fd(u->skel->maps.pyprocs), &key, &v, BPF_ANY))
+		return -errno;
+	return 0;
+}
+
 static int bpfeng_record(void *ctx, void *data, size_t size)
 {
 	struct bpfeng *u = ctx;
@@ -406,6 +425,7 @@ const struct usc_engine_ops bpf_engine_ops = {
 	.pid_only_uprobes = true,
 	.create = bpfeng_create,
 	.can_place = bpfeng_can_place,
+	.python = bpfeng_python,
 	.attach = bpfeng_attach,
 	.start = bpfeng_start,
 	.poll = bpfeng_poll,

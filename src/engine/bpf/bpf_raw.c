@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine/bpf/bpf_shared.h"
+#include "python/frame.h"
 #include "engine/raw.h"
 
 int bpf_raw_peek(const void *rec, size_t len, uint32_t *site, uint64_t *time_ns)
@@ -60,6 +61,9 @@ int bpf_raw_event(const void *data, size_t size, const struct usc_site *const *s
 		} else if (v->kind == BPFENG_WALK && (size_t)v->str_off + v->str_len <= size &&
 			   fetch_walk_valid((const char *)data + v->str_off, v->str_len)) {
 			o->kind = USC_V_WALK;
+		} else if (v->kind == BPFENG_PYSTACK && (size_t)v->str_off + v->str_len <= size &&
+			   python_stack_ok((const char *)data + v->str_off, v->str_len)) {
+			o->kind = USC_V_PYSTACK;
 			o->str = (const char *)data + v->str_off;
 			o->len = v->str_len;
 		} else if (v->kind == BPFENG_INT) {

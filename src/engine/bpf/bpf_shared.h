@@ -6,6 +6,7 @@
 #define USC_ENGINE_BPF_SHARED_H
 
 #include "probe/fetch.h"
+#include "python/offsets.h"
 
 #define BPFENG_MAX_SITES 4096
 #define BPFENG_MAX_ARGS 16		/* per site, the hidden return address included */
@@ -93,8 +94,9 @@ struct bpfeng_agg_key {
 enum bpfeng_kind { BPFENG_INT = 0, BPFENG_STR = 1, BPFENG_FAULT = 2, BPFENG_NULL = 3,
 	BPFENG_STACK = 4,	/* at str_off (BPFENG_STK_OFF), str_len bytes: fetch_stack_hdr, the stack */
 	BPFENG_WALK = 5,	/* at str_off (BPFENG_STK_OFF), str_len bytes: fetch_walk_hdr, the pcs */
-	BPFENG_STACKID = 6 };	/* a count's key: val the walk's hash in stk_stacks (never
+	BPFENG_STACKID = 6,	/* a count's key: val the walk's hash in stk_stacks (never
 				 * in a record) */
+	BPFENG_PYSTACK = 7 };	/* at str_off, str_len bytes: python_stack_hdr, the frames */
 
 /* $ustack walked where the probe runs (the program's "$ustack walked"
  * part, engine/bpf/ustack.c): the unwind tables (stack_walk.h's tabs[],
@@ -118,6 +120,15 @@ struct bpfeng_stk_key {
 	unsigned int tgid;
 	unsigned int pad;
 	unsigned long long hash;
+};
+
+/* $pystack: where CPython is in a process (the pyprocs map, by tgid):
+ * its layout, glibc's, and _PyRuntime's run-time address */
+struct bpfeng_py {
+	struct python_offsets off;
+	struct python_glibc glibc;
+	unsigned int pad;
+	unsigned long long runtime;
 };
 
 /* $ustack: where a record's stack copy goes, after its strings (and the

@@ -32,6 +32,7 @@
 #define AGG_ADD(p, x) __sync_fetch_and_add(p, x)
 #include "agg/agg_shared.h"
 #include "engine/bpf/bpf_shared.h"
+#include "python/frame.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -98,6 +99,14 @@ struct {
 	__type(key, __u64);
 	__type(value, __u8);
 } objs SEC(".maps");
+
+/* $pystack: where CPython is, by tgid (set by the tracer once it is mapped) */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, struct bpfeng_py);
+} pyprocs SEC(".maps");
 
 /* A new row's values */
 static char agg_zeros[sizeof(struct agg_val) + 8 * BPFENG_BUCKETS_MAX];
@@ -204,6 +213,8 @@ struct eval_ctx {
 	__u32 stack_arg;	/* $ustack: its argument + 1 (0: none) */
 	__u64 stack_imm;	/* ... its instruction's imm (frames, bytes) */
 	__u32 arg;		/* the argument being evaluated */
+	__u32 py_arg;		/* $pystack: its argument + 1 (0: none) */
+	__u32 py_want;		/* ... the frames it asks for */
 };
 
 /* Strings, sleepable: the kfunc (Linux 6.12) faults pages in as
@@ -256,6 +267,13 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleep
 		v->kind = BPFENG_FAULT;
 		c->stack_arg = i + 1;
 		c->stack_imm = in->imm;
+		c->done = 1;
+		return 0;
+	case FETCH_PYSTACK:
+		/* walked once every argument is: walk_python */
+		v->kind = BPFENG_FAULT;
+		c->py_arg = i + 1;
+		c->py_want = (__u32)in->imm;
 		c->done = 1;
 		return 0;
 	case FETCH_BYTES: {	/* counted: the previous argument's value */
@@ -1229,6 +1247,108 @@ __noinline int stk_count(struct task_state *ts, __u32 at, struct bpfeng_counts *
 	return 0;
 }
 
+/* ---- $pystack ---------------------------------------------------------------- */
+
+/* The walker every engine shares (python/walk.h), twice: the sleepable
+ * program's reads fault pages in. */
+#define PYWALK_FN(n) pws_##n
+#define PYWALK_INLINE static __always_inline
+#define PYWALK_READ(env, dst, addr, len) \
+	bpf_copy_from_user(dst, len, (const void *)(unsigned long)(addr))
+#include "python/walk.h"
+
+#define PYWALK_FN(n) pwn_##n
+#define PYWALK_INLINE static __always_inline
+#define PYWALK_READ(env, dst, addr, len) \
+	bpf_probe_read_user(dst, len, (const void *)(unsigned long)(addr))
+#include "python/walk.h"
+
+struct thread_struct {
+	unsigned long fsbase;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	int pid;
+	int tgid;
+	struct thread_struct thread;
+} __attribute__((preserve_access_index));
+
+struct py_ctx {
+	const struct python_offsets *off;
+	struct python_walk w;
+	struct python_frame *out;
+	__u32 max;
+	bool sleepable;
+};
+
+/* One frame a step: bpf_loop runs it, so the verifier checks one step. */
+static long py_step(__u32 k, void *data)
+{
+	struct py_ctx *p = data;
+
+	return p->sleepable ? pws_step(p->off, &p->w, p->out, p->max, NULL) :
+			      pwn_step(p->off, &p->w, p->out, p->max, NULL);
+}
+
+/* The thread's Python frames into the record at off (python_stack_hdr,
+ * then the frames, as many as fit before the stack copy's place): the
+ * thread state by CPython's key from the thread's fs base (the task's),
+ * then its frame chain. The record's new length. */
+static __noinline __u32 walk_python(struct task_state *ts, __u32 off, __u32 want, __u32 argi,
+				    bool sleepable)
+{
+	struct bpfeng_rec *rec = (struct bpfeng_rec *)ts->buf;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, key = 0, room, i;
+	struct bpfeng_py *py = bpf_map_lookup_elem(&pyprocs, &tgid);
+	struct python_stack_hdr *h;
+	struct py_ctx p = {};
+	__u64 fsbase, tstate = 0;
+	int init = 0;
+
+	off = (off + 7) & ~7u;
+	/* bounds the verifier sees on the register it checks */
+	asm volatile("%0 &= 0x1fff" : "+r"(off));
+	if (off > BPFENG_STK_OFF - sizeof(*h) || argi >= BPFENG_MAX_ARGS)
+		return off;
+	h = (struct python_stack_hdr *)(ts->buf + off);
+	room = (BPFENG_STK_OFF - off - sizeof(*h)) / sizeof(struct python_frame);
+	if (want > room)
+		want = room;
+	if (want > PYTHON_FRAMES_MAX)
+		want = PYTHON_FRAMES_MAX;
+	h->n = 0;
+	h->want = (__u16)want;
+	h->status = PYWALK_NONE;
+	h->pad = 0;
+	if (py && want) {
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+
+		fsbase = BPF_CORE_READ(task, thread.fsbase);
+		if (!bpf_probe_read_user(&init, 4, (void *)(py->runtime + py->off.rt_tss_init)) &&
+		    init &&
+		    !bpf_probe_read_user(&key, 4, (void *)(py->runtime + py->off.rt_tss_key)) &&
+		    !pwn_tss(&py->glibc, fsbase, key, &tstate, NULL) && tstate) {
+			p.off = &py->off;
+			p.out = (struct python_frame *)(h + 1);
+			p.max = want;
+			p.sleepable = sleepable;
+			if (!(sleepable ? pws_start(&py->off, tstate, &p.w, NULL) :
+					  pwn_start(&py->off, tstate, &p.w, NULL)))
+				bpf_loop(2 * PYTHON_FRAMES_MAX + 2, py_step, &p, 0);
+			if (p.w.status == PYWALK_MORE)
+				p.w.status = PYWALK_FULL;
+			h->n = p.w.n;
+			h->status = (__u8)p.w.status;
+		}
+	}
+	i = argi;
+	asm volatile("%0 &= 15" : "+r"(i));	/* BPFENG_MAX_ARGS - 1, seen by the verifier */
+	rec->vals[i].kind = BPFENG_PYSTACK;
+	rec->vals[i].str_off = (__u16)off;
+	rec->vals[i].str_len = (__u16)(sizeof(*h) + h->n * sizeof(struct python_frame));
+	return off + sizeof(*h) + h->n * sizeof(struct python_frame);
+}
+
 /* ---- objtrace ------------------------------------------------------------ */
 
 /* The mask of the argument registers (rdi, rsi, rdx, rcx, r8, r9) among
@@ -1375,6 +1495,8 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	len = c.str_off;
 	if (len > BPFENG_REC_MAX)
 		len = BPFENG_REC_MAX;
+	if (c.py_arg)
+		len = walk_python(ts, len, c.py_want, c.py_arg - 1, sleepable);
 	if (c.stack_arg) {
 		__u64 l = copy_stack(ts, &c, sleepable, why);
 
@@ -1388,6 +1510,9 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 			__sync_fetch_and_add(&cnt->lost, 1);
 		return;
 	}
+	asm volatile("%0 &= 0x1fff" : "+r"(len));
+	if (len > BPFENG_STK_OFF)
+		len = BPFENG_STK_OFF;
 	rec->len = len;
 	rec_stamp(rec);
 	if (bpf_ringbuf_output(&events, ts->buf, len, 0))
@@ -1524,11 +1649,6 @@ int usc_probe(struct pt_regs *regs)
 
 /* A process COMMAND's tree forks is followed too (a thread needs nothing:
  * it shares its tgid). */
-struct task_struct {
-	int pid;
-	int tgid;
-} __attribute__((preserve_access_index));
-
 SEC("raw_tp/sched_process_fork")
 int usc_fork(struct bpf_raw_tracepoint_args *ctx)
 {

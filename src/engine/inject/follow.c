@@ -393,6 +393,15 @@ static void handle(struct inj *j, pid_t pid, int st, bool resume)
 	case PTRACE_EVENT_VFORK:
 	case PTRACE_EVENT_CLONE:
 		break;		/* the new task reports its own first stop */
+	case PTRACE_EVENT_EXIT:
+		/* hold_exit: a process's last moment with its memory, until the
+		 * next drain (inj_follow_exits) */
+		if (j->hold_exit && resume && t && proc_find(j, pid)) {
+			t->exiting = true;
+			t->stopped = true;
+			return;
+		}
+		break;
 	case PTRACE_EVENT_EXEC: {
 		unsigned long former = 0;
 
@@ -440,9 +449,21 @@ static void handle(struct inj *j, pid_t pid, int st, bool resume)
 		cont(j, pid, 0);
 }
 
+void inj_follow_exits(struct inj *j)
+{
+	for (size_t i = 0; i < j->ntasks; i++)
+		if (j->tasks[i].exiting) {
+			j->tasks[i].exiting = false;
+			j->tasks[i].stopped = false;
+			cont(j, j->tasks[i].tid, 0);
+		}
+}
+
 int inj_follow_spawned(struct inj *j, pid_t pid)
 {
-	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)(long)PT_OPTS) < 0) {
+	long opts = PT_OPTS | (j->hold_exit ? PTRACE_O_TRACEEXIT : 0);
+
+	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)opts) < 0) {
 		int err = -errno;
 
 		log_error("cannot ptrace the command (process %d): %s", (int)pid, strerror(-err));
@@ -487,6 +508,7 @@ void inj_follow_detach(struct inj *j)
 {
 	uint64_t deadline;
 
+	inj_follow_exits(j);	/* they exit */
 	/* every task stopped; a task that was stopped already (a group-stop)
 	 * is interrupted too, which gives a stop we can see */
 	for (size_t i = 0; i < j->ntasks; i++) {

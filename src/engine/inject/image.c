@@ -132,7 +132,7 @@ bool inj_image_applied(const struct inj_image *img)
 /* Where each part of the shared memory lies (the agent reads these offsets
  * from struct inj_ctl). */
 struct shm_layout {
-	uint64_t slots, counts, sites, undo, sem, rings, obj;
+	uint64_t slots, counts, sites, undo, sem, py, rings, obj;
 	struct inj_ctl agg;
 	struct inj_stk stk;
 };
@@ -158,6 +158,9 @@ static void shm_layout(struct inj *j, struct inj_shm *m, struct shm_layout *l)
 	off += (nsites + 1) * sizeof(struct inj_undo);
 	l->sem = off;
 	off += (nsites + 1) * sizeof(uint64_t);
+	/* (before the rings and what follows them, which are given back at the
+	 * end: a profile function left in a thread reads it later) */
+	off = inj_py_reserve(j, off, &l->py);
 	off = (off + 4095) & ~4095ULL;
 	l->rings = off;
 	off += (uint64_t)INJ_NSLOTS * INJ_RING_SIZE;
@@ -227,6 +230,9 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 		return (int)r;
 	m->agent_remote = (uint64_t)r;
 	ret = remote_write(rem, m->agent_remote, inject_agent_blob, blob);
+	if (!ret)	/* where the agent's code CPython calls finds its control block */
+		ret = remote_write(rem, m->agent_remote + offsetof(struct agent_hdr, ctl), &m->remote,
+				   sizeof(m->remote));
 	if (ret)
 		return ret;
 	if (inj_rsys(rem, SYS_madvise, (long)m->self_remote, 4096, MADV_WIPEONFORK, 0, 0, 0))
@@ -273,6 +279,7 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 		memcpy((char *)m->map + l.stk.ro_off, &l.stk, sizeof(l.stk));
 		c->stk_off = l.stk.ro_off;
 	}
+	inj_py_ctl(j, c, rem->pid, l.py);
 	{
 		const struct usc_engine_ctx *s = j->base.ctx;
 
@@ -367,6 +374,9 @@ static void fill_sites(struct inj *j, struct inj_image *img)
 				if (in[0].op == FOP_USTACK)
 					d->stack_need += (uint32_t)(sizeof(struct fetch_stack_hdr) +
 								    fetch_stack_bytes(in[0].imm));
+				if (in[0].op == FOP_PYSTACK)
+					d->stack_need += (uint32_t)(sizeof(struct python_stack_hdr) +
+								    in[0].imm * sizeof(struct python_frame) + 8);
 			}
 			inj_agg_site(j, site, d, img->shm.ctl, img->shm.remote);
 			inj_obj_site(site, d, img->shm.ctl, img->shm.remote);
@@ -679,6 +689,7 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
 	if (!ret) {
 		key_mode(img, rem);
 		fill_sites(j, img);
+		inj_py_sites(j, img);
 		/* again: the shared memory and the agent took some of the gaps */
 		procmaps_free(maps, (size_t)nmaps);
 		nmaps = procmaps_read(rem->pid, &maps);
@@ -726,6 +737,7 @@ bool inj_restore(struct inj *j, struct inj_image *img, struct remote *rem)
 		size_t n = img->nsemaphores;
 		uint32_t done = INJ_LETGO_TRACER;
 
+		inj_py_detach(img, rem);	/* py: probes' profile function out */
 		semaphores_lower(img, rem);
 		img->nsemaphores = n;	/* each process sharing the image has its own */
 		/* its agent has nothing to let go of when we are gone */

@@ -105,6 +105,9 @@ static int inj_attach(struct usc_engine *e)
 		return -E2BIG;
 	}
 	j->stats = calloc(e->nsites + 1, sizeof(*j->stats));
+	/* Python's code objects are named from its memory: a process of
+	 * COMMAND's waits at its exit for its last records to be read */
+	j->hold_exit = j->follow && inj_py_wanted(j);
 	inj_agg_geometry(j);
 	inj_stk_geometry(j);
 	return j->stats ? 0 : -ENOMEM;
@@ -162,6 +165,7 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 		inj_calibrate(j);
 		for (size_t t = 0; t < rem.ntasks; t++)
 			inj_comm(j, NULL, pid, rem.tasks[t].tid);	/* the names before any exec */
+		inj_py_attach(img, &rem);	/* py: probes in a running interpreter */
 	}
 	remote_release(&rem);
 	inj_undo_forget(j, &undo);	/* nothing stays applied, or p has it */
@@ -193,13 +197,28 @@ static void inj_waited(struct usc_engine *e, pid_t pid, int status)
 
 static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void *ctx)
 {
+	struct inj *j = inj_of(e);
+	int n;
+
 	(void)timeout_ms;
-	return inj_poll_images(inj_of(e), fn, ctx);
+	for (size_t i = 0; i < j->nimages; i++)
+		inj_py_sync(j, j->images[i]);	/* names first: the events name them */
+	n = inj_poll_images(j, fn, ctx);
+	inj_follow_exits(j);	/* drained: a process held at its exit ends */
+	return n;
 }
 
 static int inj_record(struct usc_engine *e, const struct usc_raw_out *out)
 {
-	return inj_record_images(inj_of(e), out);
+	struct inj *j = inj_of(e);
+	int n;
+
+	for (size_t i = 0; i < j->nimages; i++)
+		inj_py_sync(j, j->images[i]);
+	n = inj_record_images(j, out);
+
+	inj_follow_exits(j);
+	return n;
 }
 
 static int inj_wait_fd(struct usc_engine *e)
@@ -276,6 +295,17 @@ static void inj_detach(struct usc_engine *e)
 			inj_image_retire(j->images[i]);
 }
 
+/* The rows aggregated in place: the names of the py: probes' functions
+ * in them first. */
+static int inj_agg_read_py(struct usc_engine *e, usc_agg_fn fn, void *ctx)
+{
+	struct inj *j = inj_of(e);
+
+	for (size_t i = 0; i < j->nimages; i++)
+		inj_py_sync(j, j->images[i]);
+	return inj_agg_read(e, fn, ctx);
+}
+
 static void inj_destroy(struct usc_engine *e)
 {
 	struct inj *j = inj_of(e);
@@ -328,5 +358,5 @@ const struct usc_engine_ops inject_engine_ops = {
 	.destroy = inj_destroy,
 	.filters = inj_filters,
 	.agg_place = inj_agg_place,
-	.agg_read = inj_agg_read,
+	.agg_read = inj_agg_read_py,
 };

@@ -36,12 +36,6 @@
 
 extern const unsigned char inject_agent_blob[], inject_agent_blob_end[];
 
-struct agent_hdr {
-	uint64_t magic;
-	uint64_t hit_off;
-	uint64_t fast_off;
-};
-
 /* One patch: a jump at addr over len displaced bytes, to a trampoline that
  * runs the probes of one or more sites (several probes at one address). */
 struct inj_patch {
@@ -115,6 +109,7 @@ struct inj_image {
 		uint64_t refreshed;	/* ns, when its maps were last read from /proc */
 	} stk_procs[INJ_STK_PROCS];
 	uint32_t stk_full;		/* no room for a table or a process: said once */
+	uint32_t py_seen;		/* bytes of the agent's Python names read */
 	uint64_t *dumped;		/* the flight recorder: per slot, the ring
 					 * position written up to (INJ_NSLOTS) */
 	struct inj_chunk *chunks;	/* every probe's code in the trampolines */
@@ -143,6 +138,7 @@ struct inj_proc {
 struct inj_task {
 	pid_t tid;
 	bool stopped;			/* in a ptrace stop we have not resumed */
+	bool exiting;			/* ... a process's leader at its exit (hold_exit) */
 	unsigned nheld;
 	siginfo_t held[REMOTE_MAX_HELD];	/* signals to give back at detach */
 };
@@ -195,6 +191,10 @@ struct inj {
 	uint64_t clock_sent;		/* ... and how many */
 	char *shadow;			/* the flight recorder: a ring's copy (INJ_RING_SIZE) */
 	struct inj_bell *bell;		/* the doorbells' thread (doorbell.c), or NULL */
+	/* COMMAND's processes stop at their exit until their rings are drained:
+	 * what the records name in their memory (Python code objects) is read
+	 * while it is still there */
+	bool hold_exit;
 };
 
 static inline struct inj *inj_of(struct usc_engine *e)
@@ -259,7 +259,8 @@ int inj_undo_dead(struct remote *rem, const struct proc_map *maps, size_t nmaps)
  * image's shared memory, agent and pages unmapped from the process, once
  * no thread can be inside the agent or a probe's code; its trampolines
  * stay, their probes made pass-throughs. 0; -EBUSY: a thread is inside
- * (let the threads run and try again); -errno. */
+ * (let the threads run and try again); -EEXIST: py: probes' profile
+ * function may be left in a thread, everything stays; -errno. */
 int inj_unmap(struct inj_image *img, struct remote *rem);
 /* Detach from process pid (-p), which runs img: every thread stopped, the
  * jumps out, then the rest unmapped (inj_unmap, tried again a few times
@@ -276,6 +277,8 @@ int inj_areas(struct inj *j, struct inj_image *img, struct remote *rem,
 int inj_follow_spawned(struct inj *j, pid_t pid);
 int inj_follow_launched(struct inj *j, pid_t pid);
 void inj_follow_waited(struct inj *j, pid_t pid, int status);
+/* The processes held at their exit go on (their rings were drained). */
+void inj_follow_exits(struct inj *j);
 /* Stop the whole tree, restore every image, let every task go. */
 void inj_follow_detach(struct inj *j);
 
@@ -361,6 +364,23 @@ void inj_obj_site(const struct usc_site *site, struct inj_site *d, const struct 
 		  uint64_t remote);
 /* --from hits that found the set full, in an image's region. */
 uint64_t inj_obj_full(const struct inj_shm *m);
+
+/* python.c: CPython in the process ($pystack, py: probes) */
+bool inj_py_wanted(const struct inj *j);
+/* Room for struct inj_py after off when a site reads Python (*py_off:
+ * where, or 0); the new end. */
+uint64_t inj_py_reserve(struct inj *j, uint64_t off, uint64_t *py_off);
+/* Where CPython is in process pid, into the new region's block (c->py_off
+ * set); a process without one reads no frames. */
+void inj_py_ctl(struct inj *j, struct inj_ctl *c, pid_t pid, uint64_t py_off);
+/* py: probes' sites, which no patch fills (and the GIL hooks' kind). */
+void inj_py_sites(struct inj *j, struct inj_image *img);
+/* With every thread of the process stopped: a running interpreter's
+ * threads get the profile function (a pending call); at detach, lose it. */
+void inj_py_attach(struct inj_image *img, struct remote *rem);
+void inj_py_detach(struct inj_image *img, struct remote *rem);
+/* The code objects' names the agent copied, to the session's. */
+void inj_py_sync(struct inj *j, struct inj_image *img);
 
 /* system calls run in the process */
 long inj_rsys(struct remote *rem, long nr, long a1, long a2, long a3, long a4, long a5, long a6);

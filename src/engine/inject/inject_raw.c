@@ -77,6 +77,9 @@ int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, u
 		} else if (v->kind == INJ_WALK && (uint32_t)v->str_off + v->str_len <= r->len &&
 			   fetch_walk_valid((const char *)r + v->str_off, v->str_len)) {
 			o->kind = USC_V_WALK;
+		} else if (v->kind == INJ_PYSTACK && (uint32_t)v->str_off + v->str_len <= r->len &&
+			   python_stack_ok((const char *)r + v->str_off, v->str_len)) {
+			o->kind = USC_V_PYSTACK;
 			o->str = (const char *)r + v->str_off;
 			o->len = v->str_len;
 		} else if (v->kind == INJ_INT) {
@@ -93,4 +96,24 @@ int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, u
 	ev->nvals = site->nargs < INJ_MAX_ARGS ? site->nargs : INJ_MAX_ARGS;
 	ev->vals = vals;
 	return 0;
+}
+
+int inject_raw_pystacks(const void *p, size_t avail,
+			int (*fn)(void *ctx, const void *bytes, uint32_t len), void *ctx)
+{
+	const struct inj_rec *r = p;
+	uint32_t site, len;
+	uint64_t tsc;
+	int ret = 0;
+
+	if (inject_raw_peek(p, avail, &site, &tsc, &len) != 0)
+		return 0;	/* a pad, or not a record */
+	for (unsigned a = 0; a < r->nvals && a < INJ_MAX_ARGS && !ret; a++) {
+		const struct inj_val *v = &r->vals[a];
+
+		if (v->kind == INJ_PYSTACK && (uint32_t)v->str_off + v->str_len <= r->len &&
+		    python_stack_ok((const char *)r + v->str_off, v->str_len))
+			ret = fn(ctx, (const char *)r + v->str_off, v->str_len);
+	}
+	return ret;
 }

@@ -76,8 +76,9 @@
 #include "agg/agg_shared.h"
 #include "probe/fetch.h"
 #include "stack/stack_walk.h"	/* the unwind tables' types */
+#include "python/frame.h"
 
-#define INJ_MAGIC 0x7573636f70650005ULL	/* "uscope", layout 5 */
+#define INJ_MAGIC 0x7573636f70650006ULL	/* "uscope", layout 6 */
 #define INJ_MAX_ARGS 16			/* per site */
 #define INJ_STR_MAX 128			/* bytes of one string, NUL included */
 #define INJ_PENDING 16			/* tail calls a thread waits on */
@@ -86,6 +87,7 @@
 #define INJ_SCRATCH 4096		/* per thread: values, strings, key */
 #define INJ_FAST_KEYS 2			/* arguments of a site on the agent's fast path */
 #define INJ_KEY_CACHE 16		/* per thread: keys whose row it remembers */
+#define INJ_PY_SEEN_THREAD 16		/* per thread: code objects it knows described */
 
 /* The counters of a thread and site. */
 enum inj_count {
@@ -101,6 +103,19 @@ enum inj_count {
 /* The owner word (at inj_ctl.owner): the kernel's robust futex bits. */
 #define INJ_OWNER_WAITERS 0x80000000u	/* FUTEX_WAITERS */
 #define INJ_OWNER_DIED 0x40000000u	/* FUTEX_OWNER_DIED */
+
+/* The agent's header, at the start of its blob (linked at 0): where its
+ * entry points are, and one word the tracer writes in the process's copy. */
+struct agent_hdr {
+	uint64_t magic;
+	uint64_t hit_off;		/* agent_hit */
+	uint64_t fast_off;		/* agent_fast */
+	uint64_t py_pending_off;	/* agent_py_pending: Py_AddPendingCall's */
+	uint64_t trap_off;		/* an int3: where a call the tracer makes returns */
+	uint64_t ctl;			/* the control block's address in the process,
+					 * for the code CPython calls (py: probes'
+					 * profile function), which has no site */
+};
 
 /* The self page (inj_ctl.self): per process, wiped in a forked child. */
 #define INJ_SELF_LETGO 4	/* offset of the process's let-go state */
@@ -191,6 +206,7 @@ struct inj_ctl {
 	uint32_t watermark;		/* ring the doorbell past this many bytes */
 	/* $ustack walked where the probe runs: struct inj_stk, or 0 */
 	uint64_t stk_off;
+	uint64_t py_off;		/* Python: struct inj_py, or 0 (none) */
 	/* the tracer's side, on a line of its own: written each time it drains */
 	volatile uint32_t asleep __attribute__((aligned(64)));	/* ring the doorbell */
 	volatile uint32_t doorbell;	/* a futex word the producers move on */
@@ -271,6 +287,11 @@ struct inj_slot {
 					 * recorded instead, its stack copied), or
 					 * STACK_FB_NR: no room for it in the table
 					 * (recorded walked) */
+	/* $pystack: the code objects this thread saw described last (code,
+	 * its co_qualname): no lookup in the shared table for them */
+	struct {
+		uint64_t code, qualname;
+	} pyseen[INJ_PY_SEEN_THREAD];
 };
 
 struct inj_arg {
@@ -285,6 +306,10 @@ enum inj_site_kind {
 	INJ_TAIL = 1,	/* a followed tail call: remember the stack pointer */
 	INJ_CONT = 2,	/* a ret of a followed tail call's callees: record the
 			 * tail calls waiting on this stack pointer */
+	INJ_PYHOOK = 3,	/* py: probes: a thread took the GIL: the agent gives the
+			 * thread states the profile function (agent/python.c) */
+	INJ_PYSYNC = 4,	/* $pystack: CPython finalizes: the agent waits (a bounded
+			 * while) for the tracer to read what the records name */
 };
 
 #define INJ_OBJ_NREGS 6		/* objtrace: the SysV argument registers */
@@ -337,6 +362,10 @@ struct inj_site {
 	uint32_t agg_fast;		/* no filter, a plain site, at most two arguments,
 					 * registers as they are (reg_only): the trampoline
 					 * calls agent_fast with them first */
+	uint32_t py_count;		/* a py: probe counted by its function alone (its
+					 * one key, no value, no filter): the row is kept
+					 * with the code object's verdict */
+	uint32_t pad_py;
 	uint8_t arg_size[INJ_MAX_ARGS];	/* an integer's bytes (0: all 8), to mask */
 	uint8_t arg_sign[INJ_MAX_ARGS];	/* signed: a value sign-extends */
 	uint8_t arg_str[INJ_MAX_ARGS];	/* a string argument */
@@ -373,8 +402,9 @@ struct inj_site {
 enum inj_kind { INJ_INT = 0, INJ_STR = 1, INJ_FAULT = 2, INJ_NULL = 3,
 	INJ_STACK = 4,		/* at str_off, str_len bytes: fetch_stack_hdr, the stack */
 	INJ_WALK = 5,		/* at str_off, str_len bytes: fetch_walk_hdr, the pcs */
-	INJ_STACKID = 6 };	/* a count's key: val is the walk's id in the stack
+	INJ_STACKID = 6,	/* a count's key: val is the walk's id in the stack
 				 * table (never in a record) */
+	INJ_PYSTACK = 7 };	/* at str_off, str_len bytes: python_stack_hdr, the frames */
 
 struct inj_val {
 	uint64_t val;			/* INJ_INT */
@@ -466,6 +496,94 @@ struct inj_stk {
  * filled in by the agent from the site. */
 struct inj_regs {
 	uint64_t r[USC_REG_NR];
+};
+
+/* ---- Python (agent/python.c) ------------------------------------------------
+ *
+ * Where CPython is in the process ($pystack: the frames of the thread that
+ * hits, walked with plain loads), and for py: probes the profile function's
+ * state: the probes' globs, and per code object the verdict decided at its
+ * first call (the probes it matches), with its names copied into the arena
+ * (the tracer reads them there, also once the process has gone). Every
+ * profile callback holds the GIL: the tables are written one at a time; the
+ * arena is published by a store-release of arena_used. */
+
+#define INJ_PY_PROBES 64		/* py: probes of a session */
+#define INJ_PY_PAT 128			/* bytes of a glob, NUL included */
+#define INJ_PY_NAMES 2048		/* bytes of the probes' argument names */
+#define INJ_PY_CODES 65536		/* code objects with a verdict */
+#define INJ_PY_ARENA (4u << 20)		/* bytes of names copied */
+#define INJ_PY_STR 256			/* bytes of one name copied, at most */
+#define INJ_PY_SEEN 16384		/* code objects described ($pystack) */
+#define INJ_PY_LINES 4096		/* bytes of a line table copied, at most */
+
+struct inj_py_probe {
+	char module[INJ_PY_PAT];	/* glob ("*": any) */
+	char qualname[INJ_PY_PAT];	/* glob */
+	uint32_t entry;			/* its entry site, or ~0u */
+	uint32_t ret;			/* its return site, or ~0u */
+};
+
+/* A code object's verdict. */
+struct inj_py_code {
+	uint64_t code;			/* 0: free */
+	uint64_t qualname;		/* its co_qualname then: a code object made
+					 * at the same address later has another */
+	uint64_t mask;			/* the py: probes it matches */
+	uint32_t row1;			/* count by function (inj_site.py_count): the
+					 * row of row1_site's key for it, + 1 (0: none) */
+	uint32_t row1_site;
+};
+
+/* The arena: one record a code object, 8-aligned: this header, then the
+ * three names (UTF-8), each NUL-ended, then nlinetable bytes of its line
+ * table. Written by py: probes' verdicts (a module, no line table) and by
+ * $pystack's walks, the first time they see a code object (no module). */
+struct inj_py_name {
+	uint64_t code;
+	int32_t firstlineno;
+	int32_t firsttraceable;
+	uint16_t nmodule, nqualname, nfilename, pad;
+	uint32_t nlinetable;		/* INJ_PY_NOLINES: none copied */
+	uint32_t pad2;
+};
+#define INJ_PY_NOLINES 0xffffffffu
+
+/* A code object $pystack described: its address and its co_qualname then. */
+struct inj_py_seen {
+	uint64_t code, qualname;
+};
+
+/* inj_py.state */
+enum inj_py_state {
+	INJ_PY_OFF = 0,		/* no py: probe */
+	INJ_PY_ON = 1,		/* the profile function is set where the GIL is held */
+	INJ_PY_STOP = 2,	/* detached: the profile function takes itself out */
+};
+
+struct inj_py {
+	uint32_t on;			/* the process runs a CPython uscope reads */
+	uint32_t nprobes;
+	struct python_offsets off;
+	struct python_glibc glibc;
+	uint64_t runtime;		/* _PyRuntime */
+	/* py: probes: CPython's API and objects, at their run-time addresses */
+	uint64_t set_profile;		/* _PyEval_SetProfile */
+	uint64_t none, true_, false_, long_type, bool_type, unicode_type;
+	volatile uint32_t state;	/* enum inj_py_state */
+	uint32_t ncodes;		/* verdicts: a power of two */
+	uint64_t codes_off;		/* struct inj_py_code[ncodes], from inj_py */
+	uint64_t arena_off;		/* the arena, from inj_py */
+	uint64_t seen_off;		/* struct inj_py_seen[INJ_PY_SEEN], or 0 */
+	volatile uint32_t arena_used;	/* bytes */
+	volatile uint32_t codes_used;
+	volatile uint64_t installs;	/* thread states given the profile function */
+	volatile uint64_t foreign;	/* ... found with another's (cProfile): left */
+	volatile uint64_t removes;	/* ... it was taken out of */
+	volatile uint64_t undecided;	/* calls of a code object no verdict fits (the
+					 * table or arena full): matched again */
+	struct inj_py_probe probes[INJ_PY_PROBES];
+	char names[INJ_PY_NAMES];	/* FOP_PYARG's names (imm: offset | len << 32) */
 };
 
 #endif

@@ -20,6 +20,16 @@ int inj_plan_site(struct inj *j, const struct usc_site *site, char *why, size_t 
 	struct func_shape sh;
 	int ret;
 
+	if (site->python) {
+		/* no patch: the agent's profile function fires it */
+		if (strlen(site->spec->module) >= INJ_PY_PAT ||
+		    strlen(site->spec->symbol) >= INJ_PY_PAT) {
+			snprintf(why, len, "a py: probe's globs take %d bytes at most",
+				 INJ_PY_PAT - 1);
+			return -ENOTSUP;
+		}
+		return site->nargs > INJ_MAX_ARGS ? -ENOTSUP : 0;
+	}
 	if (site->is_return && !site->ret_site) {
 		snprintf(why, len, "the inject engine probes returns on their return sites only "
 			 "(--uretprobe needs -e tracefs)");

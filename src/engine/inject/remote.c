@@ -346,3 +346,78 @@ long remote_syscall(struct remote *r, bool *ok, long nr, long a1, long a2, long 
 	*ok = true;
 	return (long)regs.rax;
 }
+
+/* Wait for tid's trap (the call's return) at most timeout_ms; a signal that
+ * comes meanwhile is kept for detach and the task resumed. */
+static int wait_trap(struct remote *r, pid_t tid, unsigned timeout_ms)
+{
+	for (unsigned waited = 0;;) {
+		int st;
+		pid_t w = waitpid(tid, &st, __WALL | WNOHANG);
+		struct remote_task *t;
+
+		if (w < 0)
+			return -errno;
+		if (w == 0) {
+			if (waited >= timeout_ms)
+				return -ETIMEDOUT;
+			usleep(1000);
+			waited++;
+			continue;
+		}
+		if (WIFEXITED(st) || WIFSIGNALED(st))
+			return -ESRCH;
+		if (!WIFSTOPPED(st))
+			continue;
+		if (WSTOPSIG(st) == SIGTRAP && (st >> 16) == 0)
+			return 0;
+		if ((st >> 16) == 0 && (t = remote_find(r, tid))) {
+			siginfo_t si;
+
+			if (ptrace(PTRACE_GETSIGINFO, tid, 0, &si) == 0 && t->nheld < REMOTE_MAX_HELD)
+				t->held[t->nheld++] = si;
+		}
+		if (ptrace(PTRACE_CONT, tid, 0, 0) < 0)
+			return -errno;
+	}
+}
+
+int remote_call(struct remote *r, size_t task, uint64_t fn, uint64_t a1, uint64_t a2,
+		uint64_t trap, unsigned timeout_ms, uint64_t *ret)
+{
+	struct user_regs_struct saved, regs;
+	pid_t tid = r->tasks[task].tid;
+	uint64_t sp;
+	int err;
+
+	if ((err = remote_get_regs(r, task, &saved)))
+		return err;
+	regs = saved;
+	/* below the red zone, aligned as at a call: the return address pushed */
+	sp = ((saved.rsp - 1024) & ~15ULL) - 8;
+	if ((err = remote_write(r, sp, &trap, 8)))
+		return err;
+	regs.rsp = sp;
+	regs.rip = fn;
+	regs.rdi = a1;
+	regs.rsi = a2;
+	regs.rax = 0;
+	regs.orig_rax = (unsigned long long)-1;	/* no restart into our call */
+	if ((err = remote_set_regs(r, task, &regs)))
+		return err;
+	r->tasks[task].stepped = true;
+	if (ptrace(PTRACE_CONT, tid, 0, 0) < 0)
+		err = -errno;
+	else
+		err = wait_trap(r, tid, timeout_ms);
+	if (err == -ETIMEDOUT) {
+		/* stopped where it waits, and put back */
+		ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+		remote_wait(r, tid, false, PTRACE_CONT);
+	}
+	if (!err && (err = remote_get_regs(r, task, &regs)) == 0)
+		*ret = regs.rax;
+	if (remote_set_regs(r, task, &saved) && !err)
+		err = -EIO;
+	return err;
+}

@@ -60,4 +60,14 @@ int remote_step(struct remote *r, size_t task);
 long remote_syscall(struct remote *r, bool *ok, long nr, long a1, long a2, long a3, long a4,
 		    long a5, long a6);
 
+/* Call fn(a1, a2) in task `task` of the stopped process, on its own stack
+ * below the red zone, returning to trap (an int3 in the process), its
+ * registers saved and restored (an interrupted system call is restarted
+ * afterwards). The other tasks stay stopped. The function runs at most
+ * timeout_ms: past it the task is interrupted and put back as it was (a
+ * function that blocks on a lock a stopped task holds). 0 with *ret its
+ * return value, -ETIMEDOUT, or -errno of ptrace. */
+int remote_call(struct remote *r, size_t task, uint64_t fn, uint64_t a1, uint64_t a2,
+		uint64_t trap, unsigned timeout_ms, uint64_t *ret);
+
 #endif

@@ -78,6 +78,18 @@ static bool thread_inside(const struct inj_image *img, struct remote *rem, size_
 	return false;
 }
 
+/* py: probes set a profile function (the agent's code) in thread states
+ * that take it out at their next Python call, and a pending call runs the
+ * agent's code later: the agent and its memory must stay. */
+static bool py_left(const struct inj_image *img)
+{
+	const struct inj_ctl *c = img->shm.ctl;
+	const struct inj_py *py = c && c->py_off ? (const void *)((const char *)c + c->py_off) :
+					    NULL;
+
+	return py && py->state != INJ_PY_OFF;
+}
+
 int inj_unmap(struct inj_image *img, struct remote *rem)
 {
 	struct inj_shm *m = &img->shm;
@@ -88,6 +100,10 @@ int inj_unmap(struct inj_image *img, struct remote *rem)
 
 	if (nmaps < 0)
 		return (int)nmaps;
+	if (py_left(img)) {
+		procmaps_free(maps, (size_t)nmaps);
+		return -EEXIST;
+	}
 	for (size_t t = 0; t < rem->ntasks && !inside; t++)
 		inside = thread_inside(img, rem, t, maps, (size_t)nmaps);
 	procmaps_free(maps, (size_t)nmaps);
@@ -134,6 +150,9 @@ void inj_leave(struct inj *j, struct inj_image *img, pid_t pid)
 	for (int tries = 0;; tries++) {
 		ret = inj_unmap(img, &rem);
 		remote_release(&rem);
+		if (ret == -EEXIST)
+			log_info("inject: process %d: py: probes' profile function may still be "
+				 "in a thread: the agent stays mapped", (int)pid);
 		if (ret != -EBUSY)
 			break;
 		if (tries == LEAVE_TRIES) {

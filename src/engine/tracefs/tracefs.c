@@ -242,6 +242,16 @@ static int tracefseng_can_place(struct usc_engine *e, const struct usc_site *sit
 			 "with the CFI");
 		return -ENOTSUP;
 	}
+	if (site_has_pystack(site)) {
+		snprintf(why, len, "$pystack: CPython's frames are walked where the probe runs, "
+			 "which uprobe_events cannot; the inject and bpf engines do");
+		return -ENOTSUP;
+	}
+	if (site->python) {
+		snprintf(why, len, "py: probes run in the process (a profile function of "
+			 "CPython's): the inject engine only");
+		return -ENOTSUP;
+	}
 	ret = tracefs_lower_args(site->args, site->nargs, (int64_t)(site->offset - site->vaddr),
 				 site->ret_site, args, sizeof(args));
 	if (ret == -ENOTSUP)

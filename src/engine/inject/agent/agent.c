@@ -25,16 +25,13 @@ void agent_hit(struct inj_regs *regs, struct inj_site *site) HIDDEN;
 uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
 	__attribute__((no_caller_saved_registers));
 
-/* The tracer reads this header at the blob's start. */
-struct agent_hdr {
-	uint64_t magic;
-	uint64_t hit_off;	/* offset of agent_hit in the blob */
-	uint64_t fast_off;	/* offset of agent_fast */
-};
+/* The tracer reads this header at the blob's start (inject_shared.h). */
 __attribute__((section(".agent_hdr"), used)) HIDDEN const struct agent_hdr agent_hdr = {
 	.magic = INJ_MAGIC,
 	.hit_off = (uint64_t)&agent_hit,	/* the blob is linked at 0 */
 	.fast_off = (uint64_t)&agent_fast,
+	.py_pending_off = (uint64_t)&agent_py_pending,
+	.trap_off = (uint64_t)&agent_trap,
 };
 
 struct iov {
@@ -49,6 +46,7 @@ struct env {
 	uint64_t sp;
 	const struct inj_ctl *c;
 	struct inj_slot *slot;		/* the thread's ($ustack's readable range) */
+	const struct py_hit *py;	/* a py: probe's hit (agent/python.c), or 0 */
 };
 
 /* Read len bytes at addr without faulting: the count read (short at the
@@ -100,19 +98,6 @@ static inline uint32_t this_cpu(const struct inj_ctl *c)
 #define FETCH_TID(env) ((const struct env *)(env))->tid
 #define FETCH_CPU(env) this_cpu(((const struct env *)(env))->c)
 #include "probe/fetch_eval.h"
-
-static inline __attribute__((always_inline)) uint64_t fs_base(const struct inj_ctl *c)
-{
-	uint64_t v;
-
-	if (c->use_rdfsbase)
-		__asm__ volatile("rdfsbase %0" : "=r"(v));
-	else
-		__asm__ volatile("mov %%fs:0, %0" : "=r"(v));	/* the TCB's self-pointer */
-	return v;
-}
-
-#define ALWAYS static inline __attribute__((always_inline))
 
 static struct inj_slot *slot_get(struct inj_ctl *c, uint64_t key, uint32_t tgid)
 {
@@ -286,6 +271,15 @@ static void eval_arg(const struct env *env, const struct fetch_where *w, const u
 	case FETCH_STACK:
 		if (env->slot) {
 			store_stack(env, regs, a->insn[0].imm, rec, str_off, v);
+			return;
+		}
+		break;
+	case FETCH_PYSTACK:	/* the thread's Python frames (agent/python.c) */
+		agent_pystack(env->c, env->slot, a->insn[0].imm, rec, str_off, v);
+		return;
+	case FETCH_PYVALUE:	/* a py: probe's (agent/python.c) */
+		if (env->py) {
+			agent_py_value(env->c, env->py, &a->insn[0], v, rec, str_off);
 			return;
 		}
 		break;
@@ -858,8 +852,15 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 		agent_let_go(c);	/* the tracer has gone */
 		return;
 	}
+	if (__builtin_expect(site->kind >= INJ_PYHOOK, 0)) {
+		if (site->kind == INJ_PYHOOK)
+			agent_py_hook(c);	/* a thread took the GIL (py: probes) */
+		else
+			agent_py_sync(c);	/* CPython ends ($pystack) */
+		return;
+	}
 	tgid = *(volatile uint32_t *)c->self;
-	env = (struct env){tgid, 0, sp, c, 0};
+	env = (struct env){tgid, 0, sp, c, 0, 0};
 	if (!tgid)
 		return;		/* a forked child not followed: not traced */
 	if (c->key_mode == INJ_KEY_TID_AT_FS) {
@@ -920,6 +921,71 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 		}
 	} else {
 		deliver(c, s, slot, counts, site, site, r->r, &env);
+	}
+	__asm__ volatile("" ::: "memory");
+	s->nest = 0;
+}
+
+/* A py: probe's site fires (agent/python.c, with the GIL held): as
+ * agent_hit, with no registers. */
+void agent_py_hit(struct inj_ctl *c, uint32_t idx, const struct py_hit *h)
+{
+	struct inj_site *site = (struct inj_site *)((char *)c + c->sites_off) + idx;
+	struct inj_regs r = {{0}};
+	struct inj_slot *s;
+	uint64_t key, *counts, slot;
+	uint32_t tgid = *(volatile uint32_t *)c->self;
+	struct env env = {tgid, 0, 0, c, 0, h};
+
+	if (!tgid)
+		return;		/* a forked child not followed: not traced */
+	if (c->key_mode == INJ_KEY_TID_AT_FS) {
+		uint32_t tid;
+
+		__asm__ volatile("movl %%fs:(%1), %0" : "=r"(tid) : "r"((uint64_t)c->tid_off));
+		key = tid;
+	} else {
+		key = fs_base(c);
+	}
+	s = key ? slot_get(c, key, tgid) : 0;
+	if (!s) {
+		__sync_fetch_and_add(&c->slot_full, 1);
+		return;
+	}
+	env.tid = s->tid;
+	env.slot = s;
+	slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
+	counts = (uint64_t *)((char *)c + c->counts_off) + INJ_NCOUNTS * (slot * c->nsites + idx);
+	counts[0]++;
+	if (!c->enabled)
+		return;
+	if (s->nest) {
+		counts[1]++;
+		return;
+	}
+	s->nest = 1;
+	__asm__ volatile("" ::: "memory");
+	if (site->py_count && h->verdict && (!h->verdict->row1_site ||
+					     h->verdict->row1_site == idx + 1)) {
+		/* counted by its function: the row kept with its verdict */
+		uint32_t row = h->verdict->row1 - 1;
+
+		if (!h->verdict->row1) {
+			uint64_t key[2] = {AGG_K_INT, (uint64_t)agg_value_of(h->code,
+									     site->arg_size[0], 0)};
+
+			row = row_of(c, site, key, sizeof(key));
+			if (row != INJ_NO_ROW) {
+				h->verdict->row1_site = idx + 1;
+				h->verdict->row1 = row + 1;
+			}
+		}
+		if (row == INJ_NO_ROW)
+			counts[2]++;	/* the table is full */
+		else
+			row_add(c, slot, row, 0);
+	} else {
+		deliver(c, s, slot, counts, site, site, r.r, &env);
 	}
 	__asm__ volatile("" ::: "memory");
 	s->nest = 0;

@@ -59,6 +59,55 @@ uint8_t agent_ustack_walk(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid,
  * stacks (> 0), added if it is new (*id 0: no room for it). */
 uint8_t agent_ustack_count(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid,
 			   const uint64_t *regs, uint32_t frames, uint64_t *id) HIDDEN;
+#define ALWAYS static inline __attribute__((always_inline))
+
+/* The thread pointer: rdfsbase where the kernel allows it, else the TCB's
+ * self-pointer at %fs:0. */
+ALWAYS uint64_t fs_base(const struct inj_ctl *c)
+{
+	uint64_t v;
+
+	if (c->use_rdfsbase)
+		__asm__ volatile("rdfsbase %0" : "=r"(v));
+	else
+		__asm__ volatile("mov %%fs:0, %0" : "=r"(v));	/* the TCB's self-pointer */
+	return v;
+}
+
+/* $pystack: the thread's Python frames into the record at *off (struct
+ * python_stack_hdr, then the frames; at most imm of them), v says where; the
+ * code objects s has not seen described are. */
+void agent_pystack(const struct inj_ctl *c, struct inj_slot *s, int64_t imm, char *rec,
+		   uint32_t *off, struct inj_val *v) HIDDEN;
+
+/* py: probes (agent/python.c). A Python call or return of a function a
+ * py: probe matches, as agent_hit hands a site to deliver: */
+struct py_hit {
+	uint64_t frame;		/* the PyFrameObject CPython passed */
+	uint64_t iframe;	/* its _PyInterpreterFrame */
+	uint64_t code;		/* its code object */
+	uint64_t retval;	/* PyTrace_RETURN: the value returned (0: an exception) */
+	const struct inj_py *py;
+	struct inj_py_code *verdict;	/* its code object's (a row kept there), or 0 */
+};
+/* Site idx of c fires for h (agent.c): counted, recorded or aggregated. */
+void agent_py_hit(struct inj_ctl *c, uint32_t idx, const struct py_hit *h) HIDDEN;
+/* A py: probe's value (FOP_PYFUNC ... FOP_PYRETVAL) into v, its text into
+ * the record at *off. */
+void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struct fetch_insn *in,
+		    struct inj_val *v, char *rec, uint32_t *off) HIDDEN;
+/* A thread took the GIL (INJ_PYHOOK): every thread state gets the profile
+ * function, unless this one has it already. */
+void agent_py_hook(struct inj_ctl *c) HIDDEN;
+/* CPython finalizes (INJ_PYSYNC): wait for the tracer to drain once more,
+ * at most max_wait_ns (a dead or stopped tracer: not at all), so that the
+ * code objects the records name are read before CPython frees them. */
+void agent_py_sync(struct inj_ctl *c) HIDDEN;
+/* Py_AddPendingCall's function (arg: the control block): the profile
+ * function in, or (detached) out of, every thread state. */
+int agent_py_pending(uint64_t arg) HIDDEN;
+/* An int3: a call the tracer makes in the process returns here. */
+void agent_trap(void) HIDDEN;
 
 /* The owner word at owner (inj_ctl.owner, inj_site.owner): has the tracer
  * gone? */

@@ -1,0 +1,746 @@
+/* The agent's Python (src/python): $pystack, the frames of the thread that
+ * hits, walked where the probe runs with the walker every engine shares
+ * (python/walk.h).
+ *
+ * The frames are read with plain loads: the chain belongs to the thread the
+ * probe runs on, which is not running Python while it is inside our probe,
+ * so every frame on it is mapped (a system call a frame would cost
+ * microseconds: bench/pywalk.c). What could still be wrong is a pointer
+ * that is not one (memory overwritten by a bug of the program's own): every
+ * address the walk loads from must be a canonical user address past the
+ * first page, 8-aligned, or the walk ends there as a fault. The thread
+ * state comes from CPython's thread-specific key in the thread's own TCB
+ * (glibc's struct pthread), the key from _PyRuntime, both mapped for the
+ * process's life. */
+#include "engine/inject/agent/agent.h"
+#include "probe/filter_eval.h"	/* filter_glob_full alone */
+
+/* Guarded plain loads of whole words. */
+ALWAYS int load(void *dst, uint64_t addr, uint32_t len)
+{
+	if (addr < 4096 || addr + len > (1ULL << 47) || (addr & 7) || (len & 7))
+		return -1;
+	for (uint32_t i = 0; i < len / 8; i++)
+		((uint64_t *)dst)[i] = ((volatile const uint64_t *)addr)[i];
+	return 0;
+}
+
+#define PYWALK_FN(n) pw_##n
+#define PYWALK_INLINE ALWAYS
+#define PYWALK_READ(env, dst, addr, len) ((void)(env), load((dst), (addr), (len)))
+#define PYWALK_FIELDS
+#include "python/walk.h"
+
+static void seen_frames(struct inj_py *py, struct inj_slot *s, const struct python_frame *f,
+			uint32_t n);
+
+static inline const struct inj_py *py_of(const struct inj_ctl *c)
+{
+	return c->py_off ? (const struct inj_py *)((const char *)c + c->py_off) : 0;
+}
+
+/* The thread's PyThreadState, as pthread_getspecific(CPython's key) would
+ * answer in it; 0: none (a thread that never ran Python, or a runtime not
+ * initialized yet). */
+static uint64_t tstate_of(const struct inj_ctl *c, const struct inj_py *py)
+{
+	int32_t init = *(volatile const int32_t *)(py->runtime + py->off.rt_tss_init);
+	uint32_t key = *(volatile const uint32_t *)(py->runtime + py->off.rt_tss_key);
+	uint64_t ts = 0;
+
+	if (!init || pw_tss(&py->glibc, fs_base(c), key, &ts, 0))
+		return 0;
+	return ts;
+}
+
+void agent_pystack(const struct inj_ctl *c, struct inj_slot *s, int64_t imm, char *rec,
+		   uint32_t *off, struct inj_val *v)
+{
+	struct python_stack_hdr *h = (struct python_stack_hdr *)(rec + *off);
+	struct python_frame *out = (struct python_frame *)(h + 1);
+	const struct inj_py *py = py_of(c);
+	uint32_t want = imm < 1 ? 1 : imm > PYTHON_FRAMES_MAX ? PYTHON_FRAMES_MAX : (uint32_t)imm;
+	uint64_t ts;
+
+	h->n = 0;
+	h->want = (uint16_t)want;
+	h->status = PYWALK_NONE;
+	h->pad = 0;
+	if (py && py->on && (ts = tstate_of(c, py))) {
+		struct python_walk w;
+
+		pw_walk(&py->off, ts, &w, out, want, 0);
+		h->n = w.n;
+		h->status = (uint8_t)w.status;
+		if (py->seen_off && s)
+			seen_frames((struct inj_py *)py, s, out, w.n);
+	}
+	v->kind = INJ_PYSTACK;
+	v->str_off = (uint16_t)*off;
+	v->str_len = (uint16_t)(sizeof(*h) + h->n * sizeof(*out));
+	*off += (uint32_t)(sizeof(*h) + h->n * sizeof(*out) + 7) & ~7u;
+}
+
+/* ---- py: probes --------------------------------------------------------------
+ *
+ * CPython calls agent_py_profile for every call and return of Python code
+ * in a thread whose state has it as its C profile function (CPython's own
+ * API, _PyEval_SetProfile: what sys.setprofile and cProfile use). It gets
+ * there three ways, always with the GIL held: Py_AddPendingCall(
+ * agent_py_pending), which the tracer schedules when it attaches to a
+ * running interpreter (the main thread runs it at its next eval breaker);
+ * the returns of PyEval_RestoreThread and PyEval_AcquireThread (a thread
+ * takes the GIL: a new thread, or one back from a blocking call), hidden
+ * sites of kind INJ_PYHOOK; and there, every thread state of every
+ * interpreter is given it, not only the caller's. A thread state with a
+ * profile function of someone else's (cProfile) is left alone. At detach
+ * (or when the tracer has died) each thread takes it out at its next
+ * event, and a pending call takes it out of all.
+ *
+ * Which functions fire is decided once a code object, at its first call:
+ * its qualname and its module's __name__ against every probe's globs; the
+ * verdict (a mask of probes) is kept by address with its co_qualname, which
+ * a code object made later at the same address would not share. The
+ * objects read here are alive and the thread holds the GIL: plain loads. */
+
+#define PYTRACE_CALL 0
+#define PYTRACE_RETURN 3
+#define VERDICT_PROBES 32	/* slots a verdict is looked for in */
+#define MOD_ENTRIES 64		/* module dict entries __name__ is looked for in */
+
+typedef int (*pytrace_fn)(uint64_t obj, uint64_t frame, int what, uint64_t arg);
+typedef int (*setprofile_fn)(uint64_t tstate, pytrace_fn fn, uint64_t obj);
+
+int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg) HIDDEN;
+
+ALWAYS uint64_t ld64(uint64_t a)
+{
+	return *(volatile const uint64_t *)a;
+}
+
+ALWAYS uint32_t ld32(uint64_t a)
+{
+	return *(volatile const uint32_t *)a;
+}
+
+ALWAYS uint8_t ld8(uint64_t a)
+{
+	return *(volatile const uint8_t *)a;
+}
+
+static struct inj_py *py_mut(struct inj_ctl *c)
+{
+	return c->py_off ? (struct inj_py *)((char *)c + c->py_off) : 0;
+}
+
+__asm__(".text\n.globl agent_trap\n.hidden agent_trap\n.type agent_trap, @function\n"
+	"agent_trap:\n\tint3\n\tint3\n.size agent_trap, .-agent_trap\n");
+
+/* ---- strings ---- */
+
+/* A str's text as UTF-8 into out (max bytes, NUL-ended, cut): its length,
+ * or -1 when it is not a ready compact str. */
+static int str_utf8(const struct inj_py *py, uint64_t s, char *out, uint32_t max)
+{
+	const struct python_offsets *o = &py->off;
+	uint32_t state, kind, n = 0;
+	uint64_t len, data;
+
+	if (!s || ld64(s + o->ob_type) != py->unicode_type || max < 5)
+		return -1;
+	state = ld32(s + o->str_state);
+	kind = (state >> o->str_kind_shift) & 7;
+	if (!((state >> o->str_compact_bit) & 1) || (kind != 1 && kind != 2 && kind != 4))
+		return -1;
+	len = ld64(s + o->str_length);
+	data = s + ((state >> o->str_ascii_bit) & 1 ? o->str_ascii_size : o->str_compact_size);
+	for (uint64_t i = 0; i < len && n + 4 < max; i++) {
+		uint32_t ch = kind == 1 ? ld8(data + i) :
+			      kind == 2 ? *(volatile const uint16_t *)(data + 2 * i) :
+					  ld32(data + 4 * i);
+
+		if (ch < 0x80) {
+			out[n++] = (char)ch;
+		} else if (ch < 0x800) {
+			out[n++] = (char)(0xc0 | ch >> 6);
+			out[n++] = (char)(0x80 | (ch & 63));
+		} else if (ch < 0x10000) {
+			out[n++] = (char)(0xe0 | ch >> 12);
+			out[n++] = (char)(0x80 | ((ch >> 6) & 63));
+			out[n++] = (char)(0x80 | (ch & 63));
+		} else {
+			out[n++] = (char)(0xf0 | ch >> 18);
+			out[n++] = (char)(0x80 | ((ch >> 12) & 63));
+			out[n++] = (char)(0x80 | ((ch >> 6) & 63));
+			out[n++] = (char)(0x80 | (ch & 63));
+		}
+	}
+	out[n] = 0;
+	return (int)n;
+}
+
+static uint32_t cstrlen(const char *s, uint32_t max)
+{
+	uint32_t n = 0;
+
+	while (n < max && s[n])
+		n++;
+	return n;
+}
+
+static int same(const char *a, uint32_t na, const char *b, uint32_t nb)
+{
+	if (na != nb)
+		return 0;
+	for (uint32_t i = 0; i < na; i++)
+		if (a[i] != b[i])
+			return 0;
+	return 1;
+}
+
+/* The str of "__name__" in a module's dict: 0 when there is none. */
+static uint64_t module_name(const struct inj_py *py, uint64_t dict)
+{
+	const struct python_offsets *o = &py->off;
+	uint64_t keys, entries, n;
+	uint32_t esz, koff;
+	char name[16];
+
+	if (!dict || !(keys = ld64(dict + o->dict_keys)) || ld64(dict + o->dict_values))
+		return 0;	/* (a split table: an object's __dict__, not a module's) */
+	entries = keys + o->dk_indices + (1ULL << ld8(keys + o->dk_log2_index_bytes));
+	esz = ld8(keys + o->dk_kind) ? o->dk_str_entry : o->dk_entry;
+	koff = ld8(keys + o->dk_kind) ? 0 : 8;
+	n = ld64(keys + o->dk_nentries);
+	for (uint64_t i = 0; i < n && i < MOD_ENTRIES; i++) {
+		uint64_t k = ld64(entries + i * esz + koff);
+
+		if (k && str_utf8(py, k, name, sizeof(name)) == 8 && same(name, 8, "__name__", 8))
+			return ld64(entries + i * esz + koff + 8);
+	}
+	return 0;
+}
+
+/* ---- verdicts ---- */
+
+struct debuginfo_names {
+	char module[INJ_PY_STR], qualname[INJ_PY_STR], filename[INJ_PY_STR];
+	int nm, nq, nf;
+};
+
+/* A code object's names (and line table) copied into the arena, for the
+ * tracer. lines: its bytes, nlines of them (INJ_PY_NOLINES: none). */
+static void arena_add(struct inj_py *py, uint64_t code, const struct debuginfo_names *n, uint64_t lines,
+		      uint32_t nlines)
+{
+	uint32_t nl = nlines == INJ_PY_NOLINES ? 0 : nlines;
+	uint32_t need = (uint32_t)(sizeof(struct inj_py_name) + n->nm + n->nq + n->nf + 3 + nl + 7) &
+			~7u;
+	uint32_t at = py->arena_used;
+	char *base = (char *)py + py->arena_off;
+	struct inj_py_name *r;
+	char *d;
+
+	do {
+		if (at + need > INJ_PY_ARENA)
+			return;	/* full: the tracer reads the names from memory */
+	} while (!__atomic_compare_exchange_n(&py->arena_used, &at, at + need, 0, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+	r = (struct inj_py_name *)(base + at);
+	r->firstlineno = (int32_t)ld32(code + py->off.co_firstlineno);
+	r->firsttraceable = (int32_t)ld32(code + py->off.co_firsttraceable);
+	r->nmodule = (uint16_t)n->nm;
+	r->nqualname = (uint16_t)n->nq;
+	r->nfilename = (uint16_t)n->nf;
+	r->pad = 0;
+	r->nlinetable = nlines;
+	r->pad2 = 0;
+	d = (char *)(r + 1);
+	for (int i = 0; i <= n->nm; i++)
+		*d++ = n->module[i];
+	for (int i = 0; i <= n->nq; i++)
+		*d++ = n->qualname[i];
+	for (int i = 0; i <= n->nf; i++)
+		*d++ = n->filename[i];
+	for (uint32_t i = 0; i < nl; i++)
+		*d++ = (char)ld8(lines + i);
+	__atomic_store_n(&r->code, code, __ATOMIC_RELEASE);	/* last: it is whole */
+}
+
+static uint64_t decide(struct inj_py *py, uint64_t code, uint64_t iframe)
+{
+	const struct python_offsets *o = &py->off;
+	struct debuginfo_names n;
+	uint64_t mask = 0;
+
+	n.nq = str_utf8(py, ld64(code + o->co_qualname), n.qualname, INJ_PY_STR);
+	n.nf = str_utf8(py, ld64(code + o->co_filename), n.filename, INJ_PY_STR);
+	n.nm = str_utf8(py, module_name(py, ld64(iframe + o->fr_globals)), n.module, INJ_PY_STR);
+	if (n.nq < 0)
+		return 0;	/* no qualname: nothing matches */
+	if (n.nf < 0)
+		n.filename[n.nf = 0] = 0;
+	if (n.nm < 0)
+		n.module[n.nm = 0] = 0;	/* (globals without __name__: exec's) */
+	for (uint32_t k = 0; k < py->nprobes && k < INJ_PY_PROBES; k++) {
+		const struct inj_py_probe *p = &py->probes[k];
+
+		if (filter_glob_full(p->qualname, cstrlen(p->qualname, INJ_PY_PAT), n.qualname,
+				     (uint32_t)n.nq) &&
+		    filter_glob_full(p->module, cstrlen(p->module, INJ_PY_PAT), n.module,
+				     (uint32_t)n.nm))
+			mask |= 1ULL << k;
+	}
+	if (mask)
+		arena_add(py, code, &n, 0, INJ_PY_NOLINES);
+	return mask;
+}
+
+/* The probes code matches: kept (*e: where), or decided now. */
+static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe, struct inj_py_code **ep)
+{
+	struct inj_py_code *t = (struct inj_py_code *)((char *)py + py->codes_off);
+	uint64_t qn = ld64(code + py->off.co_qualname), h = code * 0x9e3779b97f4a7c15ULL;
+	uint32_t mask = py->ncodes - 1;
+
+	for (uint32_t i = 0; i < VERDICT_PROBES; i++) {
+		struct inj_py_code *e = &t[((uint32_t)(h >> 40) + i) & mask];
+		uint64_t k = __atomic_load_n(&e->code, __ATOMIC_ACQUIRE);
+
+		if (k == code && e->qualname == qn) {
+			*ep = e;
+			return e->mask;
+		}
+		if (k == code || (!k && __atomic_compare_exchange_n(&e->code, &k, code, 0,
+								      __ATOMIC_ACQ_REL,
+								      __ATOMIC_ACQUIRE))) {
+			/* new, or another code object at the same address (its row,
+			 * by address, is the same) */
+			e->mask = decide(py, code, iframe);
+			e->qualname = qn;
+			py->codes_used++;
+			*ep = e;
+			return e->mask;
+		}
+	}
+	py->undecided++;
+	*ep = 0;
+	return decide(py, code, iframe);
+}
+
+/* ---- $pystack's code objects, described once ----
+ *
+ * uscope names a walk's frames afterwards, from the process's memory; a
+ * code object freed meanwhile (a module's body once imported, exec'd code,
+ * everything once the process ends) would have no name. So the first time
+ * a walk sees a code object (as it is now: its address and its
+ * co_qualname), its names and line table are copied into the arena. A
+ * thread remembers the last few it saw described; the shared table holds
+ * the rest (a compare-and-swap claims an entry: threads walk without the
+ * GIL). */
+
+#define SEEN_PROBES 8
+
+static void describe(struct inj_py *py, uint64_t code)
+{
+	const struct python_offsets *o = &py->off;
+	uint64_t lt = ld64(code + o->co_linetable), nlt = 0;
+	struct debuginfo_names n;
+
+	n.nq = str_utf8(py, ld64(code + o->co_qualname), n.qualname, INJ_PY_STR);
+	n.nf = str_utf8(py, ld64(code + o->co_filename), n.filename, INJ_PY_STR);
+	if (n.nq < 0 || n.nf < 0)
+		return;
+	n.module[n.nm = 0] = 0;
+	if (lt)
+		nlt = ld64(lt + o->ob_size);
+	arena_add(py, code, &n, lt + o->bytes_sval,
+		  lt && nlt <= INJ_PY_LINES ? (uint32_t)nlt : INJ_PY_NOLINES);
+}
+
+static void seen_frames(struct inj_py *py, struct inj_slot *s, const struct python_frame *f,
+			uint32_t n)
+{
+	struct inj_py_seen *t = (struct inj_py_seen *)((char *)py + py->seen_off);
+
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t code = f[i].code, qn, h;
+		uint32_t c = (uint32_t)(code >> 4) & (INJ_PY_SEEN_THREAD - 1), k;
+
+		if (code < 4096 || code >= (1ULL << 47) || (code & 7))
+			continue;
+		qn = ld64(code + py->off.co_qualname);
+		if (s->pyseen[c].code == code && s->pyseen[c].qualname == qn)
+			continue;
+		h = (code * 0x9e3779b97f4a7c15ULL) >> 50;	/* INJ_PY_SEEN: 2^14 */
+		for (k = 0; k < SEEN_PROBES; k++) {
+			struct inj_py_seen *e = &t[(h + k) & (INJ_PY_SEEN - 1)];
+			uint64_t was = __atomic_load_n(&e->code, __ATOMIC_ACQUIRE);
+
+			if (was == code && __atomic_load_n(&e->qualname, __ATOMIC_ACQUIRE) == qn)
+				break;
+			if (was && was != code)
+				continue;
+			/* new here, or another code object at this address */
+			if (__atomic_compare_exchange_n(&e->code, &was, code, 0, __ATOMIC_ACQ_REL,
+							__ATOMIC_ACQUIRE) ||
+			    was == code) {
+				__atomic_store_n(&e->qualname, qn, __ATOMIC_RELEASE);
+				describe(py, code);
+				break;
+			}
+		}
+		s->pyseen[c].code = code;
+		s->pyseen[c].qualname = qn;
+	}
+}
+
+/* ---- the profile function ---- */
+
+static struct inj_ctl *my_ctl(void)
+{
+	extern const struct agent_hdr agent_hdr HIDDEN;
+
+	return (struct inj_ctl *)*(volatile const uint64_t *)&agent_hdr.ctl;
+}
+
+int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
+{
+	struct inj_ctl *c;
+	struct inj_py *py;
+	struct py_hit h;
+	uint64_t mask, ts;
+
+	(void)obj;
+	/* first: C functions' calls and returns come here too, as many */
+	if ((what != PYTRACE_CALL && what != PYTRACE_RETURN) || !frame)
+		return 0;
+	c = my_ctl();
+	py = py_mut(c);
+	if (!py || !py->on || !py->set_profile)
+		return 0;
+	if (py->state != INJ_PY_ON || owner_died(c->owner)) {
+		/* detached, or the tracer has gone: out of this thread */
+		if ((ts = tstate_of(c, py)) &&
+		    ld64(ts + py->off.ts_c_profilefunc) == (uint64_t)&agent_py_profile) {
+			((setprofile_fn)py->set_profile)(ts, 0, 0);
+			__atomic_add_fetch(&py->removes, 1, __ATOMIC_RELAXED);
+		}
+		return 0;
+	}
+	h.frame = frame;
+	h.iframe = ld64(frame + py->off.pyframe_frame);
+	h.code = h.iframe ? ld64(h.iframe + py->off.fr_code) : 0;
+	h.retval = what == PYTRACE_RETURN ? arg : 0;
+	h.py = py;
+	if (!h.code || !(mask = verdict(py, h.code, h.iframe, &h.verdict)))
+		return 0;
+	while (mask) {
+		uint32_t k = (uint32_t)__builtin_ctzll(mask);
+		uint32_t site = what == PYTRACE_CALL ? py->probes[k].entry : py->probes[k].ret;
+
+		mask &= mask - 1;
+		if (site != ~0u && site < c->nsites)
+			agent_py_hit(c, site, &h);
+	}
+	return 0;
+}
+
+/* Every thread state of every interpreter: the profile function in (on),
+ * or ours out (off). */
+static void all_threads(struct inj_py *py, int on)
+{
+	const struct python_offsets *o = &py->off;
+	uint64_t interp = ld64(py->runtime + o->rt_interp_head), mine = (uint64_t)&agent_py_profile;
+
+	for (uint32_t i = 0; interp && i < 256; i++) {
+		uint64_t ts = ld64(interp + o->is_threads_head);
+
+		for (uint32_t k = 0; ts && k < 65536; k++) {
+			uint64_t f = ld64(ts + o->ts_c_profilefunc);
+
+			if (on && !f) {
+				((setprofile_fn)py->set_profile)(ts, (pytrace_fn)&agent_py_profile, 0);
+				__atomic_add_fetch(&py->installs, 1, __ATOMIC_RELAXED);
+			} else if (on && f != mine) {
+				__atomic_add_fetch(&py->foreign, 1, __ATOMIC_RELAXED);
+			} else if (!on && f == mine) {
+				((setprofile_fn)py->set_profile)(ts, 0, 0);
+				__atomic_add_fetch(&py->removes, 1, __ATOMIC_RELAXED);
+			}
+			ts = ld64(ts + o->ts_next);
+		}
+		interp = ld64(interp + o->is_next);
+	}
+}
+
+void agent_py_hook(struct inj_ctl *c)
+{
+	struct inj_py *py = py_mut(c);
+	uint64_t ts;
+
+	if (!py || !py->on || py->state != INJ_PY_ON || !py->set_profile)
+		return;
+	/* the common case: this thread has it, and so had every thread then */
+	if (!(ts = tstate_of(c, py)) ||
+	    ld64(ts + py->off.ts_c_profilefunc) == (uint64_t)&agent_py_profile)
+		return;
+	all_threads(py, 1);
+}
+
+int agent_py_pending(uint64_t arg)
+{
+	struct inj_ctl *c = (struct inj_ctl *)arg;
+	struct inj_py *py = py_mut(c);
+
+	if (py && py->on && py->set_profile)
+		all_threads(py, py->state == INJ_PY_ON && !owner_died(c->owner));
+	return 0;
+}
+
+/* ---- values ---- */
+
+#define REPR_STR 60		/* characters of a str shown */
+#define ARGS_MAX 255		/* bytes of $params' text */
+
+/* An int that fits int64: 1 with *v; 0 (a bigger one). */
+static int long_value(const struct inj_py *py, uint64_t obj, int64_t *v)
+{
+	const struct python_offsets *o = &py->off;
+	uint64_t size = ld64(obj + o->long_size), ndig, u = 0;
+	int neg;
+
+	if (py->off.flags & PYOFF_LONG_TAG) {
+		ndig = size >> 3;
+		neg = (size & 3) == 2;
+	} else {
+		neg = (int64_t)size < 0;
+		ndig = neg ? (uint64_t)-(int64_t)size : size;
+	}
+	if (ndig > 3)
+		return 0;
+	for (uint64_t i = ndig; i-- > 0;) {
+		uint64_t d = ld32(obj + o->long_digit + 4 * i) & 0x3fffffff;
+
+		if (u >> 33)
+			return 0;	/* would pass 63 bits */
+		u = u << 30 | d;
+	}
+	if (u >> 63)
+		return 0;
+	*v = neg ? -(int64_t)u : (int64_t)u;
+	return 1;
+}
+
+struct text {
+	char *p;
+	uint32_t n, max;
+};
+
+static void put_c(struct text *t, char c)
+{
+	if (t->n + 1 < t->max)
+		t->p[t->n++] = c;
+}
+
+static void put_s(struct text *t, const char *s, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++)
+		put_c(t, s[i]);
+}
+
+static void put_i(struct text *t, int64_t v)
+{
+	char d[24];
+	uint64_t u = v < 0 ? (uint64_t)-v : (uint64_t)v;
+	int n = 0;
+
+	do {
+		d[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		put_c(t, '-');
+	while (n)
+		put_c(t, d[--n]);
+}
+
+/* A str as Python shows it: quoted, escaped, cut. */
+static void put_str(const struct inj_py *py, struct text *t, uint64_t s)
+{
+	static const char hex[] = "0123456789abcdef";
+	char buf[4 * REPR_STR + 8];
+	int n = str_utf8(py, s, buf, sizeof(buf));
+	uint32_t shown = 0;
+
+	put_c(t, '\'');
+	for (int i = 0; i < n && shown < REPR_STR; i++, shown++) {
+		unsigned char ch = (unsigned char)buf[i];
+
+		if (ch == '\'' || ch == '\\') {
+			put_c(t, '\\');
+			put_c(t, (char)ch);
+		} else if (ch == '\n' || ch == '\t' || ch == '\r') {
+			put_c(t, '\\');
+			put_c(t, ch == '\n' ? 'n' : ch == '\t' ? 't' : 'r');
+		} else if (ch < 0x20 || ch == 0x7f) {
+			put_s(t, "\\x", 2);
+			put_c(t, hex[ch >> 4]);
+			put_c(t, hex[ch & 15]);
+		} else {
+			put_c(t, (char)ch);
+		}
+	}
+	put_c(t, '\'');
+	if (n >= 0 && (uint32_t)n >= sizeof(buf) - 5)
+		put_s(t, "...", 3);
+}
+
+/* obj as shown: 1 with *iv for an int, else its text into t (None, True,
+ * False, a str's repr, <type> for the rest); an argument's cell (one an
+ * inner function closes over) shows its value. */
+static int repr(const struct inj_py *py, struct text *t, uint64_t obj, int64_t *iv, int arg)
+{
+	const struct python_offsets *o = &py->off;
+	uint64_t type;
+	char name[48];
+
+	if (!obj) {
+		put_s(t, "<NULL>", 6);
+		return 0;
+	}
+	type = ld64(obj + o->ob_type);
+	if (obj == py->none || obj == py->true_ || obj == py->false_) {
+		put_s(t, obj == py->none ? "None" : obj == py->true_ ? "True" : "False",
+		      obj == py->none ? 4 : obj == py->true_ ? 4 : 5);
+		return 0;
+	}
+	if (type == py->long_type && long_value(py, obj, iv))
+		return 1;
+	if (type == py->unicode_type) {
+		put_str(py, t, obj);
+		return 0;
+	}
+	{
+		const char *tn = (const char *)ld64(type + o->type_name);
+		uint32_t n = tn ? cstrlen(tn, sizeof(name) - 1) : 0;
+
+		if (arg && n == 4 && same(tn, 4, "cell", 4))
+			return repr(py, t, ld64(obj + 16), iv, 0);
+		put_c(t, '<');
+		put_s(t, tn ? tn : "?", tn ? n : 1);
+		put_c(t, '>');
+	}
+	return 0;
+}
+
+/* The arguments' count: positional, keyword-only, *args, **kwargs. */
+static uint32_t nargs_of(const struct inj_py *py, uint64_t code)
+{
+	const struct python_offsets *o = &py->off;
+	uint32_t flags = ld32(code + o->co_flags);
+	uint32_t n = ld32(code + o->co_argcount) + ld32(code + o->co_kwonlyargcount) +
+		     ((flags & 4) != 0) + ((flags & 8) != 0);
+	uint32_t all = ld32(code + o->co_nlocalsplus);
+
+	return n < all ? n : all;
+}
+
+static uint64_t arg_name(const struct inj_py *py, uint64_t code, uint32_t i)
+{
+	return ld64(ld64(code + py->off.co_localsplusnames) + py->off.tuple_item + 8 * i);
+}
+
+/* One value into v: an int, or text into the record. */
+static void value_into(const struct inj_py *py, uint64_t obj, struct inj_val *v, char *rec,
+		       uint32_t *off, int arg)
+{
+	struct text t = {rec + *off, 0, INJ_STR_MAX};
+	int64_t iv;
+
+	if (repr(py, &t, obj, &iv, arg)) {
+		v->kind = INJ_INT;
+		v->val = (uint64_t)iv;
+		return;
+	}
+	t.p[t.n] = 0;
+	v->kind = INJ_STR;
+	v->str_off = (uint16_t)*off;
+	v->str_len = (uint16_t)t.n;
+	*off += (t.n + 1 + 7) & ~7u;
+}
+
+void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struct fetch_insn *in,
+		    struct inj_val *v, char *rec, uint32_t *off)
+{
+	const struct inj_py *py = h->py;
+	uint64_t locals = h->iframe + py->off.fr_localsplus;
+	uint32_t n = nargs_of(py, h->code);
+	char name[INJ_PY_STR];
+
+	(void)c;
+	v->kind = INJ_FAULT;
+	if (in->op == FOP_PYFUNC) {
+		v->kind = INJ_INT;
+		v->val = h->code;
+	} else if (in->op == FOP_PYRETVAL) {
+		if (h->retval)
+			value_into(py, h->retval, v, rec, off, 0);
+	} else if (in->op == FOP_PYARG) {
+		const char *want = py->names + (uint32_t)in->imm;
+		uint32_t wn = (uint32_t)((uint64_t)in->imm >> 32);
+
+		if ((uint32_t)in->imm + wn > INJ_PY_NAMES)
+			return;
+		for (uint32_t i = 0; i < n; i++) {
+			int l = str_utf8(py, arg_name(py, h->code, i), name, sizeof(name));
+
+			if (l >= 0 && same(name, (uint32_t)l, want, wn)) {
+				value_into(py, ld64(locals + 8 * i), v, rec, off, 1);
+				break;
+			}
+		}
+	} else if (in->op == FOP_PYARGS) {
+		struct text t = {rec + *off, 0, ARGS_MAX + 1};
+
+		for (uint32_t i = 0; i < n; i++) {
+			int l = str_utf8(py, arg_name(py, h->code, i), name, sizeof(name));
+			int64_t iv;
+
+			if (i)
+				put_c(&t, ' ');
+			put_s(&t, name, l > 0 ? (uint32_t)l : 0);
+			put_c(&t, '=');
+			if (repr(py, &t, ld64(locals + 8 * i), &iv, 1))
+				put_i(&t, iv);
+		}
+		t.p[t.n] = 0;
+		v->kind = INJ_STR;
+		v->str_off = (uint16_t)*off;
+		v->str_len = (uint16_t)t.n;
+		*off += (t.n + 1 + 7) & ~7u;
+	}
+}
+
+/* ---- the end ---- */
+
+#define SYS_nanosleep 35
+
+void agent_py_sync(struct inj_ctl *c)
+{
+	uint64_t p0 = __atomic_load_n(&c->progress, __ATOMIC_ACQUIRE);
+	uint64_t waited = 0, step = 1000000;	/* 1 ms */
+	struct {
+		long sec, nsec;
+	} ts = {0, (long)step};
+
+	if (!c->enabled || !c->max_wait_ns || owner_died(c->owner))
+		return;
+	agent_ring(c);
+	/* two passes: one wholly after this point */
+	while (__atomic_load_n(&c->progress, __ATOMIC_ACQUIRE) < p0 + 2 && waited < c->max_wait_ns &&
+	       !owner_died(c->owner)) {
+		sys6(SYS_nanosleep, (long)&ts, 0, 0, 0, 0, 0);
+		waited += step;
+	}
+}

@@ -1,0 +1,303 @@
+/* The inject engine's Python: where CPython is in an image's process, told
+ * to the agent (inject_shared.h's struct inj_py, agent/python.c), for
+ * $pystack and py: probes; and for py: probes, the agent's tables of the
+ * probes and of the code objects it decided on, the profile function set
+ * when we attach to a running interpreter (a pending call) and taken out
+ * when we leave, and the names the agent copied told to the session's
+ * Python names (python/names.h). */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cache/cache.h"
+#include "core/log.h"
+#include "engine/inject/inject_int.h"
+#include "python/detect.h"
+#include "python/names.h"
+
+#define PENDING_MS 2000		/* Py_AddPendingCall may wait for its lock, at most */
+
+bool inj_py_wanted(const struct inj *j)
+{
+	for (size_t i = 0; i < j->base.nsites; i++)
+		if (site_has_pystack(j->base.sites[i]) || j->base.sites[i]->python)
+			return true;
+	return false;
+}
+
+static bool has_py_probes(const struct inj *j)
+{
+	for (size_t i = 0; i < j->base.nsites; i++)
+		if (j->base.sites[i]->python)
+			return true;
+	return false;
+}
+
+static bool has_pystacks(const struct inj *j)
+{
+	for (size_t i = 0; i < j->base.nsites; i++)
+		if (site_has_pystack(j->base.sites[i]))
+			return true;
+	return false;
+}
+
+/* The region's layout after struct inj_py: the verdicts (py: probes), the
+ * code objects described ($pystack), the arena. */
+static uint64_t py_layout(const struct inj *j, struct inj_py *py)
+{
+	uint64_t off = sizeof(struct inj_py);
+
+	if (has_py_probes(j)) {
+		if (py) {
+			py->codes_off = off;
+			py->ncodes = INJ_PY_CODES;
+		}
+		off += INJ_PY_CODES * sizeof(struct inj_py_code);
+	}
+	if (has_pystacks(j)) {
+		if (py)
+			py->seen_off = off;
+		off += INJ_PY_SEEN * sizeof(struct inj_py_seen);
+	}
+	if (py)
+		py->arena_off = off;
+	return off + INJ_PY_ARENA;
+}
+
+uint64_t inj_py_reserve(struct inj *j, uint64_t off, uint64_t *py_off)
+{
+	*py_off = 0;
+	if (!inj_py_wanted(j))
+		return off;
+	off = (off + 63) & ~63ULL;
+	*py_off = off;
+	return off + py_layout(j, NULL);
+}
+
+/* py: probes: one entry a site, its globs. */
+static void probes(struct inj *j, struct inj_py *py)
+{
+	for (size_t i = 0; i < j->base.nsites; i++) {
+		const struct usc_site *s = j->base.sites[i];
+		struct inj_py_probe *p;
+
+		if (!s->python)
+			continue;
+		if (py->nprobes >= INJ_PY_PROBES) {
+			log_warn("%s: the inject engine takes %d py: probes at most: left out",
+				 s->spec->text, INJ_PY_PROBES);
+			continue;
+		}
+		p = &py->probes[py->nprobes++];
+		/* (longer globs were refused: inj_plan_site) */
+		snprintf(p->module, sizeof(p->module), "%.*s", INJ_PY_PAT - 1, s->spec->module);
+		snprintf(p->qualname, sizeof(p->qualname), "%.*s", INJ_PY_PAT - 1, s->spec->symbol);
+		p->entry = s->is_return ? ~0u : (uint32_t)i;
+		p->ret = s->is_return ? (uint32_t)i : ~0u;
+	}
+}
+
+void inj_py_ctl(struct inj *j, struct inj_ctl *c, pid_t pid, uint64_t py_off)
+{
+	struct inj_py *py = (struct inj_py *)((char *)c + py_off);
+	struct python_runtime rt;
+
+	c->py_off = py_off;
+	if (!py_off)
+		return;
+	py_layout(j, py);
+	if (has_py_probes(j))
+		probes(j, py);
+	/* a process of COMMAND's tree may run something else: its $pystack
+	 * says so, event by event */
+	if (python_find_pid(pid, &rt)) {
+		log_debug("inject: process %d runs no CPython uscope reads", (int)pid);
+		return;
+	}
+	py->off = *rt.off;
+	py->glibc = *python_glibc_offsets();
+	py->runtime = rt.runtime;
+	py->set_profile = rt.api.set_profile;
+	py->none = rt.api.none;
+	py->true_ = rt.api.true_;
+	py->false_ = rt.api.false_;
+	py->long_type = rt.api.long_type;
+	py->bool_type = rt.api.bool_type;
+	py->unicode_type = rt.types.unicode;
+	py->on = 1;
+	py->state = py->nprobes && py->set_profile ? INJ_PY_ON : INJ_PY_OFF;
+	log_debug("inject: process %d runs CPython %u.%u (%s), _PyRuntime at %#llx", (int)pid,
+		  rt.version >> 24, (rt.version >> 16) & 0xff, rt.path,
+		  (unsigned long long)rt.runtime);
+	python_runtime_free(&rt);
+}
+
+/* A FOP_PYARG's name (pos | len << 32 in the probe's text) into the names
+ * the agent reads: its imm there. */
+static int64_t arg_name(struct inj_py *py, uint32_t *used, const struct usc_probe_spec *spec,
+			int64_t imm)
+{
+	size_t pos = (size_t)(imm & 0xffffffff), len = (size_t)((uint64_t)imm >> 32);
+	uint32_t at = *used;
+
+	if (pos + len > sizeof(spec->text) || at + len > INJ_PY_NAMES)
+		return (int64_t)INJ_PY_NAMES;	/* matches no argument */
+	memcpy(py->names + at, spec->text + pos, len);
+	*used += (uint32_t)len;
+	return (int64_t)((uint64_t)at | (uint64_t)len << 32);
+}
+
+void inj_py_sites(struct inj *j, struct inj_image *img)
+{
+	struct inj_ctl *c = img->shm.ctl;
+	struct inj_site *is = (struct inj_site *)((char *)img->shm.map + c->sites_off);
+	struct inj_py *py = c->py_off ? (struct inj_py *)((char *)c + c->py_off) : NULL;
+	uint32_t used = 0;
+
+	for (size_t i = 0; i < j->base.nsites; i++) {
+		const struct usc_site *site = j->base.sites[i];
+		struct inj_site *d = &is[i];
+
+		if (site->py_hook)
+			d->kind = INJ_PYHOOK;	/* (a patched site: filled) */
+		if (site->py_final)
+			d->kind = INJ_PYSYNC;
+		if (!site->python || !py)
+			continue;
+		d->ctl = img->shm.remote;
+		d->owner = img->shm.owner_remote;
+		d->index = (uint32_t)i;
+		d->nargs = site->nargs < INJ_MAX_ARGS ? site->nargs : INJ_MAX_ARGS;
+		d->kind = INJ_PLAIN;
+		for (unsigned a = 0; a < d->nargs; a++) {
+			const struct usc_fetcharg *fa = &site->args[a];
+
+			d->reg_only[a] = 0xff;
+			d->args[a].ninsn = fa->ninsn;
+			memcpy(d->args[a].insn, fa->insn, sizeof(fa->insn[0]) * fa->ninsn);
+			switch (fa->insn[0].op) {
+			case FOP_PYARG:
+				d->args[a].insn[0].imm = arg_name(py, &used, site->spec,
+								  fa->insn[0].imm);
+				/* fall through */
+			case FOP_PYRETVAL:
+			case FOP_COMM:
+				d->nstr++;
+				break;
+			case FOP_PYARGS:	/* up to 256 bytes */
+				d->nstr += 2;
+				break;
+			case FOP_PYSTACK:
+				d->stack_need += (uint32_t)(sizeof(struct python_stack_hdr) +
+							    fa->insn[0].imm * sizeof(struct python_frame) + 8);
+				break;
+			default:
+				break;
+			}
+		}
+		inj_agg_site(j, site, d, c, img->shm.remote);
+		/* counted by its function alone: the agent keeps its row */
+		d->py_count = d->agg == INJ_AGG_ROW && d->agg_nkey == 1 && d->agg_value < 0 &&
+			      !d->filter.n && d->agg_keylen == 16 &&
+			      site->args[0].insn[0].op == FOP_PYFUNC;
+	}
+}
+
+/* Where CPython is initialized in the process (a running interpreter,
+ * not COMMAND at its entry point): its threads are given the profile
+ * function by a pending call, which its main thread runs with the GIL. */
+static void pending(struct inj_image *img, struct remote *rem, const char *what)
+{
+	const struct agent_hdr *hdr = (const void *)inject_agent_blob;
+	struct inj_ctl *c = img->shm.ctl;
+	struct inj_py *py = c && c->py_off ? (struct inj_py *)((char *)c + c->py_off) : NULL;
+	uint64_t add = 0, ret = 0;
+	int32_t init = 0;
+	struct python_runtime rt;
+	int err;
+
+	if (!py || !py->on || !py->nprobes || !rem->ntasks)
+		return;
+	if (remote_read(rem, py->runtime + py->off.rt_initialized, &init, 4) || !init)
+		return;	/* it is starting: its threads take the GIL (the hooks) */
+	if (python_find_pid(rem->pid, &rt))
+		return;
+	add = rt.api.add_pending;
+	python_runtime_free(&rt);
+	if (!add)
+		return;
+	err = remote_call(rem, 0, add, img->shm.agent_remote + hdr->py_pending_off,
+			  img->shm.remote, img->shm.agent_remote + hdr->trap_off, PENDING_MS, &ret);
+	if (err || (int)ret)
+		log_warn("process %d: cannot schedule %s (Py_AddPendingCall: %s)", (int)rem->pid,
+			 what, err ? strerror(-err) : "its queue is full");
+}
+
+void inj_py_attach(struct inj_image *img, struct remote *rem)
+{
+	pending(img, rem, "the profile function (py: probes see its threads as they take "
+		"the GIL)");
+}
+
+void inj_py_detach(struct inj_image *img, struct remote *rem)
+{
+	struct inj_ctl *c = img->shm.ctl;
+	struct inj_py *py = c && c->py_off ? (struct inj_py *)((char *)c + c->py_off) : NULL;
+
+	if (!py || py->state != INJ_PY_ON)
+		return;
+	py->state = INJ_PY_STOP;	/* each thread takes it out at its next call */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	pending(img, rem, "the profile function's removal (each thread removes it itself "
+		"at its next call)");
+	if (py->foreign)
+		log_warn("process %d: %llu times a thread state had a profile function of its own "
+			 "(cProfile, sys.setprofile): its Python calls are not seen", (int)img->pid,
+			 (unsigned long long)py->foreign);
+}
+
+/* The names the agent copied since the last time, told to the session's
+ * names (for the py: probes' functions, also once the process has gone). */
+void inj_py_sync(struct inj *j, struct inj_image *img)
+{
+	struct inj_ctl *c = img->shm.ctl;
+	struct inj_py *py = c && c->py_off ? (struct inj_py *)((char *)c + c->py_off) : NULL;
+	const char *base;
+	uint32_t end;
+
+	if (!py || !py->arena_off)
+		return;
+	base = (const char *)py + py->arena_off;
+	end = __atomic_load_n(&py->arena_used, __ATOMIC_ACQUIRE);
+	while (img->py_seen + sizeof(struct inj_py_name) <= end) {
+		struct inj_py_name r;
+		struct python_code_info ci = {0};
+		const char *names;
+		uint32_t len, lines;
+
+		memcpy(&r, base + img->py_seen, sizeof(r));
+		r.code = __atomic_load_n((const uint64_t *)(base + img->py_seen), __ATOMIC_ACQUIRE);
+		lines = r.nlinetable == INJ_PY_NOLINES ? 0 : r.nlinetable;
+		len = (uint32_t)(sizeof(r) + r.nmodule + r.nqualname + r.nfilename + 3 + lines + 7) &
+		      ~7u;
+		if (!r.code || img->py_seen + len > end || r.nmodule >= INJ_PY_STR ||
+		    r.nqualname >= INJ_PY_STR || r.nfilename >= INJ_PY_STR || lines > INJ_PY_LINES)
+			break;	/* being written: the next time */
+		names = base + img->py_seen + sizeof(r);
+		ci.addr = r.code;
+		ci.module = r.nmodule ? names : NULL;
+		ci.qualname = names + r.nmodule + 1;
+		ci.filename = names + r.nmodule + 1 + r.nqualname + 1;
+		ci.firstlineno = r.firstlineno;
+		ci.firsttraceable = r.firsttraceable;
+		if (r.nlinetable != INJ_PY_NOLINES) {
+			ci.linetable = (const uint8_t *)ci.filename + r.nfilename + 1;
+			ci.linetable_len = lines;
+		}
+		if (ci.qualname[r.nqualname] || ci.filename[r.nfilename] ||
+		    python_names_tell(j->base.ctx->cache, img->pid, &ci))
+			break;
+		img->py_seen += len;
+	}
+}

@@ -1,0 +1,301 @@
+/* The session's Python (src/python): which CPython the target runs, the
+ * refusals of what cannot be, $ustack given the Python frames to splice,
+ * engines told where CPython is, and $pystack's frames (and those spliced
+ * into $ustack) named as events go to the sinks. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache/cache.h"
+#include "core/log.h"
+#include "objfile/modules.h"
+#include "python/detect.h"
+#include "python/names.h"
+#include "engine/raw.h"
+#include "record/reader.h"
+#include "record/record.h"
+#include "session/session.h"
+#include "session/session_int.h"
+#include "stack/stack.h"
+
+#define SPLICE_ARG "__usc_pystack"	/* $ustack's Python frames: a hidden argument */
+#define FIND_TRIES 100			/* polls COMMAND's CPython is looked for */
+
+struct session_python {
+	struct python_runtime rt;	/* the target's, as the plan found it */
+	bool found;			/* ... in the file (COMMAND) or the process */
+	pid_t told;			/* the process the engines were told of */
+	unsigned tries;			/* COMMAND: polls it was looked for in */
+	struct usc_stack *spliced[USC_MAX_ARGS];
+};
+
+static bool wants(const struct usc_session *s, bool *stacks, bool *py_probes)
+{
+	*stacks = *py_probes = false;
+	for (size_t i = 0; i < s->nsites; i++) {
+		*stacks |= site_has_pystack(&s->sites[i]);
+		*py_probes |= s->sites[i].python;
+	}
+	return *stacks || *py_probes;
+}
+
+/* COMMAND's executable: it has the runtime, or links a libpython: 0; 1
+ * when it does not (a script, a launcher such as env or sh: CPython is
+ * looked for once it runs, said unless quiet); or -errno for a CPython
+ * uscope does not read (said). */
+static int command_runtime(const char *exe, struct python_runtime *rt, bool quiet)
+{
+	char **deps = NULL;
+	ssize_t n;
+	int ret = quiet ? python_find_file(exe, rt) : python_detect_file(exe, rt);
+	uint8_t magic[4] = {0};
+	FILE *f;
+
+	if (ret != -ENOENT)
+		return ret;
+	f = fopen(exe, "rb");
+	if (f) {
+		if (fread(magic, 1, 4, f) != 4)
+			magic[0] = 0;
+		fclose(f);
+	}
+	if (memcmp(magic, "\177ELF", 4))
+		return 1;
+	n = module_deps(exe, &deps);
+	for (ssize_t i = 0; i < n && ret == -ENOENT; i++) {
+		const char *b = strrchr(deps[i], '/');
+
+		if (!strncmp(b ? b + 1 : deps[i], "libpython", 9))
+			ret = quiet ? python_find_file(deps[i], rt) : python_detect_file(deps[i], rt);
+	}
+	if (n > 0)
+		module_list_free(deps, (size_t)n);
+	if (ret == -ENOENT && !quiet)
+		log_warn("python: %s has no CPython (neither the runtime nor a libpython it "
+			 "links): Python is looked for in what it runs (an exec)", exe);
+	return ret == -ENOENT ? 1 : ret;
+}
+
+/* $ustack's sites get the thread's Python frames too, hidden: the stack is
+ * shown with them spliced in. */
+static int add_splice(struct usc_site *site)
+{
+	struct usc_fetcharg *v, *a;
+
+	if (site->nargs >= USC_MAX_ARGS || site_has_pystack(site))
+		return 0;
+	v = realloc(site->args, (site->nargs + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	site->args = v;
+	a = &v[site->nargs++];
+	memset(a, 0, sizeof(*a));
+	snprintf(a->name, sizeof(a->name), SPLICE_ARG);
+	a->type = USC_T_STACK;
+	a->hidden = true;
+	a->insn[0] = (struct fetch_insn){.op = FOP_PYSTACK, .imm = USC_PYSTACK_FRAMES_MAX};
+	a->insn[1] = (struct fetch_insn){.op = FOP_END};
+	a->ninsn = 2;
+	return 0;
+}
+
+static bool is_splice(const struct usc_fetcharg *a)
+{
+	return a->hidden && a->ninsn && a->insn[0].op == FOP_PYSTACK;
+}
+
+int session_python_plan(struct usc_session *s)
+{
+	struct session_python *p;
+	bool stacks, py_probes, ustacks = false;
+	int ret = -ENOENT;
+
+	for (size_t i = 0; i < s->nsites; i++)
+		ustacks |= site_has_ustack(&s->sites[i]);
+	if (!wants(s, &stacks, &py_probes) && !ustacks)
+		return 0;
+	if (s->target.kind == USC_TARGET_SYSTEM) {
+		if (!stacks && !py_probes)
+			return 0;	/* system-wide $ustack: native frames only */
+		log_error("%s: uscope reads CPython in the process it traces: give -p PID or a "
+			  "COMMAND", py_probes ? "py: probes" : "$pystack");
+		return -EINVAL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	s->python = p;
+	if (s->target.kind == USC_TARGET_PID) {
+		/* $ustack alone: Python frames where there are some, quietly */
+		ret = stacks || py_probes ? python_detect_pid(s->target.pid, &p->rt) :
+					    python_find_pid(s->target.pid, &p->rt);
+	} else if (s->target.exe) {
+		ret = command_runtime(s->target.exe, &p->rt, !stacks && !py_probes);
+	}
+	p->found = ret >= 0;	/* (1: a script: looked for once it runs) */
+	if (ret < 0 && (stacks || py_probes))
+		return ret;	/* said: no CPython, another version */
+	if (ret < 0)
+		return 0;
+	for (size_t i = 0; i < s->nsites && ustacks; i++)
+		if (site_has_ustack(&s->sites[i]) && (ret = add_splice(&s->sites[i])))
+			return ret;
+	if (p->found && s->target.kind == USC_TARGET_PID)
+		return python_names_runtime(s->cache, s->target.pid, &p->rt);
+	return 0;
+}
+
+/* Tell the engines that want it where CPython is in pid (its run-time
+ * addresses); COMMAND is looked for until its libpython is mapped. */
+void session_python_poll(struct usc_session *s)
+{
+	struct session_python *p = s->python;
+	struct python_runtime rt;
+
+	if (!p || !p->found || s->pid <= 0 || p->told == s->pid || p->tries > FIND_TRIES)
+		return;
+	p->tries++;
+	if (python_find_pid(s->pid, &rt))
+		return;
+	p->told = s->pid;
+	python_names_runtime(s->cache, s->pid, &rt);
+	for (size_t k = 0; k < s->nengines; k++) {
+		struct session_engine *se = &s->engines[k];
+
+		if (se->live && se->e && se->ops->python)
+			se->ops->python(se->e, s->pid, &rt);
+	}
+	python_runtime_free(&rt);
+}
+
+void session_python_free(struct usc_session *s)
+{
+	struct session_python *p = s->python;
+
+	if (!p)
+		return;
+	python_runtime_free(&p->rt);
+	for (size_t i = 0; i < USC_MAX_ARGS; i++)
+		free(p->spliced[i]);
+	free(p);
+	s->python = NULL;
+}
+
+/* ---- values ------------------------------------------------------------------ */
+
+int session_python_value(struct usc_session *s, const struct usc_event *ev, unsigned i,
+			 struct usc_stack *st, struct usc_value *out)
+{
+	const struct usc_value *v = &ev->vals[i];
+
+	if (python_names_stack(s->cache, ev->pid, v->str, v->len, st, USC_STACK_FRAMES_MAX)) {
+		*out = (struct usc_value){.kind = USC_V_FAULT};
+		return 0;
+	}
+	*out = (struct usc_value){.kind = USC_V_STACK, .stack = st};
+	return 0;
+}
+
+int session_python_splice(struct usc_session *s, const struct usc_event *ev,
+			  struct usc_value *vals)
+{
+	struct session_python *p = s->python;
+	struct python_frame frames[PYTHON_FRAMES_MAX];
+	struct python_stack_hdr h;
+	const struct usc_value *pv = NULL;
+	int ret;
+
+	for (unsigned i = 0; i < ev->nvals && i < ev->site->nargs; i++)
+		if (is_splice(&ev->site->args[i]) && ev->vals[i].kind == USC_V_PYSTACK)
+			pv = &ev->vals[i];
+	if (!pv || !p || !python_stack_ok(pv->str, pv->len))
+		return 0;
+	memcpy(&h, pv->str, sizeof(h));
+	memcpy(frames, pv->str + sizeof(h), h.n * sizeof(frames[0]));	/* aligned */
+	for (unsigned i = 0; i < ev->nvals && i < USC_MAX_ARGS; i++) {
+		if (vals[i].kind != USC_V_STACK || ev->vals[i].kind != USC_V_USTACK || !h.n)
+			continue;
+		if (!p->spliced[i] && !(p->spliced[i] = malloc(stack_size(USC_STACK_FRAMES_MAX))))
+			return -ENOMEM;
+		ret = stack_splice_python(s->cache, ev->pid, vals[i].stack, frames, h.n,
+					  p->spliced[i], USC_STACK_FRAMES_MAX);
+		if (ret)
+			return ret;
+		vals[i].stack = p->spliced[i];
+	}
+	return 0;
+}
+
+/* ---- recordings --------------------------------------------------------------- */
+
+struct rec_ctx {
+	struct usc_session *s;
+	pid_t pid;
+};
+
+static int write_code(void *ctx, pid_t pid, const struct python_code_info *ci)
+{
+	struct usc_session *s = ctx;
+
+	return rec_write_pycode(s->rec, pid, ci) ? -EIO : 0;
+}
+
+/* Read each frame's code object now, while the process lives. */
+static int touch_frames(void *ctx, const void *bytes, uint32_t len)
+{
+	const struct rec_ctx *r = ctx;
+	struct python_stack_hdr h;
+	struct python_frame f;
+	struct python_code_info ci;
+
+	memcpy(&h, bytes, sizeof(h));
+	for (uint32_t i = 0; i < h.n && sizeof(h) + (i + 1) * sizeof(f) <= len; i++) {
+		memcpy(&f, (const char *)bytes + sizeof(h) + i * sizeof(f), sizeof(f));
+		python_names_code(r->s->cache, r->pid, f.code, &ci);
+	}
+	return 0;
+}
+
+int session_python_record_event(struct usc_session *s, const struct usc_event *ev)
+{
+	struct rec_ctx r = {s, ev->pid};
+
+	for (unsigned i = 0; i < ev->nvals; i++)
+		if (ev->vals[i].kind == USC_V_PYSTACK &&
+		    python_stack_ok(ev->vals[i].str, ev->vals[i].len))
+			touch_frames(&r, ev->vals[i].str, ev->vals[i].len);
+	return python_names_new_codes(s->cache, ev->pid, write_code, s);
+}
+
+int session_python_record_ring(struct usc_session *s, pid_t pid, const void *bytes, size_t len)
+{
+	struct rec_ctx r = {s, pid};
+	size_t at = 0;
+
+	while (at < len) {
+		uint32_t site, n;
+		uint64_t tsc;
+
+		if (inject_raw_peek((const char *)bytes + at, len - at, &site, &tsc, &n) < 0)
+			break;
+		inject_raw_pystacks((const char *)bytes + at, len - at, touch_frames, &r);
+		at += n;
+	}
+	return python_names_new_codes(s->cache, pid, write_code, s);
+}
+
+static int tell_code(void *ctx, pid_t pid, const struct python_code_info *ci)
+{
+	struct usc_session *s = ctx;
+
+	return python_names_tell(s->cache, pid, ci);
+}
+
+int session_python_replay(struct usc_session *s, struct rec_file *f)
+{
+	/* (spliced stacks are kept in it) */
+	if (!s->python && !(s->python = calloc(1, sizeof(*s->python))))
+		return -ENOMEM;
+	return rec_file_pycodes(f, tell_code, s);
+}

@@ -1,0 +1,411 @@
+"""Python as Python (issue 20), on Debian's /usr/bin/python3.11:
+
+- py: probes count every Python call, Python-to-Python calls included,
+  exactly as CPython's own profiling (sys.setprofile) sees them, on a
+  workload with known calls (tests/targets/pycalls.py: a recursion, methods,
+  a generator, an exception unwinding through frames, a function sorted()
+  calls from C, threads); arguments by name; returns; flow, latency,
+  record and report; attached to a running interpreter and left clean;
+- $pystack at a native probe equals the traceback.extract_stack() the
+  workload takes at the same point (tests/targets/pystack.py, through
+  libpymark's pymark), on inject and on bpf, and $ustack has the same
+  Python frames spliced in where _PyEval_EvalFrameDefault ran them;
+- Python's http.server: do_GET calls copyfile, in flow;
+- what cannot be is refused with one line."""
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import uscope_e2e as u
+
+PYTHON = "/usr/bin/python3.11"
+if not os.path.exists(PYTHON):
+    pytest.skip("Debian's python3.11 is needed", allow_module_level=True)
+
+CALLS = str(u.TARGETS / "pycalls.py")
+PYSTACK = str(u.TARGETS / "pystack.py")
+MARK = u.target("libpymark.so")
+
+
+def def_line(name):
+    """The line of pycalls.py's `def NAME`."""
+    for i, line in enumerate(Path(CALLS).read_text().splitlines(), 1):
+        if line.lstrip().startswith(f"def {name}("):
+            return i
+    raise AssertionError(name)
+
+
+def json_lines(text):
+    return [json.loads(l) for l in text.splitlines() if l.startswith("{")]
+
+
+def profiled_counts():
+    """What sys.setprofile sees of pycalls.py's functions."""
+    p = subprocess.run([PYTHON, CALLS, "profile"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.splitlines()[-1])
+
+
+def py_rows(stdout, prefix="__main__:"):
+    """count --json rows of py: probes -> {qualname: count}."""
+    rows = {}
+    for o in json_lines(stdout):
+        if o.get("final"):
+            f = o["key"]["function"]
+            assert f.startswith(prefix), o
+            rows[f[len(prefix):]] = o["count"]
+    return rows
+
+
+# ---- py: probes --------------------------------------------------------------
+
+def test_counts_equal_setprofile():
+    want = profiled_counts()
+    assert want["recurse"] == 26 and want["Account.add"] == 67 and want["numbers"] == 6
+    cp = u.run_uscope(["count", "--json", "py:__main__:*", "--", PYTHON, CALLS, "plain"],
+                      timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    got = py_rows(cp.stdout)
+    # uscope sees the module's body and the class body too: profiling was
+    # set after them
+    assert got.pop("<module>") == 1 and got.pop("Account") == 1
+    assert got == want
+
+
+def test_globs_module_and_returns():
+    cp = u.run_uscope(["count", "--json", "py:__main__:Account.*", "r:py:recurse",
+                       "py:*:numbers", "--", PYTHON, CALLS, "plain"], timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    rows = {(o["probe"], o["key"]["function"]): o["count"]
+            for o in json_lines(cp.stdout) if o.get("final")}
+    assert rows == {
+        ("py:__main__:Account.*", "__main__:Account.__init__"): 61,
+        ("py:__main__:Account.*", "__main__:Account.add"): 67,
+        ("py:__main__:Account.*", "__main__:Account.check"): 1,
+        ("py:recurse__return", "__main__:recurse"): 26,
+        ("py:numbers", "__main__:numbers"): 6,
+    }
+
+
+def test_arguments_by_name():
+    cp = u.run_uscope(["trace", "--json", "py:recurse n", "py:Account.add x self",
+                       "r:py:unwind", "--", PYTHON, CALLS, "plain"], timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    ev = json_lines(cp.stdout)
+    rec = [e["args"]["n"] for e in ev if e["event"] == "__main__:recurse"]
+    assert rec == list(range(25, -1, -1))
+    adds = [e["args"] for e in ev if e["event"] == "__main__:Account.add"]
+    assert len(adds) == 67
+    assert sorted(a["x"] for a in adds[:7]) == list(range(7))     # the main thread's first
+    assert all(a["self"] == "<Account>" for a in adds)
+    ret = [e for e in ev if e["event"] == "__main__:unwind__return"]
+    assert len(ret) == 1 and ret[0]["args"]["retval"] == 1
+    assert ret[0]["file"] == CALLS and ret[0]["line"] == def_line("unwind")
+
+
+def test_all_arguments_and_reprs():
+    cp = u.run_uscope(["trace", "py:fail", "py:numbers", "py:key", "--", PYTHON, CALLS, "plain"],
+                      timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    lines = [l.split(": ", 2)[1:] for l in cp.stdout.splitlines() if ": __main__:" in l]
+    shown = [(name, rest) for name, rest in lines]
+    fail, numbers, key = (f"(pycalls.py:{def_line(n)})" for n in ("fail", "numbers", "key"))
+    assert [r for n, r in shown if n == "__main__:fail"] == \
+        [f"{fail} depth={d}" for d in range(4, -1, -1)]
+    assert [r for n, r in shown if n == "__main__:numbers"] == [f"{numbers} n=5"] * 6
+    assert [r for n, r in shown if n == "__main__:key"] == \
+        [f"{key} x=3", f"{key} x=1", f"{key} x=2"]
+
+
+def test_flow_nests_python_calls():
+    cp = u.run_uscope(["flow", "--json", "py:__main__:unwind", "py:__main__:fail", "--", PYTHON,
+                       CALLS, "plain"], timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    fl = [(o["type"], o["function"], o["depth"]) for o in json_lines(cp.stdout)]
+    # the exception unwinds every frame: each returns, innermost first
+    assert fl == [("entry", "__main__:unwind", 0)] + \
+        [("entry", "__main__:fail", d) for d in range(1, 6)] + \
+        [("return", "__main__:fail", d) for d in range(5, 0, -1)] + \
+        [("return", "__main__:unwind", 0)]
+
+
+def test_latency_per_function():
+    cp = u.run_uscope(["latency", "--json", "py:__main__:recurse", "py:__main__:worker", "--",
+                       PYTHON, CALLS, "plain"], timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    rows = {o["key"]["function"]: o for o in json_lines(cp.stdout) if o.get("final")}
+    assert rows["__main__:recurse"]["count"] == 26
+    assert rows["__main__:worker"]["count"] == 3
+
+
+def test_record_report_after_exit(tmp_path):
+    rec = tmp_path / "py.usc"
+    cp = u.run_uscope(["record", "-o", rec, "py:__main__:recurse", "py:__main__:worker", "--",
+                       PYTHON, CALLS, "plain"], timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    cp = u.run_uscope(["report", "-r", rec, "--json"])
+    assert cp.returncode == 0, cp.stderr
+    rows = {o["function"]: o["calls"] for o in json_lines(cp.stdout) if "function" in o}
+    assert rows == {"__main__:recurse": 26, "__main__:worker": 3}
+    cp = u.run_uscope(["export", "-r", rec, "--format", "folded", "-o", tmp_path / "f"])
+    assert cp.returncode == 0, cp.stderr
+    paths = [l.rsplit(" ", 1)[0] for l in (tmp_path / "f").read_text().splitlines()]
+    assert ";".join(["__main__:recurse"] * 26) in paths
+
+
+def test_attach_and_leave_clean():
+    """-p: a running interpreter gets the profile function (a pending call),
+    every call is seen while attached, and it is gone after."""
+    t = u.Target([PYTHON, CALLS, "wait"])
+    try:
+        t.expect("ready")
+        s = u.Background(["count", "--json", "-p", t.pid, "py:__main__:recurse"])
+        s.wait_ready()
+        # the pending call runs when the main thread next runs Python
+        t.write("go\n")
+        t.expect("done")
+        s.signal(2)
+        r = s.result()
+        assert r.rc == 0, r.stderr
+        assert py_rows(r.stdout) == {"recurse": 26}
+        t.write("end\n")
+        assert t.wait() == 0
+    finally:
+        if t.alive():
+            t.kill()
+
+
+PF_SCRIPT = """
+import ctypes, sys, time
+ctypes.pythonapi.PyThreadState_Get.restype = ctypes.c_void_p
+def tick(i):
+    return i
+def profilefunc():
+    # PyThreadState.c_profilefunc (3.11: at 0x40)
+    return ctypes.c_void_p.from_address(ctypes.pythonapi.PyThreadState_Get() + 0x40).value
+print("ready", flush=True)
+while True:
+    line = sys.stdin.readline().strip()
+    if line == "end":
+        break
+    for i in range(100):
+        tick(i)
+    print("profilefunc", "set" if profilefunc() else "none", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["detach", "kill"])
+def test_profile_function_removed(how):
+    t = u.Target([PYTHON, "-c", PF_SCRIPT])
+    try:
+        t.expect("ready")
+        t.write("x\n")
+        t.expect("profilefunc none")
+        s = u.Background(["count", "-p", t.pid, "py:tick"])
+        s.wait_ready()
+        # set by the pending call once the main thread runs Python again
+        for _ in range(200):
+            t.write("x\n")
+            if t.readline() == "profilefunc set":
+                break
+        else:
+            raise AssertionError("the profile function was never set")
+        if how == "detach":
+            s.signal(2)
+            assert s.wait() == 0, s.stderr
+        else:
+            s.signal(9)     # the agent lets go when it sees us dead
+            s.wait()
+        # each thread takes it out at its next call
+        t.write("x\n")
+        t.readline()
+        t.write("x\n")
+        t.expect("profilefunc none")
+        t.write("end\n")
+        assert t.wait() == 0
+    finally:
+        if t.alive():
+            t.kill()
+
+
+def test_http_server_do_get_calls_copyfile(tmp_path):
+    (tmp_path / "hello.txt").write_text("hello\n")
+    server = tmp_path / "serve.py"
+    server.write_text(
+        "import functools, http.server, socketserver, sys\n"
+        "class S(socketserver.TCPServer):\n"
+        "    allow_reuse_address = True\n"
+        f"h = functools.partial(http.server.SimpleHTTPRequestHandler, directory={str(tmp_path)!r})\n"
+        "with S(('127.0.0.1', 0), h) as s:\n"
+        "    print(s.server_address[1], flush=True)\n"
+        "    s.handle_request()\n")
+    out = tmp_path / "flow.json"
+    s = u.Background(["flow", "--json", "-o", out, "py:http.server:SimpleHTTPRequestHandler.*",
+                      "py:shutil:copyfileobj", "--", PYTHON, server])
+    s.wait_ready()
+    port = None
+    for _ in range(3000):
+        lines = s.stdout_path.read_text().split()
+        if lines:
+            port = int(lines[0])
+            break
+        time.sleep(0.01)
+    assert port, s.stderr
+    import urllib.request
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/hello.txt", timeout=10).read()
+    assert body == b"hello\n"
+    r = s.result()
+    assert r.rc == 0, r.stderr
+    fl = [(o["type"], o["function"], o["depth"]) for o in json_lines(out.read_text())]
+    # the handler's __init__ handles the request: do_GET runs inside it
+    assert fl[0] == ("entry", "http.server:SimpleHTTPRequestHandler.__init__", 0)
+    get = fl.index(("entry", "http.server:SimpleHTTPRequestHandler.do_GET", 1))
+    end = fl.index(("return", "http.server:SimpleHTTPRequestHandler.do_GET", 1))
+    inside = fl[get + 1:end]
+    assert ("entry", "http.server:SimpleHTTPRequestHandler.send_head", 2) in inside
+    copy = inside.index(("entry", "http.server:SimpleHTTPRequestHandler.copyfile", 2))
+    assert inside[copy + 1:copy + 4] == [
+        ("entry", "shutil:copyfileobj", 3),
+        ("return", "shutil:copyfileobj", 3),
+        ("return", "http.server:SimpleHTTPRequestHandler.copyfile", 2)]
+
+
+# ---- $pystack -----------------------------------------------------------------
+
+def workload_stacks(text):
+    """pystack.py's own stacks: {tag: (tid, [(qualname, file, line)] innermost first)}."""
+    stacks, cur = {}, None
+    for line in text.splitlines():
+        if line.startswith("stack "):
+            _, tag, tid, _n = line.split()
+            cur = stacks.setdefault(int(tag), (int(tid), []))[1]
+        elif line.startswith("frame "):
+            q, f, ln = line[6:].split("\t")
+            cur.append((q, f, int(ln)))
+    return {t: (tid, fr[::-1]) for t, (tid, fr) in stacks.items()}
+
+
+def traced_stacks(engine, probe_stack, tmp_path):
+    """pystack.py traced: its own stacks, and the events. The workload waits
+    at its end until uscope has written every event (the code objects its
+    frames name are read by uscope after the hit, from its memory)."""
+    out = tmp_path / f"ev-{engine}.json"
+    # libpymark preloaded: patched before the workload runs (env execs it)
+    argv = [str(u.uscope_path()), "trace", "--json", "-e", engine, "-o", str(out),
+            f"{MARK}:pymark tag=$arg1:s32 {probe_stack}", "--", "env", f"LD_PRELOAD={MARK}",
+            PYTHON, PYSTACK, MARK, "wait"]
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    u.REGISTRY.uscopes.append(p)
+    try:
+        for _ in range(6000):
+            if out.exists() and len(json_lines(out.read_text())) >= 20:
+                break
+            if p.poll() is not None:
+                break
+            time.sleep(0.01)
+        stdout, stderr = p.communicate("", timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, stderr
+    return workload_stacks(stdout), json_lines(out.read_text())
+
+
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
+def test_pystack_equals_traceback(engine, tmp_path):
+    want, events = traced_stacks(engine, "$pystack:128", tmp_path)
+    assert len(want) == 20 and len(events) == len(want)
+    for e in events:
+        tid, frames = want[e["args"]["tag"]]
+        got = [(f["sym"], f["file"], f["line"]) for f in e["args"]["pystack"]]
+        assert e["tid"] == tid
+        assert all(f["python"] for f in e["args"]["pystack"])
+        assert got == frames, (e["args"]["tag"], got, frames)
+
+
+def test_pystack_same_on_inject_and_bpf(tmp_path):
+    _, ij = traced_stacks("inject", "$pystack:128", tmp_path)
+    _, bp = traced_stacks("bpf", "$pystack:128", tmp_path)
+    def strip(evs):
+        return sorted((e["args"]["tag"], [(f["sym"], f["file"], f["line"])
+                                          for f in e["args"]["pystack"]]) for e in evs)
+    assert strip(ij) == strip(bp)
+
+
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
+def test_ustack_has_the_python_frames(engine, tmp_path):
+    want, events = traced_stacks(engine, "$ustack:256", tmp_path)
+    for e in events:
+        tag = e["args"]["tag"]
+        if tag == 11:
+            continue    # 100 deep: the native stack copied ends before
+        st = e["args"]["ustack"]
+        py = [(f["sym"], f["file"], f["line"]) for f in st if f.get("python")]
+        assert py == want[tag][1], tag
+        assert not any(f["sym"] == "_PyEval_EvalFrameDefault" for f in st)
+        assert st[0]["sym"] == "pymark"
+
+
+def test_count_stacks_of_malloc():
+    """Which Python code allocates: count libc:malloc by $pystack."""
+    script = ("def make(n):\n    return [str(i) * 40 for i in range(n)]\n"
+              "def work():\n    for _ in range(3):\n        make(300)\nwork()\n")
+    cp = u.run_uscope(["count", "--json", "libc:malloc $pystack", "--", PYTHON, "-c", script],
+                      timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    top = [[(f["sym"], f["line"]) for f in o["key"]["pystack"] if "sym" in f]
+           for o in json_lines(cp.stdout) if o.get("final")]
+    assert [("make.<locals>.<listcomp>", 2), ("make", 2), ("work", 5), ("<module>", 6)] in top
+
+
+# ---- what cannot be ------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, says", [
+    (["trace", "-e", "bpf", "py:fib", "--", PYTHON, "-c", "pass"],
+     "py: probes run in the process"),
+    (["trace", "-e", "tracefs", "py:fib", "--", PYTHON, "-c", "pass"],
+     "py: probes run in the process"),
+    (["trace", "-e", "tracefs", "libc:malloc $pystack", "--", PYTHON, "-c", "pass"],
+     "$pystack: CPython's frames are walked where the probe runs"),
+    (["trace", "libc:malloc $pystack", "-d", "1"], "give -p PID or a COMMAND"),
+    (["trace", "py:fib", "-d", "1"], "give -p PID or a COMMAND"),
+    (["trace", "py:fib", "--", "/bin/true"], "runs no CPython of its own"),
+])
+def test_refused(argv, says):
+    cp = u.run_uscope(argv)
+    assert cp.returncode != 0
+    lines = u.error_lines(cp.stderr)
+    assert len(lines) == 1 and says in lines[0], cp.stderr
+
+
+def test_refused_process_without_python():
+    w = u.Waiter()
+    try:
+        cp = u.run_uscope(["trace", "-p", w.pid, "libc:malloc $pystack", "-d", "1"])
+        assert cp.returncode != 0
+        lines = u.error_lines(cp.stderr)
+        assert len(lines) == 1 and f"process {w.pid} runs no CPython" in lines[0]
+    finally:
+        w.kill()
+
+
+def test_refused_other_version():
+    py310 = Path(os.path.expanduser("~/.pyenv/versions/3.10.13/bin/python3.10"))
+    if not py310.exists():
+        pytest.skip("no CPython 3.10 here")
+    t = u.Target([py310, "-c", "import sys; print('ready', flush=True); sys.stdin.readline()"])
+    try:
+        t.expect("ready")
+        cp = u.run_uscope(["trace", "-p", t.pid, "py:x"])
+        assert cp.returncode != 0
+        lines = u.error_lines(cp.stderr)
+        assert len(lines) == 1 and "CPython 3.10" in lines[0], cp.stderr
+    finally:
+        t.kill()
