@@ -173,6 +173,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					       strpbrk(spec.provider, "*?[") != NULL));
 		} else if (spec.loc_kind == USC_LOC_LINE) {
 			CHECK(spec.symbol[0] != 0 && spec.line > 0 && !spec.is_return);
+		} else if (spec.loc_kind == USC_LOC_PYTHON) {
+			/* py:[MODULE:]QUALNAME: a module ("*": any) and a qualname;
+			 * a glob has a wildcard in one of them */
+			CHECK(spec.module[0] != 0 && spec.symbol[0] != 0 && !spec.has_offset);
+			CHECK(!spec.is_glob || strpbrk(spec.symbol, "*?[") != NULL ||
+			      strpbrk(spec.module, "*?[") != NULL);
+			if (strpbrk(spec.symbol, "*?["))
+				CHECK(spec.is_glob);
 		} else {
 			CHECK(spec.loc_kind == USC_LOC_ADDRESS);
 			CHECK(spec.symbol[0] == 0 && !spec.has_offset);
