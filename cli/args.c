@@ -163,7 +163,7 @@ static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUT
 				     CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED,
 				     CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE,
 				     CLI_ARG_OBJTRACE, CLI_ARG_SERVE, CLI_ARG_SERVE, CLI_ARG_PPROF,
-				     CLI_ARG_WAIT, CLI_ARG_ALL, CLI_ARG_STACK, 0};
+				     CLI_ARG_WAIT, CLI_ARG_ALL, 0, CLI_ARG_STACK};
 _Static_assert(sizeof(args_need) / sizeof(args_need[0]) ==
 	       sizeof(args_all) / sizeof(args_all[0]), "an option's need for each option");
 #define ARGS_NALL (sizeof(args_all) / sizeof(args_all[0]))

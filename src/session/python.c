@@ -40,6 +40,21 @@ static bool wants(const struct usc_session *s, bool *stacks, bool *py_probes)
 	return *stacks || *py_probes;
 }
 
+/* py: probes set a profile function whose frame reads are 3.11's (tested
+ * there; 3.12 and 3.13 moved the frame and code fields it reads and
+ * crashed the target): on another CPython they are refused. $pystack walks
+ * 3.11 to 3.13. */
+static bool py_probes_read(const struct python_runtime *rt, bool py_probes)
+{
+	char v[32];
+
+	if (!py_probes || (rt->version >> 16) == 0x030b)
+		return true;
+	python_version_str(rt->version, v, sizeof(v));
+	log_error("py: probes read CPython 3.11 only; this is %s ($pystack reads it)", v);
+	return false;
+}
+
 /* COMMAND's executable: it has the runtime, or links a libpython: 0; 1
  * when it does not (a script, a launcher such as env or sh: CPython is
  * looked for once it runs, said unless quiet); or -errno for a CPython
@@ -74,7 +89,34 @@ static int command_runtime(const char *exe, struct python_runtime *rt, bool quie
 	if (ret == -ENOENT && !quiet)
 		log_warn("python: %s has no CPython (neither the runtime nor a libpython it "
 			 "links): Python is looked for in what it runs (an exec)", exe);
-	return ret == -ENOENT ? 1 : ret;
+	/* asked for Python, an exec may bring it; $ustack alone: a native
+	 * program's stacks stay native (and counted where the probe runs) */
+	if (ret == -ENOENT)
+		return quiet ? -ENOENT : 1;
+	return ret;
+}
+
+/* $ustack alone, COMMAND a native program: 1 (Python looked for once it
+ * runs) when it launches CPython, that is one of its arguments is a
+ * program with CPython (env, timeout, nice ... python3 script), else
+ * -ENOENT. */
+static int launched_runtime(char *const *argv, struct python_runtime *rt)
+{
+	for (size_t i = 1; argv[0] && argv[i]; i++) {
+		char *path = NULL;
+		int ret;
+
+		if (strchr(argv[i], '=') || argv[i][0] == '-' || module_which(argv[i], &path))
+			continue;
+		ret = command_runtime(path, rt, true);
+		free(path);
+		if (ret == 0) {
+			python_runtime_free(rt);
+			memset(rt, 0, sizeof(*rt));
+			return 1;
+		}
+	}
+	return -ENOENT;
 }
 
 /* $ustack's sites get the thread's Python frames too, hidden: the stack is
@@ -132,12 +174,16 @@ int session_python_plan(struct usc_session *s)
 					    python_find_pid(s->target.pid, &p->rt);
 	} else if (s->target.exe) {
 		ret = command_runtime(s->target.exe, &p->rt, !stacks && !py_probes);
+		if (ret == -ENOENT && s->opts.cmd)
+			ret = launched_runtime(s->opts.cmd, &p->rt);
 	}
 	p->found = ret >= 0;	/* (1: a script: looked for once it runs) */
 	if (ret < 0 && (stacks || py_probes))
 		return ret;	/* said: no CPython, another version */
 	if (ret < 0)
 		return 0;
+	if (ret == 0 && !py_probes_read(&p->rt, py_probes))
+		return -ENOTSUP;
 	for (size_t i = 0; i < s->nsites && ustacks; i++)
 		if (site_has_ustack(&s->sites[i]) && (ret = add_splice(&s->sites[i])))
 			return ret;
@@ -152,6 +198,7 @@ void session_python_poll(struct usc_session *s)
 {
 	struct session_python *p = s->python;
 	struct python_runtime rt;
+	bool stacks, py_probes;
 
 	if (!p || !p->found || s->pid <= 0 || p->told == s->pid || p->tries > FIND_TRIES)
 		return;
@@ -159,6 +206,11 @@ void session_python_poll(struct usc_session *s)
 	if (python_find_pid(s->pid, &rt))
 		return;
 	p->told = s->pid;
+	wants(s, &stacks, &py_probes);
+	if (!py_probes_read(&rt, py_probes)) {	/* an exec brought another CPython */
+		python_runtime_free(&rt);
+		return;
+	}
 	python_names_runtime(s->cache, s->pid, &rt);
 	for (size_t k = 0; k < s->nengines; k++) {
 		struct session_engine *se = &s->engines[k];
@@ -214,7 +266,8 @@ int session_python_splice(struct usc_session *s, const struct usc_event *ev,
 	memcpy(&h, pv->str, sizeof(h));
 	memcpy(frames, pv->str + sizeof(h), h.n * sizeof(frames[0]));	/* aligned */
 	for (unsigned i = 0; i < ev->nvals && i < USC_MAX_ARGS; i++) {
-		if (vals[i].kind != USC_V_STACK || ev->vals[i].kind != USC_V_USTACK || !h.n)
+		if (vals[i].kind != USC_V_STACK || !h.n ||
+		    (ev->vals[i].kind != USC_V_USTACK && ev->vals[i].kind != USC_V_WALK))
 			continue;
 		if (!p->spliced[i] && !(p->spliced[i] = malloc(stack_size(USC_STACK_FRAMES_MAX))))
 			return -ENOMEM;

@@ -254,7 +254,7 @@ void stack_end_text(struct usc_cache *c, pid_t pid, const struct usc_stack *st, 
 		snprintf(buf, len, "%s", "");
 		break;
 	case USC_STACK_END_LIMIT:
-		snprintf(buf, len, "more frames: $ustack:N shows more");
+		snprintf(buf, len, "more frames: a larger :N shows more");
 		break;
 	case USC_STACK_END_COPY:
 		snprintf(buf, len, "the stack copied ends (--stack-size copies more)");

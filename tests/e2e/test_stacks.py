@@ -35,7 +35,7 @@ STACKS_C = u.TARGETS / "stacks.c"
 PYTHON = "/usr/bin/python3.11"
 GDB_SCRIPT = Path(__file__).resolve().parent / "gdb_frames.py"
 SIGFRAME = "<signal handler called>"
-LIMIT_END = "more frames: $ustack:N shows more"
+LIMIT_END = "more frames: a larger :N shows more"
 COPY_END = "the stack copied ends (--stack-size copies more)"
 FRAME_KEYS = {"addr", "sym", "off", "module", "file", "line", "inlined"}
 

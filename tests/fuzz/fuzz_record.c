@@ -205,7 +205,7 @@ static void touch_spec(const struct usc_probe_spec *sp)
 	TOUCH_ARRAY_STR(sp->module);
 	TOUCH_ARRAY_STR(sp->symbol);
 	TOUCH_ARRAY_STR(sp->provider);
-	CHECK(sp->loc_kind <= USC_LOC_LINE);
+	CHECK(sp->loc_kind <= USC_LOC_PYTHON);
 	sink += sp->is_return + sp->has_offset + sp->is_glob + sp->nargs + sp->filter.n;
 }
 
@@ -213,7 +213,7 @@ static void touch_arg(const struct usc_fetcharg *a)
 {
 	TOUCH_ARRAY_STR(a->name);
 	CHECK((unsigned)a->type < USC_T_NR);
-	CHECK(a->show <= USC_SHOW_ARRAY);
+	CHECK(a->show <= USC_SHOW_ARRAY || a->show == USC_SHOW_PYFUNC || a->show == USC_SHOW_PYVAL);
 	CHECK(a->show != USC_SHOW_ENUM || a->enums);
 	/* output skips "GROUP__" in a member's name */
 	CHECK(!a->group_len || (size_t)a->group_len + 2 <= strlen(a->name));

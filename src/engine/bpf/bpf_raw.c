@@ -61,6 +61,8 @@ int bpf_raw_event(const void *data, size_t size, const struct usc_site *const *s
 		} else if (v->kind == BPFENG_WALK && (size_t)v->str_off + v->str_len <= size &&
 			   fetch_walk_valid((const char *)data + v->str_off, v->str_len)) {
 			o->kind = USC_V_WALK;
+			o->str = (const char *)data + v->str_off;
+			o->len = v->str_len;
 		} else if (v->kind == BPFENG_PYSTACK && (size_t)v->str_off + v->str_len <= size &&
 			   python_stack_ok((const char *)data + v->str_off, v->str_len)) {
 			o->kind = USC_V_PYSTACK;

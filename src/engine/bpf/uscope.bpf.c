@@ -1454,14 +1454,22 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	}
 	if (!filter_pass(site, ts))
 		return;
+	if (c.py_arg) {
+		/* the Python frames after the strings, before a stack walked or
+		 * copied (a $ustack's hidden $pystack: spliced in by uscope) */
+		len = c.str_off;
+		if (len > BPFENG_REC_MAX)
+			len = BPFENG_REC_MAX;
+		c.str_off = walk_python(ts, len, c.py_want, c.py_arg - 1, sleepable);
+	}
 	if (c.stack_arg && stk_on && !((__u64)c.stack_imm & FETCH_STACK_COPY)) {
 		/* walked: counted by its hash, or recorded; copied when it falls back */
 		__u32 frames = (__u32)c.stack_imm & 0xffff, i = (c.stack_arg - 1) & (BPFENG_MAX_ARGS - 1);
 
 		__u64 at = (c.str_off + 7) & ~7u;
 
-		if (at > BPFENG_REC_MAX)
-			at = BPFENG_REC_MAX;
+		if (at > BPFENG_STK_OFF)	/* (Python frames end there at most) */
+			at = BPFENG_STK_OFF;
 		/* a bound the verifier sees on the very register it checks */
 		asm volatile("%0 &= 0x1ff8" : "+r"(at));
 		why = stk_walk(ts, frames ? (frames > USC_STACK_FRAMES_MAX ? USC_STACK_FRAMES_MAX :
@@ -1493,10 +1501,8 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 		return;
 	}
 	len = c.str_off;
-	if (len > BPFENG_REC_MAX)
-		len = BPFENG_REC_MAX;
-	if (c.py_arg)
-		len = walk_python(ts, len, c.py_want, c.py_arg - 1, sleepable);
+	if (len > BPFENG_STK_OFF)
+		len = BPFENG_STK_OFF;
 	if (c.stack_arg) {
 		__u64 l = copy_stack(ts, &c, sleepable, why);
 

@@ -77,6 +77,8 @@ int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, u
 		} else if (v->kind == INJ_WALK && (uint32_t)v->str_off + v->str_len <= r->len &&
 			   fetch_walk_valid((const char *)r + v->str_off, v->str_len)) {
 			o->kind = USC_V_WALK;
+			o->str = (const char *)r + v->str_off;
+			o->len = v->str_len;
 		} else if (v->kind == INJ_PYSTACK && (uint32_t)v->str_off + v->str_len <= r->len &&
 			   python_stack_ok((const char *)r + v->str_off, v->str_len)) {
 			o->kind = USC_V_PYSTACK;
