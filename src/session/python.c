@@ -97,16 +97,17 @@ static int command_runtime(const char *exe, struct python_runtime *rt, bool quie
 }
 
 /* $ustack alone, COMMAND a native program: 1 (Python looked for once it
- * runs) when it launches CPython, that is one of its arguments is a
- * program with CPython (env, timeout, nice ... python3 script), else
+ * runs) when it launches CPython, that is one of its arguments names a
+ * python program that has it (env, timeout, nice ... python3 script), else
  * -ENOENT. */
 static int launched_runtime(char *const *argv, struct python_runtime *rt)
 {
 	for (size_t i = 1; argv[0] && argv[i]; i++) {
+		const char *b = strrchr(argv[i], '/');
 		char *path = NULL;
 		int ret;
 
-		if (strchr(argv[i], '=') || argv[i][0] == '-' || module_which(argv[i], &path))
+		if (strncmp(b ? b + 1 : argv[i], "python", 6) || module_which(argv[i], &path))
 			continue;
 		ret = command_runtime(path, rt, true);
 		free(path);

@@ -440,8 +440,10 @@ int session_deliver(const struct usc_event *ev, void *ctx)
 	struct usc_value vals[USC_MAX_ARGS];
 	struct usc_event obj_ev;
 
-	if (ev->site->hidden)
-		return 0;	/* not a probe of the user's */
+	if (ev->site->hidden) {
+		dropped(s, ev);	/* not a probe of the user's: not one of its events */
+		return 0;
+	}
 	if (session_obj_here(s, ev->site)) {
 		/* objtrace on an engine that keeps no set: the session does */
 		if (!session_obj_event(s, ev, &obj_ev, vals)) {

@@ -186,15 +186,47 @@ def fmt_rows(rows):
                      f"  {k:6} {m} {n or ''} {f or ''}:{l}" for k, m, o, n, f, l in rows)
 
 
-def compare_with_gdb(stack, gframes):
-    """uscope's stack (a JSON array, complete) against gdb's frames."""
+EVAL = "_PyEval_EvalFrameDefault"
+
+
+def python_runs(stack):
+    """A stack in which uscope put Python frames in place of each
+    _PyEval_EvalFrameDefault frame: the native stack, each run of Python
+    frames one EVAL frame again (where it was is not kept: no offset), and
+    the runs, innermost first."""
+    native, runs = [], []
+    for fr in stack:
+        if not fr.get("python"):
+            native.append(fr)
+        elif native and native[-1].get("eval"):
+            runs[-1].append((fr["sym"], fr["file"], fr["line"]))
+        else:
+            native.append({"eval": True})
+            runs.append([(fr["sym"], fr["file"], fr["line"])])
+    return native, runs
+
+
+def compare_with_gdb(stack, gframes, python=False):
+    """uscope's stack (a JSON array, complete) against gdb's frames; python:
+    gdb's _PyEval_EvalFrameDefault frames are where uscope's runs of Python
+    frames are (python_runs)."""
+    evals = []
+    if python:
+        stack, _ = python_runs(stack)
+        evals = [i for i, fr in enumerate(stack) if fr.get("eval")]
+        stack = [fr for fr in stack if not fr.get("eval")]
     assert stack and all(set(fr) == FRAME_KEYS for fr in stack), \
         f"the stack is incomplete or not frames: {stack}"
     paths = {os.path.basename(f["path"]): f["path"] for f in gframes if f["path"]}
     missing = {fr["module"] for fr in stack} - set(paths)
     assert not missing, f"uscope's stack has modules gdb's has not: {missing}\n{stack}"
     ours = uscope_rows(stack, file_bases(stack, paths))
+    for i in evals:
+        ours.insert(i, ("call", "python3.11", None, EVAL, None, 0))
     theirs = gdb_rows(gframes)
+    if python:
+        theirs = [("call", m, None, n, f, l) if n == EVAL else (k, m, o, n, f, l)
+                  for k, m, o, n, f, l in theirs]
     assert ours == theirs, \
         f"uscope's stack:\n{fmt_rows(ours)}\ngdb's bt:\n{fmt_rows(theirs)}"
     return ours
@@ -275,11 +307,15 @@ def test_python_stack_is_gdbs_backtrace(engine):
                     extra=["-e", "inject"]).check(ready=1)
         assert len(r.events) == calls, f"{script!r}: {len(r.events)} calls\n{r.describe()}"
 
-    argv = [PYTHON, "-I", "-S", "-c", "repr(1.5)"]
+    # (the script's code object lives on a while: uscope reads its name
+    # after the hit, and bpf has no agent to copy it before it is freed)
+    argv = [PYTHON, "-I", "-S", "-c", "repr(1.5); import time; time.sleep(1)"]
     r = u.trace(f"python3.11:{PY_FUNC} $ustack", cmd=argv, json=True, extra=["-e", engine])
     stack = first_stack(r, PY_FUNC)
     assert len(r.events) == 1
-    rows = compare_with_gdb(stack, gdb_frames(PY_FUNC, argv))
+    # the interpreter's frame runs the script: uscope shows it as Python
+    assert python_runs(stack)[1] == [[("<module>", "<string>", 1)]], stack
+    rows = compare_with_gdb(stack, gdb_frames(PY_FUNC, argv), python=True)
     assert rows[0][3] == PY_FUNC and rows[-1][1:4:2] == ("python3.11", "_start"), rows
     # the frames with no symbol (static functions of the stripped
     # interpreter) are there, compared by file offset

@@ -105,9 +105,10 @@ static int inj_attach(struct usc_engine *e)
 		return -E2BIG;
 	}
 	j->stats = calloc(e->nsites + 1, sizeof(*j->stats));
-	/* Python's code objects are named from its memory: a process of
-	 * COMMAND's waits at its exit for its last records to be read */
-	j->hold_exit = j->follow && inj_py_wanted(j);
+	/* Python's code objects are named from its memory, stacks' frames
+	 * from its mappings as they are at the end: a process of COMMAND's
+	 * waits at its exit for its last records to be read */
+	j->hold_exit = j->follow && (inj_py_wanted(j) || e->ctx->has_stacks);
 	inj_agg_geometry(j);
 	inj_stk_geometry(j);
 	return j->stats ? 0 : -ENOMEM;
