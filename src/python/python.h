@@ -58,39 +58,31 @@
  *   traceback.extract_stack() on Debian's python3.11 and pyenv's 3.11, 3.12
  *   and 3.13), tests/fuzz/fuzz_python.c.
  *
- * WHAT COMES NEXT
+ * WHERE THE REST LIVES (each in its layer; this header indexes them)
  *
- *   Part 2: $pystack in the inject agent and the bpf program. uscope detects
- *       the runtime at attach (python_detect_pid), reads the pthread key
- *       (python_tss_key) and hands struct python_offsets, the key and
- *       python_glibc to the engine. At a hit the agent or the program finds
- *       the thread's PyThreadState by the key from the thread's %fs base
- *       (the agent: rdfsbase or %fs:0x10; the bpf program: task->thread.fsbase)
- *       and walks with walk.h into the record: a count and 16-byte
- *       python_frame triples (PYTHON_FRAMES_MAX at most, cut frames said so).
- *       uscope symbolizes them with a python_sym per process while the
- *       process lives (a recording keeps the triples and, beside them, the
- *       code objects' names and tables read at record time).
- *
- *   Part 3: Python frames in $ustack: each _PyEval_EvalFrameDefault native
- *       frame is replaced by the Python frames it runs, from the innermost
- *       frame to the next PYFRAME_ENTRY one (hidden frames count as
- *       boundaries and are not shown).
- *
- *   Part 4: py: probes (py:QUALNAME, py:MODULE:QUALNAME, globs, r:py:), on
- *       inject only: the agent registers a C profile function through
- *       CPython's own API (_PyEval_SetProfile(tstate, fn, arg) for every
- *       thread state, run with the GIL held by Py_AddPendingCall; a thread
- *       started later gets it where it takes the GIL before running Python
- *       code, return probes on PyEval_AcquireThread and PyEval_RestoreThread
- *       that set it when the thread state's c_profilefunc is not ours yet),
- *       and removes it at detach the same way. The
- *       function sees PyTrace_CALL and PyTrace_RETURN with the frame, and
- *       decides by code object in C: a per-process table of code addresses
- *       with their verdict, filled at a code object's first call by matching
- *       the probes' globs (filter_eval.h's matcher) against its co_qualname
- *       and its function's __module__, and checked against reuse as the
- *       symbolizer checks its cache.
+ *   names.h, names.c   Code objects and frames by name per process, told
+ *       by reading the process, by the inject agent's copies and by
+ *       recordings (REC_PYCODE); a stack's Python frames as interned
+ *       locations ("qualname (file:line)").
+ *   $pystack: the probe language's FOP_PYSTACK (probe/fetch.h); walked with
+ *       walk.h in the inject agent (engine/inject/agent/python.c, the
+ *       thread state by CPython's key from the thread's %fs base) and in the
+ *       bpf program (engine/bpf/uscope.bpf.c, task->thread.fsbase), stored
+ *       as python_frame triples (frame.h), named by session/python.c.
+ *   Python frames in $ustack: a $ustack site gets a hidden $pystack
+ *       (session/python.c) and stack_splice_python (stack/frames.c) puts
+ *       them in place of each _PyEval_EvalFrameDefault frame.
+ *   py: probes (py:QUALNAME, py:MODULE:QUALNAME, globs, r:py:), inject
+ *       only, CPython 3.11 only (3.12 and 3.13 are refused): resolve/python.c
+ *       makes their sites; the agent (engine/inject/agent/python.c) sets a C
+ *       profile function through CPython's own API (_PyEval_SetProfile for
+ *       every thread state, run with the GIL held by Py_AddPendingCall; a
+ *       thread started later gets it at the returns of PyEval_AcquireThread
+ *       and PyEval_RestoreThread, hidden sites) and takes it out at detach
+ *       the same way (engine/inject/python.c); it decides by code object,
+ *       once per code object, matching the probes' globs against
+ *       co_qualname and the function's __module__; sink/python.c names the
+ *       events after the Python function.
  */
 #ifndef USC_PYTHON_PYTHON_H
 #define USC_PYTHON_PYTHON_H

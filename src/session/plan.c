@@ -327,9 +327,12 @@ static int unplaced(struct usc_session *s, struct answers *a)
 		if (!s->specs[p].is_glob || n == all) {
 			const struct usc_site *st = &s->sites[first];
 
-			log_error("%s: cannot probe %s at 0x%llx: %s", s->specs[p].text,
-				  st->symbol ? st->symbol : st->path, (unsigned long long)st->vaddr,
-				  reasons);
+			if (st->python)	/* a Python function: no address */
+				log_error("%s: cannot probe it: %s", s->specs[p].text, reasons);
+			else
+				log_error("%s: cannot probe %s at 0x%llx: %s", s->specs[p].text,
+					  st->symbol ? st->symbol : st->path,
+					  (unsigned long long)st->vaddr, reasons);
 			return -ENOTSUP;
 		}
 		/* the main reasons of the first engine, counted */

@@ -88,7 +88,8 @@ def test_probe_page_has_the_language():
     for w in ["$arg1", "$retval", "$stack", "$comm", "$pid", "$tid", "$cpu", "@ADDR",
               "@+FILE_OFFSET", "+OFFS(EXPR)", "$params", "->", "%rax", "u8", "s64", "x32",
               "string", "ustring", "symbol", "if COND", "==", "!=", "<=", ">=", "&&", "||",
-              "%PROVIDER:NAME", "FILE:LINE", "SYMBOL+OFFSET"]:
+              "%PROVIDER:NAME", "FILE:LINE", "SYMBOL+OFFSET", "$pystack", "py:QUALNAME",
+              "r:py:"]:
         assert w in text, w
 
 

@@ -572,9 +572,10 @@ static void put_str(const struct inj_py *py, struct text *t, uint64_t s)
 	char buf[4 * REPR_STR + 8];
 	int n = str_utf8(py, s, buf, sizeof(buf));
 	uint32_t shown = 0;
+	int i;
 
 	put_c(t, '\'');
-	for (int i = 0; i < n && shown < REPR_STR; i++, shown++) {
+	for (i = 0; i < n && shown < REPR_STR; i++, shown++) {
 		unsigned char ch = (unsigned char)buf[i];
 
 		if (ch == '\'' || ch == '\\') {
@@ -592,7 +593,7 @@ static void put_str(const struct inj_py *py, struct text *t, uint64_t s)
 		}
 	}
 	put_c(t, '\'');
-	if (n >= 0 && (uint32_t)n >= sizeof(buf) - 5)
+	if (i < n || (n >= 0 && (uint32_t)n >= sizeof(buf) - 5))	/* cut short */
 		put_s(t, "...", 3);
 }
 
