@@ -220,13 +220,13 @@ demo: deps
 	$(MAKE) uscope targets
 	@bash scripts/demo.sh
 
-# The stack walker's cost and its tables' (bench/unwalk.c; not in run.sh
-# yet): built as Debian builds, no frame pointers.
+# The stack walker's cost and its tables' (bench/unwalk.c, run by
+# bench/unwtab.py in make bench): built as Debian builds, no frame pointers.
 build/rel/bench/unwalk: bench/unwalk.c build/rel/libuscope.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASE_CFLAGS) -O2 -g -fomit-frame-pointer -o $@ $< build/rel/libuscope.a $(PKG_LIBS)
 
-bench: uscope sdt targets
+bench: uscope sdt targets build/rel/bench/unwalk
 	@bash scripts/deps.sh bench
 	@bash bench/run.sh
 

@@ -10,10 +10,16 @@
 # bpftrace on the same sites (minutes at 1000: it detaches a site at a time;
 # BPFTRACE_RUNS=0 leaves it out); then
 # aggregations where the probe runs (bench/agg.py); then recording
-# (bench/record.py); then $ustack's cost (bench/stacks.py); then every function of
-# python3 counted (bench/python.py); then Debian's redis-server traced under
+# (bench/record.py); then $ustack, walked where the probe runs and copied, on
+# inject and bpf, beside bpftrace (bench/stacks.py); then the unwind tables the
+# walks use: built for libc and python3.11, and cached (bench/unwtab.py, with
+# bench/unwalk.c); then every function of python3 counted (bench/python.py);
+# then Python as Python: count 'py:*' beside cProfile, and $pystack's cost at a
+# native probe (bench/pyprobes.py); then Debian's redis-server traced under
 # redis-benchmark (bench/redis.py); last, what libuscope-sdt's run-time USDT
 # probes cost a program with no tracer attached (bench/sdt.c, bench/sdt.py).
+# The sections with targets (issues 19 and 20) print each target's measured
+# value and whether it is met or missed.
 # Timings on a VM are noisy: read the ratios, not the absolute numbers.
 #
 # Every timed run calls bench_fn in bursts of BURST calls with a GAP_MS pause
@@ -228,16 +234,38 @@ python3 bench/agg.py $US $T "${N_AGG:-10000000}" "$N_PROBED" "$REPS"
 # and two threads; report's time and memory on the recording.
 python3 bench/record.py $US $T "${N_RECORD:-10000000}" "$REPS"
 
-# $ustack: the user stack at each hit, copied where the probe runs; beside
-# the plain probe, the bare copy, bpftrace's ustack; the tracer's unwinding
-# rate (bench/stacks.py, on tests/targets/bin/stacks).
+# $ustack on a ten-frame stack (tests/targets/bin/stacks deep): on inject the
+# unprobed loop, the plain count, count 'leaf $ustack' walked where the probe
+# runs and with --stack-mode copy (8 KiB a hit), trace of the walked stack and
+# the bare 8 KiB copy, each run's losses, fallbacks and waits; the flight
+# recorder with and without $ustack; on bpf the plain probe against $ustack
+# walked and copied, and bpftrace's ustack; inject's and bpf's counted stacks
+# folded and compared; the tracer reading recorded stacks back
+# (bench/stacks.py).
 python3 bench/stacks.py $US tests/targets/bin/stacks "${N_STACKS:-60000}" "${N_STACKS_PROBED:-5000}" \
 	"$REPS"
+
+# The unwind tables: built from the CFI for libc and python3.11 (bench/unwalk.c
+# build), uscope's own time to have every table of a python3.11 process cold,
+# warm from the disk cache and with the cache off, the walker alone beside
+# libdw (bench/unwtab.py).
+[ -x build/rel/bench/unwalk ] || make -s build/rel/bench/unwalk
+python3 bench/unwtab.py $US build/rel/bench/unwalk "$REPS" "${UNWALK_ITERS:-200000}"
 
 # Every function of Debian's python3.11 counted: the mixed plan (inject where
 # it can patch, bpf for the rest) against the unprobed run and tracefs alone.
 if [ -x /usr/bin/python3.11 ]; then
 	python3 bench/python.py $US "${PY_SCALE:-20}" "${REPS}"
+fi
+
+# Python as Python on Debian's python3.11: count 'py:*' over bench/pywork.py
+# beside the unprobed run and cProfile; $pystack at a native probe
+# (PyObject_GetIter) at 5, 12 and 32 Python frames: the probe, the walk,
+# counted and traced, each run's losses (bench/pyprobes.py).
+if [ -x /usr/bin/python3.11 ]; then
+	python3 bench/pyprobes.py $US "${PY_SCALE:-20}" "${REPS}" "${N_PYSTACK:-1000000}"
+else
+	echo "== Python as Python: skipped (no /usr/bin/python3.11)"
 fi
 
 # Debian's redis-server under redis-benchmark, traced with -p: record, latency

@@ -1,5 +1,5 @@
 /* Benchmark of the stack walker (src/stack/stack_walk.h) and its tables
- * (src/stack/unwtab.c): not wired into bench/run.sh yet.
+ * (src/stack/unwtab.c); make bench runs it (bench/unwtab.py).
  *
  *   unwalk walk [ITERS]   the walker's cost per stack of 10 frames from a
  *                         warm table, beside libdw's unwinding of the same

@@ -16,6 +16,12 @@
  *   stacks deep N [BURST GAP_MS [WARM]]
  *                   the same, leaf ten frames deep: leaf <- mid [inlined] <-
  *                   outer <- d1 <- d2 <- d3 <- d4 <- main <- ... <- _start
+ *   stacks mixed N  N rounds of: leaf through outer (the loop's stack), leaf
+ *                   through d4 (the deep one), and every 8th round eight
+ *                   ints sorted by qsort (cmp from glibc's merge sort at
+ *                   several depths): several distinct stacks, counts the
+ *                   same every run (bench/stacks.py folds inject's and
+ *                   bpf's counted stacks of it and compares them)
  *   stacks expr N   leaf N times through expr_call, whose CFA the CFI gives
  *                   by a DWARF expression (as a PLT entry's): a walk cannot
  *                   follow it, libdw and gdb can
@@ -161,6 +167,21 @@ int main(int argc, char **argv)
 
 		pthread_create(&t, NULL, thread_main, (void *)6L);
 		pthread_join(t, NULL);
+		printf("%ld\n", sink);
+	} else if (!strcmp(what, "mixed")) {
+		long n = argc > 2 ? atol(argv[2]) : 1;
+
+		for (long i = 0; i < n; i++) {
+			outer(i);
+			d4(i);
+			if (i % 8 == 0) {
+				int v[8];
+
+				for (int k = 0; k < 8; k++)
+					v[k] = (int)((i * 31 + k * 17) % 23);
+				sort_ints(v, 8);
+			}
+		}
 		printf("%ld\n", sink);
 	} else if (!strcmp(what, "expr")) {
 		long n = argc > 2 ? atol(argv[2]) : 1;
