@@ -47,7 +47,8 @@ COMMANDS = {
     "trace": ["trace", "work i=$arg2:s64"],
     "flow": ["flow", "work", "obj_new"],
     "count": ["count", "work"],
-    "count-ustack": ["count", "work $ustack"],
+    "count-ustack": ["count", "work $ustack"],     # walked, counted where the probe runs
+    "count-ustack-copy": ["count", "--stack-mode", "copy", "work $ustack"],  # through the ring
     "hist": ["hist", "work i=$arg2:s64"],
     "latency": ["latency", "work"],
     "record": ["record", "-o", "{rec}", "work i=$arg2:s64"],
@@ -57,7 +58,7 @@ COMMANDS = {
 }
 # what each engine cannot take: tracefs has no $ustack (the kernel's walks
 # frame pointers), only inject keeps a flight recorder
-NOT_TAKEN = {("count-ustack", "tracefs"), ("record-snapshot", "bpf"),
+NOT_TAKEN = {("count-ustack", "tracefs"), ("count-ustack-copy", "tracefs"), ("record-snapshot", "bpf"),
              ("record-snapshot", "tracefs")}
 
 

@@ -249,8 +249,10 @@ def test_sigstopped_uscope_costs_the_target_one_bound(cmd, tmp_path):
         n, every = 30000000, 1000000
         args = ["record", "-v"] + INJ + ["-o", tmp_path / "r.usc", "work"]
     else:
+        # stacks copied: each goes through the ring to uscope, which counts
+        # them (walked, they are counted in the process and never wait)
         n, every = 1000000, 20000
-        args = ["count", "-v"] + INJ + ["work $ustack"]
+        args = ["count", "-v"] + INJ + ["--stack-mode", "copy", "work $ustack"]
     r, w = os.pipe()
     p = uscope_popen(args + ["--", HOT, n, every], stdout=w)
     os.close(w)
