@@ -58,8 +58,8 @@ COMMANDS = {
 }
 # what each engine cannot take: tracefs has no $ustack (the kernel's walks
 # frame pointers), only inject keeps a flight recorder
-NOT_TAKEN = {("count-ustack", "tracefs"), ("count-ustack-copy", "tracefs"), ("record-snapshot", "bpf"),
-             ("record-snapshot", "tracefs")}
+NOT_TAKEN = {("count-ustack", "tracefs"), ("count-ustack-copy", "tracefs"),
+             ("record-snapshot", "bpf"), ("record-snapshot", "tracefs")}
 
 
 def cases():
