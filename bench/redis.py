@@ -34,7 +34,8 @@ REDIS = "/usr/bin/redis-server"
 US, N, REPS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 PIPE = int(sys.argv[4]) if len(sys.argv) > 4 else 16
 OTHER = sys.argv[5] if len(sys.argv) > 5 else None
-READY = re.compile(r"^uscope: tracing \d+ probes?$", re.M)
+# "uscope: tracing 2 functions (4 sites)", "tracing 1 function"
+READY = re.compile(r"^uscope: tracing \d+ \w+.*$", re.M)
 BENCH_TIMEOUT = 120     # a benchmark that takes this long: the server is blocked
 
 if not shutil.which(REDIS) or not shutil.which("redis-benchmark"):
