@@ -60,6 +60,13 @@ typedef int (*usc_agg_fn)(void *ctx, const struct usc_site *site, const uint8_t 
  * latency's duration). */
 void agg_layout(const struct usc_agg_opts *a, const struct usc_site *site, unsigned *first,
 		unsigned *n, int *value);
+/* A row's key as an engine keeps it, its stacks made the session's: each
+ * AGG_K_STACK slot's engine id (v, with pad: the engine's word beside it)
+ * becomes id(ctx, pad, v), the stack's interned id (0: unknown, the slot
+ * then a fault). */
+void agg_key_stacks(const struct usc_agg_opts *a, const struct usc_site *site, uint8_t *key,
+		    uint32_t keylen, uint64_t (*id)(void *ctx, uint32_t pad, uint64_t v),
+		    void *ctx);
 /* Can an engine that takes max_args arguments and keys of key_max bytes
  * aggregate the site where the probe runs? */
 bool agg_fits(const struct usc_agg_opts *a, const struct usc_site *site, unsigned max_args,

@@ -65,3 +65,26 @@ uint32_t agg_bucket(const struct usc_agg_opts *a, int64_t v)
 		return agg_linear_bucket(v, a->lmin, a->lmax, a->lstep, agg_nbuckets(a));
 	return agg_log_bucket(v);
 }
+
+void agg_key_stacks(const struct usc_agg_opts *a, const struct usc_site *site, uint8_t *key,
+		    uint32_t keylen, uint64_t (*id)(void *ctx, uint32_t pad, uint64_t v),
+		    void *ctx)
+{
+	unsigned first, n;
+	uint32_t at = 0;
+	int value;
+
+	agg_layout(a, site, &first, &n, &value);
+	for (unsigned i = first; i < first + n && at + sizeof(struct agg_slot) <= keylen; i++) {
+		struct agg_slot *sl = (struct agg_slot *)(key + at);
+		bool str = fetch_type_is_string(site->args[i].type);
+
+		at += str ? (uint32_t)(8 + ((a->str_max + 7) & ~7u)) : sizeof(struct agg_slot);
+		if (sl->kind != AGG_K_STACK)
+			continue;
+		sl->v = id(ctx, sl->pad, sl->v);
+		sl->pad = 0;
+		if (!sl->v)
+			sl->kind = AGG_K_FAULT;
+	}
+}

@@ -378,24 +378,14 @@ static uint64_t session_id(struct bpfeng *u, uint32_t tgid, uint64_t hash)
 	return stack_intern(u->base.ctx->cache, (pid_t)tgid, &s.st);
 }
 
+static uint64_t key_id(void *ctx, uint32_t tgid, uint64_t hash)
+{
+	struct bpfeng *u = ctx;
+
+	return u->stk ? session_id(u, tgid, hash) : 0;
+}
+
 void bpfeng_stk_key(struct bpfeng *u, const struct usc_site *site, uint8_t *key, uint32_t keylen)
 {
-	const struct usc_agg_opts *a = &u->base.ctx->agg;
-	unsigned first, n;
-	uint32_t at = 0;
-	int value;
-
-	agg_layout(a, site, &first, &n, &value);
-	for (unsigned i = first; i < first + n && at + sizeof(struct agg_slot) <= keylen; i++) {
-		struct agg_slot *sl = (struct agg_slot *)(key + at);
-		bool str = fetch_type_is_string(site->args[i].type);
-
-		at += str ? (uint32_t)(8 + ((a->str_max + 7) & ~7u)) : sizeof(struct agg_slot);
-		if (sl->kind != AGG_K_STACK)
-			continue;
-		sl->v = u->stk ? session_id(u, sl->pad, sl->v) : 0;
-		sl->pad = 0;
-		if (!sl->v)
-			sl->kind = AGG_K_FAULT;
-	}
+	agg_key_stacks(&u->base.ctx->agg, site, key, keylen, key_id, u);
 }

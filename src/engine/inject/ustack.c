@@ -318,26 +318,24 @@ static uint64_t session_id(struct inj *j, const struct inj_image *img, uint64_t 
 	return stack_intern(j->base.ctx->cache, (pid_t)e->tgid, &u.st);
 }
 
+struct key_ctx {
+	struct inj *j;
+	const struct inj_image *img;
+};
+
+static uint64_t key_id(void *ctx, uint32_t pad, uint64_t id)
+{
+	struct key_ctx *k = ctx;
+
+	(void)pad;
+	return session_id(k->j, k->img, id);
+}
+
 void inj_stk_key(struct inj *j, const struct inj_image *img, const struct usc_site *site,
 		 uint8_t *key, uint32_t keylen)
 {
-	const struct usc_agg_opts *a = &j->base.ctx->agg;
-	unsigned first, n;
-	uint32_t at = 0;
-	int value;
+	struct key_ctx k = {j, img};
 
-	agg_layout(a, site, &first, &n, &value);
-	for (unsigned i = first; i < first + n && at + sizeof(struct agg_slot) <= keylen; i++) {
-		struct agg_slot *sl = (struct agg_slot *)(key + at);
-		bool str = fetch_type_is_string(site->args[i].type);
-
-		at += str ? (uint32_t)(8 + ((a->str_max + 7) & ~7u)) : sizeof(struct agg_slot);
-		if (sl->kind != AGG_K_STACK)
-			continue;
-		sl->v = session_id(j, img, sl->v);
-		sl->pad = 0;
-		if (!sl->v)
-			sl->kind = AGG_K_FAULT;
-	}
+	agg_key_stacks(&j->base.ctx->agg, site, key, keylen, key_id, &k);
 }
 

@@ -126,6 +126,23 @@ static struct inj_slot *slot_get(struct inj_ctl *c, uint64_t key, uint32_t tgid)
 	return 0;
 }
 
+/* The calling thread's slot, by its key (glibc's tid at the thread
+ * pointer, or the thread pointer itself), or 0 (no room). */
+ALWAYS struct inj_slot *this_slot(struct inj_ctl *c, uint32_t tgid)
+{
+	uint64_t key;
+
+	if (c->key_mode == INJ_KEY_TID_AT_FS) {
+		uint32_t tid;	/* glibc's, at the thread pointer + tid_off */
+
+		__asm__ volatile("movl %%fs:(%1), %0" : "=r"(tid) : "r"((uint64_t)c->tid_off));
+		key = tid;
+	} else {
+		key = fs_base(c);
+	}
+	return key ? slot_get(c, key, tgid) : 0;
+}
+
 static inline __attribute__((always_inline)) void copy_bytes(void *dst, const void *src,
 							     uint64_t n)
 {
@@ -844,7 +861,7 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 {
 	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
 	struct inj_slot *s;
-	uint64_t key, *counts, slot, sp = r->r[USC_REG_SP];
+	uint64_t *counts, slot, sp = r->r[USC_REG_SP];
 	uint32_t tgid;
 	struct env env;
 
@@ -863,15 +880,7 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 	env = (struct env){tgid, 0, sp, c, 0, 0};
 	if (!tgid)
 		return;		/* a forked child not followed: not traced */
-	if (c->key_mode == INJ_KEY_TID_AT_FS) {
-		uint32_t tid;	/* glibc's, at the thread pointer + tid_off */
-
-		__asm__ volatile("movl %%fs:(%1), %0" : "=r"(tid) : "r"((uint64_t)c->tid_off));
-		key = tid;
-	} else {
-		key = fs_base(c);
-	}
-	s = key ? slot_get(c, key, tgid) : 0;
+	s = this_slot(c, tgid);
 	if (!s) {
 		__sync_fetch_and_add(&c->slot_full, 1);
 		return;
@@ -933,21 +942,13 @@ void agent_py_hit(struct inj_ctl *c, uint32_t idx, const struct py_hit *h)
 	struct inj_site *site = (struct inj_site *)((char *)c + c->sites_off) + idx;
 	struct inj_regs r = {{0}};
 	struct inj_slot *s;
-	uint64_t key, *counts, slot;
+	uint64_t *counts, slot;
 	uint32_t tgid = *(volatile uint32_t *)c->self;
 	struct env env = {tgid, 0, 0, c, 0, h};
 
 	if (!tgid)
 		return;		/* a forked child not followed: not traced */
-	if (c->key_mode == INJ_KEY_TID_AT_FS) {
-		uint32_t tid;
-
-		__asm__ volatile("movl %%fs:(%1), %0" : "=r"(tid) : "r"((uint64_t)c->tid_off));
-		key = tid;
-	} else {
-		key = fs_base(c);
-	}
-	s = key ? slot_get(c, key, tgid) : 0;
+	s = this_slot(c, tgid);
 	if (!s) {
 		__sync_fetch_and_add(&c->slot_full, 1);
 		return;
