@@ -205,18 +205,26 @@ def agg_consistent(r):
 # gdb's backtrace of a running process (the reference for $ustack)
 
 GDB_SCRIPT = Path(__file__).resolve().parent / "gdb_frames.py"
+GDB_CALLER = Path(__file__).resolve().parent / "gdb_caller.py"
 
 
-def gdb_frames_attached(pid, func, trigger):
+def gdb_frames_attached(pid, func, trigger, caller=None):
     """Attach gdb to pid, stop at func's first instruction, hit by
     trigger() (run once gdb waits), print its backtrace through
-    gdb_frames.py and detach. -> [dict] (gdb_frames.py's frames)."""
+    gdb_frames.py and detach. -> [dict] (gdb_frames.py's frames).
+    caller: stop only where a frame above is that function
+    (gdb_caller.py's $_called_from), so that a hit of func from elsewhere (redis's
+    serverCron allocates too) is not the one gdb shows."""
+    brk = f"break *{func}"
+    if caller:
+        brk += f' if $_called_from("{caller}")'
     cmd = ["gdb", "-batch", "-nx", "-q", "-p", str(pid),
            "-iex", "set debuginfod enabled off",
            "-iex", "set auto-load python-scripts off",
+           "-iex", f"source {GDB_CALLER}",
            "-ex", "set pagination off",
            "-ex", "set backtrace past-main on",
-           "-ex", f"break *{func}",
+           "-ex", brk,
            "-ex", "echo GDB-WAITS\\n",
            "-ex", "continue",
            "-x", str(GDB_SCRIPT),
@@ -394,10 +402,16 @@ class Nginx:
         assert bodies[-1] == "", r.stdout
         return bodies[:-1]
 
-    def logged(self):
-        """The access log's lines, once nginx has written them all: it
-        logs a request when it ends it, so a request answered is logged."""
-        return lines_of(self.access_log)
+    def logged(self, at_least=0):
+        """The access log's lines, waiting (bounded) for at_least of them:
+        nginx logs a request when it frees it, after the answer is sent, so
+        curl may have its answer before the line is written."""
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            lines = lines_of(self.access_log)
+            if len(lines) >= at_least or time.monotonic() > deadline:
+                return lines
+            time.sleep(0.02)
 
     def stop(self):
         stop(self.p, signal.SIGQUIT)
