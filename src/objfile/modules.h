@@ -62,6 +62,12 @@ void module_list_free(char **list, size_t n);
 /* PATH lookup, as execvp would do it. 0 with a malloc'd path, or -ENOENT. */
 int module_which(const char *cmd, char **out);
 
+/* path a script ("#!"): the program the kernel ends up running for it, its
+ * interpreter's, through env and scripts of scripts (shebang.c). 0 with a
+ * malloc'd path; -ENOEXEC when path is not a script or env runs something
+ * uscope cannot name; -ENOENT when the interpreter is not found; -ELOOP. */
+int module_script_program(const char *path, char **out);
+
 /* ---- processes under another root (procroot.c, ns/ns.h) ------------------ */
 
 /* Process pid's mappings (procmaps_read's) as the host opens their files,

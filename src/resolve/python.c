@@ -49,8 +49,8 @@ static int runtime_file(const struct usc_target *t, const struct usc_probe_spec 
 			module_list_free(deps, (size_t)n);
 		if (ret == -ENOENT && !quiet)
 			log_error("%s: %s runs no CPython of its own: py: probes need COMMAND to be "
-				  "CPython (python3 script.py, not a launcher such as env or a "
-				  "script's #! line)", spec->text, t->exe);
+				  "CPython (python3 app.py, or ./app.py run by #!/usr/bin/python3; "
+				  "not a launcher such as env or a shell script)", spec->text, t->exe);
 	}
 	if (ret)
 		return ret;

@@ -23,6 +23,9 @@ struct usc_target {
 	enum usc_target_kind kind;
 	pid_t pid;		/* USC_TARGET_PID */
 	char *exe;		/* the executable (absolute path), or NULL */
+	/* COMMAND a script: the script, what is run (exe is then the program
+	 * the kernel runs for it, its interpreter); else NULL: exe is run. */
+	char *script;
 	/* The root MODULE paths resolve under (ns/ns.h), or NULL: the host's.
 	 * A PID that sees another root (a container): "/proc/PID/root",
 	 * found by resolve_target. System-wide: a --root the caller sets

@@ -113,6 +113,30 @@ static int target_root(struct usc_target *target)
 	return 0;
 }
 
+/* COMMAND a script: its probes resolve in the program the kernel runs for it
+ * (the engines follow the execs). A script uscope cannot follow is left to
+ * the probes' own "not an x86-64 ELF file". */
+static int target_script(struct usc_target *target)
+{
+	char *prog;
+	int ret = module_script_program(target->exe, &prog);
+
+	if (ret == -ENOEXEC)
+		return 0;
+	if (ret == -ENOENT || ret == -ELOOP) {
+		log_error("%s: a script whose interpreter %s", target->exe,
+			  ret == -ENOENT ? "is not found" : "is scripts nested too deep");
+		return ret;
+	}
+	if (ret)
+		return ret;
+	log_info("%s is a script: its probes resolve in %s, the program it runs", target->exe,
+		 prog);
+	target->script = target->exe;
+	target->exe = prog;
+	return 0;
+}
+
 int resolve_target(struct usc_target *target, const char *command)
 {
 	switch (target->kind) {
@@ -128,7 +152,7 @@ int resolve_target(struct usc_target *target, const char *command)
 			log_error("command not found: %s", command);
 			return -ENOENT;
 		}
-		return 0;
+		return target_script(target);
 	default:
 		target->exe = NULL;
 		return target->root ? target_root(target) : 0;
@@ -138,8 +162,9 @@ int resolve_target(struct usc_target *target, const char *command)
 void resolve_target_release(struct usc_target *target)
 {
 	free(target->exe);
+	free(target->script);
 	free(target->root);
-	target->exe = target->root = NULL;
+	target->exe = target->script = target->root = NULL;
 }
 
 /* MODULE given as a path, under the target's root: the root's file at

@@ -795,6 +795,13 @@ static int fill_sink_ctx(struct usc_session *s)
 	return 0;
 }
 
+/* The file COMMAND runs: the script itself when it is one (the kernel
+ * finds its interpreter, as the shell would). */
+static const char *command_file(const struct usc_session *s)
+{
+	return s->target.script ? s->target.script : s->target.exe;
+}
+
 static int start_target(struct run *r, const sigset_t *oldmask, struct usc_run_result *res)
 {
 	struct usc_session *s = r->s;
@@ -805,7 +812,7 @@ static int start_target(struct run *r, const sigset_t *oldmask, struct usc_run_r
 	} else if (s->opts.cmd) {
 		for (size_t k = 0; k < s->nengines; k++)
 			r->ptraced |= s->engines[k].live && s->engines[k].ops->trace_exec;
-		ret = spawn_held(s->target.exe, s->opts.cmd, oldmask, &r->sp);
+		ret = spawn_held(command_file(s), s->opts.cmd, oldmask, &r->sp);
 		if (ret) {
 			log_error("cannot start %s: %s", s->opts.cmd[0], strerror(-ret));
 			return ret;
@@ -872,7 +879,7 @@ static int start_target(struct run *r, const sigset_t *oldmask, struct usc_run_r
 static int run_pending(struct run *r, const sigset_t *oldmask, struct usc_run_result *res)
 {
 	struct usc_session *s = r->s;
-	int ret = spawn_held(s->target.exe, s->opts.cmd, oldmask, &r->sp);
+	int ret = spawn_held(command_file(s), s->opts.cmd, oldmask, &r->sp);
 
 	if (ret) {
 		log_error("cannot start %s: %s", s->opts.cmd[0], strerror(-ret));

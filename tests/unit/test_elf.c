@@ -944,6 +944,80 @@ static void test_which(void **state)
 	assert_int_equal(module_which(fxdir, &p), -ENOENT);	/* a directory */
 }
 
+/* A script file in a fresh directory: "#!" + line, executable. */
+static char *script(const char *dir, const char *name, const char *line)
+{
+	char *p = NULL;
+	FILE *f;
+
+	assert_true(asprintf(&p, "%s/%s", dir, name) > 0);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fprintf(f, "#!%s\necho not run\n", line);
+	fclose(f);
+	assert_int_equal(chmod(p, 0755), 0);
+	return p;
+}
+
+static void test_script_program(void **state)
+{
+	char dir[] = "/tmp/uscope-shebang-XXXXXX";
+	char *p = NULL, *sh, *env, *envs, *nested, *deep[6], *noint, *assign, *bin;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	sh = script(dir, "sh", "/bin/sh -e");
+	env = script(dir, "env", " /usr/bin/env true ");
+	envs = script(dir, "envs", "/usr/bin/env -S true -x");
+	nested = script(dir, "nested", sh);
+	noint = script(dir, "noint", "/no/such/interpreter");
+	assign = script(dir, "assign", "/usr/bin/env A=1 true");
+	assert_int_equal(module_which("true", &bin), 0);
+	/* the interpreter, through env (PATH), through a script */
+	assert_int_equal(module_script_program(sh, &p), 0);
+	assert_string_equal(p, "/bin/sh");
+	free(p);
+	assert_int_equal(module_script_program(env, &p), 0);
+	assert_string_equal(p, bin);
+	free(p);
+	assert_int_equal(module_script_program(envs, &p), 0);
+	assert_string_equal(p, bin);
+	free(p);
+	assert_int_equal(module_script_program(nested, &p), 0);
+	assert_string_equal(p, "/bin/sh");
+	free(p);
+	/* as the kernel, 5 scripts before the program, not 6 */
+	deep[0] = script(dir, "d0", "/bin/sh");
+	for (int i = 1; i < 6; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "d%d", i);
+		deep[i] = script(dir, name, deep[i - 1]);
+	}
+	assert_int_equal(module_script_program(deep[4], &p), 0);
+	assert_string_equal(p, "/bin/sh");
+	free(p);
+	assert_int_equal(module_script_program(deep[5], &p), -ELOOP);
+	assert_null(p);
+	/* not a script; what uscope cannot name; no interpreter */
+	assert_int_equal(module_script_program("/bin/true", &p), -ENOEXEC);
+	assert_int_equal(module_script_program(assign, &p), -ENOEXEC);
+	assert_int_equal(module_script_program(noint, &p), -ENOENT);
+	assert_int_equal(module_script_program("/no/such/file", &p), -ENOENT);
+	assert_null(p);
+	for (int i = 0; i < 6; i++) {
+		unlink(deep[i]);
+		free(deep[i]);
+	}
+	char *all[] = {sh, env, envs, nested, noint, assign};
+	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+		unlink(all[i]);
+		free(all[i]);
+	}
+	free(bin);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -969,6 +1043,7 @@ int main(void)
 		cmocka_unit_test(test_procmaps),
 		cmocka_unit_test(test_find_in_pid),
 		cmocka_unit_test(test_which),
+		cmocka_unit_test(test_script_program),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
