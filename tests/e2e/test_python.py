@@ -95,9 +95,12 @@ def test_globs_module_and_returns():
 
 def test_arguments_by_name():
     cp = u.run_uscope(["trace", "--json", "py:recurse n", "py:Account.add x self",
-                       "r:py:unwind", "--", PYTHON, CALLS, "plain"], timeout=60)
+                       "r:py:unwind", "r:py:fail", "--", PYTHON, CALLS, "plain"], timeout=60)
     assert cp.returncode == 0, cp.stderr
     ev = json_lines(cp.stdout)
+    # fail(4) raises through its 5 frames: none returns a value
+    raised = [e["args"]["retval"] for e in ev if e["event"] == "__main__:fail__return"]
+    assert raised == ["(raised)"] * 5
     rec = [e["args"]["n"] for e in ev if e["event"] == "__main__:recurse"]
     assert rec == list(range(25, -1, -1))
     adds = [e["args"] for e in ev if e["event"] == "__main__:Account.add"]
@@ -367,6 +370,29 @@ def test_count_stacks_of_malloc():
 
 # ---- what cannot be ------------------------------------------------------------
 
+@pytest.mark.parametrize("shebang", [PYTHON, "/usr/bin/env python3.11",
+                                     "/usr/bin/env -S python3.11 -u"])
+def test_a_script_as_command(tmp_path, shebang):
+    """COMMAND a Python script run by its #! line (as py-spy's `-- ./app.py`):
+    the probes resolve in the interpreter the kernel runs for it (env's
+    program found on PATH), the script itself is what runs."""
+    want = profiled_counts()
+    script = tmp_path / "app.py"
+    script.write_text(f"#!{shebang}\n" + Path(CALLS).read_text())
+    script.chmod(0o755)
+    cp = u.run_uscope(["count", "--json", "-v", "py:__main__:*", "libc:malloc",
+                       "--", str(script), "plain"], timeout=60,
+                      env={"PATH": "/usr/bin:/bin"})   # Debian's python3.11, no shims
+    assert cp.returncode == 0, cp.stderr
+    assert f"{script} is a script: its probes resolve in {PYTHON}" in cp.stderr, cp.stderr
+    rows = json_lines(cp.stdout)
+    # the interpreter's libc: Python allocates
+    assert [o["count"] > 1000 for o in rows if o.get("probe") == "malloc"] == [True], rows
+    got = py_rows("\n".join(json.dumps(o) for o in rows if "function" in o.get("key", {})))
+    assert got.pop("<module>") == 1 and got.pop("Account") == 1
+    assert got == want
+
+
 @pytest.mark.parametrize("argv, says", [
     (["trace", "-e", "bpf", "py:fib", "--", PYTHON, "-c", "pass"],
      "py: probes run in the process"),
@@ -377,6 +403,8 @@ def test_count_stacks_of_malloc():
     (["trace", "libc:malloc $pystack", "-d", "1"], "give -p PID or a COMMAND"),
     (["trace", "py:fib", "-d", "1"], "give -p PID or a COMMAND"),
     (["trace", "py:fib", "--", "/bin/true"], "runs no CPython of its own"),
+    (["trace", "libc:malloc", "--", str(u.TARGETS / "no-interpreter.sh")],
+     "a script whose interpreter is not found"),
 ])
 def test_refused(argv, says):
     cp = u.run_uscope(argv)
