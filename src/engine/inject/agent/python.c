@@ -653,6 +653,16 @@ static uint64_t arg_name(const struct inj_py *py, uint64_t code, uint32_t i)
 }
 
 /* One value into v: an int, or text into the record. */
+/* The text written at rec + *off is v, a string. */
+static void text_value(struct text *t, struct inj_val *v, uint32_t *off)
+{
+	t->p[t->n] = 0;
+	v->kind = INJ_STR;
+	v->str_off = (uint16_t)*off;
+	v->str_len = (uint16_t)t->n;
+	*off += (t->n + 1 + 7) & ~7u;
+}
+
 static void value_into(const struct inj_py *py, uint64_t obj, struct inj_val *v, char *rec,
 		       uint32_t *off, int arg)
 {
@@ -664,11 +674,7 @@ static void value_into(const struct inj_py *py, uint64_t obj, struct inj_val *v,
 		v->val = (uint64_t)iv;
 		return;
 	}
-	t.p[t.n] = 0;
-	v->kind = INJ_STR;
-	v->str_off = (uint16_t)*off;
-	v->str_len = (uint16_t)t.n;
-	*off += (t.n + 1 + 7) & ~7u;
+	text_value(&t, v, off);
 }
 
 void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struct fetch_insn *in,
@@ -685,8 +691,16 @@ void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struc
 		v->kind = INJ_INT;
 		v->val = h->code;
 	} else if (in->op == FOP_PYRETVAL) {
-		if (h->retval)
+		if (h->retval) {
 			value_into(py, h->retval, v, rec, off, 0);
+		} else {
+			/* CPython returns NULL out of a frame an exception leaves
+			 * (the exception is put aside while we run: not named) */
+			struct text t = {rec + *off, 0, INJ_STR_MAX};
+
+			put_s(&t, "(raised)", 8);
+			text_value(&t, v, off);
+		}
 	} else if (in->op == FOP_PYARG) {
 		const char *want = py->names + (uint32_t)in->imm;
 		uint32_t wn = (uint32_t)((uint64_t)in->imm >> 32);
@@ -715,11 +729,7 @@ void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struc
 			if (repr(py, &t, ld64(locals + 8 * i), &iv, 1))
 				put_i(&t, iv);
 		}
-		t.p[t.n] = 0;
-		v->kind = INJ_STR;
-		v->str_off = (uint16_t)*off;
-		v->str_len = (uint16_t)t.n;
-		*off += (t.n + 1 + 7) & ~7u;
+		text_value(&t, v, off);
 	}
 }
 
