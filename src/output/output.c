@@ -327,6 +327,8 @@ int output_stack_folded(struct usc_output *o, pid_t pid, const struct usc_stack 
 	bool first = true;
 	int ret = 0;
 
+	if (!st->n)	/* a line needs a frame: $pystack where no Python runs */
+		return put(o, "[no frames]");
 	/* outermost first; an inlined call is a frame of its own */
 	for (uint32_t i = st->n; i-- > 0 && !ret;) {
 		size_t n = o->cache ? stack_syms(o->cache, pid, st, i, f, FRAME_SYMS) : 0;

@@ -400,8 +400,8 @@ int aggsink_stacks(const struct agg_sink *k, struct usc_output *o, const struct 
 			continue;
 		agg_key_value(k->s->cache, r->key, r->keylen, r->site->args, first, i,
 			      k->a.str_max, &v, &cut, &pid);
-		if (v.kind != USC_V_STACK)
-			continue;
+		if (v.kind != USC_V_STACK || (folded && !v.stack->n))
+			continue;	/* (none: $pystack where no Python runs) */
 		if (folded) {
 			ret = any ? output_raw(o, ";") : 0;
 			ret = ret ? ret : output_stack_folded(o, pid, v.stack);
