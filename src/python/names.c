@@ -46,7 +46,10 @@ struct pyproc {
 	uint64_t *fresh;	/* told or read, not handed out yet */
 	size_t nfresh, fresh_cap;
 	struct told scratch;	/* python_names_code's module of a read one */
+	unsigned unread;	/* addresses that were no code object: the first logged */
 };
+
+#define UNREAD_LOGGED 8
 
 struct loc {
 	struct python_loc l;
@@ -346,8 +349,11 @@ static const struct python_code *read_code(struct pyproc *p, uint64_t addr)
 		/* the process has gone: what was read of it stands */
 		err = python_sym_code(p->sym, addr, false, &pc);
 	if (err) {
-		log_debug("python: process %d: no code object at %#llx: %s", (int)p->pid,
-			  (unsigned long long)addr, strerror(-err));
+		if (p->unread < UNREAD_LOGGED)
+			log_debug("python: process %d: no code object at %#llx: %s%s", (int)p->pid,
+				  (unsigned long long)addr, strerror(-err),
+				  p->unread + 1 == UNREAD_LOGGED ? " (more not logged)" : "");
+		p->unread++;
 		return NULL;	/* not a code object (now), or gone */
 	}
 	if (!s->addr) {
