@@ -392,11 +392,28 @@ class Nginx:
     def url(self, path):
         return f"http://127.0.0.1:{self.port}{path}"
 
+    def closed(self):
+        """How many connections nginx has seen closed after their requests
+        (error.log at info)."""
+        return sum("closed keepalive connection" in l for l in lines_of(self.dir / "error.log"))
+
+    def curl(self, argv):
+        """Run curl, then wait (bounded) until nginx has seen its connection
+        closed: curl has its answers before nginx has finished their requests
+        (the access log, ngx_http_free_request, the frames they run in);
+        the close is read on a later turn of nginx's event loop, once every
+        frame of them has returned."""
+        before = self.closed()
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT)
+        deadline = time.monotonic() + TIMEOUT
+        while self.closed() <= before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return r
+
     def get(self, *paths):
         """curl the paths on one connection, in order; -> their bodies."""
-        r = subprocess.run(["curl", "-sS", "--fail"] +
-                           [x for p in paths for x in (self.url(p), "-w", "\\n<end>\\n")],
-                           capture_output=True, text=True, timeout=TIMEOUT)
+        r = self.curl(["curl", "-sS", "--fail"] +
+                      [x for p in paths for x in (self.url(p), "-w", "\\n<end>\\n")])
         assert r.returncode == 0, f"curl: {r.stderr}"
         bodies = r.stdout.split("\n<end>\n")
         assert bodies[-1] == "", r.stdout

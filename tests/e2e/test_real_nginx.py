@@ -90,8 +90,7 @@ def test_trace_files_opened(nginx, engine):
 
 
 def subprocess_get_status(nginx, path):
-    r = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", nginx.url(path)],
-                       capture_output=True, text=True, timeout=u.TIMEOUT)
+    r = nginx.curl(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", nginx.url(path)])
     return int(r.stdout)
 
 
