@@ -19,8 +19,11 @@ rp.need(PYTHON)
 
 FAST_ENGINES = ["inject", "bpf"]    # tracefs: see test_real_redis.py
 GENS, ITEMS = 5, 3      # generators, and the values each yields
+# gc off: an automatic collection (allocating readline, get_stats) could fall
+# in uscope's window and out of before..after; gc.collect() still collects
 SCRIPT = f"""
 import gc, sys
+gc.disable()
 def squares(n):
     for i in range(n):
         yield i * i

@@ -19,6 +19,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -309,7 +310,7 @@ def test_python_stack_is_gdbs_backtrace(engine):
 
     # (the script's code object lives on a while: uscope reads its name
     # after the hit, and bpf has no agent to copy it before it is freed)
-    argv = [PYTHON, "-I", "-S", "-c", "repr(1.5); import time; time.sleep(1)"]
+    argv = [PYTHON, "-I", "-S", "-c", "repr(1.5); import time; time.sleep(3)"]
     r = u.trace(f"python3.11:{PY_FUNC} $ustack", cmd=argv, json=True, extra=["-e", engine])
     stack = first_stack(r, PY_FUNC)
     assert len(r.events) == 1
@@ -662,7 +663,7 @@ FOLD_RUNS = [
     ("cmp", ["qsort"], QSORT_CALLS),
     ("leaf", ["deep", "300"], 300),
     ("leaf", ["expr", "20"], 20),
-    ("leaf", ["dlopen", "50", "200"], 50),
+    ("leaf", ["dlopen", "50", "1000"], 50),  # 1 s: uscope reads the new mappings
     ("in_handler", ["signal"], 1),
     ("thread_work", ["thread"], 1),
 ]
@@ -755,6 +756,11 @@ def test_running_process_walked(engine):
                          stdout=subprocess.DEVNULL)
     u.REGISTRY.targets.append(p)
     try:
+        # attached once ld.so has mapped libc (its frames are in every stack)
+        deadline = time.monotonic() + u.TIMEOUT
+        while "/libc.so" not in Path(f"/proc/{p.pid}/maps").read_text():
+            assert time.monotonic() < deadline and p.poll() is None, "stacks never mapped libc"
+            time.sleep(0.01)
         cp = run_uscope(["count", "--folded", "-e", engine, "-p", str(p.pid), "-d", "1",
                          "leaf $ustack"])
     finally:
