@@ -234,9 +234,36 @@ static void print_fallback(const struct stack_walk *w, const struct usc_stack *d
 		procmaps_free(m, (size_t)n);
 }
 
+/* pc in the process's vDSO? */
+static bool in_vdso(pid_t pid, uint64_t pc)
+{
+	struct proc_map *m = NULL;
+	ssize_t n = procmaps_read(pid, &m);
+	bool in = false;
+
+	for (ssize_t i = 0; i < n && !in; i++)
+		in = m[i].path && !strcmp(m[i].path, "[vdso]") && pc >= m[i].start &&
+		     pc < m[i].end;
+	if (n > 0)
+		procmaps_free(m, (size_t)n);
+	return in;
+}
+
+/* Both ends mean "no caller known here": in the vDSO (no file: the walker
+ * ends as no module; libdwfl, which at times has a module over it from the
+ * maps it groups, as no CFI). A probe never fires in the vDSO, only a
+ * sampled stop is there: the same stack. */
+static bool same_end(const struct usc_stack *a, const struct usc_stack *b)
+{
+	bool ends = (a->end == USC_STACK_END_NOCFI || a->end == USC_STACK_END_NOMODULE) &&
+		    (b->end == USC_STACK_END_NOCFI || b->end == USC_STACK_END_NOMODULE);
+
+	return a->end == b->end || (ends && a->end_pc == b->end_pc && in_vdso(g.pid, a->end_pc));
+}
+
 static bool same_stack(const struct usc_stack *a, const struct usc_stack *b)
 {
-	if (a->n != b->n || a->end != b->end || a->end_pc != b->end_pc)
+	if (a->n != b->n || a->end_pc != b->end_pc || !same_end(a, b))
 		return false;
 	for (uint32_t i = 0; i < a->n; i++)
 		if (a->pc[i] != b->pc[i] || usc_stack_exact(a, i) != usc_stack_exact(b, i) ||
