@@ -61,13 +61,24 @@ class Prometheus:
                     "  evaluation_interval: 1s\n"
                     "scrape_configs:\n  - job_name: uscope\n    static_configs:\n"
                     f"      - targets: ['127.0.0.1:{target_port}']\n")
-        self.log = open(os.path.join(self.dir, "log"), "w")
-        self.proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={self.dir}/data",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        REGISTRY.targets.append(self.proc)
-        self.until(lambda: self._ready(), "Prometheus is ready")
+        # free_port's port can be taken before Prometheus binds it (any
+        # connection's ephemeral port): then another
+        for attempt in range(5):
+            self.log = open(os.path.join(self.dir, "log"), "w")
+            self.proc = subprocess.Popen(
+                [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={self.dir}/data",
+                 f"--web.listen-address=127.0.0.1:{self.port}"],
+                stdout=self.log, stderr=subprocess.STDOUT)
+            REGISTRY.targets.append(self.proc)
+            try:
+                self.until(lambda: self._ready(), "Prometheus is ready")
+                return
+            except AssertionError:
+                if attempt == 4 or "address already in use" not in self.logtext():
+                    raise
+                self.proc.wait()
+                self.log.close()
+                self.port = free_port()
 
     def _ready(self):
         try:
@@ -125,28 +136,41 @@ class Served:
     stdout read line by line; closing its stdin lets the target end."""
 
     def __init__(self, args):
+        self.args = args
+        self.tries = 0
+        self._start()
+
+    def _start(self):
         self.port = free_port()
+        self.tries += 1
         argv = [str(uscope_path())] + [a if a != "SERVE" else f"127.0.0.1:{self.port}"
-                                       for a in args]
+                                       for a in self.args]
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         REGISTRY.uscopes.append(self.proc)
         self.lines = queue.Queue()
         self.out = []
-        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read, args=(self.proc, self.lines), daemon=True).start()
 
-    def _read(self):
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
+    @staticmethod
+    def _read(proc, lines):
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
 
     def wait_ready(self):
+        """The time the target said ready. free_port's port is anyone's until
+        uscope binds it: taken meanwhile, uscope is run again on another."""
         deadline = time.monotonic() + WAIT
         while True:
             line = self.lines.get(timeout=max(0.1, deadline - time.monotonic()))
             if line is None:
-                raise AssertionError("uscope ended before the target was ready:\n" +
-                                     self.proc.stderr.read())
+                err = self.proc.stderr.read()
+                self.proc.wait()
+                if "the port is in use" in err and self.tries < 5:
+                    self._start()
+                    continue
+                raise AssertionError("uscope ended before the target was ready:\n" + err)
             self.out.append(line)
             if line.strip() == "ready":
                 return time.time()
@@ -173,9 +197,9 @@ def run_served(args):
     ready, the series of the first scrape after that. -> (prometheus, time
     of that scrape, uscope's stdout, stderr)."""
     sv = Served(args)
+    ready = sv.wait_ready()     # (the target holds until finish())
     prom = Prometheus(sv.port)
     try:
-        ready = sv.wait_ready()
         at = prom.scrape_after(ready)
         out, err = sv.finish()
         return prom, at, out, err
@@ -371,7 +395,8 @@ def test_objtrace_serves_each_probes_events(engine):
     sv = Served(["objtrace", "--serve", "SERVE", "--json", "-e", engine,
                  "--from", "r:libobj:obj_new obj=$retval", "--until", "libobj:obj_free $arg1",
                  "libobj:op_*", "--", target("objdrv"), "basic", "hold"])
-    got = scrape_after(sv.port, sv.wait_ready())
+    ready = sv.wait_ready()
+    got = scrape_after(sv.port, ready)
     out, err = sv.finish()
     events = {}
     for o in (json.loads(l) for l in out.splitlines() if l.startswith("{")):

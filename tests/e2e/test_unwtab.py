@@ -199,26 +199,45 @@ def free_port():
         return s.getsockname()[1]
 
 
+def redis_answers(p, port, last):
+    """Wait until redis-server (under unwcheck) answers on port (every poll
+    waits on the server, no deadline but the safety net). False when the
+    port was taken meanwhile (free_port's port is anyone's until bound) and
+    another may be tried."""
+    t0 = time.monotonic()
+    while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
+                         text=True).stdout.strip() != "PONG":
+        if p.poll() is not None:
+            out = p.communicate()
+            if not last and "Address already in use" in "".join(out):
+                return False
+            raise AssertionError(out)
+        assert time.monotonic() - t0 < RUN_TIMEOUT, "redis-server did not start"
+        time.sleep(0.05)
+    return True
+
+
 def redis_run(args):
     """redis-server under unwcheck while redis-benchmark runs against it;
     then a SHUTDOWN ends both. -> Result"""
     if not (os.access(REDIS, os.X_OK) and os.access("/usr/bin/redis-benchmark", os.X_OK)):
         pytest.skip("redis-server and redis-tools are not installed")
-    port = free_port()
-    p = subprocess.Popen([str(UNWCHECK)] + [str(a) for a in args] +
-                         ["--", REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                          "--appendonly", "no", "--daemonize", "no"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         stdin=subprocess.DEVNULL)
+    for attempt in range(5):
+        port = free_port()
+        p = subprocess.Popen([str(UNWCHECK)] + [str(a) for a in args] +
+                             ["--", REDIS, "--port", str(port), "--bind", "127.0.0.1",
+                              "--save", "", "--appendonly", "no", "--daemonize", "no"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             stdin=subprocess.DEVNULL)
+        try:
+            if redis_answers(p, port, last=attempt == 4):
+                break
+        except BaseException:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            raise
     try:
-        # ready when it answers (every poll waits on the server, no deadline
-        # but the safety net)
-        t0 = time.monotonic()
-        while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
-                             text=True).stdout.strip() != "PONG":
-            assert p.poll() is None, p.communicate()
-            assert time.monotonic() - t0 < RUN_TIMEOUT, "redis-server did not start"
-            time.sleep(0.05)
         b = subprocess.run(["redis-benchmark", "-p", str(port), "-n", "3000", "-c", "4", "-q",
                             "-t", "set,get,incr,lpush,lpop,sadd,hset"],
                            capture_output=True, text=True, timeout=RUN_TIMEOUT)
