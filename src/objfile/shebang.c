@@ -2,8 +2,8 @@
  * process image is the interpreter's (`#!/usr/bin/python3.11`), or, through
  * env, the program env runs (`#!/usr/bin/env python3`): probes on the
  * executable resolve there. Scripts of scripts are followed as the kernel
- * does (exec_binprm: at most 5 scripts before the program). The engines follow the execs
- * themselves; this only names the file. */
+ * does (exec_binprm: at most 5 scripts before the program). The engines
+ * follow the execs themselves; this only names the file. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -70,7 +70,7 @@ static const char *env_program(char *arg)
 
 int module_script_program(const char *path, char **out)
 {
-	char interp[SHEBANG_LINE], arg[SHEBANG_LINE];
+	char interp[SHEBANG_LINE], arg[SHEBANG_LINE], rel[SHEBANG_LINE + 2];
 	char *cur = strdup(path);
 	int depth = 0;
 
@@ -96,6 +96,12 @@ int module_script_program(const char *path, char **out)
 		if (!strcmp(b ? b + 1 : interp, "env") && !(prog = env_program(arg))) {
 			free(cur);
 			return -ENOEXEC;
+		}
+		/* the kernel opens an interpreter as given (a bare name in the
+		 * current directory); env looks its program up on PATH */
+		if (prog == interp && !strchr(interp, '/')) {
+			snprintf(rel, sizeof(rel), "./%s", interp);
+			prog = rel;
 		}
 		ret = module_which(prog, &next);
 		free(cur);

@@ -123,9 +123,13 @@ static int target_script(struct usc_target *target)
 
 	if (ret == -ENOEXEC)
 		return 0;
-	if (ret == -ENOENT || ret == -ELOOP) {
-		log_error("%s: a script whose interpreter %s", target->exe,
-			  ret == -ENOENT ? "is not found" : "is scripts nested too deep");
+	if (ret == -ENOENT) {
+		log_error("%s: a script whose interpreter is not found", target->exe);
+		return ret;
+	}
+	if (ret == -ELOOP) {
+		log_error("%s: a script run by scripts more than 5 deep (the kernel refuses it)",
+			  target->exe);
 		return ret;
 	}
 	if (ret)

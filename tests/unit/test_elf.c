@@ -962,7 +962,7 @@ static char *script(const char *dir, const char *name, const char *line)
 static void test_script_program(void **state)
 {
 	char dir[] = "/tmp/uscope-shebang-XXXXXX";
-	char *p = NULL, *sh, *env, *envs, *nested, *deep[6], *noint, *assign, *bin;
+	char *p = NULL, *sh, *env, *envs, *nested, *deep[6], *noint, *assign, *bare, *bin;
 
 	(void)state;
 	assert_non_null(mkdtemp(dir));
@@ -972,6 +972,7 @@ static void test_script_program(void **state)
 	nested = script(dir, "nested", sh);
 	noint = script(dir, "noint", "/no/such/interpreter");
 	assign = script(dir, "assign", "/usr/bin/env A=1 true");
+	bare = script(dir, "bare", "true");	/* the kernel: ./true, not PATH's */
 	assert_int_equal(module_which("true", &bin), 0);
 	/* the interpreter, through env (PATH), through a script */
 	assert_int_equal(module_script_program(sh, &p), 0);
@@ -1003,13 +1004,22 @@ static void test_script_program(void **state)
 	assert_int_equal(module_script_program("/bin/true", &p), -ENOEXEC);
 	assert_int_equal(module_script_program(assign, &p), -ENOEXEC);
 	assert_int_equal(module_script_program(noint, &p), -ENOENT);
+	{
+		int here = open(".", O_RDONLY | O_DIRECTORY);
+
+		assert_true(here >= 0);
+		assert_int_equal(chdir(dir), 0);	/* no ./true there */
+		assert_int_equal(module_script_program(bare, &p), -ENOENT);
+		assert_int_equal(fchdir(here), 0);
+		close(here);
+	}
 	assert_int_equal(module_script_program("/no/such/file", &p), -ENOENT);
 	assert_null(p);
 	for (int i = 0; i < 6; i++) {
 		unlink(deep[i]);
 		free(deep[i]);
 	}
-	char *all[] = {sh, env, envs, nested, noint, assign};
+	char *all[] = {sh, env, envs, nested, noint, assign, bare};
 	for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
 		unlink(all[i]);
 		free(all[i]);
