@@ -70,9 +70,12 @@ def _examples():
     out = []
     for path in DOCS:
         lines = path.read_text().split("\n")
+        fence = False
         for i, l in enumerate(lines):
+            if l.startswith("```"):
+                fence = not fence
             m = MARK.match(l)
-            if not m:
+            if fence or not m:
                 continue
             attrs = {a.group(1): a.group(3) if a.group(3) is not None else a.group(2)
                      for a in ATTR.finditer(m.group(2))}
