@@ -13,7 +13,8 @@ command (a leading `sudo ` is dropped: the tests run as root); the lines up
 to the next command are its expected output, stdout and stderr together. The
 commands of a block run one after another in one bash, in a scratch directory
 where `build`, `tests`, `demo` and `sdt` lead to the repository's and
-`uscope` on PATH is the build under test ($USCOPE).
+`uscope` on PATH is the build under test ($USCOPE); its path shows in the
+output as /src/uscope.
 
 The shape: numbers (decimal and hex), and so pids, addresses, times and
 counts, are normalised, and runs of blanks are one; blank lines are ignored.
@@ -47,6 +48,8 @@ MARK = re.compile(r"^<!--\s*test:\s*(\S+)(.*?)-->\s*$")
 ATTR = re.compile(r'(\w+)=("([^"]*)"|\S+)')
 SEP = "@@uscope-doc-example@@"
 BLOCK_TIMEOUT = 120
+# The scratch directory's path, as the examples show it (a checkout's).
+SHOWN_ROOT = "/src/uscope"
 
 
 class Example:
@@ -208,7 +211,7 @@ def run_example(ex, scratch):
             os.killpg(p.pid, signal.SIGKILL)  # anything it left in the background
         except ProcessLookupError:
             pass
-    out = out.replace(str(d), str(REPO))
+    out = out.replace(str(d), SHOWN_ROOT).replace(str(REPO), SHOWN_ROOT)
     parts = out.split(SEP + "\n")
     # parts[0] is before the first command; then one part per command
     return [part.split("\n") for part in parts[1:len(ex.steps) + 1]]
