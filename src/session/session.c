@@ -84,9 +84,9 @@ int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
 		.count_only = o->count_only,
 		.stack_bytes = o->stack_bytes,
 		.agg = s->opts.agg,
-		.record = {o->record.on, o->record.drop, o->record.snapshot},
-		.max_wait_ns = o->record.drop ? 0 : o->max_wait_ns ? o->max_wait_ns :
-			       SESSION_MAX_WAIT_NS,
+		.record = {o->record.on, o->record.snapshot},
+		.max_wait_ns = o->max_wait_ns == USC_MAX_WAIT_NEVER ? 0 :
+			       o->max_wait_ns ? o->max_wait_ns : SESSION_MAX_WAIT_NS,
 		.objtrace = {o->objtrace.on, o->objtrace.max_objects},
 	};
 	session_undo_init(s);
