@@ -183,7 +183,7 @@ build/fuzz/fuzz_python: src/python/linetable.c src/python/objects.c src/python/o
 	src/python/symbolize.c
 # The unwind-table cache file's reader, and the walker over what it accepts.
 build/fuzz/fuzz_unwtab: src/stack/unwcache.c src/stack/unwtab.c src/stack/unwimage.c src/objfile/modules.c \
-	src/objfile/procroot.c src/ns/root.c src/ns/pids.c
+	src/objfile/procroot.c src/ns/root.c src/ns/pids.c src/core/proc.c
 FUZZ_SECONDS ?= 20
 
 targets: sdt

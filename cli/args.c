@@ -363,7 +363,7 @@ static int args_record(int c, struct cli_opts *o)
 		o->folded = true;
 		return ARG_OK;
 	case 'D':
-		o->so.record.drop = true;
+		o->so.max_wait_ns = USC_MAX_WAIT_NEVER;
 		return ARG_OK;
 	case 'w': {
 		uint64_t ns;
@@ -373,8 +373,8 @@ static int args_record(int c, struct cli_opts *o)
 				  optarg);
 			return ARG_BAD;
 		}
-		o->so.max_wait_ns = ns;
-		o->so.record.drop |= ns == 0;	/* never wait: --drop */
+		if (o->so.max_wait_ns != USC_MAX_WAIT_NEVER)	/* --drop wins */
+			o->so.max_wait_ns = ns ? ns : USC_MAX_WAIT_NEVER;
 		return ARG_OK;
 	}
 	case 'Y':

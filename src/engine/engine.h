@@ -89,11 +89,11 @@ struct usc_engine_ctx {
 	bool has_stacks;		/* a site fetches $ustack */
 	uint32_t stack_bytes;		/* $ustack: bytes of stack copied (0: 8 KiB) */
 	struct usc_agg_opts agg;	/* what is aggregated (agg/agg.h) */
-	/* uscope record: lossless unless drop (a full buffer drops and
-	 * counts); snapshot: the flight recorder keeps that many bytes a
-	 * thread in overwrite buffers */
+	/* uscope record: lossless within max_wait_ns (then a full buffer
+	 * drops and counts); snapshot: the flight recorder keeps that many
+	 * bytes a thread in overwrite buffers */
 	struct {
-		bool on, drop;
+		bool on;
 		uint64_t snapshot;
 	} record;
 	/* a lossless producer (record, stacks counted) that finds no room

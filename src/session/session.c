@@ -84,9 +84,9 @@ int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
 		.count_only = o->count_only,
 		.stack_bytes = o->stack_bytes,
 		.agg = s->opts.agg,
-		.record = {o->record.on, o->record.drop, o->record.snapshot},
-		.max_wait_ns = o->record.drop ? 0 : o->max_wait_ns ? o->max_wait_ns :
-			       SESSION_MAX_WAIT_NS,
+		.record = {o->record.on, o->record.snapshot},
+		.max_wait_ns = o->max_wait_ns == USC_MAX_WAIT_NEVER ? 0 :
+			       o->max_wait_ns ? o->max_wait_ns : SESSION_MAX_WAIT_NS,
 		.objtrace = {o->objtrace.on, o->objtrace.max_objects},
 	};
 	session_undo_init(s);
@@ -1049,14 +1049,22 @@ int usc_session_run(struct usc_session *s, struct usc_run_result *res)
 		sigaddset(&mask, SIGUSR1);	/* the flight recorder writes */
 	sigprocmask(SIG_BLOCK, &mask, &oldmask);
 	r.sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (r.sfd < 0) {
+		/* no way to hear Ctrl-C or COMMAND's end: start nothing */
+		ret = -errno;
+		log_error("cannot read signals (signalfd: %s)", strerror(-ret));
+		sigprocmask(SIG_SETMASK, &oldmask, NULL);
+		res->err = ret;
+		return ret;
+	}
 
 	ret = s->npending ? run_pending(&r, &oldmask, res) : 0;
 	if (!ret)
 		ret = attach_engines(s);
-	if (ret == -ENOMEM)
-		log_error("out of memory");
 	if (!ret)
 		ret = start_target(&r, &oldmask, res);
+	if (ret == -ENOMEM)
+		log_error("out of memory");	/* (the rest say their own) */
 	if (!ret) {
 		ret = loop(&r);
 		target_ended(&r);

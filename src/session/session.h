@@ -38,6 +38,7 @@ struct rec_writer;
 
 #define SESSION_MAX_PENDING 16
 #define SESSION_MAX_WAIT_NS 100000000ULL	/* --max-wait's default: 100 ms */
+#define USC_MAX_WAIT_NEVER UINT64_MAX	/* usc_session_opts.max_wait_ns: never wait */
 
 struct usc_session_opts {
 	pid_t pid;			/* trace a running process (-p) */
@@ -61,15 +62,19 @@ struct usc_session_opts {
 		uint32_t max_objects;
 	} objtrace;
 	/* uscope record: engines write their records unformatted to the
-	 * recorder sink, lossless unless drop (a full buffer drops and counts);
-	 * snapshot: the flight recorder, the last that many bytes a thread
-	 * (a CPU, on tracefs) kept in memory and written at the end */
+	 * recorder sink, lossless within max_wait_ns (a full buffer then drops
+	 * and counts); snapshot: the flight recorder, the last that many bytes
+	 * a thread (a CPU, on tracefs) kept in memory and written at the end */
 	struct {
-		bool on, drop;
+		bool on;
 		uint64_t snapshot;
 	} record;
-	/* a lossless producer (record, stacks counted) waits for room at most
-	 * this long a wait (0: SESSION_MAX_WAIT_NS; record.drop: never) */
+	/* --max-wait, decided here once for every engine: a lossless producer
+	 * (record, stacks counted) that finds no room waits for it at most
+	 * this long a wait, while the tracer makes progress. 0 (a zeroed
+	 * opts): SESSION_MAX_WAIT_NS; USC_MAX_WAIT_NEVER (--drop, --max-wait
+	 * 0): it never waits, a full buffer drops and counts. The engines see
+	 * the bound itself (usc_engine_ctx.max_wait_ns, 0: never). */
 	uint64_t max_wait_ns;
 	/* the executable the janitor runs, after uscope died, to take out what
 	 * an inject session left in the processes it patched: one whose main
@@ -201,7 +206,8 @@ const char *usc_session_engine_of(const struct usc_session *s, size_t i);
 #define USC_JANITOR_ARG "--janitor"
 int usc_janitor_main(int argc, char **argv);
 
-/* Called by the engines' poll: an event, to the sinks (in time order). */
+/* An event to the sinks (in time order): the usc_event_fn the session hands
+ * each engine's poll (session.c). */
 int session_deliver(const struct usc_event *ev, void *ctx);
 
 #endif

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/proc.h"
 #include "session/session_int.h"
 
 /* linux/pidfd.h of Linux 6.15; Debian 12's headers predate it */
@@ -97,19 +98,13 @@ static int pidfd_status(int pfd, int *status)
 
 pid_t session_process_of(pid_t pid)
 {
-	char path[64], line[128];
-	pid_t tgid = pid;
-	FILE *f;
+	struct proc_status st;
+	pid_t tgid;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
+	if (proc_status_read(pid, &st))
 		return pid;	/* (gone, or not ours to see: said at start) */
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &tgid) == 1)
-			break;
-	fclose(f);
-	if (tgid > 0 && tgid != pid) {
+	tgid = st.tgid;
+	if (tgid != pid) {
 		log_info("-p %d is a thread of process %d: tracing the process", (int)pid,
 			 (int)tgid);
 		return tgid;

@@ -52,7 +52,7 @@
  * which the walker takes as a table it cannot use (a fallback), never as a
  * reason to read out of bounds.
  *
- * How each engine holds the image (part 2 wires this in):
+ * How each engine holds the image (engine/inject/ustack.c, engine/bpf/ustack.c):
  *   - inject: one read-only memfd of tables per session, mapped into every
  *     traced process (tables are per build-id, shared by processes): a
  *     header, then tabs[], rows[], idx[], appended to as modules appear

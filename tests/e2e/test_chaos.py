@@ -374,3 +374,22 @@ def test_a_breakpoint_is_not_a_patch():
         assert res.stdout.split()[-2:] == ["hop", "1000"], res.stdout
     t.close_stdin()
     assert t.wait() == 0
+
+
+def test_inject_attach_out_of_memory_patches_nothing():
+    """The inject engine's record of the process it is about to patch
+    cannot be allocated (a failure injected with USCOPE_FAULT): the attach
+    fails with one line before a byte is patched, no janitor is left, and
+    the target runs on with the file's code. (Before, the process was
+    patched first and then never tracked: nothing would have restored it.)"""
+    t, _, _ = detour_target()
+    hops(t)
+    r = run_uscope(["count", "-e", "inject", "-d", "1", "-p", t.pid, "hop"],
+                   env={"USCOPE_FAULT": "inject.proc"})
+    assert r.returncode == 1 and r.stdout == "", r.stderr
+    assert r.stderr.count("\n") == 1 and "out of memory" in r.stderr, r.stderr
+    assert code_is_the_files(t.pid) is True
+    wait_for("no janitor left", lambda: janitors_of(t.pid), 5)
+    hops(t)
+    t.close_stdin()
+    assert t.wait() == 0

@@ -22,6 +22,7 @@
 #include <bpf/libbpf.h>
 
 #include "core/log.h"
+#include "core/proc.h"
 #include "engine/bpf/bpf_int.h"
 #include "engine/raw.h"
 #include "python/detect.h"
@@ -55,19 +56,14 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap
 /* CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN) in the effective set. */
 static bool may_bpf(void)
 {
-	unsigned long long eff = 0;
-	char line[256];
-	FILE *f;
+	struct proc_status st;
+	unsigned long long eff;
 
 	if (geteuid() == 0)
 		return true;
-	f = fopen("/proc/self/status", "re");
-	if (!f)
+	if (proc_status_read(0, &st))
 		return false;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %llx", &eff) == 1)
-			break;
-	fclose(f);
+	eff = st.cap_eff;
 	return (eff & (1ULL << 21)) || ((eff & (1ULL << 39)) && (eff & (1ULL << 38)));
 }
 

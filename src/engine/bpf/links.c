@@ -101,25 +101,6 @@ bool bpfeng_multi_supported(void)
 	return cached;
 }
 
-/* A multi link's pid is a process (the kernel takes it as a thread group);
- * -p may name one of its threads, which a perf event took for its process. */
-static pid_t tgid_of(pid_t pid)
-{
-	char path[64], line[128];
-	pid_t tgid = pid;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return pid;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Tgid: %d", &tgid) == 1)
-			break;
-	fclose(f);
-	return tgid;
-}
-
 struct group {
 	const char *path;
 	const size_t *idx;		/* the sites of the file, indices in e->sites */
@@ -218,7 +199,9 @@ static int attach_multi(struct bpfeng *u, int prog, pid_t pid)
 	for (size_t i = 0; i < n; i++)
 		order[i] = i;
 	qsort_r(order, n, sizeof(*order), by_path, (void *)u->base.sites);
-	pid = pid > 0 ? tgid_of(pid) : 0;
+	/* a multi link's pid is a process (the kernel takes it as a thread
+	 * group): the session made -p TID its process (session_process_of) */
+	pid = pid > 0 ? pid : 0;
 	for (size_t k = 0; k < n && !err;) {
 		struct group g = {.path = u->base.sites[order[k]]->path, .idx = order + k,
 				  .offs = scratch, .refs = scratch + n, .cookies = scratch + 2 * n,

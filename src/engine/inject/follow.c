@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/proc.h"
 #include "engine/inject/inject_int.h"
 
 #define PT_OPTS (PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE | \
@@ -115,24 +116,12 @@ static void proc_del(struct inj *j, pid_t pid)
 	*p = j->procs[--j->nprocs];
 }
 
-/* A line of /proc/PID/status as a number: "Tgid:", "PPid:". */
-static long status_field(pid_t pid, const char *key)
+/* Task tid's process, or -1 when gone. */
+static long tgid_of(pid_t tid)
 {
-	char path[64], line[256];
-	long v = -1;
-	FILE *f;
+	struct proc_status st;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, key, strlen(key))) {
-			v = strtol(line + strlen(key), NULL, 10);
-			break;
-		}
-	fclose(f);
-	return v;
+	return proc_status_read(tid, &st) ? -1 : st.tgid;
 }
 
 static int mem_rw(pid_t pid, uint64_t addr, void *buf, size_t len, bool write)
@@ -220,7 +209,8 @@ static void cont(struct inj *j, pid_t tid, int sig)
 static void new_task(struct inj *j, pid_t tid)
 {
 	struct inj_proc *parent, *p;
-	long ppid, tgid = status_field(tid, "Tgid:");
+	struct proc_status st;
+	long ppid, tgid = proc_status_read(tid, &st) ? -1 : st.tgid;
 	uint32_t self = 0;
 
 	/* its name now: a thread that exits before its records are read has
@@ -229,7 +219,7 @@ static void new_task(struct inj *j, pid_t tid)
 		inj_comm(j, NULL, (pid_t)tgid, tid);
 	if (tgid != tid || proc_find(j, tid))
 		return;		/* a thread, or known */
-	ppid = status_field(tid, "PPid:");
+	ppid = st.ppid;
 	p = proc_add(j, tid);	/* (may move the table: the parent is found after) */
 	parent = ppid > 0 ? proc_find(j, (pid_t)ppid) : NULL;
 	if (!p || !parent || !parent->img)
@@ -549,7 +539,7 @@ void inj_follow_detach(struct inj *j)
 		if (!p->img || !inj_image_applied(p->img))
 			continue;
 		for (size_t k = 0; k < j->ntasks; k++)
-			if (status_field(j->tasks[k].tid, "Tgid:") == p->pid)
+			if (tgid_of(j->tasks[k].tid) == p->pid)
 				held &= j->tasks[k].stopped;
 		snprintf(dir, sizeof(dir), "/proc/%d", (int)p->pid);
 		if (!held) {

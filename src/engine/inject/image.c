@@ -290,7 +290,7 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 		 * for room (a stack is 8 KiB: a ring holds 500) */
 		c->lossless |= s->has_stacks && s->agg.kind != USC_AGG_NONE;
 		/* ... within a bound, while we make progress */
-		c->max_wait_ns = s->record.drop ? 0 : s->max_wait_ns;
+		c->max_wait_ns = s->max_wait_ns;	/* 0: never */
 		c->lossless &= c->max_wait_ns > 0;
 		/* wake us a quarter of a ring in, long before a producer waits */
 		c->watermark = c->overwrite ? ~0u : INJ_RING_SIZE / 4;

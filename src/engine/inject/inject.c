@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fault.h"
 #include "core/log.h"
 #include "engine/inject/inject_int.h"
 
@@ -119,6 +120,7 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 {
 	struct inj *j = inj_of(e);
 	struct inj_image *img;
+	struct inj_proc *p;
 	struct remote rem;
 	uint64_t t0 = inj_mono_ns();
 	char why[256];
@@ -132,13 +134,22 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 		log_error("%s", why);
 		return -ENOTSUP;
 	}
+	/* Its record first: once its code is patched, nothing may fail
+	 * before the process is tracked (its janitor entry is marked done
+	 * only when p holds it). */
+	p = core_fault("inject.proc") ? NULL : calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
 	undo = inj_undo_tell(j, pid);
 	for (int tries = 0;; tries++) {
 		ret = remote_stop_all(&rem, pid);
 		if (ret == -ESRCH)
 			log_error("process %d has gone", (int)pid);
-		if (ret)
+		if (ret) {
+			inj_undo_forget(j, &undo);
+			free(p);
 			return ret;
+		}
 		img = inj_image_new(j, pid);
 		ret = img ? inj_install(j, img, &rem) : -ENOMEM;
 		if (ret != -EINPROGRESS || tries >= 100)
@@ -151,17 +162,14 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 		log_error("process %d: the agent of a uscope that died there does not finish "
 			  "letting go", (int)pid);
 	if (!ret) {
-		struct inj_proc *p = calloc(1, sizeof(*p));
-
 		j->procs = p;
-		if (p) {
-			j->nprocs = 1;
-			p->pid = pid;
-			p->state = PROC_RUN;
-			p->img = img;
-			p->undo = undo;
-			undo = 0;
-		}
+		j->nprocs = 1;
+		p->pid = pid;
+		p->state = PROC_RUN;
+		p->img = img;
+		p->undo = undo;
+		undo = 0;
+		p = NULL;
 		j->live = true;
 		inj_calibrate(j);
 		for (size_t t = 0; t < rem.ntasks; t++)
@@ -169,7 +177,8 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 		inj_py_attach(img, &rem);	/* py: probes in a running interpreter */
 	}
 	remote_release(&rem);
-	inj_undo_forget(j, &undo);	/* nothing stays applied, or p has it */
+	free(p);			/* not patched: not needed */
+	inj_undo_forget(j, &undo);	/* nothing stays applied, or j->procs has it */
 	if (!ret)
 		log_info("inject: %zu probe%s patched in process %d, stopped for %.2f ms",
 			 e->nsites, e->nsites == 1 ? "" : "s", (int)pid,

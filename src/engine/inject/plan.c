@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/proc.h"
 #include "engine/inject/inject_int.h"
 #include "cache/cache.h"
 #include "resolve/shape.h"
@@ -73,31 +74,23 @@ int inj_plan_site(struct inj *j, const struct usc_site *site, char *why, size_t 
  * tracer makes the host's (ns/ns.h). */
 int inj_proc_refusal(pid_t pid, char *why, size_t len)
 {
-	char path[64], line[512];
-	int ret = 0;
-	FILE *f;
+	struct proc_status st;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
+	if (proc_status_read(pid, &st))
 		return 0;	/* gone: said elsewhere */
-	while (!ret && fgets(line, sizeof(line), f)) {
-		int mode;
-
-		if (sscanf(line, "Seccomp: %d", &mode) == 1 && mode != 0) {
-			snprintf(why, len, "process %d runs under seccomp, which could kill it for "
-				 "the system calls the inject engine makes in it; -e tracefs or -e "
-				 "bpf can trace it", (int)pid);
-			ret = -ENOTSUP;
-		} else if (!strncmp(line, "x86_Thread_features:", 20) && strstr(line, "shstk")) {
-			snprintf(why, len, "process %d has a shadow stack, which the inject "
-				 "engine's relocated calls would break; -e tracefs or -e bpf can "
-				 "trace it", (int)pid);
-			ret = -ENOTSUP;
-		}
+	if (st.seccomp) {
+		snprintf(why, len, "process %d runs under seccomp, which could kill it for the "
+			 "system calls the inject engine makes in it; -e tracefs or -e bpf can "
+			 "trace it", (int)pid);
+		return -ENOTSUP;
 	}
-	fclose(f);
-	return ret;
+	if (st.shstk) {
+		snprintf(why, len, "process %d has a shadow stack, which the inject engine's "
+			 "relocated calls would break; -e tracefs or -e bpf can trace it",
+			 (int)pid);
+		return -ENOTSUP;
+	}
+	return 0;
 }
 
 static int cmp_patch(const void *a, const void *b)

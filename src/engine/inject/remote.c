@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/proc.h"
 #include "objfile/modules.h"
 
 static struct remote_task *remote_find(struct remote *r, pid_t tid)
@@ -43,19 +44,9 @@ static int remote_add(struct remote *r, pid_t tid)
 
 static pid_t tracer_of(pid_t pid)
 {
-	char path[64], line[256];
-	pid_t t = 0;
-	FILE *f;
+	struct proc_status st;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "TracerPid: %d", &t) == 1)
-			break;
-	fclose(f);
-	return t;
+	return proc_status_read(pid, &st) ? 0 : st.tracer;
 }
 
 /* Wait for tid's next stop. A signal that arrives meanwhile is kept for

@@ -23,6 +23,7 @@
 #include <tracefs.h>
 
 #include "core/log.h"
+#include "core/proc.h"
 #include "engine/engine.h"
 #include "engine/tracefs/tracefs_lower.h"
 
@@ -608,27 +609,12 @@ static int tracefseng_start(struct usc_engine *e, pid_t pid, bool follow_childre
 
 static void task_read(struct tracefseng *t, struct tracefseng_task *tk)
 {
-	char path[64], line[256];
+	struct proc_status st;
 	int tgid = 0;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", tk->tid);
-	f = fopen(path, "r");
-	if (f) {
-		while (fgets(line, sizeof(line), f)) {
-			if (!strncmp(line, "Name:", 5)) {
-				char *p = line + 5;
-
-				while (*p == ' ' || *p == '\t')
-					p++;
-				p[strcspn(p, "\n")] = 0;
-				snprintf(tk->comm, sizeof(tk->comm), "%.23s", p);
-			} else if (!strncmp(line, "Tgid:", 5)) {
-				tgid = atoi(line + 5);
-				break;
-			}
-		}
-		fclose(f);
+	if (!proc_status_read(tk->tid, &st)) {
+		snprintf(tk->comm, sizeof(tk->comm), "%.23s", st.name);
+		tgid = st.tgid;
 	}
 	if (!tk->comm[0]) {
 		/* Gone already: the kernel's saved comm, as ftrace shows it. It

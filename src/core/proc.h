@@ -1,0 +1,29 @@
+/* /proc/PID/status, read in one place: the fields uscope asks of a task.
+ * Tracers, engines and the session each needed a line or two of it (its
+ * thread group, parent, tracer, namespace ids, seccomp mode, shadow stack,
+ * capabilities); they all read it through proc_status_read. */
+#ifndef USC_CORE_PROC_H
+#define USC_CORE_PROC_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct proc_status {
+	char name[64];		/* Name: (the kernel's comm, up to 15 bytes) */
+	pid_t tgid, ppid;	/* Tgid:, PPid: (0 when absent) */
+	pid_t tracer;		/* TracerPid: */
+	/* NStgid:, NSpid: their last fields (the ids in the task's own pid
+	 * namespace); ns_nested: they have more than one field (the task is
+	 * in a namespace below ours); ns_known: the kernel prints NSpid */
+	pid_t ns_tgid, ns_tid;
+	bool ns_nested, ns_known;
+	int seccomp;		/* Seccomp: mode (0: none) */
+	bool shstk;		/* x86_Thread_features: has shstk */
+	unsigned long long cap_eff;	/* CapEff: */
+};
+
+/* Task pid's status (pid 0: ours). 0, -ESRCH (no such task), -errno. Not
+ * logged. */
+int proc_status_read(pid_t pid, struct proc_status *st);
+
+#endif
