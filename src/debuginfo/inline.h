@@ -18,7 +18,9 @@ struct debuginfo_inline_site {
 };
 
 /* The inlined copies of the function whose out-of-line entry is func_vaddr,
- * sorted by pc, unique, without func_vaddr itself. With func_vaddr 0, the
+ * sorted by pc, unique, without func_vaddr itself, and without the copies
+ * that sit in the function's own code (in its out-of-line body, which
+ * aliases share, or in another copy of it): those are not calls. With func_vaddr 0, the
  * copies of every function named name (the C name, or a C++ name as
  * "ns::Class::method", or with its parameters) - a function that has no
  * out-of-line copy. Returns the count (*out malloc'd, strings valid while m

@@ -68,6 +68,23 @@ int module_which(const char *cmd, char **out);
  * uscope cannot name; -ENOENT when the interpreter is not found; -ELOOP. */
 int module_script_program(const char *path, char **out);
 
+/* ---- the objects a process loaded, in its dynamic linker's order ----------
+ * (linkmap.c) */
+
+struct linkmap_obj {
+	char *path;		/* as procmaps_module gives it: openable by us */
+	uint64_t dev, inode;	/* its mapping's */
+};
+
+/* The objects of process pid's link_map list (r_debug's), in order: the
+ * executable, its LD_PRELOAD objects, DT_NEEDED breadth-first, then those
+ * dlopen added; no vDSO. Returns the count (*out malloc'd, free with
+ * linkmap_free), -EAGAIN while ld.so has not finished (or is changing the
+ * list: try again), -ENOENT (a static program: no dynamic linker), or
+ * another -errno (the process gone, memory not readable). Not logged. */
+ssize_t linkmap_read(pid_t pid, struct linkmap_obj **out);
+void linkmap_free(struct linkmap_obj *v, size_t n);
+
 /* ---- processes under another root (procroot.c, ns/ns.h) ------------------ */
 
 /* Process pid's mappings (procmaps_read's) as the host opens their files,

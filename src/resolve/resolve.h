@@ -167,4 +167,14 @@ int resolve_probes(struct usc_cache *c, const struct usc_target *target,
 		   struct usc_site **sites, size_t *nsites);
 void resolve_sites_free(struct usc_site *sites, size_t n);
 
+/* Process pid binds its calls of a probed MODULE:FUNCTION to another
+ * object's definition, earlier in its lookup scope (an LD_PRELOAD,
+ * jemalloc's malloc before libc's): say so, a warning for each such probe
+ * (interpose.c). 0 when looked at (said or not); -EAGAIN while its dynamic
+ * linker has not loaded every probed module yet (COMMAND: try again);
+ * another -errno when it cannot be known (a static program, the process
+ * gone). */
+int resolve_interposed(struct usc_cache *c, pid_t pid, const struct usc_probe_spec *specs,
+		       size_t nspecs, const struct usc_site *sites, size_t nsites);
+
 #endif

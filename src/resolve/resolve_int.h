@@ -13,6 +13,8 @@
  *   line.c      FILE:LINE and FUNCTION:+N: a site per statement of the line
  *   bind.c      a site's arguments ($argN, variables, $retval) and filter
  *   name.c      the kernel's event name of each site
+ *   interpose.c after resolving, in a live process: the probed functions
+ *               another object's definition takes the calls of (resolve.h)
  */
 #ifndef USC_RESOLVE_RESOLVE_INT_H
 #define USC_RESOLVE_RESOLVE_INT_H

@@ -192,6 +192,7 @@ int session_plan_sites(struct usc_session *s)
 	ret = session_python_plan(s);
 	if (ret)
 		return ret;
+	session_interpose_plan(s);
 	s->ectx.sites = s->sites;
 	s->ectx.nsites = s->nsites;
 	/* $ustack copies --stack-size bytes, and always with --stack-mode
@@ -618,6 +619,7 @@ int session_poll_engines(struct usc_session *s, bool drain)
 
 	poll_maps(s);	/* first: a hit's maps are older than the hit */
 	session_python_poll(s);	/* engines told where CPython is, once it is there */
+	session_interpose_poll(s);
 
 	for (size_t k = 0; k < s->nengines && !s->sink_stop; k++) {
 		struct usc_engine *e = s->engines[k].e;

@@ -159,6 +159,11 @@ struct usc_session {
 	struct usc_undo undo;
 	struct session_janitor *janitor;
 	struct session_python *python;	/* CPython in the target (session/python.c) */
+	/* interposed probes, said once the process has loaded its modules
+	 * (session/interpose.c) */
+	bool interpose_done;
+	unsigned interpose_tries;
+	uint64_t interpose_next;	/* CLOCK_MONOTONIC ns of the next look */
 };
 
 /* How a run ended. */

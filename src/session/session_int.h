@@ -108,6 +108,13 @@ int session_python_plan(struct usc_session *s);
 /* Each poll: tell the engines where CPython is in the target, once it is
  * mapped (COMMAND: after its exec). */
 void session_python_poll(struct usc_session *s);
+/* Say which probed functions the process's calls do not reach (another
+ * object interposes them: resolve_interposed), once: as the probes are
+ * planned for -p (session_interpose_plan), else from the loop's polls
+ * (session_interpose_poll) once ld.so has loaded the probed modules of
+ * COMMAND. */
+void session_interpose_plan(struct usc_session *s);
+void session_interpose_poll(struct usc_session *s);
 void session_python_free(struct usc_session *s);
 /* Value i of ev, a $pystack as an engine walked it, named into st: *out. */
 int session_python_value(struct usc_session *s, const struct usc_event *ev, unsigned i,
