@@ -4,8 +4,10 @@
 #ifndef USC_CLI_CLI_H
 #define USC_CLI_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/log.h"
@@ -63,7 +65,55 @@ enum cli_arg_extra {
 	CLI_ARG_WAIT = 1 << 19,		/* --max-wait DURATION, --drop: how long a
 					 * lossless producer may wait for room */
 	CLI_ARG_ALL = 1 << 20,		/* --all */
+	CLI_ARG_LIVE = 1 << 21,		/* a live run: -p, --root, -- COMMAND, -d, -e */
 };
+
+/* An option, declared once (options.c): its long name, has_arg and getopt
+ * value; need, the CLI_ARG_* bits a command takes it with (0: every one);
+ * as --help shows it ("-p, --pid PID": its short name is the letter after
+ * the first '-'; NULL: not shown) and its help (lines split by '\n'). */
+struct cli_opt {
+	const char *name;
+	int has_arg;
+	int val;
+	unsigned need;
+	const char *left;
+	const char *help;
+};
+/* The entry of "-- COMMAND" in --help (no option). */
+#define CLI_OPT_COMMAND 1
+/* The tracing commands' options, ended by an entry of NULLs. */
+extern const struct cli_opt cli_opts_all[];
+
+/* A command: its name, --help's text before the options (usage,
+ * description) and after them (examples); with extra (CLI_ARG_*) it takes
+ * the shared options cli_opts_all, own rewording some of them (matched by
+ * val; ended by an entry of NULLs); or a table of options all its own. */
+struct cli_cmd {
+	const char *name;
+	const char *head;
+	const char *tail;
+	unsigned extra;
+	const struct cli_opt *own;
+	const struct cli_opt *table;
+};
+
+/* --help of cmd, to fp. */
+void cli_usage(const struct cli_cmd *cmd, FILE *fp);
+/* getopt_long's tables of cmd: opts room for every option and an end,
+ * shorts for 64 characters. */
+void cli_getopt_table(const struct cli_cmd *cmd, struct option *opts, char *shorts);
+#define CLI_MAX_OPTS 64
+/* getopt_long over cmd's tables; an unknown option or a missing value is
+ * said in one line (cli_usage_error), and '?' returned. */
+int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const struct option *opts,
+	       const char *shorts);
+/* A usage mistake in the command being parsed: one line, "uscope: CMD:
+ * ... (see uscope CMD --help)". The caller exits 2. */
+void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A duration: seconds, or with a ns, us, ms, s or m suffix; at most max_s
+ * seconds, 0 only when zero_ok. 0, or -1 when it is none. */
+int cli_parse_duration(const char *s, bool zero_ok, double max_s, uint64_t *ns);
 
 /* The options of a tracing subcommand. */
 struct cli_opts {
@@ -92,12 +142,11 @@ struct cli_opts {
 	FILE *pprof_fp;
 };
 
-/* Parse a tracing subcommand's command line: -p, -d, -e, -q, -v, -h and
- * "-- COMMAND" for every one, plus `extra`; then the PROBEs. Returns -1 when
+/* Parse a tracing subcommand's command line: the options of cli_opts_all
+ * cmd->extra takes (-q, -v, -h for every one), then the PROBEs. Returns -1 when
  * the caller should go on, else the exit code to return (0 after --help, 2
  * for a usage mistake, 1 for a malformed probe, already reported). */
-int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, const char *usage,
-		   struct cli_opts *o);
+int cli_parse_args(int argc, char **argv, const struct cli_cmd *cmd, struct cli_opts *o);
 
 /* --serve: the served sink of kind (keyed: count's probes have keys) into
  * o->extra, its address bound now, before anything is attached. 0, or the

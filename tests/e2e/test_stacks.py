@@ -723,7 +723,8 @@ def test_stack_mode_words():
     r = run_uscope(["trace", "-e", "inject", "--stack-mode", "bottom", "leaf $ustack", "--",
                     STACKS, "inline"])
     assert r.returncode == 2 and r.stdout == "", r.stderr
-    assert u.error_lines(r.stderr) == ["uscope: --stack-mode wants walk or copy, not 'bottom'"]
+    assert u.error_lines(r.stderr) == ["uscope: trace: --stack-mode wants walk or copy, not 'bottom' "
+                                        "(see uscope trace --help)"]
 
 
 def test_recording_keeps_walks(tmp_path):
