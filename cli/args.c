@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "core/log.h"
+#include "core/outfile.h"
 #include "sink/sink.h"
 
 bool cli_verbose;
@@ -391,6 +392,8 @@ static int args_check(int argc, char **argv, const struct cli_cmd *cmd, struct c
 		cli_usage_error("it reads a recording: no COMMAND");
 		return 2;
 	}
+	/* a live command's empty result is said (cli_run_sink) */
+	o->say_empty = cmd->extra & CLI_ARG_LIVE;
 	if (optind >= argc && !o->replay) {
 		cli_usage_error("give at least one PROBE");
 		return 2;
@@ -533,9 +536,9 @@ FILE *cli_open_output(const struct cli_opts *o)
 
 	if (!o->outfile)
 		return stdout;
-	fp = fopen(o->outfile, "w");
+	fp = usc_outfile_fopen(o->outfile);
 	if (!fp)
-		cli_error("cannot write %s: %s", o->outfile, strerror(errno));
+		cli_error("cannot write %s: %s", o->outfile, usc_outfile_strerror(errno));
 	return fp;
 }
 
@@ -550,10 +553,12 @@ int cli_close_output(const struct cli_opts *o, FILE *fp)
 	return 0;
 }
 
-int cli_run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks)
+/* cli_run_session, and in *res how the run went: *ran when it ran to its
+ * end. */
+static int run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks,
+		       struct usc_run_result *res, bool *ran)
 {
 	struct usc_session *s = NULL;
-	struct usc_run_result res = {0};
 	int code = 1, ret;
 
 	for (size_t k = 0; k < nsinks; k++)
@@ -578,17 +583,18 @@ int cli_run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks)
 			code = 127;
 		goto out;
 	}
-	ret = usc_session_run(s, &res);
-	if (res.exec_errno)
-		code = res.exec_errno == ENOENT ? 127 : 126;
-	else if (res.signal)
-		code = 128 + res.signal;	/* passed on to COMMAND, left running */
+	ret = usc_session_run(s, res);
+	*ran = !ret && !res->exec_errno;
+	if (res->exec_errno)
+		code = res->exec_errno == ENOENT ? 127 : 126;
+	else if (res->signal)
+		code = 128 + res->signal;	/* passed on to COMMAND, left running */
 	else if (ret)
 		code = 1;
-	else if (res.target_exited && WIFEXITED(res.status))
-		code = WEXITSTATUS(res.status);
-	else if (res.target_exited && WIFSIGNALED(res.status))
-		code = 128 + WTERMSIG(res.status);
+	else if (res->target_exited && WIFEXITED(res->status))
+		code = WEXITSTATUS(res->status);
+	else if (res->target_exited && WIFSIGNALED(res->status))
+		code = 128 + WTERMSIG(res->status);
 	else
 		code = 0;
 out:
@@ -596,11 +602,38 @@ out:
 	return code;
 }
 
+int cli_run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks)
+{
+	struct usc_run_result res = {0};
+	bool ran = false;
+
+	return run_session(o, sinks, nsinks, &res, &ran);
+}
+
+/* A run that saw no hit says so, and why where it is known. */
+static void say_no_hits(const struct cli_opts *o, const struct usc_run_result *res)
+{
+	if (o->replay)
+		cli_error("0 hits: the recording holds none of these probes' hits");
+	else if (res->target_exited && o->so.cmd)
+		cli_error("0 hits: %s ran to its end without calling what was probed",
+			  o->so.cmd[0]);
+	else if (res->target_exited)
+		cli_error("0 hits: process %d ended before any hit", (int)o->so.pid);
+	else if (res->signal || !o->so.duration)
+		cli_error("0 hits: what was probed was not called while traced");
+	else
+		cli_error("0 hits: what was probed was not called in the %g s traced",
+			  o->so.duration);
+}
+
 int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink,
 		 enum usc_summary_mode summary)
 {
 	struct usc_sink *sum = usc_sink_summary(stderr, summary, cli_verbose);
 	struct usc_sink *sinks[4] = {sink};
+	struct usc_run_result res = {0};
+	bool ran = false;
 	size_t n = 1;
 	int code;
 	struct stat sb;
@@ -609,7 +642,9 @@ int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink,
 		sinks[n++] = o->extra[k];
 	if (!o->quiet)
 		sinks[n++] = sum;	/* "tracing N probes" once the others began */
-	code = cli_run_session(o, sinks, n);
+	code = run_session(o, sinks, n, &res, &ran);
+	if (ran && !o->quiet && o->say_empty && !usc_sink_summary_hits(sum))
+		say_no_hits(o, &res);
 	for (size_t k = 0; k < o->nextra; k++)
 		usc_sink_free(o->extra[k]);
 	o->nextra = 0;

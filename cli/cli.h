@@ -127,6 +127,7 @@ struct cli_opts {
 	const char *format;		/* --format */
 	bool folded;			/* --folded */
 	bool all;			/* --all: count's rows of a glob's functions never hit */
+	bool say_empty;			/* a run with no hit says "0 hits" */
 	const char *obj_from;		/* --from PROBE */
 	const char *obj_until;		/* --until PROBE */
 	const char *obj_field;		/* --field OFFS:TYPE */

@@ -19,6 +19,7 @@ struct summary_sink {
 	FILE *fp;
 	enum usc_summary_mode mode;
 	bool verbose;
+	int64_t hits;		/* at the final report; -1 before */
 };
 
 #define BRIEF_LABELS 5	/* labels with events a brief summary shows */
@@ -360,6 +361,14 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 
 	if (!final)
 		return 0;
+	ss->hits = (int64_t)st->lost;
+	for (size_t i = 0; i < s->nsites; i++) {
+		const struct usc_site_stats *x = &st->sites[i];
+
+		if (shown(s, i))
+			ss->hits += (int64_t)(x->hits > (int64_t)x->events ? (uint64_t)x->hits :
+					      x->events) + (int64_t)x->agg_full;
+	}
 	if (ss->mode == USC_SUMMARY_NONE) {
 		/* the commands that print no summary say this still */
 		print_fallbacks(ss, s, st);
@@ -423,5 +432,11 @@ struct usc_sink *usc_sink_summary(FILE *fp, enum usc_summary_mode mode, bool ver
 	ss->fp = fp;
 	ss->mode = mode;
 	ss->verbose = verbose;
+	ss->hits = -1;
 	return &ss->base;
+}
+
+int64_t usc_sink_summary_hits(const struct usc_sink *k)
+{
+	return k ? container_of(k, const struct summary_sink, base)->hits : -1;
 }
