@@ -65,6 +65,14 @@ int cli_parse_probes(char **texts, int n, struct usc_probe_spec **out)
 
 			fprintf(stderr, "uscope: bad probe: %s\n  %s\n  %*s^\n",
 				usc_parse_strerror(err.code), texts[i], (int)pos, "");
+			cli_probe_hint(texts[i]);
+			free(specs);
+			return -1;
+		}
+		if (cli_probe_foreign(&specs[i])) {
+			cli_probe_error(&specs[i], 0, "bad probe: '%s:' is a bpftrace probe type, not "
+					"a MODULE", specs[i].module);
+			cli_probe_hint(texts[i]);
 			free(specs);
 			return -1;
 		}

@@ -111,6 +111,17 @@ int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const struct op
 /* A usage mistake in the command being parsed: one line, "uscope: CMD:
  * ... (see uscope CMD --help)". The caller exits 2. */
 void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The command whose options are being read ("uscope" before any). */
+const char *cli_cmd_name(void);
+
+/* After a malformed probe: one line toward uscope-probes(7), with the
+ * uscope equivalent when text is bpftrace's or perf probe's syntax.
+ * Whether it was (hints.c). */
+bool cli_probe_hint(const char *text);
+/* Is spec, well formed, bpftrace's 'uprobe:PATH:FUNC' read as a MODULE
+ * "uprobe"? */
+bool cli_probe_foreign(const struct usc_probe_spec *spec);
+
 /* A duration: seconds, or with a ns, us, ms, s or m suffix; at most max_s
  * seconds, 0 only when zero_ok. 0, or -1 when it is none. */
 int cli_parse_duration(const char *s, bool zero_ok, double max_s, uint64_t *ns);

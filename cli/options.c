@@ -105,6 +105,11 @@ const struct cli_opt cli_opts_all[] = {
 /* The command whose options are being read: named in a usage mistake. */
 static const char *cli_cmd_now = "uscope";
 
+const char *cli_cmd_name(void)
+{
+	return cli_cmd_now;
+}
+
 void cli_usage_error(const char *fmt, ...)
 		     {
 		     va_list ap;
@@ -235,6 +240,11 @@ int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const struct op
 			cli_usage_error("%s takes no value", shown);
 		else if (is_long && opts_starting(opts, shown + 2) > 1)
 			cli_usage_error("'%s' is ambiguous: give the option's whole name", shown);
+		else if (!strcmp(shown, "-x") && optind + 1 < argc)
+			/* perf probe -x BINARY FUNC */
+			cli_usage_error("unknown option '-x': perf probe's -x BINARY FUNC is "
+					"BINARY:FUNC here (uscope-probes(7)): uscope %s '%s:%s'",
+					cmd->name, argv[optind], argv[optind + 1]);
 		else
 			cli_usage_error("unknown option '%s'", shown);
 		return '?';
