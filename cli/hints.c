@@ -7,7 +7,7 @@
 
 #include "cli/cli.h"
 
-#define HINT_MAX 512
+#define HINT_MAX 2048
 
 /* bpftrace's probe types: the prefix, the uscope form of what follows. */
 static const struct {
