@@ -618,6 +618,24 @@ int cli_run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks)
 	return run_session(o, sinks, nsinks, &res, &ran);
 }
 
+/* Has process pid ended (gone, or a zombie its parent has not reaped)? */
+static bool process_ended(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return errno == ENOENT || errno == ESRCH;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
 /* A run that saw no hit says so, and why where it is known. */
 static void say_no_hits(const struct cli_opts *o, const struct usc_run_result *res)
 {
@@ -626,7 +644,7 @@ static void say_no_hits(const struct cli_opts *o, const struct usc_run_result *r
 	else if (res->target_exited && o->so.cmd)
 		cli_error("0 hits: %s ran to its end without calling what was probed",
 			  o->so.cmd[0]);
-	else if (res->target_exited)
+	else if (o->so.pid && (res->target_exited || process_ended(o->so.pid)))
 		cli_error("0 hits: process %d ended before any hit", (int)o->so.pid);
 	else if (res->signal || !o->so.duration)
 		cli_error("0 hits: what was probed was not called while traced");
