@@ -649,7 +649,8 @@ def test_folded_needs_stacks():
     cp = run_uscope(["count", "--folded", "-e", "inject", "cmp", "--", STACKS, "qsort"])
     assert cp.returncode == 2
     assert cp.stderr.strip().splitlines()[-1] == (
-        "uscope: --folded writes the probes' stacks: give a probe $ustack, and no --json")
+        "uscope: count: --folded writes the probes' stacks: give a probe $ustack, and no "
+        "--json (see uscope count --help)")
 
 
 # --------------------------------------------------------------------------
