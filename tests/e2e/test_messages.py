@@ -121,6 +121,13 @@ def test_usage_mistake_is_one_line(cmd, args, words):
     assert line.endswith(f"(see uscope {cmd} --help)"), line
 
 
+def test_no_command_is_one_line():
+    line = one_line(run_uscope([]))
+    assert "give a command" in line and "uscope --help" in line, line
+    line = one_line(run_uscope(["tarce"]))
+    assert "unknown command 'tarce'" in line and "uscope --help" in line, line
+
+
 def test_perf_probe_x_gets_the_uscope_form():
     line = one_line(run_uscope(["count", "-x", "/bin/ls", "main"]))
     assert "uscope-probes(7)" in line and "uscope count '/bin/ls:main'" in line, line
