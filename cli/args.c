@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"
 #include "core/log.h"
+#include "core/outfile.h"
 #include "sink/sink.h"
 
 bool cli_verbose;
@@ -64,39 +65,20 @@ int cli_parse_probes(char **texts, int n, struct usc_probe_spec **out)
 
 			fprintf(stderr, "uscope: bad probe: %s\n  %s\n  %*s^\n",
 				usc_parse_strerror(err.code), texts[i], (int)pos, "");
+			cli_probe_hint(texts[i]);
+			free(specs);
+			return -1;
+		}
+		if (cli_probe_foreign(&specs[i])) {
+			cli_probe_error(&specs[i], 0, "bad probe: '%s:' is a bpftrace probe type, not "
+					"a MODULE", specs[i].module);
+			cli_probe_hint(texts[i]);
 			free(specs);
 			return -1;
 		}
 	}
 	*out = specs;
 	return 0;
-}
-
-/* A duration: seconds, or with an ns, us, ms or s suffix; 0 allowed, at
- * most an hour. 0, or -1 when it is none. */
-static int parse_duration(const char *s, uint64_t *ns)
-{
-	static const struct {
-		const char *sfx;
-		double mult;
-	} units[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}, {"", 1e9}};
-	char *end;
-	double v;
-
-	if (!*s || *s == '-' || *s == '+' || strchr(s, ' '))
-		return -1;
-	v = strtod(s, &end);
-	if (end == s)
-		return -1;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-		if (!strcmp(end, units[i].sfx)) {
-			v *= units[i].mult;
-			if (!(v >= 0 && v <= 3600e9))
-				return -1;
-			*ns = (uint64_t)v;
-			return 0;
-		}
-	return -1;
 }
 
 /* A size: bytes, or with a K, M or G suffix. 0, or -1 when it is none. */
@@ -114,79 +96,8 @@ static int parse_size(const char *s, unsigned long long *out)
 	return 0;
 }
 
-/* Every option of the tracing subcommands, and the CLI_ARG_* a subcommand
- * needs to take it (0: every one takes it). */
-static const struct option args_all[] = {
-	{"pid", required_argument, NULL, 'p'},
-	{"duration", required_argument, NULL, 'd'},
-	{"engine", required_argument, NULL, 'e'},
-	{"quiet", no_argument, NULL, 'q'},
-	{"verbose", no_argument, NULL, 'v'},
-	{"help", no_argument, NULL, 'h'},
-	{"json", no_argument, NULL, 'j'},
-	{"output", required_argument, NULL, 'o'},
-	{"interval", required_argument, NULL, 'i'},
-	{"uretprobe", no_argument, NULL, 'R'},
-	{"no-inlines", no_argument, NULL, 'N'},
-	{"all-sites", no_argument, NULL, 'A'},
-	{"max-keys", required_argument, NULL, 'K'},
-	{"strlen", required_argument, NULL, 'S'},
-	{"top", required_argument, NULL, 'T'},
-	{"linear", required_argument, NULL, 'L'},
-	{"unit", required_argument, NULL, 'U'},
-	{"per-call", no_argument, NULL, 'C'},
-	{"read", required_argument, NULL, 'r'},
-	{"snapshot", required_argument, NULL, 'Z'},
-	{"drop", no_argument, NULL, 'D'},
-	{"sort", required_argument, NULL, 'Y'},
-	{"format", required_argument, NULL, 'F'},
-	{"stack-size", required_argument, NULL, 'z'},
-	{"folded", no_argument, NULL, 'y'},
-	{"from", required_argument, NULL, 'W'},
-	{"until", required_argument, NULL, 'X'},
-	{"field", required_argument, NULL, 'G'},
-	{"max-objects", required_argument, NULL, 'M'},
-	{"serve", required_argument, NULL, 'H'},
-	{"label", required_argument, NULL, 'B'},
-	{"pprof", required_argument, NULL, 'P'},
-	{"max-wait", required_argument, NULL, 'w'},
-	{"all", no_argument, NULL, 'a'},
-	{"root", required_argument, NULL, 'Q'},
-	{"stack-mode", required_argument, NULL, 'k'},
-};
-static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
-				     CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
-				     CLI_ARG_NO_INLINES,
-				     CLI_ARG_AGG, CLI_ARG_AGG, CLI_ARG_TOP, CLI_ARG_LINEAR,
-				     CLI_ARG_LATENCY, CLI_ARG_LATENCY, CLI_ARG_REPLAY,
-				     CLI_ARG_RECORD, CLI_ARG_WAIT, CLI_ARG_SORT,
-				     CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED,
-				     CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE,
-				     CLI_ARG_OBJTRACE, CLI_ARG_SERVE, CLI_ARG_SERVE, CLI_ARG_PPROF,
-				     CLI_ARG_WAIT, CLI_ARG_ALL, 0, CLI_ARG_STACK};
-_Static_assert(sizeof(args_need) / sizeof(args_need[0]) ==
-	       sizeof(args_all) / sizeof(args_all[0]), "an option's need for each option");
-#define ARGS_NALL (sizeof(args_all) / sizeof(args_all[0]))
-
 /* What an option handler says: taken, a mistake (reported), not its own. */
 enum { ARG_OK = 0, ARG_BAD = 2, ARG_NOT_MINE = -1 };
-
-/* The long options and the short ones a subcommand with extra takes. */
-static void args_table(unsigned extra, struct option *opts, char *shorts)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < ARGS_NALL; i++)
-		if (!args_need[i] || (extra & args_need[i]))
-			opts[n++] = args_all[i];
-	opts[n] = (struct option){NULL, 0, NULL, 0};
-	if (extra & CLI_ARG_OUTPUT)
-		strcat(shorts, "o:");
-	if (extra & CLI_ARG_INTERVAL)
-		strcat(shorts, "i:");
-	if (extra & CLI_ARG_REPLAY)
-		strcat(shorts, "r:");
-}
 
 /* -p, -d, -i, -e, -q, -v, --json, -o, --uretprobe, --no-inlines, --all-sites. */
 static int args_shared(int c, struct cli_opts *o)
@@ -200,26 +111,31 @@ static int args_shared(int c, struct cli_opts *o)
 		errno = 0;
 		o->so.pid = (pid_t)strtol(optarg, &end, 10);
 		if (*end || o->so.pid <= 0 || errno) {
-			cli_error("-p wants a process id, not '%s'", optarg);
+			cli_usage_error("-p wants a process id, not '%s'", optarg);
 			return ARG_BAD;
 		}
 		/* a session follows one process (and its threads): a second -p
 		 * would silently replace the first */
 		if (was && was != o->so.pid) {
-			cli_error("-p %d -p %d: a session traces one process; run one uscope for "
-				  "each", (int)was, (int)o->so.pid);
+			cli_usage_error("-p %d -p %d: a session traces one process; run one uscope for "
+					"each", (int)was, (int)o->so.pid);
 			return ARG_BAD;
 		}
 		return ARG_OK;
 	}
 	case 'd':
-	case 'i':
-		*(c == 'd' ? &o->so.duration : &o->so.interval) = strtod(optarg, &end);
-		if (*end || (c == 'd' ? o->so.duration : o->so.interval) <= 0) {
-			cli_error("-%c wants a positive number of seconds, not '%s'", c, optarg);
+	case 'i': {
+		uint64_t ns;
+
+		/* up to a year: a longer one is a typo */
+		if (cli_parse_duration(optarg, false, 366 * 86400.0, &ns)) {
+			cli_usage_error("-%c wants a time above 0: seconds, or with a ms, s or m "
+					"suffix (1.5, 500ms, 10s, 2m), not '%s'", c, optarg);
 			return ARG_BAD;
 		}
+		*(c == 'd' ? &o->so.duration : &o->so.interval) = (double)ns / 1e9;
 		return ARG_OK;
+	}
 	case 'e':
 		o->so.engine = optarg;
 		return ARG_OK;
@@ -262,11 +178,11 @@ static int args_count(int c, struct cli_opts *o)
 	if (*end || errno || !v || optarg[0] == '-' ||
 	    (c == 'S' && (v < 8 || v > AGG_KEY_MAX - 8)) ||
 	    (c == 'K' && v > (1UL << 24))) {
-		cli_error("--%s wants %s, not '%s'",
-			  c == 'K' ? "max-keys" : c == 'S' ? "strlen" : "top",
-			  c == 'S' ? "a length of 8 to 248 bytes" :
-			  c == 'K' ? "a number of keys from 1 to 16777216" :
-			  "a positive number", optarg);
+		cli_usage_error("--%s wants %s, not '%s'",
+				c == 'K' ? "max-keys" : c == 'S' ? "strlen" : "top",
+				c == 'S' ? "a length of 8 to 248 bytes" :
+				c == 'K' ? "a number of keys from 1 to 16777216" :
+				"a positive number", optarg);
 		return ARG_BAD;
 	}
 	if (c == 'K')
@@ -287,8 +203,8 @@ static int args_linear(struct cli_opts *o)
 	if (sscanf(optarg, "%lld,%lld,%lld%n", &mn, &mx, &st, &used) != 3 ||
 	    optarg[used] || st <= 0 || mx <= mn ||
 	    (mx - mn) / st + 2 > AGG_LINEAR_MAX) {
-		cli_error("--linear wants MIN,MAX,STEP with MIN < MAX, STEP > 0 and at "
-			  "most %d steps, not '%s'", AGG_LINEAR_MAX - 2, optarg);
+		cli_usage_error("--linear wants MIN,MAX,STEP with MIN < MAX, STEP > 0 and at "
+				"most %d steps, not '%s'", AGG_LINEAR_MAX - 2, optarg);
 		return ARG_BAD;
 	}
 	o->so.agg.linear = true;
@@ -315,7 +231,7 @@ static int args_agg(int c, struct cli_opts *o)
 					    1000000;
 			return ARG_OK;
 		}
-		cli_error("--unit wants ns, us or ms, not '%s'", optarg);
+		cli_usage_error("--unit wants ns, us or ms, not '%s'", optarg);
 		return ARG_BAD;
 	case 'C':
 		o->so.agg.per_call = true;
@@ -339,22 +255,22 @@ static int args_record(int c, struct cli_opts *o)
 		return ARG_OK;
 	case 'Z':
 		if (parse_size(optarg, &v)) {
-			cli_error("--snapshot wants a size (4096, 64K, 1M), not '%s'", optarg);
+			cli_usage_error("--snapshot wants a size (4096, 64K, 1M), not '%s'", optarg);
 			return ARG_BAD;
 		}
 		o->so.record.snapshot = v;
 		return ARG_OK;
 	case 'z':
 		if (parse_size(optarg, &v) || v < 64 || v > USC_STACK_BYTES_MAX) {
-			cli_error("--stack-size wants a size from 64 to %uK (8K, 16K), not '%s'",
-				  USC_STACK_BYTES_MAX >> 10, optarg);
+			cli_usage_error("--stack-size wants a size from 64 to %uK (8K, 16K), not '%s'",
+					USC_STACK_BYTES_MAX >> 10, optarg);
 			return ARG_BAD;
 		}
 		o->so.stack_bytes = (uint32_t)v;
 		return ARG_OK;
 	case 'k':
 		if (strcmp(optarg, "walk") && strcmp(optarg, "copy")) {
-			cli_error("--stack-mode wants walk or copy, not '%s'", optarg);
+			cli_usage_error("--stack-mode wants walk or copy, not '%s'", optarg);
 			return ARG_BAD;
 		}
 		o->so.stack_copy = !strcmp(optarg, "copy");
@@ -368,9 +284,9 @@ static int args_record(int c, struct cli_opts *o)
 	case 'w': {
 		uint64_t ns;
 
-		if (parse_duration(optarg, &ns)) {
-			cli_error("--max-wait wants a duration up to an hour (100ms, 2s, 0), not '%s'",
-				  optarg);
+		if (cli_parse_duration(optarg, true, 3600, &ns)) {
+			cli_usage_error("--max-wait wants a time up to an hour: seconds, or with a "
+					"us, ms, s or m suffix (100ms, 2s, 0), not '%s'", optarg);
 			return ARG_BAD;
 		}
 		if (o->so.max_wait_ns != USC_MAX_WAIT_NEVER)	/* --drop wins */
@@ -398,8 +314,8 @@ static int args_objtrace(int c, struct cli_opts *o)
 	case 'X':
 	case 'G':
 		if (*(c == 'W' ? &o->obj_from : c == 'X' ? &o->obj_until : &o->obj_field)) {
-			cli_error("--%s is given once", c == 'W' ? "from" : c == 'X' ? "until" :
-				  "field");
+			cli_usage_error("--%s is given once", c == 'W' ? "from" : c == 'X' ? "until" :
+					"field");
 			return ARG_BAD;
 		}
 		*(c == 'W' ? &o->obj_from : c == 'X' ? &o->obj_until : &o->obj_field) = optarg;
@@ -408,8 +324,8 @@ static int args_objtrace(int c, struct cli_opts *o)
 		errno = 0;
 		v = strtoul(optarg, &end, 10);
 		if (*end || errno || !v || optarg[0] == '-' || v > USC_OBJ_MAX) {
-			cli_error("--max-objects wants a number of objects from 1 to %d, not '%s'",
-				  USC_OBJ_MAX, optarg);
+			cli_usage_error("--max-objects wants a number of objects from 1 to %d, not '%s'",
+					USC_OBJ_MAX, optarg);
 			return ARG_BAD;
 		}
 		o->so.objtrace.max_objects = (uint32_t)v;
@@ -425,14 +341,14 @@ static int args_metrics(int c, struct cli_opts *o)
 	case 'H':
 	case 'P':
 		if (*(c == 'H' ? &o->serve : &o->pprof)) {
-			cli_error("--%s is given once", c == 'H' ? "serve" : "pprof");
+			cli_usage_error("--%s is given once", c == 'H' ? "serve" : "pprof");
 			return ARG_BAD;
 		}
 		*(c == 'H' ? &o->serve : &o->pprof) = optarg;
 		return ARG_OK;
 	case 'B':
 		if (o->nlabels == sizeof(o->labels) / sizeof(o->labels[0])) {
-			cli_error("--label is given %zu times at most", o->nlabels);
+			cli_usage_error("--label is given %zu times at most", o->nlabels);
 			return ARG_BAD;
 		}
 		o->labels[o->nlabels++] = optarg;
@@ -458,35 +374,40 @@ static int args_option(int c, struct cli_opts *o)
 }
 
 /* What the options say together; then the PROBEs, argv[optind..argc). */
-static int args_check(int argc, char **argv, unsigned extra, const char *name,
-		      struct cli_opts *o)
+static int args_check(int argc, char **argv, const struct cli_cmd *cmd, struct cli_opts *o)
 {
 	if (o->replay && (o->so.cmd || o->so.pid || o->so.engine)) {
-		cli_error("-r FILE reads a recording: no -p, -e nor COMMAND with it");
+		cli_usage_error("-r FILE reads a recording: no -p, -e nor COMMAND with it");
 		return 2;
 	}
 	if (o->nlabels && !o->serve) {
-		cli_error("--label names a label of --serve's metrics: give --serve ADDR:PORT");
+		cli_usage_error("--label names a label of --serve's metrics: give --serve ADDR:PORT");
 		return 2;
 	}
 	if (o->replay && o->serve) {
-		cli_error("--serve serves a live run: no -r FILE with it");
+		cli_usage_error("--serve serves a live run: no -r FILE with it");
 		return 2;
 	}
 	if (o->replay && o->so.root) {
-		cli_error("-r FILE reads a recording: no --root with it");
+		cli_usage_error("-r FILE reads a recording: no --root with it");
 		return 2;
 	}
-	if ((extra & CLI_ARG_READS) && !o->replay) {
-		cli_error("%s reads a recording: give -r FILE (made by uscope record)", name);
+	if ((cmd->extra & CLI_ARG_READS) && !o->replay) {
+		cli_usage_error("it reads a recording: give -r FILE (made by uscope record)");
 		return 2;
 	}
+	if (o->so.cmd && !(cmd->extra & CLI_ARG_LIVE)) {
+		cli_usage_error("it reads a recording: no COMMAND");
+		return 2;
+	}
+	/* a live command's empty result is said (cli_run_sink) */
+	o->say_empty = cmd->extra & CLI_ARG_LIVE;
 	if (optind >= argc && !o->replay) {
-		cli_error("%s needs at least one PROBE (see uscope %s --help)", name, name);
+		cli_usage_error("give at least one PROBE");
 		return 2;
 	}
 	if (o->so.cmd && o->so.pid) {
-		cli_error("give either -p PID or a COMMAND, not both");
+		cli_usage_error("give either -p PID or a COMMAND, not both");
 		return 2;
 	}
 	o->nspecs = (size_t)(argc - optind);
@@ -495,20 +416,19 @@ static int args_check(int argc, char **argv, unsigned extra, const char *name,
 	return -1;
 }
 
-int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, const char *usage,
-		   struct cli_opts *o)
+int cli_parse_args(int argc, char **argv, const struct cli_cmd *cmd, struct cli_opts *o)
 {
-	struct option opts[ARGS_NALL + 1];
-	char shorts[32] = "p:d:e:qvh";
+	struct option opts[CLI_MAX_OPTS];
+	char shorts[64];
 	int c;
 
-	args_table(extra, opts, shorts);
+	cli_getopt_table(cmd, opts, shorts);
 	/* COMMAND follows the first "--"; everything before it is ours */
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--")) {
 			o->so.cmd = argv + i + 1;
 			if (!o->so.cmd[0]) {
-				cli_error("nothing after '--': give a COMMAND to run");
+				cli_usage_error("nothing after '--': give a COMMAND to run");
 				return 2;
 			}
 			argc = i;
@@ -516,22 +436,24 @@ int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, cons
 		}
 	}
 	optind = 1;
-	while ((c = getopt_long(argc, argv, shorts, opts, NULL)) != -1) {
+	while ((c = cli_getopt(cmd, argc, argv, opts, shorts)) != -1) {
 		int ret;
 
 		if (c == 'h') {
-			fputs(usage, stdout);
+			cli_usage(cmd, stdout);
 			return 0;
 		}
+		if (c == '?')
+			return 2;
 		ret = args_option(c, o);
 		if (ret == ARG_BAD)
 			return 2;
 		if (ret == ARG_NOT_MINE) {
-			fputs(usage, stderr);
+			cli_usage_error("unknown option '%s'", argv[optind - 1]);
 			return 2;
 		}
 	}
-	return args_check(argc, argv, extra, name, o);
+	return args_check(argc, argv, cmd, o);
 }
 
 void cli_probe_error(const struct usc_probe_spec *spec, size_t pos, const char *fmt, ...)
@@ -622,9 +544,9 @@ FILE *cli_open_output(const struct cli_opts *o)
 
 	if (!o->outfile)
 		return stdout;
-	fp = fopen(o->outfile, "w");
+	fp = usc_outfile_fopen(o->outfile);
 	if (!fp)
-		cli_error("cannot write %s: %s", o->outfile, strerror(errno));
+		cli_error("cannot write %s: %s", o->outfile, usc_outfile_strerror(errno));
 	return fp;
 }
 
@@ -639,10 +561,12 @@ int cli_close_output(const struct cli_opts *o, FILE *fp)
 	return 0;
 }
 
-int cli_run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks)
+/* cli_run_session, and in *res how the run went: *ran when it ran to its
+ * end. */
+static int run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks,
+		       struct usc_run_result *res, bool *ran)
 {
 	struct usc_session *s = NULL;
-	struct usc_run_result res = {0};
 	int code = 1, ret;
 
 	for (size_t k = 0; k < nsinks; k++)
@@ -667,17 +591,18 @@ int cli_run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks)
 			code = 127;
 		goto out;
 	}
-	ret = usc_session_run(s, &res);
-	if (res.exec_errno)
-		code = res.exec_errno == ENOENT ? 127 : 126;
-	else if (res.signal)
-		code = 128 + res.signal;	/* passed on to COMMAND, left running */
+	ret = usc_session_run(s, res);
+	*ran = !ret && !res->exec_errno;
+	if (res->exec_errno)
+		code = res->exec_errno == ENOENT ? 127 : 126;
+	else if (res->signal)
+		code = 128 + res->signal;	/* passed on to COMMAND, left running */
 	else if (ret)
 		code = 1;
-	else if (res.target_exited && WIFEXITED(res.status))
-		code = WEXITSTATUS(res.status);
-	else if (res.target_exited && WIFSIGNALED(res.status))
-		code = 128 + WTERMSIG(res.status);
+	else if (res->target_exited && WIFEXITED(res->status))
+		code = WEXITSTATUS(res->status);
+	else if (res->target_exited && WIFSIGNALED(res->status))
+		code = 128 + WTERMSIG(res->status);
 	else
 		code = 0;
 out:
@@ -685,11 +610,56 @@ out:
 	return code;
 }
 
+int cli_run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsinks)
+{
+	struct usc_run_result res = {0};
+	bool ran = false;
+
+	return run_session(o, sinks, nsinks, &res, &ran);
+}
+
+/* Has process pid ended (gone, or a zombie its parent has not reaped)? */
+static bool process_ended(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return errno == ENOENT || errno == ESRCH;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && (p[2] == 'Z' || p[2] == 'X');
+}
+
+/* A run that saw no hit says so, and why where it is known. */
+static void say_no_hits(const struct cli_opts *o, const struct usc_run_result *res)
+{
+	if (o->replay)
+		cli_error("0 hits: the recording holds none of these probes' hits");
+	else if (res->target_exited && o->so.cmd)
+		cli_error("0 hits: %s ran to its end without calling what was probed",
+			  o->so.cmd[0]);
+	else if (o->so.pid && (res->target_exited || process_ended(o->so.pid)))
+		cli_error("0 hits: process %d ended before any hit", (int)o->so.pid);
+	else if (res->signal || !o->so.duration)
+		cli_error("0 hits: what was probed was not called while traced");
+	else
+		cli_error("0 hits: what was probed was not called in the %g s traced",
+			  o->so.duration);
+}
+
 int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink,
 		 enum usc_summary_mode summary)
 {
 	struct usc_sink *sum = usc_sink_summary(stderr, summary, cli_verbose);
 	struct usc_sink *sinks[4] = {sink};
+	struct usc_run_result res = {0};
+	bool ran = false;
 	size_t n = 1;
 	int code;
 	struct stat sb;
@@ -698,7 +668,9 @@ int cli_run_sink(struct cli_opts *o, FILE *fp, struct usc_sink *sink,
 		sinks[n++] = o->extra[k];
 	if (!o->quiet)
 		sinks[n++] = sum;	/* "tracing N probes" once the others began */
-	code = cli_run_session(o, sinks, n);
+	code = run_session(o, sinks, n, &res, &ran);
+	if (ran && !o->quiet && o->say_empty && !usc_sink_summary_hits(sum))
+		say_no_hits(o, &res);
 	for (size_t k = 0; k < o->nextra; k++)
 		usc_sink_free(o->extra[k]);
 	o->nextra = 0;

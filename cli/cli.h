@@ -4,8 +4,10 @@
 #ifndef USC_CLI_CLI_H
 #define USC_CLI_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/log.h"
@@ -63,7 +65,66 @@ enum cli_arg_extra {
 	CLI_ARG_WAIT = 1 << 19,		/* --max-wait DURATION, --drop: how long a
 					 * lossless producer may wait for room */
 	CLI_ARG_ALL = 1 << 20,		/* --all */
+	CLI_ARG_LIVE = 1 << 21,		/* a live run: -p, --root, -- COMMAND, -d, -e */
 };
+
+/* An option, declared once (options.c): its long name, has_arg and getopt
+ * value; need, the CLI_ARG_* bits a command takes it with (0: every one);
+ * as --help shows it ("-p, --pid PID": its short name is the letter after
+ * the first '-'; NULL: not shown) and its help (lines split by '\n'). */
+struct cli_opt {
+	const char *name;
+	int has_arg;
+	int val;
+	unsigned need;
+	const char *left;
+	const char *help;
+};
+/* The entry of "-- COMMAND" in --help (no option). */
+#define CLI_OPT_COMMAND 1
+/* The tracing commands' options, ended by an entry of NULLs. */
+extern const struct cli_opt cli_opts_all[];
+
+/* A command: its name, --help's text before the options (usage,
+ * description) and after them (examples); with extra (CLI_ARG_*) it takes
+ * the shared options cli_opts_all, own rewording some of them (matched by
+ * val; ended by an entry of NULLs); or a table of options all its own. */
+struct cli_cmd {
+	const char *name;
+	const char *head;
+	const char *tail;
+	unsigned extra;
+	const struct cli_opt *own;
+	const struct cli_opt *table;
+};
+
+/* --help of cmd, to fp. */
+void cli_usage(const struct cli_cmd *cmd, FILE *fp);
+/* getopt_long's tables of cmd: opts room for every option and an end,
+ * shorts for 64 characters. */
+void cli_getopt_table(const struct cli_cmd *cmd, struct option *opts, char *shorts);
+#define CLI_MAX_OPTS 64
+/* getopt_long over cmd's tables; an unknown option or a missing value is
+ * said in one line (cli_usage_error), and '?' returned. */
+int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const struct option *opts,
+	       const char *shorts);
+/* A usage mistake in the command being parsed: one line, "uscope: CMD:
+ * ... (see uscope CMD --help)". The caller exits 2. */
+void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The command whose options are being read ("uscope" before any). */
+const char *cli_cmd_name(void);
+
+/* After a malformed probe: one line toward uscope-probes(7), with the
+ * uscope equivalent when text is bpftrace's or perf probe's syntax.
+ * Whether it was (hints.c). */
+bool cli_probe_hint(const char *text);
+/* Is spec, well formed, bpftrace's 'uprobe:PATH:FUNC' read as a MODULE
+ * "uprobe"? */
+bool cli_probe_foreign(const struct usc_probe_spec *spec);
+
+/* A duration: seconds, or with a ns, us, ms, s or m suffix; at most max_s
+ * seconds, 0 only when zero_ok. 0, or -1 when it is none. */
+int cli_parse_duration(const char *s, bool zero_ok, double max_s, uint64_t *ns);
 
 /* The options of a tracing subcommand. */
 struct cli_opts {
@@ -77,6 +138,7 @@ struct cli_opts {
 	const char *format;		/* --format */
 	bool folded;			/* --folded */
 	bool all;			/* --all: count's rows of a glob's functions never hit */
+	bool say_empty;			/* a run with no hit says "0 hits" */
 	const char *obj_from;		/* --from PROBE */
 	const char *obj_until;		/* --until PROBE */
 	const char *obj_field;		/* --field OFFS:TYPE */
@@ -92,12 +154,11 @@ struct cli_opts {
 	FILE *pprof_fp;
 };
 
-/* Parse a tracing subcommand's command line: -p, -d, -e, -q, -v, -h and
- * "-- COMMAND" for every one, plus `extra`; then the PROBEs. Returns -1 when
+/* Parse a tracing subcommand's command line: the options of cli_opts_all
+ * cmd->extra takes (-q, -v, -h for every one), then the PROBEs. Returns -1 when
  * the caller should go on, else the exit code to return (0 after --help, 2
  * for a usage mistake, 1 for a malformed probe, already reported). */
-int cli_parse_args(int argc, char **argv, unsigned extra, const char *name, const char *usage,
-		   struct cli_opts *o);
+int cli_parse_args(int argc, char **argv, const struct cli_cmd *cmd, struct cli_opts *o);
 
 /* --serve: the served sink of kind (keyed: count's probes have keys) into
  * o->extra, its address bound now, before anything is attached. 0, or the

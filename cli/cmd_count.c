@@ -10,8 +10,28 @@
 #include "cli/cli.h"
 #include "sink/sink.h"
 
-static const char count_usage[] =
-	"usage: uscope count [-p PID] [-d SECONDS] [-i INTERVAL] [--json] [--top N]\n"
+static const struct cli_opt count_own[] = {
+	{"", 0, 'j', 0, NULL,
+	 "one JSON object per probe and key"},
+	{"", 0, 'w', 0, NULL,
+	 "$ustack counts every stack: a thread whose buffer is\nfull waits at most TIME (100ms by default; us, ms,\ns, m suffixes) for uscope, then drops and counts"},
+	{"", 0, 'D', 0, NULL,
+	 "$ustack: a full buffer drops at once (--max-wait 0)"},
+	{"", 0, 'H', 0, NULL,
+	 "also serve the counts (uscope_probe_hits_total)\nat http://ADDR:PORT/metrics for Prometheus, to the end"},
+	{"", 0, 'P', 0, NULL,
+	 "also write the counted stacks ($ustack) as a pprof\nprofile (gzipped), for go tool pprof, Pyroscope, Parca"},
+	{"", 0, 'N', 0, NULL,
+	 "count a function's out-of-line calls only, not its\ninlined copies"},
+	{"", 0, 'v', 0, NULL,
+	 "say more on stderr (where each probe is aggregated)"},
+	{NULL, 0, 0, 0, NULL, NULL},
+};
+
+static const struct cli_cmd count_cmd = {
+	.name = "count",
+	.head =
+	"usage: uscope count [-p PID] [-d TIME] [-i TIME] [--json] [--top N]\n"
 	"                    [--folded] [--serve ADDR:PORT [--label K=V]...]\n"
 	"                    [--pprof FILE] [-e ENGINE] PROBE... [-- COMMAND [ARG...]]\n"
 	"\n"
@@ -24,43 +44,8 @@ static const char count_usage[] =
 	"  PROBE is one shell word, as for 'uscope trace': LOCATION [FETCHARG ...] [if COND]\n"
 	"    COND      NAME OP VALUE, joined by && || ! and ( ); OP is == != < <= > >= &;\n"
 	"              VALUE a number or a \"string\" (with * ? [..]: a glob)\n"
-	"\n"
-	"  -p, --pid PID          count in a running process\n"
-	"      --root DIR         system-wide: MODULE paths are files under DIR\n"
-	"                         (a container's: --root /proc/PID/root)\n"
-	"  -- COMMAND             count in COMMAND; exit with its status\n"
-	"                         (neither: system-wide)\n"
-	"  -d, --duration SECS    stop after SECS seconds\n"
-	"  -i, --interval SECS    also print every SECS seconds what that interval counted\n"
-	"      --top N            print the N highest counts only\n"
-	"      --all              a glob's functions never hit too (as rows of 0);\n"
-	"                         without it, only those hit, as funccount\n"
-	"      --json             one JSON object per probe and key\n"
-	"      --folded           folded stacks, 'main;parse;malloc 42' a line, at the end:\n"
-	"                         flamegraph.pl's input, and uscope flamegraph's\n"
-	"      --stack-mode MODE  $ustack walked where the probe runs (walk, the default)\n"
-	"                         or copied at each hit and unwound by uscope (copy)\n"
-	"      --stack-size SIZE  bytes of stack a copied $ustack takes (default 8K)\n"
-	"      --max-wait DURATION  $ustack counts every stack: a thread whose buffer is\n"
-	"                         full waits at most DURATION (100ms by default; us, ms,\n"
-	"                         s suffixes) for uscope, then drops and counts\n"
-	"      --drop             $ustack: a full buffer drops at once (--max-wait 0)\n"
-	"      --max-keys N       keys each engine's table holds (default 4096); hits of\n"
-	"                         new keys beyond it are counted as lost, and said so\n"
-	"      --strlen N         bytes of a string in a key (default 64); longer ones\n"
-	"                         are cut, and marked [cut]\n"
-	"      --serve ADDR:PORT  also serve the counts (uscope_probe_hits_total)\n"
-	"                         at http://ADDR:PORT/metrics for Prometheus, to the end\n"
-	"      --label NAME=VALUE a label every served series has (repeatable)\n"
-	"      --pprof FILE       also write the counted stacks ($ustack) as a pprof\n"
-	"                         profile (gzipped), for go tool pprof, Pyroscope, Parca\n"
-	"  -e, --engine NAME      auto (default), inject, bpf or tracefs\n"
-	"  -q, --quiet            no readiness line on stderr\n"
-	"      --no-inlines       count a function's out-of-line calls only, not its\n"
-	"                         inlined copies\n"
-	"      --all-sites        FILE:LINE: every statement of the line, not its first\n"
-	"                         address in each block\n"
-	"  -v, --verbose          say more on stderr (where each probe is aggregated)\n"
+	"\n",
+	.tail =
 	"\n"
 	"examples:\n"
 	"  uscope count 'libc:str*' -d 5\n"
@@ -68,16 +53,17 @@ static const char count_usage[] =
 	"  uscope count 'handle size=$arg2:u32 if size > 4096' -p 1234\n"
 	"  uscope count 'libc:malloc $ustack' --folded -d 10 -p 1234 > malloc.folded\n"
 	"  uscope count 'handle path=$arg1:string' --serve 127.0.0.1:9464 -p 1234\n"
-	"  uscope count 'libc:malloc $ustack' --pprof malloc.pb.gz -d 10 -p 1234\n";
+	"  uscope count 'libc:malloc $ustack' --pprof malloc.pb.gz -d 10 -p 1234\n",
+	.extra = CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL | CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_TOP | CLI_ARG_STACK | CLI_ARG_FOLDED | CLI_ARG_SERVE | CLI_ARG_PPROF | CLI_ARG_WAIT | CLI_ARG_ALL |
+		 CLI_ARG_LIVE,
+	.own = count_own,
+};
 
 int cmd_count(int argc, char **argv)
 {
 	struct cli_opts o = {0};
 	bool keyed = false;
-	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
-				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_TOP | CLI_ARG_STACK |
-				  CLI_ARG_FOLDED | CLI_ARG_SERVE | CLI_ARG_PPROF | CLI_ARG_WAIT | CLI_ARG_ALL,
-				  "count", count_usage, &o);
+	int code = cli_parse_args(argc, argv, &count_cmd, &o);
 
 	if (code >= 0)
 		return code;
@@ -92,12 +78,12 @@ int cmd_count(int argc, char **argv)
 	o.so.agg.kind = keyed ? USC_AGG_COUNT : USC_AGG_NONE;
 	o.so.resolve_flags |= RESOLVE_NO_DEFAULT_ARGS;
 	if (o.folded && (o.json || !keyed)) {
-		cli_error("--folded writes the probes' stacks: give a probe $ustack, and no --json");
+		cli_usage_error("--folded writes the probes' stacks: give a probe $ustack, and no --json");
 		free(o.specs);
 		return 2;
 	}
 	if (o.pprof && !keyed) {
-		cli_error("--pprof writes the probes' stacks: give a probe $ustack");
+		cli_usage_error("--pprof writes the probes' stacks: give a probe $ustack");
 		free(o.specs);
 		return 2;
 	}

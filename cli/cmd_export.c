@@ -9,7 +9,21 @@
 #include "cli/cli.h"
 #include "sink/sink.h"
 
-static const char export_usage[] =
+static const struct cli_opt export_own[] = {
+	{"", 0, 'r', 0, NULL,
+	 "the recording"},
+	{"", 0, 'F', 0, NULL,
+	 "chrome, ctf, folded, svg or pprof"},
+	{"", 0, 'o', 0, "-o, --output OUT",
+	 "the file written (a directory for ctf), readable\nby its owner alone"},
+	{"", 0, 'v', 0, NULL,
+	 "say more on stderr; the summary lists every probe"},
+	{NULL, 0, 0, 0, NULL, NULL},
+};
+
+static const struct cli_cmd export_cmd = {
+	.name = "export",
+	.head =
 	"usage: uscope export -r FILE --format chrome|ctf|folded|svg|pprof -o OUT [PROBE...]\n"
 	"\n"
 	"  Write a recording (uscope record) in a form other tools open:\n"
@@ -26,38 +40,36 @@ static const char export_usage[] =
 	"            the return where the probe is a function's entry and its return\n"
 	"            was recorded too\n"
 	"  PROBEs, if given, select the recorded probes by location (globs).\n"
-	"\n"
-	"  -r, --read FILE      the recording\n"
-	"      --format NAME    chrome, ctf, folded, svg or pprof\n"
-	"  -o, --output OUT     the file written (a directory for ctf)\n"
-	"  -q, --quiet          no readiness line on stderr\n"
-	"  -v, --verbose        say more on stderr; the summary lists every probe\n"
+	"\n",
+	.tail =
 	"\n"
 	"examples:\n"
 	"  uscope export -r app.usc --format chrome -o app.json\n"
 	"  uscope export -r app.usc --format ctf -o app-ctf && babeltrace2 app-ctf\n"
 	"  uscope export -r app.usc --format folded -o app.folded && flamegraph.pl app.folded\n"
 	"  uscope export -r app.usc --format svg -o app.svg\n"
-	"  uscope export -r app.usc --format pprof -o app.pb.gz && go tool pprof -top app.pb.gz\n";
+	"  uscope export -r app.usc --format pprof -o app.pb.gz && go tool pprof -top app.pb.gz\n",
+	.extra = CLI_ARG_REPLAY | CLI_ARG_OUTPUT | CLI_ARG_FORMAT | CLI_ARG_READS,
+	.own = export_own,
+};
 
 int cmd_export(int argc, char **argv)
 {
 	struct cli_opts o = {0};
 	struct usc_sink *sink;
 	FILE *fp = NULL;
-	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_OUTPUT | CLI_ARG_FORMAT | CLI_ARG_READS,
-				  "export", export_usage, &o);
+	int code = cli_parse_args(argc, argv, &export_cmd, &o);
 
 	if (code >= 0)
 		return code;
 	code = 2;
 	if (!o.format)
-		cli_error("export needs --format chrome, ctf, folded, svg or pprof");
+		cli_usage_error("give --format chrome, ctf, folded, svg or pprof");
 	else if (strcmp(o.format, "chrome") && strcmp(o.format, "ctf") &&
 		 strcmp(o.format, "folded") && strcmp(o.format, "svg") && strcmp(o.format, "pprof"))
-		cli_error("--format wants chrome, ctf, folded, svg or pprof, not '%s'", o.format);
+		cli_usage_error("--format wants chrome, ctf, folded, svg or pprof, not '%s'", o.format);
 	else if (!o.outfile)
-		cli_error("export needs -o OUT: where the %s trace goes", o.format);
+		cli_usage_error("give -o OUT: where the %s trace goes", o.format);
 	else
 		code = -1;
 	if (code >= 0) {

@@ -15,7 +15,34 @@
 #include "flame/flame.h"
 #include "sink/sink.h"
 
-static const char flamegraph_usage[] =
+
+enum { OPT_TITLE = 256, OPT_WIDTH, OPT_COLORS, OPT_COUNTNAME };
+
+static const struct cli_opt flamegraph_opts[] = {
+	{"input", required_argument, 'i', 0, "-i, --input FOLDED",
+	 "the folded stacks ('-' or no -i nor -r: standard input)"},
+	{"read", required_argument, 'r', 0, "-r, --read FILE", "a recording (uscope record) instead"},
+	{"output", required_argument, 'o', 0, "-o, --output OUT",
+	 "the SVG written (default: standard output; a file:\nreadable by its owner alone)"},
+	{"title", required_argument, OPT_TITLE, 0, "    --title TEXT",
+	 "the graph's title (default: Flame Graph)"},
+	{"width", required_argument, OPT_WIDTH, 0, "    --width PX",
+	 "the image's width, 200 to 100000 (default: 1200)"},
+	{"colors", required_argument, OPT_COLORS, 0, "    --colors NAME",
+	 "the palette: hot (default), mem, io, red, green, blue,\naqua, yellow, purple, orange; a "
+	 "function's color is a\nhash of its name, the same in every graph"},
+	{"countname", required_argument, OPT_COUNTNAME, 0, "    --countname WORD",
+	 "what a count is, in the tooltips (default: samples;\nns with -r)"},
+	{"quiet", no_argument, 'q', 0, "-q, --quiet",
+	 "with -r: no readiness line nor summary on stderr"},
+	{"verbose", no_argument, 'v', 0, "-v, --verbose", "say more on stderr"},
+	{"help", no_argument, 'h', 0, NULL, NULL},
+	{NULL, 0, 0, 0, NULL, NULL},
+};
+
+static const struct cli_cmd flamegraph_cmd = {
+	.name = "flamegraph",
+	.head =
 	"usage: uscope flamegraph [-i FOLDED | -r RECORDING [PROBE...]] [-o OUT.svg] [OPTIONS]\n"
 	"\n"
 	"  Draw a flame graph, one SVG file that a browser opens with no network\n"
@@ -24,27 +51,16 @@ static const char flamegraph_usage[] =
 	"  folded, flamegraph.pl's stackcollapse scripts), or from a recording\n"
 	"  (the call paths' self time, as export --format folded).\n"
 	"  PROBEs, with -r, select the recorded probes by location (globs).\n"
-	"\n"
-	"  -i, --input FOLDED   the folded stacks ('-' or no -i nor -r: standard input)\n"
-	"  -r, --read FILE      a recording (uscope record) instead\n"
-	"  -o, --output OUT     the SVG written (default: standard output)\n"
-	"      --title TEXT     the graph's title (default: Flame Graph)\n"
-	"      --width PX       the image's width, 200 to 100000 (default: 1200)\n"
-	"      --colors NAME    the palette: hot (default), mem, io, red, green, blue,\n"
-	"                       aqua, yellow, purple, orange; a function's color is a\n"
-	"                       hash of its name, the same in every graph\n"
-	"      --countname WORD what a count is, in the tooltips (default: samples;\n"
-	"                       ns with -r)\n"
-	"  -q, --quiet          with -r: no readiness line nor summary on stderr\n"
-	"  -v, --verbose        say more on stderr\n"
+	"\n",
+	.tail =
 	"\n"
 	"examples:\n"
 	"  uscope export -r app.usc --format folded -o app.folded\n"
 	"  uscope flamegraph -i app.folded -o app.svg\n"
 	"  uscope flamegraph -r app.usc --title 'app: self time' -o app.svg\n"
-	"  perf script | stackcollapse-perf.pl | uscope flamegraph > perf.svg\n";
-
-enum { OPT_TITLE = 256, OPT_WIDTH, OPT_COLORS, OPT_COUNTNAME };
+	"  perf script | stackcollapse-perf.pl | uscope flamegraph > perf.svg\n",
+	.table = flamegraph_opts,
+};
 
 /* The lines of in into f; 0, or 1 (reported: label:LINE: why). */
 static int read_folded(FILE *in, const char *label, struct usc_flame *f)
@@ -122,19 +138,8 @@ done:
 
 int cmd_flamegraph(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"input", required_argument, NULL, 'i'},
-		{"read", required_argument, NULL, 'r'},
-		{"output", required_argument, NULL, 'o'},
-		{"title", required_argument, NULL, OPT_TITLE},
-		{"width", required_argument, NULL, OPT_WIDTH},
-		{"colors", required_argument, NULL, OPT_COLORS},
-		{"countname", required_argument, NULL, OPT_COUNTNAME},
-		{"quiet", no_argument, NULL, 'q'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
+	struct option opts[CLI_MAX_OPTS];
+	char shorts[64];
 	struct usc_flame_opts fo = {0};
 	struct cli_opts o = {0};
 	const char *input = NULL;
@@ -142,8 +147,9 @@ int cmd_flamegraph(int argc, char **argv)
 	FILE *fp;
 	int c;
 
+	cli_getopt_table(&flamegraph_cmd, opts, shorts);
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "i:r:o:qvh", opts, NULL)) != -1) {
+	while ((c = cli_getopt(&flamegraph_cmd, argc, argv, opts, shorts)) != -1) {
 		switch (c) {
 		case 'i':
 			input = optarg;
@@ -165,8 +171,8 @@ int cmd_flamegraph(int argc, char **argv)
 			v = strtol(optarg, &end, 10);
 			if (*end || errno || end == optarg || v < USC_FLAME_WIDTH_MIN ||
 			    v > USC_FLAME_WIDTH_MAX) {
-				cli_error("--width wants a number of pixels from %d to %d, not '%s'",
-					  USC_FLAME_WIDTH_MIN, USC_FLAME_WIDTH_MAX, optarg);
+				cli_usage_error("--width wants a number of pixels from %d to %d, not '%s'",
+						USC_FLAME_WIDTH_MIN, USC_FLAME_WIDTH_MAX, optarg);
 				return 2;
 			}
 			fo.width = (unsigned)v;
@@ -176,8 +182,8 @@ int cmd_flamegraph(int argc, char **argv)
 			int p = usc_flame_palette_parse(optarg);
 
 			if (p < 0) {
-				cli_error("--colors wants one of %s, not '%s'", usc_flame_palette_list,
-					  optarg);
+				cli_usage_error("--colors wants one of %s, not '%s'", usc_flame_palette_list,
+						optarg);
 				return 2;
 			}
 			fo.palette = (enum usc_flame_palette)p;
@@ -193,26 +199,25 @@ int cmd_flamegraph(int argc, char **argv)
 			cli_verbose = true;
 			break;
 		case 'h':
-			fputs(flamegraph_usage, stdout);
+			cli_usage(&flamegraph_cmd, stdout);
 			return 0;
 		default:
-			fputs(flamegraph_usage, stderr);
 			return 2;
 		}
 	}
 	if (input && o.replay) {
-		cli_error("give either -i FOLDED or -r RECORDING, not both");
+		cli_usage_error("give either -i FOLDED or -r RECORDING, not both");
 		return 2;
 	}
 	if (!o.replay) {
 		if (optind < argc) {
-			cli_error("PROBEs select the probes of a recording: '%s' needs -r FILE",
-				  argv[optind]);
+			cli_usage_error("PROBEs select the probes of a recording: '%s' needs -r FILE",
+					argv[optind]);
 			return 2;
 		}
 		if (!input && isatty(STDIN_FILENO)) {
-			cli_error("flamegraph reads folded stacks: give -i FILE or -r RECORDING, "
-				  "or pipe them in");
+			cli_usage_error("flamegraph reads folded stacks: give -i FILE or -r RECORDING, "
+					"or pipe them in");
 			return 2;
 		}
 		return from_folded(input, o.outfile, &fo);

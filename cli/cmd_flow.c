@@ -10,8 +10,18 @@
 #include "cli/cli.h"
 #include "sink/sink.h"
 
-static const char flow_usage[] =
-	"usage: uscope flow [-p PID] [--json] [-o FILE] [-d SECONDS] [-e ENGINE] PROBE...\n"
+static const struct cli_opt flow_own[] = {
+	{"", 0, 'j', 0, NULL,
+	 "one JSON object per entry, return or event"},
+	{"", 0, 'o', 0, NULL,
+	 "write the flow to FILE (made readable by its owner\nalone)"},
+	{NULL, 0, 0, 0, NULL, NULL},
+};
+
+static const struct cli_cmd flow_cmd = {
+	.name = "flow",
+	.head =
+	"usage: uscope flow [-p PID] [--json] [-o FILE] [-d TIME] [-e ENGINE] PROBE...\n"
 	"                   [-- COMMAND [ARG...]]\n"
 	"\n"
 	"  Show calls as a tree, per thread, with the time each one took. Every PROBE\n"
@@ -22,33 +32,22 @@ static const char flow_usage[] =
 	"  PROBE is one shell word, as for 'uscope trace': [p|r][:EVENT] LOCATION [FETCHARG ...]\n"
 	"    LOCATION  [MODULE:]SYMBOL | [MODULE:]SYMBOL+OFFSET | [MODULE:]ADDRESS |\n"
 	"              %PROVIDER:NAME (USDT)\n"
-	"\n"
-	"  -p, --pid PID        trace a running process (all its threads)\n"
-	"      --root DIR       system-wide: MODULE paths are files under DIR\n"
-	"                       (a container's: --root /proc/PID/root)\n"
-	"  -- COMMAND           start COMMAND with the probes in place; exit with its status\n"
-	"                       (neither: system-wide, for every process running the file)\n"
-	"      --json           one JSON object per entry, return or event\n"
-	"  -o, --output FILE    write the flow to FILE\n"
-	"  -d, --duration SECS  stop after SECS seconds\n"
-	"  -e, --engine NAME    auto (default), inject, bpf or tracefs\n"
-	"  -q, --quiet          no readiness line or summary on stderr\n"
-	"      --uretprobe      return probes swap the return address (the kernel's\n"
-	"                       uretprobe) instead of probing every ret of the function;\n"
-	"                       Go programs and stack walkers do not survive it\n"
-	"  -v, --verbose        say more on stderr\n"
+	"\n",
+	.tail =
 	"\n"
 	"examples:\n"
 	"  uscope flow 'app:*' -- ./app\n"
-	"  uscope flow '%python:function__*' -p PID\n";
+	"  uscope flow '%python:function__*' -p PID\n",
+	.extra = CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_OUTPUT | CLI_ARG_URETPROBE |
+		 CLI_ARG_LIVE,
+	.own = flow_own,
+};
 
 int cmd_flow(int argc, char **argv)
 {
 	struct cli_opts o = {0};
 	FILE *fp;
-	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_OUTPUT |
-				  CLI_ARG_URETPROBE,
-				  "flow", flow_usage, &o);
+	int code = cli_parse_args(argc, argv, &flow_cmd, &o);
 
 	if (code >= 0)
 		return code;

@@ -10,45 +10,43 @@
 #include "cli/cli.h"
 #include "sink/sink.h"
 
-static const char hist_usage[] =
-	"usage: uscope hist [-p PID] [-d SECONDS] [-i INTERVAL] [--json]\n"
+static const struct cli_opt hist_own[] = {
+	{"", 0, 'j', 0, NULL,
+	 "one JSON object per probe and key, with its buckets"},
+	{"", 0, 'H', 0, NULL,
+	 "also serve the histograms (uscope_value_bucket)\nat http://ADDR:PORT/metrics for Prometheus, to the end"},
+	{"", 0, 'N', 0, NULL,
+	 "a function's out-of-line calls only"},
+	{"", 0, 'v', 0, NULL,
+	 "say more on stderr (where each probe is aggregated)"},
+	{NULL, 0, 0, 0, NULL, NULL},
+};
+
+static const struct cli_cmd hist_cmd = {
+	.name = "hist",
+	.head =
+	"usage: uscope hist [-p PID] [-d TIME] [-i TIME] [--json]\n"
 	"                   [--linear MIN,MAX,STEP] [--serve ADDR:PORT [--label K=V]...]\n"
 	"                   [-e ENGINE] PROBE... [-- COMMAND [ARG...]]\n"
 	"\n"
 	"A histogram of each probe's last fetch argument (a number), one per distinct\n"
 	"tuple of its other fetch arguments; log2 buckets by default. A probe may end\n"
 	"with 'if COND' (see uscope count --help).\n"
-	"\n"
-	"  -p, --pid PID          in a running process\n"
-	"      --root DIR         system-wide: MODULE paths are files under DIR\n"
-	"                         (a container's: --root /proc/PID/root)\n"
-	"  -- COMMAND             in COMMAND; exit with its status (neither: system-wide)\n"
-	"  -d, --duration SECS    stop after SECS seconds\n"
-	"  -i, --interval SECS    also print every SECS seconds what that interval saw\n"
-	"      --linear MIN,MAX,STEP  linear buckets of STEP from MIN to MAX (below and\n"
-	"                         above in a bucket each)\n"
-	"      --json             one JSON object per probe and key, with its buckets\n"
-	"      --max-keys N       keys each engine's table holds (default 4096)\n"
-	"      --strlen N         bytes of a string in a key (default 64)\n"
-	"      --serve ADDR:PORT  also serve the histograms (uscope_value_bucket)\n"
-	"                         at http://ADDR:PORT/metrics for Prometheus, to the end\n"
-	"      --label NAME=VALUE a label every served series has (repeatable)\n"
-	"  -e, --engine NAME      auto (default), inject, bpf or tracefs\n"
-	"  -q, --quiet            no readiness line on stderr\n"
-	"      --no-inlines       a function's out-of-line calls only\n"
-	"      --all-sites        FILE:LINE: every statement of the line\n"
-	"  -v, --verbose          say more on stderr (where each probe is aggregated)\n"
+	"\n",
+	.tail =
 	"\n"
 	"examples:\n"
 	"  uscope hist 'libc:malloc size=$arg1:u64' -p 1234\n"
-	"  uscope hist 'libc:read fd=$arg1:s32 n=$arg3:u64' --linear 0,65536,4096 -- ./app\n";
+	"  uscope hist 'libc:read fd=$arg1:s32 n=$arg3:u64' --linear 0,65536,4096 -- ./app\n",
+	.extra = CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL | CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_LINEAR | CLI_ARG_SERVE |
+		 CLI_ARG_LIVE,
+	.own = hist_own,
+};
 
 int cmd_hist(int argc, char **argv)
 {
 	struct cli_opts o = {0};
-	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
-				  CLI_ARG_NO_INLINES | CLI_ARG_AGG | CLI_ARG_LINEAR | CLI_ARG_SERVE,
-				  "hist", hist_usage, &o);
+	int code = cli_parse_args(argc, argv, &hist_cmd, &o);
 
 	if (code >= 0)
 		return code;

@@ -10,8 +10,22 @@
 #include "cli/cli.h"
 #include "sink/sink.h"
 
-static const char latency_usage[] =
-	"usage: uscope latency [-p PID] [-d SECONDS] [-i INTERVAL] [--json]\n"
+static const struct cli_opt latency_own[] = {
+	{"", 0, 'j', 0, NULL,
+	 "one JSON object per function and key (and per call)"},
+	{"", 0, 'H', 0, NULL,
+	 "also serve the latencies (uscope_latency_seconds)\nat http://ADDR:PORT/metrics for Prometheus, to the end"},
+	{"", 0, 'P', 0, NULL,
+	 "also write a pprof profile (gzipped): calls and their\ntime per key's stack ($ustack), for go tool pprof"},
+	{"", 0, 'v', 0, NULL,
+	 "say more on stderr (where each probe is aggregated)"},
+	{NULL, 0, 0, 0, NULL, NULL},
+};
+
+static const struct cli_cmd latency_cmd = {
+	.name = "latency",
+	.head =
+	"usage: uscope latency [-p PID] [-d TIME] [-i TIME] [--json]\n"
 	"                      [--unit ns|us|ms] [--per-call] [--serve ADDR:PORT\n"
 	"                      [--label K=V]...] [--pprof FILE] [-e ENGINE] PROBE...\n"
 	"                      [-- COMMAND [ARG...]]\n"
@@ -22,41 +36,22 @@ static const char latency_usage[] =
 	"max, p50 and p99 (p50 and p99 within a quarter of a power of two). USDT\n"
 	"probes pair by name (NAME*entry or *start with *return, *done or *end):\n"
 	"give both. A probe may end with 'if COND' (see uscope count --help).\n"
-	"\n"
-	"  -p, --pid PID          in a running process\n"
-	"      --root DIR         system-wide: MODULE paths are files under DIR\n"
-	"                         (a container's: --root /proc/PID/root)\n"
-	"  -- COMMAND             in COMMAND; exit with its status (neither: system-wide)\n"
-	"  -d, --duration SECS    stop after SECS seconds\n"
-	"  -i, --interval SECS    also print every SECS seconds what that interval saw\n"
-	"      --unit UNIT        ns (default), us or ms\n"
-	"      --per-call         also print a line per call as it returns\n"
-	"      --json             one JSON object per function and key (and per call)\n"
-	"      --max-keys N       keys each engine's table holds (default 4096)\n"
-	"      --strlen N         bytes of a string in a key (default 64)\n"
-	"      --serve ADDR:PORT  also serve the latencies (uscope_latency_seconds)\n"
-	"                         at http://ADDR:PORT/metrics for Prometheus, to the end\n"
-	"      --label NAME=VALUE a label every served series has (repeatable)\n"
-	"      --pprof FILE       also write a pprof profile (gzipped): calls and their\n"
-	"                         time per key's stack ($ustack), for go tool pprof\n"
-	"  -e, --engine NAME      auto (default), inject, bpf or tracefs\n"
-	"  -q, --quiet            no readiness line on stderr\n"
-	"      --uretprobe        return probes swap the return address (the kernel's\n"
-	"                         uretprobe) instead of probing every ret\n"
-	"  -v, --verbose          say more on stderr (where each probe is aggregated)\n"
+	"\n",
+	.tail =
 	"\n"
 	"examples:\n"
 	"  uscope latency 'libc:getaddrinfo host=+0($arg1):string' --per-call -- getent hosts x\n"
 	"  uscope latency --unit us 'sqlite3_step' -p 1234\n"
-	"  uscope latency 'handle' --serve 0.0.0.0:9464 --label service=api -p 1234\n";
+	"  uscope latency 'handle' --serve 0.0.0.0:9464 --label service=api -p 1234\n",
+	.extra = CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL | CLI_ARG_URETPROBE | CLI_ARG_AGG | CLI_ARG_LATENCY | CLI_ARG_SERVE | CLI_ARG_PPROF |
+		 CLI_ARG_LIVE,
+	.own = latency_own,
+};
 
 int cmd_latency(int argc, char **argv)
 {
 	struct cli_opts o = {0};
-	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_INTERVAL |
-				  CLI_ARG_URETPROBE | CLI_ARG_AGG | CLI_ARG_LATENCY | CLI_ARG_SERVE |
-				  CLI_ARG_PPROF,
-				  "latency", latency_usage, &o);
+	int code = cli_parse_args(argc, argv, &latency_cmd, &o);
 
 	if (code >= 0)
 		return code;

@@ -8,7 +8,34 @@
 #include "cli/cli.h"
 #include "list/list.h"
 
-static const char list_usage[] =
+static const struct cli_opt list_opts[] = {
+	{"pid", required_argument, 'p', 0, "-p, --pid PID",
+	 "every function of the executable and the libraries\nloaded in PID, as MODULE:FUNCTION "
+	 "(a process in a\ncontainer: its own files)"},
+	{"root", required_argument, 'R', 0, "    --root DIR",
+	 "BINARY is found under DIR, as a process whose root\nit is would find it (a "
+	 "container's: --root /proc/PID/root)"},
+	{"verbose", no_argument, 'v', 0, "-v, --verbose",
+	 "add ADDRESS SIZE FILE_OFFSET before each name; IFUNCs\nare marked"},
+	{"usdt", no_argument, 'U', 0, "    --usdt",
+	 "list USDT static probes as MODULE %PROVIDER:NAME\ninstead; PATTERN is a glob on "
+	 "PROVIDER:NAME; -v adds\neach site's address, semaphore and argument specs"},
+	{"lines", required_argument, 'L', 0, "    --lines FUNCTION",
+	 "the source of FUNCTION, each line that can be probed\n(as FILE:LINE or FUNCTION:+N) "
+	 "numbered (needs debug info)"},
+	{"vars", required_argument, 'V', 0, "    --vars LOCATION",
+	 "the parameters and locals visible at LOCATION (any\nprobe location), with their types "
+	 "(needs debug info)"},
+	{"patchable", no_argument, 'P', 0, "    --patchable",
+	 "whether the inject engine can probe each function's\nentry and returns: a summary with "
+	 "the reasons it\ncannot; -v: one line each"},
+	{"help", no_argument, 'h', 0, NULL, NULL},
+	{NULL, 0, 0, 0, NULL, NULL},
+};
+
+static const struct cli_cmd list_cmd = {
+	.name = "list",
+	.head =
 	"usage: uscope list [--usdt] [-v] [-p PID | [--root DIR] BINARY] [PATTERN]\n"
 	"       uscope list --lines FUNCTION [-p PID | [--root DIR] BINARY]\n"
 	"       uscope list --vars LOCATION [-p PID | [--root DIR] BINARY]\n"
@@ -16,21 +43,19 @@ static const char list_usage[] =
 	"\n"
 	"  BINARY    an executable or library: a path, a command on PATH, or a\n"
 	"            library name the dynamic loader would find (libc)\n"
-	"  -p PID    every function of the executable and the libraries loaded in PID,\n"
-	"            as MODULE:FUNCTION (a process in a container: its own files)\n"
-	"  --root DIR  BINARY is found under DIR, as a process whose root it is\n"
-	"            would find it (a container's: --root /proc/PID/root)\n"
-	"  PATTERN   a glob on function names (default: all)\n"
-	"  -v        add ADDRESS SIZE FILE_OFFSET before each name; IFUNCs are marked\n"
-	"  --usdt    list USDT static probes as MODULE %PROVIDER:NAME instead; PATTERN\n"
-	"            is a glob on PROVIDER:NAME; -v adds each site's address,\n"
-	"            semaphore and argument specs\n"
-	"  --lines FUNCTION  the source of FUNCTION, each line that can be probed\n"
-	"            (as FILE:LINE or FUNCTION:+N) numbered (needs debug info)\n"
-	"  --vars LOCATION   the parameters and locals visible at LOCATION (any\n"
-	"            probe location), with their types (needs debug info)\n"
-	"  --patchable  whether the inject engine can probe each function's entry and\n"
-	"            returns: a summary with the reasons it cannot; -v: one line each\n";
+	"  PATTERN   a glob on function names (default: all); with -p,\n"
+	"            MODULE:PATTERN lists one module's (libc:str*, 'libjemalloc:*'),\n"
+	"            as a probe names them\n"
+	"\n",
+	.tail =
+	"\n"
+	"examples:\n"
+	"  uscope list libc 'str*'\n"
+	"  uscope list -p 1234 'libc:mem*'\n"
+	"  uscope list --usdt -p 1234\n"
+	"  uscope list --lines parse ./app\n",
+	.table = list_opts,
+};
 
 static bool usdt_mode;
 static bool patchable_mode;
@@ -202,32 +227,24 @@ static int print_location(const char *loc, bool lines, pid_t pid, const char *bi
 
 int cmd_list(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"pid", required_argument, NULL, 'p'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"usdt", no_argument, NULL, 'U'},
-		{"lines", required_argument, NULL, 'L'},
-		{"vars", required_argument, NULL, 'V'},
-		{"patchable", no_argument, NULL, 'P'},
-		{"root", required_argument, NULL, 'R'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
-	};
+	struct option opts[CLI_MAX_OPTS];
+	char shorts[64];
 	bool verbose = false;
 	const char *lines_of = NULL, *vars_at = NULL;
 	pid_t pid = 0;
 	int c, ret;
 	char *path = NULL;
 
+	cli_getopt_table(&list_cmd, opts, shorts);
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "p:vh", opts, NULL)) != -1) {
+	while ((c = cli_getopt(&list_cmd, argc, argv, opts, shorts)) != -1) {
 		char *end;
 
 		switch (c) {
 		case 'p':
 			pid = (pid_t)strtol(optarg, &end, 10);
 			if (*end || pid <= 0) {
-				cli_error("-p wants a process id, not '%s'", optarg);
+				cli_usage_error("-p wants a process id, not '%s'", optarg);
 				return 2;
 			}
 			break;
@@ -250,41 +267,63 @@ int cmd_list(int argc, char **argv)
 			list_root = optarg;
 			break;
 		case 'h':
-			fputs(list_usage, stdout);
+			cli_usage(&list_cmd, stdout);
 			return 0;
 		default:
-			fputs(list_usage, stderr);
 			return 2;
 		}
 	}
 	if (pid && list_root) {
-		cli_error("--root finds a BINARY: -p %d lists the process's files in its own "
-			  "root", (int)pid);
+		cli_usage_error("--root finds a BINARY: -p %d lists the process's files in its own "
+				"root", (int)pid);
 		return 2;
 	}
 	if (lines_of || vars_at) {
 		if ((!pid && optind + 1 != argc) || (pid && optind != argc)) {
-			fputs(list_usage, stderr);
+			cli_usage_error("--%s takes %s", lines_of ? "lines" : "vars",
+					pid ? "-p PID and nothing after it" : "one BINARY");
 			return 2;
 		}
 		return print_location(lines_of ? lines_of : vars_at, lines_of != NULL, pid,
 				     pid ? NULL : argv[optind]);
 	}
 	if (pid && patchable_mode) {
-		cli_error("--patchable takes a BINARY, not -p");
+		cli_usage_error("--patchable takes a BINARY, not -p");
 		return 2;
 	}
 	if (pid) {
 		if (argc - optind > 1) {
-			fputs(list_usage, stderr);
+			cli_usage_error("-p PID takes one PATTERN at most (MODULE:PATTERN for a "
+					"module's), not '%s'", argv[optind + 1]);
 			return 2;
 		}
 		struct print_pid a = {optind < argc ? argv[optind] : NULL, verbose};
+		char *module = NULL;
 
-		return usc_list_modules(pid, print_module, &a) ? 1 : 0;
+		/* MODULE:PATTERN, as a probe names a module's functions ("ns::f" has
+		 * no module; --usdt's PATTERN is PROVIDER:NAME) */
+		if (a.pattern && !usdt_mode) {
+			const char *colon = strchr(a.pattern, ':');
+
+			if (colon && colon > a.pattern && colon[1] != ':') {
+				module = strndup(a.pattern, (size_t)(colon - a.pattern));
+				if (!module) {
+					cli_error("out of memory");
+					return 1;
+				}
+				a.pattern = colon[1] ? colon + 1 : NULL;
+			}
+		}
+		ret = usc_list_modules(pid, module, print_module, &a) ? 1 : 0;
+		free(module);
+		return ret;
 	}
-	if (optind >= argc || argc - optind > 2) {
-		fputs(list_usage, stderr);
+	if (optind >= argc) {
+		cli_usage_error("give a BINARY to list, or -p PID");
+		return 2;
+	}
+	if (argc - optind > 2) {
+		cli_usage_error("one BINARY and one PATTERN at most, not '%s'", argv[optind + 2]);
 		return 2;
 	}
 	const char *bin = argv[optind];

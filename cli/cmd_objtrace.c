@@ -16,8 +16,20 @@
 #include "objtrace/objtrace.h"
 #include "sink/sink.h"
 
-static const char objtrace_usage[] =
-	"usage: uscope objtrace [-p PID] [-d SECONDS] [--json] [-o FILE] [-e ENGINE]\n"
+static const struct cli_opt objtrace_own[] = {
+	{"", 0, 'j', 0, NULL,
+	 "one JSON object per line"},
+	{"", 0, 'o', 0, NULL,
+	 "write the events to FILE"},
+	{"", 0, 'H', 0, NULL,
+	 "also serve each probe's events (uscope_probe_hits_total)\nat http://ADDR:PORT/metrics for Prometheus, to the end"},
+	{NULL, 0, 0, 0, NULL, NULL},
+};
+
+static const struct cli_cmd objtrace_cmd = {
+	.name = "objtrace",
+	.head =
+	"usage: uscope objtrace [-p PID] [-d TIME] [--json] [-o FILE] [-e ENGINE]\n"
 	"                       --from PROBE [--until PROBE] [--field OFFS[:TYPE]]\n"
 	"                       [--max-objects N] [--serve ADDR:PORT [--label K=V]...]\n"
 	"                       PROBE... [-- COMMAND [ARG...]]\n"
@@ -30,34 +42,17 @@ static const char objtrace_usage[] =
 	"the object, and with --field the value at that offset in it. A register\n"
 	"beyond a function's own parameters holds what its caller left there, and\n"
 	"is tested too (as the kernel's objtrace does).\n"
-	"\n"
-	"  --from PROBE           a probe with one fetch argument, the object:\n"
-	"                         'r:libfoo:foo_new obj=$retval'\n"
-	"  --until PROBE          a probe with one fetch argument, the object no\n"
-	"                         longer followed: 'libfoo:foo_free $arg1'\n"
-	"  --field OFFS[:TYPE]    also show the value at OFFS bytes into the object\n"
-	"                         (TYPE as in a fetch argument; default x64)\n"
-	"  --max-objects N        objects followed at once (default 1024, at most\n"
-	"                         65535); a --from hit beyond is shown and reported,\n"
-	"                         its object not followed\n"
-	"  -p, --pid PID          in a running process\n"
-	"      --root DIR         system-wide: MODULE paths are files under DIR\n"
-	"                         (a container's: --root /proc/PID/root)\n"
-	"  -- COMMAND             in COMMAND; exit with its status (neither: system-wide)\n"
-	"  -d, --duration SECS    stop after SECS seconds\n"
-	"      --json             one JSON object per line\n"
-	"  -o, --output FILE      write the events to FILE\n"
-	"      --serve ADDR:PORT  also serve each probe's events (uscope_probe_hits_total)\n"
-	"                         at http://ADDR:PORT/metrics for Prometheus, to the end\n"
-	"      --label NAME=VALUE a label every served series has (repeatable)\n"
-	"  -e, --engine NAME      auto (default), inject, bpf or tracefs\n"
-	"  -q, --quiet            no readiness line and no summary on stderr\n"
-	"  -v, --verbose          say more on stderr\n"
+	"\n",
+	.tail =
 	"\n"
 	"examples:\n"
 	"  uscope objtrace --from 'r:libobj:obj_new obj=$retval' --until 'libobj:obj_free $arg1' \\\n"
 	"      --field 8:u32 'libobj:obj_*' -- ./driver\n"
-	"  uscope objtrace --from 'r:libc:fopen f=$retval' --until 'libc:fclose $arg1' 'libc:f*' -p 1234\n";
+	"  uscope objtrace --from 'r:libc:fopen f=$retval' --until 'libc:fclose $arg1' 'libc:f*' -p 1234\n",
+	.extra = CLI_ARG_JSON | CLI_ARG_OUTPUT | CLI_ARG_OBJTRACE | CLI_ARG_SERVE |
+		 CLI_ARG_LIVE,
+	.own = objtrace_own,
+};
 
 /* --from or --until: the probe parsed, then made an object's (the
  * library's checks). 0, or 1 (reported). */
@@ -85,20 +80,19 @@ int cmd_objtrace(int argc, char **argv)
 	struct usc_objtrace_error err;
 	char field[128];
 	size_t n;
-	int code = cli_parse_args(argc, argv, CLI_ARG_JSON | CLI_ARG_OUTPUT | CLI_ARG_OBJTRACE | CLI_ARG_SERVE,
-				  "objtrace", objtrace_usage, &o);
+	int code = cli_parse_args(argc, argv, &objtrace_cmd, &o);
 	FILE *fp;
 
 	if (code >= 0)
 		return code;
 	if (!o.obj_from) {
-		cli_error("objtrace needs --from PROBE: the probe whose fetch argument is an "
-			  "object to follow (see uscope objtrace --help)");
+		cli_usage_error("give --from PROBE: the probe whose fetch argument is an object "
+				"to follow");
 		free(o.specs);
 		return 2;
 	}
 	if (o.obj_field && usc_objtrace_field(o.obj_field, field, sizeof(field), &err)) {
-		cli_error("%s", err.msg);
+		cli_usage_error("%s", err.msg);
 		free(o.specs);
 		return 2;
 	}

@@ -9,8 +9,24 @@
 #include "cli/cli.h"
 #include "sink/sink.h"
 
-static const char record_usage[] =
-	"usage: uscope record -o FILE [-p PID] [-d SECONDS] [-e ENGINE] [--snapshot SIZE]\n"
+static const struct cli_opt record_own[] = {
+	{"", 0, 'o', 0, NULL,
+	 "the recording (required; made readable by its owner\nalone)"},
+	{"", 0, 'w', 0, NULL,
+	 "a thread whose buffer is full waits at most TIME\n(100ms by default; us, ms, s, m suffixes) for the\nrecorder"},
+	{"", 0, 'D', 0, NULL,
+	 "a full buffer drops records (counted), as live commands\ndo: --max-wait 0"},
+	{"", 0, 'k', 0, NULL,
+	 "$ustack walked where the probe runs, its return\naddresses recorded (walk, the default), or copied\n(copy), unwound when the recording is read"},
+	{"", 0, 'v', 0, NULL,
+	 "say more on stderr; the summary lists every probe"},
+	{NULL, 0, 0, 0, NULL, NULL},
+};
+
+static const struct cli_cmd record_cmd = {
+	.name = "record",
+	.head =
+	"usage: uscope record -o FILE [-p PID] [-d TIME] [-e ENGINE] [--snapshot SIZE]\n"
 	"                     [--max-wait DURATION | --drop] PROBE... [-- COMMAND [ARG...]]\n"
 	"\n"
 	"Records every hit of the probes to FILE, unformatted, at the probes' own speed:\n"
@@ -22,47 +38,28 @@ static const char record_usage[] =
 	"(--drop drops them at once). Read it back with\n"
 	"'uscope trace|flow|count|hist|latency -r FILE', 'uscope report -r FILE' and\n"
 	"'uscope export -r FILE'.\n"
-	"\n"
-	"  -o, --output FILE      the recording (required)\n"
-	"  -p, --pid PID          record a running process\n"
-	"      --root DIR         system-wide: MODULE paths are files under DIR\n"
-	"                         (a container's: --root /proc/PID/root)\n"
-	"  -- COMMAND             record COMMAND (its forks and execs too); exit with its status\n"
-	"                         (neither: system-wide)\n"
-	"  -d, --duration SECS    stop after SECS seconds\n"
-	"  -e, --engine NAME      auto (default), inject, bpf or tracefs\n"
-	"      --snapshot SIZE    the flight recorder: keep the last SIZE bytes of records a\n"
-	"                         thread (K, M suffixes) in memory, written at the end, on\n"
-	"                         SIGUSR1 and when COMMAND dies by a signal\n"
-	"      --max-wait DURATION  a thread whose buffer is full waits at most DURATION\n"
-	"                         (100ms by default; us, ms, s suffixes) for the recorder\n"
-	"      --drop             a full buffer drops records (counted), as live commands\n"
-	"                         do: --max-wait 0\n"
-	"      --stack-mode MODE  $ustack walked where the probe runs, its return\n"
-	"                         addresses recorded (walk, the default), or copied\n"
-	"                         (copy), unwound when the recording is read\n"
-	"      --stack-size SIZE  bytes of stack a copied $ustack takes (default 8K)\n"
-	"      --uretprobe        return probes swap the return address (tracefs)\n"
-	"  -q, --quiet            no readiness line or summary on stderr\n"
-	"  -v, --verbose          say more on stderr; the summary lists every probe\n"
+	"\n",
+	.tail =
 	"\n"
 	"examples:\n"
 	"  uscope record -o app.usc 'app:*' -- ./app\n"
-	"  uscope record -o crash.usc --snapshot 1M 'handle*' -- ./server\n";
+	"  uscope record -o crash.usc --snapshot 1M 'handle*' -- ./server\n",
+	.extra = CLI_ARG_OUTPUT | CLI_ARG_URETPROBE | CLI_ARG_RECORD | CLI_ARG_STACK | CLI_ARG_WAIT |
+		 CLI_ARG_LIVE,
+	.own = record_own,
+};
 
 int cmd_record(int argc, char **argv)
 {
 	struct cli_opts o = {0};
 	char command[256];
 	size_t used = 0;
-	int code = cli_parse_args(argc, argv, CLI_ARG_OUTPUT | CLI_ARG_URETPROBE | CLI_ARG_RECORD |
-				  CLI_ARG_STACK | CLI_ARG_WAIT,
-				  "record", record_usage, &o);
+	int code = cli_parse_args(argc, argv, &record_cmd, &o);
 
 	if (code >= 0)
 		return code;
 	if (!o.outfile) {
-		cli_error("record needs -o FILE: where the recording goes");
+		cli_usage_error("give -o FILE: where the recording goes");
 		free(o.specs);
 		return 2;
 	}

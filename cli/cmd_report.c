@@ -9,32 +9,43 @@
 #include "cli/cli.h"
 #include "sink/sink.h"
 
-static const char report_usage[] =
+static const struct cli_opt report_own[] = {
+	{"", 0, 'r', 0, NULL,
+	 "the recording"},
+	{"", 0, 'Y', 0, NULL,
+	 "total (default), self or calls: heaviest first"},
+	{"", 0, 'j', 0, NULL,
+	 "one JSON object per function, then per probe"},
+	{"", 0, 'o', 0, NULL,
+	 "write the report to FILE"},
+	{NULL, 0, 0, 0, NULL, NULL},
+};
+
+static const struct cli_cmd report_cmd = {
+	.name = "report",
+	.head =
 	"usage: uscope report -r FILE [--sort total|self|calls] [--json] [-o FILE] [PROBE...]\n"
 	"\n"
 	"  Per function of a recording (uscope record), from its entries and returns\n"
 	"  paired per thread: calls, total time, self time (less the calls it made),\n"
 	"  min, avg and max; then per probe, its events and the records lost.\n"
 	"  PROBEs, if given, select the recorded probes by location (globs).\n"
-	"\n"
-	"  -r, --read FILE      the recording\n"
-	"      --sort KEY       total (default), self or calls: heaviest first\n"
-	"      --json           one JSON object per function, then per probe\n"
-	"  -o, --output FILE    write the report to FILE\n"
-	"  -q, --quiet          no readiness line on stderr\n"
-	"  -v, --verbose        say more on stderr\n"
+	"\n",
+	.tail =
 	"\n"
 	"examples:\n"
 	"  uscope record -o app.usc 'app:*' -- ./app && uscope report -r app.usc\n"
-	"  uscope report -r app.usc --sort self --json\n";
+	"  uscope report -r app.usc --sort self --json\n",
+	.extra = CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_OUTPUT | CLI_ARG_SORT | CLI_ARG_READS,
+	.own = report_own,
+};
 
 int cmd_report(int argc, char **argv)
 {
 	struct cli_opts o = {0};
 	enum usc_report_sort sort = USC_REPORT_TOTAL;
 	FILE *fp;
-	int code = cli_parse_args(argc, argv, CLI_ARG_REPLAY | CLI_ARG_JSON | CLI_ARG_OUTPUT |
-				  CLI_ARG_SORT | CLI_ARG_READS, "report", report_usage, &o);
+	int code = cli_parse_args(argc, argv, &report_cmd, &o);
 
 	if (code >= 0)
 		return code;
@@ -43,7 +54,7 @@ int cmd_report(int argc, char **argv)
 	} else if (o.sort && !strcmp(o.sort, "calls")) {
 		sort = USC_REPORT_CALLS;
 	} else if (o.sort && strcmp(o.sort, "total")) {
-		cli_error("--sort wants total, self or calls, not '%s'", o.sort);
+		cli_usage_error("--sort wants total, self or calls, not '%s'", o.sort);
 		free(o.specs);
 		return 2;
 	}

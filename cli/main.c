@@ -38,7 +38,8 @@ int main(int argc, char **argv)
 	if (getenv("USCOPE_VERBOSE"))
 		cli_verbose = true;
 	if (argc < 2) {
-		usage(stderr);
+		cli_error("give a command: trace, flow, count, hist, latency, objtrace, record, "
+			  "report, export, flamegraph or list (see uscope --help)");
 		return 2;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {

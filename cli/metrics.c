@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/outfile.h"
 #include "sink/sink.h"
 
 int cli_add_serve(struct cli_opts *o, enum usc_prom_kind kind, bool keyed)
@@ -29,9 +30,9 @@ int cli_add_pprof(struct cli_opts *o)
 
 	if (!o->pprof)
 		return 0;
-	o->pprof_fp = fopen(o->pprof, "wb");
+	o->pprof_fp = usc_outfile_fopen(o->pprof);
 	if (!o->pprof_fp) {
-		cli_error("cannot write %s: %s", o->pprof, strerror(errno));
+		cli_error("cannot write %s: %s", o->pprof, usc_outfile_strerror(errno));
 		return 1;
 	}
 	k = usc_sink_pprof(o->pprof_fp);

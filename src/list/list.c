@@ -101,13 +101,23 @@ static int list_module_seen(char ***seen, size_t *nseen, char *p)
 	return 0;
 }
 
-int usc_list_modules(pid_t pid, void (*fn)(const char *path, const char *name, void *ctx),
-		     void *ctx)
+/* Does MODULE (a probe's: "libc", "libc.so.6", a path) name the module at
+ * path (name: its short name, or NULL)? */
+static bool list_module_is(const char *module, const char *path, const char *name)
+{
+	if (strchr(module, '/'))
+		return !strcmp(module, path);
+	return module_name_matches(module, path) || (name && module_name_matches(module, name));
+}
+
+int usc_list_modules(pid_t pid, const char *module,
+		     void (*fn)(const char *path, const char *name, void *ctx), void *ctx)
 {
 	struct proc_map *maps;
 	ssize_t n = procmaps_read(pid, &maps);
 	char **seen = NULL;
-	size_t nseen = 0;
+	size_t nseen = 0, shown = 0;
+	int ret = 0;
 
 	if (n < 0) {
 		if (n == -ESRCH || n == -ENOENT)
@@ -134,14 +144,27 @@ int usc_list_modules(pid_t pid, void (*fn)(const char *path, const char *name, v
 				continue;
 			break;
 		}
-		fn(p, name, ctx);
+		if (!module || list_module_is(module, p, name)) {
+			fn(p, name, ctx);
+			shown++;
+		}
 		free(name);
+	}
+	if (module && !shown) {
+		char near[256];
+
+		if (module_suggest(seen, nseen, module, near, sizeof(near)))
+			log_error("process %d has no module '%s' loaded; did you mean: %s?",
+				  (int)pid, module, near);
+		else
+			log_error("process %d has no module '%s' loaded", (int)pid, module);
+		ret = -ENOENT;
 	}
 	for (size_t k = 0; k < nseen; k++)
 		free(seen[k]);
 	free(seen);
 	procmaps_free(maps, (size_t)n);
-	return 0;
+	return ret;
 }
 
 /* Open the file at path, or log why not: "PATH is not an x86-64 ELF file"

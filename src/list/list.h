@@ -35,10 +35,12 @@ const char *usc_list_shown_path(const char *root, const char *path);
 /* Each executable module mapped in process pid, once: path opens it (a
  * /proc link for a memfd, a run-time USDT provider; under /proc/PID/root
  * for a process that sees another root: usc_list_shown_path names it as
- * the process does), name is the MODULE a probe gives (or NULL). 0, or
- * -errno (logged) when the maps cannot be read. */
-int usc_list_modules(pid_t pid, void (*fn)(const char *path, const char *name, void *ctx),
-		     void *ctx);
+ * the process does), name is the MODULE a probe gives (or NULL); with
+ * module (as a probe names one: "libc", "libjemalloc.so.2", a path) only
+ * the modules it names. 0, or -errno (logged) when the maps cannot be read
+ * or module names none (-ENOENT, the closest names said). */
+int usc_list_modules(pid_t pid, const char *module,
+		     void (*fn)(const char *path, const char *name, void *ctx), void *ctx);
 
 /* A function of a file. */
 struct usc_list_func {

@@ -44,6 +44,14 @@ int module_path_resolve(const char *path, char **out);
  * or NAME".so" prefixes. "libc" matches libc.so.6 but not libcap.so.2. */
 bool module_name_matches(const char *name, const char *path);
 
+/* "did you mean" for a MODULE that names none of the files at paths (n of
+ * them): up to three short names closest to name ("libc" for "libcc"),
+ * ", "-joined into buf. Returns how many (modsuggest.c). */
+size_t module_suggest(char *const *paths, size_t n, const char *name, char *buf, size_t len);
+/* ... among process pid's executable mappings, or exe and its libraries. */
+size_t module_suggest_in_pid(pid_t pid, const char *name, char *buf, size_t len);
+size_t module_suggest_for_exe(const char *exe, const char *name, char *buf, size_t len);
+
 /* Resolve MODULE for each kind of target. A MODULE containing '/' is a path
  * and is returned as is (made absolute) when it exists. On success, *out is a
  * malloc'd absolute path. -ENOENT when nothing matches; -EEXIST when several

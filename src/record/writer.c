@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/outfile.h"
 #include "objfile/objfile.h"
 #include "objfile/modules.h"
 #include "record/buf.h"
@@ -164,11 +165,12 @@ int rec_writer_open(const char *path, const char *command, struct rec_writer **o
 		log_error("out of memory");
 		return -ENOMEM;
 	}
-	w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* its user's alone: it holds the target's arguments and strings */
+	w->fd = usc_outfile_open(path, false);
 	if (w->fd < 0) {
-		int err = errno;
+		int err = -w->fd;
 
-		log_error("cannot write %s: %s", path, strerror(err));
+		log_error("cannot write %s: %s", path, usc_outfile_strerror(err));
 		free(w->buf);
 		free(w->path);
 		free(w);

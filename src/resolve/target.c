@@ -244,11 +244,20 @@ int resolve_find_module(const struct usc_target *t, const struct usc_probe_spec 
 		break;
 	}
 	if (ret == -ENOENT) {
+		char near[256] = "";
+
+		/* the closest names, as an unknown function gets */
 		if (t->kind == USC_TARGET_PID)
-			log_error("%s: process %d has no module '%s' loaded", spec->text,
-				  (int)t->pid, m);
+			module_suggest_in_pid(t->pid, m, near, sizeof(near));
 		else if (t->kind == USC_TARGET_COMMAND)
-			log_error("%s: %s does not link a module '%s'", spec->text, t->exe, m);
+			module_suggest_for_exe(t->exe, m, near, sizeof(near));
+		if (t->kind == USC_TARGET_PID)
+			log_error("%s: process %d has no module '%s' loaded%s%s%s", spec->text,
+				  (int)t->pid, m, near[0] ? "; did you mean: " : "", near,
+				  near[0] ? "?" : "");
+		else if (t->kind == USC_TARGET_COMMAND)
+			log_error("%s: %s does not link a module '%s'%s%s%s", spec->text, t->exe, m,
+				  near[0] ? "; did you mean: " : "", near, near[0] ? "?" : "");
 		else if (t->root)
 			log_error("%s: no library '%s' in the default library directories under "
 				  "--root %s", spec->text, m, t->root);

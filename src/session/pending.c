@@ -88,8 +88,19 @@ int session_wait_modules(struct usc_session *s, pid_t child, int sfd, int *sigin
 		if (found == s->npending)
 			return 0;
 		if (waitpid(child, status, WNOHANG) == child) {
-			log_error("%s exited before it loaded a module named '%s' (uscope list -p PID "
-				  "names a running process's modules)", s->opts.cmd[0], s->pending[0]);
+			char near[256] = "", *exe = NULL;
+
+			/* the closest names among what it links */
+			if (!module_which(s->opts.cmd[0], &exe))
+				module_suggest_for_exe(exe, s->pending[0], near, sizeof(near));
+			free(exe);
+			if (near[0])
+				log_error("%s exited before it loaded a module named '%s'; did you mean: "
+					  "%s?", s->opts.cmd[0], s->pending[0], near);
+			else
+				log_error("%s exited before it loaded a module named '%s' (uscope list "
+					  "-p PID names a running process's modules)", s->opts.cmd[0],
+					  s->pending[0]);
 			return -ECHILD;
 		}
 		while (sfd >= 0 && read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {

@@ -241,8 +241,9 @@ static int print_keyed(struct agg_sink *k, struct usc_output *o, struct agg_row 
 
 		if (!final)
 			ret = aggsink_stamp(o);
-		snprintf(line, sizeof(line), "%12s  %s\n", "COUNT",
-			 final ? "PROBE KEY" : "PROBE KEY (this interval)");
+		/* PROBE [KEY] then COUNT, as without keys (and funccount) */
+		snprintf(line, sizeof(line), "%-40s %12s\n",
+			 final ? "PROBE KEY" : "PROBE KEY (this interval)", "COUNT");
 		ret = ret ? ret : output_raw(o, line);
 	}
 	for (size_t i = 0; i < shown && !ret; i++) {
@@ -257,10 +258,13 @@ static int print_keyed(struct agg_sink *k, struct usc_output *o, struct agg_row 
 			ret = ret ? ret : output_raw(o, num);
 			continue;
 		}
-		snprintf(num, sizeof(num), "%12llu  ", (unsigned long long)r->st.count);
-		ret = output_raw(o, num);
-		ret = ret ? ret : aggsink_head(k, o, r);
-		ret = ret ? ret : output_raw(o, "\n");
+		size_t start = o->len, wide;
+
+		ret = aggsink_head(k, o, r);
+		wide = o->len - start;
+		snprintf(num, sizeof(num), "%*s %12llu\n", wide < 40 ? (int)(40 - wide) : 0, "",
+			 (unsigned long long)r->st.count);
+		ret = ret ? ret : output_raw(o, num);
 		ret = ret ? ret : aggsink_stacks(k, o, r, false, 0);	/* under it */
 	}
 	if (!ret && !k->json && shown < n) {

@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "core/outfile.h"
 #include "output/output.h"
 #include "probe/fetch.h"
 #include "record/format.h"
@@ -65,7 +66,7 @@ static int fail(struct ctf_sink *cs, int err, const char *what)
 {
 	if (!cs->error)
 		log_error("cannot write the CTF trace %s%s%s: %s", cs->dir, what ? "/" : "",
-			  what ? what : "", strerror(-err));
+			  what ? what : "", usc_outfile_strerror(err));
 	cs->error = err;
 	return err;
 }
@@ -182,7 +183,7 @@ static int write_metadata(struct ctf_sink *cs, const struct usc_sink_ctx *s)
 		 cs->uuid[6], cs->uuid[7], cs->uuid[8], cs->uuid[9], cs->uuid[10], cs->uuid[11],
 		 cs->uuid[12], cs->uuid[13], cs->uuid[14], cs->uuid[15]);
 	snprintf(path, sizeof(path), "%s/metadata", cs->dir);
-	f = fopen(path, "w");
+	f = usc_outfile_fopen(path);
 	if (!f)
 		return fail(cs, -errno, "metadata");
 	fprintf(f, "/* CTF 1.8 */\n\n"
@@ -246,10 +247,12 @@ static int ctf_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	struct ctf_sink *cs = container_of(k, struct ctf_sink, base);
 	char path[4096];
+	int ret;
 
 	cs->s = s;
-	if (mkdir(cs->dir, 0777) && errno != EEXIST)
-		return fail(cs, -errno, NULL);
+	ret = usc_outdir_make(cs->dir);
+	if (ret)
+		return fail(cs, ret, NULL);
 	cs->class_of = malloc((s->nsites ? s->nsites : 1) * sizeof(*cs->class_of));
 	if (!cs->class_of)
 		return fail(cs, -ENOMEM, NULL);
@@ -269,7 +272,7 @@ static int ctf_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 	if (write_metadata(cs, s))
 		return cs->error;
 	snprintf(path, sizeof(path), "%s/stream", cs->dir);
-	cs->stream = fopen(path, "w");
+	cs->stream = usc_outfile_fopen(path);
 	if (!cs->stream)
 		return fail(cs, -errno, "stream");
 	return 0;

@@ -174,5 +174,8 @@ enum usc_summary_mode {
  * took some, or verbose), and at the end the summary mode says
  * (summary.c). */
 struct usc_sink *usc_sink_summary(FILE *fp, enum usc_summary_mode mode, bool verbose);
+/* The hits of the shown sites the final report counted (their events or
+ * the engines' hit counts, and what was lost of them); -1 before it. */
+int64_t usc_sink_summary_hits(const struct usc_sink *k);
 
 #endif

@@ -19,6 +19,7 @@ struct summary_sink {
 	FILE *fp;
 	enum usc_summary_mode mode;
 	bool verbose;
+	int64_t hits;		/* at the final report; -1 before */
 };
 
 #define BRIEF_LABELS 5	/* labels with events a brief summary shows */
@@ -173,6 +174,35 @@ static struct unit unit_of(const struct usc_sink_ctx *s, const struct usc_site *
 	return (struct unit){U_FUNCTION, path, st->symbol, 0};
 }
 
+/* The py: probes (their entry and return one): "py:app:* (the Python
+ * functions it names, as they are called)", or how many. Appended to buf
+ * (after other units: " and ..."); the length written. */
+/* (not inlined: snprintf may cut it, as it should) */
+__attribute__((noinline)) static int what_python(const struct usc_sink_ctx *s, char *buf, size_t len,
+						 bool after)
+{
+	size_t n = 0, first = 0;
+
+	for (size_t i = 0; i < s->nsites; i++) {
+		size_t p = s->sites[i].probe;
+		bool seen = false;
+
+		if (!shown(s, i) || !s->sites[i].python)
+			continue;
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = shown(s, k) && s->sites[k].python && same_text(s, s->sites[k].probe, p);
+		if (!seen && !n++)
+			first = p;
+	}
+	if (!n)
+		return 0;
+	if (n == 1)
+		return snprintf(buf, len, "%s%.200s (the Python functions it names, as they are "
+				"called)", after ? " and " : "", s->specs[first].text);
+	return snprintf(buf, len, "%s%zu py: probes (the Python functions they name, as "
+			"they are called)", after ? " and " : "", n);
+}
+
 /* "163 functions (429 sites)": what the shown sites trace, each kind
  * counted once, and the sites when they are more. */
 static void what_is_traced(const struct usc_sink_ctx *s, char *buf, size_t len)
@@ -185,8 +215,10 @@ static void what_is_traced(const struct usc_sink_ctx *s, char *buf, size_t len)
 	size_t n = 0, per[U_NKINDS] = {0}, kinds = 0, said = 0, units = 0;
 	int used = 0;
 
+	/* a py: probe's functions are matched as CPython calls them: said
+	 * as the probe, not as a function and its sites */
 	for (size_t i = 0; u && i < s->nsites; i++)
-		if (shown(s, i))
+		if (shown(s, i) && !s->sites[i].python)
 			u[n++] = unit_of(s, &s->sites[i]);
 	if (!u) {	/* no memory: the sites alone */
 		for (size_t i = 0; i < s->nsites; i++)
@@ -210,10 +242,12 @@ static void what_is_traced(const struct usc_sink_ctx *s, char *buf, size_t len)
 				 said == 1 ? "" : said == kinds ? " and " : ", ", per[k],
 				 names[k][per[k] != 1]);
 	}
-	if (!kinds && (size_t)used < len)
-		used += snprintf(buf + used, len - (size_t)used, "nothing");
 	if (n != units && (size_t)used < len)
-		snprintf(buf + used, len - (size_t)used, " (%zu sites)", n);
+		used += snprintf(buf + used, len - (size_t)used, " (%zu sites)", n);
+	if ((size_t)used < len)
+		used += what_python(s, buf + used, len - (size_t)used, kinds > 0);
+	if (!buf[0] && len > 8)
+		snprintf(buf, len, "nothing");
 }
 
 static int summary_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
@@ -360,6 +394,14 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 
 	if (!final)
 		return 0;
+	ss->hits = (int64_t)st->lost;
+	for (size_t i = 0; i < s->nsites; i++) {
+		const struct usc_site_stats *x = &st->sites[i];
+
+		if (shown(s, i))
+			ss->hits += (int64_t)(x->hits > (int64_t)x->events ? (uint64_t)x->hits :
+					      x->events) + (int64_t)x->agg_full;
+	}
 	if (ss->mode == USC_SUMMARY_NONE) {
 		/* the commands that print no summary say this still */
 		print_fallbacks(ss, s, st);
@@ -423,5 +465,11 @@ struct usc_sink *usc_sink_summary(FILE *fp, enum usc_summary_mode mode, bool ver
 	ss->fp = fp;
 	ss->mode = mode;
 	ss->verbose = verbose;
+	ss->hits = -1;
 	return &ss->base;
+}
+
+int64_t usc_sink_summary_hits(const struct usc_sink *k)
+{
+	return k ? container_of(k, const struct summary_sink, base)->hits : -1;
 }

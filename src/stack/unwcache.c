@@ -195,7 +195,8 @@ static int mkdirs(const char *dir)
 		if (*s != '/')
 			continue;
 		*s = 0;
-		if (mkdir(p, 0755) && errno != EEXIST)
+		/* its user's alone, as the cache in it (mkstemp: 0600) */
+		if (mkdir(p, 0700) && errno != EEXIST)
 			err = -errno;
 		*s = '/';
 	}

@@ -546,6 +546,6 @@ def test_export_pprof_without_stacks_is_refused(tmp_path):
 def test_count_pprof_needs_a_stack(tmp_path):
     cp = run_uscope(["count", "--pprof", tmp_path / "x.pb.gz", "distinct", "--", AGG, "keys"])
     assert cp.returncode == 2
-    assert error_lines(cp.stderr) == ["uscope: --pprof writes the probes' stacks: give a "
-                                      "probe $ustack"]
+    assert error_lines(cp.stderr) == ["uscope: count: --pprof writes the probes' stacks: give a "
+                                      "probe $ustack (see uscope count --help)"]
     assert not (tmp_path / "x.pb.gz").exists()

@@ -232,8 +232,8 @@ def test_ustack_count_of_a_hot_loop_ends_and_is_exact():
                       timeout=240)
     assert cp.returncode == 0, cp.stderr
     assert f"hot done total={total(n)}" in cp.stdout.splitlines()
-    rows = [ln for ln in cp.stdout.splitlines() if re.match(r"^\s*\d+\s+work$", ln)]
-    assert [int(r.split()[0]) for r in rows] == [n], cp.stdout[-2000:]
+    rows = [ln for ln in cp.stdout.splitlines() if re.match(r"^work\s+\d+$", ln)]
+    assert [int(r.split()[-1]) for r in rows] == [n], cp.stdout[-2000:]
     assert "lost" not in cp.stderr, cp.stderr
 
 
@@ -292,7 +292,7 @@ def test_sigstopped_uscope_costs_the_target_one_bound(cmd, tmp_path):
                       r"room within --max-wait;", stderr)
         assert m, stderr
         lost, waited = int(m.group(1)), int(m.group(2))
-        counted = [int(ln.split()[0]) for ln in lines.lines if re.match(r"^\s*\d+\s+work$", ln)]
+        counted = [int(ln.split()[-1]) for ln in lines.lines if re.match(r"^work\s+\d+$", ln)]
         assert len(counted) == 1 and counted[0] + lost == n and lost > 0, (counted, lost)
         assert 0 < waited <= lost, (waited, lost)
 

@@ -171,7 +171,7 @@ def test_without_until_objects_stay_followed(engine):
 
 @pytest.mark.parametrize("args,message", [
     (["libobj:op_*"],
-     "uscope: objtrace needs --from PROBE: the probe whose fetch argument is an object to "
+     "uscope: objtrace: give --from PROBE: the probe whose fetch argument is an object to "
      "follow (see uscope objtrace --help)"),
     (["--from", "r:libobj:obj_new a=$retval b=$retval", "libobj:op_*"],
      "uscope: bad probe: --from takes a function probe with one fetch argument, the object's "
@@ -189,13 +189,16 @@ def test_without_until_objects_stay_followed(engine):
      "uscope: bad probe: objtrace follows objects into function entries: no 'r:', USDT, fetch "
      "arguments nor 'if' (--field shows a value)"),
     (["--from", FROM, "--field", "x:u32", "libobj:op_*"],
-     "uscope: --field wants OFFS[:TYPE] (8, 0x10:u32, -8:s64), not 'x:u32'"),
+     "uscope: objtrace: --field wants OFFS[:TYPE] (8, 0x10:u32, -8:s64), not 'x:u32'"
+     " (see uscope objtrace --help)"),
     (["--from", FROM, "--field", "8:u33", "libobj:op_*"],
-     "uscope: --field 8:u33: expected a type: u8..u64, s8..s64, x8..x64, string, ustring, "
-     "symbol or b<width>@<offset>/<size>"),
+     "uscope: objtrace: --field 8:u33: expected a type: u8..u64, s8..s64, x8..x64, string, "
+     "ustring, symbol or b<width>@<offset>/<size> (see uscope objtrace --help)"),
     (["--from", FROM, "--max-objects", "0", "libobj:op_*"],
-     "uscope: --max-objects wants a number of objects from 1 to 65535, not '0'"),
-    (["--from", FROM, "--from", FROM, "libobj:op_*"], "uscope: --from is given once"),
+     "uscope: objtrace: --max-objects wants a number of objects from 1 to 65535, not '0'"
+     " (see uscope objtrace --help)"),
+    (["--from", FROM, "--from", FROM, "libobj:op_*"],
+     "uscope: objtrace: --from is given once (see uscope objtrace --help)"),
 ])
 def test_command_line_mistakes(args, message):
     cp = run_uscope(["objtrace"] + args + ["--", DRV, "basic"])

@@ -649,7 +649,8 @@ def test_folded_needs_stacks():
     cp = run_uscope(["count", "--folded", "-e", "inject", "cmp", "--", STACKS, "qsort"])
     assert cp.returncode == 2
     assert cp.stderr.strip().splitlines()[-1] == (
-        "uscope: --folded writes the probes' stacks: give a probe $ustack, and no --json")
+        "uscope: count: --folded writes the probes' stacks: give a probe $ustack, and no "
+        "--json (see uscope count --help)")
 
 
 # --------------------------------------------------------------------------
@@ -723,7 +724,8 @@ def test_stack_mode_words():
     r = run_uscope(["trace", "-e", "inject", "--stack-mode", "bottom", "leaf $ustack", "--",
                     STACKS, "inline"])
     assert r.returncode == 2 and r.stdout == "", r.stderr
-    assert u.error_lines(r.stderr) == ["uscope: --stack-mode wants walk or copy, not 'bottom'"]
+    assert u.error_lines(r.stderr) == ["uscope: trace: --stack-mode wants walk or copy, not 'bottom' "
+                                        "(see uscope trace --help)"]
 
 
 def test_recording_keeps_walks(tmp_path):

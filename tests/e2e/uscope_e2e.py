@@ -67,14 +67,20 @@ PER_EVENT_RE = re.compile(rf"^\s+(\S.*?):\s+(\d+)\s+events?,\s+(\d+)\s+lost{_WAI
 # 2 functions and 1 USDT probe (5 sites)": what is traced, then the sites
 # when they are more (the number parse_ready and wait_ready give)
 _UNIT = r"\d+ (?:functions?|USDT probes?|lines?|address(?:es)?)"
-READY_RE = re.compile(rf"^uscope: tracing ({_UNIT}(?:(?:, | and ){_UNIT})*)"
-                      r"(?: \((\d+) sites\))?\s*$")
+# py: probes last, as the probe ("py:app:* (the Python functions it names, as
+# they are called)") or how many: their functions are matched as CPython calls them
+_PY = (r"(?:\S+ \(the Python functions it names, as they are called\)|"
+       r"\d+ py: probes \(the Python functions they name, as they are called\))")
+READY_RE = re.compile(rf"^uscope: tracing (?:({_UNIT}(?:(?:, | and ){_UNIT})*)"
+                      rf"(?: \((\d+) sites\))?(?: and {_PY})?|{_PY})\s*$")
 
 
 def ready_sites(m) -> int:
     """The sites of a READY_RE match: given, or as many as what is traced."""
     if m.group(2):
         return int(m.group(2))
+    if not m.group(1):
+        return 1    # py: probes alone
     return sum(int(n) for n in re.findall(r"\d+", m.group(1)))
 # USDT events are labelled PROVIDER:NAME (app:tick): the same line formats
 # with one colon allowed in the event name (labels=True below); Go's are
