@@ -160,7 +160,7 @@ build/san/tests/test_sdt: tests/unit/test_sdt.c build/san/libuscope.a build/san/
 
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BINS := $(patsubst tests/fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
-FUZZ_LIB_SRCS := src/core/log.c $(wildcard src/probe/*.c) src/usdt/usdt.c src/objfile/file.c src/objfile/symtab.c \
+FUZZ_LIB_SRCS := src/core/log.c src/core/grow.c $(wildcard src/probe/*.c) src/usdt/usdt.c src/objfile/file.c src/objfile/symtab.c \
 	src/objfile/symbols.c src/objfile/sections.c src/objfile/fde.c src/objfile/demangle.c src/objfile/gofile.c \
 	src/objfile/gopclntab.c
 build/fuzz/%: tests/fuzz/%.c $(FUZZ_LIB_SRCS)

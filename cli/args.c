@@ -587,7 +587,7 @@ static int run_session(struct cli_opts *o, struct usc_sink **sinks, size_t nsink
 	ret = o->replay ? usc_session_replay(s, o->replay, o->specs, o->nspecs) :
 			  usc_session_plan(s, o->specs, o->nspecs);
 	if (ret) {
-		if (s->target_missing)
+		if (usc_session_target_missing(s))
 			code = 127;
 		goto out;
 	}

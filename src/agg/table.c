@@ -1,5 +1,6 @@
 /* A table of aggregated rows: see table.h. */
 #include "agg/table.h"
+#include "core/grow.h"
 #include "resolve/resolve.h"
 #include "stack/stack.h"
 
@@ -99,15 +100,8 @@ struct agg_row *agg_table_get(struct agg_table *t, uint64_t id, const uint8_t *k
 		if (r->keylen == keylen && r->id == id && (!keylen || !memcmp(r->key, key, keylen)))
 			return r;
 	}
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? t->cap * 2 : 64;
-		struct agg_row **v = realloc(t->rows, cap * sizeof(*v));
-
-		if (!v)
-			return NULL;
-		t->rows = v;
-		t->cap = cap;
-	}
+	if (core_reserve(t->rows, t->cap, t->n + 1, 64))
+		return NULL;
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return NULL;

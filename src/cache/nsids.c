@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cache/cache.h"
+#include "core/grow.h"
 #include "ns/ns.h"
 
 
@@ -128,15 +129,8 @@ static const struct ns_task *pids_learn(struct ns_pids *t, const struct ns_task 
 	uint32_t at = index_get(&t->by_tid, (uint64_t)(uint32_t)k->tid);
 
 	if (!at) {
-		if (t->n == t->cap) {
-			size_t cap = t->cap ? t->cap * 2 : 64;
-			struct ns_task *v = realloc(t->tasks, cap * sizeof(*v));
-
-			if (!v)
-				return NULL;
-			t->tasks = v;
-			t->cap = cap;
-		}
+		if (core_reserve(t->tasks, t->cap, t->n + 1, 64))
+			return NULL;
 		at = (uint32_t)++t->n;
 		if (index_put(&t->by_tid, (uint64_t)(uint32_t)k->tid, at)) {
 			t->n--;

@@ -1,4 +1,5 @@
 /* TSC to CLOCK_MONOTONIC: see tsc.h. */
+#include "core/grow.h"
 #include "core/tsc.h"
 
 #include <stdlib.h>
@@ -23,15 +24,8 @@ void tsc_add(struct tsc_clock *c, uint64_t tsc, uint64_t ns)
 		memmove(c->s, c->s + TSC_SAMPLES / 2, (TSC_SAMPLES / 2) * sizeof(*c->s));
 		c->n = TSC_SAMPLES / 2;
 	}
-	if (c->n == c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 256;
-		struct tsc_pair *s = realloc(c->s, cap * sizeof(*s));
-
-		if (!s)
-			return;	/* the samples so far serve */
-		c->s = s;
-		c->cap = cap;
-	}
+	if (core_reserve(c->s, c->cap, c->n + 1, 256))
+		return;	/* the samples so far serve */
 	c->s[c->n++] = (struct tsc_pair){tsc, ns};
 }
 

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/grow.h"
 #include "debuginfo/debuginfo_int.h"
 #include "debuginfo/inline.h"
 #include "objfile/demangle.h"
@@ -151,15 +152,8 @@ static int index_add(struct inline_index *ix, Dwarf_Die *die, const struct walk_
 
 	if (!entry_of(die, &pc))
 		return 0;	/* an abstract instance's copy: no code */
-	if (ix->n == ix->cap) {
-		size_t cap = ix->cap ? ix->cap * 2 : 64;
-		struct inl_ent *v = realloc(ix->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		ix->v = v;
-		ix->cap = cap;
-	}
+	if (core_reserve(ix->v, ix->cap, ix->n + 1, 64))
+		return -ENOMEM;
 	e = &ix->v[ix->n];
 	memset(e, 0, sizeof(*e));
 	if (!func_id_of(die, &e->id))

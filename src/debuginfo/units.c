@@ -7,6 +7,7 @@
 #include <elfutils/libdwfl.h>
 
 #include "core/log.h"
+#include "core/grow.h"
 #include "debuginfo/debuginfo_int.h"
 
 struct cu_range {
@@ -42,16 +43,9 @@ static void cu_index_build(struct debuginfo *m)
 		while ((it = dwarf_ranges(&cu, it, &base, &lo, &hi)) > 0) {
 			if (hi <= lo)
 				continue;
-			if (m->ncur == cap) {
-				size_t ncap = cap ? cap * 2 : 64;
-				struct cu_range *v = realloc(m->cur, ncap * sizeof(*v));
-
-				if (!v) {
-					log_warn("dwarf: out of memory indexing the compilation units");
-					return;
-				}
-				m->cur = v;
-				cap = ncap;
+			if (core_reserve(m->cur, cap, m->ncur + 1, 64)) {
+				log_warn("dwarf: out of memory indexing the compilation units");
+				return;
 			}
 			m->cur[m->ncur++] = (struct cu_range){lo, hi, dwarf_dieoffset(&cu)};
 		}

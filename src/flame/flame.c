@@ -7,6 +7,7 @@
  * sorts the nodes once by (parent, name), which puts every node's children
  * next to each other in name order, and walks the tree depth first with an
  * explicit stack (a stack of any depth is fine). Nothing recurses. */
+#include "core/grow.h"
 #include "flame/flame.h"
 
 #include <errno.h>
@@ -76,18 +77,8 @@ static int names_add(struct usc_flame *f, const char *s, size_t len, size_t *off
 {
 	if (len > SIZE_MAX / 2 - f->nlen)
 		return -ENOMEM;
-	if (f->nlen + len > f->ncap) {
-		size_t cap = f->ncap ? f->ncap : 4096;
-		char *v;
-
-		while (cap < f->nlen + len)
-			cap *= 2;
-		v = realloc(f->names, cap);
-		if (!v)
-			return -ENOMEM;
-		f->names = v;
-		f->ncap = cap;
-	}
+	if (core_reserve(f->names, f->ncap, f->nlen + len, 4096))
+		return -ENOMEM;
 	memcpy(f->names + f->nlen, s, len);
 	*off = f->nlen;
 	f->nlen += len;
@@ -139,16 +130,8 @@ static int node_get(struct usc_flame *f, uint32_t parent, const char *name, size
 	}
 	if (f->n >= UINT32_MAX - 1)
 		return -ENOMEM;
-	if (f->n == f->cap) {
-		size_t cap = f->cap * 2;
-		struct fnode *v = cap <= SIZE_MAX / sizeof(*v) ? realloc(f->nodes, cap * sizeof(*v)) :
-			NULL;
-
-		if (!v)
-			return -ENOMEM;
-		f->nodes = v;
-		f->cap = cap;
-	}
+	if (core_reserve(f->nodes, f->cap, f->n + 1, 64))
+		return -ENOMEM;
 	f->nodes[f->n] = (struct fnode){.hash = h, .len = len, .parent = parent};
 	if ((ret = names_add(f, name, len, &f->nodes[f->n].name)))
 		return ret;

@@ -1,3 +1,4 @@
+#include "core/grow.h"
 #include "flow/flow.h"
 
 #include <errno.h>
@@ -148,15 +149,8 @@ int flow_feed_data(struct flow_state *st, uint64_t ctx, uint64_t time_ns, enum f
 	th = get_thread(st, ctx);
 	if (!th)
 		return -ENOMEM;
-	if (th->n == th->cap) {
-		size_t cap = th->cap ? th->cap * 2 : 16;
-		struct frame *f = realloc(th->frames, cap * sizeof(*f));
-
-		if (!f)
-			return -ENOMEM;
-		th->frames = f;
-		th->cap = cap;
-	}
+	if (core_reserve(th->frames, th->cap, th->n + 1, 16))
+		return -ENOMEM;
 	out->depth = th->n;
 	th->popped = 0;
 	th->frames[th->n++] = (struct frame){.key = key, .keylen = keylen, .time_ns = time_ns,

@@ -18,6 +18,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "core/grow.h"
 #include "core/log.h"
 #include "ns/ns.h"
 #include "objfile/objfile.h"
@@ -125,16 +126,10 @@ ssize_t procmaps_read(pid_t pid, struct proc_map **out)
 			err = -ENOMEM;
 			break;
 		}
-		if (n == alloc) {
-			size_t na = alloc ? alloc * 2 : 64;
-			struct proc_map *nm = realloc(maps, na * sizeof(*nm));
-			if (!nm) {
-				free(m.path);
-				err = -ENOMEM;
-				break;
-			}
-			maps = nm;
-			alloc = na;
+		if (core_reserve(maps, alloc, n + 1, 64)) {
+			free(m.path);
+			err = -ENOMEM;
+			break;
 		}
 		maps[n++] = m;
 		errno = 0;
@@ -392,15 +387,9 @@ static int candset_add(struct candset *cs, const char *path, const char *name,
 			free(real);
 			return 0;
 		}
-	if (cs->n == cs->cap) {
-		size_t cap = cs->cap ? cs->cap * 2 : 8;
-		struct cand *v = realloc(cs->v, cap * sizeof(*v));
-		if (!v) {
-			free(real);
-			return -ENOMEM;
-		}
-		cs->v = v;
-		cs->cap = cap;
+	if (core_reserve(cs->v, cs->cap, cs->n + 1, 8)) {
+		free(real);
+		return -ENOMEM;
 	}
 	cs->v[cs->n].real = real;
 	cs->v[cs->n].exact = exact;
@@ -526,14 +515,8 @@ static void ldcache_parse(FILE *f)
 		*sp = 0;
 		if (*path != '/')
 			continue;
-		if (ldcache_n == alloc) {
-			size_t na = alloc ? alloc * 2 : 256;
-			struct ldent *v = realloc(ldcache_v, na * sizeof(*v));
-			if (!v)
-				break;
-			ldcache_v = v;
-			alloc = na;
-		}
+		if (core_reserve(ldcache_v, alloc, ldcache_n + 1, 256))
+			break;
 		e.soname = strdup(p);
 		e.path = strdup(path);
 		if (!e.soname || !e.path) {
@@ -647,14 +630,8 @@ static int deplist_add(struct deplist *dl, const char *real, const char *as)
 	for (size_t i = 0; i < dl->n; i++)
 		if (!strcmp(dl->v[i].path, real))
 			return 0;
-	if (dl->n == dl->cap) {
-		size_t cap = dl->cap ? dl->cap * 2 : 16;
-		struct dep *v = realloc(dl->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		dl->v = v;
-		dl->cap = cap;
-	}
+	if (core_reserve(dl->v, dl->cap, dl->n + 1, 16))
+		return -ENOMEM;
 	d = &dl->v[dl->n];
 	d->path = strdup(real);
 	d->as = strdup(as);
@@ -1033,16 +1010,10 @@ int module_find_in_pid(pid_t pid, const char *name, char **out)
 			free(p);
 			continue;
 		}
-		if (cs.n == cs.cap) {
-			size_t cap = cs.cap ? cs.cap * 2 : 8;
-			struct cand *v = realloc(cs.v, cap * sizeof(*v));
-			if (!v) {
-				free(p);
-				err = -ENOMEM;
-				break;
-			}
-			cs.v = v;
-			cs.cap = cap;
+		if (core_reserve(cs.v, cs.cap, cs.n + 1, 8)) {
+			free(p);
+			err = -ENOMEM;
+			break;
 		}
 		cs.v[cs.n].real = p;
 		cs.v[cs.n].exact = exact;

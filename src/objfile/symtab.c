@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/grow.h"
 #include "objfile/demangle.h"
 #include "objfile/objfile_int.h"
 #include "objfile/gofile.h"
@@ -24,14 +25,8 @@ int objfile_symvec_add(struct objfile_symvec *sv, const char *name, size_t namel
 
 	if (!namelen)
 		return 0;
-	if (sv->n == sv->cap) {
-		size_t cap = sv->cap ? sv->cap * 2 : 256;
-		struct objfile_sym *v = realloc(sv->v, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		sv->v = v;
-		sv->cap = cap;
-	}
+	if (core_reserve(sv->v, sv->cap, sv->n + 1, 256))
+		return -ENOMEM;
 	s = &sv->v[sv->n];
 	s->name = strndup(name, namelen);
 	s->version = version ? strdup(version) : NULL;

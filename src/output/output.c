@@ -1,4 +1,5 @@
 #include "output/output.h"
+#include "core/grow.h"
 #include "python/names.h"
 #include "stack/stack.h"
 
@@ -15,19 +16,7 @@
 
 static int reserve(struct usc_output *o, size_t more)
 {
-	if (o->len + more + 1 <= o->cap)
-		return 0;
-	size_t cap = o->cap ? o->cap : 4096;
-
-	while (cap < o->len + more + 1)
-		cap *= 2;
-	char *b = realloc(o->buf, cap);
-
-	if (!b)
-		return -ENOMEM;
-	o->buf = b;
-	o->cap = cap;
-	return 0;
+	return core_reserve(o->buf, o->cap, o->len + more + 1, 4096);
 }
 
 __attribute__((format(printf, 2, 3)))

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "core/grow.h"
 #include "pprof/pprof.h"
 
 /* An open-addressing table from a key of two words to an id (from 1). */
@@ -168,15 +169,8 @@ static uint64_t str_index(struct pprof *p, const char *s)
 	for (j = str_hash(s) & (p->nslots - 1); p->str_slot[j]; j = (j + 1) & (p->nslots - 1))
 		if (!strcmp(p->str[p->str_slot[j] - 1], s))
 			return p->str_slot[j] - 1;
-	if (p->nstr == p->capstr) {
-		size_t cap = p->capstr * 2;
-		char **v = realloc(p->str, cap * sizeof(*v));
-
-		if (!v)
-			goto oom;
-		p->str = v;
-		p->capstr = cap;
-	}
+	if (core_reserve(p->str, p->capstr, p->nstr + 1, 64))
+		goto oom;
 	p->str[p->nstr] = strdup(s);
 	if (!p->str[p->nstr])
 		goto oom;

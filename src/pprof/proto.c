@@ -5,29 +5,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "pprof/pprof.h"
 
 enum { WIRE_VARINT = 0, WIRE_LEN = 2 };
 
 static bool reserve(struct pb *b, size_t more)
 {
-	size_t cap;
-	uint8_t *n;
-
 	if (b->err)
 		return false;
-	if (b->len + more <= b->cap)
-		return true;
-	cap = b->cap ? b->cap : 256;
-	while (cap < b->len + more)
-		cap *= 2;
-	n = realloc(b->buf, cap);
-	if (!n) {
+	if (core_reserve(b->buf, b->cap, b->len + more, 256)) {
 		b->err = -ENOMEM;
 		return false;
 	}
-	b->buf = n;
-	b->cap = cap;
 	return true;
 }
 

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cache/cache.h"
+#include "core/grow.h"
 #include "core/log.h"
 #include "python/linetable.h"
 #include "python/symbolize.h"
@@ -228,15 +229,8 @@ static int told_grow(struct pyproc *p)
 
 static int fresh_add(struct pyproc *p, uint64_t addr)
 {
-	if (p->nfresh == p->fresh_cap) {
-		size_t cap = p->fresh_cap ? 2 * p->fresh_cap : 64;
-		uint64_t *v = realloc(p->fresh, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		p->fresh = v;
-		p->fresh_cap = cap;
-	}
+	if (core_reserve(p->fresh, p->fresh_cap, p->nfresh + 1, 64))
+		return -ENOMEM;
 	p->fresh[p->nfresh++] = addr;
 	return 0;
 }
@@ -483,15 +477,8 @@ uint64_t python_names_intern(struct usc_cache *c, const char *qualname, const ch
 		    !strcmp(l->l.filename, filename))
 			return n->slots[k];
 	}
-	if (n->nlocs == n->cap) {
-		size_t cap = n->cap ? n->cap * 2 : 256;
-		struct loc *v = realloc(n->locs, cap * sizeof(*v));
-
-		if (!v)
-			return 0;
-		n->locs = v;
-		n->cap = cap;
-	}
+	if (core_reserve(n->locs, n->cap, n->nlocs + 1, 256))
+		return 0;
 	n->locs[n->nlocs] = (struct loc){{strdup(qualname), strdup(filename), line}, h};
 	if (!n->locs[n->nlocs].l.qualname || !n->locs[n->nlocs].l.filename) {
 		free((char *)n->locs[n->nlocs].l.qualname);

@@ -1,4 +1,5 @@
 /* A chunk's payload: see buf.h. */
+#include "core/grow.h"
 #include "record/buf.h"
 
 #include <stdlib.h>
@@ -8,19 +9,9 @@ void rbuf_put(struct rbuf *b, const void *data, size_t len)
 {
 	if (b->oom)
 		return;
-	if (b->len + len > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		uint8_t *p;
-
-		while (cap < b->len + len)
-			cap *= 2;
-		p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
+	if (core_reserve(b->p, b->cap, b->len + len, 4096)) {
+		b->oom = true;
+		return;
 	}
 	if (len)
 		memcpy(b->p + b->len, data, len);

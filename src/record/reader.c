@@ -7,6 +7,7 @@
  * engine: what comes after it is no older than the round before). Nothing
  * read is trusted: every length is checked. */
 #include "record/reader.h"
+#include "core/grow.h"
 #include "objfile/modules.h"
 
 #include <errno.h>
@@ -665,15 +666,8 @@ struct events {
 
 static int push_ref(struct events *e, struct ref r)
 {
-	if (e->n == e->cap) {
-		size_t cap = e->cap ? e->cap * 2 : 4096;
-		struct ref *v = realloc(e->refs, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		e->refs = v;
-		e->cap = cap;
-	}
+	if (core_reserve(e->refs, e->cap, e->n + 1, 4096))
+		return -ENOMEM;
 	r.seq = e->seq++;
 	e->refs[e->n++] = r;
 	if (r.time > e->round_max)

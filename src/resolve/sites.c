@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/grow.h"
 #include "debuginfo/debuginfo.h"
 #include "objfile/objfile.h"
 #include "cache/cache.h"
@@ -22,15 +23,8 @@ static bool spec_needs_dwarf(const struct usc_probe_spec *spec)
 
 struct usc_site *resolve_site_push(struct site_vec *sv)
 {
-	if (sv->n == sv->cap) {
-		size_t cap = sv->cap ? sv->cap * 2 : 16;
-		struct usc_site *v = realloc(sv->v, cap * sizeof(*v));
-
-		if (!v)
-			return NULL;
-		sv->v = v;
-		sv->cap = cap;
-	}
+	if (core_reserve(sv->v, sv->cap, sv->n + 1, 16))
+		return NULL;
 	memset(&sv->v[sv->n], 0, sizeof(sv->v[0]));
 	sv->v[sv->n].agg_func = -1;
 	return &sv->v[sv->n++];

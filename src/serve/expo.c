@@ -1,4 +1,5 @@
 /* The exposition text: see expo.h. */
+#include "core/grow.h"
 #include "serve/expo.h"
 
 #include <errno.h>
@@ -9,23 +10,12 @@
 
 static bool reserve(struct expo *e, size_t more)
 {
-	size_t cap;
-	char *b;
-
 	if (e->err)
 		return false;
-	if (e->len + more + 1 <= e->cap)
-		return true;
-	cap = e->cap ? e->cap : 4096;
-	while (cap < e->len + more + 1)
-		cap *= 2;
-	b = realloc(e->buf, cap);
-	if (!b) {
+	if (core_reserve(e->buf, e->cap, e->len + more + 1, 4096)) {
 		e->err = -ENOMEM;
 		return false;
 	}
-	e->buf = b;
-	e->cap = cap;
 	return true;
 }
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "session/session.h"
+#include "core/grow.h"
 #include "session/session_int.h"
 
 struct queued {
@@ -51,18 +52,8 @@ static size_t align8(size_t n)
 static void *arena_take(struct session_merge *m, size_t n, size_t *off)
 {
 	n = align8(n);
-	if (m->used + n > m->acap) {
-		size_t cap = m->acap ? m->acap * 2 : 65536;
-		char *a;
-
-		while (cap < m->used + n)
-			cap *= 2;
-		a = realloc(m->arena, cap);
-		if (!a)
-			return NULL;
-		m->arena = a;
-		m->acap = cap;
-	}
+	if (core_reserve(m->arena, m->acap, m->used + n, 65536))
+		return NULL;
 	*off = m->used;
 	m->used += n;
 	return m->arena + *off;
@@ -87,15 +78,8 @@ int merge_push(struct session_merge *m, const struct usc_event *ev)
 	for (unsigned i = 0; i < ev->nvals; i++)
 		if (has_bytes(&ev->vals[i]))
 			need += ev->vals[i].len + 1;
-	if (m->n == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 1024;
-		struct queued *q = realloc(m->q, cap * sizeof(*q));
-
-		if (!q)
-			return -ENOMEM;
-		m->q = q;
-		m->cap = cap;
-	}
+	if (core_reserve(m->q, m->cap, m->n + 1, 1024))
+		return -ENOMEM;
 	if (!arena_take(m, need, &off))
 		return -ENOMEM;
 	base = m->arena + off;

@@ -330,6 +330,11 @@ int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe
 	return session_plan_agg(s);
 }
 
+bool usc_session_target_missing(const struct usc_session *s)
+{
+	return s->target_missing;
+}
+
 const char *usc_session_engine_of(const struct usc_session *s, size_t i)
 {
 	if (i >= s->nsites || !s->place || s->place[i].engine < 0)

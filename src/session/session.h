@@ -89,82 +89,8 @@ struct usc_session_opts {
 	size_t nengines;
 };
 
-/* One engine of the session. */
-struct session_engine {
-	const struct usc_engine_ops *ops;
-	struct usc_engine *e;	/* NULL: not created (why says why) or not used */
-	char why[256];
-	size_t nsites;		/* sites it took */
-	bool live;
-};
-
-struct session_merge;
-struct session_janitor;
-struct session_python;
-struct rec_header;
-
-struct usc_session {
-	struct usc_session_opts opts;
-	struct usc_target target;
-	struct usc_cache *cache;
-	/* what the engines are told (engine/engine.h): the sites, the target,
-	 * the cache and the options, kept up to date as the plan goes */
-	struct usc_engine_ctx ectx;
-	/* what the sinks are told (sink/sink.h), filled once planned */
-	struct usc_sink_ctx sctx;
-	const char **engine_names;
-	size_t *engine_nsites;
-	struct usc_probe_spec *specs;
-	size_t nspecs;
-	struct usc_site *sites;
-	size_t nsites;
-	struct usc_placement *place;	/* nsites */
-	struct session_engine *engines;
-	size_t nengines;
-	/* sinks, in the order they were added */
-	struct usc_sink **sinks;
-	size_t nsinks;
-	/* the run */
-	pid_t pid;			/* the traced process (COMMAND once started) */
-	size_t nlive;			/* engines with sites */
-	struct session_merge *merge;	/* several engines: events wait here */
-	int sink_stop;			/* a sink asked to stop (write error) */
-	bool target_missing;		/* plan: COMMAND was not found */
-	struct usc_site_stats *stats;	/* nsites, from every engine */
-	struct usc_stats totals;	/* sites = stats */
-	uint64_t *dropped;		/* nsites (made at the first): events an engine
-					 * delivered that the session dropped (objtrace:
-					 * no followed object; a filter the engine could
-					 * not apply), not counted as events */
-	struct agg_table *agg_seen;	/* the rows aggregated in place, as last read */
-	/* COMMAND's MODULEs that exist only once it runs: planned once it has
-	 * mapped them, COMMAND then traced as with -p (session/pending.c) */
-	const char *pending[SESSION_MAX_PENDING];
-	size_t npending;
-	struct rec_writer *rec;		/* recording: where the engines write (a sink's) */
-	const struct rec_header *replayed;	/* usc_session_replay: the file's header */
-	/* $ustack: stacks are unwound as events go to the sinks, into
-	 * these (one per argument, USC_STACK_FRAMES_MAX frames each) */
-	struct usc_stack *stacks[USC_MAX_ARGS];
-	struct usc_value stack_vals[USC_MAX_ARGS];
-	uint64_t stacks_unwound;
-	uint64_t *stack_fb;		/* [nsites][USC_STACK_FB_NR]: the walks that fell
-					 * back to a copy, by why */
-	struct mapwatch *mapwatch;	/* ... the maps as they change (stack/mapwatch.h) */
-	struct usc_raw_out raw;		/* recording: where the engines write (recording.c) */
-	struct session_objset *objset;	/* objtrace: the set kept here, for the sites
-					 * of an engine that keeps none (session/objtrace.c) */
-	/* what the engines made that the kernel would not remove if uscope
-	 * died: undone then by the janitor (session/janitor.c) */
-	struct usc_undo undo;
-	struct session_janitor *janitor;
-	struct session_python *python;	/* CPython in the target (session/python.c) */
-	/* interposed probes, said once the process has loaded its modules
-	 * (session/interpose.c) */
-	bool interpose_done;
-	unsigned interpose_tries;
-	uint64_t interpose_next;	/* CLOCK_MONOTONIC ns of the next look */
-};
+/* The session: opaque outside src/session (its fields: session_int.h). */
+struct usc_session;
 
 /* How a run ended. */
 struct usc_run_result {
@@ -203,6 +129,9 @@ int usc_session_run(struct usc_session *s, struct usc_run_result *res);
 /* The name of the engine that took site i, or NULL (skipped). */
 const char *usc_session_engine_of(const struct usc_session *s, size_t i);
 
+/* usc_session_plan failed because COMMAND was not found. */
+bool usc_session_target_missing(const struct usc_session *s);
+
 /* The janitor's second life (session/janitor_exec.c): argv[0] is
  * USC_JANITOR_ARG, then "-p PID" for each process an inject session that
  * died had patched. The executable named by usc_session_opts.janitor_exe
@@ -210,9 +139,5 @@ const char *usc_session_engine_of(const struct usc_session *s, size_t i);
  * else. Returns the exit status. */
 #define USC_JANITOR_ARG "--janitor"
 int usc_janitor_main(int argc, char **argv);
-
-/* An event to the sinks (in time order): the usc_event_fn the session hands
- * each engine's poll (session.c). */
-int session_deliver(const struct usc_event *ev, void *ctx);
 
 #endif

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/grow.h"
 #include "flow/flow.h"
 #include "output/output.h"
 #include "sink/sink.h"
@@ -92,15 +93,8 @@ static int name_thread(struct chrome_sink *cs, const struct usc_event *ev)
 			return 0;
 		pid_seen |= cs->threads[i].pid == ev->pid;
 	}
-	if (cs->nthreads == cs->cap) {
-		size_t cap = cs->cap ? cs->cap * 2 : 16;
-		struct seen_thread *v = realloc(cs->threads, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		cs->threads = v;
-		cs->cap = cap;
-	}
+	if (core_reserve(cs->threads, cs->cap, cs->nthreads + 1, 16))
+		return -ENOMEM;
 	cs->threads[cs->nthreads++] = (struct seen_thread){ev->pid, ev->tid};
 	if (!pid_seen) {
 		ret = sep(cs);

@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "core/grow.h"
 #include "core/outfile.h"
 #include "output/output.h"
 #include "probe/fetch.h"
@@ -73,18 +74,8 @@ static int fail(struct ctf_sink *cs, int err, const char *what)
 
 static int put(struct ctf_sink *cs, const void *p, size_t n)
 {
-	if (cs->len + n > cs->cap) {
-		size_t cap = cs->cap ? cs->cap : 1 << 16;
-		uint8_t *b;
-
-		while (cap < cs->len + n)
-			cap *= 2;
-		b = realloc(cs->buf, cap);
-		if (!b)
-			return -ENOMEM;
-		cs->buf = b;
-		cs->cap = cap;
-	}
+	if (core_reserve(cs->buf, cs->cap, cs->len + n, 1 << 16))
+		return -ENOMEM;
 	memcpy(cs->buf + cs->len, p, n);
 	cs->len += n;
 	return 0;

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/grow.h"
 #include "flow/flow.h"
 #include "output/output.h"
 #include "sink/sink.h"
@@ -96,15 +97,8 @@ static uint32_t node_get(struct folded_sink *fs, uint32_t parent, uint32_t func)
 	}
 	if (fs->n == UINT32_MAX - 1)
 		return 0;
-	if (fs->n == fs->cap) {
-		size_t cap = fs->cap ? fs->cap * 2 : 1024;
-		struct path_node *v = realloc(fs->nodes, cap * sizeof(*v));
-
-		if (!v)
-			return 0;
-		fs->nodes = v;
-		fs->cap = cap;
-	}
+	if (core_reserve(fs->nodes, fs->cap, fs->n + 1, 1024))
+		return 0;
 	fs->nodes[fs->n] = (struct path_node){.parent = parent, .func = func};
 	fs->slots[j] = (uint32_t)++fs->n;
 	return fs->slots[j];

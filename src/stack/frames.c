@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "debuginfo/debuginfo.h"
+#include "core/grow.h"
 #include "objfile/objfile.h"
 #include "objfile/modules.h"
 #include "cache/cache.h"
@@ -340,15 +341,8 @@ uint64_t stack_intern(struct usc_cache *c, pid_t pid, const struct usc_stack *st
 		if (in->hash == h && in->pid == pid && stack_same(in->st, st))
 			return sc->stack_slots[k];
 	}
-	if (sc->nstacks == sc->capstacks) {
-		size_t cap = sc->capstacks ? sc->capstacks * 2 : 256;
-		struct interned *v = realloc(sc->stacks, cap * sizeof(*v));
-
-		if (!v)
-			return 0;
-		sc->stacks = v;
-		sc->capstacks = cap;
-	}
+	if (core_reserve(sc->stacks, sc->capstacks, sc->nstacks + 1, 256))
+		return 0;
 	struct usc_stack *copy = malloc(stack_size(st->n));
 
 	if (!copy)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/grow.h"
 #include "stack/unwtab.h"
 
 #define TABFILE_MAGIC "USCUNWT"
@@ -359,15 +360,8 @@ void stack_tabset_free(struct stack_tabset *s)
 
 static struct tabent *tabset_add(struct stack_tabset *s)
 {
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-		struct tabent *v = realloc(s->v, cap * sizeof(*v));
-
-		if (!v)
-			return NULL;
-		s->v = v;
-		s->cap = cap;
-	}
+	if (core_reserve(s->v, s->cap, s->n + 1, 16))
+		return NULL;
 	memset(&s->v[s->n], 0, sizeof(s->v[s->n]));
 	return &s->v[s->n++];
 }

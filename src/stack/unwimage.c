@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/grow.h"
 #include "objfile/modules.h"
 #include "stack/unwtab.h"
 
@@ -132,15 +133,8 @@ static int map_vaddr(struct stack_vmemo *memo, const struct proc_map *m, uint64_
 	err = file_vaddr(m->path, m->pgoff, vaddr);
 	if (!memo || err == -ENOMEM)
 		return err;
-	if (memo->n == memo->cap) {
-		size_t cap = memo->cap ? 2 * memo->cap : 32;
-		struct stack_vmemo_ent *v = realloc(memo->v, cap * sizeof(*v));
-
-		if (!v)
-			return err;
-		memo->v = v;
-		memo->cap = cap;
-	}
+	if (core_reserve(memo->v, memo->cap, memo->n + 1, 32))
+		return err;
 	e = &memo->v[memo->n];
 	e->path = m->inode ? NULL : strdup(m->path);
 	if (!m->inode && !e->path)

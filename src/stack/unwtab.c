@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/grow.h"
 #include "stack/unwtab.h"
 
 #define REG_RBP 6
@@ -199,15 +200,8 @@ static int spans_add(struct spans *s, uint64_t start, uint64_t end, bool debug)
 {
 	if (start >= end)
 		return 0;
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 1024;
-		struct span *v = realloc(s->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		s->v = v;
-		s->cap = cap;
-	}
+	if (core_reserve(s->v, s->cap, s->n + 1, 1024))
+		return -ENOMEM;
 	s->v[s->n++] = (struct span){start, end, debug};
 	return 0;
 }
@@ -420,16 +414,9 @@ static int read_fdes(Elf *e, bool eh, int64_t adj, struct spans *s, uint32_t *nf
 
 			if (eh && cie_encoding(&ent.cie, &enc) != 0)
 				enc = 0xff;	/* FDEs of this CIE cannot be read */
-			if (ncies == capcies) {
-				size_t cap = capcies ? capcies * 2 : 64;
-				struct cie_enc *v = realloc(cies, cap * sizeof(*v));
-
-				if (!v) {
-					err = -ENOMEM;
-					break;
-				}
-				cies = v;
-				capcies = cap;
+			if (core_reserve(cies, capcies, ncies + 1, 64)) {
+				err = -ENOMEM;
+				break;
 			}
 			cies[ncies++] = (struct cie_enc){off, enc};
 		} else {
@@ -506,15 +493,8 @@ static int rows_add(struct rows *rs, uint64_t start, uint64_t end, struct stack_
 		return 0;
 	if (start - rs->base > UINT32_MAX)
 		return -ENOTSUP;
-	if (rs->n == rs->cap) {
-		size_t cap = rs->cap ? rs->cap * 2 : 4096;
-		struct stack_row *v = realloc(rs->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		rs->v = v;
-		rs->cap = cap;
-	}
+	if (core_reserve(rs->v, rs->cap, rs->n + 1, 4096))
+		return -ENOMEM;
 	r.pc = (uint32_t)(start - rs->base);
 	rs->v[rs->n++] = r;
 	return 0;

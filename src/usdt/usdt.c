@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "core/log.h"
 
 /* ---- notes ------------------------------------------------------------ */
@@ -158,16 +159,9 @@ int usdt_parse_notes(const void *data, size_t len, uint64_t actual_base,
 			desc_off + ((descsz + 3) & ~(size_t)3) : len;
 
 		if (type == NT_STAPSDT && namesz == 8 && !memcmp(b + name_off, "stapsdt", 8)) {
-			if (nv == cap) {
-				size_t nc = cap ? cap * 2 : 16;
-				struct usdt_note *nvp = realloc(v, nc * sizeof(*v));
-
-				if (!nvp) {
-					err = -ENOMEM;
-					goto fail;
-				}
-				v = nvp;
-				cap = nc;
+			if (core_reserve(v, cap, nv + 1, 16)) {
+				err = -ENOMEM;
+				goto fail;
 			}
 			memset(&v[nv], 0, sizeof(v[nv]));
 			err = parse_desc(b + desc_off, descsz, actual_base, &v[nv], &what);

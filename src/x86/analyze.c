@@ -35,6 +35,7 @@
 
 #include <Zydis/Zydis.h>
 
+#include "core/grow.h"
 #include "x86/x86_int.h"
 
 /* ---- function analysis ------------------------------------------------ */
@@ -63,15 +64,8 @@ static size_t first_after(const struct func_an *a, uint64_t v)
 
 static int an_add_target(struct func_an *a, uint64_t to, uint64_t from)
 {
-	if (a->ntg == a->ctg) {
-		size_t c = a->ctg ? a->ctg * 2 : 32;
-		struct an_target *v = realloc(a->tg, c * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		a->tg = v;
-		a->ctg = c;
-	}
+	if (core_reserve(a->tg, a->ctg, a->ntg + 1, 32))
+		return -ENOMEM;
 	if (a->sorted) {
 		/* keep the order an_target_inside searches: insert in place */
 		size_t lo = first_after(a, to);

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "session/session.h"
+#include "session/session_int.h"
 
 static char dir[] = "/tmp/uscope-test-janitor-XXXXXX";
 

@@ -23,6 +23,7 @@
 #include "record/reader.h"
 #include "record/record.h"
 #include "session/session.h"
+#include "session/session_int.h"
 
 #define PID 4242
 #define TID_EV 4243

@@ -18,6 +18,7 @@
 
 #include "core/log.h"
 #include "session/session.h"
+#include "session/session_int.h"
 #include "sink/sink.h"
 
 #include "fixture.h"

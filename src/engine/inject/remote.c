@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/grow.h"
 #include "core/log.h"
 #include "core/proc.h"
 #include "objfile/modules.h"
@@ -28,15 +29,8 @@ static struct remote_task *remote_find(struct remote *r, pid_t tid)
 
 static int remote_add(struct remote *r, pid_t tid)
 {
-	if (r->ntasks == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 16;
-		struct remote_task *t = realloc(r->tasks, cap * sizeof(*t));
-
-		if (!t)
-			return -ENOMEM;
-		r->tasks = t;
-		r->cap = cap;
-	}
+	if (core_reserve(r->tasks, r->cap, r->ntasks + 1, 16))
+		return -ENOMEM;
 	memset(&r->tasks[r->ntasks], 0, sizeof(r->tasks[0]));
 	r->tasks[r->ntasks++].tid = tid;
 	return 0;

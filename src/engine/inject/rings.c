@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine/inject/inject_int.h"
+#include "core/grow.h"
 #include "engine/raw.h"
 #include "cache/cache.h"
 #include "ns/ns.h"
@@ -248,15 +249,8 @@ static int collect(const struct inj *j, size_t im, struct pending **pd, size_t *
 				pos += len;
 				continue;
 			}
-			if (*npd == *cap) {
-				size_t nc = *cap ? *cap * 2 : 1024;
-				struct pending *n = realloc(*pd, nc * sizeof(*n));
-
-				if (!n)
-					return -ENOMEM;
-				*pd = n;
-				*cap = nc;
-			}
+			if (core_reserve(*pd, *cap, *npd + 1, 1024))
+				return -ENOMEM;
 			pos += len;
 			(*pd)[*npd] = (struct pending){r->tsc, r, img, sidx, (uint32_t)*npd, pos, im};
 			++*npd;

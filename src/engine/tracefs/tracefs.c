@@ -23,6 +23,7 @@
 #include <tracefs.h>
 
 #include "core/log.h"
+#include "core/grow.h"
 #include "core/proc.h"
 #include "engine/engine.h"
 #include "engine/tracefs/tracefs_lower.h"
@@ -744,27 +745,10 @@ static int task_exec(struct tracefseng *t, struct tep_record *rec)
 
 static int rec_push(struct tracefseng *t, int cpu, uint64_t ts, const void *data, uint32_t size)
 {
-	if (t->nrecs == t->rec_cap) {
-		size_t cap = t->rec_cap ? t->rec_cap * 2 : 1024;
-		struct tracefseng_rec *r = realloc(t->recs, cap * sizeof(*r));
-
-		if (!r)
-			return -ENOMEM;
-		t->recs = r;
-		t->rec_cap = cap;
-	}
-	if (t->arena_len + size > t->arena_cap) {
-		size_t cap = t->arena_cap ? t->arena_cap * 2 : 65536;
-		char *a;
-
-		while (cap < t->arena_len + size)
-			cap *= 2;
-		a = realloc(t->arena, cap);
-		if (!a)
-			return -ENOMEM;
-		t->arena = a;
-		t->arena_cap = cap;
-	}
+	if (core_reserve(t->recs, t->rec_cap, t->nrecs + 1, 1024))
+		return -ENOMEM;
+	if (core_reserve(t->arena, t->arena_cap, t->arena_len + size, 65536))
+		return -ENOMEM;
 	memcpy(t->arena + t->arena_len, data, size);
 	t->recs[t->nrecs++] = (struct tracefseng_rec){ts, (uint32_t)t->arena_len, size, cpu};
 	t->arena_len += size;
