@@ -166,7 +166,11 @@ struct inj_ctl {
 	uint32_t use_rdfsbase;		/* the kernel allows rdfsbase (HWCAP2_FSGSBASE) */
 	uint32_t use_rdpid;		/* the CPU has rdpid: rdtsc + rdpid, cheaper
 					 * than rdtscp (28 ns against 14 in a VM) */
-	uint32_t pad;
+	uint32_t fs_self;		/* without rdfsbase, the fs base is read at
+					 * %fs:0: every thread's TCB starts with its own
+					 * address (the x86-64 TLS ABI: glibc, musl);
+					 * 0: it is asked (arch_prctl, a system call a
+					 * hit: Go keeps no such word) */
 	volatile uint32_t enabled;	/* 0: hits are counted, nothing recorded */
 	uint64_t self;			/* address of a MADV_WIPEONFORK word: the
 					 * process's pid, written by the tracer; it
