@@ -59,6 +59,18 @@ static bool have_rdpid(void)
 	return known;
 }
 
+/* The kernel sets TSC_AUX (rdtscp's CPU) only where the CPU says it has
+ * rdtscp (or rdpid) */
+static bool have_rdtscp(void)
+{
+	static int known = -1;
+	unsigned a, b, c, d;
+
+	if (known < 0)
+		known = __get_cpuid(0x80000001, &a, &b, &c, &d) && (d & (1u << 27));
+	return known;
+}
+
 /* The kernel allows rdfsbase (HWCAP2_FSGSBASE). USCOPE_INJECT_RDFSBASE=0
  * reads the fs base as on a CPU without it (the tests do). */
 static bool use_rdfsbase(void)
@@ -278,7 +290,7 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	c->undo_off = l.undo;
 	c->sem_off = l.sem;
 	c->use_rdfsbase = use_rdfsbase();
-	c->use_rdpid = have_rdpid();
+	c->cpu_read = have_rdpid() ? INJ_CPU_RDPID : have_rdtscp() ? INJ_CPU_RDTSCP : INJ_CPU_LSL;
 	c->agg_dir_off = l.agg.agg_dir_off;
 	c->agg_vals_off = l.agg.agg_vals_off;
 	c->agg_touched_off = l.agg.agg_touched_off;
