@@ -244,6 +244,21 @@ def test_go_return_sites_survive_stack_growth(rdfsbase, monkeypatch):
     assert f"total {total}" in res.stdout
 
 
+@pytest.mark.parametrize("rdtscp", [None, "0"])
+def test_each_event_on_one_of_the_machines_cpus(rdtscp, monkeypatch):
+    """rdtscp "0": as on a CPU whose CPUID has neither rdtscp nor rdpid (a
+    VM's model may lack both): the kernel then sets no TSC_AUX, and the CPU
+    is read from its per-CPU segment instead."""
+    if rdtscp is not None:
+        monkeypatch.setenv("USCOPE_INJECT_RDTSCP", rdtscp)
+    res = trace("work c=$cpu", cmd=[THREADS, 4, 50], json=True, extra=INJ).check(rc=0)
+    ncpus = os.sysconf("SC_NPROCESSORS_CONF")
+    assert len(res.events) == 200
+    # the record's CPU and $cpu (read a moment apart: the thread may move)
+    assert all(0 <= e.cpu < ncpus and 0 <= e.args["c"] < ncpus for e in res.events), \
+        sorted({(e.cpu, e.args["c"]) for e in res.events})
+
+
 def test_unpatchable_function_is_refused_with_the_reason():
     # add is `lea; ret`: 4 bytes, less than the jump
     cp = run_uscope(["trace", "-e", "inject", "add", "--", ARGS, "1"])

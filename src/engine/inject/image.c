@@ -71,6 +71,17 @@ static bool have_rdtscp(void)
 	return known;
 }
 
+/* How the agent reads a hit's CPU. USCOPE_INJECT_RDTSCP=0 reads it as on a
+ * CPU with neither rdtscp nor rdpid (the tests do). */
+static uint32_t cpu_read(void)
+{
+	const char *env = getenv("USCOPE_INJECT_RDTSCP");
+
+	if (env && !strcmp(env, "0"))
+		return INJ_CPU_LSL;
+	return have_rdpid() ? INJ_CPU_RDPID : have_rdtscp() ? INJ_CPU_RDTSCP : INJ_CPU_LSL;
+}
+
 /* The kernel allows rdfsbase (HWCAP2_FSGSBASE). USCOPE_INJECT_RDFSBASE=0
  * reads the fs base as on a CPU without it (the tests do). */
 static bool use_rdfsbase(void)
@@ -290,7 +301,7 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	c->undo_off = l.undo;
 	c->sem_off = l.sem;
 	c->use_rdfsbase = use_rdfsbase();
-	c->cpu_read = have_rdpid() ? INJ_CPU_RDPID : have_rdtscp() ? INJ_CPU_RDTSCP : INJ_CPU_LSL;
+	c->cpu_read = cpu_read();
 	c->agg_dir_off = l.agg.agg_dir_off;
 	c->agg_vals_off = l.agg.agg_vals_off;
 	c->agg_touched_off = l.agg.agg_touched_off;
