@@ -12,6 +12,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 import uscope_e2e as u
 from uscope_e2e import Target, Waiter, run_uscope, target, trace
 
@@ -220,15 +222,41 @@ def test_forked_children_are_not_traced_and_not_broken():
     assert len({e.tid for e in res.events}) == 2
 
 
-def test_go_return_sites_survive_stack_growth():
+@pytest.mark.parametrize("rdfsbase", [None, "0"])
+def test_go_return_sites_survive_stack_growth(rdfsbase, monkeypatch):
+    """rdfsbase "0": as on a CPU without FSGSBASE (a VM's model may lack it),
+    where Go's threads have no TCB at %fs:0 (their key, the fs base, is
+    asked of the kernel: the word there is 0 on every Go thread)."""
     rounds = 3
+    extra = INJ
+    if rdfsbase is not None:
+        monkeypatch.setenv("USCOPE_INJECT_RDFSBASE", rdfsbase)
+        extra = INJ + ["-v"]
     res = trace("r:main.grow ret=$retval:s64", "r:main.square ret=$retval:s64",
-                cmd=[GO, str(rounds)], json=True, extra=INJ).check(rc=0)
+                cmd=[GO, str(rounds)], json=True, extra=extra).check(rc=0)
+    if rdfsbase is not None:
+        assert re.search(r"inject: threads of process \d+ keyed by fs base "
+                         r"\(asked: arch_prctl\)", res.stderr), res.stderr
     want = collections.Counter(1 + k * (k + 1) // 2
                                for r in range(rounds) for k in range(50 + r + 1))
     assert collections.Counter(e.args["ret"] for e in res.named("main.grow__return")) == want
     total = sum(1 + (50 + r) * (51 + r) // 2 + r * r for r in range(rounds))
     assert f"total {total}" in res.stdout
+
+
+@pytest.mark.parametrize("rdtscp", [None, "0"])
+def test_each_event_on_one_of_the_machines_cpus(rdtscp, monkeypatch):
+    """rdtscp "0": as on a CPU whose CPUID has neither rdtscp nor rdpid (a
+    VM's model may lack both): the kernel then sets no TSC_AUX, and the CPU
+    is read from its per-CPU segment instead."""
+    if rdtscp is not None:
+        monkeypatch.setenv("USCOPE_INJECT_RDTSCP", rdtscp)
+    res = trace("work c=$cpu", cmd=[THREADS, 4, 50], json=True, extra=INJ).check(rc=0)
+    ncpus = os.sysconf("SC_NPROCESSORS_CONF")
+    assert len(res.events) == 200
+    # the record's CPU and $cpu (read a moment apart: the thread may move)
+    assert all(0 <= e.cpu < ncpus and 0 <= e.args["c"] < ncpus for e in res.events), \
+        sorted({(e.cpu, e.args["c"]) for e in res.events})
 
 
 def test_unpatchable_function_is_refused_with_the_reason():

@@ -59,6 +59,40 @@ static bool have_rdpid(void)
 	return known;
 }
 
+/* The kernel sets TSC_AUX (rdtscp's CPU) only where the CPU says it has
+ * rdtscp (or rdpid) */
+static bool have_rdtscp(void)
+{
+	static int known = -1;
+	unsigned a, b, c, d;
+
+	if (known < 0)
+		known = __get_cpuid(0x80000001, &a, &b, &c, &d) && (d & (1u << 27));
+	return known;
+}
+
+/* How the agent reads a hit's CPU. USCOPE_INJECT_RDTSCP=0 reads it as on a
+ * CPU with neither rdtscp nor rdpid (the tests do). */
+static uint32_t cpu_read(void)
+{
+	const char *env = getenv("USCOPE_INJECT_RDTSCP");
+
+	if (env && !strcmp(env, "0"))
+		return INJ_CPU_LSL;
+	return have_rdpid() ? INJ_CPU_RDPID : have_rdtscp() ? INJ_CPU_RDTSCP : INJ_CPU_LSL;
+}
+
+/* The kernel allows rdfsbase (HWCAP2_FSGSBASE). USCOPE_INJECT_RDFSBASE=0
+ * reads the fs base as on a CPU without it (the tests do). */
+static bool use_rdfsbase(void)
+{
+	const char *env = getenv("USCOPE_INJECT_RDFSBASE");
+
+	if (env && !strcmp(env, "0"))
+		return false;
+	return (getauxval(AT_HWCAP2) & 2) != 0;
+}
+
 struct inj_image *inj_image_new(struct inj *j, pid_t pid)
 {
 	struct inj_image *img = calloc(1, sizeof(*img)), **v;
@@ -266,8 +300,8 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	c->rings_off = l.rings;
 	c->undo_off = l.undo;
 	c->sem_off = l.sem;
-	c->use_rdfsbase = (getauxval(AT_HWCAP2) & 2) != 0;	/* HWCAP2_FSGSBASE */
-	c->use_rdpid = have_rdpid();
+	c->use_rdfsbase = use_rdfsbase();
+	c->cpu_read = cpu_read();
 	c->agg_dir_off = l.agg.agg_dir_off;
 	c->agg_vals_off = l.agg.agg_vals_off;
 	c->agg_touched_off = l.agg.agg_touched_off;
@@ -305,27 +339,37 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 
 /* How a thread knows its tid without a system call: glibc keeps it at a
  * fixed offset from the thread pointer. Checked on every thread; otherwise
- * the fs base is the key and the tid asked once. */
+ * the fs base is the key and the tid asked once. Where the CPU has no
+ * rdfsbase, the fs base is the word at %fs:0 when every thread's TCB
+ * starts with its own address (the x86-64 TLS ABI); a runtime that keeps
+ * no TCB there (Go: %fs:0 is 0 on every thread) has it asked. */
 static void key_mode(struct inj_image *img, struct remote *rem)
 {
 	struct inj_ctl *c = img->shm.ctl;
-	bool all = rem->ntasks > 0;
+	bool all = rem->ntasks > 0, self = rem->ntasks > 0;
 	pid_t ns_pid, ns_tid;
 	bool nested = ns_task_ids(rem->pid, &ns_pid, &ns_tid) > 0;	/* ids of its own */
 
-	for (size_t t = 0; t < rem->ntasks && all; t++) {
+	for (size_t t = 0; t < rem->ntasks && (all || self); t++) {
 		struct user_regs_struct regs;
 		uint32_t tid = 0;
+		uint64_t tp = 0;
 
-		all = remote_get_regs(rem, t, &regs) == 0 && regs.fs_base &&
-		      remote_read(rem, regs.fs_base + GLIBC_TID_OFF, &tid, 4) == 0 &&
+		if (remote_get_regs(rem, t, &regs) || !regs.fs_base) {
+			all = self = false;
+			break;
+		}
+		all = all && remote_read(rem, regs.fs_base + GLIBC_TID_OFF, &tid, 4) == 0 &&
 		      tid == (uint32_t)(nested ? ns_inner_tid(rem->tasks[t].tid) :
 						 rem->tasks[t].tid);
+		self = self && remote_read(rem, regs.fs_base, &tp, 8) == 0 && tp == regs.fs_base;
 	}
 	c->key_mode = all ? INJ_KEY_TID_AT_FS : INJ_KEY_FSBASE;
 	c->tid_off = all ? GLIBC_TID_OFF : 0;
-	log_debug("inject: threads of process %d keyed by %s", (int)rem->pid,
-		  all ? "glibc's tid" : "fs base");
+	c->fs_self = self;
+	log_debug("inject: threads of process %d keyed by %s%s", (int)rem->pid,
+		  all ? "glibc's tid" : "fs base",
+		  all || c->use_rdfsbase ? "" : self ? " (read at %fs:0)" : " (asked: arch_prctl)");
 }
 
 static void fill_sites(struct inj *j, struct inj_image *img)

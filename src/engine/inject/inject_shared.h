@@ -154,6 +154,16 @@ enum inj_key_mode {
 				 * the tid is asked once per thread (gettid) */
 };
 
+/* How the agent reads the CPU a hit runs on (inj_ctl.cpu_read). */
+enum inj_cpu_read {
+	INJ_CPU_RDTSCP = 0,	/* rdtscp's aux */
+	INJ_CPU_RDPID = 1,	/* the CPU has rdpid: rdtsc + rdpid, cheaper than
+				 * rdtscp (28 ns against 14 in a VM) */
+	INJ_CPU_LSL = 2,	/* neither (a VM's model may lack both): the kernel
+				 * sets no TSC_AUX; the limit of its per-CPU
+				 * segment (lsl) says the CPU */
+};
+
 struct inj_ctl {
 	uint64_t magic;
 	uint64_t owner;			/* the owner word's address: INJ_OWNER_DIED
@@ -164,9 +174,12 @@ struct inj_ctl {
 	uint32_t key_mode;		/* enum inj_key_mode */
 	uint32_t tid_off;
 	uint32_t use_rdfsbase;		/* the kernel allows rdfsbase (HWCAP2_FSGSBASE) */
-	uint32_t use_rdpid;		/* the CPU has rdpid: rdtsc + rdpid, cheaper
-					 * than rdtscp (28 ns against 14 in a VM) */
-	uint32_t pad;
+	uint32_t cpu_read;		/* enum inj_cpu_read: how a record's CPU is read */
+	uint32_t fs_self;		/* without rdfsbase, the fs base is read at
+					 * %fs:0: every thread's TCB starts with its own
+					 * address (the x86-64 TLS ABI: glibc, musl);
+					 * 0: it is asked (arch_prctl, a system call a
+					 * hit: Go keeps no such word) */
 	volatile uint32_t enabled;	/* 0: hits are counted, nothing recorded */
 	uint64_t self;			/* address of a MADV_WIPEONFORK word: the
 					 * process's pid, written by the tracer; it

@@ -74,20 +74,39 @@ static int read_stack(const struct env *env, uint64_t *dst, uint64_t addr)
 	return read_user(env, dst, addr, 8);
 }
 
-/* The CPU it runs on: rdpid, or rdtscp's aux (the kernel puts the CPU in
- * its low 12 bits). */
+/* The TSC, and the CPU it runs on (*cpu): rdtsc and rdpid; or rdtscp's
+ * aux; or, where the CPU says it has neither (the kernel then sets no
+ * TSC_AUX: rdtscp's aux is whatever the host left there), rdtsc and the
+ * limit of the kernel's per-CPU segment, as the vDSO's getcpu reads it.
+ * The CPU is in the low 12 bits of each. */
+#define CPUNODE_SEG 0x7bu	/* GDT_ENTRY_CPUNODE * 8 + 3 */
+static inline uint64_t stamp(const struct inj_ctl *c, uint32_t *cpu)
+{
+	uint32_t lo, hi, aux = 0;
+
+	if (c->cpu_read == INJ_CPU_RDTSCP) {
+		__asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
+	} else {
+		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+		if (c->cpu_read == INJ_CPU_RDPID) {
+			uint64_t id;
+
+			__asm__ volatile("rdpid %0" : "=r"(id));
+			aux = (uint32_t)id;
+		} else {
+			__asm__ volatile("lsl %1, %0" : "+r"(aux) : "r"(CPUNODE_SEG) : "cc");
+		}
+	}
+	*cpu = aux & 0xfff;
+	return (uint64_t)hi << 32 | lo;
+}
+
 static inline uint32_t this_cpu(const struct inj_ctl *c)
 {
-	uint32_t lo, hi, aux;
+	uint32_t cpu;
 
-	if (c->use_rdpid) {
-		uint64_t id;
-
-		__asm__ volatile("rdpid %0" : "=r"(id));
-		return (uint32_t)id & 0xfff;
-	}
-	__asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
-	return aux & 0xfff;
+	(void)stamp(c, &cpu);
+	return cpu;
 }
 
 #define FETCH_INLINE static inline
@@ -775,7 +794,7 @@ static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 		   const struct inj_site *site, const struct inj_site *at, uint64_t *regs,
 		   const struct env *env, uint64_t verdict)
 {
-	uint32_t size = c->ring_size, pos, pad = 0, need, nargs, aux, lo, hi;
+	uint32_t size = c->ring_size, pos, pad = 0, need, nargs;
 	uint64_t head, tail, slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
 	struct fetch_where w = {site->ip, site->offset, site->vaddr};
 	char *ring, *rec;
@@ -802,17 +821,7 @@ static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 	struct inj_rec *h = (struct inj_rec *)rec;
 	uint32_t str_off = (uint32_t)(sizeof(*h) + nargs * sizeof(struct inj_val));
 
-	if (c->use_rdpid) {
-		uint64_t id;
-
-		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-		__asm__ volatile("rdpid %0" : "=r"(id));
-		aux = (uint32_t)id;
-	} else {
-		__asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
-	}
-	h->tsc = (uint64_t)hi << 32 | lo;
-	h->cpu = aux & 0xfff;
+	h->tsc = stamp(c, &h->cpu);
 	h->site = site->index;
 	h->nvals = nargs;
 	/* the return address, where the probe returns from: at the ret that

@@ -24,12 +24,14 @@ static inline long sys6(long n, long a, long b, long c, long d, long e, long f)
 #define SYS_mprotect 10
 #define SYS_gettid 186
 #define SYS_prctl 157
+#define SYS_arch_prctl 158
 #define SYS_futex 202
 #define SYS_clock_gettime 228
 #define SYS_process_vm_readv 310
 #define SYS_membarrier 324
 #define SYS_futex_waitv 449
 #define PR_GET_NAME 16
+#define ARCH_GET_FS 0x1003
 #define FUTEX_WAIT 0
 #define FUTEX_WAKE 1
 #define PROT_WRITE 2
@@ -62,15 +64,18 @@ uint8_t agent_ustack_count(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid,
 #define ALWAYS static inline __attribute__((always_inline))
 
 /* The thread pointer: rdfsbase where the kernel allows it, else the TCB's
- * self-pointer at %fs:0. */
+ * self-pointer at %fs:0 where the threads have one, else arch_prctl's (0
+ * when it fails: the hit finds no slot, and is counted lost). */
 ALWAYS uint64_t fs_base(const struct inj_ctl *c)
 {
-	uint64_t v;
+	uint64_t v = 0;
 
 	if (c->use_rdfsbase)
 		__asm__ volatile("rdfsbase %0" : "=r"(v));
-	else
+	else if (c->fs_self)
 		__asm__ volatile("mov %%fs:0, %0" : "=r"(v));	/* the TCB's self-pointer */
+	else if (sys6(SYS_arch_prctl, ARCH_GET_FS, (long)&v, 0, 0, 0, 0))
+		v = 0;
 	return v;
 }
 
