@@ -465,8 +465,8 @@ int aggsink_json_tail(const struct agg_sink *k, struct usc_output *o, const stru
 				       ",\"cut\":false,\"buckets\":");
 
 	ret = ret ? ret : aggsink_hist_json(k, o, r);
-	return ret ? ret : output_raw(o, final ? ",\"final\":true" "}\n" :
-						      ",\"final\":false" "}\n");
+	return ret ? ret : output_raw(o, final ? ",\"final\":true" OUTPUT_JSON_END :
+						      ",\"final\":false" OUTPUT_JSON_END);
 }
 
 /* bpftrace's short numbers: 1K, 2M, ... for powers of 1024. */

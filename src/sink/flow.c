@@ -162,7 +162,7 @@ static int flow_event(struct usc_sink *k, const struct usc_event *ev)
 			line(fs, "%" PRId64, r.duration_ns);
 		else
 			line(fs, "null");
-		line(fs, ",\"args\":%s" "}\n", fs->scratch.buf + b);
+		line(fs, ",\"args\":%s" OUTPUT_JSON_END, fs->scratch.buf + b);
 		return written(fs);
 	}
 

@@ -76,7 +76,7 @@ static int per_call(struct agg_sink *k, const struct usc_event *ev, const struct
 		ret = ret ? ret : output_json_string(o, r->label, strlen(r->label));
 		ret = ret ? ret : output_raw(o, ",\"key\":");
 		ret = ret ? ret : aggsink_key(k, o, r);
-		snprintf(line, sizeof(line), ",\"latency\":%" PRId64 ",\"unit\":\"%s\"" "}\n", v,
+		snprintf(line, sizeof(line), ",\"latency\":%" PRId64 ",\"unit\":\"%s\"" OUTPUT_JSON_END, v,
 			 unit_name(k->a.unit_ns));
 		ret = ret ? ret : output_raw(o, line);
 	} else {

@@ -70,6 +70,7 @@ def test_command_output_between_lines(json_out, to_file):
                 except json.JSONDecodeError:
                     raise AssertionError(f"run {k}, line {n} is neither an event nor "
                                          f"chatter's: {line!r}")
+                u.check_json(o, "trace", f" {n}")
                 ev = u.json_to_event(o)
             else:
                 ev = u.parse_text_line(line)
