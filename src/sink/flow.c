@@ -81,8 +81,9 @@ static int flow_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 	struct flow_sink *fs = container_of(k, struct flow_sink, base);
 
 	fs->scratch.cache = s->cache;
-	header(fs);	/* before COMMAND writes anything */
-	return flow_flush(k);
+	header(fs);
+	flow_flush(k);	/* before COMMAND writes anything; a failure: at the next */
+	return 0;
 }
 
 static int fail(struct flow_sink *fs, int err)
