@@ -16,6 +16,7 @@
 # to scrape --serve (tests/e2e/test_metrics.py); it is installed without its
 # recommends, and a service the package started is stopped and disabled.
 # zlib1g-dev: pprof profiles are gzipped.
+# python3-jsonschema: the e2e tests check every --json line against doc/json/*.schema.json.
 # strace: libc's syscall wrappers are counted against strace -f -c (tests/e2e/test_selfcopy.py).
 set -euo pipefail
 pkgs=(build-essential pkg-config clang libclang-rt-14-dev
@@ -23,7 +24,7 @@ pkgs=(build-essential pkg-config clang libclang-rt-14-dev
       libcmocka-dev python3 python3-pytest systemtap-sdt-dev binutils file golang-go
       libbpf-dev bpftool debuginfod libdebuginfod1 libiberty-dev sqlite3 bpftrace
       babeltrace2 groff-base man-db gdb libc6-dbg node-jsdom
-      redis-server redis-tools nginx-light curl zlib1g-dev strace)
+      redis-server redis-tools nginx-light curl zlib1g-dev strace python3-jsonschema)
 [ "${1:-}" = bench ] && pkgs+=(uftrace)
 missing=()
 for p in "${pkgs[@]}"; do

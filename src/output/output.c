@@ -531,7 +531,7 @@ int output_event(struct usc_output *o, const struct usc_event *ev)
 			ret = ret ? ret : output_json_string(o, fn->filename, strlen(fn->filename));
 			ret = ret ? ret : put(o, ",\"line\":%d,\"args\":", fn->line);
 			ret = ret ? ret : output_event_args(o, ev);
-			return ret ? ret : put(o, "}\n");
+			return ret ? ret : output_raw(o, OUTPUT_JSON_END);
 		}
 		ret = put(o, "%s-%d [%03d] %" PRIu64 ".%06" PRIu64 ": %s: (%s:%d)", ev->comm, ev->tid,
 			  ev->cpu, ev->time_ns / 1000000000u, (ev->time_ns % 1000000000u) / 1000u, label,
@@ -552,7 +552,7 @@ int output_event(struct usc_output *o, const struct usc_event *ev)
 			ret = put(o, ",\"func\":\"0x%" PRIx64 "\"", ev->func);
 		ret = ret ? ret : put(o, ",\"args\":");
 		ret = ret ? ret : output_event_args(o, ev);
-		return ret ? ret : put(o, "}\n");
+		return ret ? ret : output_raw(o, OUTPUT_JSON_END);
 	}
 
 	ret = put(o, "%s-", ev->comm);

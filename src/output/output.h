@@ -14,6 +14,15 @@
 
 struct usc_cache;
 
+/* The version of the shape of every --json output (doc/json.md,
+ * doc/json/): each JSON object ends with "v":N. A field is only ever
+ * added; renaming or removing one, or changing its type or meaning, makes
+ * it N + 1. OUTPUT_JSON_END ends an object and its line. */
+#define USC_JSON_VERSION 1
+#define OUTPUT_JSON_STR_(n) #n
+#define OUTPUT_JSON_STR(n) OUTPUT_JSON_STR_(n)
+#define OUTPUT_JSON_END ",\"v\":" OUTPUT_JSON_STR(USC_JSON_VERSION) "}\n"
+
 struct usc_output {
 	bool json;
 	char *buf;

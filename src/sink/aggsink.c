@@ -213,10 +213,20 @@ int aggsink_event(struct usc_sink *base, const struct usc_event *ev)
 	return 0;
 }
 
+/* latency --per-call: the lines of the calls since the last write. */
+static void calls_write(struct agg_sink *k)
+{
+	if (!k->calls.len)
+		return;
+	sink_write(k->fp, k->calls.buf, k->calls.len, &k->write_error);
+	output_reset(&k->calls);
+}
+
 int aggsink_flush(struct usc_sink *base)
 {
 	struct agg_sink *k = container_of(base, struct agg_sink, base);
 
+	calls_write(k);
 	return k->err ? k->err : k->write_error;
 }
 
@@ -312,6 +322,7 @@ int aggsink_report(struct usc_sink *base, const struct usc_sink_ctx *s, const st
 
 	if (!k->labels)
 		return 0;	/* never began */
+	calls_write(k);		/* the calls' lines before the rows */
 	rows = calloc(t->n + 1, sizeof(*rows));
 	if (!rows) {
 		log_error("out of memory");
@@ -344,6 +355,7 @@ void aggsink_destroy(struct usc_sink *base)
 	flow_free(k->flow);
 	free(k->labels);
 	free(k->label_of);
+	output_free(&k->calls);
 	free(k);
 }
 
@@ -453,7 +465,8 @@ int aggsink_json_tail(const struct agg_sink *k, struct usc_output *o, const stru
 				       ",\"cut\":false,\"buckets\":");
 
 	ret = ret ? ret : aggsink_hist_json(k, o, r);
-	return ret ? ret : output_raw(o, final ? ",\"final\":true}\n" : ",\"final\":false}\n");
+	return ret ? ret : output_raw(o, final ? ",\"final\":true" OUTPUT_JSON_END :
+						      ",\"final\":false" OUTPUT_JSON_END);
 }
 
 /* bpftrace's short numbers: 1K, 2M, ... for powers of 1024. */

@@ -47,9 +47,10 @@ struct agg_sink {
 	bool by_count;			/* order: count first (count), else label first */
 	size_t top;			/* print the first top rows only (0: all) */
 	bool folded;			/* count --folded: folded stacks, not a table */
-	/* latency --per-call: a call's line; 0 or -errno */
+	/* latency --per-call: a call's line, into calls; 0 or -errno */
 	int (*per_call)(struct agg_sink *k, const struct usc_event *ret, const struct agg_row *r,
 			int64_t v);
+	struct usc_output calls;	/* the calls' lines, written at each flush */
 };
 
 /* The distinct labels of the session's shown sites, in site order, into

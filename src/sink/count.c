@@ -109,14 +109,14 @@ static int count_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 	}
 	qsort(rows, nrows, sizeof(*rows), cmp_rows);
 	if (cs->json) {
-		char num[48];
+		char num[96];
 
 		for (size_t l = 0; l < nrows && !ret; l++) {
 			if (cs->top && l >= cs->top)
 				break;
 			ret = output_raw(&o, "{\"probe\":");
 			ret = ret ? ret : output_json_string(&o, rows[l].label, strlen(rows[l].label));
-			snprintf(num, sizeof(num), ",\"count\":%llu,\"final\":%s}\n",
+			snprintf(num, sizeof(num), ",\"count\":%llu,\"final\":%s" OUTPUT_JSON_END,
 				 (unsigned long long)rows[l].n, final ? "true" : "false");
 			ret = ret ? ret : output_raw(&o, num);
 		}
@@ -248,11 +248,11 @@ static int print_keyed(struct agg_sink *k, struct usc_output *o, struct agg_row 
 	}
 	for (size_t i = 0; i < shown && !ret; i++) {
 		const struct agg_row *r = rows[i];
-		char num[64];
+		char num[96];
 
 		if (k->json) {
 			ret = aggsink_head(k, o, r);
-			snprintf(num, sizeof(num), ",\"count\":%llu,\"cut\":%s,\"final\":%s}\n",
+			snprintf(num, sizeof(num), ",\"count\":%llu,\"cut\":%s,\"final\":%s" OUTPUT_JSON_END,
 				 (unsigned long long)r->st.count, r->cut ? "true" : "false",
 				 final ? "true" : "false");
 			ret = ret ? ret : output_raw(o, num);

@@ -3,6 +3,7 @@
  * and formats them. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@ struct flow_sink {
 	struct usc_sink base;
 	struct flow_state *st;
 	struct usc_output scratch;	/* escaped strings and arguments */
+	struct usc_output out;		/* the lines, written at each flush */
 	bool json;
 	FILE *fp;
 	bool have_t0;
@@ -38,6 +40,29 @@ static void format_duration(char *buf, size_t len, int64_t ns)
 		snprintf(buf, len, "%.3f us", (double)ns / 1e3);
 }
 
+/* Append a formatted line (or the part of one) to the lines to write. */
+__attribute__((format(printf, 2, 3)))
+static void line(struct flow_sink *fs, const char *fmt, ...)
+{
+	char buf[512], *big = NULL;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n >= (int)sizeof(buf)) {	/* a long name or long arguments */
+		va_start(ap, fmt);
+		if (vasprintf(&big, fmt, ap) < 0)
+			big = NULL;
+		va_end(ap);
+	}
+	if (n < 0 || (n >= (int)sizeof(buf) && !big) ||
+	    output_raw(&fs->out, big ? big : buf))
+		fs->error = -ENOMEM;
+	free(big);
+}
+
 /* Once the probes are in place, not before: a session that fails to start
  * prints only its error. */
 static void header(struct flow_sink *fs)
@@ -46,8 +71,10 @@ static void header(struct flow_sink *fs)
 		return;
 	fs->header_done = true;
 	if (!fs->json)
-		fprintf(fs->fp, "%-6s %10s %10s  %s\n", " TID", "TIME(us)", "DURATION", "FUNCTION");
+		line(fs, "%-6s %10s %10s  %s\n", " TID", "TIME(us)", "DURATION", "FUNCTION");
 }
+
+static int flow_flush(struct usc_sink *k);
 
 static int flow_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
@@ -55,6 +82,7 @@ static int flow_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 
 	fs->scratch.cache = s->cache;
 	header(fs);
+	flow_flush(k);	/* before COMMAND writes anything; a failure: at the next */
 	return 0;
 }
 
@@ -63,6 +91,19 @@ static int fail(struct flow_sink *fs, int err)
 	fs->error = err;
 	log_error("cannot follow the flow: %s", strerror(-err));
 	return err;
+}
+
+/* An event's line is in out: written once there are enough (else at the
+ * drain's end, flow_flush). 0, or an error to stop. */
+static int written(struct flow_sink *fs)
+{
+	if (fs->error)
+		return fail(fs, fs->error);
+	if (fs->out.len < 65536)
+		return 0;
+	sink_write(fs->fp, fs->out.buf, fs->out.len, &fs->write_error);
+	output_reset(&fs->out);
+	return fs->write_error;
 }
 
 static int flow_event(struct usc_sink *k, const struct usc_event *ev)
@@ -114,16 +155,16 @@ static int flow_event(struct usc_sink *k, const struct usc_event *ev)
 		ret = ret ? ret : output_event_args(&fs->scratch, ev);
 		if (ret)
 			return fail(fs, ret);
-		fprintf(fs->fp, "{\"time_ns\":%" PRIu64 ",\"pid\":%d,\"tid\":%d,\"comm\":%.*s,"
-			"\"type\":\"%s\",\"function\":%.*s,\"depth\":%zu,\"duration_ns\":",
-			ev->time_ns, ev->pid, ev->tid, (int)a, fs->scratch.buf, types[shown],
-			(int)(b - a), fs->scratch.buf + a, r.depth);
+		line(fs, "{\"time_ns\":%" PRIu64 ",\"pid\":%d,\"tid\":%d,\"comm\":%.*s,"
+		     "\"type\":\"%s\",\"function\":%.*s,\"depth\":%zu,\"duration_ns\":",
+		     ev->time_ns, ev->pid, ev->tid, (int)a, fs->scratch.buf, types[shown],
+		     (int)(b - a), fs->scratch.buf + a, r.depth);
 		if (r.duration_ns >= 0)
-			fprintf(fs->fp, "%" PRId64, r.duration_ns);
+			line(fs, "%" PRId64, r.duration_ns);
 		else
-			fputs("null", fs->fp);
-		fprintf(fs->fp, ",\"args\":%s}\n", fs->scratch.buf + b);
-		return 0;
+			line(fs, "null");
+		line(fs, ",\"args\":%s" OUTPUT_JSON_END, fs->scratch.buf + b);
+		return written(fs);
 	}
 
 	char dur[32];
@@ -134,17 +175,18 @@ static int flow_event(struct usc_sink *k, const struct usc_event *ev)
 			return fail(fs, ret);
 	}
 	format_duration(dur, sizeof(dur), r.duration_ns);
-	fprintf(fs->fp, "%-6d %10.3f %10s  %*s%s %s%s\n", ev->tid,
-		(double)(ev->time_ns - fs->t0) / 1e3, dur, (int)(2 * r.depth), "", arrows[shown],
-		name, fs->scratch.buf ? fs->scratch.buf : "");
-	return 0;
+	line(fs, "%-6d %10.3f %10s  %*s%s %s%s\n", ev->tid, (double)(ev->time_ns - fs->t0) / 1e3,
+	     dur, (int)(2 * r.depth), "", arrows[shown], name,
+	     fs->scratch.buf ? fs->scratch.buf : "");
+	return written(fs);
 }
 
 static int flow_flush(struct usc_sink *k)
 {
 	struct flow_sink *fs = container_of(k, struct flow_sink, base);
 
-	sink_write(fs->fp, NULL, 0, &fs->write_error);
+	sink_write(fs->fp, fs->out.buf, fs->out.len, &fs->write_error);
+	output_reset(&fs->out);
 	return fs->write_error ? fs->write_error : -fs->error;
 }
 
@@ -153,6 +195,7 @@ static void flow_destroy(struct usc_sink *k)
 	struct flow_sink *fs = container_of(k, struct flow_sink, base);
 
 	output_free(&fs->scratch);
+	output_free(&fs->out);
 	flow_free(fs->st);
 	free(fs);
 }

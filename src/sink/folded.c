@@ -338,9 +338,15 @@ static int folded_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 	}
 	qsort(lines, n, sizeof(*lines), by_text);
 write:
+	/* the lines in batches of 64 KiB, not a write(2) a line */
+	output_reset(&o);
 	for (size_t i = 0; i < n; i++) {
-		if (!ret)
-			ret = sink_write(fs->fp, lines[i].text, lines[i].len, &fs->write_error);
+		if (!ret && output_raw(&o, lines[i].text))
+			ret = -ENOMEM;
+		if (!ret && (o.len >= 65536 || i + 1 == n)) {
+			ret = sink_write(fs->fp, o.buf, o.len, &fs->write_error);
+			output_reset(&o);
+		}
 		free(lines[i].text);
 	}
 	free(lines);

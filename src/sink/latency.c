@@ -60,22 +60,25 @@ static int print_latency(struct agg_sink *k, struct usc_output *o, struct agg_ro
 static int per_call(struct agg_sink *k, const struct usc_event *ev, const struct agg_row *r,
 		    int64_t v)
 {
-	struct usc_output o = {.json = k->json, .cache = k->s->cache};
+	/* written with the others at the drain's end (aggsink_flush) */
+	struct usc_output *o = &k->calls;
 	char line[256];
 	int ret;
 
+	o->json = k->json;
+	o->cache = k->s->cache;
 	if (k->json) {
 		snprintf(line, sizeof(line), "{\"call\":true,\"time_ns\":%" PRIu64
 			 ",\"pid\":%d,\"tid\":%d,\"comm\":", ev->time_ns, ev->pid, ev->tid);
-		ret = output_raw(&o, line);
-		ret = ret ? ret : output_json_string(&o, ev->comm, strlen(ev->comm));
-		ret = ret ? ret : output_raw(&o, ",\"probe\":");
-		ret = ret ? ret : output_json_string(&o, r->label, strlen(r->label));
-		ret = ret ? ret : output_raw(&o, ",\"key\":");
-		ret = ret ? ret : aggsink_key(k, &o, r);
-		snprintf(line, sizeof(line), ",\"latency\":%" PRId64 ",\"unit\":\"%s\"}\n", v,
+		ret = output_raw(o, line);
+		ret = ret ? ret : output_json_string(o, ev->comm, strlen(ev->comm));
+		ret = ret ? ret : output_raw(o, ",\"probe\":");
+		ret = ret ? ret : output_json_string(o, r->label, strlen(r->label));
+		ret = ret ? ret : output_raw(o, ",\"key\":");
+		ret = ret ? ret : aggsink_key(k, o, r);
+		snprintf(line, sizeof(line), ",\"latency\":%" PRId64 ",\"unit\":\"%s\"" OUTPUT_JSON_END, v,
 			 unit_name(k->a.unit_ns));
-		ret = ret ? ret : output_raw(&o, line);
+		ret = ret ? ret : output_raw(o, line);
 	} else {
 		time_t t = time(NULL);
 		char hms[16];
@@ -83,14 +86,17 @@ static int per_call(struct agg_sink *k, const struct usc_event *ev, const struct
 		strftime(hms, sizeof(hms), "%H:%M:%S", localtime(&t));
 		snprintf(line, sizeof(line), "%-9s %-7d %-7d %-16s %10" PRId64 "  ", hms, ev->pid,
 			 ev->tid, ev->comm, v);
-		ret = output_raw(&o, line);
-		ret = ret ? ret : aggsink_head(k, &o, r);
-		ret = ret ? ret : output_raw(&o, "\n");
+		ret = output_raw(o, line);
+		ret = ret ? ret : aggsink_head(k, o, r);
+		ret = ret ? ret : output_raw(o, "\n");
 	}
-	if (!ret)
-		ret = sink_write(k->fp, o.buf, o.len, &k->write_error);
-	output_free(&o);
-	return ret;
+	if (ret)
+		return ret;
+	if (o->len >= 65536) {	/* a long drain: its lines so far */
+		sink_write(k->fp, o->buf, o->len, &k->write_error);
+		output_reset(o);
+	}
+	return k->write_error;
 }
 
 static int latency_begin(struct usc_sink *base, const struct usc_sink_ctx *s)

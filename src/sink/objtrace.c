@@ -111,11 +111,13 @@ static int format(struct objtrace_sink *k, const struct usc_event *ev)
 			return ret;
 		switch (role) {
 		case USC_OBJ_FROM:
-			ret = raw(o, ",\"role\":\"from\",\"object\":\"0x%" PRIx64 "\",\"followed\":%s}\n",
+			ret = raw(o, ",\"role\":\"from\",\"object\":\"0x%" PRIx64 "\",\"followed\":%s"
+				  OUTPUT_JSON_END,
 				  object, verdict == 1 ? "true" : "false");
 			break;
 		case USC_OBJ_UNTIL:
-			ret = raw(o, ",\"role\":\"until\",\"object\":\"0x%" PRIx64 "\"}\n", object);
+			ret = raw(o, ",\"role\":\"until\",\"object\":\"0x%" PRIx64 "\"" OUTPUT_JSON_END,
+				  object);
 			break;
 		default:
 			ret = raw(o, ",\"role\":\"match\",\"arg\":%u,\"object\":\"0x%" PRIx64 "\"",
@@ -125,7 +127,7 @@ static int format(struct objtrace_sink *k, const struct usc_event *ev)
 				ret = ret ? ret : value(o, &site->args[USC_OBJ_NREGS + arg],
 							&ev->vals[USC_OBJ_NREGS + arg]);
 			}
-			ret = ret ? ret : output_raw(o, "}\n");
+			ret = ret ? ret : output_raw(o, OUTPUT_JSON_END);
 		}
 		return ret;
 	}

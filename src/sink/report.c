@@ -196,7 +196,7 @@ static int print_functions(struct report_sink *rs, struct usc_output *o)
 			snprintf(line, sizeof(line),
 				 ",\"calls\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"self_ns\":%" PRIu64
 				 ",\"min_ns\":%" PRIu64 ",\"avg_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64
-				 "}\n", r->calls, r->total, r->self, r->min, avg, r->max);
+				 OUTPUT_JSON_END, r->calls, r->total, r->self, r->min, avg, r->max);
 			ret = ret ? ret : output_raw(o, line);
 		} else {
 			char t[4][24], mn[24];
@@ -262,9 +262,9 @@ static int print_probes(struct report_sink *rs, struct usc_output *o, const stru
 			snprintf(line, sizeof(line), ",\"events\":%" PRIu64 ",\"lost\":", events);
 			ret = ret ? ret : output_raw(o, line);
 			if (lost < 0)
-				snprintf(line, sizeof(line), "null,\"lost_wait\":%" PRIu64 "}\n", waited);
+				snprintf(line, sizeof(line), "null,\"lost_wait\":%" PRIu64 OUTPUT_JSON_END, waited);
 			else
-				snprintf(line, sizeof(line), "%" PRId64 ",\"lost_wait\":%" PRIu64 "}\n",
+				snprintf(line, sizeof(line), "%" PRId64 ",\"lost_wait\":%" PRIu64 OUTPUT_JSON_END,
 					 lost, waited);
 			ret = ret ? ret : output_raw(o, line);
 		} else {

@@ -32,8 +32,11 @@ const char *sink_py_name(struct usc_cache *c, const struct usc_event *ev);
 enum flow_kind sink_flow_classify(struct usc_cache *c, const struct usc_event *ev,
 				  const char **key, size_t *keylen, bool *unpaired);
 
-/* Write buf[0..len) to fp; a failure is kept in *error (errno) and logged
- * once (EPIPE silently: the reader has gone). Returns *error. */
+/* Write buf[0..len) to fp's file with write(2), whole lines at a time:
+ * buf holds whole lines, and COMMAND, which shares the file, can write
+ * between two of them, never inside one (out.c). A failure is kept in
+ * *error (errno) and logged once (EPIPE silently: the reader has gone).
+ * Returns *error. */
 int sink_write(FILE *fp, const char *buf, size_t len, int *error);
 
 #endif

@@ -12,15 +12,46 @@
 
 #include "core/log.h"
 #include "sink/sink.h"
+#include "sink/sink_int.h"
 #include "stack/unwtab.h"
 
 struct summary_sink {
 	struct usc_sink base;
-	FILE *fp;
+	FILE *fp;		/* while a batch is open, the batch's */
 	enum usc_summary_mode mode;
 	bool verbose;
 	int64_t hits;		/* at the final report; -1 before */
+	int write_error;	/* errno, reported once */
 };
+
+/* COMMAND shares stderr too: what begin and report print is gathered and
+ * written at their end in one write(2) of whole lines (sink_write). */
+struct batch {
+	FILE *to;
+	char *buf;
+	size_t len;
+};
+
+static void batch_open(struct summary_sink *ss, struct batch *b)
+{
+	FILE *m;
+
+	*b = (struct batch){.to = ss->fp};
+	m = open_memstream(&b->buf, &b->len);
+	if (m)
+		ss->fp = m;	/* else straight to the file, as it comes */
+}
+
+static void batch_close(struct summary_sink *ss, struct batch *b)
+{
+	if (ss->fp == b->to)
+		return;
+	fclose(ss->fp);
+	ss->fp = b->to;
+	if (b->buf)
+		sink_write(ss->fp, b->buf, b->len, &ss->write_error);
+	free(b->buf);
+}
 
 #define BRIEF_LABELS 5	/* labels with events a brief summary shows */
 
@@ -253,12 +284,15 @@ static void what_is_traced(const struct usc_sink_ctx *s, char *buf, size_t len)
 static int summary_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 {
 	struct summary_sink *ss = container_of(k, struct summary_sink, base);
+	struct batch b;
 	char what[256];
 
 	what_is_traced(s, what, sizeof(what));
+	batch_open(ss, &b);
 	fprintf(ss->fp, "uscope: %s %s\n", s->replayed ? "reading a recording of" : "tracing", what);
 	print_engines(ss, s);
 	fflush(ss->fp);
+	batch_close(ss, &b);
 	return 0;
 }
 
@@ -391,6 +425,7 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 {
 	struct summary_sink *ss = container_of(k, struct summary_sink, base);
 	bool unattributed = false;
+	struct batch b;
 
 	if (!final)
 		return 0;
@@ -402,10 +437,11 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 			ss->hits += (int64_t)(x->hits > (int64_t)x->events ? (uint64_t)x->hits :
 					      x->events) + (int64_t)x->agg_full;
 	}
+	batch_open(ss, &b);
 	if (ss->mode == USC_SUMMARY_NONE) {
 		/* the commands that print no summary say this still */
 		print_fallbacks(ss, s, st);
-		fflush(ss->fp);
+		batch_close(ss, &b);
 		return 0;
 	}
 	if (used_engines(s) > 1) {
@@ -440,7 +476,7 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 		(unsigned long long)st->lost,
 		unattributed && st->lost ? " (the kernel does not say which probes lost them)" : "");
 	print_labels(ss, s, st);
-	fflush(ss->fp);
+	batch_close(ss, &b);
 	return 0;
 }
 

@@ -163,7 +163,7 @@ def attach(command, pid, *args, engine=None):
 
 def agg_rows(stdout, final=True):
     """--json rows of count/hist/latency's final report."""
-    rows = [json.loads(l) for l in stdout.splitlines() if l.startswith("{")]
+    rows = u.json_lines(stdout)
     return [r for r in rows if r.get("final") == final and not r.get("call")]
 
 

@@ -69,7 +69,7 @@ def test_count_pid_counts_only_that_process():
     assert w.wait() == 0
     res = bg.result()
     rows = [json.loads(l) for l in res.stdout.splitlines() if l.strip()]
-    assert rows == [{"probe": "on_line", "count": 5, "final": True}]
+    assert rows == [{"probe": "on_line", "count": 5, "final": True, "v": 1}]
     other.close_stdin()
     other.wait()
 

@@ -27,7 +27,7 @@ FLOWTHREADS = target("flowthreads")
 FLOWLATE = target("flowlate")
 PYTHON = "/usr/bin/python3.11"
 
-JSON_KEYS = {"time_ns", "pid", "tid", "comm", "type", "function", "depth", "duration_ns", "args"}
+JSON_KEYS = {"time_ns", "pid", "tid", "comm", "type", "function", "depth", "duration_ns", "args", "v"}
 
 
 def fib_tree(n, depth=0):

@@ -27,7 +27,7 @@ import urllib.request
 
 import pytest
 
-from uscope_e2e import REGISTRY, error_lines, run_uscope, target, uscope_path
+from uscope_e2e import REGISTRY, check_json_output, error_lines, run_uscope, target, uscope_path
 
 AGG = target("aggapp")
 STACKS = target("stacks")
@@ -185,6 +185,7 @@ class Served:
             self.out.append(line)
         err = self.proc.stderr.read()
         assert rc == 0, err
+        check_json_output(self.proc.args, "".join(self.out))
         return "".join(self.out), err
 
 

@@ -168,7 +168,7 @@ def test_json_fields_and_types():
                 "peek s=$arg1:string", "handle path=+0(+8($arg1)):string",
                 "pack mid=$arg1:b5@3/32", cmd=[ARGS, 3], json=True).check(rc=0, ready=5)
     assert res.counts() == {"add": 3, "compute__return": 3, "peek": 3, "handle": 3, "pack": 3}
-    base = {"time_ns", "comm", "pid", "tid", "cpu", "event", "type", "ip", "args"}
+    base = {"time_ns", "comm", "pid", "tid", "cpu", "event", "type", "ip", "args", "v"}
     pid = res.objects[0]["pid"]
     for o in res.objects:
         assert set(o) == (base | {"func"} if o["type"] == "r" else base), o

@@ -42,7 +42,7 @@ def def_line(name):
 
 
 def json_lines(text):
-    return [json.loads(l) for l in text.splitlines() if l.startswith("{")]
+    return u.json_lines(text)
 
 
 def profiled_counts():

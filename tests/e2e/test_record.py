@@ -114,12 +114,12 @@ def report_json(path, *extra):
     for o in u.parse_json_objects(cp.stdout):
         if "function" in o:
             assert set(o) == {"function", "calls", "total_ns", "self_ns", "min_ns", "avg_ns",
-                              "max_ns"}, o
+                              "max_ns", "v"}, o
             assert o["function"] not in funcs, f"two rows for {o['function']}"
             funcs[o["function"]] = o
             order.append(o["function"])
         else:
-            assert set(o) == {"probe", "events", "lost", "lost_wait"}, o
+            assert set(o) == {"probe", "events", "lost", "lost_wait", "v"}, o
             assert 0 <= o["lost_wait"] <= (o["lost"] or 0), o
             assert o["probe"] not in probes, f"two rows for {o['probe']}"
             probes[o["probe"]] = (o["events"], o["lost"])

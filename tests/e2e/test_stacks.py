@@ -432,7 +432,8 @@ def test_json_form():
     r = u.trace("leaf $ustack", cmd=[STACKS, "inline"], json=True, extra=["-e", "inject"])
     r.check(ready=1)
     o = r.objects[0]
-    assert set(o) == {"time_ns", "comm", "pid", "tid", "cpu", "event", "type", "ip", "args"}
+    assert set(o) == {"time_ns", "comm", "pid", "tid", "cpu", "event", "type", "ip", "args",
+                      "v"}
     assert list(o["args"]) == ["ustack"]
     st = o["args"]["ustack"]
     assert [set(fr) for fr in st] == [FRAME_KEYS] * 7, st

@@ -6,6 +6,7 @@ Imported by conftest.py and by the test modules (tests/e2e is on sys.path
 under pytest's default import mode)."""
 
 import collections
+import functools
 import json
 import os
 import re
@@ -217,19 +218,97 @@ def parse_text(out: str, labels: bool = False):
     return events, other
 
 
-def parse_json_objects(out: str):
-    """json.loads on every non-empty line (AssertionError naming the line)."""
+# --------------------------------------------------------------------------
+# The --json output's schema (doc/json.md, doc/json/KIND.schema.json): every
+# line of --json output a test reads is checked against its command's.
+
+SCHEMA_DIR = REPO / "doc" / "json"
+JSON_KINDS = ("trace", "flow", "count", "hist", "latency", "objtrace", "report")
+
+
+@functools.lru_cache(maxsize=None)
+def json_validator(kind: Optional[str] = None):
+    """The validator of a command's --json lines (kind None: any command's)."""
+    import jsonschema    # Debian's python3-jsonschema (scripts/deps.sh)
+    store = {p.resolve().as_uri(): json.loads(p.read_text())
+             for p in SCHEMA_DIR.glob("*.schema.json")}
+    if kind is None:
+        schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
+                  "anyOf": [{"$ref": f"{k}.schema.json"} for k in JSON_KINDS]}
+        base = (SCHEMA_DIR / "any.schema.json").resolve().as_uri()
+    else:
+        base = (SCHEMA_DIR / f"{kind}.schema.json").resolve().as_uri()
+        schema = store[base]
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema, resolver=jsonschema.RefResolver(base, schema, store=store))
+
+
+def check_json(obj, kind: Optional[str] = None, where: str = ""):
+    """AssertionError unless obj is a valid --json line of kind (None: of any)."""
+    errors = sorted(json_validator(kind).iter_errors(obj), key=lambda e: list(e.path))
+    if errors:
+        import jsonschema
+        e = jsonschema.exceptions.best_match(errors)
+        raise AssertionError(f"--json line{where} does not match doc/json/"
+                             f"{kind or '*'}.schema.json: {e.message} at "
+                             f"{'/'.join(map(str, e.absolute_path)) or 'the top'}: "
+                             f"{json.dumps(obj)[:2000]}")
+
+
+def json_lines(out: str, kind: Optional[str] = None, strict: bool = False):
+    """The --json objects of out, each checked against the schema of kind
+    (None: any). strict: every non-empty line is one (an -o file); else a
+    line that does not begin with '{' is COMMAND's own (stdout)."""
     objs = []
     for n, line in enumerate(out.splitlines(), 1):
-        if not line.strip():
+        if not line.strip() or (not strict and not line.startswith("{")):
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise AssertionError(f"--json output line {n} is not JSON ({e}): {line!r}")
         assert isinstance(obj, dict), f"--json line {n} is not an object: {line!r}"
+        check_json(obj, kind, f" {n}")
         objs.append(obj)
     return objs
+
+
+def parse_json_objects(out: str, kind: Optional[str] = None):
+    """json.loads on every non-empty line (AssertionError naming the line),
+    each checked against the schema of kind (None: of any command)."""
+    return json_lines(out, kind, strict=True)
+
+
+def _json_run(argv):
+    """(the command, its -o file or None) of a uscope argv that has --json,
+    else None."""
+    argv = [str(a) for a in argv]
+    if "--" in argv:
+        argv = argv[:argv.index("--")]
+    kind = next((a for a in argv if a in JSON_KINDS), None)
+    if kind is None or "--json" not in argv:
+        return None
+    out = None
+    for i, a in enumerate(argv):
+        if a in ("-o", "--output") and i + 1 < len(argv):
+            out = argv[i + 1]
+        elif a.startswith("--output="):
+            out = a[len("--output="):]
+    return kind, out
+
+
+def check_json_output(argv, stdout: str):
+    """A finished uscope run with --json: every line of its -o file, or every
+    line of its stdout that is not COMMAND's, valid against its schema."""
+    run = _json_run(argv)
+    if run is None:
+        return
+    kind, out = run
+    if out is None:
+        json_lines(stdout, kind)
+    elif out != "-" and Path(out).is_file():
+        json_lines(Path(out).read_text(errors="surrogateescape"), kind, strict=True)
 
 
 def json_to_event(o: dict) -> Event:
@@ -289,7 +368,7 @@ class TraceResult:
 
     def __post_init__(self):
         if self.json:
-            self.objects = parse_json_objects(self.output)
+            self.objects = parse_json_objects(self.output, "trace")
             self.events = [json_to_event(o) for o in self.objects]
         else:
             self.events, self.other = parse_text(self.output, self.labels)
@@ -407,6 +486,7 @@ def run_uscope(args, timeout=TIMEOUT, prefix=(), input=None, env=None):
         _stop(p)
         out, err = p.communicate()
         raise AssertionError(f"uscope did not finish within {timeout}s: {argv}\nstderr:\n{err}")
+    check_json_output(argv, out)
     return subprocess.CompletedProcess(argv, p.returncode, out, err)
 
 
@@ -498,6 +578,7 @@ class Background:
             raise AssertionError(f"uscope did not exit within {timeout}s: {self.argv}\n"
                                  f"stderr:\n{self.stderr}")
         self._t.join(10)
+        check_json_output(self.argv, self.stdout_path.read_text(errors="surrogateescape"))
         return rc
 
     def result(self, output_file=None, timeout=TIMEOUT) -> TraceResult:
@@ -907,7 +988,7 @@ class FlowResult:
 
     def __post_init__(self):
         if self.json:
-            self.objects = parse_json_objects(self.output)
+            self.objects = parse_json_objects(self.output, "flow")
             self.lines = [flow_json_line(o) for o in self.objects]
             return
         for line in self.output.splitlines():

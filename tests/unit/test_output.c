@@ -323,7 +323,7 @@ static void test_event_entry(void **state)
 		     "{\"time_ns\":1234567890123,\"comm\":\"a\\\"pp\",\"pid\":10,\"tid\":11,\"cpu\":2,"
 		     "\"event\":\"ev\",\"type\":\"p\",\"ip\":\"0x401000\",\"args\":{\"a\":255,\"s\":-2,"
 		     "\"x\":\"0xdeadbeef\",\"str\":\"hi\\n\\\"\\u00ff\",\"b\":5,\"f\":null,\"q\":-1,"
-		     "\"h\":\"0x0\"}}\n");
+		     "\"h\":\"0x0\"},\"v\":1}\n");
 	/* a second event appends */
 	assert_int_equal(output_event(&o, &ev), 0);
 	assert_int_equal(o.len % 2, 0);
@@ -356,7 +356,7 @@ static void test_event_return(void **state)
 	expect_bytes("json", &o,
 		     "{\"time_ns\":5000999,\"comm\":\"w\",\"pid\":7,\"tid\":7,\"cpu\":123,"
 		     "\"event\":\"done\",\"type\":\"r\",\"ip\":\"0x5555\",\"func\":\"0x4444\","
-		     "\"args\":{\"ret\":-1,\"p\":\"0x2345\"}}\n");
+		     "\"args\":{\"ret\":-1,\"p\":\"0x2345\"},\"v\":1}\n");
 	output_free(&o);
 }
 
@@ -371,7 +371,7 @@ static void test_event_no_args(void **state)
 	assert_int_equal(output_event(&o, &ev), 0);
 	expect_bytes("json", &o,
 		     "{\"time_ns\":0,\"comm\":\"c\",\"pid\":0,\"tid\":0,\"cpu\":0,\"event\":\"main\","
-		     "\"type\":\"p\",\"ip\":\"0x1\",\"args\":{}}\n");
+		     "\"type\":\"p\",\"ip\":\"0x1\",\"args\":{},\"v\":1}\n");
 	output_free(&o);
 }
 

@@ -720,14 +720,14 @@ static void test_count_rows_in_place_and_from_filtered_events(void **state)
 	assert_true(cfg_a.agg_reads >= 2);
 	snprintf(want, sizeof(want),
 		 "{\"probe\":\"alpha\",\"key\":{\"x\":7},\"count\":%d,\"cut\":false,"
-		 "\"final\":true}\n"
+		 "\"final\":true,\"v\":1}\n"
 		 "{\"probe\":\"beta\",\"key\":{\"x\":9},\"count\":2,\"cut\":false,"
-		 "\"final\":true}\n", 4 * cfg_a.agg_reads);
+		 "\"final\":true,\"v\":1}\n", 4 * cfg_a.agg_reads);
 	assert_non_null(out);
 	assert_non_null(strstr(out, want));
 	/* each interval's alpha row is what that read added: 4 */
 	assert_non_null(strstr(out, "{\"probe\":\"alpha\",\"key\":{\"x\":7},\"count\":4,"
-				    "\"cut\":false,\"final\":false}"));
+				    "\"cut\":false,\"final\":false,\"v\":1}"));
 	assert_null(strstr(out, "\"x\":3"));
 	usc_session_free(s);
 	usc_sink_free(count);
