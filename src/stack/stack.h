@@ -59,6 +59,8 @@ struct stack_sym {
 	bool signal;		/* the signal trampoline (<signal handler called>) */
 	bool python;		/* a Python frame: func is its qualname, file its
 				 * co_filename (python/names.h) */
+	bool jit;		/* JIT code: func is its name in the process's
+				 * perf map (/tmp/perf-PID.map), no module */
 	uint64_t pc;
 };
 
