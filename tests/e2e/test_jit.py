@@ -90,6 +90,11 @@ def attached_run(target_argv, args, done):
             pass
 
 
+def lost_hits(stderr):
+    """The hits uscope says it lost (its warnings)."""
+    return sum(int(n) for n in re.findall(r"^uscope: warning: .*?(\d+) hits lost", stderr, re.M))
+
+
 def emit_rows(rows):
     """The counted rows of fs.writeSync's writes (node::fs::WriteString's)
     in emitLine: not those of V8's perf map, which it writes as it compiles
@@ -99,14 +104,18 @@ def emit_rows(rows):
     return [r for r in rows if has(r, "emitLine") and has(r, "node::fs::WriteString")]
 
 
+@pytest.mark.parametrize("stack_mode", ["walk", "copy"])
 @pytest.mark.parametrize("engine", ENGINES)
-def test_node_frames_named_and_one_stack(engine):
+def test_node_frames_named_and_one_stack(engine, stack_mode):
     """write's stack goes from libc through node's C++ and V8's builtins
     (CFI-less: frame pointers) into the JIT code of writeSync, emitLine and
     driveLoop (named from the perf map, marked jit), then back into
     CFI-described code (node::, the C++ that started the script) to
-    _start; the 2,000 calls are one stack (a site)."""
-    cp, pid = node_run(["count", "--json", "-e", engine, "libc:write $ustack"])
+    _start; the 2,000 calls are one stack (a site). Alike walked where the
+    probe runs and from a copy of the stack (libdw's frame-pointer step
+    kept where the walker takes it)."""
+    cp, pid = node_run(["count", "--json", "-e", engine, "--stack-mode", stack_mode,
+                        "libc:write $ustack"])
     assert cp.returncode == 0, cp.stderr
     rows = [json.loads(l) for l in cp.stdout.splitlines() if l.startswith("{")]
     mine = emit_rows(rows)
@@ -116,7 +125,13 @@ def test_node_frames_named_and_one_stack(engine):
     by_site = {}
     for r in mine:
         by_site.setdefault(r["key"]["ustack"][0]["addr"], []).append(r["count"])
-    assert sorted(by_site.values()) == [[CALLS]] * len(by_site), by_site
+    # one stack a site, every call of it, but the hits uscope says it lost
+    # (a loaded machine: a copy of 8 KiB a hit that found no room)
+    lost = lost_hits(cp.stderr)
+    assert len(by_site) == 2 and all(len(v) == 1 for v in by_site.values()), by_site
+    got = sum(v[0] for v in by_site.values())
+    assert all(v[0] <= CALLS for v in by_site.values()), by_site
+    assert 2 * CALLS - lost <= got <= 2 * CALLS, (by_site, cp.stderr)
     for r in mine:
         st = [f for f in r["key"]["ustack"] if "sym" in f]
         names = [f["sym"] or "" for f in st]
@@ -140,6 +155,8 @@ def test_node_frames_named_and_one_stack(engine):
         assert all(f.get("jit", False) == (f["module"] is None) for f in st), st
     # every stack walked where the probe ran: none needed a copy but those
     # whose JIT code was compiled since the attach (nomodule: read again)
+    if stack_mode == "copy":
+        return
     m = re.search(r"^uscope: \d+ hits? fell back to a copy of the stack: (.*)$",
                   cp.stderr, re.M)
     assert not m or set(kv.split()[0] for kv in m.group(1).split(", ")) <= {"nomodule"}, \
@@ -158,7 +175,8 @@ def test_node_folded_marks_jit(engine):
     assert len(lines) == 2, lines
     assert lines[0].rpartition(" ")[0] + ";__libc_write" == lines[1].rpartition(" ")[0], lines
     path, _, n = lines[0].rpartition(" ")
-    assert int(n) == CALLS and int(lines[1].rpartition(" ")[2]) == CALLS, lines
+    got = int(n) + int(lines[1].rpartition(" ")[2])
+    assert 2 * CALLS - lost_hits(cp.stderr) <= got <= 2 * CALLS, (lines, cp.stderr)
     frames = path.split(";")
     assert frames[0] == "_start" and frames[-1] == "__write", frames
     jit = [f for f in frames if f.endswith("_[j]")]
@@ -210,9 +228,12 @@ def test_python_perf_trampolines(engine):
     by_site = {}
     for r in mine:
         by_site.setdefault(r["key"]["ustack"][0]["addr"], []).append(r["count"])
-    assert sorted(sum(v) for v in by_site.values()) == [CALLS] * len(by_site), by_site
+    got = sum(sum(v) for v in by_site.values())
+    assert all(sum(v) <= CALLS for v in by_site.values()), by_site
+    assert len(by_site) * CALLS - lost_hits(cp.stderr) <= got <= len(by_site) * CALLS, \
+        (by_site, cp.stderr)
     if engine == "inject":	# one stack a site
-        assert sorted(by_site.values()) == [[CALLS]] * len(by_site), (by_site, cp.stderr)
+        assert all(len(v) == 1 for v in by_site.values()), (by_site, cp.stderr)
     spliced = 0
     for r in mine:
         st = [f for f in r["key"]["ustack"] if "addr" in f]
