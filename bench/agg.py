@@ -26,8 +26,18 @@ def target(n):
     return [T, str(n), "1", "0", "0", "0", str(KEYS)]
 
 
-def run(argv):
+def peer_failed(argv, p):
+    """A peer tool's run (bpftrace, uftrace) failed: one line, and the bench
+    goes on without it."""
+    last = [l for l in p.stderr.splitlines() if l.strip()][-1:] or [f"exit {p.returncode}"]
+    print(f"bench: {argv[0]} failed, left out: {last[0].strip()[:300]}", file=sys.stderr)
+
+
+def run(argv, peer=False):
+    """(ns a call, stdout, stderr); a peer's failure: None."""
     p = subprocess.run(argv, capture_output=True, text=True)
+    if p.returncode != 0 and peer:
+        return peer_failed(argv, p)
     if p.returncode != 0:
         sys.exit(f"bench: {' '.join(argv[:8])}... failed ({p.returncode}):\n{p.stderr[-2000:]}")
     m = re.search(r"ns_per_call ([0-9.]+)", p.stdout)
@@ -135,6 +145,7 @@ for _ in range(REPS):   # interleaved, so that drift hits them alike
         check(f"inject {name}", parse(o), want(N_FAST))
 
 agree = {}
+bt_failed = False
 for name, (argv, bt, parse, btparse, want) in shapes.items():
     for engine in ("inject", "bpf", "tracefs"):
         n = N_PROBED
@@ -143,8 +154,12 @@ for name, (argv, bt, parse, btparse, want) in shapes.items():
             record(f"{engine} {name}", t, losses(e))
         check(f"{engine} {name} ({n:,} calls)", parse(o), want(n))
         agree[(name, engine)] = parse(o)
-    if shutil.which("bpftrace"):
-        t, o, e = run(["bpftrace", "-q", "-e", bt, "-c", " ".join(target(N_PROBED))])
+    if shutil.which("bpftrace") and not bt_failed:
+        r = run(["bpftrace", "-q", "-e", bt, "-c", " ".join(target(N_PROBED))], peer=True)
+        if not r:
+            bt_failed = True
+            continue
+        t, o, e = r
         record(f"bpftrace {name}", t, 0)
         agree[(name, "bpftrace")] = btparse(o)
 
@@ -153,7 +168,8 @@ free = statistics.median(ns["free"])
 
 def row(label, key, per="hit"):
     if key not in ns:
-        print(f"  {label:44s} {'(not installed)':>12s}")
+        why = "(failed: above)" if key.startswith("bpftrace") and bt_failed else "(not installed)"
+        print(f"  {label:44s} {why:>12s}")
         return
     t = statistics.median(ns[key])
     lo = f", {lost[key]} lost" if lost.get(key) else ""

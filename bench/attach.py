@@ -65,9 +65,15 @@ def inject_runs(tgt):
               f"median {statistics.median(ready):7.1f}  max {max(ready):7.1f}{verdict}")
 
 
-def timed(argv, ready_prefix, ready_stream, what):
+def peer_failed(what, err):
+    """A peer tool (bpftrace) failed: one line; the bench goes on without it."""
+    last = [l for l in err.splitlines() if l.strip()][-1:] or ["no output"]
+    print(f"bench: {what} failed, left out: {last[0].strip()[:300]}", file=sys.stderr)
+
+
+def timed(argv, ready_prefix, ready_stream, what, peer=False):
     """Start argv, wait for its readiness line, let it count, SIGINT it:
-    (attach ms, detach ms, stdout)."""
+    (attach ms, detach ms, stdout); a peer's failure: None."""
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=dict(os.environ, BPFTRACE_MAX_PROBES="100000",
@@ -77,21 +83,27 @@ def timed(argv, ready_prefix, ready_stream, what):
             break
     else:
         p.wait()
-        sys.exit(f"attach: no readiness line from {what}: {p.stderr.read().strip()[-500:]}")
+        err = p.stderr.read()
+        if peer:
+            return peer_failed(what, err)
+        sys.exit(f"attach: no readiness line from {what}: {err.strip()[-500:]}")
     t1 = time.monotonic()
     time.sleep(0.1)
     t2 = time.monotonic()
     p.send_signal(signal.SIGINT)
     # bpftrace 0.17 misses a SIGINT now and then: say it again every 0.2 s
     # until it goes (its handler only sets a flag), so that its detach may
-    # read up to 0.2 s long
+    # read up to 0.2 s long; uscope is told once (a second SIGINT is a
+    # user's second Ctrl-C: it stops at once, a slow detach cut short)
     while True:
         try:
-            out, err = p.communicate(timeout=0.2)
+            out, err = p.communicate(timeout=0.2 if peer else None)
             break
         except subprocess.TimeoutExpired:
             p.send_signal(signal.SIGINT)
     t3 = time.monotonic()
+    if p.returncode != 0 and peer:
+        return peer_failed(what, err)
     if p.returncode != 0:
         sys.exit(f"attach: {what} failed ({p.returncode}): {err.strip()[-500:]}")
     return (t1 - t0) * 1e3, (t3 - t2) * 1e3, out
@@ -102,10 +114,12 @@ def counted(out, row):
     return {m.group(1) for m in re.finditer(row, out, re.M) if int(m.group(2)) > 0}
 
 
-def expect(tgt, pattern, rows, what):
+def expect(tgt, pattern, rows, what, peer=False):
     nm = subprocess.run(["nm", target], capture_output=True, text=True).stdout
     want = {l.split()[2] for l in nm.splitlines()
             if len(l.split()) == 3 and re.fullmatch(pattern.replace("*", ".*"), l.split()[2])}
+    if rows != want and peer:
+        return peer_failed(what, f"{pattern}: {len(rows)} of {len(want)} functions counted")
     if rows != want:
         sys.exit(f"attach: {what} {pattern}: {len(rows)} of {len(want)} functions counted")
     if tgt.poll() is not None:
@@ -140,13 +154,22 @@ def bpf_runs(tgt):
             continue
         att, det = [], []
         for _ in range(bt_runs):
-            a, d, out = timed([bpftrace, "-p", str(tgt.pid), "-e",
-                               'BEGIN { printf("ready\\n"); } '
-                               f'uprobe:{target}:{pattern} {{ @[probe] = count(); }}'],
-                              "ready", "stdout", f"bpftrace {pattern}")
-            expect(tgt, pattern, counted(out, r"^@\[uprobe:[^:]*:(\S+)\]: (\d+)$"), "bpftrace")
+            r = timed([bpftrace, "-p", str(tgt.pid), "-e",
+                       'BEGIN { printf("ready\\n"); } '
+                       f'uprobe:{target}:{pattern} {{ @[probe] = count(); }}'],
+                      "ready", "stdout", f"bpftrace {pattern}", peer=True)
+            if not r:
+                break
+            a, d, out = r
+            if not expect(tgt, pattern, counted(out, r"^@\[uprobe:[^:]*:(\S+)\]: (\d+)$"),
+                          "bpftrace", peer=True):
+                att = []
+                break
             att.append(a)
             det.append(d)
+        if not att:
+            print(f"  {'bpftrace':14s} {n:5d} site{'s' if n > 1 else ' '}  (failed: above)")
+            continue
         fmt("bpftrace", n, att, det)
 
 

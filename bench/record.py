@@ -40,8 +40,14 @@ def target(n, threads=1):
     return [T, str(n), str(threads), "0", "0", "0"]
 
 
-def run(argv, **kw):
+def run(argv, peer=False, **kw):
+    """(ns a call, rate, stderr); a peer tool's (uftrace's) failure: one line
+    and None, the bench goes on without it."""
     p = subprocess.run(argv, capture_output=True, text=True, **kw)
+    if p.returncode != 0 and peer:
+        last = [l for l in p.stderr.splitlines() if l.strip()][-1:] or [f"exit {p.returncode}"]
+        print(f"bench: {argv[0]} failed, left out: {last[0].strip()[:300]}", file=sys.stderr)
+        return None
     if p.returncode != 0:
         sys.exit(f"bench: {' '.join(argv[:8])}... failed ({p.returncode}):\n{p.stderr[-2000:]}")
     m = re.search(r"ns_per_call ([0-9.]+) rate ([0-9.]+)", p.stdout)
@@ -112,9 +118,16 @@ try:
 
     if shutil.which("uftrace"):
         d = os.path.join(SHM, "uftrace.data")
-        ns = [run(["uftrace", "record", "-P", "bench_fn", "-d", d] + target(N))[0]
-              for _ in range(REPS)]
-        rows.append(("uftrace record -P (lossless)", med(ns), None, ""))
+        ns = []
+        for _ in range(REPS):
+            r = run(["uftrace", "record", "-P", "bench_fn", "-d", d] + target(N), peer=True)
+            if not r:
+                break
+            ns.append(r[0])
+        if len(ns) == REPS:
+            rows.append(("uftrace record -P (lossless)", med(ns), None, ""))
+        else:
+            rows.append(("uftrace record -P", None, None, "failed (above)"))
         shutil.rmtree(d, ignore_errors=True)
     else:
         rows.append(("uftrace record -P", None, None, "not installed"))

@@ -86,8 +86,14 @@ def verdict(ok):
     return "met" if ok else "missed"
 
 
-def run(argv, what=""):
+def run(argv, what="", peer=False):
+    """(ns a call, stdout, stderr); a peer tool's (bpftrace's) failure: one
+    line and None, the bench goes on without it."""
     p = subprocess.run(argv, capture_output=True, text=True, env=ENV)
+    if p.returncode != 0 and peer:
+        last = [l for l in p.stderr.splitlines() if l.strip()][-1:] or [f"exit {p.returncode}"]
+        print(f"bench: {argv[0]} failed, left out: {last[0].strip()[:300]}", file=sys.stderr)
+        return None
     if p.returncode != 0:
         sys.exit(f"bench: {' '.join(argv[:8])}... failed ({p.returncode}):\n{p.stderr[-2000:]}")
     m = re.search(r"ns_per_call ([0-9.]+)", p.stdout)
@@ -280,8 +286,12 @@ def kernel_runs(free):
     if not shutil.which("bpftrace"):
         rows.append(("bpftrace", "bpftrace", None, None, None, None, None))
         return rows, None, None
-    t, out, _ = run(["bpftrace", "-e", f"uprobe:{T}:leaf {{ @[ustack] = count(); }}",
-                     "-c", " ".join(deep(N_PROBED))], what="bpftrace")
+    r = run(["bpftrace", "-e", f"uprobe:{T}:leaf {{ @[ustack] = count(); }}",
+             "-c", " ".join(deep(N_PROBED))], what="bpftrace", peer=True)
+    if not r:
+        rows.append(("bpftrace", "bpftrace", "failed (above)", None, None, None, None))
+        return rows, None, None
+    t, out, _ = r
     bt_map = [([f.strip() for f in k.splitlines()], int(c))
               for k, c in re.findall(r"@\[\n(.*?)\n\]: (\d+)", out, re.S)]
     got = sum(c for _, c in bt_map)
@@ -406,8 +416,8 @@ def section_kernel(free):
     print(f"  {'':44} {'ns/call':>9} {'above':>8} {'ratio':>6} {'lost':>6} {'fallbk':>6}")
     above = {}
     for key, label, t, a, got, lo, fb in rows:
-        if t is None:
-            print(f"  {label:44} (not installed)")
+        if t is None or isinstance(t, str):
+            print(f"  {label:44} ({t or 'not installed'})")
             continue
         above[key] = a
         print(f"  {label:44} {t:9.1f} {above[key]:8.1f} {t / free:6.1f} {lo:>6} "

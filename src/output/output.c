@@ -208,7 +208,8 @@ static int put_enum(struct usc_output *o, const struct usc_enum *e, uint64_t x, 
 
 /* One frame's text, as a stack's line shows it:
  * "func+0xoff (module) file.c:line", an inlined one "func [inlined] (module)
- * file.c:line", the signal trampoline "<signal handler called>". */
+ * file.c:line", JIT code "name+0xoff [jit]" (its perf map's name), the
+ * signal trampoline "<signal handler called>". */
 int output_frame(struct usc_output *o, const struct stack_sym *f)
 {
 	const char *file = f->file ? strrchr(f->file, '/') : NULL;
@@ -227,6 +228,8 @@ int output_frame(struct usc_output *o, const struct stack_sym *f)
 		ret = put(o, "%s+0x%" PRIx64, f->func, f->off);
 	else
 		ret = put(o, "0x%" PRIx64, f->pc);
+	if (!ret && f->jit)	/* perf's [JIT]: named from the process's perf map */
+		ret = put(o, " [jit]");
 	if (!ret && f->module)
 		ret = f->func ? put(o, " (%s)", f->module) :
 				put(o, " (%s+0x%" PRIx64 ")", f->module, f->off);
@@ -274,9 +277,10 @@ static int put_stack(struct usc_output *o, pid_t pid, const struct usc_stack *st
 			ret = ret ? ret : f[k].file ? output_json_string(o, f[k].file,
 									  strlen(f[k].file)) :
 					  put(o, "null");
-			ret = ret ? ret : put(o, ",\"line\":%u,\"inlined\":%s%s}", f[k].line,
+			ret = ret ? ret : put(o, ",\"line\":%u,\"inlined\":%s%s%s}", f[k].line,
 					      f[k].inlined ? "true" : "false",
-					      f[k].python ? ",\"python\":true" : "");
+					      f[k].python ? ",\"python\":true" : "",
+					      f[k].jit ? ",\"jit\":true" : "");
 		}
 	}
 	if (o->cache)
@@ -342,6 +346,8 @@ int output_stack_folded(struct usc_output *o, pid_t pid, const struct usc_stack 
 				ret = ret ? ret : f[k].line ? put(o, ":%u)", f[k].line) : put(o, ")");
 			} else if (f[k].func) {
 				ret = put_folded_name(o, f[k].func);
+				if (!ret && f[k].jit)	/* perf's mark of JIT code */
+					ret = put(o, "_[j]");
 			} else if (f[k].module) {
 				ret = put(o, "%s+0x%" PRIx64, f[k].module, f[k].off);
 			} else {

@@ -18,7 +18,9 @@
  * A frame is a location: its address in the process, its mapping (the
  * file's range, offset, path and build id) and its lines, the functions
  * inlined there innermost first then the function itself, each with its
- * source file and line, as stack_syms shows them. A row without a stack (a
+ * source file and line, as stack_syms shows them; JIT code's frames (named
+ * from the process's perf map) are in a mapping named "[jit]", as perf
+ * names it. A row without a stack (a
  * probe without $ustack beside one with it) is one frame named after the
  * probe. */
 #include <errno.h>
@@ -100,6 +102,21 @@ static uint64_t mapping_of(struct pprof *pp, struct build_ids *b, struct usc_cac
 	return 0;
 }
 
+/* The mapping of JIT code at addr (a frame the perf map named): the
+ * anonymous mapping holding it, as "[jit]" (perf's name for it). */
+static uint64_t jit_mapping_of(struct pprof *pp, struct usc_cache *c, pid_t pid, uint64_t addr)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		size_t n = 0;
+		const struct proc_map *m = cache_maps(c, pid, pass == 1, &n);
+
+		for (size_t i = 0; m && i < n; i++)
+			if (addr >= m[i].start && addr < m[i].end)
+				return pprof_mapping(pp, m[i].start, m[i].end, 0, "[jit]", NULL);
+	}
+	return pprof_mapping(pp, addr, addr + 1, 0, "[jit]", NULL);
+}
+
 /* The locations of st's frames, leaf first, into ids (max); how many. */
 static size_t stack_locations(struct pprof *pp, struct build_ids *b, struct usc_cache *c,
 			      pid_t pid, const struct usc_stack *st, uint64_t *ids, size_t max)
@@ -112,7 +129,9 @@ static size_t stack_locations(struct pprof *pp, struct build_ids *b, struct usc_
 		size_t ns = stack_syms(c, pid, st, i, sy, SYMS_MAX), nl = 0;
 		uint64_t pc = st->pc[i];
 		/* a return address is after its call: its mapping is the call's */
-		uint64_t m = mapping_of(pp, b, c, pid, usc_stack_exact(st, i) || !pc ? pc : pc - 1);
+		uint64_t look = usc_stack_exact(st, i) || !pc ? pc : pc - 1;
+		uint64_t m = ns && sy[0].jit ? jit_mapping_of(pp, c, pid, look) :
+					      mapping_of(pp, b, c, pid, look);
 
 		for (size_t k = 0; k < ns; k++)
 			if (sy[k].func)

@@ -52,6 +52,7 @@ static void stack_cache_free(void *p)
 	free(sc->stacks);
 	free(sc->stack_slots);
 	stack_store_free(sc->store);
+	stack_perfmaps_free(sc->perfmaps);
 	free(sc->paths);
 	free(sc->tab);
 	free(sc);
@@ -203,8 +204,19 @@ size_t stack_syms(struct usc_cache *c, pid_t pid, const struct usc_stack *st, ui
 	}
 	out[0] = (struct stack_sym){.pc = pc, .signal = usc_stack_sigframe(st, i)};
 	m = sc ? map_at(c, pid, look) : NULL;
-	if (!m || !m->path || m->path[0] != '/')
+	if (!m || !m->path || m->path[0] != '/' || !strncmp(m->path, "/memfd:", 7)) {
+		/* no file: JIT code, named by the process's perf map */
+		const char *jit = sc ? stack_perfmap_sym(sc, pid, look, &vaddr) : NULL;
+
+		/* kept: the map's own strings move as it is read on */
+		jit = jit ? intern(sc, jit) : NULL;
+		if (jit) {
+			out[0].func = jit;
+			out[0].off = look - vaddr + (pc - look);
+			out[0].jit = true;
+		}
 		return 1;
+	}
 	out[0].module = base_name(m->path);
 	out[0].path = m->path;
 	if (cache_elf(c, m->path, &ef) ||

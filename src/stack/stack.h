@@ -8,9 +8,12 @@
  * debug info for uscope (one library for CFI, lines and inlined scopes),
  * its dwfl_frame takes a thread state we supply (the copied registers and
  * stack) without a live process, and it follows .debug_frame as well as
- * .eh_frame and signal frames. A frame-pointer fallback libdw may take
- * where a module has no CFI is refused here: the stack ends there, with
- * that reason, never in a made-up frame.
+ * .eh_frame and signal frames. The frame-pointer step libdw takes where
+ * there is no CFI is kept where the walker where the probe runs would take
+ * it (stack_walk.h: JIT code in anonymous memory, a module without CFI for
+ * the pc but at frame 0, a frame pointer that passes its checks); refused
+ * elsewhere: the stack ends there, with that reason, never in a made-up
+ * frame.
  *
  * The state (a Dwfl per traced process, built from its maps as the cache
  * holds them: refreshed on a miss, or a recording's) hangs off the
@@ -59,6 +62,8 @@ struct stack_sym {
 	bool signal;		/* the signal trampoline (<signal handler called>) */
 	bool python;		/* a Python frame: func is its qualname, file its
 				 * co_filename (python/names.h) */
+	bool jit;		/* JIT code: func is its name in the process's
+				 * perf map (/tmp/perf-PID.map), no module */
 	uint64_t pc;
 };
 

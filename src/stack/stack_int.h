@@ -43,10 +43,18 @@ struct stack_cache {
 	size_t nstack_slots;
 	/* unwind tables for the engines that walk where the probe runs */
 	struct stack_store *store;
+	/* JIT code's names: the processes' perf maps (perfmap.c) */
+	struct stack_perfmaps *perfmaps;
 };
 
 /* The cache's stack state, made on first use; NULL when out of memory. */
 struct stack_cache *stack_cache_get(struct usc_cache *c);
 int unw_cfi_at(Dwfl *d, uint64_t pc, bool *sig);
+
+/* The JIT symbol over addr in process pid's perf map (/tmp/perf-PID.map,
+ * .dump), read again when it grew: its name (valid until the next call)
+ * and *start; NULL for none. */
+const char *stack_perfmap_sym(struct stack_cache *sc, pid_t pid, uint64_t addr, uint64_t *start);
+void stack_perfmaps_free(struct stack_perfmaps *pm);
 
 #endif

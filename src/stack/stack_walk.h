@@ -23,10 +23,26 @@
  * assembly), a CFA from another register, offsets out of range, a signal
  * frame of a layout other than Linux's x86-64 rt_sigreturn (which the
  * walker follows: STACK_OP_SIGNAL), CFI libdw could not read. Ranges no FDE
- * covers are STACK_OP_NOCFI rows: the stack ends there, as libdw's does
- * (the unwinder never guesses a frame from rbp). Adjacent equal rows are
- * merged. Rows' pcs are link-time addresses less the table's base, so one
- * table serves every process that maps the module (at its own bias).
+ * covers are STACK_OP_NOCFI rows (below: frame pointers). Adjacent equal
+ * rows are merged. Rows' pcs are link-time addresses less the table's base,
+ * so one table serves every process that maps the module (at its own bias).
+ *
+ * ---- Code without CFI: frame pointers --------------------------------------
+ * JIT-compiled code (V8, the JVM with -XX:+PreserveFramePointer, LuaJIT,
+ * CPython's perf trampolines) lives in anonymous executable memory
+ * (STACK_TAB_ANON mappings) or in a module without CFI for it (V8's
+ * embedded builtins in node's .text), and keeps the rbp chain, as perf
+ * expects of it. The walker steps such a frame by its frame pointer:
+ * ra = [rbp + 8], CFA = rbp + 16, the caller's rbp = [rbp], when rbp is
+ * known, 8-aligned, at or above the stack pointer and less than
+ * STACK_FP_SPAN above it (so the stack pointer grows at each step, as with
+ * CFI), and both words read. The walk goes back to the tables when the
+ * return address lands in code they describe. Frame 0 in a module without
+ * CFI is not stepped so (a probe at a function's entry has not pushed rbp
+ * yet: its caller would be left out): the stack ends there, as libdw's
+ * does; so does any frame whose frame pointer fails the checks. The
+ * includer may define STACK_BP_USED(env): the walk used the rbp it started
+ * with (a walk remembered by registers then depends on it).
  *
  * A lookup does not search the whole table: a block index (ORC's fast
  * lookup) gives, for each 2^shift bytes of the module from its base, the
@@ -131,6 +147,10 @@ typedef __s16 int16_t;
 #define STACK_TAB_FAIL 0xfffffffeu	/* ... its table could not be built */
 #define STACK_TAB_NOFILE 0xfffffffdu	/* ... it is no file (the vDSO): a walk
 					 * ends there, no module, as libdw's */
+#define STACK_TAB_ANON 0xfffffffcu	/* ... anonymous executable memory (JIT
+					 * code): stepped by frame pointer */
+#define STACK_FP_SPAN (16u << 20)	/* a frame pointer at most this far above
+					 * the stack pointer */
 
 enum stack_op {
 	STACK_OP_NOCFI = 0,	/* no CFI covers these addresses: no caller */
@@ -437,6 +457,35 @@ STACK_INLINE const struct stack_row *STACK_FN(STACK_STEP, _row)(const struct sta
 	return r;
 }
 
+/* The frame pcs[w->n - 1] has no CFI: its caller by its frame pointer, or
+ * the walk ends as it would without (end, why). */
+STACK_INLINE int STACK_FN(STACK_STEP, _fp)(struct stack_walk *__restrict w,
+					    uint64_t *__restrict pcs, void *env, uint8_t end,
+					    uint8_t why, int anon)
+{
+	uint64_t ra, bp;
+
+	if (!(w->flags & STACK_W_BP) || (w->n <= 1 && !anon) || (w->bp & 7) || w->bp < w->sp ||
+	    w->bp - w->sp >= STACK_FP_SPAN)
+		return stack_walk_stop(w, end, why, w->pc);
+#ifdef STACK_BP_USED
+	STACK_BP_USED(env);
+#endif
+	if (STACK_READ(env, &ra, w->bp + 8) || STACK_READ(env, &bp, w->bp))
+		return stack_walk_stop(w, end, why, w->pc);
+	if (ra == 0)
+		return stack_walk_stop(w, STACK_WALK_OUTERMOST, 0, 0);
+	if (w->n >= w->max || w->n >= STACK_WALK_MAX)
+		return stack_walk_stop(w, STACK_WALK_LIMIT, 0, ra);
+	pcs[w->n] = ra;
+	w->n++;
+	w->pc = ra;
+	w->sp = w->bp + 16;
+	w->bp = bp;
+	w->flags = STACK_W_BP;
+	return 0;
+}
+
 /* Unwind the frame pcs[w->n - 1]: add its caller, or end the walk (1).
  * (w and pcs never overlap each other nor what env reaches: restrict lets
  * a compiler keep the walk in registers across the stores to pcs.) */
@@ -460,7 +509,9 @@ STACK_INLINE int STACK_STEP(struct stack_walk *__restrict w, uint64_t *__restric
 	if (!m)
 		return stack_walk_stop(w, STACK_WALK_NOMODULE, 0, w->pc);
 	if (m->tab == STACK_TAB_NONE)
-		return stack_walk_stop(w, STACK_WALK_NOCFI, 0, w->pc);
+		return STACK_FN(STACK_STEP, _fp)(w, pcs, env, STACK_WALK_NOCFI, 0, 0);
+	if (m->tab == STACK_TAB_ANON)
+		return STACK_FN(STACK_STEP, _fp)(w, pcs, env, STACK_WALK_NOCFI, 0, 1);
 	if (m->tab == STACK_TAB_NOFILE)
 		return stack_walk_stop(w, STACK_WALK_NOMODULE, 1, w->pc);
 	t = STACK_TAB(env, m->tab);
@@ -468,7 +519,7 @@ STACK_INLINE int STACK_STEP(struct stack_walk *__restrict w, uint64_t *__restric
 		return stack_walk_stop(w, STACK_WALK_FALLBACK, STACK_WHY_TABLE, w->pc);
 	rel = look - m->bias - t->base;
 	if (look - m->bias < t->base || rel >= t->span)
-		return stack_walk_stop(w, STACK_WALK_NOCFI, 0, w->pc);
+		return STACK_FN(STACK_STEP, _fp)(w, pcs, env, STACK_WALK_NOCFI, 0, 0);
 	r = STACK_FN(STACK_STEP, _row)(t, (uint32_t)rel, env);
 	if (!r)
 		return stack_walk_stop(w, STACK_WALK_FALLBACK, STACK_WHY_TABLE, w->pc);
@@ -489,7 +540,7 @@ row:
 			return stack_walk_stop(w, STACK_WALK_FALLBACK, STACK_WHY_RBP, w->pc);
 		cfa = w->bp + ((int64_t)r->cfa_off << ((r->op & STACK_CFA_X8) ? 3 : 0));
 	} else if (op == STACK_OP_NOCFI) {
-		return stack_walk_stop(w, STACK_WALK_NOCFI, 0, w->pc);
+		return STACK_FN(STACK_STEP, _fp)(w, pcs, env, STACK_WALK_NOCFI, 0, 0);
 	} else if (op == STACK_OP_OUTERMOST) {
 		return stack_walk_stop(w, STACK_WALK_OUTERMOST, 0, 0);
 	} else if (op == STACK_OP_SIGNAL) {
@@ -545,6 +596,7 @@ caller:
 #undef STACK_IDX
 #undef STACK_CACHE_GET
 #undef STACK_CACHE_PUT
+#undef STACK_BP_USED
 #undef STACK_LOOP
 #undef STACK_CB
 

@@ -178,6 +178,16 @@ int stack_image_add_maps(struct stack_image *tabs, struct stack_tabset *s,
 				err = 0;
 			continue;
 		}
+		/* anonymous executable memory (JIT code; a memfd, a named
+		 * anonymous mapping): walked by frame pointer */
+		if (m[i].perms[2] == 'x' &&
+		    (!m[i].path || !m[i].path[0] || !strncmp(m[i].path, "/memfd:", 7) ||
+		     !strncmp(m[i].path, "[anon:", 6))) {
+			err = stack_image_map(maps, m[i].start, m[i].end, 0, STACK_TAB_ANON);
+			if (err == -EINVAL)
+				err = 0;
+			continue;
+		}
 		/* what stack/unwind.c reports to libdw: files, executable */
 		if (!m[i].path || m[i].path[0] != '/' || !strncmp(m[i].path, "/memfd:", 7) ||
 		    strstr(m[i].path, " (deleted)") || m[i].perms[2] != 'x')

@@ -15,6 +15,7 @@
 #include "cache/cache.h"
 #include "stack/stack.h"
 #include "stack/stack_int.h"
+#include "stack/stack_walk.h"	/* STACK_FP_SPAN */
 
 /* ---- a process: its modules in a Dwfl, and the stack being unwound ------ */
 
@@ -249,6 +250,10 @@ struct walk {
 	uint32_t max, want;
 	bool ended;
 	bool nomodule;
+	struct usc_cache *c;	/* the process's mappings */
+	pid_t pid;
+	bool fp_known;		/* the last frame's rsp and rbp, as libdw has them */
+	uint64_t fp_sp, fp_bp;
 };
 
 static void set_bit(uint64_t *bits, uint32_t i)
@@ -268,11 +273,30 @@ static uint64_t lookup_pc(const struct usc_stack *st, uint32_t i)
 	return usc_stack_exact(st, i) ? st->pc[i] : st->pc[i] - 1;
 }
 
-/* Frame i - 1 has CFI: frame i is its caller by the CFI, not by a guess. */
+/* Is addr in anonymous executable memory (JIT code)? */
+static bool in_anon_code(struct walk *w, uint64_t addr)
+{
+	size_t n = 0;
+	const struct proc_map *m = w->c ? cache_maps(w->c, w->pid, false, &n) : NULL;
+
+	for (size_t i = 0; m && i < n; i++)
+		if (addr >= m[i].start && addr < m[i].end)
+			return m[i].perms[2] == 'x' &&
+			       (!m[i].path || !m[i].path[0] || !strncmp(m[i].path, "/memfd:", 7) ||
+				!strncmp(m[i].path, "[anon:", 6));
+	return false;
+}
+
+/* Frame i - 1 has CFI: frame i is its caller by the CFI, not by a guess.
+ * Or it has none, being JIT code (anonymous memory) or in a module without
+ * CFI for it (not frame 0 there: a probe at a function's entry has not
+ * pushed rbp yet): frame i is its caller by its frame pointer, which libdw
+ * steps as the walker does (stack_walk.h), when the frame pointer passes
+ * the walker's checks. */
 static bool caller_ok(struct walk *w, uint32_t i)
 {
 	uint64_t look = lookup_pc(w->out, i - 1);
-	bool sig;
+	bool sig, anon;
 	int r = unw_cfi_at(w->p->dwfl, look, &sig);
 
 	if (r == 1) {
@@ -280,6 +304,10 @@ static bool caller_ok(struct walk *w, uint32_t i)
 			set_bit(w->out->sigframe, i - 1);
 		return true;
 	}
+	anon = r < 0 && in_anon_code(w, look);
+	if ((r == 0 || anon) && (i >= 2 || anon) && w->fp_known && !(w->fp_bp & 7) &&
+	    w->fp_bp >= w->fp_sp && w->fp_bp - w->fp_sp < STACK_FP_SPAN)
+		return true;
 	if (r < 0)
 		w->nomodule = true;
 	end_at(w, r < 0 ? USC_STACK_END_NOMODULE : USC_STACK_END_NOCFI, w->out->pc[i - 1]);
@@ -308,12 +336,15 @@ static int on_frame(Dwfl_Frame *f, void *arg)
 	if (act || !st->n)
 		set_bit(st->exact, st->n);
 	st->pc[st->n++] = pc;
+	w->fp_known = dwfl_frame_reg(f, 7, &w->fp_sp) == 0 && dwfl_frame_reg(f, 6, &w->fp_bp) == 0;
 	return DWARF_CB_OK;
 }
 
-static int walk(struct unw_proc *p, struct usc_stack *out, uint32_t max, bool *nomodule)
+static int walk(struct usc_cache *c, pid_t pid, struct unw_proc *p, struct usc_stack *out,
+		uint32_t max, bool *nomodule)
 {
-	struct walk w = {p, out, max, p->h.frames ? p->h.frames : USC_STACK_FRAMES, false, false};
+	struct walk w = {p, out, max, p->h.frames ? p->h.frames : USC_STACK_FRAMES, false, false,
+			 c, pid, false, 0, 0};
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -388,8 +419,8 @@ int stack_unwind(struct usc_cache *c, pid_t pid, pid_t tid, const void *copy, si
 		out->end_pc = p->h.regs[USC_REG_IP];
 		return 0;
 	}
-	walk(p, out, max, &nomodule);
+	walk(c, pid, p, out, max, &nomodule);
 	if (nomodule && proc_refresh(c, p))
-		walk(p, out, max, &nomodule);
+		walk(c, pid, p, out, max, &nomodule);
 	return 0;
 }

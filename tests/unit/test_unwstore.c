@@ -230,7 +230,8 @@ static void test_store_proc(void **state)
 		if (i)
 			assert_true(maps[i - 1].end <= maps[i].start);	/* sorted, apart */
 		assert_true(maps[i].tab < ntabs || maps[i].tab == STACK_TAB_NONE ||
-			    maps[i].tab == STACK_TAB_FAIL || maps[i].tab == STACK_TAB_NOFILE);
+			    maps[i].tab == STACK_TAB_FAIL || maps[i].tab == STACK_TAB_NOFILE ||
+			    maps[i].tab == STACK_TAB_ANON);
 		libc |= maps[i].start <= (uint64_t)&memcpy && (uint64_t)&memcpy < maps[i].end &&
 			maps[i].tab < ntabs;
 	}

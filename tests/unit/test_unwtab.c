@@ -520,6 +520,79 @@ static void test_walk_tables(void **state)
 	hand_free(h);
 }
 
+/* Code without CFI stepped by frame pointer: JIT code in an anonymous
+ * mapping, a module's range without CFI; back into the table after. */
+#define ANON 0x600000ULL	/* anonymous executable memory */
+
+static void test_walk_frame_pointer(void **state)
+{
+	struct hand *h = hand_new();
+	uint64_t sp = MEMBASE + 0x40, fp1 = MEMBASE + 0x80, fp2 = MEMBASE + 0xc0;
+	const uint64_t want[] = {M(0x00), ANON + 0x20, M(0x51), M(0x31)};
+
+	(void)state;
+	assert_int_equal(stack_image_map(&h->img, ANON, ANON + 0x1000, 0, STACK_TAB_ANON), 0);
+	/* frame 0 (rsp + 8, rbp unchanged) returns into JIT code whose rbp
+	 * chain goes to the module's range without CFI, then to 0x30's row
+	 * (rsp + 8): its return address 0 ends the stack */
+	set(h, sp, ANON + 0x20);
+	set(h, fp1, fp2);
+	set(h, fp1 + 8, M(0x51));
+	set(h, fp2, 0x1234);
+	set(h, fp2 + 8, M(0x31));
+	set(h, fp2 + 16, 0);
+	walk(h, M(0x00), sp, fp1, 64);
+	assert_int_equal(h->w.end, STACK_WALK_OUTERMOST);
+	assert_pcs(h, want, 4);
+	assert_int_equal(h->w.sp, fp2 + 16);
+	assert_int_equal(h->w.bp, 0x1234);
+	/* the limit, on a frame-pointer step: the first left out is end_pc */
+	walk(h, M(0x00), sp, fp1, 2);
+	assert_int_equal(h->w.end, STACK_WALK_LIMIT);
+	assert_int_equal(h->w.end_pc, M(0x51));
+	/* a frame pointer below the stack pointer (the chain goes back): the
+	 * stack ends where the frame pointer fails, as without CFI */
+	set(h, fp1, sp - 16);
+	walk(h, M(0x00), sp, fp1, 64);
+	assert_int_equal(h->w.end, STACK_WALK_NOCFI);
+	assert_int_equal(h->w.end_pc, M(0x51));
+	assert_int_equal(h->w.n, 3);
+	set(h, fp1, fp2);
+	/* misaligned, unreadable, too far above the stack pointer */
+	walk(h, M(0x00), sp, fp1 + 4, 64);
+	assert_int_equal(h->w.end, STACK_WALK_NOCFI);
+	assert_int_equal(h->w.n, 2);
+	walk(h, M(0x00), sp, MEMBASE + sizeof(h->mem), 64);
+	assert_int_equal(h->w.end, STACK_WALK_NOCFI);
+	assert_int_equal(h->w.n, 2);
+	walk(h, M(0x00), sp, sp + STACK_FP_SPAN, 64);
+	assert_int_equal(h->w.end, STACK_WALK_NOCFI);
+	assert_int_equal(h->w.end_pc, ANON + 0x20);
+	/* rbp lost on the way (frame 1's row): no step */
+	set(h, sp, M(0x61));
+	set(h, sp + 16, ANON + 0x20);
+	walk(h, M(0x00), sp, fp1, 64);
+	assert_int_equal(h->w.end, STACK_WALK_NOCFI);
+	assert_int_equal(h->w.end_pc, ANON + 0x20);
+	assert_int_equal(h->w.n, 3);
+	/* frame 0 in JIT code is stepped (a sampled stack); in a module's code
+	 * without CFI it is not (a probe at a function's entry: rbp is still
+	 * the caller's) */
+	walk(h, ANON + 0x10, sp, fp1, 64);
+	assert_int_equal(h->w.end, STACK_WALK_OUTERMOST);
+	assert_int_equal(h->w.n, 3);
+	assert_int_equal(h->pcs[1], M(0x51));
+	walk(h, M(0x50), sp, fp1, 64);
+	assert_int_equal(h->w.end, STACK_WALK_NOCFI);
+	assert_int_equal(h->w.n, 1);
+	/* JIT code in no mapping known: still a fallback (its mappings are
+	 * read again) */
+	walk(h, 0x900000, sp, fp1, 64);
+	assert_int_equal(h->w.end, STACK_WALK_NOMODULE);
+	assert_int_equal(stack_walk_fallback(&h->w), STACK_FB_NOMODULE);
+	hand_free(h);
+}
+
 /* Many mappings: each address finds its own, between them none. */
 static void test_walk_maps(void **state)
 {
@@ -711,6 +784,7 @@ int main(void)
 		cmocka_unit_test(test_walk_rbp),
 		cmocka_unit_test(test_walk_signal),
 		cmocka_unit_test(test_walk_tables),
+		cmocka_unit_test(test_walk_frame_pointer),
 		cmocka_unit_test(test_walk_maps),
 		cmocka_unit_test(test_file_checked),
 		cmocka_unit_test(test_tabset_disk),

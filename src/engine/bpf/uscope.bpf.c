@@ -993,6 +993,7 @@ static __always_inline int stk_read(struct task_state *ts, __u64 *dst, __u64 add
 #define STACK_LOOP(n, fn, ctx) bpf_loop(n, fn, ctx, 0)
 #define STACK_CACHE_GET(env, pc) stk_rc_get(WENV(env), pc)
 #define STACK_CACHE_PUT(env, pc, row) stk_rc_put(WENV(env), pc, row)
+#define STACK_BP_USED(env) (WENV(env)->ts->mbp = 1)
 #define STACK_CB static __attribute__((noinline))
 #include "stack/stack_walk.h"
 

@@ -197,6 +197,7 @@ static inline __attribute__((always_inline)) void rc_put(struct uw *e, uint64_t 
 #define STACK_IDX(env, i) ((i) < UW(env)->nidx ? &UW(env)->idx[i] : 0)
 #define STACK_CACHE_GET(env, pc) rc_get(UW(env), pc)
 #define STACK_CACHE_PUT(env, pc, row) rc_put(UW(env), pc, row)
+#define STACK_BP_USED(env) (UW(env)->bp_used = 1)
 #include "stack/stack_walk.h"
 
 static inline __attribute__((always_inline)) uint32_t min32(uint32_t a, uint32_t b)

@@ -1,0 +1,254 @@
+"""$ustack through JIT-compiled code: frames without CFI (in anonymous
+executable memory, or V8's builtins in node's .text) stepped by frame
+pointer, and named from the process's perf map (/tmp/perf-PID.map), as
+perf does.
+
+The target: node 20 under --perf-basic-prof running
+tests/targets/jit/emitline.js, where driveLoop() calls emitLine() N times
+and each calls fs.writeSync() (a write(2)). Its tiers are pinned
+(--always-sparkplug: every function is compiled to baseline code before
+it first runs; --no-opt: never optimized again, so emitLine is not inlined
+and no call runs other code than the others): each of the N calls runs the
+same code, so its stack is one stack. uscope attaches (-p) once node is up
+(its mappings, the JIT's code space among them, known before the first
+hit), then the script makes its calls and exits.
+
+Skipped where node is absent."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import uscope_e2e as u
+
+NODE = shutil.which("node") or shutil.which("nodejs")
+SCRIPT = u.TARGETS / "jit" / "emitline.js"
+CALLS = 2000
+LINE = len("line 0\n")	# the bytes emitLine writes
+ENGINES = ["inject", "bpf"]
+
+pytestmark = pytest.mark.skipif(not NODE, reason="node is not installed")
+
+
+def node_run(args, calls=CALLS):
+    """Start the script under node --perf-basic-prof, attach `uscope ARGS
+    -p PID`, let the script make its calls: (uscope's CompletedProcess, the
+    node pid)."""
+    # (V8's log, which --perf-basic-prof starts, in a directory of its own)
+    with tempfile.TemporaryDirectory() as d:
+        return attached_run([NODE, "--perf-basic-prof", "--always-sparkplug", "--no-opt",
+                             f"--logfile={d}/v8.log", "--no-logfile-per-isolate", SCRIPT,
+                             calls], args, f"done {calls} {calls * LINE}")
+
+
+def attached_run(target_argv, args, done):
+    """Start a target that prints "ready", then waits for a line, does its
+    calls and prints done; attach `uscope ARGS -p PID` between:
+    (uscope's CompletedProcess, the target's pid)."""
+    t = u.Target(target_argv)
+    perf_map = Path(f"/tmp/perf-{t.pid}.map")
+    err = tempfile.TemporaryFile("w+")
+    try:
+        t.expect("ready")
+        argv = [str(u.uscope_path())] + [str(a) for a in args] + ["-p", str(t.pid)]
+        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True)
+        u.REGISTRY.uscopes.append(p)
+        deadline = time.monotonic() + u.TIMEOUT
+        while True:
+            err.seek(0)
+            text = err.read()
+            if re.search(r"^uscope: tracing", text, re.M):
+                break
+            assert p.poll() is None, f"uscope ended before it was ready:\n{text}"
+            assert time.monotonic() < deadline, f"uscope was not ready:\n{text}"
+            time.sleep(0.02)
+        t.write("go\n")
+        t.expect(done)
+        assert t.wait() == 0
+        try:
+            out, _ = p.communicate(timeout=u.TIMEOUT)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGINT)
+            out, _ = p.communicate(timeout=u.TIMEOUT)
+        err.seek(0)
+        return subprocess.CompletedProcess(argv, p.returncode, out, err.read()), t.pid
+    finally:
+        if t.alive():
+            t.kill()
+        err.close()
+        try:
+            perf_map.unlink()
+        except OSError:
+            pass
+
+
+def lost_hits(stderr):
+    """The hits uscope says it lost (its warnings)."""
+    return sum(int(n) for n in re.findall(r"^uscope: warning: .*?(\d+) hits lost", stderr, re.M))
+
+
+def emit_rows(rows):
+    """The counted rows of fs.writeSync's writes (node::fs::WriteString's)
+    in emitLine: not those of V8's perf map, which it writes as it compiles
+    (the first call compiles writeSync's callees)."""
+    def has(r, name):
+        return any(name in (f.get("sym") or "") for f in r["key"]["ustack"])
+    return [r for r in rows if has(r, "emitLine") and has(r, "node::fs::WriteString")]
+
+
+@pytest.mark.parametrize("stack_mode", ["walk", "copy"])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_node_frames_named_and_one_stack(engine, stack_mode):
+    """write's stack goes from libc through node's C++ and V8's builtins
+    (CFI-less: frame pointers) into the JIT code of writeSync, emitLine and
+    driveLoop (named from the perf map, marked jit), then back into
+    CFI-described code (node::, the C++ that started the script) to
+    _start; the 2,000 calls are one stack (a site). Alike walked where the
+    probe runs and from a copy of the stack (libdw's frame-pointer step
+    kept where the walker takes it)."""
+    cp, pid = node_run(["count", "--json", "-e", engine, "--stack-mode", stack_mode,
+                        "libc:write $ustack"])
+    assert cp.returncode == 0, cp.stderr
+    rows = [json.loads(l) for l in cp.stdout.splitlines() if l.startswith("{")]
+    mine = emit_rows(rows)
+    assert mine, f"no stack through emitLine:\n{cp.stdout[-3000:]}\n{cp.stderr}"
+    # libc's write has two sites (its entry and an inlined __libc_write):
+    # each call is one hit of each, each site one stack
+    by_site = {}
+    for r in mine:
+        by_site.setdefault(r["key"]["ustack"][0]["addr"], []).append(r["count"])
+    # one stack a site, every call of it, but the hits uscope says it lost
+    # (a loaded machine: a copy of 8 KiB a hit that found no room)
+    lost = lost_hits(cp.stderr)
+    assert len(by_site) == 2 and all(len(v) == 1 for v in by_site.values()), by_site
+    got = sum(v[0] for v in by_site.values())
+    assert all(v[0] <= CALLS for v in by_site.values()), by_site
+    assert 2 * CALLS - lost <= got <= 2 * CALLS, (by_site, cp.stderr)
+    for r in mine:
+        st = [f for f in r["key"]["ustack"] if "sym" in f]
+        names = [f["sym"] or "" for f in st]
+        jit = [f.get("jit", False) for f in st]
+        assert "end" not in r["key"]["ustack"][-1], r["key"]["ustack"][-1]
+        assert names[-1] == "_start", names
+        i = next(k for k, n in enumerate(names) if "emitLine" in n)
+        j = next(k for k, n in enumerate(names) if "driveLoop" in n)
+        w = next(k for k, n in enumerate(names) if "writeSync" in n)
+        # innermost first: write's caller chain up to the script's functions
+        assert 0 < w < i < j, names
+        assert names[i].startswith("JS:") and "emitline.js" in names[i], names[i]
+        assert jit[i] and jit[j] and jit[w], list(zip(names, jit))
+        assert st[i]["module"] is None
+        # below them: libc's write, then node's C++ (CFI) reached through
+        # V8's CEntry builtin (no CFI); above: node's C++ again
+        assert any(n.startswith("Builtins_CEntry") for n in names[:w]), names
+        assert any("node::fs::WriteString" in n for n in names[:w]), names
+        assert any(n.startswith("node::") for n in names[j:]), names
+        # only the perf map's frames are marked
+        assert all(f.get("jit", False) == (f["module"] is None) for f in st), st
+    # every stack walked where the probe ran: none needed a copy but those
+    # whose JIT code was compiled since the attach (nomodule: read again)
+    if stack_mode == "copy":
+        return
+    m = re.search(r"^uscope: \d+ hits? fell back to a copy of the stack: (.*)$",
+                  cp.stderr, re.M)
+    assert not m or set(kv.split()[0] for kv in m.group(1).split(", ")) <= {"nomodule"}, \
+        cp.stderr
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_node_folded_marks_jit(engine):
+    """count --folded: a JIT frame ends in perf's _[j] mark, its name's
+    spaces as underscores; one line for the calls of a site."""
+    cp, _ = node_run(["count", "--folded", "-e", engine, "libc:__write $ustack"])
+    assert cp.returncode == 0, cp.stderr
+    # libc's __write has two sites (its entry, and an inlined __libc_write):
+    # a line each
+    lines = sorted(l for l in cp.stdout.splitlines() if "emitLine" in l and "WriteString" in l)
+    assert len(lines) == 2, lines
+    assert lines[0].rpartition(" ")[0] + ";__libc_write" == lines[1].rpartition(" ")[0], lines
+    path, _, n = lines[0].rpartition(" ")
+    got = int(n) + int(lines[1].rpartition(" ")[2])
+    assert 2 * CALLS - lost_hits(cp.stderr) <= got <= 2 * CALLS, (lines, cp.stderr)
+    frames = path.split(";")
+    assert frames[0] == "_start" and frames[-1] == "__write", frames
+    jit = [f for f in frames if f.endswith("_[j]")]
+    assert [f for f in jit if "emitLine" in f or "driveLoop" in f] == [
+        next(f for f in frames if "driveLoop" in f), next(f for f in frames if "emitLine" in f)]
+    assert all(f.startswith("JS:") and " " not in f for f in jit), jit
+
+
+def test_node_text_marks_jit():
+    """trace: a JIT frame's line is "NAME+0xOFF [jit]"."""
+    cp, _ = node_run(["trace", "-e", "inject", "libc:__write $ustack"], calls=3)
+    assert cp.returncode == 0, cp.stderr
+    # the events' stacks (an event's line, then its frames indented)
+    events = re.split(r"^(?=\S)", cp.stdout, flags=re.M)
+    mine = [e for e in events if "WriteString" in e and "emitLine" in e]
+    assert len(mine) == 3 * 2, cp.stdout[-3000:]	# two sites a call
+    emit = [l.strip() for e in mine for l in e.splitlines() if "emitLine" in l]
+    assert len(emit) == len(mine), mine
+    for l in emit:
+        assert re.fullmatch(r"JS:\S*emitLine \S*emitline\.js:\d+:\d+\+0x[0-9a-f]+ \[jit\]", l), l
+
+
+PY312 = Path.home() / ".pyenv/versions/3.12.1/bin/python3.12"
+
+
+@pytest.mark.skipif(not PY312.exists(), reason="no CPython 3.12 (~/.pyenv/versions/3.12.1)")
+@pytest.mark.parametrize("engine", ENGINES)
+def test_python_perf_trampolines(engine):
+    """python3.12 -X perf: each Python call goes through a trampoline in
+    anonymous memory, named py::QUALNAME:FILE in the perf map: the stack
+    names it (jit), and $pystack's splice still puts the Python frame in
+    place of the evaluator's call it makes. CPython 3.12's x86-64
+    trampoline keeps no frame pointer (sub $8, %rsp; call *%rcx): the walk
+    cannot go on past it and says so (no CFI), never a guessed frame. On
+    inject each call's stack is one stack."""
+    script = u.TARGETS / "jit" / "emitline.py"
+    cp, _ = attached_run([PY312, "-X", "perf", script, CALLS],
+                         ["count", "--json", "-e", engine, "libc:__write $ustack"],
+                         f"done {CALLS} {CALLS * LINE}")
+    assert cp.returncode == 0, cp.stderr
+    rows = [json.loads(l) for l in cp.stdout.splitlines() if l.startswith("{")]
+
+    def names(r):
+        return [f.get("sym") or "" for f in r["key"]["ustack"] if "addr" in f]
+
+    # every write of emit_line's: through its trampoline
+    mine = [r for r in rows if any(n.startswith("py::emit_line:") for n in names(r))]
+    assert mine, cp.stdout[-3000:]
+    by_site = {}
+    for r in mine:
+        by_site.setdefault(r["key"]["ustack"][0]["addr"], []).append(r["count"])
+    got = sum(sum(v) for v in by_site.values())
+    assert all(sum(v) <= CALLS for v in by_site.values()), by_site
+    assert len(by_site) * CALLS - lost_hits(cp.stderr) <= got <= len(by_site) * CALLS, \
+        (by_site, cp.stderr)
+    if engine == "inject":	# one stack a site
+        assert all(len(v) == 1 for v in by_site.values()), (by_site, cp.stderr)
+    spliced = 0
+    for r in mine:
+        st = [f for f in r["key"]["ustack"] if "addr" in f]
+        n = names(r)
+        t = next(k for k, x in enumerate(n) if x.startswith("py::emit_line:"))
+        assert "os_write" in n[:t], n
+        # the trampoline that entered the evaluator: named, marked, last
+        assert n[t].endswith("emitline.py") and st[t]["jit"] and st[t]["module"] is None, st[t]
+        assert n[t + 1:] == [], n
+        assert r["key"]["ustack"][-1]["end"].startswith("no CFI for "), r["key"]["ustack"][-1]
+        # the evaluator's frame below it, replaced by the Python frame it
+        # ran (bpf reads the Python frames where the probe runs: a read
+        # that faults leaves the evaluator's frame, as without -X perf)
+        if engine == "inject" or n[t - 1] != "_PyEval_EvalFrameDefault":
+            assert n[t - 1] == "emit_line" and st[t - 1].get("python"), n
+            assert not st[t - 1].get("jit"), st[t - 1]
+            spliced += r["count"]
+    assert spliced, by_site
