@@ -40,18 +40,17 @@ static bool wants(const struct usc_session *s, bool *stacks, bool *py_probes)
 	return *stacks || *py_probes;
 }
 
-/* py: probes set a profile function whose frame reads are 3.11's (tested
- * there; 3.12 and 3.13 moved the frame and code fields it reads and
- * crashed the target): on another CPython they are refused. $pystack walks
- * 3.11 to 3.13. */
+/* py: probes read the frames and code objects of the versions the table
+ * describes (3.11: a profile function; 3.12, 3.13: sys.monitoring): on
+ * another CPython they are refused. */
 static bool py_probes_read(const struct python_runtime *rt, bool py_probes)
 {
 	char v[32];
 
-	if (!py_probes || (rt->version >> 16) == 0x030b)
+	if (!py_probes || ((rt->version >> 16) >= 0x030b && (rt->version >> 16) <= 0x030d))
 		return true;
 	python_version_str(rt->version, v, sizeof(v));
-	log_error("py: probes read CPython 3.11 only; this is %s ($pystack reads it)", v);
+	log_error("py: probes read CPython 3.11 to 3.13; this is %s", v);
 	return false;
 }
 
