@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "objfile/modules.h"
 #include "python/detect.h"
+#include "python/launch.h"
 #include "python/names.h"
 #include "engine/raw.h"
 #include "record/reader.h"
@@ -147,6 +148,20 @@ static bool is_splice(const struct usc_fetcharg *a)
 	return a->hidden && a->ninsn && a->insn[0].op == FOP_PYSTACK;
 }
 
+void session_python_launcher(struct usc_session *s)
+{
+	bool py_probes = false;
+
+	for (size_t i = 0; i < s->nspecs; i++)
+		py_probes |= s->specs[i].loc_kind == USC_LOC_PYTHON;
+	if (!py_probes || s->target.kind != USC_TARGET_COMMAND || !s->opts.cmd ||
+	    s->target.python)
+		return;
+	if (!python_launched(s->opts.cmd, &s->target.python))
+		log_info("%s launches %s: py: probes resolve there (the execs are followed)",
+			 s->target.exe, s->target.python);
+}
+
 int session_python_plan(struct usc_session *s)
 {
 	struct session_python *p;
@@ -173,7 +188,8 @@ int session_python_plan(struct usc_session *s)
 		ret = stacks || py_probes ? python_detect_pid(s->target.pid, &p->rt) :
 					    python_find_pid(s->target.pid, &p->rt);
 	} else if (s->target.exe) {
-		ret = command_runtime(s->target.exe, &p->rt, !stacks && !py_probes);
+		ret = command_runtime(s->target.python ? s->target.python : s->target.exe, &p->rt,
+				      !stacks && !py_probes);
 		if (ret == -ENOENT && s->opts.cmd)
 			ret = launched_runtime(s->opts.cmd, &p->rt);
 	}

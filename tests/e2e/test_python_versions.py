@@ -274,3 +274,61 @@ def test_tool_ids_taken_refused_in_one_line(name):
     finally:
         if t.alive():
             t.kill()
+
+
+# ---- launchers ----------------------------------------------------------------------
+
+def launched(argv, env=None, cwd=None):
+    """count py:recurse through a launcher: the rows."""
+    full = dict(os.environ)
+    full.update(env or {})
+    cp = subprocess.run([str(u.uscope_path()), "count", "--json", "py:__main__:recurse",
+                         "py:__main__:late", "--"] + [str(a) for a in argv],
+                        capture_output=True, text=True, timeout=90, env=full, cwd=cwd)
+    assert cp.returncode == 0, cp.stderr
+    return py_rows(cp.stdout)
+
+
+WANT = {"recurse": 26, "late": 4}
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_through_a_pyenv_shim(name):
+    python(name)
+    minor = name.rsplit(".", 1)[0]
+    shim = HOME / f".pyenv/shims/python{minor}"
+    if not shim.exists():
+        pytest.skip("no pyenv shim here")
+    assert launched([shim, CALLS, "plain"], env={"PYENV_VERSION": name}) == WANT
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_through_env(name):
+    py = python(name)
+    path = f"{Path(py).parent}:/usr/bin:/bin"
+    assert launched(["env", "PYTHONUNBUFFERED=1", Path(py).name, CALLS, "plain"],
+                    env={"PATH": path}) == WANT
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_through_a_venv(name, tmp_path):
+    py = python(name)
+    subprocess.run([py, "-m", "venv", "--without-pip", tmp_path / "venv"], check=True,
+                   timeout=120)
+    assert (tmp_path / "venv/bin/python").is_symlink()
+    assert launched([tmp_path / "venv/bin/python", CALLS, "plain"]) == WANT
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_with_dash_m(name):
+    py = python(name)
+    assert launched([py, "-m", "pycalls", "plain"], cwd=str(u.TARGETS)) == WANT
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_through_a_shell_script_ending_in_exec(name, tmp_path):
+    py = python(name)
+    sh = tmp_path / "run.sh"
+    sh.write_text(f"#!/bin/sh\nset -e\ncd /\nexec {py} \"$@\"\n")
+    sh.chmod(0o755)
+    assert launched([sh, CALLS, "plain"]) == WANT
