@@ -18,6 +18,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -332,3 +333,64 @@ def test_through_a_shell_script_ending_in_exec(name, tmp_path):
     sh.write_text(f"#!/bin/sh\nset -e\ncd /\nexec {py} \"$@\"\n")
     sh.chmod(0o755)
     assert launched([sh, CALLS, "plain"]) == WANT
+
+
+# ---- $pystack ------------------------------------------------------------------------
+
+PYSTACK = str(u.TARGETS / "pystack.py")
+MARK = u.target("libpymark.so")
+
+
+@pytest.mark.parametrize("name", list(PYTHONS))
+def test_pystack_equals_traceback(name, tmp_path):
+    """At libpymark's pymark the workload takes traceback.extract_stack() on
+    the same line: $pystack must be that stack (inject: walked where the
+    probe runs), on each CPython."""
+    from test_python import workload_stacks
+    py = python(name)
+    out = tmp_path / "ev.json"
+    argv = [str(u.uscope_path()), "trace", "--json", "-o", str(out),
+            f"{MARK}:pymark tag=$arg1:s32 $pystack:128", "--", "env", f"LD_PRELOAD={MARK}",
+            py, PYSTACK, MARK, "wait"]
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    u.REGISTRY.uscopes.append(p)
+    try:
+        # the workload waits at its end for a line: every event written first
+        for _ in range(6000):
+            # (whole lines only: the file is being written)
+            if out.exists() and out.read_text().count("\n") >= 20:
+                break
+            if p.poll() is not None:
+                break
+            time.sleep(0.01)    # (a bounded poll of the output, as test_python's)
+        stdout, stderr = p.communicate("", timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, stderr
+    want, events = workload_stacks(stdout), json_lines(out.read_text())
+    assert len(want) == 20 and len(events) == len(want)
+    for e in events:
+        tid, frames = want[e["args"]["tag"]]
+        got = [(f["sym"], f["file"], f["line"]) for f in e["args"]["pystack"]]
+        assert e["tid"] == tid and got == frames, (name, e["args"]["tag"], got, frames)
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_pystack_where_no_python_runs_says_so(name):
+    """Every row of a $pystack count says what it is: frames, or that the
+    thread ran no Python code there (CPython starting, a program that is
+    not CPython)."""
+    py = python(name)
+    cp = u.run_uscope(["count", "--json", "libc:malloc $pystack", "--", "/bin/sh", "-c",
+                       f"/bin/true; exec {py} -c 'def f():\n    return [0] * 100000\nf()'"],
+                      timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    rows = [o for o in json_lines(cp.stdout) if o.get("final")]
+    assert rows
+    none = [o for o in rows if o["key"]["pystack"] ==
+            [{"end": "no Python frames: the thread runs no Python code here"}]]
+    framed = [o for o in rows if o not in none]
+    assert none and framed
+    assert all(f.get("python") for o in framed for f in o["key"]["pystack"] if "end" not in f)
