@@ -141,6 +141,7 @@ static int pyenv_shim(const char *path, const char *text, char **out)
 static int shell_exec(const char *text, char **out)
 {
 	const char *line = text, *last = NULL;
+	bool env = false;
 
 	for (; *line; line += strcspn(line, "\n"), line += *line == '\n') {
 		const char *p = line;
@@ -166,10 +167,13 @@ static int shell_exec(const char *text, char **out)
 			if (k > 1 && (word[k - 2] == '"' || word[k - 2] == '\''))
 				word[k - 2] = 0;
 		}
-		if (strchr(word, '=') && !strchr(word, '/')) {
-			last += k;	/* exec VAR=x prog: (not sh's, but env's) */
+		last += k;
+		if (!strcmp(base(word), "env")) {
+			env = true;	/* exec env [-i] [VAR=x] prog */
 			continue;
 		}
+		if ((env && word[0] == '-') || (strchr(word, '=') && !strchr(word, '/')))
+			continue;
 		if (strchr(word, '$') || strchr(word, '`') || word[0] == '-')
 			return -ENOENT;
 		return module_which(word, out);
