@@ -21,6 +21,14 @@ struct python_api {
 	uint64_t add_pending;		/* Py_AddPendingCall(func, arg) */
 	uint64_t none, true_, false_;	/* _Py_NoneStruct, _Py_TrueStruct, _Py_FalseStruct */
 	uint64_t long_type, bool_type;	/* PyLong_Type, PyBool_Type */
+	/* 3.12 and later: sys.monitoring's functions called from C */
+	uint64_t sys_getobject;		/* PySys_GetObject(name): borrowed */
+	uint64_t call_method;		/* PyObject_CallMethod(obj, name, fmt, ...) */
+	uint64_t getattr;		/* PyObject_GetAttrString(obj, name) */
+	uint64_t cmethod_new;		/* PyCMethod_New(def, self, module, cls) */
+	uint64_t incref, decref;	/* Py_IncRef, Py_DecRef */
+	uint64_t err_fetch, err_restore, err_clear;	/* PyErr_Fetch, _Restore, _Clear */
+	uint64_t long_as_long;		/* PyLong_AsLong */
 };
 
 struct python_runtime {

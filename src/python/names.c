@@ -578,7 +578,10 @@ int python_names_stack(struct usc_cache *c, pid_t pid, const void *bytes, uint32
 		set_bit(st->python, st->n);
 		st->pc[st->n++] = id;
 	}
-	st->end = h.status == PYWALK_END ? USC_STACK_END_OUTERMOST :
+	/* an empty chain: the thread has a state but runs no Python now
+	 * (CPython starting, or C code before any frame) */
+	st->end = h.status == PYWALK_END && !h.n ? USC_STACK_END_NOPYTHON :
+		  h.status == PYWALK_END ? USC_STACK_END_OUTERMOST :
 		  h.status == PYWALK_FULL ? USC_STACK_END_LIMIT :
 		  h.status == PYWALK_NONE ? USC_STACK_END_NOPYTHON : USC_STACK_END_PYFAULT;
 	return 0;

@@ -73,7 +73,12 @@
  *       (session/python.c) and stack_splice_python (stack/frames.c) puts
  *       them in place of each _PyEval_EvalFrameDefault frame.
  *   py: probes (py:QUALNAME, py:MODULE:QUALNAME, globs, r:py:), inject
- *       only, CPython 3.11 only (3.12 and 3.13 are refused): resolve/python.c
+ *       only, CPython 3.11 to 3.13. 3.12 and later go through sys.monitoring
+ *       (PEP 669): the agent claims a tool id and registers C callbacks
+ *       through sys.monitoring's own functions, called from C
+ *       (agent/python.c, "sys.monitoring"), first at PyEval_EvalCode's entry
+ *       (a hidden site: before a script's first line) or by a pending call
+ *       (-p). 3.11: resolve/python.c
  *       makes their sites; the agent (engine/inject/agent/python.c) sets a C
  *       profile function through CPython's own API (_PyEval_SetProfile for
  *       every thread state, run with the GIL held by Py_AddPendingCall; a

@@ -19,12 +19,28 @@
 
 /* The file with the target's runtime: 0 with *path, or -errno (said
  * unless quiet). */
+/* A program's runtime: its own, or a libpython's it links. */
+static int file_runtime(const char *exe, struct python_runtime *rt, bool quiet)
+{
+	char **deps = NULL;
+	int ret = quiet ? python_find_file(exe, rt) : python_detect_file(exe, rt);
+	ssize_t n = ret == -ENOENT ? module_deps(exe, &deps) : 0;
+
+	for (ssize_t i = 0; i < n && ret == -ENOENT; i++) {
+		const char *b = strrchr(deps[i], '/');
+
+		if (!strncmp(b ? b + 1 : deps[i], "libpython", 9))
+			ret = quiet ? python_find_file(deps[i], rt) : python_detect_file(deps[i], rt);
+	}
+	if (n > 0)
+		module_list_free(deps, (size_t)n);
+	return ret;
+}
+
 static int runtime_file(const struct usc_target *t, const struct usc_probe_spec *spec,
 			char **path, bool quiet)
 {
 	struct python_runtime rt = {0};
-	char **deps = NULL;
-	ssize_t n;
 	int ret = -ENOENT;
 
 	if (t->kind == USC_TARGET_SYSTEM) {
@@ -36,21 +52,14 @@ static int runtime_file(const struct usc_target *t, const struct usc_probe_spec 
 	if (t->kind == USC_TARGET_PID) {
 		ret = quiet ? python_find_pid(t->pid, &rt) : python_detect_pid(t->pid, &rt);
 	} else if (t->exe) {
-		ret = quiet ? python_find_file(t->exe, &rt) : python_detect_file(t->exe, &rt);
-		n = ret == -ENOENT ? module_deps(t->exe, &deps) : 0;
-		for (ssize_t i = 0; i < n && ret == -ENOENT; i++) {
-			const char *b = strrchr(deps[i], '/');
-
-			if (!strncmp(b ? b + 1 : deps[i], "libpython", 9))
-				ret = quiet ? python_find_file(deps[i], &rt) :
-					      python_detect_file(deps[i], &rt);
-		}
-		if (n > 0)
-			module_list_free(deps, (size_t)n);
+		ret = file_runtime(t->exe, &rt, quiet);
+		if (ret == -ENOENT && t->python)	/* a launcher's */
+			ret = file_runtime(t->python, &rt, quiet);
 		if (ret == -ENOENT && !quiet)
 			log_error("%s: %s runs no CPython of its own: py: probes need COMMAND to be "
-				  "CPython (python3 app.py, or ./app.py run by #!/usr/bin/python3; "
-				  "not a launcher such as env or a shell script)", spec->text, t->exe);
+				  "CPython, or launch one uscope can name beforehand (python3 app.py, "
+				  "env python3, a pyenv shim, a script run by #!/usr/bin/python3 or "
+				  "ending in exec python3)", spec->text, t->exe);
 	}
 	if (ret)
 		return ret;
@@ -157,8 +166,35 @@ static int bind_site(struct usc_site *s, const struct usc_probe_spec *spec, unsi
 	return ret;
 }
 
-/* The returns of PyEval_RestoreThread and PyEval_AcquireThread in path:
- * hidden, marked py_hook. */
+/* The entry of PyEval_EvalCode: a script's module (python FILE, -m, -c,
+ * an embedding's PyRun_*) and each import's run there, the GIL held, once
+ * CPython is initialized: where sys.monitoring is set before the script's
+ * first line (3.12 and later); hidden, marked py_hook. */
+static int add_eval_hook(struct site_vec *sv, unsigned idx, const char *path, struct objfile *ef)
+{
+	static struct usc_probe_spec hook = {
+		.text = "(py: probes: where CPython runs a module)",
+		.loc_kind = USC_LOC_SYMBOL,
+	};
+	const struct objfile_sym *fn = NULL, **cands = NULL;
+	size_t ncands = 0, first = sv->n;
+	int ret = 0;
+
+	if (objfile_func_lookup(ef, "PyEval_EvalCode", &fn, &cands, &ncands))
+		fn = NULL;
+	free(cands);
+	if (fn)
+		ret = resolve_add_site(sv, &hook, idx, path, ef, fn, fn->vaddr, 0);
+	for (size_t i = first; i < sv->n; i++) {
+		sv->v[i].hidden = true;
+		sv->v[i].py_hook = true;
+	}
+	return ret;
+}
+
+/* 3.11: the returns of PyEval_RestoreThread and PyEval_AcquireThread in
+ * path (a thread takes the GIL: its profile function); 3.12 and later:
+ * PyEval_EvalCode's entry. Hidden, marked py_hook. */
 static int add_hooks(struct site_vec *sv, unsigned idx, const char *path, unsigned flags)
 {
 	static struct usc_probe_spec hook = {
@@ -167,8 +203,20 @@ static int add_hooks(struct site_vec *sv, unsigned idx, const char *path, unsign
 		.loc_kind = USC_LOC_SYMBOL,
 	};
 	static const char *const fns[] = {"PyEval_RestoreThread", "PyEval_AcquireThread"};
+	struct python_runtime rt;
 	struct objfile *ef;
 	int ret = cache_elf(sv->c, path, &ef);
+	bool monitoring = false;
+
+	if (!python_find_file(path, &rt)) {
+		monitoring = (rt.version >> 16) >= 0x030c;
+		python_runtime_free(&rt);
+	}
+	/* 3.12 and later: sys.monitoring is per interpreter, set once where
+	 * the thread's own state is current (PyEval_RestoreThread's "return"
+	 * is a tail call that makes it so: too early) */
+	if (!ret && monitoring)
+		return add_eval_hook(sv, idx, path, ef);
 
 	for (size_t k = 0; k < sizeof(fns) / sizeof(fns[0]) && !ret; k++) {
 		const struct objfile_sym *fn = NULL, **cands = NULL;

@@ -26,6 +26,10 @@ struct usc_target {
 	/* COMMAND a script: the script, what is run (exe is then the program
 	 * the kernel runs for it, its interpreter); else NULL: exe is run. */
 	char *script;
+	/* COMMAND a launcher of CPython (env python3, a pyenv shim, a shell
+	 * script's exec: python/launch.h): the CPython it runs in the end, in
+	 * which py: probes resolve; else NULL. */
+	char *python;
 	/* The root MODULE paths resolve under (ns/ns.h), or NULL: the host's.
 	 * A PID that sees another root (a container): "/proc/PID/root",
 	 * found by resolve_target. System-wide: a --root the caller sets

@@ -168,7 +168,8 @@ void resolve_target_release(struct usc_target *target)
 	free(target->exe);
 	free(target->script);
 	free(target->root);
-	target->exe = target->script = target->root = NULL;
+	free(target->python);
+	target->exe = target->script = target->root = target->python = NULL;
 }
 
 /* MODULE given as a path, under the target's root: the root's file at

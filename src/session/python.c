@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "objfile/modules.h"
 #include "python/detect.h"
+#include "python/launch.h"
 #include "python/names.h"
 #include "engine/raw.h"
 #include "record/reader.h"
@@ -40,18 +41,17 @@ static bool wants(const struct usc_session *s, bool *stacks, bool *py_probes)
 	return *stacks || *py_probes;
 }
 
-/* py: probes set a profile function whose frame reads are 3.11's (tested
- * there; 3.12 and 3.13 moved the frame and code fields it reads and
- * crashed the target): on another CPython they are refused. $pystack walks
- * 3.11 to 3.13. */
+/* py: probes read the frames and code objects of the versions the table
+ * describes (3.11: a profile function; 3.12, 3.13: sys.monitoring): on
+ * another CPython they are refused. */
 static bool py_probes_read(const struct python_runtime *rt, bool py_probes)
 {
 	char v[32];
 
-	if (!py_probes || (rt->version >> 16) == 0x030b)
+	if (!py_probes || ((rt->version >> 16) >= 0x030b && (rt->version >> 16) <= 0x030d))
 		return true;
 	python_version_str(rt->version, v, sizeof(v));
-	log_error("py: probes read CPython 3.11 only; this is %s ($pystack reads it)", v);
+	log_error("py: probes read CPython 3.11 to 3.13; this is %s", v);
 	return false;
 }
 
@@ -148,6 +148,20 @@ static bool is_splice(const struct usc_fetcharg *a)
 	return a->hidden && a->ninsn && a->insn[0].op == FOP_PYSTACK;
 }
 
+void session_python_launcher(struct usc_session *s)
+{
+	bool py_probes = false;
+
+	for (size_t i = 0; i < s->nspecs; i++)
+		py_probes |= s->specs[i].loc_kind == USC_LOC_PYTHON;
+	if (!py_probes || s->target.kind != USC_TARGET_COMMAND || !s->opts.cmd ||
+	    s->target.python)
+		return;
+	if (!python_launched(s->opts.cmd, &s->target.python))
+		log_info("%s launches %s: py: probes resolve there (the execs are followed)",
+			 s->target.exe, s->target.python);
+}
+
 int session_python_plan(struct usc_session *s)
 {
 	struct session_python *p;
@@ -174,7 +188,8 @@ int session_python_plan(struct usc_session *s)
 		ret = stacks || py_probes ? python_detect_pid(s->target.pid, &p->rt) :
 					    python_find_pid(s->target.pid, &p->rt);
 	} else if (s->target.exe) {
-		ret = command_runtime(s->target.exe, &p->rt, !stacks && !py_probes);
+		ret = command_runtime(s->target.python ? s->target.python : s->target.exe, &p->rt,
+				      !stacks && !py_probes);
 		if (ret == -ENOENT && s->opts.cmd)
 			ret = launched_runtime(s->opts.cmd, &p->rt);
 	}

@@ -170,6 +170,7 @@ int usc_session_plan(struct usc_session *s, struct usc_probe_spec *specs, size_t
 		s->target_missing = s->opts.cmd != NULL;
 		return ret;
 	}
+	session_python_launcher(s);
 	if (session_pending_modules(s))
 		return check_engine_name(s);	/* the rest once COMMAND has them */
 	return session_plan_sites(s);

@@ -180,6 +180,9 @@ int merge_push(struct session_merge *m, const struct usc_event *ev);
 int merge_flush(struct session_merge *m, uint64_t watermark, usc_event_fn fn, void *ctx);
 size_t merge_pending(const struct session_merge *m);
 
+/* COMMAND a launcher of CPython (python/launch.h), py: probes asked for:
+ * target.python is the CPython it runs. */
+void session_python_launcher(struct usc_session *s);
 /* python.c: CPython in the target. plan: after the sites are resolved,
  * before the engines are chosen: refuse what cannot be ($pystack or py:
  * probes system-wide, on a process with no CPython or another version),

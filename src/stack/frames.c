@@ -285,7 +285,7 @@ void stack_end_text(struct usc_cache *c, pid_t pid, const struct usc_stack *st, 
 		snprintf(buf, len, "a Python frame could not be read");
 		break;
 	case USC_STACK_END_NOPYTHON:
-		snprintf(buf, len, "no Python frames: the thread runs no Python");
+		snprintf(buf, len, "no Python frames: the thread runs no Python code here");
 		break;
 	default:
 		snprintf(buf, len, "the CFI at 0x%llx%s could not be followed",

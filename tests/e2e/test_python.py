@@ -59,7 +59,8 @@ def py_rows(stdout, prefix="__main__:"):
         if o.get("final"):
             f = o["key"]["function"]
             assert f.startswith(prefix), o
-            rows[f[len(prefix):]] = o["count"]
+            # (two code objects may share a name: two comprehensions)
+            rows[f[len(prefix):]] = rows.get(f[len(prefix):], 0) + o["count"]
     return rows
 
 
@@ -437,18 +438,3 @@ def test_refused_other_version():
         assert len(lines) == 1 and "CPython 3.10" in lines[0], cp.stderr
     finally:
         t.kill()
-
-
-@pytest.mark.parametrize("version", ["3.12.1", "3.13.0"])
-def test_py_probes_refused_on_3_12_and_later(version):
-    """py: probes' profile function reads 3.11's frames: on 3.12 and 3.13
-    (whose $pystack uscope reads) they are refused, and the program runs."""
-    minor = version.rsplit(".", 1)[0]
-    py = Path(os.path.expanduser(f"~/.pyenv/versions/{version}/bin/python{minor}"))
-    if not py.exists():
-        pytest.skip(f"no CPython {version} here")
-    cp = u.run_uscope(["trace", "py:greet", "--", py, "-c", "def greet(): pass\ngreet()"])
-    assert cp.returncode != 0
-    lines = u.error_lines(cp.stderr)
-    assert lines == [f"uscope: py: probes read CPython 3.11 only; this is {version} "
-                     "($pystack reads it)"], cp.stderr

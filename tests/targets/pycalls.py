@@ -6,16 +6,25 @@
                           {"qualname": calls} as JSON: every 'call' event
                           of this file's functions, as CPython's own
                           profiling sees them
+    pycalls.py monitor    (3.12 and later) run it counting through
+                          sys.monitoring (PROFILER_ID: PY_START, PY_RESUME,
+                          PY_THROW, as profiling sees calls), then print the
+                          same JSON: a count taken in the same run as
+                          uscope's, beside its own tool
     pycalls.py wait       print "ready", run it when a line comes on stdin,
                           print "done", and wait for another line (-p)
 
 The calls: a recursion of a known depth, methods, a generator (each resume
 is a call, as profiling sees it), an exception that unwinds through frames,
-a function sorted() calls from C, a lambda, and threads, each with its own
-count of calls."""
+a function sorted() calls from C, a lambda, threads, each with its own
+count of calls, an async def awaited (each resume a call too), and a
+function whose code object is compiled while the workload runs (after an
+attach, a function uscope could not have seen before)."""
+import asyncio
 import json
 import sys
 import threading
+import types
 
 DEPTH = 25
 THREADS = 3
@@ -68,7 +77,26 @@ def worker(k):
         Account().add(i)
 
 
+async def pause(n):
+    await asyncio.sleep(0)
+    return n
+
+
+async def gather():
+    return sum([await pause(i) for i in range(3)])
+
+
+def define_late():
+    """A function whose code object is made now."""
+    module = compile("def late(n):\n    return n * 2\n", __file__, "exec")
+    code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+    return types.FunctionType(code, globals())
+
+
 def work():
+    late = define_late()
+    assert [late(i) for i in range(4)] == [0, 2, 4, 6]
+    assert asyncio.run(gather()) == 3
     assert recurse(DEPTH) == DEPTH
     a = Account()
     for i in range(7):
@@ -103,10 +131,32 @@ def profiled():
     print(json.dumps(counts, sort_keys=True), flush=True)
 
 
+def monitored():
+    m = sys.monitoring
+    counts = {}
+    me = __file__
+
+    def call(code, offset, *rest):
+        if code.co_filename == me:
+            counts[code.co_qualname] = counts.get(code.co_qualname, 0) + 1
+
+    m.use_tool_id(m.PROFILER_ID, "pycalls")
+    for ev in (m.events.PY_START, m.events.PY_RESUME, m.events.PY_THROW):
+        m.register_callback(m.PROFILER_ID, ev, call)
+    m.set_events(m.PROFILER_ID, m.events.PY_START | m.events.PY_RESUME | m.events.PY_THROW)
+    work()
+    m.set_events(m.PROFILER_ID, 0)
+    m.free_tool_id(m.PROFILER_ID)
+    counts.pop("monitored.<locals>.call", None)
+    print(json.dumps(counts, sort_keys=True), flush=True)
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else "plain"
     if mode == "profile":
         profiled()
+    elif mode == "monitor":
+        monitored()
     elif mode == "wait":
         print("ready", flush=True)
         sys.stdin.readline()

@@ -546,6 +546,9 @@ struct inj_py_code {
 	uint32_t row1;			/* count by function (inj_site.py_count): the
 					 * row of row1_site's key for it, + 1 (0: none) */
 	uint32_t row1_site;
+	uint32_t armed;			/* sys.monitoring: its local events set, a
+					 * reference to it held (not freed) */
+	uint32_t pad;
 };
 
 /* The arena: one record a code object, 8-aligned: this header, then the
@@ -574,6 +577,25 @@ enum inj_py_state {
 	INJ_PY_STOP = 2,	/* detached: the profile function takes itself out */
 };
 
+/* inj_py.mon_state: py: probes through sys.monitoring (3.12 and later) */
+enum inj_py_mon {
+	INJ_MON_NONE = 0,	/* not claimed yet (CPython not ready, or not asked) */
+	INJ_MON_ARMED = 1,	/* the tool id is ours, the callbacks registered */
+	INJ_MON_BUSY = 2,	/* being set or taken out */
+	INJ_MON_DONE = 3,	/* taken out: the tool id freed */
+	INJ_MON_TAKEN = 4,	/* every tool id uscope may use was in use: refused */
+	INJ_MON_FAILED = 5,	/* a call of sys.monitoring failed (mon_step: which) */
+};
+
+#define INJ_MON_CBS 4		/* the callbacks: start, resume/throw, return/yield, unwind */
+
+/* CPython's PyMethodDef, as the agent builds its callbacks' */
+struct inj_py_methoddef {
+	uint64_t name, meth;
+	int32_t flags, pad;
+	uint64_t doc;
+};
+
 struct inj_py {
 	uint32_t on;			/* the process runs a CPython uscope reads */
 	uint32_t nprobes;
@@ -597,6 +619,21 @@ struct inj_py {
 					 * table or arena full): matched again */
 	struct inj_py_probe probes[INJ_PY_PROBES];
 	char names[INJ_PY_NAMES];	/* FOP_PYARG's names (imm: offset | len << 32) */
+	/* 3.12 and later: sys.monitoring, called from C (python/detect.h's
+	 * struct python_api says what each is) */
+	uint32_t mon;			/* 1: py: probes through sys.monitoring */
+	volatile uint32_t mon_state;	/* enum inj_py_mon */
+	volatile int32_t mon_tool;	/* the tool id claimed, or -1 */
+	volatile uint32_t mon_step;	/* INJ_MON_FAILED: the call that failed */
+	uint64_t sys_getobject, call_method, getattr, cmethod_new, incref, decref;
+	uint64_t err_fetch, err_restore, err_clear, long_as_long;
+	uint64_t mon_mod;		/* sys.monitoring (a reference held) */
+	uint64_t mon_disable;		/* sys.monitoring.DISABLE */
+	uint64_t mon_cb[INJ_MON_CBS];	/* the callbacks (ours: a reference held) */
+	uint64_t mon_ev[8];		/* sys.monitoring.events' values, enum mon_ev */
+	struct inj_py_methoddef mon_def[INJ_MON_CBS];
+	volatile uint64_t mon_armed;	/* code objects armed (local events) */
+	volatile uint64_t mon_disabled;	/* code objects told DISABLE (no probe) */
 };
 
 #endif

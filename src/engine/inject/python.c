@@ -98,6 +98,17 @@ static void probes(struct inj *j, struct inj_py *py)
 	}
 }
 
+/* What py: probes call is there: _PyEval_SetProfile (3.11), or
+ * sys.monitoring's way in from C (3.12 and later). */
+static bool api_complete(const struct inj_py *py)
+{
+	if (!py->mon)
+		return py->set_profile;
+	return py->sys_getobject && py->call_method && py->getattr && py->cmethod_new &&
+	       py->incref && py->decref && py->err_fetch && py->err_restore && py->err_clear &&
+	       py->long_as_long;
+}
+
 void inj_py_ctl(struct inj *j, struct inj_ctl *c, pid_t pid, uint64_t py_off)
 {
 	struct inj_py *py = (struct inj_py *)((char *)c + py_off);
@@ -119,6 +130,18 @@ void inj_py_ctl(struct inj *j, struct inj_ctl *c, pid_t pid, uint64_t py_off)
 	py->glibc = *python_glibc_offsets();
 	py->runtime = rt.runtime;
 	py->set_profile = rt.api.set_profile;
+	py->mon = (rt.version >> 16) >= 0x030c;
+	py->mon_tool = -1;
+	py->sys_getobject = rt.api.sys_getobject;
+	py->call_method = rt.api.call_method;
+	py->getattr = rt.api.getattr;
+	py->cmethod_new = rt.api.cmethod_new;
+	py->incref = rt.api.incref;
+	py->decref = rt.api.decref;
+	py->err_fetch = rt.api.err_fetch;
+	py->err_restore = rt.api.err_restore;
+	py->err_clear = rt.api.err_clear;
+	py->long_as_long = rt.api.long_as_long;
 	py->none = rt.api.none;
 	py->true_ = rt.api.true_;
 	py->false_ = rt.api.false_;
@@ -126,7 +149,10 @@ void inj_py_ctl(struct inj *j, struct inj_ctl *c, pid_t pid, uint64_t py_off)
 	py->bool_type = rt.api.bool_type;
 	py->unicode_type = rt.types.unicode;
 	py->on = 1;
-	py->state = py->nprobes && py->set_profile ? INJ_PY_ON : INJ_PY_OFF;
+	py->state = py->nprobes && api_complete(py) ? INJ_PY_ON : INJ_PY_OFF;
+	if (py->nprobes && py->state == INJ_PY_OFF)
+		log_warn("process %d: its CPython does not export the functions py: probes call: "
+			 "they see nothing", (int)pid);
 	log_debug("inject: process %d runs CPython %u.%u (%s), _PyRuntime at %#llx", (int)pid,
 		  rt.version >> 24, (rt.version >> 16) & 0xff, rt.path,
 		  (unsigned long long)rt.runtime);
@@ -257,6 +283,29 @@ void inj_py_detach(struct inj_image *img, struct remote *rem)
 			 (unsigned long long)py->foreign);
 }
 
+/* What became of sys.monitoring in the process, said once. */
+static void mon_tell(struct inj_image *img, const struct inj_py *py)
+{
+	uint32_t st = py->mon_state;
+	static const char *const steps[] = {"?", "use_tool_id", "events", "DISABLE",
+					    "the callbacks' objects", "register_callback",
+					    "set_events"};
+
+	if (st == img->py_mon_said || st == INJ_MON_BUSY)
+		return;
+	img->py_mon_said = st;
+	if (st == INJ_MON_ARMED)
+		log_info("process %d: py: probes through sys.monitoring, tool id %d (\"uscope\")",
+			 (int)img->pid, (int)py->mon_tool);
+	else if (st == INJ_MON_TAKEN)
+		log_error("process %d: py: probes need a sys.monitoring tool id: 4 and 3 are both in "
+			  "use (sys.monitoring.get_tool() names their tools): no Python call is seen",
+			  (int)img->pid);
+	else if (st == INJ_MON_FAILED)
+		log_error("process %d: py: probes: sys.monitoring's %s failed: no Python call is "
+			  "seen", (int)img->pid, steps[py->mon_step < 7 ? py->mon_step : 0]);
+}
+
 /* The names the agent copied since the last time, told to the session's
  * names (for the py: probes' functions, also once the process has gone). */
 void inj_py_sync(struct inj *j, struct inj_image *img)
@@ -268,6 +317,8 @@ void inj_py_sync(struct inj *j, struct inj_image *img)
 
 	if (!py || !py->arena_off)
 		return;
+	if (py->mon)
+		mon_tell(img, py);
 	base = (const char *)py + py->arena_off;
 	end = __atomic_load_n(&py->arena_used, __ATOMIC_ACQUIRE);
 	while (img->py_seen + sizeof(struct inj_py_name) <= end) {

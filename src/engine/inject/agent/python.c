@@ -275,7 +275,8 @@ static uint64_t decide(struct inj_py *py, uint64_t code, uint64_t iframe)
 
 	n.nq = str_utf8(py, ld64(code + o->co_qualname), n.qualname, INJ_PY_STR);
 	n.nf = str_utf8(py, ld64(code + o->co_filename), n.filename, INJ_PY_STR);
-	n.nm = str_utf8(py, module_name(py, ld64(iframe + o->fr_globals)), n.module, INJ_PY_STR);
+	n.nm = iframe ? str_utf8(py, module_name(py, ld64(iframe + o->fr_globals)), n.module,
+				 INJ_PY_STR) : -1;
 	if (n.nq < 0)
 		return 0;	/* no qualname: nothing matches */
 	if (n.nf < 0)
@@ -474,11 +475,296 @@ static void all_threads(struct inj_py *py, int on)
 	}
 }
 
+/* ---- sys.monitoring (3.12 and later) ------------------------------------------
+ *
+ * PEP 669: a tool id is claimed (4, the first free for general use, else
+ * 3; 0, 1, 2 and 5 are the debugger's, coverage's, the profiler's and the
+ * optimizer's by convention) and C callbacks registered, as a profiler
+ * written in C would, through sys.monitoring's own functions called from
+ * C: PySys_GetObject("monitoring") and PyObject_CallMethod, no Python
+ * source. PY_START is global: a code object no probe matches answers
+ * DISABLE at its first call and costs nothing after; one that matches is
+ * armed alone (set_local_events: PY_RESUME, PY_RETURN, PY_YIELD) and held
+ * (a reference: its address stays its own until we leave). PY_UNWIND and
+ * PY_THROW cannot be local: global, matched by verdict. A call is as
+ * sys.setprofile's "call" (PY_START, PY_RESUME, PY_THROW), a return as its
+ * "return" (PY_RETURN, PY_YIELD, and PY_UNWIND with no value: raised).
+ * Everything here runs with the GIL held: in a callback, the pending call,
+ * or a hook where a thread has it. A pending exception is kept aside
+ * while sys.monitoring is called. */
+
+#define METH_FASTCALL 0x80
+
+enum { EV_START, EV_RESUME, EV_THROW, EV_RETURN, EV_YIELD, EV_UNWIND, EV_N };
+
+typedef uint64_t (*getobj_fn)(const char *name);
+typedef uint64_t (*callm_fn)(uint64_t obj, const char *name, const char *fmt, ...);
+typedef uint64_t (*getattr_fn)(uint64_t obj, const char *name);
+typedef uint64_t (*cmnew_fn)(void *def, uint64_t self, uint64_t module, uint64_t cls);
+typedef void (*ref_fn)(uint64_t obj);
+typedef void (*fetch_fn)(uint64_t *t, uint64_t *v, uint64_t *tb);
+typedef void (*restore_fn)(uint64_t t, uint64_t v, uint64_t tb);
+typedef void (*clear_fn)(void);
+typedef long (*aslong_fn)(uint64_t obj);
+
+static const char *ev_name(int e)
+{
+	switch (e) {
+	case EV_START: return "PY_START";
+	case EV_RESUME: return "PY_RESUME";
+	case EV_THROW: return "PY_THROW";
+	case EV_RETURN: return "PY_RETURN";
+	case EV_YIELD: return "PY_YIELD";
+	default: return "PY_UNWIND";
+	}
+}
+
+/* The callback an event goes to (mon_cb's index). */
+static int ev_cb(int e)
+{
+	return e == EV_START ? 0 : e <= EV_THROW ? 1 : e <= EV_YIELD ? 2 : 3;
+}
+
+/* A call of sys.monitoring.NAME: 0, or -1 (its exception cleared). */
+#define MON_CALL(py, name, ...)                                                            \
+	({                                                                                 \
+		uint64_t r_ = ((callm_fn)(py)->call_method)((py)->mon_mod, name, __VA_ARGS__); \
+		if (r_)                                                                    \
+			((ref_fn)(py)->decref)(r_);                                       \
+		else                                                                       \
+			((clear_fn)(py)->err_clear)();                                    \
+		r_ ? 0 : -1;                                                               \
+	})
+
+/* Our tool out: no event, no callback, no code object armed, the id
+ * freed; in a callback (in_cb) our own references to the callbacks stay
+ * (the one running is one of them). */
+static void mon_release(struct inj_py *py, int in_cb)
+{
+	struct inj_py_code *t = (struct inj_py_code *)((char *)py + py->codes_off);
+	int tool = py->mon_tool;
+
+	if (tool >= 0 && py->mon_mod) {
+		MON_CALL(py, "set_events", "ii", tool, 0);
+		for (int e = 0; e < EV_N; e++)
+			if (py->mon_ev[e])
+				MON_CALL(py, "register_callback", "iiO", tool, (int)py->mon_ev[e],
+					 py->none);
+		for (uint32_t i = 0; py->codes_off && i < py->ncodes && py->mon_armed; i++) {
+			if (!t[i].armed)
+				continue;
+			MON_CALL(py, "set_local_events", "iOi", tool, t[i].code, 0);
+			t[i].armed = 0;
+			((ref_fn)py->decref)(t[i].code);
+			py->mon_armed--;
+		}
+		MON_CALL(py, "free_tool_id", "i", tool);
+	}
+	py->mon_tool = -1;
+	if (in_cb)
+		return;
+	for (int k = 0; k < INJ_MON_CBS; k++)
+		if (py->mon_cb[k]) {
+			((ref_fn)py->decref)(py->mon_cb[k]);
+			py->mon_cb[k] = 0;
+		}
+	if (py->mon_mod)
+		((ref_fn)py->decref)(py->mon_mod);
+	py->mon_mod = 0;
+}
+
+static uint64_t mon_start(uint64_t self, const uint64_t *args, int64_t n);
+static uint64_t mon_resume(uint64_t self, const uint64_t *args, int64_t n);
+static uint64_t mon_return(uint64_t self, const uint64_t *args, int64_t n);
+static uint64_t mon_unwind(uint64_t self, const uint64_t *args, int64_t n);
+
+/* Claim a tool id, register the callbacks, PY_START on. */
+static void mon_arm(struct inj_py *py)
+{
+	uint64_t et = 0, ev = 0, etb = 0, events, v;
+	uint32_t step = 1;
+	int tool = -1;
+
+	if (py->mon_state != INJ_MON_NONE)
+		return;
+	py->mon_state = INJ_MON_BUSY;
+	((fetch_fn)py->err_fetch)(&et, &ev, &etb);
+	if (!(py->mon_mod = ((getobj_fn)py->sys_getobject)("monitoring"))) {
+		py->mon_state = INJ_MON_NONE;	/* sys is not there yet: later */
+		goto out;
+	}
+	((ref_fn)py->incref)(py->mon_mod);
+	for (int t = 4; t >= 3 && tool < 0; t--)
+		if (!MON_CALL(py, "use_tool_id", "is", t, "uscope"))
+			tool = t;
+	if (tool < 0) {
+		((ref_fn)py->decref)(py->mon_mod);
+		py->mon_mod = 0;
+		py->mon_state = INJ_MON_TAKEN;
+		goto out;
+	}
+	py->mon_tool = tool;
+	step = 2;
+	if (!(events = ((getattr_fn)py->getattr)(py->mon_mod, "events")))
+		goto fail;
+	for (int e = 0; e < EV_N; e++) {
+		v = ((getattr_fn)py->getattr)(events, ev_name(e));
+		py->mon_ev[e] = v ? (uint64_t)((aslong_fn)py->long_as_long)(v) : 0;
+		if (v)
+			((ref_fn)py->decref)(v);
+	}
+	((ref_fn)py->decref)(events);
+	for (int e = 0; e < EV_N; e++)
+		if (!py->mon_ev[e] || (py->mon_ev[e] & (py->mon_ev[e] - 1)) || py->mon_ev[e] >> 30)
+			goto fail;	/* one bit each, as PEP 669 has them */
+	step = 3;
+	if (!(py->mon_disable = ((getattr_fn)py->getattr)(py->mon_mod, "DISABLE")))
+		goto fail;
+	step = 4;
+	for (int k = 0; k < INJ_MON_CBS; k++) {
+		struct inj_py_methoddef *d = &py->mon_def[k];
+
+		d->name = (uint64_t)"uscope";
+		d->meth = k == 0 ? (uint64_t)&mon_start : k == 1 ? (uint64_t)&mon_resume :
+			  k == 2 ? (uint64_t)&mon_return : (uint64_t)&mon_unwind;
+		d->flags = METH_FASTCALL;
+		d->doc = 0;
+		if (!(py->mon_cb[k] = ((cmnew_fn)py->cmethod_new)(d, 0, 0, 0)))
+			goto fail;
+	}
+	step = 5;
+	for (int e = 0; e < EV_N; e++)
+		if (MON_CALL(py, "register_callback", "iiO", tool, (int)py->mon_ev[e],
+			     py->mon_cb[ev_cb(e)]))
+			goto fail;
+	step = 6;
+	if (MON_CALL(py, "set_events", "ii", tool,
+		     (int)(py->mon_ev[EV_START] | py->mon_ev[EV_THROW] | py->mon_ev[EV_UNWIND])))
+		goto fail;
+	py->mon_state = INJ_MON_ARMED;
+	goto out;
+fail:
+	((clear_fn)py->err_clear)();
+	py->mon_step = step;
+	mon_release(py, 0);
+	py->mon_state = INJ_MON_FAILED;
+out:
+	((restore_fn)py->err_restore)(et, ev, etb);
+}
+
+/* Taken out (detached, or the tracer has gone). */
+static void mon_disarm(struct inj_py *py, int in_cb)
+{
+	uint64_t et = 0, ev = 0, etb = 0;
+
+	if (py->mon_state != INJ_MON_ARMED)
+		return;
+	py->mon_state = INJ_MON_BUSY;
+	((fetch_fn)py->err_fetch)(&et, &ev, &etb);
+	mon_release(py, in_cb);
+	((restore_fn)py->err_restore)(et, ev, etb);
+	py->mon_state = INJ_MON_DONE;
+}
+
+static uint64_t mon_ret(const struct inj_py *py, uint64_t obj)
+{
+	((ref_fn)py->incref)(obj);
+	return obj;
+}
+
+/* An event of code: a call (what PYTRACE_CALL) or a return (retval, 0:
+ * raised); start: PY_START, which DISABLE may answer. */
+static uint64_t mon_event(uint64_t code, int what, uint64_t retval, int start)
+{
+	struct inj_ctl *c = my_ctl();
+	struct inj_py *py = py_mut(c);
+	struct python_walk w;
+	struct py_hit h;
+	uint64_t mask;
+
+	if (py->mon_state != INJ_MON_ARMED)
+		return mon_ret(py, py->none);
+	if (py->state != INJ_PY_ON || owner_died(c->owner)) {
+		mon_disarm(py, 1);	/* detached, or the tracer has gone */
+		return mon_ret(py, py->none);
+	}
+	h.frame = 0;
+	h.code = code;
+	h.retval = retval;
+	h.py = py;
+	pw_start(&py->off, tstate_of(c, py), &w, 0);
+	h.iframe = w.frame && ld64(w.frame + py->off.fr_code) == code ? w.frame : 0;
+	if (!(mask = verdict(py, code, h.iframe, &h.verdict))) {
+		if (start)
+			__atomic_add_fetch(&py->mon_disabled, 1, __ATOMIC_RELAXED);
+		return mon_ret(py, start ? py->mon_disable : py->none);
+	}
+	if (what == PYTRACE_CALL && h.verdict && !h.verdict->armed) {
+		uint64_t set = py->mon_ev[EV_RESUME] | py->mon_ev[EV_RETURN] | py->mon_ev[EV_YIELD];
+
+		if (!MON_CALL(py, "set_local_events", "iOi", py->mon_tool, code, (int)set)) {
+			((ref_fn)py->incref)(code);
+			h.verdict->armed = 1;
+			py->mon_armed++;
+		}
+	}
+	while (mask) {
+		uint32_t k = (uint32_t)__builtin_ctzll(mask);
+		uint32_t site = what == PYTRACE_CALL ? py->probes[k].entry : py->probes[k].ret;
+
+		mask &= mask - 1;
+		if (site != ~0u && site < c->nsites)
+			agent_py_hit(c, site, &h);
+	}
+	return mon_ret(py, py->none);
+}
+
+/* The callbacks (METH_FASTCALL): (code, offset[, value]). */
+static uint64_t mon_start(uint64_t self, const uint64_t *args, int64_t n)
+{
+	(void)self;
+	return mon_event(n >= 1 ? args[0] : 0, PYTRACE_CALL, 0, 1);
+}
+
+static uint64_t mon_resume(uint64_t self, const uint64_t *args, int64_t n)
+{
+	(void)self;
+	return mon_event(n >= 1 ? args[0] : 0, PYTRACE_CALL, 0, 0);
+}
+
+static uint64_t mon_return(uint64_t self, const uint64_t *args, int64_t n)
+{
+	(void)self;
+	return mon_event(n >= 1 ? args[0] : 0, PYTRACE_RETURN, n >= 3 ? args[2] : 0, 0);
+}
+
+static uint64_t mon_unwind(uint64_t self, const uint64_t *args, int64_t n)
+{
+	(void)self;
+	return mon_event(n >= 1 ? args[0] : 0, PYTRACE_RETURN, 0, 0);
+}
+
+/* A hook (the GIL held): sys.monitoring is set once CPython is ready. */
+static void mon_hook(struct inj_ctl *c, struct inj_py *py)
+{
+	int32_t init;
+
+	if (py->mon_state != INJ_MON_NONE)
+		return;
+	init = *(volatile const int32_t *)(py->runtime + py->off.rt_initialized);
+	if (init && py->state == INJ_PY_ON && !owner_died(c->owner))
+		mon_arm(py);
+}
+
 void agent_py_hook(struct inj_ctl *c)
 {
 	struct inj_py *py = py_mut(c);
 	uint64_t ts;
 
+	if (py && py->on && py->mon) {
+		mon_hook(c, py);
+		return;
+	}
 	if (!py || !py->on || py->state != INJ_PY_ON || !py->set_profile)
 		return;
 	/* the common case: this thread has it, and so had every thread then */
@@ -493,8 +779,14 @@ int agent_py_pending(uint64_t arg)
 	struct inj_ctl *c = (struct inj_ctl *)arg;
 	struct inj_py *py = py_mut(c);
 
-	if (py && py->on && py->set_profile)
+	if (py && py->on && py->mon) {
+		if (py->state == INJ_PY_ON && !owner_died(c->owner))
+			mon_arm(py);
+		else
+			mon_disarm(py, 0);
+	} else if (py && py->on && py->set_profile) {
 		all_threads(py, py->state == INJ_PY_ON && !owner_died(c->owner));
+	}
 	return 0;
 }
 
@@ -687,6 +979,8 @@ void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struc
 
 	(void)c;
 	v->kind = INJ_FAULT;
+	if (!h->iframe && (in->op == FOP_PYARG || in->op == FOP_PYARGS))
+		return;		/* (no frame to read them in) */
 	if (in->op == FOP_PYFUNC) {
 		v->kind = INJ_INT;
 		v->val = h->code;

@@ -1,0 +1,396 @@
+"""py: probes on every CPython here (issue 28): Debian's python3.11 and
+pyenv's 3.11.7 through a profile function, 3.12.1 and 3.13.0 through
+sys.monitoring (PEP 669), each skipped only where it is absent.
+
+- counts equal CPython's own profiling (sys.setprofile) of the same
+  workload, and on 3.12 and later the workload's own sys.monitoring tool
+  counting in the same run, beside ours: a recursion, methods, a generator,
+  an exception, threads, an async def, a function compiled while it runs;
+- arguments by name, r:py: with the value or (raised), flow, latency,
+  record, report and folded stacks;
+- a running 3.12/3.13 attached with -p, then left (or uscope killed): the
+  process's own sys.monitoring.get_tool() shows no tool of ours after;
+- $pystack equals traceback.extract_stack();
+- the launchers people use: a pyenv shim, env, a venv's bin/python, -m,
+  a shell script that ends in exec python."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+import uscope_e2e as u
+
+HOME = Path(os.path.expanduser("~"))
+PYTHONS = {
+    "debian-3.11": Path("/usr/bin/python3.11"),
+    "3.11.7": HOME / ".pyenv/versions/3.11.7/bin/python3.11",
+    "3.12.1": HOME / ".pyenv/versions/3.12.1/bin/python3.12",
+    "3.13.0": HOME / ".pyenv/versions/3.13.0/bin/python3.13",
+}
+MONITORED = ["3.12.1", "3.13.0"]
+CALLS = str(u.TARGETS / "pycalls.py")
+
+
+def python(name):
+    p = PYTHONS[name]
+    if not p.exists():
+        pytest.skip(f"no CPython {name} here")
+    return str(p)
+
+
+def json_lines(text):
+    return [json.loads(l) for l in text.splitlines() if l.startswith("{")]
+
+
+def py_rows(stdout, prefix="__main__:"):
+    rows = {}
+    for o in json_lines(stdout):
+        if o.get("final"):
+            f = o["key"]["function"]
+            assert f.startswith(prefix), o
+            # (two code objects may share a name: two comprehensions)
+            rows[f[len(prefix):]] = rows.get(f[len(prefix):], 0) + o["count"]
+    return rows
+
+
+def own_counts(py, mode):
+    p = subprocess.run([py, CALLS, mode], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.splitlines()[-1])
+
+
+def def_line(name):
+    for i, line in enumerate(Path(CALLS).read_text().splitlines(), 1):
+        if line.lstrip().startswith((f"def {name}(", f"async def {name}(")):
+            return i
+    raise AssertionError(name)
+
+
+# ---- counts ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(PYTHONS))
+def test_counts_equal_setprofile(name):
+    py = python(name)
+    want = own_counts(py, "profile")
+    assert want["recurse"] == 26 and want["late"] == 4 and want["pause"] == 6
+    cp = u.run_uscope(["count", "--json", "py:__main__:*", "--", py, CALLS, "plain"],
+                      timeout=90)
+    assert cp.returncode == 0, cp.stderr
+    got = py_rows(cp.stdout)
+    # the module's body and the class body ran before profiling was set
+    assert got.pop("<module>") == 1 and got.pop("Account") == 1
+    assert got == want
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_counts_equal_monitoring_in_the_same_run(name):
+    """The workload counts its own calls through sys.monitoring (its own
+    tool, PROFILER_ID) while uscope counts through another."""
+    py = python(name)
+    cp = u.run_uscope(["count", "--json", "py:__main__:*", "--", py, CALLS, "monitor"],
+                      timeout=90)
+    assert cp.returncode == 0, cp.stderr
+    own = [o for o in json_lines(cp.stdout) if "probe" not in o]
+    assert len(own) == 1
+    want = own[0]
+    assert want["recurse"] == 26 and want["Account.add"] == 67
+    got = py_rows(cp.stdout)
+    assert got.pop("<module>") == 1 and got.pop("Account") == 1
+    got.pop("monitored", None)      # called before its tool was set
+    assert got == want
+
+
+# ---- what a hit carries ------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(PYTHONS))
+def test_arguments_returns_and_raised(name):
+    py = python(name)
+    cp = u.run_uscope(["trace", "--json", "py:recurse n", "py:Account.add x self", "r:py:fail",
+                       "r:py:unwind", "r:py:numbers", "py:late n", "r:py:pause", "--", py,
+                       CALLS, "plain"], timeout=90)
+    assert cp.returncode == 0, cp.stderr
+    ev = json_lines(cp.stdout)
+
+    def args(event, arg):
+        return [e["args"][arg] for e in ev if e["event"] == f"__main__:{event}"]
+
+    assert args("recurse", "n") == list(range(25, -1, -1))
+    assert len(args("Account.add", "x")) == 67
+    assert all(s == "<Account>" for s in args("Account.add", "self"))
+    assert args("fail__return", "retval") == ["(raised)"] * 5
+    assert args("unwind__return", "retval") == [1]
+    # a generator returns at each yield, and last with None
+    assert args("numbers__return", "retval") == [0, 1, 2, 3, 4, "None"]
+    assert args("late", "n") == [0, 1, 2, 3]
+    # a coroutine: suspended once at its await (None), then its value
+    assert args("pause__return", "retval") == ["None", 0, "None", 1, "None", 2]
+    late = [e for e in ev if e["event"] == "__main__:late"]
+    assert late[0]["file"] == CALLS and late[0]["line"] == 1     # compiled from a string
+
+
+@pytest.mark.parametrize("name", list(PYTHONS))
+def test_flow_nests_calls_and_unwinds(name):
+    py = python(name)
+    cp = u.run_uscope(["flow", "--json", "py:__main__:unwind", "py:__main__:fail", "--", py,
+                       CALLS, "plain"], timeout=90)
+    assert cp.returncode == 0, cp.stderr
+    fl = [(o["type"], o["function"], o["depth"]) for o in json_lines(cp.stdout)]
+    assert fl == [("entry", "__main__:unwind", 0)] + \
+        [("entry", "__main__:fail", d) for d in range(1, 6)] + \
+        [("return", "__main__:fail", d) for d in range(5, 0, -1)] + \
+        [("return", "__main__:unwind", 0)]
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_latency_record_report_folded(name, tmp_path):
+    py = python(name)
+    cp = u.run_uscope(["latency", "--json", "py:__main__:recurse", "py:__main__:worker", "--",
+                       py, CALLS, "plain"], timeout=90)
+    assert cp.returncode == 0, cp.stderr
+    rows = {o["key"]["function"]: o["count"] for o in json_lines(cp.stdout) if o.get("final")}
+    assert rows == {"__main__:recurse": 26, "__main__:worker": 3}
+    rec = tmp_path / "py.usc"
+    cp = u.run_uscope(["record", "-o", rec, "py:__main__:recurse", "py:__main__:worker", "--",
+                       py, CALLS, "plain"], timeout=90)
+    assert cp.returncode == 0, cp.stderr
+    cp = u.run_uscope(["report", "-r", rec, "--json"])
+    assert cp.returncode == 0, cp.stderr
+    calls = {o["function"]: o["calls"] for o in json_lines(cp.stdout) if "function" in o}
+    assert calls == {"__main__:recurse": 26, "__main__:worker": 3}
+    cp = u.run_uscope(["export", "-r", rec, "--format", "folded", "-o", tmp_path / "f"])
+    assert cp.returncode == 0, cp.stderr
+    paths = [l.rsplit(" ", 1)[0] for l in (tmp_path / "f").read_text().splitlines()]
+    assert ";".join(["__main__:recurse"] * 26) in paths
+
+
+# ---- attached, then left --------------------------------------------------------------
+
+TOOLS_SCRIPT = """
+import json, sys
+def tick(i):
+    return i
+def recurse(n):
+    return recurse(n - 1) + 1 if n else 0
+print("ready", flush=True)
+while True:
+    line = sys.stdin.readline().strip()
+    if line == "end":
+        break
+    if line == "go":
+        recurse(25)
+    for i in range(100):
+        tick(i)
+    print(json.dumps([sys.monitoring.get_tool(i) for i in range(6)]), flush=True)
+"""
+
+
+def tools(t):
+    t.write("x\n")
+    return json.loads(t.readline())
+
+
+@pytest.mark.parametrize("name", MONITORED)
+@pytest.mark.parametrize("how", ["detach", "kill"])
+def test_attach_then_no_tool_left(name, how):
+    py = python(name)
+    t = u.Target([py, "-c", TOOLS_SCRIPT])
+    try:
+        t.expect("ready")
+        assert tools(t) == [None] * 6
+        s = u.Background(["count", "--json", "-p", t.pid, "py:__main__:recurse"])
+        s.wait_ready()
+        # the pending call claims the tool once the main thread runs Python
+        for _ in range(200):
+            if tools(t)[4] == "uscope":
+                break
+        else:
+            raise AssertionError("no tool was claimed")
+        t.write("go\n")
+        t.readline()
+        if how == "detach":
+            s.signal(signal.SIGINT)
+            r = s.result()
+            assert r.rc == 0, r.stderr
+            assert py_rows(r.stdout) == {"recurse": 26}
+        else:
+            s.signal(signal.SIGKILL)
+            s.wait()
+        # killed: the agent lets go at the next event it gets, a probed
+        # function's call (the others answered DISABLE: no event)
+        for _ in range(200):
+            if how == "kill":
+                t.write("go\n")
+                t.readline()
+            if tools(t) == [None] * 6:
+                break
+        else:
+            raise AssertionError(f"a tool is left: {tools(t)}")
+        t.write("end\n")
+        assert t.wait() == 0
+    finally:
+        if t.alive():
+            t.kill()
+
+
+TAKEN_SCRIPT = """
+import sys
+m = sys.monitoring
+m.use_tool_id(3, "a")
+m.use_tool_id(4, "b")
+def f():
+    pass
+print("ready", flush=True)
+while sys.stdin.readline().strip() != "end":
+    f()
+    print("ok", flush=True)
+"""
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_tool_ids_taken_refused_in_one_line(name):
+    """Tool ids 4 and 3 both held by the program's own tools: said in one
+    line, and the program runs on untouched."""
+    py = python(name)
+    t = u.Target([py, "-c", TAKEN_SCRIPT])
+    try:
+        t.expect("ready")
+        s = u.Background(["count", "-p", t.pid, "py:f"])
+        s.wait_ready()
+        for _ in range(2000):
+            t.write("x\n")
+            t.expect("ok")
+            if "both in use" in s.stderr:
+                break
+        s.signal(signal.SIGINT)
+        r = s.result()
+        lines = [l for l in u.error_lines(r.stderr) if not l.startswith("uscope: tracing")]
+        assert len(lines) == 1 and "4 and 3 are both in use" in lines[0], r.stderr
+        t.write("end\n")
+        assert t.wait() == 0
+    finally:
+        if t.alive():
+            t.kill()
+
+
+# ---- launchers ----------------------------------------------------------------------
+
+def launched(argv, env=None, cwd=None):
+    """count py:recurse through a launcher: the rows."""
+    full = dict(os.environ)
+    full.update(env or {})
+    cp = subprocess.run([str(u.uscope_path()), "count", "--json", "py:__main__:recurse",
+                         "py:__main__:late", "--"] + [str(a) for a in argv],
+                        capture_output=True, text=True, timeout=90, env=full, cwd=cwd)
+    assert cp.returncode == 0, cp.stderr
+    return py_rows(cp.stdout)
+
+
+WANT = {"recurse": 26, "late": 4}
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_through_a_pyenv_shim(name):
+    python(name)
+    minor = name.rsplit(".", 1)[0]
+    shim = HOME / f".pyenv/shims/python{minor}"
+    if not shim.exists():
+        pytest.skip("no pyenv shim here")
+    assert launched([shim, CALLS, "plain"], env={"PYENV_VERSION": name}) == WANT
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_through_env(name):
+    py = python(name)
+    path = f"{Path(py).parent}:/usr/bin:/bin"
+    assert launched(["env", "PYTHONUNBUFFERED=1", Path(py).name, CALLS, "plain"],
+                    env={"PATH": path}) == WANT
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_through_a_venv(name, tmp_path):
+    py = python(name)
+    subprocess.run([py, "-m", "venv", "--without-pip", tmp_path / "venv"], check=True,
+                   timeout=120)
+    assert (tmp_path / "venv/bin/python").is_symlink()
+    assert launched([tmp_path / "venv/bin/python", CALLS, "plain"]) == WANT
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_with_dash_m(name):
+    py = python(name)
+    assert launched([py, "-m", "pycalls", "plain"], cwd=str(u.TARGETS)) == WANT
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_through_a_shell_script_ending_in_exec(name, tmp_path):
+    py = python(name)
+    sh = tmp_path / "run.sh"
+    sh.write_text(f"#!/bin/sh\nset -e\ncd /\nexec {py} \"$@\"\n")
+    sh.chmod(0o755)
+    assert launched([sh, CALLS, "plain"]) == WANT
+
+
+# ---- $pystack ------------------------------------------------------------------------
+
+PYSTACK = str(u.TARGETS / "pystack.py")
+MARK = u.target("libpymark.so")
+
+
+@pytest.mark.parametrize("name", list(PYTHONS))
+def test_pystack_equals_traceback(name, tmp_path):
+    """At libpymark's pymark the workload takes traceback.extract_stack() on
+    the same line: $pystack must be that stack (inject: walked where the
+    probe runs), on each CPython."""
+    from test_python import workload_stacks
+    py = python(name)
+    out = tmp_path / "ev.json"
+    argv = [str(u.uscope_path()), "trace", "--json", "-o", str(out),
+            f"{MARK}:pymark tag=$arg1:s32 $pystack:128", "--", "env", f"LD_PRELOAD={MARK}",
+            py, PYSTACK, MARK, "wait"]
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    u.REGISTRY.uscopes.append(p)
+    try:
+        # the workload waits at its end for a line: every event written first
+        for _ in range(6000):
+            # (whole lines only: the file is being written)
+            if out.exists() and out.read_text().count("\n") >= 20:
+                break
+            if p.poll() is not None:
+                break
+            time.sleep(0.01)    # (a bounded poll of the output, as test_python's)
+        stdout, stderr = p.communicate("", timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, stderr
+    want, events = workload_stacks(stdout), json_lines(out.read_text())
+    assert len(want) == 20 and len(events) == len(want)
+    for e in events:
+        tid, frames = want[e["args"]["tag"]]
+        got = [(f["sym"], f["file"], f["line"]) for f in e["args"]["pystack"]]
+        assert e["tid"] == tid and got == frames, (name, e["args"]["tag"], got, frames)
+
+
+@pytest.mark.parametrize("name", MONITORED)
+def test_pystack_where_no_python_runs_says_so(name):
+    """Every row of a $pystack count says what it is: frames, or that the
+    thread ran no Python code there (CPython starting, a program that is
+    not CPython)."""
+    py = python(name)
+    cp = u.run_uscope(["count", "--json", "libc:malloc $pystack", "--", "/bin/sh", "-c",
+                       f"/bin/true; exec {py} -c 'def f():\n    return [0] * 100000\nf()'"],
+                      timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    rows = [o for o in json_lines(cp.stdout) if o.get("final")]
+    assert rows
+    none = [o for o in rows if o["key"]["pystack"] ==
+            [{"end": "no Python frames: the thread runs no Python code here"}]]
+    framed = [o for o in rows if o not in none]
+    assert none and framed
+    assert all(f.get("python") for o in framed for f in o["key"]["pystack"] if "end" not in f)
