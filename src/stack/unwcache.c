@@ -15,7 +15,8 @@
 #include "stack/unwtab.h"
 
 #define TABFILE_MAGIC "USCUNWT"
-#define TABFILE_VERSION 2	/* bump whenever the compiler's rows change */
+#define TABFILE_VERSION 3	/* bump whenever the compiler's rows change (3: Go's
+				 * pcsp rows where a Go program has no CFI) */
 #define TABFILE_MAX (256u << 20)
 
 struct tabfile {
@@ -32,6 +33,8 @@ struct tabfile {
 	uint8_t build_id[STACK_BUILD_ID_MAX];
 	uint32_t fdes;
 	uint32_t debug_rows;
+	uint32_t go_rows;
+	uint32_t pad2;
 };
 
 static uint64_t checksum(const uint8_t *p, size_t n)
@@ -65,6 +68,7 @@ int stack_utab_encode(const struct stack_utab *u, void **buf, size_t *len)
 		.build_id_len = u->build_id_len,
 		.fdes = u->fdes,
 		.debug_rows = u->debug_rows,
+		.go_rows = u->go_rows,
 	};
 	uint8_t *b;
 
@@ -155,6 +159,7 @@ int stack_utab_decode(const void *buf, size_t len, const uint8_t *id, size_t idl
 	u->build_id_len = (uint32_t)idlen;
 	u->fdes = h.fdes;
 	u->debug_rows = h.debug_rows;
+	u->go_rows = h.go_rows;
 	u->from_disk = true;
 	for (uint32_t i = 0; i < h.nrows; i++)
 		u->by_op[u->rows[i].op & STACK_OP_MASK]++;

@@ -24,12 +24,15 @@ struct stack_utab {
 	/* how it was built */
 	uint32_t fdes;		/* FDEs read (.eh_frame and .debug_frame) */
 	uint32_t debug_rows;	/* rows from .debug_frame (where .eh_frame has none) */
+	uint32_t go_rows;	/* rows from Go's pcsp tables (Go functions no CFI
+				 * covers: a Go program built with -w, -s -w) */
 	uint32_t by_op[STACK_OP_NR];	/* rows of each op */
 	bool from_disk;		/* read from the disk cache */
 };
 
-/* The table of the module at path. 0; -ENODATA: the module has no CFI at
- * all; -ENOTSUP: CFI the table cannot hold (not x86-64, a module over 4
+/* The table of the module at path: its CFI, and Go's pcsp tables for the
+ * Go functions its CFI does not cover (unwgo.h). 0; -ENODATA: the module
+ * has neither; -ENOTSUP: CFI the table cannot hold (not x86-64, a module over 4
  * GiB, an FDE encoding it cannot read); -ENOENT, -ENOMEM, -EINVAL. */
 int stack_utab_build(const char *path, struct stack_utab **out);
 void stack_utab_free(struct stack_utab *u);
