@@ -15,8 +15,7 @@
 #include "stack/unwtab.h"
 
 #define TABFILE_MAGIC "USCUNWT"
-#define TABFILE_VERSION 3	/* bump whenever the compiler's rows change (3: Go's
-				 * pcsp rows where a Go program has no CFI) */
+#define TABFILE_VERSION STACK_TABFILE_VERSION
 #define TABFILE_MAX (256u << 20)
 
 struct tabfile {
@@ -213,14 +212,14 @@ static int mkdirs(const char *dir)
 static char *file_name(const char *dir, const uint8_t *id, size_t idlen)
 {
 	size_t n = strlen(dir);
-	char *p = malloc(n + 2 * idlen + 8), *q;
+	char *p = malloc(n + 2 * idlen + 32), *q;
 
 	if (!p)
 		return NULL;
 	q = p + sprintf(p, "%s/", dir);
 	for (size_t i = 0; i < idlen; i++)
 		q += sprintf(q, "%02x", id[i]);
-	strcpy(q, ".unw");
+	sprintf(q, ".v%u.unw", (unsigned)TABFILE_VERSION);
 	return p;
 }
 

@@ -13,6 +13,9 @@
 #include "stack/stack_walk.h"
 
 #define STACK_BUILD_ID_MAX 64
+/* the disk cache's format; bump whenever the compiler's rows change (3:
+ * Go's pcsp rows where a Go program has no CFI) */
+#define STACK_TABFILE_VERSION 3
 
 /* A module's table: tab's rows and idx index rows[] and idx[] here (0). */
 struct stack_utab {
@@ -43,7 +46,9 @@ size_t stack_utab_bytes(const struct stack_utab *u);
 int stack_build_id(const char *path, uint8_t *id, size_t max);
 
 /* ---- the disk cache (unwcache.c) ------------------------------------------
- * One file a table, <dir>/<build-id in hex>.unw, written atomically (a
+ * One file a table, <dir>/<build-id in hex>.v<version>.unw (the version of
+ * the file's format and of the rows the compiler makes: another uscope's
+ * files are left alone, not rebuilt in turn), written atomically (a
  * temporary file renamed), checked whole when read: a file that is short,
  * of another version, for another build-id, whose checksum or rows are
  * wrong is ignored (and rebuilt), never trusted. */
