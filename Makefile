@@ -181,8 +181,11 @@ build/fuzz/fuzz_http: src/serve/http.c
 # Python's location tables, strs, bytes, frame walks and symbolization.
 build/fuzz/fuzz_python: src/python/linetable.c src/python/objects.c src/python/offsets.c \
 	src/python/symbolize.c
+# Go's function table reader, and its pcsp values as unwind rows.
+build/fuzz/fuzz_gopclntab: src/stack/unwgo.c
 # The unwind-table cache file's reader, and the walker over what it accepts.
-build/fuzz/fuzz_unwtab: src/stack/unwcache.c src/stack/unwtab.c src/stack/unwimage.c src/objfile/modules.c \
+build/fuzz/fuzz_unwtab: src/stack/unwcache.c src/stack/unwtab.c src/stack/unwgo.c src/stack/unwimage.c \
+	src/objfile/modules.c \
 	src/objfile/procroot.c src/ns/root.c src/ns/pids.c src/core/proc.c
 FUZZ_SECONDS ?= 20
 

@@ -24,6 +24,7 @@ USCOPE_NO_UNWIND_CACHE). Side by side:
 usage: unwtab.py USCOPE UNWALK REPS [WALK_ITERS]
 Timings on a VM are noisy: read the ratios."""
 
+import glob
 import os
 import re
 import shutil
@@ -110,7 +111,9 @@ def have_tables(env):
 def files(d, ids):
     out = {}
     for i in ids:
-        path = os.path.join(d, "uscope", "unwind", f"{i}.unw")
+        # <build-id>.v<format version>.unw
+        found = glob.glob(os.path.join(d, "uscope", "unwind", f"{i}.v*.unw"))
+        path = found[0] if found else os.path.join(d, "uscope", "unwind", f"{i}.unw")
         try:
             st = os.stat(path)
             out[i] = (st.st_ino, st.st_mtime_ns, st.st_size)

@@ -171,13 +171,61 @@ static void go_middle_dot(const char *name)
 	*w = 0;
 }
 
-/* The function table at tab[0..len) (link-time address vaddr) into sv.
- * false if it is not a table whose functions lie in this file's code. */
+/* Go's linker names a function of Go's stack ABI0 NAME.abi0 in .symtab
+ * when one of the register ABI (ABIInternal) has the same name, as a
+ * wrapper of one by the other: so does this, from the table's two
+ * functions of that name, so that a function has one name stripped or not
+ * ("runtime.goexit.abi0", assembly; "runtime.cgocallbackg.abi0", the
+ * wrapper through which assembly calls the Go function). Of the two, the
+ * ABI0 one is in assembly, else it is the wrapper: the greater funcID
+ * (the wrapper's is the last of the runtime's values). An assembly
+ * function alone of its name keeps it: the linker adds .abi0 where the
+ * register-ABI symbol of the name exists, even if it was then dropped,
+ * which the table does not say (Go's own tracebacks print the table's
+ * name). */
+static int name_cmp(const void *a, const void *b)
+{
+	const struct gopclntab_func *x = *(const struct gopclntab_func *const *)a,
+				    *y = *(const struct gopclntab_func *const *)b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : x->entry < y->entry ? -1 : x->entry > y->entry;
+}
+
+static int mark_abi0(struct gopclntab_func *f, size_t n, bool *abi0)
+{
+	struct gopclntab_func **by = malloc((n ? n : 1) * sizeof(*by));
+
+	if (!by)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		by[i] = &f[i];
+	qsort(by, n, sizeof(*by), name_cmp);
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && !strcmp(by[j]->name, by[i]->name); j++)
+			;
+		if (j - i != 2)
+			continue;
+		if (by[i]->asm_abi0 != by[i + 1]->asm_abi0)
+			abi0[(by[i]->asm_abi0 ? by[i] : by[i + 1]) - f] = true;
+		else if (!by[i]->asm_abi0 && by[i]->funcid != by[i + 1]->funcid)
+			abi0[(by[i]->funcid > by[i + 1]->funcid ? by[i] : by[i + 1]) - f] = true;
+	}
+	free(by);
+	return 0;
+}
+
+/* The function table at tab[0..len) (link-time address vaddr): checked,
+ * its text start corrected, into ef's private state; its functions into
+ * sv when sv is not NULL. false if it is not a table whose functions lie in
+ * this file's code. */
 static bool try_gopclntab(const struct objfile *ef, Elf *elf, const unsigned char *tab,
 			  size_t len, uint64_t vaddr, bool quiet, struct objfile_symvec *sv, int *err)
 {
+	struct objfile_priv *p = ef->priv;
 	struct gopclntab_hdr h;
 	struct gopclntab_func *f = NULL;
+	bool *abi0 = NULL;
 	ssize_t n;
 	size_t added = 0;
 
@@ -205,17 +253,44 @@ static bool try_gopclntab(const struct objfile *ef, Elf *elf, const unsigned cha
 		free(f);
 		return false;
 	}
+	p->go_tab = tab;
+	p->go_tablen = len;
+	p->go_hdr = h;
+	if (!sv) {
+		free(f);
+		return true;
+	}
+	abi0 = calloc((size_t)n, sizeof(*abi0));
+	if (!abi0 || mark_abi0(f, (size_t)n, abi0)) {
+		free(abi0);
+		free(f);
+		*err = -ENOMEM;
+		return false;
+	}
 	for (ssize_t i = 0; i < n; i++) {
+		size_t nl = strlen(f[i].name);
+		char *nm;
+
 		if (!objfile_vaddr_is_exec(ef, f[i].entry))
 			continue;
-		*err = objfile_symvec_add(sv, f[i].name, strlen(f[i].name), NULL, f[i].entry,
+		nm = malloc(nl + sizeof(".abi0"));
+		if (!nm) {
+			*err = -ENOMEM;
+			break;
+		}
+		memcpy(nm, f[i].name, nl + 1);
+		if (abi0[i])
+			memcpy(nm + nl, ".abi0", sizeof(".abi0"));
+		*err = objfile_symvec_add(sv, nm, strlen(nm), NULL, f[i].entry,
 				  f[i].end - f[i].entry,
 				  OBJFILE_SYM_GOPCLNTAB | (f[i].asm_abi0 ? OBJFILE_SYM_GO_ABI0 : 0));
+		free(nm);
 		if (*err)
 			break;
 		go_middle_dot(sv->v[sv->n - 1].name);
 		added++;
 	}
+	free(abi0);
 	free(f);
 	if (!*err)
 		log_debug("%s: %zu functions from Go's function table (format of Go %s)", ef->path,
@@ -224,8 +299,9 @@ static bool try_gopclntab(const struct objfile *ef, Elf *elf, const unsigned cha
 	return !*err;
 }
 
-/* The functions of a Go program whose .symtab has none (stripped), from
- * its function table. The table is found by its section: .gopclntab, or
+/* Go's function table of the file, found and kept (objfile_go_pclntab);
+ * with sv, the functions of a Go program whose .symtab has none (stripped)
+ * from it. The table is found by its section: .gopclntab, or
  * .data.rel.ro.gopclntab in a PIE Go's own linker made. An external linker
  * (cgo, -linkmode=external) merges the latter into .data.rel.ro, and a file
  * may have lost its section headers (sstrip): then the table is searched
@@ -281,5 +357,39 @@ int gofile_load_funcs(struct objfile *ef, Elf *elf, struct objfile_symvec *sv)
 				return err;
 		}
 	}
+	return 0;
+}
+
+const void *objfile_go_pclntab(const struct objfile *ef, size_t *len, struct gopclntab_hdr *h)
+{
+	const struct objfile_priv *p = ef->priv;
+
+	if (!p || !p->go_tab)
+		return NULL;
+	*len = p->go_tablen;
+	*h = p->go_hdr;
+	return p->go_tab;
+}
+
+int objfile_go_line(const struct objfile *ef, uint64_t vaddr, const char **file,
+		    unsigned *line)
+{
+	struct gopclntab_hdr h;
+	struct gopclntab_func f;
+	size_t len = 0;
+	const void *t = objfile_go_pclntab(ef, &len, &h);
+	int32_t fno, ln, inl = -1;
+
+	/* code inlined into the function: pcln has the inlined function's
+	 * position, which is not the function's own (the inlined calls are in
+	 * a table outside .gopclntab), so none */
+	if (!t || gopclntab_func_at(t, len, &h, vaddr, &f) || !f.pcfile || !f.pcln ||
+	    (f.inltree && !gopclntab_pcvalue(t, len, &h, f.inltree, f.entry, f.end, vaddr, &inl) &&
+	     inl >= 0) ||
+	    gopclntab_pcvalue(t, len, &h, f.pcfile, f.entry, f.end, vaddr, &fno) ||
+	    gopclntab_pcvalue(t, len, &h, f.pcln, f.entry, f.end, vaddr, &ln) || ln <= 0 ||
+	    !(*file = gopclntab_file(t, len, &h, &f, fno)))
+		return -ENOENT;
+	*line = (unsigned)ln;
 	return 0;
 }

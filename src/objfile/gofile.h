@@ -22,13 +22,14 @@ int gofile_detect(struct objfile *ef, Elf *elf);
  * the section is there. 0 or -ENOMEM. */
 int gofile_version(struct objfile *ef, Elf *elf);
 
-/* The functions of a Go program whose .symtab has none (stripped), from
- * Go's function table, into sv: found by its section (.gopclntab,
+/* Go's function table, kept for objfile_go_pclntab; with sv (not NULL),
+ * the functions of a Go program whose .symtab has none (stripped), from
+ * it, into sv. The table is found by its section (.gopclntab,
  * .data.rel.ro.gopclntab), else (a Go program, or no section headers)
  * searched for in the non-executable segments; taken only if its functions
- * are this file's code. Names have Go's '·' as '.', as Go's linker writes
- * them in .symtab; flags OBJFILE_SYM_GOPCLNTAB, and OBJFILE_SYM_GO_ABI0 for
- * assembly. Sets ef->is_go when a table is found. 0 or -ENOMEM (a table
+ * are this file's code. Names are as Go's linker writes them in .symtab
+ * ('·' as '.', the ABI0 one of two functions of a name NAME.abi0); flags
+ * OBJFILE_SYM_GOPCLNTAB, and OBJFILE_SYM_GO_ABI0 for assembly. Sets ef->is_go when a table is found. 0 or -ENOMEM (a table
  * that does not read is logged and skipped). */
 int gofile_load_funcs(struct objfile *ef, Elf *elf, struct objfile_symvec *sv);
 

@@ -75,6 +75,8 @@ int gopclntab_header(const void *data, size_t len, struct gopclntab_hdr *h)
 	case GOPCLNTAB_116:
 		/* nfunc, nfiles, funcname, cu, filetab, pctab, pcln (functab) */
 		h->funcname_off = w[2];
+		h->cutab_off = w[3];
+		h->filetab_off = w[4];
 		h->pctab_off = w[5];
 		h->functab_off = h->funcdata_off = w[6];
 		h->fieldsz = h->ptrsize;
@@ -84,12 +86,15 @@ int gopclntab_header(const void *data, size_t len, struct gopclntab_hdr *h)
 		h->text_start = w[2];
 		h->text_start_off = 8 + 2 * h->ptrsize;
 		h->funcname_off = w[3];
+		h->cutab_off = w[4];
+		h->filetab_off = w[5];
 		h->pctab_off = w[6];
 		h->functab_off = h->funcdata_off = w[7];
 		h->fieldsz = 4;
 		break;
 	}
-	if (h->funcname_off > len || h->pctab_off > len || h->functab_off > len) {
+	if (h->funcname_off > len || h->pctab_off > len || h->functab_off > len ||
+	    h->cutab_off > len || h->filetab_off > len) {
 		log_debug("gopclntab: an offset of the header lies past its %zu bytes", len);
 		return -EINVAL;
 	}
@@ -99,6 +104,15 @@ int gopclntab_header(const void *data, size_t len, struct gopclntab_hdr *h)
 		log_debug("gopclntab: %" PRIu64 " functions do not fit in %zu bytes", h->nfunc,
 			  len);
 		return -EINVAL;
+	}
+	/* Go 1.2: the file table's offset follows the functab's final entry
+	 * (a table without one, or with it out of bounds, has no files) */
+	if (h->version == GOPCLNTAB_12) {
+		uint64_t ft = 0;
+
+		if (rdfield(d, len, h->functab_off + (2 * h->nfunc + 1) * h->fieldsz, 4, &ft) &&
+		    ft < len)
+			h->filetab_off = ft;
 	}
 	return 0;
 }
@@ -167,13 +181,77 @@ static uint64_t pctab_extent(const uint8_t *d, size_t len, const struct gopclnta
 	}
 }
 
+/* Function i's record (its functab entry at pc, the next one at next)
+ * into *f: 0, or 1 when its record or name is out of bounds or
+ * inconsistent. */
+static int read_func(const uint8_t *d, size_t len, const struct gopclntab_hdr *h, uint64_t i,
+		     uint64_t pc, uint64_t next, struct gopclntab_func *f)
+{
+	/* _func: entry (uintptr; uint32 entryoff from 1.18), then int32/uint32
+	 * fields: nameoff, args, frame|deferreturn, pcsp, pcfile, pcln,
+	 * npcdata, cuOffset (1.16+), ... */
+	unsigned sz0 = h->version >= GOPCLNTAB_118 ? 4 : h->ptrsize;
+	uint64_t foff, fo, entry, nameoff, pcsp, pcfile = 0, pcln = 0, cu = 0, name, ext;
+	uint64_t npcdata = 0, inl = 0;
+
+	memset(f, 0, sizeof(*f));
+	if (!rdfield(d, len, h->functab_off + (2 * i + 1) * h->fieldsz, h->fieldsz, &foff))
+		return 1;
+	if (foff > len - h->funcdata_off)
+		return 1;
+	fo = h->funcdata_off + foff;
+	if (!rdfield(d, len, fo, sz0, &entry) || !rdfield(d, len, fo + sz0, 4, &nameoff) ||
+	    !rdfield(d, len, fo + sz0 + 12, 4, &pcsp))
+		return 1;
+	if (h->version >= GOPCLNTAB_118)
+		entry += h->text_start;
+	if (entry != pc || (nameoff & 0x80000000u))
+		return 1;
+	name = h->funcname_off + nameoff;
+	if (name >= len || !d[name] || !memchr(d + name, 0, len - name))
+		return 1;
+	/* the code's end: where the pcsp table ends, if it fits */
+	ext = pcsp && h->pctab_off + pcsp >= h->pctab_off ?
+	      pctab_extent(d, len, h, h->pctab_off + pcsp, next - pc) : 0;
+	/* the _func's funcID and flag bytes: after cuOffset (1.18, 1.19),
+	 * after startLine (1.20+); funcFlag_ASM is 1 << 2 */
+	if (h->version >= GOPCLNTAB_118) {
+		uint64_t flag = 0, id = 0;
+		uint64_t at = fo + (h->version >= GOPCLNTAB_120 ? 40 : 36);
+
+		f->asm_abi0 = rdfield(d, len, at + 1, 1, &flag) && (flag & 4);
+		f->funcid = rdfield(d, len, at, 1, &id) ? (uint8_t)id : 0;
+	}
+	/* the source position tables and the compilation unit (none: 0) */
+	if (!rdfield(d, len, fo + sz0 + 16, 4, &pcfile) ||
+	    !rdfield(d, len, fo + sz0 + 20, 4, &pcln))
+		pcfile = pcln = 0;
+	if (h->version >= GOPCLNTAB_116 && !rdfield(d, len, fo + sz0 + 28, 4, &cu))
+		pcfile = 0;
+	/* pcdata[] follows the fixed fields (1.16+: 40 bytes after the entry
+	 * of 1.16, 1.17; 40 in all of 1.18, 1.19; 44 from 1.20, which adds
+	 * startLine); its table 2 (PCDATA_InlTreeIndex) says where code was
+	 * inlined */
+	if (h->version >= GOPCLNTAB_116 && rdfield(d, len, fo + sz0 + 24, 4, &npcdata) &&
+	    npcdata > 2 &&
+	    !rdfield(d, len, fo + (h->version >= GOPCLNTAB_120 ? 44 : h->version >= GOPCLNTAB_118 ?
+				   40 : sz0 + 36) + 8, 4, &inl))
+		inl = 0;
+	f->inltree = (uint32_t)inl;
+	f->name = (const char *)d + name;
+	f->entry = pc;
+	f->end = ext ? pc + ext : next;
+	f->pcsp = ext ? (uint32_t)pcsp : 0;
+	f->pcfile = (uint32_t)pcfile;
+	f->pcln = (uint32_t)pcln;
+	f->cu = (uint32_t)cu;
+	return 0;
+}
+
 ssize_t gopclntab_funcs(const void *data, size_t len, const struct gopclntab_hdr *h,
 			struct gopclntab_func **out)
 {
 	const uint8_t *d = data;
-	/* _func: entry (uintptr; uint32 entryoff from 1.18), then int32/uint32
-	 * fields: nameoff, args, frame|deferreturn, pcsp, pcfile, pcln, ... */
-	unsigned sz0 = h->version >= GOPCLNTAB_118 ? 4 : h->ptrsize;
 	struct gopclntab_func *v;
 	size_t n = 0, skipped = 0;
 	uint64_t pc, next;
@@ -188,11 +266,7 @@ ssize_t gopclntab_funcs(const void *data, size_t len, const struct gopclntab_hdr
 	if (!v)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < h->nfunc; i++, pc = next) {
-		uint64_t foff, f, entry, nameoff, pcsp, name, ext;
-		const char *nm;
-
-		if (!entry_pc(d, len, h, i + 1, &next) ||
-		    !rdfield(d, len, h->functab_off + (2 * i + 1) * h->fieldsz, h->fieldsz, &foff)) {
+		if (!entry_pc(d, len, h, i + 1, &next)) {
 			free(v);
 			return -EINVAL;
 		}
@@ -202,43 +276,10 @@ ssize_t gopclntab_funcs(const void *data, size_t len, const struct gopclntab_hdr
 			free(v);
 			return -EINVAL;
 		}
-		/* its _func record, up to pcsp */
-		if (foff > len - h->funcdata_off) {
+		if (read_func(d, len, h, i, pc, next, &v[n])) {
 			skipped++;
 			continue;
 		}
-		f = h->funcdata_off + foff;
-		if (!rdfield(d, len, f, sz0, &entry) || !rdfield(d, len, f + sz0, 4, &nameoff) ||
-		    !rdfield(d, len, f + sz0 + 12, 4, &pcsp)) {
-			skipped++;
-			continue;
-		}
-		if (h->version >= GOPCLNTAB_118)
-			entry += h->text_start;
-		if (entry != pc || (nameoff & 0x80000000u)) {
-			skipped++;
-			continue;
-		}
-		name = h->funcname_off + nameoff;
-		if (name >= len || !d[name] || !memchr(d + name, 0, len - name)) {
-			skipped++;
-			continue;
-		}
-		nm = (const char *)d + name;
-		/* the code's end: where the pcsp table ends, if it fits */
-		ext = pcsp && h->pctab_off + pcsp >= h->pctab_off ?
-		      pctab_extent(d, len, h, h->pctab_off + pcsp, next - pc) : 0;
-		/* the _func's flag byte: after cuOffset (1.18, 1.19), after
-		 * startLine (1.20+); funcFlag_ASM is 1 << 2 */
-		if (h->version >= GOPCLNTAB_118) {
-			uint64_t flag = 0;
-
-			v[n].asm_abi0 = rdfield(d, len, f + (h->version >= GOPCLNTAB_120 ? 41 : 37),
-						1, &flag) && (flag & 4);
-		}
-		v[n].name = nm;
-		v[n].entry = pc;
-		v[n].end = ext ? pc + ext : next;
 		n++;
 	}
 	if (skipped)
@@ -250,4 +291,117 @@ ssize_t gopclntab_funcs(const void *data, size_t len, const struct gopclntab_hdr
 	}
 	*out = v;
 	return (ssize_t)n;
+}
+
+int gopclntab_func_at(const void *data, size_t len, const struct gopclntab_hdr *h, uint64_t pc,
+		      struct gopclntab_func *f)
+{
+	const uint8_t *d = data;
+	uint64_t lo = 0, hi = h->nfunc, at, next;
+
+	/* the last entry at or before pc (entries rise: a table whose do not
+	 * gives some function or none, never a read out of bounds) */
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2, e;
+
+		if (!entry_pc(d, len, h, mid, &e))
+			return -ENOENT;
+		if (e <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || !entry_pc(d, len, h, lo - 1, &at) || !entry_pc(d, len, h, lo, &next) ||
+	    next < at || pc >= next)
+		return -ENOENT;
+	if (read_func(d, len, h, lo - 1, at, next, f) || pc >= f->end)
+		return -ENOENT;
+	return 0;
+}
+
+void gopclntab_pcv_start(uint32_t tab, uint64_t entry, uint64_t end, struct gopclntab_pcv *it)
+{
+	it->tab = tab;
+	it->off = 0;
+	it->pc = entry;
+	it->end = end;
+	it->val = -1;
+	it->first = true;
+}
+
+int gopclntab_pcv_next(const void *data, size_t len, const struct gopclntab_hdr *h,
+		       struct gopclntab_pcv *it, uint64_t *lo, uint64_t *hi, int32_t *val)
+{
+	const uint8_t *d = data;
+	uint64_t base = h->pctab_off + it->tab, off;
+	uint32_t uv, pcdelta;
+
+	if (!it->tab || base < h->pctab_off || base >= len)
+		return -EINVAL;
+	if (!it->off)
+		it->off = base;
+	off = it->off;
+	if (!varint(d, len, &off, &uv))
+		return -EINVAL;
+	if (uv == 0 && !it->first)
+		return 0;
+	if (!varint(d, len, &off, &pcdelta))
+		return -EINVAL;
+	it->first = false;
+	it->off = off;
+	/* zig-zag: the low bit says negative */
+	it->val = (int32_t)((uint32_t)it->val + ((uv & 1) ? ~(uv >> 1) : uv >> 1));
+	*lo = it->pc;
+	*hi = it->pc + (uint64_t)pcdelta * h->quantum;
+	if (*hi > it->end)
+		return -EINVAL;
+	it->pc = *hi;
+	*val = it->val;
+	return 1;
+}
+
+int gopclntab_pcvalue(const void *data, size_t len, const struct gopclntab_hdr *h, uint32_t tab,
+		      uint64_t entry, uint64_t end, uint64_t pc, int32_t *val)
+{
+	struct gopclntab_pcv it;
+	uint64_t lo, hi;
+	int32_t v;
+	int r;
+
+	gopclntab_pcv_start(tab, entry, end, &it);
+	while ((r = gopclntab_pcv_next(data, len, h, &it, &lo, &hi, &v)) > 0)
+		if (pc >= lo && pc < hi) {
+			*val = v;
+			return 0;
+		}
+	return r < 0 ? r : -ENOENT;
+}
+
+const char *gopclntab_file(const void *data, size_t len, const struct gopclntab_hdr *h,
+			   const struct gopclntab_func *f, int32_t fileno)
+{
+	const uint8_t *d = data;
+	uint64_t at, name;
+
+	if (fileno < 0 || !h->filetab_off)
+		return NULL;
+	if (h->version == GOPCLNTAB_12) {
+		uint64_t nfiles;
+
+		/* filetab[0] is the count, filetab[i] the name's offset */
+		if (!rdfield(d, len, h->filetab_off, 4, &nfiles) || !fileno ||
+		    (uint64_t)fileno >= nfiles ||
+		    !rdfield(d, len, h->filetab_off + 4 * (uint64_t)fileno, 4, &name))
+			return NULL;
+	} else {
+		/* the unit's table gives the offset in filetab (~0: none) */
+		if (!h->cutab_off ||
+		    !rdfield(d, len, h->cutab_off + 4 * ((uint64_t)f->cu + (uint64_t)fileno), 4,
+			     &at) || at == 0xffffffffu)
+			return NULL;
+		name = h->filetab_off + at;
+	}
+	if (name >= len || !d[name] || !memchr(d + name, 0, len - name))
+		return NULL;
+	return (const char *)d + name;
 }

@@ -52,6 +52,9 @@ struct gopclntab_hdr {
 	uint64_t functab_off;	/* the functab; _func offsets are relative to
 				   funcdata_off */
 	uint64_t funcdata_off;
+	uint64_t cutab_off;	/* 1.16+: each unit's file indexes (uint32s) */
+	uint64_t filetab_off;	/* file names; Go 1.2: its count and offsets
+				 * (0: none) */
 	unsigned fieldsz;	/* size of one functab field: ptrsize, or 4 (1.18+) */
 };
 
@@ -61,6 +64,16 @@ struct gopclntab_func {
 	uint64_t end;		/* exclusive: entry + the size Go's linker gave it */
 	bool asm_abi0;		/* Go 1.18+: written in assembly (funcFlag_ASM): Go's
 				 * stack-based ABI0, not the register ABIInternal */
+	uint8_t funcid;		/* Go 1.18+: the runtime's funcID (0: an ordinary
+				 * function; the last of its values, a wrapper) */
+	/* its pc-value tables, relative to pctab_off (0: none): the stack
+	 * pointer's offset from the entry's (pcsp: set only when the table
+	 * covers [entry, end) exactly), the file number (pcfile), the line
+	 * (pcln); and its compilation unit (1.16+: where its file numbers
+	 * start in the cutab); 1.16+: where code inlined into it is (the
+	 * index of its inlined call, -1 outside inlined code: pcdata 2,
+	 * PCDATA_InlTreeIndex) */
+	uint32_t pcsp, pcfile, pcln, cu, inltree;
 };
 
 /* Recognise and check the header of the table at data[0..len). 0, or
@@ -78,5 +91,32 @@ int gopclntab_header(const void *data, size_t len, struct gopclntab_hdr *h);
  * or an entry that overflows), -ENOMEM. */
 ssize_t gopclntab_funcs(const void *data, size_t len, const struct gopclntab_hdr *h,
 			struct gopclntab_func **out);
+
+/* The function holding pc (entry <= pc < end): 0, or -ENOENT. */
+int gopclntab_func_at(const void *data, size_t len, const struct gopclntab_hdr *h, uint64_t pc,
+		      struct gopclntab_func *f);
+
+/* A pc-value table (pcsp, pcfile, pcln) read a range at a time: the value
+ * holds over [lo, hi). Every range lies in [entry, end); each step reads
+ * at least two bytes of the table, so a walk of it ends. */
+struct gopclntab_pcv {
+	uint32_t tab;		/* the table, relative to pctab_off */
+	uint64_t off;		/* the next byte (0: not started) */
+	uint64_t pc, end;
+	int32_t val;
+	bool first;
+};
+void gopclntab_pcv_start(uint32_t tab, uint64_t entry, uint64_t end, struct gopclntab_pcv *it);
+/* 1 and the next range, 0 at the table's end, -EINVAL: a table that is
+ * cut short, or a range past end. */
+int gopclntab_pcv_next(const void *data, size_t len, const struct gopclntab_hdr *h,
+		       struct gopclntab_pcv *it, uint64_t *lo, uint64_t *hi, int32_t *val);
+/* The value of the table at pc: 0, -ENOENT (no range holds pc), -EINVAL. */
+int gopclntab_pcvalue(const void *data, size_t len, const struct gopclntab_hdr *h, uint32_t tab,
+		      uint64_t entry, uint64_t end, uint64_t pc, int32_t *val);
+/* The name of f's file number fileno (a pcfile value), NUL-terminated in
+ * the table; NULL when the table has none. */
+const char *gopclntab_file(const void *data, size_t len, const struct gopclntab_hdr *h,
+			   const struct gopclntab_func *f, int32_t fileno);
 
 #endif

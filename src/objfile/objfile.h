@@ -172,6 +172,21 @@ struct objfile_fde {
 };
 int objfile_fde_at(const struct objfile *ef, uint64_t pc, struct objfile_fde *out);
 
+/* A Go program's function table (.gopclntab, found however the file was
+ * linked or stripped): its bytes (in the file's mapping, valid until
+ * objfile_close) and its header, text start corrected (gopclntab.h reads
+ * it). NULL: the file has none. */
+struct gopclntab_hdr;
+const void *objfile_go_pclntab(const struct objfile *ef, size_t *len, struct gopclntab_hdr *h);
+
+/* The Go source position of vaddr, from the function table's pcfile and
+ * pcln (what Go's own tracebacks print): 0 with *file (in the file's
+ * mapping) and *line, or -ENOENT (none; or vaddr is in code inlined into
+ * its function, whose position pcln gives as the inlined function's: the
+ * table of inlined calls lies outside .gopclntab). */
+int objfile_go_line(const struct objfile *ef, uint64_t vaddr, const char **file,
+		    unsigned *line);
+
 /* The GNU build id of the file at path in hex, into hex (len bytes, NUL
  * ended); its length, 0 when it has none or cannot be read (buildid.c). */
 size_t objfile_build_id(const char *path, char *hex, size_t len);

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "objfile/gopclntab.h"
 #include "objfile/objfile.h"
 
 /* ef->priv */
@@ -33,6 +34,10 @@ struct objfile_priv {
 	uint64_t maxsize;		/* largest st_size, bounds objfile_func_at */
 	Dwarf_CFI *cfi;			/* .eh_frame, read when first asked (objfile_fde_at) */
 	bool cfi_tried;
+	/* a Go program's function table (gofile.c), in map; NULL: none */
+	const unsigned char *go_tab;
+	size_t go_tablen;
+	struct gopclntab_hdr go_hdr;	/* its text start corrected */
 };
 
 /* ---- file.c ------------------------------------------------------------ */

@@ -438,7 +438,9 @@ int objfile_load_syms(struct objfile *ef, Elf *elf, const struct objfile_dyninfo
 
 	for (size_t i = 0; i < sv.n && !symtab_funcs; i++)
 		symtab_funcs = sv.v[i].flags & OBJFILE_SYM_SYMTAB;
-	if (!symtab_funcs && (err = gofile_load_funcs(ef, elf, &sv)))
+	/* and an unstripped one's table (for its stacks where it has no CFI) */
+	if ((!symtab_funcs || ef->is_go) &&
+	    (err = gofile_load_funcs(ef, elf, symtab_funcs ? NULL : &sv)))
 		goto out;
 	/* a Go program known by its table alone: its version now */
 	if (ef->is_go && !ef->go_version && (err = gofile_version(ef, elf)))

@@ -25,6 +25,8 @@ struct sym_ent {
 	bool has_func;
 	uint64_t func_vaddr;
 	const char *func;	/* the ELF symbol's name (owned by the ELF cache) */
+	const char *go_file;	/* no debug info: Go's pcfile, pcln (the ELF cache's) */
+	unsigned go_line;
 	size_t n;		/* debug-info levels, innermost first */
 	struct debuginfo_scope lv[];
 };
@@ -151,6 +153,8 @@ static const struct sym_ent *sym_lookup(struct usc_cache *c, struct stack_cache 
 			e->func_vaddr = fn->vaddr;
 			e->func = objfile_sym_pretty(fn);
 		}
+		if (!n && ef->is_go)
+			objfile_go_line(ef, vaddr, &e->go_file, &e->go_line);
 	}
 	sc->tab[k] = e;
 	sc->used++;
@@ -235,8 +239,11 @@ size_t stack_syms(struct usc_cache *c, pid_t pid, const struct usc_stack *st, ui
 		out[n].inlined = e->lv[k].inlined;
 		n++;
 	}
-	if (!n)
+	if (!n) {
 		n = 1;
+		out[0].file = e->go_file;
+		out[0].line = e->go_line;
+	}
 	/* the function itself: the symbol's name (demangled, with its
 	 * parameters for C++) and the offset of pc in it */
 	if (e->has_func && !out[n - 1].inlined) {

@@ -16,7 +16,7 @@
 #include "stack/unwtab.h"
 
 #define TABFILE_MAGIC "USCUNWT"
-#define TABFILE_VERSION 2	/* bump whenever the compiler's rows change */
+#define TABFILE_VERSION STACK_TABFILE_VERSION
 #define TABFILE_MAX (256u << 20)
 
 struct tabfile {
@@ -33,6 +33,8 @@ struct tabfile {
 	uint8_t build_id[STACK_BUILD_ID_MAX];
 	uint32_t fdes;
 	uint32_t debug_rows;
+	uint32_t go_rows;
+	uint32_t pad2;
 };
 
 static uint64_t checksum(const uint8_t *p, size_t n)
@@ -66,6 +68,7 @@ int stack_utab_encode(const struct stack_utab *u, void **buf, size_t *len)
 		.build_id_len = u->build_id_len,
 		.fdes = u->fdes,
 		.debug_rows = u->debug_rows,
+		.go_rows = u->go_rows,
 	};
 	uint8_t *b;
 
@@ -156,6 +159,7 @@ int stack_utab_decode(const void *buf, size_t len, const uint8_t *id, size_t idl
 	u->build_id_len = (uint32_t)idlen;
 	u->fdes = h.fdes;
 	u->debug_rows = h.debug_rows;
+	u->go_rows = h.go_rows;
 	u->from_disk = true;
 	for (uint32_t i = 0; i < h.nrows; i++)
 		u->by_op[u->rows[i].op & STACK_OP_MASK]++;
@@ -210,14 +214,14 @@ static int mkdirs(const char *dir)
 static char *file_name(const char *dir, const uint8_t *id, size_t idlen)
 {
 	size_t n = strlen(dir);
-	char *p = malloc(n + 2 * idlen + 8), *q;
+	char *p = malloc(n + 2 * idlen + 32), *q;
 
 	if (!p)
 		return NULL;
 	q = p + sprintf(p, "%s/", dir);
 	for (size_t i = 0; i < idlen; i++)
 		q += sprintf(q, "%02x", id[i]);
-	strcpy(q, ".unw");
+	sprintf(q, ".v%u.unw", (unsigned)TABFILE_VERSION);
 	return p;
 }
 

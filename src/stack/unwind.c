@@ -1,5 +1,6 @@
 /* $ustack unwinding: a copied stack, walked with the CFI by libdw's
- * dwfl_frame, the thread state being the copy (stack.h). */
+ * dwfl_frame, the thread state being the copy (stack.h); where libdw finds
+ * no CFI, with the unwind tables the engines walk with. */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
@@ -16,6 +17,7 @@
 #include "stack/stack.h"
 #include "stack/stack_int.h"
 #include "stack/stack_walk.h"	/* STACK_FP_SPAN */
+#include "stack/unwstore.h"
 
 /* ---- a process: its modules in a Dwfl, and the stack being unwound ------ */
 
@@ -383,6 +385,46 @@ static int walk(struct usc_cache *c, pid_t pid, struct unw_proc *p, struct usc_s
 	return 0;
 }
 
+/* ---- where libdw finds no CFI: the unwind tables ------------------------- */
+
+/* The copy, for the tables' walker. */
+static int copy_read(void *ctx, uint64_t addr, uint64_t *val)
+{
+	const struct unw_proc *p = ctx;
+	uint64_t sp = p->h.regs[USC_REG_SP];
+
+	if (addr < sp || addr - sp > p->len || p->len - (addr - sp) < 8)
+		return 1;
+	memcpy(val, p->bytes + (addr - sp), 8);
+	return 0;
+}
+
+/* A copy libdw stopped in code without CFI: walked again with the unwind
+ * tables the engines walk with, which also hold rows where a module has
+ * no CFI (a Go program built without DWARF: Go's pcsp tables, unwgo.h).
+ * Their walk replaces libdw's where it goes further. */
+static void walk_tables(struct usc_cache *c, struct unw_proc *p, struct usc_stack *out,
+			uint32_t max)
+{
+	struct stack_store *st = stack_store_of(c);
+	uint64_t pcs[STACK_WALK_MAX];
+	struct stack_map *maps = NULL;
+	struct stack_image img;
+	struct stack_walk w;
+	uint32_t nmaps = 0, want = p->h.frames ? p->h.frames : USC_STACK_FRAMES;
+
+	if (!st || stack_store_proc(st, c, p->pid, false, &maps, &nmaps))
+		return;
+	img = *stack_store_image(st);
+	img.maps = maps;
+	img.nmaps = nmaps;
+	stack_walk_image(&img, p->h.regs[USC_REG_IP], p->h.regs[USC_REG_SP],
+			 p->h.regs[USC_REG_BP], want < max ? want : max, copy_read, p, pcs, &w);
+	free(maps);
+	if (w.n > out->n && w.end != STACK_WALK_FALLBACK && w.end != STACK_WALK_GOING)
+		stack_walk_usc(&w, pcs, true, out);
+}
+
 int stack_unwind(struct usc_cache *c, pid_t pid, pid_t tid, const void *copy, size_t len,
 		 struct usc_stack *out, uint32_t max)
 {
@@ -422,5 +464,7 @@ int stack_unwind(struct usc_cache *c, pid_t pid, pid_t tid, const void *copy, si
 	walk(c, pid, p, out, max, &nomodule);
 	if (nomodule && proc_refresh(c, p))
 		walk(c, pid, p, out, max, &nomodule);
+	if (out->end == USC_STACK_END_NOCFI)
+		walk_tables(c, p, out, max);
 	return 0;
 }

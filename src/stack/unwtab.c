@@ -23,6 +23,7 @@
 
 #include "core/log.h"
 #include "core/grow.h"
+#include "stack/unwgo.h"
 #include "stack/unwtab.h"
 
 #define REG_RBP 6
@@ -189,6 +190,8 @@ static struct stack_row classify(Dwarf_Frame *fr)
 struct span {
 	uint64_t start, end;	/* link-time addresses of the main file */
 	bool debug;		/* .debug_frame's */
+	uint32_t go;		/* 1 + a Go function's index (unwgo.h): rows from
+				 * its pcsp table; 0: CFI's */
 };
 
 struct spans {
@@ -196,14 +199,19 @@ struct spans {
 	size_t n, cap;
 };
 
-static int spans_add(struct spans *s, uint64_t start, uint64_t end, bool debug)
+static int spans_put(struct spans *s, struct span sp)
 {
-	if (start >= end)
+	if (sp.start >= sp.end)
 		return 0;
 	if (core_reserve(s->v, s->cap, s->n + 1, 1024))
 		return -ENOMEM;
-	s->v[s->n++] = (struct span){start, end, debug};
+	s->v[s->n++] = sp;
 	return 0;
+}
+
+static int spans_add(struct spans *s, uint64_t start, uint64_t end, bool debug)
+{
+	return spans_put(s, (struct span){start, end, debug, 0});
 }
 
 static int span_cmp(const void *a, const void *b)
@@ -444,7 +452,8 @@ static int read_fdes(Elf *e, bool eh, int64_t adj, struct spans *s, uint32_t *nf
 	return err;
 }
 
-/* .debug_frame's spans where .eh_frame has none (both sorted): into out. */
+/* The parts of dbg's spans (.debug_frame's, or Go functions') where eh's
+ * (.eh_frame's, or all CFI's) have none (both sorted): into out. */
 static int spans_uncovered(const struct spans *dbg, const struct spans *eh, struct spans *out)
 {
 	size_t j = 0;
@@ -462,7 +471,7 @@ static int spans_uncovered(const struct spans *dbg, const struct spans *eh, stru
 				continue;
 			}
 			stop = j < eh->n && eh->v[j].start < e ? eh->v[j].start : e;
-			if (spans_add(out, s, stop, true))
+			if (spans_put(out, (struct span){s, stop, dbg->v[i].debug, dbg->v[i].go}))
 				return -ENOMEM;
 			s = stop;
 		}
@@ -658,14 +667,82 @@ out:
 	return err;
 }
 
-static int build(Dwfl_Module *mod, struct stack_utab *u)
+/* The Go functions of the module at path that no CFI span of all (sorted)
+ * covers, or the parts of them it leaves, into all (sorted again): their
+ * rows come from Go's pcsp tables (g). -ENODATA: not a Go program. */
+static int go_spans(Elf *e, const char *path, struct spans *all, struct stack_gotab *g)
+{
+	struct spans fns = {0}, add = {0};
+	int err = stack_gotab_open(path, e, g);
+
+	if (err)
+		return err;
+	/* in address order, each ending by the next one's entry */
+	for (size_t i = 0; i < g->n && !err; i++)
+		err = spans_put(&fns, (struct span){g->fn[i].entry, g->fn[i].end, false,
+						    (uint32_t)i + 1});
+	if (!err)
+		err = spans_uncovered(&fns, all, &add);
+	for (size_t i = 0; i < add.n && !err; i++)
+		err = spans_put(all, add.v[i]);
+	if (!err && add.n)
+		qsort(all->v, all->n, sizeof(*all->v), span_cmp);
+	free(fns.v);
+	free(add.v);
+	return err;
+}
+
+/* The rows of a Go function's span from its pcsp table: a range for each
+ * of its values, as Go's linker writes .debug_frame from it; what the
+ * table does not describe (it cannot be read) is left to libdw. */
+static int go_rows(const struct stack_gotab *g, const struct span *sp, struct rows *rs)
+{
+	const struct gopclntab_func *f = &g->fn[sp->go - 1];
+	struct gopclntab_pcv it;
+	uint64_t lo, hi, done = sp->start;
+	int32_t v;
+	int r, err;
+
+	gopclntab_pcv_start(f->pcsp, f->entry, f->end, &it);
+	while ((r = gopclntab_pcv_next(g->tab, g->len, &g->h, &it, &lo, &hi, &v)) > 0) {
+		if (hi <= done || lo >= hi)
+			continue;
+		if (lo >= sp->end)
+			break;
+		if (lo > done)
+			break;	/* a gap: not a table Go's linker wrote */
+		hi = hi < sp->end ? hi : sp->end;
+		err = rows_add(rs, done, hi, stack_go_row(v));
+		if (err)
+			return err;
+		done = hi;
+	}
+	if (done < sp->end)
+		return rows_add(rs, done, sp->end, (struct stack_row){0, 0, STACK_OP_BAD, 0});
+	return 0;
+}
+
+static int build(Dwfl_Module *mod, const char *path, struct stack_utab *u)
 {
 	struct spans all = {0};
 	struct rows rs = {0};
+	struct stack_gotab go = {0};
 	Dwarf_CFI *eh = NULL, *dbg = NULL;
 	int64_t eh_adj = 0, dbg_adj = 0;
+	Dwarf_Addr mbias;
+	Elf *main = dwfl_module_getelf(mod, &mbias);
 	int err = module_spans(mod, &all, &eh, &eh_adj, &dbg, &dbg_adj, &u->fdes);
 
+	/* Go functions CFI does not cover (CFI wins where both are: libdw's
+	 * unwinder reads it, and for Go code it says what pcsp says) */
+	if ((!err || err == -ENODATA) && main) {
+		int gerr = go_spans(main, path, &all, &go);
+
+		if (gerr == -ENOMEM)
+			err = gerr;
+		else if (!gerr && all.n)
+			err = 0;
+	}
 	for (size_t i = 0; i < all.n && !err; i++) {
 		size_t before;
 
@@ -674,12 +751,17 @@ static int build(Dwfl_Module *mod, struct stack_utab *u)
 			err = rows_add(&rs, rs.end, all.v[i].start,
 				       (struct stack_row){0, 0, STACK_OP_NOCFI, 0});
 		before = rs.n;
-		if (!err)
+		if (!err && all.v[i].go)
+			err = go_rows(&go, &all.v[i], &rs);
+		else if (!err)
 			err = span_rows(all.v[i].debug ? dbg : eh, all.v[i].debug ? dbg_adj : eh_adj,
 				&all.v[i], &rs);
-		if (all.v[i].debug)
+		if (all.v[i].go)
+			u->go_rows += (uint32_t)(rs.n - before);
+		else if (all.v[i].debug)
 			u->debug_rows += (uint32_t)(rs.n - before);
 	}
+	stack_gotab_close(&go);
 	free(all.v);
 	if (!err && !rs.n)
 		err = -ENODATA;
@@ -735,7 +817,7 @@ int stack_utab_build(const char *path, struct stack_utab **out)
 		int n = stack_build_id(path, u->build_id, sizeof(u->build_id));
 
 		u->build_id_len = n > 0 ? (uint32_t)n : 0;
-		err = build(mod, u);
+		err = build(mod, path, u);
 	}
 	dwfl_end(d);
 	if (err) {

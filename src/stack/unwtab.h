@@ -13,6 +13,9 @@
 #include "stack/stack_walk.h"
 
 #define STACK_BUILD_ID_MAX 64
+/* the disk cache's format; bump whenever the compiler's rows change (3:
+ * Go's pcsp rows where a Go program has no CFI) */
+#define STACK_TABFILE_VERSION 3
 
 /* A module's table: tab's rows and idx index rows[] and idx[] here (0). */
 struct stack_utab {
@@ -24,12 +27,15 @@ struct stack_utab {
 	/* how it was built */
 	uint32_t fdes;		/* FDEs read (.eh_frame and .debug_frame) */
 	uint32_t debug_rows;	/* rows from .debug_frame (where .eh_frame has none) */
+	uint32_t go_rows;	/* rows from Go's pcsp tables (Go functions no CFI
+				 * covers: a Go program built with -w, -s -w) */
 	uint32_t by_op[STACK_OP_NR];	/* rows of each op */
 	bool from_disk;		/* read from the disk cache */
 };
 
-/* The table of the module at path. 0; -ENODATA: the module has no CFI at
- * all; -ENOTSUP: CFI the table cannot hold (not x86-64, a module over 4
+/* The table of the module at path: its CFI, and Go's pcsp tables for the
+ * Go functions its CFI does not cover (unwgo.h). 0; -ENODATA: the module
+ * has neither; -ENOTSUP: CFI the table cannot hold (not x86-64, a module over 4
  * GiB, an FDE encoding it cannot read); -ENOENT, -ENOMEM, -EINVAL. */
 int stack_utab_build(const char *path, struct stack_utab **out);
 void stack_utab_free(struct stack_utab *u);
@@ -40,7 +46,9 @@ size_t stack_utab_bytes(const struct stack_utab *u);
 int stack_build_id(const char *path, uint8_t *id, size_t max);
 
 /* ---- the disk cache (unwcache.c) ------------------------------------------
- * One file a table, <dir>/<build-id in hex>.unw, written atomically (a
+ * One file a table, <dir>/<build-id in hex>.v<version>.unw (the version of
+ * the file's format and of the rows the compiler makes: another uscope's
+ * files are left alone, not rebuilt in turn), written atomically (a
  * temporary file renamed), checked whole when read: a file that is short,
  * of another version, for another build-id, whose checksum or rows are
  * wrong is ignored (and rebuilt), never trusted. */

@@ -6,6 +6,7 @@ them, $argN/$retvalN by Go's register ABI and $goid, on every engine."""
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -291,3 +292,67 @@ def test_events_are_labelled_with_the_go_name(binary):
         "main.add__return", "main.step+0x4", "main.(*Controller).syncDeployment"] * n
     res = trace("main.(*Controller).syncDeployment", cmd=[binary, str(n)], json=True).check(rc=0)
     assert [o["event"] for o in res.objects] == ["main.(*Controller).syncDeployment"] * n
+
+
+# --------------------------------------------------------------------------
+# $ustack of a stripped Go program across cgo calls
+
+GOCGO = target("gocgo")                   # cgo both ways (tests/targets/gocgo)
+GOCGO_STRIPPED = target("gocgo-stripped")  # -s -w: C keeps .eh_frame, Go has no CFI
+
+
+def unabi(name):
+    """A Go name without the .abi0 Go's linker gives an assembly function in
+    .symtab, which Go's function table does not record."""
+    return name[:-len(".abi0")] if name and name.endswith(".abi0") else name
+
+
+def cgo_stacks(binary, engine, n=3):
+    """{probe: [[(sym, off, file, line), ...] per hit]} of cLeaf (C called
+    from Go) and main.goCallback (Go called from C), and each stack's end."""
+    res = trace("cLeaf $ustack", "main.goCallback $ustack", cmd=[binary, str(n)], json=True,
+                extra=["-e", engine], timeout=120).check(rc=0)
+    assert f"callbacks {n}" in res.stdout, res.describe()
+    out = {}
+    for name in ("cLeaf", "main.goCallback"):
+        hits = res.named(name)
+        assert len(hits) == n, res.describe()
+        out[name] = [([(unabi(f["sym"]), f["off"], f["file"], f["line"])
+                       for f in e.args["ustack"] if "end" not in f],
+                      [f["end"] for f in e.args["ustack"] if "end" in f]) for e in hits]
+    return out
+
+
+def go_source_line(path, text):
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if line.startswith(text):
+                return i
+    raise AssertionError(f"{text!r} not in {path}")
+
+
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
+def test_ustack_across_cgo_stripped_as_unstripped(engine):
+    """A stripped cgo program: C's frames walk by its .eh_frame, Go's by
+    .gopclntab's pcsp tables, frame for frame as the unstripped build's
+    CFI walks them, as far as CFI can: Go called from C (through crosscall2
+    and cgocallback) up to the runtime's switch back from the system stack,
+    C called from Go up to asmcgocall's switch to it (the word it leaves
+    there is no return address: not compared). Go's frames are named from
+    the table, with main.go's lines."""
+    plain, stripped = cgo_stacks(GOCGO, engine), cgo_stacks(GOCGO_STRIPPED, engine)
+    src = str(Path(__file__).resolve().parents[1] / "targets" / "gocgo" / "main.go")
+    for (pf, pend), (sf, send) in zip(plain["main.goCallback"], stripped["main.goCallback"]):
+        assert [f[:2] for f in sf] == [f[:2] for f in pf], (sf, pf)
+        assert [f[0] for f in sf[:6]] == [
+            "main.goCallback", sf[1][0], "runtime.cgocallbackg1", "runtime.cgocallbackg",
+            "runtime.cgocallbackg", "runtime.cgocallback"], sf
+        assert sf[1][0].startswith("_cgoexp_") and sf[1][0].endswith("_goCallback"), sf
+        assert len(send) == 1 and send[0].startswith("no CFI for ") and len(pend) == 1, send
+        assert sf[0][2].endswith("/gocgo/main.go") and \
+            sf[0][3] == go_source_line(src, "\tcallbacks++"), sf     # a leaf: no prologue
+    for (pf, _), (sf, _) in zip(plain["cLeaf"], stripped["cLeaf"]):
+        assert [f[:2] for f in sf[:3]] == [f[:2] for f in pf[:3]], (sf, pf)
+        assert sf[0][:2] == ("cLeaf", 0) and sf[1][0].endswith("_Cfunc_cLeaf") and \
+            sf[2][0] == "runtime.asmcgocall", sf
+        assert sf[0][2] is None and sf[2][2].endswith("/runtime/asm_amd64.s"), sf

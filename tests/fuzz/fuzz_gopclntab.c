@@ -8,14 +8,24 @@
  * name a non-empty NUL-terminated string inside the input; and reading is
  * deterministic. Any violation aborts. The seeds are small tables of each
  * layout (Go 1.2, 1.16, 1.18, 1.20) with three functions and their pcsp
- * tables. */
+ * tables.
+ *
+ * Each function's pc-value tables are read as the unwind tables and the
+ * frames' names read them (gopclntab_pcv_next, gopclntab_pcvalue,
+ * gopclntab_file, gopclntab_func_at; stack_go_row): ranges rise from the
+ * entry without a gap, within [entry, end), a walk ends within the table's
+ * bytes; pcsp's ranges cover the function exactly and each value makes a
+ * row the walker knows; a file name is a NUL-terminated string inside the
+ * input; the function found at an entry is that function. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "objfile/gopclntab.h"
+#include "stack/unwgo.h"
 
 #define CHECK(cond)                                                             \
 	do {                                                                    \
@@ -40,6 +50,64 @@ static uint64_t entry(const uint8_t *d, const struct gopclntab_hdr *h, uint64_t 
 	uint64_t v = rd(d + h->functab_off + 2 * i * h->fieldsz, h->fieldsz);
 
 	return h->version >= GOPCLNTAB_118 ? v + h->text_start : v;
+}
+
+/* A pc-value table of f: contiguous ranges from the entry within [entry,
+ * end), at most a range for each two bytes of the input. The end of the
+ * last range, or 0 when the table does not read. */
+static uint64_t check_pcv(const uint8_t *c, size_t size, const struct gopclntab_hdr *h,
+			  const struct gopclntab_func *f, uint32_t tab, bool rows)
+{
+	struct gopclntab_pcv it;
+	uint64_t lo, hi, at = f->entry, steps = 0;
+	int32_t v;
+	int r;
+
+	gopclntab_pcv_start(tab, f->entry, f->end, &it);
+	while ((r = gopclntab_pcv_next(c, size, h, &it, &lo, &hi, &v)) > 0) {
+		CHECK(lo == at && hi >= lo && hi <= f->end);
+		CHECK(++steps <= size / 2 + 1);
+		at = hi;
+		if (rows) {
+			struct stack_row row = stack_go_row(v);
+			unsigned op = row.op & STACK_OP_MASK;
+
+			CHECK(op == STACK_OP_RSP || op == STACK_OP_BAD || op == STACK_OP_RANGE);
+			CHECK(op != STACK_OP_RSP || v < 0 ||
+			      ((int64_t)row.cfa_off << ((row.op & STACK_CFA_X8) ? 3 : 0)) ==
+				      (int64_t)v + 8);
+		}
+	}
+	CHECK(r == 0 || r == -EINVAL);
+	return r == 0 ? at : 0;
+}
+
+static void check_tables(const uint8_t *c, size_t size, const struct gopclntab_hdr *h,
+			 const struct gopclntab_func *f)
+{
+	struct gopclntab_func g;
+	int32_t v;
+
+	/* pcsp is kept only when it covers the function exactly */
+	if (f->pcsp)
+		CHECK(check_pcv(c, size, h, f, f->pcsp, true) == f->end);
+	if (f->pcfile) {
+		check_pcv(c, size, h, f, f->pcfile, false);
+		if (!gopclntab_pcvalue(c, size, h, f->pcfile, f->entry, f->end, f->entry, &v)) {
+			const char *nm = gopclntab_file(c, size, h, f, v);
+
+			CHECK(!nm || (nm >= (const char *)c && nm < (const char *)c + size &&
+				      memchr(nm, 0, size - (size_t)(nm - (const char *)c))));
+		}
+	}
+	if (f->pcln)
+		check_pcv(c, size, h, f, f->pcln, false);
+	if (f->inltree)
+		check_pcv(c, size, h, f, f->inltree, false);
+	/* found at its entry: this function, or one at the same entry */
+	if (f->end > f->entry && !gopclntab_func_at(c, size, h, f->entry, &g))
+		CHECK(g.entry == f->entry && g.name >= (const char *)c &&
+		      g.name < (const char *)c + size);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -89,6 +157,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		CHECK(f[k].end >= f[k].entry && f[k].end <= entry(c, &h, j + 1));
 		i++;
 	}
+
+	for (ssize_t k = 0; k < n; k++)
+		check_tables(c, size, &h, &f[k]);
 
 	/* deterministic */
 	CHECK(gopclntab_header(c, size, &h2) == 0 && !memcmp(&h, &h2, sizeof(h)));

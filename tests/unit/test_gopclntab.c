@@ -29,6 +29,7 @@
 #include "objfile/objfile.h"
 #include "objfile/gopclntab.h"
 #include "objfile/gotypes.h"
+#include "stack/unwtab.h"
 #include "fixture.h"
 
 static char tmpdir[256];
@@ -167,9 +168,12 @@ static struct fnlist symtab_funcs(const char *path)
 	return l;
 }
 
-/* The name .symtab gives a function whose .gopclntab name is pcl: the same,
- * or with ".abi0" for an assembly function (the table has no ABI), or with
- * the "[...]" of a generated type's array length written out ("[2]"). */
+/* The name .symtab gives a function whose name from .gopclntab is pcl: the
+ * same (of two functions of a name, the ABI0 one is NAME.abi0 in both), or
+ * with ".abi0" for an assembly function alone of its name (Go's linker
+ * adds it where a register-ABI symbol of the name exists, which the table
+ * does not say), or with the "[...]" of a generated type's array length
+ * written out ("[2]"). */
 static bool same_go_name(const char *sym, const char *pcl)
 {
 	size_t lp = strlen(pcl);
@@ -437,7 +441,16 @@ static void test_reader_on_real_table(void **state)
 		assert_non_null(s);
 		assert_int_equal(s->vaddr, t.f[i].entry);
 		assert_int_equal(s->size, t.f[i].end - t.f[i].entry);
-		assert_true(name_eq_dotted(t.f[i].name, s->name));
+		/* the ABI0 one of two functions of a name: NAME.abi0 (mark_abi0) */
+		if (strlen(s->name) > 5 && !strcmp(s->name + strlen(s->name) - 5, ".abi0") &&
+		    !strstr(t.f[i].name, ".abi0")) {
+			char nm[512];
+
+			snprintf(nm, sizeof(nm), "%s.abi0", t.f[i].name);
+			assert_true(name_eq_dotted(nm, s->name));
+		} else {
+			assert_true(name_eq_dotted(t.f[i].name, s->name));
+		}
 		if (i)
 			assert_true(t.f[i].entry >= t.f[i - 1].end);
 	}
@@ -770,6 +783,135 @@ static void test_elf_open_damaged(void **state)
 	free(b);
 }
 
+/* ---- unwind rows from pcsp ------------------------------------------- */
+
+/* The row of table u at link-time address pc; NULL: outside its span. */
+static const struct stack_row *row_at(const struct stack_utab *u, uint64_t pc)
+{
+	uint32_t lo = 0, hi = u->tab.nrows;
+
+	if (pc < u->tab.base || pc - u->tab.base >= u->tab.span)
+		return NULL;
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (u->rows[mid].pc <= pc - u->tab.base)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return &u->rows[lo];
+}
+
+/* The stripped build's table (Go's pcsp tables) against the unstripped
+ * build's (the .debug_frame Go's linker wrote): at every address of every
+ * Go function, the same row. */
+static void compare_rows(const char *full, const char *stripped)
+{
+	struct stack_utab *uf = NULL, *us = NULL;
+	struct objfile *ef = NULL;
+	size_t funcs = 0, pcs = 0;
+
+	assert_int_equal(stack_utab_build(full, &uf), 0);
+	assert_int_equal(stack_utab_build(stripped, &us), 0);
+	/* the unstripped build's CFI covers every Go function */
+	assert_int_equal(uf->go_rows, 0);
+	assert_true(us->go_rows > 1000);
+	assert_int_equal(objfile_open(stripped, &ef), 0);
+	for (size_t i = 0; i < ef->nsyms; i++) {
+		const struct objfile_sym *s = &ef->syms[i];
+
+		if (!(s->flags & OBJFILE_SYM_GOPCLNTAB))
+			continue;
+		funcs++;
+		for (uint64_t pc = s->vaddr; pc < s->vaddr + s->size; pc++) {
+			const struct stack_row *a = row_at(uf, pc), *b = row_at(us, pc);
+
+			if (!a || !b || a->op != b->op || a->cfa_off != b->cfa_off ||
+			    a->rbp_off != b->rbp_off)
+				fail_msg("%s at 0x%" PRIx64 ": %s has op %d cfa %d, %s op %d cfa %d",
+					 s->name, pc, full, a ? a->op : -1, a ? a->cfa_off : 0,
+					 stripped, b ? b->op : -1, b ? b->cfa_off : 0);
+			pcs++;
+		}
+	}
+	assert_true(funcs > 1000 && pcs > 100000);
+	objfile_close(ef);
+	stack_utab_free(uf);
+	stack_utab_free(us);
+}
+
+static void test_unwind_rows_stripped_equal_debug_frame(void **state)
+{
+	(void)state;
+	compare_rows(fx("goctl"), fx("goctl-stripped"));
+	compare_rows(fx("goctl-pie"), fx("goctl-pie-stripped"));
+	/* C's _start and the cgo runtime's C code keep their .eh_frame */
+	compare_rows(fx("goctl-extpie"), fx("goctl-extpie-stripped"));
+}
+
+/* The line of "func NAME(" (or a method "func (...) NAME(") in goctl's
+ * main.go; 0: none. */
+static unsigned source_line(const char *path, const char *name)
+{
+	char buf[512], pat[160];
+	unsigned n = 0;
+	FILE *f = fopen(path, "r");
+
+	assert_non_null(f);
+	snprintf(pat, sizeof(pat), " %s(", name);
+	while (fgets(buf, sizeof(buf), f)) {
+		n++;
+		if (!strncmp(buf, "func ", 5) && strstr(buf, pat)) {
+			fclose(f);
+			return n;
+		}
+	}
+	fclose(f);
+	return 0;
+}
+
+/* A stripped build's source positions from pcfile and pcln: each main.*
+ * function's entry is at its "func" line of main.go; the runtime's in
+ * Go's own sources. */
+static void test_stripped_source_lines(void **state)
+{
+	char src[PATH_MAX + 96];
+	struct objfile *ef = NULL;
+	const char *file;
+	unsigned line, checked = 0;
+
+	(void)state;
+	snprintf(src, sizeof(src), "%s/../../../targets/goctl/main.go", fxdir);
+	assert_int_equal(objfile_open(fx("goctl-stripped"), &ef), 0);
+	for (size_t i = 0; i < ef->nsyms; i++) {
+		const struct objfile_sym *s = &ef->syms[i];
+		const char *dot;
+		unsigned want;
+
+		if (strncmp(s->name, "main.", 5) || strchr(s->name + 5, '.') ||
+		    !(want = source_line(src, s->name + 5)))
+			continue;
+		assert_int_equal(objfile_go_line(ef, s->vaddr, &file, &line), 0);
+		dot = strrchr(file, '/');
+		assert_non_null(dot);
+		assert_string_equal(dot, "/main.go");
+		assert_int_equal(line, want);
+		checked++;
+	}
+	assert_true(checked >= 3);
+	{
+		const struct objfile_sym *s = NULL;
+
+		assert_int_equal(objfile_func_lookup(ef, "runtime.main", &s, NULL, NULL), 0);
+		assert_int_equal(objfile_go_line(ef, s->vaddr, &file, &line), 0);
+		assert_non_null(strstr(file, "runtime/proc.go"));
+		/* past the end of the code: none */
+		assert_int_equal(objfile_go_line(ef, 0x10, &file, &line), -ENOENT);
+	}
+	objfile_close(ef);
+}
+
 /* ---- setup ------------------------------------------------------------ */
 
 static int group_setup(void **state)
@@ -809,6 +951,8 @@ int main(void)
 		cmocka_unit_test(test_corrupted_tables),
 		cmocka_unit_test(test_absurd_counts_and_offsets),
 		cmocka_unit_test(test_elf_open_damaged),
+		cmocka_unit_test(test_unwind_rows_stripped_equal_debug_frame),
+		cmocka_unit_test(test_stripped_source_lines),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

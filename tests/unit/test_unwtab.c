@@ -712,7 +712,7 @@ static void test_tabset_disk(void **state)
 
 		for (uint32_t i = 0; i < u->build_id_len; i++)
 			p += sprintf(p, "%02x", u->build_id[i]);
-		strcpy(p, ".unw");
+		sprintf(p, ".v%d.unw", STACK_TABFILE_VERSION);
 	}
 	assert_true(file_exists(file));
 	/* no temporary file left */
