@@ -42,13 +42,20 @@ static int put(struct usc_output *o, const char *fmt, ...)
 	}
 }
 
-static int putc_(struct usc_output *o, char c)
+/* n bytes as they are. */
+static int putn(struct usc_output *o, const void *p, size_t n)
 {
-	if (reserve(o, 1))
+	if (reserve(o, n))
 		return -ENOMEM;
-	o->buf[o->len++] = c;
+	memcpy(o->buf + o->len, p, n);
+	o->len += n;
 	o->buf[o->len] = 0;
 	return 0;
+}
+
+static int putc_(struct usc_output *o, char c)
+{
+	return putn(o, &c, 1);
 }
 
 
@@ -108,11 +115,7 @@ int output_c_string(struct usc_output *o, const char *s, size_t n)
 			ret = putc_(o, (char)c);
 			i++;
 		} else if (c >= 0x80 && (l = utf8_len(u + i, n - i)) > 0) {
-			if (reserve(o, l))
-				return -ENOMEM;
-			memcpy(o->buf + o->len, u + i, l);
-			o->len += l;
-			o->buf[o->len] = 0;
+			ret = putn(o, u + i, l);
 			i += l;
 		} else {
 			ret = put(o, "\\x%02x", c);
@@ -147,11 +150,7 @@ int output_json_string(struct usc_output *o, const char *s, size_t n)
 			ret = put(o, "\\u%04x", c);
 			i++;
 		} else if ((l = utf8_len(u + i, n - i)) > 0) {
-			if (reserve(o, l))
-				return -ENOMEM;
-			memcpy(o->buf + o->len, u + i, l);
-			o->len += l;
-			o->buf[o->len] = 0;
+			ret = putn(o, u + i, l);
 			i += l;
 		} else {
 			ret = put(o, "\\u%04x", c);

@@ -295,3 +295,20 @@ static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet)
 			  "libpython it maps exports Py_Version or _PyRuntime", (int)pid);
 	return err;
 }
+
+int python_find_linked(const char *exe, struct python_runtime *rt, bool quiet)
+{
+	char **deps = NULL;
+	int ret = quiet ? python_find_file(exe, rt) : python_detect_file(exe, rt);
+	ssize_t n = ret == -ENOENT ? module_deps(exe, &deps) : 0;
+
+	for (ssize_t i = 0; i < n && ret == -ENOENT; i++) {
+		const char *b = strrchr(deps[i], '/');
+
+		if (!strncmp(b ? b + 1 : deps[i], "libpython", 9))
+			ret = quiet ? python_find_file(deps[i], rt) : python_detect_file(deps[i], rt);
+	}
+	if (n > 0)
+		module_list_free(deps, (size_t)n);
+	return ret;
+}

@@ -49,6 +49,9 @@ struct python_runtime {
 int python_detect_file(const char *path, struct python_runtime *rt);
 /* The same, saying nothing (not even of another version). */
 int python_find_file(const char *path, struct python_runtime *rt);
+/* A program's CPython: its own runtime, or that of a libpython it links
+ * (DT_NEEDED); as python_find_file when quiet, else python_detect_file. */
+int python_find_linked(const char *exe, struct python_runtime *rt, bool quiet);
 
 /* A process: its executable, then each mapped libpython*, as above, with
  * run-time addresses. -ESRCH if it has gone. */

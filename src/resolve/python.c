@@ -19,24 +19,6 @@
 
 /* The file with the target's runtime: 0 with *path, or -errno (said
  * unless quiet). */
-/* A program's runtime: its own, or a libpython's it links. */
-static int file_runtime(const char *exe, struct python_runtime *rt, bool quiet)
-{
-	char **deps = NULL;
-	int ret = quiet ? python_find_file(exe, rt) : python_detect_file(exe, rt);
-	ssize_t n = ret == -ENOENT ? module_deps(exe, &deps) : 0;
-
-	for (ssize_t i = 0; i < n && ret == -ENOENT; i++) {
-		const char *b = strrchr(deps[i], '/');
-
-		if (!strncmp(b ? b + 1 : deps[i], "libpython", 9))
-			ret = quiet ? python_find_file(deps[i], rt) : python_detect_file(deps[i], rt);
-	}
-	if (n > 0)
-		module_list_free(deps, (size_t)n);
-	return ret;
-}
-
 static int runtime_file(const struct usc_target *t, const struct usc_probe_spec *spec,
 			char **path, bool quiet)
 {
@@ -52,9 +34,9 @@ static int runtime_file(const struct usc_target *t, const struct usc_probe_spec 
 	if (t->kind == USC_TARGET_PID) {
 		ret = quiet ? python_find_pid(t->pid, &rt) : python_detect_pid(t->pid, &rt);
 	} else if (t->exe) {
-		ret = file_runtime(t->exe, &rt, quiet);
+		ret = python_find_linked(t->exe, &rt, quiet);
 		if (ret == -ENOENT && t->python)	/* a launcher's */
-			ret = file_runtime(t->python, &rt, quiet);
+			ret = python_find_linked(t->python, &rt, quiet);
 		if (ret == -ENOENT && !quiet)
 			log_error("%s: %s runs no CPython of its own: py: probes need COMMAND to be "
 				  "CPython, or launch one uscope can name beforehand (python3 app.py, "

@@ -61,14 +61,10 @@ static bool py_probes_read(const struct python_runtime *rt, bool py_probes)
  * uscope does not read (said). */
 static int command_runtime(const char *exe, struct python_runtime *rt, bool quiet)
 {
-	char **deps = NULL;
-	ssize_t n;
-	int ret = quiet ? python_find_file(exe, rt) : python_detect_file(exe, rt);
 	uint8_t magic[4] = {0};
+	int ret;
 	FILE *f;
 
-	if (ret != -ENOENT)
-		return ret;
 	f = fopen(exe, "rb");
 	if (f) {
 		if (fread(magic, 1, 4, f) != 4)
@@ -76,16 +72,8 @@ static int command_runtime(const char *exe, struct python_runtime *rt, bool quie
 		fclose(f);
 	}
 	if (memcmp(magic, "\177ELF", 4))
-		return 1;
-	n = module_deps(exe, &deps);
-	for (ssize_t i = 0; i < n && ret == -ENOENT; i++) {
-		const char *b = strrchr(deps[i], '/');
-
-		if (!strncmp(b ? b + 1 : deps[i], "libpython", 9))
-			ret = quiet ? python_find_file(deps[i], rt) : python_detect_file(deps[i], rt);
-	}
-	if (n > 0)
-		module_list_free(deps, (size_t)n);
+		return 1;	/* a script: its interpreter runs */
+	ret = python_find_linked(exe, rt, quiet);
 	if (ret == -ENOENT && !quiet)
 		log_warn("python: %s has no CPython (neither the runtime nor a libpython it "
 			 "links): Python is looked for in what it runs (an exec)", exe);
