@@ -153,6 +153,7 @@ static const struct option args_all[] = {
 	{"all", no_argument, NULL, 'a'},
 	{"root", required_argument, NULL, 'Q'},
 	{"stack-mode", required_argument, NULL, 'k'},
+	{"no-children", no_argument, NULL, 'n'},
 };
 static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUTPUT,
 				     CLI_ARG_INTERVAL, CLI_ARG_URETPROBE, CLI_ARG_NO_INLINES,
@@ -163,7 +164,7 @@ static const unsigned args_need[] = {0, 0, 0, 0, 0, 0, CLI_ARG_JSON, CLI_ARG_OUT
 				     CLI_ARG_FORMAT, CLI_ARG_STACK, CLI_ARG_FOLDED,
 				     CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE, CLI_ARG_OBJTRACE,
 				     CLI_ARG_OBJTRACE, CLI_ARG_SERVE, CLI_ARG_SERVE, CLI_ARG_PPROF,
-				     CLI_ARG_WAIT, CLI_ARG_ALL, 0, CLI_ARG_STACK};
+				     CLI_ARG_WAIT, CLI_ARG_ALL, 0, CLI_ARG_STACK, 0};
 _Static_assert(sizeof(args_need) / sizeof(args_need[0]) ==
 	       sizeof(args_all) / sizeof(args_all[0]), "an option's need for each option");
 #define ARGS_NALL (sizeof(args_all) / sizeof(args_all[0]))
@@ -246,6 +247,9 @@ static int args_shared(int c, struct cli_opts *o)
 		return ARG_OK;
 	case 'A':
 		o->so.resolve_flags |= RESOLVE_ALL_LINE_SITES;
+		return ARG_OK;
+	case 'n':
+		o->so.no_children = true;
 		return ARG_OK;
 	}
 	return ARG_NOT_MINE;
@@ -487,6 +491,10 @@ static int args_check(int argc, char **argv, unsigned extra, const char *name,
 	}
 	if (o->so.cmd && o->so.pid) {
 		cli_error("give either -p PID or a COMMAND, not both");
+		return 2;
+	}
+	if (o->so.no_children && !o->so.pid) {
+		cli_error("--no-children is for -p PID (COMMAND's children are always traced)");
 		return 2;
 	}
 	o->nspecs = (size_t)(argc - optind);

@@ -26,6 +26,7 @@ static const char count_usage[] =
 	"              VALUE a number or a \"string\" (with * ? [..]: a glob)\n"
 	"\n"
 	"  -p, --pid PID          count in a running process\n"
+	"      --no-children      -p: PID alone, not the processes it forks\n"
 	"      --root DIR         system-wide: MODULE paths are files under DIR\n"
 	"                         (a container's: --root /proc/PID/root)\n"
 	"  -- COMMAND             count in COMMAND; exit with its status\n"

@@ -24,6 +24,7 @@ static const char latency_usage[] =
 	"give both. A probe may end with 'if COND' (see uscope count --help).\n"
 	"\n"
 	"  -p, --pid PID          in a running process\n"
+	"      --no-children      -p: PID alone, not the processes it forks\n"
 	"      --root DIR         system-wide: MODULE paths are files under DIR\n"
 	"                         (a container's: --root /proc/PID/root)\n"
 	"  -- COMMAND             in COMMAND; exit with its status (neither: system-wide)\n"

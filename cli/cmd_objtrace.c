@@ -41,6 +41,7 @@ static const char objtrace_usage[] =
 	"                         65535); a --from hit beyond is shown and reported,\n"
 	"                         its object not followed\n"
 	"  -p, --pid PID          in a running process\n"
+	"      --no-children      -p: PID alone, not the processes it forks\n"
 	"      --root DIR         system-wide: MODULE paths are files under DIR\n"
 	"                         (a container's: --root /proc/PID/root)\n"
 	"  -- COMMAND             in COMMAND; exit with its status (neither: system-wide)\n"

@@ -25,6 +25,7 @@ static const char record_usage[] =
 	"\n"
 	"  -o, --output FILE      the recording (required)\n"
 	"  -p, --pid PID          record a running process\n"
+	"      --no-children      -p: PID alone, not the processes it forks\n"
 	"      --root DIR         system-wide: MODULE paths are files under DIR\n"
 	"                         (a container's: --root /proc/PID/root)\n"
 	"  -- COMMAND             record COMMAND (its forks and execs too); exit with its status\n"

@@ -23,6 +23,7 @@ static const char trace_usage[] =
 	"    TYPE      u8..u64 s8..s64 x8..x64 string ustring symbol b<width>@<offset>/<size>\n"
 	"\n"
 	"  -p, --pid PID        trace a running process (all its threads)\n"
+	"      --no-children    -p: PID alone, not the processes it forks\n"
 	"      --root DIR       system-wide: MODULE paths are files under DIR\n"
 	"                       (a container's: --root /proc/PID/root)\n"
 	"  -- COMMAND           start COMMAND with the probes in place; exit with its status\n"
