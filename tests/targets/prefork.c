@@ -30,6 +30,9 @@
 #include <unistd.h>
 
 volatile long g_sink;
+#ifdef PREFORK_COPY
+volatile long g_copy = 2;	/* prefork2: another build id than prefork's */
+#endif
 
 __attribute__((noinline)) long handle(int v)
 {
