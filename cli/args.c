@@ -163,6 +163,9 @@ static int args_shared(int c, struct cli_opts *o)
 	case 'A':
 		o->so.resolve_flags |= RESOLVE_ALL_LINE_SITES;
 		return ARG_OK;
+	case 'n':
+		o->so.no_children = true;
+		return ARG_OK;
 	}
 	return ARG_NOT_MINE;
 }
@@ -408,6 +411,10 @@ static int args_check(int argc, char **argv, const struct cli_cmd *cmd, struct c
 	}
 	if (o->so.cmd && o->so.pid) {
 		cli_usage_error("give either -p PID or a COMMAND, not both");
+		return 2;
+	}
+	if (o->so.no_children && !o->so.pid) {
+		cli_usage_error("--no-children is for -p PID (COMMAND's children are always traced)");
 		return 2;
 	}
 	o->nspecs = (size_t)(argc - optind);

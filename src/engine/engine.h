@@ -86,6 +86,10 @@ struct usc_engine_ctx {
 	size_t nsites;
 	bool count_only;		/* only hit counts are wanted: an engine may
 					 * count instead of recording */
+	/* -p: the processes the target forks after attach (and theirs) are
+	 * traced too, as COMMAND's are (not --no-children); a child that
+	 * execs another program leaves unless a probe names that program */
+	bool children;
 	bool has_stacks;		/* a site fetches $ustack */
 	uint32_t stack_bytes;		/* $ustack: bytes of stack copied (0: 8 KiB) */
 	struct usc_agg_opts agg;	/* what is aggregated (agg/agg.h) */

@@ -115,7 +115,9 @@ static int collect(struct ck *c)
 
 		if (e < 0 || !s->engines[e].ops->kernel_uprobes)
 			continue;
-		k.pid_only = s->target.kind == USC_TARGET_PID && s->engines[e].ops->pid_only_uprobes;
+		/* following -p's children, a bpf link is every process's */
+		k.pid_only = s->target.kind == USC_TARGET_PID && !s->ectx.children &&
+			     s->engines[e].ops->pid_only_uprobes;
 		if (file_code(site, k.code, &k.len))
 			continue;
 		ret = add_file(c, site->path, &k.file);

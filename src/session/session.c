@@ -82,6 +82,7 @@ int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
 		.target = &s->target,
 		.cache = s->cache,
 		.count_only = o->count_only,
+		.children = !o->no_children,
 		.stack_bytes = o->stack_bytes,
 		.agg = s->opts.agg,
 		.record = {o->record.on, o->record.snapshot},
@@ -837,13 +838,19 @@ static int start_target(struct run *r, const sigset_t *oldmask, struct usc_run_r
 	} else {
 		s->pid = s->opts.pid;
 	}
+	/* -p (or COMMAND run already): an engine that follows its children by
+	 * ptrace has their wait statuses */
+	if ((!s->opts.cmd || r->running) && s->ectx.children)
+		for (size_t k = 0; k < s->nengines; k++)
+			r->ptraced |= s->engines[k].live && s->engines[k].ops->trace_exec;
 	if (!s->mapwatch)
 		watch_maps(s, s->pid, false);
 	for (size_t k = 0; k < s->nengines; k++) {
 		struct session_engine *se = &s->engines[k];
 
-		if (se->live &&
-		    (ret = se->ops->start(se->e, s->pid, s->opts.cmd != NULL && !r->running)))
+		if (se->live && (ret = se->ops->start(se->e, s->pid,
+						      (s->opts.cmd != NULL && !r->running) ||
+						      s->ectx.children)))
 			return ret;
 	}
 	if (s->pid && !s->opts.cmd)
@@ -962,9 +969,9 @@ static int loop(struct run *r)
 			if (n < 0)
 				return n;
 		}
-		if (r->child > 0)
+		if (r->child > 0 || r->ptraced)
 			reap(r);
-		else if (r->pfd >= 0) {
+		if (r->child <= 0 && r->pfd >= 0) {
 			struct pollfd p = {.fd = r->pfd, .events = POLLIN};
 
 			r->gone |= poll(&p, 1, 0) > 0;

@@ -54,6 +54,8 @@ struct usc_session_opts {
 	bool count_only;		/* only hit counts are wanted: engines may
 					 * count instead of recording */
 	unsigned resolve_flags;		/* RESOLVE_URETPROBE, RESOLVE_NO_INLINES */
+	bool no_children;		/* -p: its own threads only, not the processes
+					 * it forks after attach (--no-children) */
 	struct usc_agg_opts agg;
 	/* uscope objtrace: probes with an obj_role follow objects; the set
 	 * holds max_objects at most (a --from hit beyond is reported) */

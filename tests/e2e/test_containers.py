@@ -40,6 +40,7 @@ APP_DIR = f"/opt/{TAG}"          # the same path inside the container and on the
 SERVER = f"{APP_DIR}/server"      # waiter; its debug info in ROOT's build-id tree
 THREADS = f"{APP_DIR}/ctrthreads"  # its debug info in APP_DIR/.debug (debuglink)
 USDT = f"{APP_DIR}/usdt"          # its debug info in ROOT/usr/lib/debug/APP_DIR
+PREFORK = f"{APP_DIR}/prefork"    # a forking server (its debug info inside)
 AS_NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 PIVOT = r'''set -e
@@ -102,7 +103,8 @@ def root(targets_built):
         d = Path(f"{r}/usr/lib/debug{APP_DIR}")
         d.mkdir(parents=True)
         shutil.move(str(tmp), d / "usdt.debug")
-        for b in ("waiter", "ctrthreads", "usdt"):
+        shutil.copy2(target("prefork"), app / "prefork")
+        for b in ("waiter", "ctrthreads", "usdt", "prefork"):
             _copy_libs(target(b), r)
         yield r
     finally:
@@ -278,6 +280,31 @@ def test_text_and_json_pid_columns(containers):
                 for e in res.events:
                     assert e.line.startswith(f"ctrthreads-{e.tid}/{inner[e.tid]} ["), \
                         (engine, e.line)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_forked_children_by_host_pid(containers, engine):
+    """-p of a server in a container follows the children it forks after
+    attach: each event names its process by the host's pid, with its pid
+    inside beside it, on every engine alike."""
+    c = containers([PREFORK])
+    bg = u.trace_bg("handle v=$arg1:s32", pid=c.pid, json=True, extra=["-e", engine])
+    bg.wait_ready()
+    c.p.stdin.write(b"hold 2 3\n")
+    c.p.stdin.flush()
+    line = c.t.readline()
+    kids = [int(p) for p in line.split()[1].split(",")]    # their pids inside
+    hosts = {Container.nspid(h)[1]: h for h in
+             Path(f"/proc/{c.pid}/task/{c.pid}/children").read_text().split() for h in [int(h)]}
+    assert sorted(hosts) == sorted(kids), (hosts, kids)
+    bg.signal(signal.SIGINT)     # while they live: their ids are there to read
+    res = bg.result().check(ready=1)
+    c.p.stdin.write(b"release\n")
+    c.p.stdin.flush()
+    assert c.t.readline() == "released ok=2"
+    got = sorted((o["pid"], o["tid"], o.get("ns_pid"), o.get("ns_tid"), o["args"]["v"])
+                 for o in res.objects)
+    assert got == sorted((hosts[k], hosts[k], k, k, v) for k in kids for v in range(3)), got
 
 
 def test_host_process_output_unchanged():

@@ -199,12 +199,12 @@ def test_json_fields_and_types():
 
 
 def test_attach_pid_excludes_forked_children_even_short_lived():
-    """The kernel's pid filter follows forks; uscope keeps the target's threads
-    (a new thread's work() is reported) and drops its forked processes, which
-    exit before their events are read."""
+    """--no-children: the kernel's pid filter follows forks; uscope keeps the
+    target's threads (a new thread's work() is reported) and drops its forked
+    processes, which exit before their events are read."""
     f = u.Target([target("forker")])
     f.expect("ready")
-    bg = trace_bg("work v=$arg1:s32", pid=f.pid, json=True)
+    bg = trace_bg("work v=$arg1:s32", pid=f.pid, json=True, extra=["--no-children"])
     bg.wait_ready()
     f.write("go\n")
     f.close_stdin()

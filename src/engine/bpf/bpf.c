@@ -5,11 +5,11 @@
  * computes what uprobe_events cannot (a USDT base+index operand) and turns a
  * bad pointer into a fault marker. The sleepable build is loaded where the
  * kernel has sleepable uprobes: it reads memory nobody has touched yet; the
- * other only where it has not (said with -v). Probes attach to the target
- * process only (the link's pid: all the process's threads, not its
- * children), or for COMMAND to every process and
- * filter on COMMAND's tree (followed through forks by a tracepoint
- * program), or to every process system-wide: with one multi-uprobe link a
+ * other only where it has not (said with -v). Probes attach with -p
+ * --no-children to the target process only (the link's pid: all the
+ * process's threads, not its children), or for COMMAND and -p to every
+ * process and filter on the tree (followed through forks and exits by
+ * tracepoint programs), or to every process system-wide: with one multi-uprobe link a
  * file where the kernel has them, one link a site where not (links.c). The
  * kernel counts each site's hits and lost records itself, per CPU. */
 #include <errno.h>
@@ -81,7 +81,9 @@ static int bpfeng_create(const struct usc_engine_ctx *s, struct usc_engine **out
 		return -ENOMEM;
 	u->base.ops = &bpf_engine_ops;
 	u->base.ctx = s;
-	u->follow = s->target->kind == USC_TARGET_COMMAND;
+	/* COMMAND's tree, or -p's (the processes it forks after attach) */
+	u->follow = s->target->kind == USC_TARGET_COMMAND ||
+		    (s->target->kind == USC_TARGET_PID && s->children);
 	*out = &u->base;
 	return 0;
 }
@@ -134,6 +136,7 @@ static int bpfeng_load(struct bpfeng *u)
 		bpf_program__set_autoload(u->skel->progs.usc_probe_s, sleepable);
 		bpf_program__set_autoload(u->skel->progs.usc_probe, !sleepable);
 		bpf_program__set_autoload(u->skel->progs.usc_fork, u->follow);
+		bpf_program__set_autoload(u->skel->progs.usc_exit, u->follow);
 		/* a multi link takes a program loaded for it, which libbpf 1.1's
 		 * section names cannot say ("uprobe.multi.s" is libbpf 1.3's) */
 		if (u->multi) {
@@ -265,7 +268,8 @@ static int bpfeng_start(struct usc_engine *e, pid_t pid, bool follow_children)
 		if (bpf_map_update_elem(bpf_map__fd(u->skel->maps.tgids), &key, &one, BPF_ANY))
 			return -errno;
 		u->fork_link = bpf_program__attach(u->skel->progs.usc_fork);
-		if (!u->fork_link) {
+		u->exit_link = u->fork_link ? bpf_program__attach(u->skel->progs.usc_exit) : NULL;
+		if (!u->fork_link || !u->exit_link) {
 			int err = -errno;
 
 			log_error("cannot follow the processes of %d: %s", (int)pid, strerror(-err));
@@ -273,8 +277,8 @@ static int bpfeng_start(struct usc_engine *e, pid_t pid, bool follow_children)
 		}
 	}
 	bpfeng_stk_start(u, pid);
-	/* -p: the link's own filter (the process's threads); COMMAND: every
-	 * process, the program keeps COMMAND's tree (tgids) */
+	/* -p --no-children: the link's own filter (the process's threads);
+	 * COMMAND, -p: every process, the program keeps the tree (tgids) */
 	return bpfeng_links_attach(u, prog, pid > 0 && !u->follow ? pid : 0);
 }
 
@@ -344,6 +348,8 @@ static void bpfeng_stop(struct usc_engine *e)
 	bpfeng_links_detach(u);
 	bpf_link__destroy(u->fork_link);
 	u->fork_link = NULL;
+	bpf_link__destroy(u->exit_link);
+	u->exit_link = NULL;
 }
 
 static int bpfeng_stats(struct usc_engine *e, struct usc_stats *st)

@@ -30,7 +30,7 @@ struct bpfeng {
 	int *mfds;		/* multi: one link a file, nmfds of them */
 	size_t nmfds;
 	struct bpf_link **links;	/* otherwise: one link a site */
-	struct bpf_link *fork_link;
+	struct bpf_link *fork_link, *exit_link;
 	size_t taken;		/* sites can_place accepted */
 	bool follow;		/* COMMAND's tree: every process, filtered */
 	bool sleepable;

@@ -1268,10 +1268,17 @@ struct thread_struct {
 	unsigned long fsbase;
 } __attribute__((preserve_access_index));
 
+struct signal_struct {
+	struct {
+		int counter;
+	} live;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
 	struct thread_struct thread;
+	struct signal_struct *signal;
 } __attribute__((preserve_access_index));
 
 struct py_ctx {
@@ -1666,5 +1673,18 @@ int usc_fork(struct bpf_raw_tracepoint_args *ctx)
 
 	if (ptgid != ctgid && bpf_map_lookup_elem(&tgids, &ptgid))
 		bpf_map_update_elem(&tgids, &ctgid, &one, BPF_ANY);
+	return 0;
+}
+
+/* A process of the tree ends: out of it (its pid may be used again), when
+ * its last thread exits (signal->live reached 0 before this tracepoint). */
+SEC("raw_tp/sched_process_exit")
+int usc_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	struct task_struct *task = (struct task_struct *)ctx->args[0];
+	__u32 tgid = BPF_CORE_READ(task, tgid);
+
+	if (BPF_CORE_READ(task, signal, live.counter) == 0)
+		bpf_map_delete_elem(&tgids, &tgid);
 	return 0;
 }

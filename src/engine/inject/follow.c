@@ -40,9 +40,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cache/cache.h"
 #include "core/log.h"
 #include "core/proc.h"
 #include "engine/inject/inject_int.h"
+#include "ns/ns.h"
 
 #define PT_OPTS (PTRACE_O_TRACEFORK | PTRACE_O_TRACEVFORK | PTRACE_O_TRACECLONE | \
 		 PTRACE_O_TRACEEXEC | PTRACE_O_TRACESYSGOOD)
@@ -226,9 +228,17 @@ static void new_task(struct inj *j, pid_t tid)
 		return;
 	if (mem_rw(tid, parent->img->shm.self_remote, &self, sizeof(self), false) || self)
 		return;		/* vfork: its parent's memory, patches and all */
-	self = (uint32_t)tid;
+	self = (uint32_t)ns_inner_tid(tid);	/* getpid's, as the image's own process */
 	if (mem_rw(tid, parent->img->shm.self_remote, &self, sizeof(self), true))
 		return;
+	if ((pid_t)self != tid) {	/* in a container: its records name it by that */
+		struct inj_kid *k = realloc(j->kids, (j->nkids + 1) * sizeof(*k));
+
+		if (k) {
+			j->kids = k;
+			j->kids[j->nkids++] = (struct inj_kid){parent->img, tid, (pid_t)self};
+		}
+	}
 	p->undo = inj_undo_tell(j, tid);	/* a copy of the patches */
 	p->img = parent->img;
 	p->img->refs++;
@@ -489,12 +499,28 @@ int inj_follow_launched(struct inj *j, pid_t pid)
 	}
 }
 
+void inj_host_ids(struct inj *j, const struct inj_image *img, int32_t *pid, int32_t *tid)
+{
+	for (size_t i = j->nkids; i-- > 0;)	/* the newest first: an id used again */
+		if (j->kids[i].img == img && j->kids[i].ns_pid == *pid) {
+			if (*tid == *pid) {	/* its first thread */
+				*pid = *tid = j->kids[i].pid;
+				return;
+			}
+			cache_ns_host_ids(j->base.ctx->cache, j->kids[i].pid, pid, tid);
+			return;
+		}
+	cache_ns_host_ids(j->base.ctx->cache, img->pid, pid, tid);
+}
+
 void inj_follow_waited(struct inj *j, pid_t pid, int status)
 {
 	handle(j, pid, status, true);
 }
 
-void inj_follow_detach(struct inj *j)
+/* Every task stopped (a signal that arrives meanwhile held), or given up
+ * on after 5 s. */
+static void stop_tasks(struct inj *j)
 {
 	uint64_t deadline;
 
@@ -527,6 +553,54 @@ void inj_follow_detach(struct inj *j)
 		}
 		handle(j, pid, st, false);
 	}
+}
+
+/* Let every task go, each with the first signal it was stopped at; the
+ * others, again. A process on its way to its entry point goes there. */
+static void let_go(struct inj *j)
+{
+	for (size_t i = 0; i < j->nprocs; i++) {
+		struct inj_proc *p = &j->procs[i];
+
+		if (p->state == PROC_ENTRY)	/* its dynamic linker goes to the entry point */
+			mem_rw(p->pid, p->auxv_at, &p->entry, 8, true);
+	}
+	for (size_t i = 0; i < j->ntasks; i++) {
+		struct inj_task *t = &j->tasks[i];
+		int first = 0;
+		unsigned k = 0;
+
+		if (t->nheld && ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->held[0]) == 0) {
+			first = t->held[0].si_signo;
+			k = 1;
+		}
+		ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)first);
+		for (; k < t->nheld; k++)
+			kill(t->tid, t->held[k].si_signo);
+	}
+	j->ntasks = 0;
+}
+
+void inj_follow_keep(struct inj *j, struct remote *rem)
+{
+	long opts = PT_OPTS | (j->hold_exit ? PTRACE_O_TRACEEXIT : 0);
+
+	for (size_t i = 0; i < rem->ntasks; i++)
+		if (!task_add(j, rem->tasks[i].tid))
+			log_warn("out of memory: process %d's children may not be followed",
+				 (int)rem->pid);
+	remote_keep(rem, opts);
+}
+
+void inj_follow_release(struct inj *j)
+{
+	stop_tasks(j);
+	let_go(j);
+}
+
+void inj_follow_detach(struct inj *j)
+{
+	stop_tasks(j);
 	/* every process running a patched image, every thread of it stopped */
 	for (size_t i = 0; i < j->nprocs; i++) {
 		struct inj_proc *p = &j->procs[i];
@@ -534,8 +608,6 @@ void inj_follow_detach(struct inj *j)
 		bool held = true;
 		char dir[64];
 
-		if (p->state == PROC_ENTRY)	/* its dynamic linker goes to the entry point */
-			mem_rw(p->pid, p->auxv_at, &p->entry, 8, true);
 		if (!p->img || !inj_image_applied(p->img))
 			continue;
 		for (size_t k = 0; k < j->ntasks; k++)
@@ -555,20 +627,5 @@ void inj_follow_detach(struct inj *j)
 	}
 	for (size_t i = 0; i < j->nimages; i++)
 		inj_image_retire(j->images[i]);
-	/* let them go, each with the first signal it was stopped at; the
-	 * others, again */
-	for (size_t i = 0; i < j->ntasks; i++) {
-		struct inj_task *t = &j->tasks[i];
-		int first = 0;
-		unsigned k = 0;
-
-		if (t->nheld && ptrace(PTRACE_SETSIGINFO, t->tid, 0, &t->held[0]) == 0) {
-			first = t->held[0].si_signo;
-			k = 1;
-		}
-		ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)first);
-		for (; k < t->nheld; k++)
-			kill(t->tid, t->held[k].si_signo);
-	}
-	j->ntasks = 0;
+	let_go(j);
 }

@@ -492,6 +492,7 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 		ts.letgo = m->self_remote + INJ_SELF_LETGO;
 		if (e->ctx->count_only) {
 			ts.counter = m->remote + m->cpu_counts_off + i * sizeof(uint64_t);
+			ts.self = m->self_remote;
 			ts.stride = m->cpu_stride;
 		} else {
 			const struct inj_site *is = (const struct inj_site *)

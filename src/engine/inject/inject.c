@@ -53,6 +53,7 @@ static int inj_create(const struct usc_engine_ctx *s, struct usc_engine **out, c
 	j->base.ops = &inject_engine_ops;
 	j->base.ctx = s;
 	j->follow = s->target->kind == USC_TARGET_COMMAND;
+	j->children = s->target->kind == USC_TARGET_PID && s->children;
 	j->clock = calloc(1, sizeof(*j->clock));
 	if (!j->clock) {
 		free(j);
@@ -109,7 +110,7 @@ static int inj_attach(struct usc_engine *e)
 	/* Python's code objects are named from its memory, stacks' frames
 	 * from its mappings as they are at the end: a process of COMMAND's
 	 * waits at its exit for its last records to be read */
-	j->hold_exit = j->follow && (inj_py_wanted(j) || e->ctx->has_stacks);
+	j->hold_exit = (j->follow || j->children) && (inj_py_wanted(j) || e->ctx->has_stacks);
 	inj_agg_geometry(j);
 	inj_stk_geometry(j);
 	return j->stats ? 0 : -ENOMEM;
@@ -176,7 +177,10 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 			inj_comm(j, NULL, pid, rem.tasks[t].tid);	/* the names before any exec */
 		inj_py_attach(img, &rem);	/* py: probes in a running interpreter */
 	}
-	remote_release(&rem);
+	if (!ret && j->children && j->procs)
+		inj_follow_keep(j, &rem);	/* what it forks from now on is followed */
+	else
+		remote_release(&rem);
 	free(p);			/* not patched: not needed */
 	inj_undo_forget(j, &undo);	/* nothing stays applied, or j->procs has it */
 	if (!ret)
@@ -290,6 +294,8 @@ static void inj_detach(struct usc_engine *e)
 			inj_follow_detach(j);
 		return;
 	}
+	if (j->children && j->ntasks)
+		inj_follow_release(j);	/* then each process as without them */
 	for (size_t i = 0; i < j->nprocs; i++) {
 		struct inj_proc *p = &j->procs[i];
 
@@ -337,6 +343,7 @@ static void inj_destroy(struct usc_engine *e)
 	free(j->images);
 	free(j->procs);
 	free(j->tasks);
+	free(j->kids);
 	free(j->plans);
 	free(j->stats);
 	free(j->comms);

@@ -135,6 +135,13 @@ struct inj_proc {
 	int undo;			/* the janitor's handle (inj_undo_tell), or <= 0 */
 };
 
+/* A forked child in a PID namespace below ours (a container): the id it
+ * records under (its own getpid) and the host's (follow.c). */
+struct inj_kid {
+	const struct inj_image *img;	/* the image it forked with */
+	pid_t pid, ns_pid;
+};
+
 /* A task of COMMAND's tree, held by ptrace (follow.c). */
 struct inj_task {
 	pid_t tid;
@@ -170,6 +177,9 @@ struct inj_stk_geom {
 struct inj {
 	struct usc_engine base;
 	bool follow;			/* COMMAND: its tree, held by ptrace */
+	/* -p: held by ptrace too once patched, so that the processes it forks
+	 * are followed as COMMAND's are (not --no-children) */
+	bool children;
 	pid_t pid;			/* the traced process (the first, for COMMAND) */
 	struct x86_patch *plans;	/* per site of the session, from can_place */
 	struct inj_proc *procs;
@@ -178,6 +188,8 @@ struct inj {
 	size_t nimages;
 	struct inj_task *tasks;
 	size_t ntasks;
+	struct inj_kid *kids;
+	size_t nkids;
 	bool live;			/* records are being made */
 	struct tsc_clock *clock;	/* tsc -> CLOCK_MONOTONIC */
 	struct inj_comm *comms;
@@ -282,6 +294,16 @@ void inj_follow_waited(struct inj *j, pid_t pid, int status);
 void inj_follow_exits(struct inj *j);
 /* Stop the whole tree, restore every image, let every task go. */
 void inj_follow_detach(struct inj *j);
+/* -p: the process patched, every thread stopped in rem: keep it (and what
+ * it forks) as our tracee, and let it run. */
+void inj_follow_keep(struct inj *j, struct remote *rem);
+/* -p: let every task go, untraced, with its held signals (the patches
+ * stay: the engine takes them out of each process after). */
+void inj_follow_release(struct inj *j);
+/* The ids a record of img's carries (pid: its process's own getpid, tid:
+ * its gettid) as the host's: a container's process, or a child it forked
+ * (0: gone). */
+void inj_host_ids(struct inj *j, const struct inj_image *img, int32_t *pid, int32_t *tid);
 
 /* rings.c */
 int inj_poll_images(struct inj *j, usc_event_fn fn, void *ctx);

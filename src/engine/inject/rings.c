@@ -148,7 +148,7 @@ static int deliver(struct inj *j, const struct pending *pd, usc_event_fn fn, voi
 	is = (const struct inj_site *)((const char *)m->map + m->ctl->sites_off) + r->site;
 	pid = sl->tgid ? (int32_t)sl->tgid : pd->img->pid;
 	tid = (int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key);
-	cache_ns_host_ids(j->base.ctx->cache, pd->img->pid, &pid, &tid);	/* a container's */
+	inj_host_ids(j, pd->img, &pid, &tid);	/* a container's */
 	if (inject_raw_event(r, r->len, j->base.sites[r->site], is->ip, tsc_ns(j->clock, r->tsc),
 			     pid, tid, inj_comm(j, pd->img, pid, tid), j->vals, &ev))
 		return 0;
@@ -180,7 +180,7 @@ static void reclaim(struct inj *j, struct inj_image *img)
 			continue;
 		int32_t pid = sl->tgid ? (int32_t)sl->tgid : img->pid, tid = (int32_t)key;
 
-		cache_ns_host_ids(j->base.ctx->cache, img->pid, &pid, &tid);	/* 0: gone */
+		inj_host_ids(j, img, &pid, &tid);	/* 0: gone */
 		snprintf(path, sizeof(path), "/proc/%d/task/%d", (int)pid, (int)tid);
 		if (access(path, F_OK) == 0 || errno != ENOENT)
 			continue;
@@ -479,7 +479,7 @@ static int dump_slot(struct inj *j, size_t idx, uint32_t k, uint64_t keep,
 	n = head - from;
 	h = (struct usc_raw_inject){(uint32_t)idx, k, sl->tgid ? (int32_t)sl->tgid : img->pid,
 				(int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key), (uint32_t)n};
-	cache_ns_host_ids(j->base.ctx->cache, img->pid, &h.pid, &h.tid);
+	inj_host_ids(j, img, &h.pid, &h.tid);
 	if (!out->knows_thread(out, h.tid) &&
 	    (ret = out->thread(out, h.pid, h.tid, inj_comm(j, img, h.pid, h.tid))))
 		return ret;
@@ -557,7 +557,7 @@ static int record_images(struct inj *j, const struct usc_raw_out *out)
 			h = (struct usc_raw_inject){(uint32_t)i, k, sl->tgid ? (int32_t)sl->tgid : img->pid,
 						(int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key),
 						(uint32_t)n};
-			cache_ns_host_ids(j->base.ctx->cache, img->pid, &h.pid, &h.tid);
+			inj_host_ids(j, img, &h.pid, &h.tid);
 			if (!out->knows_thread(out, h.tid) &&
 			    (ret = out->thread(out, h.pid, h.tid, inj_comm(j, img, h.pid, h.tid))))
 				return ret;

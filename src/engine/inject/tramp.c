@@ -178,7 +178,7 @@ static size_t emit_died(struct emit *e, const struct tramp_spec *s, ZydisRegiste
 static void emit_count(struct emit *e, const struct tramp_spec *s)
 {
 	ZydisEncoderRequest r;
-	size_t to_died, to_pass, to_done, to_done2;
+	size_t to_died, to_pass, to_done, to_done2, to_skip = 0;
 
 	emit_adjust_sp(e, -RED_ZONE);
 	if (s->save_flags)
@@ -186,6 +186,12 @@ static void emit_count(struct emit *e, const struct tramp_spec *s)
 	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RAX);
 	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RCX);
 	to_died = emit_died(e, s, ZYDIS_REGISTER_RAX);
+	if (s->self) {
+		/* a forked child not followed (its self word 0) counts nothing */
+		emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->self);
+		emit_mem_imm(e, ZYDIS_MNEMONIC_CMP, ZYDIS_REGISTER_RAX, 0);
+		to_skip = emit_branch(e, ZYDIS_MNEMONIC_JZ);
+	}
 	if (s->have_rdpid) {
 		emit_r(e, ZYDIS_MNEMONIC_RDPID, ZYDIS_REGISTER_RAX);
 		emit_ri(e, ZYDIS_MNEMONIC_AND, ZYDIS_REGISTER_EAX, 63);
@@ -210,6 +216,8 @@ static void emit_count(struct emit *e, const struct tramp_spec *s)
 		o->mem.size = 8;
 	}
 	emit_req(e, &r);
+	if (s->self)
+		patch_branch(e, to_skip);
 	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RCX);
 	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RAX);
 	if (s->save_flags)

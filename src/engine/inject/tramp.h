@@ -34,6 +34,8 @@ struct tramp_spec {
 	 * counter + (cpu % 64) * stride; without rdpid, CPU 0's */
 	uint64_t counter;
 	uint32_t stride;
+	uint64_t self;		/* ... counted only where the self word there is
+				 * not 0 (a forked child not followed); 0: always */
 	bool have_rdpid;
 	/* the tracer's life (inject_shared.h): a probe that does not call the
 	 * agent (count-only, objtrace's test) tests INJ_OWNER_DIED in the

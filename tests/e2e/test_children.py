@@ -1,0 +1,275 @@
+"""-p PID follows the processes PID forks after attach (issue 27).
+
+tests/targets/prefork is a forking server: uscope attaches to it with -p,
+then the test has it fork children (and grandchildren) that each call
+handle() a known number of times, on every engine and with every command:
+count, latency, trace and record count them exactly, each process named by
+its own pid. --no-children traces the parent alone; a child that execs
+another program leaves the trace. A kill -9 of uscope while children are
+patched (inject) leaves every child with the file's code, and running.
+Then Debian's PostgreSQL, when installed: pgbench's backends are forked by
+the postmaster after attach."""
+
+import collections
+import json
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import uscope_e2e as u
+from uscope_e2e import run_uscope, target
+
+PREFORK = target("prefork")
+PREFORK2 = target("prefork2")      # the same program, another file
+ENGINES = ["inject", "bpf", "tracefs"]
+# self calls, children, calls a child; tracefs traps on every hit: fewer
+SIZES = {"inject": (7, 4, 60), "bpf": (7, 4, 60), "tracefs": (3, 2, 5)}
+
+
+class Server(u.Target):
+    def __init__(self):
+        super().__init__([PREFORK])
+        self.expect("ready")
+
+    def say(self, line):
+        """A command; returns once what it started has ended (its line)."""
+        self.write(line + "\n")
+        got = self.readline()
+        want = {"hold": "held", "release": "released", "serve": "served"}.get(line.split()[0], line.split()[0])
+        assert got.split()[0] == want, (line, got)
+        return got
+
+    def end(self):
+        self.close_stdin()
+        assert self.wait() == 0
+
+
+def attach(cmd, engine, pid, *argv, extra=()):
+    js = cmd in ("trace", "count", "latency")
+    bg = u.Background([cmd, "-e", engine, "-p", pid] + (["--json"] if js else []) +
+                      list(extra) + list(argv), json=js)
+    bg.wait_ready()
+    return bg
+
+
+def json_rows(stdout):
+    return [json.loads(l) for l in stdout.splitlines() if l.startswith("{")]
+
+
+def work(srv, engine):
+    """The parent's own calls, children's, grandchildren's. -> (calls of
+    the parent, {number of processes: calls each} of the others)."""
+    s, n, k = SIZES[engine]
+    srv.say(f"self {s}")
+    srv.say(f"serve {n} {k}")
+    srv.say(f"grand {n} {k}")
+    srv.end()
+    return s, n, k
+
+
+def check_events(events, parent, s, n, k):
+    by_pid = collections.defaultdict(list)
+    for e in events:
+        by_pid[e.pid].append(e.args["v"])
+    assert by_pid.pop(parent) == list(range(s))
+    # n children of serve, n of grand and their n grandchildren: 3n
+    # processes that called handle(0..k-1) in order, each as itself
+    assert len(by_pid) == 3 * n, sorted(by_pid)
+    assert all(v == list(range(k)) for v in by_pid.values()), by_pid
+    assert all(p > 0 for p in by_pid)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("cmd", ["count", "latency"])
+def test_count_and_latency_of_forked_children(cmd, engine):
+    srv = Server()
+    bg = attach(cmd, engine, srv.pid, "handle")
+    s, n, k = work(srv, engine)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    (row,) = [r for r in json_rows(res.stdout) if r.get("final")]
+    assert (row["probe"], row["count"]) == ("handle", s + 3 * n * k), row
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_trace_names_each_forked_process(engine):
+    srv = Server()
+    bg = attach("trace", engine, srv.pid, "handle v=$arg1:s32")
+    s, n, k = work(srv, engine)
+    res = bg.result().check(rc=0)
+    check_events(res.events, srv.pid, s, n, k)
+    assert {e.comm for e in res.events} == {"prefork"}
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_record_of_forked_children_reads_back(engine, tmp_path):
+    rec = tmp_path / "children.usc"
+    srv = Server()
+    bg = attach("record", engine, srv.pid, "handle v=$arg1:s32", extra=["-o", rec])
+    s, n, k = work(srv, engine)
+    assert bg.wait() == 0, bg.stderr
+    cp = run_uscope(["trace", "--json", "-r", rec])
+    assert cp.returncode == 0, cp.stderr
+    events = [u.json_to_event(o) for o in u.parse_json_objects(cp.stdout)]
+    check_events([e for e in events if e.event == "handle"], srv.pid, s, n, k)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_no_children_counts_the_parent_alone(engine):
+    srv = Server()
+    bg = attach("count", engine, srv.pid, "handle", extra=["--no-children"])
+    s, n, k = work(srv, engine)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    (row,) = [r for r in json_rows(res.stdout) if r.get("final")]
+    assert row["count"] == s, row
+
+
+def test_no_children_wants_a_pid():
+    cp = run_uscope(["count", "--no-children", "handle", "--", PREFORK, "calls", "1"])
+    assert cp.returncode == 2
+    assert cp.stderr.startswith("uscope: --no-children") and cp.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_child_that_execs_leaves(engine):
+    """Each child calls handle k times, then execs prefork2, which calls
+    its own handle k times: a probe on prefork's does not name it."""
+    s, n, k = SIZES[engine]
+    srv = Server()
+    bg = attach("trace", engine, srv.pid, "handle v=$arg1:s32")
+    srv.say(f"exec {n} {k} {PREFORK2}")
+    srv.say(f"self {s}")
+    srv.end()
+    res = bg.result().check(rc=0)
+    by_pid = collections.defaultdict(list)
+    for e in res.events:
+        by_pid[e.pid].append(e.args["v"])
+    assert by_pid.pop(srv.pid) == list(range(s))
+    assert len(by_pid) == n and all(v == list(range(k)) for v in by_pid.values()), by_pid
+
+
+# ---- uscope killed while children are patched --------------------------------
+
+def code_is_the_files(pid, path=PREFORK):
+    """True, or what differs: every executable mapping of path in pid."""
+    seen = False
+    with open(f"/proc/{pid}/maps") as m, open(f"/proc/{pid}/mem", "rb") as mem, \
+            open(path, "rb") as f:
+        for line in m:
+            parts = line.split()
+            if len(parts) < 6 or "x" not in parts[1] or parts[5] != str(path):
+                continue
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            f.seek(int(parts[2], 16))
+            want = f.read(hi - lo)
+            mem.seek(lo)
+            got = mem.read(len(want))
+            seen = True
+            if got != want:
+                diff = [i for i in range(len(want)) if got[i] != want[i]]
+                return f"process {pid}: {len(diff)} bytes differ, the first at {lo + diff[0]:#x}"
+    return True if seen else f"process {pid}: no executable mapping of {path}"
+
+
+def wait_for(what, cond, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v is True:
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} (after {timeout}s): {v}")
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("cmd", [["count", "handle"], ["trace", "handle v=$arg1:s32"]])
+def test_kill_uscope_restores_every_forked_child(cmd):
+    srv = Server()
+    bg = attach(cmd[0], "inject", srv.pid, *cmd[1:])
+    held = [int(p) for p in srv.say("hold 4 30").split()[1].split(",")]
+    # the children run patched code of their own (the parent's copy)
+    assert all(code_is_the_files(p) is not True for p in held + [srv.pid])
+    bg.signal(signal.SIGKILL)
+    bg.wait()
+    for p in held + [srv.pid]:
+        wait_for("a process's code is not the file's", lambda: code_is_the_files(p), 10)
+    assert srv.say("release") == "released ok=4"
+    srv.say("serve 2 5")     # and forks on, unpatched
+    srv.end()
+
+
+# ---- PostgreSQL ---------------------------------------------------------------
+
+def pg_bindir():
+    for d in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (d / "postgres").exists() and (d / "initdb").exists() and shutil.which("pgbench"):
+            return d
+    return None
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    bindir = pg_bindir()
+    if not bindir:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    try:
+        pw = pwd.getpwnam("postgres")
+    except KeyError:
+        pytest.skip("no postgres user")
+    tmp = tempfile.mkdtemp(prefix="uscope-pg-")
+    os.chown(tmp, pw.pw_uid, pw.pw_gid)
+    data, port = f"{tmp}/data", free_port()
+
+    def as_pg(*argv, **kw):
+        return subprocess.run(["runuser", "-u", "postgres", "--"] + [str(a) for a in argv],
+                              capture_output=True, text=True, timeout=120, **kw)
+
+    cp = as_pg(bindir / "initdb", "-D", data, "-A", "trust", "--no-sync")
+    assert cp.returncode == 0, cp.stderr
+    opts = f"-p {port} -k {tmp} -c listen_addresses='' -c fsync=off"
+    cp = as_pg(bindir / "pg_ctl", "-D", data, "-o", opts, "-w", "-l", f"{tmp}/log", "start")
+    assert cp.returncode == 0, cp.stderr + Path(f"{tmp}/log").read_text()
+    pgb = ["pgbench", "-h", tmp, "-p", port, "postgres"]
+    cp = as_pg(*pgb[:1], "-i", "-s", "1", *pgb[1:])
+    assert cp.returncode == 0, cp.stderr
+    pid = int(Path(f"{data}/postmaster.pid").read_text().split()[0])
+    # -S's select as a script of our own: a built-in script has pgbench ask
+    # the server for the scale and the partitions first (2 queries more)
+    script = Path(f"{tmp}/select.sql")
+    script.write_text("\\set aid random(1, 100000 * :scale)\n"
+                      "SELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n")
+    yield pid, bindir, script, lambda *a: as_pg(*(pgb[:1] + list(a) + pgb[1:]))
+    as_pg(bindir / "pg_ctl", "-D", data, "-m", "immediate", "stop")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_postgres_backends_forked_after_attach(postgres, engine):
+    """pgbench -S's select: one a transaction, each one PortalRun in a
+    backend the postmaster forks for pgbench's connection after attach."""
+    pid, bindir, script, pgbench = postgres
+    clients, tx = 2, 100
+    bg = attach("count", engine, pid, f"{bindir}/postgres:PortalRun")
+    cp = pgbench("-f", script, "-n", "-c", clients, "-t", tx)
+    assert cp.returncode == 0, cp.stderr
+    assert f"number of transactions actually processed: {clients * tx}/" in cp.stdout
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    (row,) = [r for r in json_rows(res.stdout) if r.get("final")]
+    assert row["count"] == clients * tx, row
