@@ -55,11 +55,15 @@ def attached_run(target_argv, args, done):
     (uscope's CompletedProcess, the target's pid)."""
     t = u.Target(target_argv)
     perf_map = Path(f"/tmp/perf-{t.pid}.map")
+    # uscope's output to a file, not a pipe read at the end: with -p, the
+    # inject engine holds the target under ptrace to follow its forks, and a
+    # uscope blocked on a full pipe would hold the target's exit too
     err = tempfile.TemporaryFile("w+")
+    outf = tempfile.TemporaryFile("w+")
     try:
         t.expect("ready")
         argv = [str(u.uscope_path())] + [str(a) for a in args] + ["-p", str(t.pid)]
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True)
+        p = subprocess.Popen(argv, stdout=outf, stderr=err, text=True)
         u.REGISTRY.uscopes.append(p)
         deadline = time.monotonic() + u.TIMEOUT
         while True:
@@ -74,16 +78,19 @@ def attached_run(target_argv, args, done):
         t.expect(done)
         assert t.wait() == 0
         try:
-            out, _ = p.communicate(timeout=u.TIMEOUT)
+            p.wait(timeout=u.TIMEOUT)
         except subprocess.TimeoutExpired:
             p.send_signal(signal.SIGINT)
-            out, _ = p.communicate(timeout=u.TIMEOUT)
+            p.wait(timeout=u.TIMEOUT)
+        outf.seek(0)
+        out = outf.read()
         err.seek(0)
         return subprocess.CompletedProcess(argv, p.returncode, out, err.read()), t.pid
     finally:
         if t.alive():
             t.kill()
         err.close()
+        outf.close()
         try:
             perf_map.unlink()
         except OSError:
@@ -120,18 +127,17 @@ def test_node_frames_named_and_one_stack(engine, stack_mode):
     rows = [json.loads(l) for l in cp.stdout.splitlines() if l.startswith("{")]
     mine = emit_rows(rows)
     assert mine, f"no stack through emitLine:\n{cp.stdout[-3000:]}\n{cp.stderr}"
-    # libc's write has two sites (its entry and an inlined __libc_write):
-    # each call is one hit of each, each site one stack
+    # libc's write is one site (its copy of itself, the inlined
+    # __libc_write, is not a second one: one hit a call), one stack
     by_site = {}
     for r in mine:
         by_site.setdefault(r["key"]["ustack"][0]["addr"], []).append(r["count"])
     # one stack a site, every call of it, but the hits uscope says it lost
     # (a loaded machine: a copy of 8 KiB a hit that found no room)
     lost = lost_hits(cp.stderr)
-    assert len(by_site) == 2 and all(len(v) == 1 for v in by_site.values()), by_site
+    assert len(by_site) == 1 and all(len(v) == 1 for v in by_site.values()), by_site
     got = sum(v[0] for v in by_site.values())
-    assert all(v[0] <= CALLS for v in by_site.values()), by_site
-    assert 2 * CALLS - lost <= got <= 2 * CALLS, (by_site, cp.stderr)
+    assert CALLS - lost <= got <= CALLS, (by_site, cp.stderr)
     for r in mine:
         st = [f for f in r["key"]["ustack"] if "sym" in f]
         names = [f["sym"] or "" for f in st]
@@ -159,7 +165,9 @@ def test_node_frames_named_and_one_stack(engine, stack_mode):
         return
     m = re.search(r"^uscope: \d+ hits? fell back to a copy of the stack: (.*)$",
                   cp.stderr, re.M)
-    assert not m or set(kv.split()[0] for kv in m.group(1).split(", ")) <= {"nomodule"}, \
+    # (noproc: a hit before bpf had the process's tables, on a loaded machine)
+    assert not m or set(kv.split()[0] for kv in m.group(1).split(", ")) <= \
+        {"nomodule", "noproc"}, \
         cp.stderr
 
 
@@ -169,14 +177,13 @@ def test_node_folded_marks_jit(engine):
     spaces as underscores; one line for the calls of a site."""
     cp, _ = node_run(["count", "--folded", "-e", engine, "libc:__write $ustack"])
     assert cp.returncode == 0, cp.stderr
-    # libc's __write has two sites (its entry, and an inlined __libc_write):
-    # a line each
+    # libc's __write is one site (not also its inlined copy of itself):
+    # one line for every call
     lines = sorted(l for l in cp.stdout.splitlines() if "emitLine" in l and "WriteString" in l)
-    assert len(lines) == 2, lines
-    assert lines[0].rpartition(" ")[0] + ";__libc_write" == lines[1].rpartition(" ")[0], lines
+    assert len(lines) == 1, lines
     path, _, n = lines[0].rpartition(" ")
-    got = int(n) + int(lines[1].rpartition(" ")[2])
-    assert 2 * CALLS - lost_hits(cp.stderr) <= got <= 2 * CALLS, (lines, cp.stderr)
+    got = int(n)
+    assert CALLS - lost_hits(cp.stderr) <= got <= CALLS, (lines, cp.stderr)
     frames = path.split(";")
     assert frames[0] == "_start" and frames[-1] == "__write", frames
     jit = [f for f in frames if f.endswith("_[j]")]
@@ -192,7 +199,7 @@ def test_node_text_marks_jit():
     # the events' stacks (an event's line, then its frames indented)
     events = re.split(r"^(?=\S)", cp.stdout, flags=re.M)
     mine = [e for e in events if "WriteString" in e and "emitLine" in e]
-    assert len(mine) == 3 * 2, cp.stdout[-3000:]	# two sites a call
+    assert len(mine) == 3, cp.stdout[-3000:]	# one hit a call
     emit = [l.strip() for e in mine for l in e.splitlines() if "emitLine" in l]
     assert len(emit) == len(mine), mine
     for l in emit:
@@ -243,7 +250,10 @@ def test_python_perf_trampolines(engine):
         # the trampoline that entered the evaluator: named, marked, last
         assert n[t].endswith("emitline.py") and st[t]["jit"] and st[t]["module"] is None, st[t]
         assert n[t + 1:] == [], n
-        assert r["key"]["ustack"][-1]["end"].startswith("no CFI for "), r["key"]["ustack"][-1]
+        # (bpf: the trampoline's mapping made since it read the maps)
+        end = r["key"]["ustack"][-1]["end"]
+        assert end.startswith("no CFI for ") or \
+            (engine == "bpf" and end.endswith("is in no file mapping")), end
         # the evaluator's frame below it, replaced by the Python frame it
         # ran (bpf reads the Python frames where the probe runs: a read
         # that faults leaves the evaluator's frame, as without -X perf)
