@@ -140,7 +140,7 @@ static int debug_offsets(const char *path, int fd, Elf *e, const struct pyfile *
 		if (err == -EINVAL)
 			log_error("python: %s (CPython %s): no _Py_DebugOffsets at the start of "
 				  "_PyRuntime", path, name);
-		return -EPROTO;
+		return err == -ENOTSUP ? -ENOTSUP : -EPROTO;
 	}
 	if ((d.version & 0xffff0000u) != (rt->version & 0xffff0000u)) {
 		log_error("python: %s: _Py_DebugOffsets says version %#x, Py_Version %s", path,
@@ -181,7 +181,8 @@ static int check_version(const char *path, int fd, Elf *e, const struct pyfile *
 	}
 	python_version_str(rt->version, name, sizeof(name));
 	rt->off = python_offsets_for(rt->version);
-	if (!rt->off && rt->version < 0x030d0000)
+	/* (quiet: a version the table lacks is not looked into, nor said) */
+	if (!rt->off && (rt->version < 0x030d0000 || quiet))
 		return refuse(path, name, quiet);
 	if (!pf->vaddr[S_RUNTIME]) {
 		log_error("python: %s (CPython %s) does not export _PyRuntime", path, name);

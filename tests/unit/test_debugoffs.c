@@ -9,7 +9,11 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
 #include <glob.h>
+#include <libelf.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,6 +307,130 @@ static void test_detect_forced(void **state)
 	globfree(&g);
 }
 
+/* A symbol's offset in its file: 0 when not found. */
+static uint64_t sym_foff(int fd, const char *name)
+{
+	Elf *e;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	GElf_Phdr ph;
+	uint64_t vaddr = 0, off = 0;
+	size_t nph;
+
+	elf_version(EV_CURRENT);
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	while (e && (scn = elf_nextscn(e, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNSYM && sh.sh_entsize) {
+			Elf_Data *d = elf_getdata(scn, NULL);
+
+			for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+				GElf_Sym sym;
+				const char *n;
+
+				if (gelf_getsym(d, (int)i, &sym) &&
+				    (n = elf_strptr(e, sh.sh_link, sym.st_name)) && !strcmp(n, name))
+					vaddr = sym.st_value;
+			}
+		}
+	if (e && vaddr && !elf_getphdrnum(e, &nph))
+		for (size_t i = 0; i < nph; i++)
+			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD &&
+			    vaddr >= ph.p_vaddr && vaddr < ph.p_vaddr + ph.p_filesz)
+				off = vaddr - ph.p_vaddr + ph.p_offset;
+	if (e)
+		elf_end(e);
+	return off;
+}
+
+/* A copy of 3.13.0's libpython made into other versions (Py_Version and
+ * the block at _PyRuntime rewritten): what detection makes of each. */
+static void test_detect_patched(void **state)
+{
+	char pat[512], tmp[] = "/tmp/uscope-debugoffs-XXXXXX", buf[1 << 16];
+	const char *home = getenv("HOME");
+	uint8_t b[PYTHON_DEBUGOFFS_MAX];
+	uint64_t ver_off, rt_off;
+	struct python_runtime rt;
+	uint32_t ver;
+	ssize_t n;
+	glob_t g;
+	int in, fd;
+
+	(void)state;
+	snprintf(pat, sizeof(pat), "%s/.pyenv/versions/3.13.*/lib/libpython3.13.so.1.0",
+		 home ? home : "/root");
+	if (glob(pat, 0, NULL, &g) || !g.gl_pathc) {
+		globfree(&g);
+		skip();
+		return;
+	}
+	in = open(g.gl_pathv[0], O_RDONLY);
+	assert_true(in >= 0);
+	fd = mkstemp(tmp);
+	assert_true(fd >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(fd, buf, (size_t)n), n);
+	close(in);
+	globfree(&g);
+	ver_off = sym_foff(fd, "Py_Version");
+	rt_off = sym_foff(fd, "_PyRuntime");
+	assert_true(ver_off && rt_off);
+	usc_set_log(capture_log, NULL);
+	unsetenv("USCOPE_PY_DEBUG_OFFSETS");
+
+	/* 3.14.0 as its frame is laid out: the walker's frame read is short */
+	ver = 0x030e00f0;
+	assert_int_equal(pwrite(fd, &ver, 4, (off_t)ver_off), 4);
+	block_314(b, sizeof(b), 0x4a);
+	assert_int_equal(pwrite(fd, b, sizeof(b), (off_t)rt_off), (ssize_t)sizeof(b));
+	assert_int_equal(python_detect_file(tmp, &rt), -ENOTSUP);
+	assert_non_null(strstr(logged, "interpreter_frame.owner is 0x4a, beyond the 72 bytes"));
+	/* quietly: not looked into, nothing said */
+	logged[0] = 0;
+	assert_int_equal(python_find_file(tmp, &rt), -ENOTSUP);
+	assert_string_equal(logged, "");
+	/* a 3.14 the walker could read: what its block lacks is not guessed */
+	block_314(b, sizeof(b), 0x46);
+	assert_int_equal(pwrite(fd, b, sizeof(b), (off_t)rt_off), (ssize_t)sizeof(b));
+	assert_int_equal(python_detect_file(tmp, &rt), -ENOTSUP);
+	assert_non_null(strstr(logged, "is CPython 3.14.0: its _Py_DebugOffsets do not carry the "
+				"thread-specific key"));
+	/* 3.16: a layout unknown */
+	ver = 0x031000f0;
+	assert_int_equal(pwrite(fd, &ver, 4, (off_t)ver_off), 4);
+	set_word(b, 1, ver);
+	assert_int_equal(pwrite(fd, b, sizeof(b), (off_t)rt_off), (ssize_t)sizeof(b));
+	assert_int_equal(python_detect_file(tmp, &rt), -ENOTSUP);
+	assert_non_null(strstr(logged, "CPython 3.16.0: uscope does not know the layout"));
+
+	/* a 3.13.5 that moved current_frame: the table refused, unless its
+	 * debug offsets are asked for */
+	ver = 0x030d05f0;
+	memcpy(b, debugoffs_313, sizeof(debugoffs_313));
+	set_word(b, 1, ver);
+	set_word(b, 23, 0x50);
+	assert_int_equal(pwrite(fd, &ver, 4, (off_t)ver_off), 4);
+	assert_int_equal(pwrite(fd, b, sizeof(debugoffs_313), (off_t)rt_off),
+			 (ssize_t)sizeof(debugoffs_313));
+	assert_int_equal(python_detect_file(tmp, &rt), -EPROTO);
+	assert_non_null(strstr(logged, "current_frame is 0x50, uscope's table has 0x48"));
+	setenv("USCOPE_PY_DEBUG_OFFSETS", "1", 1);
+	assert_int_equal(python_detect_file(tmp, &rt), 0);
+	assert_ptr_equal(rt.off, &rt.own);
+	assert_int_equal(rt.own.ts_frame, 0x50);
+	python_runtime_free(&rt);
+	unsetenv("USCOPE_PY_DEBUG_OFFSETS");
+	/* no cookie */
+	b[0] = 'X';
+	assert_int_equal(pwrite(fd, b, 8, (off_t)rt_off), 8);
+	assert_int_equal(python_detect_file(tmp, &rt), -EPROTO);
+	assert_non_null(strstr(logged, "no _Py_DebugOffsets at the start of _PyRuntime"));
+
+	usc_set_log(NULL, NULL);
+	close(fd);
+	unlink(tmp);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -311,6 +439,7 @@ int main(void)
 		cmocka_unit_test(test_corrupt),
 		cmocka_unit_test(test_synthetic_314),
 		cmocka_unit_test(test_detect_forced),
+		cmocka_unit_test(test_detect_patched),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
