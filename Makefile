@@ -179,7 +179,7 @@ build/fuzz/fuzz_flame: src/flame/flame.c
 # The metrics server's request parser and Accept negotiation.
 build/fuzz/fuzz_http: src/serve/http.c
 # Python's location tables, strs, bytes, frame walks and symbolization.
-build/fuzz/fuzz_python: src/python/linetable.c src/python/objects.c src/python/offsets.c \
+build/fuzz/fuzz_python: src/python/linetable.c src/python/objects.c src/python/offsets.c src/python/debugoffs.c \
 	src/python/symbolize.c
 # Go's function table reader, and its pcsp values as unwind rows.
 build/fuzz/fuzz_gopclntab: src/stack/unwgo.c

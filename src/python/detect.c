@@ -16,6 +16,7 @@
 
 #include "core/log.h"
 #include "objfile/modules.h"
+#include "python/debugoffs.h"
 
 enum { S_VERSION, S_RUNTIME, S_CODE, S_UNICODE, S_BYTES, S_INIT,
 	/* struct python_api's, in its order */
@@ -103,15 +104,68 @@ static int refuse(const char *path, const char *version, bool quiet)
 	return -ENOTSUP;
 }
 
-#define DBG_BYTES 584	/* sizeof(_Py_DebugOffsets) in 3.13 */
+/* USCOPE_PY_DEBUG_OFFSETS=1: walk with the interpreter's own debug offsets
+ * even where the table has the version (the table still gives what they do
+ * not carry). */
+static bool debug_offsets_forced(void)
+{
+	const char *e = getenv("USCOPE_PY_DEBUG_OFFSETS");
+
+	return e && !strcmp(e, "1");
+}
+
+/* 3.13 on: the _Py_DebugOffsets at the start of _PyRuntime. Where the table
+ * has the version, they must agree with it (or be forced over it); where it
+ * has none, they are taken, as far as the walker knows the version's shape
+ * and they carry all it reads. Anything else is refused in one line. */
+static int debug_offsets(const char *path, int fd, Elf *e, const struct pyfile *pf,
+			 struct python_runtime *rt, const char *name)
+{
+	uint8_t dbg[PYTHON_DEBUGOFFS_MAX];
+	struct python_debugoffs d;
+	const char *missing;
+	size_t len = sizeof(dbg);
+	uint64_t off;
+	int err;
+
+	/* the largest layout first, then the smallest (3.13's 584 bytes) */
+	if (!file_offset(e, pf->vaddr[S_RUNTIME], len, &off))
+		len = 584;
+	if (!file_offset(e, pf->vaddr[S_RUNTIME], len, &off) ||
+	    pread(fd, dbg, len, (off_t)off) != (ssize_t)len) {
+		log_error("python: %s: cannot read _PyRuntime's debug offsets", path);
+		return -ENOEXEC;
+	}
+	if ((err = python_debugoffs_parse(dbg, len, &d))) {
+		if (err == -EINVAL)
+			log_error("python: %s (CPython %s): no _Py_DebugOffsets at the start of "
+				  "_PyRuntime", path, name);
+		return err == -ENOTSUP ? -ENOTSUP : -EPROTO;
+	}
+	if ((d.version & 0xffff0000u) != (rt->version & 0xffff0000u)) {
+		log_error("python: %s: _Py_DebugOffsets says version %#x, Py_Version %s", path,
+			  d.version, name);
+		return -EPROTO;
+	}
+	if (rt->off && !debug_offsets_forced())
+		return python_debugoffs_check(&d, rt->off, 1);
+	if ((err = python_debugoffs_apply(&d, rt->off, &rt->own)))
+		return err;
+	if ((missing = python_offsets_missing(&rt->own))) {
+		log_error("python: %s is CPython %s: its _Py_DebugOffsets do not carry %s, which "
+			  "uscope reads; not guessed", path, name, missing);
+		return -ENOTSUP;
+	}
+	rt->off = &rt->own;
+	log_info("python: %s (CPython %s): walking with its own _Py_DebugOffsets", path, name);
+	return 0;
+}
 
 static int check_version(const char *path, int fd, Elf *e, const struct pyfile *pf,
 			 struct python_runtime *rt, bool quiet)
 {
-	uint8_t dbg[DBG_BYTES];
 	char name[32];
 	uint64_t off;
-	int err;
 
 	if (!pf->vaddr[S_VERSION]) {
 		if (!pf->vaddr[S_RUNTIME] && !pf->vaddr[S_INIT])
@@ -126,21 +180,16 @@ static int check_version(const char *path, int fd, Elf *e, const struct pyfile *
 		return -ENOEXEC;
 	}
 	python_version_str(rt->version, name, sizeof(name));
-	if (!(rt->off = python_offsets_for(rt->version)))
+	rt->off = python_offsets_for(rt->version);
+	/* (quiet: a version the table lacks is not looked into, nor said) */
+	if (!rt->off && (rt->version < 0x030d0000 || quiet))
 		return refuse(path, name, quiet);
 	if (!pf->vaddr[S_RUNTIME]) {
 		log_error("python: %s (CPython %s) does not export _PyRuntime", path, name);
 		return -ENOEXEC;
 	}
-	if (rt->version >= 0x030d0000) {
-		if (!file_offset(e, pf->vaddr[S_RUNTIME], DBG_BYTES, &off) ||
-		    pread(fd, dbg, DBG_BYTES, (off_t)off) != DBG_BYTES) {
-			log_error("python: %s: cannot read _PyRuntime's debug offsets", path);
-			return -ENOEXEC;
-		}
-		if ((err = python_offsets_check_debug(rt->off, dbg, DBG_BYTES)))
-			return err == -EINVAL ? -EPROTO : err;
-	}
+	if (rt->version >= 0x030d0000)
+		return debug_offsets(path, fd, e, pf, rt, name);
 	return 0;
 }
 

@@ -33,7 +33,9 @@ struct python_api {
 
 struct python_runtime {
 	uint32_t version;		/* Py_Version */
-	const struct python_offsets *off;	/* the table's entry */
+	const struct python_offsets *off;	/* the table's entry, or own */
+	struct python_offsets own;	/* built from the interpreter's
+					   _Py_DebugOffsets (debugoffs.h) */
 	char *path;			/* the file with the runtime */
 	/* addresses: link-time ones for a file, run-time ones in a process */
 	uint64_t runtime;		/* _PyRuntime */
@@ -44,8 +46,10 @@ struct python_runtime {
 
 /* A file: 0 when it holds a CPython runtime uscope reads; -ENOENT when it
  * holds none (not logged: an answer), -ENOTSUP for another CPython (one
- * line says which version, and which uscope reads), -EPROTO for a 3.13
- * whose _Py_DebugOffsets disagree with the table, or -errno. */
+ * line says which version, and which uscope reads), -EPROTO for a 3.13 or
+ * later whose _Py_DebugOffsets disagree with the table or are not laid out
+ * as uscope reads them, or -errno. With USCOPE_PY_DEBUG_OFFSETS=1 (or for
+ * a version the table lacks) off is built from those debug offsets. */
 int python_detect_file(const char *path, struct python_runtime *rt);
 /* The same, saying nothing (not even of another version). */
 int python_find_file(const char *path, struct python_runtime *rt);

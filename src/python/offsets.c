@@ -16,7 +16,7 @@
  *     has no DWARF. tests/unit/test_python.c repeats the DWARF check on
  *     every entry of this table whenever such a build is installed;
  *   - 3.13 carries the same numbers in _Py_DebugOffsets at the start of
- *     _PyRuntime: python_offsets_check_debug() compares them at run time.
+ *     _PyRuntime: debugoffs.c reads them and compares them at run time.
  * Layouts are fixed within a minor version (CPython keeps these structures
  * stable in patch releases; 3.11.2 and 3.11.7 headers agree field for
  * field), so one entry serves every 3.X.Y. Only x86-64 (LP64) is described.
@@ -297,75 +297,4 @@ void python_version_str(uint32_t v, char *buf, unsigned len)
 	else
 		snprintf(buf, len, "%u.%u.%u%s%u", v >> 24, (v >> 16) & 0xff, (v >> 8) & 0xff,
 			 tag, serial);
-}
-
-/* _Py_DebugOffsets (3.13's Include/internal/pycore_runtime.h) is a cookie
- * then uint64_t words; these are the word indexes of the fields the table
- * has, and the table's value for each. */
-struct dbg_field {
-	const char *name;
-	unsigned word;
-	size_t field;		/* offsetof(struct python_offsets, ...) */
-};
-
-#define DBG(n, w, f) {n, w, offsetof(struct python_offsets, f)}
-static const struct dbg_field dbg_fields[] = {
-	DBG("runtime_state.interpreters_head", 5, rt_interp_head),
-	DBG("interpreter_state.next", 8, is_next),
-	DBG("interpreter_state.threads_head", 9, is_threads_head),
-	DBG("thread_state.next", 21, ts_next),
-	DBG("thread_state.current_frame", 23, ts_frame),
-	DBG("thread_state.thread_id", 24, ts_thread_id),
-	DBG("thread_state.native_thread_id", 25, ts_native_thread_id),
-	DBG("interpreter_frame.previous", 29, fr_previous),
-	DBG("interpreter_frame.executable", 30, fr_code),
-	DBG("interpreter_frame.instr_ptr", 31, fr_instr),
-	DBG("interpreter_frame.owner", 33, fr_owner),
-	DBG("code_object.filename", 35, co_filename),
-	DBG("code_object.name", 36, co_name),
-	DBG("code_object.qualname", 37, co_qualname),
-	DBG("code_object.linetable", 38, co_linetable),
-	DBG("code_object.firstlineno", 39, co_firstlineno),
-	DBG("code_object.co_code_adaptive", 43, co_code_adaptive),
-	DBG("pyobject.ob_type", 45, ob_type),
-	DBG("bytes_object.ob_size", 65, ob_size),
-	DBG("bytes_object.ob_sval", 66, bytes_sval),
-	DBG("unicode_object.state", 68, str_state),
-	DBG("unicode_object.length", 69, str_length),
-	DBG("unicode_object.asciiobject_size", 70, str_ascii_size),
-};
-#define DBG_WORDS 73	/* the struct's size in 3.13, in words */
-
-int python_offsets_check_debug(const struct python_offsets *off, const void *rt, unsigned len)
-{
-	const uint8_t *b = rt;
-	uint64_t w, ver, ft;
-	uint16_t mine;
-
-	if (len < DBG_WORDS * 8 || memcmp(b, "xdebugpy", 8)) {
-		log_debug("python: no _Py_DebugOffsets cookie at the start of _PyRuntime");
-		return -EINVAL;
-	}
-	memcpy(&ver, b + 8, 8);
-	memcpy(&ft, b + 16, 8);
-	if ((ver & 0xffff0000u) != off->version) {
-		log_error("python: _Py_DebugOffsets says version %#llx, not the %u.%u of the table",
-			  (unsigned long long)ver, off->version >> 24, (off->version >> 16) & 0xff);
-		return -EPROTO;
-	}
-	if (ft) {
-		log_error("python: a free-threaded build (no GIL): its objects have another "
-			  "layout, which uscope does not read");
-		return -EPROTO;
-	}
-	for (size_t i = 0; i < sizeof(dbg_fields) / sizeof(dbg_fields[0]); i++) {
-		memcpy(&w, b + 8 * dbg_fields[i].word, 8);
-		memcpy(&mine, (const uint8_t *)off + dbg_fields[i].field, 2);
-		if (w != mine) {
-			log_error("python: _Py_DebugOffsets.%s is %#llx, uscope's table has %#x",
-				  dbg_fields[i].name, (unsigned long long)w, mine);
-			return -EPROTO;
-		}
-	}
-	return 0;
 }

@@ -39,6 +39,9 @@ enum python_off_flags {
 	/* an int's size and sign are in lv_tag, ndigits << 3 | sign (3.12,
 	 * 3.13); without it ob_size is the signed count of digits (3.11) */
 	PYOFF_LONG_TAG = 1 << 2,
+	/* f_executable is a _PyStackRef, a pointer tagged in its low bits
+	 * (3.14): the walker masks them */
+	PYOFF_STACKREF = 1 << 3,
 };
 
 struct python_offsets {
@@ -70,7 +73,9 @@ struct python_offsets {
 	uint16_t fr_is_entry;		/* is_entry, a byte (PYOFF_IS_ENTRY) */
 	uint16_t fr_owner;		/* owner, a byte */
 	uint8_t owner_generator;	/* FRAME_OWNED_BY_GENERATOR */
-	uint8_t owner_cstack;		/* FRAME_OWNED_BY_CSTACK, 0xff when none */
+	uint8_t owner_cstack;		/* FRAME_OWNED_BY_CSTACK (3.14: _INTERPRETER,
+					   its entry frame): the walker skips this
+					   owner and the ones above it; 0xff: none */
 	/* PyCodeObject */
 	uint16_t co_firstlineno;	/* int */
 	uint16_t co_filename;		/* str */

@@ -153,8 +153,9 @@ PYWALK_INLINE int PYWALK_FN(step)(const struct python_offsets *off, struct pytho
 		w->status = PYWALK_FAULT;
 		return 1;
 	}
-	if (f.owner == off->owner_cstack) {
-		/* a shim of the C stack: the frame inside it is where C
+	if (f.owner >= off->owner_cstack) {
+		/* a shim of the C stack (3.14: the interpreter's entry frame,
+		 * or one on the C stack): the frame inside it is where C
 		 * entered the evaluator */
 		if (n > 0 && n <= max && n <= PYWALK_MAX_FRAMES)
 			out[n - 1].flags |= PYFRAME_ENTRY;
@@ -169,6 +170,8 @@ PYWALK_INLINE int PYWALK_FN(step)(const struct python_offsets *off, struct pytho
 		flags |= PYFRAME_ENTRY;
 	if (f.owner == off->owner_generator)
 		flags |= PYFRAME_GEN;
+	if (off->flags & PYOFF_STACKREF)
+		f.code &= ~(uint64_t)3;	/* _PyStackRef's tag bits */
 	out[n].code = f.code;
 	out[n].instr = (int32_t)(f.instr - (f.code + off->co_code_adaptive));
 	out[n].flags = flags;

@@ -11,6 +11,8 @@ sys.monitoring (PEP 669), each skipped only where it is absent.
 - a running 3.12/3.13 attached with -p, then left (or uscope killed): the
   process's own sys.monitoring.get_tool() shows no tool of ours after;
 - $pystack equals traceback.extract_stack();
+- 3.13 with its own _Py_DebugOffsets forced over the table gives the same
+  frames and counts;
 - the launchers people use: a pyenv shim, env, a venv's bin/python, -m,
   a shell script that ends in exec python."""
 
@@ -341,19 +343,19 @@ PYSTACK = str(u.TARGETS / "pystack.py")
 MARK = u.target("libpymark.so")
 
 
-@pytest.mark.parametrize("name", list(PYTHONS))
-def test_pystack_equals_traceback(name, tmp_path):
+def pystack_events(name, tmp_path, env=None, verbose=False):
     """At libpymark's pymark the workload takes traceback.extract_stack() on
-    the same line: $pystack must be that stack (inject: walked where the
-    probe runs), on each CPython."""
+    the same line. -> (the workload's stacks by tag, the events, stderr)."""
     from test_python import workload_stacks
     py = python(name)
     out = tmp_path / "ev.json"
-    argv = [str(u.uscope_path()), "trace", "--json", "-o", str(out),
-            f"{MARK}:pymark tag=$arg1:s32 $pystack:128", "--", "env", f"LD_PRELOAD={MARK}",
-            py, PYSTACK, MARK, "wait"]
+    argv = [str(u.uscope_path()), "trace", "--json", "-o", str(out)] + \
+        (["-vv"] if verbose else []) + \
+        [f"{MARK}:pymark tag=$arg1:s32 $pystack:128", "--", "env", f"LD_PRELOAD={MARK}",
+         py, PYSTACK, MARK, "wait"]
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, **env) if env else None)
     u.REGISTRY.uscopes.append(p)
     try:
         # the workload waits at its end for a line: every event written first
@@ -369,12 +371,63 @@ def test_pystack_equals_traceback(name, tmp_path):
         if p.poll() is None:
             p.kill()
     assert p.returncode == 0, stderr
-    want, events = workload_stacks(stdout), json_lines(out.read_text())
+    return workload_stacks(stdout), json_lines(out.read_text()), stderr
+
+
+def check_pystack(name, want, events):
     assert len(want) == 20 and len(events) == len(want)
     for e in events:
         tid, frames = want[e["args"]["tag"]]
         got = [(f["sym"], f["file"], f["line"]) for f in e["args"]["pystack"]]
         assert e["tid"] == tid and got == frames, (name, e["args"]["tag"], got, frames)
+
+
+@pytest.mark.parametrize("name", list(PYTHONS))
+def test_pystack_equals_traceback(name, tmp_path):
+    """$pystack must be the workload's own stack (inject: walked where the
+    probe runs), on each CPython."""
+    want, events, _ = pystack_events(name, tmp_path)
+    check_pystack(name, want, events)
+
+
+DEBUG_OFFSETS = {"USCOPE_PY_DEBUG_OFFSETS": "1"}
+TAKEN = "(CPython 3.13.0): walking with its own _Py_DebugOffsets"
+
+
+def test_debug_offsets_over_the_table_pystack(tmp_path):
+    """3.13 with its own _Py_DebugOffsets forced over uscope's table
+    (USCOPE_PY_DEBUG_OFFSETS=1): the same frames as the workload's own,
+    the same as with the table."""
+    want, events, stderr = pystack_events("3.13.0", tmp_path, DEBUG_OFFSETS, verbose=True)
+    assert TAKEN in stderr
+    check_pystack("3.13.0", want, events)
+    (tmp_path / "table").mkdir()
+    want2, events2, stderr2 = pystack_events("3.13.0", tmp_path / "table", verbose=True)
+    assert TAKEN not in stderr2
+    check_pystack("3.13.0", want2, events2)
+
+    def by_tag(evs):
+        return {e["args"]["tag"]: [(f["sym"], f["file"], f["line"]) for f in e["args"]["pystack"]]
+                for e in evs}
+    assert by_tag(events) == by_tag(events2)
+
+
+def test_debug_offsets_over_the_table_counts():
+    """py: counts on 3.13 with its debug offsets forced over the table:
+    those of the table, and CPython's own profiling's."""
+    py = python("3.13.0")
+    want = own_counts(py, "profile")
+    rows = []
+    for env in (DEBUG_OFFSETS, None):
+        cp = u.run_uscope(["count", "--json", "-vv", "py:__main__:*", "--", py, CALLS, "plain"],
+                          timeout=90, env=env)
+        assert cp.returncode == 0, cp.stderr
+        assert (TAKEN in cp.stderr) == (env is not None)
+        got = py_rows(cp.stdout)
+        assert got.pop("<module>") == 1 and got.pop("Account") == 1
+        assert got == want
+        rows.append(got)
+    assert rows[0] == rows[1]
 
 
 @pytest.mark.parametrize("name", MONITORED)

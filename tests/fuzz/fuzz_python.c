@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "python/linetable.h"
+#include "python/debugoffs.h"
 #include "python/offsets.h"
 #include "python/symbolize.h"
 
@@ -106,6 +107,43 @@ static void fuzz_table(const uint8_t *t, size_t n)
 	CHECK(python_linetable_line(t, n, 7, -2) == 7);
 }
 
+/* The input as a _Py_DebugOffsets block, its cookie put in place (and, by
+ * the first byte, a version the reader knows): whatever it takes stays
+ * within the 16-bit offsets, and the offsets it builds walk like the
+ * table's. */
+static void fuzz_debugoffs(const uint8_t *c, size_t n, struct python_mem *mem)
+{
+	static const uint64_t vers[] = {0x030d00f0, 0x030e01f0, 0x030d0300, 0x030f00a1};
+	uint8_t *b = malloc(n > 24 ? n : 24);
+	struct python_debugoffs d;
+	struct python_offsets own;
+	struct python_frame fr[16];
+	struct python_walk w;
+	int err;
+
+	if (!b)
+		return;
+	memset(b, 0, 24);
+	memcpy(b, c, n);
+	if (n && (c[0] & 1))
+		memcpy(b, "xdebugpy", 8);
+	if (n && (c[0] & 2))
+		memcpy(b + 8, &vers[(c[0] >> 2) & 3], 8);
+	err = python_debugoffs_parse(b, n, &d);
+	CHECK(err == 0 || err == -EINVAL || err == -EPROTO || err == -ENOTSUP);
+	if (!err) {
+		for (int f = 0; f < PD_N; f++)
+			CHECK(d.val[f] < PYOFF_NONE);
+		python_debugoffs_check(&d, python_offsets_for(0x030d0000), 0);
+		if (!python_debugoffs_apply(&d, (d.version >> 16) == 0x030d ?
+						   python_offsets_for(0x030d0000) : NULL, &own)) {
+			fz_walk(&own, FUZZ_BASE, &w, fr, 16, mem);
+			CHECK(w.n <= 16);
+		}
+	}
+	free(b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const uint32_t versions[] = {0x030b0000, 0x030c0000, 0x030d0000};
@@ -129,6 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	mem = (struct python_mem){image_read, &im};
 
 	fuzz_table(c, size - 1);
+	fuzz_debugoffs(c, size - 1, &mem);
 
 	/* strs and bytes at the first few places, type unchecked */
 	for (uint64_t at = 0; at < 256 && at < im.n; at += 8) {

@@ -1129,7 +1129,7 @@ static void test_debug_offsets(void **state)
 	globfree(&g);
 	usc_set_log(capture_log, NULL);
 	assert_int_equal(python_offsets_check_debug(off, real, sizeof(real)), 0);
-	assert_int_equal(python_offsets_check_debug(off, real, sizeof(real) - 1), -EINVAL);
+	assert_int_equal(python_offsets_check_debug(off, real, sizeof(real) - 1), -EPROTO);
 	memcpy(b, real, sizeof(b));
 	b[23 * 8] ^= 8;		/* thread_state.current_frame */
 	assert_int_equal(python_offsets_check_debug(off, b, sizeof(b)), -EPROTO);
