@@ -16,12 +16,14 @@
 #include "sink/sink.h"
 
 bool cli_verbose;
+static unsigned errors_said;	/* the library's errors, said as they came */
 
 void cli_log(enum usc_log_level level, const char *msg, void *ctx)
 {
 	(void)ctx;
 	switch (level) {
 	case USC_LOG_ERROR:
+		errors_said++;
 		fprintf(stderr, "uscope: %s\n", msg);
 		break;
 	case USC_LOG_WARN:
@@ -643,9 +645,13 @@ static bool process_ended(pid_t pid)
 	return p && (p[2] == 'Z' || p[2] == 'X');
 }
 
-/* A run that saw no hit says so, and why where it is known. */
+/* A run that saw no hit says so, and why where it is known; not after an
+ * error the library said (a probe it could not arm says why itself, and
+ * "not called" would be wrong). */
 static void say_no_hits(const struct cli_opts *o, const struct usc_run_result *res)
 {
+	if (errors_said)
+		return;
 	if (o->replay)
 		cli_error("0 hits: the recording holds none of these probes' hits");
 	else if (res->target_exited && o->so.cmd)

@@ -9,8 +9,8 @@
     pycalls.py monitor    (3.12 and later) run it counting through
                           sys.monitoring (PROFILER_ID: PY_START, PY_RESUME,
                           PY_THROW, as profiling sees calls), then print the
-                          same JSON: a count taken in the same run as
-                          uscope's, beside its own tool
+                          same JSON after "own ": a count taken in the same
+                          run as uscope's, beside its own tool
     pycalls.py wait       print "ready", run it when a line comes on stdin,
                           print "done", and wait for another line (-p)
 
@@ -148,7 +148,8 @@ def monitored():
     m.set_events(m.PROFILER_ID, 0)
     m.free_tool_id(m.PROFILER_ID)
     counts.pop("monitored.<locals>.call", None)
-    print(json.dumps(counts, sort_keys=True), flush=True)
+    # (prefixed: under uscope --json this line shares its stdout)
+    print("own " + json.dumps(counts, sort_keys=True), flush=True)
 
 
 if __name__ == "__main__":
