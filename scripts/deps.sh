@@ -18,13 +18,16 @@
 # zlib1g-dev: pprof profiles are gzipped.
 # python3-jsonschema: the e2e tests check every --json line against doc/json/*.schema.json.
 # strace: libc's syscall wrappers are counted against strace -f -c (tests/e2e/test_selfcopy.py).
+# postgresql (with pgbench): -p of the postmaster follows its backends (tests/e2e/test_children.py,
+# a cluster of the test's own on a free port); the cluster the package starts is stopped.
 set -euo pipefail
 pkgs=(build-essential pkg-config clang libclang-rt-14-dev
       libelf-dev libdw-dev libtracefs-dev libtraceevent-dev libzydis-dev
       libcmocka-dev python3 python3-pytest systemtap-sdt-dev binutils file golang-go
       libbpf-dev bpftool debuginfod libdebuginfod1 libiberty-dev sqlite3 bpftrace
       babeltrace2 groff-base man-db gdb libc6-dbg node-jsdom
-      redis-server redis-tools nginx-light curl zlib1g-dev strace python3-jsonschema)
+      redis-server redis-tools nginx-light curl zlib1g-dev strace python3-jsonschema
+      postgresql)
 [ "${1:-}" = bench ] && pkgs+=(uftrace)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -39,6 +42,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get update -qq
 	apt-get install -y -qq "${missing[@]}" >/dev/null
+	if [[ " ${missing[*]} " == *" postgresql "* ]] && command -v systemctl >/dev/null; then
+		systemctl disable --now postgresql >/dev/null 2>&1 || true
+	fi
 fi
 # Prometheus: the binary only; the tests run their own on a free port.
 if ! dpkg-query -W -f='${Status}' prometheus 2>/dev/null | grep -q 'install ok installed'; then
