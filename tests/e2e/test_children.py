@@ -55,7 +55,7 @@ class Server(u.Target):
 def attach(cmd, engine, pid, *argv, extra=()):
     js = cmd in ("trace", "count", "latency")
     bg = u.Background([cmd, "-e", engine, "-p", pid] + (["--json"] if js else []) +
-                      list(extra) + list(argv), json=js)
+                      list(extra) + list(argv), json=cmd == "trace")	# (events: trace's)
     bg.wait_ready()
     return bg
 
@@ -136,7 +136,7 @@ def test_no_children_counts_the_parent_alone(engine):
 def test_no_children_wants_a_pid():
     cp = run_uscope(["count", "--no-children", "handle", "--", PREFORK, "calls", "1"])
     assert cp.returncode == 2
-    assert cp.stderr.startswith("uscope: --no-children") and cp.stderr.count("\n") == 1
+    assert cp.stderr.startswith("uscope: count: --no-children") and cp.stderr.count("\n") == 1
 
 
 @pytest.mark.parametrize("engine", ENGINES)
