@@ -645,20 +645,20 @@ static bool process_ended(pid_t pid)
 	return p && (p[2] == 'Z' || p[2] == 'X');
 }
 
-/* A run that saw no hit says so, and why where it is known; not after an
- * error the library said (a probe it could not arm says why itself, and
- * "not called" would be wrong). */
+/* A run that saw no hit says so, and why where it is known. "Not called"
+ * is not said after an error the library said (a probe it could not arm
+ * says why itself). */
 static void say_no_hits(const struct cli_opts *o, const struct usc_run_result *res)
 {
-	if (errors_said)
-		return;
 	if (o->replay)
 		cli_error("0 hits: the recording holds none of these probes' hits");
-	else if (res->target_exited && o->so.cmd)
+	else if (res->target_exited && o->so.cmd && !errors_said)
 		cli_error("0 hits: %s ran to its end without calling what was probed",
 			  o->so.cmd[0]);
 	else if (o->so.pid && (res->target_exited || process_ended(o->so.pid)))
 		cli_error("0 hits: process %d ended before any hit", (int)o->so.pid);
+	else if (errors_said)
+		return;
 	else if (res->signal || !o->so.duration)
 		cli_error("0 hits: what was probed was not called while traced");
 	else
