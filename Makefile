@@ -35,7 +35,8 @@ all: uscope sdt
 
 # The bpf engine's kernel program, compiled at build time (no compiler is
 # needed at run time) and embedded as a libbpf skeleton.
-build/bpf/uscope.bpf.o: src/engine/bpf/uscope.bpf.c src/engine/bpf/bpf_shared.h src/probe/fetch.h \
+build/bpf/uscope.bpf.o: src/engine/bpf/uscope.bpf.c $(wildcard src/engine/bpf/prog/*.h) \
+		src/engine/bpf/bpf_shared.h src/probe/fetch.h \
 		src/probe/fetch_eval.h src/probe/filter_eval.h src/agg/agg_shared.h
 	@mkdir -p $(dir $@)
 	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu -Isrc -c $< -o $@

@@ -1,0 +1,114 @@
+/* Part of the bpf engine's program (engine/bpf/uscope.bpf.c includes it
+ * once, in this place: it uses the maps, state and helpers defined above
+ * it there and is no header of its own).
+ *
+ * $pystack: the CPython frame walker every engine shares (python/walk.h). */
+
+/* ---- $pystack ---------------------------------------------------------------- */
+
+/* The walker every engine shares (python/walk.h), twice: the sleepable
+ * program's reads fault pages in. */
+#define PYWALK_FN(n) pws_##n
+#define PYWALK_INLINE static __always_inline
+#define PYWALK_READ(env, dst, addr, len) \
+	bpf_copy_from_user(dst, len, (const void *)(unsigned long)(addr))
+#include "python/walk.h"
+
+#define PYWALK_FN(n) pwn_##n
+#define PYWALK_INLINE static __always_inline
+#define PYWALK_READ(env, dst, addr, len) \
+	bpf_probe_read_user(dst, len, (const void *)(unsigned long)(addr))
+#include "python/walk.h"
+
+struct thread_struct {
+	unsigned long fsbase;
+} __attribute__((preserve_access_index));
+
+struct signal_struct {
+	struct {
+		int counter;
+	} live;
+} __attribute__((preserve_access_index));
+
+struct task_struct {
+	int pid;
+	int tgid;
+	struct thread_struct thread;
+	struct signal_struct *signal;
+} __attribute__((preserve_access_index));
+
+struct py_ctx {
+	const struct python_offsets *off;
+	struct python_walk w;
+	struct python_frame *out;
+	__u32 max;
+	bool sleepable;
+};
+
+/* One frame a step: bpf_loop runs it, so the verifier checks one step. */
+static long py_step(__u32 k, void *data)
+{
+	struct py_ctx *p = data;
+
+	return p->sleepable ? pws_step(p->off, &p->w, p->out, p->max, NULL) :
+			      pwn_step(p->off, &p->w, p->out, p->max, NULL);
+}
+
+/* The thread's Python frames into the record at off (python_stack_hdr,
+ * then the frames, as many as fit before the stack copy's place): the
+ * thread state by CPython's key from the thread's fs base (the task's),
+ * then its frame chain. The record's new length. */
+static __noinline __u32 walk_python(struct task_state *ts, __u32 off, __u32 want, __u32 argi,
+				    bool sleepable)
+{
+	struct bpfeng_rec *rec = (struct bpfeng_rec *)ts->buf;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, key = 0, room, i;
+	struct bpfeng_py *py = bpf_map_lookup_elem(&pyprocs, &tgid);
+	struct python_stack_hdr *h;
+	struct py_ctx p = {};
+	__u64 fsbase, tstate = 0;
+	int init = 0;
+
+	off = (off + 7) & ~7u;
+	/* bounds the verifier sees on the register it checks */
+	asm volatile("%0 &= 0x1fff" : "+r"(off));
+	if (off > BPFENG_STK_OFF - sizeof(*h) || argi >= BPFENG_MAX_ARGS)
+		return off;
+	h = (struct python_stack_hdr *)(ts->buf + off);
+	room = (BPFENG_STK_OFF - off - sizeof(*h)) / sizeof(struct python_frame);
+	if (want > room)
+		want = room;
+	if (want > PYTHON_FRAMES_MAX)
+		want = PYTHON_FRAMES_MAX;
+	h->n = 0;
+	h->want = (__u16)want;
+	h->status = PYWALK_NONE;
+	h->pad = 0;
+	if (py && want) {
+		struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+
+		fsbase = BPF_CORE_READ(task, thread.fsbase);
+		if (!bpf_probe_read_user(&init, 4, (void *)(py->runtime + py->off.rt_tss_init)) &&
+		    init &&
+		    !bpf_probe_read_user(&key, 4, (void *)(py->runtime + py->off.rt_tss_key)) &&
+		    !pwn_tss(&py->glibc, fsbase, key, &tstate, NULL) && tstate) {
+			p.off = &py->off;
+			p.out = (struct python_frame *)(h + 1);
+			p.max = want;
+			p.sleepable = sleepable;
+			if (!(sleepable ? pws_start(&py->off, tstate, &p.w, NULL) :
+					  pwn_start(&py->off, tstate, &p.w, NULL)))
+				bpf_loop(2 * PYTHON_FRAMES_MAX + 2, py_step, &p, 0);
+			if (p.w.status == PYWALK_MORE)
+				p.w.status = PYWALK_FULL;
+			h->n = p.w.n;
+			h->status = (__u8)p.w.status;
+		}
+	}
+	i = argi;
+	asm volatile("%0 &= 15" : "+r"(i));	/* BPFENG_MAX_ARGS - 1, seen by the verifier */
+	rec->vals[i].kind = BPFENG_PYSTACK;
+	rec->vals[i].str_off = (__u16)off;
+	rec->vals[i].str_len = (__u16)(sizeof(*h) + h->n * sizeof(struct python_frame));
+	return off + sizeof(*h) + h->n * sizeof(struct python_frame);
+}
