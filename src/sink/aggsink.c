@@ -604,6 +604,15 @@ int aggsink_hist_text(const struct agg_sink *k, struct usc_output *o, const stru
 	return ret;
 }
 
+int aggsink_hist_block(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r,
+		       const char *head, const char *stats)
+{
+	int ret = output_raw(o, head);
+
+	ret = ret ? ret : aggsink_hist_text(k, o, r);
+	return ret ? ret : output_raw(o, stats);
+}
+
 int aggsink_hist_json(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r)
 {
 	struct shown sh;

@@ -101,5 +101,9 @@ int aggsink_hist_text(const struct agg_sink *k, struct usc_output *o, const stru
 /* The same as a JSON array of {"min":..,"max":..,"count":..} (min and max
  * absent where the bucket is open). */
 int aggsink_hist_json(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r);
+/* A row's text after its head: the line head, its histogram
+ * (aggsink_hist_text), then the line stats. 0 or -ENOMEM. */
+int aggsink_hist_block(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r,
+		       const char *head, const char *stats);
 
 #endif
