@@ -172,6 +172,11 @@ int cli_add_pprof(struct cli_opts *o);
  * start). */
 void cli_drop_extra(struct cli_opts *o);
 
+/* --serve then --pprof (cli_add_serve, cli_add_pprof), what count and
+ * latency add. 0, or the exit code: then what they made and o's PROBEs are
+ * freed. (metrics.c) */
+int cli_add_serve_pprof(struct cli_opts *o, enum usc_prom_kind kind, bool keyed);
+
 /* A return probe for every function entry probe of o's PROBEs that has
  * none, then with fp the output (cli_open_output) in *fp: what flow,
  * latency, record, report, export and flamegraph do first. Returns -1 when

@@ -87,14 +87,9 @@ int cmd_count(int argc, char **argv)
 		free(o.specs);
 		return 2;
 	}
-	code = cli_add_serve(&o, USC_PROM_COUNT, keyed);
-	if (!code)
-		code = cli_add_pprof(&o);
-	if (code) {
-		cli_drop_extra(&o);
-		free(o.specs);
+	code = cli_add_serve_pprof(&o, USC_PROM_COUNT, keyed);
+	if (code)
 		return code;
-	}
 	return cli_run_sink(&o, stdout, usc_sink_count(stdout, o.json, keyed, o.top, o.folded, o.all),
 			    USC_SUMMARY_NONE);
 }

@@ -76,14 +76,9 @@ int cmd_latency(int argc, char **argv)
 	o.so.agg.kind = USC_AGG_LATENCY;
 	if (!o.so.agg.unit_ns)
 		o.so.agg.unit_ns = 1;
-	code = cli_add_serve(&o, USC_PROM_LATENCY, true);
-	if (!code)
-		code = cli_add_pprof(&o);
-	if (code) {
-		cli_drop_extra(&o);
-		free(o.specs);
+	code = cli_add_serve_pprof(&o, USC_PROM_LATENCY, true);
+	if (code)
 		return code;
-	}
 	return cli_run_sink(&o, stdout, usc_sink_latency(stdout, o.json, o.so.agg.per_call),
 			    USC_SUMMARY_NONE);
 }

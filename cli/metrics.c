@@ -3,6 +3,7 @@
  * first, pprof's readers take the second), added to a command's own. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -56,4 +57,18 @@ void cli_drop_extra(struct cli_opts *o)
 		unlink(o->pprof);	/* nothing was written */
 		o->pprof_fp = NULL;
 	}
+}
+
+int cli_add_serve_pprof(struct cli_opts *o, enum usc_prom_kind kind, bool keyed)
+{
+	int code = cli_add_serve(o, kind, keyed);
+
+	if (!code)
+		code = cli_add_pprof(o);
+	if (code) {
+		cli_drop_extra(o);
+		free(o->specs);
+		o->specs = NULL;
+	}
+	return code;
 }

@@ -75,9 +75,16 @@ static uint64_t list_vars_pc(struct debuginfo *dm, const struct usc_site *site)
 	return pc;
 }
 
-int usc_list_vars(pid_t pid, const char *root, const char *bin,
-		  const struct usc_probe_spec *spec, const struct usc_list_vars_ops *ops,
-		  void *ctx)
+/* What is listed at one site (ops: the call's usc_list_*_ops). 0 or -errno
+ * (logged): the end of the list. */
+typedef int (*list_site_fn)(struct usc_cache *cache, const char *shown_root,
+			    const struct usc_probe_spec *spec, const struct usc_site *site,
+			    const void *ops, void *ctx);
+
+/* fn at each site of spec's location, in order, until one fails. */
+static int list_each_site(pid_t pid, const char *root, const char *bin,
+			  const struct usc_probe_spec *spec, list_site_fn fn, const void *ops,
+			  void *ctx)
 {
 	struct usc_site *sites = NULL;
 	struct usc_cache *cache = cache_new();
@@ -86,24 +93,41 @@ int usc_list_vars(pid_t pid, const char *root, const char *bin,
 	int ret = cache ? list_location_sites(cache, pid, root, bin, spec, &sites, &n,
 					      &shown_root) : -ENOMEM;
 
-	for (size_t i = 0; i < n && !ret; i++) {
-		struct debuginfo *dm;
-		uint64_t pc;
-
-		ret = cache_dwarf(cache, sites[i].path, &dm);
-		if (ret) {
-			log_error("%s has no debug info (DWARF)", sites[i].path);
-			break;
-		}
-		pc = list_vars_pc(dm, &sites[i]);
-		ops->site(sites[i].label, pc, ns_shown_path(shown_root, sites[i].path), ctx);
-		if (debuginfo_vars_at(dm, pc, ops->var, ctx))
-			ops->none(ctx);
-	}
+	for (size_t i = 0; i < n && !ret; i++)
+		ret = fn(cache, shown_root, spec, &sites[i], ops, ctx);
 	resolve_sites_free(sites, n);
 	cache_free(cache);
 	free(shown_root);
 	return ret;
+}
+
+/* The variables at one site. 0 or -errno (logged). */
+static int list_vars_at(struct usc_cache *cache, const char *shown_root,
+			const struct usc_probe_spec *spec, const struct usc_site *site,
+			const void *vops, void *ctx)
+{
+	const struct usc_list_vars_ops *ops = vops;
+	struct debuginfo *dm;
+	uint64_t pc;
+	int ret = cache_dwarf(cache, site->path, &dm);
+
+	(void)spec;
+	if (ret) {
+		log_error("%s has no debug info (DWARF)", site->path);
+		return ret;
+	}
+	pc = list_vars_pc(dm, site);
+	ops->site(site->label, pc, ns_shown_path(shown_root, site->path), ctx);
+	if (debuginfo_vars_at(dm, pc, ops->var, ctx))
+		ops->none(ctx);
+	return 0;
+}
+
+int usc_list_vars(pid_t pid, const char *root, const char *bin,
+		  const struct usc_probe_spec *spec, const struct usc_list_vars_ops *ops,
+		  void *ctx)
+{
+	return list_each_site(pid, root, bin, spec, list_vars_at, ops, ctx);
 }
 
 /* The lines of file from first to the function's last statement (lines,
@@ -132,10 +156,11 @@ static void list_source(const char *file, const unsigned *lines, ssize_t nl, uns
 }
 
 /* The source of the function at one site. 0 or -errno (logged). */
-static int list_lines_at(struct usc_cache *cache, const struct usc_probe_spec *spec,
-			 const struct usc_site *site, const struct usc_list_lines_ops *ops,
-			 void *ctx)
+static int list_lines_at(struct usc_cache *cache, const char *shown_root,
+			 const struct usc_probe_spec *spec, const struct usc_site *site,
+			 const void *lops, void *ctx)
 {
+	const struct usc_list_lines_ops *ops = lops;
 	struct debuginfo *dm;
 	struct objfile *ef;
 	const struct objfile_sym *fn;
@@ -143,6 +168,7 @@ static int list_lines_at(struct usc_cache *cache, const struct usc_probe_spec *s
 	unsigned *lines = NULL, first = 0;
 	ssize_t nl;
 
+	(void)shown_root;
 	if (cache_dwarf(cache, site->path, &dm) || cache_elf(cache, site->path, &ef)) {
 		log_error("%s has no debug info (DWARF)", site->path);
 		return -ENODATA;
@@ -165,17 +191,5 @@ int usc_list_lines(pid_t pid, const char *root, const char *bin,
 		   const struct usc_probe_spec *spec, const struct usc_list_lines_ops *ops,
 		   void *ctx)
 {
-	struct usc_site *sites = NULL;
-	struct usc_cache *cache = cache_new();
-	char *shown_root = NULL;
-	size_t n = 0;
-	int ret = cache ? list_location_sites(cache, pid, root, bin, spec, &sites, &n,
-					      &shown_root) : -ENOMEM;
-
-	for (size_t i = 0; i < n && !ret; i++)
-		ret = list_lines_at(cache, spec, &sites[i], ops, ctx);
-	resolve_sites_free(sites, n);
-	cache_free(cache);
-	free(shown_root);
-	return ret;
+	return list_each_site(pid, root, bin, spec, list_lines_at, ops, ctx);
 }

@@ -93,36 +93,60 @@ static size_t utf8_len(const unsigned char *s, size_t n)
 	return len;
 }
 
-/* C escapes for text output. Valid UTF-8 stays as it is, as a terminal shows
- * it; control bytes and bytes that are not UTF-8 become \xNN. */
-int output_c_string(struct usc_output *o, const char *s, size_t n)
+/* s quoted, each valid UTF-8 sequence of two bytes or more as it is, every
+ * other byte as esc writes it. */
+static int quoted(struct usc_output *o, const char *s, size_t n,
+		  int (*esc)(struct usc_output *o, unsigned char c))
 {
 	const unsigned char *u = (const unsigned char *)s;
 	int ret = putc_(o, '"');
 
 	for (size_t i = 0; i < n && !ret;) {
-		unsigned char c = u[i];
-		size_t l;
+		size_t l = u[i] >= 0x80 ? utf8_len(u + i, n - i) : 0;
 
-		switch (c) {
-		case '"': ret = put(o, "\\\""); i++; continue;
-		case '\\': ret = put(o, "\\\\"); i++; continue;
-		case '\n': ret = put(o, "\\n"); i++; continue;
-		case '\t': ret = put(o, "\\t"); i++; continue;
-		case '\r': ret = put(o, "\\r"); i++; continue;
-		}
-		if (c >= 0x20 && c < 0x7f) {
-			ret = putc_(o, (char)c);
-			i++;
-		} else if (c >= 0x80 && (l = utf8_len(u + i, n - i)) > 0) {
+		if (l) {
 			ret = putn(o, u + i, l);
 			i += l;
 		} else {
-			ret = put(o, "\\x%02x", c);
+			ret = esc(o, u[i]);
 			i++;
 		}
 	}
 	return ret ? ret : putc_(o, '"');
+}
+
+static int c_escape(struct usc_output *o, unsigned char c)
+{
+	switch (c) {
+	case '"': return put(o, "\\\"");
+	case '\\': return put(o, "\\\\");
+	case '\n': return put(o, "\\n");
+	case '\t': return put(o, "\\t");
+	case '\r': return put(o, "\\r");
+	}
+	if (c >= 0x20 && c < 0x7f)
+		return putc_(o, (char)c);
+	return put(o, "\\x%02x", c);
+}
+
+/* C escapes for text output. Valid UTF-8 stays as it is, as a terminal shows
+ * it; control bytes and bytes that are not UTF-8 become \xNN. */
+int output_c_string(struct usc_output *o, const char *s, size_t n)
+{
+	return quoted(o, s, n, c_escape);
+}
+
+static int json_escape(struct usc_output *o, unsigned char c)
+{
+	if (c == '"' || c == '\\')
+		return put(o, "\\%c", c);
+	if (c == '\n')
+		return put(o, "\\n");
+	if (c == '\t')
+		return put(o, "\\t");
+	if (c < 0x20 || c >= 0x7f)
+		return put(o, "\\u%04x", c);
+	return putc_(o, (char)c);
 }
 
 /* Valid JSON. A byte that is not part of valid UTF-8 is escaped as the code
@@ -130,34 +154,7 @@ int output_c_string(struct usc_output *o, const char *s, size_t n)
  * remains recoverable. */
 int output_json_string(struct usc_output *o, const char *s, size_t n)
 {
-	const unsigned char *u = (const unsigned char *)s;
-	int ret = putc_(o, '"');
-
-	for (size_t i = 0; i < n && !ret;) {
-		unsigned char c = u[i];
-		size_t l;
-
-		if (c == '"' || c == '\\') {
-			ret = put(o, "\\%c", c);
-			i++;
-		} else if (c == '\n') {
-			ret = put(o, "\\n");
-			i++;
-		} else if (c == '\t') {
-			ret = put(o, "\\t");
-			i++;
-		} else if (c < 0x20 || c == 0x7f) {
-			ret = put(o, "\\u%04x", c);
-			i++;
-		} else if ((l = utf8_len(u + i, n - i)) > 0) {
-			ret = putn(o, u + i, l);
-			i += l;
-		} else {
-			ret = put(o, "\\u%04x", c);
-			i++;
-		}
-	}
-	return ret ? ret : putc_(o, '"');
+	return quoted(o, s, n, json_escape);
 }
 
 static uint64_t truncate_to(uint64_t v, unsigned size)

@@ -76,23 +76,28 @@ uint8_t rget_u8(struct rget *g)
 	return p ? *p : 0;
 }
 
-uint32_t rget_u32(struct rget *g)
+/* The next n bytes into v (left as it is where they are not there). */
+static void rget_into(struct rget *g, void *v, size_t n)
 {
-	const void *p = rget_bytes(g, 4);
-	uint32_t v = 0;
+	const void *p = rget_bytes(g, n);
 
 	if (p)
-		memcpy(&v, p, 4);
+		memcpy(v, p, n);
+}
+
+uint32_t rget_u32(struct rget *g)
+{
+	uint32_t v = 0;
+
+	rget_into(g, &v, sizeof(v));
 	return v;
 }
 
 uint64_t rget_u64(struct rget *g)
 {
-	const void *p = rget_bytes(g, 8);
 	uint64_t v = 0;
 
-	if (p)
-		memcpy(&v, p, 8);
+	rget_into(g, &v, sizeof(v));
 	return v;
 }
 

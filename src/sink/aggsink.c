@@ -382,6 +382,32 @@ static void row_event(const struct agg_sink *k, const struct agg_row *r, struct 
 	ev->nvals = n < USC_MAX_ARGS ? n : USC_MAX_ARGS;
 }
 
+void aggsink_key_slot(const struct agg_sink *k, const struct agg_row *r, unsigned first,
+		      unsigned i, struct usc_value *vals, struct usc_event *ev)
+{
+	pid_t pid = 0;
+	bool cut;
+
+	agg_key_value(k->s->cache, r->key, r->keylen, r->site->args, first, i, k->a.str_max,
+		      &vals[first + i], &cut, &pid);
+	ev->pid = pid;
+	ev->nvals = first + i + 1;
+}
+
+int aggsink_value_text(struct usc_output *o, const struct usc_event *ev, unsigned j)
+{
+	const struct usc_value *v = &ev->vals[j];
+	char *s;
+	int ret;
+
+	if (v->kind != USC_V_STR)
+		return output_arg_value(o, ev, j);
+	s = strndup(v->str, v->len);
+	ret = s ? output_raw(o, s) : -ENOMEM;
+	free(s);
+	return ret;
+}
+
 int aggsink_key(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r)
 {
 	struct usc_value vals[USC_MAX_ARGS];
@@ -602,6 +628,15 @@ int aggsink_hist_text(const struct agg_sink *k, struct usc_output *o, const stru
 	}
 	shown_free(&sh);
 	return ret;
+}
+
+int aggsink_hist_block(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r,
+		       const char *head, const char *stats)
+{
+	int ret = output_raw(o, head);
+
+	ret = ret ? ret : aggsink_hist_text(k, o, r);
+	return ret ? ret : output_raw(o, stats);
 }
 
 int aggsink_hist_json(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r)

@@ -78,6 +78,16 @@ void aggsink_destroy(struct usc_sink *k);
  * object. 0 or -ENOMEM. */
 int aggsink_key(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r);
 
+/* Key slot i of row r (the key of its site's arguments from first) into
+ * vals[first + i], with ev's pid (a stack's process) and nvals set to show
+ * it: what a sink that writes one key at a time reads. */
+void aggsink_key_slot(const struct agg_sink *k, const struct agg_row *r, unsigned first,
+		      unsigned i, struct usc_value *vals, struct usc_event *ev);
+
+/* Value j of ev as a label's text: a string's bytes themselves, not
+ * quoted, else as the argument prints. 0 or -ENOMEM. */
+int aggsink_value_text(struct usc_output *o, const struct usc_event *ev, unsigned j);
+
 /* What begins a row's output: text "LABEL name=value ...", or JSON
  * {"probe":LABEL,"key":{...} (the object left open). 0 or -ENOMEM. */
 /* A row's stacks: text, each frame on its line, indented; folded, the
@@ -101,5 +111,9 @@ int aggsink_hist_text(const struct agg_sink *k, struct usc_output *o, const stru
 /* The same as a JSON array of {"min":..,"max":..,"count":..} (min and max
  * absent where the bucket is open). */
 int aggsink_hist_json(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r);
+/* A row's text after its head: the line head, its histogram
+ * (aggsink_hist_text), then the line stats. 0 or -ENOMEM. */
+int aggsink_hist_block(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r,
+		       const char *head, const char *stats);
 
 #endif

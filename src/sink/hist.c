@@ -32,7 +32,7 @@ static int print_hist(struct agg_sink *k, struct usc_output *o, struct agg_row *
 		const char *vn = value_name(k, r);
 		const struct agg_stats *st = &r->st;
 		double avg = (double)st->sum / (double)st->count;
-		char line[256];
+		char line[256], head[256];
 
 		ret = aggsink_head(k, o, r);
 		if (k->json) {
@@ -46,13 +46,11 @@ static int print_hist(struct agg_sink *k, struct usc_output *o, struct agg_row *
 			ret = ret ? ret : aggsink_json_tail(k, o, r, final);
 			continue;
 		}
-		snprintf(line, sizeof(line), ": %s\n", vn);
-		ret = ret ? ret : output_raw(o, line);
-		ret = ret ? ret : aggsink_hist_text(k, o, r);
+		snprintf(head, sizeof(head), ": %s\n", vn);
 		snprintf(line, sizeof(line),
 			 "count %" PRIu64 "  min %" PRId64 "  avg %.1f  max %" PRId64 "  sum %" PRId64
 			 "\n\n", st->count, st->min, avg, st->max, st->sum);
-		ret = ret ? ret : output_raw(o, line);
+		ret = ret ? ret : aggsink_hist_block(k, o, r, head, line);
 	}
 	return ret;
 }

@@ -32,7 +32,7 @@ static int print_latency(struct agg_sink *k, struct usc_output *o, struct agg_ro
 		const struct agg_stats *st = &r->st;
 		double avg = (double)st->sum / (double)st->count;
 		int64_t p50 = agg_percentile(r, k->nbuckets, 50), p99 = agg_percentile(r, k->nbuckets, 99);
-		char line[320];
+		char line[320], head[32];
 
 		ret = aggsink_head(k, o, r);
 		if (k->json) {
@@ -44,14 +44,12 @@ static int print_latency(struct agg_sink *k, struct usc_output *o, struct agg_ro
 			ret = ret ? ret : aggsink_json_tail(k, o, r, final);
 			continue;
 		}
-		snprintf(line, sizeof(line), ": latency (%s)\n", unit);
-		ret = ret ? ret : output_raw(o, line);
-		ret = ret ? ret : aggsink_hist_text(k, o, r);
+		snprintf(head, sizeof(head), ": latency (%s)\n", unit);
 		snprintf(line, sizeof(line),
 			 "count %" PRIu64 "  min %" PRId64 "  avg %.1f  max %" PRId64 "  p50 %" PRId64
 			 "  p99 %" PRId64 " (%s)\n\n",
 			 st->count, st->min, avg, st->max, p50, p99, unit);
-		ret = ret ? ret : output_raw(o, line);
+		ret = ret ? ret : aggsink_hist_block(k, o, r, head, line);
 	}
 	return ret;
 }

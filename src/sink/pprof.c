@@ -204,16 +204,11 @@ static int row_sample(struct pprof_rows *p, struct pprof *pp, const struct agg_r
 	agg_layout(&c->agg, r->site, &first, &n, &value);
 	for (unsigned i = 0; i < n && first + i < USC_MAX_ARGS && !ret; i++) {
 		const struct usc_fetcharg *a = &r->site->args[first + i];
-		pid_t pid = 0;
-		bool cut;
 
-		agg_key_value(c->cache, r->key, r->keylen, r->site->args, first, i, p->k.a.str_max,
-			      &vals[first + i], &cut, &pid);
-		ev.pid = pid;
-		ev.nvals = first + i + 1;
+		aggsink_key_slot(&p->k, r, first, i, vals, &ev);
 		if (vals[first + i].kind == USC_V_STACK) {
 			if (!nlocs)
-				nlocs = stack_locations(pp, &p->ids, c->cache, pid,
+				nlocs = stack_locations(pp, &p->ids, c->cache, ev.pid,
 							vals[first + i].stack, locs,
 							USC_STACK_FRAMES_MAX);
 			continue;
@@ -221,15 +216,7 @@ static int row_sample(struct pprof_rows *p, struct pprof *pp, const struct agg_r
 		if (a->show == USC_SHOW_GO_PART)
 			continue;
 		output_reset(&txt);
-		if (vals[first + i].kind == USC_V_STR) {
-			/* the string itself, not quoted */
-			char *s = strndup(vals[first + i].str, vals[first + i].len);
-
-			ret = s ? output_raw(&txt, s) : -ENOMEM;
-			free(s);
-		} else {
-			ret = output_arg_value(&txt, &ev, first + i);
-		}
+		ret = aggsink_value_text(&txt, &ev, first + i);
 		lb[nlb] = (struct pprof_label){.key = a->name,
 					       .str = ret ? NULL : strdup(txt.buf ? txt.buf : "")};
 		if (!ret && !lb[nlb].str)

@@ -89,27 +89,14 @@ static bool name_taken(const struct prom_sink *p, const struct labels *l, size_t
 static int key_text(const struct prom_sink *p, struct labels *l, const struct agg_row *r,
 		    unsigned first, unsigned i)
 {
-	const struct usc_sink_ctx *c = p->k.s;
 	struct usc_value vals[USC_MAX_ARGS] = {0};
 	struct usc_event ev = {.site = r->site, .vals = vals, .comm = ""};
-	pid_t pid = 0;
-	bool cut;
 
-	agg_key_value(c->cache, r->key, r->keylen, r->site->args, first, i, p->k.a.str_max,
-		      &vals[first + i], &cut, &pid);
-	ev.pid = pid;
-	ev.nvals = first + i + 1;
-	if (vals[first + i].kind == USC_V_STR) {
-		/* the bytes themselves: expo escapes them */
-		char *s = strndup(vals[first + i].str, vals[first + i].len);
-		int ret = s ? output_raw(&l->vals, s) : -ENOMEM;
-
-		free(s);
-		return ret;
-	}
+	aggsink_key_slot(&p->k, r, first, i, vals, &ev);
 	if (vals[first + i].kind == USC_V_STACK)
-		return output_stack_folded(&l->vals, pid, vals[first + i].stack);
-	return output_arg_value(&l->vals, &ev, first + i);
+		return output_stack_folded(&l->vals, ev.pid, vals[first + i].stack);
+	/* a string's bytes themselves: expo escapes them */
+	return aggsink_value_text(&l->vals, &ev, first + i);
 }
 
 /* The labels of row r (r NULL: of a probe label's first site): probe, its
