@@ -1,8 +1,11 @@
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/proc.h"
 
@@ -81,4 +84,25 @@ int proc_status_read(pid_t pid, struct proc_status *st)
 	}
 	fclose(f);
 	return st->tgid ? 0 : -ESRCH;	/* (a task reaped as we read) */
+}
+
+int proc_auxv_read(pid_t pid, const uint64_t *types, uint64_t *vals, size_t n)
+{
+	char path[64];
+	uint64_t kv[2];
+	int fd, found = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	memset(vals, 0, n * sizeof(*vals));
+	while (read(fd, kv, sizeof(kv)) == (ssize_t)sizeof(kv) && kv[0] != AT_NULL)
+		for (size_t i = 0; i < n; i++)
+			if (kv[0] == types[i]) {
+				vals[i] = kv[1];
+				found++;
+			}
+	close(fd);
+	return found;
 }

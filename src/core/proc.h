@@ -6,6 +6,8 @@
 #define USC_CORE_PROC_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct proc_status {
@@ -25,5 +27,11 @@ struct proc_status {
 /* Task pid's status (pid 0: ours). 0, -ESRCH (no such task), -errno. Not
  * logged. */
 int proc_status_read(pid_t pid, struct proc_status *st);
+
+/* Task pid's auxiliary vector (/proc/PID/auxv): vals[i] the value of its
+ * entry of type types[i] (AT_*), 0 when it has none, for i < n. How many
+ * of its entries were of those types, or -errno (vals untouched). Not
+ * logged. */
+int proc_auxv_read(pid_t pid, const uint64_t *types, uint64_t *vals, size_t n);
 
 #endif

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/proc.h"
 #include "objfile/modules.h"
 #include "objfile/objfile.h"
 
@@ -32,24 +33,15 @@ static int mem_read(int fd, uint64_t addr, void *buf, size_t len)
 /* AT_PHDR, AT_PHNUM and AT_BASE (ld.so's load address; 0: none). */
 static int read_auxv(pid_t pid, uint64_t *phdr, uint64_t *phnum, uint64_t *base)
 {
-	char path[64];
-	uint64_t kv[2];
-	int fd;
+	static const uint64_t types[3] = {AT_PHDR, AT_PHNUM, AT_BASE};
+	uint64_t v[3];
+	int ret = proc_auxv_read(pid, types, v, 3);
 
-	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	*phdr = *phnum = *base = 0;
-	while (read(fd, kv, sizeof(kv)) == (ssize_t)sizeof(kv) && kv[0] != AT_NULL) {
-		if (kv[0] == AT_PHDR)
-			*phdr = kv[1];
-		else if (kv[0] == AT_PHNUM)
-			*phnum = kv[1];
-		else if (kv[0] == AT_BASE)
-			*base = kv[1];
-	}
-	close(fd);
+	if (ret < 0)
+		return ret;
+	*phdr = v[0];
+	*phnum = v[1];
+	*base = v[2];
 	return *phdr && *phnum ? 0 : -ENOENT;
 }
 

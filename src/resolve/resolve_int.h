@@ -70,6 +70,9 @@ void resolve_log_unknown(const struct usc_probe_spec *spec, const struct objfile
 
 /* sites.c: a new zeroed site at the end of sv, or NULL (no memory). */
 struct usc_site *resolve_site_push(struct site_vec *sv);
+/* A new site of probe idx of spec in path (a copy), or NULL (no memory). */
+struct usc_site *resolve_site_new(struct site_vec *sv, const struct usc_probe_spec *spec,
+				  unsigned idx, const char *path);
 
 #define SITE_RET 1	/* on a ret */
 #define SITE_TAIL 2	/* on a tail-call jmp */

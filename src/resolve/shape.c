@@ -78,11 +78,23 @@ bool shape_is_part(const struct objfile_sym *fn)
 	return cold_parent(fn->name, name, sizeof(name)) || strstr(fn->name, ".cold") != NULL;
 }
 
+/* out's regions read, and the parts nothing names added; out freed on
+ * failure. */
+static int shape_finish(const struct objfile *ef, struct func_shape *out)
+{
+	int ret = read_code(ef, out->rg, 0, out->n);
+
+	if (!ret)
+		ret = add_unnamed_parts(ef, out);
+	if (ret)
+		shape_free(out);
+	return ret;
+}
+
 int shape_of(const struct objfile *ef, const struct objfile_sym *fn, struct func_shape *out)
 {
 	const struct objfile_sym *parent = NULL;
 	char name[1024];
-	int ret;
 
 	memset(out, 0, sizeof(*out));
 	/* a part split off a function is that function's */
@@ -114,12 +126,7 @@ int shape_of(const struct objfile *ef, const struct objfile_sym *fn, struct func
 				out->rg[out->n++] = (struct x86_region){NULL, c->size, c->vaddr};
 		}
 	}
-	ret = read_code(ef, out->rg, 0, out->n);
-	if (!ret)
-		ret = add_unnamed_parts(ef, out);
-	if (ret)
-		shape_free(out);
-	return ret;
+	return shape_finish(ef, out);
 }
 
 /* The function starting at an FDE's start (one that starts as functions
@@ -128,19 +135,13 @@ static int shape_of_fde(const struct objfile *ef, const struct objfile_fde *fde,
 			struct func_shape *out)
 {
 	const struct objfile_sym *fn = objfile_func_at(ef, fde->start);
-	int ret;
 
 	if (fn && fn->size && fn->vaddr == fde->start)
 		return shape_of(ef, fn, out);
 	memset(out, 0, sizeof(*out));
 	out->entry = fde->start;
 	out->rg[out->n++] = (struct x86_region){NULL, fde->end - fde->start, fde->start};
-	ret = read_code(ef, out->rg, 0, out->n);
-	if (!ret)
-		ret = add_unnamed_parts(ef, out);
-	if (ret)
-		shape_free(out);
-	return ret;
+	return shape_finish(ef, out);
 }
 
 static bool covers(const struct func_shape *s, uint64_t vaddr)

@@ -30,6 +30,19 @@ struct usc_site *resolve_site_push(struct site_vec *sv)
 	return &sv->v[sv->n++];
 }
 
+struct usc_site *resolve_site_new(struct site_vec *sv, const struct usc_probe_spec *spec,
+				  unsigned idx, const char *path)
+{
+	struct usc_site *s = resolve_site_push(sv);
+
+	if (!s)
+		return NULL;
+	s->spec = spec;
+	s->probe = idx;
+	s->path = strdup(path);
+	return s->path ? s : NULL;
+}
+
 /* Whether every variable the probe names by itself or through $params has
  * a location at pc (a member or a pointer it goes through may still fault
  * when read: that is for the run). Quiet: this is a question. */
@@ -147,12 +160,9 @@ int resolve_add_site(struct site_vec *sv, const struct usc_probe_spec *spec, uns
 		log_warn("%s: %s is an IFUNC: the probe is on its resolver, which runs when the "
 			 "symbol is bound, not on the implementation it selects", spec->text,
 			 objfile_sym_pretty(fn));
-	s = resolve_site_push(sv);
+	s = resolve_site_new(sv, spec, idx, path);
 	if (!s)
 		return -ENOMEM;
-	s->spec = spec;
-	s->probe = idx;
-	s->path = strdup(path);
 	s->symbol = fn ? strdup(objfile_sym_pretty(fn)) : NULL;
 	s->vaddr = vaddr;
 	s->func_vaddr = fn ? fn->vaddr : 0;
@@ -160,7 +170,7 @@ int resolve_add_site(struct site_vec *sv, const struct usc_probe_spec *spec, uns
 	s->is_return = spec->is_return;
 	s->ret_site = site_flags != 0;
 	s->tail_call = site_flags & SITE_TAIL;
-	if (!s->path || (fn && !s->symbol))
+	if (fn && !s->symbol)
 		return -ENOMEM;
 	site_label(s, spec, ef, fn);
 	return resolve_bind_site(s, NULL, 0, dm, sv);

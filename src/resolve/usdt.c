@@ -37,12 +37,9 @@ static int usdt_site(const struct usc_probe_spec *spec, unsigned idx, const char
 			  spec->text, nt->provider, nt->name, (unsigned long long)nt->sema);
 		return -EINVAL;
 	}
-	s = resolve_site_push(sv);
+	s = resolve_site_new(sv, spec, idx, path);
 	if (!s)
 		return -ENOMEM;
-	s->spec = spec;
-	s->probe = idx;
-	s->path = strdup(path);
 	if (asprintf(&s->symbol, "%s_%s", nt->provider, nt->name) < 0)
 		s->symbol = NULL;
 	s->vaddr = nt->pc;
@@ -52,7 +49,7 @@ static int usdt_site(const struct usc_probe_spec *spec, unsigned idx, const char
 		snprintf(s->label, sizeof(s->label), "%s", spec->event);
 	else
 		snprintf(s->label, sizeof(s->label), "%s:%s", nt->provider, nt->name);
-	if (!s->path || !s->symbol)
+	if (!s->symbol)
 		return -ENOMEM;
 	return resolve_bind_site(s, uargs, nu, NULL, sv);
 }

@@ -143,22 +143,14 @@ static int mem_rw(pid_t pid, uint64_t addr, void *buf, size_t len, bool write)
 
 static int auxv_entry(pid_t pid, uint64_t *entry)
 {
-	char path[64];
-	uint64_t kv[2];
-	int fd;
+	static const uint64_t type = AT_ENTRY;
+	uint64_t v;
+	int n = proc_auxv_read(pid, &type, &v, 1);
 
-	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	while (read(fd, kv, sizeof(kv)) == (ssize_t)sizeof(kv) && kv[0] != AT_NULL)
-		if (kv[0] == AT_ENTRY) {
-			*entry = kv[1];
-			close(fd);
-			return 0;
-		}
-	close(fd);
-	return -ENOENT;
+	if (n <= 0)
+		return n ? n : -ENOENT;
+	*entry = v;
+	return 0;
 }
 
 /* Where AT_ENTRY's value is on the stack of a process at its execve's

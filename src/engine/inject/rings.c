@@ -423,6 +423,28 @@ static int record_image(struct inj *j, size_t idx, const struct usc_raw_out *out
 	return ret;
 }
 
+/* Slot k's records of image idx from stream position from to head, ring's
+ * bytes (at the same offsets as the slot's ring) written to out, their
+ * thread first if out does not know it yet. 0 or out's error. */
+static int write_ring(struct inj *j, size_t idx, uint32_t k, const char *ring, uint64_t from,
+		      uint64_t head, const struct usc_raw_out *out)
+{
+	struct inj_image *img = j->images[idx];
+	const struct inj_slot *sl = &slots_of(&img->shm)[k];
+	uint64_t n = head - from, at = from & (INJ_RING_SIZE - 1);
+	uint64_t first = n < INJ_RING_SIZE - at ? n : INJ_RING_SIZE - at;
+	struct usc_raw_inject h = {(uint32_t)idx, k, sl->tgid ? (int32_t)sl->tgid : img->pid,
+				   (int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key), (uint32_t)n};
+	int ret;
+
+	inj_host_ids(j, img, &h.pid, &h.tid);
+	if (!out->knows_thread(out, h.tid) &&
+	    (ret = out->thread(out, h.pid, h.tid, inj_comm(j, img, h.pid, h.tid))))
+		return ret;
+	count_records(j, ring, from, head);
+	return out->inject(out, &h, ring + at, first, ring, n - first);
+}
+
 /* The flight recorder (--snapshot): the newest records of slot k's
  * overwrite ring, at most keep bytes, that an earlier dump has not written.
  * Its producer moves the ring's tail itself when the ring is full, past
@@ -437,8 +459,7 @@ static int dump_slot(struct inj *j, size_t idx, uint32_t k, uint64_t keep,
 	struct inj_shm *m = &img->shm;
 	struct inj_slot *sl = &slots_of(m)[k];
 	const char *ring = (const char *)m->map + m->ctl->rings_off + (uint64_t)k * INJ_RING_SIZE;
-	uint64_t head, tail, from, at, n, first;
-	struct usc_raw_inject h;
+	uint64_t head, tail, from, at;
 	int ret;
 
 	if (!img->dumped && !(img->dumped = calloc(INJ_NSLOTS, sizeof(*img->dumped))))
@@ -476,17 +497,7 @@ static int dump_slot(struct inj *j, size_t idx, uint32_t k, uint64_t keep,
 	img->dumped[k] = head;
 	if (head <= from)
 		return 0;
-	n = head - from;
-	h = (struct usc_raw_inject){(uint32_t)idx, k, sl->tgid ? (int32_t)sl->tgid : img->pid,
-				(int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key), (uint32_t)n};
-	inj_host_ids(j, img, &h.pid, &h.tid);
-	if (!out->knows_thread(out, h.tid) &&
-	    (ret = out->thread(out, h.pid, h.tid, inj_comm(j, img, h.pid, h.tid))))
-		return ret;
-	at = from & (INJ_RING_SIZE - 1);
-	first = n < INJ_RING_SIZE - at ? n : INJ_RING_SIZE - at;
-	count_records(j, j->shadow, from, head);
-	ret = out->inject(out, &h, j->shadow + at, first, j->shadow, n - first);
+	ret = write_ring(j, idx, k, j->shadow, from, head, out);
 	return ret ? ret : 1;
 }
 
@@ -542,10 +553,9 @@ static int record_images(struct inj *j, const struct usc_raw_out *out)
 		slots = slots_of(m);
 		for (uint32_t k = 0; k < INJ_NSLOTS; k++) {
 			struct inj_slot *sl = &slots[k];
-			uint64_t head, tail, at, n, first;
+			uint64_t head, tail, n;
 			const char *ring = (const char *)m->map + m->ctl->rings_off +
 					   (uint64_t)k * INJ_RING_SIZE;
-			struct usc_raw_inject h;
 
 			if (!sl->key)
 				continue;
@@ -554,17 +564,7 @@ static int record_images(struct inj *j, const struct usc_raw_out *out)
 			n = head - tail;
 			if (!n || n > INJ_RING_SIZE)
 				continue;
-			h = (struct usc_raw_inject){(uint32_t)i, k, sl->tgid ? (int32_t)sl->tgid : img->pid,
-						(int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key),
-						(uint32_t)n};
-			inj_host_ids(j, img, &h.pid, &h.tid);
-			if (!out->knows_thread(out, h.tid) &&
-			    (ret = out->thread(out, h.pid, h.tid, inj_comm(j, img, h.pid, h.tid))))
-				return ret;
-			at = tail & (INJ_RING_SIZE - 1);
-			first = n < INJ_RING_SIZE - at ? n : INJ_RING_SIZE - at;
-			count_records(j, ring, tail, head);
-			ret = out->inject(out, &h, ring + at, first, ring, n - first);
+			ret = write_ring(j, i, k, ring, tail, head, out);
 			if (ret)
 				return ret;
 			__atomic_store_n(&sl->tail, head, __ATOMIC_RELEASE);

@@ -175,16 +175,42 @@ static size_t emit_died(struct emit *e, const struct tramp_spec *s, ZydisRegiste
 	return emit_branch(e, ZYDIS_MNEMONIC_JNZ);
 }
 
-static void emit_count(struct emit *e, const struct tramp_spec *s)
+/* A stub's entry: below the red zone, the flags where they may be live,
+ * then regs[0..n) pushed in that order. */
+static void emit_enter(struct emit *e, const struct tramp_spec *s, const ZydisRegister *regs,
+		       size_t n)
 {
-	ZydisEncoderRequest r;
-	size_t to_died, to_pass, to_done, to_done2, to_skip = 0;
-
 	emit_adjust_sp(e, -RED_ZONE);
 	if (s->save_flags)
 		emit_plain(e, ZYDIS_MNEMONIC_PUSHFQ);
-	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RAX);
-	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RCX);
+	for (size_t i = 0; i < n; i++)
+		emit_r(e, ZYDIS_MNEMONIC_PUSH, regs[i]);
+}
+
+/* regs[n-1..0] popped: emit_enter's pushes undone (pops keep the flags). */
+static void emit_pops(struct emit *e, const ZydisRegister *regs, size_t n)
+{
+	for (size_t i = n; i-- > 0;)
+		emit_r(e, ZYDIS_MNEMONIC_POP, regs[i]);
+}
+
+/* emit_enter undone: its registers, the flags, the red zone. */
+static void emit_leave(struct emit *e, const struct tramp_spec *s, const ZydisRegister *regs,
+		       size_t n)
+{
+	emit_pops(e, regs, n);
+	if (s->save_flags)
+		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
+	emit_adjust_sp(e, RED_ZONE);
+}
+
+static void emit_count(struct emit *e, const struct tramp_spec *s)
+{
+	static const ZydisRegister saved[] = {ZYDIS_REGISTER_RAX, ZYDIS_REGISTER_RCX};
+	ZydisEncoderRequest r;
+	size_t to_died, to_pass, to_done, to_done2, to_skip = 0;
+
+	emit_enter(e, s, saved, 2);
 	to_died = emit_died(e, s, ZYDIS_REGISTER_RAX);
 	if (s->self) {
 		/* a forked child not followed (its self word 0) counts nothing */
@@ -218,30 +244,18 @@ static void emit_count(struct emit *e, const struct tramp_spec *s)
 	emit_req(e, &r);
 	if (s->self)
 		patch_branch(e, to_skip);
-	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RCX);
-	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RAX);
-	if (s->save_flags)
-		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
-	emit_adjust_sp(e, RED_ZONE);
+	emit_leave(e, s, saved, 2);
 	to_done = emit_branch(e, ZYDIS_MNEMONIC_JMP);
 	/* the tracer has died: the agent lets go, or has */
 	patch_branch(e, to_died);
 	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->letgo);
 	emit_mem_imm(e, ZYDIS_MNEMONIC_CMP, ZYDIS_REGISTER_RAX, INJ_LETGO_AGENT);
 	to_pass = emit_branch(e, ZYDIS_MNEMONIC_JNB);
-	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RCX);
-	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RAX);
-	if (s->save_flags)
-		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
-	emit_adjust_sp(e, RED_ZONE);
+	emit_leave(e, s, saved, 2);
 	emit_call_agent(e, s);
 	to_done2 = emit_branch(e, ZYDIS_MNEMONIC_JMP);
 	patch_branch(e, to_pass);
-	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RCX);
-	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RAX);
-	if (s->save_flags)
-		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
-	emit_adjust_sp(e, RED_ZONE);
+	emit_leave(e, s, saved, 2);
 	patch_branch(e, to_done);
 	patch_branch(e, to_done2);
 }
@@ -251,11 +265,9 @@ static void emit_call_agent(struct emit *e, const struct tramp_spec *s)
 	const int32_t frame = 8 * USC_REG_NR;	/* struct inj_regs */
 	int32_t above = frame + RED_ZONE + (s->save_flags ? 8 : 0);
 
-	emit_adjust_sp(e, -RED_ZONE);
-	if (s->save_flags) {
-		emit_plain(e, ZYDIS_MNEMONIC_PUSHFQ);
+	emit_enter(e, s, NULL, 0);
+	if (s->save_flags)
 		emit_plain(e, ZYDIS_MNEMONIC_CLD);	/* the agent's C code assumes DF=0 */
-	}
 	emit_adjust_sp(e, -frame);
 	for (int i = 0; i < USC_REG_NR; i++)
 		if (gpr[i] != ZYDIS_REGISTER_NONE && gpr[i] != ZYDIS_REGISTER_RSP)
@@ -279,9 +291,7 @@ static void emit_call_agent(struct emit *e, const struct tramp_spec *s)
 		    gpr[i] != ZYDIS_REGISTER_R15)
 			emit_rm(e, ZYDIS_MNEMONIC_MOV, gpr[i], 8 * i);
 	emit_adjust_sp(e, frame);
-	if (s->save_flags)
-		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
-	emit_adjust_sp(e, RED_ZONE);
+	emit_leave(e, s, NULL, 0);
 }
 
 /* jcc/jmp rel32 to a target inside this trampoline, patched once known:
@@ -332,15 +342,11 @@ static void emit_fast_arg(struct emit *e, ZydisRegister dst, uint8_t reg)
  * rax, its result; when it says no, the full call. */
 static void emit_call_fast(struct emit *e, const struct tramp_spec *s)
 {
+	static const ZydisRegister saved[] = {ZYDIS_REGISTER_RAX, ZYDIS_REGISTER_RDI,
+					      ZYDIS_REGISTER_RSI, ZYDIS_REGISTER_RDX};
 	size_t to_slow, to_done;
 
-	emit_adjust_sp(e, -RED_ZONE);
-	if (s->save_flags)
-		emit_plain(e, ZYDIS_MNEMONIC_PUSHFQ);
-	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RAX);
-	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RDI);
-	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RSI);
-	emit_r(e, ZYDIS_MNEMONIC_PUSH, ZYDIS_REGISTER_RDX);
+	emit_enter(e, s, saved, 4);
 	emit_fast_arg(e, ZYDIS_REGISTER_RSI, s->fast_a);
 	emit_fast_arg(e, ZYDIS_REGISTER_RDX, s->fast_b);
 	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RDI, (int64_t)s->site);
@@ -350,19 +356,12 @@ static void emit_call_fast(struct emit *e, const struct tramp_spec *s)
 	emit_r(e, ZYDIS_MNEMONIC_CALL, ZYDIS_REGISTER_RAX);
 	emit_rr(e, ZYDIS_MNEMONIC_TEST, ZYDIS_REGISTER_EAX, ZYDIS_REGISTER_EAX);
 	/* pops and lea keep the flags */
-	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RDX);
-	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RSI);
-	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RDI);
-	emit_r(e, ZYDIS_MNEMONIC_POP, ZYDIS_REGISTER_RAX);
+	emit_pops(e, saved, 4);
 	to_slow = emit_branch(e, ZYDIS_MNEMONIC_JNZ);
-	if (s->save_flags)
-		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
-	emit_adjust_sp(e, RED_ZONE);
+	emit_leave(e, s, NULL, 0);
 	to_done = emit_branch(e, ZYDIS_MNEMONIC_JMP);
 	patch_branch(e, to_slow);
-	if (s->save_flags)
-		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
-	emit_adjust_sp(e, RED_ZONE);
+	emit_leave(e, s, NULL, 0);
 	emit_call_agent(e, s);
 	patch_branch(e, to_done);
 }
@@ -381,11 +380,7 @@ static void emit_objtest(struct emit *e, const struct tramp_spec *s)
 					      ZYDIS_REGISTER_R11};
 	size_t to_maybe[6], to_done, to_died;
 
-	emit_adjust_sp(e, -RED_ZONE);
-	if (s->save_flags)
-		emit_plain(e, ZYDIS_MNEMONIC_PUSHFQ);
-	for (size_t i = 0; i < 3; i++)
-		emit_r(e, ZYDIS_MNEMONIC_PUSH, saved[i]);
+	emit_enter(e, s, saved, 3);
 	to_died = emit_died(e, s, ZYDIS_REGISTER_R10);	/* the agent lets go */
 	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)0x9e3779b97f4a7c15ULL);
 	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_R10, (int64_t)s->obj_filter);
@@ -409,21 +404,13 @@ static void emit_objtest(struct emit *e, const struct tramp_spec *s)
 		emit_req(e, &r);
 		to_maybe[i] = emit_branch(e, ZYDIS_MNEMONIC_JNZ);
 	}
-	for (size_t i = 3; i-- > 0;)
-		emit_r(e, ZYDIS_MNEMONIC_POP, saved[i]);
-	if (s->save_flags)
-		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
-	emit_adjust_sp(e, RED_ZONE);
+	emit_leave(e, s, saved, 3);
 	to_done = emit_branch(e, ZYDIS_MNEMONIC_JMP);
 	for (size_t i = 0; i < 6; i++)
 		if (to_maybe[i] != SIZE_MAX)
 			patch_branch(e, to_maybe[i]);
 	patch_branch(e, to_died);
-	for (size_t i = 3; i-- > 0;)
-		emit_r(e, ZYDIS_MNEMONIC_POP, saved[i]);
-	if (s->save_flags)
-		emit_plain(e, ZYDIS_MNEMONIC_POPFQ);
-	emit_adjust_sp(e, RED_ZONE);
+	emit_leave(e, s, saved, 3);
 	emit_call_agent(e, s);
 	patch_branch(e, to_done);
 }

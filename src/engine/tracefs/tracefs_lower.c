@@ -16,6 +16,21 @@ int tracefs_lower_arg(const struct usc_fetcharg *arg, int64_t foff_delta, bool r
 	return fetch_render(arg, &syn, buf, len);
 }
 
+/* arg lowered and appended to buf's used bytes, after a space if any. */
+static int lower_append(const struct usc_fetcharg *arg, int64_t foff_delta, bool ret_site,
+			char *buf, size_t len, size_t *used)
+{
+	char one[1200];
+	int ret = tracefs_lower_arg(arg, foff_delta, ret_site, one, sizeof(one));
+
+	if (ret)
+		return ret;
+	if (*used + strlen(one) + 2 > len)
+		return -ENOSPC;
+	*used += (size_t)snprintf(buf + *used, len - *used, "%s%s", *used ? " " : "", one);
+	return 0;
+}
+
 int tracefs_lower_args(const struct usc_fetcharg *args, unsigned n, int64_t foff_delta,
 		       bool ret_site, char *buf, size_t len)
 {
@@ -23,14 +38,10 @@ int tracefs_lower_args(const struct usc_fetcharg *args, unsigned n, int64_t foff
 
 	buf[0] = 0;
 	for (unsigned i = 0; i < n; i++) {
-		char one[1200];
-		int ret = tracefs_lower_arg(&args[i], foff_delta, ret_site, one, sizeof(one));
+		int ret = lower_append(&args[i], foff_delta, ret_site, buf, len, &used);
 
 		if (ret)
 			return ret;
-		if (used + strlen(one) + 2 > len)
-			return -ENOSPC;
-		used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? " " : "", one);
 	}
 	return 0;
 }
@@ -67,17 +78,13 @@ int tracefs_lower_string_ptrs(const struct usc_fetcharg *args, unsigned n, int64
 	buf[0] = 0;
 	for (unsigned i = 0; i < n; i++) {
 		struct usc_fetcharg ptr;
-		char one[1200];
 		int ret;
 
 		if (!tracefs_string_ptr(&args[i], i, &ptr))
 			continue;
-		ret = tracefs_lower_arg(&ptr, foff_delta, ret_site, one, sizeof(one));
+		ret = lower_append(&ptr, foff_delta, ret_site, buf, len, &used);
 		if (ret)
 			return ret;
-		if (used + strlen(one) + 2 > len)
-			return -ENOSPC;
-		used += (size_t)snprintf(buf + used, len - used, "%s%s", used ? " " : "", one);
 	}
 	return 0;
 }
