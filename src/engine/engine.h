@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include "agg/agg.h"
+#include "agg/settings.h"
 #include "probe/event.h"
 #include "resolve/resolve.h"
 
@@ -84,32 +85,12 @@ struct usc_engine_ctx {
 	const struct usc_undo *undo;		/* what to undo if uscope dies (NULL: none) */
 	const struct usc_site *sites;	/* every site of the session */
 	size_t nsites;
-	bool count_only;		/* only hit counts are wanted: an engine may
-					 * count instead of recording */
+	const struct usc_settings *set;	/* the run's settings (agg/settings.h) */
 	/* -p: the processes the target forks after attach (and theirs) are
 	 * traced too, as COMMAND's are (not --no-children); a child that
 	 * execs another program leaves unless a probe names that program */
 	bool children;
 	bool has_stacks;		/* a site fetches $ustack */
-	uint32_t stack_bytes;		/* $ustack: bytes of stack copied (0: 8 KiB) */
-	struct usc_agg_opts agg;	/* what is aggregated (agg/agg.h) */
-	/* uscope record: lossless within max_wait_ns (then a full buffer
-	 * drops and counts); snapshot: the flight recorder keeps that many
-	 * bytes a thread in overwrite buffers */
-	struct {
-		bool on;
-		uint64_t snapshot;
-	} record;
-	/* a lossless producer (record, stacks counted) that finds no room
-	 * waits for it at most this long a wait, and only while the tracer
-	 * makes progress; past it, records are dropped and counted (0: it
-	 * never waits, as with record.drop) */
-	uint64_t max_wait_ns;
-	/* uscope objtrace: the set holds max_objects at most */
-	struct {
-		bool on;
-		uint32_t max_objects;
-	} objtrace;
 };
 
 /* What each site of a session was given: the engine that took it. */
@@ -229,7 +210,7 @@ struct usc_engine_ops {
 	 * pass. Asked after the plan, before attach. */
 	bool (*filters)(struct usc_engine *e, const struct usc_site *site);
 	/* Optional. Can the engine aggregate the site where the probe runs
-	 * (ctx->agg), delivering no event for it? 0, or -ENOTSUP:
+	 * (ctx->set->agg), delivering no event for it? 0, or -ENOTSUP:
 	 * the session aggregates its events. Asked after the plan, before
 	 * attach; the answer is in site->agg_in_place. */
 	int (*agg_place)(struct usc_engine *e, const struct usc_site *site);

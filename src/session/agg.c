@@ -51,14 +51,14 @@ static bool in_place(struct usc_session *s, size_t i)
 		return false;
 	/* a Go function's calls pair by goroutine (flow_ctx_of); the engines
 	 * pair per thread: uscope pairs them from the events */
-	if (s->opts.agg.kind == USC_AGG_LATENCY && site_go_ctx(site))
+	if (s->set.agg.kind == USC_AGG_LATENCY && site_go_ctx(site))
 		return false;
 	return se->ops->agg_place && se->ops->agg_place(se->e, site) == 0;
 }
 
 int session_plan_agg(struct usc_session *s)
 {
-	const struct usc_agg_opts *a = &s->opts.agg;
+	const struct usc_agg_opts *a = &s->set.agg;
 
 	for (size_t i = 0; i < s->nsites; i++) {
 		struct usc_site *site = &s->sites[i];
@@ -153,7 +153,7 @@ static int collect_row(void *ctx, const struct usc_site *site, const uint8_t *ke
 
 int session_agg_collect(struct usc_session *s)
 {
-	struct collect c = {.s = s, .nbuckets = agg_nbuckets(&s->opts.agg)};
+	struct collect c = {.s = s, .nbuckets = agg_nbuckets(&s->set.agg)};
 	bool any = false;
 
 	for (size_t i = 0; i < s->nsites && !any; i++)

@@ -79,10 +79,10 @@ int session_obj_init(struct usc_session *s)
 	struct session_objset *o;
 	size_t slots = 64;
 
-	if (!s->opts.objtrace.on || s->objset)
+	if (!s->set.objtrace.on || s->objset)
 		return 0;
 	o = calloc(1, sizeof(*o));
-	while (slots < 2 * (size_t)s->opts.objtrace.max_objects)
+	while (slots < 2 * (size_t)s->set.objtrace.max_objects)
 		slots *= 2;
 	if (o)
 		o->t = calloc(slots, sizeof(*o->t));
@@ -91,7 +91,7 @@ int session_obj_init(struct usc_session *s)
 		return -ENOMEM;
 	}
 	o->mask = slots - 1;
-	o->max = s->opts.objtrace.max_objects;
+	o->max = s->set.objtrace.max_objects;
 	s->objset = o;
 	return 0;
 }

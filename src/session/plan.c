@@ -42,7 +42,7 @@ static int ask(struct usc_session *s, struct answers *a, size_t e, size_t i)
 	if (!a->ok[k]) {
 		int ret = -ENOTSUP;
 
-		if (s->opts.record.snapshot && !s->engines[e].ops->flight_recorder)
+		if (s->set.record.snapshot && !s->engines[e].ops->flight_recorder)
 			snprintf(why, sizeof(why), "the flight recorder (--snapshot) keeps each "
 				 "thread's newest records in the traced process: only the inject "
 				 "engine does");
@@ -208,7 +208,7 @@ static int place_objtrace(struct usc_session *s, struct answers *a)
 	size_t used = 0;
 	int e = -1;
 
-	if (!s->opts.objtrace.on)
+	if (!s->set.objtrace.on)
 		return 0;
 	for (size_t k = 0; k < s->nengines && e < 0; k++) {
 		bool all = s->engines[k].e != NULL;

@@ -119,7 +119,7 @@ int session_record_dump(struct usc_session *s, const char *why)
 {
 	int n;
 
-	if (!s->rec || !s->opts.record.snapshot)
+	if (!s->rec || !s->set.record.snapshot)
 		return 0;
 	log_info("the flight recorder writes: %s", why);
 	if (rec_write_snapshot(s->rec, why))

@@ -42,6 +42,32 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* The run's settings from the caller's options, once: their defaults
+ * applied, --max-wait made the bound itself (0: never wait). */
+static void settings_decide(struct usc_settings *set, const struct usc_session_opts *o)
+{
+	*set = (struct usc_settings){
+		.agg = o->agg,
+		.count_only = o->count_only,
+		.stack_bytes = o->stack_bytes,
+		.interval = o->interval,
+		.record = {o->record.on, o->record.snapshot},
+		.max_wait_ns = o->max_wait_ns == USC_MAX_WAIT_NEVER ? 0 :
+			       o->max_wait_ns ? o->max_wait_ns : SESSION_MAX_WAIT_NS,
+		.objtrace = {o->objtrace.on, o->objtrace.max_objects},
+	};
+	/* aggregations: a string of a key takes whole words */
+	if (!set->agg.str_max)
+		set->agg.str_max = AGG_STR_DEFAULT;
+	set->agg.str_max = (set->agg.str_max + 7) & ~7u;
+	if (set->agg.str_max > AGG_KEY_MAX - 8)
+		set->agg.str_max = AGG_KEY_MAX - 8;
+	if (!set->agg.max_rows)
+		set->agg.max_rows = AGG_ROWS_DEFAULT;
+	if (!set->agg.unit_ns)
+		set->agg.unit_ns = 1;
+}
+
 int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
 {
 	struct usc_session *s = calloc(1, sizeof(*s));
@@ -54,16 +80,7 @@ int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
 		s->opts.engines = usc_engines;
 		s->opts.nengines = usc_nengines;
 	}
-	/* aggregations: a string of a key takes whole words */
-	if (!s->opts.agg.str_max)
-		s->opts.agg.str_max = AGG_STR_DEFAULT;
-	s->opts.agg.str_max = (s->opts.agg.str_max + 7) & ~7u;
-	if (s->opts.agg.str_max > AGG_KEY_MAX - 8)
-		s->opts.agg.str_max = AGG_KEY_MAX - 8;
-	if (!s->opts.agg.max_rows)
-		s->opts.agg.max_rows = AGG_ROWS_DEFAULT;
-	if (!s->opts.agg.unit_ns)
-		s->opts.agg.unit_ns = 1;
+	settings_decide(&s->set, o);
 	s->cache = cache_new();
 	if (!s->cache) {
 		free(s);
@@ -81,14 +98,8 @@ int usc_session_new(const struct usc_session_opts *o, struct usc_session **out)
 	s->ectx = (struct usc_engine_ctx){
 		.target = &s->target,
 		.cache = s->cache,
-		.count_only = o->count_only,
+		.set = &s->set,
 		.children = !o->no_children,
-		.stack_bytes = o->stack_bytes,
-		.agg = s->opts.agg,
-		.record = {o->record.on, o->record.snapshot},
-		.max_wait_ns = o->max_wait_ns == USC_MAX_WAIT_NEVER ? 0 :
-			       o->max_wait_ns ? o->max_wait_ns : SESSION_MAX_WAIT_NS,
-		.objtrace = {o->objtrace.on, o->objtrace.max_objects},
 	};
 	session_undo_init(s);
 	*out = s;
@@ -185,7 +196,7 @@ int session_plan_sites(struct usc_session *s)
 	ret = create_engines(s);
 	if (ret)
 		return ret;
-	if (s->ectx.count_only)
+	if (s->set.count_only)
 		flags |= RESOLVE_NO_TAIL_FOLLOW;	/* a tail call's hit is its return */
 	ret = resolve_probes(s->cache, &s->target, s->specs, s->nspecs, flags, &s->sites,
 			     &s->nsites);
@@ -213,9 +224,9 @@ int session_plan_sites(struct usc_session *s)
 
 			if (in->op != FOP_USTACK)
 				continue;
-			if (s->opts.stack_bytes)
+			if (s->set.stack_bytes)
 				in->imm = (int64_t)((uint64_t)(uint32_t)in->imm |
-						    (uint64_t)s->opts.stack_bytes << 32);
+						    (uint64_t)s->set.stack_bytes << 32);
 			if (s->opts.stack_copy)
 				in->imm |= FETCH_STACK_COPY;
 		}
@@ -302,7 +313,7 @@ int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe
 		s->place[i].engine = nspecs && !sp ? -1 : 0;
 		/* hist histograms a value: a recorded site without one (a
 		 * return probe) has nothing for it */
-		if (s->opts.agg.kind == USC_AGG_HIST && !probe_shown_args(site->args, site->nargs))
+		if (s->set.agg.kind == USC_AGG_HIST && !probe_shown_args(site->args, site->nargs))
 			s->place[i].engine = -1;
 		if (!sp || site->hidden || s->place[i].engine < 0)
 			continue;
@@ -793,9 +804,7 @@ static int fill_sink_ctx(struct usc_session *s)
 		.engine_nsites = s->engine_nsites,
 		.nengines = s->nengines,
 		.cache = s->cache,
-		.agg = s->opts.agg,
-		.interval = s->opts.interval,
-		.record = {s->opts.record.on, s->opts.record.snapshot},
+		.set = &s->set,
 		.replayed = s->replayed,
 		.pid = s->pid,
 		.exe = s->pid ? s->target.exe : NULL,
@@ -948,7 +957,7 @@ static int loop(struct run *r)
 	struct usc_session *s = r->s;
 	uint64_t now = mono_ns();
 	uint64_t deadline = s->opts.duration > 0 ? now + (uint64_t)(s->opts.duration * 1e9) : 0;
-	uint64_t step = s->opts.interval > 0 ? (uint64_t)(s->opts.interval * 1e9) : 0;
+	uint64_t step = s->set.interval > 0 ? (uint64_t)(s->set.interval * 1e9) : 0;
 	uint64_t next_report = step ? now + step : 0;
 	uint64_t next_refresh = sinks_refresh_wanted(s) ? now : 0;
 
@@ -1060,7 +1069,7 @@ int usc_session_run(struct usc_session *s, struct usc_run_result *res)
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGCHLD);
 	sigaddset(&mask, SIGPIPE);
-	if (s->opts.record.on && s->opts.record.snapshot)
+	if (s->set.record.on && s->set.record.snapshot)
 		sigaddset(&mask, SIGUSR1);	/* the flight recorder writes */
 	sigprocmask(SIG_BLOCK, &mask, &oldmask);
 	r.sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -1083,7 +1092,7 @@ int usc_session_run(struct usc_session *s, struct usc_run_result *res)
 	if (!ret) {
 		ret = loop(&r);
 		target_ended(&r);
-		if (s->rec && s->opts.record.snapshot) {
+		if (s->rec && s->set.record.snapshot) {
 			/* the flight recorder's last words: at the end, and
 			 * when COMMAND died by a signal, its last records */
 			char why[96];

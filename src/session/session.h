@@ -76,7 +76,7 @@ struct usc_session_opts {
 	 * this long a wait, while the tracer makes progress. 0 (a zeroed
 	 * opts): SESSION_MAX_WAIT_NS; USC_MAX_WAIT_NEVER (--drop, --max-wait
 	 * 0): it never waits, a full buffer drops and counts. The engines see
-	 * the bound itself (usc_engine_ctx.max_wait_ns, 0: never). */
+	 * the bound itself (usc_settings.max_wait_ns, 0: never: agg/settings.h). */
 	uint64_t max_wait_ns;
 	/* the executable the janitor runs, after uscope died, to take out what
 	 * an inject session left in the processes it patched: one whose main

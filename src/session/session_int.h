@@ -27,6 +27,9 @@ struct rec_header;
 
 struct usc_session {
 	struct usc_session_opts opts;
+	/* the run's settings, decided once from opts in usc_session_new: the
+	 * engines and the sinks read them through their contexts' set */
+	struct usc_settings set;
 	struct usc_target target;
 	struct usc_cache *cache;
 	/* what the engines are told (engine/engine.h): the sites, the target,

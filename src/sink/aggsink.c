@@ -40,13 +40,13 @@ int aggsink_begin(struct usc_sink *base, const struct usc_sink_ctx *s)
 	struct agg_sink *k = container_of(base, struct agg_sink, base);
 
 	k->s = s;
-	k->a = s->agg;
+	k->a = s->set->agg;
 	if (!k->a.str_max)
 		k->a.str_max = AGG_STR_DEFAULT;
 	if (!k->a.unit_ns)
 		k->a.unit_ns = 1;
 	k->nbuckets = agg_nbuckets(&k->a);
-	k->intervals = s->interval > 0;
+	k->intervals = s->set->interval > 0;
 	k->labels = calloc(s->nsites + 1, sizeof(*k->labels));
 	k->label_of = calloc(s->nsites + 1, sizeof(*k->label_of));
 	if (!k->labels || !k->label_of || agg_table_init(&k->iv, k->nbuckets) ||
@@ -97,7 +97,7 @@ int aggsink_row(struct usc_sink *base, const struct usc_site *site, const uint8_
 	int value;
 	uint32_t at = 0;
 
-	agg_layout(&k->s->agg, site, &first, &n, &value);
+	agg_layout(&k->s->set->agg, site, &first, &n, &value);
 	for (unsigned i = first; i < first + n && at + sizeof(struct agg_slot) <= keylen; i++) {
 		const struct agg_slot *sl = (const struct agg_slot *)(key + at);
 		bool str = fetch_type_is_string(site->args[i].type);
@@ -128,7 +128,7 @@ static int event_rows(struct agg_sink *k, const struct usc_event *ev, struct agg
 	int value;
 	uint32_t len;
 
-	agg_layout(&k->s->agg, ev->site, &first, &n, &value);
+	agg_layout(&k->s->set->agg, ev->site, &first, &n, &value);
 	len = agg_key_of(k->s->cache, ev, first, n, k->a.str_max, key, cut);
 	/* a new key beyond the table's size is counted as lost, as an engine
 	 * aggregating where the probe runs would */
@@ -193,7 +193,7 @@ int aggsink_event(struct usc_sink *base, const struct usc_event *ev)
 		return k->err;
 	if (k->a.kind == USC_AGG_LATENCY)
 		return latency_event(k, ev);
-	agg_layout(&k->s->agg, ev->site, &first, &n, &value);
+	agg_layout(&k->s->set->agg, ev->site, &first, &n, &value);
 	if (value >= 0 && ((unsigned)value >= ev->nvals || ev->vals[value].kind != USC_V_INT ||
 			   ev->site->args[value].unavailable || ev->site->args[value].optimized_out)) {
 		k->bad_values++;
@@ -370,7 +370,7 @@ static void row_event(const struct agg_sink *k, const struct agg_row *r, struct 
 	bool cut;
 
 	*ev = (struct usc_event){.site = r->site, .vals = vals, .comm = "", .pid = k->s->pid};
-	agg_layout(&k->s->agg, r->site, &first, &n, &value);
+	agg_layout(&k->s->set->agg, r->site, &first, &n, &value);
 	for (unsigned i = 0; i < n && i < USC_MAX_ARGS; i++) {
 		pid_t pid = 0;
 
@@ -428,7 +428,7 @@ int aggsink_stacks(const struct agg_sink *k, struct usc_output *o, const struct 
 	int value, ret = 0;
 	bool any = false;
 
-	agg_layout(&k->s->agg, r->site, &first, &n, &value);
+	agg_layout(&k->s->set->agg, r->site, &first, &n, &value);
 	for (unsigned i = 0; i < n && i < USC_MAX_ARGS && !ret; i++) {
 		struct usc_value v;
 		pid_t pid = 0;

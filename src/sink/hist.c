@@ -16,7 +16,7 @@ static const char *value_name(const struct agg_sink *k, const struct agg_row *r)
 	unsigned first, n;
 	int value;
 
-	agg_layout(&k->s->agg, r->site, &first, &n, &value);
+	agg_layout(&k->s->set->agg, r->site, &first, &n, &value);
 	return value >= 0 ? r->site->args[value].name : "";
 }
 

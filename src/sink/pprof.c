@@ -201,7 +201,7 @@ static int row_sample(struct pprof_rows *p, struct pprof *pp, const struct agg_r
 	unsigned first, n;
 	int value, ret = 0;
 
-	agg_layout(&c->agg, r->site, &first, &n, &value);
+	agg_layout(&c->set->agg, r->site, &first, &n, &value);
 	for (unsigned i = 0; i < n && first + i < USC_MAX_ARGS && !ret; i++) {
 		const struct usc_fetcharg *a = &r->site->args[first + i];
 
@@ -239,7 +239,7 @@ static int rows_report(struct usc_sink *k, const struct usc_sink_ctx *c, const s
 {
 	static const char *const type[] = {"calls", "wall"}, *const unit[] = {"count", "nanoseconds"};
 	struct pprof_rows *p = rows_of(k);
-	bool lat = c->agg.kind == USC_AGG_LATENCY;
+	bool lat = c->set->agg.kind == USC_AGG_LATENCY;
 	struct pprof *pp;
 	int ret = 0;
 

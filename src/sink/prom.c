@@ -111,7 +111,7 @@ static int row_labels(const struct prom_sink *p, struct labels *l, const char *p
 	output_reset(&l->vals);
 	l->v[l->n++] = (struct expo_label){"probe", probe, strlen(probe)};
 	if (r)
-		agg_layout(&p->k.s->agg, r->site, &first, &n, &value);
+		agg_layout(&p->k.s->set->agg, r->site, &first, &n, &value);
 	for (unsigned i = 0; i < n && k < USC_MAX_ARGS; i++) {
 		const struct usc_fetcharg *a = &r->site->args[first + i];
 		char name[NAME_MAX_];

@@ -37,12 +37,8 @@ struct usc_sink_ctx {
 	const size_t *engine_nsites;		/* ... and how many sites each took */
 	size_t nengines;
 	struct usc_cache *cache;			/* ELF files, debug info, maps, stacks */
-	struct usc_agg_opts agg;		/* what count, hist and latency compute */
-	double interval;			/* seconds between reports, 0: at the end */
-	struct {
-		bool on;
-		uint64_t snapshot;		/* the flight recorder's bytes a thread */
-	} record;
+	const struct usc_settings *set;		/* the run's settings (agg/settings.h):
+						 * agg, interval, record... */
 	const struct rec_header *replayed;	/* -r FILE: the recording's header */
 	pid_t pid;				/* the traced process (-p, COMMAND); 0:
 						 * system-wide, or a recording */

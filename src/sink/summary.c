@@ -456,7 +456,7 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 	}
 	for (size_t i = 0; i < s->nsites; i++)
 		unattributed |= shown(s, i) && st->sites[i].lost < 0;
-	if (s->record.on && s->record.snapshot) {
+	if (s->set->record.on && s->set->record.snapshot) {
 		uint64_t hits = 0;
 		bool known = true;
 
@@ -469,7 +469,7 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 			fprintf(ss->fp, "uscope: the flight recorder kept the newest %llu of %llu "
 				"records (%llu bytes a thread)\n", (unsigned long long)st->events,
 				(unsigned long long)hits,
-				(unsigned long long)s->record.snapshot);
+				(unsigned long long)s->set->record.snapshot);
 	}
 	print_fallbacks(ss, s, st);
 	fprintf(ss->fp, "uscope: %llu events, %llu lost%s\n", (unsigned long long)st->events,

@@ -23,13 +23,13 @@ bool bpfeng_filters(struct usc_engine *e, const struct usc_site *site)
 
 int bpfeng_agg_place(struct usc_engine *e, const struct usc_site *site)
 {
-	return agg_fits(&e->ctx->agg, site, BPFENG_MAX_ARGS - 1, BPFENG_KEY_MAX) ? 0 : -ENOTSUP;
+	return agg_fits(&e->ctx->set->agg, site, BPFENG_MAX_ARGS - 1, BPFENG_KEY_MAX) ? 0 : -ENOTSUP;
 }
 
 int bpfeng_agg_prepare(struct bpfeng *u)
 {
 	const struct usc_engine_ctx *s = u->base.ctx;
-	const struct usc_agg_opts *a = &s->agg;
+	const struct usc_agg_opts *a = &s->set->agg;
 	struct uscope_bpf *skel = u->skel;
 	uint32_t keylen = 8;
 
@@ -43,7 +43,7 @@ int bpfeng_agg_prepare(struct bpfeng *u)
 		if (!site->agg_in_place)
 			continue;
 		u->agg = true;
-		agg_layout(&s->agg, site, &first, &n, &value);
+		agg_layout(&s->set->agg, site, &first, &n, &value);
 		len = agg_key_len(site->args, first, n, a->str_max);
 		if (len > keylen)
 			keylen = len;
@@ -81,12 +81,12 @@ void bpfeng_agg_site(struct bpfeng *u, const struct usc_site *site, struct bpfen
 	us->agg = BPFENG_AGG_NONE;
 	if (!site->agg_in_place || !u->agg)
 		return;
-	agg_layout(&s->agg, site, &first, &n, &value);
+	agg_layout(&s->set->agg, site, &first, &n, &value);
 	us->agg_nkey = n;
 	us->agg_value = value;
-	us->agg_str_max = s->agg.str_max;
+	us->agg_str_max = s->set->agg.str_max;
 	us->agg_func = site->agg_func >= 0 ? (unsigned)site->agg_func : 0;
-	if (s->agg.kind != USC_AGG_LATENCY)
+	if (s->set->agg.kind != USC_AGG_LATENCY)
 		us->agg = BPFENG_AGG_ROW;
 	else
 		us->agg = site->is_return ? BPFENG_AGG_RETURN : BPFENG_AGG_ENTRY;
@@ -159,9 +159,9 @@ int bpfeng_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx)
 			continue;
 		/* the key as long as the site's own: the sinks' rows by event
 		 * have that length */
-		agg_layout(&e->ctx->agg, r->site, &first, &n, &value);
+		agg_layout(&e->ctx->set->agg, r->site, &first, &n, &value);
 		ret = fn(ctx, r->site, r->key,
-			 agg_key_len(r->site->args, first, n, e->ctx->agg.str_max),
+			 agg_key_len(r->site->args, first, n, e->ctx->set->agg.str_max),
 			 &r->st, r->buckets);
 	}
 out:

@@ -131,7 +131,7 @@ static int bpfeng_load(struct bpfeng *u)
 		u->skel = uscope_bpf__open();
 		if (!u->skel)
 			return -errno;
-		u->skel->rodata->count_only = s->count_only;
+		u->skel->rodata->count_only = s->set->count_only;
 		u->skel->rodata->follow = u->follow;
 		bpf_program__set_autoload(u->skel->progs.usc_probe_s, sleepable);
 		bpf_program__set_autoload(u->skel->progs.usc_probe, !sleepable);
@@ -151,8 +151,8 @@ static int bpfeng_load(struct bpfeng *u)
 		if (!err)
 			err = bpfeng_stk_prepare(u);
 		if (!err && bpf_map__set_max_entries(u->skel->maps.objs,
-						     s->objtrace.on ?
-						     s->objtrace.max_objects : 1))
+						     s->set->objtrace.on ?
+						     s->set->objtrace.max_objects : 1))
 			err = -EINVAL;
 		if (err) {
 			uscope_bpf__destroy(u->skel);

@@ -93,8 +93,8 @@ int bpfeng_stk_prepare(struct bpfeng *u)
 	    bpf_map__set_max_entries(skel->maps.stk_idx, MAX_IDX) ||
 	    bpf_map__set_max_entries(skel->maps.stk_maps, MAX_MAPS) ||
 	    bpf_map__set_max_entries(skel->maps.stk_stacks,
-				     counted && u->base.ctx->agg.max_rows ?
-				     u->base.ctx->agg.max_rows : 1))
+				     counted && u->base.ctx->set->agg.max_rows ?
+				     u->base.ctx->set->agg.max_rows : 1))
 		return -EINVAL;
 	return 0;
 }
@@ -387,5 +387,5 @@ static uint64_t key_id(void *ctx, uint32_t tgid, uint64_t hash)
 
 void bpfeng_stk_key(struct bpfeng *u, const struct usc_site *site, uint8_t *key, uint32_t keylen)
 {
-	agg_key_stacks(&u->base.ctx->agg, site, key, keylen, key_id, u);
+	agg_key_stacks(&u->base.ctx->set->agg, site, key, keylen, key_id, u);
 }

@@ -21,7 +21,7 @@ bool inj_filters(struct usc_engine *e, const struct usc_site *site)
 
 int inj_agg_place(struct usc_engine *e, const struct usc_site *site)
 {
-	return agg_fits(&e->ctx->agg, site, INJ_MAX_ARGS, AGG_KEY_MAX) ? 0 : -ENOTSUP;
+	return agg_fits(&e->ctx->set->agg, site, INJ_MAX_ARGS, AGG_KEY_MAX) ? 0 : -ENOTSUP;
 }
 
 /* Every site that aggregates, its key length; the largest. */
@@ -38,8 +38,8 @@ static uint32_t max_keylen(const struct inj *j)
 
 		if (!site->agg_in_place)
 			continue;
-		agg_layout(&s->agg, site, &first, &n, &value);
-		len = agg_key_len(site->args, first, n, s->agg.str_max);
+		agg_layout(&s->set->agg, site, &first, &n, &value);
+		len = agg_key_len(site->args, first, n, s->set->agg.str_max);
 		if (len > max)
 			max = len;
 	}
@@ -57,13 +57,13 @@ void inj_agg_geometry(struct inj *j)
 		any = j->base.sites[i]->agg_in_place;
 	if (!any)
 		return;
-	g->kind = (uint32_t)s->agg.kind;
-	g->max_rows = s->agg.max_rows;
+	g->kind = (uint32_t)s->set->agg.kind;
+	g->max_rows = s->set->agg.max_rows;
 	g->nslots = 64;
 	while (g->nslots < 2 * g->max_rows)
 		g->nslots *= 2;
 	g->dir_size = (uint32_t)sizeof(struct inj_dir) + ((max_keylen(j) + 7) & ~7u);
-	g->nbuckets = agg_nbuckets(&s->agg);
+	g->nbuckets = agg_nbuckets(&s->set->agg);
 	g->val_size = (uint32_t)sizeof(struct agg_val) + 8 * g->nbuckets;
 }
 
@@ -108,7 +108,7 @@ static uint64_t tsc_mult(struct inj *j)
 			n1 = k->s[k->n - 1].ns;
 			if (n1 - n0 >= 10000000ULL && t1 > t0)
 				return (uint64_t)((double)(n1 - n0) / (double)(t1 - t0) /
-						  (double)s->agg.unit_ns * 4294967296.0);
+						  (double)s->set->agg.unit_ns * 4294967296.0);
 		}
 		struct timespec ts = {0, 10000000L};
 
@@ -121,7 +121,7 @@ static uint64_t tsc_mult(struct inj *j)
 void inj_agg_ctl(struct inj *j, struct inj_ctl *c)
 {
 	const struct inj_agg_geom *g = &j->agg;
-	const struct usc_agg_opts *a = &j->base.ctx->agg;
+	const struct usc_agg_opts *a = &j->base.ctx->set->agg;
 
 	if (!g->kind)
 		return;
@@ -183,15 +183,15 @@ void inj_agg_site(struct inj *j, const struct usc_site *site, struct inj_site *d
 	d->agg = INJ_AGG_NONE;
 	if (!site->agg_in_place || !j->agg.kind)
 		return;
-	agg_layout(&s->agg, site, &first, &n, &value);
+	agg_layout(&s->set->agg, site, &first, &n, &value);
 	d->agg_nkey = n;
 	d->agg_value = value;
-	d->agg_str_max = s->agg.str_max;
-	d->agg_keylen = agg_key_len(site->args, first, n, s->agg.str_max);
+	d->agg_str_max = s->set->agg.str_max;
+	d->agg_keylen = agg_key_len(site->args, first, n, s->set->agg.str_max);
 	if (!d->agg_keylen)
 		d->agg_keylen = 8;	/* no key: one word of zeros */
 	d->agg_func = site->agg_func >= 0 ? (uint32_t)site->agg_func : 0;
-	if (s->agg.kind != USC_AGG_LATENCY)
+	if (s->set->agg.kind != USC_AGG_LATENCY)
 		d->agg = INJ_AGG_ROW;
 	else
 		d->agg = site->is_return ? INJ_AGG_RETURN : INJ_AGG_ENTRY;
@@ -320,8 +320,8 @@ int inj_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx)
 			continue;
 		/* the key as long as the site's own (a key of none is a word of
 		 * zeros here): the sinks' rows by event have that length */
-		agg_layout(&e->ctx->agg, r->site, &first, &n, &value);
-		len = agg_key_len(r->site->args, first, n, e->ctx->agg.str_max);
+		agg_layout(&e->ctx->set->agg, r->site, &first, &n, &value);
+		len = agg_key_len(r->site->args, first, n, e->ctx->set->agg.str_max);
 		ret = fn(ctx, r->site, r->key, len < r->keylen ? len : r->keylen, &r->st,
 			 r->buckets);
 	}

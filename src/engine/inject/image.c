@@ -317,14 +317,14 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	{
 		const struct usc_engine_ctx *s = j->base.ctx;
 
-		c->overwrite = s->record.on && s->record.snapshot > 0;
-		c->lossless = s->record.on && !c->overwrite;
+		c->overwrite = s->set->record.on && s->set->record.snapshot > 0;
+		c->lossless = s->set->record.on && !c->overwrite;
 		/* counting stacks: they are unwound and counted here, at the
 		 * tracer's pace; a count should be exact, so the threads wait
 		 * for room (a stack is 8 KiB: a ring holds 500) */
-		c->lossless |= s->has_stacks && s->agg.kind != USC_AGG_NONE;
+		c->lossless |= s->has_stacks && s->set->agg.kind != USC_AGG_NONE;
 		/* ... within a bound, while we make progress */
-		c->max_wait_ns = s->max_wait_ns;	/* 0: never */
+		c->max_wait_ns = s->set->max_wait_ns;	/* 0: never */
 		c->lossless &= c->max_wait_ns > 0;
 		/* wake us a quarter of a ring in, long before a producer waits */
 		c->watermark = c->overwrite ? ~0u : INJ_RING_SIZE / 4;
@@ -490,7 +490,7 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 		ts.site = m->remote + m->ctl->sites_off + i * sizeof(struct inj_site);
 		ts.owner = m->owner_remote;
 		ts.letgo = m->self_remote + INJ_SELF_LETGO;
-		if (e->ctx->count_only) {
+		if (e->ctx->set->count_only) {
 			ts.counter = m->remote + m->cpu_counts_off + i * sizeof(uint64_t);
 			ts.self = m->self_remote;
 			ts.stride = m->cpu_stride;

@@ -42,7 +42,7 @@ static int inj_create(const struct usc_engine_ctx *s, struct usc_engine **out, c
 	}
 	if (s->target->kind == USC_TARGET_PID && inj_proc_refusal(s->target->pid, why, len))
 		return -ENOTSUP;
-	if (s->record.snapshot > INJ_RING_SIZE) {
+	if (s->set->record.snapshot > INJ_RING_SIZE) {
 		snprintf(why, len, "--snapshot keeps at most %u MiB a thread (the size of its "
 			 "ring)", INJ_RING_SIZE >> 20);
 		return -ENOTSUP;
@@ -334,7 +334,7 @@ static void inj_destroy(struct usc_engine *e)
 	if (timeouts)
 		log_info("inject: %llu waits for room ran out (--max-wait %.3g ms): records "
 			 "dropped meanwhile are counted as lost", (unsigned long long)timeouts,
-			 (double)e->ctx->max_wait_ns / 1e6);
+			 (double)e->ctx->set->max_wait_ns / 1e6);
 	if (j->dropped)
 		log_info("inject: %llu tail calls did not return through a probed ret (a longjmp, "
 			 "an unwind, or their thread ended)", (unsigned long long)j->dropped);

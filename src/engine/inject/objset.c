@@ -20,11 +20,11 @@ uint64_t inj_obj_reserve(struct inj *j, uint64_t off, uint64_t *obj_off)
 	struct objset geo;
 
 	*obj_off = 0;
-	if (!s->objtrace.on || !any_role(j))
+	if (!s->set->objtrace.on || !any_role(j))
 		return off;
 	off = (off + 4095) & ~4095ULL;
 	*obj_off = off;
-	off += objset_layout(s->objtrace.max_objects, &geo);
+	off += objset_layout(s->set->objtrace.max_objects, &geo);
 	return (off + 4095) & ~4095ULL;
 }
 
@@ -37,7 +37,7 @@ void inj_obj_ctl(struct inj *j, struct inj_ctl *c, uint64_t obj_off)
 		return;
 	o = (struct objset *)((char *)c + obj_off);
 	memset(o, 0, sizeof(*o));
-	objset_layout(j->base.ctx->objtrace.max_objects, o);
+	objset_layout(j->base.ctx->set->objtrace.max_objects, o);
 }
 
 void inj_obj_site(const struct usc_site *site, struct inj_site *d, const struct inj_ctl *c,

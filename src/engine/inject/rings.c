@@ -543,7 +543,7 @@ static int record_images(struct inj *j, const struct usc_raw_out *out)
 			for (uint32_t k = 0; k < INJ_NSLOTS && out->snapshot; k++) {
 				if (!slots_of(m)[k].key && !(img->dumped && img->dumped[k]))
 					continue;
-				ret = dump_slot(j, i, k, j->base.ctx->record.snapshot, out);
+				ret = dump_slot(j, i, k, j->base.ctx->set->record.snapshot, out);
 				if (ret < 0)
 					return ret;
 				written += ret;

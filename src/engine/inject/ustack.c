@@ -336,6 +336,6 @@ void inj_stk_key(struct inj *j, const struct inj_image *img, const struct usc_si
 {
 	struct key_ctx k = {j, img};
 
-	agg_key_stacks(&j->base.ctx->agg, site, key, keylen, key_id, &k);
+	agg_key_stacks(&j->base.ctx->set->agg, site, key, keylen, key_id, &k);
 }
 

@@ -591,7 +591,7 @@ static int tracefseng_start(struct usc_engine *e, pid_t pid, bool follow_childre
 	/* Counting system-wide: uprobe_profile counts every hit before the
 	 * event filter runs, so a filter that drops everything keeps the ring
 	 * buffer out of it. */
-	if (e->ctx->count_only && !pid) {
+	if (e->ctx->set->count_only && !pid) {
 		char file[96];
 
 		snprintf(file, sizeof(file), "events/%s/filter", t->name);
