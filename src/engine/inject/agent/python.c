@@ -405,6 +405,23 @@ static struct inj_ctl *my_ctl(void)
 	return (struct inj_ctl *)*(volatile const uint64_t *)&agent_hdr.ctl;
 }
 
+/* A call (or return) of code whose probes are mask: a hit of each probe's
+ * entry (or return) site. */
+static inline __attribute__((always_inline)) void py_hits(struct inj_ctl *c,
+							  const struct inj_py *py,
+							  uint64_t mask, int what,
+							  const struct py_hit *h)
+{
+	while (mask) {
+		uint32_t k = (uint32_t)__builtin_ctzll(mask);
+		uint32_t site = what == PYTRACE_CALL ? py->probes[k].entry : py->probes[k].ret;
+
+		mask &= mask - 1;
+		if (site != ~0u && site < c->nsites)
+			agent_py_hit(c, site, h);
+	}
+}
+
 int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
 {
 	struct inj_ctl *c;
@@ -436,14 +453,7 @@ int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
 	h.py = py;
 	if (!h.code || !(mask = verdict(py, h.code, h.iframe, &h.verdict)))
 		return 0;
-	while (mask) {
-		uint32_t k = (uint32_t)__builtin_ctzll(mask);
-		uint32_t site = what == PYTRACE_CALL ? py->probes[k].entry : py->probes[k].ret;
-
-		mask &= mask - 1;
-		if (site != ~0u && site < c->nsites)
-			agent_py_hit(c, site, &h);
-	}
+	py_hits(c, py, mask, what, &h);
 	return 0;
 }
 
@@ -708,14 +718,7 @@ static uint64_t mon_event(uint64_t code, int what, uint64_t retval, int start)
 			py->mon_armed++;
 		}
 	}
-	while (mask) {
-		uint32_t k = (uint32_t)__builtin_ctzll(mask);
-		uint32_t site = what == PYTRACE_CALL ? py->probes[k].entry : py->probes[k].ret;
-
-		mask &= mask - 1;
-		if (site != ~0u && site < c->nsites)
-			agent_py_hit(c, site, &h);
-	}
+	py_hits(c, py, mask, what, &h);
 	return mon_ret(py, py->none);
 }
 
