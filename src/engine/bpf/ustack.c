@@ -304,7 +304,7 @@ int bpfeng_stk_start(struct bpfeng *u, pid_t pid)
 
 	if (!k || pid <= 0)
 		return 0;
-	if (u->follow) {
+	if (u->follow && u->base.ctx->target->kind == USC_TARGET_COMMAND) {
 		/* COMMAND, held before its exec: its mappings once the kernel's
 		 * mmap records have them (bpfeng_stk_sync), or its first walk */
 		p = realloc(k->procs, (k->nprocs + 1) * sizeof(*p));
@@ -316,6 +316,8 @@ int bpfeng_stk_start(struct bpfeng *u, pid_t pid)
 									      pid)};
 		return 0;
 	}
+	/* -p: a running process, mapped already (what it forks later: at its
+	 * first walk, as COMMAND's children) */
 	if (publish(u, pid, true))
 		log_warn("bpf: process %d: no unwind tables: its stacks are copied", (int)pid);
 	p = proc_find(u->stk, pid);
