@@ -186,6 +186,15 @@ int procmaps_file_offset_to_addr(const struct proc_map *maps, size_t n,
 	return 0;
 }
 
+bool procmaps_placed_whole(const struct proc_map *maps, size_t n, const char *path,
+			   uint64_t vaddr0, uint64_t off0, uint64_t vaddr, uint64_t addr)
+{
+	for (size_t j = 0; j < n; j++)
+		if (maps[j].path && !strcmp(maps[j].path, path) && maps[j].pgoff == off0)
+			return addr - vaddr == maps[j].start - vaddr0;
+	return false;
+}
+
 /* " (deleted)" suffix of a mapping whose file was unlinked. */
 static void strip_deleted(char *p)
 {

@@ -120,4 +120,16 @@ int module_find_in_root(const char *root, const char *name, char **out);
 int procmaps_file_offset_to_addr(const struct proc_map *maps, size_t n,
 				 const char *path, uint64_t off, uint64_t *addr);
 
+/* Is the module at path mapped whole, as ld.so leaves it, for addr (found
+ * for vaddr through procmaps_file_offset_to_addr) to be trusted? ld.so maps
+ * a module's whole span from its first segment's file page, then maps each
+ * later segment over it at its own place; in between, a file offset of a
+ * later segment falls in that first mapping, where the segment will not be
+ * when its file offset and vaddr differ (a data segment, often by a page).
+ * true when addr sits where the mapping of the first segment (vaddr0, file
+ * page off0, from its PT_LOAD) puts vaddr. A process caught starting is
+ * looked at again later. */
+bool procmaps_placed_whole(const struct proc_map *maps, size_t n, const char *path,
+			   uint64_t vaddr0, uint64_t off0, uint64_t vaddr, uint64_t addr);
+
 #endif

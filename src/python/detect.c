@@ -34,6 +34,9 @@ static const char *const sym_names[S_N] = {
 struct pyfile {
 	uint64_t vaddr[S_N];	/* 0: not defined */
 	uint64_t foff[S_N];	/* file offsets of the data symbols */
+	/* the first PT_LOAD, its page: mapped at the load bias plus vaddr0 */
+	uint64_t vaddr0, off0;
+	bool have_load0;
 };
 
 /* vaddr -> file offset through a PT_LOAD that has it in the file. */
@@ -54,6 +57,22 @@ static bool file_offset(Elf *e, uint64_t vaddr, uint64_t len, uint64_t *off)
 		}
 	}
 	return false;
+}
+
+static void first_load(Elf *e, struct pyfile *pf)
+{
+	size_t n;
+	GElf_Phdr ph;
+
+	if (elf_getphdrnum(e, &n))
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD) {
+			pf->vaddr0 = ph.p_vaddr & ~0xfffULL;
+			pf->off0 = ph.p_offset & ~0xfffULL;
+			pf->have_load0 = true;
+			return;
+		}
 }
 
 static void scan_syms(Elf *e, struct pyfile *pf)
@@ -212,6 +231,7 @@ static int detect(const char *path, struct python_runtime *rt, struct pyfile *pf
 		goto out;
 	}
 	scan_syms(e, pf);
+	first_load(e, pf);
 	if ((err = check_version(path, fd, e, pf, rt, quiet)))
 		goto out;
 	for (int k = S_RUNTIME; k < S_N; k++)
@@ -330,6 +350,15 @@ static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet)
 			err = -ENOEXEC;
 			break;
 		}
+		if (pf.have_load0 &&
+		    !procmaps_placed_whole(maps, (size_t)n, maps[i].path, pf.vaddr0, pf.off0,
+					   pf.vaddr[S_RUNTIME], rt->runtime)) {
+			log_debug("python: process %d: %s is still being mapped", (int)pid,
+				  rt->path);
+			python_runtime_free(rt);
+			err = -EAGAIN;
+			break;
+		}
 		place(maps, (size_t)n, maps[i].path, pf.foff[S_CODE], &rt->types.code);
 		place(maps, (size_t)n, maps[i].path, pf.foff[S_UNICODE], &rt->types.unicode);
 		place(maps, (size_t)n, maps[i].path, pf.foff[S_BYTES], &rt->types.bytes);
@@ -339,6 +368,8 @@ static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet)
 		rt->bias = rt->runtime - pf.vaddr[S_RUNTIME];
 	}
 	procmaps_free(maps, (size_t)n);
+	if (err == -EAGAIN && !quiet)
+		log_error("python: process %d is loading its CPython now: try again", (int)pid);
 	if (err == -ENOENT && !quiet)
 		log_error("python: process %d runs no CPython: neither its executable nor a "
 			  "libpython it maps exports Py_Version or _PyRuntime", (int)pid);

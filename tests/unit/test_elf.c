@@ -891,6 +891,40 @@ static void test_procmaps(void **state)
 	free(self);
 }
 
+/* A data symbol of libpython 3.13 (its RW PT_LOAD at file 0x49d5e0, vaddr
+ * 0x49e5e0) in the maps as ld.so leaves them, and while ld.so is still
+ * mapping the library (its span mapped from file page 0 only): the file
+ * offset then falls a page short of the symbol, and only the check against
+ * the first segment's mapping tells. */
+static void test_placed_whole(void **state)
+{
+	static char lib[] = "/tmp/no-such-dir/libpython3.13.so.1.0";
+	const uint64_t base = 0x7f885d400000ull, vaddr = 0x4f0bc0, foff = 0x4efbc0;
+	struct proc_map done[] = {
+		{base, base + 0x86000, 0, "r--p", 0, 0, lib},
+		{base + 0x86000, base + 0x332000, 0x86000, "r-xp", 0, 0, lib},
+		{base + 0x332000, base + 0x49e000, 0x332000, "r--p", 0, 0, lib},
+		{base + 0x49e000, base + 0x4eb000, 0x49d000, "r--p", 0, 0, lib},
+		{base + 0x4eb000, base + 0x56f000, 0x4ea000, "rw-p", 0, 0, lib},
+	};
+	struct proc_map half[] = {
+		{base, base + 0x5e1000, 0, "r--p", 0, 0, lib},
+	};
+	uint64_t addr;
+
+	(void)state;
+	assert_int_equal(procmaps_file_offset_to_addr(done, 5, lib, foff, &addr), 0);
+	assert_int_equal(addr, base + vaddr);
+	assert_true(procmaps_placed_whole(done, 5, lib, 0, 0, vaddr, addr));
+	assert_int_equal(procmaps_file_offset_to_addr(half, 1, lib, foff, &addr), 0);
+	assert_int_equal(addr, base + foff);	/* where the symbol is not */
+	assert_false(procmaps_placed_whole(half, 1, lib, 0, 0, vaddr, addr));
+	/* a text symbol (file offset = vaddr) is where it will be either way */
+	assert_true(procmaps_placed_whole(half, 1, lib, 0, 0, 0x90000, base + 0x90000));
+	/* no mapping of the first segment: not placed */
+	assert_false(procmaps_placed_whole(done + 1, 4, lib, 0, 0, vaddr, base + vaddr));
+}
+
 static pid_t dead_pid(void)
 {
 	pid_t pid = fork();
@@ -1051,6 +1085,7 @@ int main(void)
 		cmocka_unit_test(test_deps),
 		cmocka_unit_test(test_find_for_exe),
 		cmocka_unit_test(test_procmaps),
+		cmocka_unit_test(test_placed_whole),
 		cmocka_unit_test(test_find_in_pid),
 		cmocka_unit_test(test_which),
 		cmocka_unit_test(test_script_program),

@@ -215,9 +215,7 @@ static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 	int n;
 
 	(void)timeout_ms;
-	for (size_t i = 0; i < j->nimages; i++)
-		inj_py_sync(j, j->images[i]);	/* names first: the events name them */
-	n = inj_poll_images(j, fn, ctx);
+	n = inj_poll_images(j, fn, ctx);	/* (the names the events need first) */
 	inj_follow_exits(j);	/* drained: a process held at its exit ends */
 	return n;
 }

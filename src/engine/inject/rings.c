@@ -324,6 +324,10 @@ int inj_poll_images(struct inj *j, usc_event_fn fn, void *ctx)
 	for (size_t i = 0; i < j->nimages; i++)
 		if (j->images[i]->shm.map && collect(j, i, &pd, &npd, &cap, heads[i], prog[i]))
 			goto out;
+	/* the names the agent copied, after the heads were read: a record
+	 * collected was committed after its code objects were described */
+	for (size_t i = 0; i < j->nimages; i++)
+		inj_py_sync(j, j->images[i]);
 	ends = malloc((npd + 1) * sizeof(*ends));
 	done = calloc(npd + 1, 1);
 	if (!ends || !done)
