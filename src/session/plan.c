@@ -406,6 +406,8 @@ int session_plan_engines(struct usc_session *s)
 	if (!ret)
 		ret = unplaced(s, &a);
 	if (!ret)
+		ret = session_place_later_mapped(s);
+	if (!ret)
 		ret = session_obj_init(s);
 	if (ret)
 		goto out;

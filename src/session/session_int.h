@@ -120,6 +120,9 @@ int session_record_last(struct usc_session *s, const char *why);
 /* plan.c: an engine for every site (s->place), the engines already
  * created. 0 or -errno, reported. */
 int session_plan_engines(struct usc_session *s);
+/* mapped.c: sites in libraries the target maps only later (dlopen) to an
+ * engine with kernel uprobes (-e auto), or a warning. */
+int session_place_later_mapped(struct usc_session *s);
 
 /* codecheck.c: every site placed on an engine with kernel uprobes has the
  * file's code in each process the uprobe lands in. 0, or -EBUSY with the
