@@ -177,11 +177,11 @@ def test_pid_with_command_names():
         p.wait()
 
 
-def test_libc_functions_fast():
-    got, took = complete(f"{uscope_bin()} trace libc:mal")
+def test_libc_functions():
+    # (how long a completion takes is not asserted: no timed tests)
+    got, _ = complete(f"{uscope_bin()} trace libc:mal")
     # bash replaces what follows the ':'
     assert "malloc" in got and all(g.startswith("mal") for g in got), got
-    assert took < 0.2, f"libc:mal<Tab> took {took * 1000:.0f} ms"
     got, _ = complete(f"{uscope_bin()} trace r:libc:mallo")
     assert "malloc" in got, got
 
@@ -193,9 +193,8 @@ def test_module_names():
 
 def test_path_module_functions():
     app = target("args")
-    got, took = complete(f"{uscope_bin()} trace {app}:hand")
+    got, _ = complete(f"{uscope_bin()} trace {app}:hand")
     assert got == ["handle"], got
-    assert took < 0.2, took
 
 
 def test_function_of_command():
