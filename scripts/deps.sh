@@ -20,6 +20,7 @@
 # strace: libc's syscall wrappers are counted against strace -f -c (tests/e2e/test_selfcopy.py).
 # postgresql (with pgbench): -p of the postmaster follows its backends (tests/e2e/test_children.py,
 # a cluster of the test's own on a free port); the cluster the package starts is stopped.
+# libpython3.11-dev: a C program that embeds CPython is built against it (tests/e2e/test_python_versions.py).
 set -euo pipefail
 pkgs=(build-essential pkg-config clang libclang-rt-14-dev
       libelf-dev libdw-dev libtracefs-dev libtraceevent-dev libzydis-dev
@@ -27,7 +28,7 @@ pkgs=(build-essential pkg-config clang libclang-rt-14-dev
       libbpf-dev bpftool debuginfod libdebuginfod1 libiberty-dev sqlite3 bpftrace
       babeltrace2 groff-base man-db gdb libc6-dbg node-jsdom
       redis-server redis-tools nginx-light curl zlib1g-dev strace python3-jsonschema
-      postgresql)
+      postgresql libpython3.11-dev)
 [ "${1:-}" = bench ] && pkgs+=(uftrace)
 missing=()
 for p in "${pkgs[@]}"; do

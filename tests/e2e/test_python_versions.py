@@ -447,3 +447,53 @@ def test_pystack_where_no_python_runs_says_so(name):
     framed = [o for o in rows if o not in none]
     assert none and framed
     assert all(f.get("python") for o in framed for f in o["key"]["pystack"] if "end" not in f)
+
+
+# ---- a C program that embeds CPython ------------------------------------
+
+def libpython(name):
+    """-> (the directory of libpythonX.Y.so, X.Y) of a CPython, or skip."""
+    minor = {"debian-3.11": "3.11"}.get(name, name.rsplit(".", 1)[0])
+    d = Path("/usr/lib/x86_64-linux-gnu") if name == "debian-3.11" else \
+        PYTHONS[name].parent.parent / "lib"
+    if not (d / f"libpython{minor}.so").exists():
+        pytest.skip(f"no libpython{minor}.so to link for {name}")
+    return d, minor
+
+
+def embedder(name, tmp_path):
+    """tests/targets/pyembed.c linked with the CPython's libpython."""
+    d, minor = libpython(name)
+    exe = tmp_path / f"pyembed{minor}"
+    subprocess.run(["cc", "-O1", "-g", "-o", str(exe), str(u.TARGETS / "pyembed.c"),
+                    f"-L{d}", f"-lpython{minor}", f"-Wl,-rpath,{d}"], check=True,
+                   capture_output=True, timeout=120)
+    return exe
+
+
+@pytest.mark.parametrize("name", list(PYTHONS))
+def test_embedded_command(name, tmp_path):
+    """py: probes in a C program that links libpython and runs a script:
+    its CPython is the library's."""
+    assert launched([embedder(name, tmp_path), CALLS, "plain"]) == WANT
+
+
+@pytest.mark.parametrize("name", list(PYTHONS))
+def test_embedded_pid(name, tmp_path):
+    exe = embedder(name, tmp_path)
+    t = u.Target([exe, CALLS, "wait"])
+    try:
+        t.expect("ready")
+        bg = u.Background(["count", "--json", "-p", t.pid, "py:__main__:recurse",
+                           "py:__main__:late"])
+        bg.wait_ready()
+        t.write("go\n")
+        t.expect("done")
+        t.write("end\n")
+        assert t.wait() == 0
+        r = bg.result()
+    finally:
+        if t.alive():
+            t.kill()
+    assert r.rc == 0, r.stderr
+    assert py_rows(r.stdout) == WANT, r.stderr
