@@ -1,4 +1,4 @@
-"""make bench: Python as Python (issue 20), on Debian's python3.11.
+"""make bench: Python as Python, on every CPython here.
 
 1. `uscope count 'py:*'`: every Python call of a mixed workload
    (bench/pywork.py: recursion, methods, comprehensions, json, sorting with
@@ -8,7 +8,10 @@
    the workload. The calls counted are those of the workload: a run of
    it with nothing to do (scale 0: start-up, imports) is counted too and
    taken off. Each run's losses are shown (uscope's warnings: hits not
-   counted). Target: count 'py:*' <= 1.5x the unprobed run.
+   counted). On each CPython here (Debian's 3.11, pyenv's 3.12.1 and
+   3.13.0), with `count py:leaf` beside it (a function of about 1% of the
+   calls). Targets: count 'py:*' <= 1.5x the unprobed run on 3.11, <= 1.3x
+   on 3.12 and 3.13; count py:leaf <= 1.05x on 3.12 and 3.13.
 
 2. `$pystack` at a native probe on inject: the cost a hit pays to take the
    thread's Python frames. A loop calls iter() (PyObject_GetIter, a native
@@ -78,32 +81,64 @@ def py_calls(stdout):
     return sum(r["count"] for r in rows), len(rows)
 
 
-print(f"== every Python call counted: bench/pywork.py {SCALE} on {PY} (median of {REPS})")
-COUNT_PY = [US, "count", "--json", "py:*", "--"]
-free_t, cprof_t, count_t, lost, seen = [], [], [], 0, set()
-for _ in range(REPS):	# interleaved, so that drift hits them alike
-    free_t.append(run(WORK, WORK_RE, "the unprobed run")[0])
-    cprof_t.append(run(WORK[:3] + ["-m", "cProfile", "-o", os.devnull] + WORK[3:], WORK_RE,
-                       "cProfile")[0])
-    t, _, p = run(COUNT_PY + WORK, WORK_RE, "count 'py:*'")
-    count_t.append(t)
-    lost += not_counted(p.stderr)
-    seen.add(py_calls(p.stdout))
-_, _, p0 = run(COUNT_PY + WORK[:-1] + ["0"], WORK_RE, "count 'py:*' of nothing to do")
-lost += not_counted(p0.stderr)
-free, cprof, count = (statistics.median(x) for x in (free_t, cprof_t, count_t))
-calls, funcs = max(seen)
-calls -= py_calls(p0.stdout)[0]
-print(f"  {'unprobed':28s} {free:8.3f} s")
-print(f"  {'python -m cProfile':28s} {cprof:8.3f} s  {cprof / free:5.2f}x the unprobed run")
-print(f"  {'uscope count py:*':28s} {count:8.3f} s  {count / free:5.2f}x the unprobed run, "
-      f"{lost} hits not counted in {REPS + 1} runs")
-print(f"  {calls} Python calls of the workload counted ({funcs} functions in all), "
-      f"{(count - free) * 1e9 / max(calls, 1):.0f} ns a call above the unprobed run, cProfile "
-      f"{(cprof - free) * 1e9 / max(calls, 1):.0f} ns" +
-      ("" if len(seen) == 1 else f"; the runs counted differently: {sorted(seen)}"))
-print(f"  target: count 'py:*' <= 1.5x the unprobed run: {count / free:.2f}x: "
-      f"{verdict(count <= 1.5 * free and lost == 0)}")
+def py_part1(py, name):
+    """count 'py:*' and count py:leaf (about 1% of the calls) on one CPython,
+    beside the unprobed run and cProfile: -> the verdict lines."""
+    work = [py, "-I", "-S", os.path.join(HERE, "pywork.py"), SCALE]
+    print(f"== every Python call counted: bench/pywork.py {SCALE} on CPython {name} ({py}), "
+          f"median of {REPS}")
+    count_py = [US, "count", "--json", "py:*", "--"]
+    count_leaf = [US, "count", "--json", "py:leaf", "--"]
+    free_t, cprof_t, count_t, leaf_t, lost, seen, leafs = [], [], [], [], 0, set(), set()
+    for _ in range(REPS):	# interleaved, so that drift hits them alike
+        free_t.append(run(work, WORK_RE, "the unprobed run")[0])
+        cprof_t.append(run(work[:3] + ["-m", "cProfile", "-o", os.devnull] + work[3:], WORK_RE,
+                           "cProfile")[0])
+        t, _, p = run(count_py + work, WORK_RE, "count 'py:*'")
+        count_t.append(t)
+        lost += not_counted(p.stderr)
+        seen.add(py_calls(p.stdout))
+        t, _, p = run(count_leaf + work, WORK_RE, "count py:leaf")
+        leaf_t.append(t)
+        lost += not_counted(p.stderr)
+        leafs.add(py_calls(p.stdout)[0])
+    _, _, p0 = run(count_py + work[:-1] + ["0"], WORK_RE, "count 'py:*' of nothing to do")
+    lost += not_counted(p0.stderr)
+    free, cprof, count, leaf = (statistics.median(x) for x in (free_t, cprof_t, count_t, leaf_t))
+    calls, funcs = max(seen)
+    calls -= py_calls(p0.stdout)[0]
+    print(f"  {'unprobed':28s} {free:8.3f} s")
+    print(f"  {'python -m cProfile':28s} {cprof:8.3f} s  {cprof / free:5.2f}x the unprobed run")
+    print(f"  {'uscope count py:*':28s} {count:8.3f} s  {count / free:5.2f}x the unprobed run")
+    print(f"  {'uscope count py:leaf':28s} {leaf:8.3f} s  {leaf / free:5.2f}x the unprobed run "
+          f"({max(leafs)} calls counted: {100 * max(leafs) / max(calls, 1):.1f}% of the calls)")
+    print(f"  {calls} Python calls of the workload counted ({funcs} functions in all), "
+          f"{(count - free) * 1e9 / max(calls, 1):.0f} ns a call above the unprobed run, cProfile "
+          f"{(cprof - free) * 1e9 / max(calls, 1):.0f} ns; {lost} hits not counted in "
+          f"{2 * REPS + 1} runs" +
+          ("" if len(seen) == 1 and len(leafs) == 1 else
+           f"; the runs counted differently: {sorted(seen)} {sorted(leafs)}"))
+    limit = 1.5 if name.startswith("3.11") else 1.3
+    out = [f"  target ({name}): count 'py:*' <= {limit}x the unprobed run: {count / free:.2f}x: "
+           f"{verdict(count <= limit * free and lost == 0)}"]
+    if not name.startswith("3.11"):
+        out.append(f"  target ({name}): count py:leaf <= 1.05x the unprobed run: "
+                   f"{leaf / free:.2f}x: {verdict(leaf <= 1.05 * free and lost == 0)}")
+    for line in out:
+        print(line)
+    return out
+
+
+HOME = os.path.expanduser("~")
+PYTHONS = [(PY, "3.11 (Debian)")] + [
+    (os.path.join(HOME, f".pyenv/versions/{v}/bin/python{v.rsplit('.', 1)[0]}"), v)
+    for v in ("3.12.1", "3.13.0")]
+verdicts = []
+for py, name in PYTHONS:
+    if os.path.exists(py):
+        verdicts += py_part1(py, name)
+    else:
+        print(f"== CPython {name}: not here ({py}), skipped")
 
 # ---- 2. $pystack at a native probe ------------------------------------------------
 
@@ -150,7 +185,7 @@ def loop_run(key, pre, depth):
             if line.startswith("{"):
                 row = json.loads(line)
                 st = row.get("key", {}).get("pystack", [])
-                if row.get("final") and [f["sym"] for f in st] == want and \
+                if row.get("final") and [f.get("sym") for f in st] == want and \
                         st[0]["line"] == ITER_LINE:
                     got += row["count"]
         if got > N:
