@@ -134,11 +134,11 @@ def test_latency_of_a_recursive_function(engine):
                      "--", AGG, "rec"])
     (r,) = rows(cp)
     assert r["count"] == 4
-    # 2 ms plus the probes' cost sits near the 2048 us bucket edge, and a
-    # loaded machine wakes late: a mispaired return would be off by a
-    # whole call, far outside these bounds
-    assert sum(n for lo, _, n in hist_buckets(r) if 1024 <= lo <= 4096) == 4
-    assert r["min"] >= 2000 and r["max"] - r["min"] < 1500
+    # a sleep never ends early: each call, paired with its own return, took
+    # 2 ms or more (how much later a loaded machine wakes is not asserted:
+    # no timed tests); a return paired with no entry would be a row of 0
+    assert sum(n for lo, _, n in hist_buckets(r) if lo >= 1024) == 4
+    assert r["min"] >= 2000
 
 
 def test_latency_per_call_and_key():
@@ -149,10 +149,11 @@ def test_latency_per_call_and_key():
     calls = [o for o in objs if o.get("call")]
     assert [(c["key"]["us"], c["unit"]) for c in calls] == \
         [(600, "ms")] * 3 + [(3000, "ms")] * 2 + [(12000, "ms")]
-    # whole ms; a loaded machine wakes late (by up to 8 ms here), never early
+    # whole ms; a sleep never ends early (how late a loaded machine wakes is
+    # not asserted: no timed tests)
     lat = [c["latency"] for c in calls]
-    assert all(0 <= l <= 8 for l in lat[:3]) and all(3 <= l <= 11 for l in lat[3:5]) and \
-        12 <= lat[5] <= 20, lat
+    assert all(l >= 0 for l in lat[:3]) and all(l >= 3 for l in lat[3:5]) and \
+        lat[5] >= 12, lat
     by_key = {r["key"]["us"]: r["count"] for r in rows(cp)}
     assert by_key == {600: 3, 3000: 2, 12000: 1}
 
