@@ -71,7 +71,8 @@ enum cli_arg_extra {
 /* An option, declared once (options.c): its long name, has_arg and getopt
  * value; need, the CLI_ARG_* bits a command takes it with (0: every one);
  * as --help shows it ("-p, --pid PID": its short name is the letter after
- * the first '-'; NULL: not shown) and its help (lines split by '\n'). */
+ * the first '-'; NULL: not shown) and its help (lines split by '\n').
+ * --help is every command's, in no table (cli_getopt_table adds it). */
 struct cli_opt {
 	const char *name;
 	int has_arg;

@@ -36,7 +36,6 @@ static const struct cli_opt flamegraph_opts[] = {
 	{"quiet", no_argument, 'q', 0, "-q, --quiet",
 	 "with -r: no readiness line nor summary on stderr"},
 	{"verbose", no_argument, 'v', 0, "-v, --verbose", "say more on stderr"},
-	{"help", no_argument, 'h', 0, NULL, NULL},
 	{NULL, 0, 0, 0, NULL, NULL},
 };
 

@@ -29,7 +29,6 @@ static const struct cli_opt list_opts[] = {
 	{"patchable", no_argument, 'P', 0, "    --patchable",
 	 "whether the inject engine can probe each function's\nentry and returns: a summary with "
 	 "the reasons it\ncannot; -v: one line each"},
-	{"help", no_argument, 'h', 0, NULL, NULL},
 	{NULL, 0, 0, 0, NULL, NULL},
 };
 

@@ -100,7 +100,6 @@ const struct cli_opt cli_opts_all[] = {
 	 "a FILE:LINE probe on every statement of the line, not\nonce per execution (its first "
 	 "address in each block)"},
 	{"verbose", no_argument, 'v', 0, "-v, --verbose", "say more on stderr"},
-	{"help", no_argument, 'h', 0, NULL, NULL},
 	{NULL, 0, 0, 0, NULL, NULL},
 };
 
@@ -199,10 +198,10 @@ void cli_getopt_table(const struct cli_cmd *cmd, struct option *opts, char *shor
 			shorts[k++] = op->left[1];
 			if (op->has_arg == required_argument)
 				shorts[k++] = ':';
-		} else if (op->val == 'h') {
-			shorts[k++] = 'h';
 		}
 	}
+	opts[n++] = (struct option){"help", no_argument, NULL, 'h'};	/* every command's */
+	shorts[k++] = 'h';
 	opts[n] = (struct option){NULL, 0, NULL, 0};
 	shorts[k] = 0;
 }
