@@ -427,11 +427,10 @@ static int args_check(int argc, char **argv, const struct cli_cmd *cmd, struct c
 
 int cli_parse_args(int argc, char **argv, const struct cli_cmd *cmd, struct cli_opts *o)
 {
-	struct option opts[CLI_MAX_OPTS];
-	char shorts[64];
+	struct cli_getopt_tab t;
 	int c;
 
-	cli_getopt_table(cmd, opts, shorts);
+	cli_getopt_table(cmd, &t);
 	/* COMMAND follows the first "--"; everything before it is ours */
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--")) {
@@ -445,7 +444,7 @@ int cli_parse_args(int argc, char **argv, const struct cli_cmd *cmd, struct cli_
 		}
 	}
 	optind = 1;
-	while ((c = cli_getopt(cmd, argc, argv, opts, shorts)) != -1) {
+	while ((c = cli_getopt(cmd, argc, argv, &t)) != -1) {
 		int ret;
 
 		if (c == 'h') {

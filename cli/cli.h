@@ -68,13 +68,14 @@ enum cli_arg_extra {
 	CLI_ARG_LIVE = 1 << 21,		/* a live run: -p, --root, -- COMMAND, -d, -e */
 };
 
-/* An option, declared once (options.c): its long name, has_arg and getopt
- * value; need, the CLI_ARG_* bits a command takes it with (0: every one);
- * as --help shows it ("-p, --pid PID": its short name is the letter after
- * the first '-'; NULL: not shown) and its help (lines split by '\n'). */
+/* An option, declared once (options.c): val, its getopt value (its short
+ * letter where it has one; 0 ends a table); need, the CLI_ARG_* bits a
+ * command takes it with (0: every one); left, as --help shows it, which is
+ * all that names it: "-p, --pid PID" is -p and --pid and takes a value (a
+ * word after the name), "    --drop" is --drop alone and takes none (in a
+ * command's own: NULL, the shared words); and its help (lines split by
+ * '\n'). --help is every command's, in no table. */
 struct cli_opt {
-	const char *name;
-	int has_arg;
 	int val;
 	unsigned need;
 	const char *left;
@@ -82,13 +83,13 @@ struct cli_opt {
 };
 /* The entry of "-- COMMAND" in --help (no option). */
 #define CLI_OPT_COMMAND 1
-/* The tracing commands' options, ended by an entry of NULLs. */
+/* The tracing commands' options, ended by an entry of 0. */
 extern const struct cli_opt cli_opts_all[];
 
 /* A command: its name, --help's text before the options (usage,
  * description) and after them (examples); with extra (CLI_ARG_*) it takes
  * the shared options cli_opts_all, own rewording some of them (matched by
- * val; ended by an entry of NULLs); or a table of options all its own. */
+ * val; ended by an entry of 0); or a table of options all its own. */
 struct cli_cmd {
 	const char *name;
 	const char *head;
@@ -100,14 +101,19 @@ struct cli_cmd {
 
 /* --help of cmd, to fp. */
 void cli_usage(const struct cli_cmd *cmd, FILE *fp);
-/* getopt_long's tables of cmd: opts room for every option and an end,
- * shorts for 64 characters. */
-void cli_getopt_table(const struct cli_cmd *cmd, struct option *opts, char *shorts);
 #define CLI_MAX_OPTS 64
+/* getopt_long's tables of a command: its long options (their names copied
+ * out of the left sides) and its short letters. */
+struct cli_getopt_tab {
+	struct option opts[CLI_MAX_OPTS];
+	char names[CLI_MAX_OPTS][24];
+	char shorts[64];
+};
+/* The tables of cmd into t, before the first cli_getopt. */
+void cli_getopt_table(const struct cli_cmd *cmd, struct cli_getopt_tab *t);
 /* getopt_long over cmd's tables; an unknown option or a missing value is
  * said in one line (cli_usage_error), and '?' returned. */
-int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const struct option *opts,
-	       const char *shorts);
+int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const struct cli_getopt_tab *t);
 /* A usage mistake in the command being parsed: one line, "uscope: CMD:
  * ... (see uscope CMD --help)". The caller exits 2. */
 void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -11,21 +11,21 @@
 #include "sink/sink.h"
 
 static const struct cli_opt count_own[] = {
-	{"", 0, 'j', 0, NULL,
+	{'j', 0, NULL,
 	 "one JSON object per probe and key"},
-	{"", 0, 'w', 0, NULL,
+	{'w', 0, NULL,
 	 "$ustack counts every stack: a thread whose buffer is\nfull waits at most TIME (100ms by default; us, ms,\ns, m suffixes) for uscope, then drops and counts"},
-	{"", 0, 'D', 0, NULL,
+	{'D', 0, NULL,
 	 "$ustack: a full buffer drops at once (--max-wait 0)"},
-	{"", 0, 'H', 0, NULL,
+	{'H', 0, NULL,
 	 "also serve the counts (uscope_probe_hits_total)\nat http://ADDR:PORT/metrics for Prometheus, to the end"},
-	{"", 0, 'P', 0, NULL,
+	{'P', 0, NULL,
 	 "also write the counted stacks ($ustack) as a pprof\nprofile (gzipped), for go tool pprof, Pyroscope, Parca"},
-	{"", 0, 'N', 0, NULL,
+	{'N', 0, NULL,
 	 "count a function's out-of-line calls only, not its\ninlined copies"},
-	{"", 0, 'v', 0, NULL,
+	{'v', 0, NULL,
 	 "say more on stderr (where each probe is aggregated)"},
-	{NULL, 0, 0, 0, NULL, NULL},
+	{0, 0, NULL, NULL},
 };
 
 static const struct cli_cmd count_cmd = {

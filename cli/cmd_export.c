@@ -10,15 +10,15 @@
 #include "sink/sink.h"
 
 static const struct cli_opt export_own[] = {
-	{"", 0, 'r', 0, NULL,
+	{'r', 0, NULL,
 	 "the recording"},
-	{"", 0, 'F', 0, NULL,
+	{'F', 0, NULL,
 	 "chrome, ctf, folded, svg or pprof"},
-	{"", 0, 'o', 0, "-o, --output OUT",
+	{'o', 0, "-o, --output OUT",
 	 "the file written (a directory for ctf), readable\nby its owner alone"},
-	{"", 0, 'v', 0, NULL,
+	{'v', 0, NULL,
 	 "say more on stderr; the summary lists every probe"},
-	{NULL, 0, 0, 0, NULL, NULL},
+	{0, 0, NULL, NULL},
 };
 
 static const struct cli_cmd export_cmd = {

@@ -19,25 +19,24 @@
 enum { OPT_TITLE = 256, OPT_WIDTH, OPT_COLORS, OPT_COUNTNAME };
 
 static const struct cli_opt flamegraph_opts[] = {
-	{"input", required_argument, 'i', 0, "-i, --input FOLDED",
+	{'i', 0, "-i, --input FOLDED",
 	 "the folded stacks ('-' or no -i nor -r: standard input)"},
-	{"read", required_argument, 'r', 0, "-r, --read FILE", "a recording (uscope record) instead"},
-	{"output", required_argument, 'o', 0, "-o, --output OUT",
+	{'r', 0, "-r, --read FILE", "a recording (uscope record) instead"},
+	{'o', 0, "-o, --output OUT",
 	 "the SVG written (default: standard output; a file:\nreadable by its owner alone)"},
-	{"title", required_argument, OPT_TITLE, 0, "    --title TEXT",
+	{OPT_TITLE, 0, "    --title TEXT",
 	 "the graph's title (default: Flame Graph)"},
-	{"width", required_argument, OPT_WIDTH, 0, "    --width PX",
+	{OPT_WIDTH, 0, "    --width PX",
 	 "the image's width, 200 to 100000 (default: 1200)"},
-	{"colors", required_argument, OPT_COLORS, 0, "    --colors NAME",
+	{OPT_COLORS, 0, "    --colors NAME",
 	 "the palette: hot (default), mem, io, red, green, blue,\naqua, yellow, purple, orange; a "
 	 "function's color is a\nhash of its name, the same in every graph"},
-	{"countname", required_argument, OPT_COUNTNAME, 0, "    --countname WORD",
+	{OPT_COUNTNAME, 0, "    --countname WORD",
 	 "what a count is, in the tooltips (default: samples;\nns with -r)"},
-	{"quiet", no_argument, 'q', 0, "-q, --quiet",
+	{'q', 0, "-q, --quiet",
 	 "with -r: no readiness line nor summary on stderr"},
-	{"verbose", no_argument, 'v', 0, "-v, --verbose", "say more on stderr"},
-	{"help", no_argument, 'h', 0, NULL, NULL},
-	{NULL, 0, 0, 0, NULL, NULL},
+	{'v', 0, "-v, --verbose", "say more on stderr"},
+	{0, 0, NULL, NULL},
 };
 
 static const struct cli_cmd flamegraph_cmd = {
@@ -138,8 +137,7 @@ done:
 
 int cmd_flamegraph(int argc, char **argv)
 {
-	struct option opts[CLI_MAX_OPTS];
-	char shorts[64];
+	struct cli_getopt_tab t;
 	struct usc_flame_opts fo = {0};
 	struct cli_opts o = {0};
 	const char *input = NULL;
@@ -147,9 +145,9 @@ int cmd_flamegraph(int argc, char **argv)
 	FILE *fp;
 	int c;
 
-	cli_getopt_table(&flamegraph_cmd, opts, shorts);
+	cli_getopt_table(&flamegraph_cmd, &t);
 	optind = 1;
-	while ((c = cli_getopt(&flamegraph_cmd, argc, argv, opts, shorts)) != -1) {
+	while ((c = cli_getopt(&flamegraph_cmd, argc, argv, &t)) != -1) {
 		switch (c) {
 		case 'i':
 			input = optarg;

@@ -11,11 +11,11 @@
 #include "sink/sink.h"
 
 static const struct cli_opt flow_own[] = {
-	{"", 0, 'j', 0, NULL,
+	{'j', 0, NULL,
 	 "one JSON object per entry, return or event"},
-	{"", 0, 'o', 0, NULL,
+	{'o', 0, NULL,
 	 "write the flow to FILE (made readable by its owner\nalone)"},
-	{NULL, 0, 0, 0, NULL, NULL},
+	{0, 0, NULL, NULL},
 };
 
 static const struct cli_cmd flow_cmd = {

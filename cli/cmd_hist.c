@@ -11,15 +11,15 @@
 #include "sink/sink.h"
 
 static const struct cli_opt hist_own[] = {
-	{"", 0, 'j', 0, NULL,
+	{'j', 0, NULL,
 	 "one JSON object per probe and key, with its buckets"},
-	{"", 0, 'H', 0, NULL,
+	{'H', 0, NULL,
 	 "also serve the histograms (uscope_value_bucket)\nat http://ADDR:PORT/metrics for Prometheus, to the end"},
-	{"", 0, 'N', 0, NULL,
+	{'N', 0, NULL,
 	 "a function's out-of-line calls only"},
-	{"", 0, 'v', 0, NULL,
+	{'v', 0, NULL,
 	 "say more on stderr (where each probe is aggregated)"},
-	{NULL, 0, 0, 0, NULL, NULL},
+	{0, 0, NULL, NULL},
 };
 
 static const struct cli_cmd hist_cmd = {

@@ -11,15 +11,15 @@
 #include "sink/sink.h"
 
 static const struct cli_opt latency_own[] = {
-	{"", 0, 'j', 0, NULL,
+	{'j', 0, NULL,
 	 "one JSON object per function and key (and per call)"},
-	{"", 0, 'H', 0, NULL,
+	{'H', 0, NULL,
 	 "also serve the latencies (uscope_latency_seconds)\nat http://ADDR:PORT/metrics for Prometheus, to the end"},
-	{"", 0, 'P', 0, NULL,
+	{'P', 0, NULL,
 	 "also write a pprof profile (gzipped): calls and their\ntime per key's stack ($ustack), for go tool pprof"},
-	{"", 0, 'v', 0, NULL,
+	{'v', 0, NULL,
 	 "say more on stderr (where each probe is aggregated)"},
-	{NULL, 0, 0, 0, NULL, NULL},
+	{0, 0, NULL, NULL},
 };
 
 static const struct cli_cmd latency_cmd = {

@@ -9,28 +9,27 @@
 #include "list/list.h"
 
 static const struct cli_opt list_opts[] = {
-	{"pid", required_argument, 'p', 0, "-p, --pid PID",
+	{'p', 0, "-p, --pid PID",
 	 "every function of the executable and the libraries\nloaded in PID, as MODULE:FUNCTION "
 	 "(a process in a\ncontainer: its own files)"},
-	{"root", required_argument, 'R', 0, "    --root DIR",
+	{'R', 0, "    --root DIR",
 	 "BINARY is found under DIR, as a process whose root\nit is would find it (a "
 	 "container's: --root /proc/PID/root)"},
-	{"verbose", no_argument, 'v', 0, "-v, --verbose",
+	{'v', 0, "-v, --verbose",
 	 "add ADDRESS SIZE FILE_OFFSET before each name; IFUNCs\nare marked"},
-	{"usdt", no_argument, 'U', 0, "    --usdt",
+	{'U', 0, "    --usdt",
 	 "list USDT static probes as MODULE %PROVIDER:NAME\ninstead; PATTERN is a glob on "
 	 "PROVIDER:NAME; -v adds\neach site's address, semaphore and argument specs"},
-	{"lines", required_argument, 'L', 0, "    --lines FUNCTION",
+	{'L', 0, "    --lines FUNCTION",
 	 "the source of FUNCTION, each line that can be probed\n(as FILE:LINE or FUNCTION:+N) "
 	 "numbered (needs debug info)"},
-	{"vars", required_argument, 'V', 0, "    --vars LOCATION",
+	{'V', 0, "    --vars LOCATION",
 	 "the parameters and locals visible at LOCATION (any\nprobe location), with their types "
 	 "(needs debug info)"},
-	{"patchable", no_argument, 'P', 0, "    --patchable",
+	{'P', 0, "    --patchable",
 	 "whether the inject engine can probe each function's\nentry and returns: a summary with "
 	 "the reasons it\ncannot; -v: one line each"},
-	{"help", no_argument, 'h', 0, NULL, NULL},
-	{NULL, 0, 0, 0, NULL, NULL},
+	{0, 0, NULL, NULL},
 };
 
 static const struct cli_cmd list_cmd = {
@@ -227,17 +226,16 @@ static int print_location(const char *loc, bool lines, pid_t pid, const char *bi
 
 int cmd_list(int argc, char **argv)
 {
-	struct option opts[CLI_MAX_OPTS];
-	char shorts[64];
+	struct cli_getopt_tab t;
 	bool verbose = false;
 	const char *lines_of = NULL, *vars_at = NULL;
 	pid_t pid = 0;
 	int c, ret;
 	char *path = NULL;
 
-	cli_getopt_table(&list_cmd, opts, shorts);
+	cli_getopt_table(&list_cmd, &t);
 	optind = 1;
-	while ((c = cli_getopt(&list_cmd, argc, argv, opts, shorts)) != -1) {
+	while ((c = cli_getopt(&list_cmd, argc, argv, &t)) != -1) {
 		char *end;
 
 		switch (c) {

@@ -17,13 +17,13 @@
 #include "sink/sink.h"
 
 static const struct cli_opt objtrace_own[] = {
-	{"", 0, 'j', 0, NULL,
+	{'j', 0, NULL,
 	 "one JSON object per line"},
-	{"", 0, 'o', 0, NULL,
+	{'o', 0, NULL,
 	 "write the events to FILE"},
-	{"", 0, 'H', 0, NULL,
+	{'H', 0, NULL,
 	 "also serve each probe's events (uscope_probe_hits_total)\nat http://ADDR:PORT/metrics for Prometheus, to the end"},
-	{NULL, 0, 0, 0, NULL, NULL},
+	{0, 0, NULL, NULL},
 };
 
 static const struct cli_cmd objtrace_cmd = {

@@ -10,17 +10,17 @@
 #include "sink/sink.h"
 
 static const struct cli_opt record_own[] = {
-	{"", 0, 'o', 0, NULL,
+	{'o', 0, NULL,
 	 "the recording (required; made readable by its owner\nalone)"},
-	{"", 0, 'w', 0, NULL,
+	{'w', 0, NULL,
 	 "a thread whose buffer is full waits at most TIME\n(100ms by default; us, ms, s, m suffixes) for the\nrecorder"},
-	{"", 0, 'D', 0, NULL,
+	{'D', 0, NULL,
 	 "a full buffer drops records (counted), as live commands\ndo: --max-wait 0"},
-	{"", 0, 'k', 0, NULL,
+	{'k', 0, NULL,
 	 "$ustack walked where the probe runs, its return\naddresses recorded (walk, the default), or copied\n(copy), unwound when the recording is read"},
-	{"", 0, 'v', 0, NULL,
+	{'v', 0, NULL,
 	 "say more on stderr; the summary lists every probe"},
-	{NULL, 0, 0, 0, NULL, NULL},
+	{0, 0, NULL, NULL},
 };
 
 static const struct cli_cmd record_cmd = {

@@ -10,15 +10,15 @@
 #include "sink/sink.h"
 
 static const struct cli_opt report_own[] = {
-	{"", 0, 'r', 0, NULL,
+	{'r', 0, NULL,
 	 "the recording"},
-	{"", 0, 'Y', 0, NULL,
+	{'Y', 0, NULL,
 	 "total (default), self or calls: heaviest first"},
-	{"", 0, 'j', 0, NULL,
+	{'j', 0, NULL,
 	 "one JSON object per function, then per probe"},
-	{"", 0, 'o', 0, NULL,
+	{'o', 0, NULL,
 	 "write the report to FILE"},
-	{NULL, 0, 0, 0, NULL, NULL},
+	{0, 0, NULL, NULL},
 };
 
 static const struct cli_cmd report_cmd = {

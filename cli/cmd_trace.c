@@ -8,11 +8,11 @@
 #include "sink/sink.h"
 
 static const struct cli_opt trace_own[] = {
-	{"", 0, 'j', 0, NULL,
+	{'j', 0, NULL,
 	 "one JSON object per event"},
-	{"", 0, 'o', 0, NULL,
+	{'o', 0, NULL,
 	 "write the events to FILE (made readable by its owner\nalone)"},
-	{NULL, 0, 0, 0, NULL, NULL},
+	{0, 0, NULL, NULL},
 };
 
 static const struct cli_cmd trace_cmd = {

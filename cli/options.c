@@ -1,6 +1,7 @@
-/* The options of the tracing commands, each declared once: its names, its
- * argument, which commands take it (its need, a CLI_ARG_* bit) and its
- * help. The getopt tables and every command's --help are made from it; a
+/* The options of the tracing commands, each declared once: as --help shows
+ * it (its names, its argument), which commands take it (its need, a
+ * CLI_ARG_* bit) and its help. The getopt tables and every command's --help
+ * are made from it; a
  * command words an option its own way only where it means something else
  * there (struct cli_cmd's own). Also what every parser shares: one line
  * for a usage mistake, and one reading of a duration. */
@@ -18,90 +19,89 @@
 
 /* In the order --help lists them. */
 const struct cli_opt cli_opts_all[] = {
-	{"from", required_argument, 'W', CLI_ARG_OBJTRACE, "    --from PROBE",
+	{'W', CLI_ARG_OBJTRACE, "    --from PROBE",
 	 "a probe with one fetch argument, the object:\n'r:libfoo:foo_new obj=$retval'"},
-	{"until", required_argument, 'X', CLI_ARG_OBJTRACE, "    --until PROBE",
+	{'X', CLI_ARG_OBJTRACE, "    --until PROBE",
 	 "a probe with one fetch argument, the object no\nlonger followed: 'libfoo:foo_free $arg1'"},
-	{"field", required_argument, 'G', CLI_ARG_OBJTRACE, "    --field OFFS[:TYPE]",
+	{'G', CLI_ARG_OBJTRACE, "    --field OFFS[:TYPE]",
 	 "also show the value at OFFS bytes into the object\n(TYPE as in a fetch argument; "
 	 "default x64)"},
-	{"max-objects", required_argument, 'M', CLI_ARG_OBJTRACE, "    --max-objects N",
+	{'M', CLI_ARG_OBJTRACE, "    --max-objects N",
 	 "objects followed at once (default 1024, at most\n65535); a --from hit beyond is shown "
 	 "and reported,\nits object not followed"},
-	{"read", required_argument, 'r', CLI_ARG_REPLAY, "-r, --read FILE",
+	{'r', CLI_ARG_REPLAY, "-r, --read FILE",
 	 "read a recording (uscope record) instead of tracing"},
-	{"output", required_argument, 'o', CLI_ARG_OUTPUT, "-o, --output FILE",
+	{'o', CLI_ARG_OUTPUT, "-o, --output FILE",
 	 "write to FILE (made readable by its owner alone)"},
-	{"format", required_argument, 'F', CLI_ARG_FORMAT, "    --format NAME", "the output's form"},
-	{"sort", required_argument, 'Y', CLI_ARG_SORT, "    --sort KEY", "the order of the rows"},
-	{"pid", required_argument, 'p', CLI_ARG_LIVE, "-p, --pid PID",
+	{'F', CLI_ARG_FORMAT, "    --format NAME", "the output's form"},
+	{'Y', CLI_ARG_SORT, "    --sort KEY", "the order of the rows"},
+	{'p', CLI_ARG_LIVE, "-p, --pid PID",
 	 "in a running process (all its threads), and the\nprocesses it forks after attach"},
-	{"no-children", no_argument, 'n', CLI_ARG_LIVE, "    --no-children",
+	{'n', CLI_ARG_LIVE, "    --no-children",
 	 "-p: PID alone, not the processes it forks"},
-	{"root", required_argument, 'Q', CLI_ARG_LIVE, "    --root DIR",
+	{'Q', CLI_ARG_LIVE, "    --root DIR",
 	 "system-wide: MODULE paths are files under DIR\n(a container's: --root /proc/PID/root)"},
-	{NULL, 0, CLI_OPT_COMMAND, CLI_ARG_LIVE, "-- COMMAND",
+	{CLI_OPT_COMMAND, CLI_ARG_LIVE, "-- COMMAND",
 	 "start COMMAND with the probes in place; exit with\nits status (neither -p nor COMMAND: "
 	 "system-wide,\nevery process running the file)"},
-	{"duration", required_argument, 'd', CLI_ARG_LIVE, "-d, --duration TIME",
+	{'d', CLI_ARG_LIVE, "-d, --duration TIME",
 	 "stop after TIME: seconds, or 500ms, 10s, 2m"},
-	{"interval", required_argument, 'i', CLI_ARG_INTERVAL, "-i, --interval TIME",
+	{'i', CLI_ARG_INTERVAL, "-i, --interval TIME",
 	 "also print every TIME what that interval saw\n(seconds, or 500ms, 10s, 2m)"},
-	{"top", required_argument, 'T', CLI_ARG_TOP, "    --top N", "print the N highest counts only"},
-	{"all", no_argument, 'a', CLI_ARG_ALL, "    --all",
+	{'T', CLI_ARG_TOP, "    --top N", "print the N highest counts only"},
+	{'a', CLI_ARG_ALL, "    --all",
 	 "a glob's functions never hit too (as rows of 0);\nwithout it, only those hit, as "
 	 "funccount"},
-	{"linear", required_argument, 'L', CLI_ARG_LINEAR, "    --linear MIN,MAX,STEP",
+	{'L', CLI_ARG_LINEAR, "    --linear MIN,MAX,STEP",
 	 "linear buckets of STEP from MIN to MAX (below and\nabove in a bucket each)"},
-	{"unit", required_argument, 'U', CLI_ARG_LATENCY, "    --unit UNIT", "ns (default), us or ms"},
-	{"per-call", no_argument, 'C', CLI_ARG_LATENCY, "    --per-call",
+	{'U', CLI_ARG_LATENCY, "    --unit UNIT", "ns (default), us or ms"},
+	{'C', CLI_ARG_LATENCY, "    --per-call",
 	 "also print a line per call as it returns"},
-	{"json", no_argument, 'j', CLI_ARG_JSON, "    --json", "one JSON object per line"},
-	{"folded", no_argument, 'y', CLI_ARG_FOLDED, "    --folded",
+	{'j', CLI_ARG_JSON, "    --json", "one JSON object per line"},
+	{'y', CLI_ARG_FOLDED, "    --folded",
 	 "folded stacks, 'main;parse;malloc 42' a line, at the end:\nflamegraph.pl's input, and "
 	 "uscope flamegraph's"},
-	{"snapshot", required_argument, 'Z', CLI_ARG_RECORD, "    --snapshot SIZE",
+	{'Z', CLI_ARG_RECORD, "    --snapshot SIZE",
 	 "the flight recorder: keep the last SIZE bytes of records a\nthread (K, M suffixes) in "
 	 "memory, written at the end, on\nSIGUSR1 and when COMMAND dies by a signal"},
-	{"max-wait", required_argument, 'w', CLI_ARG_WAIT, "    --max-wait TIME",
+	{'w', CLI_ARG_WAIT, "    --max-wait TIME",
 	 "a thread whose buffer is full waits at most TIME\n(100ms by default; us, ms, s, m "
 	 "suffixes) for uscope,\nthen drops and counts"},
-	{"drop", no_argument, 'D', CLI_ARG_WAIT, "    --drop",
+	{'D', CLI_ARG_WAIT, "    --drop",
 	 "a full buffer drops records (counted) at once:\n--max-wait 0"},
-	{"stack-mode", required_argument, 'k', CLI_ARG_STACK, "    --stack-mode MODE",
+	{'k', CLI_ARG_STACK, "    --stack-mode MODE",
 	 "$ustack walked where the probe runs (walk, the default)\nor copied at each hit and "
 	 "unwound by uscope (copy)"},
-	{"stack-size", required_argument, 'z', CLI_ARG_STACK, "    --stack-size SIZE",
+	{'z', CLI_ARG_STACK, "    --stack-size SIZE",
 	 "bytes of stack a copied $ustack takes (default 8K, at\nmost 32K): deeper stacks end "
 	 "with that reason"},
-	{"max-keys", required_argument, 'K', CLI_ARG_AGG, "    --max-keys N",
+	{'K', CLI_ARG_AGG, "    --max-keys N",
 	 "keys each engine's table holds (default 4096); hits of\nnew keys beyond it are counted "
 	 "as lost, and said so"},
-	{"strlen", required_argument, 'S', CLI_ARG_AGG, "    --strlen N",
+	{'S', CLI_ARG_AGG, "    --strlen N",
 	 "bytes of a string in a key (default 64); longer ones\nare cut, and marked [cut]"},
-	{"serve", required_argument, 'H', CLI_ARG_SERVE, "    --serve ADDR:PORT",
+	{'H', CLI_ARG_SERVE, "    --serve ADDR:PORT",
 	 "also serve the results at http://ADDR:PORT/metrics\nfor Prometheus, to the end"},
-	{"label", required_argument, 'B', CLI_ARG_SERVE, "    --label NAME=VALUE",
+	{'B', CLI_ARG_SERVE, "    --label NAME=VALUE",
 	 "a label every served series has (repeatable)"},
-	{"pprof", required_argument, 'P', CLI_ARG_PPROF, "    --pprof FILE",
+	{'P', CLI_ARG_PPROF, "    --pprof FILE",
 	 "also write the stacks ($ustack) as a pprof profile\n(gzipped), for go tool pprof, "
 	 "Pyroscope, Parca"},
-	{"engine", required_argument, 'e', CLI_ARG_LIVE, "-e, --engine NAME",
+	{'e', CLI_ARG_LIVE, "-e, --engine NAME",
 	 "auto (default: each probe on the fastest engine that\ncan take it), inject, bpf or "
 	 "tracefs"},
-	{"quiet", no_argument, 'q', 0, "-q, --quiet", "no readiness line or summary on stderr"},
-	{"uretprobe", no_argument, 'R', CLI_ARG_URETPROBE, "    --uretprobe",
+	{'q', 0, "-q, --quiet", "no readiness line or summary on stderr"},
+	{'R', CLI_ARG_URETPROBE, "    --uretprobe",
 	 "return probes swap the return address (the kernel's\nuretprobe) instead of probing "
 	 "every ret of the function;\nGo programs and stack walkers do not survive it"},
-	{"no-inlines", no_argument, 'N', CLI_ARG_NO_INLINES, "    --no-inlines",
+	{'N', CLI_ARG_NO_INLINES, "    --no-inlines",
 	 "probe a function at its out-of-line entry only, not also\nat the copies the compiler "
 	 "inlined (debug info)"},
-	{"all-sites", no_argument, 'A', CLI_ARG_NO_INLINES, "    --all-sites",
+	{'A', CLI_ARG_NO_INLINES, "    --all-sites",
 	 "a FILE:LINE probe on every statement of the line, not\nonce per execution (its first "
 	 "address in each block)"},
-	{"verbose", no_argument, 'v', 0, "-v, --verbose", "say more on stderr"},
-	{"help", no_argument, 'h', 0, NULL, NULL},
-	{NULL, 0, 0, 0, NULL, NULL},
+	{'v', 0, "-v, --verbose", "say more on stderr"},
+	{0, 0, NULL, NULL},
 };
 
 /* The command whose options are being read: named in a usage mistake. */
@@ -131,7 +131,7 @@ static bool opt_taken(const struct cli_opt *op, unsigned extra)
 /* How cmd words option val, if it has its own words. */
 static const struct cli_opt *opt_own(const struct cli_cmd *cmd, int val)
 {
-	for (const struct cli_opt *op = cmd->own; op && (op->name || op->left); op++)
+	for (const struct cli_opt *op = cmd->own; op && op->val; op++)
 		if (op->val == val)
 			return op;
 	return NULL;
@@ -171,10 +171,10 @@ void cli_usage(const struct cli_cmd *cmd, FILE *fp)
 	const struct cli_opt *table = cmd->table ? cmd->table : cli_opts_all;
 
 	fputs(cmd->head, fp);
-	for (const struct cli_opt *op = table; op->name || op->left; op++) {
+	for (const struct cli_opt *op = table; op->val; op++) {
 		const struct cli_opt *own = cmd->table ? NULL : opt_own(cmd, op->val);
 
-		if (!op->left || (!cmd->table && !opt_taken(op, cmd->extra)))
+		if (!cmd->table && !opt_taken(op, cmd->extra))
 			continue;
 		print_opt(fp, own && own->left ? own->left : op->left,
 			  own && own->help ? own->help : op->help);
@@ -183,28 +183,51 @@ void cli_usage(const struct cli_cmd *cmd, FILE *fp)
 		fputs(cmd->tail, fp);
 }
 
-void cli_getopt_table(const struct cli_cmd *cmd, struct option *opts, char *shorts)
+/* The long name in an option's left side ("-p, --pid PID": "pid"), its
+ * length (0: none, "-- COMMAND"), and whether a value follows it. */
+static size_t opt_long_name(const char *left, const char **name, bool *value)
+{
+	const char *p = strstr(left, "--");
+	size_t len;
+
+	if (!p)
+		return 0;
+	p += 2;
+	len = strcspn(p, " ");
+	*name = p;
+	*value = p[len] == ' ';
+	return len;
+}
+
+void cli_getopt_table(const struct cli_cmd *cmd, struct cli_getopt_tab *t)
 {
 	const struct cli_opt *table = cmd->table ? cmd->table : cli_opts_all;
 	size_t n = 0, k = 0;
 
 	cli_cmd_now = cmd->name;
-	shorts[k++] = ':';	/* a missing argument: ':', said by cli_getopt */
-	for (const struct cli_opt *op = table; op->name || op->left; op++) {
-		if (!op->name || (!cmd->table && !opt_taken(op, cmd->extra)))
+	t->shorts[k++] = ':';	/* a missing argument: ':', said by cli_getopt */
+	for (const struct cli_opt *op = table; op->val; op++) {
+		const char *name;
+		bool value;
+		size_t len = opt_long_name(op->left, &name, &value);
+
+		if (!len || (!cmd->table && !opt_taken(op, cmd->extra)))
 			continue;
-		opts[n++] = (struct option){op->name, op->has_arg, NULL, op->val};
+		snprintf(t->names[n], sizeof(t->names[n]), "%.*s", (int)len, name);
+		t->opts[n] = (struct option){t->names[n], value ? required_argument : no_argument,
+					     NULL, op->val};
+		n++;
 		/* its short name: the letter its help shows ("-p, --pid") */
-		if (op->left && op->left[0] == '-' && op->left[1] != '-') {
-			shorts[k++] = op->left[1];
-			if (op->has_arg == required_argument)
-				shorts[k++] = ':';
-		} else if (op->val == 'h') {
-			shorts[k++] = 'h';
+		if (op->left[0] == '-' && op->left[1] != '-') {
+			t->shorts[k++] = op->left[1];
+			if (value)
+				t->shorts[k++] = ':';
 		}
 	}
-	opts[n] = (struct option){NULL, 0, NULL, 0};
-	shorts[k] = 0;
+	t->opts[n++] = (struct option){"help", no_argument, NULL, 'h'};
+	t->shorts[k++] = 'h';
+	t->opts[n] = (struct option){NULL, 0, NULL, 0};
+	t->shorts[k] = 0;
 }
 
 /* How many of opts start with prefix. */
@@ -217,14 +240,13 @@ static size_t opts_starting(const struct option *opts, const char *prefix)
 	return n;
 }
 
-int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const struct option *opts,
-	       const char *shorts)
+int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const struct cli_getopt_tab *t)
 {
 	int prev = optind, c;
 
 	cli_cmd_now = cmd->name;
 	opterr = 0;
-	c = getopt_long(argc, argv, shorts, opts, NULL);
+	c = getopt_long(argc, argv, t->shorts, t->opts, NULL);
 	if (c == '?' || c == ':') {
 		/* the word getopt stopped at: argv[optind - 1], or the one before
 		 * it when a short option's letters ran on ("-xq") */
@@ -240,7 +262,7 @@ int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const struct op
 			cli_usage_error("%s needs a value", shown);
 		else if (is_long && optopt && strchr(word, '='))
 			cli_usage_error("%s takes no value", shown);
-		else if (is_long && opts_starting(opts, shown + 2) > 1)
+		else if (is_long && opts_starting(t->opts, shown + 2) > 1)
 			cli_usage_error("'%s' is ambiguous: give the option's whole name", shown);
 		else if (!strcmp(shown, "-x") && optind + 1 < argc)
 			/* perf probe -x BINARY FUNC */

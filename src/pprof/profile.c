@@ -23,9 +23,14 @@
 #include "core/grow.h"
 #include "pprof/pprof.h"
 
-/* An open-addressing table from a key of two words to an id (from 1). */
+/* An open-addressing table from a key of two words to an id (from 1): a
+ * slot whose id is 0 is free. */
+struct idmap_slot {
+	uint64_t a, b, id;
+};
+
 struct idmap {
-	uint64_t *a, *b, *id;
+	struct idmap_slot *slots;
 	size_t cap, n;
 };
 
@@ -41,31 +46,22 @@ static uint64_t hash2(uint64_t a, uint64_t b)
 static int idmap_grow(struct idmap *m)
 {
 	size_t cap = m->cap ? m->cap * 2 : 256;
-	uint64_t *a = calloc(cap, 8), *b = calloc(cap, 8), *id = calloc(cap, 8);
+	struct idmap_slot *slots = calloc(cap, sizeof(*slots));
 
-	if (!a || !b || !id) {
-		free(a);
-		free(b);
-		free(id);
+	if (!slots)
 		return -ENOMEM;
-	}
 	for (size_t i = 0; i < m->cap; i++) {
 		size_t j;
 
-		if (!m->id[i])
+		if (!m->slots[i].id)
 			continue;
-		for (j = hash2(m->a[i], m->b[i]) & (cap - 1); id[j]; j = (j + 1) & (cap - 1))
+		for (j = hash2(m->slots[i].a, m->slots[i].b) & (cap - 1); slots[j].id;
+		     j = (j + 1) & (cap - 1))
 			;
-		a[j] = m->a[i];
-		b[j] = m->b[i];
-		id[j] = m->id[i];
+		slots[j] = m->slots[i];
 	}
-	free(m->a);
-	free(m->b);
-	free(m->id);
-	m->a = a;
-	m->b = b;
-	m->id = id;
+	free(m->slots);
+	m->slots = slots;
 	m->cap = cap;
 	return 0;
 }
@@ -77,26 +73,22 @@ static uint64_t idmap_find(struct idmap *m, uint64_t a, uint64_t b, size_t *slot
 
 	if ((m->n + 1) * 2 > m->cap && idmap_grow(m))
 		return UINT64_MAX;
-	for (j = hash2(a, b) & (m->cap - 1); m->id[j]; j = (j + 1) & (m->cap - 1))
-		if (m->a[j] == a && m->b[j] == b)
-			return m->id[j];
+	for (j = hash2(a, b) & (m->cap - 1); m->slots[j].id; j = (j + 1) & (m->cap - 1))
+		if (m->slots[j].a == a && m->slots[j].b == b)
+			return m->slots[j].id;
 	*slot = j;
 	return 0;
 }
 
 static void idmap_put(struct idmap *m, size_t slot, uint64_t a, uint64_t b, uint64_t id)
 {
-	m->a[slot] = a;
-	m->b[slot] = b;
-	m->id[slot] = id;
+	m->slots[slot] = (struct idmap_slot){a, b, id};
 	m->n++;
 }
 
 static void idmap_free(struct idmap *m)
 {
-	free(m->a);
-	free(m->b);
-	free(m->id);
+	free(m->slots);
 }
 
 struct mapping {

@@ -47,6 +47,69 @@
 
 #include "core/log.h"
 
+/* What every entry has the same: the objects above ("Things every entry
+ * shares"), a thread state's next, and the frame's and code object's fields
+ * that no version moved. */
+#define PYOFF_EVERY_VERSION						\
+	.ts_next = 0x8,							\
+	.fr_instr = 0x38,		/* prev_instr; instr_ptr (3.13) */	\
+	.owner_generator = 1,						\
+	.co_filename = 0x70,						\
+	.co_name = 0x78,						\
+	.co_qualname = 0x80,						\
+	.co_linetable = 0x88,						\
+	.ob_type = 8,							\
+	.ob_size = 16,							\
+	.bytes_sval = 32,						\
+	.str_length = 16,						\
+	.str_state = 32,						\
+	.str_kind_shift = 2,						\
+	.str_compact_bit = 5,						\
+	.str_ascii_bit = 6,						\
+	/* py: probes */						\
+	.pyframe_frame = 0x18,		/* PyObject_HEAD, f_back, f_frame */	\
+	.fr_localsplus = 0x48,		/* after owner (3.11: and 2 bytes of	\
+					   padding) */			\
+	.co_flags = 0x30,						\
+	.co_localsplusnames = 0x60,					\
+	.tuple_item = 0x18,						\
+	.type_name = 0x18,						\
+	.long_digit = 0x18,						\
+	.long_size = 0x10,						\
+	.dict_keys = 0x20,						\
+	.dict_values = 0x28,						\
+	.dk_log2_size = 0x8,						\
+	.dk_log2_index_bytes = 0x9,					\
+	.dk_kind = 0xa,							\
+	.dk_nentries = 0x18,						\
+	.dk_indices = 0x20,						\
+	.dk_entry = 24,							\
+	.dk_str_entry = 16
+
+/* What 3.12 and 3.13 have the same, and 3.11 not: the frame starts with
+ * f_code and previous (f_code, previous, f_funcobj, f_globals, f_builtins,
+ * f_locals, frame_obj, prev_instr or instr_ptr, int stacktop, uint16_t
+ * return_offset, char owner); is_entry is gone (the evaluator pushes a shim
+ * frame owned by the C stack); no tstate_current (the GIL is per
+ * interpreter); PyASCIIObject has no wstr, nor a ready bit (bit 7 is
+ * statically_allocated). */
+#define PYOFF_SINCE_3_12						\
+	.rt_tstate_current = PYOFF_NONE,				\
+	.fr_code = 0x0,							\
+	.fr_previous = 0x8,						\
+	.fr_is_entry = PYOFF_NONE,					\
+	.fr_owner = 0x46,						\
+	.owner_cstack = 3,						\
+	.co_firstlineno = 0x44,						\
+	.str_ascii_size = 40,		/* wstr is gone */		\
+	.str_compact_size = 56,		/* + utf8_length, utf8 */	\
+	.str_ready_bit = 0xff,						\
+	/* py: probes */						\
+	.fr_globals = 0x18,						\
+	.co_argcount = 0x34,						\
+	.co_kwonlyargcount = 0x3c,					\
+	.co_nlocalsplus = 0x48
+
 static const struct python_offsets table[] = {
 	{
 		/* 3.11 */
@@ -63,7 +126,6 @@ static const struct python_offsets table[] = {
 		.is_next = 0x0,
 		.is_threads_head = 0x10,	/* threads { next_unique_id, head } */
 		/* PyThreadState: prev, next, interp, 7 ints, cframe at 0x38 */
-		.ts_next = 0x8,
 		.ts_thread_id = 0x98,
 		.ts_native_thread_id = 0xa0,
 		.ts_frame = 0x38,
@@ -72,28 +134,14 @@ static const struct python_offsets table[] = {
 		 * previous, prev_instr, int stacktop, bool is_entry, char owner */
 		.fr_code = 0x20,
 		.fr_previous = 0x30,
-		.fr_instr = 0x38,
 		.fr_is_entry = 0x44,
 		.fr_owner = 0x45,
-		.owner_generator = 1,
 		.owner_cstack = 0xff,
 		.co_firstlineno = 0x48,
-		.co_filename = 0x70,
-		.co_name = 0x78,
-		.co_qualname = 0x80,
-		.co_linetable = 0x88,
 		.co_firsttraceable = 0xa8,
 		.co_code_adaptive = 0xb8,
-		.ob_type = 8,
-		.ob_size = 16,
-		.bytes_sval = 32,
-		.str_length = 16,
-		.str_state = 32,
 		.str_ascii_size = 48,		/* ..., state, wchar_t *wstr */
 		.str_compact_size = 72,		/* + utf8_length, utf8, wstr_length */
-		.str_kind_shift = 2,
-		.str_compact_bit = 5,
-		.str_ascii_bit = 6,
 		.str_ready_bit = 7,
 		/* py: probes */
 		.rt_initialized = 0x10,		/* after _initialized, preinitializing,
@@ -101,99 +149,34 @@ static const struct python_offsets table[] = {
 		.ts_c_profilefunc = 0x40,	/* after the 7 ints: c_profilefunc,
 						   c_tracefunc, c_profileobj */
 		.ts_c_profileobj = 0x50,
-		.pyframe_frame = 0x18,		/* PyObject_HEAD, f_back, f_frame */
 		.fr_globals = 0x8,
-		.fr_localsplus = 0x48,		/* after owner, 2 bytes of padding */
-		.co_flags = 0x30,
 		.co_argcount = 0x38,
 		.co_kwonlyargcount = 0x40,
 		.co_nlocalsplus = 0x4c,
-		.co_localsplusnames = 0x60,
-		.tuple_item = 0x18,
-		.type_name = 0x18,
-		.long_digit = 0x18,
-		.long_size = 0x10,
-		.dict_keys = 0x20,
-		.dict_values = 0x28,
-		.dk_log2_size = 0x8,
-		.dk_log2_index_bytes = 0x9,
-		.dk_kind = 0xa,
-		.dk_nentries = 0x18,
-		.dk_indices = 0x20,
-		.dk_entry = 24,
-		.dk_str_entry = 16,
+		PYOFF_EVERY_VERSION,
 	},
 	{
-		/* 3.12: the frame starts with f_code and previous; is_entry is
-		 * gone (the evaluator pushes a shim frame owned by the C stack);
-		 * autoTSSkey moved out of gilstate; no tstate_current (the GIL
-		 * is per interpreter) */
+		/* 3.12: autoTSSkey moved out of gilstate; the frame, the code
+		 * object and strings as PYOFF_SINCE_3_12 says */
 		.version = 0x030c0000,
 		.flags = PYOFF_CFRAME | PYOFF_LONG_TAG,
 		.rt_interp_head = 0x28,
 		.rt_tss_key = 0x608 + 4,
 		.rt_tss_init = 0x608,
-		.rt_tstate_current = PYOFF_NONE,
 		.is_next = 0x0,
 		.is_threads_head = 0x48,
-		.ts_next = 0x8,
 		.ts_thread_id = 0x88,
 		.ts_native_thread_id = 0x90,
 		.ts_frame = 0x38,
 		.cf_current_frame = 0x0,	/* use_tracing is gone */
-		/* f_code, previous, f_funcobj, f_globals, f_builtins, f_locals,
-		 * frame_obj, prev_instr, int stacktop, uint16_t return_offset,
-		 * char owner */
-		.fr_code = 0x0,
-		.fr_previous = 0x8,
-		.fr_instr = 0x38,
-		.fr_is_entry = PYOFF_NONE,
-		.fr_owner = 0x46,
-		.owner_generator = 1,
-		.owner_cstack = 3,
-		.co_firstlineno = 0x44,
-		.co_filename = 0x70,
-		.co_name = 0x78,
-		.co_qualname = 0x80,
-		.co_linetable = 0x88,
 		.co_firsttraceable = 0xb0,
 		.co_code_adaptive = 0xc0,
-		.ob_type = 8,
-		.ob_size = 16,
-		.bytes_sval = 32,
-		.str_length = 16,
-		.str_state = 32,
-		.str_ascii_size = 40,		/* wstr is gone */
-		.str_compact_size = 56,		/* + utf8_length, utf8 */
-		.str_kind_shift = 2,
-		.str_compact_bit = 5,
-		.str_ascii_bit = 6,
-		.str_ready_bit = 0xff,
 		/* py: probes */
 		.rt_initialized = 0x10,
 		.ts_c_profilefunc = 0x40,
 		.ts_c_profileobj = 0x50,
-		.pyframe_frame = 0x18,
-		.fr_globals = 0x18,		/* f_code, previous, f_funcobj, f_globals */
-		.fr_localsplus = 0x48,
-		.co_flags = 0x30,
-		.co_argcount = 0x34,
-		.co_kwonlyargcount = 0x3c,
-		.co_nlocalsplus = 0x48,
-		.co_localsplusnames = 0x60,
-		.tuple_item = 0x18,
-		.type_name = 0x18,
-		.long_digit = 0x18,
-		.long_size = 0x10,
-		.dict_keys = 0x20,
-		.dict_values = 0x28,
-		.dk_log2_size = 0x8,
-		.dk_log2_index_bytes = 0x9,
-		.dk_kind = 0xa,
-		.dk_nentries = 0x18,
-		.dk_indices = 0x20,
-		.dk_entry = 24,
-		.dk_str_entry = 16,
+		PYOFF_EVERY_VERSION,
+		PYOFF_SINCE_3_12,
 	},
 	{
 		/* 3.13: no _PyCFrame (the thread state holds current_frame);
@@ -204,64 +187,20 @@ static const struct python_offsets table[] = {
 		.rt_interp_head = 0x278,
 		.rt_tss_key = 0x870 + 4,
 		.rt_tss_init = 0x870,
-		.rt_tstate_current = PYOFF_NONE,
 		.is_next = 0x1c60,
 		.is_threads_head = 0x1cb0,
-		.ts_next = 0x8,
 		.ts_thread_id = 0x98,
 		.ts_native_thread_id = 0xa0,
 		.ts_frame = 0x48,
 		.cf_current_frame = PYOFF_NONE,
-		.fr_code = 0x0,
-		.fr_previous = 0x8,
-		.fr_instr = 0x38,
-		.fr_is_entry = PYOFF_NONE,
-		.fr_owner = 0x46,
-		.owner_generator = 1,
-		.owner_cstack = 3,
-		.co_firstlineno = 0x44,
-		.co_filename = 0x70,
-		.co_name = 0x78,
-		.co_qualname = 0x80,
-		.co_linetable = 0x88,
 		.co_firsttraceable = 0xb8,
 		.co_code_adaptive = 0xc8,
-		.ob_type = 8,
-		.ob_size = 16,
-		.bytes_sval = 32,
-		.str_length = 16,
-		.str_state = 32,
-		.str_ascii_size = 40,
-		.str_compact_size = 56,
-		.str_kind_shift = 2,
-		.str_compact_bit = 5,
-		.str_ascii_bit = 6,
-		.str_ready_bit = 0xff,
 		/* py: probes */
 		.rt_initialized = 0x258,	/* after _Py_DebugOffsets */
 		.ts_c_profilefunc = 0x50,	/* _status grew, and py_recursion_* */
 		.ts_c_profileobj = 0x60,
-		.pyframe_frame = 0x18,
-		.fr_globals = 0x18,
-		.fr_localsplus = 0x48,
-		.co_flags = 0x30,
-		.co_argcount = 0x34,
-		.co_kwonlyargcount = 0x3c,
-		.co_nlocalsplus = 0x48,
-		.co_localsplusnames = 0x60,
-		.tuple_item = 0x18,
-		.type_name = 0x18,
-		.long_digit = 0x18,
-		.long_size = 0x10,
-		.dict_keys = 0x20,
-		.dict_values = 0x28,
-		.dk_log2_size = 0x8,
-		.dk_log2_index_bytes = 0x9,
-		.dk_kind = 0xa,
-		.dk_nentries = 0x18,
-		.dk_indices = 0x20,
-		.dk_entry = 24,
-		.dk_str_entry = 16,
+		PYOFF_EVERY_VERSION,
+		PYOFF_SINCE_3_12,
 	},
 };
 

@@ -630,13 +630,28 @@ int aggsink_hist_text(const struct agg_sink *k, struct usc_output *o, const stru
 	return ret;
 }
 
-int aggsink_hist_block(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r,
-		       const char *head, const char *stats)
+int aggsink_print_hists(struct agg_sink *k, struct usc_output *o, struct agg_row **rows,
+			size_t n, bool final)
 {
-	int ret = output_raw(o, head);
+	int ret = 0;
 
-	ret = ret ? ret : aggsink_hist_text(k, o, r);
-	return ret ? ret : output_raw(o, stats);
+	if (!k->json && !final && n)
+		ret = aggsink_stamp(o);
+	for (size_t i = 0; i < n && !ret; i++) {
+		const struct agg_row *r = rows[i];
+		char head[AGGSINK_LINE], stats[AGGSINK_LINE];
+
+		ret = aggsink_head(k, o, r);
+		ret = ret ? ret : k->words(k, o, r, head, stats);
+		if (k->json) {
+			ret = ret ? ret : aggsink_json_tail(k, o, r, final);
+			continue;
+		}
+		ret = ret ? ret : output_raw(o, head);
+		ret = ret ? ret : aggsink_hist_text(k, o, r);
+		ret = ret ? ret : output_raw(o, stats);
+	}
+	return ret;
 }
 
 int aggsink_hist_json(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r)

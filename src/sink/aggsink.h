@@ -24,6 +24,16 @@ struct agg_sink;
 typedef int (*agg_print_fn)(struct agg_sink *k, struct usc_output *o, struct agg_row **rows,
 			    size_t n, bool final);
 
+/* The room of each line agg_words_fn fills. */
+#define AGGSINK_LINE 320
+
+/* What a histogram sink's row says of itself besides its key and buckets:
+ * JSON, its members after the key, written to o; text, head, the line
+ * after the key, and stats, the line after the histogram, into
+ * AGGSINK_LINE bytes each (o untouched). 0 or -ENOMEM. */
+typedef int (*agg_words_fn)(const struct agg_sink *k, struct usc_output *o,
+			    const struct agg_row *r, char *head, char *stats);
+
 struct agg_sink {
 	struct usc_sink base;
 	FILE *fp;
@@ -44,6 +54,7 @@ struct agg_sink {
 	size_t event_keys;		/* keys made from events: at most a.max_rows */
 	uint64_t full;			/* hits of new keys beyond it */
 	agg_print_fn print;
+	agg_words_fn words;		/* hist, latency: for aggsink_print_hists */
 	bool by_count;			/* order: count first (count), else label first */
 	size_t top;			/* print the first top rows only (0: all) */
 	bool folded;			/* count --folded: folded stacks, not a table */
@@ -111,9 +122,11 @@ int aggsink_hist_text(const struct agg_sink *k, struct usc_output *o, const stru
 /* The same as a JSON array of {"min":..,"max":..,"count":..} (min and max
  * absent where the bucket is open). */
 int aggsink_hist_json(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r);
-/* A row's text after its head: the line head, its histogram
- * (aggsink_hist_text), then the line stats. 0 or -ENOMEM. */
-int aggsink_hist_block(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r,
-		       const char *head, const char *stats);
+/* The print of a histogram sink (hist.c, latency.c): an interval's text
+ * stamped, then each row's head and its words (k->words), then in JSON its
+ * buckets, in text its histogram (aggsink_hist_text) between the words'
+ * lines. 0 or -ENOMEM. */
+int aggsink_print_hists(struct agg_sink *k, struct usc_output *o, struct agg_row **rows,
+			size_t n, bool final);
 
 #endif

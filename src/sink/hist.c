@@ -20,41 +20,30 @@ static const char *value_name(const struct agg_sink *k, const struct agg_row *r)
 	return value >= 0 ? r->site->args[value].name : "";
 }
 
-static int print_hist(struct agg_sink *k, struct usc_output *o, struct agg_row **rows, size_t n,
-		      bool final)
+static int hist_words(const struct agg_sink *k, struct usc_output *o, const struct agg_row *r,
+		      char *head, char *stats)
 {
-	int ret = 0;
+	const char *vn = value_name(k, r);
+	const struct agg_stats *st = &r->st;
+	double avg = (double)st->sum / (double)st->count;
 
-	if (!k->json && !final && n)
-		ret = aggsink_stamp(o);
-	for (size_t i = 0; i < n && !ret; i++) {
-		const struct agg_row *r = rows[i];
-		const char *vn = value_name(k, r);
-		const struct agg_stats *st = &r->st;
-		double avg = (double)st->sum / (double)st->count;
-		char line[256], head[256];
+	if (k->json) {
+		char line[256];
+		int ret = output_raw(o, ",\"value\":");
 
-		ret = aggsink_head(k, o, r);
-		if (k->json) {
-			ret = ret ? ret : output_raw(o, ",\"value\":");
-			ret = ret ? ret : output_json_string(o, vn, strlen(vn));
-			snprintf(line, sizeof(line),
-				 ",\"count\":%" PRIu64 ",\"sum\":%" PRId64 ",\"min\":%" PRId64
-				 ",\"avg\":%.3f,\"max\":%" PRId64, st->count, st->sum, st->min, avg,
-				 st->max);
-			ret = ret ? ret : output_raw(o, line);
-			ret = ret ? ret : aggsink_json_tail(k, o, r, final);
-			continue;
-		}
-		snprintf(head, sizeof(head), ": %s\n", vn);
+		ret = ret ? ret : output_json_string(o, vn, strlen(vn));
 		snprintf(line, sizeof(line),
-			 "count %" PRIu64 "  min %" PRId64 "  avg %.1f  max %" PRId64 "  sum %" PRId64
-			 "\n\n", st->count, st->min, avg, st->max, st->sum);
-		ret = ret ? ret : aggsink_hist_block(k, o, r, head, line);
+			 ",\"count\":%" PRIu64 ",\"sum\":%" PRId64 ",\"min\":%" PRId64
+			 ",\"avg\":%.3f,\"max\":%" PRId64, st->count, st->sum, st->min, avg,
+			 st->max);
+		return ret ? ret : output_raw(o, line);
 	}
-	return ret;
+	snprintf(head, AGGSINK_LINE, ": %s\n", vn);
+	snprintf(stats, AGGSINK_LINE,
+		 "count %" PRIu64 "  min %" PRId64 "  avg %.1f  max %" PRId64 "  sum %" PRId64
+		 "\n\n", st->count, st->min, avg, st->max, st->sum);
+	return 0;
 }
-
 
 struct usc_sink *usc_sink_hist(FILE *fp, bool json)
 {
@@ -63,6 +52,7 @@ struct usc_sink *usc_sink_hist(FILE *fp, bool json)
 	if (!k)
 		return NULL;
 	aggsink_init(k, &aggsink_ops, fp, json);
-	k->print = print_hist;
+	k->print = aggsink_print_hists;
+	k->words = hist_words;
 	return &k->base;
 }

@@ -19,39 +19,29 @@ static const char *unit_name(uint32_t unit_ns)
 	return unit_ns >= 1000000 ? "ms" : unit_ns >= 1000 ? "us" : "ns";
 }
 
-static int print_latency(struct agg_sink *k, struct usc_output *o, struct agg_row **rows,
-			 size_t n, bool final)
+static int latency_words(const struct agg_sink *k, struct usc_output *o,
+			 const struct agg_row *r, char *head, char *stats)
 {
 	const char *unit = unit_name(k->a.unit_ns);
-	int ret = 0;
+	const struct agg_stats *st = &r->st;
+	double avg = (double)st->sum / (double)st->count;
+	int64_t p50 = agg_percentile(r, k->nbuckets, 50), p99 = agg_percentile(r, k->nbuckets, 99);
 
-	if (!k->json && !final && n)
-		ret = aggsink_stamp(o);
-	for (size_t i = 0; i < n && !ret; i++) {
-		const struct agg_row *r = rows[i];
-		const struct agg_stats *st = &r->st;
-		double avg = (double)st->sum / (double)st->count;
-		int64_t p50 = agg_percentile(r, k->nbuckets, 50), p99 = agg_percentile(r, k->nbuckets, 99);
-		char line[320], head[32];
+	if (k->json) {
+		char line[320];
 
-		ret = aggsink_head(k, o, r);
-		if (k->json) {
-			snprintf(line, sizeof(line),
-				 ",\"unit\":\"%s\",\"count\":%" PRIu64 ",\"min\":%" PRId64
-				 ",\"avg\":%.3f,\"max\":%" PRId64 ",\"p50\":%" PRId64 ",\"p99\":%" PRId64,
-				 unit, st->count, st->min, avg, st->max, p50, p99);
-			ret = ret ? ret : output_raw(o, line);
-			ret = ret ? ret : aggsink_json_tail(k, o, r, final);
-			continue;
-		}
-		snprintf(head, sizeof(head), ": latency (%s)\n", unit);
 		snprintf(line, sizeof(line),
-			 "count %" PRIu64 "  min %" PRId64 "  avg %.1f  max %" PRId64 "  p50 %" PRId64
-			 "  p99 %" PRId64 " (%s)\n\n",
-			 st->count, st->min, avg, st->max, p50, p99, unit);
-		ret = ret ? ret : aggsink_hist_block(k, o, r, head, line);
+			 ",\"unit\":\"%s\",\"count\":%" PRIu64 ",\"min\":%" PRId64
+			 ",\"avg\":%.3f,\"max\":%" PRId64 ",\"p50\":%" PRId64 ",\"p99\":%" PRId64,
+			 unit, st->count, st->min, avg, st->max, p50, p99);
+		return output_raw(o, line);
 	}
-	return ret;
+	snprintf(head, AGGSINK_LINE, ": latency (%s)\n", unit);
+	snprintf(stats, AGGSINK_LINE,
+		 "count %" PRIu64 "  min %" PRId64 "  avg %.1f  max %" PRId64 "  p50 %" PRId64
+		 "  p99 %" PRId64 " (%s)\n\n",
+		 st->count, st->min, avg, st->max, p50, p99, unit);
+	return 0;
 }
 
 /* --per-call: one line per call, as it returns. */
@@ -130,7 +120,8 @@ struct usc_sink *usc_sink_latency(FILE *fp, bool json, bool per_call_lines)
 	if (!k)
 		return NULL;
 	aggsink_init(k, &latency_ops, fp, json);
-	k->print = print_latency;
+	k->print = aggsink_print_hists;
+	k->words = latency_words;
 	if (per_call_lines)
 		k->per_call = per_call;
 	return &k->base;

@@ -491,25 +491,6 @@ ssize_t an_return_sites(const struct func_an *a, struct x86_ret_site **out,
 	return (ssize_t)n;
 }
 
-ssize_t x86_return_sites(const struct x86_region *regions, size_t nregions,
-			    const struct x86_reader *rd, struct x86_ret_site **out,
-			    const char **why)
-{
-	static __thread struct refusal rf;
-	struct func_an a;
-	ssize_t n;
-
-	rf.rule = NULL;
-	*out = NULL;
-	n = an_build(&a, regions, nregions, rd, &rf);
-	if (!n) {
-		n = an_return_sites(&a, out, &rf);
-		an_free(&a);
-	}
-	*why = rf.rule ? rf.why : NULL;
-	return n;
-}
-
 ssize_t x86_branches_out(const struct x86_region *regions, size_t nregions,
 			 uint64_t *targets, size_t max)
 {

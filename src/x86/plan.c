@@ -314,37 +314,53 @@ static int an_plan_return(const struct func_an *a, const struct x86_reader *rd,
 	return an_check(a, out->addr, len, NULL, rf);
 }
 
-/* x86_plan_probe (is_ret false) or x86_plan_return */
-static int plan(const struct x86_region *regions, size_t nregions, const struct x86_reader *rd,
-		uint64_t addr, bool is_ret, struct x86_patch *out, const char **why)
+/* What a public call does on the function's analysis. */
+enum an_job { JOB_RET_SITES, JOB_PROBE, JOB_RETURN };
+
+/* What x86_return_sites, x86_plan_probe and x86_plan_return share: the
+ * function's analysis, job on it (at addr; out: the caller's struct
+ * x86_ret_site ** for JOB_RET_SITES, else its struct x86_patch), and the
+ * refusal's words in *why (valid until this thread's next call). */
+static ssize_t analyzed(const struct x86_region *regions, size_t nregions,
+			const struct x86_reader *rd, enum an_job job, uint64_t addr, void *out,
+			const char **why)
 {
 	static __thread struct refusal rf;
 	struct func_an a;
-	int ret;
+	ssize_t ret;
 
 	rf.rule = NULL;
 	ret = an_build(&a, regions, nregions, rd, &rf);
 	if (!ret) {
-		ret = is_ret ? an_plan_return(&a, rd, addr, out, &rf) :
-			       an_plan_probe(&a, rd, addr, out, &rf);
+		ret = job == JOB_RET_SITES ? an_return_sites(&a, out, &rf) :
+		      job == JOB_RETURN    ? an_plan_return(&a, rd, addr, out, &rf) :
+					     an_plan_probe(&a, rd, addr, out, &rf);
 		an_free(&a);
 	}
 	*why = rf.rule ? rf.why : NULL;
 	return ret;
 }
 
+ssize_t x86_return_sites(const struct x86_region *regions, size_t nregions,
+			 const struct x86_reader *rd, struct x86_ret_site **out,
+			 const char **why)
+{
+	*out = NULL;
+	return analyzed(regions, nregions, rd, JOB_RET_SITES, 0, out, why);
+}
+
 int x86_plan_probe(const struct x86_region *regions, size_t nregions,
 		   const struct x86_reader *rd, uint64_t addr,
 		   struct x86_patch *out, const char **why)
 {
-	return plan(regions, nregions, rd, addr, false, out, why);
+	return (int)analyzed(regions, nregions, rd, JOB_PROBE, addr, out, why);
 }
 
 int x86_plan_return(const struct x86_region *regions, size_t nregions,
 		    const struct x86_reader *rd, uint64_t ret_addr,
 		    struct x86_patch *out, const char **why)
 {
-	return plan(regions, nregions, rd, ret_addr, true, out, why);
+	return (int)analyzed(regions, nregions, rd, JOB_RETURN, ret_addr, out, why);
 }
 
 static void set_result(int *res, const char **rule, char *why, size_t wsize, int ret,
