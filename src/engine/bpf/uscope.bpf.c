@@ -43,6 +43,11 @@ const volatile __u32 agg_nbuckets = 0;	/* buckets of a row (0: none) */
 const volatile __u32 agg_linear = 0;
 const volatile __s64 agg_lmin = 0, agg_lmax = 0, agg_lstep = 1;
 const volatile __u32 agg_unit_ns = 1;	/* latency: ns of its unit */
+/* What some site of the session does (a feature no site uses is code the
+ * verifier prunes, and does not walk: a quicker load) */
+const volatile __u32 ustack_on = 0;	/* $ustack */
+const volatile __u32 pystack_on = 0;	/* $pystack, or a $ustack's hidden one */
+const volatile __u32 obj_on = 0;	/* objtrace's roles */
 
 /* min and max older than this are stale: the tracer moves it on as it reads */
 volatile __u64 agg_epoch = 1;
@@ -439,7 +444,7 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	c->nargs = nargs;
 	c->stack_arg = c->py_arg = 0;
 	bpf_loop(nargs, sleepable ? eval_arg_s : eval_arg_ns, &x, 0);
-	if (site->obj) {
+	if (obj_on && site->obj) {
 		__u64 verdict = obj_verdict(site, ts, cnt);
 		struct bpfeng_val *v = &rec->vals[site->obj_verdict & (BPFENG_MAX_ARGS - 1)];
 
@@ -450,7 +455,7 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	}
 	if (!filter_pass(site, ts))
 		return;
-	if (c->py_arg) {
+	if (pystack_on && c->py_arg) {
 		/* the Python frames after the strings, before a stack walked or
 		 * copied (a $ustack's hidden $pystack: spliced in by uscope) */
 		len = c->str_off;
@@ -458,7 +463,7 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 			len = BPFENG_REC_MAX;
 		c->str_off = walk_python(ts, len, c->py_want, c->py_arg - 1, sleepable);
 	}
-	if (c->stack_arg && stk_on && !((__u64)c->stack_imm & FETCH_STACK_COPY)) {
+	if (ustack_on && c->stack_arg && stk_on && !((__u64)c->stack_imm & FETCH_STACK_COPY)) {
 		/* walked: counted by its hash, or recorded; copied when it falls back */
 		__u32 frames = (__u32)c->stack_imm & 0xffff, i = (c->stack_arg - 1) & (BPFENG_MAX_ARGS - 1);
 
@@ -499,7 +504,7 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	len = c->str_off;
 	if (len > BPFENG_STK_OFF)
 		len = BPFENG_STK_OFF;
-	if (c->stack_arg) {
+	if (ustack_on && c->stack_arg) {
 		__u64 l = copy_stack(ts, c, sleepable, why);
 
 		/* a bound the verifier sees on the very register it checks */
@@ -631,7 +636,7 @@ static __always_inline int probe(struct pt_regs *regs, bool sleepable)
 			bpf_loop(BPFENG_POPS, sleepable ? pop_s : pop_ns, &pc, 0);
 		return 0;
 	}
-	if (site->obj == BPFENG_OBJ_MATCH && !obj_mask(ts->regs, site->obj_regs))
+	if (obj_on && site->obj == BPFENG_OBJ_MATCH && !obj_mask(ts->regs, site->obj_regs))
 		return 0;	/* no followed object: nothing to evaluate */
 	emit(ts, id, id, cnt, sleepable);
 	return 0;
