@@ -117,12 +117,12 @@ static int bpfeng_can_place(struct usc_engine *e, const struct usc_site *site, c
 }
 
 /* The maps sized for the session before load: what a session does not use
- * is one entry, and what it does is allocated as it fills (lean), not
+ * is one entry, and the hashes it does are allocated as they fill, not
  * ahead: tens of ms to create a preallocated 65,536-entry hash, and more for
- * a per-CPU one, all before the readiness line. Kernels before 6.1 take
- * only preallocated hashes in a sleepable program (the caller tries again
- * without lean). */
-static int bpfeng_size_maps(struct bpfeng *u, bool lean)
+ * a per-CPU one, all before the readiness line. (Kernels before 6.1 take
+ * only preallocated hashes in a sleepable program; the sleepable program
+ * needs 6.12's bpf_copy_from_user_str anyway.) */
+static int bpfeng_size_maps(struct bpfeng *u)
 {
 	const struct usc_engine_ctx *s = u->base.ctx;
 	struct uscope_bpf *skel = u->skel;
@@ -136,7 +136,7 @@ static int bpfeng_size_maps(struct bpfeng *u, bool lean)
 	    bpf_map__set_max_entries(skel->maps.objs,
 				     s->set->objtrace.on ? s->set->objtrace.max_objects : 1))
 		return -EINVAL;
-	for (size_t i = 0; lean && i < sizeof(grow) / sizeof(grow[0]); i++)
+	for (size_t i = 0; i < sizeof(grow) / sizeof(grow[0]); i++)
 		if (bpf_map__set_map_flags(grow[i], bpf_map__map_flags(grow[i]) | BPF_F_NO_PREALLOC))
 			return -EINVAL;
 	return 0;
@@ -152,7 +152,7 @@ static double now_ms(void)
 
 /* With -v: what the load took, and what the verifier walked (the
  * instructions it checked, each as often as it came to it). */
-static void bpfeng_load_said(struct bpfeng *u, double ms, bool lean)
+static void bpfeng_load_said(struct bpfeng *u, double ms)
 {
 	struct bpf_program *p = u->sleepable ? u->skel->progs.usc_probe_s : u->skel->progs.usc_probe;
 	struct bpf_prog_info info;
@@ -161,9 +161,8 @@ static void bpfeng_load_said(struct bpfeng *u, double ms, bool lean)
 	memset(&info, 0, sizeof(info));
 	if (bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &len))
 		info.verified_insns = 0;
-	log_debug("bpf: the %s program loaded in %.1f ms (%u instructions verified%s)",
-		  u->sleepable ? "sleepable" : "non-sleepable", ms, info.verified_insns,
-		  lean ? "" : "; its maps preallocated");
+	log_debug("bpf: the %s program loaded in %.1f ms (%u instructions verified)",
+		  u->sleepable ? "sleepable" : "non-sleepable", ms, info.verified_insns);
 }
 
 /* Does some site's fetch program have an instruction op? */
@@ -188,13 +187,9 @@ static bool sites_follow_objects(const struct bpfeng *u)
 	return false;
 }
 
-/* Load the program: the sleepable build where the kernel has it, with lean
- * maps where it takes them. */
+/* Load the program: the sleepable build where the kernel has it. */
 static int bpfeng_load(struct bpfeng *u)
 {
-	static const struct {
-		bool sleepable, lean;
-	} tries[] = {{true, true}, {true, false}, {false, true}};
 	const struct usc_engine_ctx *s = u->base.ctx;
 	/* USCOPE_BPF_SLEEPABLE=0 takes the other program where the kernel has
 	 * both: to compare them (the tests do) */
@@ -204,9 +199,7 @@ static int bpfeng_load(struct bpfeng *u)
 
 	libbpf_set_print(libbpf_log);
 	u->multi = bpfeng_multi_supported();
-	for (size_t t = env && !strcmp(env, "0") ? 2 : 0; t < sizeof(tries) / sizeof(tries[0]); t++) {
-		bool sleepable = tries[t].sleepable;
-
+	for (int sleepable = env && !strcmp(env, "0") ? 0 : 1; sleepable >= 0; sleepable--) {
 		u->skel = uscope_bpf__open();
 		if (!u->skel)
 			return -errno;
@@ -234,7 +227,7 @@ static int bpfeng_load(struct bpfeng *u)
 		if (!err)
 			err = bpfeng_stk_prepare(u);
 		if (!err)
-			err = bpfeng_size_maps(u, tries[t].lean);
+			err = bpfeng_size_maps(u);
 		if (err) {
 			uscope_bpf__destroy(u->skel);
 			u->skel = NULL;
@@ -247,7 +240,7 @@ static int bpfeng_load(struct bpfeng *u)
 				log_info("the bpf engine cannot read memory that is not paged in yet "
 					 "(no sleepable uprobes in this kernel: %s): such values show "
 					 "as (fault)", strerror(-err));
-			bpfeng_load_said(u, now_ms() - t0, tries[t].lean);
+			bpfeng_load_said(u, now_ms() - t0);
 			return 0;
 		}
 		err = -errno;
