@@ -13,7 +13,8 @@
  * Per thread (task storage, freed with the task): the scratch a record is
  * built in (a sleepable program may sleep in a fault, and another task on
  * its CPU run this program meanwhile, so a per-CPU buffer would not do),
- * and the tail calls waiting for their callee's return (see usc_site).
+ * the fetch programs' progress (eval_state), and the tail calls waiting for
+ * their callee's return (see usc_site).
  *
  * A site may filter (`if COND`, the filter interpreter every engine shares:
  * probe/filter_eval.h) and aggregate instead of recording: count or
