@@ -8,7 +8,9 @@
 # objtrace's cost a call that passes no followed object); then how long the
 # bpf engine takes to attach and detach 1, 100 and 1000 sites, beside
 # bpftrace on the same sites (minutes at 1000: it detaches a site at a time;
-# BPFTRACE_RUNS=0 leaves it out); then
+# BPFTRACE_RUNS=0 leaves it out); then how long each command (trace,
+# latency, flow, count, hist) takes to be ready on the bpf engine, beside
+# bpftrace's attach of one site (bench/ready.py); then
 # aggregations where the probe runs (bench/agg.py); then recording
 # (bench/record.py); then $ustack, walked where the probe runs and copied, on
 # inject and bpf, beside bpftrace (bench/stacks.py); then the unwind tables the
@@ -254,6 +256,9 @@ python3 bench/attach.py $US $B/funcs ${ATTACH_RUNS:-7} f_0007 'f_00*' 'f_*'
 echo "== attaching and detaching the bpf engine (count -e bpf -p, on the same process): ms"
 echo "   from uscope's start to its readiness line, and from SIGINT to its exit"
 python3 bench/attach.py --bpf $US $B/funcs ${ATTACH_RUNS:-7} f_0007 'f_00*' 'f_*'
+echo "== readiness on the bpf engine: each command on one site of the same process, from"
+echo "   uscope's start to its readiness line, beside bpftrace's attach of the site: ms"
+python3 bench/ready.py $US $B/funcs ${READY_RUNS:-7} f_0007
 
 # Aggregations where the probe runs: count by key, hist, latency; every run's
 # rows checked against what the calls give, and against bpftrace's.

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -115,24 +116,99 @@ static int bpfeng_can_place(struct usc_engine *e, const struct usc_site *site, c
 	return 0;
 }
 
+/* The maps sized for the session before load: what a session does not use
+ * is one entry, and the hashes it does are allocated as they fill, not
+ * ahead: tens of ms to create a preallocated 65,536-entry hash, and more for
+ * a per-CPU one, all before the readiness line. (Kernels before 6.1 take
+ * only preallocated hashes in a sleepable program; the sleepable program
+ * needs 6.12's bpf_copy_from_user_str anyway.) */
+static int bpfeng_size_maps(struct bpfeng *u)
+{
+	const struct usc_engine_ctx *s = u->base.ctx;
+	struct uscope_bpf *skel = u->skel;
+	__u32 nsites = u->base.nsites ? (__u32)u->base.nsites : 1;
+	struct bpf_map *grow[] = {skel->maps.agg, skel->maps.tgids, skel->maps.stk_procs};
+
+	if (bpf_map__set_max_entries(skel->maps.sites, nsites) ||
+	    bpf_map__set_max_entries(skel->maps.counts, nsites) ||
+	    (!u->follow && bpf_map__set_max_entries(skel->maps.tgids, 1)) ||
+	    (!skel->rodata->stk_on && bpf_map__set_max_entries(skel->maps.stk_procs, 1)) ||
+	    bpf_map__set_max_entries(skel->maps.objs,
+				     s->set->objtrace.on ? s->set->objtrace.max_objects : 1))
+		return -EINVAL;
+	for (size_t i = 0; i < sizeof(grow) / sizeof(grow[0]); i++)
+		if (bpf_map__set_map_flags(grow[i], bpf_map__map_flags(grow[i]) | BPF_F_NO_PREALLOC))
+			return -EINVAL;
+	return 0;
+}
+
+static double now_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* With -v: what the load took, and what the verifier walked (the
+ * instructions it checked, each as often as it came to it). */
+static void bpfeng_load_said(struct bpfeng *u, double ms)
+{
+	struct bpf_program *p = u->sleepable ? u->skel->progs.usc_probe_s : u->skel->progs.usc_probe;
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(p), &info, &len))
+		info.verified_insns = 0;
+	log_debug("bpf: the %s program loaded in %.1f ms (%u instructions verified)",
+		  u->sleepable ? "sleepable" : "non-sleepable", ms, info.verified_insns);
+}
+
+/* Does some site's fetch program have an instruction op? */
+static bool sites_use(const struct bpfeng *u, unsigned op)
+{
+	for (size_t i = 0; i < u->base.nsites; i++)
+		for (unsigned a = 0; a < u->base.sites[i]->nargs; a++) {
+			const struct usc_fetcharg *fa = &u->base.sites[i]->args[a];
+
+			for (unsigned k = 0; k < fa->ninsn && k < BPFENG_MAX_INSN; k++)
+				if (fa->insn[k].op == op)
+					return true;
+		}
+	return false;
+}
+
+static bool sites_follow_objects(const struct bpfeng *u)
+{
+	for (size_t i = 0; i < u->base.nsites; i++)
+		if (u->base.sites[i]->spec->obj_role != USC_OBJ_NONE)
+			return true;
+	return false;
+}
+
 /* Load the program: the sleepable build where the kernel has it. */
 static int bpfeng_load(struct bpfeng *u)
 {
 	const struct usc_engine_ctx *s = u->base.ctx;
+	/* USCOPE_BPF_SLEEPABLE=0 takes the other program where the kernel has
+	 * both: to compare them (the tests do) */
+	const char *env = getenv("USCOPE_BPF_SLEEPABLE");
+	double t0;
 	int err = 0;
 
 	libbpf_set_print(libbpf_log);
 	u->multi = bpfeng_multi_supported();
-	/* USCOPE_BPF_SLEEPABLE=0 takes the other program where the kernel has
-	 * both: to compare them (the tests do) */
-	const char *env = getenv("USCOPE_BPF_SLEEPABLE");
-
 	for (int sleepable = env && !strcmp(env, "0") ? 0 : 1; sleepable >= 0; sleepable--) {
 		u->skel = uscope_bpf__open();
 		if (!u->skel)
 			return -errno;
 		u->skel->rodata->count_only = s->set->count_only;
 		u->skel->rodata->follow = u->follow;
+		/* the parts no site uses are left to the verifier to prune */
+		u->skel->rodata->ustack_on = sites_use(u, FOP_USTACK);
+		u->skel->rodata->pystack_on = sites_use(u, FOP_PYSTACK);
+		u->skel->rodata->obj_on = sites_follow_objects(u);
 		bpf_program__set_autoload(u->skel->progs.usc_probe_s, sleepable);
 		bpf_program__set_autoload(u->skel->progs.usc_probe, !sleepable);
 		bpf_program__set_autoload(u->skel->progs.usc_fork, u->follow);
@@ -150,23 +226,21 @@ static int bpfeng_load(struct bpfeng *u)
 		err = bpfeng_agg_prepare(u);
 		if (!err)
 			err = bpfeng_stk_prepare(u);
-		if (!err && bpf_map__set_max_entries(u->skel->maps.objs,
-						     s->set->objtrace.on ?
-						     s->set->objtrace.max_objects : 1))
-			err = -EINVAL;
+		if (!err)
+			err = bpfeng_size_maps(u);
 		if (err) {
 			uscope_bpf__destroy(u->skel);
 			u->skel = NULL;
 			return err;
 		}
+		t0 = now_ms();
 		if (uscope_bpf__load(u->skel) == 0) {
 			u->sleepable = sleepable;
 			if (!sleepable)
 				log_info("the bpf engine cannot read memory that is not paged in yet "
 					 "(no sleepable uprobes in this kernel: %s): such values show "
 					 "as (fault)", strerror(-err));
-			else
-				log_debug("bpf: the sleepable program is loaded");
+			bpfeng_load_said(u, now_ms() - t0);
 			return 0;
 		}
 		err = -errno;

@@ -13,7 +13,8 @@
  * Per thread (task storage, freed with the task): the scratch a record is
  * built in (a sleepable program may sleep in a fault, and another task on
  * its CPU run this program meanwhile, so a per-CPU buffer would not do),
- * and the tail calls waiting for their callee's return (see usc_site).
+ * the fetch programs' progress (eval_state), and the tail calls waiting for
+ * their callee's return (see usc_site).
  *
  * A site may filter (`if COND`, the filter interpreter every engine shares:
  * probe/filter_eval.h) and aggregate instead of recording: count or
@@ -43,6 +44,11 @@ const volatile __u32 agg_nbuckets = 0;	/* buckets of a row (0: none) */
 const volatile __u32 agg_linear = 0;
 const volatile __s64 agg_lmin = 0, agg_lmax = 0, agg_lstep = 1;
 const volatile __u32 agg_unit_ns = 1;	/* latency: ns of its unit */
+/* What some site of the session does (a feature no site uses is code the
+ * verifier prunes, and does not walk: a quicker load) */
+const volatile __u32 ustack_on = 0;	/* $ustack */
+const volatile __u32 pystack_on = 0;	/* $pystack, or a $ustack's hidden one */
+const volatile __u32 obj_on = 0;	/* objtrace's roles */
 
 /* min and max older than this are stale: the tracer moves it on as it reads */
 volatile __u64 agg_epoch = 1;
@@ -108,6 +114,32 @@ struct {
 	__type(value, struct bpfeng_py);
 } pyprocs SEC(".maps");
 
+/* The interpreter, twice: the sleepable program's reads fault pages in. */
+#define FETCH_INLINE static __always_inline
+#define FETCH_STEP fetch_step_s
+#define FETCH_READ(env, dst, addr, len) \
+	bpf_copy_from_user(dst, len, (const void *)(unsigned long)(addr))
+#define FETCH_PID(env) (bpf_get_current_pid_tgid() >> 32)
+#define FETCH_TID(env) ((__u32)bpf_get_current_pid_tgid())
+#define FETCH_CPU(env) bpf_get_smp_processor_id()
+#include "probe/fetch_eval.h"
+
+#define FETCH_INLINE static __always_inline
+#define FETCH_STEP fetch_step_ns
+#define FETCH_READ(env, dst, addr, len) \
+	bpf_probe_read_user(dst, len, (const void *)(unsigned long)(addr))
+#define FETCH_PID(env) (bpf_get_current_pid_tgid() >> 32)
+#define FETCH_TID(env) ((__u32)bpf_get_current_pid_tgid())
+#define FETCH_CPU(env) bpf_get_smp_processor_id()
+#include "probe/fetch_eval.h"
+
+/* The fetch programs' walk over a site's arguments: the pointers on the
+ * stack (typed for the verifier), the rest in the thread's eval_state. */
+struct eval_ctx {
+	struct task_state *ts;
+	struct bpfeng_site *site;
+};
+
 /* A new row's values */
 static char agg_zeros[sizeof(struct agg_val) + 8 * BPFENG_BUCKETS_MAX];
 
@@ -151,6 +183,24 @@ struct stk_memo {
 	__u32 off[STK_MEMO_READS];	/* ... from lo */
 };
 
+/* The arguments being evaluated. Kept in task storage, not on the stack,
+ * for the reason glob_state is: the verifier knows nothing of the values
+ * it loads from a map, so the steps' callbacks converge at once instead of
+ * being walked through every string offset and argument. */
+struct eval_state {
+	struct fetch_where where;
+	__u64 val;		/* the current argument's value */
+	__u64 stack_imm;	/* $ustack: its instruction's imm (frames, bytes) */
+	__u32 str_off;		/* where the next string goes */
+	__u32 nargs;
+	__u32 done;		/* the current argument is finished */
+	__u32 stack_arg;	/* $ustack: its argument + 1 (0: none) */
+	__u32 arg;		/* the argument being evaluated */
+	__u32 py_arg;		/* $pystack: its argument + 1 (0: none) */
+	__u32 py_want;		/* ... the frames it asks for */
+	__u32 pad;
+};
+
 struct task_state {
 	__u32 npend;
 	__u32 nlat;		/* latency: calls this thread is in */
@@ -159,6 +209,7 @@ struct task_state {
 				 * ctx fields can only be read at constant offsets */
 	struct bpfeng_agg_key key;	/* the key being made */
 	struct glob_state glob;
+	struct eval_state ev;
 	struct lat_frame lat[BPFENG_LAT_DEPTH];
 	/* a record: strings at offsets below BPFENG_REC_MAX, read up to 256
 	 * bytes on by a filter's comparisons; then a $ustack's copy (and a
@@ -182,41 +233,6 @@ struct {
 	__type(value, struct task_state);
 } state SEC(".maps");
 
-/* The interpreter, twice: the sleepable program's reads fault pages in. */
-#define FETCH_INLINE static __always_inline
-#define FETCH_STEP fetch_step_s
-#define FETCH_READ(env, dst, addr, len) \
-	bpf_copy_from_user(dst, len, (const void *)(unsigned long)(addr))
-#define FETCH_PID(env) (bpf_get_current_pid_tgid() >> 32)
-#define FETCH_TID(env) ((__u32)bpf_get_current_pid_tgid())
-#define FETCH_CPU(env) bpf_get_smp_processor_id()
-#include "probe/fetch_eval.h"
-
-#define FETCH_INLINE static __always_inline
-#define FETCH_STEP fetch_step_ns
-#define FETCH_READ(env, dst, addr, len) \
-	bpf_probe_read_user(dst, len, (const void *)(unsigned long)(addr))
-#define FETCH_PID(env) (bpf_get_current_pid_tgid() >> 32)
-#define FETCH_TID(env) ((__u32)bpf_get_current_pid_tgid())
-#define FETCH_CPU(env) bpf_get_smp_processor_id()
-#include "probe/fetch_eval.h"
-
-struct eval_ctx {
-	const __u64 *regs;
-	struct bpfeng_site *site;
-	struct fetch_where where;
-	char *buf;		/* the record being built */
-	__u32 str_off;		/* where the next string goes */
-	__u32 nargs;
-	__u64 val;		/* the current argument's value */
-	__u32 done;		/* the current argument is finished */
-	__u32 stack_arg;	/* $ustack: its argument + 1 (0: none) */
-	__u64 stack_imm;	/* ... its instruction's imm (frames, bytes) */
-	__u32 arg;		/* the argument being evaluated */
-	__u32 py_arg;		/* $pystack: its argument + 1 (0: none) */
-	__u32 py_want;		/* ... the frames it asks for */
-};
-
 /* Strings, sleepable: the kfunc (Linux 6.12) faults pages in as
  * bpf_copy_from_user does; without it the sleepable program does not load,
  * and the engine takes the other. */
@@ -225,10 +241,12 @@ extern int bpf_copy_from_user_str(void *dst, __u32 dst__sz, const void *unsafe_p
 
 /* One step of eval: instruction k of argument i (step = i * BPFENG_MAX_INSN +
  * k). A bpf_loop callback, so the verifier checks it once, not once a step. */
-static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleepable)
+static __always_inline long eval_step(__u32 step, struct eval_ctx *x, bool sleepable)
 {
 	__u32 i = step / BPFENG_MAX_INSN, k = step % BPFENG_MAX_INSN;
-	struct bpfeng_rec *rec = (struct bpfeng_rec *)c->buf;
+	struct task_state *ts = x->ts;
+	struct eval_state *c = &ts->ev;
+	struct bpfeng_rec *rec = (struct bpfeng_rec *)ts->buf;
 	const struct fetch_insn *in;
 	struct bpfeng_val *v;
 	char *dst;
@@ -246,9 +264,9 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleep
 	}
 	if (c->done)
 		return 0;
-	in = (const struct fetch_insn *)&c->site->args[i].insn[k];
-	st = sleepable ? fetch_step_s(in, c->regs, &c->where, &c->val, NULL) :
-			 fetch_step_ns(in, c->regs, &c->where, &c->val, NULL);
+	in = (const struct fetch_insn *)&x->site->args[i].insn[k];
+	st = sleepable ? fetch_step_s(in, ts->regs, &c->where, &c->val, NULL) :
+			 fetch_step_ns(in, ts->regs, &c->where, &c->val, NULL);
 	switch (st) {
 	case FETCH_NEXT:
 		if (k < BPFENG_MAX_INSN - 1)
@@ -282,7 +300,7 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleep
 
 		if (c->str_off > BPFENG_REC_MAX - BPFENG_STR_MAX)
 			goto fault;
-		dst = c->buf + (c->str_off & (BPFENG_REC_MAX - 1));
+		dst = ts->buf + (c->str_off & (BPFENG_REC_MAX - 1));
 		len &= BPFENG_STR_MAX - 1;
 		if (len && (sleepable ? bpf_copy_from_user(dst, len, (const void *)(unsigned long)c->val) :
 			    bpf_probe_read_user(dst, len, (const void *)(unsigned long)c->val)))
@@ -299,7 +317,7 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *c, bool sleep
 	case FETCH_COMM:
 		if (c->str_off > BPFENG_REC_MAX - BPFENG_STR_MAX)
 			goto fault;	/* no room left: shown as a fault */
-		dst = c->buf + (c->str_off & (BPFENG_REC_MAX - 1));
+		dst = ts->buf + (c->str_off & (BPFENG_REC_MAX - 1));
 		if (st == FETCH_COMM) {
 			if (bpf_get_current_comm(dst, 16))
 				goto fault;
@@ -333,29 +351,29 @@ fault:
 
 static long eval_step_s(__u32 k, void *data)
 {
-	struct eval_ctx *c = data;
+	struct eval_ctx *x = data;
 
-	return eval_step(c->arg * BPFENG_MAX_INSN + k, data, true);
+	return eval_step(x->ts->ev.arg * BPFENG_MAX_INSN + k, x, true);
 }
 
 static long eval_step_ns(__u32 k, void *data)
 {
-	struct eval_ctx *c = data;
+	struct eval_ctx *x = data;
 
-	return eval_step(c->arg * BPFENG_MAX_INSN + k, data, false);
+	return eval_step(x->ts->ev.arg * BPFENG_MAX_INSN + k, x, false);
 }
 
 /* Argument i: its instructions, a step each (not the slots it leaves
  * empty: a hit pays for the instructions its arguments have). */
-static __always_inline long eval_arg(__u32 i, struct eval_ctx *c, bool sleepable)
+static __always_inline long eval_arg(__u32 i, struct eval_ctx *x, bool sleepable)
 {
-	__u32 n = c->site->args[i & (BPFENG_MAX_ARGS - 1)].ninsn;
+	__u32 n = x->site->args[i & (BPFENG_MAX_ARGS - 1)].ninsn;
 
-	if (i >= BPFENG_MAX_ARGS || i >= c->nargs)
+	if (i >= BPFENG_MAX_ARGS || i >= x->ts->ev.nargs)
 		return 1;
-	c->arg = i;
+	x->ts->ev.arg = i;
 	bpf_loop(n < BPFENG_MAX_INSN ? (n ? n : 1) : BPFENG_MAX_INSN,
-		 sleepable ? eval_step_s : eval_step_ns, c, 0);
+		 sleepable ? eval_step_s : eval_step_ns, x, 0);
 	return 0;
 }
 
@@ -398,7 +416,8 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	struct bpfeng_site *site = bpf_map_lookup_elem(&sites, &idx);
 	struct bpfeng_rec *rec = (struct bpfeng_rec *)ts->buf;
 	__u64 pt = bpf_get_current_pid_tgid();
-	struct eval_ctx c = {};
+	struct eval_state *c = &ts->ev;
+	struct eval_ctx x = {.ts = ts, .site = site};
 	__u32 nargs, len;
 	__u8 why = 0;
 
@@ -419,16 +438,14 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	if (nargs > BPFENG_MAX_ARGS)
 		nargs = BPFENG_MAX_ARGS;
 	rec->nargs = nargs;
-	c.regs = ts->regs;
-	c.site = site;
-	c.where.ip = ts->regs[USC_REG_IP];
-	c.where.offset = site->offset;
-	c.where.vaddr = site->vaddr;
-	c.buf = ts->buf;
-	c.str_off = sizeof(struct bpfeng_rec);
-	c.nargs = nargs;
-	bpf_loop(nargs, sleepable ? eval_arg_s : eval_arg_ns, &c, 0);
-	if (site->obj) {
+	c->where.ip = ts->regs[USC_REG_IP];
+	c->where.offset = site->offset;
+	c->where.vaddr = site->vaddr;
+	c->str_off = sizeof(struct bpfeng_rec);
+	c->nargs = nargs;
+	c->stack_arg = c->py_arg = 0;
+	bpf_loop(nargs, sleepable ? eval_arg_s : eval_arg_ns, &x, 0);
+	if (obj_on && site->obj) {
 		__u64 verdict = obj_verdict(site, ts, cnt);
 		struct bpfeng_val *v = &rec->vals[site->obj_verdict & (BPFENG_MAX_ARGS - 1)];
 
@@ -439,19 +456,19 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	}
 	if (!filter_pass(site, ts))
 		return;
-	if (c.py_arg) {
+	if (pystack_on && c->py_arg) {
 		/* the Python frames after the strings, before a stack walked or
 		 * copied (a $ustack's hidden $pystack: spliced in by uscope) */
-		len = c.str_off;
+		len = c->str_off;
 		if (len > BPFENG_REC_MAX)
 			len = BPFENG_REC_MAX;
-		c.str_off = walk_python(ts, len, c.py_want, c.py_arg - 1, sleepable);
+		c->str_off = walk_python(ts, len, c->py_want, c->py_arg - 1, sleepable);
 	}
-	if (c.stack_arg && stk_on && !((__u64)c.stack_imm & FETCH_STACK_COPY)) {
+	if (ustack_on && c->stack_arg && stk_on && !((__u64)c->stack_imm & FETCH_STACK_COPY)) {
 		/* walked: counted by its hash, or recorded; copied when it falls back */
-		__u32 frames = (__u32)c.stack_imm & 0xffff, i = (c.stack_arg - 1) & (BPFENG_MAX_ARGS - 1);
+		__u32 frames = (__u32)c->stack_imm & 0xffff, i = (c->stack_arg - 1) & (BPFENG_MAX_ARGS - 1);
 
-		__u64 at = (c.str_off + 7) & ~7u;
+		__u64 at = (c->str_off + 7) & ~7u;
 
 		if (at > BPFENG_STK_OFF)	/* (Python frames end there at most) */
 			at = BPFENG_STK_OFF;
@@ -485,11 +502,11 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 		aggregate(ts, site, idx, cnt);
 		return;
 	}
-	len = c.str_off;
+	len = c->str_off;
 	if (len > BPFENG_STK_OFF)
 		len = BPFENG_STK_OFF;
-	if (c.stack_arg) {
-		__u64 l = copy_stack(ts, &c, sleepable, why);
+	if (ustack_on && c->stack_arg) {
+		__u64 l = copy_stack(ts, c, sleepable, why);
 
 		/* a bound the verifier sees on the very register it checks */
 		asm volatile("%0 &= 0xffff" : "+r"(l));
@@ -620,7 +637,7 @@ static __always_inline int probe(struct pt_regs *regs, bool sleepable)
 			bpf_loop(BPFENG_POPS, sleepable ? pop_s : pop_ns, &pc, 0);
 		return 0;
 	}
-	if (site->obj == BPFENG_OBJ_MATCH && !obj_mask(ts->regs, site->obj_regs))
+	if (obj_on && site->obj == BPFENG_OBJ_MATCH && !obj_mask(ts->regs, site->obj_regs))
 		return 0;	/* no followed object: nothing to evaluate */
 	emit(ts, id, id, cnt, sleepable);
 	return 0;

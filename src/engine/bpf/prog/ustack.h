@@ -43,7 +43,7 @@ static long stk_page(__u32 k, void *data)
 
 /* The registers and the top of the stack into the record at BPFENG_STK_OFF
  * (fetch_stack_hdr): the record's length. */
-static __always_inline __u32 copy_stack(struct task_state *ts, struct eval_ctx *c, bool sleepable,
+static __always_inline __u32 copy_stack(struct task_state *ts, struct eval_state *c, bool sleepable,
 					__u8 why)
 {
 	struct bpfeng_rec *rec = (struct bpfeng_rec *)ts->buf;
