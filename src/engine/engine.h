@@ -91,6 +91,9 @@ struct usc_engine_ctx {
 	 * execs another program leaves unless a probe names that program */
 	bool children;
 	bool has_stacks;		/* a site fetches $ustack */
+	/* -e named the engine (not auto): system-wide, the inject engine is
+	 * used only then (engine/inject/system.c) */
+	bool engine_named;
 };
 
 /* What each site of a session was given: the engine that took it. */

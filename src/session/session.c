@@ -55,6 +55,7 @@ static void settings_decide(struct usc_settings *set, const struct usc_session_o
 		.max_wait_ns = o->max_wait_ns == USC_MAX_WAIT_NEVER ? 0 :
 			       o->max_wait_ns ? o->max_wait_ns : SESSION_MAX_WAIT_NS,
 		.objtrace = {o->objtrace.on, o->objtrace.max_objects},
+		.max_procs = o->max_procs ? o->max_procs : SESSION_MAX_PROCS,
 	};
 	/* aggregations: a string of a key takes whole words */
 	if (!set->agg.str_max)
@@ -126,6 +127,7 @@ static int create_engines(struct usc_session *s)
 	s->engines = calloc(s->opts.nengines + 1, sizeof(*s->engines));
 	if (!s->engines)
 		return -ENOMEM;
+	s->ectx.engine_named = want != NULL;
 	for (size_t i = 0; i < s->opts.nengines; i++) {
 		const struct usc_engine_ops *ops = s->opts.engines[i];
 		struct session_engine *se;
