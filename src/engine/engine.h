@@ -221,6 +221,10 @@ struct usc_engine_ops {
 	 * sum, buckets), min and max since the previous read: fn(ctx, site,
 	 * key, keylen, st, buckets) (usc_agg_fn, agg/agg.h). */
 	int (*agg_read)(struct usc_engine *e, usc_agg_fn fn, void *ctx);
+	/* Optional: system-wide, the processes the engine attached to at
+	 * start (the readiness line says it); 0: it places probes in files,
+	 * not processes. */
+	size_t (*procs)(struct usc_engine *e);
 };
 
 struct usc_engine {

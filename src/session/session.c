@@ -788,13 +788,19 @@ static void read_signals(struct run *r)
 /* What the sinks are told of the session, now that it is planned. */
 static int fill_sink_ctx(struct usc_session *s)
 {
+	size_t nprocs = 0;
+
 	s->engine_names = calloc(s->nengines + 1, sizeof(*s->engine_names));
 	s->engine_nsites = calloc(s->nengines + 1, sizeof(*s->engine_nsites));
 	if (!s->engine_names || !s->engine_nsites)
 		return -ENOMEM;
 	for (size_t k = 0; k < s->nengines; k++) {
-		s->engine_names[k] = s->engines[k].ops->name;
-		s->engine_nsites[k] = s->engines[k].nsites;
+		const struct session_engine *se = &s->engines[k];
+
+		s->engine_names[k] = se->ops->name;
+		s->engine_nsites[k] = se->nsites;
+		if (se->live && se->ops->procs)
+			nprocs += se->ops->procs(se->e);
 	}
 	s->sctx = (struct usc_sink_ctx){
 		.specs = s->specs,
@@ -811,6 +817,7 @@ static int fill_sink_ctx(struct usc_session *s)
 		.pid = s->pid,
 		.exe = s->pid ? s->target.exe : NULL,
 		.command = s->opts.cmd != NULL,
+		.nprocs = nprocs,
 	};
 	return 0;
 }

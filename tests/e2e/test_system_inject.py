@@ -97,6 +97,7 @@ def test_counts_the_calls_of_every_running_process(exe):
     res = bg.result()
     assert res.rc == 0, res.stderr
     assert final_count(res) == 3 * (7 + 2 * 5), res.stderr
+    assert "uscope: tracing 1 function in 3 processes\n" in res.stderr, res.stderr
     for s in servers:
         assert code_is_the_files(s.pid, exe) is True
         assert s.say("self 3") == "self 3"
@@ -114,6 +115,7 @@ def test_max_procs_bounds_it_and_says_the_others(exe):
     res = bg.result()
     assert res.rc == 0, res.stderr
     assert final_count(res) == 2 * 4, res.stderr
+    assert "uscope: tracing 1 function in 2 processes\n" in res.stderr, res.stderr
     (left,) = [s for s in servers if s not in patched]
     assert f"uscope: warning: 1 more process mapping {exe} not injected (--max-procs 2): " \
         f"{left.pid}\n" in res.stderr, res.stderr

@@ -330,6 +330,11 @@ static int inj_agg_read_py(struct usc_engine *e, usc_agg_fn fn, void *ctx)
 	return inj_agg_read(e, fn, ctx);
 }
 
+static size_t inj_procs(struct usc_engine *e)
+{
+	return inj_of(e)->sys_procs;
+}
+
 static void inj_destroy(struct usc_engine *e)
 {
 	struct inj *j = inj_of(e);
@@ -384,4 +389,5 @@ const struct usc_engine_ops inject_engine_ops = {
 	.filters = inj_filters,
 	.agg_place = inj_agg_place,
 	.agg_read = inj_agg_read_py,
+	.procs = inj_procs,
 };
