@@ -30,8 +30,8 @@ PREFORK = u.target("prefork")
 
 
 class Server(u.Target):
-    def __init__(self, exe):
-        super().__init__([exe])
+    def __init__(self, *argv):
+        super().__init__(list(argv))
         self.expect("ready")
 
     def say(self, line):
@@ -158,6 +158,40 @@ def test_a_process_another_tracer_holds_is_said_and_left(exe):
     assert other.wait() == 0
     for s in servers:
         s.end()
+
+
+def test_another_users_process_is_said_and_left():
+    """uscope run as nobody: nobody's process is patched, root's is said."""
+    tmp = Path(tempfile.mkdtemp(prefix="uscope-sysuser-"))
+    os.chmod(tmp, 0o755)
+    exe = str(tmp / "prefork-user")
+    shutil.copy(PREFORK, exe)
+    os.chmod(exe, 0o755)
+    as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    mine, roots = Server(*as_nobody, exe), Server(exe)
+    p = subprocess.Popen([*as_nobody, str(u.uscope_path()), "count", "-e", "inject", "--json",
+                          f"{exe}:handle"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    u.REGISTRY.uscopes.append(p)
+    err = ""
+    for line in p.stderr:
+        err += line
+        if line.startswith("uscope: tracing"):
+            break
+    assert line == "uscope: tracing 1 function in 1 process\n", err
+    for s in (mine, roots):
+        assert s.say("self 5") == "self 5"
+    p.send_signal(signal.SIGINT)
+    out, rest = p.communicate(timeout=u.TIMEOUT)
+    err += rest
+    assert p.returncode == 0, err
+    assert final_count(u.TraceResult(p.args, 0, out, err, out)) == 5, err
+    assert (f"uscope: warning: 1 process mapping {exe} could not be injected (no permission "
+            f"to ptrace them: another user's process needs root or CAP_SYS_PTRACE): "
+            f"{roots.pid}\n") in err, err
+    for s in (mine, roots):
+        s.end()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def test_no_process_to_inject_is_an_error(exe):

@@ -7,7 +7,10 @@
  * Which processes: those whose maps hold one of the sites' files (by
  * device and inode, or by path), but uscope's own (this process, its
  * janitor, another uscope: they run uscope's executable) and kernel
- * threads (no maps). At most --max-procs, in /proc's order.
+ * threads (no maps). At most --max-procs, in /proc's order. Another
+ * user's process, whose maps uscope may not read without the capability,
+ * is known by its command line: said when its program is named as a
+ * probed file is.
  *
  * A process uscope may not ptrace (another user's without the capability,
  * YAMA, a debugger on it) or must not patch (seccomp, a shadow stack) is
@@ -82,15 +85,48 @@ static size_t site_files(const struct inj *j, struct sys_file *f, size_t max)
 	return n;
 }
 
-/* Does process pid map one of the files? */
-static bool maps_a_file(pid_t pid, const struct sys_file *f, size_t nf)
+/* Does its command line's program name one of the files (by its last
+ * component)? What is known of another user's process, whose maps uscope
+ * may not read. */
+static bool runs_a_file(pid_t pid, const struct sys_file *f, size_t nf)
+{
+	char path[64], argv0[256], *base;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, argv0, sizeof(argv0) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	argv0[n] = 0;
+	base = strrchr(argv0, '/');
+	base = base ? base + 1 : argv0;
+	for (size_t k = 0; k < nf; k++) {
+		const char *fb = strrchr(f[k].path, '/');
+
+		if (!strcmp(base, fb ? fb + 1 : f[k].path))
+			return true;
+	}
+	return false;
+}
+
+/* Does process pid map one of the files? 1: yes; 0: no (or gone, or a
+ * kernel thread); -1: its maps are not ours to read, and its program is
+ * named as a file is. */
+static int maps_a_file(pid_t pid, const struct sys_file *f, size_t nf)
 {
 	struct proc_map *m;
 	ssize_t n = procmaps_read(pid, &m);
 	bool found = false;
 
+	if (n == -EACCES || n == -EPERM)
+		return runs_a_file(pid, f, nf) ? -1 : 0;
 	if (n <= 0)
-		return false;	/* gone, or a kernel thread */
+		return 0;
 	for (ssize_t i = 0; i < n && !found; i++)
 		for (size_t k = 0; k < nf && !found && m[i].path; k++)
 			found = (f[k].ino && m[i].inode == f[k].ino && m[i].dev == f[k].dev) ||
@@ -183,11 +219,14 @@ int inj_system_start(struct inj *j)
 	}
 	while ((de = readdir(d))) {
 		pid_t pid = (pid_t)atoi(de->d_name);
-		int why, ret;
+		int why, ret, maps;
 
-		if (pid <= 0 || pid == me || is_uscope(pid, &self) || !maps_a_file(pid, files, nf))
+		if (pid <= 0 || pid == me || is_uscope(pid, &self))
 			continue;
-		why = refusal(pid);
+		maps = maps_a_file(pid, files, nf);
+		if (!maps)
+			continue;
+		why = maps < 0 ? WHY_PERM : refusal(pid);
 		if (why < 0 && done >= max)
 			why = WHY_MAX_PROCS;
 		if (why >= 0) {
