@@ -253,6 +253,9 @@ done
 echo "== attaching the inject engine to a running process ($B/funcs: 1000 functions, all"
 echo "   called every millisecond); from uscope's start to its readiness line, ms"
 python3 bench/attach.py $US $B/funcs ${ATTACH_RUNS:-7} f_0007 'f_00*' 'f_*'
+echo "== system-wide on inject: patching every running process of one binary ($B/funcs"
+echo "   copies, count -e inject without -p); from uscope's start to its readiness line, ms"
+python3 bench/system_inject.py $US $B/funcs 50 ${ATTACH_RUNS:-7} f_0007
 echo "== attaching and detaching the bpf engine (count -e bpf -p, on the same process): ms"
 echo "   from uscope's start to its readiness line, and from SIGINT to its exit"
 python3 bench/attach.py --bpf $US $B/funcs ${ATTACH_RUNS:-7} f_0007 'f_00*' 'f_*'

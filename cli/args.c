@@ -168,6 +168,20 @@ static int args_shared(int c, struct cli_opts *o)
 	case 'n':
 		o->so.no_children = true;
 		return ARG_OK;
+	case 'J': {
+		char *end;
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(optarg, &end, 10);
+		if (*end || errno || !v || v > 65536 || optarg[0] == '-') {
+			cli_usage_error("--max-procs wants a number of processes from 1 to 65536, "
+					"not '%s'", optarg);
+			return ARG_BAD;
+		}
+		o->so.max_procs = (uint32_t)v;
+		return ARG_OK;
+	}
 	}
 	return ARG_NOT_MINE;
 }
@@ -413,6 +427,10 @@ static int args_check(int argc, char **argv, const struct cli_cmd *cmd, struct c
 	}
 	if (o->so.cmd && o->so.pid) {
 		cli_usage_error("give either -p PID or a COMMAND, not both");
+		return 2;
+	}
+	if (o->so.max_procs && (o->so.pid || o->so.cmd)) {
+		cli_usage_error("--max-procs is for system-wide tracing (neither -p nor COMMAND)");
 		return 2;
 	}
 	if (o->so.no_children && !o->so.pid) {

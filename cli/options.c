@@ -39,6 +39,9 @@ const struct cli_opt cli_opts_all[] = {
 	 "in a running process (all its threads), and the\nprocesses it forks after attach"},
 	{'n', CLI_ARG_LIVE, "    --no-children",
 	 "-p: PID alone, not the processes it forks"},
+	{'J', CLI_ARG_LIVE, "    --max-procs N",
+	 "system-wide on -e inject: patch at most N running\nprocesses (default 256); the "
+	 "others are said"},
 	{'Q', CLI_ARG_LIVE, "    --root DIR",
 	 "system-wide: MODULE paths are files under DIR\n(a container's: --root /proc/PID/root)"},
 	{CLI_OPT_COMMAND, CLI_ARG_LIVE, "-- COMMAND",

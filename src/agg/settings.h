@@ -36,6 +36,8 @@ struct usc_settings {
 		bool on;
 		uint32_t max_objects;
 	} objtrace;
+	/* system-wide on inject: the most processes patched (--max-procs) */
+	uint32_t max_procs;
 };
 
 #endif

@@ -91,6 +91,9 @@ struct usc_engine_ctx {
 	 * execs another program leaves unless a probe names that program */
 	bool children;
 	bool has_stacks;		/* a site fetches $ustack */
+	/* -e named the engine (not auto): system-wide, the inject engine is
+	 * used only then (engine/inject/system.c) */
+	bool engine_named;
 };
 
 /* What each site of a session was given: the engine that took it. */
@@ -218,6 +221,10 @@ struct usc_engine_ops {
 	 * sum, buckets), min and max since the previous read: fn(ctx, site,
 	 * key, keylen, st, buckets) (usc_agg_fn, agg/agg.h). */
 	int (*agg_read)(struct usc_engine *e, usc_agg_fn fn, void *ctx);
+	/* Optional: system-wide, the processes the engine attached to at
+	 * start (the readiness line says it); 0: it places probes in files,
+	 * not processes. */
+	size_t (*procs)(struct usc_engine *e);
 };
 
 struct usc_engine {

@@ -55,6 +55,7 @@ static void settings_decide(struct usc_settings *set, const struct usc_session_o
 		.max_wait_ns = o->max_wait_ns == USC_MAX_WAIT_NEVER ? 0 :
 			       o->max_wait_ns ? o->max_wait_ns : SESSION_MAX_WAIT_NS,
 		.objtrace = {o->objtrace.on, o->objtrace.max_objects},
+		.max_procs = o->max_procs ? o->max_procs : SESSION_MAX_PROCS,
 	};
 	/* aggregations: a string of a key takes whole words */
 	if (!set->agg.str_max)
@@ -126,6 +127,7 @@ static int create_engines(struct usc_session *s)
 	s->engines = calloc(s->opts.nengines + 1, sizeof(*s->engines));
 	if (!s->engines)
 		return -ENOMEM;
+	s->ectx.engine_named = want != NULL;
 	for (size_t i = 0; i < s->opts.nengines; i++) {
 		const struct usc_engine_ops *ops = s->opts.engines[i];
 		struct session_engine *se;
@@ -786,13 +788,19 @@ static void read_signals(struct run *r)
 /* What the sinks are told of the session, now that it is planned. */
 static int fill_sink_ctx(struct usc_session *s)
 {
+	size_t nprocs = 0;
+
 	s->engine_names = calloc(s->nengines + 1, sizeof(*s->engine_names));
 	s->engine_nsites = calloc(s->nengines + 1, sizeof(*s->engine_nsites));
 	if (!s->engine_names || !s->engine_nsites)
 		return -ENOMEM;
 	for (size_t k = 0; k < s->nengines; k++) {
-		s->engine_names[k] = s->engines[k].ops->name;
-		s->engine_nsites[k] = s->engines[k].nsites;
+		const struct session_engine *se = &s->engines[k];
+
+		s->engine_names[k] = se->ops->name;
+		s->engine_nsites[k] = se->nsites;
+		if (se->live && se->ops->procs)
+			nprocs += se->ops->procs(se->e);
 	}
 	s->sctx = (struct usc_sink_ctx){
 		.specs = s->specs,
@@ -809,6 +817,7 @@ static int fill_sink_ctx(struct usc_session *s)
 		.pid = s->pid,
 		.exe = s->pid ? s->target.exe : NULL,
 		.command = s->opts.cmd != NULL,
+		.nprocs = nprocs,
 	};
 	return 0;
 }

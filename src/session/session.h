@@ -39,6 +39,7 @@ struct rec_writer;
 #define SESSION_MAX_PENDING 16
 #define SESSION_MAX_WAIT_NS 100000000ULL	/* --max-wait's default: 100 ms */
 #define USC_MAX_WAIT_NEVER UINT64_MAX	/* usc_session_opts.max_wait_ns: never wait */
+#define SESSION_MAX_PROCS 256		/* --max-procs's default */
 
 struct usc_session_opts {
 	pid_t pid;			/* trace a running process (-p) */
@@ -78,6 +79,9 @@ struct usc_session_opts {
 	 * 0): it never waits, a full buffer drops and counts. The engines see
 	 * the bound itself (usc_settings.max_wait_ns, 0: never: agg/settings.h). */
 	uint64_t max_wait_ns;
+	/* system-wide on inject: at most this many processes patched
+	 * (--max-procs; 0: SESSION_MAX_PROCS) */
+	uint32_t max_procs;
 	/* the executable the janitor runs, after uscope died, to take out what
 	 * an inject session left in the processes it patched: one whose main
 	 * hands USC_JANITOR_ARG to usc_janitor_main (the CLI gives

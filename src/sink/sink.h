@@ -44,6 +44,8 @@ struct usc_sink_ctx {
 						 * system-wide, or a recording */
 	const char *exe;			/* its executable (NULL: none) */
 	bool command;				/* started as COMMAND (exe as it was run) */
+	size_t nprocs;				/* system-wide: the processes patched at
+						 * start (-e inject); 0: not counted */
 };
 
 /* Is site i one the user sees (not hidden, placed on an engine)? */

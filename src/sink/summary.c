@@ -289,7 +289,10 @@ static int summary_begin(struct usc_sink *k, const struct usc_sink_ctx *s)
 
 	what_is_traced(s, what, sizeof(what));
 	batch_open(ss, &b);
-	fprintf(ss->fp, "uscope: %s %s\n", s->replayed ? "reading a recording of" : "tracing", what);
+	fprintf(ss->fp, "uscope: %s %s", s->replayed ? "reading a recording of" : "tracing", what);
+	if (s->nprocs)	/* system-wide on inject: the processes it runs in */
+		fprintf(ss->fp, " in %zu process%s", s->nprocs, s->nprocs == 1 ? "" : "es");
+	fputc('\n', ss->fp);
 	print_engines(ss, s);
 	fflush(ss->fp);
 	batch_close(ss, &b);

@@ -270,14 +270,6 @@ def test_unpatchable_function_is_refused_with_the_reason():
     assert "-e auto puts each site on an engine that can take it" in lines[0]
 
 
-def test_needs_a_process():
-    cp = run_uscope(["trace", "-e", "inject", f"{ARGS}:area"])
-    assert cp.returncode != 0
-    assert cp.stderr.strip().splitlines() == [
-        "uscope: the inject engine traces one process: give -p PID or a COMMAND "
-        "(system-wide tracing needs -e tracefs or -e bpf)"], cp.stderr
-
-
 def test_process_held_by_another_tracer():
     w = Waiter()
     libc = ctypes.CDLL(None, use_errno=True)

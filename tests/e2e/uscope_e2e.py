@@ -73,7 +73,8 @@ _UNIT = r"\d+ (?:functions?|USDT probes?|lines?|address(?:es)?)"
 _PY = (r"(?:\S+ \(the Python functions it names, as they are called\)|"
        r"\d+ py: probes \(the Python functions they name, as they are called\))")
 READY_RE = re.compile(rf"^uscope: tracing (?:({_UNIT}(?:(?:, | and ){_UNIT})*)"
-                      rf"(?: \((\d+) sites\))?(?: and {_PY})?|{_PY})\s*$")
+                      rf"(?: \((\d+) sites\))?(?: and {_PY})?|{_PY})"
+                      r"(?: in \d+ process(?:es)?)?\s*$")   # system-wide on inject
 
 
 def ready_sites(m) -> int:

@@ -35,9 +35,10 @@ static int inj_create(const struct usc_engine_ctx *s, struct usc_engine **out, c
 {
 	struct inj *j;
 
-	if (s->target->kind == USC_TARGET_SYSTEM) {
-		snprintf(why, len, "the inject engine traces one process: give -p PID or a COMMAND "
-			 "(system-wide tracing needs -e tracefs or -e bpf)");
+	/* system-wide: only when named (-e inject), see system.c */
+	if (s->target->kind == USC_TARGET_SYSTEM && !s->engine_named) {
+		snprintf(why, len, "system-wide, the inject engine sees only the processes "
+			 "running at start: -e inject to use it");
 		return -ENOTSUP;
 	}
 	if (s->target->kind == USC_TARGET_PID && inj_proc_refusal(s->target->pid, why, len))
@@ -53,7 +54,7 @@ static int inj_create(const struct usc_engine_ctx *s, struct usc_engine **out, c
 	j->base.ops = &inject_engine_ops;
 	j->base.ctx = s;
 	j->follow = s->target->kind == USC_TARGET_COMMAND;
-	j->children = s->target->kind == USC_TARGET_PID && s->children;
+	j->children = s->target->kind != USC_TARGET_COMMAND && s->children;
 	j->clock = calloc(1, sizeof(*j->clock));
 	if (!j->clock) {
 		free(j);
@@ -116,39 +117,29 @@ static int inj_attach(struct usc_engine *e)
 	return j->stats ? 0 : -ENOMEM;
 }
 
-/* A running process: stop every thread, patch, let them go. */
-static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
+/* A running process: stop every thread, patch, let them go (held by
+ * ptrace when its children are followed). */
+int inj_proc_attach(struct inj *j, pid_t pid)
 {
-	struct inj *j = inj_of(e);
+	struct usc_engine *e = &j->base;
 	struct inj_image *img;
-	struct inj_proc *p;
+	struct inj_proc *v;
 	struct remote rem;
 	uint64_t t0 = inj_mono_ns();
-	char why[256];
 	int ret, undo;
 
-	(void)follow_children;
-	j->pid = pid;
-	if (j->follow)
-		return 0;	/* at its entry point: inj_launched */
-	if (inj_proc_refusal(pid, why, sizeof(why))) {
-		log_error("%s", why);
-		return -ENOTSUP;
-	}
-	/* Its record first: once its code is patched, nothing may fail
+	/* its record first: once its code is patched, nothing may fail
 	 * before the process is tracked (its janitor entry is marked done
-	 * only when p holds it). */
-	p = core_fault("inject.proc") ? NULL : calloc(1, sizeof(*p));
-	if (!p)
+	 * only when j->procs holds it) */
+	v = core_fault("inject.proc") ? NULL : realloc(j->procs, (j->nprocs + 1) * sizeof(*v));
+	if (!v)
 		return -ENOMEM;
+	j->procs = v;
 	undo = inj_undo_tell(j, pid);
 	for (int tries = 0;; tries++) {
 		ret = remote_stop_all(&rem, pid);
-		if (ret == -ESRCH)
-			log_error("process %d has gone", (int)pid);
 		if (ret) {
 			inj_undo_forget(j, &undo);
-			free(p);
 			return ret;
 		}
 		img = inj_image_new(j, pid);
@@ -163,30 +154,49 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 		log_error("process %d: the agent of a uscope that died there does not finish "
 			  "letting go", (int)pid);
 	if (!ret) {
-		j->procs = p;
-		j->nprocs = 1;
-		p->pid = pid;
-		p->state = PROC_RUN;
-		p->img = img;
-		p->undo = undo;
+		struct inj_proc *p = &j->procs[j->nprocs++];
+
+		*p = (struct inj_proc){.pid = pid, .state = PROC_RUN, .img = img, .undo = undo};
 		undo = 0;
-		p = NULL;
 		j->live = true;
 		inj_calibrate(j);
 		for (size_t t = 0; t < rem.ntasks; t++)
 			inj_comm(j, NULL, pid, rem.tasks[t].tid);	/* the names before any exec */
 		inj_py_attach(img, &rem);	/* py: probes in a running interpreter */
 	}
-	if (!ret && j->children && j->procs)
+	if (!ret && j->children)
 		inj_follow_keep(j, &rem);	/* what it forks from now on is followed */
 	else
 		remote_release(&rem);
-	free(p);			/* not patched: not needed */
 	inj_undo_forget(j, &undo);	/* nothing stays applied, or j->procs has it */
 	if (!ret)
 		log_info("inject: %zu probe%s patched in process %d, stopped for %.2f ms",
 			 e->nsites, e->nsites == 1 ? "" : "s", (int)pid,
 			 (double)(inj_mono_ns() - t0) / 1e6);
+	return ret;
+}
+
+static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
+{
+	struct inj *j = inj_of(e);
+	char why[256];
+	int ret;
+
+	(void)follow_children;
+	if (j->follow) {
+		j->pid = pid;
+		return 0;	/* at its entry point: inj_launched */
+	}
+	if (!pid)
+		return inj_system_start(j);	/* system.c */
+	j->pid = pid;
+	if (inj_proc_refusal(pid, why, sizeof(why))) {
+		log_error("%s", why);
+		return -ENOTSUP;
+	}
+	ret = inj_proc_attach(j, pid);
+	if (ret == -ESRCH)
+		log_error("process %d has gone", (int)pid);
 	return ret;
 }
 
@@ -320,6 +330,11 @@ static int inj_agg_read_py(struct usc_engine *e, usc_agg_fn fn, void *ctx)
 	return inj_agg_read(e, fn, ctx);
 }
 
+static size_t inj_procs(struct usc_engine *e)
+{
+	return inj_of(e)->sys_procs;
+}
+
 static void inj_destroy(struct usc_engine *e)
 {
 	struct inj *j = inj_of(e);
@@ -374,4 +389,5 @@ const struct usc_engine_ops inject_engine_ops = {
 	.filters = inj_filters,
 	.agg_place = inj_agg_place,
 	.agg_read = inj_agg_read_py,
+	.procs = inj_procs,
 };

@@ -208,6 +208,7 @@ struct inj {
 	 * what the records name in their memory (Python code objects) is read
 	 * while it is still there */
 	bool hold_exit;
+	size_t sys_procs;		/* system-wide: the processes patched at start */
 };
 
 static inline struct inj *inj_of(struct usc_engine *e)
@@ -285,6 +286,15 @@ void inj_leave(struct inj *j, struct inj_image *img, pid_t pid);
  * reach of their modules. 0 or -ENOMEM (reported). */
 int inj_areas(struct inj *j, struct inj_image *img, struct remote *rem,
 	      const struct proc_map *maps, size_t nmaps);
+
+/* inject.c: attach to running process pid (stopped, patched, let go or
+ * held by ptrace with j->children): 0 or -errno (reported, but -ESRCH) */
+int inj_proc_attach(struct inj *j, pid_t pid);
+
+/* system.c: system-wide, every running process that maps a probed file
+ * and may be ptraced, up to --max-procs; the others said once. 0 or -errno
+ * (reported) */
+int inj_system_start(struct inj *j);
 
 /* follow.c */
 int inj_follow_spawned(struct inj *j, pid_t pid);

@@ -1,0 +1,257 @@
+/* System-wide on the inject engine (-e inject, neither -p nor COMMAND):
+ * every process running at start that maps a probed file is attached as
+ * with -p (inject.c, inj_proc_attach): stopped, patched, and held by
+ * ptrace so that what it forks is followed (follow.c). Each has its own
+ * image, rings and janitor entry: a kill -9 of uscope restores every one.
+ *
+ * Which processes: those whose maps hold one of the sites' files (by
+ * device and inode, or by path), but uscope's own (this process, its
+ * janitor, another uscope: they run uscope's executable) and kernel
+ * threads (no maps). At most --max-procs, in /proc's order. Another
+ * user's process, whose maps uscope may not read without the capability,
+ * is known by its command line: said when its program is named as a
+ * probed file is.
+ *
+ * A process uscope may not ptrace (another user's without the capability,
+ * YAMA, a debugger on it) or must not patch (seccomp, a shadow stack) is
+ * left out, and said once per reason with the count. It is not handed to
+ * a kernel engine: the kernel engines take whole sites, system-wide, and
+ * the same site on both would count the injected processes twice. For
+ * that reason -e auto does not take system-wide sites to inject at all
+ * (inj_create): the kernel engines also see the processes started later,
+ * which this engine does not (only the children of the processes it
+ * holds), and auto must not change the answer. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/proc.h"
+#include "engine/inject/inject_int.h"
+
+/* Why a process was left out: each said once, with the count. */
+enum sys_why { WHY_TRACED, WHY_PERM, WHY_UNSAFE, WHY_FAILED, WHY_MAX_PROCS, WHY_N };
+
+static const char *const why_text[WHY_N] = {
+	[WHY_TRACED] = "already traced by another tracer or debugger",
+	[WHY_PERM] = "no permission to ptrace them: another user's process needs root or "
+		     "CAP_SYS_PTRACE",
+	[WHY_UNSAFE] = "seccomp or a shadow stack: -e bpf or -e tracefs can trace them",
+	[WHY_FAILED] = "attaching failed",
+	[WHY_MAX_PROCS] = "beyond --max-procs",
+};
+
+#define SYS_SHOWN 8	/* pids listed per reason */
+
+struct sys_left {
+	size_t n;
+	pid_t pids[SYS_SHOWN];
+};
+
+struct sys_file {
+	const char *path;
+	dev_t dev;
+	ino_t ino;
+};
+
+/* The sites' files, each once. */
+static size_t site_files(const struct inj *j, struct sys_file *f, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < j->base.nsites; i++) {
+		const char *path = j->base.sites[i]->path;
+		struct stat st;
+		size_t k;
+
+		if (!path)
+			continue;
+		for (k = 0; k < n && strcmp(f[k].path, path); k++)
+			;
+		if (k < n || n == max)
+			continue;
+		f[n] = (struct sys_file){.path = path};
+		if (stat(path, &st) == 0) {
+			f[n].dev = st.st_dev;
+			f[n].ino = st.st_ino;
+		}
+		n++;
+	}
+	return n;
+}
+
+/* Does its command line's program name one of the files (by its last
+ * component)? What is known of another user's process, whose maps uscope
+ * may not read. */
+static bool runs_a_file(pid_t pid, const struct sys_file *f, size_t nf)
+{
+	char path[64], argv0[256], *base;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, argv0, sizeof(argv0) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	argv0[n] = 0;
+	base = strrchr(argv0, '/');
+	base = base ? base + 1 : argv0;
+	for (size_t k = 0; k < nf; k++) {
+		const char *fb = strrchr(f[k].path, '/');
+
+		if (!strcmp(base, fb ? fb + 1 : f[k].path))
+			return true;
+	}
+	return false;
+}
+
+/* Does process pid map one of the files? 1: yes; 0: no (or gone, or a
+ * kernel thread); -1: its maps are not ours to read, and its program is
+ * named as a file is. */
+static int maps_a_file(pid_t pid, const struct sys_file *f, size_t nf)
+{
+	struct proc_map *m;
+	ssize_t n = procmaps_read(pid, &m);
+	bool found = false;
+
+	if (n == -EACCES || n == -EPERM)
+		return runs_a_file(pid, f, nf) ? -1 : 0;
+	if (n <= 0)
+		return 0;
+	for (ssize_t i = 0; i < n && !found; i++)
+		for (size_t k = 0; k < nf && !found && m[i].path; k++)
+			found = (f[k].ino && m[i].inode == f[k].ino && m[i].dev == f[k].dev) ||
+				!strcmp(m[i].path, f[k].path);
+	procmaps_free(m, (size_t)n);
+	return found;
+}
+
+/* Does process pid run uscope's executable (this process, its janitor,
+ * another uscope)? */
+static bool is_uscope(pid_t pid, const struct stat *self)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	return stat(path, &st) == 0 && st.st_dev == self->st_dev && st.st_ino == self->st_ino;
+}
+
+/* Why uscope may not attach to pid, known without touching it; or -1. */
+static int refusal(pid_t pid)
+{
+	struct proc_status st;
+	char path[64], why[256];
+	int fd;
+
+	if (proc_status_read(pid, &st))
+		return WHY_FAILED;
+	if (st.tracer)
+		return WHY_TRACED;
+	/* the same check as an attach (PTRACE_MODE_ATTACH, YAMA's too) */
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == EACCES || errno == EPERM ? WHY_PERM : WHY_FAILED;
+	close(fd);
+	return inj_proc_refusal(pid, why, sizeof(why)) ? WHY_UNSAFE : -1;
+}
+
+static void left_add(struct sys_left *l, pid_t pid)
+{
+	if (l->n < SYS_SHOWN)
+		l->pids[l->n] = pid;
+	l->n++;
+}
+
+static void left_say(const struct sys_left *left, const char *what, uint32_t max_procs)
+{
+	for (int w = 0; w < WHY_N; w++) {
+		char pids[SYS_SHOWN * 12 + 8] = "";
+		size_t used = 0;
+
+		if (!left[w].n)
+			continue;
+		for (size_t k = 0; k < left[w].n && k < SYS_SHOWN; k++)
+			used += (size_t)snprintf(pids + used, sizeof(pids) - used, "%s%d",
+						 k ? " " : "", (int)left[w].pids[k]);
+		if (left[w].n > SYS_SHOWN)
+			snprintf(pids + used, sizeof(pids) - used, " ...");
+		if (w == WHY_MAX_PROCS)
+			log_warn("%zu more process%s mapping %s not injected (--max-procs %u): %s",
+				 left[w].n, left[w].n == 1 ? "" : "es", what, max_procs, pids);
+		else
+			log_warn("%zu process%s mapping %s could not be injected (%s): %s",
+				 left[w].n, left[w].n == 1 ? "" : "es", what, why_text[w], pids);
+	}
+}
+
+int inj_system_start(struct inj *j)
+{
+	uint32_t max = j->base.ctx->set->max_procs;
+	struct sys_left left[WHY_N] = {{0}};
+	struct sys_file files[16];
+	size_t nf = site_files(j, files, 16), done = 0;
+	const char *what = nf == 1 ? files[0].path : "the probed files";
+	uint64_t t0 = inj_mono_ns();
+	pid_t me = getpid();
+	struct dirent *de;
+	struct stat self;
+	DIR *d;
+
+	if (!nf)
+		return 0;
+	if (stat("/proc/self/exe", &self))
+		memset(&self, 0, sizeof(self));
+	d = opendir("/proc");
+	if (!d) {
+		log_error("cannot read /proc: %s", strerror(errno));
+		return -errno;
+	}
+	while ((de = readdir(d))) {
+		pid_t pid = (pid_t)atoi(de->d_name);
+		int why, ret, maps;
+
+		if (pid <= 0 || pid == me || is_uscope(pid, &self))
+			continue;
+		maps = maps_a_file(pid, files, nf);
+		if (!maps)
+			continue;
+		why = maps < 0 ? WHY_PERM : refusal(pid);
+		if (why < 0 && done >= max)
+			why = WHY_MAX_PROCS;
+		if (why >= 0) {
+			left_add(&left[why], pid);
+			continue;
+		}
+		ret = inj_proc_attach(j, pid);
+		if (ret == -ENOMEM) {
+			closedir(d);
+			return ret;
+		}
+		if (ret && ret != -ESRCH)	/* (gone meanwhile: nothing to say) */
+			left_add(&left[WHY_FAILED], pid);
+		done += !ret;
+	}
+	closedir(d);
+	left_say(left, what, max);
+	if (!done) {
+		log_error("no running process that uscope may ptrace maps %s: the inject engine "
+			  "has nothing to trace (-e bpf or -e tracefs also see the processes "
+			  "started later)", what);
+		return -ESRCH;
+	}
+	j->sys_procs = done;
+	log_info("inject: %zu process%s mapping %s patched in %.1f ms", done,
+		 done == 1 ? "" : "es", what, (double)(inj_mono_ns() - t0) / 1e6);
+	return 0;
+}

@@ -1,0 +1,278 @@
+"""System-wide on the inject engine (issue 27): a probe on a file without -p
+or COMMAND, with -e inject, patches every running process that maps the
+file, each as with -p (what it forks after attach is followed too).
+
+The targets are copies of tests/targets/prefork in the test's own
+directory, so that no other process on the machine maps them. Several run
+before uscope starts; each counts its own calls (the commands' lines say
+when they are in): uscope's count is exactly their sum. A process that
+another tracer holds is left out and said once; --max-procs bounds how
+many are patched. A kill -9 of uscope leaves every process with the file's
+code, and running. Then Debian's PostgreSQL, when installed: the backends
+pgbench connected before uscope started are patched in place."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+import uscope_e2e as u
+from test_chaos import wait_for
+from test_children import free_port, pg_bindir, postgres  # noqa: F401 (a fixture)
+
+PREFORK = u.target("prefork")
+
+
+class Server(u.Target):
+    def __init__(self, *argv):
+        super().__init__(list(argv))
+        self.expect("ready")
+
+    def say(self, line):
+        self.write(line + "\n")
+        return self.readline()
+
+    def end(self):
+        self.close_stdin()
+        assert self.wait() == 0
+
+
+@pytest.fixture
+def exe(tmp_path):
+    """A copy of prefork that only this test's processes run."""
+    path = tmp_path / "prefork-sys"
+    shutil.copy(PREFORK, path)
+    return str(path)
+
+
+def code_is_the_files(pid, exe):
+    """Every executable mapping of exe in process pid holds the file's bytes
+    (True), or what differs."""
+    seen = 0
+    with open(f"/proc/{pid}/maps") as m, open(f"/proc/{pid}/mem", "rb") as mem, \
+            open(exe, "rb") as f:
+        for line in m:
+            parts = line.split()
+            if len(parts) < 6 or "x" not in parts[1] or parts[5] != exe:
+                continue
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            f.seek(int(parts[2], 16))
+            want = f.read(hi - lo)
+            mem.seek(lo)
+            got = mem.read(len(want))
+            seen += 1
+            if got != want:
+                first = next(i for i in range(len(want)) if got[i] != want[i])
+                return f"bytes differ from {lo + first:#x}"
+    return True if seen else f"process {pid} maps no code of {exe}"
+
+
+def final_count(res):
+    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    (row,) = [r for r in rows if r.get("final")]
+    return row["count"]
+
+
+def count_bg(exe, *extra):
+    bg = u.Background(["count", "-e", "inject", "--json", *extra, f"{exe}:handle"])
+    bg.wait_ready()
+    return bg
+
+
+def test_counts_the_calls_of_every_running_process(exe):
+    servers = [Server(exe) for _ in range(3)]
+    bg = count_bg(exe)
+    # patched, each of them
+    assert all(code_is_the_files(s.pid, exe) is not True for s in servers)
+    for s in servers:
+        assert s.say("self 7") == "self 7"
+        assert s.say("serve 2 5") == "served 2 5"   # forked after attach: followed
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    assert final_count(res) == 3 * (7 + 2 * 5), res.stderr
+    assert "uscope: tracing 1 function in 3 processes\n" in res.stderr, res.stderr
+    for s in servers:
+        assert code_is_the_files(s.pid, exe) is True
+        assert s.say("self 3") == "self 3"
+        s.end()
+
+
+def test_max_procs_bounds_it_and_says_the_others(exe):
+    servers = [Server(exe) for _ in range(3)]
+    bg = count_bg(exe, "--max-procs", "2")
+    patched = [s for s in servers if code_is_the_files(s.pid, exe) is not True]
+    assert len(patched) == 2
+    for s in servers:
+        assert s.say("self 4") == "self 4"
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    assert final_count(res) == 2 * 4, res.stderr
+    assert "uscope: tracing 1 function in 2 processes\n" in res.stderr, res.stderr
+    (left,) = [s for s in servers if s not in patched]
+    assert f"uscope: warning: 1 more process mapping {exe} not injected (--max-procs 2): " \
+        f"{left.pid}\n" in res.stderr, res.stderr
+    for s in servers:
+        s.end()
+
+
+def test_max_procs_is_for_system_wide():
+    cp = u.run_uscope(["count", "--max-procs", "2", "-p", "1", "handle"])
+    assert cp.returncode == 2 and cp.stderr.startswith("uscope: count: --max-procs is for "
+                                                       "system-wide"), cp.stderr
+
+
+# A tracer of our own on a process: PTRACE_SEIZE (it runs on), held until
+# our stdin closes (the kernel detaches it when we exit).
+SEIZE = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+assert libc.ptrace(0x4206, int(sys.argv[1]), None, None) == 0, ctypes.get_errno()
+print("seized", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_process_another_tracer_holds_is_said_and_left(exe):
+    servers = [Server(exe) for _ in range(3)]
+    other = u.Target([sys.executable, "-c", SEIZE, str(servers[0].pid)])
+    other.expect("seized")
+    bg = count_bg(exe)
+    for s in servers:
+        assert s.say("self 5") == "self 5"
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    assert final_count(res) == 2 * 5, res.stderr
+    assert (f"uscope: warning: 1 process mapping {exe} could not be injected (already traced by "
+            f"another tracer or debugger): {servers[0].pid}\n") in res.stderr, res.stderr
+    other.close_stdin()
+    assert other.wait() == 0
+    for s in servers:
+        s.end()
+
+
+def test_another_users_process_is_said_and_left():
+    """uscope run as nobody: nobody's process is patched, root's is said."""
+    tmp = Path(tempfile.mkdtemp(prefix="uscope-sysuser-"))
+    os.chmod(tmp, 0o755)
+    exe = str(tmp / "prefork-user")
+    shutil.copy(PREFORK, exe)
+    os.chmod(exe, 0o755)
+    as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    mine, roots = Server(*as_nobody, exe), Server(exe)
+    p = subprocess.Popen([*as_nobody, str(u.uscope_path()), "count", "-e", "inject", "--json",
+                          f"{exe}:handle"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    u.REGISTRY.uscopes.append(p)
+    err = ""
+    for line in p.stderr:
+        err += line
+        if line.startswith("uscope: tracing"):
+            break
+    assert line == "uscope: tracing 1 function in 1 process\n", err
+    for s in (mine, roots):
+        assert s.say("self 5") == "self 5"
+    p.send_signal(signal.SIGINT)
+    out, rest = p.communicate(timeout=u.TIMEOUT)
+    err += rest
+    assert p.returncode == 0, err
+    assert final_count(u.TraceResult(p.args, 0, out, err, out)) == 5, err
+    assert (f"uscope: warning: 1 process mapping {exe} could not be injected (no permission "
+            f"to ptrace them: another user's process needs root or CAP_SYS_PTRACE): "
+            f"{roots.pid}\n") in err, err
+    for s in (mine, roots):
+        s.end()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_no_process_to_inject_is_an_error(exe):
+    cp = u.run_uscope(["count", "-e", "inject", "-d", "1", f"{exe}:handle"])
+    assert cp.returncode == 1, cp.stderr
+    assert f"uscope: no running process that uscope may ptrace maps {exe}" in cp.stderr
+
+
+def test_auto_keeps_system_wide_on_a_kernel_engine(exe):
+    s = Server(exe)
+    bg = u.Background(["count", "-v", "--json", f"{exe}:handle"])
+    bg.wait_ready()
+    assert s.say("self 6") == "self 6"
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    assert final_count(res) == 6
+    assert "not using the inject engine: system-wide" in res.stderr, res.stderr
+    s.end()
+
+
+def test_kill_uscope_restores_every_process(exe):
+    servers = [Server(exe) for _ in range(4)]
+    held = {s: [int(p) for p in s.say("hold 2 30").split()[1].split(",")] for s in servers}
+    bg = count_bg(exe)
+    procs = [s.pid for s in servers] + [p for v in held.values() for p in v]
+    assert all(code_is_the_files(p, exe) is not True for p in procs)
+    bg.signal(signal.SIGKILL)
+    bg.wait()
+    for p in procs:
+        wait_for(f"process {p}'s code is not the file's", lambda: code_is_the_files(p, exe), 10)
+    for s in servers:
+        assert s.say("release") == "released ok=2"
+        assert s.say("serve 2 5") == "served 2 5"
+        s.end()
+
+
+def pg_conn(postmaster):
+    """pgbench's -h and -p for the cluster of postmaster (its postmaster.pid:
+    pid, data directory, start, port, socket directory)."""
+    lines = open(f"/proc/{postmaster}/cwd/postmaster.pid").read().splitlines()
+    return ["-h", lines[4], "-p", lines[3], "postgres"]
+
+
+def test_postgres_backends_running_before_uscope(postgres):  # noqa: F811
+    """pgbench -S's select, one PortalRun a transaction, in backends that
+    connected before uscope started: each client's first transaction waits
+    (a shell command, not a query) for a file the test makes once uscope is
+    ready, then selects, as every transaction after it does."""
+    pid, bindir, script, _ = postgres
+    clients, tx = 2, 50
+    tmp_path = Path(tempfile.mkdtemp(prefix="uscope-pgsys-"))   # (postgres reads it)
+    os.chmod(tmp_path, 0o777)
+    gate, waiting = tmp_path / "gate", tmp_path / "waiting"
+    waiting.mkdir()
+    os.chmod(waiting, 0o777)
+    wait_script = tmp_path / "wait.sql"
+    wait_script.write_text(
+        "\\if :started = 0\n"
+        f"\\shell sh -c 'touch {waiting}/$$; while [ ! -e {gate} ]; do sleep 0.01; done'\n"
+        "\\set started 1\n"
+        "\\endif\n" + script.read_text())
+    os.chmod(wait_script, 0o644)
+    pgb = subprocess.Popen(["runuser", "-u", "postgres", "--", "pgbench", "-f", str(wait_script),
+                            "-D", "started=0", "-n", "-c", str(clients), "-j", str(clients),
+                            "-t", str(tx)] + pg_conn(pid),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for("pgbench's clients are not all connected and waiting",
+                 lambda: len(os.listdir(waiting)) == clients or
+                 (pgb.poll() is None and os.listdir(waiting)) or
+                 (pgb.poll() is not None and pgb.communicate()), 60)
+        bg = u.Background(["count", "-e", "inject", "--json", f"{bindir}/postgres:PortalRun"])
+        bg.wait_ready()
+    finally:
+        gate.touch()
+    out, err = pgb.communicate(timeout=120)
+    assert pgb.returncode == 0, err
+    assert f"number of transactions actually processed: {clients * tx}/" in out, out
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    assert final_count(res) == clients * tx, res.stderr
+    shutil.rmtree(tmp_path, ignore_errors=True)
