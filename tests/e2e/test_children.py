@@ -273,3 +273,91 @@ def test_postgres_backends_forked_after_attach(postgres, engine):
     assert res.rc == 0, res.stderr
     (row,) = [r for r in json_rows(res.stdout) if r.get("final")]
     assert row["count"] == clients * tx, row
+
+
+# ---- a Python prefork server: py: probes through -p of the parent ---------------
+
+PYPREFORK = u.TARGETS / "pyprefork.py"
+
+
+def python_named(name):
+    from test_python_versions import PYTHONS
+    p = PYTHONS[name]
+    if not p.exists():
+        pytest.skip(f"no CPython {name} here")
+    return str(p)
+
+
+def py_workers(t, cmd, n):
+    """Have pyprefork.py fork n workers (cmd: fork or mp) -> {pid: the
+    calls of handle() the worker counted itself}."""
+    t.write(f"{cmd} {n}\n")
+    own = {}
+    while True:
+        line = t.readline()
+        if not line.startswith("worker "):
+            assert line == f"{'forked' if cmd == 'fork' else 'mp'} {n}", line
+            return own
+        _, pid, calls = line.split()
+        own[int(pid)] = int(calls)
+
+
+PY_NAMES = ["debian-3.11", "3.12.1", "3.13.0"]
+
+
+@pytest.mark.parametrize("name", PY_NAMES)
+@pytest.mark.parametrize("cmd", ["fork", "mp"])
+def test_python_prefork_workers_counted(name, cmd):
+    """pyprefork.py's parent attached; it calls handle() itself, then forks
+    3 workers (os.fork, or multiprocessing's fork), each calling handle() as
+    many times as it draws and says: the counts by pid are the parent's and
+    each worker's own."""
+    py = python_named(name)
+    t = u.Target([py, PYPREFORK])
+    try:
+        t.expect("ready")
+        bg = attach("count", "inject", t.pid, "py:__main__:handle pid=$pid")
+        t.write("self 4\n")
+        t.expect("self 4")
+        own = py_workers(t, cmd, 3)
+        own.update(py_workers(t, cmd, 2))
+        t.close_stdin()
+        assert t.wait() == 0
+        res = bg.result()
+        assert res.rc == 0, res.stderr
+        rows = [r for r in json_rows(res.stdout) if r.get("final")]
+        assert {r["key"]["function"] for r in rows} == {"__main__:handle"}, rows
+        got = {r["key"]["pid"]: r["count"] for r in rows}
+        assert len(own) == 5 and t.pid not in own
+        assert got == {t.pid: 4, **own}, (got, own, res.stderr)
+    finally:
+        if t.alive():
+            t.kill()
+
+
+@pytest.mark.parametrize("name", PY_NAMES)
+def test_python_prefork_worker_pystack(name):
+    """$pystack of handle() in a forked worker: the frames the worker's own
+    traceback.extract_stack() sees, handle() at its def line."""
+    py = python_named(name)
+    t = u.Target([py, PYPREFORK])
+    try:
+        t.expect("ready")
+        bg = attach("trace", "inject", t.pid, "py:__main__:handle $pystack")
+        t.write("stack\n")
+        _, pid, frames = t.readline().split(" ", 2)
+        t.expect("stacked")
+        t.close_stdin()
+        assert t.wait() == 0
+        res = bg.result()
+        assert res.rc == 0, res.stderr
+        (ev,) = json_rows(res.stdout)
+        assert ev["pid"] == int(pid) != t.pid and ev["event"] == "handle", (ev, pid)
+        assert all(f["python"] for f in ev["args"]["pystack"]), ev
+        got = [(f["sym"], f["file"], f["line"]) for f in ev["args"]["pystack"]]
+        own = [(q, str(PYPREFORK), line) for q, line in reversed(json.loads(frames))]
+        handle_def = 1 + PYPREFORK.read_text().splitlines().index("def handle(i):")
+        assert got == [("handle", str(PYPREFORK), handle_def)] + own[1:], (got, own)
+    finally:
+        if t.alive():
+            t.kill()
