@@ -361,3 +361,50 @@ def test_python_prefork_worker_pystack(name):
     finally:
         if t.alive():
             t.kill()
+
+
+def py_call(t, k):
+    """Each held worker calls handle() k times -> {pid: (its calls, its
+    sys.monitoring tool 4)}."""
+    t.write(f"call {k}\n")
+    out = {}
+    while (line := t.readline()) != "called":
+        _, pid, calls, tool = line.split()
+        out[int(pid)] = (int(calls), tool)
+    return out
+
+
+@pytest.mark.parametrize("name", ["3.12.1", "3.13.0"])
+@pytest.mark.parametrize("how", ["detach", "kill"])
+def test_python_prefork_workers_left_without_our_tool(name, how):
+    """Workers that outlive the trace (sys.monitoring, 3.12 and later): once
+    uscope has let go (or was killed), each worker's next probed call takes
+    our tool out of its own interpreter, as the parent's does. (The tool's
+    state is in the memory the forks share: the first process to let go
+    marked it done for all, and the others kept the tool.)"""
+    py = python_named(name)
+    t = u.Target([py, PYPREFORK])
+    try:
+        t.expect("ready")
+        bg = attach("count", "inject", t.pid, "py:__main__:handle pid=$pid")
+        pids = [int(p) for p in t.readline().split()[1].split(",")] \
+            if not t.write("hold 2\n") else None
+        got = py_call(t, 3)
+        assert got == {p: (3, "uscope") for p in pids}, got
+        if how == "detach":
+            bg.signal(signal.SIGINT)
+            res = bg.result()
+            assert res.rc == 0, res.stderr
+            rows = {r["key"]["pid"]: r["count"] for r in json_rows(res.stdout) if r.get("final")}
+            assert rows == {p: 3 for p in pids}, rows
+        else:
+            bg.signal(signal.SIGKILL)
+            bg.wait()
+        assert py_call(t, 2) == {p: (5, "none") for p in pids}
+        t.write("release\n")
+        t.expect("released")
+        t.close_stdin()
+        assert t.wait() == 0
+    finally:
+        if t.alive():
+            t.kill()

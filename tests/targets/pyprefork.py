@@ -15,6 +15,12 @@ its own and says how many.
                     JSON after "stack PID " ([qualname, line] outermost
                     first, the innermost from handle itself); "stacked"
       self N        the parent itself calls handle() N times: "self N"
+      hold N        fork N workers that stay: "held PID,PID..."
+      call K        each held worker calls handle() K times, then prints
+                    "worker PID CALLS TOOL": its calls since it was forked,
+                    and the name of the sys.monitoring tool 4 in it (3.12
+                    and later; else -); then "called"
+      release       the held workers exit: "released"
     Its stdin closed, it exits 0.
 
 Every worker lives at once (each waits for the others to be forked before
@@ -104,6 +110,56 @@ def stack_worker():
     assert status == 0, status
 
 
+held = []     # (pid, its command pipe, its answers)
+
+
+def tool():
+    m = getattr(sys, "monitoring", None)
+    return (m.get_tool(4) or "none") if m else "-"
+
+
+def hold(n):
+    for _ in range(n):
+        r, w = os.pipe()
+        ar, aw = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            global calls
+            calls = 0
+            for _, cw, cr in held:      # the others' ends
+                os.close(cw)
+                cr.close()
+            os.close(w)
+            os.close(ar)
+            with os.fdopen(r) as cmds:
+                for line in cmds:
+                    for i in range(int(line)):
+                        handle(i)
+                    os.write(aw, f"worker {os.getpid()} {calls} {tool()}\n".encode())
+            os._exit(0)
+        os.close(r)
+        os.close(aw)
+        held.append((pid, w, os.fdopen(ar)))
+    print("held " + ",".join(str(h[0]) for h in held), flush=True)
+
+
+def call(k):
+    for _, w, answers in held:
+        os.write(w, f"{k}\n".encode())
+        print(answers.readline().strip(), flush=True)
+    print("called", flush=True)
+
+
+def release():
+    for pid, w, answers in held:
+        os.close(w)
+        answers.close()
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, status
+    held.clear()
+    print("released", flush=True)
+
+
 def main():
     print("ready", flush=True)
     for line in sys.stdin:
@@ -121,6 +177,12 @@ def main():
             for i in range(int(arg[0])):
                 handle(i)
             print(f"self {arg[0]}", flush=True)
+        elif cmd == "hold":
+            hold(int(arg[0]))
+        elif cmd == "call":
+            call(int(arg[0]))
+        elif cmd == "release":
+            release()
         else:
             raise SystemExit(f"pyprefork.py: unknown command {cmd!r}")
 

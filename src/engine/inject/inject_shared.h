@@ -634,6 +634,10 @@ struct inj_py {
 	struct inj_py_methoddef mon_def[INJ_MON_CBS];
 	volatile uint64_t mon_armed;	/* code objects armed (local events) */
 	volatile uint64_t mon_disabled;	/* code objects told DISABLE (no probe) */
+	/* the tool and sys.monitoring of the first process that let go: a
+	 * forked copy of it still has them (mon_left_mod 0: none let go) */
+	volatile int32_t mon_left_tool;
+	volatile uint64_t mon_left_mod;
 };
 
 #endif

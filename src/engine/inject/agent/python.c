@@ -536,9 +536,10 @@ static int ev_cb(int e)
 }
 
 /* A call of sys.monitoring.NAME: 0, or -1 (its exception cleared). */
-#define MON_CALL(py, name, ...)                                                            \
+#define MON_CALL(py, name, ...) MON_CALL_ON(py, (py)->mon_mod, name, __VA_ARGS__)
+#define MON_CALL_ON(py, mod, name, ...)                                                    \
 	({                                                                                 \
-		uint64_t r_ = ((callm_fn)(py)->call_method)((py)->mon_mod, name, __VA_ARGS__); \
+		uint64_t r_ = ((callm_fn)(py)->call_method)(mod, name, __VA_ARGS__);      \
 		if (r_)                                                                    \
 			((ref_fn)(py)->decref)(r_);                                       \
 		else                                                                       \
@@ -555,6 +556,8 @@ static void mon_release(struct inj_py *py, int in_cb)
 	int tool = py->mon_tool;
 
 	if (tool >= 0 && py->mon_mod) {
+		py->mon_left_tool = tool;
+		py->mon_left_mod = py->mon_mod;	/* (the pointer: a fork's copy has it) */
 		MON_CALL(py, "set_events", "ii", tool, 0);
 		for (int e = 0; e < EV_N; e++)
 			if (py->mon_ev[e])
@@ -676,6 +679,28 @@ static void mon_disarm(struct inj_py *py, int in_cb)
 	py->mon_state = INJ_MON_DONE;
 }
 
+/* A callback of ours called once the tool was let go: this process is a
+ * copy of the one that let go (a fork of it, or it of a fork: the state is
+ * in the memory they share), whose interpreter still has the tool and our
+ * callbacks. Taken out of this one too: no event, no callback, the id
+ * freed (its references to our callbacks stay: one of them runs). */
+static void mon_release_copy(struct inj_py *py)
+{
+	uint64_t et = 0, ev = 0, etb = 0, mod = py->mon_left_mod;
+	int tool = py->mon_left_tool;
+
+	if (!mod || tool < 0)
+		return;
+	((fetch_fn)py->err_fetch)(&et, &ev, &etb);
+	MON_CALL_ON(py, mod, "set_events", "ii", tool, 0);
+	for (int e = 0; e < EV_N; e++)
+		if (py->mon_ev[e])
+			MON_CALL_ON(py, mod, "register_callback", "iiO", tool, (int)py->mon_ev[e],
+				    py->none);
+	MON_CALL_ON(py, mod, "free_tool_id", "i", tool);
+	((restore_fn)py->err_restore)(et, ev, etb);
+}
+
 static uint64_t mon_ret(const struct inj_py *py, uint64_t obj)
 {
 	((ref_fn)py->incref)(obj);
@@ -692,8 +717,11 @@ static uint64_t mon_event(uint64_t code, int what, uint64_t retval, int start)
 	struct py_hit h;
 	uint64_t mask;
 
-	if (py->mon_state != INJ_MON_ARMED)
+	if (py->mon_state != INJ_MON_ARMED) {
+		if (py->mon_state == INJ_MON_DONE)
+			mon_release_copy(py);	/* another process let go: this one too */
 		return mon_ret(py, py->none);
+	}
 	if (py->state != INJ_PY_ON || owner_died(c->owner)) {
 		mon_disarm(py, 1);	/* detached, or the tracer has gone */
 		return mon_ret(py, py->none);
