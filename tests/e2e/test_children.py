@@ -308,18 +308,21 @@ PY_NAMES = ["debian-3.11", "3.12.1", "3.13.0"]
 @pytest.mark.parametrize("name", PY_NAMES)
 @pytest.mark.parametrize("cmd", ["fork", "mp"])
 def test_python_prefork_workers_counted(name, cmd):
-    """pyprefork.py's parent attached; it calls handle() itself, then forks
-    3 workers (os.fork, or multiprocessing's fork), each calling handle() as
-    many times as it draws and says: the counts by pid are the parent's and
-    each worker's own."""
+    """pyprefork.py's parent attached; it forks 3 workers (os.fork, or
+    multiprocessing's fork), each calling handle() as many times as it
+    draws and says, then calls handle() itself, then forks 2 more: the
+    calls and the returns by pid are the parent's and each worker's own.
+    (Returns on 3.12 and later: each process arms handle's code object in
+    its own interpreter, whichever called it first.)"""
     py = python_named(name)
     t = u.Target([py, PYPREFORK])
     try:
         t.expect("ready")
-        bg = attach("count", "inject", t.pid, "py:__main__:handle pid=$pid")
+        bg = attach("count", "inject", t.pid, "py:__main__:handle pid=$pid",
+                    "r:py:__main__:handle pid=$pid")
+        own = py_workers(t, cmd, 3)
         t.write("self 4\n")
         t.expect("self 4")
-        own = py_workers(t, cmd, 3)
         own.update(py_workers(t, cmd, 2))
         t.close_stdin()
         assert t.wait() == 0
@@ -327,9 +330,10 @@ def test_python_prefork_workers_counted(name, cmd):
         assert res.rc == 0, res.stderr
         rows = [r for r in json_rows(res.stdout) if r.get("final")]
         assert {r["key"]["function"] for r in rows} == {"__main__:handle"}, rows
-        got = {r["key"]["pid"]: r["count"] for r in rows}
         assert len(own) == 5 and t.pid not in own
-        assert got == {t.pid: 4, **own}, (got, own, res.stderr)
+        for probe in ("py:__main__:handle", "py:__main__:handle__return"):
+            got = {r["key"]["pid"]: r["count"] for r in rows if r["probe"] == probe}
+            assert got == {t.pid: 4, **own}, (probe, got, own, res.stderr)
     finally:
         if t.alive():
             t.kill()

@@ -119,6 +119,11 @@ struct agent_hdr {
 
 /* The self page (inj_ctl.self): per process, wiped in a forked child. */
 #define INJ_SELF_LETGO 4	/* offset of the process's let-go state */
+/* the code objects this process armed for sys.monitoring (the agent's,
+ * uint64_t[INJ_SELF_NARMED], 0: free; the tracer's scratch at 64 is used
+ * before, at attach) */
+#define INJ_SELF_ARMED 2048
+#define INJ_SELF_NARMED 256
 enum inj_letgo {
 	INJ_LETGO_NONE = 0,	/* patched (or never was) */
 	INJ_LETGO_BUSY = 1,	/* an agent is letting go */
@@ -546,8 +551,8 @@ struct inj_py_code {
 	uint32_t row1;			/* count by function (inj_site.py_count): the
 					 * row of row1_site's key for it, + 1 (0: none) */
 	uint32_t row1_site;
-	uint32_t armed;			/* sys.monitoring: its local events set, a
-					 * reference to it held (not freed) */
+	uint32_t armed;			/* (unused: which process armed it is in
+					 * each one's self page, INJ_SELF_ARMED) */
 	uint32_t pad;
 };
 

@@ -547,12 +547,51 @@ static int ev_cb(int e)
 		r_ ? 0 : -1;                                                               \
 	})
 
+/* The code objects this process armed, each with a reference held, in its
+ * own memory (the self page): the table of verdicts is shared with the
+ * processes it forks, whose interpreters are their own. A fork starts with
+ * none: what it inherited armed is armed again (CPython sees the same
+ * events and returns) the first time it calls it. */
+static uint64_t *armed_set(void)
+{
+	return (uint64_t *)(my_ctl()->self + INJ_SELF_ARMED);
+}
+
+/* code's slot: where it is, or a free one (NULL: none). */
+static uint64_t *armed_slot(uint64_t code)
+{
+	uint64_t *set = armed_set();
+	uint32_t h = (uint32_t)(code >> 4) * 2654435761u;
+
+	for (uint32_t k = 0; k < INJ_SELF_NARMED; k++) {
+		uint64_t *sl = &set[(h + k) & (INJ_SELF_NARMED - 1)];
+
+		if (*sl == code || !*sl)
+			return sl;
+	}
+	return NULL;
+}
+
+/* The code objects armed here: local events off, references dropped. */
+static void disarm_codes(struct inj_py *py, uint64_t mod, int tool)
+{
+	uint64_t *set = armed_set();
+
+	for (uint32_t k = 0; k < INJ_SELF_NARMED; k++) {
+		if (!set[k])
+			continue;
+		MON_CALL_ON(py, mod, "set_local_events", "iOi", tool, set[k], 0);
+		((ref_fn)py->decref)(set[k]);
+		set[k] = 0;
+		__atomic_sub_fetch(&py->mon_armed, 1, __ATOMIC_RELAXED);
+	}
+}
+
 /* Our tool out: no event, no callback, no code object armed, the id
  * freed; in a callback (in_cb) our own references to the callbacks stay
  * (the one running is one of them). */
 static void mon_release(struct inj_py *py, int in_cb)
 {
-	struct inj_py_code *t = (struct inj_py_code *)((char *)py + py->codes_off);
 	int tool = py->mon_tool;
 
 	if (tool >= 0 && py->mon_mod) {
@@ -563,14 +602,7 @@ static void mon_release(struct inj_py *py, int in_cb)
 			if (py->mon_ev[e])
 				MON_CALL(py, "register_callback", "iiO", tool, (int)py->mon_ev[e],
 					 py->none);
-		for (uint32_t i = 0; py->codes_off && i < py->ncodes && py->mon_armed; i++) {
-			if (!t[i].armed)
-				continue;
-			MON_CALL(py, "set_local_events", "iOi", tool, t[i].code, 0);
-			t[i].armed = 0;
-			((ref_fn)py->decref)(t[i].code);
-			py->mon_armed--;
-		}
+		disarm_codes(py, py->mon_mod, tool);
 		MON_CALL(py, "free_tool_id", "i", tool);
 	}
 	py->mon_tool = -1;
@@ -697,6 +729,7 @@ static void mon_release_copy(struct inj_py *py)
 		if (py->mon_ev[e])
 			MON_CALL_ON(py, mod, "register_callback", "iiO", tool, (int)py->mon_ev[e],
 				    py->none);
+	disarm_codes(py, mod, tool);
 	MON_CALL_ON(py, mod, "free_tool_id", "i", tool);
 	((restore_fn)py->err_restore)(et, ev, etb);
 }
@@ -715,7 +748,7 @@ static uint64_t mon_event(uint64_t code, int what, uint64_t retval, int start)
 	struct inj_py *py = py_mut(c);
 	struct python_walk w;
 	struct py_hit h;
-	uint64_t mask;
+	uint64_t mask, *sl;
 
 	if (py->mon_state != INJ_MON_ARMED) {
 		if (py->mon_state == INJ_MON_DONE)
@@ -737,13 +770,14 @@ static uint64_t mon_event(uint64_t code, int what, uint64_t retval, int start)
 			__atomic_add_fetch(&py->mon_disabled, 1, __ATOMIC_RELAXED);
 		return mon_ret(py, start ? py->mon_disable : py->none);
 	}
-	if (what == PYTRACE_CALL && h.verdict && !h.verdict->armed) {
+	if (what == PYTRACE_CALL && h.verdict && (!(sl = armed_slot(code)) || *sl != code)) {
 		uint64_t set = py->mon_ev[EV_RESUME] | py->mon_ev[EV_RETURN] | py->mon_ev[EV_YIELD];
 
-		if (!MON_CALL(py, "set_local_events", "iOi", py->mon_tool, code, (int)set)) {
+		/* (no room: armed again at each call, no reference held) */
+		if (!MON_CALL(py, "set_local_events", "iOi", py->mon_tool, code, (int)set) && sl) {
 			((ref_fn)py->incref)(code);
-			h.verdict->armed = 1;
-			py->mon_armed++;
+			*sl = code;
+			__atomic_add_fetch(&py->mon_armed, 1, __ATOMIC_RELAXED);
 		}
 	}
 	py_hits(c, py, mask, what, &h);
