@@ -356,7 +356,7 @@ def test_python_prefork_worker_pystack(name):
         res = bg.result()
         assert res.rc == 0, res.stderr
         (ev,) = json_rows(res.stdout)
-        assert ev["pid"] == int(pid) != t.pid and ev["event"] == "handle", (ev, pid)
+        assert ev["pid"] == int(pid) != t.pid and ev["event"] == "__main__:handle", (ev, pid)
         assert all(f["python"] for f in ev["args"]["pystack"]), ev
         got = [(f["sym"], f["file"], f["line"]) for f in ev["args"]["pystack"]]
         own = [(q, str(PYPREFORK), line) for q, line in reversed(json.loads(frames))]
@@ -409,6 +409,36 @@ def test_python_prefork_workers_left_without_our_tool(name, how):
         t.expect("released")
         t.close_stdin()
         assert t.wait() == 0
+    finally:
+        if t.alive():
+            t.kill()
+
+
+@pytest.mark.parametrize("name", PY_NAMES)
+def test_python_prefork_functions_made_in_workers(name):
+    """Each worker compiles a function of its own after the fork (late<k>):
+    code objects the parent never had, perhaps at one address in two
+    workers. Each is counted, by pid, under its own name."""
+    py = python_named(name)
+    t = u.Target([py, PYPREFORK])
+    try:
+        t.expect("ready")
+        bg = attach("count", "inject", t.pid, "py:__main__:late* pid=$pid",
+                    "r:py:__main__:late* pid=$pid")
+        t.write("late 3\n")
+        own = {}
+        while (line := t.readline()) != "lated 3":
+            _, pid, k, calls = line.split()
+            own[(int(pid), f"__main__:late{k}")] = int(calls)
+        t.close_stdin()
+        assert t.wait() == 0
+        res = bg.result()
+        assert res.rc == 0, res.stderr
+        rows = [r for r in json_rows(res.stdout) if r.get("final")]
+        for probe in ("py:__main__:late*", "py:__main__:late*__return"):
+            got = {(r["key"]["pid"], r["key"]["function"]): r["count"]
+                   for r in rows if r["probe"] == probe}
+            assert got == own, (probe, got, own, res.stderr)
     finally:
         if t.alive():
             t.kill()

@@ -15,6 +15,11 @@ its own and says how many.
                     JSON after "stack PID " ([qualname, line] outermost
                     first, the innermost from handle itself); "stacked"
       self N        the parent itself calls handle() N times: "self N"
+      late N        fork N workers; worker k compiles a function late<k>
+                    of its own (after the fork: each its own code object,
+                    perhaps at the same address as another worker's) and
+                    calls it a number of times it draws: "late PID k CALLS"
+                    each, then "lated N"
       hold N        fork N workers that stay: "held PID,PID..."
       call K        each held worker calls handle() K times, then prints
                     "worker PID CALLS TOOL": its calls since it was forked,
@@ -73,6 +78,26 @@ def fork_workers(n):
         pids.append(pid)
     os.close(r)
     os.close(w)
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        assert status == 0, status
+
+
+def spawn_late(n):
+    pids = []
+    for k in range(n):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                scope = {"__name__": __name__}
+                exec(compile(f"def late{k}(i):\n    return i * 2\n", __file__, "exec"), scope)
+                m = draw()
+                for i in range(m):
+                    scope[f"late{k}"](i)
+                os.write(1, f"late {os.getpid()} {k} {m}\n".encode())
+            finally:
+                os._exit(0)
+        pids.append(pid)
     for pid in pids:
         _, status = os.waitpid(pid, 0)
         assert status == 0, status
@@ -177,6 +202,9 @@ def main():
             for i in range(int(arg[0])):
                 handle(i)
             print(f"self {arg[0]}", flush=True)
+        elif cmd == "late":
+            spawn_late(int(arg[0]))
+            print(f"lated {arg[0]}", flush=True)
         elif cmd == "hold":
             hold(int(arg[0]))
         elif cmd == "call":

@@ -551,9 +551,9 @@ struct inj_py_code {
 	uint32_t row1;			/* count by function (inj_site.py_count): the
 					 * row of row1_site's key for it, + 1 (0: none) */
 	uint32_t row1_site;
-	uint32_t armed;			/* (unused: which process armed it is in
-					 * each one's self page, INJ_SELF_ARMED) */
-	uint32_t pad;
+	uint32_t pid;			/* the self word of the process it is of */
+	uint32_t pad;			/* (which process armed it for sys.monitoring
+					 * is in each one's self page: INJ_SELF_ARMED) */
 };
 
 /* The arena: one record a code object, 8-aligned: this header, then the
@@ -566,7 +566,8 @@ struct inj_py_name {
 	int32_t firsttraceable;
 	uint16_t nmodule, nqualname, nfilename, pad;
 	uint32_t nlinetable;		/* INJ_PY_NOLINES: none copied */
-	uint32_t pad2;
+	uint32_t pid;			/* its process's self word (the processes
+					 * a -p process forks share the arena) */
 };
 #define INJ_PY_NOLINES 0xffffffffu
 

@@ -230,6 +230,8 @@ struct debuginfo_names {
 
 /* A code object's names (and line table) copied into the arena, for the
  * tracer. lines: its bytes, nlines of them (INJ_PY_NOLINES: none). */
+static struct inj_ctl *my_ctl(void);
+
 static void arena_add(struct inj_py *py, uint64_t code, const struct debuginfo_names *n, uint64_t lines,
 		      uint32_t nlines)
 {
@@ -254,7 +256,7 @@ static void arena_add(struct inj_py *py, uint64_t code, const struct debuginfo_n
 	r->nfilename = (uint16_t)n->nf;
 	r->pad = 0;
 	r->nlinetable = nlines;
-	r->pad2 = 0;
+	r->pid = *(volatile const uint32_t *)my_ctl()->self;
 	d = (char *)(r + 1);
 	for (int i = 0; i <= n->nm; i++)
 		*d++ = n->module[i];
@@ -302,12 +304,16 @@ static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe, struc
 {
 	struct inj_py_code *t = (struct inj_py_code *)((char *)py + py->codes_off);
 	uint64_t qn = ld64(code + py->off.co_qualname), h = code * 0x9e3779b97f4a7c15ULL;
-	uint32_t mask = py->ncodes - 1;
+	uint32_t mask = py->ncodes - 1, me = *(volatile const uint32_t *)my_ctl()->self;
 
+	/* an entry is a process's (the processes a -p process forks share the
+	 * table: the same address may hold another code object in each) */
 	for (uint32_t i = 0; i < VERDICT_PROBES; i++) {
 		struct inj_py_code *e = &t[((uint32_t)(h >> 40) + i) & mask];
 		uint64_t k = __atomic_load_n(&e->code, __ATOMIC_ACQUIRE);
 
+		if (k == code && e->pid != me)
+			continue;	/* another process's (or being claimed) */
 		if (k == code && e->qualname == qn) {
 			*ep = e;
 			return e->mask;
@@ -317,6 +323,7 @@ static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe, struc
 								      __ATOMIC_ACQUIRE))) {
 			/* new, or another code object at the same address (its row,
 			 * by address, is the same) */
+			e->pid = me;
 			e->mask = decide(py, code, iframe);
 			e->qualname = qn;
 			py->codes_used++;
