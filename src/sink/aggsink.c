@@ -361,6 +361,12 @@ void aggsink_destroy(struct usc_sink *base)
 
 /* ---- writing rows -------------------------------------------------------- */
 
+static bool key_is_pid(const struct usc_fetcharg *a, const struct usc_value *v)
+{
+	return a->ninsn && a->insn[0].op == FOP_PID && v->kind == USC_V_INT && v->u &&
+	       v->u <= INT32_MAX;
+}
+
 /* Row r's key as an event's values. */
 static void row_event(const struct agg_sink *k, const struct agg_row *r, struct usc_value *vals,
 		      struct usc_event *ev)
@@ -368,6 +374,7 @@ static void row_event(const struct agg_sink *k, const struct agg_row *r, struct 
 	unsigned first, n;
 	int value;
 	bool cut;
+	pid_t pid_key = 0;
 
 	*ev = (struct usc_event){.site = r->site, .vals = vals, .comm = "", .pid = k->s->pid};
 	agg_layout(&k->s->set->agg, r->site, &first, &n, &value);
@@ -378,7 +385,14 @@ static void row_event(const struct agg_sink *k, const struct agg_row *r, struct 
 			      k->a.str_max, &vals[i], &cut, &pid);
 		if (pid)
 			ev->pid = pid;
+		else if (key_is_pid(&r->site->args[first + i], &vals[i]))
+			pid_key = (pid_t)vals[i].u;
 	}
+	/* a row keyed by $pid is that process's (its py: function named as
+	 * the process named it: a fork's code object may be at the address
+	 * of another's) */
+	if (pid_key && ev->pid == k->s->pid)
+		ev->pid = pid_key;
 	ev->nvals = n < USC_MAX_ARGS ? n : USC_MAX_ARGS;
 }
 

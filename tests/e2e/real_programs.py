@@ -343,13 +343,16 @@ class Redis:
 
 
 # --------------------------------------------------------------------------
-# nginx (nginx-light): one process (master_process off), its access log
+# nginx (nginx-light): one process (master_process off), or a master and
+# its workers; its access log
 
 NGINX = "/usr/sbin/nginx"
+ONE_PROCESS = "master_process off;\nworker_processes 1;\n"
+# (the workers as root: the test's directory is root's alone)
+MASTER = "master_process on;\nworker_processes {n};\nuser root;\n"
 NGINX_CONF = """\
 daemon off;
-master_process off;
-worker_processes 1;
+{processes}\
 pid {d}/nginx.pid;
 error_log {d}/error.log info;
 events {{ worker_connections 64; }}
@@ -369,17 +372,21 @@ http {{
 
 
 class Nginx:
-    def __init__(self, tmp: Path, pages):
+    """nginx serving pages from tmp/html: one process, or (workers=N) a
+    master (self.pid) and N workers it forks."""
+
+    def __init__(self, tmp: Path, pages, workers=0):
         self.dir = tmp
+        self.conf = tmp / "nginx.conf"
+        processes = MASTER.format(n=workers) if workers else ONE_PROCESS
         (tmp / "html").mkdir()
         for name, text in pages.items():
             (tmp / "html" / name).write_text(text)
         self.access_log = tmp / "access.log"
 
         def argv(port):
-            conf = tmp / "nginx.conf"
-            conf.write_text(NGINX_CONF.format(d=tmp, port=port))
-            return [NGINX, "-p", tmp, "-c", conf, "-e", tmp / "error.log"]
+            self.conf.write_text(NGINX_CONF.format(d=tmp, port=port, processes=processes))
+            return [NGINX, "-p", tmp, "-c", self.conf, "-e", tmp / "error.log"]
 
         def listening(p, port):
             if "Address already in use" in "".join(lines_of(tmp / "error.log")):
@@ -388,6 +395,9 @@ class Nginx:
 
         self.p, self.port = start_server(argv, listening, "nginx", tmp)
         self.pid = self.p.pid
+        if workers:     # the master listens before it forks them
+            wait_until(lambda: len(self.workers()) == workers,
+                       f"nginx's {workers} workers forked", proc=self.p)
 
     def url(self, path):
         return f"http://127.0.0.1:{self.port}{path}"
@@ -429,6 +439,31 @@ class Nginx:
             if len(lines) >= at_least or time.monotonic() > deadline:
                 return lines
             time.sleep(0.02)
+
+    def workers(self):
+        """The pids of the master's children (its workers), sorted."""
+        try:
+            text = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text()
+        except FileNotFoundError:
+            return []
+        return sorted(int(x) for x in text.split())
+
+    def reload(self):
+        """nginx -s reload (the master reads its configuration again, forks
+        new workers and tells the old ones to finish), then wait (bounded)
+        until the master's workers are all new ones, as many as before.
+        -> (old workers, new workers)"""
+        old = self.workers()
+        r = subprocess.run([NGINX, "-p", self.dir, "-c", self.conf, "-e",
+                            self.dir / "error.log", "-s", "reload"],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, f"nginx -s reload: {r.stderr}"
+
+        def renewed():
+            now = self.workers()
+            return now if len(now) == len(old) and not set(now) & set(old) else None
+        new = wait_until(renewed, f"nginx's workers {old} replaced", proc=self.p)
+        return old, new
 
     def stop(self):
         stop(self.p, signal.SIGQUIT)

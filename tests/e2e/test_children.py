@@ -273,3 +273,172 @@ def test_postgres_backends_forked_after_attach(postgres, engine):
     assert res.rc == 0, res.stderr
     (row,) = [r for r in json_rows(res.stdout) if r.get("final")]
     assert row["count"] == clients * tx, row
+
+
+# ---- a Python prefork server: py: probes through -p of the parent ---------------
+
+PYPREFORK = u.TARGETS / "pyprefork.py"
+
+
+def python_named(name):
+    from test_python_versions import PYTHONS
+    p = PYTHONS[name]
+    if not p.exists():
+        pytest.skip(f"no CPython {name} here")
+    return str(p)
+
+
+def py_workers(t, cmd, n):
+    """Have pyprefork.py fork n workers (cmd: fork or mp) -> {pid: the
+    calls of handle() the worker counted itself}."""
+    t.write(f"{cmd} {n}\n")
+    own = {}
+    while True:
+        line = t.readline()
+        if not line.startswith("worker "):
+            assert line == f"{'forked' if cmd == 'fork' else 'mp'} {n}", line
+            return own
+        _, pid, calls = line.split()
+        own[int(pid)] = int(calls)
+
+
+PY_NAMES = ["debian-3.11", "3.12.1", "3.13.0"]
+
+
+@pytest.mark.parametrize("name", PY_NAMES)
+@pytest.mark.parametrize("cmd", ["fork", "mp"])
+def test_python_prefork_workers_counted(name, cmd):
+    """pyprefork.py's parent attached; it forks 3 workers (os.fork, or
+    multiprocessing's fork), each calling handle() as many times as it
+    draws and says, then calls handle() itself, then forks 2 more: the
+    calls and the returns by pid are the parent's and each worker's own.
+    (Returns on 3.12 and later: each process arms handle's code object in
+    its own interpreter, whichever called it first.)"""
+    py = python_named(name)
+    t = u.Target([py, PYPREFORK])
+    try:
+        t.expect("ready")
+        bg = attach("count", "inject", t.pid, "py:__main__:handle pid=$pid",
+                    "r:py:__main__:handle pid=$pid")
+        own = py_workers(t, cmd, 3)
+        t.write("self 4\n")
+        t.expect("self 4")
+        own.update(py_workers(t, cmd, 2))
+        t.close_stdin()
+        assert t.wait() == 0
+        res = bg.result()
+        assert res.rc == 0, res.stderr
+        rows = [r for r in json_rows(res.stdout) if r.get("final")]
+        assert {r["key"]["function"] for r in rows} == {"__main__:handle"}, rows
+        assert len(own) == 5 and t.pid not in own
+        for probe in ("py:__main__:handle", "py:__main__:handle__return"):
+            got = {r["key"]["pid"]: r["count"] for r in rows if r["probe"] == probe}
+            assert got == {t.pid: 4, **own}, (probe, got, own, res.stderr)
+    finally:
+        if t.alive():
+            t.kill()
+
+
+@pytest.mark.parametrize("name", PY_NAMES)
+def test_python_prefork_worker_pystack(name):
+    """$pystack of handle() in a forked worker: the frames the worker's own
+    traceback.extract_stack() sees, handle() at its def line."""
+    py = python_named(name)
+    t = u.Target([py, PYPREFORK])
+    try:
+        t.expect("ready")
+        bg = attach("trace", "inject", t.pid, "py:__main__:handle $pystack")
+        t.write("stack\n")
+        _, pid, frames = t.readline().split(" ", 2)
+        t.expect("stacked")
+        t.close_stdin()
+        assert t.wait() == 0
+        res = bg.result()
+        assert res.rc == 0, res.stderr
+        (ev,) = json_rows(res.stdout)
+        assert ev["pid"] == int(pid) != t.pid and ev["event"] == "__main__:handle", (ev, pid)
+        assert all(f["python"] for f in ev["args"]["pystack"]), ev
+        got = [(f["sym"], f["file"], f["line"]) for f in ev["args"]["pystack"]]
+        own = [(q, str(PYPREFORK), line) for q, line in reversed(json.loads(frames))]
+        handle_def = 1 + PYPREFORK.read_text().splitlines().index("def handle(i):")
+        assert got == [("handle", str(PYPREFORK), handle_def)] + own[1:], (got, own)
+    finally:
+        if t.alive():
+            t.kill()
+
+
+def py_call(t, k):
+    """Each held worker calls handle() k times -> {pid: (its calls, its
+    sys.monitoring tool 4)}."""
+    t.write(f"call {k}\n")
+    out = {}
+    while (line := t.readline()) != "called":
+        _, pid, calls, tool = line.split()
+        out[int(pid)] = (int(calls), tool)
+    return out
+
+
+@pytest.mark.parametrize("name", ["3.12.1", "3.13.0"])
+@pytest.mark.parametrize("how", ["detach", "kill"])
+def test_python_prefork_workers_left_without_our_tool(name, how):
+    """Workers that outlive the trace (sys.monitoring, 3.12 and later): once
+    uscope has let go (or was killed), each worker's next probed call takes
+    our tool out of its own interpreter, as the parent's does. (The tool's
+    state is in the memory the forks share: the first process to let go
+    marked it done for all, and the others kept the tool.)"""
+    py = python_named(name)
+    t = u.Target([py, PYPREFORK])
+    try:
+        t.expect("ready")
+        bg = attach("count", "inject", t.pid, "py:__main__:handle pid=$pid")
+        pids = [int(p) for p in t.readline().split()[1].split(",")] \
+            if not t.write("hold 2\n") else None
+        got = py_call(t, 3)
+        assert got == {p: (3, "uscope") for p in pids}, got
+        if how == "detach":
+            bg.signal(signal.SIGINT)
+            res = bg.result()
+            assert res.rc == 0, res.stderr
+            rows = {r["key"]["pid"]: r["count"] for r in json_rows(res.stdout) if r.get("final")}
+            assert rows == {p: 3 for p in pids}, rows
+        else:
+            bg.signal(signal.SIGKILL)
+            bg.wait()
+        assert py_call(t, 2) == {p: (5, "none") for p in pids}
+        t.write("release\n")
+        t.expect("released")
+        t.close_stdin()
+        assert t.wait() == 0
+    finally:
+        if t.alive():
+            t.kill()
+
+
+@pytest.mark.parametrize("name", PY_NAMES)
+def test_python_prefork_functions_made_in_workers(name):
+    """Each worker compiles a function of its own after the fork (late<k>):
+    code objects the parent never had, perhaps at one address in two
+    workers. Each is counted, by pid, under its own name."""
+    py = python_named(name)
+    t = u.Target([py, PYPREFORK])
+    try:
+        t.expect("ready")
+        bg = attach("count", "inject", t.pid, "py:__main__:late* pid=$pid",
+                    "r:py:__main__:late* pid=$pid")
+        t.write("late 3\n")
+        own = {}
+        while (line := t.readline()) != "lated 3":
+            _, pid, k, calls = line.split()
+            own[(int(pid), f"__main__:late{k}")] = int(calls)
+        t.close_stdin()
+        assert t.wait() == 0
+        res = bg.result()
+        assert res.rc == 0, res.stderr
+        rows = [r for r in json_rows(res.stdout) if r.get("final")]
+        for probe in ("py:__main__:late*", "py:__main__:late*__return"):
+            got = {(r["key"]["pid"], r["key"]["function"]): r["count"]
+                   for r in rows if r["probe"] == probe}
+            assert got == own, (probe, got, own, res.stderr)
+    finally:
+        if t.alive():
+            t.kill()

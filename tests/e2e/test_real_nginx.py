@@ -23,6 +23,9 @@ FAST_ENGINES = ["inject", "bpf"]    # tracefs: see test_real_redis.py
 PAGES = {"index.html": "home\n", "a.html": "page a\n", "b.html": "page b\n"}
 # the requests, and what nginx answers
 PATHS = ["/a.html", "/b.html", "/a.html", "/", "/a.html", "/b.html"]
+# after a reload: connections, and the requests of each
+CONNS = 4
+RELOAD_PATHS = ["/a.html", "/", "/b.html", "/a.html", "/b.html"]
 
 
 @pytest.fixture
@@ -180,3 +183,43 @@ def test_count_over_a_glob_shows_the_functions_hit(nginx):
     assert rows["ngx_http_create_request"] == len(PATHS), s.describe()
     assert all(n > 0 for n in rows.values()), \
         f"{sum(n == 0 for n in rows.values())} rows of {len(rows)} were never hit"
+
+
+# --------------------------------------------------------------------------
+# a master and its workers, reloaded while traced (issue 27)
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_reload_while_traced(tmp_path, engine):
+    """nginx as it runs in production: a master and 2 workers. -p MASTER
+    follows the workers the master forks after attach: `nginx -s reload`
+    twice while traced, each time new workers forked and the old ones
+    finishing their connections and exiting, N requests served after each.
+    Each request is freed once by the worker that served it (then logged):
+    the counts, by pid, are the access log's lines, the first N in the
+    first new workers, the next N in the second, none lost or counted twice
+    as the workers come and go. (The workers forked before attach are not
+    followed, as -p documents: they serve nothing here, they end at the
+    first reload.)"""
+    n = rp.Nginx(tmp_path, PAGES, workers=2)
+    try:
+        s = attach("count", n.pid, "--json", "ngx_http_free_request pid=$pid", engine=engine)
+        served = []
+        for _ in range(2):
+            old, new = n.reload()
+            logged = len(n.logged())
+            for c in range(CONNS):
+                serve(n, RELOAD_PATHS)
+            assert len(n.logged()) == logged + CONNS * len(RELOAD_PATHS)
+            served.append(new)
+        s.stop().ok()
+        rows = {r["key"]["pid"]: r["count"] for r in rp.agg_rows(s.stdout)}
+        assert all(r["probe"] == "ngx_http_free_request" for r in rp.agg_rows(s.stdout))
+        per = CONNS * len(RELOAD_PATHS)
+        # every request by a worker of its generation, each counted once
+        assert sum(rows.get(p, 0) for p in served[0]) == per, (served, rows, s.describe())
+        assert sum(rows.get(p, 0) for p in served[1]) == per, (served, rows, s.describe())
+        assert set(rows) <= set(served[0] + served[1]), (served, rows)
+        # the access log agrees: one line a request, none while not traced
+        assert len(n.logged()) == 2 * per
+    finally:
+        n.stop()

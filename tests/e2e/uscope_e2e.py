@@ -69,8 +69,9 @@ PER_EVENT_RE = re.compile(rf"^\s+(\S.*?):\s+(\d+)\s+events?,\s+(\d+)\s+lost{_WAI
 # when they are more (the number parse_ready and wait_ready give)
 _UNIT = r"\d+ (?:functions?|USDT probes?|lines?|address(?:es)?)"
 # py: probes last, as the probe ("py:app:* (the Python functions it names, as
-# they are called)") or how many: their functions are matched as CPython calls them
-_PY = (r"(?:\S+ \(the Python functions it names, as they are called\)|"
+# they are called)", with its arguments if any) or how many: their functions
+# are matched as CPython calls them
+_PY = (r"(?:\S.*? \(the Python functions it names, as they are called\)|"
        r"\d+ py: probes \(the Python functions they name, as they are called\))")
 READY_RE = re.compile(rf"^uscope: tracing (?:({_UNIT}(?:(?:, | and ){_UNIT})*)"
                       rf"(?: \((\d+) sites\))?(?: and {_PY})?|{_PY})"

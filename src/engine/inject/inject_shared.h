@@ -119,6 +119,11 @@ struct agent_hdr {
 
 /* The self page (inj_ctl.self): per process, wiped in a forked child. */
 #define INJ_SELF_LETGO 4	/* offset of the process's let-go state */
+/* the code objects this process armed for sys.monitoring (the agent's,
+ * uint64_t[INJ_SELF_NARMED], 0: free; the tracer's scratch at 64 is used
+ * before, at attach) */
+#define INJ_SELF_ARMED 2048
+#define INJ_SELF_NARMED 256
 enum inj_letgo {
 	INJ_LETGO_NONE = 0,	/* patched (or never was) */
 	INJ_LETGO_BUSY = 1,	/* an agent is letting go */
@@ -546,9 +551,9 @@ struct inj_py_code {
 	uint32_t row1;			/* count by function (inj_site.py_count): the
 					 * row of row1_site's key for it, + 1 (0: none) */
 	uint32_t row1_site;
-	uint32_t armed;			/* sys.monitoring: its local events set, a
-					 * reference to it held (not freed) */
-	uint32_t pad;
+	uint32_t pid;			/* the self word of the process it is of */
+	uint32_t pad;			/* (which process armed it for sys.monitoring
+					 * is in each one's self page: INJ_SELF_ARMED) */
 };
 
 /* The arena: one record a code object, 8-aligned: this header, then the
@@ -561,7 +566,8 @@ struct inj_py_name {
 	int32_t firsttraceable;
 	uint16_t nmodule, nqualname, nfilename, pad;
 	uint32_t nlinetable;		/* INJ_PY_NOLINES: none copied */
-	uint32_t pad2;
+	uint32_t pid;			/* its process's self word (the processes
+					 * a -p process forks share the arena) */
 };
 #define INJ_PY_NOLINES 0xffffffffu
 
@@ -634,6 +640,10 @@ struct inj_py {
 	struct inj_py_methoddef mon_def[INJ_MON_CBS];
 	volatile uint64_t mon_armed;	/* code objects armed (local events) */
 	volatile uint64_t mon_disabled;	/* code objects told DISABLE (no probe) */
+	/* the tool and sys.monitoring of the first process that let go: a
+	 * forked copy of it still has them (mon_left_mod 0: none let go) */
+	volatile int32_t mon_left_tool;
+	volatile uint64_t mon_left_mod;
 };
 
 #endif

@@ -314,6 +314,7 @@ void inj_py_sync(struct inj *j, struct inj_image *img)
 	struct inj_py *py = c && c->py_off ? (struct inj_py *)((char *)c + c->py_off) : NULL;
 	const char *base;
 	uint32_t end;
+	pid_t who;
 
 	if (!py || !py->arena_off)
 		return;
@@ -346,8 +347,17 @@ void inj_py_sync(struct inj *j, struct inj_image *img)
 			ci.linetable = (const uint8_t *)ci.filename + r.nfilename + 1;
 			ci.linetable_len = lines;
 		}
+		/* told as its process's: a fork's code object may be at the
+		 * address of another's */
+		who = img->pid;
+		if (r.pid) {
+			int32_t p = (int32_t)r.pid, t = (int32_t)r.pid;
+
+			inj_host_ids(j, img, &p, &t);
+			who = p;
+		}
 		if (ci.qualname[r.nqualname] || ci.filename[r.nfilename] ||
-		    python_names_tell(j->base.ctx->cache, img->pid, &ci))
+		    python_names_tell(j->base.ctx->cache, who, &ci))
 			break;
 		img->py_seen += len;
 	}

@@ -230,6 +230,8 @@ struct debuginfo_names {
 
 /* A code object's names (and line table) copied into the arena, for the
  * tracer. lines: its bytes, nlines of them (INJ_PY_NOLINES: none). */
+static struct inj_ctl *my_ctl(void);
+
 static void arena_add(struct inj_py *py, uint64_t code, const struct debuginfo_names *n, uint64_t lines,
 		      uint32_t nlines)
 {
@@ -254,7 +256,7 @@ static void arena_add(struct inj_py *py, uint64_t code, const struct debuginfo_n
 	r->nfilename = (uint16_t)n->nf;
 	r->pad = 0;
 	r->nlinetable = nlines;
-	r->pad2 = 0;
+	r->pid = *(volatile const uint32_t *)my_ctl()->self;
 	d = (char *)(r + 1);
 	for (int i = 0; i <= n->nm; i++)
 		*d++ = n->module[i];
@@ -302,12 +304,16 @@ static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe, struc
 {
 	struct inj_py_code *t = (struct inj_py_code *)((char *)py + py->codes_off);
 	uint64_t qn = ld64(code + py->off.co_qualname), h = code * 0x9e3779b97f4a7c15ULL;
-	uint32_t mask = py->ncodes - 1;
+	uint32_t mask = py->ncodes - 1, me = *(volatile const uint32_t *)my_ctl()->self;
 
+	/* an entry is a process's (the processes a -p process forks share the
+	 * table: the same address may hold another code object in each) */
 	for (uint32_t i = 0; i < VERDICT_PROBES; i++) {
 		struct inj_py_code *e = &t[((uint32_t)(h >> 40) + i) & mask];
 		uint64_t k = __atomic_load_n(&e->code, __ATOMIC_ACQUIRE);
 
+		if (k == code && e->pid != me)
+			continue;	/* another process's (or being claimed) */
 		if (k == code && e->qualname == qn) {
 			*ep = e;
 			return e->mask;
@@ -317,6 +323,7 @@ static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe, struc
 								      __ATOMIC_ACQUIRE))) {
 			/* new, or another code object at the same address (its row,
 			 * by address, is the same) */
+			e->pid = me;
 			e->mask = decide(py, code, iframe);
 			e->qualname = qn;
 			py->codes_used++;
@@ -536,9 +543,10 @@ static int ev_cb(int e)
 }
 
 /* A call of sys.monitoring.NAME: 0, or -1 (its exception cleared). */
-#define MON_CALL(py, name, ...)                                                            \
+#define MON_CALL(py, name, ...) MON_CALL_ON(py, (py)->mon_mod, name, __VA_ARGS__)
+#define MON_CALL_ON(py, mod, name, ...)                                                    \
 	({                                                                                 \
-		uint64_t r_ = ((callm_fn)(py)->call_method)((py)->mon_mod, name, __VA_ARGS__); \
+		uint64_t r_ = ((callm_fn)(py)->call_method)(mod, name, __VA_ARGS__);      \
 		if (r_)                                                                    \
 			((ref_fn)(py)->decref)(r_);                                       \
 		else                                                                       \
@@ -546,28 +554,62 @@ static int ev_cb(int e)
 		r_ ? 0 : -1;                                                               \
 	})
 
+/* The code objects this process armed, each with a reference held, in its
+ * own memory (the self page): the table of verdicts is shared with the
+ * processes it forks, whose interpreters are their own. A fork starts with
+ * none: what it inherited armed is armed again (CPython sees the same
+ * events and returns) the first time it calls it. */
+static uint64_t *armed_set(void)
+{
+	return (uint64_t *)(my_ctl()->self + INJ_SELF_ARMED);
+}
+
+/* code's slot: where it is, or a free one (NULL: none). */
+static uint64_t *armed_slot(uint64_t code)
+{
+	uint64_t *set = armed_set();
+	uint32_t h = (uint32_t)(code >> 4) * 2654435761u;
+
+	for (uint32_t k = 0; k < INJ_SELF_NARMED; k++) {
+		uint64_t *sl = &set[(h + k) & (INJ_SELF_NARMED - 1)];
+
+		if (*sl == code || !*sl)
+			return sl;
+	}
+	return NULL;
+}
+
+/* The code objects armed here: local events off, references dropped. */
+static void disarm_codes(struct inj_py *py, uint64_t mod, int tool)
+{
+	uint64_t *set = armed_set();
+
+	for (uint32_t k = 0; k < INJ_SELF_NARMED; k++) {
+		if (!set[k])
+			continue;
+		MON_CALL_ON(py, mod, "set_local_events", "iOi", tool, set[k], 0);
+		((ref_fn)py->decref)(set[k]);
+		set[k] = 0;
+		__atomic_sub_fetch(&py->mon_armed, 1, __ATOMIC_RELAXED);
+	}
+}
+
 /* Our tool out: no event, no callback, no code object armed, the id
  * freed; in a callback (in_cb) our own references to the callbacks stay
  * (the one running is one of them). */
 static void mon_release(struct inj_py *py, int in_cb)
 {
-	struct inj_py_code *t = (struct inj_py_code *)((char *)py + py->codes_off);
 	int tool = py->mon_tool;
 
 	if (tool >= 0 && py->mon_mod) {
+		py->mon_left_tool = tool;
+		py->mon_left_mod = py->mon_mod;	/* (the pointer: a fork's copy has it) */
 		MON_CALL(py, "set_events", "ii", tool, 0);
 		for (int e = 0; e < EV_N; e++)
 			if (py->mon_ev[e])
 				MON_CALL(py, "register_callback", "iiO", tool, (int)py->mon_ev[e],
 					 py->none);
-		for (uint32_t i = 0; py->codes_off && i < py->ncodes && py->mon_armed; i++) {
-			if (!t[i].armed)
-				continue;
-			MON_CALL(py, "set_local_events", "iOi", tool, t[i].code, 0);
-			t[i].armed = 0;
-			((ref_fn)py->decref)(t[i].code);
-			py->mon_armed--;
-		}
+		disarm_codes(py, py->mon_mod, tool);
 		MON_CALL(py, "free_tool_id", "i", tool);
 	}
 	py->mon_tool = -1;
@@ -676,6 +718,29 @@ static void mon_disarm(struct inj_py *py, int in_cb)
 	py->mon_state = INJ_MON_DONE;
 }
 
+/* A callback of ours called once the tool was let go: this process is a
+ * copy of the one that let go (a fork of it, or it of a fork: the state is
+ * in the memory they share), whose interpreter still has the tool and our
+ * callbacks. Taken out of this one too: no event, no callback, the id
+ * freed (its references to our callbacks stay: one of them runs). */
+static void mon_release_copy(struct inj_py *py)
+{
+	uint64_t et = 0, ev = 0, etb = 0, mod = py->mon_left_mod;
+	int tool = py->mon_left_tool;
+
+	if (!mod || tool < 0)
+		return;
+	((fetch_fn)py->err_fetch)(&et, &ev, &etb);
+	MON_CALL_ON(py, mod, "set_events", "ii", tool, 0);
+	for (int e = 0; e < EV_N; e++)
+		if (py->mon_ev[e])
+			MON_CALL_ON(py, mod, "register_callback", "iiO", tool, (int)py->mon_ev[e],
+				    py->none);
+	disarm_codes(py, mod, tool);
+	MON_CALL_ON(py, mod, "free_tool_id", "i", tool);
+	((restore_fn)py->err_restore)(et, ev, etb);
+}
+
 static uint64_t mon_ret(const struct inj_py *py, uint64_t obj)
 {
 	((ref_fn)py->incref)(obj);
@@ -690,10 +755,13 @@ static uint64_t mon_event(uint64_t code, int what, uint64_t retval, int start)
 	struct inj_py *py = py_mut(c);
 	struct python_walk w;
 	struct py_hit h;
-	uint64_t mask;
+	uint64_t mask, *sl;
 
-	if (py->mon_state != INJ_MON_ARMED)
+	if (py->mon_state != INJ_MON_ARMED) {
+		if (py->mon_state == INJ_MON_DONE)
+			mon_release_copy(py);	/* another process let go: this one too */
 		return mon_ret(py, py->none);
+	}
 	if (py->state != INJ_PY_ON || owner_died(c->owner)) {
 		mon_disarm(py, 1);	/* detached, or the tracer has gone */
 		return mon_ret(py, py->none);
@@ -709,13 +777,14 @@ static uint64_t mon_event(uint64_t code, int what, uint64_t retval, int start)
 			__atomic_add_fetch(&py->mon_disabled, 1, __ATOMIC_RELAXED);
 		return mon_ret(py, start ? py->mon_disable : py->none);
 	}
-	if (what == PYTRACE_CALL && h.verdict && !h.verdict->armed) {
+	if (what == PYTRACE_CALL && h.verdict && (!(sl = armed_slot(code)) || *sl != code)) {
 		uint64_t set = py->mon_ev[EV_RESUME] | py->mon_ev[EV_RETURN] | py->mon_ev[EV_YIELD];
 
-		if (!MON_CALL(py, "set_local_events", "iOi", py->mon_tool, code, (int)set)) {
+		/* (no room: armed again at each call, no reference held) */
+		if (!MON_CALL(py, "set_local_events", "iOi", py->mon_tool, code, (int)set) && sl) {
 			((ref_fn)py->incref)(code);
-			h.verdict->armed = 1;
-			py->mon_armed++;
+			*sl = code;
+			__atomic_add_fetch(&py->mon_armed, 1, __ATOMIC_RELAXED);
 		}
 	}
 	py_hits(c, py, mask, what, &h);
