@@ -34,4 +34,18 @@ int proc_status_read(pid_t pid, struct proc_status *st);
  * logged. */
 int proc_auxv_read(pid_t pid, const uint64_t *types, uint64_t *vals, size_t n);
 
+/* The processes descending from root now (its children, theirs, ...: by
+ * their PPid), root not among them. Left out, with what descends from
+ * them: kernel threads, and uscope's own processes (this one, and any that
+ * runs uscope's executable: its janitor, another uscope). *out: malloc'd
+ * (free it), NULL when none. How many, or -errno. Not logged. */
+long proc_descendants(pid_t root, pid_t **out);
+
+/* fn(pid, ctx) on each descendant of root (proc_descendants) once, pass
+ * after pass until a pass finds none new: what a descendant forks before
+ * fn took it is found by the next pass; what it forks after, the caller
+ * follows (armed before the first pass). fn returns 0, or -errno to stop
+ * (returned). */
+int proc_descendants_each(pid_t root, int (*fn)(pid_t pid, void *ctx), void *ctx);
+
 #endif

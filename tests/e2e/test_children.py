@@ -1,14 +1,16 @@
-"""-p PID follows the processes PID forks after attach (issue 27).
+"""-p PID traces PID, its descendants running at attach, and the processes
+any of them forks after attach (issue 27).
 
 tests/targets/prefork is a forking server: uscope attaches to it with -p,
 then the test has it fork children (and grandchildren) that each call
 handle() a known number of times, on every engine and with every command:
 count, latency, trace and record count them exactly, each process named by
-its own pid. --no-children traces the parent alone; a child that execs
+its own pid; children held since before attach are traced too.
+--no-children traces the parent alone; a child that execs
 another program leaves the trace. A kill -9 of uscope while children are
 patched (inject) leaves every child with the file's code, and running.
 Then Debian's PostgreSQL, when installed: pgbench's backends are forked by
-the postmaster after attach."""
+the postmaster after attach, psql's backends before."""
 
 import collections
 import json
@@ -157,6 +159,37 @@ def test_a_child_that_execs_leaves(engine):
     assert len(by_pid) == n and all(v == list(range(k)) for v in by_pid.values()), by_pid
 
 
+# ---- children running at attach -------------------------------------------------
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("children", [True, False])
+def test_children_running_at_attach(engine, children):
+    """Children forked before attach, waiting: -p PARENT traces them too
+    (--no-children: not). Each called handle k times before attach (not
+    counted), and k times more on release, each as itself; then the parent
+    forks children and grandchildren after attach, followed as before."""
+    s, n, k = SIZES[engine]
+    srv = Server()
+    held = [int(p) for p in srv.say(f"hold {n} {k}").split()[1].split(",")]
+    bg = attach("trace", engine, srv.pid, "handle v=$arg1:s32",
+                extra=[] if children else ["--no-children"])
+    assert srv.say("release") == f"released ok={n}"
+    srv.say(f"self {s}")
+    srv.say(f"serve {n} {k}")
+    srv.end()
+    res = bg.result().check(rc=0)
+    by_pid = collections.defaultdict(list)
+    for e in res.events:
+        by_pid[e.pid].append(e.args["v"])
+    assert by_pid.pop(srv.pid) == list(range(s))
+    if not children:
+        assert not by_pid, by_pid
+        return
+    assert {p: by_pid.pop(p, None) for p in held} == {p: list(range(k)) for p in held}
+    # serve's n children, forked after attach
+    assert len(by_pid) == n and all(v == list(range(k)) for v in by_pid.values()), by_pid
+
+
 # ---- uscope killed while children are patched --------------------------------
 
 def code_is_the_files(pid, path=PREFORK):
@@ -207,6 +240,22 @@ def test_kill_uscope_restores_every_forked_child(cmd):
     srv.end()
 
 
+def test_kill_uscope_restores_children_running_at_attach():
+    """Children forked before attach are patched each on its own (inject):
+    a kill -9 of uscope restores each, and the parent."""
+    srv = Server()
+    held = [int(p) for p in srv.say("hold 3 2").split()[1].split(",")]
+    bg = attach("count", "inject", srv.pid, "handle")
+    assert all(code_is_the_files(p) is not True for p in held + [srv.pid])
+    bg.signal(signal.SIGKILL)
+    bg.wait()
+    for p in held + [srv.pid]:
+        wait_for("a process's code is not the file's", lambda: code_is_the_files(p), 10)
+    assert srv.say("release") == "released ok=3"
+    srv.say("serve 2 5")
+    srv.end()
+
+
 # ---- PostgreSQL ---------------------------------------------------------------
 
 def pg_bindir():
@@ -220,6 +269,9 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+PSQLS = []     # psql clients the tests leave to the fixture to end
 
 
 @pytest.fixture(scope="module")
@@ -245,6 +297,8 @@ def postgres():
     cp = as_pg(bindir / "pg_ctl", "-D", data, "-o", opts, "-w", "-l", f"{tmp}/log", "start")
     assert cp.returncode == 0, cp.stderr + Path(f"{tmp}/log").read_text()
     pgb = ["pgbench", "-h", tmp, "-p", port, "postgres"]
+    psql = ["runuser", "-u", "postgres", "--", bindir / "psql", "-X", "-q", "-A", "-t",
+            "-h", tmp, "-p", str(port), "postgres"]
     cp = as_pg(*pgb[:1], "-i", "-s", "1", *pgb[1:])
     assert cp.returncode == 0, cp.stderr
     pid = int(Path(f"{data}/postmaster.pid").read_text().split()[0])
@@ -253,7 +307,12 @@ def postgres():
     script = Path(f"{tmp}/select.sql")
     script.write_text("\\set aid random(1, 100000 * :scale)\n"
                       "SELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n")
+    Psql.argv = psql
     yield pid, bindir, script, lambda *a: as_pg(*(pgb[:1] + list(a) + pgb[1:]))
+    for c in PSQLS:
+        c.kill()
+        c.wait()
+    PSQLS.clear()
     as_pg(bindir / "pg_ctl", "-D", data, "-m", "immediate", "stop")
     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -442,3 +501,47 @@ def test_python_prefork_functions_made_in_workers(name):
     finally:
         if t.alive():
             t.kill()
+
+
+class Psql:
+    """A psql session of its own, connected: its backend (a child of the
+    postmaster) runs each query sent, one PortalRun a simple SELECT."""
+    argv = None
+
+    def __init__(self):
+        self.p = subprocess.Popen([str(a) for a in self.argv], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, bufsize=1)
+        PSQLS.append(self.p)
+        self.backend = int(self.ask("SELECT pg_backend_pid();"))
+
+    def ask(self, sql):
+        self.p.stdin.write(sql + "\n")
+        self.p.stdin.flush()
+        line = self.p.stdout.readline()
+        assert line, "psql ended"
+        return line.strip()
+
+    def end(self):
+        self.p.stdin.close()
+        assert self.p.wait(timeout=60) == 0
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_postgres_backends_connected_before_attach(postgres, engine):
+    """Clients connected before uscope starts: their backends are the
+    postmaster's children at attach, and every query they run after is
+    counted, by backend."""
+    pid, bindir, script, pgbench = postgres
+    clients, queries = 2, 25
+    ps = [Psql() for _ in range(clients)]
+    bg = attach("count", engine, pid, f"{bindir}/postgres:PortalRun pid=$pid")
+    for q in range(queries):
+        for c in ps:
+            assert c.ask(f"SELECT {q} + 1;") == str(q + 1)
+    for c in ps:
+        c.end()
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    rows = {r["key"]["pid"]: r["count"] for r in json_rows(res.stdout) if r.get("final")}
+    assert rows == {c.backend: queries for c in ps}, (rows, res.stderr)

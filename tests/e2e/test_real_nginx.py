@@ -197,9 +197,9 @@ def test_reload_while_traced(tmp_path, engine):
     Each request is freed once by the worker that served it (then logged):
     the counts, by pid, are the access log's lines, the first N in the
     first new workers, the next N in the second, none lost or counted twice
-    as the workers come and go. (The workers forked before attach are not
-    followed, as -p documents: they serve nothing here, they end at the
-    first reload.)"""
+    as the workers come and go. (The workers running at attach are traced
+    too, test_workers_running_at_attach: here they serve nothing, they end
+    at the first reload.)"""
     n = rp.Nginx(tmp_path, PAGES, workers=2)
     try:
         s = attach("count", n.pid, "--json", "ngx_http_free_request pid=$pid", engine=engine)
@@ -221,5 +221,34 @@ def test_reload_while_traced(tmp_path, engine):
         assert set(rows) <= set(served[0] + served[1]), (served, rows)
         # the access log agrees: one line a request, none while not traced
         assert len(n.logged()) == 2 * per
+    finally:
+        n.stop()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("children", [True, False])
+def test_workers_running_at_attach(tmp_path, engine, children):
+    """-p MASTER traces the workers the master has already: they serve
+    every request (the master serves none), each freed once by the worker
+    that served it. The counts, by pid, are the access log's lines, all in
+    the workers running at attach; with --no-children, none."""
+    n = rp.Nginx(tmp_path, PAGES, workers=2)
+    try:
+        workers = n.workers()
+        extra = () if children else ("--no-children",)
+        s = attach("count", n.pid, "--json", *extra, "ngx_http_free_request pid=$pid",
+                   engine=engine)
+        for c in range(CONNS):
+            serve(n, RELOAD_PATHS)
+        per = CONNS * len(RELOAD_PATHS)
+        assert len(n.logged()) == per
+        assert n.workers() == workers       # the same workers served them
+        s.stop().ok()
+        rows = {r["key"]["pid"]: r["count"] for r in rp.agg_rows(s.stdout)}
+        if not children:
+            assert rows == {}, (rows, s.describe())
+            return
+        assert set(rows) <= set(workers), (workers, rows, s.describe())
+        assert sum(rows.values()) == per, (workers, rows, s.describe())
     finally:
         n.stop()

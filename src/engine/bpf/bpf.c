@@ -328,6 +328,20 @@ static int bpfeng_attach(struct usc_engine *e)
 	return 0;
 }
 
+/* -p: a process that descends from the target already, in the tree the
+ * program keeps (tgids) as its forks after attach are. */
+static int bpfeng_seed(pid_t pid, void *ctx)
+{
+	struct bpfeng *u = ctx;
+	__u32 key = (__u32)pid;
+	__u8 one = 1;
+
+	if (bpf_map_update_elem(bpf_map__fd(u->skel->maps.tgids), &key, &one, BPF_ANY))
+		return -errno;
+	bpfeng_stk_start(u, pid);
+	return 0;
+}
+
 static int bpfeng_start(struct usc_engine *e, pid_t pid, bool follow_children)
 {
 	struct bpfeng *u = bpfeng_of(e);
@@ -348,6 +362,17 @@ static int bpfeng_start(struct usc_engine *e, pid_t pid, bool follow_children)
 
 			log_error("cannot follow the processes of %d: %s", (int)pid, strerror(-err));
 			return err;
+		}
+		/* -p: its descendants now, the fork program armed before (what
+		 * they fork from now on, it adds) */
+		if (e->ctx->target->kind == USC_TARGET_PID) {
+			int err = proc_descendants_each(pid, bpfeng_seed, u);
+
+			if (err) {
+				log_error("cannot follow the processes of %d: %s", (int)pid,
+					  strerror(-err));
+				return err;
+			}
 		}
 	}
 	bpfeng_stk_start(u, pid);

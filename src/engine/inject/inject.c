@@ -197,6 +197,10 @@ static int inj_start(struct usc_engine *e, pid_t pid, bool follow_children)
 	ret = inj_proc_attach(j, pid);
 	if (ret == -ESRCH)
 		log_error("process %d has gone", (int)pid);
+	/* its descendants now: it is held, so what it forks meanwhile is
+	 * followed (system.c) */
+	if (!ret && j->children)
+		ret = inj_system_descendants(j, pid);
 	return ret;
 }
 

@@ -295,6 +295,10 @@ int inj_proc_attach(struct inj *j, pid_t pid);
  * and may be ptraced, up to --max-procs; the others said once. 0 or -errno
  * (reported) */
 int inj_system_start(struct inj *j);
+/* -p: every process descending from root now that maps a probed file,
+ * attached as root is (root attached and held first). 0 or -errno
+ * (reported); one left out is said, with why. */
+int inj_system_descendants(struct inj *j, pid_t root);
 
 /* follow.c */
 int inj_follow_spawned(struct inj *j, pid_t pid);

@@ -255,3 +255,62 @@ int inj_system_start(struct inj *j)
 		 done == 1 ? "" : "es", what, (double)(inj_mono_ns() - t0) / 1e6);
 	return 0;
 }
+
+/* -p: the processes descending from the target already, attached as it
+ * is (after it: held by ptrace, what they fork from now on is followed). */
+struct sys_desc {
+	struct inj *j;
+	struct sys_file files[16];
+	size_t nf, done;
+	struct sys_left left[WHY_N];
+};
+
+static int desc_attach(pid_t pid, void *ctx)
+{
+	struct sys_desc *c = ctx;
+	struct proc_status st;
+	int why, maps, ret;
+
+	for (size_t i = 0; i < c->j->nprocs; i++)
+		if (c->j->procs[i].pid == pid)
+			return 0;	/* forked since attach: followed */
+	if (proc_status_read(pid, &st) || st.tracer == getpid())
+		return 0;	/* gone; or forked since, its first stop to come */
+	maps = maps_a_file(pid, c->files, c->nf);
+	if (!maps)
+		return 0;	/* it runs another program */
+	why = maps < 0 ? WHY_PERM : refusal(pid);
+	if (why >= 0) {
+		left_add(&c->left[why], pid);
+		return 0;
+	}
+	ret = inj_proc_attach(c->j, pid);
+	if (ret == -ENOMEM)
+		return ret;
+	if (ret && ret != -ESRCH)
+		left_add(&c->left[WHY_FAILED], pid);
+	c->done += !ret;
+	return 0;
+}
+
+int inj_system_descendants(struct inj *j, pid_t root)
+{
+	struct sys_desc *c = calloc(1, sizeof(*c));
+	char what[64];
+	int ret;
+
+	if (!c)
+		return -ENOMEM;
+	c->j = j;
+	c->nf = site_files(j, c->files, 16);
+	ret = c->nf ? proc_descendants_each(root, desc_attach, c) : 0;
+	snprintf(what, sizeof(what), "the probed file%s", c->nf == 1 ? "" : "s");
+	left_say(c->left, c->nf == 1 ? c->files[0].path : what, j->base.ctx->set->max_procs);
+	if (c->done)
+		log_info("inject: %zu process%s descending from %d patched too", c->done,
+			 c->done == 1 ? "" : "es", (int)root);
+	if (ret)
+		log_error("cannot attach the processes of %d: %s", (int)root, strerror(-ret));
+	free(c);
+	return ret;
+}

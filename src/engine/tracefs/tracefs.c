@@ -534,7 +534,12 @@ static int tracefseng_attach(struct usc_engine *e)
 
 /* ---- start ---------------------------------------------------------------------- */
 
-static int write_task_pids(struct tracefseng *t, pid_t pid, bool append)
+static struct tracefseng_task *task_get(struct tracefseng *t, int tid);
+
+/* Every task of process pid in the filter; learn: each known by its
+ * process now (one that exits before its events are read is still named
+ * right). */
+static int write_task_pids(struct tracefseng *t, pid_t pid, bool append, bool learn)
 {
 	char dir[64], buf[64];
 	DIR *d;
@@ -557,9 +562,23 @@ static int write_task_pids(struct tracefseng *t, pid_t pid, bool append)
 		}
 		if (ret)
 			break;
+		if (learn)
+			task_get(t, atoi(de->d_name));
 	}
 	closedir(d);
 	return ret ? -EIO : 0;
+}
+
+/* -p: a process that descends from the target already, in the filter as
+ * the processes they fork from now on are (event-fork). */
+static int add_descendant(pid_t pid, void *ctx)
+{
+	struct tracefseng *t = ctx;
+	int ret = write_task_pids(t, pid, true, false);
+
+	if (!ret)	/* threads born meanwhile; each known by its process */
+		ret = write_task_pids(t, pid, true, true);
+	return ret == -ESRCH ? 0 : ret;		/* (gone meanwhile) */
 }
 
 static int tracefseng_start(struct usc_engine *e, pid_t pid, bool follow_children)
@@ -570,17 +589,26 @@ static int tracefseng_start(struct usc_engine *e, pid_t pid, bool follow_childre
 	if (pid > 0) {
 		/* set_event_pid holds task ids; event-fork adds the tasks they
 		 * create (threads and processes) as they are created. */
+		t->pid = pid;
+		t->filter_process = !follow_children;
 		tracefs_option_enable(t->inst, TRACEFS_OPTION_EVENT_FORK);
-		ret = write_task_pids(t, pid, false);
+		ret = write_task_pids(t, pid, false, false);
 		if (!ret)
-			ret = write_task_pids(t, pid, true);	/* threads born meanwhile */
+			ret = write_task_pids(t, pid, true, false);	/* threads born meanwhile */
 		if (ret) {
 			log_error("cannot filter on process %d: %s", (int)pid,
 				  ret == -ESRCH ? "it has exited" : "set_event_pid failed");
 			return ret;
 		}
-		t->pid = pid;
-		t->filter_process = !follow_children;
+		/* its descendants now, event-fork on before: what they fork
+		 * from now on, the kernel adds */
+		if (follow_children && e->ctx->target->kind == USC_TARGET_PID)
+			ret = proc_descendants_each(pid, add_descendant, t);
+		if (ret) {
+			log_error("cannot filter on the processes of %d: set_event_pid failed",
+				  (int)pid);
+			return ret;
+		}
 	}
 	/* Tasks created from now on announce their thread group; a thread
 	 * that exits before its events are read is still attributed right. */
