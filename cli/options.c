@@ -36,9 +36,10 @@ const struct cli_opt cli_opts_all[] = {
 	{'F', CLI_ARG_FORMAT, "    --format NAME", "the output's form"},
 	{'Y', CLI_ARG_SORT, "    --sort KEY", "the order of the rows"},
 	{'p', CLI_ARG_LIVE, "-p, --pid PID",
-	 "in a running process (all its threads), and the\nprocesses it forks after attach"},
+	 "in a running process (all its threads), its\nchildren running at attach, and the "
+	 "processes\nany of them forks after"},
 	{'n', CLI_ARG_LIVE, "    --no-children",
-	 "-p: PID alone, not the processes it forks"},
+	 "-p: PID alone, none of its children"},
 	{'J', CLI_ARG_LIVE, "    --max-procs N",
 	 "system-wide on -e inject: patch at most N running\nprocesses (default 256); the "
 	 "others are said"},
