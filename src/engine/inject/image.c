@@ -223,8 +223,8 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 
 	/* the self word, 0 in a forked child; first, the memfd's name goes
 	 * there (no other memory of the process is ours to write) */
-	r = inj_rsys(rem, SYS_mmap, 0, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-		     -1, 0);
+	r = inj_rsys(rem, SYS_mmap, 0, INJ_SELF_SIZE, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (inj_rsys_failed(r))
 		return (int)r;
 	m->self_remote = (uint64_t)r;
@@ -269,7 +269,8 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 				   sizeof(m->remote));
 	if (ret)
 		return ret;
-	if (inj_rsys(rem, SYS_madvise, (long)m->self_remote, 4096, MADV_WIPEONFORK, 0, 0, 0))
+	if (inj_rsys(rem, SYS_madvise, (long)m->self_remote, INJ_SELF_SIZE, MADV_WIPEONFORK, 0, 0,
+		     0))
 		log_warn("process %d: no MADV_WIPEONFORK (kernel 4.14): its forked children "
 			 "would record into its rings as itself", (int)rem->pid);
 	{

@@ -123,7 +123,10 @@ struct agent_hdr {
  * uint64_t[INJ_SELF_NARMED], 0: free; the tracer's scratch at 64 is used
  * before, at attach) */
 #define INJ_SELF_ARMED 2048
-#define INJ_SELF_NARMED 256
+#define INJ_SELF_NARMED 4096	/* a power of two; a code object looked for in
+				   INJ_SELF_ARMED_PROBES slots from its hash */
+#define INJ_SELF_ARMED_PROBES 64
+#define INJ_SELF_SIZE 65536	/* the self area's bytes (holds the above) */
 enum inj_letgo {
 	INJ_LETGO_NONE = 0,	/* patched (or never was) */
 	INJ_LETGO_BUSY = 1,	/* an agent is letting go */

@@ -125,7 +125,7 @@ int inj_unmap(struct inj_image *img, struct remote *rem)
 	if (m->owner_remote)
 		inj_rsys(rem, SYS_munmap, (long)m->owner_remote, 4096, 0, 0, 0, 0);
 	if (m->self_remote)
-		inj_rsys(rem, SYS_munmap, (long)m->self_remote, 4096, 0, 0, 0, 0);
+		inj_rsys(rem, SYS_munmap, (long)m->self_remote, INJ_SELF_SIZE, 0, 0, 0, 0);
 	for (size_t a = 0; a < img->nareas; a++)
 		stays += img->areas[a].size;
 	log_info("inject: process %d: the shared memory (%llu MiB) and the agent unmapped; "

@@ -570,7 +570,7 @@ static uint64_t *armed_slot(uint64_t code)
 	uint64_t *set = armed_set();
 	uint32_t h = (uint32_t)(code >> 4) * 2654435761u;
 
-	for (uint32_t k = 0; k < INJ_SELF_NARMED; k++) {
+	for (uint32_t k = 0; k < INJ_SELF_ARMED_PROBES; k++) {
 		uint64_t *sl = &set[(h + k) & (INJ_SELF_NARMED - 1)];
 
 		if (*sl == code || !*sl)
