@@ -301,7 +301,7 @@ fi
 # (PyObject_GetIter) at 5, 12 and 32 Python frames: the probe, the walk,
 # counted and traced, each run's losses (bench/pyprobes.py).
 if [ -x /usr/bin/python3.11 ]; then
-	python3 bench/pyprobes.py $US "${PY_SCALE:-20}" "${REPS}" "${N_PYSTACK:-1000000}"
+	python3 bench/pyprobes.py $US "${PY_SCALE_PROBES:-60}" "${REPS}" "${N_PYSTACK:-1000000}"
 else
 	echo "== Python as Python: skipped (no /usr/bin/python3.11)"
 fi
