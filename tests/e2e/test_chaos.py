@@ -107,44 +107,11 @@ class Chaos(u.Target):
         return line.decode()
 
 
-def exe_code(pid):
-    """[(address, bytes in memory, the file's bytes)] of the executable
-    mappings of CHAOS in process pid."""
-    out = []
-    with open(f"/proc/{pid}/maps") as m, open(f"/proc/{pid}/mem", "rb") as mem, \
-            open(CHAOS, "rb") as f:
-        for line in m:
-            parts = line.split()
-            if len(parts) < 6 or "x" not in parts[1] or parts[5] != CHAOS:
-                continue
-            lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            f.seek(int(parts[2], 16))
-            want = f.read(hi - lo)
-            mem.seek(lo)
-            out.append((lo, mem.read(len(want)), want))
-    assert out, f"no executable mapping of {CHAOS} in process {pid}"
-    return out
-
-
-def wait_for(what, cond, timeout):
-    """cond() within timeout seconds, or fail saying what (cond's last
-    value, when not a bool)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v is True:
-            return
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what} (after {timeout}s): {v}")
-        time.sleep(0.02)
-
-
 def code_is_the_files(pid):
-    for lo, got, want in exe_code(pid):
-        if got != want:
-            diff = [i for i in range(len(want)) if got[i] != want[i]]
-            return f"{len(diff)} bytes differ, the first at {lo + diff[0]:#x}"
-    return True
+    return u.code_is_the_file(pid, CHAOS)
+
+
+wait_for = u.wait_true
 
 
 # ---- what is left -------------------------------------------------------------

@@ -193,35 +193,10 @@ def test_children_running_at_attach(engine, children):
 # ---- uscope killed while children are patched --------------------------------
 
 def code_is_the_files(pid, path=PREFORK):
-    """True, or what differs: every executable mapping of path in pid."""
-    seen = False
-    with open(f"/proc/{pid}/maps") as m, open(f"/proc/{pid}/mem", "rb") as mem, \
-            open(path, "rb") as f:
-        for line in m:
-            parts = line.split()
-            if len(parts) < 6 or "x" not in parts[1] or parts[5] != str(path):
-                continue
-            lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            f.seek(int(parts[2], 16))
-            want = f.read(hi - lo)
-            mem.seek(lo)
-            got = mem.read(len(want))
-            seen = True
-            if got != want:
-                diff = [i for i in range(len(want)) if got[i] != want[i]]
-                return f"process {pid}: {len(diff)} bytes differ, the first at {lo + diff[0]:#x}"
-    return True if seen else f"process {pid}: no executable mapping of {path}"
+    return u.code_is_the_file(pid, path)
 
 
-def wait_for(what, cond, timeout):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v is True:
-            return
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what} (after {timeout}s): {v}")
-        time.sleep(0.02)
+wait_for = u.wait_true
 
 
 @pytest.mark.parametrize("cmd", [["count", "handle"], ["trace", "handle v=$arg1:s32"]])

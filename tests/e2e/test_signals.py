@@ -41,19 +41,7 @@ def alive(pid):
 
 
 def code_is_the_files(pid):
-    """Every byte of CHAOS's executable mapping in process pid is the file's."""
-    with open(f"/proc/{pid}/maps") as m, open(f"/proc/{pid}/mem", "rb") as mem, \
-            open(CHAOS, "rb") as f:
-        for line in m:
-            parts = line.split()
-            if len(parts) >= 6 and "x" in parts[1] and parts[5] == CHAOS:
-                lo, hi = (int(x, 16) for x in parts[0].split("-"))
-                f.seek(int(parts[2], 16))
-                want = f.read(hi - lo)
-                mem.seek(lo)
-                if mem.read(len(want)) != want:
-                    return False
-    return True
+    return u.code_is_the_file(pid, CHAOS) is True
 
 
 def calls(path):

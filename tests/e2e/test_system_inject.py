@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 import uscope_e2e as u
-from test_chaos import wait_for
 from test_children import free_port, pg_bindir, postgres  # noqa: F401 (a fixture)
 
 PREFORK = u.target("prefork")
@@ -51,26 +50,7 @@ def exe(tmp_path):
     return str(path)
 
 
-def code_is_the_files(pid, exe):
-    """Every executable mapping of exe in process pid holds the file's bytes
-    (True), or what differs."""
-    seen = 0
-    with open(f"/proc/{pid}/maps") as m, open(f"/proc/{pid}/mem", "rb") as mem, \
-            open(exe, "rb") as f:
-        for line in m:
-            parts = line.split()
-            if len(parts) < 6 or "x" not in parts[1] or parts[5] != exe:
-                continue
-            lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            f.seek(int(parts[2], 16))
-            want = f.read(hi - lo)
-            mem.seek(lo)
-            got = mem.read(len(want))
-            seen += 1
-            if got != want:
-                first = next(i for i in range(len(want)) if got[i] != want[i])
-                return f"bytes differ from {lo + first:#x}"
-    return True if seen else f"process {pid} maps no code of {exe}"
+code_is_the_files = u.code_is_the_file
 
 
 def final_count(res):
@@ -222,7 +202,7 @@ def test_kill_uscope_restores_every_process(exe):
     bg.signal(signal.SIGKILL)
     bg.wait()
     for p in procs:
-        wait_for(f"process {p}'s code is not the file's", lambda: code_is_the_files(p, exe), 10)
+        u.wait_true(f"process {p}'s code is not the file's", lambda: code_is_the_files(p, exe), 10)
     for s in servers:
         assert s.say("release") == "released ok=2"
         assert s.say("serve 2 5") == "served 2 5"
@@ -260,7 +240,7 @@ def test_postgres_backends_running_before_uscope(postgres):  # noqa: F811
                             "-t", str(tx)] + pg_conn(pid),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for("pgbench's clients are not all connected and waiting",
+        u.wait_true("pgbench's clients are not all connected and waiting",
                  lambda: len(os.listdir(waiting)) == clients or
                  (pgb.poll() is None and os.listdir(waiting)) or
                  (pgb.poll() is not None and pgb.communicate()), 60)

@@ -1069,3 +1069,39 @@ class FlowBackground(Background):
 def flow_bg(*probes, pid=None, json=False, duration=None, out=None, extra=()) -> FlowBackground:
     return FlowBackground(flow_argv(probes, None, pid, json, duration, out, False, extra),
                           json=json)
+
+
+def code_is_the_file(pid, path):
+    """True when every executable mapping of path in process pid holds the
+    file's bytes (no patch left), else what differs (a string)."""
+    path = str(path)
+    seen = False
+    with open(f"/proc/{pid}/maps") as m, open(f"/proc/{pid}/mem", "rb") as mem, \
+            open(path, "rb") as f:
+        for line in m:
+            parts = line.split()
+            if len(parts) < 6 or "x" not in parts[1] or parts[5] != path:
+                continue
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            f.seek(int(parts[2], 16))
+            want = f.read(hi - lo)
+            mem.seek(lo)
+            got = mem.read(len(want))
+            seen = True
+            if got != want:
+                diff = [i for i in range(len(want)) if got[i] != want[i]]
+                return f"process {pid}: {len(diff)} bytes differ, the first at {lo + diff[0]:#x}"
+    return True if seen else f"process {pid}: no executable mapping of {path}"
+
+
+def wait_true(what, cond, timeout):
+    """cond() is True within timeout seconds, or fail saying what (with
+    cond's last value, when it says why)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v is True:
+            return
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} (after {timeout}s): {v}")
+        time.sleep(0.02)
