@@ -245,14 +245,27 @@ def test_go_return_sites_survive_stack_growth(rdfsbase, monkeypatch):
     assert f"total {total}" in res.stdout
 
 
-@pytest.mark.parametrize("rdtscp", [None, "0"])
-def test_each_event_on_one_of_the_machines_cpus(rdtscp, monkeypatch):
-    """rdtscp "0": as on a CPU whose CPUID has neither rdtscp nor rdpid (a
-    VM's model may lack both): the kernel then sets no TSC_AUX, and the CPU
-    is read from its per-CPU segment instead."""
-    if rdtscp is not None:
-        monkeypatch.setenv("USCOPE_INJECT_RDTSCP", rdtscp)
-    res = trace("work c=$cpu", cmd=[THREADS, 4, 50], json=True, extra=INJ).check(rc=0)
+@pytest.mark.parametrize("how", ["rseq", "instruction", "segment"])
+def test_each_event_on_one_of_the_machines_cpus(how, monkeypatch):
+    """rseq: glibc's threads each registered an rseq area, whose cpu_id the
+    kernel keeps current (a load). instruction: rdpid or rdtscp, where the
+    CPU has one. segment: as on a CPU whose CPUID has neither (a VM's model
+    may lack both): the kernel then sets no TSC_AUX, and the CPU is read from
+    its per-CPU segment instead."""
+    if how != "rseq":
+        monkeypatch.setenv("USCOPE_INJECT_RSEQ", "0")
+    if how == "segment":
+        monkeypatch.setenv("USCOPE_INJECT_RDTSCP", "0")
+    res = trace("work c=$cpu", cmd=[THREADS, 4, 50], json=True,
+                extra=INJ + ["-v"]).check(rc=0)
+    said = re.search(r"inject: process \d+ reads a hit's CPU (.*)", res.stderr)
+    assert said, res.stderr
+    if how == "rseq":
+        assert said.group(1) == "from its threads' rseq areas"
+    elif how == "segment":
+        assert said.group(1) == "from the per-CPU segment (lsl)"
+    else:
+        assert "rseq" not in said.group(1)
     ncpus = os.sysconf("SC_NPROCESSORS_CONF")
     assert len(res.events) == 200
     # the record's CPU and $cpu (read a moment apart: the thread may move)

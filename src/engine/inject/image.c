@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/ptrace.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <cpuid.h>
@@ -302,7 +303,6 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	c->undo_off = l.undo;
 	c->sem_off = l.sem;
 	c->use_rdfsbase = use_rdfsbase();
-	c->cpu_read = cpu_read();
 	c->agg_dir_off = l.agg.agg_dir_off;
 	c->agg_vals_off = l.agg.agg_vals_off;
 	c->agg_touched_off = l.agg.agg_touched_off;
@@ -371,6 +371,48 @@ static void key_mode(struct inj_image *img, struct remote *rem)
 	log_debug("inject: threads of process %d keyed by %s%s", (int)rem->pid,
 		  all ? "glibc's tid" : "fs base",
 		  all || c->use_rdfsbase ? "" : self ? " (read at %fs:0)" : " (asked: arch_prctl)");
+}
+
+/* ptrace's PTRACE_GET_RSEQ_CONFIGURATION (Linux 5.13) */
+#define PT_GET_RSEQ 0x420f
+struct pt_rseq {
+	uint64_t ptr;
+	uint32_t size, sig, flags, pad;
+};
+
+/* How a hit's CPU is read: from the thread's rseq area where every thread
+ * registered one at the same offset from its thread pointer (glibc 2.35 and
+ * later, in its TCB: a thread it starts later has its own there too), else
+ * as cpu_read says. Only where the threads are glibc's (keyed by its tid):
+ * another runtime's thread pointer may point anywhere. USCOPE_INJECT_RSEQ=0
+ * leaves rseq out (the tests do). */
+static void cpu_mode(struct inj_image *img, struct remote *rem)
+{
+	struct inj_ctl *c = img->shm.ctl;
+	const char *env = getenv("USCOPE_INJECT_RSEQ");
+	bool ok = c->key_mode == INJ_KEY_TID_AT_FS && rem->ntasks > 0 && !(env && !strcmp(env, "0"));
+	int64_t off = 0;
+
+	c->cpu_read = cpu_read();
+	for (size_t t = 0; t < rem->ntasks && ok; t++) {
+		struct user_regs_struct regs;
+		struct pt_rseq rs = {0};
+
+		ok = !remote_get_regs(rem, t, &regs) &&
+		     ptrace(PT_GET_RSEQ, rem->tasks[t].tid, (void *)sizeof(rs), &rs) ==
+			     (long)sizeof(rs) &&
+		     rs.ptr && rs.size >= 8 && rs.ptr > regs.fs_base &&
+		     rs.ptr - regs.fs_base < 1u << 20 && (!t || off == (int64_t)(rs.ptr - regs.fs_base));
+		off = (int64_t)(rs.ptr - regs.fs_base);
+	}
+	if (ok) {
+		c->cpu_read = INJ_CPU_RSEQ;
+		c->rseq_cpu_off = (uint32_t)off + 4;	/* struct rseq's cpu_id */
+	}
+	log_debug("inject: process %d reads a hit's CPU %s", (int)rem->pid,
+		  c->cpu_read == INJ_CPU_RSEQ ? "from its threads' rseq areas"
+		  : c->cpu_read == INJ_CPU_RDPID ? "with rdpid"
+		  : c->cpu_read == INJ_CPU_RDTSCP ? "with rdtscp" : "from the per-CPU segment (lsl)");
 }
 
 static void fill_sites(struct inj *j, struct inj_image *img)
@@ -478,6 +520,7 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 			.save_flags = !(site->ret_site ||
 					(site->func_vaddr && site->vaddr == site->func_vaddr)),
 			.have_rdpid = rdpid,
+			.rseq_cpu_off = m->ctl->cpu_read == INJ_CPU_RSEQ ? m->ctl->rseq_cpu_off : 0,
 		};
 
 		n = reloc(pa, done, pa->probe_off[k], at + len, buf + len, cap - len);
@@ -734,6 +777,7 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
 		ret = inj_stk_install(j, img, rem);
 	if (!ret) {
 		key_mode(img, rem);
+		cpu_mode(img, rem);
 		fill_sites(j, img);
 		inj_py_sites(j, img);
 		/* again: the shared memory and the agent took some of the gaps */

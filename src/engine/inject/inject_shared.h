@@ -170,6 +170,11 @@ enum inj_cpu_read {
 	INJ_CPU_LSL = 2,	/* neither (a VM's model may lack both): the kernel
 				 * sets no TSC_AUX; the limit of its per-CPU
 				 * segment (lsl) says the CPU */
+	INJ_CPU_RSEQ = 3,	/* the thread's rseq area (glibc 2.35 registers
+				 * one per thread at a fixed offset from the
+				 * thread pointer): the kernel keeps its cpu_id
+				 * current, a load (lsl costs 17 ns in a VM);
+				 * lsl where it reads negative (not registered) */
 };
 
 struct inj_ctl {
@@ -183,6 +188,8 @@ struct inj_ctl {
 	uint32_t tid_off;
 	uint32_t use_rdfsbase;		/* the kernel allows rdfsbase (HWCAP2_FSGSBASE) */
 	uint32_t cpu_read;		/* enum inj_cpu_read: how a record's CPU is read */
+	uint32_t rseq_cpu_off;		/* INJ_CPU_RSEQ: struct rseq's cpu_id, from
+					 * the thread pointer */
 	uint32_t fs_self;		/* without rdfsbase, the fs base is read at
 					 * %fs:0: every thread's TCB starts with its own
 					 * address (the x86-64 TLS ABI: glibc, musl);

@@ -218,8 +218,22 @@ static void emit_count(struct emit *e, const struct tramp_spec *s)
 		emit_mem_imm(e, ZYDIS_MNEMONIC_CMP, ZYDIS_REGISTER_RAX, 0);
 		to_skip = emit_branch(e, ZYDIS_MNEMONIC_JZ);
 	}
-	if (s->have_rdpid) {
-		emit_r(e, ZYDIS_MNEMONIC_RDPID, ZYDIS_REGISTER_RAX);
+	if (s->rseq_cpu_off || s->have_rdpid) {
+		if (s->rseq_cpu_off) {
+			/* mov eax, fs:[cpu_id]: -1 or -2 where a thread registered
+			 * none, still one of the 64 counters once masked */
+			r = req0(ZYDIS_MNEMONIC_MOV);
+			r.prefixes = ZYDIS_ATTRIB_HAS_SEGMENT_FS;
+			op_reg(&r, ZYDIS_REGISTER_EAX);
+			ZydisEncoderOperand *o = &r.operands[r.operand_count++];
+
+			o->type = ZYDIS_OPERAND_TYPE_MEMORY;
+			o->mem.displacement = s->rseq_cpu_off;
+			o->mem.size = 4;
+			emit_req(e, &r);
+		} else {
+			emit_r(e, ZYDIS_MNEMONIC_RDPID, ZYDIS_REGISTER_RAX);
+		}
 		emit_ri(e, ZYDIS_MNEMONIC_AND, ZYDIS_REGISTER_EAX, 63);
 		r = req0(ZYDIS_MNEMONIC_IMUL);
 		op_reg(&r, ZYDIS_REGISTER_RAX);

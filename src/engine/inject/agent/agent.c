@@ -74,9 +74,10 @@ static int read_stack(const struct env *env, uint64_t *dst, uint64_t addr)
 	return read_user(env, dst, addr, 8);
 }
 
-/* The TSC, and the CPU it runs on (*cpu): rdtsc and rdpid; or rdtscp's
- * aux; or, where the CPU says it has neither (the kernel then sets no
- * TSC_AUX: rdtscp's aux is whatever the host left there), rdtsc and the
+/* The TSC, and the CPU it runs on (*cpu): rdtsc and the thread's rseq
+ * cpu_id (a load, where every thread has one); or rdtsc and rdpid; or
+ * rdtscp's aux; or, where the CPU says it has neither (the kernel then sets
+ * no TSC_AUX: rdtscp's aux is whatever the host left there), rdtsc and the
  * limit of the kernel's per-CPU segment, as the vDSO's getcpu reads it.
  * The CPU is in the low 12 bits of each. */
 #define CPUNODE_SEG 0x7bu	/* GDT_ENTRY_CPUNODE * 8 + 3 */
@@ -88,7 +89,12 @@ static inline uint64_t stamp(const struct inj_ctl *c, uint32_t *cpu)
 		__asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
 	} else {
 		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-		if (c->cpu_read == INJ_CPU_RDPID) {
+		if (c->cpu_read == INJ_CPU_RSEQ) {
+			__asm__ volatile("movl %%fs:(%1), %0" : "=r"(aux)
+					 : "r"((uint64_t)c->rseq_cpu_off));
+			if ((int32_t)aux < 0)	/* this thread registered none */
+				__asm__ volatile("lsl %1, %0" : "+r"(aux) : "r"(CPUNODE_SEG) : "cc");
+		} else if (c->cpu_read == INJ_CPU_RDPID) {
 			uint64_t id;
 
 			__asm__ volatile("rdpid %0" : "=r"(id));
