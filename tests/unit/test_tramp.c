@@ -5,7 +5,11 @@
  * asked, back unchanged. The count-only code must add one to the right
  * per-CPU counter. The fast path must give fast() the registers it names,
  * and make the full call exactly when fast() asks. A probe that calls no
- * agent must call it when the tracer has died, until it has let go. */
+ * agent must call it when the tracer has died, until it has let go. The
+ * count in a restartable sequence (rseq) must count every call exactly
+ * under preemption, migration and signals (its abort handler and
+ * descriptor are the kernel's to check: a wrong one kills the process),
+ * and leave another sequence's descriptor alone. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +18,11 @@
 
 #include <stdbool.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/rseq.h>
+#include <sys/time.h>
 #include <unistd.h>
 #include <cpuid.h>
 
@@ -302,6 +310,133 @@ static void test_fast_path_then_the_full_call_when_asked(void **state)
 	}
 }
 
+
+/* ---- the count in a restartable sequence ---- */
+
+static uint64_t rseq_counters[64][8] __attribute__((aligned(64)));
+static void *rseq_code;
+#define RSEQ_CALLS 1000000
+
+static struct rseq *this_rseq(void)
+{
+	return (struct rseq *)((char *)__builtin_thread_pointer() + __rseq_offset);
+}
+
+static struct tramp_spec rseq_spec(void)
+{
+	return (struct tramp_spec){.counter = (uint64_t)&rseq_counters[0][3],
+				   .stride = sizeof(rseq_counters[0]),
+				   .rseq_cpu_off = (uint32_t)__rseq_offset + 4,
+				   .rseq_sig = RSEQ_SIG};
+}
+
+static uint64_t rseq_total(void)
+{
+	uint64_t total = 0;
+
+	for (int cpu = 0; cpu < 64; cpu++)
+		for (int s = 0; s < 8; s++) {
+			if (s != 3)
+				assert_int_equal(rseq_counters[cpu][s], 0);
+			total += rseq_counters[cpu][s];
+		}
+	return total;
+}
+
+static void *rseq_hammer(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < RSEQ_CALLS; i++)
+		__asm__ volatile("lea -128(%%rsp), %%rsp; call *%0; lea 128(%%rsp), %%rsp"
+				 : : "r"(rseq_code) : "memory", "cc");
+	return NULL;
+}
+
+static void on_prof(int sig)
+{
+	(void)sig;
+}
+
+static void test_count_in_a_restartable_sequence(void **state)
+{
+	pthread_t t[6];
+	struct itimerval it = {{0, 50}, {0, 50}};
+	uint64_t out[18];
+
+	(void)state;
+	if (!__rseq_size || (int32_t)this_rseq()->cpu_id < 0) {
+		skip();		/* glibc registered no rseq area (glibc.pthread.rseq=0) */
+		return;
+	}
+	for (int flags = 0; flags < 2; flags++) {
+		struct tramp_spec ts = rseq_spec();
+		void *code;
+
+		ts.save_flags = flags;
+		code = build(&ts);
+		memset(rseq_counters, 0, sizeof(rseq_counters));
+		for (int k = 0; k < 10; k++)
+			run(code, out);
+		for (int i = 0; i < 16; i++)
+			assert_int_equal(out[i], 0);
+		if (flags)
+			assert_int_equal(out[16], 1);
+		assert_int_equal(rseq_total(), 10);
+		assert_int_equal(this_rseq()->rseq_cs, 0);	/* cleared after the commit */
+		munmap(code, 4096);
+	}
+	/* six threads on this machine's CPUs, a profiling signal every 50 us:
+	 * preempted, migrated and signalled inside the sequence */
+	{
+		struct tramp_spec ts = rseq_spec();
+
+		rseq_code = build(&ts);
+	}
+	memset(rseq_counters, 0, sizeof(rseq_counters));
+	signal(SIGPROF, on_prof);
+	setitimer(ITIMER_PROF, &it, NULL);
+	for (int i = 0; i < 6; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, rseq_hammer, NULL), 0);
+	for (int i = 0; i < 6; i++)
+		pthread_join(t[i], NULL);
+	memset(&it, 0, sizeof(it));
+	setitimer(ITIMER_PROF, &it, NULL);
+	signal(SIGPROF, SIG_DFL);
+	assert_int_equal(rseq_total(), 6ULL * RSEQ_CALLS);
+	munmap(rseq_code, 4096);
+}
+
+/* Another restartable sequence's descriptor is set (a process that uses
+ * rseq itself): the probe counts with the locked increment and leaves it. */
+static void test_count_leaves_another_sequence_alone(void **state)
+{
+	static struct rseq_cs other __attribute__((aligned(32)));
+	struct tramp_spec ts;
+	void *code;
+	uint64_t out[18], was;
+
+	(void)state;
+	if (!__rseq_size || (int32_t)this_rseq()->cpu_id < 0) {
+		skip();
+		return;
+	}
+	ts = rseq_spec();
+	code = build(&ts);
+	memset(rseq_counters, 0, sizeof(rseq_counters));
+	/* a sequence elsewhere (this test's own code: never inside it) */
+	other.start_ip = (uint64_t)test_count_leaves_another_sequence_alone;
+	other.post_commit_offset = 1;
+	other.abort_ip = other.start_ip + 2;
+	this_rseq()->rseq_cs = (uint64_t)&other;
+	run(code, out);
+	was = this_rseq()->rseq_cs;
+	this_rseq()->rseq_cs = 0;
+	/* the kernel clears it lazily where the thread was preempted outside */
+	assert_true(was == (uint64_t)&other || was == 0);
+	assert_int_equal(rseq_total(), 1);
+	munmap(code, 4096);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -309,6 +444,8 @@ int main(void)
 		cmocka_unit_test(test_count_only_adds_one_to_this_cpus_counter),
 		cmocka_unit_test(test_count_only_calls_the_agent_when_the_tracer_died),
 		cmocka_unit_test(test_fast_path_then_the_full_call_when_asked),
+		cmocka_unit_test(test_count_in_a_restartable_sequence),
+		cmocka_unit_test(test_count_leaves_another_sequence_alone),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -392,6 +392,7 @@ static void cpu_mode(struct inj_image *img, struct remote *rem)
 	const char *env = getenv("USCOPE_INJECT_RSEQ");
 	bool ok = c->key_mode == INJ_KEY_TID_AT_FS && rem->ntasks > 0 && !(env && !strcmp(env, "0"));
 	int64_t off = 0;
+	uint32_t sig = 0;
 
 	c->cpu_read = cpu_read();
 	for (size_t t = 0; t < rem->ntasks && ok; t++) {
@@ -402,12 +403,15 @@ static void cpu_mode(struct inj_image *img, struct remote *rem)
 		     ptrace(PT_GET_RSEQ, rem->tasks[t].tid, (void *)sizeof(rs), &rs) ==
 			     (long)sizeof(rs) &&
 		     rs.ptr && rs.size >= 8 && rs.ptr > regs.fs_base &&
-		     rs.ptr - regs.fs_base < 1u << 20 && (!t || off == (int64_t)(rs.ptr - regs.fs_base));
+		     rs.ptr - regs.fs_base < 1u << 20 &&
+		     (!t || (off == (int64_t)(rs.ptr - regs.fs_base) && sig == rs.sig));
 		off = (int64_t)(rs.ptr - regs.fs_base);
+		sig = rs.sig;
 	}
 	if (ok) {
 		c->cpu_read = INJ_CPU_RSEQ;
 		c->rseq_cpu_off = (uint32_t)off + 4;	/* struct rseq's cpu_id */
+		c->rseq_sig = sig;
 	}
 	log_debug("inject: process %d reads a hit's CPU %s", (int)rem->pid,
 		  c->cpu_read == INJ_CPU_RSEQ ? "from its threads' rseq areas"
@@ -521,6 +525,7 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 					(site->func_vaddr && site->vaddr == site->func_vaddr)),
 			.have_rdpid = rdpid,
 			.rseq_cpu_off = m->ctl->cpu_read == INJ_CPU_RSEQ ? m->ctl->rseq_cpu_off : 0,
+			.rseq_sig = m->ctl->rseq_sig,
 		};
 
 		n = reloc(pa, done, pa->probe_off[k], at + len, buf + len, cap - len);

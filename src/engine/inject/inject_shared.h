@@ -190,6 +190,9 @@ struct inj_ctl {
 	uint32_t cpu_read;		/* enum inj_cpu_read: how a record's CPU is read */
 	uint32_t rseq_cpu_off;		/* INJ_CPU_RSEQ: struct rseq's cpu_id, from
 					 * the thread pointer */
+	uint32_t rseq_sig;		/* INJ_CPU_RSEQ: the signature the threads
+					 * registered (a restartable sequence's abort
+					 * handler follows it) */
 	uint32_t fs_self;		/* without rdfsbase, the fs base is read at
 					 * %fs:0: every thread's TCB starts with its own
 					 * address (the x86-64 TLS ABI: glibc, musl);

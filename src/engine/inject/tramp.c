@@ -1,6 +1,7 @@
 /* The probe part of a trampoline: save the registers below the red zone,
  * call the agent with them and the site, restore them. A count-only probe
- * is one locked increment of a per-CPU counter instead. A site that
+ * is one increment of a per-CPU counter instead: in a restartable sequence
+ * where the thread has an rseq area, else locked. A site that
  * aggregates integers from registers calls the agent's fast path first,
  * which keeps the registers itself, and the full call only when it asks;
  * a site that follows objects (objtrace) tests the set's filter inline
@@ -204,48 +205,43 @@ static void emit_leave(struct emit *e, const struct tramp_spec *s, const ZydisRe
 	emit_adjust_sp(e, RED_ZONE);
 }
 
-static void emit_count(struct emit *e, const struct tramp_spec *s)
+/* op fs:[disp] (a thread's struct rseq), size bytes */
+static void op_fs(ZydisEncoderRequest *r, uint32_t disp, uint16_t size)
 {
-	static const ZydisRegister saved[] = {ZYDIS_REGISTER_RAX, ZYDIS_REGISTER_RCX};
-	ZydisEncoderRequest r;
-	size_t to_died, to_pass, to_done, to_done2, to_skip = 0;
+	ZydisEncoderOperand *o = &r->operands[r->operand_count++];
 
-	emit_enter(e, s, saved, 2);
-	to_died = emit_died(e, s, ZYDIS_REGISTER_RAX);
-	if (s->self) {
-		/* a forked child not followed (its self word 0) counts nothing */
-		emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->self);
-		emit_mem_imm(e, ZYDIS_MNEMONIC_CMP, ZYDIS_REGISTER_RAX, 0);
-		to_skip = emit_branch(e, ZYDIS_MNEMONIC_JZ);
-	}
-	if (s->rseq_cpu_off || s->have_rdpid) {
-		if (s->rseq_cpu_off) {
-			/* mov eax, fs:[cpu_id]: -1 or -2 where a thread registered
-			 * none, still one of the 64 counters once masked */
-			r = req0(ZYDIS_MNEMONIC_MOV);
-			r.prefixes = ZYDIS_ATTRIB_HAS_SEGMENT_FS;
-			op_reg(&r, ZYDIS_REGISTER_EAX);
-			ZydisEncoderOperand *o = &r.operands[r.operand_count++];
+	r->prefixes |= ZYDIS_ATTRIB_HAS_SEGMENT_FS;
+	o->type = ZYDIS_OPERAND_TYPE_MEMORY;
+	o->mem.displacement = disp;
+	o->mem.size = size;
+}
 
-			o->type = ZYDIS_OPERAND_TYPE_MEMORY;
-			o->mem.displacement = s->rseq_cpu_off;
-			o->mem.size = 4;
-			emit_req(e, &r);
-		} else {
-			emit_r(e, ZYDIS_MNEMONIC_RDPID, ZYDIS_REGISTER_RAX);
-		}
-		emit_ri(e, ZYDIS_MNEMONIC_AND, ZYDIS_REGISTER_EAX, 63);
-		r = req0(ZYDIS_MNEMONIC_IMUL);
-		op_reg(&r, ZYDIS_REGISTER_RAX);
-		op_reg(&r, ZYDIS_REGISTER_RAX);
-		op_imm(&r, s->stride);
+/* eax = the thread's CPU as rseq says it (rseq_cpu_off set) or rdpid */
+static void emit_cpu(struct emit *e, const struct tramp_spec *s)
+{
+	if (s->rseq_cpu_off) {
+		ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_MOV);
+
+		op_reg(&r, ZYDIS_REGISTER_EAX);
+		op_fs(&r, s->rseq_cpu_off, 4);
 		emit_req(e, &r);
 	} else {
-		emit_rr(e, ZYDIS_MNEMONIC_XOR, ZYDIS_REGISTER_EAX, ZYDIS_REGISTER_EAX);
+		emit_r(e, ZYDIS_MNEMONIC_RDPID, ZYDIS_REGISTER_RAX);
 	}
+}
+
+/* inc qword [counter + eax * stride], eax the CPU (locked or not) */
+static void emit_inc(struct emit *e, const struct tramp_spec *s, bool lock)
+{
+	ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_IMUL);
+
+	op_reg(&r, ZYDIS_REGISTER_RAX);
+	op_reg(&r, ZYDIS_REGISTER_RAX);
+	op_imm(&r, s->stride);
+	emit_req(e, &r);
 	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RCX, (int64_t)s->counter);
 	r = req0(ZYDIS_MNEMONIC_INC);
-	r.prefixes = ZYDIS_ATTRIB_HAS_LOCK;
+	r.prefixes = lock ? ZYDIS_ATTRIB_HAS_LOCK : 0;
 	{
 		ZydisEncoderOperand *o = &r.operands[r.operand_count++];
 
@@ -256,6 +252,139 @@ static void emit_count(struct emit *e, const struct tramp_spec *s)
 		o->mem.size = 8;
 	}
 	emit_req(e, &r);
+}
+
+/* mov qword fs:[rseq_cs], 0 */
+static void emit_cs_clear(struct emit *e, uint32_t cs_off)
+{
+	ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_MOV);
+
+	op_fs(&r, cs_off, 8);
+	op_imm(&r, 0);
+	emit_req(e, &r);
+}
+
+static void emit_jmp_to(struct emit *e, size_t to)
+{
+	ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_JMP);
+	ZydisEncoderOperand *o = &r.operands[r.operand_count++];
+
+	o->type = ZYDIS_OPERAND_TYPE_IMMEDIATE;
+	o->imm.s = (int64_t)(e->at + to);
+	r.branch_type = ZYDIS_BRANCH_TYPE_NEAR;
+	r.branch_width = ZYDIS_BRANCH_WIDTH_32;
+	emit_req(e, &r);
+}
+
+static void emit_bytes(struct emit *e, const void *b, size_t n)
+{
+	if (e->err || e->cap - e->len < n) {
+		e->err = e->err ? e->err : -ENOSPC;
+		return;
+	}
+	memcpy(e->out + e->len, b, n);
+	e->len += n;
+}
+
+/* The count in a restartable sequence (rseq(2), as librseq's per-CPU
+ * counters): rseq_cs set to our descriptor, then [start, post): read the
+ * CPU, increment its counter, without a lock. A thread preempted, migrated
+ * or signalled inside is sent by the kernel to the abort handler, which
+ * starts again; so a counter is only ever incremented by a thread on its
+ * CPU, whole. rseq_cs is cleared after the commit: the descriptor lives in
+ * the trampolines, which go at detach. Where another sequence's descriptor
+ * is set (the process uses rseq itself: tcmalloc) or the CPU is past the 64
+ * counters, the locked increment. Returns the branch to the end; *locked the
+ * branch to the locked increment; the out-of-line part (abort handler and
+ * descriptor) is emitted by emit_rseq_tail. */
+struct rseq_marks {
+	size_t retry, start, post, desc_imm;
+};
+
+static size_t emit_rseq_count(struct emit *e, const struct tramp_spec *s, struct rseq_marks *m,
+			      size_t *to_locked, size_t *to_clear)
+{
+	uint32_t cs_off = s->rseq_cpu_off + 4;	/* struct rseq: cpu_id, then rseq_cs */
+	ZydisEncoderRequest r = req0(ZYDIS_MNEMONIC_CMP);
+
+	op_fs(&r, cs_off, 8);
+	op_imm(&r, 0);
+	emit_req(e, &r);
+	*to_locked = emit_branch(e, ZYDIS_MNEMONIC_JNZ);
+	m->retry = e->len;
+	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RCX, 0x1122334455667788LL);	/* desc */
+	m->desc_imm = e->len - 8;
+	r = req0(ZYDIS_MNEMONIC_MOV);
+	op_fs(&r, cs_off, 8);
+	op_reg(&r, ZYDIS_REGISTER_RCX);
+	emit_req(e, &r);
+	m->start = e->len;
+	emit_cpu(e, s);
+	emit_ri(e, ZYDIS_MNEMONIC_CMP, ZYDIS_REGISTER_EAX, 63);
+	*to_clear = emit_branch(e, ZYDIS_MNEMONIC_JNBE);	/* unsigned: -1, -2 too */
+	emit_inc(e, s, false);
+	m->post = e->len;
+	emit_cs_clear(e, cs_off);
+	return emit_branch(e, ZYDIS_MNEMONIC_JMP);
+}
+
+static void emit_rseq_tail(struct emit *e, const struct tramp_spec *s, const struct rseq_marks *m)
+{
+	/* the signature before the abort handler: ud1 edi, [rip + sig] */
+	const uint8_t ud1[3] = {0x0f, 0xb9, 0x3d};
+	uint64_t desc[4];
+	size_t abort_at;
+
+	emit_bytes(e, ud1, 3);
+	emit_bytes(e, &s->rseq_sig, 4);
+	abort_at = e->len;
+	emit_jmp_to(e, m->retry);	/* the kernel cleared rseq_cs */
+	while (!e->err && (e->at + e->len) % 32)
+		emit_bytes(e, "\xcc", 1);
+	desc[0] = 0;			/* version 0, flags 0 */
+	desc[1] = e->at + m->start;
+	desc[2] = m->post - m->start;	/* post_commit_offset */
+	desc[3] = e->at + abort_at;
+	{
+		uint64_t at = e->at + e->len;
+
+		if (!e->err)
+			memcpy(e->out + m->desc_imm, &at, 8);
+	}
+	emit_bytes(e, desc, sizeof(desc));
+}
+
+static void emit_count(struct emit *e, const struct tramp_spec *s)
+{
+	static const ZydisRegister saved[] = {ZYDIS_REGISTER_RAX, ZYDIS_REGISTER_RCX};
+	struct rseq_marks m;
+	bool rseq = s->rseq_cpu_off && s->rseq_sig;
+	size_t to_died, to_pass, to_done, to_done2, to_skip = 0, to_rseq = 0, to_locked = 0,
+							   to_clear = 0, to_end;
+
+	emit_enter(e, s, saved, 2);
+	to_died = emit_died(e, s, ZYDIS_REGISTER_RAX);
+	if (s->self) {
+		/* a forked child not followed (its self word 0) counts nothing */
+		emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->self);
+		emit_mem_imm(e, ZYDIS_MNEMONIC_CMP, ZYDIS_REGISTER_RAX, 0);
+		to_skip = emit_branch(e, ZYDIS_MNEMONIC_JZ);
+	}
+	if (rseq) {
+		to_rseq = emit_rseq_count(e, s, &m, &to_locked, &to_clear);
+		patch_branch(e, to_clear);
+		emit_cs_clear(e, s->rseq_cpu_off + 4);
+		patch_branch(e, to_locked);
+	}
+	if (s->rseq_cpu_off || s->have_rdpid) {
+		emit_cpu(e, s);
+		emit_ri(e, ZYDIS_MNEMONIC_AND, ZYDIS_REGISTER_EAX, 63);
+	} else {
+		emit_rr(e, ZYDIS_MNEMONIC_XOR, ZYDIS_REGISTER_EAX, ZYDIS_REGISTER_EAX);
+	}
+	emit_inc(e, s, true);
+	if (rseq)
+		patch_branch(e, to_rseq);
 	if (s->self)
 		patch_branch(e, to_skip);
 	emit_leave(e, s, saved, 2);
@@ -270,8 +399,12 @@ static void emit_count(struct emit *e, const struct tramp_spec *s)
 	to_done2 = emit_branch(e, ZYDIS_MNEMONIC_JMP);
 	patch_branch(e, to_pass);
 	emit_leave(e, s, saved, 2);
+	to_end = emit_branch(e, ZYDIS_MNEMONIC_JMP);
+	if (rseq)
+		emit_rseq_tail(e, s, &m);
 	patch_branch(e, to_done);
 	patch_branch(e, to_done2);
+	patch_branch(e, to_end);
 }
 
 static void emit_call_agent(struct emit *e, const struct tramp_spec *s)

@@ -30,15 +30,19 @@ struct tramp_spec {
 	uint64_t obj_filter;
 	uint8_t obj_shift;
 	uint8_t obj_regs;		/* the argument registers tested (bit 0 rdi) */
-	/* a count-only probe (counter != 0): lock inc of a per-CPU counter at
-	 * counter + (cpu % 64) * stride, the CPU from the thread's rseq area
+	/* a count-only probe (counter != 0): an increment of a per-CPU counter
+	 * at counter + (cpu % 64) * stride, the CPU from the thread's rseq area
 	 * (%fs:rseq_cpu_off, where not 0) or rdpid; without either, CPU 0's */
 	uint64_t counter;
 	uint32_t stride;
 	uint64_t self;		/* ... counted only where the self word there is
 				 * not 0 (a forked child not followed); 0: always */
 	bool have_rdpid;
-	uint32_t rseq_cpu_off;
+	/* the thread's struct rseq: its cpu_id at %fs:rseq_cpu_off, rseq_cs
+	 * 4 bytes on; the signature its abort handlers follow. Where set, a
+	 * count-only probe increments its CPU's counter in a restartable
+	 * sequence: no lock (one costs 5 ns on this machine's CPU) */
+	uint32_t rseq_cpu_off, rseq_sig;
 	/* the tracer's life (inject_shared.h): a probe that does not call the
 	 * agent (count-only, objtrace's test) tests INJ_OWNER_DIED in the
 	 * owner word first, and when it is set calls hit(regs, site), which
