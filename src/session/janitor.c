@@ -19,6 +19,16 @@
  * handed to uscope's own executable, run again in a child as the janitor
  * (janitor_exec.c), which takes out what the agent there could not.
  *
+ * It also bounds how long uscope may keep the processes it holds by ptrace
+ * waiting (the inject engine's, under -p and system-wide): a tracee stops
+ * for uscope at each signal and fork, and a uscope that is itself stopped
+ * (SIGSTOP: it takes Ctrl-Z's SIGTSTP without stopping while it holds any)
+ * would keep it stopped as long. When uscope has been stopped for
+ * JAN_HOLD_NS while a thread of a process it patched waits in a ptrace stop,
+ * the janitor kills uscope: the kernel lets the tracees go, and the rest is
+ * as after any death (the agents let go, the janitor takes out what is
+ * left). Said in uscope's own log before it starts: it cannot say it after.
+ *
  * It is forked twice, so that init reaps it: uscope never has it as a child
  * (no zombie in a library's host, nothing for a waitpid(-1) to find). It
  * only makes system calls after the fork (uscope may have threads). A
@@ -48,6 +58,8 @@
 #define JAN_RETRY_NS (5ULL * 1000000000ULL)	/* how long it tries again */
 #define JAN_STEP_NS 10000000ULL
 #define JAN_WAIT_MS 2000			/* a normal end: how long uscope waits */
+#define JAN_HOLD_NS 1000000000ULL		/* a stopped uscope may hold a tracee */
+#define JAN_WATCH_MS 100			/* how often that is looked at */
 
 enum { JAN_ADD = 1, JAN_DONE = 2, JAN_BYE = 3 };
 
@@ -322,7 +334,103 @@ static void jan_finish(struct jan_mem *m, bool died)
 	}
 }
 
-static __attribute__((noreturn)) void jan_main(int sock, const char *exe)
+
+/* The state letter of /proc/PID/stat or /proc/PID/task/TID/stat (path), or 0. */
+static char jan_state(const char *path)
+{
+	char buf[512];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	ssize_t close_paren = -1;
+
+	if (fd >= 0)
+		close(fd);
+	for (ssize_t i = 0; i < n; i++)
+		if (buf[i] == ')')
+			close_paren = i;
+	return close_paren >= 0 && close_paren + 2 < n ? buf[close_paren + 2] : 0;
+}
+
+/* "/proc/" pid rest into out (no stdio here). */
+static void jan_path(char *out, size_t cap, const char *pid, const char *rest)
+{
+	size_t k = 0;
+
+	for (const char *p = "/proc/"; *p && k + 1 < cap; p++)
+		out[k++] = *p;
+	for (const char *p = pid; *p && k + 1 < cap; p++)
+		out[k++] = *p;
+	for (const char *p = rest; *p && k + 1 < cap; p++)
+		out[k++] = *p;
+	out[k] = 0;
+}
+
+/* A thread of process pid (decimal) is in a ptrace stop ('t'). */
+static bool jan_task_traced(const char *pid)
+{
+	char dir[64], path[128], buf[4096];
+	bool traced = false;
+	long n;
+	int fd;
+
+	jan_path(dir, sizeof(dir), pid, "/task");
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	while (!traced && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0)
+		for (long off = 0; off < n && !traced;) {
+			/* struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name */
+			uint16_t reclen;
+			const char *name = buf + off + 19;
+
+			memcpy(&reclen, buf + off + 16, 2);
+			if (!reclen)
+				break;
+			off += reclen;
+			if (*name < '0' || *name > '9')
+				continue;
+			{
+				char rest[48] = "/task/";
+				size_t k = 6;
+
+				for (const char *p = name; *p && k + 6 < sizeof(rest); p++)
+					rest[k++] = *p;
+				for (const char *p = "/stat"; *p; p++)
+					rest[k++] = *p;
+				rest[k] = 0;
+				jan_path(path, sizeof(path), pid, rest);
+			}
+			traced = jan_state(path) == 't';
+		}
+	close(fd);
+	return traced;
+}
+
+/* uscope (owner) is stopped and a process it patched waits in a ptrace stop. */
+static bool jan_held(const struct jan_mem *m, const char *owner_stat)
+{
+	size_t n = m->nat / sizeof(*m->at);
+
+	if (jan_state(owner_stat) != 'T')
+		return false;
+	for (size_t id = 1; id < n && m->at; id++) {
+		const struct jan_entry *e;
+		const char *text;
+
+		if (!m->at[id])
+			continue;
+		e = (const void *)(m->p + m->at[id] - 1);
+		if (e->kind != USC_UNDO_INJECT || e->done)
+			continue;
+		for (text = e->data; *text; text++)
+			;
+		if (jan_task_traced(text + 1))
+			return true;
+	}
+	return false;
+}
+
+static __attribute__((noreturn)) void jan_main(int sock, const char *exe, pid_t owner)
 {
 	static const int ignored[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP,
 				      SIGTTIN, SIGTTOU, SIGUSR1, SIGUSR2, SIGALRM, SIGCHLD};
@@ -331,6 +439,8 @@ static __attribute__((noreturn)) void jan_main(int sock, const char *exe)
 	uint8_t buf[JAN_MSG_MAX + 1];
 	sigset_t none;
 	bool bye = false;
+	char owner_stat[48];
+	uint64_t held_since = 0;
 	int nul;
 
 	/* nothing of uscope's but the socket: fd 3 */
@@ -357,10 +467,30 @@ static __attribute__((noreturn)) void jan_main(int sock, const char *exe)
 		if (send(3, &me, sizeof(me), MSG_NOSIGNAL) != (ssize_t)sizeof(me))
 			_exit(1);
 	}
-	for (;;) {
-		ssize_t n = recv(3, buf, JAN_MSG_MAX, 0);
+	{
+		char digits[16], *d = digits + sizeof(digits);
 
-		if (n < 0 && errno == EINTR)
+		*--d = 0;
+		for (unsigned v = (unsigned)owner; d == digits + sizeof(digits) - 1 || v; v /= 10)
+			*--d = (char)('0' + v % 10);
+		jan_path(owner_stat, sizeof(owner_stat), d, "/stat");
+	}
+	for (;;) {
+		struct pollfd pfd = {.fd = 3, .events = POLLIN};
+		ssize_t n;
+
+		if (poll(&pfd, 1, JAN_WATCH_MS) == 0) {
+			/* nothing said: is uscope stopped, holding a tracee? */
+			if (!jan_held(&m, owner_stat))
+				held_since = 0;
+			else if (!held_since)
+				held_since = jan_now();
+			else if (jan_now() - held_since >= JAN_HOLD_NS)
+				kill(owner, SIGKILL);	/* its EOF follows */
+			continue;
+		}
+		n = recv(3, buf, JAN_MSG_MAX, MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n <= 0)
 			break;	/* EOF: uscope has gone */
@@ -382,7 +512,7 @@ static __attribute__((noreturn)) void jan_main(int sock, const char *exe)
 static int janitor_start(struct session_janitor *j, const char *exe)
 {
 	int sv[2], st;
-	pid_t mid, pid = 0;
+	pid_t mid, pid = 0, owner = getpid();
 	ssize_t n;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv))
@@ -400,7 +530,7 @@ static int janitor_start(struct session_janitor *j, const char *exe)
 		pid_t k = fork();
 
 		if (k == 0)
-			jan_main(sv[1], exe);
+			jan_main(sv[1], exe, owner);
 		_exit(k < 0);
 	}
 	close(sv[1]);

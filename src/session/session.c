@@ -689,6 +689,7 @@ struct run {
 	bool gone, stopping;
 	int status;
 	int sigints;		/* the terminal's SIGINTs and SIGHUPs */
+	int tstp_said;		/* Ctrl-Z refused, said */
 	int forward;		/* a signal for COMMAND once the probes are gone */
 	const char *dump_why;	/* the flight recorder is to write (SIGUSR1) */
 };
@@ -761,6 +762,27 @@ static void reap(struct run *r)
 	}
 }
 
+/* Ctrl-Z without a COMMAND (uscope alone in the foreground). A process an
+ * engine holds by ptrace (trace_exec: inject's under -p and system-wide)
+ * stops for uscope at each of its signals and forks: a suspended uscope
+ * would keep it stopped as long. So uscope does not stop then, and says
+ * why once (the janitor also ends a uscope stopped by SIGSTOP for long,
+ * janitor.c). Otherwise it stops, as SIGTSTP would have it. */
+static void tstp(struct run *r)
+{
+	bool holds = false;
+
+	for (size_t k = 0; k < r->s->nengines; k++)
+		holds |= r->s->engines[k].live && r->s->engines[k].ops->trace_exec;
+	if (!holds) {
+		kill(getpid(), SIGSTOP);
+		return;
+	}
+	if (!r->tstp_said++)
+		log_warn("not suspended: the processes uscope holds (ptrace, -e inject) would wait "
+			 "for it at their next signal or fork; Ctrl-C ends the trace");
+}
+
 static void read_signals(struct run *r)
 {
 	struct signalfd_siginfo si;
@@ -770,6 +792,10 @@ static void read_signals(struct run *r)
 			continue;
 		if (si.ssi_signo == SIGUSR1) {
 			r->dump_why = "SIGUSR1";
+			continue;
+		}
+		if (si.ssi_signo == SIGTSTP) {
+			tstp(r);
 			continue;
 		}
 		switch (session_signal_act(&si, r->child > 0, &r->sigints)) {
@@ -1080,6 +1106,8 @@ int usc_session_run(struct usc_session *s, struct usc_run_result *res)
 	sigaddset(&mask, SIGPIPE);
 	if (s->set.record.on && s->set.record.snapshot)
 		sigaddset(&mask, SIGUSR1);	/* the flight recorder writes */
+	if (!s->opts.cmd)
+		sigaddset(&mask, SIGTSTP);	/* read_signals: not while holding tracees */
 	sigprocmask(SIG_BLOCK, &mask, &oldmask);
 	r.sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (r.sfd < 0) {

@@ -234,3 +234,45 @@ def test_terminal_ctrl_c(tmp_path):
         os.close(master)
         if slave >= 0:
             os.close(slave)
+
+
+def test_ctrl_z_does_not_suspend_uscope_while_it_holds_processes():
+    """Without a COMMAND, uscope holds the processes it injected by ptrace
+    (they stop for it at each signal and fork): SIGTSTP does not stop it,
+    it says why once, and the trace goes on to its normal end."""
+    w = Waiter()
+    bg = u.Background(["count", "-e", "inject", "-p", w.pid, "on_line"])
+    bg.wait_ready()
+    bg.signal(signal.SIGTSTP)
+    u.wait_true("uscope said it is not suspended",
+                lambda: "not suspended" in bg.stderr or bg.stderr, u.TIMEOUT)
+    os.kill(w.pid, signal.SIGWINCH)   # a signal: the tracee stops for uscope
+    w.send("one")
+    w.send("two")
+    bg.signal(signal.SIGINT)
+    assert bg.wait() == 0, bg.stderr
+    out = bg.stdout_path.read_text()
+    assert re.search(r"^on_line\s+2$", out, re.M), out
+    assert bg.stderr.count("not suspended") == 1, bg.stderr
+    w.close_stdin()
+    assert w.wait() == 0
+
+
+def test_a_stopped_uscope_holds_a_traced_process_within_a_bound():
+    """uscope stopped by SIGSTOP while a process it injected waits for it
+    (a signal's ptrace stop): its janitor ends it after a bound, the kernel
+    lets the process go, and the process's code is the file's again."""
+    w = Waiter()
+    bg = u.Background(["count", "-e", "inject", "-p", w.pid, "on_line"])
+    bg.wait_ready()
+    janitor_of(bg.pid)
+    w.send("before")
+    bg.signal(signal.SIGSTOP)
+    os.kill(w.pid, signal.SIGWINCH)   # it stops for the stopped uscope
+    w.send("after")                   # ... until the janitor ends uscope
+    assert bg.wait() == -signal.SIGKILL, bg.stderr
+    u.wait_true("the waiter's code is its file's again",
+                lambda: u.code_is_the_file(w.pid, u.target("waiter")), u.TIMEOUT)
+    w.send("untraced")
+    w.close_stdin()
+    assert w.wait() == 0
