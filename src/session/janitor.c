@@ -27,7 +27,7 @@
  * JAN_HOLD_NS while a thread of a process it patched waits in a ptrace stop,
  * the janitor kills uscope: the kernel lets the tracees go, and the rest is
  * as after any death (the agents let go, the janitor takes out what is
- * left). Said in uscope's own log before it starts: it cannot say it after.
+ * left). doc/engines.md says so (a killed uscope cannot).
  *
  * It is forked twice, so that init reaps it: uscope never has it as a child
  * (no zombie in a library's host, nothing for a waitpid(-1) to find). It
