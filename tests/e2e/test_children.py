@@ -293,20 +293,41 @@ def postgres():
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-def test_postgres_backends_forked_after_attach(postgres, engine):
+@pytest.mark.parametrize("cmd", ["count", "latency", "trace", "record"])
+def test_postgres_backends_forked_after_attach(postgres, cmd, engine, tmp_path):
     """pgbench -S's select: one a transaction, each one PortalRun in a
-    backend the postmaster forks for pgbench's connection after attach."""
+    backend the postmaster forks for pgbench's connection after attach:
+    every command counts exactly pgbench's transactions, each event named by
+    the backend that ran it (one of pgbench's connections: as many
+    backends as clients)."""
     pid, bindir, script, pgbench = postgres
     clients, tx = 2, 100
-    bg = attach("count", engine, pid, f"{bindir}/postgres:PortalRun")
+    probe = f"{bindir}/postgres:PortalRun"
+    rec = tmp_path / "pg.usc"
+    bg = attach(cmd, engine, pid, probe, extra=["-o", rec] if cmd == "record" else ())
     cp = pgbench("-f", script, "-n", "-c", clients, "-t", tx)
     assert cp.returncode == 0, cp.stderr
     assert f"number of transactions actually processed: {clients * tx}/" in cp.stdout
     bg.signal(signal.SIGINT)
-    res = bg.result()
-    assert res.rc == 0, res.stderr
-    (row,) = [r for r in json_rows(res.stdout) if r.get("final")]
-    assert row["count"] == clients * tx, row
+    if cmd in ("count", "latency"):
+        res = bg.result()
+        assert res.rc == 0, res.stderr
+        (row,) = [r for r in json_rows(res.stdout) if r.get("final")]
+        assert row["count"] == clients * tx, row
+        return
+    if cmd == "trace":
+        res = bg.result().check(rc=0)
+        events = res.events
+    else:
+        assert bg.wait() == 0, bg.stderr
+        cp = run_uscope(["trace", "--json", "-r", rec])
+        assert cp.returncode == 0, cp.stderr
+        events = [u.json_to_event(o) for o in u.parse_json_objects(cp.stdout)]
+    events = [e for e in events if e.event == "PortalRun"]
+    assert len(events) == clients * tx
+    by_pid = collections.Counter(e.pid for e in events)
+    assert len(by_pid) == clients and pid not in by_pid, by_pid
+    assert set(by_pid.values()) == {tx}, by_pid   # -t: each client's transactions
 
 
 # ---- a Python prefork server: py: probes through -p of the parent ---------------
