@@ -16,6 +16,7 @@ import collections
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -328,6 +329,52 @@ def test_postgres_backends_forked_after_attach(postgres, cmd, engine, tmp_path):
     by_pid = collections.Counter(e.pid for e in events)
     assert len(by_pid) == clients and pid not in by_pid, by_pid
     assert set(by_pid.values()) == {tx}, by_pid   # -t: each client's transactions
+
+
+def injected_backends(postmaster):
+    """The postmaster's children that map uscope's shared memory (patched)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) != postmaster:
+                continue
+            if "memfd:uscope" in (d / "maps").read_text():
+                found.append(int(d.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def test_postgres_kill_uscope_under_pgbench(postgres):
+    """uscope killed (SIGKILL) while 4 of pgbench's backends, forked after
+    attach, run patched: pgbench ends with every transaction done and none
+    failed, and each backend's code is its file's again while it runs."""
+    pid, bindir, script, pgbench_argv = postgres
+    bg = attach("count", "inject", pid, f"{bindir}/postgres:PortalRun")
+    # pgbench for a while (-T: its length, not a timed check), 4 clients
+    tmp = Path(script).parent
+    pgb = subprocess.Popen(["runuser", "-u", "postgres", "--", "pgbench", "-f", str(script),
+                            "-n", "-c", "4", "-j", "4", "-T", "8", "-h", str(tmp), "-p",
+                            Path(f"{tmp}/data/postmaster.pid").read_text().split()[3],
+                            "postgres"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    try:
+        u.wait_true("4 backends patched",
+                    lambda: len(injected_backends(pid)) >= 4 or injected_backends(pid),
+                    u.TIMEOUT)
+        backends = injected_backends(pid)
+        bg.signal(signal.SIGKILL)
+        bg.wait()
+        for b in backends:
+            u.wait_true(f"backend {b}'s code is the file's",
+                        lambda: u.code_is_the_file(b, bindir / "postgres"), u.TIMEOUT)
+    finally:
+        out, err = pgb.communicate(timeout=120)
+    assert pgb.returncode == 0, err
+    assert re.search(r"^number of failed transactions: 0 ", out, re.M), out
+    assert "number of transactions actually processed" in out, out
 
 
 # ---- a Python prefork server: py: probes through -p of the parent ---------------
