@@ -106,6 +106,8 @@ def start_cluster():
     deadline = time.monotonic() + 60
     while as_pg(BIN / "pg_isready", "-q", "-h", TMP, "-p", PORT).returncode != 0:
         if p.poll() is not None or time.monotonic() > deadline:
+            p.kill()
+            p.wait()
             sys.exit("bench: pgbench: postgres did not start: " +
                      Path(f"{TMP}/log").read_text()[-1000:])
         time.sleep(0.1)
@@ -213,16 +215,22 @@ def probed(engine, *args):
     (transactions, TPS, CPU a transaction, count, lost, loss lines,
     readiness line)."""
     p, out, err, ready = traced(engine)
-    tx, tps, cpu = pgbench(*args)
+    try:
+        tx, tps, cpu = pgbench(*args)
+    except BaseException:
+        p.send_signal(signal.SIGINT)    # no uscope left attached
+        p.wait(120)
+        raise
     count, lost, lines = stop(p, out, err, engine)
     return tx, tps, cpu, count, lost, lines, ready
 
 
 TICK = os.sysconf("SC_CLK_TCK")
 LOAD = open("/proc/loadavg").read().split()[0]
-server = start_cluster()
-PM = int(Path(f"{DATA}/postmaster.pid").read_text().split()[0])
+server = None
 try:
+    server = start_cluster()
+    PM = int(Path(f"{DATA}/postmaster.pid").read_text().split()[0])
     must(as_pg("pgbench", "-h", TMP, "-p", PORT, "-i", "-s", SCALE, "-q", "postgres"),
          "pgbench -i")
     pgbench("-c", CLIENTS, "-j", CLIENTS, "-T", 2)     # warm: the tables in the cache
@@ -259,7 +267,8 @@ try:
                 wrong.append(f"round {r + 1}, -e {e}: {count} PortalRun counted, {lost} lost, "
                              f"for {tx} transactions + {extra} of pgbench's own")
 finally:
-    stop_cluster(server)
+    if server:
+        stop_cluster(server)
     shutil.rmtree(TMP, ignore_errors=True)
 
 med = statistics.median
