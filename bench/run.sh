@@ -18,9 +18,11 @@
 # bench/unwalk.c); then every function of python3 counted (bench/python.py);
 # then Python as Python: count 'py:*' beside cProfile, and $pystack's cost at a
 # native probe (bench/pyprobes.py); then Debian's redis-server traced under
-# redis-benchmark (bench/redis.py); last, what libuscope-sdt's run-time USDT
-# probes cost a program with no tracer attached (bench/sdt.c, bench/sdt.py).
-# The sections with targets (issues 19 and 20) print each target's measured
+# redis-benchmark (bench/redis.py); then Debian's PostgreSQL under pgbench -S
+# with PortalRun's latency traced system-wide (bench/pgbench.py); last, what
+# libuscope-sdt's run-time USDT probes cost a program with no tracer attached
+# (bench/sdt.c, bench/sdt.py).
+# The sections with targets (issues 19, 20 and 27) print each target's measured
 # value and whether it is met or missed.
 # Timings on a VM are noisy: read the ratios, not the absolute numbers.
 #
@@ -310,6 +312,13 @@ fi
 # and stacks counted, as throughput ratios against the unprobed server, side by
 # side (bench/redis.py; one line says it is skipped without redis).
 python3 bench/redis.py $US "${N_REDIS:-200000}" "$REPS" "${REDIS_PIPELINE:-16}"
+
+# Debian's PostgreSQL under pgbench -S, PortalRun's latency traced system-wide
+# (no -p: every backend is forked after attach) on inject, bpf and tracefs, as
+# TPS ratios against the unprobed runs around each; every run's count checked
+# against pgbench's transactions (bench/pgbench.py; one line says it is
+# skipped without PostgreSQL).
+python3 bench/pgbench.py $US "${PG_SECS:-4}" "${PG_KSECS:-3}" "${PG_REPS:-5}"
 
 echo "== run-time USDT probes (libuscope-sdt), no tracer attached: C (bench/sdt.c)"
 cc -O2 -g -Isdt/include -o $B/sdt bench/sdt.c build/sdt/libuscope-sdt.a -lelf
