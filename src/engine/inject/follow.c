@@ -372,6 +372,8 @@ static void handle(struct inj *j, pid_t pid, int st, bool resume)
 
 	if (WIFEXITED(st) || WIFSIGNALED(st)) {
 		task_del(j, pid);
+		if (proc_find(j, pid))
+			inj_gate_forget(j, pid);	/* its pid may come again */
 		proc_del(j, pid);
 		return;
 	}
