@@ -17,7 +17,10 @@
  * place when the process removing them is killed meanwhile. And after a
  * death, the processes an inject session patched (USC_UNDO_INJECT) are
  * handed to uscope's own executable, run again in a child as the janitor
- * (janitor_exec.c), which takes out what the agent there could not.
+ * (janitor_exec.c), which takes out what the agent there could not. Before
+ * that, the processes the inject engine's gate stopped and uscope did not
+ * let go (USC_UNDO_GATE: the gate's map, opened by its id when told) are
+ * sent SIGCONT.
  *
  * It is forked twice, so that init reaps it: uscope never has it as a child
  * (no zombie in a library's host, nothing for a waitpid(-1) to find). It

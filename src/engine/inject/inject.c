@@ -243,6 +243,7 @@ static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 
 		for (size_t i = 0; i < k; i++)
 			inj_system_seen(j, (pid_t)seen[i].tgid, seen[i].stopped);
+		inj_system_seen(j, 0, false);
 	}
 	n = inj_poll_images(j, fn, ctx);	/* (the names the events need first) */
 	inj_follow_exits(j);	/* drained: a process held at its exit ends */

@@ -306,8 +306,9 @@ int inj_system_start(struct inj *j);
  * (reported); one left out is said, with why. */
 int inj_system_descendants(struct inj *j, pid_t root);
 
-/* system.c: a process the gate holds (started after attach): attached, or
- * refused and let go; either way it runs on */
+/* system.c: a process the gate told of (started after attach; stopped by
+ * it, or with a terminal): attached, or refused and let go; either way it
+ * runs on. pid 0: none, the gate's pids of gone processes forgotten */
 void inj_system_seen(struct inj *j, pid_t pid, bool stopped);
 /* the processes started after attach that were left out, said once */
 void inj_system_end(struct inj *j);

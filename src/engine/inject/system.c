@@ -209,7 +209,42 @@ static void left_say(const struct sys_left *left, const char *what, uint32_t max
 struct sys_late {
 	struct sys_left left[WHY_N];
 	char what[256];
+	/* the processes the gate let go untraced: their pids forgotten by it
+	 * once they are gone (this machine's pid_max may be 32768: a pid
+	 * comes again soon), a few a poll */
+	pid_t *untraced;
+	size_t nuntraced, cursor;
 };
+
+static void untraced_add(struct sys_late *l, pid_t pid)
+{
+	pid_t *p = realloc(l->untraced, (l->nuntraced + 1) * sizeof(*p));
+
+	if (p) {
+		l->untraced = p;
+		l->untraced[l->nuntraced++] = pid;
+	}
+}
+
+/* A few of the processes let go untraced: the gone ones forgotten. */
+static void untraced_sweep(struct inj *j)
+{
+	struct sys_late *l = j->late;
+
+	for (int k = 0; k < 64 && l->nuntraced; k++) {
+		pid_t pid;
+
+		if (l->cursor >= l->nuntraced)
+			l->cursor = 0;
+		pid = l->untraced[l->cursor];
+		if (kill(pid, 0) && errno == ESRCH) {
+			inj_gate_forget(j, pid);
+			l->untraced[l->cursor] = l->untraced[--l->nuntraced];
+		} else {
+			l->cursor++;
+		}
+	}
+}
 
 int inj_system_start(struct inj *j)
 {
@@ -286,8 +321,9 @@ int inj_system_start(struct inj *j)
 }
 
 /* Which processes are left to run untraced, and why: uscope's own, or
- * ours already (walked at start, or followed: an exec of a child), or a
- * refusal; -1 when it is to be attached. */
+ * ours already (walked at start, or followed: an exec of a child): WHY_N;
+ * gone already: WHY_GONE; a refusal; -1 when it is to be attached. */
+#define WHY_GONE (WHY_N + 1)
 static int seen_why(struct inj *j, pid_t pid)
 {
 	struct stat self;
@@ -304,13 +340,19 @@ static int seen_why(struct inj *j, pid_t pid)
 		return WHY_MAX_PROCS;	/* (the gate no longer stops them) */
 	why = refusal(pid);
 	if (why == WHY_FAILED && kill(pid, 0) && errno == ESRCH)
-		return WHY_N;	/* gone already: nothing to say */
+		return WHY_GONE;	/* nothing to say */
 	return why;
 }
 
 void inj_system_seen(struct inj *j, pid_t pid, bool stopped)
 {
-	int why = seen_why(j, pid), ret = -1;
+	int why, ret = -1;
+
+	if (pid <= 0) {		/* (no new process: the sweep only) */
+		untraced_sweep(j);
+		return;
+	}
+	why = seen_why(j, pid);
 
 	if (why < 0) {
 		/* stopped: seized in its group-stop (a stop of ptrace's, with
@@ -321,7 +363,6 @@ void inj_system_seen(struct inj *j, pid_t pid, bool stopped)
 		j->drop_stop = false;
 		if (!ret) {
 			j->sys_late++;
-			j->sys_late_tty += !stopped;
 			if (j->sys_procs + j->sys_late >= j->base.ctx->set->max_procs)
 				inj_gate_full(j);
 		} else if (ret != -ESRCH) {
@@ -331,6 +372,10 @@ void inj_system_seen(struct inj *j, pid_t pid, bool stopped)
 	} else if (why < WHY_N) {
 		left_add(&j->late->left[why], pid);
 	}
+	/* (one that ended before uscope could attach it too) */
+	j->sys_late_tty += !stopped && why != WHY_MAX_PROCS && why != WHY_N;
+	if (ret)
+		untraced_add(j->late, pid);
 	inj_gate_go(j, pid);
 	if (stopped)	/* patched, or refused: it runs on (its group-stop ends) */
 		kill(pid, SIGCONT);
@@ -346,11 +391,11 @@ void inj_system_end(struct inj *j)
 		log_info("inject: %zu process%s started after attach traced", j->sys_late,
 			 j->sys_late == 1 ? "" : "es");
 	if (j->sys_late_tty)
-		log_warn("%zu process%s with a terminal started after attach %s attached late (not "
-			 "stopped: a job-control shell would take the terminal back), their calls "
-			 "before that not seen; -e bpf traces them from their first call",
-			 j->sys_late_tty, j->sys_late_tty == 1 ? "" : "es",
-			 j->sys_late_tty == 1 ? "was" : "were");
+		log_warn("%zu process%s with a terminal started after attach: not stopped (a "
+			 "job-control shell would take the terminal back), attached as soon as "
+			 "seen, their calls before that not seen; -e bpf traces them from their "
+			 "first call", j->sys_late_tty, j->sys_late_tty == 1 ? "" : "es");
+	free(j->late->untraced);
 	free(j->late);
 	j->late = NULL;
 }
