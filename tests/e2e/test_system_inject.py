@@ -253,6 +253,24 @@ def test_a_library_mapped_later_is_traced_from_its_first_call(tmp_path):
     assert final_count(res) == lines + 1, res.stderr
 
 
+def test_a_library_dlopened_later_is_traced_from_its_first_call(tmp_path):
+    """stacks dlopen N: a copy of libstkcb.so beside a copy of stacks,
+    dlopened after uscope is ready, then stkcb_call N times: the gate is at
+    the library's first initialiser, which dlopen runs before it returns."""
+    for name in ("stacks", "libstkcb.so"):
+        shutil.copy(u.target(name), tmp_path / name)
+    lib = tmp_path / "libstkcb.so"
+    bg = u.Background(["count", "-e", "inject", "--json", f"{lib}:stkcb_call"])
+    bg.wait_ready()
+    cp = subprocess.run([tmp_path / "stacks", "dlopen", "5"], stdin=subprocess.DEVNULL,
+                        capture_output=True, text=True, timeout=u.TIMEOUT)
+    assert cp.returncode == 0, cp.stderr
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    assert final_count(res) == 5, res.stderr
+
+
 def test_max_procs_bounds_the_processes_started_later(exe):
     """--max-procs 1: the first process started later is patched; the gate
     does not stop the next one, which runs untraced, and is said."""

@@ -81,14 +81,36 @@ static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list 
 	return 0;
 }
 
-/* The file offset of link-time address v (in a PT_LOAD), or -1. */
-static int64_t vaddr_off(const Elf64_Phdr *ph, size_t n, uint64_t v)
+/* The file offset of link-time address v (in a PT_LOAD, an executable one
+ * when code), or -1. */
+static int64_t vaddr_off(const Elf64_Phdr *ph, size_t n, uint64_t v, bool code)
 {
 	for (size_t i = 0; i < n; i++)
 		if (ph[i].p_type == PT_LOAD && v >= ph[i].p_vaddr &&
-		    v < ph[i].p_vaddr + ph[i].p_filesz)
+		    v < ph[i].p_vaddr + ph[i].p_filesz && (!code || (ph[i].p_flags & PF_X)))
 			return (int64_t)(v - ph[i].p_vaddr + ph[i].p_offset);
 	return -1;
+}
+
+/* The addend of the R_X86_64_RELATIVE relocation at address at, from the
+ * DT_RELA table (a linker that leaves 0 in the word itself), or 0. */
+static uint64_t rela_addend(int fd, const Elf64_Phdr *ph, size_t nph, uint64_t rela,
+			    uint64_t relasz, uint64_t at)
+{
+	int64_t off = rela ? vaddr_off(ph, nph, rela, false) : -1;
+	Elf64_Rela r[64];
+
+	for (uint64_t done = 0; off >= 0 && done < relasz; done += sizeof(r)) {
+		ssize_t n = pread(fd, r, relasz - done < sizeof(r) ? relasz - done : sizeof(r),
+				  off + (off_t)done);
+
+		for (ssize_t i = 0; n > 0 && i < n / (ssize_t)sizeof(*r); i++)
+			if (r[i].r_offset == at && ELF64_R_TYPE(r[i].r_info) == R_X86_64_RELATIVE)
+				return (uint64_t)r[i].r_addend;
+		if (n <= 0)
+			break;
+	}
+	return 0;
 }
 
 /* The file's first point: a library's (DT_SONAME) DT_INIT or first
@@ -98,7 +120,7 @@ static int first_point(int fd, uint64_t *vaddr)
 	Elf64_Ehdr eh;
 	Elf64_Phdr ph[64];
 	Elf64_Dyn dyn[512];
-	uint64_t init = 0, init_array = 0;
+	uint64_t init = 0, init_array = 0, rela = 0, relasz = 0;
 	bool lib = false;
 	size_t nph, ndyn = 0;
 
@@ -122,16 +144,22 @@ static int first_point(int fd, uint64_t *vaddr)
 			init = dyn[i].d_un.d_ptr;
 		if (dyn[i].d_tag == DT_INIT_ARRAY)
 			init_array = dyn[i].d_un.d_ptr;
+		if (dyn[i].d_tag == DT_RELA)
+			rela = dyn[i].d_un.d_ptr;
+		if (dyn[i].d_tag == DT_RELASZ)
+			relasz = dyn[i].d_un.d_val;
 	}
 	if (!lib) {
 		*vaddr = eh.e_entry;
 		return eh.e_entry ? 0 : -ENOENT;
 	}
 	if (!init && init_array) {
-		int64_t off = vaddr_off(ph, nph, init_array);
+		int64_t off = vaddr_off(ph, nph, init_array, false);
 
 		if (off < 0 || pread(fd, &init, 8, off) != 8)
 			init = 0;
+		if (!init)
+			init = rela_addend(fd, ph, nph, rela, relasz, init_array);
 	}
 	*vaddr = init;
 	return init ? 0 : -ENOENT;
@@ -151,7 +179,7 @@ static int gate_point(const char *path, struct gate_point *p)
 	if (!first_point(fd, &v) && pread(fd, &eh, sizeof(eh), 0) == (ssize_t)sizeof(eh) &&
 	    pread(fd, ph, (eh.e_phnum < 64 ? eh.e_phnum : 64) * sizeof(*ph),
 		  (off_t)eh.e_phoff) > 0)
-		off = vaddr_off(ph, eh.e_phnum < 64 ? eh.e_phnum : 64, v);
+		off = vaddr_off(ph, eh.e_phnum < 64 ? eh.e_phnum : 64, v, true);
 	close(fd);
 	if (off < 0)
 		return -ENOENT;
