@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -62,6 +63,7 @@ struct inj_gate {
 	struct gate_seen seen[GATE_SEEN];	/* one poll's new processes */
 	size_t nseen;
 	uint64_t missed_said;
+	int epfd;		/* the ring buffer's fd and the doorbells' (inj_gate_wait_fd) */
 };
 
 /* A point of a file: its link-time address and its file offset. */
@@ -262,6 +264,7 @@ int inj_gate_open(struct inj *j)
 		return -ENOMEM;
 	}
 	g->j = j;
+	g->epfd = -1;
 	j->gate = g;
 	g->skel = inj_gate_bpf__open_and_load();
 	if (!g->skel) {
@@ -346,6 +349,25 @@ size_t inj_gate_poll(struct inj *j, struct gate_seen *out, size_t max)
 	return n;
 }
 
+int inj_gate_wait_fd(struct inj *j, int bell)
+{
+	struct inj_gate *g = j->gate;
+	struct epoll_event ev = {.events = EPOLLIN};
+
+	if (g->epfd >= 0)
+		return g->epfd;
+	g->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (g->epfd < 0)
+		return bell;
+	if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, bell, &ev) ||
+	    epoll_ctl(g->epfd, EPOLL_CTL_ADD, bpf_map__fd(g->skel->maps.seen), &ev)) {
+		close(g->epfd);
+		g->epfd = -1;
+		return bell;
+	}
+	return g->epfd;
+}
+
 void inj_gate_close(struct inj *j)
 {
 	struct inj_gate *g = j->gate;
@@ -370,6 +392,8 @@ void inj_gate_close(struct inj *j)
 			key = next;
 			first = false;
 		}
+	if (g->epfd >= 0)
+		close(g->epfd);
 	ring_buffer__free(g->rb);
 	inj_gate_bpf__destroy(g->skel);
 	free(g);

@@ -265,7 +265,12 @@ static int inj_record(struct usc_engine *e, const struct usc_raw_out *out)
 
 static int inj_wait_fd(struct usc_engine *e)
 {
-	return inj_bell_fd(inj_of(e));
+	struct inj *j = inj_of(e);
+	int bell = inj_bell_fd(j);
+
+	/* system-wide: the gate's processes wake us too, a process it
+	 * stopped waits for no poll's period */
+	return j->gate && bell >= 0 ? inj_gate_wait_fd(j, bell) : bell;
 }
 
 static void inj_stop(struct usc_engine *e)

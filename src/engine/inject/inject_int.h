@@ -326,6 +326,9 @@ void inj_gate_forget(struct inj *j, pid_t pid);
 /* --max-procs reached: the processes started from now on are told, not
  * stopped */
 void inj_gate_full(struct inj *j);
+/* An fd readable when the gate has told of a process or bell is readable
+ * (an epoll set of both), or bell. */
+int inj_gate_wait_fd(struct inj *j, int bell);
 /* Every held process let go, the program and its links gone. */
 void inj_gate_close(struct inj *j);
 
