@@ -271,6 +271,20 @@ def test_a_library_dlopened_later_is_traced_from_its_first_call(tmp_path):
     assert final_count(res) == 5, res.stderr
 
 
+def test_a_process_started_later_execs_its_children(exe):
+    """A process started later forks children that exec exe again: each is
+    followed (a child of a process uscope holds) and patched at its entry
+    point, by uscope, not stopped by the gate (uscope's already)."""
+    bg = count_bg(exe)
+    s = Server(exe)
+    assert s.say(f"exec 2 3 {exe}") == "exec 2 3"
+    s.end()
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    assert final_count(res) == 2 * (3 + 3), res.stderr
+
+
 def test_max_procs_bounds_the_processes_started_later(exe):
     """--max-procs 1: the first process started later is patched; the gate
     does not stop the next one, which runs untraced, and is said."""

@@ -213,6 +213,7 @@ static void new_task(struct inj *j, pid_t tid)
 		inj_comm(j, NULL, (pid_t)tgid, tid);
 	if (tgid != tid || proc_find(j, tid))
 		return;		/* a thread, or known */
+	inj_gate_go(j, tid);	/* ours: an exec of it is patched here, not stopped by the gate */
 	ppid = st.ppid;
 	p = proc_add(j, tid);	/* (may move the table: the parent is found after) */
 	parent = ppid > 0 ? proc_find(j, (pid_t)ppid) : NULL;

@@ -160,6 +160,7 @@ int inj_proc_attach(struct inj *j, pid_t pid)
 
 		*p = (struct inj_proc){.pid = pid, .state = PROC_RUN, .img = img, .undo = undo};
 		undo = 0;
+		inj_gate_go(j, pid);	/* (system-wide: ours, the gate lets it be) */
 		j->live = true;
 		inj_calibrate(j);
 		for (size_t t = 0; t < rem.ntasks; t++)
