@@ -218,7 +218,6 @@ def test_a_process_started_later_is_traced_from_its_first_call(exe):
     assert patched(s.pid, exe)    # before "ready"
     assert s.say("self 3") == "self 3"
     assert s.say("serve 2 5") == "served 2 5"           # what it forks: followed
-    s.end()
     bg.signal(signal.SIGINT)
     res = bg.result()
     assert res.rc == 0, res.stderr
@@ -227,6 +226,9 @@ def test_a_process_started_later_is_traced_from_its_first_call(exe):
         res.stderr
     (row,) = [line.split() for line in res.stdout.splitlines() if line.startswith("handle")]
     assert row == ["handle", str(7 + 3 + 2 * 5)], res.stdout
+    assert code_is_the_files(s.pid, exe) is True      # restored at the end
+    assert s.say("self 2") == "self 2"
+    s.end()
 
 
 def test_a_library_mapped_later_is_traced_from_its_first_call(tmp_path):
