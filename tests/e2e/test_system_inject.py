@@ -287,6 +287,35 @@ def test_a_process_started_later_execs_its_children(exe):
     assert final_count(res) == 2 * (3 + 3), res.stderr
 
 
+def test_a_service_started_later_counts_every_request(tmp_path, monkeypatch):
+    """nginx (a master and 2 workers, no terminal), started after attach: its
+    master is stopped at its entry by the gate and patched, the workers it
+    forks are followed. Each request is freed once, then logged: the count
+    is the access log's lines. A copy of nginx, which only this test runs."""
+    import real_programs as rp
+    if not os.path.exists(rp.NGINX) or not shutil.which("curl"):
+        pytest.skip("needs nginx (nginx-light) and curl")
+    copy = tmp_path / "nginx-sys"
+    shutil.copy(rp.NGINX, copy)
+    monkeypatch.setattr(rp, "NGINX", str(copy))
+    bg = u.Background(["count", "-e", "inject", "--json", f"{copy}:ngx_http_free_request"])
+    bg.wait_ready()
+    srv = tmp_path / "srv"
+    srv.mkdir()
+    n = rp.Nginx(srv, {"index.html": "home\n", "a.html": "page a\n"}, workers=2)
+    try:
+        for _ in range(3):
+            assert n.get("/a.html", "/", "/a.html") == ["page a\n", "home\n", "page a\n"]
+        logged = len(n.logged(at_least=9))
+    finally:
+        n.stop()
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    assert logged == 9
+    assert final_count(res) == logged, res.stderr
+
+
 def test_max_procs_bounds_the_processes_started_later(exe):
     """--max-procs 1: the first process started later is patched; the gate
     does not stop the next one, which runs untraced, and is said."""
