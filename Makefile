@@ -47,6 +47,13 @@ build/bpf/uscope.skel.h: build/bpf/uscope.bpf.o
 BPF_ENGINE_SRCS := $(filter src/engine/bpf/%.c,$(LIB_SRCS))
 $(call objs,build/rel,$(BPF_ENGINE_SRCS)) $(call objs,build/san,$(BPF_ENGINE_SRCS)): build/bpf/uscope.skel.h
 BASE_CFLAGS += -Ibuild/bpf
+# The inject engine's gate (src/engine/inject/gate.c): a program of its own.
+build/bpf/gate.bpf.o: src/engine/inject/gate.bpf.c src/engine/inject/gate_shared.h
+	@mkdir -p $(dir $@)
+	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu -Isrc -c $< -o $@
+build/bpf/gate.skel.h: build/bpf/gate.bpf.o
+	bpftool gen skeleton $< name inj_gate_bpf > $@.tmp && mv $@.tmp $@
+$(call objs,build/rel,src/engine/inject/gate.c) $(call objs,build/san,src/engine/inject/gate.c): build/bpf/gate.skel.h
 
 # The inject engine's agent: freestanding code the tracer copies into the
 # traced process, so no libc, no unwind tables, no jump tables, no vector

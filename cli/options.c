@@ -41,8 +41,8 @@ const struct cli_opt cli_opts_all[] = {
 	{'n', CLI_ARG_LIVE, "    --no-children",
 	 "-p: PID alone, none of its children"},
 	{'J', CLI_ARG_LIVE, "    --max-procs N",
-	 "system-wide on -e inject: patch at most N running\nprocesses (default 256); the "
-	 "others are said"},
+	 "system-wide on -e inject: patch at most N processes,\nrunning or started later "
+	 "(default 256); the others\nare said"},
 	{'Q', CLI_ARG_LIVE, "    --root DIR",
 	 "system-wide: MODULE paths are files under DIR\n(a container's: --root /proc/PID/root)"},
 	{CLI_OPT_COMMAND, CLI_ARG_LIVE, "-- COMMAND",

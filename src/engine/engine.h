@@ -63,6 +63,13 @@ enum usc_undo_kind {
 	 * (usc_session_opts.janitor_exe). done(): restored, or the process
 	 * has gone. */
 	USC_UNDO_INJECT,
+	/* the inject engine's gate (engine/inject/gate.c): text, its map's id,
+	 * the value (a u32 keyed by tgid) of a process the gate stopped, and
+	 * of one let go (decimal, space-separated). The janitor opens the map
+	 * by its id when told; after uscope died, it sends SIGCONT to every
+	 * process the map has as stopped, and marks it let go. done() does
+	 * not apply. */
+	USC_UNDO_GATE,
 };
 
 struct usc_undo {
@@ -222,9 +229,10 @@ struct usc_engine_ops {
 	 * key, keylen, st, buckets) (usc_agg_fn, agg/agg.h). */
 	int (*agg_read)(struct usc_engine *e, usc_agg_fn fn, void *ctx);
 	/* Optional: system-wide, the processes the engine attached to at
-	 * start (the readiness line says it); 0: it places probes in files,
-	 * not processes. */
-	size_t (*procs)(struct usc_engine *e);
+	 * start (the readiness line says it), and in *late the ones it
+	 * attached to since, as they started (the summary says them); 0: it
+	 * places probes in files, not processes. */
+	size_t (*procs)(struct usc_engine *e, size_t *late);
 };
 
 struct usc_engine {

@@ -17,7 +17,10 @@
  * place when the process removing them is killed meanwhile. And after a
  * death, the processes an inject session patched (USC_UNDO_INJECT) are
  * handed to uscope's own executable, run again in a child as the janitor
- * (janitor_exec.c), which takes out what the agent there could not.
+ * (janitor_exec.c), which takes out what the agent there could not. Before
+ * that, the processes the inject engine's gate stopped and uscope did not
+ * let go (USC_UNDO_GATE: the gate's map, opened by its id when told) are
+ * sent SIGCONT.
  *
  * It also bounds how long uscope may keep the processes it holds by ptrace
  * waiting (the inject engine's, under -p and system-wide): a tracee stops
@@ -41,6 +44,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/bpf.h>
 #include <linux/perf_event.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -95,7 +99,72 @@ struct jan_mem {
 	size_t len, cap;
 	uint32_t *at;		/* [handle]: the entry's offset + 1, 0: none */
 	size_t nat;		/* at's bytes */
+	int gate;		/* the inject gate's map (USC_UNDO_GATE) + 1, 0: none */
+	uint32_t gate_stopped, gate_go;	/* ... its values: stopped by it, let go */
 };
+
+static uint32_t jan_num(const char **text)
+{
+	uint32_t v = 0;
+
+	while (**text == ' ')
+		(*text)++;
+	for (; **text >= '0' && **text <= '9'; (*text)++)
+		v = v * 10 + (uint32_t)(**text - '0');
+	return v;
+}
+
+/* The inject engine's gate (engine/inject/gate.c): its map, opened by its
+ * id while uscope lives (the map then lives as long as we hold it); text:
+ * the id, the value of a process it stopped, the value of one let go. */
+static void jan_gate_open(struct jan_mem *m, const char *text)
+{
+	union bpf_attr a;
+	uint32_t id = jan_num(&text);
+	long fd;
+
+	m->gate_stopped = jan_num(&text);
+	m->gate_go = jan_num(&text);
+	for (size_t i = 0; i < sizeof(a); i++)
+		((volatile uint8_t *)&a)[i] = 0;
+	a.map_id = id;
+	fd = syscall(SYS_bpf, BPF_MAP_GET_FD_BY_ID, &a, sizeof(a));
+	if (fd >= 0 && !m->gate)
+		m->gate = (int)fd + 1;
+	else if (fd >= 0)
+		close((int)fd);
+}
+
+/* After a death: every process the gate stopped that uscope did not let go
+ * goes on (SIGCONT), and is marked so. */
+static void jan_gate_go(const struct jan_mem *m)
+{
+	uint32_t key = 0, next, v, go = m->gate_go;
+	bool first = true;
+	union bpf_attr a;
+
+	if (!m->gate)
+		return;
+	for (;;) {
+		for (size_t i = 0; i < sizeof(a); i++)
+			((volatile uint8_t *)&a)[i] = 0;
+		a.map_fd = (uint32_t)(m->gate - 1);
+		a.key = first ? 0 : (uint64_t)(uintptr_t)&key;
+		a.next_key = (uint64_t)(uintptr_t)&next;
+		if (syscall(SYS_bpf, BPF_MAP_GET_NEXT_KEY, &a, sizeof(a)) < 0)
+			return;
+		first = false;
+		key = next;
+		a.key = (uint64_t)(uintptr_t)&key;
+		a.value = (uint64_t)(uintptr_t)&v;
+		if (syscall(SYS_bpf, BPF_MAP_LOOKUP_ELEM, &a, sizeof(a)) < 0 || v != m->gate_stopped)
+			continue;
+		a.value = (uint64_t)(uintptr_t)&go;
+		a.flags = BPF_ANY;
+		syscall(SYS_bpf, BPF_MAP_UPDATE_ELEM, &a, sizeof(a));
+		kill((pid_t)key, SIGCONT);
+	}
+}
 
 /* A mapping of *cap bytes made at least want long (zero-filled). */
 static void *grow(void *p, size_t *cap, size_t want)
@@ -156,6 +225,8 @@ static int jan_take(struct jan_mem *m, const uint8_t *buf, size_t n)
 	e->data[body] = 0;
 	m->at[h.id] = (uint32_t)(m->len + 1);
 	m->len += need;
+	if (h.kind == USC_UNDO_GATE)
+		jan_gate_open(m, e->data + 1);	/* (path "", then the id) */
 	return 0;
 }
 
@@ -306,7 +377,8 @@ static void jan_finish(struct jan_mem *m, bool died)
 			if (!m->at || !m->at[id])
 				continue;
 			e = (struct jan_entry *)(m->p + m->at[id] - 1);
-			if (e->done || e->kind == USC_UNDO_UPROBE || e->kind == USC_UNDO_INJECT)
+			if (e->done || e->kind == USC_UNDO_UPROBE || e->kind == USC_UNDO_INJECT ||
+			    e->kind == USC_UNDO_GATE)
 				continue;
 			if (jan_undo(e))
 				left = true;
@@ -495,6 +567,17 @@ static __attribute__((noreturn)) void jan_main(int sock, const char *exe, pid_t 
 		if (n <= 0)
 			break;	/* EOF: uscope has gone */
 		bye |= jan_take(&m, buf, (size_t)n);
+	}
+	if (!bye) {
+		/* the gate's stopped processes go on first (the patched ones
+		 * are then taken care of as the others); again for a while, as
+		 * uscope's links close after its socket does */
+		for (int i = 0; i < 10; i++) {
+			struct timespec step = {0, (long)JAN_STEP_NS};
+
+			jan_gate_go(&m);
+			nanosleep(&step, NULL);
+		}
 	}
 	{
 		pid_t inject = bye ? 0 : jan_inject(&m, exe);

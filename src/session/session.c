@@ -546,6 +546,9 @@ static int sinks_report(struct usc_session *s, bool final)
 	if (ret)
 		s->sink_stop = s->sink_stop ? s->sink_stop : ret;
 	collect_stats(s);
+	for (size_t k = 0; final && k < s->nengines; k++)
+		if (s->engines[k].live && s->engines[k].ops->procs)
+			s->engines[k].ops->procs(s->engines[k].e, &s->sctx.nlate);
 	for (size_t k = 0; k < s->nsinks; k++) {
 		int r = s->sinks[k]->ops->report ?
 			s->sinks[k]->ops->report(s->sinks[k], &s->sctx, &s->totals, final) : 0;
@@ -826,7 +829,7 @@ static int fill_sink_ctx(struct usc_session *s)
 		s->engine_names[k] = se->ops->name;
 		s->engine_nsites[k] = se->nsites;
 		if (se->live && se->ops->procs)
-			nprocs += se->ops->procs(se->e);
+			nprocs += se->ops->procs(se->e, &(size_t){0});
 	}
 	s->sctx = (struct usc_sink_ctx){
 		.specs = s->specs,

@@ -46,6 +46,8 @@ struct usc_sink_ctx {
 	bool command;				/* started as COMMAND (exe as it was run) */
 	size_t nprocs;				/* system-wide: the processes patched at
 						 * start (-e inject); 0: not counted */
+	size_t nlate;				/* ... and at the end, the ones patched
+						 * as they started */
 };
 
 /* Is site i one the user sees (not hidden, placed on an engine)? */

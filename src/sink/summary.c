@@ -423,6 +423,16 @@ static void print_fallbacks(struct summary_sink *ss, const struct usc_sink_ctx *
 	}
 }
 
+/* System-wide on inject: the processes traced, when some started after
+ * attach (the readiness line said the others). */
+static void print_procs(struct summary_sink *ss, const struct usc_sink_ctx *s)
+{
+	if (s->nlate)
+		fprintf(ss->fp, "uscope: traced in %zu process%s, %zu of them started after "
+			"attach\n", s->nprocs + s->nlate, s->nprocs + s->nlate == 1 ? "" : "es",
+			s->nlate);
+}
+
 static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 			  const struct usc_stats *st, bool final)
 {
@@ -444,6 +454,7 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 	if (ss->mode == USC_SUMMARY_NONE) {
 		/* the commands that print no summary say this still */
 		print_fallbacks(ss, s, st);
+		print_procs(ss, s);
 		batch_close(ss, &b);
 		return 0;
 	}
@@ -475,6 +486,7 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 				(unsigned long long)s->set->record.snapshot);
 	}
 	print_fallbacks(ss, s, st);
+	print_procs(ss, s);
 	fprintf(ss->fp, "uscope: %llu events, %llu lost%s\n", (unsigned long long)st->events,
 		(unsigned long long)st->lost,
 		unattributed && st->lost ? " (the kernel does not say which probes lost them)" : "");

@@ -213,6 +213,7 @@ static void new_task(struct inj *j, pid_t tid)
 		inj_comm(j, NULL, (pid_t)tgid, tid);
 	if (tgid != tid || proc_find(j, tid))
 		return;		/* a thread, or known */
+	inj_gate_go(j, tid);	/* ours: an exec of it is patched here, not stopped by the gate */
 	ppid = st.ppid;
 	p = proc_add(j, tid);	/* (may move the table: the parent is found after) */
 	parent = ppid > 0 ? proc_find(j, (pid_t)ppid) : NULL;
@@ -372,6 +373,8 @@ static void handle(struct inj *j, pid_t pid, int st, bool resume)
 
 	if (WIFEXITED(st) || WIFSIGNALED(st)) {
 		task_del(j, pid);
+		if (proc_find(j, pid))
+			inj_gate_forget(j, pid);	/* its pid may come again */
 		proc_del(j, pid);
 		return;
 	}

@@ -21,6 +21,7 @@
  * thread's ring; poll drains every ring of every image, merges by time and
  * delivers events exactly as the other engines do (rings.c). */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 
 #include "core/fault.h"
 #include "core/log.h"
+#include "engine/inject/gate_shared.h"
 #include "engine/inject/inject_int.h"
 
 static int inj_create(const struct usc_engine_ctx *s, struct usc_engine **out, char *why,
@@ -37,8 +39,8 @@ static int inj_create(const struct usc_engine_ctx *s, struct usc_engine **out, c
 
 	/* system-wide: only when named (-e inject), see system.c */
 	if (s->target->kind == USC_TARGET_SYSTEM && !s->engine_named) {
-		snprintf(why, len, "system-wide, the inject engine sees only the processes "
-			 "running at start: -e inject to use it");
+		snprintf(why, len, "system-wide, the inject engine attaches late the processes "
+			 "with a terminal started after attach: -e inject to use it");
 		return -ENOTSUP;
 	}
 	if (s->target->kind == USC_TARGET_PID && inj_proc_refusal(s->target->pid, why, len))
@@ -158,12 +160,19 @@ int inj_proc_attach(struct inj *j, pid_t pid)
 
 		*p = (struct inj_proc){.pid = pid, .state = PROC_RUN, .img = img, .undo = undo};
 		undo = 0;
+		inj_gate_go(j, pid);	/* (system-wide: ours, the gate lets it be) */
 		j->live = true;
 		inj_calibrate(j);
 		for (size_t t = 0; t < rem.ntasks; t++)
 			inj_comm(j, NULL, pid, rem.tasks[t].tid);	/* the names before any exec */
 		inj_py_attach(img, &rem);	/* py: probes in a running interpreter */
 	}
+	if (j->drop_stop)	/* the gate's SIGSTOP (system.c): not given back */
+		for (size_t t = 0; t < rem.ntasks; t++)
+			for (unsigned k = 0; k < rem.tasks[t].nheld; k++)
+				if (rem.tasks[t].held[k].si_signo == SIGSTOP)
+					rem.tasks[t].held[k--] =
+						rem.tasks[t].held[--rem.tasks[t].nheld];
 	if (!ret && j->children)
 		inj_follow_keep(j, &rem);	/* what it forks from now on is followed */
 	else
@@ -229,6 +238,14 @@ static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 	int n;
 
 	(void)timeout_ms;
+	if (j->gate) {	/* system-wide: the processes started since (system.c) */
+		struct gate_seen seen[64];
+		size_t k = inj_gate_poll(j, seen, 64);
+
+		for (size_t i = 0; i < k; i++)
+			inj_system_seen(j, (pid_t)seen[i].tgid, seen[i].stopped);
+		inj_system_seen(j, 0, false);
+	}
 	n = inj_poll_images(j, fn, ctx);	/* (the names the events need first) */
 	inj_follow_exits(j);	/* drained: a process held at its exit ends */
 	return n;
@@ -249,7 +266,12 @@ static int inj_record(struct usc_engine *e, const struct usc_raw_out *out)
 
 static int inj_wait_fd(struct usc_engine *e)
 {
-	return inj_bell_fd(inj_of(e));
+	struct inj *j = inj_of(e);
+	int bell = inj_bell_fd(j);
+
+	/* system-wide: the gate's processes wake us too, a process it
+	 * stopped waits for no poll's period */
+	return j->gate && bell >= 0 ? inj_gate_wait_fd(j, bell) : bell;
 }
 
 static void inj_stop(struct usc_engine *e)
@@ -298,6 +320,7 @@ static void inj_detach(struct usc_engine *e)
 	struct inj *j = inj_of(e);
 	bool any = false;
 
+	inj_system_end(j);	/* the gate first: no process is held by it after */
 	inj_stop(e);
 	inj_wake_all(j);	/* a thread waiting for room drops its record */
 	j->live = false;
@@ -334,8 +357,9 @@ static int inj_agg_read_py(struct usc_engine *e, usc_agg_fn fn, void *ctx)
 	return inj_agg_read(e, fn, ctx);
 }
 
-static size_t inj_procs(struct usc_engine *e)
+static size_t inj_procs(struct usc_engine *e, size_t *late)
 {
+	*late = inj_of(e)->sys_late;
 	return inj_of(e)->sys_procs;
 }
 

@@ -209,6 +209,12 @@ struct inj {
 	 * while it is still there */
 	bool hold_exit;
 	size_t sys_procs;		/* system-wide: the processes patched at start */
+	size_t sys_late;		/* ... and the ones started later (the gate) */
+	size_t sys_late_tty;		/* ... of them, attached late (a terminal's) */
+	bool drop_stop;			/* attaching one the gate stopped: its SIGSTOP
+					 * still pending is not given back */
+	struct inj_gate *gate;		/* system-wide: the gate (gate.c), or NULL */
+	struct sys_late *late;		/* ... what was left out of them (system.c) */
 };
 
 static inline struct inj *inj_of(struct usc_engine *e)
@@ -299,6 +305,32 @@ int inj_system_start(struct inj *j);
  * attached as root is (root attached and held first). 0 or -errno
  * (reported); one left out is said, with why. */
 int inj_system_descendants(struct inj *j, pid_t root);
+
+/* system.c: a process the gate told of (started after attach; stopped by
+ * it, or with a terminal): attached, or refused and let go; either way it
+ * runs on. pid 0: none, the gate's pids of gone processes forgotten */
+void inj_system_seen(struct inj *j, pid_t pid, bool stopped);
+/* the processes started after attach that were left out, said once */
+void inj_system_end(struct inj *j);
+
+/* gate.c: system-wide, the processes that start mapping a probed file after
+ * attach stopped at its first point until uscope lets them go */
+/* On the sites' files. 0 (a file without a gate is said), -ENOMEM */
+int inj_gate_open(struct inj *j);
+/* The processes seen since the last call (at most max). */
+struct gate_seen;
+size_t inj_gate_poll(struct inj *j, struct gate_seen *out, size_t max);
+/* Process pid goes on; or is forgotten (gone: its pid may come again). */
+void inj_gate_go(struct inj *j, pid_t pid);
+void inj_gate_forget(struct inj *j, pid_t pid);
+/* --max-procs reached: the processes started from now on are told, not
+ * stopped */
+void inj_gate_full(struct inj *j);
+/* An fd readable when the gate has told of a process or bell is readable
+ * (an epoll set of both), or bell. */
+int inj_gate_wait_fd(struct inj *j, int bell);
+/* Every held process let go, the program and its links gone. */
+void inj_gate_close(struct inj *j);
 
 /* follow.c */
 int inj_follow_spawned(struct inj *j, pid_t pid);

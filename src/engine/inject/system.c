@@ -16,14 +16,24 @@
  * YAMA, a debugger on it) or must not patch (seccomp, a shadow stack) is
  * left out, and said once per reason with the count. It is not handed to
  * a kernel engine: the kernel engines take whole sites, system-wide, and
- * the same site on both would count the injected processes twice. For
- * that reason -e auto does not take system-wide sites to inject at all
- * (inj_create): the kernel engines also see the processes started later,
- * which this engine does not (only the children of the processes it
- * holds), and auto must not change the answer. */
+ * the same site on both would count the injected processes twice.
+ *
+ * The processes that start mapping a file after attach (an exec, a
+ * dlopen) are stopped by the gate (gate.c) at the file's first point,
+ * before their first probed call, and attached here as they are told
+ * (inj_system_seen): the same choices (uscope's own, refusals,
+ * --max-procs), the same janitor entry, then let go (SIGCONT). One with a
+ * controlling terminal is not stopped (a job-control shell would take the
+ * terminal back): attached as soon as seen, its calls before that missed,
+ * said at the end. For that, and because the gate's stop is a group-stop
+ * the process's parent may see, -e auto does not take system-wide sites
+ * to inject at all (inj_create): the kernel engines see every process from
+ * its first call without stopping it, and auto must not change the
+ * answer. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +205,47 @@ static void left_say(const struct sys_left *left, const char *what, uint32_t max
 	}
 }
 
+/* What the processes started after attach left out, said at the end. */
+struct sys_late {
+	struct sys_left left[WHY_N];
+	char what[256];
+	/* the processes the gate let go untraced: their pids forgotten by it
+	 * once they are gone (this machine's pid_max may be 32768: a pid
+	 * comes again soon), a few a poll */
+	pid_t *untraced;
+	size_t nuntraced, cursor;
+};
+
+static void untraced_add(struct sys_late *l, pid_t pid)
+{
+	pid_t *p = realloc(l->untraced, (l->nuntraced + 1) * sizeof(*p));
+
+	if (p) {
+		l->untraced = p;
+		l->untraced[l->nuntraced++] = pid;
+	}
+}
+
+/* A few of the processes let go untraced: the gone ones forgotten. */
+static void untraced_sweep(struct inj *j)
+{
+	struct sys_late *l = j->late;
+
+	for (int k = 0; k < 64 && l->nuntraced; k++) {
+		pid_t pid;
+
+		if (l->cursor >= l->nuntraced)
+			l->cursor = 0;
+		pid = l->untraced[l->cursor];
+		if (kill(pid, 0) && errno == ESRCH) {
+			inj_gate_forget(j, pid);
+			l->untraced[l->cursor] = l->untraced[--l->nuntraced];
+		} else {
+			l->cursor++;
+		}
+	}
+}
+
 int inj_system_start(struct inj *j)
 {
 	uint32_t max = j->base.ctx->set->max_procs;
@@ -206,10 +257,20 @@ int inj_system_start(struct inj *j)
 	pid_t me = getpid();
 	struct dirent *de;
 	struct stat self;
+	int ret;
 	DIR *d;
 
 	if (!nf)
 		return 0;
+	/* the gate first: a process that starts during the walk below is
+	 * held by it, or found by the walk (or both: attached once) */
+	j->late = calloc(1, sizeof(*j->late));
+	if (!j->late)
+		return -ENOMEM;
+	snprintf(j->late->what, sizeof(j->late->what), "%s", what);
+	ret = inj_gate_open(j);
+	if (ret)
+		return ret;
 	if (stat("/proc/self/exe", &self))
 		memset(&self, 0, sizeof(self));
 	d = opendir("/proc");
@@ -219,7 +280,7 @@ int inj_system_start(struct inj *j)
 	}
 	while ((de = readdir(d))) {
 		pid_t pid = (pid_t)atoi(de->d_name);
-		int why, ret, maps;
+		int why, maps;
 
 		if (pid <= 0 || pid == me || is_uscope(pid, &self))
 			continue;
@@ -244,16 +305,99 @@ int inj_system_start(struct inj *j)
 	}
 	closedir(d);
 	left_say(left, what, max);
-	if (!done) {
+	if (!done && !j->gate) {
 		log_error("no running process that uscope may ptrace maps %s: the inject engine "
 			  "has nothing to trace (-e bpf or -e tracefs also see the processes "
 			  "started later)", what);
 		return -ESRCH;
 	}
 	j->sys_procs = done;
-	log_info("inject: %zu process%s mapping %s patched in %.1f ms", done,
-		 done == 1 ? "" : "es", what, (double)(inj_mono_ns() - t0) / 1e6);
+	if (done >= max)
+		inj_gate_full(j);
+	log_info("inject: %zu process%s mapping %s patched in %.1f ms%s", done,
+		 done == 1 ? "" : "es", what, (double)(inj_mono_ns() - t0) / 1e6,
+		 j->gate ? "; the ones started from now on too, before their first call" : "");
 	return 0;
+}
+
+/* Which processes are left to run untraced, and why: uscope's own, or
+ * ours already (walked at start, or followed: an exec of a child): WHY_N;
+ * gone already: WHY_GONE; a refusal; -1 when it is to be attached. */
+#define WHY_GONE (WHY_N + 1)
+static int seen_why(struct inj *j, pid_t pid)
+{
+	struct stat self;
+	int why;
+
+	if (stat("/proc/self/exe", &self))
+		memset(&self, 0, sizeof(self));
+	for (size_t i = 0; i < j->nprocs; i++)
+		if (j->procs[i].pid == pid)
+			return WHY_N;
+	if (pid == getpid() || is_uscope(pid, &self))
+		return WHY_N;
+	if (j->sys_procs + j->sys_late >= j->base.ctx->set->max_procs)
+		return WHY_MAX_PROCS;	/* (the gate no longer stops them) */
+	why = refusal(pid);
+	if (why == WHY_FAILED && kill(pid, 0) && errno == ESRCH)
+		return WHY_GONE;	/* nothing to say */
+	return why;
+}
+
+void inj_system_seen(struct inj *j, pid_t pid, bool stopped)
+{
+	int why, ret = -1;
+
+	if (pid <= 0) {		/* (no new process: the sweep only) */
+		untraced_sweep(j);
+		return;
+	}
+	why = seen_why(j, pid);
+
+	if (why < 0) {
+		/* stopped: seized in its group-stop (a stop of ptrace's, with
+		 * SIGSTOP); or, its SIGSTOP not taken yet, at it: held back
+		 * (j->drop_stop), its parent sees no stop */
+		j->drop_stop = stopped;
+		ret = inj_proc_attach(j, pid);
+		j->drop_stop = false;
+		if (!ret) {
+			j->sys_late++;
+			if (j->sys_procs + j->sys_late >= j->base.ctx->set->max_procs)
+				inj_gate_full(j);
+		} else if (ret != -ESRCH) {
+			log_debug("inject: process %d: %s", (int)pid, strerror(-ret));
+			left_add(&j->late->left[WHY_FAILED], pid);
+		}
+	} else if (why < WHY_N) {
+		left_add(&j->late->left[why], pid);
+	}
+	/* (one that ended before uscope could attach it too) */
+	j->sys_late_tty += !stopped && why != WHY_MAX_PROCS && why != WHY_N;
+	if (ret)
+		untraced_add(j->late, pid);
+	inj_gate_go(j, pid);
+	if (stopped)	/* patched, or refused: it runs on (its group-stop ends) */
+		kill(pid, SIGCONT);
+}
+
+void inj_system_end(struct inj *j)
+{
+	if (!j->late)
+		return;
+	inj_gate_close(j);
+	left_say(j->late->left, j->late->what, j->base.ctx->set->max_procs);
+	if (j->sys_late)
+		log_info("inject: %zu process%s started after attach traced", j->sys_late,
+			 j->sys_late == 1 ? "" : "es");
+	if (j->sys_late_tty)
+		log_warn("%zu process%s with a terminal started after attach: not stopped (a "
+			 "job-control shell would take the terminal back), attached as soon as "
+			 "seen, their calls before that not seen; -e bpf traces them from their "
+			 "first call", j->sys_late_tty, j->sys_late_tty == 1 ? "" : "es");
+	free(j->late->untraced);
+	free(j->late);
+	j->late = NULL;
 }
 
 /* -p: the processes descending from the target already, attached as it
