@@ -343,14 +343,14 @@ PYSTACK = str(u.TARGETS / "pystack.py")
 MARK = u.target("libpymark.so")
 
 
-def pystack_events(name, tmp_path, env=None, verbose=False):
+def pystack_events(name, tmp_path, env=None, verbose=False, engine=None):
     """At libpymark's pymark the workload takes traceback.extract_stack() on
     the same line. -> (the workload's stacks by tag, the events, stderr)."""
     from test_python import workload_stacks
     py = python(name)
     out = tmp_path / "ev.json"
     argv = [str(u.uscope_path()), "trace", "--json", "-o", str(out)] + \
-        (["-vv"] if verbose else []) + \
+        (["-vv"] if verbose else []) + (["-e", engine] if engine else []) + \
         [f"{MARK}:pymark tag=$arg1:s32 $pystack:128", "--", "env", f"LD_PRELOAD={MARK}",
          py, PYSTACK, MARK, "wait"]
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -392,18 +392,28 @@ def test_pystack_equals_traceback(name, tmp_path):
 
 DEBUG_OFFSETS = {"USCOPE_PY_DEBUG_OFFSETS": "1"}
 TAKEN = "(CPython 3.13.0): walking with its own _Py_DebugOffsets"
+# what 3.14 rests on: no thread-specific key, the interpreter's thread list
+BY_LIST = "a thread's state found in its interpreter's thread list"
 
 
-def test_debug_offsets_over_the_table_pystack(tmp_path):
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
+def test_debug_offsets_over_the_table_pystack(engine, tmp_path):
     """3.13 with its own _Py_DebugOffsets forced over uscope's table
-    (USCOPE_PY_DEBUG_OFFSETS=1): the same frames as the workload's own,
-    the same as with the table."""
-    want, events, stderr = pystack_events("3.13.0", tmp_path, DEBUG_OFFSETS, verbose=True)
-    assert TAKEN in stderr
+    (USCOPE_PY_DEBUG_OFFSETS=1), and each thread's state found as on 3.14
+    (its interpreter's thread list: no thread-specific key), where the
+    probe runs (the inject agent by the thread's pthread_t, the bpf program
+    by its TID): the same frames as the workload's own
+    (traceback.extract_stack(), in each of its threads), the same as with
+    the table and the key."""
+    want, events, stderr = pystack_events("3.13.0", tmp_path, DEBUG_OFFSETS, verbose=True,
+                                          engine=engine)
+    assert TAKEN in stderr and BY_LIST in stderr
     check_pystack("3.13.0", want, events)
+    assert len({e["tid"] for e in events}) > 1     # (more than one thread's state looked for)
     (tmp_path / "table").mkdir()
-    want2, events2, stderr2 = pystack_events("3.13.0", tmp_path / "table", verbose=True)
-    assert TAKEN not in stderr2
+    want2, events2, stderr2 = pystack_events("3.13.0", tmp_path / "table", verbose=True,
+                                             engine=engine)
+    assert TAKEN not in stderr2 and BY_LIST not in stderr2
     check_pystack("3.13.0", want2, events2)
 
     def by_tag(evs):

@@ -320,6 +320,10 @@ struct inj_slot {
 	struct {
 		uint64_t code, qualname;
 	} pyseen[INJ_PY_SEEN_THREAD];
+	/* $pystack without CPython's thread-specific key (3.14): this
+	 * thread's PyThreadState as last found in its interpreter's thread
+	 * list, checked at each use (0: look) */
+	uint64_t py_ts;
 };
 
 struct inj_arg {
@@ -643,6 +647,7 @@ struct inj_py {
 	volatile uint32_t mon_step;	/* INJ_MON_FAILED: the call that failed */
 	uint64_t sys_getobject, call_method, getattr, cmethod_new, incref, decref;
 	uint64_t err_fetch, err_restore, err_clear, long_as_long;
+	uint64_t tstate_get;		/* PyThreadState_GetUnchecked, or 0 */
 	uint64_t mon_mod;		/* sys.monitoring (a reference held) */
 	uint64_t mon_disable;		/* sys.monitoring.DISABLE */
 	uint64_t mon_cb[INJ_MON_CBS];	/* the callbacks (ours: a reference held) */
