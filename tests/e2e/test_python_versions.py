@@ -111,11 +111,16 @@ def test_counts_equal_monitoring_in_the_same_run(name):
 
 @pytest.mark.parametrize("name", list(PYTHONS))
 def test_arguments_returns_and_raised(name):
+    check_arguments(name)
+
+
+def check_arguments(name, env=None):
     py = python(name)
-    cp = u.run_uscope(["trace", "--json", "py:recurse n", "py:Account.add x self", "r:py:fail",
-                       "r:py:unwind", "r:py:numbers", "py:late n", "r:py:pause", "--", py,
-                       CALLS, "plain"], timeout=90)
+    cp = u.run_uscope(["trace", "--json", "-vv", "py:recurse n", "py:Account.add x self",
+                       "r:py:fail", "r:py:unwind", "r:py:numbers", "py:late n", "r:py:pause",
+                       "--", py, CALLS, "plain"], timeout=90, env=env)
     assert cp.returncode == 0, cp.stderr
+    assert (BY_LIST in cp.stderr) == (env is not None)
     ev = json_lines(cp.stdout)
 
     def args(event, arg):
@@ -438,6 +443,13 @@ def test_debug_offsets_over_the_table_counts():
         assert got == want
         rows.append(got)
     assert rows[0] == rows[1]
+
+
+def test_debug_offsets_over_the_table_arguments():
+    """py: arguments and returns on 3.13 with its debug offsets forced over
+    the table, as 3.14 takes them (no thread-specific key: the callback's
+    thread state from PyThreadState_GetUnchecked): the same values."""
+    check_arguments("3.13.0", DEBUG_OFFSETS)
 
 
 @pytest.mark.parametrize("name", MONITORED)
