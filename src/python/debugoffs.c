@@ -184,6 +184,14 @@ int python_debugoffs_parse(const void *buf, size_t len, struct python_debugoffs 
 			  "another layout, which uscope does not read", v);
 		return -EPROTO;
 	}
+	/* runtime_state { size, finalizing, interpreters_head } in both */
+	d->rt_finalizing = word(b, 4);
+	if (!word(b, 3) || word(b, 3) > PD_SIZE_MAX || d->rt_finalizing >= word(b, 3)) {
+		log_error("python: CPython %s: _Py_DebugOffsets.runtime_state.finalizing is %#llx, "
+			  "outside its structure: not a layout uscope reads", v,
+			  (unsigned long long)d->rt_finalizing);
+		return -EPROTO;
+	}
 	if (word(b, l->pyobject) != 16 || word(b, l->pyobject + 1) != 8) {
 		log_error("python: CPython %s: _Py_DebugOffsets are not laid out as uscope reads "
 			  "them (pyobject is not {16, 8})", v);
@@ -212,6 +220,26 @@ static uint16_t get16(const struct python_offsets *off, size_t field)
 	return v;
 }
 
+/* What the entries of 3.13 and 3.14 have that the debug offsets do not
+ * carry, next to what they carry, the same in both (debugoffs.h). */
+static const struct pd_rel {
+	const char *name;
+	size_t field;		/* offsetof(struct python_offsets, ...) */
+	int next_to;		/* enum python_dbg_field, or PD_N: finalizing */
+	int delta;		/* the field's offset less next_to's */
+} rels[] = {
+	{"_PyRuntimeState.initialized", offsetof(struct python_offsets, rt_initialized), PD_N, -8},
+	{"_PyInterpreterFrame.f_globals", offsetof(struct python_offsets, fr_globals),
+	 PD_FR_PREVIOUS, 16},
+	{"PyCodeObject.co_flags", offsetof(struct python_offsets, co_flags), PD_CO_ARGCOUNT, -4},
+	{"PyCodeObject.co_kwonlyargcount", offsetof(struct python_offsets, co_kwonlyargcount),
+	 PD_CO_ARGCOUNT, 8},
+	{"PyCodeObject.co_nlocalsplus", offsetof(struct python_offsets, co_nlocalsplus),
+	 PD_CO_FIRSTLINENO, 4},
+	{"PyCodeObject._co_firsttraceable", offsetof(struct python_offsets, co_firsttraceable),
+	 PD_CO_CODE_ADAPTIVE, -16},
+};
+
 int python_debugoffs_check(const struct python_debugoffs *d, const struct python_offsets *off,
 			   int loud)
 {
@@ -233,6 +261,27 @@ int python_debugoffs_check(const struct python_debugoffs *d, const struct python
 				log_debug("python: _Py_DebugOffsets.%s is %#llx, uscope's table "
 					  "has %#x", specs[f].name, (unsigned long long)d->val[f],
 					  mine);
+			return -EPROTO;
+		}
+	}
+	for (size_t i = 0; off->version >= 0x030d0000 && i < sizeof(rels) / sizeof(rels[0]); i++) {
+		const struct pd_rel *r = &rels[i];
+		uint16_t mine = get16(off, r->field);
+		uint64_t at = r->next_to == PD_N ? d->rt_finalizing : d->val[r->next_to];
+		const char *by = r->next_to == PD_N ? "runtime_state.finalizing" :
+				 specs[r->next_to].name;
+
+		if (mine != PYOFF_NONE && at + (uint64_t)(int64_t)r->delta != mine) {
+			if (loud)
+				log_error("python: _Py_DebugOffsets.%s is %#llx, which puts %s at "
+					  "%#llx; uscope's table has %#x", by,
+					  (unsigned long long)at, r->name,
+					  (unsigned long long)(at + (uint64_t)(int64_t)r->delta), mine);
+			else
+				log_debug("python: _Py_DebugOffsets.%s is %#llx, which puts %s at "
+					  "%#llx; uscope's table has %#x", by,
+					  (unsigned long long)at, r->name,
+					  (unsigned long long)(at + (uint64_t)(int64_t)r->delta), mine);
 			return -EPROTO;
 		}
 	}

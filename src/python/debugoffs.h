@@ -36,6 +36,8 @@ enum python_dbg_field {
 struct python_debugoffs {
 	uint32_t version;		/* PY_VERSION_HEX */
 	uint64_t val[PD_N];		/* each within its structure's size */
+	uint64_t rt_finalizing;		/* runtime_state.finalizing: only checked
+					   against (what precedes it) */
 };
 
 /* The name of a field, "thread_state.current_frame". */
@@ -50,7 +52,12 @@ int python_debugoffs_parse(const void *buf, size_t len, struct python_debugoffs 
 
 /* The table's entry against them: 0, or -EPROTO with the first difference
  * logged (level error when loud, else debug). A field the entry has as
- * PYOFF_NONE is theirs to give (3.14's entry), not compared. */
+ * PYOFF_NONE is theirs to give (3.14's entry), not compared. Of the fields
+ * they do not carry, those py: probes read are checked where a neighbour
+ * they carry puts them (3.13 on: _PyRuntimeState.initialized 8 bytes before
+ * _finalizing, f_globals 16 after previous, co_flags 4 before co_argcount,
+ * co_kwonlyargcount 8 after it, co_nlocalsplus 4 after co_firstlineno,
+ * _co_firsttraceable 16 before co_code_adaptive). */
 int python_debugoffs_check(const struct python_debugoffs *d, const struct python_offsets *off,
 			   int loud);
 

@@ -148,6 +148,14 @@ static void test_corrupt(void **state)
 	assert_int_equal(own.ts_frame, 0x50);
 	own.ts_frame = tab->ts_frame;
 	assert_memory_equal(&own, tab, sizeof(own));
+	/* what the block does not carry, checked where a neighbour puts it:
+	 * 3.13.0's own block agrees (above); _finalizing moved does not */
+	FRESH();
+	set_word(b, 4, 0x268);
+	assert_int_equal(python_debugoffs_parse(b, sizeof(b), &d), 0);
+	assert_int_equal(python_debugoffs_check(&d, tab, 1), -EPROTO);
+	assert_non_null(strstr(logged, "which puts _PyRuntimeState.initialized at 0x260; uscope's "
+				"table has 0x258"));
 	/* a table entry of another version is not a base */
 	assert_int_equal(python_debugoffs_apply(&d, python_offsets_for(0x030c0000), &own), -ENOTSUP);
 #undef FRESH

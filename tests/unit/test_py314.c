@@ -567,6 +567,17 @@ static void test_corrupt_314(void **state)
 	assert_int_equal(python_debugoffs_check(&d, tab, 1), -EPROTO);
 	assert_non_null(strstr(logged, "_Py_DebugOffsets.interpreter_frame.instr_ptr is 0x30, "
 				"uscope's table has 0x38"));
+	/* what the block does not carry, where its neighbours put it: the
+	 * runtime's initialized flag 8 bytes before _finalizing */
+	FRESH();
+	set_word(b, word_of("runtime_state.finalizing"), 0x318);
+	assert_int_equal(python_debugoffs_parse(b, sizeof(b), &d), 0);
+	assert_int_equal(python_debugoffs_check(&d, tab, 1), -EPROTO);
+	assert_non_null(strstr(logged, "_Py_DebugOffsets.runtime_state.finalizing is 0x318, which "
+				"puts _PyRuntimeState.initialized at 0x310; uscope's table has 0x308"));
+	set_word(b, word_of("runtime_state.finalizing"), 0x46000);	/* = its size */
+	assert_int_equal(python_debugoffs_parse(b, sizeof(b), &d), -EPROTO);
+	assert_non_null(strstr(logged, "runtime_state.finalizing is 0x46000, outside"));
 	/* the owner beyond what the walker reads of a frame */
 	FRESH();
 	set_word(b, word_of("interpreter_frame.size"), 0x100);
