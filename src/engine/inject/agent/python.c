@@ -15,7 +15,9 @@
  * do not carry it) the thread's state is looked for in the interpreters'
  * thread lists, by its thread_id (pthread_self(): the thread pointer): the
  * other threads' states there may be freed under the walk, so those reads
- * are process_vm_readv's, which cannot fault (a system call each). */
+ * are process_vm_readv's, which cannot fault (a system call each); the
+ * state found is kept in the thread's slot and checked at each hit with
+ * one such read. */
 #include "engine/inject/agent/agent.h"
 #include "probe/filter_eval.h"	/* filter_glob_full alone */
 
