@@ -322,8 +322,12 @@ struct inj_slot {
 	} pyseen[INJ_PY_SEEN_THREAD];
 	/* $pystack without CPython's thread-specific key (3.14): this
 	 * thread's PyThreadState as last found in its interpreter's thread
-	 * list, checked at each use (0: look) */
+	 * list, checked at each use (0: look); and the pthread key (+ 1) of
+	 * this thread's TCB that held it then (0: none seen), which CPython
+	 * clears or changes when the state goes */
 	uint64_t py_ts;
+	uint32_t py_key;
+	uint32_t py_pad;
 };
 
 struct inj_arg {

@@ -16,8 +16,9 @@
  * thread lists, by its thread_id (pthread_self(): the thread pointer): the
  * other threads' states there may be freed under the walk, so those reads
  * are process_vm_readv's, which cannot fault (a system call each); the
- * state found is kept in the thread's slot and checked at each hit with
- * one such read. */
+ * state found is kept in the thread's slot with the pthread key of the
+ * thread's TCB that held it then, and checked at each hit by that key
+ * (two loads), else by one such read (tstate_of). */
 #include "engine/inject/agent/agent.h"
 #include "probe/filter_eval.h"	/* filter_glob_full alone */
 
@@ -76,11 +77,34 @@ static int tstate_mine(const struct inj_ctl *c, const struct inj_py *py,
 	       v[0] == fs && (!s->tid || v[1] == s->tid);
 }
 
+/* glibc: the data of pthread key k (< 32) in the TCB at fs. */
+ALWAYS uint64_t tcb_key_data(const struct inj_py *py, uint64_t fs, uint32_t k)
+{
+	return *(volatile const uint64_t *)(fs + py->glibc.specific_1stblock + 16 * k + 8);
+}
+
+/* Which of this thread's first 32 pthread keys holds ts (CPython binds a
+ * thread's state to its own key, which the debug offsets do not say): the
+ * key + 1, or 0. Plain loads of the thread's own TCB (glibc's: the tid at
+ * the thread pointer was checked at attach). */
+static uint32_t tcb_key_of(const struct inj_ctl *c, const struct inj_py *py, uint64_t fs,
+			   uint64_t ts)
+{
+	if (c->key_mode != INJ_KEY_TID_AT_FS || !fs || !ts)
+		return 0;
+	for (uint32_t k = 0; k < 32; k++)
+		if (tcb_key_data(py, fs, k) == ts)
+			return k + 1;
+	return 0;
+}
+
 /* The thread's PyThreadState, as pthread_getspecific(CPython's key) would
  * answer in it, or without the key (3.14) the one of its interpreter's
- * thread list whose thread_id is this thread's (kept in its slot, checked
- * at each use); 0: none (a thread that never ran Python, or a runtime not
- * initialized yet). */
+ * thread list whose thread_id is this thread's, kept in its slot: checked
+ * at each use by the pthread key of its TCB that held it when found (two
+ * loads: CPython clears it when the state goes, or binds another), else
+ * by one read of it that cannot fault; 0: none (a thread that never ran
+ * Python, or a runtime not initialized yet). */
 static uint64_t tstate_of(const struct inj_ctl *c, const struct inj_py *py, struct inj_slot *s)
 {
 	int32_t init;
@@ -89,11 +113,16 @@ static uint64_t tstate_of(const struct inj_ctl *c, const struct inj_py *py, stru
 
 	if (py->off.rt_tss_key == PYOFF_NONE) {
 		fs = fs_base(c);
-		if (s && s->py_ts && tstate_mine(c, py, s, s->py_ts, fs))
-			return s->py_ts;
+		if (s && s->py_ts) {
+			if (s->py_key ? tcb_key_data(py, fs, s->py_key - 1) == s->py_ts :
+					tstate_mine(c, py, s, s->py_ts, fs))
+				return s->py_ts;
+		}
 		ts = pw_tfind(&py->off, py->runtime, py->off.ts_thread_id, fs, (void *)c);
-		if (s)
+		if (s) {
 			s->py_ts = ts;
+			s->py_key = tcb_key_of(c, py, fs, ts);
+		}
 		return ts;
 	}
 	init = *(volatile const int32_t *)(py->runtime + py->off.rt_tss_init);
