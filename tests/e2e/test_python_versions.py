@@ -427,6 +427,37 @@ def test_debug_offsets_over_the_table_pystack(engine, tmp_path):
     assert by_tag(events) == by_tag(events2)
 
 
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
+def test_debug_offsets_thread_states_made_and_deleted(engine, tmp_path):
+    """A C thread that makes a thread state at each call into Python and
+    deletes it after (PyGILState_Ensure, PyGILState_Release), read as 3.14
+    is (3.13 with USCOPE_PY_DEBUG_OFFSETS=1: the thread list, the inject
+    agent keeping the state it found): $pystack at each call names that
+    call's own function."""
+    d, minor = libpython("3.13.0")
+    exe = tmp_path / "pygilstate"
+    subprocess.run(["cc", "-O1", "-g", "-rdynamic", "-o", str(exe),
+                    str(u.TARGETS / "pygilstate.c"), f"-L{d}", f"-lpython{minor}",
+                    f"-Wl,-rpath,{d}", "-lpthread"], check=True, capture_output=True,
+                   timeout=120)
+    cp = u.run_uscope(["trace", "--json", "-vv", "-e", engine,
+                       f"{exe}:mark i=$arg1:s32 $pystack", "--", str(exe), "8"],
+                      timeout=90, env=DEBUG_OFFSETS)
+    assert cp.returncode == 0, cp.stderr
+    assert BY_LIST in cp.stderr
+    ev = [e for e in json_lines(cp.stdout) if e.get("event") == "mark"]
+    assert [e["args"]["i"] for e in ev] == list(range(8))
+    for e in ev:
+        i = e["args"]["i"]
+        got = [(f["sym"], f["file"], f["line"]) for f in e["args"]["pystack"]]
+        want = [(f"cycle{i}", "<string>", 3), ("<module>", "<string>", 4)]
+        if engine == "bpf":
+            # (each call's module code is freed once it has run, before
+            # uscope names it from the bpf event: doc/python.md)
+            got, want = got[:1] + [len(got)], want[:1] + [2]
+        assert got == want, got
+
+
 def test_debug_offsets_over_the_table_counts():
     """py: counts on 3.13 with its debug offsets forced over the table:
     those of the table, and CPython's own profiling's."""
