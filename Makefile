@@ -37,7 +37,8 @@ all: uscope sdt
 # needed at run time) and embedded as a libbpf skeleton.
 build/bpf/uscope.bpf.o: src/engine/bpf/uscope.bpf.c $(wildcard src/engine/bpf/prog/*.h) \
 		src/engine/bpf/bpf_shared.h src/probe/fetch.h \
-		src/probe/fetch_eval.h src/probe/filter_eval.h src/agg/agg_shared.h
+		src/probe/fetch_eval.h src/probe/filter_eval.h src/agg/agg_shared.h \
+		src/python/walk.h src/python/frame.h src/python/offsets.h
 	@mkdir -p $(dir $@)
 	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu -Isrc -c $< -o $@
 build/bpf/uscope.skel.h: build/bpf/uscope.bpf.o

@@ -3,9 +3,8 @@
  *
  * Layouts, from CPython's headers: 3.13's Include/internal/pycore_runtime.h
  * (checked word for word against the block of the 3.13.0 build here, 73
- * words), 3.14's Include/internal/pycore_debug_offsets.h (89 words: the
- * interpreter state gained threads_main, the frame stackpointer, and set,
- * generator and debugger-support sections were added). Each structure's
+ * words), 3.14's Include/internal/pycore_debug_offsets.h at v3.14.0 (95
+ * words: see the layout). Each structure's
  * section starts with its size; the reader checks every offset it takes
  * against that size, and PyObject's section (size 16, ob_type at 8) as an
  * anchor that the words are where it expects them. */
@@ -96,53 +95,35 @@ static const struct pd_layout layouts[] = {
 		},
 	},
 	{
-		/* interpreter_state + threads_main, interpreter_frame +
-		 * stackpointer, set_object after list_object */
-		.minor = 0x030e0000, .words = 89, .pyobject = 46,
+		/* 3.14.0 (Include/internal/pycore_debug_offsets.h at v3.14.0,
+		 * 95 words; _PyRuntime.interpreters.head at 0x328 right after
+		 * them agrees): interpreter_state + threads_main,
+		 * code_object_generation, tlbc_generation; interpreter_frame +
+		 * stackpointer, tlbc_index; code_object + co_tlbc; set_object
+		 * after list_object; gen_object, llist_node and
+		 * debugger_support at the end */
+		.minor = 0x030e0000, .words = 95, .pyobject = 50,
 		.w = {
 			[PD_RT_INTERP_HEAD] = {5, 3},
 			[PD_IS_NEXT] = {8, 6}, [PD_IS_THREADS_HEAD] = {9, 6},
-			[PD_TS_NEXT] = {22, 20}, [PD_TS_CURRENT_FRAME] = {24, 20},
-			[PD_TS_THREAD_ID] = {25, 20}, [PD_TS_NATIVE_THREAD_ID] = {26, 20},
-			[PD_FR_PREVIOUS] = {30, 29}, [PD_FR_EXECUTABLE] = {31, 29},
-			[PD_FR_INSTR_PTR] = {32, 29}, [PD_FR_LOCALSPLUS] = {33, 29},
-			[PD_FR_OWNER] = {34, 29},
-			[PD_CO_FILENAME] = {37, 36}, [PD_CO_NAME] = {38, 36},
-			[PD_CO_QUALNAME] = {39, 36}, [PD_CO_LINETABLE] = {40, 36},
-			[PD_CO_FIRSTLINENO] = {41, 36}, [PD_CO_ARGCOUNT] = {42, 36},
-			[PD_CO_LOCALSPLUSNAMES] = {43, 36}, [PD_CO_CODE_ADAPTIVE] = {45, 36},
-			[PD_OB_TYPE] = {47, 46}, [PD_TP_NAME] = {49, 48},
-			[PD_TUPLE_ITEM] = {53, 52},
-			[PD_DICT_KEYS] = {63, 62}, [PD_DICT_VALUES] = {64, 62},
-			[PD_LONG_TAG] = {68, 67}, [PD_LONG_DIGIT] = {69, 67},
-			[PD_BYTES_SIZE] = {71, 70}, [PD_BYTES_SVAL] = {72, 70},
-			[PD_STR_STATE] = {74, 73}, [PD_STR_LENGTH] = {75, 73},
-			[PD_STR_ASCII_SIZE] = {76, 73},
+			[PD_TS_NEXT] = {24, 22}, [PD_TS_CURRENT_FRAME] = {26, 22},
+			[PD_TS_THREAD_ID] = {27, 22}, [PD_TS_NATIVE_THREAD_ID] = {28, 22},
+			[PD_FR_PREVIOUS] = {32, 31}, [PD_FR_EXECUTABLE] = {33, 31},
+			[PD_FR_INSTR_PTR] = {34, 31}, [PD_FR_LOCALSPLUS] = {35, 31},
+			[PD_FR_OWNER] = {36, 31},
+			[PD_CO_FILENAME] = {40, 39}, [PD_CO_NAME] = {41, 39},
+			[PD_CO_QUALNAME] = {42, 39}, [PD_CO_LINETABLE] = {43, 39},
+			[PD_CO_FIRSTLINENO] = {44, 39}, [PD_CO_ARGCOUNT] = {45, 39},
+			[PD_CO_LOCALSPLUSNAMES] = {46, 39}, [PD_CO_CODE_ADAPTIVE] = {48, 39},
+			[PD_OB_TYPE] = {51, 50}, [PD_TP_NAME] = {53, 52},
+			[PD_TUPLE_ITEM] = {57, 56},
+			[PD_DICT_KEYS] = {67, 66}, [PD_DICT_VALUES] = {68, 66},
+			[PD_LONG_TAG] = {72, 71}, [PD_LONG_DIGIT] = {73, 71},
+			[PD_BYTES_SIZE] = {75, 74}, [PD_BYTES_SVAL] = {76, 74},
+			[PD_STR_STATE] = {78, 77}, [PD_STR_LENGTH] = {79, 77},
+			[PD_STR_ASCII_SIZE] = {80, 77},
 		},
 	},
-};
-
-/* What the walker knows of a version's shape beyond the debug offsets:
- * 3.14's f_executable is a _PyStackRef (a tagged pointer); its frame owners
- * were renumbered: THREAD 0, GENERATOR 1, FRAME_OBJECT 2, INTERPRETER 3
- * (the evaluator's entry frame, 3.13's CSTACK shim), CSTACK 4: the walker
- * skips every owner from owner_cstack on. What the debug offsets do not
- * carry (the thread-specific key, _co_firsttraceable, py: probes' fields)
- * is PYOFF_NONE: not guessed. */
-static const struct python_offsets shape314 = {
-	.version = 0x030e0000,
-	.flags = PYOFF_LONG_TAG | PYOFF_STACKREF,
-	.rt_tss_key = PYOFF_NONE, .rt_tss_init = PYOFF_NONE, .rt_tstate_current = PYOFF_NONE,
-	.cf_current_frame = PYOFF_NONE, .fr_is_entry = PYOFF_NONE,
-	.owner_generator = 1, .owner_cstack = 3,
-	.co_firsttraceable = PYOFF_NONE,
-	.str_compact_size = PYOFF_NONE,
-	.str_kind_shift = 2, .str_compact_bit = 5, .str_ascii_bit = 6, .str_ready_bit = 0xff,
-	.rt_initialized = PYOFF_NONE, .ts_c_profilefunc = PYOFF_NONE,
-	.ts_c_profileobj = PYOFF_NONE, .pyframe_frame = PYOFF_NONE, .fr_globals = PYOFF_NONE,
-	.co_flags = PYOFF_NONE, .co_kwonlyargcount = PYOFF_NONE, .co_nlocalsplus = PYOFF_NONE,
-	.dk_log2_size = PYOFF_NONE, .dk_log2_index_bytes = PYOFF_NONE, .dk_kind = PYOFF_NONE,
-	.dk_nentries = PYOFF_NONE, .dk_indices = PYOFF_NONE,
 };
 
 /* A structure bigger than this is not one uscope reads (_PyRuntimeState is
@@ -203,6 +184,14 @@ int python_debugoffs_parse(const void *buf, size_t len, struct python_debugoffs 
 			  "another layout, which uscope does not read", v);
 		return -EPROTO;
 	}
+	/* runtime_state { size, finalizing, interpreters_head } in both */
+	d->rt_finalizing = word(b, 4);
+	if (!word(b, 3) || word(b, 3) > PD_SIZE_MAX || d->rt_finalizing >= word(b, 3)) {
+		log_error("python: CPython %s: _Py_DebugOffsets.runtime_state.finalizing is %#llx, "
+			  "outside its structure: not a layout uscope reads", v,
+			  (unsigned long long)d->rt_finalizing);
+		return -EPROTO;
+	}
 	if (word(b, l->pyobject) != 16 || word(b, l->pyobject + 1) != 8) {
 		log_error("python: CPython %s: _Py_DebugOffsets are not laid out as uscope reads "
 			  "them (pyobject is not {16, 8})", v);
@@ -231,6 +220,26 @@ static uint16_t get16(const struct python_offsets *off, size_t field)
 	return v;
 }
 
+/* What the entries of 3.13 and 3.14 have that the debug offsets do not
+ * carry, next to what they carry, the same in both (debugoffs.h). */
+static const struct pd_rel {
+	const char *name;
+	size_t field;		/* offsetof(struct python_offsets, ...) */
+	int next_to;		/* enum python_dbg_field, or PD_N: finalizing */
+	int delta;		/* the field's offset less next_to's */
+} rels[] = {
+	{"_PyRuntimeState.initialized", offsetof(struct python_offsets, rt_initialized), PD_N, -8},
+	{"_PyInterpreterFrame.f_globals", offsetof(struct python_offsets, fr_globals),
+	 PD_FR_PREVIOUS, 16},
+	{"PyCodeObject.co_flags", offsetof(struct python_offsets, co_flags), PD_CO_ARGCOUNT, -4},
+	{"PyCodeObject.co_kwonlyargcount", offsetof(struct python_offsets, co_kwonlyargcount),
+	 PD_CO_ARGCOUNT, 8},
+	{"PyCodeObject.co_nlocalsplus", offsetof(struct python_offsets, co_nlocalsplus),
+	 PD_CO_FIRSTLINENO, 4},
+	{"PyCodeObject._co_firsttraceable", offsetof(struct python_offsets, co_firsttraceable),
+	 PD_CO_CODE_ADAPTIVE, -16},
+};
+
 int python_debugoffs_check(const struct python_debugoffs *d, const struct python_offsets *off,
 			   int loud)
 {
@@ -242,7 +251,8 @@ int python_debugoffs_check(const struct python_debugoffs *d, const struct python
 	for (int f = 0; f < PD_N; f++) {
 		uint16_t mine = get16(off, specs[f].field);
 
-		if (d->val[f] != mine) {
+		/* (PYOFF_NONE: an entry that takes this one from them) */
+		if (mine != PYOFF_NONE && d->val[f] != mine) {
 			if (loud)
 				log_error("python: _Py_DebugOffsets.%s is %#llx, uscope's table "
 					  "has %#x", specs[f].name, (unsigned long long)d->val[f],
@@ -254,6 +264,27 @@ int python_debugoffs_check(const struct python_debugoffs *d, const struct python
 			return -EPROTO;
 		}
 	}
+	for (size_t i = 0; off->version >= 0x030d0000 && i < sizeof(rels) / sizeof(rels[0]); i++) {
+		const struct pd_rel *r = &rels[i];
+		uint16_t mine = get16(off, r->field);
+		uint64_t at = r->next_to == PD_N ? d->rt_finalizing : d->val[r->next_to];
+		const char *by = r->next_to == PD_N ? "runtime_state.finalizing" :
+				 specs[r->next_to].name;
+
+		if (mine != PYOFF_NONE && at + (uint64_t)(int64_t)r->delta != mine) {
+			if (loud)
+				log_error("python: _Py_DebugOffsets.%s is %#llx, which puts %s at "
+					  "%#llx; uscope's table has %#x", by,
+					  (unsigned long long)at, r->name,
+					  (unsigned long long)(at + (uint64_t)(int64_t)r->delta), mine);
+			else
+				log_debug("python: _Py_DebugOffsets.%s is %#llx, which puts %s at "
+					  "%#llx; uscope's table has %#x", by,
+					  (unsigned long long)at, r->name,
+					  (unsigned long long)(at + (uint64_t)(int64_t)r->delta), mine);
+			return -EPROTO;
+		}
+	}
 	return 0;
 }
 
@@ -262,8 +293,6 @@ int python_debugoffs_apply(const struct python_debugoffs *d, const struct python
 {
 	char v[32];
 
-	if (!base && (d->version & 0xffff0000u) == shape314.version)
-		base = &shape314;
 	if (!base || (base->version & 0xffff0000u) != (d->version & 0xffff0000u)) {
 		vstr(d->version, v, sizeof(v));
 		log_error("python: CPython %s: uscope's frame walker does not know how to walk "
@@ -298,8 +327,6 @@ const char *python_offsets_missing(const struct python_offsets *off)
 		const char *name;
 		size_t field;
 	} need[] = {
-		{"the thread-specific key (_PyRuntime.autoTSSkey)",
-		 offsetof(struct python_offsets, rt_tss_key)},
 		{"_PyRuntime.initialized", offsetof(struct python_offsets, rt_initialized)},
 		{"PyCodeObject._co_firsttraceable",
 		 offsetof(struct python_offsets, co_firsttraceable)},

@@ -18,7 +18,7 @@
 #include "python/offsets.h"
 
 /* Bytes to read at _PyRuntime: the largest layout the reader knows. */
-#define PYTHON_DEBUGOFFS_MAX 712
+#define PYTHON_DEBUGOFFS_MAX 760
 
 /* The fields uscope reads, by the name CPython gives them. */
 enum python_dbg_field {
@@ -36,6 +36,8 @@ enum python_dbg_field {
 struct python_debugoffs {
 	uint32_t version;		/* PY_VERSION_HEX */
 	uint64_t val[PD_N];		/* each within its structure's size */
+	uint64_t rt_finalizing;		/* runtime_state.finalizing: only checked
+					   against (what precedes it) */
 };
 
 /* The name of a field, "thread_state.current_frame". */
@@ -49,21 +51,27 @@ const char *python_debugoffs_name(enum python_dbg_field f);
 int python_debugoffs_parse(const void *buf, size_t len, struct python_debugoffs *d);
 
 /* The table's entry against them: 0, or -EPROTO with the first difference
- * logged (level error when loud, else debug). */
+ * logged (level error when loud, else debug). A field the entry has as
+ * PYOFF_NONE is theirs to give (3.14's entry), not compared. Of the fields
+ * they do not carry, those py: probes read are checked where a neighbour
+ * they carry puts them (3.13 on: _PyRuntimeState.initialized 8 bytes before
+ * _finalizing, f_globals 16 after previous, co_flags 4 before co_argcount,
+ * co_kwonlyargcount 8 after it, co_nlocalsplus 4 after co_firstlineno,
+ * _co_firsttraceable 16 before co_code_adaptive). */
 int python_debugoffs_check(const struct python_debugoffs *d, const struct python_offsets *off,
 			   int loud);
 
-/* The offsets to walk with: base (the table's entry, or for a minor version
- * it lacks, what the walker knows of that version's shape: flags, frame
- * owners, and PYOFF_NONE for what the debug offsets do not carry) with the
- * fields the debug offsets carry taken from them. 0, or -ENOTSUP (logged)
- * when the walker does not know the version at all. */
+/* The offsets to walk with: base (the table's entry for that minor
+ * version: flags, frame owners, and what the debug offsets do not carry)
+ * with the fields the debug offsets carry taken from them. 0, or -ENOTSUP
+ * (logged) when the table has no entry for the version, or a frame field
+ * lies beyond what the walker reads of a frame. */
 int python_debugoffs_apply(const struct python_debugoffs *d, const struct python_offsets *base,
 			   struct python_offsets *out);
 
 /* NULL when off has every field the walker and py: probes read, else the
- * name of the first it lacks (a version known only from its debug offsets,
- * which do not carry it). */
+ * name of the first it lacks. (The thread-specific key is not one: without
+ * it a thread's state is found in its interpreter's thread list.) */
 const char *python_offsets_missing(const struct python_offsets *off);
 
 #endif

@@ -22,13 +22,14 @@ enum { S_VERSION, S_RUNTIME, S_CODE, S_UNICODE, S_BYTES, S_INIT,
 	/* struct python_api's, in its order */
 	S_SET_PROFILE, S_ADD_PENDING, S_NONE, S_TRUE, S_FALSE, S_LONG, S_BOOL,
 	S_SYS_GET, S_CALL_METHOD, S_GETATTR, S_CMETHOD_NEW, S_INCREF, S_DECREF, S_ERR_FETCH,
-	S_ERR_RESTORE, S_ERR_CLEAR, S_LONG_AS_LONG, S_N };
+	S_ERR_RESTORE, S_ERR_CLEAR, S_LONG_AS_LONG, S_TSTATE_GET, S_N };
 static const char *const sym_names[S_N] = {
 	"Py_Version", "_PyRuntime", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type",
 	"Py_Initialize", "_PyEval_SetProfile", "Py_AddPendingCall", "_Py_NoneStruct",
 	"_Py_TrueStruct", "_Py_FalseStruct", "PyLong_Type", "PyBool_Type",
 	"PySys_GetObject", "PyObject_CallMethod", "PyObject_GetAttrString", "PyCMethod_New",
 	"Py_IncRef", "Py_DecRef", "PyErr_Fetch", "PyErr_Restore", "PyErr_Clear", "PyLong_AsLong",
+	"PyThreadState_GetUnchecked",
 };
 
 struct pyfile {
@@ -118,14 +119,16 @@ static bool version_in_name(const char *path, char *buf, size_t len)
 static int refuse(const char *path, const char *version, bool quiet)
 {
 	if (!quiet)
-		log_error("python: %s is CPython %s; uscope reads the frames of CPython 3.11, 3.12 "
-		  "and 3.13 only", path, version);
+		log_error("python: %s is CPython %s; uscope reads the frames of CPython 3.11 to "
+			  "3.14 only", path, version);
 	return -ENOTSUP;
 }
 
 /* USCOPE_PY_DEBUG_OFFSETS=1: walk with the interpreter's own debug offsets
- * even where the table has the version (the table still gives what they do
- * not carry). */
+ * even where the table has the version, and find a thread's state as 3.14
+ * does (its interpreter's thread list, not the thread-specific key, which
+ * the debug offsets do not carry); the table still gives what they do not
+ * carry. */
 static bool debug_offsets_forced(void)
 {
 	const char *e = getenv("USCOPE_PY_DEBUG_OFFSETS");
@@ -133,16 +136,17 @@ static bool debug_offsets_forced(void)
 	return e && !strcmp(e, "1");
 }
 
-/* 3.13 on: the _Py_DebugOffsets at the start of _PyRuntime. Where the table
- * has the version, they must agree with it (or be forced over it); where it
- * has none, they are taken, as far as the walker knows the version's shape
- * and they carry all it reads. Anything else is refused in one line. */
+/* 3.13 on: the _Py_DebugOffsets at the start of _PyRuntime. 3.13: they
+ * must agree with the table (or be forced over it). 3.14: they are taken,
+ * over the table's entry for what they do not carry, which must agree with
+ * them where both have a field. Anything else is refused in one line. */
 static int debug_offsets(const char *path, int fd, Elf *e, const struct pyfile *pf,
 			 struct python_runtime *rt, const char *name)
 {
 	uint8_t dbg[PYTHON_DEBUGOFFS_MAX];
 	struct python_debugoffs d;
 	const char *missing;
+	bool forced = debug_offsets_forced();
 	size_t len = sizeof(dbg);
 	uint64_t off;
 	int err;
@@ -166,17 +170,24 @@ static int debug_offsets(const char *path, int fd, Elf *e, const struct pyfile *
 			  d.version, name);
 		return -EPROTO;
 	}
-	if (rt->off && !debug_offsets_forced())
-		return python_debugoffs_check(&d, rt->off, 1);
+	if (rt->off && !forced) {
+		if ((err = python_debugoffs_check(&d, rt->off, 1)))
+			return err;	/* (the field named) */
+		if (rt->version < 0x030e0000)
+			return 0;	/* 3.13: the table, checked */
+	}
 	if ((err = python_debugoffs_apply(&d, rt->off, &rt->own)))
 		return err;
+	if (forced)
+		rt->own.rt_tss_key = rt->own.rt_tss_init = PYOFF_NONE;
 	if ((missing = python_offsets_missing(&rt->own))) {
 		log_error("python: %s is CPython %s: its _Py_DebugOffsets do not carry %s, which "
 			  "uscope reads; not guessed", path, name, missing);
 		return -ENOTSUP;
 	}
 	rt->off = &rt->own;
-	log_info("python: %s (CPython %s): walking with its own _Py_DebugOffsets", path, name);
+	log_info("python: %s (CPython %s): walking with its own _Py_DebugOffsets; a thread's "
+		 "state found in its interpreter's thread list", path, name);
 	return 0;
 }
 

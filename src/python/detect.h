@@ -29,6 +29,7 @@ struct python_api {
 	uint64_t incref, decref;	/* Py_IncRef, Py_DecRef */
 	uint64_t err_fetch, err_restore, err_clear;	/* PyErr_Fetch, _Restore, _Clear */
 	uint64_t long_as_long;		/* PyLong_AsLong */
+	uint64_t tstate_get;		/* PyThreadState_GetUnchecked (3.13 on) */
 };
 
 struct python_runtime {

@@ -59,6 +59,23 @@ static inline int python_stack_ok(const void *p, uint32_t len)
  * no Python (no thread state), or the process no CPython uscope reads */
 #define PYWALK_NONE 8
 
+/* A walk's bound on the thread states and interpreters it looks at to find
+ * a thread's (walk.h's tfind). */
+#define PYTHON_TSTATE_STEPS 4096
+
+/* Finding a thread's PyThreadState in the interpreters' thread lists
+ * (_PyRuntime.interpreters.head, PyInterpreterState.threads.head, then
+ * PyThreadState.next): walk.h's tfind. */
+struct python_tfind {
+	uint64_t interp;	/* the next interpreter to look in */
+	uint64_t ts;		/* the next thread state; 0: the next interpreter's */
+	uint64_t found;		/* the thread's state, once status is PYWALK_END */
+	uint32_t status;	/* PYWALK_MORE, PYWALK_END (found, or the lists
+				   ended: found 0), PYWALK_FULL (the steps ran
+				   out), PYWALK_FAULT */
+	uint32_t pad;
+};
+
 struct python_walk {
 	uint64_t frame;		/* the next frame to read; 0 ends the chain */
 	uint32_t n;		/* frames stored */

@@ -196,34 +196,30 @@ int python_read_bytes(const struct python_offsets *off, const struct python_mem 
 
 /* ---- thread states ----------------------------------------------------- */
 
-#define MAX_INTERPS 256
-#define MAX_THREADS 65536
+/* The walker's own thread-list finder (walk.h), as the agent and the bpf
+ * program run it. */
+#define PYWALK_FN(n) obj_##n
+#define PYWALK_INLINE static inline
+#define PYWALK_READ(env, dst, addr, len) \
+	(python_mem_read((const struct python_mem *)(env), (addr), (dst), (len)) != 0)
+#include "python/walk.h"
 
 int python_find_tstate(const struct python_offsets *off, const struct python_mem *mem,
 		       uint64_t runtime, pid_t tid, uint64_t *tstate)
 {
-	uint64_t interp = 0, ts, native;
+	struct python_tfind f;
 
 	*tstate = 0;
-	if (python_mem_read(mem, runtime + off->rt_interp_head, &interp, 8))
+	obj_tfind_start(off, runtime, &f, (void *)mem);
+	for (uint32_t i = 0; i < PYTHON_TSTATE_STEPS; i++)
+		if (obj_tfind_step(off, &f, off->ts_native_thread_id, (uint64_t)tid, (void *)mem))
+			break;
+	if (f.status == PYWALK_FAULT)
 		return -EFAULT;
-	for (int i = 0; interp && i < MAX_INTERPS; i++) {
-		if (python_mem_read(mem, interp + off->is_threads_head, &ts, 8))
-			return -EFAULT;
-		for (int j = 0; ts && j < MAX_THREADS; j++) {
-			if (python_mem_read(mem, ts + off->ts_native_thread_id, &native, 8))
-				return -EFAULT;
-			if (native == (uint64_t)tid) {
-				*tstate = ts;
-				return 0;
-			}
-			if (python_mem_read(mem, ts + off->ts_next, &ts, 8))
-				return -EFAULT;
-		}
-		if (python_mem_read(mem, interp + off->is_next, &interp, 8))
-			return -EFAULT;
-	}
-	return -ESRCH;
+	if (f.status != PYWALK_END || !f.found)
+		return -ESRCH;	/* (a list that loops ends with the steps) */
+	*tstate = f.found;
+	return 0;
 }
 
 int python_tss_key(const struct python_offsets *off, const struct python_mem *mem,

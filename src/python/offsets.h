@@ -24,8 +24,9 @@ typedef __u64 uint64_t;
 #define PYOFF_NONE 0xffff
 
 /* How many bytes of an _PyInterpreterFrame the walker reads in one go: its
- * "specials" up to and including owner, in every supported version. */
-#define PYTHON_FRAME_HDR 72
+ * "specials" up to and including owner, in every supported version (3.14's
+ * owner is at 0x4a, after stackpointer and return_offset). */
+#define PYTHON_FRAME_HDR 80
 
 /* python_offsets.flags */
 enum python_off_flags {
@@ -52,7 +53,10 @@ struct python_offsets {
 	uint16_t rt_interp_head;	/* interpreters.head */
 	uint16_t rt_tss_key;		/* the pthread_key_t of the thread-specific
 					   PyThreadState: gilstate.autoTSSkey._key
-					   (3.11), autoTSSkey._key (3.12, 3.13) */
+					   (3.11), autoTSSkey._key (3.12, 3.13);
+					   PYOFF_NONE (3.14, or the debug offsets
+					   forced): a thread's state is found in
+					   its interpreter's thread list */
 	uint16_t rt_tss_init;		/* ... its Py_tss_t._is_initialized */
 	uint16_t rt_tstate_current;	/* gilstate.tstate_current: the thread that
 					   holds the GIL (3.11 only) */
@@ -143,7 +147,9 @@ struct python_glibc {
 #include <stdbool.h>
 
 /* The table's entry for a version (Py_Version, or any PY_VERSION_HEX of that
- * minor version), or NULL: uscope reads 3.11, 3.12 and 3.13. */
+ * minor version), or NULL: uscope reads 3.11, 3.12, 3.13 and 3.14 (whose
+ * entry is only walked with the process's own _Py_DebugOffsets over it:
+ * detect.c). */
 const struct python_offsets *python_offsets_for(uint32_t version);
 
 /* glibc's layout (2.36, Debian 12; see offsets.c). */

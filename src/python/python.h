@@ -6,7 +6,7 @@
  * WHAT EXISTS (part 1, the foundation)
  *
  *   offsets.h, offsets.c   The one table of CPython structure offsets, one
- *       entry per minor version (3.11, 3.12, 3.13), each value with where it
+ *       entry per minor version (3.11, 3.12, 3.13, 3.14), each value with where it
  *       comes from: the version's headers, checked against the DWARF of
  *       builds that have it (tests/unit/test_python.c checks every value on
  *       every pyenv build here), and for 3.13 against the _Py_DebugOffsets
@@ -20,7 +20,10 @@
  *       or embedded), its version from the exported Py_Version, _PyRuntime
  *       and the type objects' addresses (run-time ones in a process). Other
  *       versions are refused in one line ("... is CPython 3.10; uscope reads
- *       the frames of CPython 3.11, 3.12 and 3.13 only").
+ *       the frames of CPython 3.11 to 3.14 only"). 3.14 is walked with its
+ *       own _Py_DebugOffsets (debugoffs.h) over its table entry, which gives
+ *       what they do not carry and must agree with them where both have a
+ *       field.
  *
  *   frame.h, walk.h        The frame walker, written once, in the way of
  *       probe/fetch_eval.h: the includer says how memory is read and names
@@ -32,7 +35,8 @@
  *       and 3.13, which is skipped). One read a frame; bounded steps; the
  *       step function is a bpf_loop callback as is. tss() finds a thread's
  *       PyThreadState through CPython's pthread key from the thread's %fs
- *       base, as py-spy does. Compiled as freestanding agent code and
+ *       base, as py-spy does; tfind() in its interpreter's thread list, by
+ *       TID or pthread_t (3.14, whose debug offsets do not carry the key). Compiled as freestanding agent code and
  *       accepted by the kernel's verifier (checked by hand for part 1).
  *
  *   linetable.h, .c        CPython's location table (co_linetable, PEP 626
@@ -50,7 +54,8 @@
  *       addresses of its names and table), which a freed-and-reused address
  *       changes.
  *
- *   Tests: tests/unit/test_python.c (line tables of real 3.11-3.13 code
+ *   Tests: tests/unit/test_py314.c (a synthetic 3.14.0 runtime, walked
+ *   through its debug offsets), tests/unit/test_python.c (line tables of real 3.11-3.13 code
  *   objects against co_lines(), readers, walker and symbolizer on synthetic
  *   memory, detection, the table against DWARF), tests/unit/test_pystack.c
  *   (under ptrace, at every call of libpymark's pymark from

@@ -36,6 +36,11 @@
  *                                      plain loads do best), not its
  *                                      PYTHON_FRAME_HDR bytes in one read (what
  *                                      a read that costs a call does best)
+ *   PYWALK_LIST_READ(env, dst, addr, len)  how tfind reads the thread lists
+ *                                      (PYWALK_READ when not defined): other
+ *                                      threads' states, which they may free
+ *                                      under the walk, want a read that cannot
+ *                                      fault where PYWALK_READ is a plain load
  * The macros are undefined at the end. The functions:
  *   start(off, tstate, w, env)         begin a walk of the thread state
  *   step(off, w, out, max, env)        one frame: 0 to go on, 1 when done
@@ -45,11 +50,26 @@
  *   tss(glibc, fsbase, key, tstate, env)  the thread's PyThreadState from
  *                                      CPython's thread-specific key, as
  *                                      pthread_getspecific(key) in that
- *                                      thread (py-spy's way) */
+ *                                      thread (py-spy's way)
+ *   tfind_start(off, runtime, f, env)  begin looking for a thread's state in
+ *                                      the interpreters' thread lists
+ *   tfind_step(off, f, by, id, env)    one interpreter or thread state: 0 to go
+ *                                      on, 1 when done (a bpf_loop callback's
+ *                                      body); the state whose field at offset
+ *                                      by (ts_native_thread_id: the TID;
+ *                                      ts_thread_id: the pthread_t, the thread
+ *                                      pointer in glibc and musl) is id
+ *   tfind(off, runtime, by, id, env)   start, and step to the end: the state,
+ *                                      or 0 (none, or unreadable); what the
+ *                                      debug offsets give where the key is
+ *                                      not known (3.14) */
 #include "python/frame.h"
 
 #ifndef PYWALK_MAX_FRAMES
 #define PYWALK_MAX_FRAMES PYTHON_FRAMES_MAX
+#endif
+#ifndef PYWALK_LIST_READ
+#define PYWALK_LIST_READ PYWALK_READ
 #endif
 
 /* The frame's bytes are read at once; a field is picked out of them at the
@@ -219,8 +239,72 @@ PYWALK_INLINE int PYWALK_FN(tss)(const struct python_glibc *g, uint64_t fsbase, 
 	return PYWALK_READ(env, tstate, addr, 8) ? -1 : 0;
 }
 
+PYWALK_INLINE void PYWALK_FN(tfind_start)(const struct python_offsets *off, uint64_t runtime,
+					  struct python_tfind *f, void *env)
+{
+	f->interp = 0;
+	f->ts = 0;
+	f->found = 0;
+	f->pad = 0;
+	f->status = PYWALK_MORE;
+	if (!runtime || PYWALK_LIST_READ(env, &f->interp, runtime + off->rt_interp_head, 8))
+		f->status = PYWALK_FAULT;
+}
+
+PYWALK_INLINE int PYWALK_FN(tfind_step)(const struct python_offsets *off, struct python_tfind *f,
+					uint16_t by, uint64_t id, void *env)
+{
+	uint64_t v = 0;
+
+	if (f->status != PYWALK_MORE)
+		return 1;
+	if (!f->ts) {
+		/* the next interpreter's list (its next read now: the list
+		 * is walked from a copy of where it goes on) */
+		if (!f->interp) {
+			f->status = PYWALK_END;
+			return 1;
+		}
+		if (PYWALK_LIST_READ(env, &f->ts, f->interp + off->is_threads_head, 8) ||
+		    PYWALK_LIST_READ(env, &f->interp, f->interp + off->is_next, 8)) {
+			f->status = PYWALK_FAULT;
+			return 1;
+		}
+		return 0;
+	}
+	if (PYWALK_LIST_READ(env, &v, f->ts + by, 8)) {
+		f->status = PYWALK_FAULT;
+		return 1;
+	}
+	if (v == id) {
+		f->found = f->ts;
+		f->status = PYWALK_END;
+		return 1;
+	}
+	if (PYWALK_LIST_READ(env, &f->ts, f->ts + off->ts_next, 8)) {
+		f->status = PYWALK_FAULT;
+		return 1;
+	}
+	return 0;
+}
+
+/* A list that loops (changing under the walk, or corrupt) ends when the
+ * steps run out. */
+PYWALK_INLINE uint64_t PYWALK_FN(tfind)(const struct python_offsets *off, uint64_t runtime,
+					uint16_t by, uint64_t id, void *env)
+{
+	struct python_tfind f;
+
+	PYWALK_FN(tfind_start)(off, runtime, &f, env);
+	for (uint32_t i = 0; i < PYTHON_TSTATE_STEPS; i++)
+		if (PYWALK_FN(tfind_step)(off, &f, by, id, env))
+			break;
+	return f.status == PYWALK_END ? f.found : 0;
+}
+
 #undef PYWALK_FN
 #undef PYWALK_INLINE
+#undef PYWALK_LIST_READ
 #undef PYWALK_READ
 #undef PYWALK_MAX_FRAMES
 #undef PYWALK_FIELDS

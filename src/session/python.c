@@ -42,16 +42,16 @@ static bool wants(const struct usc_session *s, bool *stacks, bool *py_probes)
 }
 
 /* py: probes read the frames and code objects of the versions the table
- * describes (3.11: a profile function; 3.12, 3.13: sys.monitoring): on
+ * describes (3.11: a profile function; 3.12 to 3.14: sys.monitoring): on
  * another CPython they are refused. */
 static bool py_probes_read(const struct python_runtime *rt, bool py_probes)
 {
 	char v[32];
 
-	if (!py_probes || ((rt->version >> 16) >= 0x030b && (rt->version >> 16) <= 0x030d))
+	if (!py_probes || ((rt->version >> 16) >= 0x030b && (rt->version >> 16) <= 0x030e))
 		return true;
 	python_version_str(rt->version, v, sizeof(v));
-	log_error("py: probes read CPython 3.11 to 3.13; this is %s", v);
+	log_error("py: probes read CPython 3.11 to 3.14; this is %s", v);
 	return false;
 }
 

@@ -111,11 +111,16 @@ def test_counts_equal_monitoring_in_the_same_run(name):
 
 @pytest.mark.parametrize("name", list(PYTHONS))
 def test_arguments_returns_and_raised(name):
+    check_arguments(name)
+
+
+def check_arguments(name, env=None):
     py = python(name)
-    cp = u.run_uscope(["trace", "--json", "py:recurse n", "py:Account.add x self", "r:py:fail",
-                       "r:py:unwind", "r:py:numbers", "py:late n", "r:py:pause", "--", py,
-                       CALLS, "plain"], timeout=90)
+    cp = u.run_uscope(["trace", "--json", "-vv", "py:recurse n", "py:Account.add x self",
+                       "r:py:fail", "r:py:unwind", "r:py:numbers", "py:late n", "r:py:pause",
+                       "--", py, CALLS, "plain"], timeout=90, env=env)
     assert cp.returncode == 0, cp.stderr
+    assert (BY_LIST in cp.stderr) == (env is not None)
     ev = json_lines(cp.stdout)
 
     def args(event, arg):
@@ -343,14 +348,14 @@ PYSTACK = str(u.TARGETS / "pystack.py")
 MARK = u.target("libpymark.so")
 
 
-def pystack_events(name, tmp_path, env=None, verbose=False):
+def pystack_events(name, tmp_path, env=None, verbose=False, engine=None):
     """At libpymark's pymark the workload takes traceback.extract_stack() on
     the same line. -> (the workload's stacks by tag, the events, stderr)."""
     from test_python import workload_stacks
     py = python(name)
     out = tmp_path / "ev.json"
     argv = [str(u.uscope_path()), "trace", "--json", "-o", str(out)] + \
-        (["-vv"] if verbose else []) + \
+        (["-vv"] if verbose else []) + (["-e", engine] if engine else []) + \
         [f"{MARK}:pymark tag=$arg1:s32 $pystack:128", "--", "env", f"LD_PRELOAD={MARK}",
          py, PYSTACK, MARK, "wait"]
     p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -392,24 +397,65 @@ def test_pystack_equals_traceback(name, tmp_path):
 
 DEBUG_OFFSETS = {"USCOPE_PY_DEBUG_OFFSETS": "1"}
 TAKEN = "(CPython 3.13.0): walking with its own _Py_DebugOffsets"
+# what 3.14 rests on: no thread-specific key, the interpreter's thread list
+BY_LIST = "a thread's state found in its interpreter's thread list"
 
 
-def test_debug_offsets_over_the_table_pystack(tmp_path):
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
+def test_debug_offsets_over_the_table_pystack(engine, tmp_path):
     """3.13 with its own _Py_DebugOffsets forced over uscope's table
-    (USCOPE_PY_DEBUG_OFFSETS=1): the same frames as the workload's own,
-    the same as with the table."""
-    want, events, stderr = pystack_events("3.13.0", tmp_path, DEBUG_OFFSETS, verbose=True)
-    assert TAKEN in stderr
+    (USCOPE_PY_DEBUG_OFFSETS=1), and each thread's state found as on 3.14
+    (its interpreter's thread list: no thread-specific key), where the
+    probe runs (the inject agent by the thread's pthread_t, the bpf program
+    by its TID): the same frames as the workload's own
+    (traceback.extract_stack(), in each of its threads), the same as with
+    the table and the key."""
+    want, events, stderr = pystack_events("3.13.0", tmp_path, DEBUG_OFFSETS, verbose=True,
+                                          engine=engine)
+    assert TAKEN in stderr and BY_LIST in stderr
     check_pystack("3.13.0", want, events)
+    assert len({e["tid"] for e in events}) > 1     # (more than one thread's state looked for)
     (tmp_path / "table").mkdir()
-    want2, events2, stderr2 = pystack_events("3.13.0", tmp_path / "table", verbose=True)
-    assert TAKEN not in stderr2
+    want2, events2, stderr2 = pystack_events("3.13.0", tmp_path / "table", verbose=True,
+                                             engine=engine)
+    assert TAKEN not in stderr2 and BY_LIST not in stderr2
     check_pystack("3.13.0", want2, events2)
 
     def by_tag(evs):
         return {e["args"]["tag"]: [(f["sym"], f["file"], f["line"]) for f in e["args"]["pystack"]]
                 for e in evs}
     assert by_tag(events) == by_tag(events2)
+
+
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
+def test_debug_offsets_thread_states_made_and_deleted(engine, tmp_path):
+    """A C thread that makes a thread state at each call into Python and
+    deletes it after (PyGILState_Ensure, PyGILState_Release), read as 3.14
+    is (3.13 with USCOPE_PY_DEBUG_OFFSETS=1: the thread list, the inject
+    agent keeping the state it found): $pystack at each call names that
+    call's own function."""
+    d, minor = libpython("3.13.0")
+    exe = tmp_path / "pygilstate"
+    subprocess.run(["cc", "-O1", "-g", "-rdynamic", "-o", str(exe),
+                    str(u.TARGETS / "pygilstate.c"), f"-L{d}", f"-lpython{minor}",
+                    f"-Wl,-rpath,{d}", "-lpthread"], check=True, capture_output=True,
+                   timeout=120)
+    cp = u.run_uscope(["trace", "--json", "-vv", "-e", engine,
+                       f"{exe}:mark i=$arg1:s32 $pystack", "--", str(exe), "8"],
+                      timeout=90, env=DEBUG_OFFSETS)
+    assert cp.returncode == 0, cp.stderr
+    assert BY_LIST in cp.stderr
+    ev = [e for e in json_lines(cp.stdout) if e.get("event") == "mark"]
+    assert [e["args"]["i"] for e in ev] == list(range(8))
+    for e in ev:
+        i = e["args"]["i"]
+        got = [(f["sym"], f["file"], f["line"]) for f in e["args"]["pystack"]]
+        want = [(f"cycle{i}", "<string>", 3), ("<module>", "<string>", 4)]
+        if engine == "bpf":
+            # (each call's module code is freed once it has run, before
+            # uscope names it from the bpf event: doc/python.md)
+            got, want = got[:1] + [len(got)], want[:1] + [2]
+        assert got == want, got
 
 
 def test_debug_offsets_over_the_table_counts():
@@ -428,6 +474,13 @@ def test_debug_offsets_over_the_table_counts():
         assert got == want
         rows.append(got)
     assert rows[0] == rows[1]
+
+
+def test_debug_offsets_over_the_table_arguments():
+    """py: arguments and returns on 3.13 with its debug offsets forced over
+    the table, as 3.14 takes them (no thread-specific key: the callback's
+    thread state from PyThreadState_GetUnchecked): the same values."""
+    check_arguments("3.13.0", DEBUG_OFFSETS)
 
 
 @pytest.mark.parametrize("name", MONITORED)

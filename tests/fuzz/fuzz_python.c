@@ -135,8 +135,7 @@ static void fuzz_debugoffs(const uint8_t *c, size_t n, struct python_mem *mem)
 		for (int f = 0; f < PD_N; f++)
 			CHECK(d.val[f] < PYOFF_NONE);
 		python_debugoffs_check(&d, python_offsets_for(0x030d0000), 0);
-		if (!python_debugoffs_apply(&d, (d.version >> 16) == 0x030d ?
-						   python_offsets_for(0x030d0000) : NULL, &own)) {
+		if (!python_debugoffs_apply(&d, python_offsets_for(d.version), &own)) {
 			fz_walk(&own, FUZZ_BASE, &w, fr, 16, mem);
 			CHECK(w.n <= 16);
 		}

@@ -488,7 +488,7 @@ static void test_detect_processes(void **state)
 		logged[0] = 0;
 		assert_int_equal(python_detect_pid(pid, &rt), -ENOTSUP);
 		assert_non_null(strstr(logged, "libpython3.10.so.1.0 is CPython 3.10; uscope reads "
-					       "the frames of CPython 3.11, 3.12 and 3.13 only"));
+					       "the frames of CPython 3.11 to 3.14 only"));
 		end_waiting(pid, in);
 		globfree(&g);
 	}

@@ -707,7 +707,8 @@ static void test_table(void **state)
 	assert_non_null(python_offsets_for(0x030c01f0));
 	assert_non_null(python_offsets_for(0x030d00f0));
 	assert_null(python_offsets_for(0x030a0df0));
-	assert_null(python_offsets_for(0x030e00a1));
+	assert_non_null(python_offsets_for(0x030e00a1));
+	assert_null(python_offsets_for(0x030f00a1));
 	assert_null(python_offsets_for(0x020712f0));
 	for (size_t v = 0; v < N(versions); v++) {
 		const struct python_offsets *o = python_offsets_for(versions[v]);
@@ -718,6 +719,17 @@ static void test_table(void **state)
 		assert_true(o->fr_is_entry == PYOFF_NONE || o->fr_is_entry < PYTHON_FRAME_HDR);
 		assert_true(!(o->flags & PYOFF_IS_ENTRY) == (o->owner_cstack != 0xff));
 		assert_true(o->co_code_adaptive <= 256);
+	}
+	{
+		/* 3.14's entry: walked only with the debug offsets over it,
+		 * which give what it leaves PYOFF_NONE */
+		const struct python_offsets *o = python_offsets_for(0x030e0000);
+
+		assert_true(o->fr_code <= PYTHON_FRAME_HDR - 8 && o->fr_previous <= PYTHON_FRAME_HDR - 8 &&
+			    o->fr_instr <= PYTHON_FRAME_HDR - 8 && o->fr_owner < PYTHON_FRAME_HDR);
+		assert_true((o->flags & PYOFF_STACKREF) && !(o->flags & PYOFF_IS_ENTRY));
+		assert_int_equal(o->rt_tss_key, PYOFF_NONE);
+		assert_int_equal(o->is_threads_head, PYOFF_NONE);
 	}
 	python_version_str(0x030b02f0, buf, sizeof(buf));
 	assert_string_equal(buf, "3.11.2");

@@ -323,6 +323,14 @@ struct inj_slot {
 	struct {
 		uint64_t code, qualname;
 	} pyseen[INJ_PY_SEEN_THREAD];
+	/* $pystack without CPython's thread-specific key (3.14): this
+	 * thread's PyThreadState as last found in its interpreter's thread
+	 * list, checked at each use (0: look); and the pthread key (+ 1) of
+	 * this thread's TCB that held it then (0: none seen), which CPython
+	 * clears or changes when the state goes */
+	uint64_t py_ts;
+	uint32_t py_key;
+	uint32_t py_pad;
 };
 
 struct inj_arg {
@@ -646,6 +654,7 @@ struct inj_py {
 	volatile uint32_t mon_step;	/* INJ_MON_FAILED: the call that failed */
 	uint64_t sys_getobject, call_method, getattr, cmethod_new, incref, decref;
 	uint64_t err_fetch, err_restore, err_clear, long_as_long;
+	uint64_t tstate_get;		/* PyThreadState_GetUnchecked, or 0 */
 	uint64_t mon_mod;		/* sys.monitoring (a reference held) */
 	uint64_t mon_disable;		/* sys.monitoring.DISABLE */
 	uint64_t mon_cb[INJ_MON_CBS];	/* the callbacks (ours: a reference held) */

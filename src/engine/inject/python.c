@@ -142,6 +142,7 @@ void inj_py_ctl(struct inj *j, struct inj_ctl *c, pid_t pid, uint64_t py_off)
 	py->err_restore = rt.api.err_restore;
 	py->err_clear = rt.api.err_clear;
 	py->long_as_long = rt.api.long_as_long;
+	py->tstate_get = rt.api.tstate_get;
 	py->none = rt.api.none;
 	py->true_ = rt.api.true_;
 	py->false_ = rt.api.false_;

@@ -45,6 +45,52 @@ struct py_ctx {
 	bool sleepable;
 };
 
+/* Looking for the thread's state in the interpreters' thread lists (the
+ * key not known: 3.14), by its TID: one thread state a step. */
+struct py_find {
+	const struct python_offsets *off;
+	struct python_tfind f;
+	__u64 tid;
+	bool sleepable;
+};
+
+static long py_find_step(__u32 k, void *data)
+{
+	struct py_find *p = data;
+
+	return p->sleepable ? pws_tfind_step(p->off, &p->f, p->off->ts_native_thread_id, p->tid, NULL) :
+			      pwn_tfind_step(p->off, &p->f, p->off->ts_native_thread_id, p->tid, NULL);
+}
+
+/* The thread's PyThreadState: by CPython's key from the thread's fs base
+ * (the task's), or where there is none known, from the thread lists; 0:
+ * none. */
+static __always_inline __u64 py_tstate(struct bpfeng_py *py, bool sleepable)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
+	__u64 fsbase, tstate = 0;
+	__u32 key = 0;
+	int init = 0;
+
+	if (py->off.rt_tss_key == PYOFF_NONE) {
+		struct py_find p = {.off = &py->off, .tid = (__u32)bpf_get_current_pid_tgid(),
+				    .sleepable = sleepable};
+
+		if (sleepable)
+			pws_tfind_start(&py->off, py->runtime, &p.f, NULL);
+		else
+			pwn_tfind_start(&py->off, py->runtime, &p.f, NULL);
+		bpf_loop(PYTHON_TSTATE_STEPS, py_find_step, &p, 0);
+		return p.f.status == PYWALK_END ? p.f.found : 0;
+	}
+	fsbase = BPF_CORE_READ(task, thread.fsbase);
+	if (!bpf_probe_read_user(&init, 4, (void *)(py->runtime + py->off.rt_tss_init)) && init &&
+	    !bpf_probe_read_user(&key, 4, (void *)(py->runtime + py->off.rt_tss_key)) &&
+	    !pwn_tss(&py->glibc, fsbase, key, &tstate, NULL))
+		return tstate;
+	return 0;
+}
+
 /* One frame a step: bpf_loop runs it, so the verifier checks one step. */
 static long py_step(__u32 k, void *data)
 {
@@ -56,18 +102,17 @@ static long py_step(__u32 k, void *data)
 
 /* The thread's Python frames into the record at off (python_stack_hdr,
  * then the frames, as many as fit before the stack copy's place): the
- * thread state by CPython's key from the thread's fs base (the task's),
- * then its frame chain. The record's new length. */
+ * thread state (py_tstate), then its frame chain. The record's new
+ * length. */
 static __noinline __u32 walk_python(struct task_state *ts, __u32 off, __u32 want, __u32 argi,
 				    bool sleepable)
 {
 	struct bpfeng_rec *rec = (struct bpfeng_rec *)ts->buf;
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, key = 0, room, i;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, room, i;
 	struct bpfeng_py *py = bpf_map_lookup_elem(&pyprocs, &tgid);
 	struct python_stack_hdr *h;
 	struct py_ctx p = {};
-	__u64 fsbase, tstate = 0;
-	int init = 0;
+	__u64 tstate;
 
 	off = (off + 7) & ~7u;
 	/* bounds the verifier sees on the register it checks */
@@ -85,13 +130,7 @@ static __noinline __u32 walk_python(struct task_state *ts, __u32 off, __u32 want
 	h->status = PYWALK_NONE;
 	h->pad = 0;
 	if (py && want) {
-		struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
-
-		fsbase = BPF_CORE_READ(task, thread.fsbase);
-		if (!bpf_probe_read_user(&init, 4, (void *)(py->runtime + py->off.rt_tss_init)) &&
-		    init &&
-		    !bpf_probe_read_user(&key, 4, (void *)(py->runtime + py->off.rt_tss_key)) &&
-		    !pwn_tss(&py->glibc, fsbase, key, &tstate, NULL) && tstate) {
+		if ((tstate = py_tstate(py, sleepable))) {
 			p.off = &py->off;
 			p.out = (struct python_frame *)(h + 1);
 			p.max = want;

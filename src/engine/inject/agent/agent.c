@@ -145,6 +145,8 @@ static struct inj_slot *slot_get(struct inj_ctl *c, uint64_t key, uint32_t tgid)
 			s->tgid = tgid;
 			s->stk_lo = s->stk_hi = 0;
 			s->stk_end = 0;
+			s->py_ts = 0;
+			s->py_key = 0;
 			return s;
 		}
 	}

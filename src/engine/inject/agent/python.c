@@ -11,7 +11,14 @@
  * first page, 8-aligned, or the walk ends there as a fault. The thread
  * state comes from CPython's thread-specific key in the thread's own TCB
  * (glibc's struct pthread), the key from _PyRuntime, both mapped for the
- * process's life. */
+ * process's life. Where the key is not known (3.14, whose _Py_DebugOffsets
+ * do not carry it) the thread's state is looked for in the interpreters'
+ * thread lists, by its thread_id (pthread_self(): the thread pointer): the
+ * other threads' states there may be freed under the walk, so those reads
+ * are process_vm_readv's, which cannot fault (a system call each); the
+ * state found is kept in the thread's slot with the pthread key of the
+ * thread's TCB that held it then, and checked at each hit by that key
+ * (two loads), else by one such read (tstate_of). */
 #include "engine/inject/agent/agent.h"
 #include "probe/filter_eval.h"	/* filter_glob_full alone */
 
@@ -25,9 +32,25 @@ ALWAYS int load(void *dst, uint64_t addr, uint32_t len)
 	return 0;
 }
 
+struct py_iov {
+	void *base;
+	uint64_t len;
+};
+
+/* Read len bytes of this process without faulting (env: the inj_ctl). */
+static int self_read(const void *env, void *dst, uint64_t addr, uint32_t len)
+{
+	const struct inj_ctl *c = env;
+	struct py_iov l = {dst, len}, r = {(void *)addr, len};
+	uint32_t tgid = *(volatile const uint32_t *)c->self;
+
+	return !tgid || sys6(SYS_process_vm_readv, tgid, (long)&l, 1, (long)&r, 1, 0) != (long)len;
+}
+
 #define PYWALK_FN(n) pw_##n
 #define PYWALK_INLINE ALWAYS
 #define PYWALK_READ(env, dst, addr, len) ((void)(env), load((dst), (addr), (len)))
+#define PYWALK_LIST_READ(env, dst, addr, len) self_read((env), (dst), (addr), (len))
 #define PYWALK_FIELDS
 #include "python/walk.h"
 
@@ -39,15 +62,71 @@ static inline const struct inj_py *py_of(const struct inj_ctl *c)
 	return c->py_off ? (const struct inj_py *)((const char *)c + c->py_off) : 0;
 }
 
-/* The thread's PyThreadState, as pthread_getspecific(CPython's key) would
- * answer in it; 0: none (a thread that never ran Python, or a runtime not
- * initialized yet). */
-static uint64_t tstate_of(const struct inj_ctl *c, const struct inj_py *py)
+/* Is ts this thread's state still? Its thread_id (pthread_self(): the
+ * thread pointer) and native_thread_id (the TID, where the slot has it),
+ * in one read that cannot fault: a state freed since reads otherwise. */
+static int tstate_mine(const struct inj_ctl *c, const struct inj_py *py,
+		       const struct inj_slot *s, uint64_t ts, uint64_t fs)
 {
-	int32_t init = *(volatile const int32_t *)(py->runtime + py->off.rt_tss_init);
-	uint32_t key = *(volatile const uint32_t *)(py->runtime + py->off.rt_tss_key);
-	uint64_t ts = 0;
+	uint64_t v[2] = {0, 0};
+	struct py_iov l = {v, 16}, r[2] = {{(void *)(ts + py->off.ts_thread_id), 8},
+					   {(void *)(ts + py->off.ts_native_thread_id), 8}};
+	uint32_t tgid = *(volatile const uint32_t *)c->self;
 
+	return tgid && sys6(SYS_process_vm_readv, tgid, (long)&l, 1, (long)r, 2, 0) == 16 &&
+	       v[0] == fs && (!s->tid || v[1] == s->tid);
+}
+
+/* glibc: the data of pthread key k (< 32) in the TCB at fs. */
+ALWAYS uint64_t tcb_key_data(const struct inj_py *py, uint64_t fs, uint32_t k)
+{
+	return *(volatile const uint64_t *)(fs + py->glibc.specific_1stblock + 16 * k + 8);
+}
+
+/* Which of this thread's first 32 pthread keys holds ts (CPython binds a
+ * thread's state to its own key, which the debug offsets do not say): the
+ * key + 1, or 0. Plain loads of the thread's own TCB (glibc's: the tid at
+ * the thread pointer was checked at attach). */
+static uint32_t tcb_key_of(const struct inj_ctl *c, const struct inj_py *py, uint64_t fs,
+			   uint64_t ts)
+{
+	if (c->key_mode != INJ_KEY_TID_AT_FS || !fs || !ts)
+		return 0;
+	for (uint32_t k = 0; k < 32; k++)
+		if (tcb_key_data(py, fs, k) == ts)
+			return k + 1;
+	return 0;
+}
+
+/* The thread's PyThreadState, as pthread_getspecific(CPython's key) would
+ * answer in it, or without the key (3.14) the one of its interpreter's
+ * thread list whose thread_id is this thread's, kept in its slot: checked
+ * at each use by the pthread key of its TCB that held it when found (two
+ * loads: CPython clears it when the state goes, or binds another), else
+ * by one read of it that cannot fault; 0: none (a thread that never ran
+ * Python, or a runtime not initialized yet). */
+static uint64_t tstate_of(const struct inj_ctl *c, const struct inj_py *py, struct inj_slot *s)
+{
+	int32_t init;
+	uint32_t key;
+	uint64_t ts = 0, fs;
+
+	if (py->off.rt_tss_key == PYOFF_NONE) {
+		fs = fs_base(c);
+		if (s && s->py_ts) {
+			if (s->py_key ? tcb_key_data(py, fs, s->py_key - 1) == s->py_ts :
+					tstate_mine(c, py, s, s->py_ts, fs))
+				return s->py_ts;
+		}
+		ts = pw_tfind(&py->off, py->runtime, py->off.ts_thread_id, fs, (void *)c);
+		if (s) {
+			s->py_ts = ts;
+			s->py_key = tcb_key_of(c, py, fs, ts);
+		}
+		return ts;
+	}
+	init = *(volatile const int32_t *)(py->runtime + py->off.rt_tss_init);
+	key = *(volatile const uint32_t *)(py->runtime + py->off.rt_tss_key);
 	if (!init || pw_tss(&py->glibc, fs_base(c), key, &ts, 0))
 		return 0;
 	return ts;
@@ -66,7 +145,7 @@ void agent_pystack(const struct inj_ctl *c, struct inj_slot *s, int64_t imm, cha
 	h->want = (uint16_t)want;
 	h->status = PYWALK_NONE;
 	h->pad = 0;
-	if (py && py->on && (ts = tstate_of(c, py))) {
+	if (py && py->on && (ts = tstate_of(c, py, s))) {
 		struct python_walk w;
 
 		pw_walk(&py->off, ts, &w, out, want, 0);
@@ -126,6 +205,13 @@ ALWAYS uint32_t ld32(uint64_t a)
 ALWAYS uint8_t ld8(uint64_t a)
 {
 	return *(volatile const uint8_t *)a;
+}
+
+/* What a frame's f_executable and localsplus hold is a pointer, or (3.14)
+ * a _PyStackRef: a pointer tagged in its low two bits. */
+ALWAYS uint64_t ref_mask(const struct inj_py *py)
+{
+	return (py->off.flags & PYOFF_STACKREF) ? ~(uint64_t)3 : ~(uint64_t)0;
 }
 
 static struct inj_py *py_mut(struct inj_ctl *c)
@@ -446,7 +532,7 @@ int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
 		return 0;
 	if (py->state != INJ_PY_ON || owner_died(c->owner)) {
 		/* detached, or the tracer has gone: out of this thread */
-		if ((ts = tstate_of(c, py)) &&
+		if ((ts = tstate_of(c, py, 0)) &&
 		    ld64(ts + py->off.ts_c_profilefunc) == (uint64_t)&agent_py_profile) {
 			((setprofile_fn)py->set_profile)(ts, 0, 0);
 			__atomic_add_fetch(&py->removes, 1, __ATOMIC_RELAXED);
@@ -747,6 +833,18 @@ static uint64_t mon_ret(const struct inj_py *py, uint64_t obj)
 	return obj;
 }
 
+typedef uint64_t (*tsget_fn)(void);
+
+/* The thread's state in a callback of CPython's (the GIL held): without
+ * the key (3.14), CPython's own answer (PyThreadState_GetUnchecked, 3.13
+ * on: the thread-local current state), else as a hit finds it. */
+static uint64_t tstate_cb(const struct inj_ctl *c, const struct inj_py *py)
+{
+	if (py->off.rt_tss_key == PYOFF_NONE && py->tstate_get)
+		return ((tsget_fn)py->tstate_get)();
+	return tstate_of(c, py, 0);
+}
+
 /* An event of code: a call (what PYTRACE_CALL) or a return (retval, 0:
  * raised); start: PY_START, which DISABLE may answer. */
 static uint64_t mon_event(uint64_t code, int what, uint64_t retval, int start)
@@ -770,8 +868,8 @@ static uint64_t mon_event(uint64_t code, int what, uint64_t retval, int start)
 	h.code = code;
 	h.retval = retval;
 	h.py = py;
-	pw_start(&py->off, tstate_of(c, py), &w, 0);
-	h.iframe = w.frame && ld64(w.frame + py->off.fr_code) == code ? w.frame : 0;
+	pw_start(&py->off, tstate_cb(c, py), &w, 0);
+	h.iframe = w.frame && (ld64(w.frame + py->off.fr_code) & ref_mask(py)) == code ? w.frame : 0;
 	if (!(mask = verdict(py, code, h.iframe, &h.verdict))) {
 		if (start)
 			__atomic_add_fetch(&py->mon_disabled, 1, __ATOMIC_RELAXED);
@@ -840,7 +938,7 @@ void agent_py_hook(struct inj_ctl *c)
 	if (!py || !py->on || py->state != INJ_PY_ON || !py->set_profile)
 		return;
 	/* the common case: this thread has it, and so had every thread then */
-	if (!(ts = tstate_of(c, py)) ||
+	if (!(ts = tstate_of(c, py, 0)) ||
 	    ld64(ts + py->off.ts_c_profilefunc) == (uint64_t)&agent_py_profile)
 		return;
 	all_threads(py, 1);
@@ -1011,6 +1109,13 @@ static uint32_t nargs_of(const struct inj_py *py, uint64_t code)
 	return n < all ? n : all;
 }
 
+/* An argument's object: 3.14's localsplus are _PyStackRefs, tagged in
+ * their low bits (a NULL one is 1: none). */
+static uint64_t arg_obj(const struct inj_py *py, uint64_t locals, uint32_t i)
+{
+	return ld64(locals + 8 * i) & ref_mask(py);
+}
+
 static uint64_t arg_name(const struct inj_py *py, uint64_t code, uint32_t i)
 {
 	return ld64(ld64(code + py->off.co_localsplusnames) + py->off.tuple_item + 8 * i);
@@ -1077,7 +1182,7 @@ void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struc
 			int l = str_utf8(py, arg_name(py, h->code, i), name, sizeof(name));
 
 			if (l >= 0 && same(name, (uint32_t)l, want, wn)) {
-				value_into(py, ld64(locals + 8 * i), v, rec, off, 1);
+				value_into(py, arg_obj(py, locals, i), v, rec, off, 1);
 				break;
 			}
 		}
@@ -1092,7 +1197,7 @@ void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struc
 				put_c(&t, ' ');
 			put_s(&t, name, l > 0 ? (uint32_t)l : 0);
 			put_c(&t, '=');
-			if (repr(py, &t, ld64(locals + 8 * i), &iv, 1))
+			if (repr(py, &t, arg_obj(py, locals, i), &iv, 1))
 				put_i(&t, iv);
 		}
 		text_value(&t, v, off);
