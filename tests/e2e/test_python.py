@@ -309,7 +309,9 @@ def traced_stacks(engine, probe_stack, tmp_path):
     u.REGISTRY.uscopes.append(p)
     try:
         for _ in range(6000):
-            if out.exists() and len(json_lines(out.read_text())) >= 20:
+            # whole lines only: uscope may be writing the last one
+            text = out.read_text() if out.exists() else ""
+            if len(json_lines(text[:text.rfind("\n") + 1])) >= 20:
                 break
             if p.poll() is not None:
                 break
