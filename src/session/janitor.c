@@ -308,6 +308,28 @@ static void jan_heal(const struct jan_entry *e, int type)
 		close((int)fd);
 }
 
+/* The pid (decimal) of the next process an inject session patched and did
+ * not restore, after handle *id (0: from the first), or NULL. */
+static const char *jan_next_inject(const struct jan_mem *m, size_t *id)
+{
+	size_t n = m->nat / sizeof(*m->at);
+
+	while (m->at && ++*id < n) {
+		const struct jan_entry *e;
+		const char *text;
+
+		if (!m->at[*id])
+			continue;
+		e = (const void *)(m->p + m->at[*id] - 1);
+		if (e->kind != USC_UNDO_INJECT || e->done)
+			continue;
+		for (text = e->data; *text; text++)
+			;
+		return text + 1;
+	}
+	return NULL;
+}
+
 /* After a death: the processes an inject session patched, to the session's
  * executable run again as the janitor (usc_janitor_main), in a child. Not
  * here: taking the patches out needs ptrace, /proc and the engine's code,
@@ -319,17 +341,13 @@ static void jan_heal(const struct jan_entry *e, int type)
  * and what they leave, a later uscope takes out). */
 static pid_t jan_inject(const struct jan_mem *m, const char *exe)
 {
-	size_t n = m->nat / sizeof(*m->at), npid = 0, cap = 0;
+	size_t npid = 0, cap = 0, k = 0, id = 0;
 	char **argv = NULL;
-	size_t k = 0;
+	const char *text;
 	long pid;
 
-	for (size_t id = 1; id < n && m->at; id++)
-		if (m->at[id]) {
-			const struct jan_entry *e = (const void *)(m->p + m->at[id] - 1);
-
-			npid += e->kind == USC_UNDO_INJECT && !e->done;
-		}
+	while (jan_next_inject(m, &id))
+		npid++;
 	if (!npid || !exe)
 		return 0;
 	argv = grow(NULL, &cap, (2 * npid + 3) * sizeof(*argv));
@@ -337,19 +355,9 @@ static pid_t jan_inject(const struct jan_mem *m, const char *exe)
 		return 0;
 	argv[k++] = (char *)"uscope-janitor";
 	argv[k++] = (char *)USC_JANITOR_ARG;
-	for (size_t id = 1; id < n; id++) {
-		const struct jan_entry *e;
-		const char *text;
-
-		if (!m->at[id])
-			continue;
-		e = (const void *)(m->p + m->at[id] - 1);
-		if (e->kind != USC_UNDO_INJECT || e->done)
-			continue;
-		for (text = e->data; *text; text++)
-			;
+	for (id = 0; (text = jan_next_inject(m, &id));) {
 		argv[k++] = (char *)"-p";
-		argv[k++] = (char *)text + 1;
+		argv[k++] = (char *)text;
 	}
 	argv[k] = NULL;
 	pid = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
@@ -481,24 +489,14 @@ static bool jan_task_traced(const char *pid)
 /* uscope (owner) is stopped and a process it patched waits in a ptrace stop. */
 static bool jan_held(const struct jan_mem *m, const char *owner_stat)
 {
-	size_t n = m->nat / sizeof(*m->at);
+	const char *pid;
+	size_t id = 0;
 
 	if (jan_state(owner_stat) != 'T')
 		return false;
-	for (size_t id = 1; id < n && m->at; id++) {
-		const struct jan_entry *e;
-		const char *text;
-
-		if (!m->at[id])
-			continue;
-		e = (const void *)(m->p + m->at[id] - 1);
-		if (e->kind != USC_UNDO_INJECT || e->done)
-			continue;
-		for (text = e->data; *text; text++)
-			;
-		if (jan_task_traced(text + 1))
+	while ((pid = jan_next_inject(m, &id)))
+		if (jan_task_traced(pid))
 			return true;
-	}
 	return false;
 }
 

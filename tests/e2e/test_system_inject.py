@@ -58,22 +58,8 @@ def patched(pid, path):
     gate's uprobe is an int3 at the file's entry point in every process
     that maps it: one byte 0xcc differs from the file; a patch is a 5-byte
     jump."""
-    path = str(path)
-    with open(f"/proc/{pid}/maps") as m, open(f"/proc/{pid}/mem", "rb") as mem, \
-            open(path, "rb") as f:
-        for line in m:
-            parts = line.split()
-            if len(parts) < 6 or "x" not in parts[1] or parts[5] != path:
-                continue
-            lo, hi = (int(x, 16) for x in parts[0].split("-"))
-            f.seek(int(parts[2], 16))
-            want = f.read(hi - lo)
-            mem.seek(lo)
-            got = mem.read(len(want))
-            diff = [i for i in range(len(want)) if got[i] != want[i]]
-            if any(got[i] != 0xcc or i + 1 in diff for i in diff):
-                return True
-    return False
+    return any(any(got[i] != 0xcc or i + 1 in diff for i in diff)
+               for _, diff, got in u.code_differences(pid, path))
 
 
 def final_count(res):

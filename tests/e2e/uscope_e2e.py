@@ -1071,11 +1071,10 @@ def flow_bg(*probes, pid=None, json=False, duration=None, out=None, extra=()) ->
                           json=json)
 
 
-def code_is_the_file(pid, path):
-    """True when every executable mapping of path in process pid holds the
-    file's bytes (no patch left), else what differs (a string)."""
+def code_differences(pid, path):
+    """For each executable mapping of path in process pid: (its start, the
+    offsets in it where its bytes differ from the file's, its bytes)."""
     path = str(path)
-    seen = False
     with open(f"/proc/{pid}/maps") as m, open(f"/proc/{pid}/mem", "rb") as mem, \
             open(path, "rb") as f:
         for line in m:
@@ -1087,10 +1086,18 @@ def code_is_the_file(pid, path):
             want = f.read(hi - lo)
             mem.seek(lo)
             got = mem.read(len(want))
-            seen = True
-            if got != want:
-                diff = [i for i in range(len(want)) if got[i] != want[i]]
-                return f"process {pid}: {len(diff)} bytes differ, the first at {lo + diff[0]:#x}"
+            yield lo, ([] if got == want else
+                       [i for i in range(len(want)) if got[i] != want[i]]), got
+
+
+def code_is_the_file(pid, path):
+    """True when every executable mapping of path in process pid holds the
+    file's bytes (no patch left), else what differs (a string)."""
+    seen = False
+    for lo, diff, _ in code_differences(pid, path):
+        seen = True
+        if diff:
+            return f"process {pid}: {len(diff)} bytes differ, the first at {lo + diff[0]:#x}"
     return True if seen else f"process {pid}: no executable mapping of {path}"
 
 

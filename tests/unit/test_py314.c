@@ -33,6 +33,7 @@
 /* ---- a synthetic memory ------------------------------------------------- */
 
 #define BASE 0x7f0000400000ull
+#define FAKE_BASE BASE
 
 struct fake {
 	uint8_t buf[1 << 17];
@@ -40,15 +41,7 @@ struct fake {
 	unsigned list_reads;	/* reads through the list reader */
 };
 
-static int fake_read(void *ctx, uint64_t addr, void *dst, size_t len)
-{
-	struct fake *f = ctx;
-
-	if (addr < BASE || addr - BASE > sizeof(f->buf) || len > sizeof(f->buf) - (addr - BASE))
-		return -EFAULT;
-	memcpy(dst, f->buf + (addr - BASE), len);
-	return 0;
-}
+#include "fakemem.h"
 
 /* The tracer's walker: python_mem_read, a frame in one read. */
 #define PYWALK_FN(name) tr_##name
@@ -78,36 +71,6 @@ static int list_read(void *env, void *dst, uint64_t addr, uint32_t len)
 #define PYWALK_LIST_READ(env, dst, addr, len) list_read((env), (dst), (addr), (len))
 #define PYWALK_FIELDS
 #include "python/walk.h"
-
-static uint64_t fake_alloc(struct fake *f, size_t len)
-{
-	uint64_t a = BASE + f->used;
-
-	f->used = (f->used + len + 15) & ~(size_t)15;
-	assert_true(f->used <= sizeof(f->buf));
-	return a;
-}
-
-static void put(struct fake *f, uint64_t addr, const void *v, size_t len)
-{
-	assert_true(addr >= BASE && addr - BASE + len <= sizeof(f->buf));
-	memcpy(f->buf + (addr - BASE), v, len);
-}
-
-static void put64(struct fake *f, uint64_t addr, uint64_t v)
-{
-	put(f, addr, &v, 8);
-}
-
-static void put32(struct fake *f, uint64_t addr, uint32_t v)
-{
-	put(f, addr, &v, 4);
-}
-
-static void put8(struct fake *f, uint64_t addr, uint8_t v)
-{
-	put(f, addr, &v, 1);
-}
 
 /* ---- 3.14.0's _Py_DebugOffsets ------------------------------------------ */
 

@@ -166,6 +166,37 @@ static void test_agent_call_sees_and_restores_every_register(void **state)
 	}
 }
 
+/* The sum of the per-CPU counters of site 3 (each CPU's 8 words): every
+ * other word must be 0. */
+static uint64_t counted(uint64_t (*counters)[8])
+{
+	uint64_t total = 0;
+
+	for (int cpu = 0; cpu < 64; cpu++)
+		for (int s = 0; s < 8; s++) {
+			if (s != 3)
+				assert_int_equal(counters[cpu][s], 0);
+			total += counters[cpu][s];
+		}
+	return total;
+}
+
+/* A count-only probe run 10 times with counters zeroed first: every
+ * register kept, and the carry flag where saved; what it counted. */
+static uint64_t count_ten(void *code, int flags, uint64_t (*counters)[8])
+{
+	uint64_t out[18];
+
+	memset(counters, 0, 64 * sizeof(*counters));
+	for (int k = 0; k < 10; k++)
+		run(code, out);
+	for (int i = 0; i < 16; i++)
+		assert_int_equal(out[i], 0);
+	if (flags)
+		assert_int_equal(out[16], 1);
+	return counted(counters);
+}
+
 static void test_count_only_adds_one_to_this_cpus_counter(void **state)
 {
 	static uint64_t counters[64][8] __attribute__((aligned(64)));
@@ -177,22 +208,8 @@ static void test_count_only_adds_one_to_this_cpus_counter(void **state)
 		struct tramp_spec ts = {.save_flags = flags, .counter = (uint64_t)&counters[0][3],
 					.stride = sizeof(counters[0]), .have_rdpid = rdpid};
 		void *code = build(&ts);
-		uint64_t out[18], total = 0;
 
-		memset(counters, 0, sizeof(counters));
-		for (int k = 0; k < 10; k++)
-			run(code, out);
-		for (int i = 0; i < 16; i++)
-			assert_int_equal(out[i], 0);
-		if (flags)
-			assert_int_equal(out[16], 1);
-		for (int cpu = 0; cpu < 64; cpu++)
-			for (int s = 0; s < 8; s++) {
-				if (s != 3)
-					assert_int_equal(counters[cpu][s], 0);
-				total += counters[cpu][s];
-			}
-		assert_int_equal(total, 10);
+		assert_int_equal(count_ten(code, flags, counters), 10);
 		munmap(code, 4096);
 	}
 }
@@ -332,15 +349,7 @@ static struct tramp_spec rseq_spec(void)
 
 static uint64_t rseq_total(void)
 {
-	uint64_t total = 0;
-
-	for (int cpu = 0; cpu < 64; cpu++)
-		for (int s = 0; s < 8; s++) {
-			if (s != 3)
-				assert_int_equal(rseq_counters[cpu][s], 0);
-			total += rseq_counters[cpu][s];
-		}
-	return total;
+	return counted(rseq_counters);
 }
 
 static void *rseq_hammer(void *arg)
@@ -361,7 +370,6 @@ static void test_count_in_a_restartable_sequence(void **state)
 {
 	pthread_t t[6];
 	struct itimerval it = {{0, 50}, {0, 50}};
-	uint64_t out[18];
 
 	(void)state;
 	if (!__rseq_size || (int32_t)this_rseq()->cpu_id < 0) {
@@ -374,14 +382,7 @@ static void test_count_in_a_restartable_sequence(void **state)
 
 		ts.save_flags = flags;
 		code = build(&ts);
-		memset(rseq_counters, 0, sizeof(rseq_counters));
-		for (int k = 0; k < 10; k++)
-			run(code, out);
-		for (int i = 0; i < 16; i++)
-			assert_int_equal(out[i], 0);
-		if (flags)
-			assert_int_equal(out[16], 1);
-		assert_int_equal(rseq_total(), 10);
+		assert_int_equal(count_ten(code, flags, rseq_counters), 10);
 		assert_int_equal(this_rseq()->rseq_cs, 0);	/* cleared after the commit */
 		munmap(code, 4096);
 	}
