@@ -626,6 +626,9 @@ struct inj_py_methoddef {
 struct inj_py {
 	uint32_t on;			/* the process runs a CPython uscope reads */
 	uint32_t nprobes;
+	uint32_t nret;			/* of them, return probes (r:py:): none, and
+					 * a return needs no verdict (3.11) */
+	uint32_t pad_r;
 	struct python_offsets off;
 	struct python_glibc glibc;
 	uint64_t runtime;		/* _PyRuntime */

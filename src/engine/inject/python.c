@@ -95,6 +95,7 @@ static void probes(struct inj *j, struct inj_py *py)
 		snprintf(p->qualname, sizeof(p->qualname), "%.*s", INJ_PY_PAT - 1, s->spec->symbol);
 		p->entry = s->is_return ? ~0u : (uint32_t)i;
 		p->ret = s->is_return ? (uint32_t)i : ~0u;
+		py->nret += s->is_return;
 	}
 }
 

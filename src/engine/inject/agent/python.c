@@ -539,6 +539,8 @@ int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
 		}
 		return 0;
 	}
+	if (what == PYTRACE_RETURN && !py->nret)
+		return 0;	/* no r:py: probe: a return is nobody's hit */
 	h.frame = frame;
 	h.iframe = ld64(frame + py->off.pyframe_frame);
 	h.code = h.iframe ? ld64(h.iframe + py->off.fr_code) : 0;
