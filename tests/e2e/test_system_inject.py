@@ -6,8 +6,9 @@ The targets are copies of tests/targets/prefork in the test's own
 directory, so that no other process on the machine maps them. Several run
 before uscope starts; each counts its own calls (the commands' lines say
 when they are in): uscope's count is exactly their sum. A process that
-another tracer holds is left out and said once; --max-procs bounds how
-many are patched. A kill -9 of uscope leaves every process with the file's
+another tracer holds, or one under seccomp, is traced on the bpf engine
+instead, for it alone, and said once; --max-procs bounds how many are
+patched. A kill -9 of uscope leaves every process with the file's
 code, and running. Then Debian's PostgreSQL, when installed: the backends
 pgbench connected before uscope started are patched in place."""
 
@@ -74,6 +75,24 @@ def patched(pid, path):
             if any(got[i] != 0xcc or i + 1 in diff for i in diff):
                 return True
     return False
+
+
+def handle_byte(pid, path):
+    """The first byte of handle in process pid's mapping of path (0xcc: a
+    kernel uprobe's breakpoint)."""
+    off = u.file_offset(path, u.func_addr(path, "handle"))
+    with open(f"/proc/{pid}/maps") as m:
+        for line in m:
+            parts = line.split()
+            if len(parts) < 6 or parts[5] != str(path):
+                continue
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            start = int(parts[2], 16)
+            if start <= off < start + hi - lo:
+                with open(f"/proc/{pid}/mem", "rb") as mem:
+                    mem.seek(lo + off - start)
+                    return mem.read(1)[0]
+    raise AssertionError(f"process {pid} does not map handle of {path}")
 
 
 def final_count(res):
@@ -144,23 +163,70 @@ sys.stdin.read()
 """
 
 
-def test_a_process_another_tracer_holds_is_said_and_left(exe):
+def test_a_process_another_tracer_holds_is_traced_on_bpf(exe):
     servers = [Server(exe) for _ in range(3)]
     other = u.Target([sys.executable, "-c", SEIZE, str(servers[0].pid)])
     other.expect("seized")
     bg = count_bg(exe)
-    for s in servers:
-        assert s.say("self 5") == "self 5"
+    assert not patched(servers[0].pid, exe) and handle_byte(servers[0].pid, exe) == 0xcc
+    assert all(patched(s.pid, exe) for s in servers[1:])
+    for k, s in enumerate(servers):
+        assert s.say(f"self {5 + k}") == f"self {5 + k}"
     bg.signal(signal.SIGINT)
     res = bg.result()
     assert res.rc == 0, res.stderr
-    assert final_count(res) == 2 * 5, res.stderr
-    assert (f"uscope: warning: 1 process mapping {exe} could not be injected (already traced by "
-            f"another tracer or debugger): {servers[0].pid}\n") in res.stderr, res.stderr
+    assert final_count(res) == 5 + 6 + 7, res.stderr
+    assert res.stderr.count("instead") == 1, res.stderr
+    assert (f"uscope: warning: 1 process mapping {exe} traced on the bpf engine instead (already "
+            f"traced by another tracer or debugger): {servers[0].pid}\n") in res.stderr, res.stderr
     other.close_stdin()
     assert other.wait() == 0
     for s in servers:
         s.end()
+
+
+def test_a_seccomped_process_is_traced_on_bpf(exe):
+    """Two processes of one binary, one under a seccomp filter: the other is
+    injected, the seccomped one traced on the bpf engine for it alone (its
+    code has only the kernel's breakpoints, the injected one has no
+    breakpoint of the bpf engine's); both counted exactly, said once."""
+    plain, boxed = Server(exe), Server(exe)
+    assert boxed.say("seccomp") == "seccomp on"
+    bg = count_bg(exe)
+    assert patched(plain.pid, exe) and handle_byte(plain.pid, exe) != 0xcc
+    assert not patched(boxed.pid, exe) and handle_byte(boxed.pid, exe) == 0xcc
+    assert plain.say("self 9") == "self 9"
+    assert boxed.say("self 4") == "self 4"
+    assert plain.say("serve 2 3") == "served 2 3"
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    assert final_count(res) == 9 + 4 + 2 * 3, res.stderr
+    assert res.stderr.count("instead") == 1, res.stderr
+    assert (f"uscope: warning: 1 process mapping {exe} traced on the bpf engine instead (seccomp "
+            f"or a shadow stack): {boxed.pid}\n") in res.stderr, res.stderr
+    for p in (plain.pid, boxed.pid):
+        assert code_is_the_files(p, exe) is True
+    plain.end()
+    boxed.end()
+
+
+def test_kill_uscope_with_a_process_on_bpf(exe):
+    """kill -9 of uscope with the fallback attached: both processes have
+    the file's code again, the kernel's breakpoints gone with the links."""
+    plain, boxed = Server(exe), Server(exe)
+    assert boxed.say("seccomp") == "seccomp on"
+    bg = count_bg(exe)
+    assert patched(plain.pid, exe) and handle_byte(boxed.pid, exe) == 0xcc
+    bg.signal(signal.SIGKILL)
+    bg.wait()
+    for p in (plain.pid, boxed.pid):
+        u.wait_true(f"process {p}'s code is not the file's", lambda: code_is_the_files(p, exe), 10)
+    assert u.leftovers() == ([], [])
+    assert plain.say("self 2") == "self 2"
+    assert boxed.say("self 2") == "self 2"
+    plain.end()
+    boxed.end()
 
 
 def test_another_users_process_is_said_and_left():
