@@ -41,7 +41,9 @@ static int fallback_refused(const struct usc_engine_ctx *ctx, pid_t pid)
 	if (!se || !se->live)
 		return -ENOTSUP;
 	ret = se->ops->add_pid(se->e, pid);
-	if (ret && ret != -ESRCH)
+	if (!ret)	/* (the sinks are told the session once it is started) */
+		s->nfallback[s->sctx.set != NULL]++;
+	else if (ret != -ESRCH)
 		log_warn("process %d: the %s engine cannot trace it either: %s", (int)pid,
 			 se->ops->name, strerror(-ret));
 	return ret;

@@ -553,6 +553,7 @@ static int sinks_report(struct usc_session *s, bool final)
 	for (size_t k = 0; final && k < s->nengines; k++)
 		if (s->engines[k].live && s->engines[k].ops->procs)
 			s->engines[k].ops->procs(s->engines[k].e, &s->sctx.nlate);
+	s->sctx.nlate += final ? s->nfallback[1] : 0;
 	for (size_t k = 0; k < s->nsinks; k++) {
 		int r = s->sinks[k]->ops->report ?
 			s->sinks[k]->ops->report(s->sinks[k], &s->sctx, &s->totals, final) : 0;
@@ -852,7 +853,7 @@ static int fill_sink_ctx(struct usc_session *s)
 		.pid = s->pid,
 		.exe = s->pid ? s->target.exe : NULL,
 		.command = s->opts.cmd != NULL,
-		.nprocs = nprocs,
+		.nprocs = nprocs + s->nfallback[0],
 	};
 	return 0;
 }

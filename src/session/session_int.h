@@ -50,6 +50,9 @@ struct usc_session {
 	struct usc_placement *place;	/* nsites */
 	struct session_engine *engines;
 	size_t nengines;
+	/* the processes traced on the fallback engine (fallback.c): at start,
+	 * and started after attach */
+	size_t nfallback[2];
 	/* sinks, in the order they were added */
 	struct usc_sink **sinks;
 	size_t nsinks;

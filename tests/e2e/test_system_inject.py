@@ -202,6 +202,7 @@ def test_a_seccomped_process_is_traced_on_bpf(exe):
     res = bg.result()
     assert res.rc == 0, res.stderr
     assert final_count(res) == 9 + 4 + 2 * 3, res.stderr
+    assert "uscope: tracing 1 function in 2 processes\n" in res.stderr, res.stderr
     assert res.stderr.count("instead") == 1, res.stderr
     assert (f"uscope: warning: 1 process mapping {exe} traced on the bpf engine instead (seccomp "
             f"or a shadow stack): {boxed.pid}\n") in res.stderr, res.stderr
@@ -295,6 +296,43 @@ def test_a_process_started_later_is_traced_from_its_first_call(exe):
     assert code_is_the_files(s.pid, exe) is True      # restored at the end
     assert s.say("self 2") == "self 2"
     s.end()
+
+
+# Puts itself under a seccomp filter that allows everything, then execs argv[1:].
+SECCOMP_EXEC = r"""
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0, ctypes.get_errno()      # PR_SET_NO_NEW_PRIVS
+allow = ctypes.create_string_buffer(struct.pack("HBBI", 0x06, 0, 0, 0x7fff0000))
+class Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+prog = Prog(1, ctypes.cast(allow, ctypes.c_void_p))
+assert libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0, ctypes.get_errno()  # SECCOMP_MODE_FILTER
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def test_a_seccomped_process_started_later_is_traced_on_bpf_from_its_first_call(exe):
+    """A process that execs exe under seccomp after attach: the gate stops
+    it at its entry point, uscope links the bpf engine's probes for it alone
+    before it runs on; every call counted, said once at the end."""
+    bg = u.Background(["count", "-e", "inject", f"{exe}:handle"])
+    bg.wait_ready()
+    cp = subprocess.run([sys.executable, "-c", SECCOMP_EXEC, exe, "calls", "7"],
+                        stdin=subprocess.DEVNULL, timeout=u.TIMEOUT)
+    assert cp.returncode == 0
+    cp = subprocess.run([exe, "calls", "4"], stdin=subprocess.DEVNULL, timeout=u.TIMEOUT)
+    assert cp.returncode == 0
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    (row,) = [line.split() for line in res.stdout.splitlines() if line.startswith("handle")]
+    assert row == ["handle", str(7 + 4)], res.stdout
+    assert "uscope: traced in 2 processes, 2 of them started after attach\n" in res.stderr, \
+        res.stderr
+    assert res.stderr.count("instead") == 1, res.stderr
+    assert (f"1 process mapping {exe} traced on the bpf engine instead (seccomp or a shadow "
+            "stack): ") in res.stderr, res.stderr
 
 
 def test_a_library_mapped_later_is_traced_from_its_first_call(tmp_path):
