@@ -8,8 +8,9 @@
  * that process's memory only, when linked and as it maps the file. So the
  * fallback is a bpf engine with the inject engine's sites, loaded with them
  * but not started; the inject engine hands each process it refuses to the
- * session (usc_engine_ctx.refused), which links the sites for that process
- * alone (add_pid) before it runs on: a process the gate stopped is traced
+ * session (usc_engine_ctx.refused), which loads it at the first (the
+ * program's load is not paid where no process is refused) and links the
+ * sites for that process alone (add_pid) before it runs on: a process the gate stopped is traced
  * from its first call. Its events go to the sinks with the others (the
  * merge), its counts are added to the sites' (session.c, agg.c), and it
  * goes as the other engines do (its links closed; the janitor knows its
@@ -17,6 +18,7 @@
  * take a site as the inject engine does), there is none: the inject engine
  * says the processes it left out. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,8 +40,19 @@ static int fallback_refused(const struct usc_engine_ctx *ctx, pid_t pid)
 	struct session_engine *se = fallback_of(s);
 	int ret;
 
-	if (!se || !se->live)
-		return -ENOTSUP;
+	if (!se || se->why[0])
+		return -ENOTSUP;	/* (it could not load) */
+	if (!se->live) {	/* the first: loaded now */
+		ret = se->e->ops->attach(se->e);
+		if (ret) {	/* (said) */
+			snprintf(se->why, sizeof(se->why), "%s", strerror(-ret));
+			log_info("the processes the inject engine may not ptrace are left out");
+			return ret;
+		}
+		se->live = true;
+		if (++s->nlive > 1 && !s->merge && !(s->merge = merge_new()))
+			return -ENOMEM;
+	}
 	ret = se->ops->add_pid(se->e, pid);
 	if (!ret)	/* (the sinks are told the session once it is started) */
 		s->nfallback[s->sctx.set != NULL]++;
@@ -76,7 +89,6 @@ int session_fallback_prepare(struct usc_session *s)
 	struct session_engine *inj = NULL, *se;
 	struct usc_engine *e = NULL;
 	char why[256] = "";
-	int ret;
 
 	for (size_t i = 0; i < s->opts.nengines; i++)
 		if (!strcmp(s->opts.engines[i]->name, "bpf"))
@@ -103,19 +115,10 @@ int session_fallback_prepare(struct usc_session *s)
 	}
 	memcpy(e->sites, inj->e->sites, inj->e->nsites * sizeof(*e->sites));
 	e->nsites = inj->e->nsites;
+	/* not live (nor loaded) until a process is refused: no cost otherwise */
 	se = &s->engines[s->nengines];	/* (room for every engine and one) */
-	*se = (struct session_engine){.ops = ops, .e = e, .live = true, .fallback = true};
+	*se = (struct session_engine){.ops = ops, .e = e, .fallback = true};
 	s->nengines++;
-	s->nlive++;
-	ret = e->ops->attach(e);
-	if (ret) {	/* (said): no fallback */
-		e->ops->destroy(e);
-		*se = (struct session_engine){0};
-		s->nengines--;
-		s->nlive--;
-		log_info("the processes the inject engine may not ptrace are left out");
-		return ret == -ENOMEM ? ret : 0;
-	}
 	s->ectx.fallback = ops->name;
 	s->ectx.refused = fallback_refused;
 	return 0;
