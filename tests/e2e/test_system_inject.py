@@ -335,6 +335,26 @@ def test_a_seccomped_process_started_later_is_traced_on_bpf_from_its_first_call(
             "stack): ") in res.stderr, res.stderr
 
 
+def test_a_process_on_bpf_that_execs_the_file_again_is_counted_once(exe):
+    """A seccomped process started later, on the bpf engine, execs exe
+    again: its calls before and after, each counted once."""
+    bg = u.Background(["count", "-e", "inject", f"{exe}:handle"])
+    bg.wait_ready()
+    p = u.Target([sys.executable, "-c", SECCOMP_EXEC, exe])
+    p.expect("ready")
+    p.write("self 2\n")
+    p.expect("self 2")
+    p.write("reexec 3\n")
+    p.close_stdin()
+    assert p.wait() == 0
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    (row,) = [line.split() for line in res.stdout.splitlines() if line.startswith("handle")]
+    assert row == ["handle", str(2 + 3)], res.stdout
+    assert res.stderr.count("instead") == 1, res.stderr
+
+
 def test_a_library_mapped_later_is_traced_from_its_first_call(tmp_path):
     """libc's write, in a copy of libc that only chatter maps (by
     LD_LIBRARY_PATH): the gate is at the library's first DT_INIT_ARRAY

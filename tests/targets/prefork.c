@@ -12,6 +12,7 @@
  *	             program P ("P calls K": P calls its handle K times);
  *	             prints "exec N K"
  *	self K       calls handle K times itself; prints "self K"
+ *	reexec K     execs itself to call handle K times and exit (prefork calls K)
  *	seccomp      puts itself under a seccomp filter (one that allows
  *	             everything, as a sandbox's allows what it needs), which
  *	             uscope's inject engine does not patch; prints "seccomp on"
@@ -183,6 +184,12 @@ int main(int argc, char **argv)
 			printf("self %d\n", k);
 		} else if (sscanf(line, "hold %d %d", &n, &k) == 2) {
 			hold(n, k);
+		} else if (sscanf(line, "reexec %d", &k) == 1) {
+			char kk[16];
+
+			snprintf(kk, sizeof(kk), "%d", k);
+			execl("/proc/self/exe", argv[0], "calls", kk, (char *)NULL);
+			printf("reexec failed\n");
 		} else if (!strcmp(line, "seccomp\n")) {
 			printf("seccomp %s\n", seccomp_on() ? "failed" : "on");
 		} else if (!strcmp(line, "release\n")) {
