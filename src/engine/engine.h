@@ -101,6 +101,13 @@ struct usc_engine_ctx {
 	/* -e named the engine (not auto): system-wide, the inject engine is
 	 * used only then (engine/inject/system.c) */
 	bool engine_named;
+	/* System-wide: the engine that takes, for each process alone, the
+	 * processes the inject engine may not ptrace or patch (its name; NULL:
+	 * none, they are left out). refused hands it one, before the process
+	 * runs on (a stopped one is let go after): 0 when it is traced there,
+	 * or -errno (said by the session). */
+	const char *fallback;
+	int (*refused)(const struct usc_engine_ctx *ctx, pid_t pid);
 };
 
 /* What each site of a session was given: the engine that took it. */
@@ -233,6 +240,11 @@ struct usc_engine_ops {
 	 * attached to since, as they started (the summary says them); 0: it
 	 * places probes in files, not processes. */
 	size_t (*procs)(struct usc_engine *e, size_t *late);
+	/* Optional: after attach, instead of start, trace the sites in process
+	 * pid alone (its probes placed in that process only, not in every
+	 * process that maps the file): once per process, each live at once.
+	 * 0 or -errno. */
+	int (*add_pid)(struct usc_engine *e, pid_t pid);
 };
 
 struct usc_engine {

@@ -111,6 +111,7 @@ struct collect {
 	struct usc_session *s;
 	uint32_t nbuckets;
 	uint64_t *delta;	/* nbuckets */
+	uint64_t engine;	/* the engine read: rows are kept per engine */
 	int err;
 };
 
@@ -121,7 +122,10 @@ static int collect_row(void *ctx, const struct usc_site *site, const uint8_t *ke
 {
 	struct collect *c = ctx;
 	struct usc_session *s = c->s;
-	struct agg_row *r = agg_table_get(s->agg_seen, (uint64_t)(site - s->sites), key, keylen);
+	/* (the fallback's rows are the inject engine's sites' too) */
+	struct agg_row *r = agg_table_get(s->agg_seen,
+					  (uint64_t)(site - s->sites) + c->engine * s->nsites, key,
+					  keylen);
 	struct agg_stats d;
 
 	if (!r)
@@ -180,6 +184,7 @@ int session_agg_collect(struct usc_session *s)
 
 		if (!se->live || !se->ops->agg_read)
 			continue;
+		c.engine = k;
 		ret = se->ops->agg_read(se->e, collect_row, &c);
 		if (ret && !c.err) {
 			log_error("reading what the %s engine aggregated failed: %s", se->ops->name,

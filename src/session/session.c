@@ -517,7 +517,11 @@ static void collect_stats(struct usc_session *s)
 		s->totals.events += st.events;
 		s->totals.lost += st.lost;
 		for (size_t j = 0; j < e->nsites && st.sites; j++)
-			s->stats[e->sites[j] - s->sites] = st.sites[j];
+			if (s->engines[k].fallback)	/* the same sites as inject's */
+				session_fallback_stats(&s->stats[e->sites[j] - s->sites],
+						       &st.sites[j]);
+			else
+				s->stats[e->sites[j] - s->sites] = st.sites[j];
 	}
 	/* what the session dropped was never an event of the user's */
 	for (size_t i = 0; s->dropped && i < s->nsites; i++) {
@@ -549,6 +553,7 @@ static int sinks_report(struct usc_session *s, bool final)
 	for (size_t k = 0; final && k < s->nengines; k++)
 		if (s->engines[k].live && s->engines[k].ops->procs)
 			s->engines[k].ops->procs(s->engines[k].e, &s->sctx.nlate);
+	s->sctx.nlate += final ? s->nfallback[1] : 0;
 	for (size_t k = 0; k < s->nsinks; k++) {
 		int r = s->sinks[k]->ops->report ?
 			s->sinks[k]->ops->report(s->sinks[k], &s->sctx, &s->totals, final) : 0;
@@ -732,6 +737,8 @@ static int attach_engines(struct usc_session *s)
 		if (ret)
 			return ret;
 	}
+	if (session_fallback_prepare(s))
+		return -ENOMEM;		/* (its only failure) */
 	if (s->nlive > 1) {
 		s->merge = merge_new();
 		if (!s->merge)
@@ -846,7 +853,7 @@ static int fill_sink_ctx(struct usc_session *s)
 		.pid = s->pid,
 		.exe = s->pid ? s->target.exe : NULL,
 		.command = s->opts.cmd != NULL,
-		.nprocs = nprocs,
+		.nprocs = nprocs + s->nfallback[0],
 	};
 	return 0;
 }
@@ -895,7 +902,7 @@ static int start_target(struct run *r, const sigset_t *oldmask, struct usc_run_r
 	for (size_t k = 0; k < s->nengines; k++) {
 		struct session_engine *se = &s->engines[k];
 
-		if (se->live && (ret = se->ops->start(se->e, s->pid,
+		if (se->live && !se->fallback && (ret = se->ops->start(se->e, s->pid,
 						      (s->opts.cmd != NULL && !r->running) ||
 						      s->ectx.children)))
 			return ret;

@@ -18,6 +18,10 @@ struct session_engine {
 	char why[256];
 	size_t nsites;		/* sites it took */
 	bool live;
+	/* system-wide: the processes the inject engine may not take, traced
+	 * on this one, each alone (session/fallback.c): its sites are the
+	 * inject engine's, it is not started */
+	bool fallback;
 };
 
 struct session_merge;
@@ -46,6 +50,9 @@ struct usc_session {
 	struct usc_placement *place;	/* nsites */
 	struct session_engine *engines;
 	size_t nengines;
+	/* the processes traced on the fallback engine (fallback.c): at start,
+	 * and started after attach */
+	size_t nfallback[2];
 	/* sinks, in the order they were added */
 	struct usc_sink **sinks;
 	size_t nsinks;
@@ -116,6 +123,13 @@ int session_record_round(struct usc_session *s);
 int session_record_dump(struct usc_session *s, const char *why);
 /* ... at the end of the run: the chunk, and the drain writes the records. */
 int session_record_last(struct usc_session *s, const char *why);
+
+/* fallback.c: system-wide on inject, the bpf engine for the processes
+ * the inject engine refuses (added to s->engines, attached; the engines'
+ * context told), where it can be. 0 or -errno, reported. */
+int session_fallback_prepare(struct usc_session *s);
+/* A site's counts on the fallback engine, added to the inject engine's. */
+void session_fallback_stats(struct usc_site_stats *to, const struct usc_site_stats *from);
 
 /* plan.c: an engine for every site (s->place), the engines already
  * created. 0 or -errno, reported. */

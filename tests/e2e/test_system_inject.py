@@ -6,8 +6,9 @@ The targets are copies of tests/targets/prefork in the test's own
 directory, so that no other process on the machine maps them. Several run
 before uscope starts; each counts its own calls (the commands' lines say
 when they are in): uscope's count is exactly their sum. A process that
-another tracer holds is left out and said once; --max-procs bounds how
-many are patched. A kill -9 of uscope leaves every process with the file's
+another tracer holds, or one under seccomp, is traced on the bpf engine
+instead, for it alone, and said once; --max-procs bounds how many are
+patched. A kill -9 of uscope leaves every process with the file's
 code, and running. Then Debian's PostgreSQL, when installed: the backends
 pgbench connected before uscope started are patched in place."""
 
@@ -60,6 +61,24 @@ def patched(pid, path):
     jump."""
     return any(any(got[i] != 0xcc or i + 1 in diff for i in diff)
                for _, diff, got in u.code_differences(pid, path))
+
+
+def handle_byte(pid, path):
+    """The first byte of handle in process pid's mapping of path (0xcc: a
+    kernel uprobe's breakpoint)."""
+    off = u.file_offset(path, u.func_addr(path, "handle"))
+    with open(f"/proc/{pid}/maps") as m:
+        for line in m:
+            parts = line.split()
+            if len(parts) < 6 or parts[5] != str(path):
+                continue
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            start = int(parts[2], 16)
+            if start <= off < start + hi - lo:
+                with open(f"/proc/{pid}/mem", "rb") as mem:
+                    mem.seek(lo + off - start)
+                    return mem.read(1)[0]
+    raise AssertionError(f"process {pid} does not map handle of {path}")
 
 
 def final_count(res):
@@ -130,23 +149,71 @@ sys.stdin.read()
 """
 
 
-def test_a_process_another_tracer_holds_is_said_and_left(exe):
+def test_a_process_another_tracer_holds_is_traced_on_bpf(exe):
     servers = [Server(exe) for _ in range(3)]
     other = u.Target([sys.executable, "-c", SEIZE, str(servers[0].pid)])
     other.expect("seized")
     bg = count_bg(exe)
-    for s in servers:
-        assert s.say("self 5") == "self 5"
+    assert not patched(servers[0].pid, exe) and handle_byte(servers[0].pid, exe) == 0xcc
+    assert all(patched(s.pid, exe) for s in servers[1:])
+    for k, s in enumerate(servers):
+        assert s.say(f"self {5 + k}") == f"self {5 + k}"
     bg.signal(signal.SIGINT)
     res = bg.result()
     assert res.rc == 0, res.stderr
-    assert final_count(res) == 2 * 5, res.stderr
-    assert (f"uscope: warning: 1 process mapping {exe} could not be injected (already traced by "
-            f"another tracer or debugger): {servers[0].pid}\n") in res.stderr, res.stderr
+    assert final_count(res) == 5 + 6 + 7, res.stderr
+    assert res.stderr.count("instead") == 1, res.stderr
+    assert (f"uscope: warning: 1 process mapping {exe} traced on the bpf engine instead (already "
+            f"traced by another tracer or debugger): {servers[0].pid}\n") in res.stderr, res.stderr
     other.close_stdin()
     assert other.wait() == 0
     for s in servers:
         s.end()
+
+
+def test_a_seccomped_process_is_traced_on_bpf(exe):
+    """Two processes of one binary, one under a seccomp filter: the other is
+    injected, the seccomped one traced on the bpf engine for it alone (its
+    code has only the kernel's breakpoints, the injected one has no
+    breakpoint of the bpf engine's); both counted exactly, said once."""
+    plain, boxed = Server(exe), Server(exe)
+    assert boxed.say("seccomp") == "seccomp on"
+    bg = count_bg(exe)
+    assert patched(plain.pid, exe) and handle_byte(plain.pid, exe) != 0xcc
+    assert not patched(boxed.pid, exe) and handle_byte(boxed.pid, exe) == 0xcc
+    assert plain.say("self 9") == "self 9"
+    assert boxed.say("self 4") == "self 4"
+    assert plain.say("serve 2 3") == "served 2 3"
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    assert final_count(res) == 9 + 4 + 2 * 3, res.stderr
+    assert "uscope: tracing 1 function in 2 processes\n" in res.stderr, res.stderr
+    assert res.stderr.count("instead") == 1, res.stderr
+    assert (f"uscope: warning: 1 process mapping {exe} traced on the bpf engine instead (seccomp "
+            f"or a shadow stack): {boxed.pid}\n") in res.stderr, res.stderr
+    for p in (plain.pid, boxed.pid):
+        assert code_is_the_files(p, exe) is True
+    plain.end()
+    boxed.end()
+
+
+def test_kill_uscope_with_a_process_on_bpf(exe):
+    """kill -9 of uscope with the fallback attached: both processes have
+    the file's code again, the kernel's breakpoints gone with the links."""
+    plain, boxed = Server(exe), Server(exe)
+    assert boxed.say("seccomp") == "seccomp on"
+    bg = count_bg(exe)
+    assert patched(plain.pid, exe) and handle_byte(boxed.pid, exe) == 0xcc
+    bg.signal(signal.SIGKILL)
+    bg.wait()
+    for p in (plain.pid, boxed.pid):
+        u.wait_true(f"process {p}'s code is not the file's", lambda: code_is_the_files(p, exe), 10)
+    assert u.leftovers() == ([], [])
+    assert plain.say("self 2") == "self 2"
+    assert boxed.say("self 2") == "self 2"
+    plain.end()
+    boxed.end()
 
 
 def test_another_users_process_is_said_and_left():
@@ -215,6 +282,63 @@ def test_a_process_started_later_is_traced_from_its_first_call(exe):
     assert code_is_the_files(s.pid, exe) is True      # restored at the end
     assert s.say("self 2") == "self 2"
     s.end()
+
+
+# Puts itself under a seccomp filter that allows everything, then execs argv[1:].
+SECCOMP_EXEC = r"""
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0, ctypes.get_errno()      # PR_SET_NO_NEW_PRIVS
+allow = ctypes.create_string_buffer(struct.pack("HBBI", 0x06, 0, 0, 0x7fff0000))
+class Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+prog = Prog(1, ctypes.cast(allow, ctypes.c_void_p))
+assert libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0, ctypes.get_errno()  # SECCOMP_MODE_FILTER
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def test_a_seccomped_process_started_later_is_traced_on_bpf_from_its_first_call(exe):
+    """A process that execs exe under seccomp after attach: the gate stops
+    it at its entry point, uscope links the bpf engine's probes for it alone
+    before it runs on; every call counted, said once at the end."""
+    bg = u.Background(["count", "-e", "inject", f"{exe}:handle"])
+    bg.wait_ready()
+    cp = subprocess.run([sys.executable, "-c", SECCOMP_EXEC, exe, "calls", "7"],
+                        stdin=subprocess.DEVNULL, timeout=u.TIMEOUT)
+    assert cp.returncode == 0
+    cp = subprocess.run([exe, "calls", "4"], stdin=subprocess.DEVNULL, timeout=u.TIMEOUT)
+    assert cp.returncode == 0
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    (row,) = [line.split() for line in res.stdout.splitlines() if line.startswith("handle")]
+    assert row == ["handle", str(7 + 4)], res.stdout
+    assert "uscope: traced in 2 processes, 2 of them started after attach\n" in res.stderr, \
+        res.stderr
+    assert res.stderr.count("instead") == 1, res.stderr
+    assert (f"1 process mapping {exe} traced on the bpf engine instead (seccomp or a shadow "
+            "stack): ") in res.stderr, res.stderr
+
+
+def test_a_process_on_bpf_that_execs_the_file_again_is_counted_once(exe):
+    """A seccomped process started later, on the bpf engine, execs exe
+    again: its calls before and after, each counted once."""
+    bg = u.Background(["count", "-e", "inject", f"{exe}:handle"])
+    bg.wait_ready()
+    p = u.Target([sys.executable, "-c", SECCOMP_EXEC, exe])
+    p.expect("ready")
+    p.write("self 2\n")
+    p.expect("self 2")
+    p.write("reexec 3\n")
+    p.close_stdin()
+    assert p.wait() == 0
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    (row,) = [line.split() for line in res.stdout.splitlines() if line.startswith("handle")]
+    assert row == ["handle", str(2 + 3)], res.stdout
+    assert res.stderr.count("instead") == 1, res.stderr
 
 
 def test_a_library_mapped_later_is_traced_from_its_first_call(tmp_path):

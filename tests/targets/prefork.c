@@ -12,6 +12,10 @@
  *	             program P ("P calls K": P calls its handle K times);
  *	             prints "exec N K"
  *	self K       calls handle K times itself; prints "self K"
+ *	reexec K     execs itself to call handle K times and exit (prefork calls K)
+ *	seccomp      puts itself under a seccomp filter (one that allows
+ *	             everything, as a sandbox's allows what it needs), which
+ *	             uscope's inject engine does not patch; prints "seccomp on"
  *	hold N K     forks N children that each call handle K times, then wait
  *	             on a pipe; prints "held PID,PID,..." once all have called
  *	release      the held children each call handle K times more and exit;
@@ -23,9 +27,12 @@
  *
  * Every command's line is printed only once everything it started has
  * ended, so the test knows when the calls are in. */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -142,6 +149,15 @@ static void release(void)
 	printf("released ok=%d\n", reap_all());
 }
 
+static int seccomp_on(void)
+{
+	struct sock_filter allow[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+	struct sock_fprog prog = {.len = 1, .filter = allow};
+
+	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	       prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+}
+
 int main(int argc, char **argv)
 {
 	char line[512], prog[400];
@@ -168,6 +184,14 @@ int main(int argc, char **argv)
 			printf("self %d\n", k);
 		} else if (sscanf(line, "hold %d %d", &n, &k) == 2) {
 			hold(n, k);
+		} else if (sscanf(line, "reexec %d", &k) == 1) {
+			char kk[16];
+
+			snprintf(kk, sizeof(kk), "%d", k);
+			execl("/proc/self/exe", argv[0], "calls", kk, (char *)NULL);
+			printf("reexec failed\n");
+		} else if (!strcmp(line, "seccomp\n")) {
+			printf("seccomp %s\n", seccomp_on() ? "failed" : "on");
 		} else if (!strcmp(line, "release\n")) {
 			release();
 		} else {

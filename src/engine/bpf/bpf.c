@@ -381,6 +381,21 @@ static int bpfeng_start(struct usc_engine *e, pid_t pid, bool follow_children)
 	return bpfeng_links_attach(u, prog, pid > 0 && !u->follow ? pid : 0);
 }
 
+/* System-wide, a process the inject engine may not take (the session's
+ * fallback): the sites' links for it alone, the kernel placing their
+ * breakpoints in its memory only (none in the injected processes). */
+static int bpfeng_add_pid(struct usc_engine *e, pid_t pid)
+{
+	struct bpfeng *u = bpfeng_of(e);
+	struct bpf_program *prog = u->sleepable ? u->skel->progs.usc_probe_s :
+						  u->skel->progs.usc_probe;
+
+	if (!u->skel || u->follow || pid <= 0)
+		return -EINVAL;
+	bpfeng_stk_start(u, pid);
+	return bpfeng_links_attach(u, prog, pid);
+}
+
 /* $pystack: where CPython is in process pid, for the program (pyprocs). */
 static int bpfeng_python(struct usc_engine *e, pid_t pid, const struct python_runtime *rt)
 {
@@ -537,4 +552,5 @@ const struct usc_engine_ops bpf_engine_ops = {
 	.filters = bpfeng_filters,
 	.agg_place = bpfeng_agg_place,
 	.agg_read = bpfeng_agg_read,
+	.add_pid = bpfeng_add_pid,
 };

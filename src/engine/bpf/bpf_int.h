@@ -29,6 +29,7 @@ struct bpfeng {
 	bool multi;		/* multi-uprobe links (links.c) */
 	int *mfds;		/* multi: one link a file, nmfds of them */
 	size_t nmfds;
+	bool undo_added;	/* the janitor knows the sites' uprobes */
 	struct bpf_link **links;	/* otherwise: one link a site */
 	struct bpf_link *fork_link, *exit_link;
 	size_t taken;		/* sites can_place accepted */

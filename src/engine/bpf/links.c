@@ -188,10 +188,13 @@ static int attach_multi(struct bpfeng *u, int prog, pid_t pid)
 	size_t n = u->base.nsites;
 	size_t *order = calloc(n + 1, sizeof(*order));
 	uint64_t *scratch = calloc(3 * n + 3, sizeof(*scratch));
+	/* again for each process the session adds (add_pid): its links too */
+	int *mfds = realloc(u->mfds, (u->nmfds + n + 1) * sizeof(*mfds));
 	int err = 0;
 
-	u->mfds = calloc(n + 1, sizeof(*u->mfds));
-	if (!order || !scratch || !u->mfds) {
+	if (mfds)
+		u->mfds = mfds;
+	if (!order || !scratch || !mfds) {
 		free(order);
 		free(scratch);
 		return -ENOMEM;
@@ -245,15 +248,24 @@ int bpfeng_links_attach(struct bpfeng *u, struct bpf_program *prog, pid_t pid)
 {
 	/* a uscope killed as the kernel removes its uprobes leaves their
 	 * breakpoints: its janitor removes them (engine.h, struct usc_undo) */
-	for (size_t i = 0; i < u->base.nsites; i++) {
+	for (size_t i = 0; i < u->base.nsites && !u->undo_added; i++) {
 		const struct usc_site *site = u->base.sites[i];
 		char off[24];
 
 		snprintf(off, sizeof(off), "%llu", (unsigned long long)site->offset);
 		engine_undo_add(u->base.ctx, USC_UNDO_UPROBE, site->path, off);
 	}
+	u->undo_added = true;
 	if (u->multi)
 		return attach_multi(u, bpf_program__fd(prog), pid);
+	if (u->links) {
+		/* one perf-event link a site holds one process: a second
+		 * process's would need another set (add_pid on kernels without
+		 * multi links: the first process only) */
+		log_error("the bpf engine traces one process alone per run on this kernel "
+			  "(no multi-uprobe links: Linux 6.6)");
+		return -ENOTSUP;
+	}
 	return attach_single(u, prog, pid);
 }
 

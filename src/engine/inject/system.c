@@ -14,9 +14,10 @@
  *
  * A process uscope may not ptrace (another user's without the capability,
  * YAMA, a debugger on it) or must not patch (seccomp, a shadow stack) is
- * left out, and said once per reason with the count. It is not handed to
- * a kernel engine: the kernel engines take whole sites, system-wide, and
- * the same site on both would count the injected processes twice.
+ * handed to the session's fallback engine (usc_engine_ctx.refused: the bpf
+ * engine, its uprobes for that process alone, so that none lands in an
+ * injected process), or left out where there is none; either said once
+ * per reason with the count.
  *
  * The processes that start mapping a file after attach (an exec, a
  * dlopen) are stopped by the gate (gate.c) at the file's first point,
@@ -54,6 +55,13 @@ static const char *const why_text[WHY_N] = {
 	[WHY_UNSAFE] = "seccomp or a shadow stack: -e bpf or -e tracefs can trace them",
 	[WHY_FAILED] = "attaching failed",
 	[WHY_MAX_PROCS] = "beyond --max-procs",
+};
+
+/* ... and when the session's fallback engine traces them instead */
+static const char *const fell_text[WHY_N] = {
+	[WHY_TRACED] = "already traced by another tracer or debugger",
+	[WHY_PERM] = "no permission to ptrace them",
+	[WHY_UNSAFE] = "seccomp or a shadow stack",
 };
 
 #define SYS_SHOWN 8	/* pids listed per reason */
@@ -183,7 +191,21 @@ static void left_add(struct sys_left *l, pid_t pid)
 	l->n++;
 }
 
-static void left_say(const struct sys_left *left, const char *what, uint32_t max_procs)
+/* A process refused (why): handed to the session's fallback engine
+ * (engine.h, usc_engine_ctx.refused) when there is one. True: traced
+ * there. */
+static bool fall_back(struct inj *j, pid_t pid, int why)
+{
+	const struct usc_engine_ctx *c = j->base.ctx;
+
+	if ((why != WHY_TRACED && why != WHY_PERM && why != WHY_UNSAFE) || !c->refused)
+		return false;
+	return c->refused(c, pid) == 0;
+}
+
+/* fell: the processes traced on the fallback engine instead. */
+static void left_say(const struct sys_left *left, const char *what, uint32_t max_procs,
+		     const char *fell)
 {
 	for (int w = 0; w < WHY_N; w++) {
 		char pids[SYS_SHOWN * 12 + 8] = "";
@@ -196,7 +218,11 @@ static void left_say(const struct sys_left *left, const char *what, uint32_t max
 						 k ? " " : "", (int)left[w].pids[k]);
 		if (left[w].n > SYS_SHOWN)
 			snprintf(pids + used, sizeof(pids) - used, " ...");
-		if (w == WHY_MAX_PROCS)
+		if (fell)
+			log_warn("%zu process%s mapping %s traced on the %s engine instead (%s): %s",
+				 left[w].n, left[w].n == 1 ? "" : "es", what, fell, fell_text[w],
+				 pids);
+		else if (w == WHY_MAX_PROCS)
 			log_warn("%zu more process%s mapping %s not injected (--max-procs %u): %s",
 				 left[w].n, left[w].n == 1 ? "" : "es", what, max_procs, pids);
 		else
@@ -208,6 +234,7 @@ static void left_say(const struct sys_left *left, const char *what, uint32_t max
 /* What the processes started after attach left out, said at the end. */
 struct sys_late {
 	struct sys_left left[WHY_N];
+	struct sys_left fell[WHY_N];	/* traced on the fallback engine */
 	char what[256];
 	/* the processes the gate let go untraced: their pids forgotten by it
 	 * once they are gone (this machine's pid_max may be 32768: a pid
@@ -249,9 +276,9 @@ static void untraced_sweep(struct inj *j)
 int inj_system_start(struct inj *j)
 {
 	uint32_t max = j->base.ctx->set->max_procs;
-	struct sys_left left[WHY_N] = {{0}};
+	struct sys_left left[WHY_N] = {{0}}, fell[WHY_N] = {{0}};
 	struct sys_file files[16];
-	size_t nf = site_files(j, files, 16), done = 0;
+	size_t nf = site_files(j, files, 16), done = 0, nfell = 0;
 	const char *what = nf == 1 ? files[0].path : "the probed files";
 	uint64_t t0 = inj_mono_ns();
 	pid_t me = getpid();
@@ -290,6 +317,11 @@ int inj_system_start(struct inj *j)
 		why = maps < 0 ? WHY_PERM : refusal(pid);
 		if (why < 0 && done >= max)
 			why = WHY_MAX_PROCS;
+		if (why >= 0 && fall_back(j, pid, why)) {
+			left_add(&fell[why], pid);
+			nfell++;
+			continue;
+		}
 		if (why >= 0) {
 			left_add(&left[why], pid);
 			continue;
@@ -304,8 +336,9 @@ int inj_system_start(struct inj *j)
 		done += !ret;
 	}
 	closedir(d);
-	left_say(left, what, max);
-	if (!done && !j->gate) {
+	left_say(left, what, max, NULL);
+	left_say(fell, what, max, j->base.ctx->fallback);
+	if (!done && !nfell && !j->gate) {
 		log_error("no running process that uscope may ptrace maps %s: the inject engine "
 			  "has nothing to trace (-e bpf or -e tracefs also see the processes "
 			  "started later)", what);
@@ -369,6 +402,8 @@ void inj_system_seen(struct inj *j, pid_t pid, bool stopped)
 			log_debug("inject: process %d: %s", (int)pid, strerror(-ret));
 			left_add(&j->late->left[WHY_FAILED], pid);
 		}
+	} else if (why < WHY_N && fall_back(j, pid, why)) {
+		left_add(&j->late->fell[why], pid);	/* before it runs on */
 	} else if (why < WHY_N) {
 		left_add(&j->late->left[why], pid);
 	}
@@ -386,7 +421,9 @@ void inj_system_end(struct inj *j)
 	if (!j->late)
 		return;
 	inj_gate_close(j);
-	left_say(j->late->left, j->late->what, j->base.ctx->set->max_procs);
+	left_say(j->late->left, j->late->what, j->base.ctx->set->max_procs, NULL);
+	left_say(j->late->fell, j->late->what, j->base.ctx->set->max_procs,
+		 j->base.ctx->fallback);
 	if (j->sys_late)
 		log_info("inject: %zu process%s started after attach traced", j->sys_late,
 			 j->sys_late == 1 ? "" : "es");
@@ -449,7 +486,8 @@ int inj_system_descendants(struct inj *j, pid_t root)
 	c->nf = site_files(j, c->files, 16);
 	ret = c->nf ? proc_descendants_each(root, desc_attach, c) : 0;
 	snprintf(what, sizeof(what), "the probed file%s", c->nf == 1 ? "" : "s");
-	left_say(c->left, c->nf == 1 ? c->files[0].path : what, j->base.ctx->set->max_procs);
+	left_say(c->left, c->nf == 1 ? c->files[0].path : what, j->base.ctx->set->max_procs,
+		 NULL);
 	if (c->done)
 		log_info("inject: %zu process%s descending from %d patched too", c->done,
 			 c->done == 1 ? "" : "es", (int)root);
