@@ -511,7 +511,7 @@ static __attribute__((noreturn)) void jan_main(int sock, const char *exe, pid_t 
 	bool bye = false;
 	char owner_stat[48];
 	uint64_t held_since = 0;
-	int nul;
+	int nul, owner_fd;
 
 	/* nothing of uscope's but the socket: fd 3 */
 	if (sock != 3 && dup2(sock, 3) != 3)
@@ -526,6 +526,9 @@ static __attribute__((noreturn)) void jan_main(int sock, const char *exe, pid_t 
 	if (chdir("/"))
 		_exit(1);
 	prctl(PR_SET_NAME, "uscope-janitor", 0, 0, 0);
+	/* uscope's end itself (its files closed: the gate's links with them),
+	 * which may come well after its socket's on a loaded machine */
+	owner_fd = (int)syscall(SYS_pidfd_open, owner, 0);
 	for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
 		sigaction(ignored[i], &sa, NULL);
 	sigemptyset(&none);
@@ -568,8 +571,15 @@ static __attribute__((noreturn)) void jan_main(int sock, const char *exe, pid_t 
 	}
 	if (!bye) {
 		/* the gate's stopped processes go on first (the patched ones
-		 * are then taken care of as the others); again for a while, as
-		 * uscope's links close after its socket does */
+		 * are then taken care of as the others); again until uscope has
+		 * ended (its links close after its socket does: a process the
+		 * gate stops meanwhile must be seen), within a bound, and a
+		 * while after */
+		struct pollfd end = {.fd = owner_fd, .events = POLLIN};
+		uint64_t until = jan_now() + JAN_RETRY_NS;
+
+		while (owner_fd >= 0 && jan_now() < until && poll(&end, 1, 10) == 0)
+			jan_gate_go(&m);
 		for (int i = 0; i < 10; i++) {
 			struct timespec step = {0, (long)JAN_STEP_NS};
 
