@@ -3,7 +3,7 @@
  *
  * The first time an engine adds something to undo (engine.h, struct
  * usc_undo), uscope starts a small process that holds one end of a socket
- * pair and nothing else: no terminal, no file of uscope's or of the
+ * pair and a pidfd of uscope, nothing else: no terminal, no file of uscope's or of the
  * target's, no signal it would die of (it ignores the terminal's and
  * SIGTERM, and is in a session of its own). uscope tells it each thing
  * before it makes it, and each thing it removed itself. When its end
