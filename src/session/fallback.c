@@ -6,10 +6,10 @@
  * in the injected processes too, on inject's patched bytes. A uprobe for
  * one process (a multi-uprobe link with its pid) is placed by the kernel in
  * that process's memory only, when linked and as it maps the file. So the
- * fallback is a bpf engine with the inject engine's sites, loaded with them
- * but not started; the inject engine hands each process it refuses to the
- * session (usc_engine_ctx.refused), which loads it at the first (the
- * program's load is not paid where no process is refused) and links the
+ * fallback is a bpf engine with the inject engine's sites, never started
+ * whole; the inject engine hands each process it refuses to the session
+ * (usc_engine_ctx.refused), which makes and loads it at the first (neither
+ * is paid where no process is refused) and links the
  * sites for that process alone (add_pid) before it runs on: a process the gate stopped is traced
  * from its first call. Its events go to the sinks with the others (the
  * merge), its counts are added to the sites' (session.c, agg.c), and it
@@ -29,9 +29,40 @@
 static struct session_engine *fallback_of(struct usc_session *s)
 {
 	for (size_t k = 0; k < s->nengines; k++)
-		if (s->engines[k].fallback && s->engines[k].e)
+		if (s->engines[k].fallback)
 			return &s->engines[k];
 	return NULL;
+}
+
+static bool fallback_fits(struct usc_engine *fb, const struct usc_engine *inj);
+
+/* The fallback engine made, at the first process refused (making it reads
+ * the kernel's BTF: hundreds of ms on a loaded machine, which a run with no
+ * refusal does not pay before it is ready). 0, or -ENOTSUP (se->why says). */
+static int fallback_create(struct usc_session *s, struct session_engine *se)
+{
+	struct session_engine *inj = NULL;
+	struct usc_engine *e = NULL;
+	char why[256] = "";
+
+	for (size_t k = 0; k < s->nengines; k++)
+		if (s->engines[k].live && s->engines[k].ops->procs)
+			inj = &s->engines[k];	/* it places into processes */
+	if (!inj || se->ops->create(&s->ectx, &e, why, sizeof(why))) {
+		snprintf(se->why, sizeof(se->why), "%s", why[0] ? why : "no engine to fall back on");
+		log_info("the processes the inject engine may not ptrace are left out: %s", se->why);
+		return -ENOTSUP;
+	}
+	if (!fallback_fits(e, inj->e) ||
+	    !(e->sites = calloc(inj->e->nsites + 1, sizeof(*e->sites)))) {
+		e->ops->destroy(e);
+		snprintf(se->why, sizeof(se->why), "a site it cannot take as inject does");
+		return -ENOTSUP;
+	}
+	memcpy(e->sites, inj->e->sites, inj->e->nsites * sizeof(*e->sites));
+	e->nsites = inj->e->nsites;
+	se->e = e;
+	return 0;
 }
 
 static int fallback_refused(const struct usc_engine_ctx *ctx, pid_t pid)
@@ -40,8 +71,8 @@ static int fallback_refused(const struct usc_engine_ctx *ctx, pid_t pid)
 	struct session_engine *se = fallback_of(s);
 	int ret;
 
-	if (!se || se->why[0])
-		return -ENOTSUP;	/* (it could not load) */
+	if (!se || se->why[0] || (!se->e && fallback_create(s, se)))
+		return -ENOTSUP;	/* (it could not be made or loaded) */
 	if (!se->live) {	/* the first: loaded now */
 		ret = se->e->ops->attach(se->e);
 		if (ret) {	/* (said) */
@@ -86,9 +117,7 @@ static bool fallback_fits(struct usc_engine *fb, const struct usc_engine *inj)
 int session_fallback_prepare(struct usc_session *s)
 {
 	const struct usc_engine_ops *ops = NULL;
-	struct session_engine *inj = NULL, *se;
-	struct usc_engine *e = NULL;
-	char why[256] = "";
+	bool inj = false;
 
 	for (size_t i = 0; i < s->opts.nengines; i++)
 		if (!strcmp(s->opts.engines[i]->name, "bpf"))
@@ -96,29 +125,12 @@ int session_fallback_prepare(struct usc_session *s)
 	if (s->target.kind != USC_TARGET_SYSTEM || s->set.objtrace.on || !ops || !ops->add_pid)
 		return 0;
 	for (size_t k = 0; k < s->nengines; k++)
-		if (s->engines[k].live && s->engines[k].ops->procs)
-			inj = &s->engines[k];	/* it places into processes */
+		inj |= s->engines[k].live && s->engines[k].ops->procs;	/* it places into processes */
 	if (!inj)
 		return 0;
-	if (ops->create(&s->ectx, &e, why, sizeof(why))) {
-		log_info("the processes the inject engine may not ptrace are left out: %s", why);
-		return 0;
-	}
-	if (!fallback_fits(e, inj->e)) {
-		e->ops->destroy(e);
-		return 0;
-	}
-	e->sites = calloc(inj->e->nsites + 1, sizeof(*e->sites));
-	if (!e->sites) {
-		e->ops->destroy(e);
-		return -ENOMEM;
-	}
-	memcpy(e->sites, inj->e->sites, inj->e->nsites * sizeof(*e->sites));
-	e->nsites = inj->e->nsites;
-	/* not live (nor loaded) until a process is refused: no cost otherwise */
-	se = &s->engines[s->nengines];	/* (room for every engine and one) */
-	*se = (struct session_engine){.ops = ops, .e = e, .fallback = true};
-	s->nengines++;
+	/* its slot (room for every engine and one); not made, nor live, until
+	 * a process is refused (fallback_create): no cost otherwise */
+	s->engines[s->nengines++] = (struct session_engine){.ops = ops, .fallback = true};
 	s->ectx.fallback = ops->name;
 	s->ectx.refused = fallback_refused;
 	return 0;
