@@ -78,10 +78,16 @@ def work(srv, engine):
     return s, n, k
 
 
-def check_events(events, parent, s, n, k):
+def calls_by_pid(events):
+    """{pid: the v of each of its events, in order}."""
     by_pid = collections.defaultdict(list)
     for e in events:
         by_pid[e.pid].append(e.args["v"])
+    return by_pid
+
+
+def check_events(events, parent, s, n, k):
+    by_pid = calls_by_pid(events)
     assert by_pid.pop(parent) == list(range(s))
     # n children of serve, n of grand and their n grandchildren: 3n
     # processes that called handle(0..k-1) in order, each as itself
@@ -153,9 +159,7 @@ def test_a_child_that_execs_leaves(engine):
     srv.say(f"self {s}")
     srv.end()
     res = bg.result().check(rc=0)
-    by_pid = collections.defaultdict(list)
-    for e in res.events:
-        by_pid[e.pid].append(e.args["v"])
+    by_pid = calls_by_pid(res.events)
     assert by_pid.pop(srv.pid) == list(range(s))
     assert len(by_pid) == n and all(v == list(range(k)) for v in by_pid.values()), by_pid
 
@@ -179,9 +183,7 @@ def test_children_running_at_attach(engine, children):
     srv.say(f"serve {n} {k}")
     srv.end()
     res = bg.result().check(rc=0)
-    by_pid = collections.defaultdict(list)
-    for e in res.events:
-        by_pid[e.pid].append(e.args["v"])
+    by_pid = calls_by_pid(res.events)
     assert by_pid.pop(srv.pid) == list(range(s))
     if not children:
         assert not by_pid, by_pid
