@@ -288,18 +288,24 @@ struct inj_slot {
 	volatile uint32_t tgid;		/* its process (the self word at its claim) */
 	uint32_t npend;
 	uint64_t dropped;		/* tail calls whose return was never seen */
-	volatile uint32_t waiting;	/* lossless: the thread waits for room */
-	volatile uint32_t wake;		/* ... on this futex word, moved on by the tracer */
 	/* $ustack: a range of the thread's stack known readable, from the
 	 * page of a stack pointer up to stk_hi (the mapping's end when
 	 * stk_end): copied directly, no system call */
 	uint64_t stk_lo, stk_hi;
 	uint32_t stk_end;
 	uint32_t pad0;
+	/* One line the thread writes at each record, one the tracer writes at
+	 * each record it has read: a word of either on the other's line would
+	 * cost a hit a transfer between CPUs (~10 ns each here, bench/README).
+	 * The thread checks for room against the tail it saw last (tail_seen,
+	 * never ahead of tail) and reads tail again only when that is short. */
 	volatile uint64_t head;		/* written by the thread */
-	uint64_t pad1[7];
+	uint64_t tail_seen;
+	uint64_t pad1[6];
 	volatile uint64_t tail;		/* written by the tracer */
-	uint64_t pad2[7];
+	volatile uint32_t waiting;	/* lossless: the thread waits for room */
+	volatile uint32_t wake;		/* ... on this futex word, moved on by the tracer */
+	uint64_t pad2[6];
 	struct inj_pend pend[INJ_PENDING];
 	/* agent_fast: the rows of the keys of one integer this thread saw last
 	 * (a row never changes its key: nothing goes stale) */

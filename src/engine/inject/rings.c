@@ -206,7 +206,7 @@ static void reclaim(struct inj *j, struct inj_image *img)
 		m->dropped += sl->dropped + sl->npend;
 		sl->dropped = 0;
 		sl->npend = 0;
-		sl->head = sl->tail = 0;
+		sl->head = sl->tail = sl->tail_seen = 0;
 		sl->tid = 0;
 		sl->tgid = 0;
 		sl->nest = 0;

@@ -767,19 +767,23 @@ static inline int obj_skip(const struct inj_site *site, uint64_t verdict, uint32
 }
 
 /* Room for pad + need bytes after head in the ring: 1, or 0 (the record
- * is lost, counted by the caller); *tail: the tail it saw. Recording
+ * is lost, counted by the caller). Recording
  * lossless, the thread waits for the tracer, within a bound
  * (agent_wait_room). The flight recorder drops the ring's oldest records
  * instead. */
 static int room(struct inj_ctl *c, struct inj_slot *s, const char *ring, uint64_t head,
-		uint32_t pad, uint32_t need, uint64_t *counts, uint64_t *tailp)
+		uint32_t pad, uint32_t need, uint64_t *counts)
 {
 	uint32_t size = c->ring_size;
-	uint64_t tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+	uint64_t tail = s->tail_seen;
 
-	*tailp = tail;
-	if (head + pad + need - tail <= size)
+	if (__builtin_expect(head + pad + need - tail <= size, 1))
 		return 1;
+	tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+	if (head + pad + need - tail <= size) {
+		s->tail_seen = tail;
+		return 1;
+	}
 	if (c->overwrite) {
 		/* nobody reads meanwhile: the producer moves the tail itself */
 		while (head + pad + need - tail > size && tail != head) {
@@ -791,6 +795,7 @@ static int room(struct inj_ctl *c, struct inj_slot *s, const char *ring, uint64_
 				tail += len;
 		}
 		__atomic_store_n(&s->tail, tail, __ATOMIC_RELEASE);
+		s->tail_seen = tail;
 		return 1;
 	}
 	return agent_wait_room(c, s, head, pad + need, counts);
@@ -803,7 +808,7 @@ static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 		   const struct env *env, uint64_t verdict)
 {
 	uint32_t size = c->ring_size, pos, pad = 0, need, nargs;
-	uint64_t head, tail, slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
+	uint64_t head, slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
 	struct fetch_where w = {site->ip, site->offset, site->vaddr};
 	char *ring, *rec;
 
@@ -815,7 +820,7 @@ static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 	if (pos + need > size)
 		pad = size - pos;
 	ring = (char *)c + c->rings_off + slot * size;
-	if (!room(c, s, ring, head, pad, need, counts, &tail)) {
+	if (!room(c, s, ring, head, pad, need, counts)) {
 		counts[INJ_C_LOST]++;
 		return;
 	}
@@ -854,7 +859,9 @@ static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 	if (site->filter.n && !filter_pass(&site->filter, h->vals, rec, nargs))
 		return;		/* filtered out: not published */
 	__atomic_store_n(&s->head, head + h->len, __ATOMIC_RELEASE);
-	if (__builtin_expect(c->asleep, 0) && head + h->len - tail >= c->watermark)
+	/* tail may be old (room): the tracer's, to wake it no sooner than due */
+	if (__builtin_expect(c->asleep, 0) &&
+	    head + h->len - __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE) >= c->watermark)
 		agent_ring(c);
 }
 
