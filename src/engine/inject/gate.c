@@ -3,7 +3,8 @@
  * stopped before their first probed call for uscope to attach to them and
  * patch them (system.c, inj_system_seen).
  *
- * A small bpf program of its own (gate.bpf.c) on one uprobe per file, for
+ * A small bpf program of its own (gate.bpf.c; the two offsets of the kernel's
+ * structures it reads found by gate_btf.c) on one uprobe per file, for
  * every process, at the file's first point: where the dynamic linker hands
  * the file control before anyone calls into it. For a program its ELF entry;
  * for a library (DT_SONAME) its DT_INIT, else its first DT_INIT_ARRAY word
@@ -266,9 +267,18 @@ int inj_gate_open(struct inj *j)
 	g->j = j;
 	g->epfd = -1;
 	j->gate = g;
-	g->skel = inj_gate_bpf__open_and_load();
-	if (!g->skel) {
-		err = -errno;
+	g->skel = inj_gate_bpf__open();
+	err = g->skel ? inj_gate_btf_offsets(&g->skel->rodata->task_signal_off,
+					     &g->skel->rodata->signal_tty_off) : -errno;
+	if (!err) {
+		log_debug("inject: gate: a task's signal_struct at +%u, its tty at +%u",
+			  g->skel->rodata->task_signal_off, g->skel->rodata->signal_tty_off);
+		if (inj_gate_bpf__load(g->skel))
+			err = -errno;
+	}
+	if (err) {
+		inj_gate_bpf__destroy(g->skel);
+		g->skel = NULL;
 		log_warn("inject: processes started later are not traced (the gate's bpf program "
 			 "does not load: %s)", strerror(-err));
 		goto out;

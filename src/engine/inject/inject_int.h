@@ -331,6 +331,9 @@ void inj_gate_full(struct inj *j);
 int inj_gate_wait_fd(struct inj *j, int bell);
 /* Every held process let go, the program and its links gone. */
 void inj_gate_close(struct inj *j);
+/* gate_btf.c: the offsets of task_struct's signal and signal_struct's tty,
+ * from the kernel's BTF. 0, -ENOENT, -ENOMEM or an -errno of its file */
+int inj_gate_btf_offsets(uint32_t *signal_off, uint32_t *tty_off);
 
 /* follow.c */
 int inj_follow_spawned(struct inj *j, pid_t pid);
