@@ -184,6 +184,7 @@ struct inj {
 	struct x86_patch *plans;	/* per site of the session, from can_place */
 	struct inj_proc *procs;
 	size_t nprocs;
+	size_t attaching;		/* attaches under way (fibers): room kept in procs */
 	struct inj_image **images;	/* every image made, live or not: drained */
 	size_t nimages;
 	struct inj_task *tasks;

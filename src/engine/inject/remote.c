@@ -53,7 +53,7 @@ static int remote_wait(struct remote *r, pid_t tid, bool want_trap, int resume)
 		int st, ev, sig;
 		struct remote_task *t;
 
-		if (waitpid(tid, &st, __WALL) < 0)
+		if (remote_waitpid(tid, &st, __WALL) < 0)
 			return -errno;
 		if (WIFEXITED(st) || WIFSIGNALED(st))
 			return -ESRCH;
