@@ -141,9 +141,10 @@ static long struct_member(const struct gbtf *b, const char *name, const char *me
 	return -1;
 }
 
-static int scan(const uint8_t *p, size_t len, uint32_t *signal_off, uint32_t *tty_off)
+int inj_gate_btf_scan(const void *data, size_t len, uint32_t *signal_off, uint32_t *tty_off)
 {
-	const struct btf_header *h = (const void *)p;
+	const uint8_t *p = data;
+	const struct btf_header *h = data;
 	struct gbtf b = {0};
 	long sig, tty;
 	int ret;
@@ -186,7 +187,7 @@ int inj_gate_btf_offsets(uint32_t *signal_off, uint32_t *tty_off)
 	p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (p != MAP_FAILED) {
 		close(fd);
-		ret = scan(p, (size_t)st.st_size, signal_off, tty_off);
+		ret = inj_gate_btf_scan(p, (size_t)st.st_size, signal_off, tty_off);
 		munmap(p, (size_t)st.st_size);
 		return ret;
 	}
@@ -199,7 +200,7 @@ int inj_gate_btf_offsets(uint32_t *signal_off, uint32_t *tty_off)
 		got += (size_t)n;
 	}
 	close(fd);
-	ret = !p ? -ENOMEM : scan(p, got, signal_off, tty_off);
+	ret = !p ? -ENOMEM : inj_gate_btf_scan(p, got, signal_off, tty_off);
 	free(p);
 	return ret;
 }

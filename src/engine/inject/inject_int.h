@@ -335,6 +335,8 @@ void inj_gate_close(struct inj *j);
 /* gate_btf.c: the offsets of task_struct's signal and signal_struct's tty,
  * from the kernel's BTF. 0, -ENOENT, -ENOMEM or an -errno of its file */
 int inj_gate_btf_offsets(uint32_t *signal_off, uint32_t *tty_off);
+/* The same from a BTF image in memory (len bytes): 0 or -ENOENT, -ENOMEM */
+int inj_gate_btf_scan(const void *data, size_t len, uint32_t *signal_off, uint32_t *tty_off);
 
 /* follow.c */
 int inj_follow_spawned(struct inj *j, pid_t pid);
