@@ -26,7 +26,7 @@
 
 #include "engine/inject/remote.h"
 
-#define FIBER_STACK (256 * 1024)
+#define FIBER_STACK (8 << 20)	/* a thread's, touched as used (an attach with $ustack or py: goes deep) */
 #define FIBER_GUARD 4096
 
 struct fiber {
