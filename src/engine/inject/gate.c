@@ -3,7 +3,8 @@
  * stopped before their first probed call for uscope to attach to them and
  * patch them (system.c, inj_system_seen).
  *
- * A small bpf program of its own (gate.bpf.c) on one uprobe per file, for
+ * A small bpf program of its own (gate.bpf.c; the two offsets of the kernel's
+ * structures it reads found by gate_btf.c) on one uprobe per file, for
  * every process, at the file's first point: where the dynamic linker hands
  * the file control before anyone calls into it. For a program its ELF entry;
  * for a library (DT_SONAME) its DT_INIT, else its first DT_INIT_ARRAY word
@@ -39,7 +40,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
@@ -53,6 +57,18 @@
 #define GATE_FILES 16
 #define GATE_SEEN 64		/* new processes taken in a poll */
 
+/* A point of a file: its link-time address and its file offset. */
+struct gate_point {
+	uint64_t vaddr, off;
+};
+
+/* A file's point and its uprobe (a perf event fd, or -errno) */
+struct gate_pt {
+	const char *path;
+	struct gate_point p;
+	int pfd;
+};
+
 struct inj_gate {
 	struct inj_gate_bpf *skel;
 	struct ring_buffer *rb;
@@ -64,11 +80,10 @@ struct inj_gate {
 	size_t nseen;
 	uint64_t missed_said;
 	int epfd;		/* the ring buffer's fd and the doorbells' (inj_gate_wait_fd) */
-};
-
-/* A point of a file: its link-time address and its file offset. */
-struct gate_point {
-	uint64_t vaddr, off;
+	const char *files[GATE_FILES];	/* the sites' files, each once */
+	size_t nfiles, npoints;
+	struct gate_pt points[GATE_FILES];	/* the ones with a point */
+	int uprobe_type;	/* the uprobe PMU's, or -1 */
 };
 
 static int libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -217,36 +232,115 @@ static int on_seen(void *ctx, void *data, size_t size)
 	return g->nseen < GATE_SEEN ? 0 : -1;	/* full: the rest next time */
 }
 
-static int gate_attach(struct inj_gate *g, const char *path)
+/* A file's point for the gate: 1 with p filled (the janitor told of its
+ * uprobe), or 0 (said). */
+static int gate_plan(struct inj_gate *g, const char *path, struct gate_point *p)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts);
-	struct gate_point p;
-	struct bpf_link *l;
 	char off[24];
 
-	if (gate_point(path, &p)) {
+	if (gate_point(path, p)) {
 		log_warn("inject: processes that start %s later are not traced (no entry point, "
 			 "DT_INIT or DT_INIT_ARRAY)", path);
 		return 0;
 	}
-	if (patched_over(g->j, path, &p)) {
+	if (patched_over(g->j, path, p)) {
 		log_warn("inject: processes that start %s later are not traced (a probe's patch "
-			 "covers its first point, 0x%llx)", path, (unsigned long long)p.vaddr);
+			 "covers its first point, 0x%llx)", path, (unsigned long long)p->vaddr);
 		return 0;
 	}
-	snprintf(off, sizeof(off), "%llu", (unsigned long long)p.off);
+	snprintf(off, sizeof(off), "%llu", (unsigned long long)p->off);
 	engine_undo_add(g->j->base.ctx, USC_UNDO_UPROBE, path, off);
-	l = bpf_program__attach_uprobe_opts(g->skel->progs.gate_hit, -1, path, p.off, &opts);
-	if (!l) {
-		int err = -errno;
+	return 1;
+}
 
+/* The uprobes of the gate's points, for every process (perf_event_open of
+ * the kernel's uprobe PMU, as libbpf does): made while uscope loads the
+ * program, since making one installs its breakpoint in every process that
+ * maps the file, which took 20 ms idle and 180-220 ms with the bench's 50
+ * busy processes (blocked, not running). Their hits before the program is
+ * linked to them do nothing: the walk comes after. */
+static void *uprobes_open(void *arg)
+{
+	struct inj_gate *g = arg;
+
+	for (size_t i = 0; i < g->npoints; i++) {
+		struct perf_event_attr a = {.size = sizeof(a), .type = (uint32_t)g->uprobe_type};
+
+		a.config1 = (uint64_t)(uintptr_t)g->points[i].path;
+		a.config2 = g->points[i].p.off;
+		g->points[i].pfd = (int)syscall(SYS_perf_event_open, &a, -1, 0, -1,
+						PERF_FLAG_FD_CLOEXEC);
+		if (g->points[i].pfd < 0)
+			g->points[i].pfd = -errno;
+	}
+	return NULL;
+}
+
+/* The uprobe PMU's type, or -1 (a kernel without it: libbpf's attach) */
+static int uprobe_pmu(void)
+{
+	char buf[16] = "";
+	int fd = open("/sys/bus/event_source/devices/uprobe/type", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return n > 0 ? atoi(buf) : -1;
+}
+
+/* Point i's uprobe linked to the program: 1, or 0 (said). */
+static int gate_link(struct inj_gate *g, size_t i)
+{
+	struct gate_pt *pt = &g->points[i];
+	struct bpf_link *l = NULL;
+	int err;
+
+	if (g->uprobe_type < 0) {
+		LIBBPF_OPTS(bpf_uprobe_opts, opts);
+
+		l = bpf_program__attach_uprobe_opts(g->skel->progs.gate_hit, -1, pt->path,
+						    pt->p.off, &opts);
+		err = l ? 0 : -errno;
+	} else if (pt->pfd < 0) {
+		err = pt->pfd;
+	} else {
+		l = bpf_program__attach_perf_event(g->skel->progs.gate_hit, pt->pfd);
+		err = l ? 0 : -errno;
+		if (!l)
+			close(pt->pfd);
+		pt->pfd = -1;	/* the link's now */
+	}
+	if (!l) {
 		log_warn("inject: processes that start %s later are not traced (a uprobe at "
-			 "0x%llx: %s)", path, (unsigned long long)p.vaddr, strerror(-err));
+			 "0x%llx: %s)", pt->path, (unsigned long long)pt->p.vaddr, strerror(-err));
 		return 0;
 	}
 	g->links[g->nlinks++] = l;
-	log_debug("inject: gate on %s at 0x%llx", path, (unsigned long long)p.vaddr);
+	log_debug("inject: gate on %s at 0x%llx", pt->path, (unsigned long long)pt->p.vaddr);
 	return 1;
+}
+
+/* The sites' files, each once, with their points. */
+static void gate_points(struct inj_gate *g)
+{
+	struct inj *j = g->j;
+
+	for (size_t i = 0; i < j->base.nsites; i++) {
+		const char *path = j->base.sites[i]->path;
+		size_t k;
+
+		if (!path || g->nfiles == GATE_FILES)
+			continue;
+		for (k = 0; k < g->nfiles && strcmp(g->files[k], path); k++)
+			;
+		if (k < g->nfiles)
+			continue;
+		g->files[g->nfiles++] = path;
+		if (gate_plan(g, path, &g->points[g->npoints].p)) {
+			g->points[g->npoints].path = path;
+			g->points[g->npoints++].pfd = -1;
+		}
+	}
 }
 
 int inj_gate_open(struct inj *j)
@@ -255,8 +349,8 @@ int inj_gate_open(struct inj *j)
 	struct inj_gate *g = calloc(1, sizeof(*g));
 	struct bpf_map_info info = {0};
 	uint32_t ilen = sizeof(info), me = (uint32_t)getpid(), go = GATE_GO;
-	const char *paths[GATE_FILES];
-	size_t np = 0;
+	bool thread = false;
+	pthread_t th;
 	int on = 0, err = 0;
 
 	if (!g) {
@@ -266,9 +360,24 @@ int inj_gate_open(struct inj *j)
 	g->j = j;
 	g->epfd = -1;
 	j->gate = g;
-	g->skel = inj_gate_bpf__open_and_load();
-	if (!g->skel) {
-		err = -errno;
+	gate_points(g);
+	g->uprobe_type = g->npoints ? uprobe_pmu() : -1;
+	if (g->uprobe_type >= 0 && pthread_create(&th, NULL, uprobes_open, g) == 0)
+		thread = true;
+	else if (g->uprobe_type >= 0)
+		uprobes_open(g);
+	g->skel = inj_gate_bpf__open();
+	err = g->skel ? inj_gate_btf_offsets(&g->skel->rodata->task_signal_off,
+					     &g->skel->rodata->signal_tty_off) : -errno;
+	if (!err) {
+		log_debug("inject: gate: a task's signal_struct at +%u, its tty at +%u",
+			  g->skel->rodata->task_signal_off, g->skel->rodata->signal_tty_off);
+		if (inj_gate_bpf__load(g->skel))
+			err = -errno;
+	}
+	if (err) {
+		inj_gate_bpf__destroy(g->skel);
+		g->skel = NULL;
 		log_warn("inject: processes started later are not traced (the gate's bpf program "
 			 "does not load: %s)", strerror(-err));
 		goto out;
@@ -288,20 +397,17 @@ int inj_gate_open(struct inj *j)
 		snprintf(id, sizeof(id), "%u %u %u", info.id, GATE_STOPPED, GATE_GO);
 		engine_undo_add(j->base.ctx, USC_UNDO_GATE, "", id);
 	}
-	for (size_t i = 0; i < j->base.nsites; i++) {
-		const char *path = j->base.sites[i]->path;
-		size_t k;
-
-		if (!path)
-			continue;
-		for (k = 0; k < np && strcmp(paths[k], path); k++)
-			;
-		if (k == np && np < GATE_FILES) {
-			paths[np++] = path;
-			on += gate_attach(g, path);
-		}
-	}
+	if (thread)
+		pthread_join(th, NULL);
+	thread = false;
+	for (size_t i = 0; i < g->npoints; i++)
+		on += gate_link(g, i);
 out:
+	if (thread)
+		pthread_join(th, NULL);
+	for (size_t i = 0; i < g->npoints; i++)
+		if (g->points[i].pfd >= 0)	/* (not linked: the program did not load) */
+			close(g->points[i].pfd);
 	libbpf_set_print(old);
 	if (!on)
 		inj_gate_close(j);

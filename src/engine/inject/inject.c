@@ -132,16 +132,20 @@ int inj_proc_attach(struct inj *j, pid_t pid)
 
 	/* its record first: once its code is patched, nothing may fail
 	 * before the process is tracked (its janitor entry is marked done
-	 * only when j->procs holds it) */
-	v = core_fault("inject.proc") ? NULL : realloc(j->procs, (j->nprocs + 1) * sizeof(*v));
+	 * only when j->procs holds it); room for the others under way too
+	 * (system-wide, several attach at once: remote_fibers) */
+	v = core_fault("inject.proc") ? NULL :
+		realloc(j->procs, (j->nprocs + j->attaching + 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	j->procs = v;
+	j->attaching++;
 	undo = inj_undo_tell(j, pid);
 	for (int tries = 0;; tries++) {
 		ret = remote_stop_all(&rem, pid);
 		if (ret) {
 			inj_undo_forget(j, &undo);
+			j->attaching--;
 			return ret;
 		}
 		img = inj_image_new(j, pid);
@@ -155,6 +159,7 @@ int inj_proc_attach(struct inj *j, pid_t pid)
 	if (ret == -EINPROGRESS)
 		log_error("process %d: the agent of a uscope that died there does not finish "
 			  "letting go", (int)pid);
+	j->attaching--;
 	if (!ret) {
 		struct inj_proc *p = &j->procs[j->nprocs++];
 

@@ -184,6 +184,7 @@ struct inj {
 	struct x86_patch *plans;	/* per site of the session, from can_place */
 	struct inj_proc *procs;
 	size_t nprocs;
+	size_t attaching;		/* attaches under way (fibers): room kept in procs */
 	struct inj_image **images;	/* every image made, live or not: drained */
 	size_t nimages;
 	struct inj_task *tasks;
@@ -331,6 +332,11 @@ void inj_gate_full(struct inj *j);
 int inj_gate_wait_fd(struct inj *j, int bell);
 /* Every held process let go, the program and its links gone. */
 void inj_gate_close(struct inj *j);
+/* gate_btf.c: the offsets of task_struct's signal and signal_struct's tty,
+ * from the kernel's BTF. 0, -ENOENT, -ENOMEM or an -errno of its file */
+int inj_gate_btf_offsets(uint32_t *signal_off, uint32_t *tty_off);
+/* The same from a BTF image in memory (len bytes): 0 or -ENOENT, -ENOMEM */
+int inj_gate_btf_scan(const void *data, size_t len, uint32_t *signal_off, uint32_t *tty_off);
 
 /* follow.c */
 int inj_follow_spawned(struct inj *j, pid_t pid);

@@ -53,7 +53,7 @@ static int remote_wait(struct remote *r, pid_t tid, bool want_trap, int resume)
 		int st, ev, sig;
 		struct remote_task *t;
 
-		if (waitpid(tid, &st, __WALL) < 0)
+		if (remote_waitpid(tid, &st, __WALL) < 0)
 			return -errno;
 		if (WIFEXITED(st) || WIFSIGNALED(st))
 			return -ESRCH;
@@ -87,14 +87,70 @@ static int remote_open_mem(struct remote *r)
 	return r->mem_fd < 0 ? -errno : 0;
 }
 
+/* The offset of the first `syscall` instruction in our vDSO (the same
+ * image as every process's), found once: -1 when there is none. */
+static long vdso_syscall_off(void)
+{
+	static long off = -2;
+	const uint8_t *mine = (const uint8_t *)getauxval(AT_SYSINFO_EHDR);
+	struct proc_map *maps = NULL;
+	ssize_t n;
+
+	if (off != -2)
+		return off;
+	off = -1;
+	n = mine ? procmaps_read(getpid(), &maps) : -1;
+	for (ssize_t i = 0; i < n; i++)
+		if (maps[i].path && !strcmp(maps[i].path, "[vdso]") &&
+		    maps[i].start == (uint64_t)(uintptr_t)mine)
+			for (uint64_t k = 0; off < 0 && k + 1 < maps[i].end - maps[i].start; k++)
+				if (mine[k] == 0x0f && mine[k + 1] == 0x05)
+					off = (long)k;
+	procmaps_free(maps, n > 0 ? (size_t)n : 0);
+	return off;
+}
+
+/* The target's vDSO as its auxiliary vector says, and the instruction
+ * there checked: 0, or -1 (then its maps are read). Half the /proc reads
+ * of an attach that were its maps. */
+static int remote_auxv_syscall(struct remote *r)
+{
+	long off = vdso_syscall_off();
+	uint64_t auxv[2 * 64], base = 0;
+	uint8_t insn[2];
+	char path[64];
+	ssize_t n;
+	int fd;
+
+	if (off < 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/auxv", (int)r->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, auxv, sizeof(auxv)) : -1;
+	if (fd >= 0)
+		close(fd);
+	for (ssize_t i = 0; i + 1 < n / 8 && auxv[i]; i += 2)
+		if (auxv[i] == AT_SYSINFO_EHDR)
+			base = auxv[i + 1];
+	/* (a vDSO moved since, as a restored process may have it: its maps) */
+	if (!base || remote_read(r, base + (uint64_t)off, insn, 2) || insn[0] != 0x0f ||
+	    insn[1] != 0x05)
+		return -1;
+	r->syscall_insn = base + (uint64_t)off;
+	return 0;
+}
+
 /* A `syscall` instruction in the target: its vDSO is the same image as ours. */
 static int remote_find_syscall(struct remote *r)
 {
 	const uint8_t *mine = (const uint8_t *)getauxval(AT_SYSINFO_EHDR);
 	struct proc_map *maps = NULL;
-	ssize_t n = procmaps_read(r->pid, &maps);
+	ssize_t n;
 	uint64_t base = 0, len = 0;
 
+	if (remote_auxv_syscall(r) == 0)
+		return 0;
+	n = procmaps_read(r->pid, &maps);
 	for (ssize_t i = 0; i < n; i++)
 		if (maps[i].path && !strcmp(maps[i].path, "[vdso]")) {
 			base = maps[i].start;

@@ -74,4 +74,13 @@ long remote_syscall(struct remote *r, bool *ok, long nr, long a1, long a2, long 
 int remote_call(struct remote *r, size_t task, uint64_t fn, uint64_t a1, uint64_t a2,
 		uint64_t trap, unsigned timeout_ms, uint64_t *ret);
 
+/* fiber.c: fn(arg, i) for every i < n, each in a fiber of its own, at most
+ * par at once, on this thread (the tracer): a fiber runs until it waits for
+ * a tracee (remote_waitpid), the others meanwhile. One at a time when
+ * called from a fiber, or without the memory for their stacks. */
+void remote_fibers(size_t n, unsigned par, void (*fn)(void *arg, size_t i), void *arg);
+/* waitpid(tid, st, flags); in a fiber, a wait that blocks lets the others
+ * run meanwhile */
+pid_t remote_waitpid(pid_t tid, int *st, int flags);
+
 #endif

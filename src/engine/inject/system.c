@@ -41,6 +41,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/grow.h"
 #include "core/log.h"
 #include "core/proc.h"
 #include "engine/inject/inject_int.h"
@@ -273,6 +274,56 @@ static void untraced_sweep(struct inj *j)
 	}
 }
 
+/* The processes to attach, found by the walk, attached several at once. */
+struct sys_cands {
+	struct inj *j;
+	pid_t *pids;
+	int *ret;		/* each one's attach */
+	size_t n, cap;
+};
+
+static void cand_attach(void *arg, size_t i)
+{
+	struct sys_cands *c = arg;
+
+	c->ret[i] = inj_proc_attach(c->j, c->pids[i]);
+}
+
+/* attaches under way at once: the bench's 50 busy processes were patched in
+ * 800 ms with 8, 570 with 16, 500 with 32 or 50 (each stopped that long at
+ * most) */
+#define SYS_PAR 32
+
+/* Attach the candidates, at most max in all, in /proc's order: a round
+ * takes as many as there is room left for, the next the ones after if some
+ * failed. The ones beyond left out (WHY_MAX_PROCS). */
+static int cands_attach(struct inj *j, struct sys_cands *c, uint32_t max, size_t *done,
+			struct sys_left *left)
+{
+	size_t at = 0;
+
+	c->ret = c->n ? calloc(c->n, sizeof(*c->ret)) : NULL;
+	if (c->n && !c->ret)
+		return -ENOMEM;
+	while (at < c->n && *done < max) {
+		size_t k = max - *done < c->n - at ? max - *done : c->n - at;
+		struct sys_cands round = {.j = j, .pids = c->pids + at, .ret = c->ret + at, .n = k};
+
+		remote_fibers(k, SYS_PAR, cand_attach, &round);
+		for (size_t i = at; i < at + k; i++) {
+			if (c->ret[i] == -ENOMEM)
+				return -ENOMEM;
+			if (c->ret[i] && c->ret[i] != -ESRCH)	/* (gone: nothing to say) */
+				left_add(&left[WHY_FAILED], c->pids[i]);
+			*done += !c->ret[i];
+		}
+		at += k;
+	}
+	for (; at < c->n; at++)
+		left_add(&left[WHY_MAX_PROCS], c->pids[at]);
+	return 0;
+}
+
 int inj_system_start(struct inj *j)
 {
 	uint32_t max = j->base.ctx->set->max_procs;
@@ -281,6 +332,7 @@ int inj_system_start(struct inj *j)
 	size_t nf = site_files(j, files, 16), done = 0, nfell = 0;
 	const char *what = nf == 1 ? files[0].path : "the probed files";
 	uint64_t t0 = inj_mono_ns();
+	struct sys_cands c = {.j = j};
 	pid_t me = getpid();
 	struct dirent *de;
 	struct stat self;
@@ -315,8 +367,6 @@ int inj_system_start(struct inj *j)
 		if (!maps)
 			continue;
 		why = maps < 0 ? WHY_PERM : refusal(pid);
-		if (why < 0 && done >= max)
-			why = WHY_MAX_PROCS;
 		if (why >= 0 && fall_back(j, pid, why)) {
 			left_add(&fell[why], pid);
 			nfell++;
@@ -326,16 +376,19 @@ int inj_system_start(struct inj *j)
 			left_add(&left[why], pid);
 			continue;
 		}
-		ret = inj_proc_attach(j, pid);
-		if (ret == -ENOMEM) {
+		if (core_reserve(c.pids, c.cap, c.n + 1, 64)) {
 			closedir(d);
-			return ret;
+			free(c.pids);
+			return -ENOMEM;
 		}
-		if (ret && ret != -ESRCH)	/* (gone meanwhile: nothing to say) */
-			left_add(&left[WHY_FAILED], pid);
-		done += !ret;
+		c.pids[c.n++] = pid;
 	}
 	closedir(d);
+	ret = cands_attach(j, &c, max, &done, left);
+	free(c.pids);
+	free(c.ret);
+	if (ret)
+		return ret;
 	left_say(left, what, max, NULL);
 	left_say(fell, what, max, j->base.ctx->fallback);
 	if (!done && !nfell && !j->gate) {
