@@ -9,7 +9,10 @@
  * the fibers are done, for its own wait), at most 1 ms.
  *
  * x86-64 only, as the engine: the switch saves the callee-saved registers
- * on the fiber's stack. */
+ * on the fiber's stack. Not swapcontext(3): it makes a system call at each
+ * switch (the signal mask) and ASan warns on its first use, on stderr,
+ * which is the user's. Threads cannot do it: a tracee answers only the
+ * thread that seized it. */
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
