@@ -551,17 +551,14 @@ static inline __attribute__((always_inline)) void py_hits(struct inj_ctl *c,
 	}
 }
 
-int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
+/* A Python call or return (frame: not 0). */
+static __attribute__((noinline)) int py_profile(uint64_t frame, int what, uint64_t arg)
 {
 	struct inj_ctl *c;
 	struct inj_py *py;
 	struct py_hit h;
 	uint64_t mask, ts;
 
-	(void)obj;
-	/* first: C functions' calls and returns come here too, as many */
-	if ((what != PYTRACE_CALL && what != PYTRACE_RETURN) || !frame)
-		return 0;
 	c = my_ctl();
 	py = py_mut(c);
 	if (!py || !py->on || !py->set_profile)
@@ -586,6 +583,16 @@ int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
 		return 0;
 	py_hits(c, py, mask, what, &h);
 	return 0;
+}
+
+int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
+{
+	(void)obj;
+	/* first, and nothing saved before: C functions' calls and returns
+	 * come here too, as many as the Python ones */
+	if ((what != PYTRACE_CALL && what != PYTRACE_RETURN) || !frame)
+		return 0;
+	return py_profile(frame, what, arg);
 }
 
 /* Every thread state of every interpreter: the profile function in (on),
