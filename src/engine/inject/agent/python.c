@@ -561,19 +561,21 @@ static __attribute__((noinline)) int py_profile(uint64_t frame, int what, uint64
 
 	c = my_ctl();
 	py = py_mut(c);
-	if (!py || !py->on || !py->set_profile)
+	if (!py || !py->on)
+		return 0;
+	/* no r:py: probe: a return is nobody's hit (and the next call sees
+	 * a detach), without a look at anything else */
+	if (what == PYTRACE_RETURN && !py->nret)
 		return 0;
 	if (py->state != INJ_PY_ON || owner_died(c->owner)) {
 		/* detached, or the tracer has gone: out of this thread */
-		if ((ts = tstate_of(c, py, 0)) &&
+		if (py->set_profile && (ts = tstate_of(c, py, 0)) &&
 		    ld64(ts + py->off.ts_c_profilefunc) == (uint64_t)&agent_py_profile) {
 			((setprofile_fn)py->set_profile)(ts, 0, 0);
 			__atomic_add_fetch(&py->removes, 1, __ATOMIC_RELAXED);
 		}
 		return 0;
 	}
-	if (what == PYTRACE_RETURN && !py->nret)
-		return 0;	/* no r:py: probe: a return is nobody's hit */
 	h.frame = frame;
 	h.iframe = ld64(frame + py->off.pyframe_frame);
 	h.code = h.iframe ? ld64(h.iframe + py->off.fr_code) : 0;
