@@ -959,16 +959,27 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 	s->nest = 0;
 }
 
+/* A py: probe's hit that is not counted by its function alone: delivered
+ * as agent_hit's, with no registers (kept out of the count's path: zeroing
+ * them costs more than the count). */
+static __attribute__((noinline)) void py_deliver(struct inj_ctl *c, struct inj_slot *s,
+						 uint32_t tgid, uint64_t slot, uint64_t *counts,
+						 const struct inj_site *site, const struct py_hit *h)
+{
+	struct inj_regs r = {{0}};
+	struct env env = {tgid, s->tid, 0, c, s, h};
+
+	deliver(c, s, slot, counts, site, site, r.r, &env);
+}
+
 /* A py: probe's site fires (agent/python.c, with the GIL held): as
  * agent_hit, with no registers. */
 void agent_py_hit(struct inj_ctl *c, uint32_t idx, const struct py_hit *h)
 {
 	struct inj_site *site = (struct inj_site *)((char *)c + c->sites_off) + idx;
-	struct inj_regs r = {{0}};
 	struct inj_slot *s;
 	uint64_t *counts, slot;
 	uint32_t tgid = *(volatile uint32_t *)c->self;
-	struct env env = {tgid, 0, 0, c, 0, h};
 
 	if (!tgid)
 		return;		/* a forked child not followed: not traced */
@@ -977,8 +988,6 @@ void agent_py_hit(struct inj_ctl *c, uint32_t idx, const struct py_hit *h)
 		__sync_fetch_and_add(&c->slot_full, 1);
 		return;
 	}
-	env.tid = s->tid;
-	env.slot = s;
 	slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
 	counts = (uint64_t *)((char *)c + c->counts_off) + INJ_NCOUNTS * (slot * c->nsites + idx);
 	counts[0]++;
@@ -1010,7 +1019,7 @@ void agent_py_hit(struct inj_ctl *c, uint32_t idx, const struct py_hit *h)
 		else
 			row_add(c, slot, row, 0);
 	} else {
-		deliver(c, s, slot, counts, site, site, r.r, &env);
+		py_deliver(c, s, tgid, slot, counts, site, h);
 	}
 	__asm__ volatile("" ::: "memory");
 	s->nest = 0;

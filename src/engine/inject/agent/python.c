@@ -422,6 +422,42 @@ static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe, struc
 	return decide(py, code, iframe);
 }
 
+/* The verdict kept for code, or 0 (none yet: verdict decides). */
+static struct inj_py_code *verdict_kept(const struct inj_py *py, uint64_t code)
+{
+	struct inj_py_code *t = (struct inj_py_code *)((char *)py + py->codes_off);
+	uint64_t qn = ld64(code + py->off.co_qualname), h = code * 0x9e3779b97f4a7c15ULL;
+	uint32_t mask = py->ncodes - 1, me = *(volatile const uint32_t *)my_ctl()->self;
+
+	for (uint32_t i = 0; i < VERDICT_PROBES; i++) {
+		struct inj_py_code *e = &t[((uint32_t)(h >> 40) + i) & mask];
+		uint64_t k = __atomic_load_n(&e->code, __ATOMIC_ACQUIRE);
+
+		if (!k)
+			return 0;
+		if (k == code && e->pid == me && e->qualname == qn)
+			return e;
+	}
+	return 0;
+}
+
+/* Do the sites of mask (a call's, or a return's) count by function alone
+ * (inj_site.py_count)? Then no hit reads the frame. */
+static int count_only(const struct inj_ctl *c, const struct inj_py *py, uint64_t mask, int what)
+{
+	const struct inj_site *sites = (const struct inj_site *)((const char *)c + c->sites_off);
+
+	while (mask) {
+		uint32_t k = (uint32_t)__builtin_ctzll(mask);
+		uint32_t site = what == PYTRACE_CALL ? py->probes[k].entry : py->probes[k].ret;
+
+		mask &= mask - 1;
+		if (site != ~0u && site < c->nsites && !sites[site].py_count)
+			return 0;
+	}
+	return 1;
+}
+
 /* ---- $pystack's code objects, described once ----
  *
  * uscope names a walk's frames afterwards, from the process's memory; a
@@ -515,32 +551,31 @@ static inline __attribute__((always_inline)) void py_hits(struct inj_ctl *c,
 	}
 }
 
-int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
+/* A Python call or return (frame: not 0). */
+static __attribute__((noinline)) int py_profile(uint64_t frame, int what, uint64_t arg)
 {
 	struct inj_ctl *c;
 	struct inj_py *py;
 	struct py_hit h;
 	uint64_t mask, ts;
 
-	(void)obj;
-	/* first: C functions' calls and returns come here too, as many */
-	if ((what != PYTRACE_CALL && what != PYTRACE_RETURN) || !frame)
-		return 0;
 	c = my_ctl();
 	py = py_mut(c);
-	if (!py || !py->on || !py->set_profile)
+	if (!py || !py->on)
+		return 0;
+	/* no r:py: probe: a return is nobody's hit (and the next call sees
+	 * a detach), without a look at anything else */
+	if (what == PYTRACE_RETURN && !py->nret)
 		return 0;
 	if (py->state != INJ_PY_ON || owner_died(c->owner)) {
 		/* detached, or the tracer has gone: out of this thread */
-		if ((ts = tstate_of(c, py, 0)) &&
+		if (py->set_profile && (ts = tstate_of(c, py, 0)) &&
 		    ld64(ts + py->off.ts_c_profilefunc) == (uint64_t)&agent_py_profile) {
 			((setprofile_fn)py->set_profile)(ts, 0, 0);
 			__atomic_add_fetch(&py->removes, 1, __ATOMIC_RELAXED);
 		}
 		return 0;
 	}
-	if (what == PYTRACE_RETURN && !py->nret)
-		return 0;	/* no r:py: probe: a return is nobody's hit */
 	h.frame = frame;
 	h.iframe = ld64(frame + py->off.pyframe_frame);
 	h.code = h.iframe ? ld64(h.iframe + py->off.fr_code) : 0;
@@ -550,6 +585,16 @@ int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
 		return 0;
 	py_hits(c, py, mask, what, &h);
 	return 0;
+}
+
+int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
+{
+	(void)obj;
+	/* first, and nothing saved before: C functions' calls and returns
+	 * come here too, as many as the Python ones */
+	if ((what != PYTRACE_CALL && what != PYTRACE_RETURN) || !frame)
+		return 0;
+	return py_profile(frame, what, arg);
 }
 
 /* Every thread state of every interpreter: the profile function in (on),
@@ -593,7 +638,9 @@ static void all_threads(struct inj_py *py, int on)
  * (a reference: its address stays its own until we leave). PY_UNWIND and
  * PY_THROW cannot be local: global, matched by verdict. A call is as
  * sys.setprofile's "call" (PY_START, PY_RESUME, PY_THROW), a return as its
- * "return" (PY_RETURN, PY_YIELD, and PY_UNWIND with no value: raised).
+ * "return" (PY_RETURN, PY_YIELD, and PY_UNWIND with no value: raised);
+ * with no r:py: probe (none of latency, flow), the returns are not asked
+ * for at all: a plain count pays for the calls alone.
  * Everything here runs with the GIL held: in a callback, the pending call,
  * or a hook where a thread has it. A pending exception is kept aside
  * while sys.monitoring is called. */
@@ -778,8 +825,10 @@ static void mon_arm(struct inj_py *py)
 			     py->mon_cb[ev_cb(e)]))
 			goto fail;
 	step = 6;
+	/* PY_UNWIND is a return: none wanted with no r:py: probe */
 	if (MON_CALL(py, "set_events", "ii", tool,
-		     (int)(py->mon_ev[EV_START] | py->mon_ev[EV_THROW] | py->mon_ev[EV_UNWIND])))
+		     (int)(py->mon_ev[EV_START] | py->mon_ev[EV_THROW] |
+			   (py->nret ? py->mon_ev[EV_UNWIND] : 0))))
 		goto fail;
 	py->mon_state = INJ_MON_ARMED;
 	goto out;
@@ -870,15 +919,25 @@ static uint64_t mon_event(uint64_t code, int what, uint64_t retval, int start)
 	h.code = code;
 	h.retval = retval;
 	h.py = py;
-	pw_start(&py->off, tstate_cb(c, py), &w, 0);
-	h.iframe = w.frame && (ld64(w.frame + py->off.fr_code) & ref_mask(py)) == code ? w.frame : 0;
-	if (!(mask = verdict(py, code, h.iframe, &h.verdict))) {
+	h.iframe = 0;
+	/* a verdict kept and hits that read no frame (a count by function):
+	 * the frame is not looked for */
+	if ((h.verdict = verdict_kept(py, code)) && count_only(c, py, h.verdict->mask, what)) {
+		mask = h.verdict->mask;
+	} else {
+		pw_start(&py->off, tstate_cb(c, py), &w, 0);
+		h.iframe = w.frame && (ld64(w.frame + py->off.fr_code) & ref_mask(py)) == code ?
+				   w.frame : 0;
+		mask = verdict(py, code, h.iframe, &h.verdict);
+	}
+	if (!mask) {
 		if (start)
 			__atomic_add_fetch(&py->mon_disabled, 1, __ATOMIC_RELAXED);
 		return mon_ret(py, start ? py->mon_disable : py->none);
 	}
 	if (what == PYTRACE_CALL && h.verdict && (!(sl = armed_slot(code)) || *sl != code)) {
-		uint64_t set = py->mon_ev[EV_RESUME] | py->mon_ev[EV_RETURN] | py->mon_ev[EV_YIELD];
+		uint64_t set = py->mon_ev[EV_RESUME] |
+			       (py->nret ? py->mon_ev[EV_RETURN] | py->mon_ev[EV_YIELD] : 0);
 
 		/* (no room: armed again at each call, no reference held) */
 		if (!MON_CALL(py, "set_local_events", "iOi", py->mon_tool, code, (int)set) && sl) {
