@@ -928,7 +928,8 @@ static uint64_t mon_event(uint64_t code, int what, uint64_t retval, int start)
 		pw_start(&py->off, tstate_cb(c, py), &w, 0);
 		h.iframe = w.frame && (ld64(w.frame + py->off.fr_code) & ref_mask(py)) == code ?
 				   w.frame : 0;
-		mask = verdict(py, code, h.iframe, &h.verdict);
+		/* kept: its mask (no second lookup); else decided now */
+		mask = h.verdict ? h.verdict->mask : verdict(py, code, h.iframe, &h.verdict);
 	}
 	if (!mask) {
 		if (start)
