@@ -428,24 +428,45 @@ def test_debug_offsets_over_the_table_pystack(engine, tmp_path):
 
 
 @pytest.mark.parametrize("engine", ["inject", "bpf"])
-def test_debug_offsets_thread_states_made_and_deleted(engine, tmp_path):
+def test_debug_offsets_thread_states_made_and_deleted(engine, tmp_path, monkeypatch):
     """A C thread that makes a thread state at each call into Python and
     deletes it after (PyGILState_Ensure, PyGILState_Release), read as 3.14
     is (3.13 with USCOPE_PY_DEBUG_OFFSETS=1: the thread list, the inject
     agent keeping the state it found): $pystack at each call names that
-    call's own function."""
+    call's own function. The program finalises CPython (which frees every
+    code object) only once the test has seen the 8 events: on bpf uscope
+    names a code object after the event, from the living process."""
     d, minor = libpython("3.13.0")
     exe = tmp_path / "pygilstate"
     subprocess.run(["cc", "-O1", "-g", "-rdynamic", "-o", str(exe),
                     str(u.TARGETS / "pygilstate.c"), f"-L{d}", f"-lpython{minor}",
                     f"-Wl,-rpath,{d}", "-lpthread"], check=True, capture_output=True,
                    timeout=120)
-    cp = u.run_uscope(["trace", "--json", "-vv", "-e", engine,
-                       f"{exe}:mark i=$arg1:s32 $pystack", "--", str(exe), "8"],
-                      timeout=90, env=DEBUG_OFFSETS)
-    assert cp.returncode == 0, cp.stderr
-    assert BY_LIST in cp.stderr
-    ev = [e for e in json_lines(cp.stdout) if e.get("event") == "mark"]
+    fifo = tmp_path / "finalise"
+    os.mkfifo(fifo)
+    for k, v in DEBUG_OFFSETS.items():
+        monkeypatch.setenv(k, v)
+    bg = u.Background(["trace", "--json", "-vv", "-e", engine,
+                       f"{exe}:mark i=$arg1:s32 $pystack", "--", str(exe), "8", str(fifo)],
+                      json=True)
+
+    def marks():
+        text = bg.stdout_path.read_text(errors="surrogateescape")
+        text = text[:text.rfind("\n") + 1]         # whole lines only
+        return [e for e in json_lines(text) if e.get("event") == "mark"]
+    def eight():
+        n = len(marks())
+        if n != 8 and bg.p.poll() is not None:
+            raise AssertionError(f"uscope exited after {n} mark events: {bg.stderr}")
+        return n == 8 or n
+    try:
+        u.wait_true("8 mark events", eight, 90)
+    finally:
+        with open(fifo, "w"):                       # (the program finalises CPython, exits)
+            pass
+    assert bg.wait(90) == 0, bg.stderr
+    assert BY_LIST in bg.stderr
+    ev = marks()
     assert [e["args"]["i"] for e in ev] == list(range(8))
     for e in ev:
         i = e["args"]["i"]

@@ -4,10 +4,15 @@
  * cycleI calls mark(I) back through ctypes. tests/e2e/test_python_versions.py
  * builds it against a libpython3.X.so and takes $pystack at mark: the
  * frames of the state the thread has at that call, never of one deleted.
- * No Python.h: what it calls is declared here. */
+ * With a second argument, a FIFO: it is read to its end before CPython is
+ * finalised, so that the code objects stay alive until the test has seen
+ * every event (on bpf, uscope names them after the event, from the live
+ * process: doc/python.md). No Python.h: what it calls is declared here. */
 #include <pthread.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 extern void Py_Initialize(void);
 extern int Py_FinalizeEx(void);
@@ -56,6 +61,15 @@ int main(int argc, char **argv)
 	if (pthread_create(&t, 0, worker, 0))
 		return 1;
 	pthread_join(t, 0);
+	if (argc > 2) {
+		char b[64];
+		int fd = open(argv[2], O_RDONLY);
+
+		while (fd >= 0 && read(fd, b, sizeof(b)) > 0)
+			;
+		if (fd >= 0)
+			close(fd);
+	}
 	PyEval_RestoreThread(ts);
 	return Py_FinalizeEx() < 0;
 }
