@@ -3,15 +3,19 @@
 1. `uscope count 'py:*'`: every Python call of a mixed workload
    (bench/pywork.py: recursion, methods, comprehensions, json, sorting with
    a key function) counted, side by side with the unprobed run and with
-   cProfile on the same run (python -m cProfile: CPython's own profiler,
-   whose hook is the one py: probes use), each run's time measured inside
+   cProfile on the same run (python -m cProfile: CPython's own profiler),
+   each run's time measured inside
    the workload. The calls counted are those of the workload: a run of
    it with nothing to do (scale 0: start-up, imports) is counted too and
    taken off. Each run's losses are shown (uscope's warnings: hits not
    counted). On each CPython here (Debian's 3.11, pyenv's 3.12.1 and
    3.13.0), with `count py:leaf` beside it (a function of about 1% of the
-   calls). Targets: count 'py:*' <= 1.5x the unprobed run on 3.11, <= 1.3x
-   on 3.12 and 3.13; count py:leaf <= 1.05x on 3.12 and 3.13.
+   calls). On 3.11 uscope counts through its frame evaluator (PEP 523,
+   src/engine/inject/agent/pyeval.c); the profile function it uses where
+   a probe needs returns or stacks is measured beside it
+   (USCOPE_PY_PROFILE=1). Targets: count 'py:*' <= 1.5x the unprobed run
+   on 3.11, <= 1.3x on 3.12 and 3.13; count py:leaf <= 1.05x on 3.12 and
+   3.13.
 
 2. `$pystack` at a native probe on inject: the cost a hit pays to take the
    thread's Python frames. A loop calls iter() (PyObject_GetIter, a native
@@ -50,8 +54,8 @@ WORK = [PY, "-I", "-S", os.path.join(HERE, "pywork.py"), SCALE]
 ENV = dict(os.environ, PYTHONHASHSEED="0")
 
 
-def run(argv, pattern, what):
-    p = subprocess.run(argv, capture_output=True, text=True, env=ENV)
+def run(argv, pattern, what, env=None):
+    p = subprocess.run(argv, capture_output=True, text=True, env=env or ENV)
     if p.returncode != 0:
         sys.exit(f"bench: {what} failed ({p.returncode}):\n{p.stderr[-2000:]}")
     m = re.search(pattern, p.stdout + p.stderr)
@@ -91,7 +95,12 @@ def py_part1(py, name):
           f"median of {REPS1}")
     count_py = [US, "count", "--json", "py:*", "--"]
     count_leaf = [US, "count", "--json", "py:leaf", "--"]
+    # 3.11: through the agent's frame evaluator (the default), and beside
+    # it through the profile function (USCOPE_PY_PROFILE=1)
+    v311 = name.startswith("3.11")
+    prof_env = dict(ENV, USCOPE_PY_PROFILE="1")
     free_t, cprof_t, count_t, leaf_t, lost, seen, leafs = [], [], [], [], 0, set(), set()
+    prof_t = []
     for _ in range(REPS1):	# interleaved, so that drift hits them alike
         free_t.append(run(work, WORK_RE, "the unprobed run")[0])
         cprof_t.append(run(work[:3] + ["-m", "cProfile", "-o", os.devnull] + work[3:], WORK_RE,
@@ -104,6 +113,11 @@ def py_part1(py, name):
         leaf_t.append(t)
         lost += not_counted(p.stderr)
         leafs.add(py_calls(p.stdout)[0])
+        if v311:
+            t, _, p = run(count_py + work, WORK_RE, "count 'py:*' (profile function)", prof_env)
+            prof_t.append(t)
+            lost += not_counted(p.stderr)
+            seen.add(py_calls(p.stdout))
     _, _, p0 = run(count_py + work[:-1] + ["0"], WORK_RE, "count 'py:*' of nothing to do")
     lost += not_counted(p0.stderr)
     free, cprof, count, leaf = (statistics.median(x) for x in (free_t, cprof_t, count_t, leaf_t))
@@ -111,13 +125,18 @@ def py_part1(py, name):
     calls -= py_calls(p0.stdout)[0]
     print(f"  {'unprobed':28s} {free:8.3f} s")
     print(f"  {'python -m cProfile':28s} {cprof:8.3f} s  {cprof / free:5.2f}x the unprobed run")
-    print(f"  {'uscope count py:*':28s} {count:8.3f} s  {count / free:5.2f}x the unprobed run")
+    print(f"  {'uscope count py:*':28s} {count:8.3f} s  {count / free:5.2f}x the unprobed run" +
+          (" (the frame evaluator)" if v311 else ""))
+    if v311:
+        prof = statistics.median(prof_t)
+        print(f"  {'  ... the profile function':28s} {prof:8.3f} s  {prof / free:5.2f}x the unprobed "
+              f"run (USCOPE_PY_PROFILE=1)")
     print(f"  {'uscope count py:leaf':28s} {leaf:8.3f} s  {leaf / free:5.2f}x the unprobed run "
           f"({max(leafs)} calls counted: {100 * max(leafs) / max(calls, 1):.1f}% of the calls)")
     print(f"  {calls} Python calls of the workload counted ({funcs} functions in all), "
           f"{(count - free) * 1e9 / max(calls, 1):.0f} ns a call above the unprobed run, cProfile "
           f"{(cprof - free) * 1e9 / max(calls, 1):.0f} ns; {lost} hits not counted in "
-          f"{2 * REPS1 + 1} runs" +
+          f"{(3 if v311 else 2) * REPS1 + 1} runs" +
           ("" if len(seen) == 1 and len(leafs) == 1 else
            f"; the runs counted differently: {sorted(seen)} {sorted(leafs)}"))
     limit = 1.5 if name.startswith("3.11") else 1.3

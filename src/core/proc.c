@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -261,4 +262,47 @@ int proc_descendants_each(pid_t root, int (*fn)(pid_t pid, void *ctx), void *ctx
 	}
 	free(seen);
 	return ret;
+}
+
+int proc_main_stack(pid_t pid, uint64_t *top, uint64_t *size)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long v = 0;
+	struct rlimit rl;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return n < 0 ? -errno : -EIO;
+	buf[n] = 0;
+	/* after the comm's last ')': state is field 3, startstack field 28 */
+	if (!(p = strrchr(buf, ')')))
+		return -EIO;
+	p++;
+	for (int f = 3; f <= 28; f++) {
+		char *end;
+
+		v = strtoull(p, &end, 10);
+		if (f == 3) {	/* (a letter) */
+			while (*p == ' ')
+				p++;
+			end = p + 1;
+		} else if (end == p) {
+			return -EIO;
+		}
+		p = end;
+	}
+	if (!v)
+		return -ENOENT;
+	*top = v;
+	*size = 8ULL << 20;
+	if (!prlimit(pid, RLIMIT_STACK, NULL, &rl) && rl.rlim_cur != RLIM_INFINITY &&
+	    rl.rlim_cur >= 65536)
+		*size = rl.rlim_cur;
+	return 0;
 }

@@ -34,6 +34,12 @@ int proc_status_read(pid_t pid, struct proc_status *st);
  * logged. */
 int proc_auxv_read(pid_t pid, const uint64_t *types, uint64_t *vals, size_t n);
 
+/* Process pid's main-thread stack: *top, its start (/proc/PID/stat's
+ * startstack: the arguments and environment are above it), and *size, its
+ * RLIMIT_STACK (soft; 8 MiB when unlimited or not readable: the stack may
+ * grow that far at least). 0, or -errno. Not logged. */
+int proc_main_stack(pid_t pid, uint64_t *top, uint64_t *size);
+
 /* The processes descending from root now (its children, theirs, ...: by
  * their PPid), root not among them. Left out, with what descends from
  * them: kernel threads, and uscope's own processes (this one, and any that

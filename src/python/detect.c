@@ -22,14 +22,16 @@ enum { S_VERSION, S_RUNTIME, S_CODE, S_UNICODE, S_BYTES, S_INIT,
 	/* struct python_api's, in its order */
 	S_SET_PROFILE, S_ADD_PENDING, S_NONE, S_TRUE, S_FALSE, S_LONG, S_BOOL,
 	S_SYS_GET, S_CALL_METHOD, S_GETATTR, S_CMETHOD_NEW, S_INCREF, S_DECREF, S_ERR_FETCH,
-	S_ERR_RESTORE, S_ERR_CLEAR, S_LONG_AS_LONG, S_TSTATE_GET, S_N };
+	S_ERR_RESTORE, S_ERR_CLEAR, S_LONG_AS_LONG, S_TSTATE_GET, S_EVAL_DEFAULT, S_EVAL_SET,
+	S_EVAL_GET, S_N };
 static const char *const sym_names[S_N] = {
 	"Py_Version", "_PyRuntime", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type",
 	"Py_Initialize", "_PyEval_SetProfile", "Py_AddPendingCall", "_Py_NoneStruct",
 	"_Py_TrueStruct", "_Py_FalseStruct", "PyLong_Type", "PyBool_Type",
 	"PySys_GetObject", "PyObject_CallMethod", "PyObject_GetAttrString", "PyCMethod_New",
 	"Py_IncRef", "Py_DecRef", "PyErr_Fetch", "PyErr_Restore", "PyErr_Clear", "PyLong_AsLong",
-	"PyThreadState_GetUnchecked",
+	"PyThreadState_GetUnchecked", "_PyEval_EvalFrameDefault",
+	"_PyInterpreterState_SetEvalFrameFunc", "_PyInterpreterState_GetEvalFrameFunc",
 };
 
 struct pyfile {

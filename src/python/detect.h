@@ -30,6 +30,9 @@ struct python_api {
 	uint64_t err_fetch, err_restore, err_clear;	/* PyErr_Fetch, _Restore, _Clear */
 	uint64_t long_as_long;		/* PyLong_AsLong */
 	uint64_t tstate_get;		/* PyThreadState_GetUnchecked (3.13 on) */
+	/* 3.11: py: probes' entries through a PEP 523 frame evaluator */
+	uint64_t eval_default;		/* _PyEval_EvalFrameDefault */
+	uint64_t eval_set, eval_get;	/* _PyInterpreterState_{Set,Get}EvalFrameFunc */
 };
 
 struct python_runtime {

@@ -303,6 +303,9 @@ static const struct python_offsets table[] = {
 static const struct python_glibc glibc = {
 	.specific_1stblock = 0x310,
 	.specific = 0x510,
+	.stackblock = 0x690,	/* glibc 2.36, x86-64 (Debian 12) */
+	.stackblock_size = 0x698,
+	.guardsize = 0x6a0,
 };
 
 const struct python_offsets *python_offsets_for(uint32_t version)

@@ -141,6 +141,9 @@ struct python_offsets {
 struct python_glibc {
 	uint16_t specific_1stblock;
 	uint16_t specific;
+	/* struct pthread's stackblock, stackblock_size, guardsize (0 for the
+	 * main thread's): checked against the stack pointer where read */
+	uint16_t stackblock, stackblock_size, guardsize;
 };
 
 #ifndef __bpf__

@@ -66,17 +66,83 @@ def py_rows(stdout, prefix="__main__:"):
 
 # ---- py: probes --------------------------------------------------------------
 
-def test_counts_equal_setprofile():
+EVALUATOR = "py: probes' calls through the agent's frame evaluator (PEP 523)"
+
+
+@pytest.mark.parametrize("way", ["evaluator", "profilefunc"])
+def test_counts_equal_setprofile(way):
+    """Counted through the agent's frame evaluator (3.11 with no return
+    probe and no stack: agent/pyeval.c), or the profile function
+    (USCOPE_PY_PROFILE=1): the same as sys.setprofile."""
     want = profiled_counts()
     assert want["recurse"] == 26 and want["Account.add"] == 67 and want["numbers"] == 6
-    cp = u.run_uscope(["count", "--json", "py:__main__:*", "--", PYTHON, CALLS, "plain"],
-                      timeout=60)
+    env = {"USCOPE_PY_PROFILE": "1" if way == "profilefunc" else "0"}
+    cp = u.run_uscope(["count", "--json", "-vv", "py:__main__:*", "--", PYTHON, CALLS, "plain"],
+                      timeout=60, env=env)
     assert cp.returncode == 0, cp.stderr
+    assert (EVALUATOR in cp.stderr) == (way == "evaluator"), cp.stderr
     got = py_rows(cp.stdout)
     # uscope sees the module's body and the class body too: profiling was
     # set after them
     assert got.pop("<module>") == 1 and got.pop("Account") == 1
     assert got == want
+
+
+def test_counts_equal_the_programs_own_setprofile_in_the_same_run(tmp_path):
+    """The workload counts its own calls with sys.setprofile (and takes it
+    out at the end) while uscope counts through its frame evaluator: the
+    same counts, and uscope's are not cut short by the program's own
+    profile function. (Its counts go to a file, through a shell script that
+    ends in exec: uscope follows it to CPython.)"""
+    own = tmp_path / "own.json"
+    sh = tmp_path / "run.sh"
+    sh.write_text(f"#!/bin/sh\nexec {PYTHON} {CALLS} profile > {own}\n")
+    sh.chmod(0o755)
+    cp = u.run_uscope(["count", "--json", "-vv", "py:__main__:*", "--", sh], timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    assert EVALUATOR in cp.stderr
+    own = json.loads(own.read_text().splitlines()[-1])
+    got = py_rows(cp.stdout)
+    # (and profiled(), which sets the program's profile function)
+    assert got.pop("<module>") == 1 and got.pop("Account") == 1 and got.pop("profiled") == 1
+    assert own["recurse"] == 26 and got == own
+
+
+DEEP = """
+import sys, threading
+sys.setrecursionlimit(300000)
+def r(n):
+    return 0 if n == 0 else 1 + r(n - 1)
+def main():
+    print(r(200000))
+    if sys.argv[1] == "thread":
+        threading.stack_size(256 * 1024)
+        t = threading.Thread(target=lambda: print(r(1500)))
+        t.start()
+        t.join()
+main() if sys.argv[1] == "main" else threading.Thread(target=main).start()
+"""
+
+
+@pytest.mark.parametrize("where", ["main", "thread"])
+def test_evaluator_gives_way_before_the_stack_runs_out(where, tmp_path):
+    """With an evaluator each Python call nests on the C stack (~400 bytes):
+    a recursion of 200,000 where the program raised its limit (the main
+    thread's 8 MiB, or a thread's), and one of 1,500 in a thread of a
+    256 KiB stack, would overflow it. The evaluator gives way to the profile
+    function once half a thread's stack is used: the program runs to its
+    end, every call counted."""
+    script = tmp_path / "deep.py"
+    script.write_text(DEEP)
+    arg = "main" if where == "main" else "thread"
+    cp = u.run_uscope(["count", "--json", "-v", "py:r", "--", PYTHON, script, arg],
+                      timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert "killed by" not in cp.stderr
+    assert "a thread had used half of its C stack" in cp.stderr, cp.stderr
+    want = 200001 + (1501 if where == "thread" else 0)
+    rows = [o for o in json_lines(cp.stdout) if o.get("final")]
+    assert sum(o["count"] for o in rows) == want
 
 
 def test_globs_module_and_returns():
@@ -187,12 +253,19 @@ def test_attach_and_leave_clean():
 
 PF_SCRIPT = """
 import ctypes, sys, time
-ctypes.pythonapi.PyThreadState_Get.restype = ctypes.c_void_p
+api = ctypes.pythonapi
+api.PyThreadState_Get.restype = ctypes.c_void_p
+api.PyInterpreterState_Get.restype = ctypes.c_void_p
+api._PyInterpreterState_GetEvalFrameFunc.restype = ctypes.c_void_p
+api._PyInterpreterState_GetEvalFrameFunc.argtypes = [ctypes.c_void_p]
+default = ctypes.cast(api._PyEval_EvalFrameDefault, ctypes.c_void_p).value
 def tick(i):
     return i
 def profilefunc():
     # PyThreadState.c_profilefunc (3.11: at 0x40)
-    return ctypes.c_void_p.from_address(ctypes.pythonapi.PyThreadState_Get() + 0x40).value
+    return ctypes.c_void_p.from_address(api.PyThreadState_Get() + 0x40).value
+def evaluator():
+    return api._PyInterpreterState_GetEvalFrameFunc(api.PyInterpreterState_Get()) != default
 print("ready", flush=True)
 while True:
     line = sys.stdin.readline().strip()
@@ -200,26 +273,38 @@ while True:
         break
     for i in range(100):
         tick(i)
-    print("profilefunc", "set" if profilefunc() else "none", flush=True)
+    print("profilefunc", "set" if profilefunc() else "none",
+          "evaluator", "set" if evaluator() else "none", flush=True)
 """
 
 
 @pytest.mark.parametrize("how", ["detach", "kill"])
-def test_profile_function_removed(how):
+@pytest.mark.parametrize("way", ["evaluator", "profilefunc"])
+def test_profile_function_removed(how, way, monkeypatch):
+    """3.11's py: probes come through a frame evaluator of the agent's
+    (PEP 523), or with USCOPE_PY_PROFILE=1 the profile function: set once
+    the main thread runs Python after attach, and taken out by the process
+    itself after a detach, and after uscope's kill -9. A count by function
+    takes the evaluator; the other is never set."""
+    if way == "profilefunc":
+        monkeypatch.setenv("USCOPE_PY_PROFILE", "1")
+    other = "evaluator" if way == "profilefunc" else "profilefunc"
     t = u.Target([PYTHON, "-c", PF_SCRIPT])
     try:
         t.expect("ready")
         t.write("x\n")
-        t.expect("profilefunc none")
+        t.expect("profilefunc none evaluator none")
         s = u.Background(["count", "-p", t.pid, "py:tick"])
         s.wait_ready()
         # set by the pending call once the main thread runs Python again
         for _ in range(200):
             t.write("x\n")
-            if t.readline() == "profilefunc set":
+            line = t.readline()
+            if f"{way} set" in line:
                 break
         else:
-            raise AssertionError("the profile function was never set")
+            raise AssertionError(f"the {way} was never set")
+        assert f"{other} none" in line
         if how == "detach":
             s.signal(2)
             assert s.wait() == 0, s.stderr
@@ -230,7 +315,7 @@ def test_profile_function_removed(how):
         t.write("x\n")
         t.readline()
         t.write("x\n")
-        t.expect("profilefunc none")
+        t.expect("profilefunc none evaluator none")
         t.write("end\n")
         assert t.wait() == 0
     finally:

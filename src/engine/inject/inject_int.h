@@ -111,6 +111,7 @@ struct inj_image {
 	uint32_t stk_full;		/* no room for a table or a process: said once */
 	uint32_t py_seen;		/* bytes of the agent's Python names read */
 	uint32_t py_mon_said;		/* sys.monitoring's state last told (enum inj_py_mon) */
+	bool py_eval_said;		/* why the frame evaluator gave way: told */
 	uint64_t *dumped;		/* the flight recorder: per slot, the ring
 					 * position written up to (INJ_NSLOTS) */
 	struct inj_chunk *chunks;	/* every probe's code in the trampolines */

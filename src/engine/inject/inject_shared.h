@@ -325,9 +325,9 @@ struct inj_slot {
 					 * STACK_FB_NR: no room for it in the table
 					 * (recorded walked) */
 	/* $pystack: the code objects this thread saw described last (code,
-	 * its co_qualname): no lookup in the shared table for them */
+	 * its identity): no lookup in the shared table for them */
 	struct {
-		uint64_t code, qualname;
+		uint64_t code, ident;
 	} pyseen[INJ_PY_SEEN_THREAD];
 	/* $pystack without CPython's thread-specific key (3.14): this
 	 * thread's PyThreadState as last found in its interpreter's thread
@@ -572,8 +572,9 @@ struct inj_py_probe {
 /* A code object's verdict. */
 struct inj_py_code {
 	uint64_t code;			/* 0: free */
-	uint64_t qualname;		/* its co_qualname then: a code object made
-					 * at the same address later has another */
+	uint64_t ident;			/* its identity then (py_code_ident): a code
+					 * object made at the same address later has
+					 * another */
 	uint64_t mask;			/* the py: probes it matches */
 	uint32_t row1;			/* count by function (inj_site.py_count): the
 					 * row of row1_site's key for it, + 1 (0: none) */
@@ -598,9 +599,9 @@ struct inj_py_name {
 };
 #define INJ_PY_NOLINES 0xffffffffu
 
-/* A code object $pystack described: its address and its co_qualname then. */
+/* A code object $pystack described: its address and its identity then. */
 struct inj_py_seen {
-	uint64_t code, qualname;
+	uint64_t code, ident;
 };
 
 /* inj_py.state */
@@ -608,6 +609,15 @@ enum inj_py_state {
 	INJ_PY_OFF = 0,		/* no py: probe */
 	INJ_PY_ON = 1,		/* the profile function is set where the GIL is held */
 	INJ_PY_STOP = 2,	/* detached: the profile function takes itself out */
+};
+
+/* inj_py.eval_off: why 3.11's frame evaluator gave way to the profile
+ * function (agent/pyeval.c) */
+enum inj_py_eval_off {
+	INJ_EVAL_ON = 0,
+	INJ_EVAL_FOREIGN = 1,	/* an interpreter had an evaluator of its own */
+	INJ_EVAL_DEEP = 2,	/* a thread's C stack was half used */
+	INJ_EVAL_NOSTACK = 3,	/* a thread whose stack's bounds are not known */
 };
 
 /* inj_py.mon_state: py: probes through sys.monitoring (3.12 and later) */
@@ -653,6 +663,18 @@ struct inj_py {
 	volatile uint64_t removes;	/* ... it was taken out of */
 	volatile uint64_t undecided;	/* calls of a code object no verdict fits (the
 					 * table or arena full): matched again */
+	/* 3.11 with no return probe and no stack at a py: probe: the calls
+	 * come through a PEP 523 frame evaluator of the agent's (agent/
+	 * pyeval.c), not the profile function */
+	uint32_t eval;			/* 1: so */
+	volatile uint32_t eval_off;	/* enum inj_py_eval_off: why the profile
+					 * function serves instead (0: it does not) */
+	uint64_t main_stack_top;	/* the main thread's stack: its start (the
+					 * process's startstack) ... */
+	uint64_t main_stack_size;	/* ... and RLIMIT_STACK (8 MiB if none) */
+	uint64_t eval_default;		/* _PyEval_EvalFrameDefault */
+	uint64_t eval_set, eval_get;	/* _PyInterpreterState_{Set,Get}EvalFrameFunc */
+	volatile uint64_t eval_installs, eval_removes;	/* interpreters given it, taken out of */
 	struct inj_py_probe probes[INJ_PY_PROBES];
 	char names[INJ_PY_NAMES];	/* FOP_PYARG's names (imm: offset | len << 32) */
 	/* 3.12 and later: sys.monitoring, called from C (python/detect.h's

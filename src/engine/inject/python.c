@@ -8,10 +8,12 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cache/cache.h"
 #include "core/log.h"
+#include "core/proc.h"
 #include "engine/inject/inject_int.h"
 #include "python/detect.h"
 #include "python/names.h"
@@ -99,6 +101,31 @@ static void probes(struct inj *j, struct inj_py *py)
 	}
 }
 
+/* 3.11's py: probes through the agent's frame evaluator (agent/pyeval.c)
+ * rather than the profile function: where none asks for a return (r:py:,
+ * latency, flow) or a stack (the evaluator runs before the frame is the
+ * thread's, so $pystack would miss it), and CPython has the functions.
+ * USCOPE_PY_PROFILE=1 keeps the profile function (tests, bench: both ways
+ * side by side). */
+static bool eval_fits(const struct inj *j, const struct inj_py *py,
+		      const struct python_runtime *rt)
+{
+	const char *env = getenv("USCOPE_PY_PROFILE");
+
+	/* (pyeval.c reads PyThreadState.tracing where 3.11 has it) */
+	if (py->mon || py->nret || rt->off->ts_c_profilefunc != 0x40 || !rt->api.eval_default || !rt->api.eval_set ||
+	    !rt->api.eval_get || (env && *env && strcmp(env, "0")))
+		return false;
+	for (size_t i = 0; i < j->base.nsites; i++) {
+		const struct usc_site *s = j->base.sites[i];
+
+		for (unsigned a = 0; s->python && a < s->nargs; a++)
+			if (s->args[a].insn[0].op == FOP_USTACK || s->args[a].insn[0].op == FOP_PYSTACK)
+				return false;
+	}
+	return true;
+}
+
 /* What py: probes call is there: _PyEval_SetProfile (3.11), or
  * sys.monitoring's way in from C (3.12 and later). */
 static bool api_complete(const struct inj_py *py)
@@ -150,6 +177,15 @@ void inj_py_ctl(struct inj *j, struct inj_ctl *c, pid_t pid, uint64_t py_off)
 	py->long_type = rt.api.long_type;
 	py->bool_type = rt.api.bool_type;
 	py->unicode_type = rt.types.unicode;
+	py->eval_default = rt.api.eval_default;
+	py->eval_set = rt.api.eval_set;
+	py->eval_get = rt.api.eval_get;
+	py->eval = eval_fits(j, py, &rt);
+	if (py->eval && proc_main_stack(pid, &py->main_stack_top, &py->main_stack_size))
+		py->main_stack_top = py->main_stack_size = 0;	/* (the main thread: not known) */
+	if (py->eval)
+		log_debug("inject: process %d: py: probes' calls through the agent's frame evaluator "
+			  "(PEP 523)", (int)pid);
 	py->on = 1;
 	py->state = py->nprobes && api_complete(py) ? INJ_PY_ON : INJ_PY_OFF;
 	if (py->nprobes && py->state == INJ_PY_OFF)
@@ -308,6 +344,21 @@ static void mon_tell(struct inj_image *img, const struct inj_py *py)
 			  "seen", (int)img->pid, steps[py->mon_step < 7 ? py->mon_step : 0]);
 }
 
+/* Why the frame evaluator gave way to the profile function, said once. */
+static void eval_tell(struct inj_image *img, const struct inj_py *py)
+{
+	uint32_t why = py->eval_off;
+
+	if (!why || img->py_eval_said)
+		return;
+	img->py_eval_said = true;
+	log_info("process %d: py: probes through the profile function from now on, not the frame "
+		 "evaluator: %s", (int)img->pid,
+		 why == INJ_EVAL_FOREIGN ? "an interpreter has an evaluator of its own (a JIT, a "
+		 "debugger)" : why == INJ_EVAL_DEEP ? "a thread had used half of its C stack (with an "
+		 "evaluator each Python call nests there)" : "a thread's stack bounds are not known");
+}
+
 /* The names the agent copied since the last time, told to the session's
  * names (for the py: probes' functions, also once the process has gone). */
 void inj_py_sync(struct inj *j, struct inj_image *img)
@@ -322,6 +373,8 @@ void inj_py_sync(struct inj *j, struct inj_image *img)
 		return;
 	if (py->mon)
 		mon_tell(img, py);
+	if (py->eval)
+		eval_tell(img, py);
 	base = (const char *)py + py->arena_off;
 	end = __atomic_load_n(&py->arena_used, __ATOMIC_ACQUIRE);
 	while (img->py_seen + sizeof(struct inj_py_name) <= end) {

@@ -18,41 +18,9 @@
  * are process_vm_readv's, which cannot fault (a system call each); the
  * state found is kept in the thread's slot with the pthread key of the
  * thread's TCB that held it then, and checked at each hit by that key
- * (two loads), else by one such read (tstate_of). */
-#include "engine/inject/agent/agent.h"
+ * (two loads), else by one such read (agent_py_tstate). */
+#include "engine/inject/agent/pyagent.h"
 #include "probe/filter_eval.h"	/* filter_glob_full alone */
-
-/* Guarded plain loads of whole words. */
-ALWAYS int load(void *dst, uint64_t addr, uint32_t len)
-{
-	if (addr < 4096 || addr + len > (1ULL << 47) || (addr & 7) || (len & 7))
-		return -1;
-	for (uint32_t i = 0; i < len / 8; i++)
-		((uint64_t *)dst)[i] = ((volatile const uint64_t *)addr)[i];
-	return 0;
-}
-
-struct py_iov {
-	void *base;
-	uint64_t len;
-};
-
-/* Read len bytes of this process without faulting (env: the inj_ctl). */
-static int self_read(const void *env, void *dst, uint64_t addr, uint32_t len)
-{
-	const struct inj_ctl *c = env;
-	struct py_iov l = {dst, len}, r = {(void *)addr, len};
-	uint32_t tgid = *(volatile const uint32_t *)c->self;
-
-	return !tgid || sys6(SYS_process_vm_readv, tgid, (long)&l, 1, (long)&r, 1, 0) != (long)len;
-}
-
-#define PYWALK_FN(n) pw_##n
-#define PYWALK_INLINE ALWAYS
-#define PYWALK_READ(env, dst, addr, len) ((void)(env), load((dst), (addr), (len)))
-#define PYWALK_LIST_READ(env, dst, addr, len) self_read((env), (dst), (addr), (len))
-#define PYWALK_FIELDS
-#include "python/walk.h"
 
 static void seen_frames(struct inj_py *py, struct inj_slot *s, const struct python_frame *f,
 			uint32_t n);
@@ -105,7 +73,7 @@ static uint32_t tcb_key_of(const struct inj_ctl *c, const struct inj_py *py, uin
  * loads: CPython clears it when the state goes, or binds another), else
  * by one read of it that cannot fault; 0: none (a thread that never ran
  * Python, or a runtime not initialized yet). */
-static uint64_t tstate_of(const struct inj_ctl *c, const struct inj_py *py, struct inj_slot *s)
+uint64_t agent_py_tstate(const struct inj_ctl *c, const struct inj_py *py, struct inj_slot *s)
 {
 	int32_t init;
 	uint32_t key;
@@ -145,7 +113,7 @@ void agent_pystack(const struct inj_ctl *c, struct inj_slot *s, int64_t imm, cha
 	h->want = (uint16_t)want;
 	h->status = PYWALK_NONE;
 	h->pad = 0;
-	if (py && py->on && (ts = tstate_of(c, py, s))) {
+	if (py && py->on && (ts = agent_py_tstate(c, py, s))) {
 		struct python_walk w;
 
 		pw_walk(&py->off, ts, &w, out, want, 0);
@@ -174,16 +142,18 @@ void agent_pystack(const struct inj_ctl *c, struct inj_slot *s, int64_t imm, cha
  * interpreter is given it, not only the caller's. A thread state with a
  * profile function of someone else's (cProfile) is left alone. At detach
  * (or when the tracer has died) each thread takes it out at its next
- * event, and a pending call takes it out of all.
+ * event, and a pending call takes it out of all. Where no probe needs a
+ * return or a stack, 3.11's calls come through the agent's frame
+ * evaluator instead (pyeval.c: the same calls, a third of the cost), and
+ * on 3.12 and later through sys.monitoring (pymon.c).
  *
  * Which functions fire is decided once a code object, at its first call:
  * its qualname and its module's __name__ against every probe's globs; the
- * verdict (a mask of probes) is kept by address with its co_qualname, which
+ * verdict (a mask of probes) is kept by address with its identity
+ * (py_code_ident: co_qualname, co_filename, co_firstlineno), which
  * a code object made later at the same address would not share. The
  * objects read here are alive and the thread holds the GIL: plain loads. */
 
-#define PYTRACE_CALL 0
-#define PYTRACE_RETURN 3
 #define VERDICT_PROBES 32	/* slots a verdict is looked for in */
 #define MOD_ENTRIES 64		/* module dict entries __name__ is looked for in */
 
@@ -191,33 +161,6 @@ typedef int (*pytrace_fn)(uint64_t obj, uint64_t frame, int what, uint64_t arg);
 typedef int (*setprofile_fn)(uint64_t tstate, pytrace_fn fn, uint64_t obj);
 
 int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg) HIDDEN;
-
-ALWAYS uint64_t ld64(uint64_t a)
-{
-	return *(volatile const uint64_t *)a;
-}
-
-ALWAYS uint32_t ld32(uint64_t a)
-{
-	return *(volatile const uint32_t *)a;
-}
-
-ALWAYS uint8_t ld8(uint64_t a)
-{
-	return *(volatile const uint8_t *)a;
-}
-
-/* What a frame's f_executable and localsplus hold is a pointer, or (3.14)
- * a _PyStackRef: a pointer tagged in its low two bits. */
-ALWAYS uint64_t ref_mask(const struct inj_py *py)
-{
-	return (py->off.flags & PYOFF_STACKREF) ? ~(uint64_t)3 : ~(uint64_t)0;
-}
-
-static struct inj_py *py_mut(struct inj_ctl *c)
-{
-	return c->py_off ? (struct inj_py *)((char *)c + c->py_off) : 0;
-}
 
 __asm__(".text\n.globl agent_trap\n.hidden agent_trap\n.type agent_trap, @function\n"
 	"agent_trap:\n\tint3\n\tint3\n.size agent_trap, .-agent_trap\n");
@@ -316,8 +259,6 @@ struct debuginfo_names {
 
 /* A code object's names (and line table) copied into the arena, for the
  * tracer. lines: its bytes, nlines of them (INJ_PY_NOLINES: none). */
-static struct inj_ctl *my_ctl(void);
-
 static void arena_add(struct inj_py *py, uint64_t code, const struct debuginfo_names *n, uint64_t lines,
 		      uint32_t nlines)
 {
@@ -386,10 +327,10 @@ static uint64_t decide(struct inj_py *py, uint64_t code, uint64_t iframe)
 }
 
 /* The probes code matches: kept (*e: where), or decided now. */
-static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe, struct inj_py_code **ep)
+uint64_t agent_py_verdict(struct inj_py *py, uint64_t code, uint64_t iframe, struct inj_py_code **ep)
 {
 	struct inj_py_code *t = (struct inj_py_code *)((char *)py + py->codes_off);
-	uint64_t qn = ld64(code + py->off.co_qualname), h = code * 0x9e3779b97f4a7c15ULL;
+	uint64_t qn = py_code_ident(py, code), h = code * 0x9e3779b97f4a7c15ULL;
 	uint32_t mask = py->ncodes - 1, me = *(volatile const uint32_t *)my_ctl()->self;
 
 	/* an entry is a process's (the processes a -p process forks share the
@@ -400,7 +341,7 @@ static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe, struc
 
 		if (k == code && e->pid != me)
 			continue;	/* another process's (or being claimed) */
-		if (k == code && e->qualname == qn) {
+		if (k == code && e->ident == qn) {
 			*ep = e;
 			return e->mask;
 		}
@@ -411,7 +352,7 @@ static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe, struc
 			 * by address, is the same) */
 			e->pid = me;
 			e->mask = decide(py, code, iframe);
-			e->qualname = qn;
+			e->ident = qn;
 			py->codes_used++;
 			*ep = e;
 			return e->mask;
@@ -423,10 +364,10 @@ static uint64_t verdict(struct inj_py *py, uint64_t code, uint64_t iframe, struc
 }
 
 /* The verdict kept for code, or 0 (none yet: verdict decides). */
-static struct inj_py_code *verdict_kept(const struct inj_py *py, uint64_t code)
+struct inj_py_code *agent_py_verdict_kept(const struct inj_py *py, uint64_t code)
 {
 	struct inj_py_code *t = (struct inj_py_code *)((char *)py + py->codes_off);
-	uint64_t qn = ld64(code + py->off.co_qualname), h = code * 0x9e3779b97f4a7c15ULL;
+	uint64_t qn = py_code_ident(py, code), h = code * 0x9e3779b97f4a7c15ULL;
 	uint32_t mask = py->ncodes - 1, me = *(volatile const uint32_t *)my_ctl()->self;
 
 	for (uint32_t i = 0; i < VERDICT_PROBES; i++) {
@@ -435,7 +376,7 @@ static struct inj_py_code *verdict_kept(const struct inj_py *py, uint64_t code)
 
 		if (!k)
 			return 0;
-		if (k == code && e->pid == me && e->qualname == qn)
+		if (k == code && e->pid == me && e->ident == qn)
 			return e;
 	}
 	return 0;
@@ -443,7 +384,7 @@ static struct inj_py_code *verdict_kept(const struct inj_py *py, uint64_t code)
 
 /* Do the sites of mask (a call's, or a return's) count by function alone
  * (inj_site.py_count)? Then no hit reads the frame. */
-static int count_only(const struct inj_ctl *c, const struct inj_py *py, uint64_t mask, int what)
+int agent_py_count_only(const struct inj_ctl *c, const struct inj_py *py, uint64_t mask, int what)
 {
 	const struct inj_site *sites = (const struct inj_site *)((const char *)c + c->sites_off);
 
@@ -463,8 +404,8 @@ static int count_only(const struct inj_ctl *c, const struct inj_py *py, uint64_t
  * uscope names a walk's frames afterwards, from the process's memory; a
  * code object freed meanwhile (a module's body once imported, exec'd code,
  * everything once the process ends) would have no name. So the first time
- * a walk sees a code object (as it is now: its address and its
- * co_qualname), its names and line table are copied into the arena. A
+ * a walk sees a code object (as it is now: its address and its identity,
+ * py_code_ident), its names and line table are copied into the arena. A
  * thread remembers the last few it saw described; the shared table holds
  * the rest (a compare-and-swap claims an entry: threads walk without the
  * GIL). */
@@ -499,15 +440,15 @@ static void seen_frames(struct inj_py *py, struct inj_slot *s, const struct pyth
 
 		if (code < 4096 || code >= (1ULL << 47) || (code & 7))
 			continue;
-		qn = ld64(code + py->off.co_qualname);
-		if (s->pyseen[c].code == code && s->pyseen[c].qualname == qn)
+		qn = py_code_ident(py, code);
+		if (s->pyseen[c].code == code && s->pyseen[c].ident == qn)
 			continue;
 		h = (code * 0x9e3779b97f4a7c15ULL) >> 50;	/* INJ_PY_SEEN: 2^14 */
 		for (k = 0; k < SEEN_PROBES; k++) {
 			struct inj_py_seen *e = &t[(h + k) & (INJ_PY_SEEN - 1)];
 			uint64_t was = __atomic_load_n(&e->code, __ATOMIC_ACQUIRE);
 
-			if (was == code && __atomic_load_n(&e->qualname, __ATOMIC_ACQUIRE) == qn)
+			if (was == code && __atomic_load_n(&e->ident, __ATOMIC_ACQUIRE) == qn)
 				break;
 			if (was && was != code)
 				continue;
@@ -515,41 +456,17 @@ static void seen_frames(struct inj_py *py, struct inj_slot *s, const struct pyth
 			if (__atomic_compare_exchange_n(&e->code, &was, code, 0, __ATOMIC_ACQ_REL,
 							__ATOMIC_ACQUIRE) ||
 			    was == code) {
-				__atomic_store_n(&e->qualname, qn, __ATOMIC_RELEASE);
+				__atomic_store_n(&e->ident, qn, __ATOMIC_RELEASE);
 				describe(py, code);
 				break;
 			}
 		}
 		s->pyseen[c].code = code;
-		s->pyseen[c].qualname = qn;
+		s->pyseen[c].ident = qn;
 	}
 }
 
 /* ---- the profile function ---- */
-
-static struct inj_ctl *my_ctl(void)
-{
-	extern const struct agent_hdr agent_hdr HIDDEN;
-
-	return (struct inj_ctl *)*(volatile const uint64_t *)&agent_hdr.ctl;
-}
-
-/* A call (or return) of code whose probes are mask: a hit of each probe's
- * entry (or return) site. */
-static inline __attribute__((always_inline)) void py_hits(struct inj_ctl *c,
-							  const struct inj_py *py,
-							  uint64_t mask, int what,
-							  const struct py_hit *h)
-{
-	while (mask) {
-		uint32_t k = (uint32_t)__builtin_ctzll(mask);
-		uint32_t site = what == PYTRACE_CALL ? py->probes[k].entry : py->probes[k].ret;
-
-		mask &= mask - 1;
-		if (site != ~0u && site < c->nsites)
-			agent_py_hit(c, site, h);
-	}
-}
 
 /* A Python call or return (frame: not 0). */
 static __attribute__((noinline)) int py_profile(uint64_t frame, int what, uint64_t arg)
@@ -569,7 +486,7 @@ static __attribute__((noinline)) int py_profile(uint64_t frame, int what, uint64
 		return 0;
 	if (py->state != INJ_PY_ON || owner_died(c->owner)) {
 		/* detached, or the tracer has gone: out of this thread */
-		if (py->set_profile && (ts = tstate_of(c, py, 0)) &&
+		if (py->set_profile && (ts = agent_py_tstate(c, py, 0)) &&
 		    ld64(ts + py->off.ts_c_profilefunc) == (uint64_t)&agent_py_profile) {
 			((setprofile_fn)py->set_profile)(ts, 0, 0);
 			__atomic_add_fetch(&py->removes, 1, __ATOMIC_RELAXED);
@@ -581,7 +498,7 @@ static __attribute__((noinline)) int py_profile(uint64_t frame, int what, uint64
 	h.code = h.iframe ? ld64(h.iframe + py->off.fr_code) : 0;
 	h.retval = what == PYTRACE_RETURN ? arg : 0;
 	h.py = py;
-	if (!h.code || !(mask = verdict(py, h.code, h.iframe, &h.verdict)))
+	if (!h.code || !(mask = agent_py_verdict(py, h.code, h.iframe, &h.verdict)))
 		return 0;
 	py_hits(c, py, mask, what, &h);
 	return 0;
@@ -599,7 +516,7 @@ int agent_py_profile(uint64_t obj, uint64_t frame, int what, uint64_t arg)
 
 /* Every thread state of every interpreter: the profile function in (on),
  * or ours out (off). */
-static void all_threads(struct inj_py *py, int on)
+void agent_py_profile_all(struct inj_py *py, int on)
 {
 	const struct python_offsets *o = &py->off;
 	uint64_t interp = ld64(py->runtime + o->rt_interp_head), mine = (uint64_t)&agent_py_profile;
@@ -625,399 +542,41 @@ static void all_threads(struct inj_py *py, int on)
 	}
 }
 
-/* ---- sys.monitoring (3.12 and later) ------------------------------------------
- *
- * PEP 669: a tool id is claimed (4, the first free for general use, else
- * 3; 0, 1, 2 and 5 are the debugger's, coverage's, the profiler's and the
- * optimizer's by convention) and C callbacks registered, as a profiler
- * written in C would, through sys.monitoring's own functions called from
- * C: PySys_GetObject("monitoring") and PyObject_CallMethod, no Python
- * source. PY_START is global: a code object no probe matches answers
- * DISABLE at its first call and costs nothing after; one that matches is
- * armed alone (set_local_events: PY_RESUME, PY_RETURN, PY_YIELD) and held
- * (a reference: its address stays its own until we leave). PY_UNWIND and
- * PY_THROW cannot be local: global, matched by verdict. A call is as
- * sys.setprofile's "call" (PY_START, PY_RESUME, PY_THROW), a return as its
- * "return" (PY_RETURN, PY_YIELD, and PY_UNWIND with no value: raised);
- * with no r:py: probe (none of latency, flow), the returns are not asked
- * for at all: a plain count pays for the calls alone.
- * Everything here runs with the GIL held: in a callback, the pending call,
- * or a hook where a thread has it. A pending exception is kept aside
- * while sys.monitoring is called. */
-
-#define METH_FASTCALL 0x80
-
-enum { EV_START, EV_RESUME, EV_THROW, EV_RETURN, EV_YIELD, EV_UNWIND, EV_N };
-
-typedef uint64_t (*getobj_fn)(const char *name);
-typedef uint64_t (*callm_fn)(uint64_t obj, const char *name, const char *fmt, ...);
-typedef uint64_t (*getattr_fn)(uint64_t obj, const char *name);
-typedef uint64_t (*cmnew_fn)(void *def, uint64_t self, uint64_t module, uint64_t cls);
-typedef void (*ref_fn)(uint64_t obj);
-typedef void (*fetch_fn)(uint64_t *t, uint64_t *v, uint64_t *tb);
-typedef void (*restore_fn)(uint64_t t, uint64_t v, uint64_t tb);
-typedef void (*clear_fn)(void);
-typedef long (*aslong_fn)(uint64_t obj);
-
-static const char *ev_name(int e)
-{
-	switch (e) {
-	case EV_START: return "PY_START";
-	case EV_RESUME: return "PY_RESUME";
-	case EV_THROW: return "PY_THROW";
-	case EV_RETURN: return "PY_RETURN";
-	case EV_YIELD: return "PY_YIELD";
-	default: return "PY_UNWIND";
-	}
-}
-
-/* The callback an event goes to (mon_cb's index). */
-static int ev_cb(int e)
-{
-	return e == EV_START ? 0 : e <= EV_THROW ? 1 : e <= EV_YIELD ? 2 : 3;
-}
-
-/* A call of sys.monitoring.NAME: 0, or -1 (its exception cleared). */
-#define MON_CALL(py, name, ...) MON_CALL_ON(py, (py)->mon_mod, name, __VA_ARGS__)
-#define MON_CALL_ON(py, mod, name, ...)                                                    \
-	({                                                                                 \
-		uint64_t r_ = ((callm_fn)(py)->call_method)(mod, name, __VA_ARGS__);      \
-		if (r_)                                                                    \
-			((ref_fn)(py)->decref)(r_);                                       \
-		else                                                                       \
-			((clear_fn)(py)->err_clear)();                                    \
-		r_ ? 0 : -1;                                                               \
-	})
-
-/* The code objects this process armed, each with a reference held, in its
- * own memory (the self page): the table of verdicts is shared with the
- * processes it forks, whose interpreters are their own. A fork starts with
- * none: what it inherited armed is armed again (CPython sees the same
- * events and returns) the first time it calls it. */
-static uint64_t *armed_set(void)
-{
-	return (uint64_t *)(my_ctl()->self + INJ_SELF_ARMED);
-}
-
-/* code's slot: where it is, or a free one (NULL: none). */
-static uint64_t *armed_slot(uint64_t code)
-{
-	uint64_t *set = armed_set();
-	uint32_t h = (uint32_t)(code >> 4) * 2654435761u;
-
-	for (uint32_t k = 0; k < INJ_SELF_ARMED_PROBES; k++) {
-		uint64_t *sl = &set[(h + k) & (INJ_SELF_NARMED - 1)];
-
-		if (*sl == code || !*sl)
-			return sl;
-	}
-	return NULL;
-}
-
-/* The code objects armed here: local events off, references dropped. */
-static void disarm_codes(struct inj_py *py, uint64_t mod, int tool)
-{
-	uint64_t *set = armed_set();
-
-	for (uint32_t k = 0; k < INJ_SELF_NARMED; k++) {
-		if (!set[k])
-			continue;
-		MON_CALL_ON(py, mod, "set_local_events", "iOi", tool, set[k], 0);
-		((ref_fn)py->decref)(set[k]);
-		set[k] = 0;
-		__atomic_sub_fetch(&py->mon_armed, 1, __ATOMIC_RELAXED);
-	}
-}
-
-/* Our tool out: no event, no callback, no code object armed, the id
- * freed; in a callback (in_cb) our own references to the callbacks stay
- * (the one running is one of them). */
-static void mon_release(struct inj_py *py, int in_cb)
-{
-	int tool = py->mon_tool;
-
-	if (tool >= 0 && py->mon_mod) {
-		py->mon_left_tool = tool;
-		py->mon_left_mod = py->mon_mod;	/* (the pointer: a fork's copy has it) */
-		MON_CALL(py, "set_events", "ii", tool, 0);
-		for (int e = 0; e < EV_N; e++)
-			if (py->mon_ev[e])
-				MON_CALL(py, "register_callback", "iiO", tool, (int)py->mon_ev[e],
-					 py->none);
-		disarm_codes(py, py->mon_mod, tool);
-		MON_CALL(py, "free_tool_id", "i", tool);
-	}
-	py->mon_tool = -1;
-	if (in_cb)
-		return;
-	for (int k = 0; k < INJ_MON_CBS; k++)
-		if (py->mon_cb[k]) {
-			((ref_fn)py->decref)(py->mon_cb[k]);
-			py->mon_cb[k] = 0;
-		}
-	if (py->mon_mod)
-		((ref_fn)py->decref)(py->mon_mod);
-	py->mon_mod = 0;
-}
-
-static uint64_t mon_start(uint64_t self, const uint64_t *args, int64_t n);
-static uint64_t mon_resume(uint64_t self, const uint64_t *args, int64_t n);
-static uint64_t mon_return(uint64_t self, const uint64_t *args, int64_t n);
-static uint64_t mon_unwind(uint64_t self, const uint64_t *args, int64_t n);
-
-/* Claim a tool id, register the callbacks, PY_START on. */
-static void mon_arm(struct inj_py *py)
-{
-	uint64_t et = 0, ev = 0, etb = 0, events, v;
-	uint32_t step = 1;
-	int tool = -1;
-
-	if (py->mon_state != INJ_MON_NONE)
-		return;
-	py->mon_state = INJ_MON_BUSY;
-	((fetch_fn)py->err_fetch)(&et, &ev, &etb);
-	if (!(py->mon_mod = ((getobj_fn)py->sys_getobject)("monitoring"))) {
-		py->mon_state = INJ_MON_NONE;	/* sys is not there yet: later */
-		goto out;
-	}
-	((ref_fn)py->incref)(py->mon_mod);
-	for (int t = 4; t >= 3 && tool < 0; t--)
-		if (!MON_CALL(py, "use_tool_id", "is", t, "uscope"))
-			tool = t;
-	if (tool < 0) {
-		((ref_fn)py->decref)(py->mon_mod);
-		py->mon_mod = 0;
-		py->mon_state = INJ_MON_TAKEN;
-		goto out;
-	}
-	py->mon_tool = tool;
-	step = 2;
-	if (!(events = ((getattr_fn)py->getattr)(py->mon_mod, "events")))
-		goto fail;
-	for (int e = 0; e < EV_N; e++) {
-		v = ((getattr_fn)py->getattr)(events, ev_name(e));
-		py->mon_ev[e] = v ? (uint64_t)((aslong_fn)py->long_as_long)(v) : 0;
-		if (v)
-			((ref_fn)py->decref)(v);
-	}
-	((ref_fn)py->decref)(events);
-	for (int e = 0; e < EV_N; e++)
-		if (!py->mon_ev[e] || (py->mon_ev[e] & (py->mon_ev[e] - 1)) || py->mon_ev[e] >> 30)
-			goto fail;	/* one bit each, as PEP 669 has them */
-	step = 3;
-	if (!(py->mon_disable = ((getattr_fn)py->getattr)(py->mon_mod, "DISABLE")))
-		goto fail;
-	step = 4;
-	for (int k = 0; k < INJ_MON_CBS; k++) {
-		struct inj_py_methoddef *d = &py->mon_def[k];
-
-		d->name = (uint64_t)"uscope";
-		d->meth = k == 0 ? (uint64_t)&mon_start : k == 1 ? (uint64_t)&mon_resume :
-			  k == 2 ? (uint64_t)&mon_return : (uint64_t)&mon_unwind;
-		d->flags = METH_FASTCALL;
-		d->doc = 0;
-		if (!(py->mon_cb[k] = ((cmnew_fn)py->cmethod_new)(d, 0, 0, 0)))
-			goto fail;
-	}
-	step = 5;
-	for (int e = 0; e < EV_N; e++)
-		if (MON_CALL(py, "register_callback", "iiO", tool, (int)py->mon_ev[e],
-			     py->mon_cb[ev_cb(e)]))
-			goto fail;
-	step = 6;
-	/* PY_UNWIND is a return: none wanted with no r:py: probe */
-	if (MON_CALL(py, "set_events", "ii", tool,
-		     (int)(py->mon_ev[EV_START] | py->mon_ev[EV_THROW] |
-			   (py->nret ? py->mon_ev[EV_UNWIND] : 0))))
-		goto fail;
-	py->mon_state = INJ_MON_ARMED;
-	goto out;
-fail:
-	((clear_fn)py->err_clear)();
-	py->mon_step = step;
-	mon_release(py, 0);
-	py->mon_state = INJ_MON_FAILED;
-out:
-	((restore_fn)py->err_restore)(et, ev, etb);
-}
-
-/* Taken out (detached, or the tracer has gone). */
-static void mon_disarm(struct inj_py *py, int in_cb)
-{
-	uint64_t et = 0, ev = 0, etb = 0;
-
-	if (py->mon_state != INJ_MON_ARMED)
-		return;
-	py->mon_state = INJ_MON_BUSY;
-	((fetch_fn)py->err_fetch)(&et, &ev, &etb);
-	mon_release(py, in_cb);
-	((restore_fn)py->err_restore)(et, ev, etb);
-	py->mon_state = INJ_MON_DONE;
-}
-
-/* A callback of ours called once the tool was let go: this process is a
- * copy of the one that let go (a fork of it, or it of a fork: the state is
- * in the memory they share), whose interpreter still has the tool and our
- * callbacks. Taken out of this one too: no event, no callback, the id
- * freed (its references to our callbacks stay: one of them runs). */
-static void mon_release_copy(struct inj_py *py)
-{
-	uint64_t et = 0, ev = 0, etb = 0, mod = py->mon_left_mod;
-	int tool = py->mon_left_tool;
-
-	if (!mod || tool < 0)
-		return;
-	((fetch_fn)py->err_fetch)(&et, &ev, &etb);
-	MON_CALL_ON(py, mod, "set_events", "ii", tool, 0);
-	for (int e = 0; e < EV_N; e++)
-		if (py->mon_ev[e])
-			MON_CALL_ON(py, mod, "register_callback", "iiO", tool, (int)py->mon_ev[e],
-				    py->none);
-	disarm_codes(py, mod, tool);
-	MON_CALL_ON(py, mod, "free_tool_id", "i", tool);
-	((restore_fn)py->err_restore)(et, ev, etb);
-}
-
-static uint64_t mon_ret(const struct inj_py *py, uint64_t obj)
-{
-	((ref_fn)py->incref)(obj);
-	return obj;
-}
-
-typedef uint64_t (*tsget_fn)(void);
-
-/* The thread's state in a callback of CPython's (the GIL held): without
- * the key (3.14), CPython's own answer (PyThreadState_GetUnchecked, 3.13
- * on: the thread-local current state), else as a hit finds it. */
-static uint64_t tstate_cb(const struct inj_ctl *c, const struct inj_py *py)
-{
-	if (py->off.rt_tss_key == PYOFF_NONE && py->tstate_get)
-		return ((tsget_fn)py->tstate_get)();
-	return tstate_of(c, py, 0);
-}
-
-/* An event of code: a call (what PYTRACE_CALL) or a return (retval, 0:
- * raised); start: PY_START, which DISABLE may answer. */
-static uint64_t mon_event(uint64_t code, int what, uint64_t retval, int start)
-{
-	struct inj_ctl *c = my_ctl();
-	struct inj_py *py = py_mut(c);
-	struct python_walk w;
-	struct py_hit h;
-	uint64_t mask, *sl;
-
-	if (py->mon_state != INJ_MON_ARMED) {
-		if (py->mon_state == INJ_MON_DONE)
-			mon_release_copy(py);	/* another process let go: this one too */
-		return mon_ret(py, py->none);
-	}
-	if (py->state != INJ_PY_ON || owner_died(c->owner)) {
-		mon_disarm(py, 1);	/* detached, or the tracer has gone */
-		return mon_ret(py, py->none);
-	}
-	h.frame = 0;
-	h.code = code;
-	h.retval = retval;
-	h.py = py;
-	h.iframe = 0;
-	/* a verdict kept and hits that read no frame (a count by function):
-	 * the frame is not looked for */
-	if ((h.verdict = verdict_kept(py, code)) && count_only(c, py, h.verdict->mask, what)) {
-		mask = h.verdict->mask;
-	} else {
-		pw_start(&py->off, tstate_cb(c, py), &w, 0);
-		h.iframe = w.frame && (ld64(w.frame + py->off.fr_code) & ref_mask(py)) == code ?
-				   w.frame : 0;
-		/* kept: its mask (no second lookup); else decided now */
-		mask = h.verdict ? h.verdict->mask : verdict(py, code, h.iframe, &h.verdict);
-	}
-	if (!mask) {
-		if (start)
-			__atomic_add_fetch(&py->mon_disabled, 1, __ATOMIC_RELAXED);
-		return mon_ret(py, start ? py->mon_disable : py->none);
-	}
-	if (what == PYTRACE_CALL && h.verdict && (!(sl = armed_slot(code)) || *sl != code)) {
-		uint64_t set = py->mon_ev[EV_RESUME] |
-			       (py->nret ? py->mon_ev[EV_RETURN] | py->mon_ev[EV_YIELD] : 0);
-
-		/* (no room: armed again at each call, no reference held) */
-		if (!MON_CALL(py, "set_local_events", "iOi", py->mon_tool, code, (int)set) && sl) {
-			((ref_fn)py->incref)(code);
-			*sl = code;
-			__atomic_add_fetch(&py->mon_armed, 1, __ATOMIC_RELAXED);
-		}
-	}
-	py_hits(c, py, mask, what, &h);
-	return mon_ret(py, py->none);
-}
-
-/* The callbacks (METH_FASTCALL): (code, offset[, value]). */
-static uint64_t mon_start(uint64_t self, const uint64_t *args, int64_t n)
-{
-	(void)self;
-	return mon_event(n >= 1 ? args[0] : 0, PYTRACE_CALL, 0, 1);
-}
-
-static uint64_t mon_resume(uint64_t self, const uint64_t *args, int64_t n)
-{
-	(void)self;
-	return mon_event(n >= 1 ? args[0] : 0, PYTRACE_CALL, 0, 0);
-}
-
-static uint64_t mon_return(uint64_t self, const uint64_t *args, int64_t n)
-{
-	(void)self;
-	return mon_event(n >= 1 ? args[0] : 0, PYTRACE_RETURN, n >= 3 ? args[2] : 0, 0);
-}
-
-static uint64_t mon_unwind(uint64_t self, const uint64_t *args, int64_t n)
-{
-	(void)self;
-	return mon_event(n >= 1 ? args[0] : 0, PYTRACE_RETURN, 0, 0);
-}
-
-/* A hook (the GIL held): sys.monitoring is set once CPython is ready. */
-static void mon_hook(struct inj_ctl *c, struct inj_py *py)
-{
-	int32_t init;
-
-	if (py->mon_state != INJ_MON_NONE)
-		return;
-	init = *(volatile const int32_t *)(py->runtime + py->off.rt_initialized);
-	if (init && py->state == INJ_PY_ON && !owner_died(c->owner))
-		mon_arm(py);
-}
-
 void agent_py_hook(struct inj_ctl *c)
 {
 	struct inj_py *py = py_mut(c);
 	uint64_t ts;
 
 	if (py && py->on && py->mon) {
-		mon_hook(c, py);
+		agent_pymon_hook(c, py);
 		return;
 	}
 	if (!py || !py->on || py->state != INJ_PY_ON || !py->set_profile)
 		return;
+	if (py->eval && !py->eval_off && !agent_pyeval_set(py, 1))
+		return;		/* (3.11: the frame evaluator, pyeval.c) */
 	/* the common case: this thread has it, and so had every thread then */
-	if (!(ts = tstate_of(c, py, 0)) ||
+	if (!(ts = agent_py_tstate(c, py, 0)) ||
 	    ld64(ts + py->off.ts_c_profilefunc) == (uint64_t)&agent_py_profile)
 		return;
-	all_threads(py, 1);
+	agent_py_profile_all(py, 1);
 }
 
 int agent_py_pending(uint64_t arg)
 {
 	struct inj_ctl *c = (struct inj_ctl *)arg;
 	struct inj_py *py = py_mut(c);
+	int on = py && py->state == INJ_PY_ON && !owner_died(c->owner);
 
 	if (py && py->on && py->mon) {
-		if (py->state == INJ_PY_ON && !owner_died(c->owner))
-			mon_arm(py);
+		if (on)
+			agent_pymon_arm(py);
 		else
-			mon_disarm(py, 0);
+			agent_pymon_disarm(py, 0);
 	} else if (py && py->on && py->set_profile) {
-		all_threads(py, py->state == INJ_PY_ON && !owner_died(c->owner));
+		if (py->eval && (!on || !py->eval_off))
+			on = agent_pyeval_set(py, on) < 0 && on;
+		agent_py_profile_all(py, on);
 	}
 	return 0;
 }
