@@ -139,12 +139,24 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-static double now(void)
+static double now_on(clockid_t clk)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clk, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double now(void)
+{
+	return now_on(CLOCK_MONOTONIC);
+}
+
+/* the thread's CPU time, kernel time included: where a uprobe's trap and
+ * its bpf program run, without what other tasks take of the CPU */
+static double cpu_now(void)
+{
+	return now_on(CLOCK_THREAD_CPUTIME_ID);
 }
 
 int main(int argc, char **argv)
@@ -220,6 +232,7 @@ int main(int argc, char **argv)
 		long n = argc > 2 ? atol(argv[2]) : 1000;
 		long burst = argc > 3 ? atol(argv[3]) : 0, warm = argc > 5 ? atol(argv[5]) : 0;
 		double gap = argc > 4 ? atof(argv[4]) / 1e3 : 0, timed = 0, b0 = now();
+		double cpu = 0, c0 = cpu_now();
 
 		if (warm < 0)
 			warm = 0;
@@ -229,10 +242,13 @@ int main(int argc, char **argv)
 				struct timespec ts = {(time_t)gap,
 						      (long)((gap - (double)(time_t)gap) * 1e9)};
 
-				if (i >= warm)
+				if (i >= warm) {
 					timed += now() - b0;
+					cpu += cpu_now() - c0;
+				}
 				nanosleep(&ts, NULL);
 				b0 = now();
+				c0 = cpu_now();
 			}
 			if (i == 0 && warm > 1) {
 				/* a tracer's first hit may take it a while (reading
@@ -241,11 +257,15 @@ int main(int argc, char **argv)
 
 				nanosleep(&ts, NULL);
 			}
-			if (i + 1 == warm)
+			if (i + 1 == warm) {
 				b0 = now();	/* the timed calls start */
+				c0 = cpu_now();
+			}
 		}
 		timed += now() - b0;
-		printf("%ld ns_per_call %.2f\n", sink, n > 0 ? timed * 1e9 / (double)n : 0.0);
+		cpu += cpu_now() - c0;
+		printf("%ld ns_per_call %.2f cpu_ns_per_call %.2f\n", sink,
+		       n > 0 ? timed * 1e9 / (double)n : 0.0, n > 0 ? cpu * 1e9 / (double)n : 0.0);
 	} else {
 		return 2;
 	}
