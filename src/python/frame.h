@@ -14,6 +14,15 @@ enum python_frame_flags {
 	PYFRAME_GEN = 1 << 1,	/* owned by a generator or coroutine */
 };
 
+/* A py: probe's function in its events and count rows: the code object's
+ * address (user addresses fit 47 bits), and from bit 48 which code object
+ * at that address it is (the inject agent's verdict generation: a module's
+ * body runs once and is freed, and the next code object may be made
+ * where it was; each keeps its own row and names). */
+#define PY_GEN_SHIFT 48
+#define PY_GEN_MASK 0x7fffu
+#define PY_CODE_ADDR(key) ((key) & ((1ULL << PY_GEN_SHIFT) - 1))
+
 /* A walk's default bound on the frames it stores (walk.h's
  * PYWALK_MAX_FRAMES). */
 #define PYTHON_FRAMES_MAX 128

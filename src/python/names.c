@@ -376,7 +376,14 @@ int python_names_code(struct usc_cache *c, pid_t pid, uint64_t addr,
 	if (!p)
 		return -ENOENT;
 	t = told_find(p, addr);
-	if ((pc = read_code(p, addr))) {
+	/* a py: probe's function key of a later code object at an address
+	 * (python/frame.h): what was told of it, else the object there now;
+	 * one told whose names the object there now does not have is another
+	 * object, freed since (a module's body): what was told stands */
+	pc = PY_CODE_ADDR(addr) == addr || !t ? read_code(p, PY_CODE_ADDR(addr)) : NULL;
+	if (pc && t && (strcmp(t->qualname, pc->qualname) || strcmp(t->filename, pc->filename)))
+		pc = NULL;
+	if (pc) {
 		out->addr = addr;
 		out->qualname = pc->qualname;
 		out->filename = pc->filename;
@@ -532,7 +539,7 @@ const struct python_loc *python_names_func(struct usc_cache *c, pid_t pid, uint6
 		if (n->procs[i]->pid != pid)
 			ret = python_names_code(c, n->procs[i]->pid, code, &ci);
 	if (ret) {
-		snprintf(name, sizeof(name), "<code 0x%llx>", (unsigned long long)code);
+		snprintf(name, sizeof(name), "<code 0x%llx>", (unsigned long long)PY_CODE_ADDR(code));
 		return python_names_loc(c, python_names_intern(c, name, "?", -1));
 	}
 	if (ci.module)

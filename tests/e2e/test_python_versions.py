@@ -89,6 +89,27 @@ def test_counts_equal_setprofile(name):
     assert got == want
 
 
+EXECS = """
+for i in range(200):
+    exec(f"def f{i}(x):\\n    return x\\nf{i}(1)\\nf{i}(2)\\n", {"__name__": "gen"})
+"""
+
+
+@pytest.mark.parametrize("name", list(PYTHONS))
+def test_code_objects_made_where_freed_ones_were_count_apart(name, tmp_path):
+    """200 functions made by exec, each called twice, then freed: the next
+    one is often made at the same address (with an interned name such as
+    <module>, the same name too). Each is its own row, named after itself:
+    f0 ... f199 twice each, the 200 module bodies once each."""
+    script = tmp_path / "execs.py"
+    script.write_text(EXECS)
+    cp = u.run_uscope(["count", "--json", "py:gen:*", "--", python(name), script], timeout=90)
+    assert cp.returncode == 0, cp.stderr
+    rows = py_rows(cp.stdout, prefix="gen:")
+    assert rows.pop("<module>") == 200
+    assert rows == {f"f{i}": 2 for i in range(200)}
+
+
 @pytest.mark.parametrize("name", MONITORED)
 def test_counts_equal_monitoring_in_the_same_run(name):
     """The workload counts its own calls through sys.monitoring (its own

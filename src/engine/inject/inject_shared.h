@@ -580,8 +580,11 @@ struct inj_py_code {
 					 * row of row1_site's key for it, + 1 (0: none) */
 	uint32_t row1_site;
 	uint32_t pid;			/* the self word of the process it is of */
-	uint32_t pad;			/* (which process armed it for sys.monitoring
-					 * is in each one's self page: INJ_SELF_ARMED) */
+	uint32_t gen;			/* which code object at this address (the
+					 * first 0), in py: probes' function keys
+					 * (agent/pyagent.h's py_func_key); which
+					 * process armed it for sys.monitoring is in
+					 * each one's self page (INJ_SELF_ARMED) */
 };
 
 /* The arena: one record a code object, 8-aligned: this header, then the

@@ -1005,7 +1005,7 @@ void agent_py_hit(struct inj_ctl *c, uint32_t idx, const struct py_hit *h)
 		uint32_t row = h->verdict->row1 - 1;
 
 		if (!h->verdict->row1) {
-			uint64_t key[2] = {AGG_K_INT, (uint64_t)agg_value_of(h->code,
+			uint64_t key[2] = {AGG_K_INT, (uint64_t)agg_value_of(py_func_key(h),
 									     site->arg_size[0], 0)};
 
 			row = row_of(c, site, key, sizeof(key));

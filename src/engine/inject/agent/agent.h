@@ -95,6 +95,14 @@ struct py_hit {
 	const struct inj_py *py;
 	struct inj_py_code *verdict;	/* its code object's (a row kept there), or 0 */
 };
+/* A py: probe's function as its events and rows name it: the code
+ * object's address, and which object at that address (its verdict's
+ * generation: python/frame.h's PY_GEN_SHIFT). */
+static inline __attribute__((always_inline)) uint64_t py_func_key(const struct py_hit *h)
+{
+	return h->code | (h->verdict ? (uint64_t)h->verdict->gen << PY_GEN_SHIFT : 0);
+}
+
 /* Site idx of c fires for h (agent.c): counted, recorded or aggregated. */
 void agent_py_hit(struct inj_ctl *c, uint32_t idx, const struct py_hit *h) HIDDEN;
 /* A py: probe's value (FOP_PYFUNC ... FOP_PYRETVAL) into v, its text into

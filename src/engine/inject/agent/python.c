@@ -258,9 +258,10 @@ struct debuginfo_names {
 };
 
 /* A code object's names (and line table) copied into the arena, for the
- * tracer. lines: its bytes, nlines of them (INJ_PY_NOLINES: none). */
-static void arena_add(struct inj_py *py, uint64_t code, const struct debuginfo_names *n, uint64_t lines,
-		      uint32_t nlines)
+ * tracer, under key (its address, or a py: probe's py_func_key). lines:
+ * its bytes, nlines of them (INJ_PY_NOLINES: none). */
+static void arena_add(struct inj_py *py, uint64_t code, uint64_t key,
+		      const struct debuginfo_names *n, uint64_t lines, uint32_t nlines)
 {
 	uint32_t nl = nlines == INJ_PY_NOLINES ? 0 : nlines;
 	uint32_t need = (uint32_t)(sizeof(struct inj_py_name) + n->nm + n->nq + n->nf + 3 + nl + 7) &
@@ -293,10 +294,11 @@ static void arena_add(struct inj_py *py, uint64_t code, const struct debuginfo_n
 		*d++ = n->filename[i];
 	for (uint32_t i = 0; i < nl; i++)
 		*d++ = (char)ld8(lines + i);
-	__atomic_store_n(&r->code, code, __ATOMIC_RELEASE);	/* last: it is whole */
+	__atomic_store_n(&r->code, key, __ATOMIC_RELEASE);	/* last: it is whole */
 }
 
-static uint64_t decide(struct inj_py *py, uint64_t code, uint64_t iframe)
+/* key: the code object's py_func_key, its names are told under */
+static uint64_t decide(struct inj_py *py, uint64_t code, uint64_t key, uint64_t iframe)
 {
 	const struct python_offsets *o = &py->off;
 	struct debuginfo_names n;
@@ -322,7 +324,7 @@ static uint64_t decide(struct inj_py *py, uint64_t code, uint64_t iframe)
 			mask |= 1ULL << k;
 	}
 	if (mask)
-		arena_add(py, code, &n, 0, INJ_PY_NOLINES);
+		arena_add(py, code, key, &n, 0, INJ_PY_NOLINES);
 	return mask;
 }
 
@@ -348,10 +350,14 @@ uint64_t agent_py_verdict(struct inj_py *py, uint64_t code, uint64_t iframe, str
 		if (k == code || (!k && __atomic_compare_exchange_n(&e->code, &k, code, 0,
 								      __ATOMIC_ACQ_REL,
 								      __ATOMIC_ACQUIRE))) {
-			/* new, or another code object at the same address (its row,
-			 * by address, is the same) */
+			/* new, or another code object at the same address (a
+			 * module's or class's body run once, freed, its memory
+			 * taken by the next): a generation of its own, so a row
+			 * and names of its own (py_func_key) */
+			e->gen = k ? (e->gen + 1) & PY_GEN_MASK : 0;
+			e->row1 = e->row1_site = 0;
 			e->pid = me;
-			e->mask = decide(py, code, iframe);
+			e->mask = decide(py, code, code | (uint64_t)e->gen << PY_GEN_SHIFT, iframe);
 			e->ident = qn;
 			py->codes_used++;
 			*ep = e;
@@ -360,7 +366,7 @@ uint64_t agent_py_verdict(struct inj_py *py, uint64_t code, uint64_t iframe, str
 	}
 	py->undecided++;
 	*ep = 0;
-	return decide(py, code, iframe);
+	return decide(py, code, code, iframe);
 }
 
 /* The verdict kept for code, or 0 (none yet: verdict decides). */
@@ -425,7 +431,7 @@ static void describe(struct inj_py *py, uint64_t code)
 	n.module[n.nm = 0] = 0;
 	if (lt)
 		nlt = ld64(lt + o->ob_size);
-	arena_add(py, code, &n, lt + o->bytes_sval,
+	arena_add(py, code, code, &n, lt + o->bytes_sval,
 		  lt && nlt <= INJ_PY_LINES ? (uint32_t)nlt : INJ_PY_NOLINES);
 }
 
@@ -781,7 +787,7 @@ void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struc
 		return;		/* (no frame to read them in) */
 	if (in->op == FOP_PYFUNC) {
 		v->kind = INJ_INT;
-		v->val = h->code;
+		v->val = py_func_key(h);
 	} else if (in->op == FOP_PYRETVAL) {
 		if (h->retval) {
 			value_into(py, h->retval, v, rec, off, 0);
