@@ -224,3 +224,83 @@ int goabi_bind_string(struct usc_cache *c, const struct usc_site *site,
 	out[1].ninsn = 3;
 	return 2;
 }
+
+/* ---- the stack check ---------------------------------------------------------
+ *
+ * Go 1.17+ on amd64 (cmd/internal/obj/x86's stacksplit), R14 = g, its
+ * stackguard0 at 0x10, by frame size:
+ *   small:  cmp rsp, [r14+0x10]                    49 3b 66 10
+ *   big:    lea r12, [rsp-N]                       4c 8d 64 24 d8 | 4c 8d a4 24 d32
+ *           cmp r12, [r14+0x10]                    4d 3b 66 10
+ *   huge:   mov r12, rsp                           49 89 e4
+ *           sub r12, N                             49 83 ec i8 | 49 81 ec i32
+ *           jb  morestack (the subtraction wrapped) 72 d8 | 0f 82 d32
+ *           cmp r12, [r14+0x10]                    4d 3b 66 10
+ * then jbe to the morestack call at the function's end (76 d8 | 0f 86 d32). */
+
+/* A conditional jump (short opcode op8, near 0f op32) at b[*at]: forward,
+ * inside the function of size size at vaddr 0 of b? *at moved past it. */
+static bool go_jcc_out(const uint8_t *b, size_t n, size_t *at, uint8_t op8, uint8_t op32,
+		       uint64_t size)
+{
+	int64_t rel;
+	size_t i = *at;
+
+	if (i + 2 <= n && b[i] == op8) {
+		rel = (int8_t)b[i + 1];
+		i += 2;
+	} else if (i + 6 <= n && b[i] == 0x0f && b[i + 1] == op32) {
+		int32_t r;
+
+		memcpy(&r, b + i + 2, 4);
+		rel = r;
+		i += 6;
+	} else {
+		return false;
+	}
+	if (rel <= 0 || (uint64_t)((int64_t)i + rel) >= size)
+		return false;
+	*at = i;
+	return true;
+}
+
+void goabi_past_stack_check(const struct objfile *ef, const struct objfile_sym *fn,
+			    uint64_t *vaddr)
+{
+	static const uint8_t cmp_rsp[4] = {0x49, 0x3b, 0x66, 0x10};
+	static const uint8_t cmp_r12[4] = {0x4d, 0x3b, 0x66, 0x10};
+	static const uint8_t mov_r12[3] = {0x49, 0x89, 0xe4};
+	uint8_t b[32];
+	size_t at = 0, n = sizeof(b);
+	const uint8_t *cmp = cmp_r12;
+
+	if (!ef || !ef->is_go || !fn || *vaddr != fn->vaddr || !fn->size)
+		return;
+	if (fn->size < n)
+		n = (size_t)fn->size;
+	if (objfile_read(ef, fn->vaddr, b, n))
+		return;
+	if (n >= 5 && b[0] == 0x4c && b[1] == 0x8d && b[2] == 0x64 && b[3] == 0x24) {
+		at = 5;		/* big: lea r12, [rsp+d8] */
+	} else if (n >= 8 && b[0] == 0x4c && b[1] == 0x8d && b[2] == 0xa4 && b[3] == 0x24) {
+		at = 8;		/* big: lea r12, [rsp+d32] */
+	} else if (n >= 3 && !memcmp(b, mov_r12, 3)) {
+		at = 3;		/* huge: mov r12, rsp; sub r12, N; jb */
+		if (at + 4 <= n && b[at] == 0x49 && b[at + 1] == 0x83 && b[at + 2] == 0xec)
+			at += 4;
+		else if (at + 7 <= n && b[at] == 0x49 && b[at + 1] == 0x81 && b[at + 2] == 0xec)
+			at += 7;
+		else
+			return;
+		if (!go_jcc_out(b, n, &at, 0x72, 0x82, fn->size))
+			return;
+	} else {
+		cmp = cmp_rsp;	/* small */
+	}
+	if (at + 4 > n || memcmp(b + at, cmp, 4))
+		return;
+	at += 4;
+	if (!go_jcc_out(b, n, &at, 0x76, 0x86, fn->size))
+		return;
+	*vaddr = fn->vaddr + at;
+}

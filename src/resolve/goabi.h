@@ -11,6 +11,8 @@
 
 struct usc_cache;
 struct debuginfo;
+struct objfile;
+struct objfile_sym;
 
 /* Does in need Go's rules at site: $argN, $retvalN (N >= 2) or $goid, on a
  * function probe (not a USDT one)? */
@@ -29,6 +31,18 @@ int goabi_bind(struct usc_cache *c, const struct usc_site *site, struct debuginf
  * ABI0), where R14 holds the running goroutine's g at every entry and
  * return? */
 bool goabi_regabi(struct usc_cache *c, const struct usc_site *site);
+
+/* A Go function's entry probe goes past its stack check: the function
+ * starts by comparing its stack pointer (or, for a big frame, R12 = SP
+ * less the frame) with g.stackguard0 and, when the stack must grow, calls
+ * runtime.morestack, which copies the stack and starts the function over
+ * from its entry: a probe there would count that call twice. The check
+ * (cmp, jbe to the morestack call inside the function) changes no
+ * argument register, no stack word and no R14, so the probe past it sees
+ * what it would at the entry. *vaddr moved when fn (of a Go file) begins
+ * with such a check; else untouched (NOSPLIT functions have none). */
+void goabi_past_stack_check(const struct objfile *ef, const struct objfile_sym *fn,
+			    uint64_t *vaddr);
 
 /* $argN:string on a Go function is a Go string: its pointer in the N-th
  * argument word, its length in the next, with or without debug info (Go

@@ -11,6 +11,7 @@
 #include "debuginfo/debuginfo.h"
 #include "objfile/objfile.h"
 #include "cache/cache.h"
+#include "resolve/goabi.h"
 #include "resolve/resolve_int.h"
 
 static bool spec_needs_dwarf(const struct usc_probe_spec *spec)
@@ -141,6 +142,10 @@ int resolve_add_site(struct site_vec *sv, const struct usc_probe_spec *spec, uns
 	uint64_t off;
 	int err;
 
+	/* a Go function's entry: past its stack check, where it starts over
+	 * after growing its stack (goabi.h) */
+	if (!spec->is_return && !site_flags && !spec->has_offset)
+		goabi_past_stack_check(ef, fn, &vaddr);
 	if (!objfile_vaddr_is_exec(ef, vaddr)) {
 		log_error("%s: address 0x%llx is not in an executable segment of %s", spec->text,
 			  (unsigned long long)vaddr, path);

@@ -69,6 +69,27 @@ def list_v(binary, pattern=None):
     return out
 
 
+GROW = target("gogrow")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_one_hit_a_call_where_the_stack_grows_at_the_entry(engine):
+    """tests/targets/gogrow: grow recurses with 4 KiB frames on a new
+    goroutine per round, so its stack check fails at grow's entry several
+    times a round: runtime.morestack copies the stack and starts grow over
+    from its entry. The probe sits past the check: one hit a call, and
+    grow's argument as at the entry (50+r down to 0, round by round)."""
+    rounds = 4
+    cp = run_uscope(["count", "--json", "-e", engine, "main.grow", "main.square", "--", GROW,
+                     str(rounds)], timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    rows = {o["probe"]: o["count"] for o in u.json_lines(cp.stdout) if o.get("final")}
+    assert rows == {"main.grow": sum(51 + r for r in range(rounds)), "main.square": rounds}
+    res = trace("main.grow n=$arg1:s64", cmd=[GROW, "2"], extra=["-e", engine])
+    assert [e.args["n"] for e in res.named("main.grow")] == \
+        list(range(50, -1, -1)) + list(range(51, -1, -1))
+
+
 def test_stripped_target_has_no_symtab_yet_lists_its_functions():
     secs = subprocess.run(["readelf", "-SW", GO_STRIPPED], capture_output=True,
                           text=True).stdout
