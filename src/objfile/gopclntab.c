@@ -351,10 +351,12 @@ int gopclntab_pcv_next(const void *data, size_t len, const struct gopclntab_hdr 
 	it->off = off;
 	/* zig-zag: the low bit says negative */
 	it->val = (int32_t)((uint32_t)it->val + ((uv & 1) ? ~(uv >> 1) : uv >> 1));
+	/* past the function's end, or past the top of the address space (a
+	 * table near it would wrap round) */
+	if (it->pc > it->end || (uint64_t)pcdelta * h->quantum > it->end - it->pc)
+		return -EINVAL;
 	*lo = it->pc;
 	*hi = it->pc + (uint64_t)pcdelta * h->quantum;
-	if (*hi > it->end)
-		return -EINVAL;
 	it->pc = *hi;
 	*val = it->val;
 	return 1;
