@@ -207,6 +207,23 @@ void inj_agg_site(struct inj *j, const struct usc_site *site, struct inj_site *d
 		fast_addresses(&j->agg, c, remote, d);
 }
 
+void inj_rec_fast_site(struct inj *j, struct inj_site *d, const struct inj_ctl *c, uint64_t remote)
+{
+	/* what agent_fast's record holds: two words, integers taken from
+	 * registers as they are (not the stack pointer: the trampoline has
+	 * moved it), or at a return where it returns to and one such integer;
+	 * a site that neither aggregates, follows objects nor follows tail
+	 * calls, with nothing that record() would add (strings, stacks) and no
+	 * filter */
+	d->rec_fast = d->agg == INJ_AGG_NONE && !d->obj && !d->filter.n && d->kind == INJ_PLAIN &&
+		      !d->nstr && !d->stack_need && d->nargs + (d->ret_site ? 1 : 0) <= 2;
+	for (unsigned a = 0; a < d->nargs && d->rec_fast; a++)
+		d->rec_fast = d->reg_only[a] < USC_REG_NR && d->reg_only[a] != USC_REG_SP &&
+			      !d->arg_str[a];
+	if (d->rec_fast)
+		fast_addresses(&j->agg, c, remote, d);
+}
+
 void inj_agg_reclaim(struct inj_shm *m, uint32_t slot)
 {
 	if (m->ctl->agg_kind)

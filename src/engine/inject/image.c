@@ -471,6 +471,7 @@ static void fill_sites(struct inj *j, struct inj_image *img)
 			}
 			inj_agg_site(j, site, d, img->shm.ctl, img->shm.remote);
 			inj_obj_site(site, d, img->shm.ctl, img->shm.remote);
+			inj_rec_fast_site(j, d, img->shm.ctl, img->shm.remote);
 		}
 	}
 }
@@ -552,10 +553,17 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 				ts.obj_shift = (uint8_t)is->objs.fshift;
 				ts.obj_regs = is->obj_regs;
 			}
-			if (is->agg_fast) {
-				ts.fast = m->agent_remote + hdr->fast_off;
+			if (is->agg_fast || is->rec_fast) {
+				ts.fast = m->agent_remote +
+					  (is->rec_fast ? hdr->fast_rec_off : hdr->fast_off);
 				ts.fast_a = is->nargs > 0 ? is->reg_only[0] : 0xff;
 				ts.fast_b = is->nargs > 1 ? is->reg_only[1] : 0xff;
+				if (is->rec_fast && is->ret_site) {
+					/* a return's record: where it returns to, then
+					 * its one argument */
+					ts.fast_b = ts.fast_a;
+					ts.fast_a = TRAMP_FAST_RETADDR;
+				}
 			}
 		}
 		n = tramp_encode_probe(&ts, buf + len, cap - len);

@@ -402,6 +402,9 @@ void inj_agg_ctl(struct inj *j, struct inj_ctl *c);
  * mapped there at remote). */
 void inj_agg_site(struct inj *j, const struct usc_site *site, struct inj_site *d,
 		  const struct inj_ctl *c, uint64_t remote);
+/* Whether agent_fast writes the site's records (inj_site.rec_fast), and its
+ * addresses for it; after inj_agg_site and inj_obj_site. */
+void inj_rec_fast_site(struct inj *j, struct inj_site *d, const struct inj_ctl *c, uint64_t remote);
 /* A reclaimed slot: its calls are over. */
 void inj_agg_reclaim(struct inj_shm *m, uint32_t slot);
 

@@ -115,6 +115,7 @@ struct agent_hdr {
 	uint64_t ctl;			/* the control block's address in the process,
 					 * for the code CPython calls (py: probes'
 					 * profile function), which has no site */
+	uint64_t fast_rec_off;		/* agent_fast_rec */
 };
 
 /* The self page (inj_ctl.self): per process, wiped in a forked child. */
@@ -410,7 +411,11 @@ struct inj_site {
 	uint32_t py_count;		/* a py: probe counted by its function alone (its
 					 * one key, no value, no filter): the row is kept
 					 * with the code object's verdict */
-	uint32_t pad_py;
+	uint32_t rec_fast;		/* a record of nothing but at most two registers
+					 * as they are, at a plain entry site with no
+					 * filter, string or stack: agent_fast writes it
+					 * whole when the ring has room (the trampoline
+					 * calls it as for agg_fast) */
 	uint8_t arg_size[INJ_MAX_ARGS];	/* an integer's bytes (0: all 8), to mask */
 	uint8_t arg_sign[INJ_MAX_ARGS];	/* signed: a value sign-extends */
 	uint8_t arg_str[INJ_MAX_ARGS];	/* a string argument */

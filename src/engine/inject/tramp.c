@@ -465,14 +465,21 @@ static void patch_branch(struct emit *e, size_t rel_at)
 }
 
 /* The registers fast() is given: the value where the probe fired. rax, rdi,
- * rsi and rdx are on the stack by then (pushed in that order). */
-static void emit_fast_arg(struct emit *e, ZydisRegister dst, uint8_t reg)
+ * rsi and rdx are on the stack by then (pushed in that order), above them
+ * the flags where saved, the red zone, and the word the probe's stack
+ * pointer points at. */
+static void emit_fast_arg(struct emit *e, const struct tramp_spec *s, ZydisRegister dst,
+			  uint8_t reg)
 {
 	static const struct {
 		uint8_t reg;
 		int32_t disp;
 	} pushed[] = {{USC_REG_DX, 0}, {USC_REG_SI, 8}, {USC_REG_DI, 16}, {USC_REG_AX, 24}};
 
+	if (reg == TRAMP_FAST_RETADDR) {
+		emit_rm(e, ZYDIS_MNEMONIC_MOV, dst, 32 + (s->save_flags ? 8 : 0) + RED_ZONE);
+		return;
+	}
 	if (reg >= USC_REG_NR || gpr[reg] == ZYDIS_REGISTER_NONE) {
 		emit_rr(e, ZYDIS_MNEMONIC_XOR, dst, dst);
 		return;
@@ -494,8 +501,8 @@ static void emit_call_fast(struct emit *e, const struct tramp_spec *s)
 	size_t to_slow, to_done;
 
 	emit_enter(e, s, saved, 4);
-	emit_fast_arg(e, ZYDIS_REGISTER_RSI, s->fast_a);
-	emit_fast_arg(e, ZYDIS_REGISTER_RDX, s->fast_b);
+	emit_fast_arg(e, s, ZYDIS_REGISTER_RSI, s->fast_a);
+	emit_fast_arg(e, s, ZYDIS_REGISTER_RDX, s->fast_b);
 	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RDI, (int64_t)s->site);
 	emit_ri(e, ZYDIS_MNEMONIC_MOV, ZYDIS_REGISTER_RAX, (int64_t)s->fast);
 	if (s->save_flags)

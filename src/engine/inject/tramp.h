@@ -9,6 +9,8 @@
 
 #define TRAMP_MAX 512	/* bytes of one site's trampoline, at most */
 
+#define TRAMP_FAST_RETADDR 0xfe
+
 struct tramp_spec {
 	uint64_t at;		/* the trampoline's runtime address */
 	const uint8_t *pre;	/* relocated instructions before the probe */
@@ -22,7 +24,8 @@ struct tramp_spec {
 	 * the registers of enum usc_reg fast_a and fast_b (0xff: none); when it
 	 * returns non-zero, hit(regs, site) as above */
 	uint64_t fast;
-	uint8_t fast_a, fast_b;
+	uint8_t fast_a, fast_b;	/* or TRAMP_FAST_RETADDR: the word at the probe's
+				 * stack pointer (at a ret, where it returns to) */
 	/* objtrace: a site that follows objects tests the set's filter
 	 * (objset.h: counters at obj_filter, indexed by a hash >> obj_shift)
 	 * on the argument registers first: all 0 ends the hit, else

@@ -24,12 +24,15 @@
 void agent_hit(struct inj_regs *regs, struct inj_site *site) HIDDEN;
 uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
 	__attribute__((no_caller_saved_registers));
+uint32_t agent_fast_rec(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
+	__attribute__((no_caller_saved_registers));
 
 /* The tracer reads this header at the blob's start (inject_shared.h). */
 __attribute__((section(".agent_hdr"), used)) HIDDEN const struct agent_hdr agent_hdr = {
 	.magic = INJ_MAGIC,
 	.hit_off = (uint64_t)&agent_hit,	/* the blob is linked at 0 */
 	.fast_off = (uint64_t)&agent_fast,
+	.fast_rec_off = (uint64_t)&agent_fast_rec,
 	.py_pending_off = (uint64_t)&agent_py_pending,
 	.trap_off = (uint64_t)&agent_trap,
 };
@@ -801,6 +804,23 @@ static int room(struct inj_ctl *c, struct inj_slot *s, const char *ring, uint64_
 	return agent_wait_room(c, s, head, pad + need, counts);
 }
 
+/* The tracer sleeps: wake it once the ring holds a watermark's bytes. The
+ * tail seen last (never ahead of the tracer's) bounds the fill from above,
+ * so only when it says "due" is the tracer's tail read: its line moves
+ * between the CPUs at each record the tracer has read, and reading it at
+ * every hit while the tracer slept cost ~5 ns a hit (bench/README). */
+static inline void ring_if_due(struct inj_ctl *c, struct inj_slot *s, uint64_t head)
+{
+	uint64_t tail;
+
+	if (head - s->tail_seen < c->watermark)
+		return;
+	tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+	s->tail_seen = tail;
+	if (head - tail >= c->watermark)
+		agent_ring(c);
+}
+
 /* Append the record of `site` (the registers at the hit at `at`) to the
  * slot's ring; counts its loss when the ring is full. */
 static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
@@ -859,10 +879,8 @@ static void record(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
 	if (site->filter.n && !filter_pass(&site->filter, h->vals, rec, nargs))
 		return;		/* filtered out: not published */
 	__atomic_store_n(&s->head, head + h->len, __ATOMIC_RELEASE);
-	/* tail may be old (room): the tracer's, to wake it no sooner than due */
-	if (__builtin_expect(c->asleep, 0) &&
-	    head + h->len - __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE) >= c->watermark)
-		agent_ring(c);
+	if (__builtin_expect(c->asleep, 0))
+		ring_if_due(c, s, head + h->len);
 }
 
 /* What the site does with a hit: record it, or aggregate it; a site that
@@ -1067,6 +1085,108 @@ static inline __attribute__((always_inline)) uint64_t hash_step(uint64_t h, uint
 	return h ^ (h >> 32);
 }
 
+/* agent_fast's record (inj_site.rec_fast): record()'s, written whole here
+ * when nothing needs more than a store: no tail call's return pending, no
+ * wrap at the ring's end, room by the tail seen last, the tracer awake or
+ * its ring short of the watermark. Else 1, nothing changed: agent_hit's. */
+static inline uint32_t fast_record(struct inj_ctl *c, const struct inj_site *site,
+				   struct inj_slot *s, uint64_t slot, uint64_t *counts,
+				   uint64_t a, uint64_t b, uint64_t tsc, uint32_t cpu)
+{
+	uint32_t size = c->ring_size, nargs = site->nargs;
+	uint32_t need = (uint32_t)(sizeof(struct inj_rec) + nargs * sizeof(struct inj_val));
+	uint64_t head = s->head, fill = head + need - s->tail_seen;
+	uint32_t pos = (uint32_t)head & (size - 1);
+	struct inj_rec *h;
+
+	if (s->npend || pos + need > size || fill > size ||
+	    (c->asleep && fill >= c->watermark))
+		return 1;
+	s->nest = 1;
+	__asm__ volatile("" ::: "memory");
+	h = (struct inj_rec *)((char *)c + c->rings_off + slot * size + pos);
+	h->tsc = tsc;
+	h->cpu = cpu;
+	h->site = site->index;
+	h->nvals = nargs;
+	h->retaddr = 0;
+	if (site->ret_site) {
+		/* the trampoline passed where the ret returns to, then the
+		 * argument */
+		h->retaddr = a;
+		a = b;
+	}
+	if (nargs > 0) {
+		h->vals[0].kind = INJ_INT;
+		h->vals[0].val = a;
+	}
+	if (nargs > 1) {
+		h->vals[1].kind = INJ_INT;
+		h->vals[1].val = b;
+	}
+	h->len = need;
+	__atomic_store_n(&s->head, head + need, __ATOMIC_RELEASE);
+	counts[0]++;
+	__asm__ volatile("" ::: "memory");
+	s->nest = 0;
+	return 0;
+}
+
+/* agent_fast's thread: its slot when the hit is the fast path's (the
+ * tracer alive, the process followed, recording on, the slot claimed
+ * already, no hit of ours under way in the thread), else NULL. */
+static inline struct inj_slot *fast_slot(const struct inj_site *site, struct inj_ctl *c)
+{
+	struct inj_slot *slots = (struct inj_slot *)site->fast.slots;
+	uint32_t mask = c->nslots - 1, hs;
+	uint64_t key;
+
+	if (owner_died(site->owner) || !*(volatile uint32_t *)site->fast.self || !c->enabled)
+		return 0;	/* (a dead tracer: agent_hit lets go) */
+	if (c->key_mode == INJ_KEY_TID_AT_FS) {
+		uint32_t tid;
+
+		__asm__ volatile("movl %%fs:(%1), %0" : "=r"(tid) : "r"((uint64_t)c->tid_off));
+		key = tid;
+	} else {
+		key = fs_base(c);
+	}
+	if (!key)
+		return 0;
+	hs = (uint32_t)((key * 0x9e3779b97f4a7c15ULL) >> 40);
+	for (uint32_t i = 0; i <= mask; i++) {
+		struct inj_slot *t = &slots[(hs + i) & mask];
+		uint64_t k = t->key;
+
+		if (k == key)
+			return t->nest ? 0 : t;
+		if (!k)
+			return 0;	/* the thread's first hit: it claims a slot */
+	}
+	return 0;
+}
+
+/* A recording site's fast path (inj_site.rec_fast), called as agent_fast:
+ * a function of its own, so that it saves only the few registers it uses. */
+uint32_t agent_fast_rec(const struct inj_site *site, uint64_t a, uint64_t b)
+{
+	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
+	struct inj_slot *s;
+	uint64_t slot, tsc;
+	uint32_t cpu;
+
+	/* first: the time stamp counter takes ~11 ns to read on this
+	 * project's CPU, in which the lookups below are made */
+	tsc = stamp(c, &cpu);
+	s = fast_slot(site, c);
+	if (!s)
+		return 1;
+	slot = (uint64_t)(s - (struct inj_slot *)site->fast.slots);
+	return fast_record(c, site, s, slot,
+			   (uint64_t *)(site->fast.counts + slot * site->fast.count_stride), a, b,
+			   tsc, cpu);
+}
+
 /* A site that aggregates integers from registers (inj_site.agg_fast), called
  * by its trampoline with the registers of its first two arguments before
  * (or instead of) agent_hit: it keeps every register but the flags, so the
@@ -1078,35 +1198,14 @@ static inline __attribute__((always_inline)) uint64_t hash_step(uint64_t h, uint
 uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b)
 {
 	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
-	struct inj_slot *slots = (struct inj_slot *)site->fast.slots, *s = 0;
-	uint32_t mask = c->nslots - 1, hs, row, nk = site->agg_nkey;
-	uint64_t key, slot, *counts, fkey[4], h;
+	struct inj_slot *slots = (struct inj_slot *)site->fast.slots, *s;
+	uint32_t row, nk = site->agg_nkey;
+	uint64_t slot, *counts, fkey[4], h;
 	struct inj_lat *lat;
 	__typeof__(&slots->kc[0]) kc = 0;
 
-	if (owner_died(site->owner) || !*(volatile uint32_t *)site->fast.self || !c->enabled)
-		return 1;	/* (a dead tracer: agent_hit lets go) */
-	if (c->key_mode == INJ_KEY_TID_AT_FS) {
-		uint32_t tid;
-
-		__asm__ volatile("movl %%fs:(%1), %0" : "=r"(tid) : "r"((uint64_t)c->tid_off));
-		key = tid;
-	} else {
-		key = fs_base(c);
-	}
-	hs = (uint32_t)((key * 0x9e3779b97f4a7c15ULL) >> 40);
-	for (uint32_t i = 0; i <= mask; i++) {
-		struct inj_slot *t = &slots[(hs + i) & mask];
-		uint64_t k = t->key;
-
-		if (k == key) {
-			s = t;
-			break;
-		}
-		if (!k)
-			return 1;	/* the thread's first hit: it claims a slot */
-	}
-	if (!s || s->nest || !key)
+	s = fast_slot(site, c);
+	if (!s)
 		return 1;
 	slot = (uint64_t)(s - slots);
 	counts = (uint64_t *)(site->fast.counts + slot * site->fast.count_stride);
