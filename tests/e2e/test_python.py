@@ -323,6 +323,70 @@ def test_profile_function_removed(how, way, monkeypatch):
             t.kill()
 
 
+THREADS_SCRIPT = PF_SCRIPT.split("print(\"ready\"")[0] + """
+import threading
+stop = threading.Event()
+sums = [0] * 4
+def work(k):
+    n = 0
+    while not stop.is_set():
+        for i in range(1000):
+            n += tick(i) - i + 1
+    sums[k] = n
+ths = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+for th in ths:
+    th.start()
+print("ready", flush=True)
+while True:
+    line = sys.stdin.readline().strip()
+    if line == "end":
+        break
+    print("evaluator", "set" if evaluator() else "none", flush=True)
+stop.set()
+for th in ths:
+    th.join()
+print("ok", all(n > 0 and n % 1000 == 0 for n in sums), flush=True)
+"""
+
+
+@pytest.mark.parametrize("way", ["evaluator", "profilefunc"])
+def test_kill_under_four_threads(way, monkeypatch):
+    """uscope killed with SIGKILL while four threads call a probed function
+    through the agent's frame evaluator (or its profile function): every
+    thread runs on to its end with its calls' results right, and the
+    evaluator is taken out by the process itself."""
+    if way == "profilefunc":
+        monkeypatch.setenv("USCOPE_PY_PROFILE", "1")
+    t = u.Target([PYTHON, "-c", THREADS_SCRIPT])
+    try:
+        t.expect("ready")
+        s = u.Background(["count", "-p", t.pid, "py:tick"])
+        s.wait_ready()
+        if way == "evaluator":
+            for _ in range(200):
+                t.write("x\n")
+                if "evaluator set" in t.readline():
+                    break
+            else:
+                raise AssertionError("the evaluator was never set")
+        time.sleep(0.5)     # the four threads' calls go through it meanwhile
+        s.signal(9)
+        s.wait()
+        for _ in range(200):
+            t.write("x\n")
+            if "evaluator none" in t.readline():
+                break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("the evaluator stayed after uscope's death")
+        t.write("end\n")
+        t.expect("ok True")
+        assert t.wait() == 0
+    finally:
+        if t.alive():
+            t.kill()
+
+
 def test_http_server_do_get_calls_copyfile(tmp_path):
     (tmp_path / "hello.txt").write_text("hello\n")
     server = tmp_path / "serve.py"

@@ -311,6 +311,13 @@ void inj_py_detach(struct inj_image *img, struct remote *rem)
 
 	if (!py || py->state != INJ_PY_ON)
 		return;
+	/* the agent's tally so far (-vv): where a py: probe counted nothing,
+	 * whether the mechanism was ever put in place */
+	log_debug("inject: process %d: the profile function put in %llu thread states, taken out "
+		  "of %llu; the frame evaluator put in %llu interpreters, taken out of %llu",
+		  (int)img->pid, (unsigned long long)py->installs,
+		  (unsigned long long)py->removes, (unsigned long long)py->eval_installs,
+		  (unsigned long long)py->eval_removes);
 	py->state = INJ_PY_STOP;	/* each thread takes it out at its next call */
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	pending(img, rem, "the profile function's removal (each thread removes it itself "
