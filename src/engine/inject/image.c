@@ -553,7 +553,9 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 				ts.obj_shift = (uint8_t)is->objs.fshift;
 				ts.obj_regs = is->obj_regs;
 			}
-			if (is->agg_fast || is->rec_fast) {
+			/* (a site the agent calls for Python is never the fast
+			 * path's: inj_py_sites changed its kind after fill_sites) */
+			if (is->agg_fast || (is->rec_fast && is->kind == INJ_PLAIN)) {
 				ts.fast = m->agent_remote +
 					  (is->rec_fast ? hdr->fast_rec_off : hdr->fast_off);
 				ts.fast_a = is->nargs > 0 ? is->reg_only[0] : 0xff;

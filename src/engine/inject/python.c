@@ -227,6 +227,8 @@ void inj_py_sites(struct inj *j, struct inj_image *img)
 			d->kind = INJ_PYHOOK;	/* (a patched site: filled) */
 		if (site->py_final)
 			d->kind = INJ_PYSYNC;
+		if (d->kind >= INJ_PYHOOK)
+			d->rec_fast = 0;	/* the agent's to call, not a record */
 		if (!site->python || !py)
 			continue;
 		d->ctl = img->shm.remote;
