@@ -411,11 +411,12 @@ struct inj_site {
 	uint32_t py_count;		/* a py: probe counted by its function alone (its
 					 * one key, no value, no filter): the row is kept
 					 * with the code object's verdict */
-	uint32_t rec_fast;		/* a record of nothing but at most two registers
-					 * as they are, at a plain entry site with no
-					 * filter, string or stack: agent_fast writes it
-					 * whole when the ring has room (the trampoline
-					 * calls it as for agg_fast) */
+	uint32_t rec_fast;		/* a record of nothing but two words (registers
+					 * as they are; at a return, where it returns to
+					 * and one register), at a plain site with no
+					 * filter, string or stack: agent_fast_rec writes
+					 * it whole when the ring has room (the trampoline
+					 * calls it as agent_fast for agg_fast) */
 	uint8_t arg_size[INJ_MAX_ARGS];	/* an integer's bytes (0: all 8), to mask */
 	uint8_t arg_sign[INJ_MAX_ARGS];	/* signed: a value sign-extends */
 	uint8_t arg_str[INJ_MAX_ARGS];	/* a string argument */

@@ -1093,17 +1093,24 @@ static inline uint32_t fast_record(struct inj_ctl *c, const struct inj_site *sit
 				   struct inj_slot *s, uint64_t slot, uint64_t *counts,
 				   uint64_t a, uint64_t b, uint64_t tsc, uint32_t cpu)
 {
-	uint32_t size = c->ring_size, nargs = site->nargs;
+	uint32_t size = c->ring_size, nargs = site->nargs, pos;
 	uint32_t need = (uint32_t)(sizeof(struct inj_rec) + nargs * sizeof(struct inj_val));
-	uint64_t head = s->head, fill = head + need - s->tail_seen;
-	uint32_t pos = (uint32_t)head & (size - 1);
+	uint64_t head, fill;
 	struct inj_rec *h;
 
-	if (s->npend || pos + need > size || fill > size ||
-	    (c->asleep && fill >= c->watermark))
-		return 1;
+	/* ours before the ring is read: a signal handler's hit from here on
+	 * is only counted, not written where this record goes */
 	s->nest = 1;
 	__asm__ volatile("" ::: "memory");
+	head = s->head;
+	fill = head + need - s->tail_seen;
+	pos = (uint32_t)head & (size - 1);
+	if (s->npend || pos + need > size || fill > size ||
+	    (c->asleep && fill >= c->watermark)) {
+		__asm__ volatile("" ::: "memory");
+		s->nest = 0;
+		return 1;
+	}
 	h = (struct inj_rec *)((char *)c + c->rings_off + slot * size + pos);
 	h->tsc = tsc;
 	h->cpu = cpu;
@@ -1261,8 +1268,13 @@ uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b)
 	if (nk == 0)
 		((struct inj_site *)site)->fast.row1 = row + 1;
 	if (kc) {
+		/* a signal handler's hit between these stores finds the entry
+		 * empty, never one word of the old key with the new row */
+		kc->row1 = 0;
+		__asm__ volatile("" ::: "memory");
 		kc->v = fkey[1];
 		kc->site = site->index;
+		__asm__ volatile("" ::: "memory");
 		kc->row1 = row + 1;
 	}
 found:
