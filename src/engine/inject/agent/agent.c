@@ -1214,14 +1214,16 @@ uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b)
 	s = fast_slot(site, c);
 	if (!s)
 		return 1;
+	/* ours from here: a signal handler's hit is only counted, and the
+	 * thread's latency stack and key cache stay as this hit leaves them */
+	s->nest = 1;
+	__asm__ volatile("" ::: "memory");
 	slot = (uint64_t)(s - slots);
 	counts = (uint64_t *)(site->fast.counts + slot * site->fast.count_stride);
 	lat = (struct inj_lat *)site->fast.lat + slot;
 	if (site->agg == INJ_AGG_RETURN) {
 		uint32_t n = lat->n < INJ_LAT_DEPTH ? lat->n : INJ_LAT_DEPTH;
 
-		s->nest = 1;
-		__asm__ volatile("" ::: "memory");
 		for (uint32_t i = n; i-- > 0;) {
 			if (lat->f[i].func != site->agg_func)
 				continue;
@@ -1264,24 +1266,17 @@ uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b)
 	}
 	row = row_find(c, site, fkey, nk ? 2 * nk : 1, h);
 	if (row == INJ_NO_ROW)
-		return 1;	/* a new key: agent_hit's */
+		goto slow;	/* a new key: agent_hit's */
 	if (nk == 0)
 		((struct inj_site *)site)->fast.row1 = row + 1;
 	if (kc) {
-		/* a signal handler's hit between these stores finds the entry
-		 * empty, never one word of the old key with the new row */
-		kc->row1 = 0;
-		__asm__ volatile("" ::: "memory");
 		kc->v = fkey[1];
 		kc->site = site->index;
-		__asm__ volatile("" ::: "memory");
 		kc->row1 = row + 1;
 	}
 found:
 	if (site->agg == INJ_AGG_ENTRY && lat->n >= INJ_LAT_DEPTH)
-		return 1;	/* too deep: agent_hit's */
-	s->nest = 1;
-	__asm__ volatile("" ::: "memory");
+		goto slow;	/* too deep: agent_hit's */
 	if (site->agg == INJ_AGG_ENTRY) {
 		uint32_t n = lat->n;
 
@@ -1301,5 +1296,9 @@ done:
 	__asm__ volatile("" ::: "memory");
 	s->nest = 0;
 	return 0;
+slow:
+	__asm__ volatile("" ::: "memory");
+	s->nest = 0;
+	return 1;
 }
 
