@@ -41,7 +41,10 @@
 #include <stdint.h>
 
 #define REC_MAGIC "USCOPE\x1aR"
-#define REC_VERSION 1
+/* 2: an inject chunk's rings may hold short records (struct inj_rec_short);
+ * a file of version 1 holds none and reads the same way. */
+#define REC_VERSION 2
+#define REC_VERSION_MIN 1		/* the oldest this uscope reads */
 
 struct rec_header {
 	char magic[8];

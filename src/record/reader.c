@@ -522,9 +522,10 @@ int rec_file_open(const char *path, struct rec_file **out)
 		rec_file_free(f);
 		return -EINVAL;
 	}
-	if (f->hdr.version != REC_VERSION || f->hdr.header_len != sizeof(struct rec_header)) {
-		log_error("%s is a recording of version %u; this uscope reads version %u", path,
-			  f->hdr.version, REC_VERSION);
+	if (f->hdr.version < REC_VERSION_MIN || f->hdr.version > REC_VERSION ||
+	    f->hdr.header_len != sizeof(struct rec_header)) {
+		log_error("%s is a recording of version %u; this uscope reads versions %u to %u",
+			  path, f->hdr.version, REC_VERSION_MIN, REC_VERSION);
 		rec_file_free(f);
 		return -EINVAL;
 	}

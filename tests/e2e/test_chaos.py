@@ -152,7 +152,7 @@ def janitors_of(pid_arg):
 
 HDR_LEN = 352
 REC_SITES, REC_INJECT, REC_BPF, REC_EVENT, REC_END = 1, 6, 7, 8, 11
-INJ_REC_PAD = 0x80000000
+INJ_REC_PAD = u.INJ_REC_PAD
 
 
 def whole_records(data):
@@ -180,10 +180,10 @@ def whole_records(data):
             q, end = p + 24, p + 24 + min(nbytes, avail - 24)
             while q + 4 <= end:
                 rlen = struct.unpack_from("<I", data, q)[0]
-                if q + (rlen & ~INJ_REC_PAD) > end:
+                if q + u.inj_rec_len(rlen) > end:
                     break
                 n += not rlen & INJ_REC_PAD
-                q += rlen & ~INJ_REC_PAD
+                q += u.inj_rec_len(rlen)
         if avail < ln or t == REC_END:
             break
         at = p + ln

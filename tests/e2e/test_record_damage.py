@@ -23,7 +23,7 @@ from uscope_e2e import target
 AGG = target("aggapp")
 HDR_LEN = 352
 REC_SITES, REC_INJECT, REC_BPF, REC_EVENT, REC_STATS = 1, 6, 7, 8, 10
-INJ_REC_PAD = 0x80000000
+INJ_REC_PAD = u.INJ_REC_PAD
 GARBAGE = b"\xde\xad\xbe\xef" * 2
 GARBAGE_U32 = 0xEFBEADDE
 TIME_RE = re.compile(r"\] \d+\.\d{6}: ")
@@ -58,8 +58,8 @@ def records(data):
             while q < end:
                 ln = struct.unpack_from("<I", p, q)[0]
                 if not ln & INJ_REC_PAD:
-                    out.append((at, len(p), at + 8 + q, ln))
-                q += ln & ~INJ_REC_PAD
+                    out.append((at, len(p), at + 8 + q, u.inj_rec_len(ln)))
+                q += u.inj_rec_len(ln)
     return out
 
 
@@ -241,9 +241,21 @@ def test_an_executable(tmp_path):
 
 def test_another_version(tmp_path):
     data, _ = whole(tmp_path, "tracefs")
-    path = tmp_path / "v2.usc"
-    path.write_bytes(data[:8] + struct.pack("<I", 2) + data[12:])
-    single_error(read(path), f"{path} is a recording of version 2; this uscope reads version 1")
+    path = tmp_path / "v3.usc"
+    path.write_bytes(data[:8] + struct.pack("<I", 3) + data[12:])
+    single_error(read(path), f"{path} is a recording of version 3; this uscope reads versions 1 to 2")
+
+
+def test_version_1_still_read(tmp_path):
+    """Version 2 added the inject engine's short records; a file of version 1
+    (which holds none) reads as it did."""
+    data, _ = whole(tmp_path, "tracefs")
+    old = tmp_path / "v1.usc"
+    old.write_bytes(data[:8] + struct.pack("<I", 1) + data[12:])
+    new = tmp_path / "v2.usc"
+    new.write_bytes(data)
+    a, b = read(old), read(new)
+    assert a.returncode == 0 and a.stdout == b.stdout and a.stdout.strip()
 
 
 def test_too_short(tmp_path):

@@ -37,6 +37,19 @@ def uscope_path() -> Path:
     return REPO / "uscope"
 
 
+
+# The inject agent's ring records (engine/inject/inject_shared.h): the first
+# u32 of a record is its length, flagged for a pad to the ring's end or a
+# short record (struct inj_rec_short: the length in the low 8 bits).
+INJ_REC_PAD = 0x80000000
+INJ_REC_SHORT = 0x40000000
+
+
+def inj_rec_len(word):
+    """The bytes of the inject record or pad whose first u32 is word."""
+    return word & 0xFF if word & INJ_REC_SHORT else word & ~INJ_REC_PAD
+
+
 def target(name: str) -> str:
     return str(BIN / name)
 

@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "engine/bpf/bpf_shared.h"
 #include "engine/inject/inject_shared.h"
+#include "engine/raw.h"
 #include "record/reader.h"
 #include "record/record.h"
 #include "session/session.h"
@@ -191,6 +192,21 @@ static size_t inject_bytes(uint8_t *buf, const struct want *const *x, size_t n)
 	for (size_t k = 0; k < n; k++) {
 		struct inj_rec *r = (void *)(buf + at);
 		size_t len = sizeof(*r) + sizeof(struct inj_val);
+
+		if (k % 2 && x[k]->v[0].kind == USC_V_INT) {
+			/* every other integer's record in the short form, as
+			 * agent_fast_rec writes it */
+			struct inj_rec_short *q = (void *)(buf + at);
+
+			len = sizeof(*q) + sizeof(uint64_t);
+			q->len = INJ_REC_SHORT | (uint32_t)x[k]->cpu << INJ_REC_SHORT_CPU |
+				 (uint32_t)len;
+			q->site = 0;
+			q->tsc = x[k]->time;
+			q->w[0] = x[k]->v[0].u;
+			at += len;
+			continue;
+		}
 
 		memset(r, 0, sizeof(*r) + sizeof(struct inj_val));
 		r->site = 0;	/* the inject engine's first (only) site: session site 2 */
@@ -699,14 +715,19 @@ static int on_ring_event(const struct usc_event *ev, void *ctx)
  * in order, and none is counted as bad (the damage is said once). */
 static void cut_one_chunk(bool events)
 {
-	size_t size, at, payload, first = 0, len1;
+	size_t size, at, payload, first = 0, end[NRING];
 	uint8_t *b;
 
 	write_one_chunk(events, &at);
 	b = slurp(&size);
 	payload = at + sizeof(struct rec_chunk) + (events ? 0 : sizeof(struct rec_inject));
-	len1 = events ? ((const struct rec_event *)(b + payload))->len :
-			((const struct inj_rec *)(b + payload))->len;
+	/* where each record ends (a ring's are of two forms, short and full) */
+	for (unsigned k = 0; k < NRING; k++) {
+		size_t from = k ? end[k - 1] : payload;
+
+		end[k] = from + (events ? ((const struct rec_event *)(b + from))->len
+					: inj_rec_len(*(const uint32_t *)(b + from)));
+	}
 	usc_set_log(on_log, NULL);
 	for (size_t len = at; len <= size; len++) {
 		struct rec_file *f = NULL;
@@ -721,14 +742,15 @@ static void cut_one_chunk(bool events)
 		st = rec_file_take_sites(f, &ns);
 		assert_int_equal(rec_file_events(f, on_ring_event, &n, &bad), 0);
 		assert_int_equal(bad, 0);
-		whole = len < payload ? 0 : (len - payload) / len1;
-		assert_int_equal(n, whole < NRING ? whole : NRING);
+		for (whole = 0; whole < NRING && end[whole] <= len; whole++)
+			;
+		assert_int_equal(n, whole);
 		first += n == 1 && !first ? len : 0;
 		rec_file_free(f);
 		free_sites(st, ns);
 	}
 	/* the first record reads as soon as its last byte is there */
-	assert_int_equal(first, payload + len1);
+	assert_int_equal(first, end[0]);
 	usc_set_log(NULL, NULL);
 	free(b);
 }
@@ -743,6 +765,71 @@ static void test_cut_events(void **state)
 {
 	(void)state;
 	cut_one_chunk(true);
+}
+
+/* The short record (struct inj_rec_short) read back: its words in order,
+ * the return address first at a return site, an argument without a word a
+ * fault; one whose length word is not what the agent writes refused. */
+static void test_short_records(void **state)
+{
+	struct usc_site entry = {.nargs = 2, .vaddr = 0x1000, .func_vaddr = 0x1000};
+	struct usc_site ret = {.nargs = 2, .ret_site = true, .vaddr = 0x1010, .func_vaddr = 0x1000};
+	struct usc_value vals[INJ_MAX_ARGS];
+	struct usc_event ev;
+	uint64_t buf[8] = {0}, tsc;
+	struct inj_rec_short *q = (void *)buf;
+	uint32_t site, len;
+
+	(void)state;
+	q->len = INJ_REC_SHORT | 37u << INJ_REC_SHORT_CPU | 32;
+	q->site = 5;
+	q->tsc = 12345;
+	q->w[0] = 7;
+	q->w[1] = (uint64_t)-2;
+	assert_int_equal(inject_raw_peek(q, 32, &site, &tsc, &len), 0);
+	assert_int_equal(site, 5);
+	assert_int_equal(tsc, 12345);
+	assert_int_equal(len, 32);
+	assert_int_equal(inject_raw_event(q, 32, &entry, 0x5000, 99, 10, 11, "c", vals, &ev), 0);
+	assert_int_equal(ev.cpu, 37);
+	assert_int_equal(ev.ip, 0x5000);
+	assert_int_equal(ev.nvals, 2);
+	assert_int_equal(vals[0].kind, USC_V_INT);
+	assert_int_equal(vals[0].u, 7);
+	assert_int_equal(vals[1].kind, USC_V_INT);
+	assert_int_equal(vals[1].u, (uint64_t)-2);
+	/* at a return: where it returns to, then one argument; the second has
+	 * no word */
+	assert_int_equal(inject_raw_event(q, 32, &ret, 0x5010, 99, 10, 11, "c", vals, &ev), 0);
+	assert_int_equal(ev.ip, 7);
+	assert_int_equal(ev.func, 0x5000);
+	assert_int_equal(vals[0].kind, USC_V_INT);
+	assert_int_equal(vals[0].u, (uint64_t)-2);
+	assert_int_equal(vals[1].kind, USC_V_FAULT);
+	/* no word at all: a record of 16 bytes */
+	q->len = INJ_REC_SHORT | 16;
+	assert_int_equal(inject_raw_event(q, 16, &entry, 0x5000, 99, 10, 11, "c", vals, &ev), 0);
+	assert_int_equal(ev.cpu, 0);
+	assert_int_equal(vals[0].kind, USC_V_FAULT);
+	assert_int_equal(vals[1].kind, USC_V_FAULT);
+	/* refused: longer than two words, shorter than the header, not
+	 * 8-aligned, past what is readable, stray bits */
+	q->len = INJ_REC_SHORT | 40;
+	assert_int_equal(inject_raw_peek(q, sizeof(buf), &site, &tsc, &len), -EINVAL);
+	q->len = INJ_REC_SHORT | 8;
+	assert_int_equal(inject_raw_peek(q, sizeof(buf), &site, &tsc, &len), -EINVAL);
+	q->len = INJ_REC_SHORT | 20;
+	assert_int_equal(inject_raw_peek(q, sizeof(buf), &site, &tsc, &len), -EINVAL);
+	q->len = INJ_REC_SHORT | 32;
+	assert_int_equal(inject_raw_peek(q, 24, &site, &tsc, &len), -EINVAL);
+	q->len = INJ_REC_SHORT | 1u << 24 | 24;
+	assert_int_equal(inject_raw_peek(q, sizeof(buf), &site, &tsc, &len), -EINVAL);
+	q->len = INJ_REC_SHORT | INJ_REC_PAD | 24;
+	assert_int_equal(inject_raw_peek(q, sizeof(buf), &site, &tsc, &len), -EINVAL);
+	/* the length the agent's flight recorder steps by */
+	assert_int_equal(inj_rec_len(INJ_REC_SHORT | 5u << INJ_REC_SHORT_CPU | 24), 24);
+	assert_int_equal(inj_rec_len(INJ_REC_PAD | 4096), 4096);
+	assert_int_equal(inj_rec_len(64), 64);
 }
 
 static int setup(void **state)
@@ -773,6 +860,7 @@ int main(void)
 		cmocka_unit_test(test_stats_versions),
 		cmocka_unit_test(test_cut_ring),
 		cmocka_unit_test(test_cut_events),
+		cmocka_unit_test(test_short_records),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

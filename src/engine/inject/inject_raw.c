@@ -17,6 +17,18 @@ int inject_raw_peek(const void *p, size_t avail, uint32_t *site, uint64_t *tsc, 
 	if (avail < sizeof(uint32_t))
 		return -EINVAL;
 	n = r->len;
+	if (n & INJ_REC_SHORT) {
+		const struct inj_rec_short *q = p;
+
+		n = inj_rec_len(n);
+		if (n < sizeof(*q) || n > sizeof(*q) + INJ_REC_SHORT_WORDS * sizeof(uint64_t) ||
+		    n > avail || (n & 7) || (r->len & ~(INJ_REC_SHORT | 0xfffffu)))
+			return -EINVAL;
+		*len = n;
+		*site = q->site;
+		*tsc = q->tsc;
+		return 0;
+	}
 	if (n & INJ_REC_PAD) {
 		/* the rest of the ring's end, skipped (from an 8-aligned
 		 * record to the ring's end: 8-aligned too, and what follows
@@ -36,6 +48,22 @@ int inject_raw_peek(const void *p, size_t avail, uint32_t *site, uint64_t *tsc, 
 	return 0;
 }
 
+/* A short record (len bytes, checked): its words in order, the return
+ * address first at a return site; an argument it has no word for is a
+ * fault, as in a record that says fewer values than its site has. */
+static void short_event(const struct inj_rec_short *q, uint32_t len, const struct usc_site *site,
+			struct usc_value *vals, struct usc_event *ev)
+{
+	uint32_t nw = (uint32_t)((len - sizeof(*q)) / sizeof(uint64_t)), w = 0;
+
+	ev->cpu = (int32_t)(q->len >> INJ_REC_SHORT_CPU & 0xfff);
+	if (site->ret_site)
+		ev->ip = w < nw ? q->w[w++] : 0;
+	for (unsigned a = 0; a < ev->nvals; a++, w++)
+		vals[a] = w < nw ? (struct usc_value){.kind = USC_V_INT, .u = q->w[w]}
+				 : (struct usc_value){.kind = USC_V_FAULT};
+}
+
 int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, uint64_t ip,
 		     uint64_t time_ns, int32_t pid, int32_t tid, const char *comm,
 		     struct usc_value *vals, struct usc_event *ev)
@@ -50,14 +78,20 @@ int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, u
 	ev->time_ns = time_ns;
 	ev->pid = pid;
 	ev->tid = tid;
-	ev->cpu = (int32_t)r->cpu;
 	ev->comm = comm;
 	ev->site = site;
 	ev->ip = ip;
-	if (site->ret_site) {
+	if (site->ret_site)
 		ev->func = ip - (site->vaddr - site->func_vaddr);
-		ev->ip = r->retaddr;
+	ev->nvals = site->nargs < INJ_MAX_ARGS ? site->nargs : INJ_MAX_ARGS;
+	ev->vals = vals;
+	if (r->len & INJ_REC_SHORT) {
+		short_event((const struct inj_rec_short *)p, len, site, vals, ev);
+		return 0;
 	}
+	ev->cpu = (int32_t)r->cpu;
+	if (site->ret_site)
+		ev->ip = r->retaddr;
 	for (unsigned a = 0; a < r->nvals && a < INJ_MAX_ARGS; a++) {
 		const struct inj_val *v = &r->vals[a];
 		struct usc_value *o = &vals[a];
@@ -95,8 +129,6 @@ int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, u
 	}
 	for (unsigned a = r->nvals; a < site->nargs && a < INJ_MAX_ARGS; a++)
 		vals[a] = (struct usc_value){.kind = USC_V_FAULT};
-	ev->nvals = site->nargs < INJ_MAX_ARGS ? site->nargs : INJ_MAX_ARGS;
-	ev->vals = vals;
 	return 0;
 }
 
@@ -108,8 +140,8 @@ int inject_raw_pystacks(const void *p, size_t avail,
 	uint64_t tsc;
 	int ret = 0;
 
-	if (inject_raw_peek(p, avail, &site, &tsc, &len) != 0)
-		return 0;	/* a pad, or not a record */
+	if (inject_raw_peek(p, avail, &site, &tsc, &len) != 0 || (r->len & INJ_REC_SHORT))
+		return 0;	/* a pad, not a record, or one of integers only */
 	for (unsigned a = 0; a < r->nvals && a < INJ_MAX_ARGS && !ret; a++) {
 		const struct inj_val *v = &r->vals[a];
 

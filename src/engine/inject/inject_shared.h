@@ -466,6 +466,7 @@ struct inj_val {
 };
 
 #define INJ_REC_PAD 0x80000000u		/* in len: skip to the ring's start */
+#define INJ_REC_SHORT 0x40000000u	/* in len: a struct inj_rec_short */
 
 struct inj_rec {
 	uint32_t len;			/* bytes of the whole record, 8-aligned */
@@ -476,6 +477,29 @@ struct inj_rec {
 	uint32_t nvals;
 	struct inj_val vals[];		/* then the strings */
 };
+
+/* The record of a site whose record is integers from registers alone
+ * (inj_site.rec_fast), as agent_fast_rec writes it: 16 to 32 bytes where
+ * struct inj_rec takes 48 to 64. A record's cost in the traced thread is
+ * mostly the ring's lines it takes from the tracer's CPU (bench/README: ~5
+ * ns a line), so half a line a hit, not one. len: INJ_REC_SHORT, the CPU
+ * (12 bits) at INJ_REC_SHORT_CPU, the record's bytes in the low 8 bits.
+ * The words: at a return site where it returns to, then the arguments, as
+ * integers (nvals: the words but that one). */
+#define INJ_REC_SHORT_CPU 8
+#define INJ_REC_SHORT_WORDS 2		/* at most */
+struct inj_rec_short {
+	uint32_t len;
+	uint32_t site;
+	uint64_t tsc;
+	uint64_t w[];
+};
+
+/* The bytes of the record or pad whose first word is w. */
+static inline uint32_t inj_rec_len(uint32_t w)
+{
+	return w & INJ_REC_SHORT ? w & 0xffu : w & ~INJ_REC_PAD;
+}
 
 /* ---- $ustack walked where the probe runs (agent/ustack.c) ------------------
  *

@@ -115,6 +115,7 @@ struct pending {
 	const struct inj_image *img;
 	uint32_t slot;
 	uint32_t idx;			/* in collect's order: ring order in a slot */
+	uint32_t len;			/* its bytes, checked (inject_raw_peek) */
 	uint64_t end;			/* the ring position after it */
 	size_t im;			/* img's index in the engine's images */
 };
@@ -149,7 +150,7 @@ static int deliver(struct inj *j, const struct pending *pd, usc_event_fn fn, voi
 	pid = sl->tgid ? (int32_t)sl->tgid : pd->img->pid;
 	tid = (int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key);
 	inj_host_ids(j, pd->img, &pid, &tid);	/* a container's */
-	if (inject_raw_event(r, r->len, j->base.sites[r->site], is->ip, tsc_ns(j->clock, r->tsc),
+	if (inject_raw_event(r, pd->len, j->base.sites[r->site], is->ip, tsc_ns(j->clock, pd->tsc),
 			     pid, tid, inj_comm(j, pd->img, pid, tid), j->vals, &ev))
 		return 0;
 	if (j->stk.on)
@@ -252,7 +253,7 @@ static int collect(const struct inj *j, size_t im, struct pending **pd, size_t *
 			if (core_reserve(*pd, *cap, *npd + 1, 1024))
 				return -ENOMEM;
 			pos += len;
-			(*pd)[*npd] = (struct pending){r->tsc, r, img, sidx, (uint32_t)*npd, pos, im};
+			(*pd)[*npd] = (struct pending){tsc, r, img, sidx, (uint32_t)*npd, len, pos, im};
 			++*npd;
 			prog[sidx].n++;
 		}

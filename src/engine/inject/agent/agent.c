@@ -790,7 +790,7 @@ static int room(struct inj_ctl *c, struct inj_slot *s, const char *ring, uint64_
 	if (c->overwrite) {
 		/* nobody reads meanwhile: the producer moves the tail itself */
 		while (head + pad + need - tail > size && tail != head) {
-			uint32_t len = *(const uint32_t *)(ring + (tail & (size - 1))) & ~INJ_REC_PAD;
+			uint32_t len = inj_rec_len(*(const uint32_t *)(ring + (tail & (size - 1))));
 
 			if (!len || len > head - tail || (len & 7))
 				tail = head;	/* not what we wrote: start again */
@@ -1085,18 +1085,21 @@ static inline __attribute__((always_inline)) uint64_t hash_step(uint64_t h, uint
 	return h ^ (h >> 32);
 }
 
-/* agent_fast's record (inj_site.rec_fast): record()'s, written whole here
- * when nothing needs more than a store: no tail call's return pending, no
- * wrap at the ring's end, room by the tail seen last, the tracer awake or
- * its ring short of the watermark. Else 1, nothing changed: agent_hit's. */
+/* agent_fast's record (inj_site.rec_fast): record()'s, in the short form
+ * (struct inj_rec_short), written whole here when nothing needs more than
+ * a store: no tail call's return pending, no wrap at the ring's end, room
+ * by the tail seen last, the tracer awake or its ring short of the
+ * watermark. Else 1, nothing changed: agent_hit's. The trampoline passed
+ * the record's words in order: at a return where it returns to, then the
+ * argument. */
 static inline uint32_t fast_record(struct inj_ctl *c, const struct inj_site *site,
 				   struct inj_slot *s, uint64_t slot, uint64_t *counts,
 				   uint64_t a, uint64_t b, uint64_t tsc, uint32_t cpu)
 {
-	uint32_t size = c->ring_size, nargs = site->nargs, pos;
-	uint32_t need = (uint32_t)(sizeof(struct inj_rec) + nargs * sizeof(struct inj_val));
+	uint32_t size = c->ring_size, nw = site->nargs + (site->ret_site ? 1 : 0), pos;
+	uint32_t need = (uint32_t)(sizeof(struct inj_rec_short) + nw * sizeof(uint64_t));
 	uint64_t head, fill;
-	struct inj_rec *h;
+	struct inj_rec_short *h;
 
 	/* ours before the ring is read: a signal handler's hit from here on
 	 * is only counted, not written where this record goes */
@@ -1111,27 +1114,14 @@ static inline uint32_t fast_record(struct inj_ctl *c, const struct inj_site *sit
 		s->nest = 0;
 		return 1;
 	}
-	h = (struct inj_rec *)((char *)c + c->rings_off + slot * size + pos);
+	h = (struct inj_rec_short *)((char *)c + c->rings_off + slot * size + pos);
 	h->tsc = tsc;
-	h->cpu = cpu;
+	if (nw > 0)
+		h->w[0] = a;
+	if (nw > 1)
+		h->w[1] = b;
 	h->site = site->index;
-	h->nvals = nargs;
-	h->retaddr = 0;
-	if (site->ret_site) {
-		/* the trampoline passed where the ret returns to, then the
-		 * argument */
-		h->retaddr = a;
-		a = b;
-	}
-	if (nargs > 0) {
-		h->vals[0].kind = INJ_INT;
-		h->vals[0].val = a;
-	}
-	if (nargs > 1) {
-		h->vals[1].kind = INJ_INT;
-		h->vals[1].val = b;
-	}
-	h->len = need;
+	h->len = INJ_REC_SHORT | cpu << INJ_REC_SHORT_CPU | need;
 	__atomic_store_n(&s->head, head + need, __ATOMIC_RELEASE);
 	counts[0]++;
 	__asm__ volatile("" ::: "memory");
