@@ -78,7 +78,7 @@ run() {
 		else cmd+=("${a//@T@/$targ}"); fi
 	done
 	for ((i = 0; i < reps; i++)); do
-		if ! out=$("${cmd[@]}" 2>$B/stderr); then
+		if ! out=$(BENCH_WARM=${WARM:-0} "${cmd[@]}" 2>$B/stderr); then
 			if [ "${PEER:-0}" = 1 ]; then
 				echo "bench: $name: $1 failed, left out: $(grep -v '^\s*$' $B/stderr | tail -1)" >&2
 				sed -i "/^$name /d" $RES
@@ -88,7 +88,8 @@ run() {
 			cat $B/stderr >&2; echo "bench: $name failed" >&2; exit 1
 		fi
 		lost=$(sed -n 's/^uscope: [0-9]* events, \([0-9]*\) lost.*/\1/p' $B/stderr)
-		echo "$name $(echo "$out" | sed -n 's/.*ns_per_call \([0-9.]*\).*/\1/p') ${lost:-0}" >> $RES
+		echo "$name $(echo "$out" | sed -n 's/.*ns_per_call \([0-9.]*\).*/\1/p') ${lost:-0}" \
+			"$(echo "$out" | sed -n 's/.* faults \([0-9]*\).*/\1/p')" >> $RES
 	done
 }
 
@@ -125,17 +126,24 @@ for e in inject bpf tracefs; do
 	fi
 done
 echo "bench: timing (N_FAST=$N_FAST, N_PROBED=$N_PROBED, bursts of $BURST calls, ${GAP_MS} ms apart)..." >&2
-# the fast runs, interleaved so that drift hits them alike
+# the fast runs, interleaved so that drift hits them alike. Each thread first
+# makes WARM_FAST calls untimed (the target's BENCH_WARM), every tool alike:
+# what a tracer touches for the first time is touched then, so the figures
+# are a hit's steady cost. A thread's first lap of its ring faults in the
+# ring's pages, once (4 MiB: 1,024 faults, ~14 us each on this project's VM,
+# where page tables are shadowed): inj_entry_cold shows that cost apart.
+WARM_FAST=${WARM_FAST:-262144}
 for ((r = 0; r < REPS; r++)); do
-	run free $N_FAST 1 @T@
-	run inj_entry $N_FAST 1 $US trace -e inject -o /dev/null "$ARGS" -- @T@
-	run inj_count $N_FAST 1 $US count -e inject bench_fn -- @T@
-	run inj_flow $N_FAST 1 $US flow -e inject -o /dev/null bench_fn -- @T@
-	run inj_obj $N_FAST 1 env BENCH_OBJ_CALL=1 $US objtrace -e inject -o /dev/null --from "$OBJ_FROM" bench_fn -- @TO@
+	WARM=$WARM_FAST run free $N_FAST 1 @T@
+	WARM=$WARM_FAST run inj_entry $N_FAST 1 $US trace -e inject -o /dev/null "$ARGS" -- @T@
+	run inj_entry_cold $N_FAST 1 $US trace -e inject -o /dev/null "$ARGS" -- @T@
+	WARM=$WARM_FAST run inj_count $N_FAST 1 $US count -e inject bench_fn -- @T@
+	WARM=$WARM_FAST run inj_flow $N_FAST 1 $US flow -e inject -o /dev/null bench_fn -- @T@
+	WARM=$WARM_FAST run inj_obj $N_FAST 1 env BENCH_OBJ_CALL=1 $US objtrace -e inject -o /dev/null --from "$OBJ_FROM" bench_fn -- @TO@
 	if have uftrace; then
-		PEER=1 run uft_args $N_FAST 1 uftrace record -d $B/uftrace.data --no-libcall -P bench_fn \
+		WARM=$WARM_FAST PEER=1 run uft_args $N_FAST 1 uftrace record -d $B/uftrace.data --no-libcall -P bench_fn \
 			-A 'bench_fn@arg1/i64,arg2/i64' @T@
-		PEER=1 run uft_flow $N_FAST 1 uftrace record -d $B/uftrace.data --no-libcall -P bench_fn @T@
+		WARM=$WARM_FAST PEER=1 run uft_flow $N_FAST 1 uftrace record -d $B/uftrace.data --no-libcall -P bench_fn @T@
 	fi
 done
 rm -rf $B/uftrace.data
@@ -166,14 +174,17 @@ echo 1 > $raw_inst/events/uscope_bench_raw/raw/enable
 run raw_entry $N_PROBED 1 @T@
 cleanup; trap - EXIT
 
-python3 - "$RES" "$(have uftrace && uftrace --version | head -1)" "$(have bpftrace && bpftrace --version)" "$FAILED" <<'PY'
+python3 - "$RES" "$(have uftrace && uftrace --version | head -1)" "$(have bpftrace && bpftrace --version)" "$FAILED" "$N_FAST" "$WARM_FAST" <<'PY'
 import statistics, sys
 failed = set(open(sys.argv[4]).read().split())
 runs = {}
+faults = {}
 for l in open(sys.argv[1]):
-    k, ns, lost = l.split()
+    k, ns, lost, *f = l.split()
     runs.setdefault(k, []).append((float(ns), int(lost)))
+    faults.setdefault(k, []).append(int(f[0]) if f else 0)
 uft_ver, bpft_ver = sys.argv[2], sys.argv[3]
+N_FAST = int(sys.argv[5])
 ns = {k: statistics.median(v[0] for v in vs) for k, vs in runs.items()}
 lost = {k: sum(v[1] for v in vs) for k, vs in runs.items()}
 free = ns['free']
@@ -201,10 +212,12 @@ def target(k, limit, what):
         print(f"  target {what} <= {limit} ns: {extra[k]:.1f} ns, {ok}")
 
 n = len(runs['free'])
-print(f"(fast runs: median of {n}; kernel runs: one each; +ns/hit is above the unprobed call)")
+print(f"(fast runs: median of {n}, each after {sys.argv[6]} untimed calls; kernel runs: one each; "
+      f"+ns/hit is above the unprobed call)")
 print("== entry probe on bench_fn recording 2 integer arguments and a timestamp")
 row("unprobed call", 'free')
 row("uscope -e inject", 'inj_entry')
+row("uscope -e inject, no warm-up (first ring lap)", 'inj_entry_cold')
 row("uscope -e tracefs", 'tfs_entry')
 row("uscope -e bpf", 'bpf_entry')
 row("raw uprobe_events probe, nobody reading", 'raw_entry')
@@ -212,6 +225,12 @@ row("uftrace record -P -A arg1,arg2 (entry+exit)", 'uft_args')
 ratios('inj_entry', [("tracefs", 'tfs_entry'), ("bpf", 'bpf_entry'),
                      ("uftrace -P (which also records the exit)", 'uft_args')])
 target('inj_entry', 20, "entry probe, 2 args + timestamp")
+if 'inj_entry_cold' in ns and 'inj_entry' in ns:
+    once = (ns['inj_entry_cold'] - ns['inj_entry']) * N_FAST / 1e6
+    print(f"  a thread's first ring lap, apart: {ns['inj_entry_cold']:.1f} ns/call without the "
+          f"warm-up, {statistics.median(faults['inj_entry_cold'])} page faults in the timed calls "
+          f"({statistics.median(faults['inj_entry'])} warm): {once:.1f} ms once a thread "
+          f"({once * 1e3 / max(1, statistics.median(faults['inj_entry_cold'])):.1f} us a fault)")
 print("== count-only probe on bench_fn")
 row("uscope count -e inject", 'inj_count')
 row("uscope count -e tracefs", 'tfs_count')

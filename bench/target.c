@@ -10,13 +10,20 @@
  * (never passed to them), and with BENCH_OBJ_CALL=1 in the environment
  * bench_fn gets it once after them, untimed (the other runs count every
  * call: that one would be an extra).
+ * BENCH_WARM=W in the environment: each thread first makes W calls the same
+ * way, untimed, so that the timed ones find what a tracer touches for the
+ * first time (its ring's pages) touched already; the steady cost of a hit,
+ * apart from the once-only cost of a thread's first ring lap (bench/README).
+ * Prints the page faults of the timed calls too (the threads' minor faults).
  * usage: target [N [T [RATE [BURST [GAP_MS [KEYS]]]]]] */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-static long n_calls, burst, keys;
+static long n_calls, burst, keys, warm, faults_total;
 static double rate, gap_s, timed_total;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile long sink;
@@ -53,12 +60,28 @@ static void pause_s(double s)
 	nanosleep(&ts, NULL);
 }
 
+static long thread_faults(void)
+{
+	struct rusage ru;
+
+	return getrusage(RUSAGE_THREAD, &ru) ? 0 : ru.ru_minflt + ru.ru_majflt;
+}
+
 static void *run(void *arg)
 {
-	double t0 = now(), gap = rate > 0 ? 1.0 / rate : 0, timed = 0, b0 = t0;
-	long s = 0;
+	double t0, gap = rate > 0 ? 1.0 / rate : 0, timed = 0, b0;
+	long s = 0, f0;
 
 	(void)arg;
+	for (long i = 0; i < warm; i++) {
+		s += bench_fn(keys ? i & (keys - 1) : i, 2 * i);
+		if (burst && (i + 1) % burst == 0)
+			pause_s(gap_s);
+	}
+	if (warm && burst)
+		pause_s(gap_s);
+	f0 = thread_faults();
+	t0 = b0 = now();
 	for (long i = 0; i < n_calls; i++) {
 		s += bench_fn(keys ? i & (keys - 1) : i, 2 * i);
 		if (gap)
@@ -72,8 +95,10 @@ static void *run(void *arg)
 	}
 	timed += now() - b0;
 	sink += s;
+	f0 = thread_faults() - f0;
 	pthread_mutex_lock(&lock);
 	timed_total += timed;
+	faults_total += f0;
 	pthread_mutex_unlock(&lock);
 	return NULL;
 }
@@ -89,6 +114,7 @@ int main(int argc, char **argv)
 	burst = argc > 4 ? atol(argv[4]) : 0;
 	gap_s = (argc > 5 ? atof(argv[5]) : 10) / 1e3;
 	keys = argc > 6 ? atol(argv[6]) : 0;
+	warm = getenv("BENCH_WARM") ? atol(getenv("BENCH_WARM")) : 0;
 	if (threads < 1 || threads > 64)
 		threads = 1;
 	long *obj = bench_obj();
@@ -102,8 +128,8 @@ int main(int argc, char **argv)
 	if (getenv("BENCH_OBJ_CALL"))
 		sink += bench_fn((long)obj, 0);
 	/* bursts: the mean over threads of their timed (burst) time */
-	printf("calls %ld ns_per_call %.2f rate %.0f\n", n_calls * threads,
+	printf("calls %ld ns_per_call %.2f rate %.0f faults %ld\n", (n_calls + warm) * threads,
 	       (burst ? timed_total / threads : t1 - t0) * 1e9 / (double)n_calls,
-	       (double)(n_calls * threads) / (t1 - t0));
+	       (double)(n_calls * threads) / (t1 - t0), faults_total);
 	return 0;
 }
