@@ -9,20 +9,22 @@
 #include "engine/inject/inject_shared.h"
 #include "engine/raw.h"
 
-int inject_raw_peek(const void *p, size_t avail, uint32_t *site, uint64_t *tsc, uint32_t *len)
+/* The record or pad at p whose first word, read once by the caller, is n:
+ * whether it is short, a pad or full is decided from that one read (the
+ * rings are the traced process's memory and may change under us). */
+static int peek(const void *p, uint32_t n, size_t avail, uint32_t *site, uint64_t *tsc,
+		uint32_t *len)
 {
 	const struct inj_rec *r = p;
-	uint32_t n;
 
-	if (avail < sizeof(uint32_t))
-		return -EINVAL;
-	n = r->len;
 	if (n & INJ_REC_SHORT) {
 		const struct inj_rec_short *q = p;
 
+		if ((n & ~(INJ_REC_SHORT | 0xfffffu)))
+			return -EINVAL;	/* stray bits */
 		n = inj_rec_len(n);
 		if (n < sizeof(*q) || n > sizeof(*q) + INJ_REC_SHORT_WORDS * sizeof(uint64_t) ||
-		    n > avail || (n & 7) || (r->len & ~(INJ_REC_SHORT | 0xfffffu)))
+		    n > avail || (n & 7))
 			return -EINVAL;
 		*len = n;
 		*site = q->site;
@@ -48,15 +50,27 @@ int inject_raw_peek(const void *p, size_t avail, uint32_t *site, uint64_t *tsc, 
 	return 0;
 }
 
+static inline uint32_t first_word(const void *p)
+{
+	return *(const volatile uint32_t *)p;
+}
+
+int inject_raw_peek(const void *p, size_t avail, uint32_t *site, uint64_t *tsc, uint32_t *len)
+{
+	if (avail < sizeof(uint32_t))
+		return -EINVAL;
+	return peek(p, first_word(p), avail, site, tsc, len);
+}
+
 /* A short record (len bytes, checked): its words in order, the return
  * address first at a return site; an argument it has no word for is a
  * fault, as in a record that says fewer values than its site has. */
-static void short_event(const struct inj_rec_short *q, uint32_t len, const struct usc_site *site,
-			struct usc_value *vals, struct usc_event *ev)
+static void short_event(const struct inj_rec_short *q, uint32_t first, uint32_t len,
+			const struct usc_site *site, struct usc_value *vals, struct usc_event *ev)
 {
 	uint32_t nw = (uint32_t)((len - sizeof(*q)) / sizeof(uint64_t)), w = 0;
 
-	ev->cpu = (int32_t)(q->len >> INJ_REC_SHORT_CPU & 0xfff);
+	ev->cpu = (int32_t)(first >> INJ_REC_SHORT_CPU & 0xfff);
 	if (site->ret_site)
 		ev->ip = w < nw ? q->w[w++] : 0;
 	for (unsigned a = 0; a < ev->nvals; a++, w++)
@@ -69,10 +83,10 @@ int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, u
 		     struct usc_value *vals, struct usc_event *ev)
 {
 	const struct inj_rec *r = p;
-	uint32_t site_idx, len;
+	uint32_t site_idx, len, w;
 	uint64_t tsc;
 
-	if (inject_raw_peek(p, avail, &site_idx, &tsc, &len) != 0)
+	if (avail < sizeof(uint32_t) || peek(p, w = first_word(p), avail, &site_idx, &tsc, &len))
 		return -EINVAL;
 	memset(ev, 0, sizeof(*ev));
 	ev->time_ns = time_ns;
@@ -85,8 +99,8 @@ int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, u
 		ev->func = ip - (site->vaddr - site->func_vaddr);
 	ev->nvals = site->nargs < INJ_MAX_ARGS ? site->nargs : INJ_MAX_ARGS;
 	ev->vals = vals;
-	if (r->len & INJ_REC_SHORT) {
-		short_event((const struct inj_rec_short *)p, len, site, vals, ev);
+	if (w & INJ_REC_SHORT) {
+		short_event((const struct inj_rec_short *)p, w, len, site, vals, ev);
 		return 0;
 	}
 	ev->cpu = (int32_t)r->cpu;
@@ -97,23 +111,23 @@ int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, u
 		struct usc_value *o = &vals[a];
 
 		memset(o, 0, sizeof(*o));
-		if (v->kind == INJ_STR && (uint32_t)v->str_off + v->str_len < r->len) {
+		if (v->kind == INJ_STR && (uint32_t)v->str_off + v->str_len < len) {
 			o->kind = USC_V_STR;
 			o->str = (const char *)r + v->str_off;
 			o->len = v->str_len;
 		} else if (v->kind == INJ_STACK && v->str_len >= sizeof(struct fetch_stack_hdr) &&
-			   (uint32_t)v->str_off + v->str_len <= r->len &&
+			   (uint32_t)v->str_off + v->str_len <= len &&
 			   ((const struct fetch_stack_hdr *)((const char *)r + v->str_off))->len ==
 				   v->str_len - sizeof(struct fetch_stack_hdr)) {
 			o->kind = USC_V_USTACK;
 			o->str = (const char *)r + v->str_off;
 			o->len = v->str_len;
-		} else if (v->kind == INJ_WALK && (uint32_t)v->str_off + v->str_len <= r->len &&
+		} else if (v->kind == INJ_WALK && (uint32_t)v->str_off + v->str_len <= len &&
 			   fetch_walk_valid((const char *)r + v->str_off, v->str_len)) {
 			o->kind = USC_V_WALK;
 			o->str = (const char *)r + v->str_off;
 			o->len = v->str_len;
-		} else if (v->kind == INJ_PYSTACK && (uint32_t)v->str_off + v->str_len <= r->len &&
+		} else if (v->kind == INJ_PYSTACK && (uint32_t)v->str_off + v->str_len <= len &&
 			   python_stack_ok((const char *)r + v->str_off, v->str_len)) {
 			o->kind = USC_V_PYSTACK;
 			o->str = (const char *)r + v->str_off;
@@ -136,16 +150,17 @@ int inject_raw_pystacks(const void *p, size_t avail,
 			int (*fn)(void *ctx, const void *bytes, uint32_t len), void *ctx)
 {
 	const struct inj_rec *r = p;
-	uint32_t site, len;
+	uint32_t site, len, w;
 	uint64_t tsc;
 	int ret = 0;
 
-	if (inject_raw_peek(p, avail, &site, &tsc, &len) != 0 || (r->len & INJ_REC_SHORT))
+	if (avail < sizeof(uint32_t) || peek(p, w = first_word(p), avail, &site, &tsc, &len) ||
+	    (w & INJ_REC_SHORT))
 		return 0;	/* a pad, not a record, or one of integers only */
 	for (unsigned a = 0; a < r->nvals && a < INJ_MAX_ARGS && !ret; a++) {
 		const struct inj_val *v = &r->vals[a];
 
-		if (v->kind == INJ_PYSTACK && (uint32_t)v->str_off + v->str_len <= r->len &&
+		if (v->kind == INJ_PYSTACK && (uint32_t)v->str_off + v->str_len <= len &&
 		    python_stack_ok((const char *)r + v->str_off, v->str_len))
 			ret = fn(ctx, (const char *)r + v->str_off, v->str_len);
 	}
