@@ -65,20 +65,16 @@ AGENT_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -O2 -fPIC -ffreestandin
 	-fcf-protection=none -fvisibility=hidden -fno-sanitize=all
 AGENT_SRCS := src/engine/inject/agent/agent.c src/engine/inject/agent/tracer.c \
 	src/engine/inject/agent/ustack.c src/engine/inject/agent/python.c \
-	src/engine/inject/agent/pymon.c src/engine/inject/agent/pyeval.c
-AGENT_OBJS := build/inject/agent.o build/inject/tracer.o build/inject/ustack.o build/inject/python.o \
-	build/inject/pymon.o build/inject/pyeval.o
-build/inject/agent.bin: $(AGENT_SRCS) src/engine/inject/agent/agent.h src/engine/inject/agent/pyagent.h src/engine/inject/agent/agent.lds \
+	src/engine/inject/agent/pymon.c src/engine/inject/agent/pyeval.c src/engine/inject/agent/fast.c
+AGENT_OBJS := $(patsubst src/engine/inject/agent/%.c,build/inject/%.o,$(AGENT_SRCS))
+build/inject/agent.bin: $(AGENT_SRCS) $(wildcard src/engine/inject/agent/*.h) src/engine/inject/agent/agent.lds \
 		src/engine/inject/inject_shared.h src/engine/inject/objset.h src/probe/fetch.h src/probe/fetch_eval.h \
 		src/probe/filter_eval.h src/agg/agg_shared.h src/python/frame.h src/python/walk.h \
 		src/python/offsets.h src/stack/stack_walk.h
 	@mkdir -p $(dir $@)
-	$(CC) $(AGENT_CFLAGS) -c src/engine/inject/agent/agent.c -o build/inject/agent.o
-	$(CC) $(AGENT_CFLAGS) -c src/engine/inject/agent/tracer.c -o build/inject/tracer.o
-	$(CC) $(AGENT_CFLAGS) -c src/engine/inject/agent/ustack.c -o build/inject/ustack.o
-	$(CC) $(AGENT_CFLAGS) -c src/engine/inject/agent/python.c -o build/inject/python.o
-	$(CC) $(AGENT_CFLAGS) -c src/engine/inject/agent/pymon.c -o build/inject/pymon.o
-	$(CC) $(AGENT_CFLAGS) -c src/engine/inject/agent/pyeval.c -o build/inject/pyeval.o
+	@set -e; for f in $(AGENT_SRCS); do \
+		echo "$(CC) $(AGENT_CFLAGS) -c $$f"; \
+		$(CC) $(AGENT_CFLAGS) -c $$f -o build/inject/$$(basename $${f%.c}).o; done
 	@if readelf -rW $(AGENT_OBJS) | \
 		awk '/^Relocation section/ { sec = $$3 } \
 		/R_X86_64_(64|32|32S) / && index(sec, "agent_hdr") == 0 { bad = 1 } \

@@ -98,14 +98,25 @@ struct usc_session {
 	uint64_t interpose_next;	/* CLOCK_MONOTONIC ns of the next look */
 };
 
-/* An event to the sinks (in time order): the usc_event_fn the session hands
- * each engine's poll (session.c). */
+/* deliver.c: an event to the sinks (in time order): the usc_event_fn the
+ * session hands each engine's poll. */
 int session_deliver(const struct usc_event *ev, void *ctx);
-
-
-/* session.c: every live engine's new events (or records), then what may
+/* deliver.c: every live engine's new events (or records), then what may
  * leave the merge; drain: all of it. The number handed over, or -errno. */
 int session_poll_engines(struct usc_session *s, bool drain);
+/* deliver.c: the sinks' flush after a drain (s->sink_stop, or 0); their
+ * reports, every interval and the final one (the first failure of a sink
+ * that wrote nothing else, for the final); whether one keeps a snapshot
+ * (--serve), and that snapshot brought up to date. */
+int session_sinks_flush(struct usc_session *s);
+int session_sinks_report(struct usc_session *s, bool final);
+bool session_sinks_refresh_wanted(const struct usc_session *s);
+void session_sinks_refresh(struct usc_session *s);
+/* deliver.c: $ustack's maps watched as they change, from COMMAND's exec
+ * (on_exec) or now (pid > 0 or every process). */
+void session_watch_maps(struct usc_session *s, pid_t pid, bool on_exec);
+/* session.c: CLOCK_MONOTONIC in ns. */
+uint64_t session_mono_ns(void);
 
 /* recording.c: uscope record. The recorder sink's writer becomes the
  * session's (s->rec) and the engines' usc_raw_out (s->raw). 0 or -errno. */

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/proc.h"
 #include "stack/stack_int.h"
 
 #define PERFMAP_PROCS 32	/* processes whose maps are kept open */
@@ -88,34 +89,14 @@ void stack_perfmaps_free(struct stack_perfmaps *pm)
 }
 
 /* The pid of pid in its own namespace (the last of /proc/PID/status's
- * NSpid), or pid. */
+ * NStgid), or pid. */
 static pid_t ns_pid(pid_t pid)
 {
-	char path[64], line[256];
-	pid_t ns = pid;
-	FILE *f;
+	struct proc_status st;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
+	if (proc_status_read(pid, &st) || !st.ns_known || st.ns_tgid <= 0)
 		return pid;
-	while (fgets(line, sizeof(line), f)) {
-		char *s, *end;
-
-		if (strncmp(line, "NSpid:", 6))
-			continue;
-		for (s = line + 6;; s = end) {
-			long v = strtol(s, &end, 10);
-
-			if (end == s)
-				break;
-			if (v > 0)
-				ns = (pid_t)v;
-		}
-		break;
-	}
-	fclose(f);
-	return ns;
+	return st.ns_tgid;
 }
 
 /* Open the process's file of this suffix: in its root's /tmp under its

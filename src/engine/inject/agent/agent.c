@@ -17,13 +17,12 @@
  * engine shares: probe/filter_eval.h) and aggregate instead of recording:
  * count or histogram a value in its key's row, or pair a call's entry with
  * its return (latency), in the shared memory (inject_shared.h). */
-#include "engine/inject/agent/agent.h"
+#include "engine/inject/agent/hit.h"
 #include "engine/inject/objset.h"
-#include "agg/agg_shared.h"
 
 void agent_hit(struct inj_regs *regs, struct inj_site *site) HIDDEN;
 uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
-	__attribute__((no_caller_saved_registers));
+	__attribute__((no_caller_saved_registers));	/* fast.c */
 uint32_t agent_fast_rec(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
 	__attribute__((no_caller_saved_registers));
 
@@ -77,38 +76,6 @@ static int read_stack(const struct env *env, uint64_t *dst, uint64_t addr)
 	return read_user(env, dst, addr, 8);
 }
 
-/* The TSC, and the CPU it runs on (*cpu): rdtsc and the thread's rseq
- * cpu_id (a load, where every thread has one); or rdtsc and rdpid; or
- * rdtscp's aux; or, where the CPU says it has neither (the kernel then sets
- * no TSC_AUX: rdtscp's aux is whatever the host left there), rdtsc and the
- * limit of the kernel's per-CPU segment, as the vDSO's getcpu reads it.
- * The CPU is in the low 12 bits of each. */
-#define CPUNODE_SEG 0x7bu	/* GDT_ENTRY_CPUNODE * 8 + 3 */
-static inline uint64_t stamp(const struct inj_ctl *c, uint32_t *cpu)
-{
-	uint32_t lo, hi, aux = 0;
-
-	if (c->cpu_read == INJ_CPU_RDTSCP) {
-		__asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
-	} else {
-		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-		if (c->cpu_read == INJ_CPU_RSEQ) {
-			__asm__ volatile("movl %%fs:(%1), %0" : "=r"(aux)
-					 : "r"((uint64_t)c->rseq_cpu_off));
-			if ((int32_t)aux < 0)	/* this thread registered none */
-				__asm__ volatile("lsl %1, %0" : "+r"(aux) : "r"(CPUNODE_SEG) : "cc");
-		} else if (c->cpu_read == INJ_CPU_RDPID) {
-			uint64_t id;
-
-			__asm__ volatile("rdpid %0" : "=r"(id));
-			aux = (uint32_t)id;
-		} else {
-			__asm__ volatile("lsl %1, %0" : "+r"(aux) : "r"(CPUNODE_SEG) : "cc");
-		}
-	}
-	*cpu = aux & 0xfff;
-	return (uint64_t)hi << 32 | lo;
-}
 
 static inline uint32_t this_cpu(const struct inj_ctl *c)
 {
@@ -422,13 +389,6 @@ static int filter_pass(const struct usc_filter *f, const struct inj_val *vals, c
 
 /* ---- aggregation ------------------------------------------------------------ */
 
-static inline __attribute__((always_inline)) uint64_t rd_tsc(void)
-{
-	uint32_t lo, hi;
-
-	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
-	return (uint64_t)hi << 32 | lo;
-}
 
 /* The row of the key in the thread's scratch (keylen bytes, whole words),
  * claimed when new; INJ_NO_ROW when the table is full. */
@@ -486,25 +446,6 @@ static uint32_t row_of(struct inj_ctl *c, const struct inj_site *site, const uin
 	return INJ_NO_ROW;
 }
 
-/* One value into the thread's own values a of a row; touched gets the
- * row's bit. */
-ALWAYS void val_add(const struct inj_ctl *c, struct agg_val *a, uint64_t *touched, uint32_t row,
-		    int64_t v)
-{
-	uint64_t bit = 1ULL << (row % 64);
-
-	if (!(*touched & bit))
-		*touched |= bit;
-	agg_val_add(a, v, c->agg_epoch);
-	if (c->agg_nbuckets) {
-		uint32_t b = c->agg_linear ? agg_linear_bucket(v, c->agg_lmin, c->agg_lmax,
-							       c->agg_lstep, c->agg_nbuckets) :
-					     agg_log_bucket(v);
-
-		if (b < c->agg_nbuckets)
-			((uint64_t *)(a + 1))[b]++;
-	}
-}
 
 ALWAYS void row_add(struct inj_ctl *c, uint64_t slot, uint32_t row, int64_t v)
 {
@@ -1042,253 +983,3 @@ void agent_py_hit(struct inj_ctl *c, uint32_t idx, const struct py_hit *h)
 	__asm__ volatile("" ::: "memory");
 	s->nest = 0;
 }
-
-/* ---- the fast path ---------------------------------------------------------- */
-
-/* The row of a key already in the directory, or INJ_NO_ROW: finding a free
- * entry first, or one being written, is the slow path's (it claims). h is
- * the key's agg_hash. */
-ALWAYS uint32_t row_find(const struct inj_ctl *c, const struct inj_site *site,
-			 const uint64_t *key, uint32_t nw, uint64_t h)
-{
-	const char *dir = (const char *)site->fast.dir;
-	uint32_t mask = c->agg_nslots - 1;
-
-	for (uint32_t i = 0, at = (uint32_t)h & mask; i <= mask; i++, at = (at + 1) & mask) {
-		const struct inj_dir *e = (const struct inj_dir *)(dir + (uint64_t)at * c->agg_dir_size);
-		uint32_t w = 0;
-
-		if (__atomic_load_n(&e->state, __ATOMIC_ACQUIRE) != INJ_DIR_READY)
-			return INJ_NO_ROW;
-		if (e->hash != h || e->site != site->index || e->keylen != 8 * nw)
-			continue;
-		while (w < nw && ((const uint64_t *)(e + 1))[w] == key[w])
-			w++;
-		if (w == nw)
-			return e->row;
-	}
-	return INJ_NO_ROW;
-}
-
-/* The same, by agent_fast's addresses. */
-ALWAYS void row_add_fast(const struct inj_ctl *c, const struct inj_site *site, uint64_t slot,
-			 uint32_t row, int64_t v)
-{
-	val_add(c, (struct agg_val *)(site->fast.vals + slot * site->fast.slot_vals +
-				      (uint64_t)row * c->agg_val_size),
-		(uint64_t *)(site->fast.touched + slot * site->fast.slot_words) + row / 64, row, v);
-}
-
-static inline __attribute__((always_inline)) uint64_t hash_step(uint64_t h, uint64_t w)
-{
-	h = (h ^ w) * 0xff51afd7ed558ccdULL;
-	return h ^ (h >> 32);
-}
-
-/* agent_fast's record (inj_site.rec_fast): record()'s, in the short form
- * (struct inj_rec_short), written whole here when nothing needs more than
- * a store: no tail call's return pending, no wrap at the ring's end, room
- * by the tail seen last, the tracer awake or its ring short of the
- * watermark. Else 1, nothing changed: agent_hit's. The trampoline passed
- * the record's words in order: at a return where it returns to, then the
- * argument. */
-static inline uint32_t fast_record(struct inj_ctl *c, const struct inj_site *site,
-				   struct inj_slot *s, uint64_t slot, uint64_t *counts,
-				   uint64_t a, uint64_t b, uint64_t tsc, uint32_t cpu)
-{
-	uint32_t size = c->ring_size, nw = site->nargs + (site->ret_site ? 1 : 0), pos;
-	uint32_t need = (uint32_t)(sizeof(struct inj_rec_short) + nw * sizeof(uint64_t));
-	uint64_t head, fill;
-	struct inj_rec_short *h;
-
-	/* ours before the ring is read: a signal handler's hit from here on
-	 * is only counted, not written where this record goes */
-	s->nest = 1;
-	__asm__ volatile("" ::: "memory");
-	head = s->head;
-	fill = head + need - s->tail_seen;
-	pos = (uint32_t)head & (size - 1);
-	if (s->npend || pos + need > size || fill > size ||
-	    (c->asleep && fill >= c->watermark)) {
-		__asm__ volatile("" ::: "memory");
-		s->nest = 0;
-		return 1;
-	}
-	h = (struct inj_rec_short *)((char *)c + c->rings_off + slot * size + pos);
-	h->tsc = tsc;
-	if (nw > 0)
-		h->w[0] = a;
-	if (nw > 1)
-		h->w[1] = b;
-	h->site = site->index;
-	h->len = INJ_REC_SHORT | cpu << INJ_REC_SHORT_CPU | need;
-	__atomic_store_n(&s->head, head + need, __ATOMIC_RELEASE);
-	counts[0]++;
-	__asm__ volatile("" ::: "memory");
-	s->nest = 0;
-	return 0;
-}
-
-/* agent_fast's thread: its slot when the hit is the fast path's (the
- * tracer alive, the process followed, recording on, the slot claimed
- * already, no hit of ours under way in the thread), else NULL. */
-static inline struct inj_slot *fast_slot(const struct inj_site *site, struct inj_ctl *c)
-{
-	struct inj_slot *slots = (struct inj_slot *)site->fast.slots;
-	uint32_t mask = c->nslots - 1, hs;
-	uint64_t key;
-
-	if (owner_died(site->owner) || !*(volatile uint32_t *)site->fast.self || !c->enabled)
-		return 0;	/* (a dead tracer: agent_hit lets go) */
-	if (c->key_mode == INJ_KEY_TID_AT_FS) {
-		uint32_t tid;
-
-		__asm__ volatile("movl %%fs:(%1), %0" : "=r"(tid) : "r"((uint64_t)c->tid_off));
-		key = tid;
-	} else {
-		key = fs_base(c);
-	}
-	if (!key)
-		return 0;
-	hs = (uint32_t)((key * 0x9e3779b97f4a7c15ULL) >> 40);
-	for (uint32_t i = 0; i <= mask; i++) {
-		struct inj_slot *t = &slots[(hs + i) & mask];
-		uint64_t k = t->key;
-
-		if (k == key)
-			return t->nest ? 0 : t;
-		if (!k)
-			return 0;	/* the thread's first hit: it claims a slot */
-	}
-	return 0;
-}
-
-/* A recording site's fast path (inj_site.rec_fast), called as agent_fast:
- * a function of its own, so that it saves only the few registers it uses. */
-uint32_t agent_fast_rec(const struct inj_site *site, uint64_t a, uint64_t b)
-{
-	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
-	struct inj_slot *s;
-	uint64_t slot, tsc;
-	uint32_t cpu;
-
-	/* first: the time stamp counter takes ~11 ns to read on this
-	 * project's CPU, in which the lookups below are made */
-	tsc = stamp(c, &cpu);
-	s = fast_slot(site, c);
-	if (!s)
-		return 1;
-	slot = (uint64_t)(s - (struct inj_slot *)site->fast.slots);
-	return fast_record(c, site, s, slot,
-			   (uint64_t *)(site->fast.counts + slot * site->fast.count_stride), a, b,
-			   tsc, cpu);
-}
-
-/* A site that aggregates integers from registers (inj_site.agg_fast), called
- * by its trampoline with the registers of its first two arguments before
- * (or instead of) agent_hit: it keeps every register but the flags, so the
- * trampoline saves almost nothing. It does the common case whole: a thread
- * that has its slot, a key already in the directory, a latency's calls
- * within INJ_LAT_DEPTH. 0 when it did; 1 when the hit is agent_hit's (it
- * has changed nothing then). No call: a call would make the compiler save
- * every register here. Addresses come precomputed in site->fast. */
-uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b)
-{
-	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
-	struct inj_slot *slots = (struct inj_slot *)site->fast.slots, *s;
-	uint32_t row, nk = site->agg_nkey;
-	uint64_t slot, *counts, fkey[4], h;
-	struct inj_lat *lat;
-	__typeof__(&slots->kc[0]) kc = 0;
-
-	s = fast_slot(site, c);
-	if (!s)
-		return 1;
-	/* ours from here: a signal handler's hit is only counted, and the
-	 * thread's latency stack and key cache stay as this hit leaves them */
-	s->nest = 1;
-	__asm__ volatile("" ::: "memory");
-	slot = (uint64_t)(s - slots);
-	counts = (uint64_t *)(site->fast.counts + slot * site->fast.count_stride);
-	lat = (struct inj_lat *)site->fast.lat + slot;
-	if (site->agg == INJ_AGG_RETURN) {
-		uint32_t n = lat->n < INJ_LAT_DEPTH ? lat->n : INJ_LAT_DEPTH;
-
-		for (uint32_t i = n; i-- > 0;) {
-			if (lat->f[i].func != site->agg_func)
-				continue;
-			uint64_t dt = rd_tsc() - lat->f[i].tsc;
-
-			row = lat->f[i].row;
-			lat->n = i;
-			if (row != INJ_NO_ROW)
-				row_add_fast(c, site, slot, row,
-					     (int64_t)(((unsigned __int128)dt * c->tsc_mult) >> 32));
-			break;
-		}
-		goto done;
-	}
-	/* the key: args [0, agg_nkey), the first two in a and b */
-	if (nk == 0 && site->fast.row1) {
-		row = site->fast.row1 - 1;	/* the one row of a site of no key */
-		goto found;
-	}
-	if (nk == 0) {
-		fkey[0] = 0;
-		h = agg_hash(site->index, fkey, 1);
-	} else {
-		fkey[0] = AGG_K_INT;
-		fkey[1] = (uint64_t)agg_value_of(a, site->arg_size[0], 0);
-		if (nk == 1) {
-			kc = &s->kc[(fkey[1] ^ site->index) & (INJ_KEY_CACHE - 1)];
-			if (kc->row1 && kc->v == fkey[1] && kc->site == site->index) {
-				row = kc->row1 - 1;
-				goto found;
-			}
-		}
-		h = hash_step(site->fast.hash0, fkey[1]);
-		if (nk >= 2) {
-			fkey[2] = AGG_K_INT;
-			fkey[3] = (uint64_t)agg_value_of(b, site->arg_size[1], 0);
-			h = hash_step(hash_step(h, AGG_K_INT), fkey[3]);
-		}
-		h = h ? h : 1;
-	}
-	row = row_find(c, site, fkey, nk ? 2 * nk : 1, h);
-	if (row == INJ_NO_ROW)
-		goto slow;	/* a new key: agent_hit's */
-	if (nk == 0)
-		((struct inj_site *)site)->fast.row1 = row + 1;
-	if (kc) {
-		kc->v = fkey[1];
-		kc->site = site->index;
-		kc->row1 = row + 1;
-	}
-found:
-	if (site->agg == INJ_AGG_ENTRY && lat->n >= INJ_LAT_DEPTH)
-		goto slow;	/* too deep: agent_hit's */
-	if (site->agg == INJ_AGG_ENTRY) {
-		uint32_t n = lat->n;
-
-		lat->f[n].func = site->agg_func;
-		lat->f[n].row = row;
-		lat->n = n + 1;
-		lat->f[n].tsc = rd_tsc();	/* last: the call's time starts here */
-	} else {
-		uint64_t v = site->agg_value == 0 ? a : b;
-		uint32_t vi = (uint32_t)site->agg_value & 1;
-
-		row_add_fast(c, site, slot, row, site->agg_value < 0 ? 0 :
-			     agg_value_of(v, site->arg_size[vi], site->arg_sign[vi]));
-	}
-done:
-	counts[0]++;
-	__asm__ volatile("" ::: "memory");
-	s->nest = 0;
-	return 0;
-slow:
-	__asm__ volatile("" ::: "memory");
-	s->nest = 0;
-	return 1;
-}
-

@@ -1,0 +1,72 @@
+/* What the hit paths share (agent.c: agent_hit, the slow path; fast.c:
+ * agent_fast and agent_fast_rec, the fast one): the time stamp and the
+ * CPU, and a value added to a row. Inline, so that each path keeps its
+ * registers to itself. */
+#ifndef USC_ENGINE_INJECT_AGENT_HIT_H
+#define USC_ENGINE_INJECT_AGENT_HIT_H
+
+#include "agg/agg_shared.h"
+#include "engine/inject/agent/agent.h"
+
+/* The TSC, and the CPU it runs on (*cpu): rdtsc and the thread's rseq
+ * cpu_id (a load, where every thread has one); or rdtsc and rdpid; or
+ * rdtscp's aux; or, where the CPU says it has neither (the kernel then sets
+ * no TSC_AUX: rdtscp's aux is whatever the host left there), rdtsc and the
+ * limit of the kernel's per-CPU segment, as the vDSO's getcpu reads it.
+ * The CPU is in the low 12 bits of each. */
+#define CPUNODE_SEG 0x7bu	/* GDT_ENTRY_CPUNODE * 8 + 3 */
+ALWAYS uint64_t stamp(const struct inj_ctl *c, uint32_t *cpu)
+{
+	uint32_t lo, hi, aux = 0;
+
+	if (c->cpu_read == INJ_CPU_RDTSCP) {
+		__asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi), "=c"(aux));
+	} else {
+		__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+		if (c->cpu_read == INJ_CPU_RSEQ) {
+			__asm__ volatile("movl %%fs:(%1), %0" : "=r"(aux)
+					 : "r"((uint64_t)c->rseq_cpu_off));
+			if ((int32_t)aux < 0)	/* this thread registered none */
+				__asm__ volatile("lsl %1, %0" : "+r"(aux) : "r"(CPUNODE_SEG) : "cc");
+		} else if (c->cpu_read == INJ_CPU_RDPID) {
+			uint64_t id;
+
+			__asm__ volatile("rdpid %0" : "=r"(id));
+			aux = (uint32_t)id;
+		} else {
+			__asm__ volatile("lsl %1, %0" : "+r"(aux) : "r"(CPUNODE_SEG) : "cc");
+		}
+	}
+	*cpu = aux & 0xfff;
+	return (uint64_t)hi << 32 | lo;
+}
+
+ALWAYS uint64_t rd_tsc(void)
+{
+	uint32_t lo, hi;
+
+	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+	return (uint64_t)hi << 32 | lo;
+}
+
+/* One value into the thread's own values a of a row; touched gets the
+ * row's bit. */
+ALWAYS void val_add(const struct inj_ctl *c, struct agg_val *a, uint64_t *touched, uint32_t row,
+		    int64_t v)
+{
+	uint64_t bit = 1ULL << (row % 64);
+
+	if (!(*touched & bit))
+		*touched |= bit;
+	agg_val_add(a, v, c->agg_epoch);
+	if (c->agg_nbuckets) {
+		uint32_t b = c->agg_linear ? agg_linear_bucket(v, c->agg_lmin, c->agg_lmax,
+							       c->agg_lstep, c->agg_nbuckets) :
+					     agg_log_bucket(v);
+
+		if (b < c->agg_nbuckets)
+			((uint64_t *)(a + 1))[b]++;
+	}
+}
+
+#endif
