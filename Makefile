@@ -103,6 +103,35 @@ uscope: $(REL_CLI_OBJS) build/rel/libuscope.a
 build/san/uscope: $(SAN_CLI_OBJS) build/san/libuscope.a
 	$(CC) $(SAN_FLAGS) -o $@ $^ $(PKG_LIBS)
 
+# ---- make static: one executable for any x86-64 distribution (issue 37) ----
+# build/static/uscope: ./uscope's own objects (build/rel) linked -static-pie
+# with the static archive of every library it uses, glibc's included, so it
+# needs nothing of the machine it runs on but the kernel: the BPF programs
+# (skeletons) and the inject agent (blob.c) are in the objects already. It is
+# not the default build: ./uscope links the libraries dynamically as a
+# distribution's package would (their security updates apply; the tests'
+# ASan build cannot be static anyway), and the static link needs a Zydis
+# archive Debian does not ship, built once a machine from Debian's source
+# (scripts/static-deps.sh, which downloads it). glibc's dlopen and NSS are
+# wrapped (src/core/static.c) and the link checked (scripts/static-link.sh).
+# What the static binary gives up, and how to copy it to a server:
+# doc/install.md.
+STATIC_PKGS := libtracefs libtraceevent libelf libdw libbpf zlib
+STATIC_LIBS = build/static/libZydis.a $(shell pkg-config --static --libs $(STATIC_PKGS)) -liberty
+STATIC_WRAP := -Wl,--wrap=dlopen,--wrap=getaddrinfo
+static: build/static/uscope
+build/static/libZydis.a: scripts/static-deps.sh
+	bash scripts/static-deps.sh build/static
+build/static/uscope: $(REL_CLI_OBJS) build/rel/src/core/static.o build/rel/libuscope.a \
+		build/static/libZydis.a scripts/static-link.sh
+	bash scripts/static-link.sh $@ $(CC) $(CFLAGS) -static-pie -o $@ $(REL_CLI_OBJS) \
+		build/rel/src/core/static.o build/rel/libuscope.a $(STATIC_LIBS) $(STATIC_WRAP)
+# The e2e tests run it in other distributions' roots (tests/e2e/test_static.py);
+# make bench compares it with ./uscope (bench/static.py).
+e2e bench: build/static/uscope
+.PHONY: static
+# ---- end of make static ----
+
 # ---- libuscope-sdt: USDT probes a program defines at run time (sdt/) ----
 # A shared library that exports its public API only (-fvisibility=hidden,
 # USC_SDT_API on the API), a static one from the same objects, and a
