@@ -23,6 +23,8 @@
 # libpython3.11-dev: a C program that embeds CPython is built against it (tests/e2e/test_python_versions.py).
 # debootstrap: roots of other Debian suites (scripts/roots.sh), to run uscope in other userlands and
 # Pythons in containers; qemu-system-x86: the kernel matrix boots Debian's kernels under TCG (tests/vm).
+# cmake: make static builds the static Zydis Debian does not ship from Debian's source package
+# (scripts/static-deps.sh; the other libraries' -dev packages ship their static archives).
 set -euo pipefail
 pkgs=(build-essential pkg-config clang libclang-rt-14-dev
       libelf-dev libdw-dev libtracefs-dev libtraceevent-dev libzydis-dev
@@ -30,7 +32,7 @@ pkgs=(build-essential pkg-config clang libclang-rt-14-dev
       libbpf-dev bpftool debuginfod libdebuginfod1 libiberty-dev sqlite3 bpftrace
       babeltrace2 groff-base man-db gdb libc6-dbg node-jsdom
       redis-server redis-tools nginx-light curl zlib1g-dev strace python3-jsonschema
-      postgresql libpython3.11-dev debootstrap qemu-system-x86)
+      postgresql libpython3.11-dev debootstrap qemu-system-x86 cmake)
 [ "${1:-}" = bench ] && pkgs+=(uftrace)
 missing=()
 for p in "${pkgs[@]}"; do
