@@ -154,14 +154,6 @@ class Root:
     def background(self, *args):
         return Bg(self, args)
 
-    def target(self, *cmd):
-        p = subprocess.Popen(self.argv(*cmd), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, env=self.env())
-        u.REGISTRY.targets.append(p)
-        t = u.Target.__new__(u.Target)
-        t.p, t.pid, t._buf = p, p.pid, b""
-        return t
-
     def run(self, *cmd, timeout=u.TIMEOUT):
         return subprocess.run(self.argv(*cmd), capture_output=True, text=True, env=self.env(),
                               timeout=timeout)
@@ -353,7 +345,8 @@ def test_record_report(root):
 def test_pid_and_only_itself_mapped(root):
     """-p of a process started in the root; meanwhile uscope's executable
     mappings are its own file and the kernel's vDSO: no shared object."""
-    w = root.target("/tmp/waiter")
+    w = u.Waiter.__new__(u.Waiter)     # tests/targets' waiter, the static one in the root
+    u.Target.__init__(w, root.argv("/tmp/waiter"))
     w.expect("ready")
     bg = root.background("trace", "--json", "-p", w.pid, "on_line len=$arg2:s32")
     bg.wait_ready()
@@ -364,13 +357,52 @@ def test_pid_and_only_itself_mapped(root):
             assert int(f[4]) == exe.st_ino, f"uscope maps code of another file: {line}"
     w.k = 0
     for line in ("a", "bb", "ccc"):
-        w.write(line + "\n")
-        w.k += 1
-        w.expect(f"got {w.k}")
+        w.send(line)
     bg.signal(signal.SIGINT)
     res = bg.result()
     res.check(rc=0)
     assert [e.args["len"] for e in res.events] == [1, 2, 3], res.describe()
+    w.close_stdin()
+    assert w.wait() == 0
+
+
+def code_is_the_files(pid, path):
+    """True when every executable mapping of path (by inode) in process pid
+    holds the file's bytes, else what differs."""
+    ino, seen = os.stat(path).st_ino, False
+    with open(f"/proc/{pid}/maps") as m, open(f"/proc/{pid}/mem", "rb") as mem, \
+            open(path, "rb") as f:
+        for line in m:
+            p = line.split()
+            if len(p) < 6 or "x" not in p[1] or int(p[4]) != ino:
+                continue
+            seen = True
+            lo, hi = (int(x, 16) for x in p[0].split("-"))
+            f.seek(int(p[2], 16))
+            want = f.read(hi - lo)
+            mem.seek(lo)
+            if mem.read(len(want)) != want:
+                return f"the code at {lo:#x} is not the file's"
+    return seen or "no executable mapping of the file"
+
+
+def test_sigkilled_uscope_leaves_nothing_patched(root):
+    """uscope killed while its agent is in the process: the code becomes the
+    file's again (the agent lets go at the next hit, the janitor, the static
+    binary run again from /proc/self/exe in the root, undoes the rest)."""
+    w = u.Waiter.__new__(u.Waiter)
+    u.Target.__init__(w, root.argv("/tmp/waiter"))
+    w.expect("ready")
+    w.k = 0
+    bg = root.background("trace", "-e", "inject", "-p", w.pid, "on_line len=$arg2:s32")
+    bg.wait_ready()
+    w.send("traced")
+    assert code_is_the_files(w.pid, root.work / "waiter") is not True, "not patched?"
+    bg.signal(signal.SIGKILL)
+    bg.wait()
+    w.send("after")
+    u.wait_true("the waiter's code is the file's again",
+                lambda: code_is_the_files(w.pid, root.work / "waiter"), 10)
     w.close_stdin()
     assert w.wait() == 0
 
