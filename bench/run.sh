@@ -2,12 +2,14 @@
 # make bench: per-hit cost of every engine, side by side in one run on the
 # same function (bench_fn in bench/target.c), with the unprobed call, a raw
 # uprobe written by hand to uprobe_events, uftrace's dynamic patching
-# (uftrace record -P) and bpftrace when they are installed; then the highest
-# event rate the tracefs consumer keeps up with; then how long the inject
-# engine takes to attach 1, 100 and 1000 probes to a running process (and
-# objtrace's cost a call that passes no followed object); then how long the
-# bpf engine takes to attach and detach 1, 100 and 1000 sites, beside
-# bpftrace on the same sites (minutes at 1000: it detaches a site at a time;
+# (uftrace record -P) and bpftrace when they are installed; then the static
+# binary (make static) beside ./uscope on the inject engine's hot path
+# (bench/static.py); then the highest event rate the tracefs consumer keeps up
+# with; then how long the inject engine takes to attach 1, 100 and 1000
+# probes to a running process (and objtrace's cost a call that passes no
+# followed object); then how long the bpf engine takes to attach and detach
+# 1, 100 and 1000 sites, beside bpftrace on the same sites (minutes at 1000:
+# it detaches a site at a time;
 # BPFTRACE_RUNS=0 leaves it out); then how long each command (trace,
 # latency, flow, count, hist) takes to be ready on the bpf engine, beside
 # bpftrace's attach of one site (bench/ready.py); then
@@ -257,6 +259,10 @@ print(f"  return site / uretprobe {extra['tfs_ret'] / extra['tfs_uret']:.2f}x a 
 print(f"  ({uft_ver or 'uftrace: not installed'}: -P patches the plain -O2 binary, no -pg "
       f"nor -fpatchable-function-entry; {bpft_ver or 'bpftrace: not installed'})")
 PY
+
+# The static binary (make static) beside ./uscope on the inject engine's hot
+# path: entry, count, flow, interleaved, STATIC_REPS rounds (bench/static.py).
+python3 bench/static.py $US build/static/uscope $T $N_FAST ${STATIC_REPS:-5} $BURST $GAP_MS $WARM_FAST
 
 echo "== highest event rate kept without loss, tracefs engine (2 threads)"
 best=""
