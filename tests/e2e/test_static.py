@@ -16,10 +16,11 @@ sleep and sh over the root's libc, its CPython) and the tests' targets
 (tests/targets, demo/server.c) built static, whose answers are known exactly.
 Each suite runs: trace with arguments (a static target and the root's libc),
 count by key on every engine, latency, flow, $ustack (through the root's
-libc, CFI only: its libc has no debug info), record/report, -p, system-wide
-(every process of a file, on the kernel engines), py: where the root's
-CPython is one uscope reads (3.11 and later: not bullseye's 3.9, which is
-refused in one line), --serve; and uscope maps nothing but itself."""
+libc, CFI only: its libc has no debug info), record/report, -p, uscope
+killed with SIGKILL (the code restored), system-wide (every process of a
+file: on the kernel engines, and on inject), py: where the root's CPython is
+one uscope reads (3.11 and later: not bullseye's 3.9, which is refused in one
+line), --serve; and uscope maps nothing but itself."""
 
 import collections
 import os
@@ -419,6 +420,27 @@ def test_system_wide(root):
     rows = [o for o in u.json_lines(bg.stdout_path.read_text(), "count") if o["final"]]
     assert {o["key"]["name"]: o["count"] for o in rows} == {
         "alpha": 3, "beta": 2, "gamma": 1, "gadget": 1, "x" * 64: 1}, bg.stderr
+
+
+def test_system_wide_on_inject(root):
+    """-e inject without -p: every running process of /tmp/waiter is found
+    (by its maps, from a mount namespace not its own) and patched."""
+    w = u.Waiter.__new__(u.Waiter)
+    u.Target.__init__(w, root.argv("/tmp/waiter"))
+    w.expect("ready")
+    w.k = 0
+    bg = root.background("count", "--json", "-e", "inject", "/tmp/waiter:on_line len=$arg2:s32")
+    bg.wait_ready()
+    assert "uscope: tracing 1 function in 1 process\n" in bg.stderr, bg.stderr
+    for line in ("a", "bb", "bb"):
+        w.send(line)
+    bg.signal(signal.SIGINT)
+    assert bg.wait() == 0, bg.stderr
+    rows = [o for o in u.json_lines(bg.stdout_path.read_text(), "count") if o["final"]]
+    assert {o["key"]["len"]: o["count"] for o in rows} == {1: 1, 2: 2}, bg.stderr
+    assert code_is_the_files(w.pid, root.work / "waiter") is True
+    w.close_stdin()
+    assert w.wait() == 0
 
 
 def test_python(root):
