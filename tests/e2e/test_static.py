@@ -39,12 +39,14 @@ import pytest
 import uscope_e2e as u
 
 STATIC = u.REPO / "build" / "static" / "uscope"
-# suite -> (the packages of its root, the CPython in it that uscope reads)
+# suite -> the CPython in its root (its only package beyond minbase: the roots
+# are shared with the tests of Python in containers, scripts/roots.sh keys
+# them by their packages), and whether uscope reads it
 SUITES = {
-    "bullseye": (["python3"], None),            # 3.9: refused
-    "bookworm": (["python3"], "python3.11"),
-    "trixie": (["python3"], "python3.13"),
-    "sid": (["python3.14", "python3.15"], "python3.14"),   # the root Python's tests use
+    "bullseye": (["python3.9"], False),     # refused: uscope reads 3.11 and later
+    "bookworm": (["python3.11"], True),
+    "trixie": (["python3.13"], True),
+    "sid": (["python3.14", "python3.15"], True),
 }
 ROOT_TIMEOUT = 900      # a fresh root: debootstrap, a minute or a few
 
@@ -98,7 +100,7 @@ class Root:
 
     def __init__(self, suite: str, path: str, work: Path):
         self.suite, self.path, self.work = suite, path, work
-        self.python = SUITES[suite][1]
+        self.python, self.reads_python = SUITES[suite][0][0], SUITES[suite][1]
 
     def argv(self, *cmd):
         return ["unshare", "-m", "--propagation", "private", "sh", "-ec", ENTER, "sh",
@@ -214,7 +216,8 @@ def test_the_dynamic_build_does_not_start_in_bullseye(work):
     """Why the static binary: ./uscope (Debian 12's libraries) in Debian 11."""
     if not (u.REPO / "uscope").is_file():
         pytest.skip("./uscope is not built")
-    cp = subprocess.run(["bash", str(u.REPO / "scripts" / "roots.sh"), "bullseye", "python3"],
+    cp = subprocess.run(["bash", str(u.REPO / "scripts" / "roots.sh"), "bullseye"] +
+                        SUITES["bullseye"][0],
                         capture_output=True, text=True, timeout=ROOT_TIMEOUT)
     assert cp.returncode == 0, cp.stderr
     r = Root("bullseye", cp.stdout.strip(), work)
@@ -445,11 +448,11 @@ def test_system_wide_on_inject(root):
 
 def test_python(root):
     """The README's py: example with the root's own CPython."""
-    if root.python is None:     # bullseye: 3.9
-        cp = root.uscope("count", "py:__main__:*", "--", "python3", "/tmp/pycalls.py", "plain")
+    if not root.reads_python:   # bullseye: 3.9
+        cp = root.uscope("count", "py:__main__:*", "--", root.python, "/tmp/pycalls.py", "plain")
         assert cp.returncode == 1
         assert u.error_lines(cp.stderr) == [
-            "uscope: python: /usr/bin/python3 is CPython older than 3.11 (no Py_Version); "
+            f"uscope: python: /usr/bin/{root.python} is CPython 3.9; "
             "uscope reads the frames of CPython 3.11 to 3.14 only"], cp.stderr
         return
     cp = root.ok("count", "--json", "py:__main__:*", "--", root.python, "/tmp/pycalls.py", "plain")
