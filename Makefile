@@ -3,6 +3,7 @@
 #   make check    install dependencies, build, run every test
 #   make demo     install dependencies, build, trace the bundled demo
 #   make bench    run the benchmarks
+#   make static   build/static/uscope: one file for any x86-64 distribution (doc/install.md)
 #   make install PREFIX=/usr/local   (uscope, its man pages and bash completion,
 #                                     libuscope-sdt and its Python module)
 
