@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -122,7 +123,7 @@ static int refuse(const char *path, const char *version, bool quiet)
 {
 	if (!quiet)
 		log_error("python: %s is CPython %s; uscope reads the frames of CPython 3.11 to "
-			  "3.14 only", path, version);
+			  "3.15 only", path, version);
 	return -ENOTSUP;
 }
 
@@ -299,7 +300,11 @@ static int place(const struct proc_map *maps, size_t n, const char *mpath, uint6
 	return 0;
 }
 
-static bool candidate(const struct proc_map *m, const char *exe)
+/* The process's executable, or a libpython: the executable by its file
+ * (device and inode of /proc/PID/exe), not by path: a container's paths
+ * (procmaps_read gives them under /proc/PID/root) are not the ones
+ * /proc/PID/exe prints. */
+static bool candidate(const struct proc_map *m, const struct stat *exe)
 {
 	const char *b;
 
@@ -307,10 +312,95 @@ static bool candidate(const struct proc_map *m, const char *exe)
 		return false;
 	b = strrchr(m->path, '/');
 	b = b ? b + 1 : m->path;
-	return !strcmp(m->path, exe) || !strncmp(b, "libpython", 9);
+	return (exe && m->inode == (uint64_t)exe->st_ino && m->dev == (uint64_t)exe->st_dev) ||
+	       !strncmp(b, "libpython", 9);
 }
 
 static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet);
+
+/* The release of the glibc at path ("2.36"), from the banner in its
+ * .rodata ("... release version 2.36."): 0, or -ENOENT (not glibc, or not
+ * said). */
+static int glibc_release(const char *path, char *out, size_t len)
+{
+	static const char tag[] = "release version ";
+	Elf *e = NULL;
+	Elf_Scn *scn = NULL;
+	size_t shstr;
+	int fd, ret = -ENOENT;
+
+	if (elf_version(EV_CURRENT) == EV_NONE || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -ENOENT;
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	if (!e || elf_getshdrstrndx(e, &shstr))
+		goto out;
+	while (ret && (scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		const char *name, *p, *end;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+		    !(name = elf_strptr(e, shstr, sh.sh_name)) || strcmp(name, ".rodata") ||
+		    !(d = elf_getdata(scn, NULL)) || !d->d_buf)
+			continue;
+		end = (const char *)d->d_buf + d->d_size;
+		for (p = d->d_buf; ret && (p = memmem(p, (size_t)(end - p), tag, sizeof(tag) - 1));
+		     p++) {
+			size_t k = 0;
+
+			p += sizeof(tag) - 1;
+			while (p + k < end && k + 1 < len && (isdigit((unsigned char)p[k]) ||
+							      (p[k] == '.' && p + k + 1 < end &&
+							       isdigit((unsigned char)p[k + 1]))))
+				k++;
+			if (k >= 3 && !memcmp(p, "2.", 2)) {
+				memcpy(out, p, k);
+				out[k] = 0;
+				ret = 0;
+			}
+		}
+	}
+out:
+	if (e)
+		elf_end(e);
+	close(fd);
+	return ret;
+}
+
+/* The glibc process pid maps: its struct pthread's layout into rt->glibc
+ * when uscope knows it; otherwise (another glibc: a container's; musl)
+ * none, and a version that finds a thread's state by CPython's key finds
+ * it in its interpreter's thread list instead (the key's slot is in
+ * struct pthread). */
+static void process_glibc(pid_t pid, const struct proc_map *maps, size_t n,
+			  struct python_runtime *rt)
+{
+	const struct python_glibc *g = NULL;
+	char release[16] = "";
+
+	for (size_t i = 0; i < n && !g && !release[0]; i++) {
+		const char *b = maps[i].path ? strrchr(maps[i].path, '/') : NULL;
+
+		if (b && (!strcmp(b + 1, "libc.so.6") || !strncmp(b + 1, "libc-2.", 7)) &&
+		    !glibc_release(maps[i].path, release, sizeof(release)))
+			g = python_glibc_for(release);
+	}
+	memset(&rt->glibc, 0, sizeof(rt->glibc));
+	if (g) {
+		rt->glibc = *g;
+		return;
+	}
+	if (rt->off->rt_tss_key == PYOFF_NONE)
+		return;		/* (found by the thread list already) */
+	if (rt->off != &rt->own)
+		rt->own = *rt->off;
+	rt->own.rt_tss_key = rt->own.rt_tss_init = PYOFF_NONE;
+	rt->off = &rt->own;
+	log_debug("python: process %d: %s%s%s: a thread's state is found in its interpreter's "
+		  "thread list, not by CPython's key", (int)pid,
+		  release[0] ? "glibc " : "no glibc", release,
+		  release[0] ? ", whose struct pthread uscope has not read" : "");
+}
 
 int python_detect_pid(pid_t pid, struct python_runtime *rt)
 {
@@ -324,23 +414,24 @@ int python_find_pid(pid_t pid, struct python_runtime *rt)
 
 static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet)
 {
-	char link[64], exe[PATH_MAX];
+	char link[64];
 	struct proc_map *maps = NULL;
+	struct stat exe;
 	struct pyfile pf;
-	ssize_t n, len;
+	bool have_exe;
+	ssize_t n;
 	int err = -ENOENT;
 
 	memset(rt, 0, sizeof(*rt));
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
-	len = readlink(link, exe, sizeof(exe) - 1);
-	exe[len > 0 ? len : 0] = 0;
+	have_exe = !stat(link, &exe);
 	if ((n = procmaps_read(pid, &maps)) < 0)
 		return (int)n;
 	for (ssize_t i = 0; i < n && err == -ENOENT; i++) {
 		char *path = NULL, *name = NULL;
 		bool seen = false;
 
-		if (!candidate(&maps[i], exe))
+		if (!candidate(&maps[i], have_exe ? &exe : NULL))
 			continue;
 		for (ssize_t j = 0; j < i; j++)
 			seen |= maps[j].dev == maps[i].dev && maps[j].inode == maps[i].inode;
@@ -379,6 +470,7 @@ static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet)
 			place(maps, (size_t)n, maps[i].path, pf.foff[k],
 			      &((uint64_t *)&rt->api)[k - S_SET_PROFILE]);
 		rt->bias = rt->runtime - pf.vaddr[S_RUNTIME];
+		process_glibc(pid, maps, (size_t)n, rt);
 	}
 	procmaps_free(maps, (size_t)n);
 	if (err == -EAGAIN && !quiet)

@@ -46,6 +46,11 @@ struct python_runtime {
 	struct python_types types;	/* PyCode_Type, PyUnicode_Type, PyBytes_Type */
 	struct python_api api;
 	uint64_t bias;			/* run-time - link-time addresses (a process) */
+	/* the process's glibc's struct pthread, where uscope knows it (the
+	 * glibc it was read from: python_glibc_offsets); zero otherwise (a
+	 * container's other glibc, musl, a file): then a thread's state is
+	 * found in its interpreter's thread list, not by CPython's key */
+	struct python_glibc glibc;
 };
 
 /* A file: 0 when it holds a CPython runtime uscope reads; -ENOENT when it

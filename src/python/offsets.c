@@ -110,6 +110,75 @@
 	.co_kwonlyargcount = 0x3c,					\
 	.co_nlocalsplus = 0x48
 
+/* What 3.14 and 3.15 have the same (from their headers: 3.14.0's, and
+ * Debian's 3.15.2's, libpython3.15-dev, offsetof with them): the frame
+ * (f_executable a _PyStackRef, previous, f_funcobj, f_globals 0x18,
+ * f_builtins, f_locals, frame_obj, instr_ptr 0x38, stackpointer,
+ * return_offset 0x48, owner 0x4a, visited, localsplus 0x50); the code
+ * object (as 3.13 up to _co_monitoring, then _co_unique_id,
+ * _co_firsttraceable 0xc0, co_extra, co_code_adaptive 0xd0); a tuple's
+ * ob_hash (ob_item at 0x20); no thread-specific key; the frame owners
+ * THREAD 0, GENERATOR 1, FRAME_OBJECT 2, INTERPRETER 3 (the evaluator's
+ * entry frame), and in 3.14 CSTACK 4. */
+#define PYOFF_SINCE_3_14						\
+	.rt_tss_key = PYOFF_NONE,					\
+	.rt_tss_init = PYOFF_NONE,					\
+	.rt_tstate_current = PYOFF_NONE,				\
+	.is_next = PYOFF_NONE,						\
+	.is_threads_head = PYOFF_NONE,					\
+	.ts_next = 0x8,							\
+	.ts_frame = 0x48,						\
+	.cf_current_frame = PYOFF_NONE,					\
+	.fr_code = 0x0,							\
+	.fr_previous = 0x8,						\
+	.fr_instr = 0x38,						\
+	.fr_is_entry = PYOFF_NONE,					\
+	.fr_owner = 0x4a,						\
+	.owner_generator = 1,						\
+	.owner_cstack = 3,	/* INTERPRETER and CSTACK */		\
+	.co_firstlineno = 0x44,						\
+	.co_filename = 0x70,						\
+	.co_name = 0x78,						\
+	.co_qualname = 0x80,						\
+	.co_linetable = 0x88,						\
+	.co_firsttraceable = 0xc0,					\
+	.co_code_adaptive = 0xd0,					\
+	.ob_type = 8,							\
+	.ob_size = 16,							\
+	.bytes_sval = 32,						\
+	.str_length = 16,						\
+	.str_state = 32,						\
+	.str_ascii_size = 40,						\
+	.str_compact_size = 56,						\
+	.str_kind_shift = 2,						\
+	.str_compact_bit = 5,						\
+	.str_ascii_bit = 6,						\
+	.str_ready_bit = 0xff,						\
+	/* py: probes */						\
+	.ts_c_profilefunc = PYOFF_NONE,					\
+	.ts_c_profileobj = PYOFF_NONE,					\
+	.pyframe_frame = 0x18,						\
+	.fr_globals = 0x18,						\
+	.fr_localsplus = 0x50,						\
+	.co_flags = 0x30,						\
+	.co_argcount = 0x34,						\
+	.co_kwonlyargcount = 0x3c,					\
+	.co_nlocalsplus = 0x48,						\
+	.co_localsplusnames = 0x60,					\
+	.tuple_item = 0x20,						\
+	.type_name = 0x18,						\
+	.long_digit = 0x18,						\
+	.long_size = 0x10,						\
+	.dict_keys = 0x20,						\
+	.dict_values = 0x28,						\
+	.dk_log2_size = 0x8,						\
+	.dk_log2_index_bytes = 0x9,					\
+	.dk_kind = 0xa,							\
+	.dk_nentries = 0x18,						\
+	.dk_indices = 0x20,						\
+	.dk_entry = 24,							\
+	.dk_str_entry = 16
+
 static const struct python_offsets table[] = {
 	{
 		/* 3.11 */
@@ -233,66 +302,28 @@ static const struct python_offsets table[] = {
 		.version = 0x030e0000,
 		.flags = PYOFF_LONG_TAG | PYOFF_STACKREF,
 		.rt_interp_head = 0x328,
-		.rt_tss_key = PYOFF_NONE,
-		.rt_tss_init = PYOFF_NONE,
-		.rt_tstate_current = PYOFF_NONE,
-		.is_next = PYOFF_NONE,
-		.is_threads_head = PYOFF_NONE,
-		.ts_next = 0x8,
+		.rt_initialized = 0x308,
 		.ts_thread_id = 0x98,
 		.ts_native_thread_id = 0xa0,
-		.ts_frame = 0x48,
-		.cf_current_frame = PYOFF_NONE,
-		.fr_code = 0x0,
-		.fr_previous = 0x8,
-		.fr_instr = 0x38,
-		.fr_is_entry = PYOFF_NONE,
-		.fr_owner = 0x4a,
-		.owner_generator = 1,
-		.owner_cstack = 3,	/* INTERPRETER and CSTACK */
-		.co_firstlineno = 0x44,
-		.co_filename = 0x70,
-		.co_name = 0x78,
-		.co_qualname = 0x80,
-		.co_linetable = 0x88,
-		.co_firsttraceable = 0xc0,
-		.co_code_adaptive = 0xd0,
-		.ob_type = 8,
-		.ob_size = 16,
-		.bytes_sval = 32,
-		.str_length = 16,
-		.str_state = 32,
-		.str_ascii_size = 40,
-		.str_compact_size = 56,
-		.str_kind_shift = 2,
-		.str_compact_bit = 5,
-		.str_ascii_bit = 6,
-		.str_ready_bit = 0xff,
-		/* py: probes */
-		.rt_initialized = 0x308,
-		.ts_c_profilefunc = PYOFF_NONE,
-		.ts_c_profileobj = PYOFF_NONE,
-		.pyframe_frame = 0x18,
-		.fr_globals = 0x18,
-		.fr_localsplus = 0x50,
-		.co_flags = 0x30,
-		.co_argcount = 0x34,
-		.co_kwonlyargcount = 0x3c,
-		.co_nlocalsplus = 0x48,
-		.co_localsplusnames = 0x60,
-		.tuple_item = 0x20,
-		.type_name = 0x18,
-		.long_digit = 0x18,
-		.long_size = 0x10,
-		.dict_keys = 0x20,
-		.dict_values = 0x28,
-		.dk_log2_size = 0x8,
-		.dk_log2_index_bytes = 0x9,
-		.dk_kind = 0xa,
-		.dk_nentries = 0x18,
-		.dk_indices = 0x20,
-		.dk_entry = 24,
-		.dk_str_entry = 16,
+		PYOFF_SINCE_3_14,
+	},
+	{
+		/* 3.15, from Debian's 3.15.2 headers (libpython3.15-dev:
+		 * offsetof compiled with them) and checked against its
+		 * _Py_DebugOffsets at run time as 3.14's: _Py_DebugOffsets
+		 * is 111 words (0x378 bytes), then _initialized ..., so
+		 * initialized 0x388, _finalizing 0x390, interpreters.head
+		 * 0x3a8; PyThreadState gained base_frame,
+		 * last_profiled_frame and its seq before thread_id (0xb0)
+		 * and native_thread_id (0xb8); FRAME_OWNED_BY_CSTACK is gone
+		 * (INTERPRETER, 3, is the last) */
+		.version = 0x030f0000,
+		.flags = PYOFF_LONG_TAG | PYOFF_STACKREF,
+		.rt_interp_head = 0x3a8,
+		.rt_initialized = 0x388,
+		.ts_thread_id = 0xb0,
+		.ts_native_thread_id = 0xb8,
+		PYOFF_SINCE_3_14,
 	},
 };
 
@@ -319,6 +350,11 @@ const struct python_offsets *python_offsets_for(uint32_t version)
 const struct python_glibc *python_glibc_offsets(void)
 {
 	return &glibc;
+}
+
+const struct python_glibc *python_glibc_for(const char *version)
+{
+	return version && !strcmp(version, "2.36") ? &glibc : NULL;
 }
 
 void python_version_str(uint32_t v, char *buf, unsigned len)

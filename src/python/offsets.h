@@ -157,6 +157,9 @@ const struct python_offsets *python_offsets_for(uint32_t version);
 
 /* glibc's layout (2.36, Debian 12; see offsets.c). */
 const struct python_glibc *python_glibc_offsets(void);
+/* The layout of the glibc whose release is version ("2.36"), or NULL: one
+ * uscope has not read. */
+const struct python_glibc *python_glibc_for(const char *version);
 
 /* "3.11.2", "3.12.0rc1": PY_VERSION_HEX as Python prints it. */
 void python_version_str(uint32_t version, char *buf, unsigned len);

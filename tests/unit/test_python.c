@@ -669,7 +669,8 @@ static void test_table(void **state)
 	assert_non_null(python_offsets_for(0x030d00f0));
 	assert_null(python_offsets_for(0x030a0df0));
 	assert_non_null(python_offsets_for(0x030e00a1));
-	assert_null(python_offsets_for(0x030f00a1));
+	assert_non_null(python_offsets_for(0x030f00a1));
+	assert_null(python_offsets_for(0x031000a1));
 	assert_null(python_offsets_for(0x020712f0));
 	for (size_t v = 0; v < N(versions); v++) {
 		const struct python_offsets *o = python_offsets_for(versions[v]);

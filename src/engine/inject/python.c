@@ -155,7 +155,7 @@ void inj_py_ctl(struct inj *j, struct inj_ctl *c, pid_t pid, uint64_t py_off)
 		return;
 	}
 	py->off = *rt.off;
-	py->glibc = *python_glibc_offsets();
+	py->glibc = rt.glibc;	/* (zero: not known) */
 	py->runtime = rt.runtime;
 	py->set_profile = rt.api.set_profile;
 	py->mon = (rt.version >> 16) >= 0x030c;

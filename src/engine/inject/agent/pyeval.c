@@ -107,8 +107,8 @@ static uint64_t stack_floor(const struct inj_ctl *c, const struct inj_py *py, ui
 	const struct python_glibc *g = &py->glibc;
 	uint64_t fs = fs_base(c), block, lo, hi;
 
-	if (!fs)
-		return 0;
+	if (!fs || !g->stackblock_size)
+		return 0;	/* (no glibc whose struct pthread is known) */
 	block = ld64(fs + g->stackblock);
 	if (block) {		/* a thread of pthread_create's */
 		lo = block + ld64(fs + g->guardsize);

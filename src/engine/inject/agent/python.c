@@ -58,8 +58,8 @@ ALWAYS uint64_t tcb_key_data(const struct inj_py *py, uint64_t fs, uint32_t k)
 static uint32_t tcb_key_of(const struct inj_ctl *c, const struct inj_py *py, uint64_t fs,
 			   uint64_t ts)
 {
-	if (c->key_mode != INJ_KEY_TID_AT_FS || !fs || !ts)
-		return 0;
+	if (c->key_mode != INJ_KEY_TID_AT_FS || !fs || !ts || !py->glibc.specific_1stblock)
+		return 0;	/* (no glibc whose struct pthread is known) */
 	for (uint32_t k = 0; k < 32; k++)
 		if (tcb_key_data(py, fs, k) == ts)
 			return k + 1;
