@@ -20,6 +20,8 @@
 #include "python/debugoffs.h"
 
 enum { S_VERSION, S_RUNTIME, S_CODE, S_UNICODE, S_BYTES, S_INIT,
+	/* what tells 3.8, 3.9 and 3.10 apart (no Py_Version before 3.11) */
+	S_POSONLY, S_FRAME_GETCODE, S_IS_NONE, S_REFTOTAL,
 	/* struct python_api's, in its order */
 	S_SET_PROFILE, S_ADD_PENDING, S_NONE, S_TRUE, S_FALSE, S_LONG, S_BOOL,
 	S_SYS_GET, S_CALL_METHOD, S_GETATTR, S_CMETHOD_NEW, S_INCREF, S_DECREF, S_ERR_FETCH,
@@ -27,7 +29,8 @@ enum { S_VERSION, S_RUNTIME, S_CODE, S_UNICODE, S_BYTES, S_INIT,
 	S_EVAL_GET, S_N };
 static const char *const sym_names[S_N] = {
 	"Py_Version", "_PyRuntime", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type",
-	"Py_Initialize", "_PyEval_SetProfile", "Py_AddPendingCall", "_Py_NoneStruct",
+	"Py_Initialize", "PyCode_NewWithPosOnlyArgs", "PyFrame_GetCode", "Py_IsNone",
+	"_Py_RefTotal", "_PyEval_SetProfile", "Py_AddPendingCall", "_Py_NoneStruct",
 	"_Py_TrueStruct", "_Py_FalseStruct", "PyLong_Type", "PyBool_Type",
 	"PySys_GetObject", "PyObject_CallMethod", "PyObject_GetAttrString", "PyCMethod_New",
 	"Py_IncRef", "Py_DecRef", "PyErr_Fetch", "PyErr_Restore", "PyErr_Clear", "PyLong_AsLong",
@@ -122,9 +125,32 @@ static bool version_in_name(const char *path, char *buf, size_t len)
 static int refuse(const char *path, const char *version, bool quiet)
 {
 	if (!quiet)
-		log_error("python: %s is CPython %s; uscope reads the frames of CPython 3.11 to "
+		log_error("python: %s is CPython %s; uscope reads the frames of CPython 3.8 to "
 			  "3.15 only", path, version);
 	return -ENOTSUP;
+}
+
+/* Before 3.11 (no Py_Version): the minor version by what the runtime
+ * exports, which each adds (PyCode_NewWithPosOnlyArgs 3.8,
+ * PyFrame_GetCode 3.9, Py_IsNone 3.10), as PY_VERSION_HEX with no patch
+ * level (python_version_str says "3.10"); 0: older than 3.8. The name
+ * (python3.10, libpython3.10.so.1.0) must not say otherwise. */
+static uint32_t version_before_311(const char *path, const struct pyfile *pf, bool quiet)
+{
+	uint32_t v = !pf->vaddr[S_POSONLY] ? 0 : pf->vaddr[S_IS_NONE] ? 0x030a0000 :
+		     pf->vaddr[S_FRAME_GETCODE] ? 0x03090000 : 0x03080000;
+	char name[16], mine[16];
+
+	if (v && version_in_name(path, name, sizeof(name))) {
+		python_version_str(v, mine, sizeof(mine));
+		if (strcmp(name, mine)) {
+			if (!quiet)
+				log_error("python: %s is named for CPython %s, but exports what "
+					  "%s does: not read", path, name, mine);
+			return 0;
+		}
+	}
+	return v;
 }
 
 /* USCOPE_PY_DEBUG_OFFSETS=1: walk with the interpreter's own debug offsets
@@ -203,16 +229,26 @@ static int check_version(const char *path, int fd, Elf *e, const struct pyfile *
 	if (!pf->vaddr[S_VERSION]) {
 		if (!pf->vaddr[S_RUNTIME] && !pf->vaddr[S_INIT])
 			return -ENOENT;
-		if (!version_in_name(path, name, sizeof(name)))
-			snprintf(name, sizeof(name), "older than 3.11 (no Py_Version)");
-		return refuse(path, name, quiet);
-	}
-	if (!file_offset(e, pf->vaddr[S_VERSION], 4, &off) ||
-	    pread(fd, &rt->version, 4, (off_t)off) != 4) {
+		rt->version = version_before_311(path, pf, quiet);
+		if (!rt->version) {
+			if (!version_in_name(path, name, sizeof(name)))
+				snprintf(name, sizeof(name), "older than 3.8");
+			return refuse(path, name, quiet);
+		}
+	} else if (!file_offset(e, pf->vaddr[S_VERSION], 4, &off) ||
+		   pread(fd, &rt->version, 4, (off_t)off) != 4) {
 		log_error("python: %s: cannot read Py_Version", path);
 		return -ENOEXEC;
 	}
 	python_version_str(rt->version, name, sizeof(name));
+	/* Py_DEBUG (python3.X-dbg, _Py_RefTotal before 3.12): other layouts */
+	if (pf->vaddr[S_REFTOTAL] && rt->version < 0x030c0000) {
+		if (!quiet)
+			log_error("python: %s is a debug build of CPython %s (Py_DEBUG): its "
+				  "structures are laid out otherwise, which uscope does not read",
+				  path, name);
+		return -ENOTSUP;
+	}
 	rt->off = python_offsets_for(rt->version);
 	/* (quiet: a version the table lacks is not looked into, nor said) */
 	if (!rt->off && (rt->version < 0x030d0000 || quiet))
@@ -304,6 +340,28 @@ static int place(const struct proc_map *maps, size_t n, const char *mpath, uint6
  * (device and inode of /proc/PID/exe), not by path: a container's paths
  * (procmaps_read gives them under /proc/PID/root) are not the ones
  * /proc/PID/exe prints. */
+/* A symbol with no bytes in the file (.bss: 3.8's and 3.9's _PyRuntime),
+ * placed by the load bias of the file's first PT_LOAD, where a mapping
+ * holds it. */
+static int bss_place(const struct proc_map *maps, size_t n, const char *mpath,
+		     const struct pyfile *pf, uint64_t vaddr, uint64_t *addr)
+{
+	uint64_t a = 0;
+	bool base = false;
+
+	for (size_t j = 0; j < n && !base && pf->have_load0; j++)
+		if (maps[j].path && !strcmp(maps[j].path, mpath) && maps[j].pgoff == pf->off0) {
+			a = maps[j].start - pf->vaddr0 + vaddr;
+			base = true;
+		}
+	for (size_t j = 0; j < n && base; j++)
+		if (maps[j].start <= a && a < maps[j].end) {
+			*addr = a;
+			return 0;
+		}
+	return -ENOENT;
+}
+
 static bool candidate(const struct proc_map *m, const struct stat *exe)
 {
 	const char *b;
@@ -447,7 +505,8 @@ static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet)
 		free(name);
 		if (err)
 			continue;
-		if (place(maps, (size_t)n, maps[i].path, pf.foff[S_RUNTIME], &rt->runtime)) {
+		if (place(maps, (size_t)n, maps[i].path, pf.foff[S_RUNTIME], &rt->runtime) &&
+		    bss_place(maps, (size_t)n, maps[i].path, &pf, pf.vaddr[S_RUNTIME], &rt->runtime)) {
 			log_error("python: process %d: _PyRuntime of %s is not mapped", (int)pid,
 				  rt->path);
 			python_runtime_free(rt);

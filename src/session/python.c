@@ -48,10 +48,10 @@ static bool py_probes_read(const struct python_runtime *rt, bool py_probes)
 {
 	char v[32];
 
-	if (!py_probes || ((rt->version >> 16) >= 0x030b && (rt->version >> 16) <= 0x030f))
+	if (!py_probes || ((rt->version >> 16) >= 0x0308 && (rt->version >> 16) <= 0x030f))
 		return true;
 	python_version_str(rt->version, v, sizeof(v));
-	log_error("py: probes read CPython 3.11 to 3.15; this is %s", v);
+	log_error("py: probes read CPython 3.8 to 3.15; this is %s", v);
 	return false;
 }
 

@@ -29,6 +29,9 @@ import uscope_e2e as u
 
 HOME = Path(os.path.expanduser("~"))
 PYTHONS = {
+    "3.8.18": HOME / ".pyenv/versions/3.8.18/bin/python3.8",
+    "3.9.18": HOME / ".pyenv/versions/3.9.18/bin/python3.9",
+    "3.10.13": HOME / ".pyenv/versions/3.10.13/bin/python3.10",
     "debian-3.11": Path("/usr/bin/python3.11"),
     "3.11.7": HOME / ".pyenv/versions/3.11.7/bin/python3.11",
     "3.12.1": HOME / ".pyenv/versions/3.12.1/bin/python3.12",

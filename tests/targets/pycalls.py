@@ -119,7 +119,7 @@ def profiled():
 
     def prof(frame, event, arg):
         if event == "call" and frame.f_code.co_filename == me:
-            q = frame.f_code.co_qualname
+            q = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
             counts[q] = counts.get(q, 0) + 1
 
     threading.setprofile(prof)

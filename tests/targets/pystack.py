@@ -1,4 +1,5 @@
-"""A Python workload with known stacks, for the tests of Python frame walking.
+"""A Python workload with known stacks, for the tests of Python frame walking
+(CPython 3.8 and later).
 
 At known points it calls pymark(TAG) of libpymark.so (argv[1]) through
 ctypes, on the same line as it takes traceback.extract_stack(), so that a
@@ -33,6 +34,12 @@ records = []
 lock = threading.Lock()
 
 
+def name(code):
+    """A code object's qualified name; before 3.11 code objects have none,
+    and its co_name stands for it (as in uscope)."""
+    return getattr(code, "co_qualname", code.co_name)
+
+
 def capture():
     """The caller's stack as traceback sees it, outermost first, with each
     frame's qualname (traceback's FrameSummary has co_name only)."""
@@ -43,7 +50,7 @@ def capture():
     out = []
     for fr, s in zip(frames, summary):
         assert s.name == fr.f_code.co_name
-        out.append((fr.f_code.co_qualname, s.filename, -1 if s.lineno is None else s.lineno))
+        out.append((name(fr.f_code), s.filename, -1 if s.lineno is None else s.lineno))
     return out
 
 

@@ -75,9 +75,9 @@ static __always_inline __u64 py_tstate(struct bpfeng_py *py, bool sleepable)
 	__u32 key = 0;
 	int init = 0;
 
-	fsbase = BPF_CORE_READ(task, thread.fsbase);
 	if (py->off.rt_tss_key == PYOFF_NONE) {
-		struct py_find p = {.off = &py->off, .self = fsbase, .sleepable = sleepable};
+		struct py_find p = {.off = &py->off, .self = BPF_CORE_READ(task, thread.fsbase),
+				    .sleepable = sleepable};
 
 		if (sleepable)
 			pws_tfind_start(&py->off, py->runtime, &p.f, NULL);
@@ -86,6 +86,7 @@ static __always_inline __u64 py_tstate(struct bpfeng_py *py, bool sleepable)
 		bpf_loop(PYTHON_TSTATE_STEPS, py_find_step, &p, 0);
 		return p.f.status == PYWALK_END ? p.f.found : 0;
 	}
+	fsbase = BPF_CORE_READ(task, thread.fsbase);
 	if (!bpf_probe_read_user(&init, 4, (void *)(py->runtime + py->off.rt_tss_init)) && init &&
 	    !bpf_probe_read_user(&key, 4, (void *)(py->runtime + py->off.rt_tss_key)) &&
 	    !pwn_tss(&py->glibc, fsbase, key, &tstate, NULL))
