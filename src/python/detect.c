@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "ns/ns.h"
 #include "objfile/modules.h"
 #include "python/debugoffs.h"
 
@@ -555,4 +557,113 @@ int python_find_linked(const char *exe, struct python_runtime *rt, bool quiet)
 	if (n > 0)
 		module_list_free(deps, (size_t)n);
 	return ret;
+}
+
+/* ---- system-wide ---------------------------------------------------------- */
+
+struct found {
+	char **v;
+	dev_t *dev;
+	ino_t *ino;
+	size_t n;
+};
+
+/* path (under root) a runtime uscope reads, not found before: kept. */
+static int keep(struct found *f, char *path)
+{
+	struct python_runtime rt;
+	struct stat st;
+	void *p;
+
+	if (stat(path, &st) || !S_ISREG(st.st_mode))
+		goto drop;
+	for (size_t i = 0; i < f->n; i++)
+		if (f->dev[i] == st.st_dev && f->ino[i] == st.st_ino)
+			goto drop;
+	if (python_find_file(path, &rt))
+		goto drop;
+	python_runtime_free(&rt);
+	if (!(p = realloc(f->v, (f->n + 1) * sizeof(*f->v))))
+		goto oom;
+	f->v = p;
+	if (!(p = realloc(f->dev, (f->n + 1) * sizeof(*f->dev))))
+		goto oom;
+	f->dev = p;
+	if (!(p = realloc(f->ino, (f->n + 1) * sizeof(*f->ino))))
+		goto oom;
+	f->ino = p;
+	f->v[f->n] = path;
+	f->dev[f->n] = st.st_dev;
+	f->ino[f->n++] = st.st_ino;
+	return 0;
+oom:
+	free(path);
+	return -ENOMEM;
+drop:
+	free(path);
+	return 0;
+}
+
+/* A name of a runtime: python3.X (not python3.X-config, nor python3) or
+ * libpython3.X[m].so... */
+static bool runtime_name(const char *n, bool lib)
+{
+	const char *p = lib ? (strncmp(n, "libpython3.", 11) ? NULL : n + 11) :
+			      (strncmp(n, "python3.", 8) ? NULL : n + 8);
+	size_t k = p ? strspn(p, "0123456789") : 0;
+
+	if (!k)
+		return false;
+	if (lib)
+		return !strncmp(p + k, ".so", 3) || !strncmp(p + k, "m.so", 4);
+	return !p[k];
+}
+
+ssize_t python_runtimes_under(const char *root, char ***out)
+{
+	static const char *const bins[] = {"/usr/local/bin", "/usr/bin", "/bin"};
+	static const char *const libs[] = {"/usr/local/lib", "/usr/lib/x86_64-linux-gnu",
+					   "/usr/lib", "/lib/x86_64-linux-gnu"};
+	struct found f = {0};
+	int err = 0;
+
+	*out = NULL;
+	for (size_t d = 0; d < 7 && !err; d++) {
+		bool lib = d >= 3;
+		const char *dir = lib ? libs[d - 3] : bins[d];
+		char *real = NULL;
+		struct dirent *de;
+		DIR *dd;
+
+		if (ns_root_resolve(root, dir, &real) || !(dd = opendir(real))) {
+			free(real);
+			continue;
+		}
+		while (!err && (de = readdir(dd))) {
+			char cand[PATH_MAX], *path = NULL;
+
+			if (!runtime_name(de->d_name, lib))
+				continue;
+			snprintf(cand, sizeof(cand), "%s/%s", dir, de->d_name);
+			if (!ns_root_resolve(root, cand, &path))
+				err = keep(&f, path);
+		}
+		closedir(dd);
+		free(real);
+	}
+	free(f.dev);
+	free(f.ino);
+	if (err) {
+		python_runtimes_free(f.v, f.n);
+		return err;
+	}
+	*out = f.v;
+	return (ssize_t)f.n;
+}
+
+void python_runtimes_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
 }

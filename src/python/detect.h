@@ -75,4 +75,14 @@ int python_find_pid(pid_t pid, struct python_runtime *rt);
 
 void python_runtime_free(struct python_runtime *rt);
 
+/* System-wide: the CPython runtimes a system has, under root (a
+ * directory, a "/proc/PID/root", or NULL: the host's): the executables
+ * python3.X in /usr/local/bin, /usr/bin and /bin, and the libpython3.X.so
+ * of /usr/local/lib, /usr/lib/x86_64-linux-gnu, /usr/lib and
+ * /lib/x86_64-linux-gnu, each file once (by device and inode), those
+ * uscope reads. The count (*out malloc'd, paths under root: free with
+ * python_runtimes_free), or -errno. */
+ssize_t python_runtimes_under(const char *root, char ***out);
+void python_runtimes_free(char **v, size_t n);
+
 #endif

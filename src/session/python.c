@@ -161,10 +161,12 @@ int session_python_plan(struct usc_session *s)
 	if (!wants(s, &stacks, &py_probes) && !ustacks)
 		return 0;
 	if (s->target.kind == USC_TARGET_SYSTEM) {
-		if (!stacks && !py_probes)
-			return 0;	/* system-wide $ustack: native frames only */
-		log_error("%s: uscope reads CPython in the process it traces: give -p PID or a "
-			  "COMMAND", py_probes ? "py: probes" : "$pystack");
+		/* system-wide $ustack: native frames only; py: probes: the inject
+		 * engine finds CPython in each process it attaches */
+		if (!stacks)
+			return 0;
+		log_error("$pystack: uscope reads CPython's frames in the process it traces: give "
+			  "-p PID or a COMMAND (system-wide, py: probes alone)");
 		return -EINVAL;
 	}
 	p = calloc(1, sizeof(*p));

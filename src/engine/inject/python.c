@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cache/cache.h"
 #include "core/log.h"
@@ -78,14 +79,27 @@ uint64_t inj_py_reserve(struct inj *j, uint64_t off, uint64_t *py_off)
 	return off + py_layout(j, NULL);
 }
 
-/* py: probes: one entry a site, its globs. */
-static void probes(struct inj *j, struct inj_py *py)
+/* Is path the file of the runtime at rt_path (device and inode: one is
+ * the host's path, the other may be under /proc/PID/root)? */
+static bool same_file(const char *path, const char *rt_path)
 {
+	struct stat a, b;
+
+	return path && rt_path && !stat(path, &a) && !stat(rt_path, &b) && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+/* py: probes: one entry a site, its globs. System-wide, a py: probe has a
+ * site in each CPython there is: a process takes those of its own. */
+static void probes(struct inj *j, struct inj_py *py, const char *rt_path)
+{
+	bool system = j->base.ctx->target->kind == USC_TARGET_SYSTEM;
+
 	for (size_t i = 0; i < j->base.nsites; i++) {
 		const struct usc_site *s = j->base.sites[i];
 		struct inj_py_probe *p;
 
-		if (!s->python)
+		if (!s->python || (system && !same_file(s->path, rt_path)))
 			continue;
 		if (py->nprobes >= INJ_PY_PROBES) {
 			log_warn("%s: the inject engine takes %d py: probes at most: left out",
@@ -150,14 +164,14 @@ void inj_py_ctl(struct inj *j, struct inj_ctl *c, pid_t pid, uint64_t py_off)
 	if (!py_off)
 		return;
 	py_layout(j, py);
-	if (has_py_probes(j))
-		probes(j, py);
 	/* a process of COMMAND's tree may run something else: its $pystack
 	 * says so, event by event */
 	if (python_find_pid(pid, &rt)) {
 		log_debug("inject: process %d runs no CPython uscope reads", (int)pid);
 		return;
 	}
+	if (has_py_probes(j))
+		probes(j, py, rt.path);
 	py->off = *rt.off;
 	py->glibc = rt.glibc;	/* (zero: not known) */
 	py->runtime = rt.runtime;
