@@ -358,6 +358,16 @@ uint64_t agent_py_verdict(struct inj_py *py, uint64_t code, uint64_t iframe, str
 {
 	struct inj_py_code *t = (struct inj_py_code *)((char *)py + py->codes_off);
 	uint64_t qn = py_code_ident(py, code), h = code * 0x9e3779b97f4a7c15ULL;
+
+	/* the verdict depends on the module too, which is the frame's globals':
+	 * module code exec'd and freed (a .pth line site.py runs, then a
+	 * script's exec in globals of its own) may be made again at the same
+	 * address with the same names. With a frame at every call (the
+	 * profile function, the evaluator: not sys.monitoring's kept
+	 * verdicts, looked up by code alone) the globals are its identity
+	 * too. */
+	if (iframe && !py->mon)
+		qn ^= ld64(iframe + py->off.fr_globals) * 0xff51afd7ed558ccdULL;
 	uint32_t mask = py->ncodes - 1, me = *(volatile const uint32_t *)my_ctl()->self;
 
 	/* an entry is a process's (the processes a -p process forks share the
