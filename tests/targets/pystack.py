@@ -254,13 +254,17 @@ def main():
     threads()
 
 
+if len(sys.argv) > 2 and sys.argv[2] == "first":
+    # a tracer attaches (-p) before the checkpoints: they run on a line
+    print("ready", flush=True)
+    sys.stdin.readline()
 checkpoint(0)
 main()
 for tag, tid, stack in sorted(records):
     print("stack", tag, tid, len(stack))
     for q, f, line in stack:
         print("frame %s\t%s\t%d" % (q, f, line))
-if len(sys.argv) > 2 and sys.argv[2] == "wait":
+if len(sys.argv) > 2 and sys.argv[2] in ("wait", "first"):
     # a tracer that reads the code objects afterwards: they live until
     # stdin ends
     sys.stdout.flush()
