@@ -165,15 +165,15 @@ static void put_byte(struct lt_out *o, uint8_t v)
 	o->b[o->n++] = v;
 }
 
-/* bytes [start, end) of code at line (-1: none), as entries of 1 to 8
- * code units: NO_COLUMNS with the line's delta, or NONE */
-static void put_range(struct lt_out *o, long start, long end, long line)
+/* bytes [start, end) of code at line (or none), as entries of 1 to 8 code
+ * units: NO_COLUMNS with the line's delta, or NONE */
+static void put_range(struct lt_out *o, long start, long end, long line, bool none)
 {
 	for (long units = (end - start) / 2; units > 0;) {
 		long k = units > 8 ? 8 : units;
 
 		units -= k;
-		if (line < 0) {
+		if (none) {
 			put_byte(o, (uint8_t)(0x80 | LOC_NONE << 3 | (k - 1)));
 			continue;
 		}
@@ -210,7 +210,7 @@ int python_linetable_convert(enum python_lt_format fmt, const uint8_t *tab, size
 			end = start + tab[i];
 			if (end > PYTHON_LT_CODE_MAX)
 				break;
-			put_range(&o, start, end, line);
+			put_range(&o, start, end, line, false);
 			line += (int8_t)tab[i + 1];
 			start = end;
 		} else {
@@ -221,7 +221,7 @@ int python_linetable_convert(enum python_lt_format fmt, const uint8_t *tab, size
 				break;
 			if ((int8_t)tab[i + 1] != -128)
 				line += (int8_t)tab[i + 1];
-			put_range(&o, start, end, (int8_t)tab[i + 1] == -128 ? -1 : line);
+			put_range(&o, start, end, line, (int8_t)tab[i + 1] == -128);
 			start = end;
 		}
 		if (line < INT_MIN / 2 || line > INT_MAX / 2) {
@@ -231,7 +231,7 @@ int python_linetable_convert(enum python_lt_format fmt, const uint8_t *tab, size
 	}
 	/* 3.8, 3.9: the last line holds to the end of the code */
 	if (fmt == PYLT_LNOTAB && (long)code_bytes > start)
-		put_range(&o, start, (long)code_bytes, line);
+		put_range(&o, start, (long)code_bytes, line, false);
 	if (o.oom) {
 		free(o.b);
 		return -ENOMEM;
