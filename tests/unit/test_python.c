@@ -28,6 +28,7 @@
 
 #include "core/log.h"
 #include "python/detect.h"
+#include "python/debugoffs.h"
 #include "python/linetable.h"
 #include "python/offsets.h"
 #include "python/symbolize.h"
@@ -1195,6 +1196,62 @@ static bool runtime_bytes(const char *lib, uint8_t *buf, size_t len)
 /* 3.13's _Py_DebugOffsets, as a 3.13 build has them, against the table;
  * then changed: a moved field is named, a free-threaded build refused, no
  * cookie is not debug offsets. */
+/* The _Py_DebugOffsets of Debian unstable's python3.14 and python3.15 (a
+ * root scripts/roots.sh made, when it is there): parsed, in agreement with
+ * the table's entries, taken over them; a field moved, a 3.16, refused in
+ * one line each. */
+static void test_debug_offsets_314_315(void **state)
+{
+	const char *cache = getenv("USCOPE_CACHE");
+	char pat[PATH_MAX];
+	uint8_t real[PYTHON_DEBUGOFFS_MAX], b[PYTHON_DEBUGOFFS_MAX];
+	uint64_t v316 = 0x031000a1;
+	int seen = 0;
+	glob_t g;
+
+	(void)state;
+	snprintf(pat, sizeof(pat), "%s/roots/sid-*/usr/bin/python3.1[45]",
+		 cache && *cache ? cache : "/var/cache/uscope");
+	if (glob(pat, 0, NULL, &g)) {
+		skip();
+		return;
+	}
+	usc_set_log(capture_log, NULL);
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		struct python_debugoffs d;
+		struct python_offsets own;
+		const struct python_offsets *tab;
+		int minor = g.gl_pathv[i][strlen(g.gl_pathv[i]) - 1] - '0' + 10;
+
+		assert_true(runtime_bytes(g.gl_pathv[i], real, sizeof(real)));
+		assert_int_equal(python_debugoffs_parse(real, sizeof(real), &d), 0);
+		assert_int_equal(d.version >> 16, 0x0300 | (unsigned)minor);
+		tab = python_offsets_for(d.version);
+		assert_non_null(tab);
+		assert_int_equal(python_debugoffs_check(&d, tab, 1), 0);
+		assert_int_equal(python_debugoffs_apply(&d, tab, &own), 0);
+		assert_null(python_offsets_missing(&own));
+		assert_int_equal(own.ts_thread_id, minor == 15 ? 0xb0 : 0x98);
+		assert_int_equal(own.rt_interp_head, minor == 15 ? 0x3a8 : 0x328);
+		assert_true(own.is_threads_head != PYOFF_NONE && own.is_next != PYOFF_NONE);
+		/* thread_state.thread_id moved: refused, naming it */
+		memcpy(b, real, sizeof(b));
+		b[8 * (minor == 15 ? 30 : 27)] += 8;
+		assert_int_equal(python_debugoffs_parse(b, sizeof(b), &d), 0);
+		assert_int_equal(python_debugoffs_check(&d, tab, 1), -EPROTO);
+		assert_non_null(strstr(logged, "_Py_DebugOffsets.thread_state.thread_id is"));
+		/* a version whose layout uscope has not read */
+		memcpy(b, real, sizeof(b));
+		memcpy(b + 8, &v316, 8);
+		assert_int_equal(python_debugoffs_parse(b, sizeof(b), &d), -ENOTSUP);
+		assert_non_null(strstr(logged, "CPython 3.16.0a1: uscope does not know the layout"));
+		seen++;
+	}
+	globfree(&g);
+	usc_set_log(NULL, NULL);
+	print_message("%d Debian unstable CPythons' _Py_DebugOffsets read\n", seen);
+}
+
 static void test_debug_offsets(void **state)
 {
 	const struct python_offsets *off = python_offsets_for(0x030d0000);
@@ -1246,6 +1303,7 @@ int main(void)
 		cmocka_unit_test(test_detect_files),
 		cmocka_unit_test(test_table_vs_dwarf),
 		cmocka_unit_test(test_debug_offsets),
+		cmocka_unit_test(test_debug_offsets_314_315),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
