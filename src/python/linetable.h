@@ -1,4 +1,4 @@
-/* CPython's location table (co_linetable), 3.11 to 3.13: the source line of
+/* CPython's location table (co_linetable), 3.11 to 3.15: the source line of
  * an instruction. The format (CPython's Objects/locations.md, PEP 626 and
  * 657) is a run of entries, each covering 1 to 8 code units (2 bytes each):
  *

@@ -17,6 +17,12 @@ garbage collection run in a frame's prologue (a gc callback), and
 threads (alive together, each at its own depth). The main thread calls
 through ctypes.PyDLL, which keeps the GIL; the threads through ctypes.CDLL,
 which releases it. A tag below 100 is the main thread's.
+
+    pystack.py LIB            run, print the stacks
+    pystack.py LIB wait       ... then wait for stdin's end (a tracer reads
+                              the code objects afterwards)
+    pystack.py LIB first      print "ready", run on a line of stdin (-p),
+                              then as wait
 """
 import ctypes
 import gc
