@@ -29,6 +29,7 @@ struct session_python {
 	pid_t told;			/* the process the engines were told of */
 	unsigned tries;			/* COMMAND: polls it was looked for in */
 	struct usc_stack *spliced[USC_MAX_ARGS];
+	struct stack_pyeval *evals;	/* stack_splice_python's, kept */
 };
 
 static bool wants(const struct usc_session *s, bool *stacks, bool *py_probes)
@@ -108,13 +109,23 @@ static int launched_runtime(char *const *argv, struct python_runtime *rt)
 	return -ENOENT;
 }
 
-/* $ustack's sites get the thread's Python frames too, hidden: the stack is
- * shown with them spliced in. */
+/* An explicit $pystack of all the frames there may be: the splice's too. */
+static bool is_full_pystack(const struct usc_fetcharg *a)
+{
+	return a->ninsn && a->insn[0].op == FOP_PYSTACK && a->insn[0].imm >= USC_PYSTACK_FRAMES_MAX;
+}
+
+/* $ustack's sites get the thread's Python frames too, hidden (unless the
+ * probe takes them all already): the stack is shown with them spliced
+ * in. */
 static int add_splice(struct usc_site *site)
 {
 	struct usc_fetcharg *v, *a;
 
-	if (site->nargs >= USC_MAX_ARGS || site_has_pystack(site))
+	for (unsigned i = 0; i < site->nargs; i++)
+		if (is_full_pystack(&site->args[i]))
+			return 0;
+	if (site->nargs >= USC_MAX_ARGS)
 		return 0;
 	v = realloc(site->args, (site->nargs + 1) * sizeof(*v));
 	if (!v)
@@ -236,6 +247,7 @@ void session_python_free(struct usc_session *s)
 	python_runtime_free(&p->rt);
 	for (size_t i = 0; i < USC_MAX_ARGS; i++)
 		free(p->spliced[i]);
+	stack_pyeval_free(p->evals);
 	free(p);
 	s->python = NULL;
 }
@@ -265,7 +277,8 @@ int session_python_splice(struct usc_session *s, const struct usc_event *ev,
 	int ret;
 
 	for (unsigned i = 0; i < ev->nvals && i < ev->site->nargs; i++)
-		if (is_splice(&ev->site->args[i]) && ev->vals[i].kind == USC_V_PYSTACK)
+		if ((is_splice(&ev->site->args[i]) || is_full_pystack(&ev->site->args[i])) &&
+		    ev->vals[i].kind == USC_V_PYSTACK)
 			pv = &ev->vals[i];
 	if (!pv || !p || !python_stack_ok(pv->str, pv->len))
 		return 0;
@@ -278,7 +291,7 @@ int session_python_splice(struct usc_session *s, const struct usc_event *ev,
 		if (!p->spliced[i] && !(p->spliced[i] = malloc(stack_size(USC_STACK_FRAMES_MAX))))
 			return -ENOMEM;
 		ret = stack_splice_python(s->cache, ev->pid, vals[i].stack, frames, h.n,
-					  p->spliced[i], USC_STACK_FRAMES_MAX);
+					  p->spliced[i], USC_STACK_FRAMES_MAX, &p->evals);
 		if (ret)
 			return ret;
 		vals[i].stack = p->spliced[i];

@@ -218,11 +218,12 @@ def qual(case, q):
 def test_pystack_by_host_pid(case, engine, container, tmp_path):
     """$pystack at a native probe in a container's CPython, by its host pid:
     the frames traceback.extract_stack() takes at the same point (20 of
-    them, in four threads), each event's thread by its TID inside."""
+    them, in four threads), each event's thread by its TID inside; and the
+    same frames spliced into $ustack."""
     c = container(case, ["{dir}/pystack.py", "{dir}/libpymark.so", "first"])
     out = tmp_path / "ev.json"
     bg = u.Background(["trace", "--json", "-o", str(out), "-e", engine, "-p", c.pid,
-                       "libpymark:pymark tag=$arg1:s32 $pystack:128"])
+                       "libpymark:pymark tag=$arg1:s32 $pystack:128 $ustack:128"])
     bg.wait_ready()
     c.say("go")
     # its 20 checkpoints' events; then it prints its stacks, and waits on
@@ -244,6 +245,16 @@ def test_pystack_by_host_pid(case, engine, container, tmp_path):
         # TID inside to be told by: /proc no longer has it)
         assert e["pid"] == c.pid and e.get("ns_tid", tid) == tid, e
         assert got == frames, (case, engine, e["args"]["tag"], got, frames)
+        # the same frames in $ustack, each run of them where the evaluator
+        # that runs it was (in a stripped Debian build of 3.14 and 3.15,
+        # in the part GCC split off it, which no symbol names)
+        ust = e["args"]["ustack"]
+        spliced = [(f.get("sym"), f.get("file"), f.get("line")) for f in ust if f.get("python")]
+        # (a deep recursion before 3.11 takes 3 native frames a Python one:
+        # a $ustack:128 cut short holds the innermost Python frames)
+        cut = "end" in ust[-1]
+        assert spliced == (frames[:len(spliced)] if cut else frames) and spliced, \
+            (case, engine, e["args"]["tag"], ust)
 
 
 @pytest.mark.parametrize("how", ["detach", "kill"])
