@@ -91,8 +91,9 @@
  *       bpf program (engine/bpf/uscope.bpf.c, task->thread.fsbase), stored
  *       as python_frame triples (frame.h), named by session/python.c.
  *   Python frames in $ustack: a $ustack site gets a hidden $pystack
- *       (session/python.c) and stack_splice_python (stack/frames.c) puts
- *       them in place of each _PyEval_EvalFrameDefault frame.
+ *       (session/python.c) and stack_splice_python (stack/pysplice.c) puts
+ *       them in place of each _PyEval_EvalFrameDefault frame, or of a part
+ *       split off it that a stripped file names not (resolve/shape.h).
  *   py: probes (py:QUALNAME, py:MODULE:QUALNAME, globs, r:py:), inject
  *       only, CPython 3.8 to 3.15 (system-wide too: a site in each CPython
  *       under the root, resolve/python.c). 3.12 and later go through sys.monitoring
