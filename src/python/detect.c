@@ -364,7 +364,17 @@ static int bss_place(const struct proc_map *maps, size_t n, const char *mpath,
 	return -ENOENT;
 }
 
-static bool candidate(const struct proc_map *m, const struct stat *exe)
+/* The process's executable (its inode and device, and the name
+ * /proc/PID/exe gives it), or a libpython? By its file, not its path: a
+ * container's paths (procmaps_read gives them under /proc/PID/root) are not
+ * the ones /proc/PID/exe prints; on overlayfs the device a mapping shows
+ * is the layer's, so there the inode and the name decide. */
+struct exe_id {
+	struct stat st;
+	const char *base;	/* NULL: not known */
+};
+
+static bool candidate(const struct proc_map *m, const struct exe_id *exe)
 {
 	const char *b;
 
@@ -372,8 +382,10 @@ static bool candidate(const struct proc_map *m, const struct stat *exe)
 		return false;
 	b = strrchr(m->path, '/');
 	b = b ? b + 1 : m->path;
-	return (exe && m->inode == (uint64_t)exe->st_ino && m->dev == (uint64_t)exe->st_dev) ||
-	       !strncmp(b, "libpython", 9);
+	if (!strncmp(b, "libpython", 9))
+		return true;
+	return exe && m->inode == (uint64_t)exe->st.st_ino &&
+	       (m->dev == (uint64_t)exe->st.st_dev || (exe->base && !strcmp(b, exe->base)));
 }
 
 static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet);
@@ -474,17 +486,21 @@ int python_find_pid(pid_t pid, struct python_runtime *rt)
 
 static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet)
 {
-	char link[64];
+	char link[64], target[PATH_MAX];
 	struct proc_map *maps = NULL;
-	struct stat exe;
+	struct exe_id exe = {.base = NULL};
 	struct pyfile pf;
 	bool have_exe;
-	ssize_t n;
+	ssize_t n, len;
 	int err = -ENOENT;
 
 	memset(rt, 0, sizeof(*rt));
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
-	have_exe = !stat(link, &exe);
+	have_exe = !stat(link, &exe.st);
+	if ((len = readlink(link, target, sizeof(target) - 1)) > 0) {
+		target[len] = 0;
+		exe.base = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
+	}
 	if ((n = procmaps_read(pid, &maps)) < 0)
 		return (int)n;
 	for (ssize_t i = 0; i < n && err == -ENOENT; i++) {
