@@ -9,14 +9,16 @@
    add), its median and the wall time beside it. The calls counted are those of the workload: a run of
    it with nothing to do (scale 0: start-up, imports) is counted too and
    taken off. Each run's losses are shown (uscope's warnings: hits not
-   counted). On each CPython here (Debian's 3.11, pyenv's 3.12.1 and
-   3.13.0), with `count py:leaf` beside it (a function of about 1% of the
-   calls). On 3.11 uscope counts through its frame evaluator (PEP 523,
-   src/engine/inject/agent/pyeval.c); the profile function it uses where
-   a probe needs returns or stacks is measured beside it
+   counted). On each CPython here (pyenv's 3.8.18, 3.9.18, 3.10.13,
+   Debian's 3.11, pyenv's 3.12.1 and 3.13.0, and Debian unstable's 3.14
+   and 3.15 run in its root, `chroot ROOT python3.X`, the unprobed run
+   too), with `count py:leaf` beside it (a function of about 1% of the
+   calls). On 3.8 to 3.11 uscope counts through its frame evaluator (PEP
+   523, src/engine/inject/agent/pyeval.c); the profile function it uses
+   where a probe needs returns or stacks is measured beside it
    (USCOPE_PY_PROFILE=1). Targets: count 'py:*' <= 1.5x the unprobed run
-   on 3.11, <= 1.3x on 3.12 and 3.13; count py:leaf <= 1.05x on 3.12 and
-   3.13.
+   on 3.9, 3.10 and 3.11, <= 1.3x on 3.12 to 3.15; count py:leaf <= 1.05x
+   on 3.12 to 3.15.
 
 2. `$pystack` at a native probe on inject: the cost a hit pays to take the
    thread's Python frames. A loop calls iter() (PyObject_GetIter, a native
@@ -97,17 +99,27 @@ def py_calls(stdout):
     return sum(r["count"] for r in rows), len(rows)
 
 
-def py_part1(py, name):
+def minor_of(name):
+    return int(name.split()[0].split(".")[1])
+
+
+def py_part1(py, name, pre=(), script=None):
     """count 'py:*' and count py:leaf (about 1% of the calls) on one CPython,
-    beside the unprobed run and cProfile: -> the verdict lines."""
-    work = [py, "-I", "-S", os.path.join(HERE, "pywork.py"), SCALE]
-    print(f"== every Python call counted: bench/pywork.py {SCALE} on CPython {name} ({py}), "
-          f"fastest of {REPS1}")
+    beside the unprobed run and cProfile: -> the verdict lines. pre: a
+    command the interpreter runs under (chroot ROOT: a Debian root's
+    CPython, every run of it in that root), script: pywork.py as it names
+    it."""
+    script = script or os.path.join(HERE, "pywork.py")
+    interp = list(pre) + [py, "-I", "-S"]
+    work = interp + [script, SCALE]
+    print(f"== every Python call counted: bench/pywork.py {SCALE} on CPython {name} "
+          f"({' '.join(interp[:-2])}), fastest of {REPS1}")
     count_py = [US, "count", "--json", "py:*", "--"]
     count_leaf = [US, "count", "--json", "py:leaf", "--"]
-    # 3.11: through the agent's frame evaluator (the default), and beside
-    # it through the profile function (USCOPE_PY_PROFILE=1)
-    v311 = name.startswith("3.11")
+    # 3.8 to 3.11: through the agent's frame evaluator (the default), and
+    # beside it through the profile function (USCOPE_PY_PROFILE=1)
+    minor = minor_of(name)
+    v311 = minor <= 11
     prof_env = dict(ENV, USCOPE_PY_PROFILE="1")
     free_t, cprof_t, count_t, leaf_t, lost, seen, leafs = [], [], [], [], 0, set(), set()
     prof_t, free_w, count_w, leaf_w = [], [], [], []
@@ -115,8 +127,8 @@ def py_part1(py, name):
         t, _, p = run(work, WORK_RE, "the unprobed run")
         free_t.append(t)
         free_w.append(wall_of(p))
-        cprof_t.append(run(work[:3] + ["-m", "cProfile", "-o", os.devnull] + work[3:], WORK_RE,
-                           "cProfile")[0])
+        cprof_t.append(run(interp + ["-m", "cProfile", "-o", os.devnull, script, SCALE],
+                           WORK_RE, "cProfile")[0])
         t, _, p = run(count_py + work, WORK_RE, "count 'py:*'")
         count_t.append(t)
         count_w.append(wall_of(p))
@@ -163,10 +175,13 @@ def py_part1(py, name):
           f"{(3 if v311 else 2) * REPS1 + 1} runs" +
           ("" if len(seen) == 1 and len(leafs) == 1 else
            f"; the runs counted differently: {sorted(seen)} {sorted(leafs)}"))
-    limit = 1.5 if name.startswith("3.11") else 1.3
-    out = [f"  target ({name}): count 'py:*' <= {limit}x the unprobed run: {count / free:.2f}x: "
-           f"{verdict(count <= limit * free and lost == 0)}"]
-    if not name.startswith("3.11"):
+    # the targets: 3.9 to 3.11 <= 1.5x (3.8 measured, no target), 3.12
+    # on <= 1.3x and py:leaf <= 1.05x
+    limit = None if minor < 9 else 1.5 if minor <= 11 else 1.3
+    out = [] if limit is None else [
+        f"  target ({name}): count 'py:*' <= {limit}x the unprobed run: {count / free:.2f}x: "
+        f"{verdict(count <= limit * free and lost == 0)}"]
+    if minor >= 12:
         out.append(f"  target ({name}): count py:leaf <= 1.05x the unprobed run: "
                    f"{leaf / free:.2f}x: {verdict(leaf <= 1.05 * free and lost == 0)}")
     for line in out:
@@ -175,15 +190,40 @@ def py_part1(py, name):
 
 
 HOME = os.path.expanduser("~")
-PYTHONS = [(PY, "3.11 (Debian)")] + [
-    (os.path.join(HOME, f".pyenv/versions/{v}/bin/python{v.rsplit('.', 1)[0]}"), v)
-    for v in ("3.12.1", "3.13.0")]
+
+
+def pyenv(v):
+    return os.path.join(HOME, f".pyenv/versions/{v}/bin/python{v.rsplit('.', 1)[0]}")
+
+
+PYTHONS = [(pyenv(v), v) for v in ("3.8.18", "3.9.18", "3.10.13")] + \
+    [(PY, "3.11 (Debian)")] + [(pyenv(v), v) for v in ("3.12.1", "3.13.0")]
 verdicts = []
 for py, name in PYTHONS:
     if os.path.exists(py):
         verdicts += py_part1(py, name)
     else:
         print(f"== CPython {name}: not here ({py}), skipped")
+
+# Debian unstable's 3.14 and 3.15, in its root (scripts/roots.sh, cached):
+# every run, the unprobed one too, under chroot ROOT; uscope finds the
+# root's CPython through chroot (src/python/launch.c)
+ROOTS = os.path.join(os.path.dirname(HERE), "scripts", "roots.sh")
+r = subprocess.run([ROOTS, "sid", "python3.14", "python3.15"], capture_output=True, text=True)
+if r.returncode == 0:
+    import shutil
+    root = r.stdout.strip()
+    inside = f"/tmp/uscope-bench-{os.getpid()}"
+    os.makedirs(root + inside, exist_ok=True)
+    shutil.copy(os.path.join(HERE, "pywork.py"), root + inside)
+    try:
+        for v in ("3.14", "3.15"):
+            verdicts += py_part1(f"python{v}", f"{v} (Debian unstable, in its root)",
+                                 pre=["chroot", root], script=f"{inside}/pywork.py")
+    finally:
+        shutil.rmtree(root + inside, ignore_errors=True)
+else:
+    print(f"== CPython 3.14, 3.15: no Debian unstable root ({r.stderr.strip()[-200:]}), skipped")
 
 # ---- 2. $pystack at a native probe ------------------------------------------------
 

@@ -124,6 +124,38 @@ static const struct pd_layout layouts[] = {
 			[PD_STR_ASCII_SIZE] = {80, 77},
 		},
 	},
+	{
+		/* 3.15 (Include/internal/pycore_debug_offsets.h of Debian's
+		 * 3.15.2, libpython3.15-dev; its words counted by offsetof
+		 * with that header, 111 words): 3.14's, with thread_state +
+		 * base_frame, last_profiled_frame, last_profiled_frame_seq
+		 * (before thread_id) and holds_gil, gil_requested,
+		 * current_exception, exc_state; an err_stackitem section;
+		 * type_object + tp_basicsize, tp_dictoffset; a
+		 * heap_type_object section; unicode_object +
+		 * compactunicodeobject_size; gc + frame, generation_stats */
+		.minor = 0x030f0000, .words = 111, .pyobject = 58,
+		.w = {
+			[PD_RT_INTERP_HEAD] = {5, 3},
+			[PD_IS_NEXT] = {8, 6}, [PD_IS_THREADS_HEAD] = {9, 6},
+			[PD_TS_NEXT] = {24, 22}, [PD_TS_CURRENT_FRAME] = {26, 22},
+			[PD_TS_THREAD_ID] = {30, 22}, [PD_TS_NATIVE_THREAD_ID] = {31, 22},
+			[PD_FR_PREVIOUS] = {40, 39}, [PD_FR_EXECUTABLE] = {41, 39},
+			[PD_FR_INSTR_PTR] = {42, 39}, [PD_FR_LOCALSPLUS] = {43, 39},
+			[PD_FR_OWNER] = {44, 39},
+			[PD_CO_FILENAME] = {48, 47}, [PD_CO_NAME] = {49, 47},
+			[PD_CO_QUALNAME] = {50, 47}, [PD_CO_LINETABLE] = {51, 47},
+			[PD_CO_FIRSTLINENO] = {52, 47}, [PD_CO_ARGCOUNT] = {53, 47},
+			[PD_CO_LOCALSPLUSNAMES] = {54, 47}, [PD_CO_CODE_ADAPTIVE] = {56, 47},
+			[PD_OB_TYPE] = {59, 58}, [PD_TP_NAME] = {61, 60},
+			[PD_TUPLE_ITEM] = {69, 68},
+			[PD_DICT_KEYS] = {79, 78}, [PD_DICT_VALUES] = {80, 78},
+			[PD_LONG_TAG] = {84, 83}, [PD_LONG_DIGIT] = {85, 83},
+			[PD_BYTES_SIZE] = {87, 86}, [PD_BYTES_SVAL] = {88, 86},
+			[PD_STR_STATE] = {90, 89}, [PD_STR_LENGTH] = {91, 89},
+			[PD_STR_ASCII_SIZE] = {92, 89},
+		},
+	},
 };
 
 /* A structure bigger than this is not one uscope reads (_PyRuntimeState is
@@ -171,7 +203,7 @@ int python_debugoffs_parse(const void *buf, size_t len, struct python_debugoffs 
 			l = &layouts[i];
 	if (!l) {
 		log_error("python: CPython %s: uscope does not know the layout of its "
-			  "_Py_DebugOffsets (it reads those of 3.13 and 3.14)", v);
+			  "_Py_DebugOffsets (it reads those of 3.13, 3.14 and 3.15)", v);
 		return -ENOTSUP;
 	}
 	if (len < (size_t)l->words * 8) {

@@ -18,7 +18,7 @@
 #include "python/offsets.h"
 
 /* Bytes to read at _PyRuntime: the largest layout the reader knows. */
-#define PYTHON_DEBUGOFFS_MAX 760
+#define PYTHON_DEBUGOFFS_MAX 888	/* 3.15's 111 words */
 
 /* The fields uscope reads, by the name CPython gives them. */
 enum python_dbg_field {

@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -12,13 +13,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/log.h"
+#include "ns/ns.h"
 #include "objfile/modules.h"
 #include "python/debugoffs.h"
 
 enum { S_VERSION, S_RUNTIME, S_CODE, S_UNICODE, S_BYTES, S_INIT,
+	/* what tells 3.8, 3.9 and 3.10 apart (no Py_Version before 3.11) */
+	S_POSONLY, S_FRAME_GETCODE, S_IS_NONE, S_REFTOTAL,
 	/* struct python_api's, in its order */
 	S_SET_PROFILE, S_ADD_PENDING, S_NONE, S_TRUE, S_FALSE, S_LONG, S_BOOL,
 	S_SYS_GET, S_CALL_METHOD, S_GETATTR, S_CMETHOD_NEW, S_INCREF, S_DECREF, S_ERR_FETCH,
@@ -26,7 +31,8 @@ enum { S_VERSION, S_RUNTIME, S_CODE, S_UNICODE, S_BYTES, S_INIT,
 	S_EVAL_GET, S_N };
 static const char *const sym_names[S_N] = {
 	"Py_Version", "_PyRuntime", "PyCode_Type", "PyUnicode_Type", "PyBytes_Type",
-	"Py_Initialize", "_PyEval_SetProfile", "Py_AddPendingCall", "_Py_NoneStruct",
+	"Py_Initialize", "PyCode_NewWithPosOnlyArgs", "PyFrame_GetCode", "Py_IsNone",
+	"_Py_RefTotal", "_PyEval_SetProfile", "Py_AddPendingCall", "_Py_NoneStruct",
 	"_Py_TrueStruct", "_Py_FalseStruct", "PyLong_Type", "PyBool_Type",
 	"PySys_GetObject", "PyObject_CallMethod", "PyObject_GetAttrString", "PyCMethod_New",
 	"Py_IncRef", "Py_DecRef", "PyErr_Fetch", "PyErr_Restore", "PyErr_Clear", "PyLong_AsLong",
@@ -121,9 +127,32 @@ static bool version_in_name(const char *path, char *buf, size_t len)
 static int refuse(const char *path, const char *version, bool quiet)
 {
 	if (!quiet)
-		log_error("python: %s is CPython %s; uscope reads the frames of CPython 3.11 to "
-			  "3.14 only", path, version);
+		log_error("python: %s is CPython %s; uscope reads the frames of CPython 3.8 to "
+			  "3.15 only", path, version);
 	return -ENOTSUP;
+}
+
+/* Before 3.11 (no Py_Version): the minor version by what the runtime
+ * exports, which each adds (PyCode_NewWithPosOnlyArgs 3.8,
+ * PyFrame_GetCode 3.9, Py_IsNone 3.10), as PY_VERSION_HEX with no patch
+ * level (python_version_str says "3.10"); 0: older than 3.8. The name
+ * (python3.10, libpython3.10.so.1.0) must not say otherwise. */
+static uint32_t version_before_311(const char *path, const struct pyfile *pf, bool quiet)
+{
+	uint32_t v = !pf->vaddr[S_POSONLY] ? 0 : pf->vaddr[S_IS_NONE] ? 0x030a0000 :
+		     pf->vaddr[S_FRAME_GETCODE] ? 0x03090000 : 0x03080000;
+	char name[16], mine[16];
+
+	if (v && version_in_name(path, name, sizeof(name))) {
+		python_version_str(v, mine, sizeof(mine));
+		if (strcmp(name, mine)) {
+			if (!quiet)
+				log_error("python: %s is named for CPython %s, but exports what "
+					  "%s does: not read", path, name, mine);
+			return 0;
+		}
+	}
+	return v;
 }
 
 /* USCOPE_PY_DEBUG_OFFSETS=1: walk with the interpreter's own debug offsets
@@ -202,16 +231,26 @@ static int check_version(const char *path, int fd, Elf *e, const struct pyfile *
 	if (!pf->vaddr[S_VERSION]) {
 		if (!pf->vaddr[S_RUNTIME] && !pf->vaddr[S_INIT])
 			return -ENOENT;
-		if (!version_in_name(path, name, sizeof(name)))
-			snprintf(name, sizeof(name), "older than 3.11 (no Py_Version)");
-		return refuse(path, name, quiet);
-	}
-	if (!file_offset(e, pf->vaddr[S_VERSION], 4, &off) ||
-	    pread(fd, &rt->version, 4, (off_t)off) != 4) {
+		rt->version = version_before_311(path, pf, quiet);
+		if (!rt->version) {
+			if (!version_in_name(path, name, sizeof(name)))
+				snprintf(name, sizeof(name), "older than 3.8");
+			return refuse(path, name, quiet);
+		}
+	} else if (!file_offset(e, pf->vaddr[S_VERSION], 4, &off) ||
+		   pread(fd, &rt->version, 4, (off_t)off) != 4) {
 		log_error("python: %s: cannot read Py_Version", path);
 		return -ENOEXEC;
 	}
 	python_version_str(rt->version, name, sizeof(name));
+	/* Py_DEBUG (python3.X-dbg, _Py_RefTotal before 3.12): other layouts */
+	if (pf->vaddr[S_REFTOTAL] && rt->version < 0x030c0000) {
+		if (!quiet)
+			log_error("python: %s is a debug build of CPython %s (Py_DEBUG): its "
+				  "structures are laid out otherwise, which uscope does not read",
+				  path, name);
+		return -ENOTSUP;
+	}
 	rt->off = python_offsets_for(rt->version);
 	/* (quiet: a version the table lacks is not looked into, nor said) */
 	if (!rt->off && (rt->version < 0x030d0000 || quiet))
@@ -299,7 +338,43 @@ static int place(const struct proc_map *maps, size_t n, const char *mpath, uint6
 	return 0;
 }
 
-static bool candidate(const struct proc_map *m, const char *exe)
+/* The process's executable, or a libpython: the executable by its file
+ * (device and inode of /proc/PID/exe), not by path: a container's paths
+ * (procmaps_read gives them under /proc/PID/root) are not the ones
+ * /proc/PID/exe prints. */
+/* A symbol with no bytes in the file (.bss: 3.8's and 3.9's _PyRuntime),
+ * placed by the load bias of the file's first PT_LOAD, where a mapping
+ * holds it. */
+static int bss_place(const struct proc_map *maps, size_t n, const char *mpath,
+		     const struct pyfile *pf, uint64_t vaddr, uint64_t *addr)
+{
+	uint64_t a = 0;
+	bool base = false;
+
+	for (size_t j = 0; j < n && !base && pf->have_load0; j++)
+		if (maps[j].path && !strcmp(maps[j].path, mpath) && maps[j].pgoff == pf->off0) {
+			a = maps[j].start - pf->vaddr0 + vaddr;
+			base = true;
+		}
+	for (size_t j = 0; j < n && base; j++)
+		if (maps[j].start <= a && a < maps[j].end) {
+			*addr = a;
+			return 0;
+		}
+	return -ENOENT;
+}
+
+/* The process's executable (its inode and device, and the name
+ * /proc/PID/exe gives it), or a libpython? By its file, not its path: a
+ * container's paths (procmaps_read gives them under /proc/PID/root) are not
+ * the ones /proc/PID/exe prints; on overlayfs the device a mapping shows
+ * is the layer's, so there the inode and the name decide. */
+struct exe_id {
+	struct stat st;
+	const char *base;	/* NULL: not known */
+};
+
+static bool candidate(const struct proc_map *m, const struct exe_id *exe)
 {
 	const char *b;
 
@@ -307,10 +382,97 @@ static bool candidate(const struct proc_map *m, const char *exe)
 		return false;
 	b = strrchr(m->path, '/');
 	b = b ? b + 1 : m->path;
-	return !strcmp(m->path, exe) || !strncmp(b, "libpython", 9);
+	if (!strncmp(b, "libpython", 9))
+		return true;
+	return exe && m->inode == (uint64_t)exe->st.st_ino &&
+	       (m->dev == (uint64_t)exe->st.st_dev || (exe->base && !strcmp(b, exe->base)));
 }
 
 static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet);
+
+/* The release of the glibc at path ("2.36"), from the banner in its
+ * .rodata ("... release version 2.36."): 0, or -ENOENT (not glibc, or not
+ * said). */
+static int glibc_release(const char *path, char *out, size_t len)
+{
+	static const char tag[] = "release version ";
+	Elf *e = NULL;
+	Elf_Scn *scn = NULL;
+	size_t shstr;
+	int fd, ret = -ENOENT;
+
+	if (elf_version(EV_CURRENT) == EV_NONE || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -ENOENT;
+	e = elf_begin(fd, ELF_C_READ, NULL);
+	if (!e || elf_getshdrstrndx(e, &shstr))
+		goto out;
+	while (ret && (scn = elf_nextscn(e, scn))) {
+		GElf_Shdr sh;
+		const char *name, *p, *end;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+		    !(name = elf_strptr(e, shstr, sh.sh_name)) || strcmp(name, ".rodata") ||
+		    !(d = elf_getdata(scn, NULL)) || !d->d_buf)
+			continue;
+		end = (const char *)d->d_buf + d->d_size;
+		for (p = d->d_buf; ret && (p = memmem(p, (size_t)(end - p), tag, sizeof(tag) - 1));
+		     p++) {
+			size_t k = 0;
+
+			p += sizeof(tag) - 1;
+			while (p + k < end && k + 1 < len && (isdigit((unsigned char)p[k]) ||
+							      (p[k] == '.' && p + k + 1 < end &&
+							       isdigit((unsigned char)p[k + 1]))))
+				k++;
+			if (k >= 3 && !memcmp(p, "2.", 2)) {
+				memcpy(out, p, k);
+				out[k] = 0;
+				ret = 0;
+			}
+		}
+	}
+out:
+	if (e)
+		elf_end(e);
+	close(fd);
+	return ret;
+}
+
+/* The glibc process pid maps: its struct pthread's layout into rt->glibc
+ * when uscope knows it; otherwise (another glibc: a container's; musl)
+ * none, and a version that finds a thread's state by CPython's key finds
+ * it in its interpreter's thread list instead (the key's slot is in
+ * struct pthread). */
+static void process_glibc(pid_t pid, const struct proc_map *maps, size_t n,
+			  struct python_runtime *rt)
+{
+	const struct python_glibc *g = NULL;
+	char release[16] = "";
+
+	for (size_t i = 0; i < n && !g && !release[0]; i++) {
+		const char *b = maps[i].path ? strrchr(maps[i].path, '/') : NULL;
+
+		if (b && (!strcmp(b + 1, "libc.so.6") || !strncmp(b + 1, "libc-2.", 7)) &&
+		    !glibc_release(maps[i].path, release, sizeof(release)))
+			g = python_glibc_for(release);
+	}
+	memset(&rt->glibc, 0, sizeof(rt->glibc));
+	if (g) {
+		rt->glibc = *g;
+		return;
+	}
+	if (rt->off->rt_tss_key == PYOFF_NONE)
+		return;		/* (found by the thread list already) */
+	if (rt->off != &rt->own)
+		rt->own = *rt->off;
+	rt->own.rt_tss_key = rt->own.rt_tss_init = PYOFF_NONE;
+	rt->off = &rt->own;
+	log_debug("python: process %d: %s%s%s: a thread's state is found in its interpreter's "
+		  "thread list, not by CPython's key", (int)pid,
+		  release[0] ? "glibc " : "no glibc", release,
+		  release[0] ? ", whose struct pthread uscope has not read" : "");
+}
 
 int python_detect_pid(pid_t pid, struct python_runtime *rt)
 {
@@ -324,23 +486,28 @@ int python_find_pid(pid_t pid, struct python_runtime *rt)
 
 static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet)
 {
-	char link[64], exe[PATH_MAX];
+	char link[64], target[PATH_MAX];
 	struct proc_map *maps = NULL;
+	struct exe_id exe = {.base = NULL};
 	struct pyfile pf;
+	bool have_exe;
 	ssize_t n, len;
 	int err = -ENOENT;
 
 	memset(rt, 0, sizeof(*rt));
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
-	len = readlink(link, exe, sizeof(exe) - 1);
-	exe[len > 0 ? len : 0] = 0;
+	have_exe = !stat(link, &exe.st);
+	if ((len = readlink(link, target, sizeof(target) - 1)) > 0) {
+		target[len] = 0;
+		exe.base = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
+	}
 	if ((n = procmaps_read(pid, &maps)) < 0)
 		return (int)n;
 	for (ssize_t i = 0; i < n && err == -ENOENT; i++) {
 		char *path = NULL, *name = NULL;
 		bool seen = false;
 
-		if (!candidate(&maps[i], exe))
+		if (!candidate(&maps[i], have_exe ? &exe : NULL))
 			continue;
 		for (ssize_t j = 0; j < i; j++)
 			seen |= maps[j].dev == maps[i].dev && maps[j].inode == maps[i].inode;
@@ -356,7 +523,8 @@ static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet)
 		free(name);
 		if (err)
 			continue;
-		if (place(maps, (size_t)n, maps[i].path, pf.foff[S_RUNTIME], &rt->runtime)) {
+		if (place(maps, (size_t)n, maps[i].path, pf.foff[S_RUNTIME], &rt->runtime) &&
+		    bss_place(maps, (size_t)n, maps[i].path, &pf, pf.vaddr[S_RUNTIME], &rt->runtime)) {
 			log_error("python: process %d: _PyRuntime of %s is not mapped", (int)pid,
 				  rt->path);
 			python_runtime_free(rt);
@@ -379,6 +547,7 @@ static int detect_pid(pid_t pid, struct python_runtime *rt, bool quiet)
 			place(maps, (size_t)n, maps[i].path, pf.foff[k],
 			      &((uint64_t *)&rt->api)[k - S_SET_PROFILE]);
 		rt->bias = rt->runtime - pf.vaddr[S_RUNTIME];
+		process_glibc(pid, maps, (size_t)n, rt);
 	}
 	procmaps_free(maps, (size_t)n);
 	if (err == -EAGAIN && !quiet)
@@ -404,4 +573,113 @@ int python_find_linked(const char *exe, struct python_runtime *rt, bool quiet)
 	if (n > 0)
 		module_list_free(deps, (size_t)n);
 	return ret;
+}
+
+/* ---- system-wide ---------------------------------------------------------- */
+
+struct found {
+	char **v;
+	dev_t *dev;
+	ino_t *ino;
+	size_t n;
+};
+
+/* path (under root) a runtime uscope reads, not found before: kept. */
+static int keep(struct found *f, char *path)
+{
+	struct python_runtime rt;
+	struct stat st;
+	void *p;
+
+	if (stat(path, &st) || !S_ISREG(st.st_mode))
+		goto drop;
+	for (size_t i = 0; i < f->n; i++)
+		if (f->dev[i] == st.st_dev && f->ino[i] == st.st_ino)
+			goto drop;
+	if (python_find_file(path, &rt))
+		goto drop;
+	python_runtime_free(&rt);
+	if (!(p = realloc(f->v, (f->n + 1) * sizeof(*f->v))))
+		goto oom;
+	f->v = p;
+	if (!(p = realloc(f->dev, (f->n + 1) * sizeof(*f->dev))))
+		goto oom;
+	f->dev = p;
+	if (!(p = realloc(f->ino, (f->n + 1) * sizeof(*f->ino))))
+		goto oom;
+	f->ino = p;
+	f->v[f->n] = path;
+	f->dev[f->n] = st.st_dev;
+	f->ino[f->n++] = st.st_ino;
+	return 0;
+oom:
+	free(path);
+	return -ENOMEM;
+drop:
+	free(path);
+	return 0;
+}
+
+/* A name of a runtime: python3.X (not python3.X-config, nor python3) or
+ * libpython3.X[m].so... */
+static bool runtime_name(const char *n, bool lib)
+{
+	const char *p = lib ? (strncmp(n, "libpython3.", 11) ? NULL : n + 11) :
+			      (strncmp(n, "python3.", 8) ? NULL : n + 8);
+	size_t k = p ? strspn(p, "0123456789") : 0;
+
+	if (!k)
+		return false;
+	if (lib)
+		return !strncmp(p + k, ".so", 3) || !strncmp(p + k, "m.so", 4);
+	return !p[k];
+}
+
+ssize_t python_runtimes_under(const char *root, char ***out)
+{
+	static const char *const bins[] = {"/usr/local/bin", "/usr/bin", "/bin"};
+	static const char *const libs[] = {"/usr/local/lib", "/usr/lib/x86_64-linux-gnu",
+					   "/usr/lib", "/lib/x86_64-linux-gnu"};
+	struct found f = {0};
+	int err = 0;
+
+	*out = NULL;
+	for (size_t d = 0; d < 7 && !err; d++) {
+		bool lib = d >= 3;
+		const char *dir = lib ? libs[d - 3] : bins[d];
+		char *real = NULL;
+		struct dirent *de;
+		DIR *dd;
+
+		if (ns_root_resolve(root, dir, &real) || !(dd = opendir(real))) {
+			free(real);
+			continue;
+		}
+		while (!err && (de = readdir(dd))) {
+			char cand[PATH_MAX], *path = NULL;
+
+			if (!runtime_name(de->d_name, lib))
+				continue;
+			snprintf(cand, sizeof(cand), "%s/%s", dir, de->d_name);
+			if (!ns_root_resolve(root, cand, &path))
+				err = keep(&f, path);
+		}
+		closedir(dd);
+		free(real);
+	}
+	free(f.dev);
+	free(f.ino);
+	if (err) {
+		python_runtimes_free(f.v, f.n);
+		return err;
+	}
+	*out = f.v;
+	return (ssize_t)f.n;
+}
+
+void python_runtimes_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
 }

@@ -46,6 +46,11 @@ struct python_runtime {
 	struct python_types types;	/* PyCode_Type, PyUnicode_Type, PyBytes_Type */
 	struct python_api api;
 	uint64_t bias;			/* run-time - link-time addresses (a process) */
+	/* the process's glibc's struct pthread, where uscope knows it (the
+	 * glibc it was read from: python_glibc_offsets); zero otherwise (a
+	 * container's other glibc, musl, a file): then a thread's state is
+	 * found in its interpreter's thread list, not by CPython's key */
+	struct python_glibc glibc;
 };
 
 /* A file: 0 when it holds a CPython runtime uscope reads; -ENOENT when it
@@ -69,5 +74,15 @@ int python_detect_pid(pid_t pid, struct python_runtime *rt);
 int python_find_pid(pid_t pid, struct python_runtime *rt);
 
 void python_runtime_free(struct python_runtime *rt);
+
+/* System-wide: the CPython runtimes a system has, under root (a
+ * directory, a "/proc/PID/root", or NULL: the host's): the executables
+ * python3.X in /usr/local/bin, /usr/bin and /bin, and the libpython3.X.so
+ * of /usr/local/lib, /usr/lib/x86_64-linux-gnu, /usr/lib and
+ * /lib/x86_64-linux-gnu, each file once (by device and inode), those
+ * uscope reads. The count (*out malloc'd, paths under root: free with
+ * python_runtimes_free), or -errno. */
+ssize_t python_runtimes_under(const char *root, char ***out);
+void python_runtimes_free(char **v, size_t n);
 
 #endif

@@ -12,6 +12,8 @@ enum python_frame_flags {
 	 * stacks splice here. */
 	PYFRAME_ENTRY = 1 << 0,
 	PYFRAME_GEN = 1 << 1,	/* owned by a generator or coroutine */
+	PYFRAME_WHOLE = 1 << 2,	/* a PyFrameObject (3.8 to 3.10): never
+				   incomplete, never hidden */
 };
 
 /* A py: probe's function in its events and count rows: the code object's

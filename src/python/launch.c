@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ns/ns.h"
 #include "objfile/modules.h"
 #include "python/detect.h"
 
@@ -201,6 +202,65 @@ static int env_program(char *const *argv, size_t *at)
 	return -ENOENT;
 }
 
+/* chroot [--userspec=U:G] [--groups=G] [--skip-chdir] NEWROOT COMMAND ...:
+ * COMMAND inside NEWROOT, as chroot's execvp finds it there (a name on
+ * PATH, each directory under NEWROOT), the path the host opens it by
+ * (NEWROOT/..., symbolic links followed inside NEWROOT). *at: COMMAND's
+ * argv index. */
+static int chroot_program(char *const *argv, size_t *at, char **out)
+{
+	const char *root, *path = getenv("PATH");
+	char dirs[4096], cand[PATH_MAX];
+	size_t i = 1;
+
+	for (; argv[i] && argv[i][0] == '-'; i++)
+		if (!strcmp(argv[i], "--userspec") || !strcmp(argv[i], "--groups"))
+			i++;	/* (the value apart) */
+	if (!argv[i] || !argv[i + 1])
+		return -ENOENT;	/* (no COMMAND: a shell) */
+	root = argv[i];
+	*at = i + 1;
+	if (strchr(argv[i + 1], '/'))
+		return ns_root_resolve(root, argv[i + 1], out) ? -ENOENT : 0;
+	snprintf(dirs, sizeof(dirs), "%s", path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+	for (char *d = strtok(dirs, ":"); d; d = strtok(NULL, ":")) {
+		snprintf(cand, sizeof(cand), "%s/%s", d, argv[i + 1]);
+		if (!ns_root_resolve(root, cand, out)) {
+			if (!access(*out, X_OK))
+				return 0;
+			free(*out);
+			*out = NULL;
+		}
+	}
+	return -ENOENT;
+}
+
+/* unshare [OPTION]... COMMAND ...: COMMAND (its options with a value
+ * apart skipped: -S, -G, -R, -w, --setuid, --setgid, --root, --wd,
+ * --propagation, --setgroups, --map-user, --map-group, ...). */
+static int unshare_program(char *const *argv, size_t *at)
+{
+	static const char *const valued[] = {"-S", "-G", "-R", "-w", "-l", "--setuid",
+					     "--setgid", "--root", "--wd", "--propagation",
+					     "--setgroups", "--map-user", "--map-group",
+					     "--map-users", "--map-groups", "--load-interp", NULL};
+	size_t i = 1;
+
+	for (; argv[i] && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "--"))
+			break;
+		for (size_t k = 0; valued[k]; k++)
+			if (!strcmp(argv[i], valued[k]) && argv[i + 1])
+				i++;
+	}
+	if (argv[i] && !strcmp(argv[i], "--"))
+		i++;
+	if (!argv[i])
+		return -ENOENT;
+	*at = i;
+	return 0;
+}
+
 int python_launched(char *const *argv, char **out)
 {
 	char *const *args = argv;	/* the running launcher's, or NULL */
@@ -222,6 +282,22 @@ int python_launched(char *const *argv, char **out)
 		}
 		if (!strcmp(base(cur), "env")) {
 			if (args && !env_program(args, &i) && !(ret = module_which(args[i], &next)))
+				args += i;
+		} else if (!strcmp(base(cur), "chroot")) {
+			/* (what it runs is named inside its root: no further
+			 * launcher of that root is read) */
+			if (args && !(ret = chroot_program(args, &i, &next)) && !is_cpython(next)) {
+				free(next);
+				next = NULL;
+				ret = -ENOENT;
+			}
+			if (!ret) {
+				free(cur);
+				*out = next;
+				return 0;
+			}
+		} else if (!strcmp(base(cur), "unshare")) {
+			if (args && !unshare_program(args, &i) && !(ret = module_which(args[i], &next)))
 				args += i;
 		} else if ((text = slurp(cur))) {
 			if (text[0] == '#' && text[1] == '!')

@@ -5,7 +5,9 @@
  * CPython, found beforehand by reading the launchers, never running them:
  * env's arguments, pyenv's own choice of version (PYENV_VERSION, a
  * .python-version here or above, PYENV_ROOT/version), a shell script's
- * last `exec PROGRAM` when PROGRAM is written plainly. */
+ * last `exec PROGRAM` when PROGRAM is written plainly; unshare's COMMAND;
+ * chroot's COMMAND inside its NEWROOT (a container made by hand:
+ * `unshare -p -f -m chroot ROOT python3.14 app.py`), the root's own file. */
 #ifndef USC_PYTHON_LAUNCH_H
 #define USC_PYTHON_LAUNCH_H
 

@@ -4,8 +4,10 @@
  * written for a buffer that may be anything. */
 #include "python/linetable.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
+#include <stdlib.h>
 
 enum {
 	LOC_ONE_LINE0 = 10,
@@ -134,4 +136,107 @@ int python_linetable_entries(const uint8_t *tab, size_t len, int firstlineno,
 	if (walk(tab, len, firstlineno, collect_one, &c) < 0)
 		return -1;
 	return c.n;
+}
+
+/* ---- the line tables before 3.11, made into the location table ---------- */
+
+struct lt_out {
+	uint8_t *b;
+	size_t n, cap;
+	long line;		/* the running line of the table written */
+	bool oom;
+};
+
+static void put_byte(struct lt_out *o, uint8_t v)
+{
+	if (o->oom)
+		return;
+	if (o->n == o->cap) {
+		size_t cap = o->cap ? 2 * o->cap : 64;
+		uint8_t *b = realloc(o->b, cap);
+
+		if (!b) {
+			o->oom = true;
+			return;
+		}
+		o->b = b;
+		o->cap = cap;
+	}
+	o->b[o->n++] = v;
+}
+
+/* bytes [start, end) of code at line (or none), as entries of 1 to 8 code
+ * units: NO_COLUMNS with the line's delta, or NONE */
+static void put_range(struct lt_out *o, long start, long end, long line, bool none)
+{
+	for (long units = (end - start) / 2; units > 0;) {
+		long k = units > 8 ? 8 : units;
+
+		units -= k;
+		if (none) {
+			put_byte(o, (uint8_t)(0x80 | LOC_NONE << 3 | (k - 1)));
+			continue;
+		}
+		long d = line - o->line;
+		uint64_t u = d < 0 ? ((uint64_t)-d << 1) | 1 : (uint64_t)d << 1;
+
+		put_byte(o, (uint8_t)(0x80 | LOC_NO_COLUMNS << 3 | (k - 1)));
+		do {
+			uint8_t c = u & 63;
+
+			u >>= 6;
+			put_byte(o, (uint8_t)(c | (u ? 64 : 0)));
+		} while (u);
+		o->line = line;
+	}
+}
+
+int python_linetable_convert(enum python_lt_format fmt, const uint8_t *tab, size_t len,
+			     int firstlineno, size_t code_bytes, uint8_t **out, size_t *outlen)
+{
+	struct lt_out o = {.line = firstlineno};
+	long line = firstlineno, start = 0, end = 0;
+
+	*out = NULL;
+	*outlen = 0;
+	if (fmt != PYLT_LNOTAB && fmt != PYLT_310)
+		return -EINVAL;
+	if (code_bytes > PYTHON_LT_CODE_MAX)
+		code_bytes = PYTHON_LT_CODE_MAX;
+	for (size_t i = 0; i + 1 < len && !o.oom; i += 2) {
+		if (fmt == PYLT_LNOTAB) {
+			/* PyCode_Addr2Line (3.8, 3.9): the address grows by the
+			 * first byte, then the line by the second (signed) */
+			end = start + tab[i];
+			if (end > PYTHON_LT_CODE_MAX)
+				break;
+			put_range(&o, start, end, line, false);
+			line += (int8_t)tab[i + 1];
+			start = end;
+		} else {
+			/* 3.10's (Objects/lnotab_notes.txt): a range of the first
+			 * byte's length, then the line's delta, -128: no line */
+			end = start + tab[i];
+			if (end > PYTHON_LT_CODE_MAX)
+				break;
+			if ((int8_t)tab[i + 1] != -128)
+				line += (int8_t)tab[i + 1];
+			put_range(&o, start, end, line, (int8_t)tab[i + 1] == -128);
+			start = end;
+		}
+		if (line < INT_MIN / 2 || line > INT_MAX / 2) {
+			free(o.b);
+			return -EINVAL;
+		}
+	}
+	/* 3.8, 3.9: the last line holds to the end of the code */
+	if (fmt == PYLT_LNOTAB && (long)code_bytes > start)
+		put_range(&o, start, (long)code_bytes, line, false);
+	if (o.oom) {
+		free(o.b);
+		return -ENOMEM;
+	}
+	*out = o.b;
+	*outlen = o.n;
+	return 0;
 }

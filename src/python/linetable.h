@@ -1,4 +1,4 @@
-/* CPython's location table (co_linetable), 3.11 to 3.13: the source line of
+/* CPython's location table (co_linetable), 3.11 to 3.15: the source line of
  * an instruction. The format (CPython's Objects/locations.md, PEP 626 and
  * 657) is a run of entries, each covering 1 to 8 code units (2 bytes each):
  *
@@ -42,5 +42,30 @@ struct python_lineentry {
  * lines or offsets leave an int. */
 int python_linetable_entries(const uint8_t *tab, size_t len, int firstlineno,
 			     struct python_lineentry *out, int max);
+
+/* The line tables before 3.11, which uscope makes into the location table
+ * above (so that one reader, the agent's copies and recordings need know
+ * only it):
+ *   PYLT_LNOTAB  3.8, 3.9: co_lnotab, pairs of (address delta, signed line
+ *                delta), bytes; the last line holds to the code's end
+ *   PYLT_310     3.10: co_linetable, pairs of (length in bytes, signed line
+ *                delta; -128: no line), each a range of the code
+ * PYLT_LOCATIONS is the location table itself (3.11 on). */
+enum python_lt_format {
+	PYLT_LOCATIONS = 0,
+	PYLT_LNOTAB = 1,
+	PYLT_310 = 2,
+};
+
+/* A bound on the code a converted table covers: 1 MiB of instructions. */
+#define PYTHON_LT_CODE_MAX (1L << 20)
+
+/* tab[0..len) in format fmt (PYLT_LNOTAB or PYLT_310) as a location table
+ * of the same lines: *out malloc'd (NULL when empty), *outlen its bytes;
+ * code_bytes, the size of the code (co_code), ends 3.8's last line (0:
+ * unknown, the table ends there). 0, -EINVAL (not such a format; lines
+ * past an int), -ENOMEM. */
+int python_linetable_convert(enum python_lt_format fmt, const uint8_t *tab, size_t len,
+			     int firstlineno, size_t code_bytes, uint8_t **out, size_t *outlen);
 
 #endif

@@ -522,7 +522,7 @@ uint64_t python_names_frame(struct usc_cache *c, pid_t pid, const struct python_
 					     f->instr);
 	/* _PyFrame_IsIncomplete: before its first traceable instruction, and
 	 * not a generator's */
-	*hidden = ci.linetable && !(f->flags & PYFRAME_GEN) &&
+	*hidden = ci.linetable && !(f->flags & (PYFRAME_GEN | PYFRAME_WHOLE)) &&
 		  (int64_t)f->instr < 2 * (int64_t)ci.firsttraceable;
 	return python_names_intern(c, ci.qualname, ci.filename, line);
 }

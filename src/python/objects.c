@@ -207,12 +207,22 @@ int python_read_bytes(const struct python_offsets *off, const struct python_mem 
 int python_find_tstate(const struct python_offsets *off, const struct python_mem *mem,
 		       uint64_t runtime, pid_t tid, uint64_t *tstate)
 {
+	*tstate = 0;
+	if (off->ts_native_thread_id == PYOFF_NONE)
+		return -ENOTSUP;	/* (before 3.11: no TID in a thread state) */
+	return python_find_tstate_by(off, mem, runtime, off->ts_native_thread_id, (uint64_t)tid,
+				     tstate);
+}
+
+int python_find_tstate_by(const struct python_offsets *off, const struct python_mem *mem,
+			  uint64_t runtime, uint16_t by, uint64_t id, uint64_t *tstate)
+{
 	struct python_tfind f;
 
 	*tstate = 0;
 	obj_tfind_start(off, runtime, &f, (void *)mem);
 	for (uint32_t i = 0; i < PYTHON_TSTATE_STEPS; i++)
-		if (obj_tfind_step(off, &f, off->ts_native_thread_id, (uint64_t)tid, (void *)mem))
+		if (obj_tfind_step(off, &f, by, id, (void *)mem))
 			break;
 	if (f.status == PYWALK_FAULT)
 		return -EFAULT;

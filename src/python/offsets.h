@@ -25,7 +25,8 @@ typedef __u64 uint64_t;
 
 /* How many bytes of an _PyInterpreterFrame the walker reads in one go: its
  * "specials" up to and including owner, in every supported version (3.14's
- * owner is at 0x4a, after stackpointer and return_offset). */
+ * owner is at 0x4a, after stackpointer and return_offset). A PyFrameObject
+ * (3.8 to 3.10) is read a field at a time. */
 #define PYTHON_FRAME_HDR 80
 
 /* python_offsets.flags */
@@ -43,6 +44,25 @@ enum python_off_flags {
 	/* f_executable is a _PyStackRef, a pointer tagged in its low bits
 	 * (3.14): the walker masks them */
 	PYOFF_STACKREF = 1 << 3,
+	/* 3.8 to 3.10: a frame is a PyFrameObject, linked by f_back: its
+	 * f_lasti an int (fr_instr), no owner, and each frame run by a
+	 * _PyEval_EvalFrameDefault call of its own (every one an entry);
+	 * a code object has co_name (co_qualname is it), co_varnames
+	 * (co_localsplusnames), co_nlocals (co_nlocalsplus), and its line
+	 * table in the format lt_format says */
+	PYOFF_FRAMEOBJ = 1 << 4,
+	/* 3.10: f_lasti counts code units (2 bytes); before, bytes */
+	PYOFF_LASTI_UNITS = 1 << 5,
+	/* 3.8 to 3.10: PyDictKeysObject { dk_refcnt, dk_size (dk_log2_size
+	 * is its offset), dk_lookup, dk_usable, dk_nentries, dk_indices }:
+	 * the indices 1, 2, 4 or 8 bytes each by dk_size, the entries all
+	 * (hash, key, value) */
+	PYOFF_DICT_OLD = 1 << 6,
+	/* 3.8: the frame evaluator is PyInterpreterState.eval_frame
+	 * (is_eval_frame), called (frame, throwflag), without the thread
+	 * state; no _PyEval_SetProfile (a thread state's profile function
+	 * is its c_profilefunc and use_tracing) */
+	PYOFF_EVAL_38 = 1 << 7,
 };
 
 struct python_offsets {
@@ -131,6 +151,18 @@ struct python_offsets {
 	uint16_t dk_indices;		/* the indices, then the entries */
 	uint8_t dk_entry;		/* sizeof(PyDictKeyEntry): hash, key, value */
 	uint8_t dk_str_entry;		/* sizeof(PyDictUnicodeEntry): key, value */
+
+	/* 3.8 to 3.11 (PYOFF_FRAMEOBJ, 3.11's frame evaluator): where other
+	 * versions have no such field, 0 (flags say whether it is read) */
+	uint16_t ts_tracing;		/* PyThreadState.tracing: int, above 0 in a
+					   trace or profile function (3.8 to 3.11) */
+	uint16_t ts_use_tracing;	/* PyThreadState.use_tracing (PYOFF_EVAL_38) */
+	uint16_t is_eval_frame;		/* PyInterpreterState.eval_frame (PYOFF_EVAL_38) */
+	uint16_t co_code;		/* co_code: the instructions' bytes object */
+	uint16_t co_cellvars;		/* tuple: cells, an argument's among them */
+	uint16_t co_cell2arg;		/* Py_ssize_t *: the argument a cell is made of */
+	uint8_t lt_format;		/* enum python_lt_format (linetable.h) */
+	uint8_t pad_end[3];
 };
 
 /* glibc's struct pthread, for the thread-specific PyThreadState: the thread
@@ -157,6 +189,9 @@ const struct python_offsets *python_offsets_for(uint32_t version);
 
 /* glibc's layout (2.36, Debian 12; see offsets.c). */
 const struct python_glibc *python_glibc_offsets(void);
+/* The layout of the glibc whose release is version ("2.36"), or NULL: one
+ * uscope has not read. */
+const struct python_glibc *python_glibc_for(const char *version);
 
 /* "3.11.2", "3.12.0rc1": PY_VERSION_HEX as Python prints it. */
 void python_version_str(uint32_t version, char *buf, unsigned len);

@@ -1,4 +1,5 @@
-/* Python support: CPython's own frames, read from the inside (issue 20).
+/* Python support: CPython's own frames, read from the inside (issue 20;
+ * 3.8 to 3.15 and containers: issue 38).
  *
  * This is the one index of src/python: what exists, where, and what comes
  * next. Include it for everything, or the one header you need.
@@ -6,11 +7,15 @@
  * WHAT EXISTS (part 1, the foundation)
  *
  *   offsets.h, offsets.c   The one table of CPython structure offsets, one
- *       entry per minor version (3.11, 3.12, 3.13, 3.14), each value with where it
+ *       entry per minor version (3.8 to 3.15), each value with where it
  *       comes from: the version's headers, checked against the DWARF of
  *       builds that have it (tests/unit/test_python.c checks every value on
- *       every pyenv build here), and for 3.13 against the _Py_DebugOffsets
- *       the interpreter carries (python_offsets_check_debug, at detection).
+ *       every pyenv build here, 3.8 to 3.13), and from 3.13 against the
+ *       _Py_DebugOffsets the interpreter carries (at detection). 3.8 to
+ *       3.10 (PYOFF_FRAMEOBJ): frames are PyFrameObjects (f_back, f_code,
+ *       f_lasti), co_name stands for co_qualname, co_varnames for
+ *       co_localsplusnames, older dicts, a line table of another format
+ *       (lt_format).
  *       struct python_offsets is plain fixed-width data: uscope copies it to
  *       the agent and to a bpf map as is. Also glibc's struct pthread offsets
  *       for the thread-specific key (2.36).
@@ -19,11 +24,17 @@
  *       file with the runtime (an executable, or libpython3.X.so when shared
  *       or embedded), its version from the exported Py_Version, _PyRuntime
  *       and the type objects' addresses (run-time ones in a process). Other
- *       versions are refused in one line ("... is CPython 3.10; uscope reads
- *       the frames of CPython 3.11 to 3.14 only"). 3.14 is walked with its
- *       own _Py_DebugOffsets (debugoffs.h) over its table entry, which gives
- *       what they do not carry and must agree with them where both have a
- *       field.
+ *       versions are refused in one line ("... is CPython 3.7; uscope reads
+ *       the frames of CPython 3.8 to 3.15 only"); before 3.11 (no
+ *       Py_Version) the version is told by what the runtime exports. 3.14
+ *       and 3.15 are walked with their own _Py_DebugOffsets (debugoffs.h)
+ *       over their table entries, which give what they do not carry and
+ *       must agree with them where both have a field. A process: its
+ *       executable among its mappings by device and inode, every file
+ *       through /proc/PID/root (a container's); its glibc's struct pthread
+ *       where uscope has read it (2.36), else a thread's state is found in
+ *       the thread list, not by CPython's key. System-wide: the CPythons
+ *       under a root (python_runtimes_under).
  *
  *   frame.h, walk.h        The frame walker, written once, in the way of
  *       probe/fetch_eval.h: the includer says how memory is read and names
@@ -40,8 +51,13 @@
  *       accepted by the kernel's verifier (checked by hand for part 1).
  *
  *   linetable.h, .c        CPython's location table (co_linetable, PEP 626
- *       and 657, the same format in 3.11 to 3.13): the line of an
- *       instruction, as PyCode_Addr2Line answers.
+ *       and 657, the same format in 3.11 to 3.15): the line of an
+ *       instruction, as PyCode_Addr2Line answers; 3.8's and 3.9's co_lnotab
+ *       and 3.10's co_linetable made such tables (one reader after that).
+ *
+ *   launch.h, launch.c     The CPython a COMMAND launches without being it:
+ *       env, a pyenv shim, a shell script's exec, unshare, chroot (the
+ *       root's CPython).
  *
  *   symbolize.h, objects.c, symbolize.c   Reading a process afterwards:
  *       memory (process_vm_readv, or /proc/PID/mem), str as UTF-8 (compact
@@ -55,7 +71,7 @@
  *       changes.
  *
  *   Tests: tests/unit/test_py314.c (a synthetic 3.14.0 runtime, walked
- *   through its debug offsets), tests/unit/test_python.c (line tables of real 3.11-3.13 code
+ *   through its debug offsets), tests/unit/test_python.c (line tables of real 3.8-3.13 code
  *   objects against co_lines(), readers, walker and symbolizer on synthetic
  *   memory, detection, the table against DWARF), tests/unit/test_pystack.c
  *   (under ptrace, at every call of libpymark's pymark from
@@ -75,15 +91,17 @@
  *       bpf program (engine/bpf/uscope.bpf.c, task->thread.fsbase), stored
  *       as python_frame triples (frame.h), named by session/python.c.
  *   Python frames in $ustack: a $ustack site gets a hidden $pystack
- *       (session/python.c) and stack_splice_python (stack/frames.c) puts
- *       them in place of each _PyEval_EvalFrameDefault frame.
+ *       (session/python.c) and stack_splice_python (stack/pysplice.c) puts
+ *       them in place of each _PyEval_EvalFrameDefault frame, or of a part
+ *       split off it that a stripped file names not (resolve/shape.h).
  *   py: probes (py:QUALNAME, py:MODULE:QUALNAME, globs, r:py:), inject
- *       only, CPython 3.11 to 3.13. 3.12 and later go through sys.monitoring
+ *       only, CPython 3.8 to 3.15 (system-wide too: a site in each CPython
+ *       under the root, resolve/python.c). 3.12 and later go through sys.monitoring
  *       (PEP 669): the agent claims a tool id and registers C callbacks
  *       through sys.monitoring's own functions, called from C
  *       (agent/python.c, "sys.monitoring"), first at PyEval_EvalCode's entry
  *       (a hidden site: before a script's first line) or by a pending call
- *       (-p). 3.11: resolve/python.c
+ *       (-p). 3.8 to 3.11: resolve/python.c
  *       makes their sites; the agent (engine/inject/agent/python.c) sets a C
  *       profile function through CPython's own API (_PyEval_SetProfile for
  *       every thread state, run with the GIL held by Py_AddPendingCall; a

@@ -90,24 +90,39 @@ static int grow(struct python_sym *s)
 /* The head of a code object: its fields up to the instructions. */
 struct code_head {
 	uint64_t type, qualname_p, filename_p, linetable_p;
+	uint64_t code_p;	/* co_code (3.8 to 3.10) */
 	int firstlineno, firsttraceable;
 };
+
+/* The bytes of a code object's head read: up to its instructions (3.11
+ * on), or its line table (3.8 to 3.10, where the instructions are a bytes
+ * object of their own). */
+static unsigned head_len(const struct python_offsets *o)
+{
+	return (o->flags & PYOFF_FRAMEOBJ) ? o->co_linetable + 8u : o->co_code_adaptive;
+}
 
 static int read_head(struct python_sym *s, uint64_t addr, struct code_head *h)
 {
 	const struct python_offsets *o = &s->off;
+	unsigned len = head_len(o);
 	uint8_t b[256];
 
-	if (o->co_code_adaptive > sizeof(b))
+	if (len > sizeof(b))
 		return -EINVAL;
-	if (!addr || python_mem_read(&s->mem, addr, b, o->co_code_adaptive))
+	if (!addr || python_mem_read(&s->mem, addr, b, len))
 		return -EFAULT;
 	memcpy(&h->type, b + o->ob_type, 8);
 	memcpy(&h->qualname_p, b + o->co_qualname, 8);
 	memcpy(&h->filename_p, b + o->co_filename, 8);
 	memcpy(&h->linetable_p, b + o->co_linetable, 8);
 	memcpy(&h->firstlineno, b + o->co_firstlineno, 4);
-	memcpy(&h->firsttraceable, b + o->co_firsttraceable, 4);
+	h->firsttraceable = 0;
+	h->code_p = 0;
+	if (o->flags & PYOFF_FRAMEOBJ)
+		memcpy(&h->code_p, b + o->co_code, 8);
+	else
+		memcpy(&h->firsttraceable, b + o->co_firsttraceable, 4);
 	if (s->types.code && h->type != s->types.code)
 		return -EINVAL;
 	return 0;
@@ -118,6 +133,28 @@ static bool same(const struct python_code *c, const struct code_head *h)
 	return c->type == h->type && c->qualname_p == h->qualname_p &&
 	       c->filename_p == h->filename_p && c->linetable_p == h->linetable_p &&
 	       c->firstlineno == h->firstlineno;
+}
+
+/* 3.8 to 3.10: the line table made a location table (linetable.h), 3.8's
+ * and 3.9's last line ending where the code (co_code's size) does. */
+static int old_lines(struct python_sym *s, const struct code_head *h, struct python_code *c)
+{
+	int64_t code_bytes = 0;
+	uint8_t *lt = NULL;
+	size_t n = 0;
+	int err;
+
+	if (h->code_p && python_mem_read(&s->mem, h->code_p + s->off.ob_size, &code_bytes, 8))
+		code_bytes = 0;
+	err = python_linetable_convert((enum python_lt_format)s->off.lt_format, c->linetable,
+				       c->linetable_len, c->firstlineno,
+				       code_bytes > 0 ? (size_t)code_bytes : 0, &lt, &n);
+	if (err)
+		return err;
+	free(c->linetable);
+	c->linetable = lt;
+	c->linetable_len = n;
+	return 0;
 }
 
 static int read_code(struct python_sym *s, uint64_t addr, const struct code_head *h,
@@ -138,7 +175,8 @@ static int read_code(struct python_sym *s, uint64_t addr, const struct code_head
 	if ((err = python_read_str(&s->off, &s->mem, &s->types, h->qualname_p, &c->qualname)) ||
 	    (err = python_read_str(&s->off, &s->mem, &s->types, h->filename_p, &c->filename)) ||
 	    (err = python_read_bytes(&s->off, &s->mem, &s->types, h->linetable_p, &c->linetable,
-				     &c->linetable_len))) {
+				     &c->linetable_len)) ||
+	    (s->off.lt_format != PYLT_LOCATIONS && (err = old_lines(s, h, c)))) {
 		code_free(c);
 		return err == -E2BIG ? -EINVAL : err;
 	}
@@ -204,7 +242,7 @@ int python_sym_frame(struct python_sym *s, const struct python_frame *f, bool ve
 					  f->instr);
 	/* _PyFrame_IsIncomplete: before its first traceable instruction, and
 	 * not a generator's */
-	out->hidden = !(f->flags & PYFRAME_GEN) &&
+	out->hidden = !(f->flags & (PYFRAME_GEN | PYFRAME_WHOLE)) &&
 		      (int64_t)f->instr < 2 * (int64_t)c->firsttraceable;
 	return 0;
 }

@@ -64,9 +64,14 @@ int python_read_bytes(const struct python_offsets *off, const struct python_mem 
 
 /* The thread states of a runtime (_PyRuntime at runtime): the one of thread
  * tid (its native_thread_id), across every interpreter. 0, -ESRCH (no such
- * thread state), -EFAULT. */
+ * thread state), -EFAULT, -ENOTSUP (before 3.11, thread states hold no
+ * TID). */
 int python_find_tstate(const struct python_offsets *off, const struct python_mem *mem,
 		       uint64_t runtime, pid_t tid, uint64_t *tstate);
+/* ... the one whose field at offset by (ts_thread_id: its pthread_t) is
+ * id. */
+int python_find_tstate_by(const struct python_offsets *off, const struct python_mem *mem,
+			  uint64_t runtime, uint16_t by, uint64_t id, uint64_t *tstate);
 
 /* CPython's thread-specific key, for walk.h's tss(): 0, or -ENOENT while
  * the runtime has not made it, -EFAULT. */

@@ -133,6 +133,11 @@ PYWALK_INLINE int PYWALK_FN(read)(const struct python_offsets *off, uint64_t fra
 				  struct PYWALK_FN(fields) *f, void *env)
 {
 	f->is_entry = 0;
+	f->owner = 0;
+	if (off->flags & PYOFF_FRAMEOBJ)	/* (a PyFrameObject: no owner) */
+		return PYWALK_READ(env, &f->previous, frame + off->fr_previous, 8) ||
+		       PYWALK_READ(env, &f->code, frame + off->fr_code, 8) ||
+		       PYWALK_READ(env, &f->instr, frame + off->fr_instr, 8);
 	return PYWALK_READ(env, &f->previous, frame + off->fr_previous, 8) ||
 	       PYWALK_FN(byte)(frame, off->fr_owner, &f->owner, env) ||
 	       PYWALK_READ(env, &f->code, frame + off->fr_code, 8) ||
@@ -146,6 +151,20 @@ PYWALK_INLINE int PYWALK_FN(read)(const struct python_offsets *off, uint64_t fra
 {
 	uint8_t hdr[PYTHON_FRAME_HDR];
 
+	/* a PyFrameObject (3.8 to 3.10): its three fields, f_lasti further
+	 * than the specials of an _PyInterpreterFrame (a bpf program's stack
+	 * has no room for more bytes at once) */
+	if (off->flags & PYOFF_FRAMEOBJ) {
+		if (PYWALK_READ(env, hdr, frame + off->fr_previous, 8) ||
+		    PYWALK_READ(env, hdr + 8, frame + off->fr_code, 8) ||
+		    PYWALK_READ(env, hdr + 16, frame + off->fr_instr, 8))
+			return -1;
+		f->previous = PYWALK_FN(u64)(hdr, 0);
+		f->code = PYWALK_FN(u64)(hdr, 8);
+		f->instr = PYWALK_FN(u64)(hdr, 16);
+		f->is_entry = f->owner = 0;
+		return 0;
+	}
 	if (PYWALK_READ(env, hdr, frame, PYTHON_FRAME_HDR))
 		return -1;
 	f->owner = PYWALK_FN(u8)(hdr, off->fr_owner);
@@ -185,6 +204,19 @@ PYWALK_INLINE int PYWALK_FN(step)(const struct python_offsets *off, struct pytho
 	if (n >= max || n >= PYWALK_MAX_FRAMES) {
 		w->status = PYWALK_FULL;
 		return 1;
+	}
+	if (off->flags & PYOFF_FRAMEOBJ) {
+		/* f_lasti: the last instruction started, -1 before the
+		 * first; every frame its own evaluator call, never
+		 * incomplete */
+		int32_t lasti = (int32_t)f.instr;
+
+		out[n].code = f.code;
+		out[n].instr = (off->flags & PYOFF_LASTI_UNITS) && lasti >= 0 ? 2 * lasti : lasti;
+		out[n].flags = PYFRAME_ENTRY | PYFRAME_WHOLE;
+		w->n = n + 1;
+		w->frame = f.previous;
+		return 0;
 	}
 	if (f.is_entry)
 		flags |= PYFRAME_ENTRY;

@@ -1,10 +1,11 @@
 /* py: probes (src/python): a site a probe, at no address, which the inject
  * agent's profile function fires for every Python call (or return) of the
  * functions its globs match; its arguments are Python's. And, once a
- * session, the hidden sites where a thread takes the GIL, where the agent
- * gives the thread its profile function: the returns of
+ * runtime file, the hidden sites where a thread takes the GIL, where the
+ * agent gives the thread its profile function: the returns of
  * PyEval_RestoreThread and PyEval_AcquireThread in the file that has the
- * runtime. */
+ * runtime. System-wide, a site for each CPython the system (or --root DIR)
+ * has. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,12 +26,8 @@ static int runtime_file(const struct usc_target *t, const struct usc_probe_spec 
 	struct python_runtime rt = {0};
 	int ret = -ENOENT;
 
-	if (t->kind == USC_TARGET_SYSTEM) {
-		if (!quiet)
-			log_error("%s: py: probes run in a process: give -p PID or a COMMAND",
-				  spec->text);
-		return -EINVAL;
-	}
+	if (t->kind == USC_TARGET_SYSTEM)
+		return -ENOENT;	/* (system_wide: several; not one file to wait for) */
 	if (t->kind == USC_TARGET_PID) {
 		ret = quiet ? python_find_pid(t->pid, &rt) : python_detect_pid(t->pid, &rt);
 	} else if (t->exe) {
@@ -222,16 +219,68 @@ static int add_hooks(struct site_vec *sv, unsigned idx, const char *path, unsign
 	return ret;
 }
 
+static int one_site(const struct usc_target *t, const struct usc_probe_spec *spec,
+		    unsigned idx, unsigned flags, struct site_vec *sv, char *path);
+
+/* Are the hidden GIL sites of path in already (one set a runtime file)? */
+static bool hooked(const struct site_vec *sv, const char *path)
+{
+	for (size_t i = 0; i < sv->n; i++)
+		if (sv->v[i].py_hook && sv->v[i].path && !strcmp(sv->v[i].path, path))
+			return true;
+	return false;
+}
+
+/* System-wide: a site for each CPython under the root (--root DIR, else
+ * the host's), each with its hidden sites; the inject engine attaches the
+ * processes that map one, and a process's probes are its own file's
+ * (engine/inject/python.c). */
+static int system_wide(const struct usc_target *t, const struct usc_probe_spec *spec,
+		       unsigned idx, unsigned flags, struct site_vec *sv)
+{
+	char **paths = NULL;
+	ssize_t n = python_runtimes_under(t->root, &paths);
+	int ret = 0;
+
+	if (n == 0)
+		log_error("%s: no CPython uscope reads %s%s (python3.X in /usr/local/bin, /usr/bin "
+			  "or /bin, libpython3.X.so in the library directories): py: probes "
+			  "system-wide run in the processes of those files", spec->text,
+			  t->root ? "under --root " : "on this system", t->root ? t->root : "");
+	if (n <= 0)
+		return n ? (int)n : -ENOENT;
+	for (ssize_t i = 0; i < n && !ret; i++) {
+		ret = one_site(t, spec, idx, flags, sv, paths[i]);
+		paths[i] = NULL;	/* (taken) */
+	}
+	python_runtimes_free(paths, (size_t)n);
+	return ret;
+}
+
 int resolve_python(const struct usc_target *t, const struct usc_probe_spec *spec, unsigned idx,
 		   unsigned flags, struct site_vec *sv)
 {
-	char *path = NULL, where[USC_MODULE_MAX + USC_SYM_MAX + 8];
-	struct usc_site *s;
-	int ret = runtime_file(t, spec, &path, false);
+	char *path = NULL;
+	int ret;
 
-	if (ret)
+	if (t->kind == USC_TARGET_SYSTEM)
+		return system_wide(t, spec, idx, flags, sv);
+	if ((ret = runtime_file(t, spec, &path, false)))
 		return ret;
-	if (!sv->py_hooks) {
+	return one_site(t, spec, idx, flags, sv, path);
+}
+
+/* The site of spec in the runtime file path (taken), its hidden sites
+ * the first time. */
+static int one_site(const struct usc_target *t, const struct usc_probe_spec *spec,
+		    unsigned idx, unsigned flags, struct site_vec *sv, char *path)
+{
+	char where[USC_MODULE_MAX + USC_SYM_MAX + 8];
+	struct usc_site *s;
+	int ret = 0;
+
+	(void)t;
+	if (!hooked(sv, path)) {
 		ret = add_hooks(sv, idx, path, flags);
 		sv->py_hooks = !ret;
 	}

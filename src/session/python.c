@@ -29,6 +29,7 @@ struct session_python {
 	pid_t told;			/* the process the engines were told of */
 	unsigned tries;			/* COMMAND: polls it was looked for in */
 	struct usc_stack *spliced[USC_MAX_ARGS];
+	struct stack_pyeval *evals;	/* stack_splice_python's, kept */
 };
 
 static bool wants(const struct usc_session *s, bool *stacks, bool *py_probes)
@@ -48,10 +49,10 @@ static bool py_probes_read(const struct python_runtime *rt, bool py_probes)
 {
 	char v[32];
 
-	if (!py_probes || ((rt->version >> 16) >= 0x030b && (rt->version >> 16) <= 0x030e))
+	if (!py_probes || ((rt->version >> 16) >= 0x0308 && (rt->version >> 16) <= 0x030f))
 		return true;
 	python_version_str(rt->version, v, sizeof(v));
-	log_error("py: probes read CPython 3.11 to 3.14; this is %s", v);
+	log_error("py: probes read CPython 3.8 to 3.15; this is %s", v);
 	return false;
 }
 
@@ -108,13 +109,23 @@ static int launched_runtime(char *const *argv, struct python_runtime *rt)
 	return -ENOENT;
 }
 
-/* $ustack's sites get the thread's Python frames too, hidden: the stack is
- * shown with them spliced in. */
+/* An explicit $pystack of all the frames there may be: the splice's too. */
+static bool is_full_pystack(const struct usc_fetcharg *a)
+{
+	return a->ninsn && a->insn[0].op == FOP_PYSTACK && a->insn[0].imm >= USC_PYSTACK_FRAMES_MAX;
+}
+
+/* $ustack's sites get the thread's Python frames too, hidden (unless the
+ * probe takes them all already): the stack is shown with them spliced
+ * in. */
 static int add_splice(struct usc_site *site)
 {
 	struct usc_fetcharg *v, *a;
 
-	if (site->nargs >= USC_MAX_ARGS || site_has_pystack(site))
+	for (unsigned i = 0; i < site->nargs; i++)
+		if (is_full_pystack(&site->args[i]))
+			return 0;
+	if (site->nargs >= USC_MAX_ARGS)
 		return 0;
 	v = realloc(site->args, (site->nargs + 1) * sizeof(*v));
 	if (!v)
@@ -161,10 +172,12 @@ int session_python_plan(struct usc_session *s)
 	if (!wants(s, &stacks, &py_probes) && !ustacks)
 		return 0;
 	if (s->target.kind == USC_TARGET_SYSTEM) {
-		if (!stacks && !py_probes)
-			return 0;	/* system-wide $ustack: native frames only */
-		log_error("%s: uscope reads CPython in the process it traces: give -p PID or a "
-			  "COMMAND", py_probes ? "py: probes" : "$pystack");
+		/* system-wide $ustack: native frames only; py: probes: the inject
+		 * engine finds CPython in each process it attaches */
+		if (!stacks)
+			return 0;
+		log_error("$pystack: uscope reads CPython's frames in the process it traces: give "
+			  "-p PID or a COMMAND (system-wide, py: probes alone)");
 		return -EINVAL;
 	}
 	p = calloc(1, sizeof(*p));
@@ -234,6 +247,7 @@ void session_python_free(struct usc_session *s)
 	python_runtime_free(&p->rt);
 	for (size_t i = 0; i < USC_MAX_ARGS; i++)
 		free(p->spliced[i]);
+	stack_pyeval_free(p->evals);
 	free(p);
 	s->python = NULL;
 }
@@ -263,7 +277,8 @@ int session_python_splice(struct usc_session *s, const struct usc_event *ev,
 	int ret;
 
 	for (unsigned i = 0; i < ev->nvals && i < ev->site->nargs; i++)
-		if (is_splice(&ev->site->args[i]) && ev->vals[i].kind == USC_V_PYSTACK)
+		if ((is_splice(&ev->site->args[i]) || is_full_pystack(&ev->site->args[i])) &&
+		    ev->vals[i].kind == USC_V_PYSTACK)
 			pv = &ev->vals[i];
 	if (!pv || !p || !python_stack_ok(pv->str, pv->len))
 		return 0;
@@ -276,7 +291,7 @@ int session_python_splice(struct usc_session *s, const struct usc_event *ev,
 		if (!p->spliced[i] && !(p->spliced[i] = malloc(stack_size(USC_STACK_FRAMES_MAX))))
 			return -ENOMEM;
 		ret = stack_splice_python(s->cache, ev->pid, vals[i].stack, frames, h.n,
-					  p->spliced[i], USC_STACK_FRAMES_MAX);
+					  p->spliced[i], USC_STACK_FRAMES_MAX, &p->evals);
 		if (ret)
 			return ret;
 		vals[i].stack = p->spliced[i];

@@ -579,6 +579,9 @@ static int start_target(struct run *r, const sigset_t *oldmask, struct usc_run_r
 	}
 	if (s->pid && !s->opts.cmd)
 		r->pfd = pidfd_open_(s->pid);
+	/* -p: the engines told where its CPython is before "tracing" says the
+	 * probes are in ($pystack on bpf from the first hit) */
+	session_python_poll(s);
 	if ((ret = fill_sink_ctx(s)))
 		return ret;
 	for (size_t k = 0; k < s->nsinks; k++)

@@ -81,9 +81,13 @@ size_t stack_syms(struct usc_cache *c, pid_t pid, const struct usc_stack *st, ui
  * usc_stack however its native frames were found; out has room for max
  * frames (it ends there, USC_STACK_END_LIMIT). 0 or -ENOMEM. */
 struct python_frame;
+struct stack_pyeval;	/* what is known of each CPython file's evaluator (the
+			   parts split off it that a stripped file names not):
+			   the caller keeps it across calls, NULL at first */
 int stack_splice_python(struct usc_cache *c, pid_t pid, const struct usc_stack *native,
 			const struct python_frame *py, uint32_t npy, struct usc_stack *out,
-			uint32_t max);
+			uint32_t max, struct stack_pyeval **evals);
+void stack_pyeval_free(struct stack_pyeval *e);
 
 /* Why st ends ("" when at its outermost frame): "no CFI for 0x... (libx.so)". */
 void stack_end_text(struct usc_cache *c, pid_t pid, const struct usc_stack *st, char *buf,

@@ -255,17 +255,27 @@ PF_SCRIPT = """
 import ctypes, sys, time
 api = ctypes.pythonapi
 api.PyThreadState_Get.restype = ctypes.c_void_p
+if sys.version_info < (3, 9):
+    api.PyInterpreterState_Get = api._PyInterpreterState_Get    # (3.8's name)
 api.PyInterpreterState_Get.restype = ctypes.c_void_p
-api._PyInterpreterState_GetEvalFrameFunc.restype = ctypes.c_void_p
-api._PyInterpreterState_GetEvalFrameFunc.argtypes = [ctypes.c_void_p]
 default = ctypes.cast(api._PyEval_EvalFrameDefault, ctypes.c_void_p).value
+if sys.version_info >= (3, 9):
+    api._PyInterpreterState_GetEvalFrameFunc.restype = ctypes.c_void_p
+    api._PyInterpreterState_GetEvalFrameFunc.argtypes = [ctypes.c_void_p]
+    def eval_frame():
+        return api._PyInterpreterState_GetEvalFrameFunc(api.PyInterpreterState_Get())
+else:
+    def eval_frame():
+        # 3.8: PyInterpreterState.eval_frame (at 0x238)
+        return ctypes.c_void_p.from_address(api.PyInterpreterState_Get() + 0x238).value
 def tick(i):
     return i
 def profilefunc():
-    # PyThreadState.c_profilefunc (3.11: at 0x40)
-    return ctypes.c_void_p.from_address(api.PyThreadState_Get() + 0x40).value
+    # PyThreadState.c_profilefunc (3.11: at 0x40; 3.8 to 3.10: 0x38)
+    at = 0x40 if sys.version_info >= (3, 11) else 0x38
+    return ctypes.c_void_p.from_address(api.PyThreadState_Get() + at).value
 def evaluator():
-    return api._PyInterpreterState_GetEvalFrameFunc(api.PyInterpreterState_Get()) != default
+    return eval_frame() != default
 print("ready", flush=True)
 while True:
     line = sys.stdin.readline().strip()
@@ -553,7 +563,8 @@ def test_a_script_as_command(tmp_path, shebang):
     (["trace", "-e", "tracefs", "libc:malloc $pystack", "--", PYTHON, "-c", "pass"],
      "$pystack: CPython's frames are walked where the probe runs"),
     (["trace", "libc:malloc $pystack", "-d", "1"], "give -p PID or a COMMAND"),
-    (["trace", "py:fib", "-d", "1"], "give -p PID or a COMMAND"),
+    # system-wide, py: probes are the inject engine's, when named
+    (["trace", "py:fib", "-d", "1"], "-e inject to use it"),
     (["trace", "py:fib", "--", "/bin/true"], "runs no CPython of its own"),
     (["trace", "libc:malloc", "--", str(u.TARGETS / "no-interpreter.sh")],
      "a script whose interpreter is not found"),
@@ -577,15 +588,16 @@ def test_refused_process_without_python():
 
 
 def test_refused_other_version():
-    py310 = Path(os.path.expanduser("~/.pyenv/versions/3.10.13/bin/python3.10"))
-    if not py310.exists():
-        pytest.skip("no CPython 3.10 here")
-    t = u.Target([py310, "-c", "import sys; print('ready', flush=True); sys.stdin.readline()"])
+    py37 = Path(os.path.expanduser("~/.pyenv/versions/3.7.16/bin/python3.7"))
+    if not py37.exists():
+        pytest.skip("no CPython 3.7 here")
+    t = u.Target([py37, "-c", "import sys; print('ready', flush=True); sys.stdin.readline()"])
     try:
         t.expect("ready")
         cp = u.run_uscope(["trace", "-p", t.pid, "py:x"])
         assert cp.returncode != 0
         lines = u.error_lines(cp.stderr)
-        assert len(lines) == 1 and "CPython 3.10" in lines[0], cp.stderr
+        assert len(lines) == 1 and "CPython 3.7;" in lines[0] and "3.8 to 3.15" in lines[0], \
+            cp.stderr
     finally:
         t.kill()

@@ -1,6 +1,9 @@
-"""py: probes on every CPython here (issue 28): Debian's python3.11 and
-pyenv's 3.11.7 through a profile function, 3.12.1 and 3.13.0 through
-sys.monitoring (PEP 669), each skipped only where it is absent.
+"""py: probes on every CPython here (issues 28, 38): pyenv's 3.8.18,
+3.9.18 and 3.10.13 (a code object's co_name for its qualified name),
+Debian's python3.11 and pyenv's 3.11.7 through a profile function or a
+frame evaluator, 3.12.1 and 3.13.0 through sys.monitoring (PEP 669), each
+skipped only where it is absent. Debian's 3.14 and 3.15, in a container:
+test_python_containers.py.
 
 - counts equal CPython's own profiling (sys.setprofile) of the same
   workload, and on 3.12 and later the workload's own sys.monitoring tool
@@ -29,12 +32,16 @@ import uscope_e2e as u
 
 HOME = Path(os.path.expanduser("~"))
 PYTHONS = {
+    "3.8.18": HOME / ".pyenv/versions/3.8.18/bin/python3.8",
+    "3.9.18": HOME / ".pyenv/versions/3.9.18/bin/python3.9",
+    "3.10.13": HOME / ".pyenv/versions/3.10.13/bin/python3.10",
     "debian-3.11": Path("/usr/bin/python3.11"),
     "3.11.7": HOME / ".pyenv/versions/3.11.7/bin/python3.11",
     "3.12.1": HOME / ".pyenv/versions/3.12.1/bin/python3.12",
     "3.13.0": HOME / ".pyenv/versions/3.13.0/bin/python3.13",
 }
 MONITORED = ["3.12.1", "3.13.0"]
+OLD = ["3.8.18", "3.9.18", "3.10.13"]     # PyFrameObjects, no co_qualname
 CALLS = str(u.TARGETS / "pycalls.py")
 
 
@@ -135,9 +142,16 @@ def test_arguments_returns_and_raised(name):
     check_arguments(name)
 
 
+def qual(name, q):
+    """A qualified name as uscope names it on CPython name: before 3.11 a
+    code object has no co_qualname, and its co_name stands for it."""
+    return q.rsplit(".", 1)[-1] if name in OLD else q
+
+
 def check_arguments(name, env=None):
     py = python(name)
-    cp = u.run_uscope(["trace", "--json", "-vv", "py:recurse n", "py:Account.add x self",
+    add = qual(name, "Account.add")
+    cp = u.run_uscope(["trace", "--json", "-vv", "py:recurse n", f"py:{add} x self",
                        "r:py:fail", "r:py:unwind", "r:py:numbers", "py:late n", "r:py:pause",
                        "--", py, CALLS, "plain"], timeout=90, env=env)
     assert cp.returncode == 0, cp.stderr
@@ -148,8 +162,8 @@ def check_arguments(name, env=None):
         return [e["args"][arg] for e in ev if e["event"] == f"__main__:{event}"]
 
     assert args("recurse", "n") == list(range(25, -1, -1))
-    assert len(args("Account.add", "x")) == 67
-    assert all(s == "<Account>" for s in args("Account.add", "self"))
+    assert len(args(add, "x")) == 67
+    assert all(s == "<Account>" for s in args(add, "self"))
     assert args("fail__return", "retval") == ["(raised)"] * 5
     assert args("unwind__return", "retval") == [1]
     # a generator returns at each yield, and last with None
@@ -174,7 +188,7 @@ def test_flow_nests_calls_and_unwinds(name):
         [("return", "__main__:unwind", 0)]
 
 
-@pytest.mark.parametrize("name", MONITORED)
+@pytest.mark.parametrize("name", OLD + MONITORED)
 def test_latency_record_report_folded(name, tmp_path):
     py = python(name)
     cp = u.run_uscope(["latency", "--json", "py:__main__:recurse", "py:__main__:worker", "--",
@@ -258,6 +272,61 @@ def test_attach_then_no_tool_left(name, how):
                 break
         else:
             raise AssertionError(f"a tool is left: {tools(t)}")
+        t.write("end\n")
+        assert t.wait() == 0
+    finally:
+        if t.alive():
+            t.kill()
+
+
+@pytest.mark.parametrize("name", OLD)
+@pytest.mark.parametrize("how", ["detach", "kill"])
+@pytest.mark.parametrize("way", ["evaluator", "profilefunc"])
+def test_old_attach_then_nothing_left(name, how, way, monkeypatch):
+    """3.8 to 3.10 as 3.11 (test_python.py's test_profile_function_removed):
+    a count by function through the agent's frame evaluator (3.8:
+    PyInterpreterState.eval_frame itself), or with USCOPE_PY_PROFILE=1
+    the profile function (3.8: PyThreadState's fields, as
+    PyEval_SetProfile sets them), set once the main thread runs Python
+    after attach, every call counted, and taken out by the process itself
+    after a detach and after uscope's kill -9."""
+    from test_python import PF_SCRIPT
+    if way == "profilefunc":
+        monkeypatch.setenv("USCOPE_PY_PROFILE", "1")
+    other = "evaluator" if way == "profilefunc" else "profilefunc"
+    t = u.Target([python(name), "-c", PF_SCRIPT])
+    try:
+        t.expect("ready")
+        t.write("x\n")
+        t.expect("profilefunc none evaluator none")
+        s = u.Background(["count", "--json", "-p", t.pid, "py:tick"])
+        s.wait_ready()
+        rounds = 0
+        for _ in range(200):
+            t.write("x\n")
+            line = t.readline()
+            if f"{way} set" in line:
+                break
+        else:
+            raise AssertionError(f"the {way} was never set")
+        assert f"{other} none" in line
+        for _ in range(3):      # 100 calls a line, each counted once it is set
+            t.write("x\n")
+            assert f"{way} set" in t.readline()
+            rounds += 1
+        if how == "detach":
+            s.signal(2)
+            r = s.result()
+            assert r.rc == 0, r.stderr
+            got = py_rows(r.stdout)["tick"]
+            assert got % 100 == 0 and got >= 100 * rounds, got
+        else:
+            s.signal(9)     # the agent lets go when it sees us dead
+            s.wait()
+        t.write("x\n")
+        t.readline()
+        t.write("x\n")
+        t.expect("profilefunc none evaluator none")
         t.write("end\n")
         assert t.wait() == 0
     finally:

@@ -2,13 +2,18 @@
  * (src/python): the location-table decoder, the str and bytes readers, the
  * frame walker (walk.h) and the symbolizer.
  *
- * The input's first byte picks the layout (3.11, 3.12, 3.13); the rest is
- * both a location table and a process's memory at FUZZ_BASE, read from an
+ * The input's first byte picks the layout (% 6: 3.11, 3.12, 3.13, 3.8, 3.9,
+ * 3.10) and, by its bit 3, which older line table the rest is made a
+ * location table as (3.10's co_linetable, or co_lnotab); the rest is both
+ * a line table and a process's memory at FUZZ_BASE, read from an
  * exact-size heap copy (ASan sees any read past it). Invariants, any
  * violation aborts:
  *   - the two ways of reading a table agree: each entry is 2 to 16 bytes,
  *     they follow one another from 0, and the line of every instruction is
  *     its entry's line; past the last entry there is none;
+ *   - an older table made a location table gives every instruction the
+ *     line CPython's own reading of it gives (PyCode_Addr2Line of 3.8 and
+ *     3.9, 3.10's address ranges), where its instructions are whole;
  *   - a str read is valid UTF-8 with no NUL, at most 4 bytes a code point
  *     and PYTHON_STR_MAX code points; a bytes read fits in the input;
  *   - a walk stores at most its room, ends with a known status, and every
@@ -107,6 +112,74 @@ static void fuzz_table(const uint8_t *t, size_t n)
 	CHECK(python_linetable_line(t, n, 7, -2) == 7);
 }
 
+/* CPython's own readings of the older tables: 3.8's and 3.9's
+ * PyCode_Addr2Line, and 3.10's ranges (_PyCode_CheckLineNumber). */
+static long lnotab_line(const uint8_t *t, size_t n, long first, long addr)
+{
+	long line = first, a = 0;
+
+	for (size_t i = 0; i + 1 < n; i += 2) {
+		a += t[i];
+		if (a > addr)
+			break;
+		line += (int8_t)t[i + 1];
+	}
+	return line;
+}
+
+static long t310_line(const uint8_t *t, size_t n, long first, long addr)
+{
+	long line = first, start, end = 0;
+
+	for (size_t i = 0; i + 1 < n; i += 2) {
+		start = end;
+		end += t[i];
+		if ((int8_t)t[i + 1] != -128)
+			line += (int8_t)t[i + 1];
+		if (start <= addr && addr < end)
+			return (int8_t)t[i + 1] == -128 ? -1 : line;
+	}
+	return -1;
+}
+
+static void fuzz_old_table(const uint8_t *t, size_t n, enum python_lt_format fmt)
+{
+	static struct python_lineentry e[4096];
+	uint8_t *lt = NULL;
+	size_t len = 0, code = 0;
+	bool whole = true;
+	int err, k;
+
+	for (size_t i = 0; i + 1 < n; i += 2) {
+		code += t[i];
+		whole &= !(t[i] & 1);	/* (instructions of 2 bytes) */
+	}
+	code += 4;
+	err = python_linetable_convert(fmt, t, n, 7, code, &lt, &len);
+	CHECK(err == 0 || err == -EINVAL || err == -ENOMEM);
+	if (err) {
+		CHECK(!lt && !len);
+		return;
+	}
+	CHECK((len == 0) == (lt == NULL));
+	/* a location table as made (never corrupt): entries from 0 on, each
+	 * 1 to 8 code units; their lines CPython's at each instruction */
+	k = python_linetable_entries(lt, len, 7, e, 4096);
+	CHECK(k >= 0);
+	for (int i = 0, end = 0; i < k; i++) {
+		CHECK(e[i].start == end && e[i].end - e[i].start >= 2 && e[i].end - e[i].start <= 16);
+		end = e[i].end;
+		for (long a = e[i].start; whole && a < e[i].end && a < 512; a += 2)
+			CHECK(e[i].line == (fmt == PYLT_LNOTAB ? lnotab_line(t, n, 7, a) :
+					    t310_line(t, n, 7, a)));
+	}
+	for (long a = 0; whole && a < (long)code && a < 64; a += 2)
+		CHECK(python_linetable_line(lt, len, 7, (int)a) ==
+		      (fmt == PYLT_LNOTAB ? lnotab_line(t, n, 7, a) : t310_line(t, n, 7, a)));
+	CHECK(python_linetable_line(lt, len, 7, -1) == 7);
+	free(lt);
+}
+
 /* The input as a _Py_DebugOffsets block, its cookie put in place (and, by
  * the first byte, a version the reader knows): whatever it takes stays
  * within the 16-bit offsets, and the offsets it builds walk like the
@@ -135,6 +208,8 @@ static void fuzz_debugoffs(const uint8_t *c, size_t n, struct python_mem *mem)
 		for (int f = 0; f < PD_N; f++)
 			CHECK(d.val[f] < PYOFF_NONE);
 		python_debugoffs_check(&d, python_offsets_for(0x030d0000), 0);
+		if (python_offsets_for(d.version))
+			python_debugoffs_check(&d, python_offsets_for(d.version), 0);
 		if (!python_debugoffs_apply(&d, python_offsets_for(d.version), &own)) {
 			fz_walk(&own, FUZZ_BASE, &w, fr, 16, mem);
 			CHECK(w.n <= 16);
@@ -145,7 +220,8 @@ static void fuzz_debugoffs(const uint8_t *c, size_t n, struct python_mem *mem)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const uint32_t versions[] = {0x030b0000, 0x030c0000, 0x030d0000};
+	static const uint32_t versions[] = {0x030b0000, 0x030c0000, 0x030d0000,
+					    0x03080000, 0x03090000, 0x030a0000};
 	const struct python_offsets *off;
 	struct python_frame fr[16];
 	struct python_walk w;
@@ -156,7 +232,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	off = python_offsets_for(versions[data[0] % 3]);
+	off = python_offsets_for(versions[data[0] % 6]);
 	CHECK(off);
 	c = malloc(size - 1 ? size - 1 : 1);
 	if (!c)
@@ -166,6 +242,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	mem = (struct python_mem){image_read, &im};
 
 	fuzz_table(c, size - 1);
+	fuzz_old_table(c, size - 1, (data[0] & 8) ? PYLT_310 : PYLT_LNOTAB);
 	fuzz_debugoffs(c, size - 1, &mem);
 
 	/* strs and bytes at the first few places, type unchecked */

@@ -13,6 +13,11 @@
                           run as uscope's, beside its own tool
     pycalls.py wait       print "ready", run it when a line comes on stdin,
                           print "done", and wait for another line (-p)
+    pycalls.py serve      (-p) print "ready", then answer lines: "tools":
+                          sys.monitoring's tools (3.12 and later; [] before),
+                          "go": run it counting its own calls (monitor's way
+                          from 3.12, profile's before), printing "own " and the
+                          JSON, "end": exit
 
 The calls: a recursion of a known depth, methods, a generator (each resume
 is a call, as profiling sees it), an exception that unwinds through frames,
@@ -113,13 +118,13 @@ def work():
         t.join()
 
 
-def profiled():
+def profiled(prefix=""):
     counts = {}
     me = __file__
 
     def prof(frame, event, arg):
         if event == "call" and frame.f_code.co_filename == me:
-            q = frame.f_code.co_qualname
+            q = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
             counts[q] = counts.get(q, 0) + 1
 
     threading.setprofile(prof)
@@ -128,7 +133,8 @@ def profiled():
     sys.setprofile(None)
     threading.setprofile(None)
     counts.pop("profiled.<locals>.prof", None)
-    print(json.dumps(counts, sort_keys=True), flush=True)
+    counts.pop("prof", None)    # (before 3.11: its co_name)
+    print(prefix + json.dumps(counts, sort_keys=True), flush=True)
 
 
 def monitored():
@@ -158,6 +164,20 @@ if __name__ == "__main__":
         profiled()
     elif mode == "monitor":
         monitored()
+    elif mode == "serve":
+        print("ready", flush=True)
+        for line in sys.stdin:
+            cmd = line.strip()
+            if cmd == "tools":
+                m = getattr(sys, "monitoring", None)
+                print("tools " + json.dumps([m.get_tool(i) for i in range(6)] if m else []),
+                      flush=True)
+            elif cmd == "go" and hasattr(sys, "monitoring"):
+                monitored()
+            elif cmd == "go":
+                profiled("own ")
+            elif cmd == "end":
+                break
     elif mode == "wait":
         print("ready", flush=True)
         sys.stdin.readline()

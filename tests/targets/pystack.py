@@ -1,4 +1,5 @@
-"""A Python workload with known stacks, for the tests of Python frame walking.
+"""A Python workload with known stacks, for the tests of Python frame walking
+(CPython 3.8 and later).
 
 At known points it calls pymark(TAG) of libpymark.so (argv[1]) through
 ctypes, on the same line as it takes traceback.extract_stack(), so that a
@@ -16,6 +17,12 @@ garbage collection run in a frame's prologue (a gc callback), and
 threads (alive together, each at its own depth). The main thread calls
 through ctypes.PyDLL, which keeps the GIL; the threads through ctypes.CDLL,
 which releases it. A tag below 100 is the main thread's.
+
+    pystack.py LIB            run, print the stacks
+    pystack.py LIB wait       ... then wait for stdin's end (a tracer reads
+                              the code objects afterwards)
+    pystack.py LIB first      print "ready", run on a line of stdin (-p),
+                              then as wait
 """
 import ctypes
 import gc
@@ -33,6 +40,12 @@ records = []
 lock = threading.Lock()
 
 
+def name(code):
+    """A code object's qualified name; before 3.11 code objects have none,
+    and its co_name stands for it (as in uscope)."""
+    return getattr(code, "co_qualname", code.co_name)
+
+
 def capture():
     """The caller's stack as traceback sees it, outermost first, with each
     frame's qualname (traceback's FrameSummary has co_name only)."""
@@ -43,7 +56,7 @@ def capture():
     out = []
     for fr, s in zip(frames, summary):
         assert s.name == fr.f_code.co_name
-        out.append((fr.f_code.co_qualname, s.filename, -1 if s.lineno is None else s.lineno))
+        out.append((name(fr.f_code), s.filename, -1 if s.lineno is None else s.lineno))
     return out
 
 
@@ -247,13 +260,17 @@ def main():
     threads()
 
 
+if len(sys.argv) > 2 and sys.argv[2] == "first":
+    # a tracer attaches (-p) before the checkpoints: they run on a line
+    print("ready", flush=True)
+    sys.stdin.readline()
 checkpoint(0)
 main()
 for tag, tid, stack in sorted(records):
     print("stack", tag, tid, len(stack))
     for q, f, line in stack:
         print("frame %s\t%s\t%d" % (q, f, line))
-if len(sys.argv) > 2 and sys.argv[2] == "wait":
+if len(sys.argv) > 2 and sys.argv[2] in ("wait", "first"):
     # a tracer that reads the code objects afterwards: they live until
     # stdin ends
     sys.stdout.flush()

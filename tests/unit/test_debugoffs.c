@@ -112,9 +112,14 @@ static void test_corrupt(void **state)
 	assert_int_equal(python_debugoffs_parse(b, sizeof(b), &d), -ENOTSUP);
 	assert_non_null(strstr(logged, "CPython 3.12.1: uscope does not know the layout"));
 	FRESH();
-	set_word(b, 1, 0x030f00a1);
+	set_word(b, 1, 0x031000a1);
 	assert_int_equal(python_debugoffs_parse(b, sizeof(b), &d), -ENOTSUP);
-	assert_non_null(strstr(logged, "3.15.0a1"));
+	assert_non_null(strstr(logged, "3.16.0a1"));
+	/* 3.15's layout is known, and longer than 3.13's block */
+	FRESH();
+	set_word(b, 1, 0x030f00a1);
+	assert_int_equal(python_debugoffs_parse(b, sizeof(b), &d), -EPROTO);
+	assert_non_null(strstr(logged, "fewer than the 888 of its layout"));
 	/* an offset at its structure's end, a size of 0, a huge size */
 	FRESH();
 	set_word(b, 23, 0x130);		/* current_frame = sizeof(PyThreadState) */

@@ -488,7 +488,7 @@ static void test_corrupt_314(void **state)
 	(void)state;
 	usc_set_log(capture_log, NULL);
 	block_314(good);
-	assert_int_equal(sizeof(good), PYTHON_DEBUGOFFS_MAX);
+	assert_true(sizeof(good) <= PYTHON_DEBUGOFFS_MAX);
 	/* every prefix */
 	for (size_t n = 0; n < sizeof(good); n++) {
 		uint8_t *p = malloc(n ? n : 1);

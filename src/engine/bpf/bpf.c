@@ -400,7 +400,7 @@ static int bpfeng_add_pid(struct usc_engine *e, pid_t pid)
 static int bpfeng_python(struct usc_engine *e, pid_t pid, const struct python_runtime *rt)
 {
 	struct bpfeng *u = bpfeng_of(e);
-	struct bpfeng_py v = {.off = *rt->off, .glibc = *python_glibc_offsets(),
+	struct bpfeng_py v = {.off = *rt->off, .glibc = rt->glibc,
 			      .runtime = rt->runtime};
 	__u32 key = (__u32)pid;
 

@@ -625,7 +625,9 @@ struct inj_py_name {
 	uint64_t code;
 	int32_t firstlineno;
 	int32_t firsttraceable;
-	uint16_t nmodule, nqualname, nfilename, pad;
+	uint16_t nmodule, nqualname, nfilename;
+	uint16_t ncode;			/* 3.8 to 3.10: the code's size in code units
+					 * (where 3.8's and 3.9's last line ends) */
 	uint32_t nlinetable;		/* INJ_PY_NOLINES: none copied */
 	uint32_t pid;			/* its process's self word (the processes
 					 * a -p process forks share the arena) */

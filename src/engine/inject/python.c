@@ -10,12 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cache/cache.h"
 #include "core/log.h"
 #include "core/proc.h"
 #include "engine/inject/inject_int.h"
 #include "python/detect.h"
+#include "python/linetable.h"
 #include "python/names.h"
 
 #define PENDING_MS 2000		/* Py_AddPendingCall may wait for its lock, at most */
@@ -77,14 +79,27 @@ uint64_t inj_py_reserve(struct inj *j, uint64_t off, uint64_t *py_off)
 	return off + py_layout(j, NULL);
 }
 
-/* py: probes: one entry a site, its globs. */
-static void probes(struct inj *j, struct inj_py *py)
+/* Is path the file of the runtime at rt_path (device and inode: one is
+ * the host's path, the other may be under /proc/PID/root)? */
+static bool same_file(const char *path, const char *rt_path)
 {
+	struct stat a, b;
+
+	return path && rt_path && !stat(path, &a) && !stat(rt_path, &b) && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
+}
+
+/* py: probes: one entry a site, its globs. System-wide, a py: probe has a
+ * site in each CPython there is: a process takes those of its own. */
+static void probes(struct inj *j, struct inj_py *py, const char *rt_path)
+{
+	bool system = j->base.ctx->target->kind == USC_TARGET_SYSTEM;
+
 	for (size_t i = 0; i < j->base.nsites; i++) {
 		const struct usc_site *s = j->base.sites[i];
 		struct inj_py_probe *p;
 
-		if (!s->python)
+		if (!s->python || (system && !same_file(s->path, rt_path)))
 			continue;
 		if (py->nprobes >= INJ_PY_PROBES) {
 			log_warn("%s: the inject engine takes %d py: probes at most: left out",
@@ -112,9 +127,12 @@ static bool eval_fits(const struct inj *j, const struct inj_py *py,
 {
 	const char *env = getenv("USCOPE_PY_PROFILE");
 
-	/* (pyeval.c reads PyThreadState.tracing where 3.11 has it) */
-	if (py->mon || py->nret || rt->off->ts_c_profilefunc != 0x40 || !rt->api.eval_default || !rt->api.eval_set ||
-	    !rt->api.eval_get || (env && *env && strcmp(env, "0")))
+	/* (pyeval.c reads PyThreadState.tracing, which 3.8 to 3.11 have;
+	 * 3.8's evaluator is a field of the interpreter, later ones are set
+	 * through CPython's functions) */
+	if (py->mon || py->nret || !rt->off->ts_tracing || !rt->api.eval_default ||
+	    (!(rt->off->flags & PYOFF_EVAL_38) && (!rt->api.eval_set || !rt->api.eval_get)) ||
+	    (env && *env && strcmp(env, "0")))
 		return false;
 	for (size_t i = 0; i < j->base.nsites; i++) {
 		const struct usc_site *s = j->base.sites[i];
@@ -130,8 +148,8 @@ static bool eval_fits(const struct inj *j, const struct inj_py *py,
  * sys.monitoring's way in from C (3.12 and later). */
 static bool api_complete(const struct inj_py *py)
 {
-	if (!py->mon)
-		return py->set_profile;
+	if (!py->mon)	/* (3.8: its fields set as PyEval_SetProfile sets them) */
+		return py->set_profile || (py->off.flags & PYOFF_EVAL_38);
 	return py->sys_getobject && py->call_method && py->getattr && py->cmethod_new &&
 	       py->incref && py->decref && py->err_fetch && py->err_restore && py->err_clear &&
 	       py->long_as_long;
@@ -146,16 +164,16 @@ void inj_py_ctl(struct inj *j, struct inj_ctl *c, pid_t pid, uint64_t py_off)
 	if (!py_off)
 		return;
 	py_layout(j, py);
-	if (has_py_probes(j))
-		probes(j, py);
 	/* a process of COMMAND's tree may run something else: its $pystack
 	 * says so, event by event */
 	if (python_find_pid(pid, &rt)) {
 		log_debug("inject: process %d runs no CPython uscope reads", (int)pid);
 		return;
 	}
+	if (has_py_probes(j))
+		probes(j, py, rt.path);
 	py->off = *rt.off;
-	py->glibc = *python_glibc_offsets();
+	py->glibc = rt.glibc;	/* (zero: not known) */
 	py->runtime = rt.runtime;
 	py->set_profile = rt.api.set_profile;
 	py->mon = (rt.version >> 16) >= 0x030c;
@@ -375,6 +393,7 @@ void inj_py_sync(struct inj *j, struct inj_image *img)
 	struct inj_ctl *c = img->shm.ctl;
 	struct inj_py *py = c && c->py_off ? (struct inj_py *)((char *)c + c->py_off) : NULL;
 	const char *base;
+	uint8_t *conv = NULL;
 	uint32_t end;
 	pid_t who;
 
@@ -411,6 +430,14 @@ void inj_py_sync(struct inj *j, struct inj_image *img)
 			ci.linetable = (const uint8_t *)ci.filename + r.nfilename + 1;
 			ci.linetable_len = lines;
 		}
+		/* 3.8 to 3.10: the table made a location table, as read ones are */
+		free(conv);
+		conv = NULL;
+		if (ci.linetable && py->off.lt_format != PYLT_LOCATIONS &&
+		    !python_linetable_convert((enum python_lt_format)py->off.lt_format, ci.linetable,
+					      ci.linetable_len, ci.firstlineno, 2 * (size_t)r.ncode,
+					      &conv, &ci.linetable_len))
+			ci.linetable = conv;
 		/* told as its process's: a fork's code object may be at the
 		 * address of another's */
 		who = img->pid;
@@ -425,4 +452,5 @@ void inj_py_sync(struct inj *j, struct inj_image *img)
 			break;
 		img->py_seen += len;
 	}
+	free(conv);
 }

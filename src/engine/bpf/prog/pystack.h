@@ -46,11 +46,14 @@ struct py_ctx {
 };
 
 /* Looking for the thread's state in the interpreters' thread lists (the
- * key not known: 3.14), by its TID: one thread state a step. */
+ * key not known: 3.14 on, or a glibc whose struct pthread is not known),
+ * by its thread_id: pthread_self(), the thread pointer, the task's fs
+ * base (not its TID: in a container the state holds the TID of the
+ * container's PID namespace). One thread state a step. */
 struct py_find {
 	const struct python_offsets *off;
 	struct python_tfind f;
-	__u64 tid;
+	__u64 self;
 	bool sleepable;
 };
 
@@ -58,13 +61,13 @@ static long py_find_step(__u32 k, void *data)
 {
 	struct py_find *p = data;
 
-	return p->sleepable ? pws_tfind_step(p->off, &p->f, p->off->ts_native_thread_id, p->tid, NULL) :
-			      pwn_tfind_step(p->off, &p->f, p->off->ts_native_thread_id, p->tid, NULL);
+	return p->sleepable ? pws_tfind_step(p->off, &p->f, p->off->ts_thread_id, p->self, NULL) :
+			      pwn_tfind_step(p->off, &p->f, p->off->ts_thread_id, p->self, NULL);
 }
 
 /* The thread's PyThreadState: by CPython's key from the thread's fs base
- * (the task's), or where there is none known, from the thread lists; 0:
- * none. */
+ * (the task's), or where there is none known, from the thread lists by
+ * that fs base; 0: none. */
 static __always_inline __u64 py_tstate(struct bpfeng_py *py, bool sleepable)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task_btf();
@@ -73,7 +76,7 @@ static __always_inline __u64 py_tstate(struct bpfeng_py *py, bool sleepable)
 	int init = 0;
 
 	if (py->off.rt_tss_key == PYOFF_NONE) {
-		struct py_find p = {.off = &py->off, .tid = (__u32)bpf_get_current_pid_tgid(),
+		struct py_find p = {.off = &py->off, .self = BPF_CORE_READ(task, thread.fsbase),
 				    .sleepable = sleepable};
 
 		if (sleepable)

@@ -45,11 +45,6 @@
  * why: py->eval_off). Everything here runs with the GIL held. */
 #include "engine/inject/agent/pyagent.h"
 
-/* PyThreadState.tracing on 3.11 (cpython/pystate.h; the tracer checks
- * that the table's c_profilefunc is at 0x40, as in that layout): above 0
- * while a trace or profile function runs, whose calls no profiler sees */
-#define TS311_TRACING 0x2c
-
 /* CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR */
 #define CO_MAKES_GENERATOR (0x20 | 0x80 | 0x200)
 
@@ -69,6 +64,24 @@ __asm__(".text\n.globl agent_pyeval\n.hidden agent_pyeval\n.type agent_pyeval, @
 	"\tjmp *%rax\n"
 	".size agent_pyeval, .-agent_pyeval\n");
 
+/* An interpreter's evaluator: through CPython's functions (3.9 on), or
+ * 3.8's PyInterpreterState.eval_frame itself (what they do), the GIL
+ * held. */
+static uint64_t get_eval(const struct inj_py *py, uint64_t interp)
+{
+	if (py->off.flags & PYOFF_EVAL_38)
+		return ld64(interp + py->off.is_eval_frame);
+	return ((geteval_fn)py->eval_get)(interp);
+}
+
+static void set_eval(const struct inj_py *py, uint64_t interp, uint64_t fn)
+{
+	if (py->off.flags & PYOFF_EVAL_38)
+		*(volatile uint64_t *)(interp + py->off.is_eval_frame) = fn;
+	else
+		((seteval_fn)py->eval_set)(interp, fn);
+}
+
 int agent_pyeval_set(struct inj_py *py, int on)
 {
 	const struct python_offsets *o = &py->off;
@@ -78,7 +91,7 @@ int agent_pyeval_set(struct inj_py *py, int on)
 	/* someone else's evaluator anywhere: none of ours (all or nothing,
 	 * so that one mechanism counts every interpreter) */
 	for (uint32_t i = 0; on && interp && i < 256; i++) {
-		f = ((geteval_fn)py->eval_get)(interp);
+		f = get_eval(py, interp);
 		if (f != py->eval_default && f != mine) {
 			py->eval_off = INJ_EVAL_FOREIGN;
 			on = 0;		/* ours out of those that have it */
@@ -87,12 +100,12 @@ int agent_pyeval_set(struct inj_py *py, int on)
 	}
 	interp = head;
 	for (uint32_t i = 0; interp && i < 256; i++) {
-		f = ((geteval_fn)py->eval_get)(interp);
+		f = get_eval(py, interp);
 		if (on && f == py->eval_default) {
-			((seteval_fn)py->eval_set)(interp, mine);
+			set_eval(py, interp, mine);
 			__atomic_add_fetch(&py->eval_installs, 1, __ATOMIC_RELAXED);
 		} else if (!on && f == mine) {
-			((seteval_fn)py->eval_set)(interp, py->eval_default);
+			set_eval(py, interp, py->eval_default);
 			__atomic_add_fetch(&py->eval_removes, 1, __ATOMIC_RELAXED);
 		}
 		interp = ld64(interp + o->is_next);
@@ -107,8 +120,8 @@ static uint64_t stack_floor(const struct inj_ctl *c, const struct inj_py *py, ui
 	const struct python_glibc *g = &py->glibc;
 	uint64_t fs = fs_base(c), block, lo, hi;
 
-	if (!fs)
-		return 0;
+	if (!fs || !g->stackblock_size)
+		return 0;	/* (no glibc whose struct pthread is known) */
 	block = ld64(fs + g->stackblock);
 	if (block) {		/* a thread of pthread_create's */
 		lo = block + ld64(fs + g->guardsize);
@@ -130,7 +143,9 @@ static void give_way(struct inj_py *py, uint32_t why)
 	agent_py_profile_all(py, 1);
 }
 
-/* A frame about to be evaluated: its probes' hits; where to go. */
+/* A frame about to be evaluated: its probes' hits; where to go. 3.9 on,
+ * the evaluator is called (tstate, frame, throwflag); 3.8, (frame,
+ * throwflag), and the thread state is the GIL holder's, this one. */
 uint64_t agent_pyeval_entry(uint64_t tstate, uint64_t iframe)
 {
 	struct inj_ctl *c = my_ctl();
@@ -143,18 +158,28 @@ uint64_t agent_pyeval_entry(uint64_t tstate, uint64_t iframe)
 		agent_pyeval_set(py, 0);	/* detached, or the tracer has gone */
 		return py->eval_default;
 	}
-	if (sp < (floor = stack_floor(c, py, sp))) {
-		give_way(py, INJ_EVAL_DEEP);
-		return py->eval_default;
+	if (o->flags & PYOFF_EVAL_38) {
+		iframe = tstate;
+		tstate = ld64(py->runtime + o->rt_tstate_current);
 	}
-	if (!floor) {
-		give_way(py, INJ_EVAL_NOSTACK);
-		return py->eval_default;
+	/* 3.11 nests each Python call on the C stack for an evaluator; 3.8 to
+	 * 3.10 nest them anyway (a PyFrameObject, an evaluator call each) */
+	if (!(o->flags & PYOFF_FRAMEOBJ)) {
+		if (sp < (floor = stack_floor(c, py, sp))) {
+			give_way(py, INJ_EVAL_DEEP);
+			return py->eval_default;
+		}
+		if (!floor) {
+			give_way(py, INJ_EVAL_NOSTACK);
+			return py->eval_default;
+		}
 	}
-	if (*(volatile const int32_t *)(tstate + TS311_TRACING) > 0)
+	if (!tstate || *(volatile const int32_t *)(tstate + o->ts_tracing) > 0)
 		return py->eval_default;	/* inside someone's profile function */
 	h.code = ld64(iframe + o->fr_code);
-	if ((ld32(h.code + o->co_flags) & CO_MAKES_GENERATOR) &&
+	/* (3.11: a generator function's call runs its frame as far as
+	 * RETURN_GENERATOR; before, it does not run it at all) */
+	if (!(o->flags & PYOFF_FRAMEOBJ) && (ld32(h.code + o->co_flags) & CO_MAKES_GENERATOR) &&
 	    ld8(iframe + o->fr_owner) != o->owner_generator)
 		return py->eval_default;	/* a generator made, not run */
 	h.frame = 0;

@@ -41,8 +41,11 @@ static int tstate_mine(const struct inj_ctl *c, const struct inj_py *py,
 					   {(void *)(ts + py->off.ts_native_thread_id), 8}};
 	uint32_t tgid = *(volatile const uint32_t *)c->self;
 
+	if (py->off.ts_native_thread_id == PYOFF_NONE)	/* (before 3.11: none) */
+		r[1].base = r[0].base;
 	return tgid && sys6(SYS_process_vm_readv, tgid, (long)&l, 1, (long)r, 2, 0) == 16 &&
-	       v[0] == fs && (!s->tid || v[1] == s->tid);
+	       v[0] == fs &&
+	       (!s->tid || py->off.ts_native_thread_id == PYOFF_NONE || v[1] == s->tid);
 }
 
 /* glibc: the data of pthread key k (< 32) in the TCB at fs. */
@@ -58,8 +61,8 @@ ALWAYS uint64_t tcb_key_data(const struct inj_py *py, uint64_t fs, uint32_t k)
 static uint32_t tcb_key_of(const struct inj_ctl *c, const struct inj_py *py, uint64_t fs,
 			   uint64_t ts)
 {
-	if (c->key_mode != INJ_KEY_TID_AT_FS || !fs || !ts)
-		return 0;
+	if (c->key_mode != INJ_KEY_TID_AT_FS || !fs || !ts || !py->glibc.specific_1stblock)
+		return 0;	/* (no glibc whose struct pthread is known) */
 	for (uint32_t k = 0; k < 32; k++)
 		if (tcb_key_data(py, fs, k) == ts)
 			return k + 1;
@@ -237,9 +240,22 @@ static uint64_t module_name(const struct inj_py *py, uint64_t dict)
 
 	if (!dict || !(keys = ld64(dict + o->dict_keys)) || ld64(dict + o->dict_values))
 		return 0;	/* (a split table: an object's __dict__, not a module's) */
-	entries = keys + o->dk_indices + (1ULL << ld8(keys + o->dk_log2_index_bytes));
-	esz = ld8(keys + o->dk_kind) ? o->dk_str_entry : o->dk_entry;
-	koff = ld8(keys + o->dk_kind) ? 0 : 8;
+	if (o->flags & PYOFF_DICT_OLD) {
+		/* 3.8 to 3.10: dk_size slots, each index 1, 2, 4 or 8 bytes
+		 * (DK_IXSIZE), then the entries (hash, key, value) */
+		uint64_t size = ld64(keys + o->dk_log2_size);
+
+		if (size > (1ULL << 32))
+			return 0;
+		entries = keys + o->dk_indices +
+			  size * (size <= 0xff ? 1 : size <= 0xffff ? 2 : size <= 0xffffffffULL ? 4 : 8);
+		esz = o->dk_entry;
+		koff = 8;
+	} else {
+		entries = keys + o->dk_indices + (1ULL << ld8(keys + o->dk_log2_index_bytes));
+		esz = ld8(keys + o->dk_kind) ? o->dk_str_entry : o->dk_entry;
+		koff = ld8(keys + o->dk_kind) ? 0 : 8;
+	}
 	n = ld64(keys + o->dk_nentries);
 	for (uint64_t i = 0; i < n && i < MOD_ENTRIES; i++) {
 		uint64_t k = ld64(entries + i * esz + koff);
@@ -278,11 +294,20 @@ static void arena_add(struct inj_py *py, uint64_t code, uint64_t key,
 					      __ATOMIC_ACQUIRE));
 	r = (struct inj_py_name *)(base + at);
 	r->firstlineno = (int32_t)ld32(code + py->off.co_firstlineno);
-	r->firsttraceable = (int32_t)ld32(code + py->off.co_firsttraceable);
 	r->nmodule = (uint16_t)n->nm;
 	r->nqualname = (uint16_t)n->nq;
 	r->nfilename = (uint16_t)n->nf;
-	r->pad = 0;
+	r->ncode = 0;
+	if (py->off.flags & PYOFF_FRAMEOBJ) {
+		/* 3.8 to 3.10: no incomplete frames; the code's size in code
+		 * units, where 3.8's and 3.9's last line ends */
+		uint64_t bytes = ld64(ld64(code + py->off.co_code) + py->off.ob_size) / 2;
+
+		r->firsttraceable = 0;
+		r->ncode = (uint16_t)(bytes > 0xffff ? 0xffff : bytes);
+	} else {
+		r->firsttraceable = (int32_t)ld32(code + py->off.co_firsttraceable);
+	}
 	r->nlinetable = nlines;
 	r->pid = *(volatile const uint32_t *)my_ctl()->self;
 	d = (char *)(r + 1);
@@ -333,6 +358,16 @@ uint64_t agent_py_verdict(struct inj_py *py, uint64_t code, uint64_t iframe, str
 {
 	struct inj_py_code *t = (struct inj_py_code *)((char *)py + py->codes_off);
 	uint64_t qn = py_code_ident(py, code), h = code * 0x9e3779b97f4a7c15ULL;
+
+	/* the verdict depends on the module too, which is the frame's globals':
+	 * module code exec'd and freed (a .pth line site.py runs, then a
+	 * script's exec in globals of its own) may be made again at the same
+	 * address with the same names. With a frame at every call (the
+	 * profile function, the evaluator: not sys.monitoring's kept
+	 * verdicts, looked up by code alone) the globals are its identity
+	 * too. */
+	if (iframe && !py->mon)
+		qn ^= ld64(iframe + py->off.fr_globals) * 0xff51afd7ed558ccdULL;
 	uint32_t mask = py->ncodes - 1, me = *(volatile const uint32_t *)my_ctl()->self;
 
 	/* an entry is a process's (the processes a -p process forks share the
@@ -474,6 +509,32 @@ static void seen_frames(struct inj_py *py, struct inj_slot *s, const struct pyth
 
 /* ---- the profile function ---- */
 
+/* The profile function of thread state ts: ours (on) or none. Through
+ * _PyEval_SetProfile (3.9 on); 3.8 has it for the current thread only
+ * (PyEval_SetProfile), so its fields are set as it sets them (no object:
+ * nothing to count references of), the GIL held. */
+static void set_profile(const struct inj_py *py, uint64_t ts, int on)
+{
+	const struct python_offsets *o = &py->off;
+
+	if (py->set_profile) {
+		((setprofile_fn)py->set_profile)(ts, on ? (pytrace_fn)&agent_py_profile : 0, 0);
+		return;
+	}
+	*(volatile uint64_t *)(ts + o->ts_c_profileobj) = 0;
+	*(volatile uint64_t *)(ts + o->ts_c_profilefunc) = on ? (uint64_t)&agent_py_profile : 0;
+	/* use_tracing: a trace or a profile function (c_tracefunc follows
+	 * c_profilefunc) */
+	*(volatile int32_t *)(ts + o->ts_use_tracing) =
+		on || *(volatile const uint64_t *)(ts + o->ts_c_profilefunc + 8) != 0;
+}
+
+/* Can the profile function be set (3.8 to 3.11)? */
+ALWAYS int can_profile(const struct inj_py *py)
+{
+	return py->set_profile || (py->off.flags & PYOFF_EVAL_38);
+}
+
 /* A Python call or return (frame: not 0). */
 static __attribute__((noinline)) int py_profile(uint64_t frame, int what, uint64_t arg)
 {
@@ -492,15 +553,16 @@ static __attribute__((noinline)) int py_profile(uint64_t frame, int what, uint64
 		return 0;
 	if (py->state != INJ_PY_ON || owner_died(c->owner)) {
 		/* detached, or the tracer has gone: out of this thread */
-		if (py->set_profile && (ts = agent_py_tstate(c, py, 0)) &&
+		if (can_profile(py) && (ts = agent_py_tstate(c, py, 0)) &&
 		    ld64(ts + py->off.ts_c_profilefunc) == (uint64_t)&agent_py_profile) {
-			((setprofile_fn)py->set_profile)(ts, 0, 0);
+			set_profile(py, ts, 0);
 			__atomic_add_fetch(&py->removes, 1, __ATOMIC_RELAXED);
 		}
 		return 0;
 	}
 	h.frame = frame;
-	h.iframe = ld64(frame + py->off.pyframe_frame);
+	/* 3.11: the frame object's _PyInterpreterFrame; before, itself */
+	h.iframe = py->off.pyframe_frame == PYOFF_NONE ? frame : ld64(frame + py->off.pyframe_frame);
 	h.code = h.iframe ? ld64(h.iframe + py->off.fr_code) : 0;
 	h.retval = what == PYTRACE_RETURN ? arg : 0;
 	h.py = py;
@@ -534,12 +596,12 @@ void agent_py_profile_all(struct inj_py *py, int on)
 			uint64_t f = ld64(ts + o->ts_c_profilefunc);
 
 			if (on && !f) {
-				((setprofile_fn)py->set_profile)(ts, (pytrace_fn)&agent_py_profile, 0);
+				set_profile(py, ts, 1);
 				__atomic_add_fetch(&py->installs, 1, __ATOMIC_RELAXED);
 			} else if (on && f != mine) {
 				__atomic_add_fetch(&py->foreign, 1, __ATOMIC_RELAXED);
 			} else if (!on && f == mine) {
-				((setprofile_fn)py->set_profile)(ts, 0, 0);
+				set_profile(py, ts, 0);
 				__atomic_add_fetch(&py->removes, 1, __ATOMIC_RELAXED);
 			}
 			ts = ld64(ts + o->ts_next);
@@ -557,7 +619,7 @@ void agent_py_hook(struct inj_ctl *c)
 		agent_pymon_hook(c, py);
 		return;
 	}
-	if (!py || !py->on || py->state != INJ_PY_ON || !py->set_profile)
+	if (!py || !py->on || py->state != INJ_PY_ON || !can_profile(py))
 		return;
 	if (py->eval && !py->eval_off && !agent_pyeval_set(py, 1))
 		return;		/* (3.11: the frame evaluator, pyeval.c) */
@@ -579,7 +641,7 @@ int agent_py_pending(uint64_t arg)
 			agent_pymon_arm(py);
 		else
 			agent_pymon_disarm(py, 0);
-	} else if (py && py->on && py->set_profile) {
+	} else if (py && py->on && can_profile(py)) {
 		if (py->eval && (!on || !py->eval_off))
 			on = agent_pyeval_set(py, on) < 0 && on;
 		agent_py_profile_all(py, on);
@@ -738,9 +800,20 @@ static uint32_t nargs_of(const struct inj_py *py, uint64_t code)
 
 /* An argument's object: 3.14's localsplus are _PyStackRefs, tagged in
  * their low bits (a NULL one is 1: none). */
-static uint64_t arg_obj(const struct inj_py *py, uint64_t locals, uint32_t i)
+static uint64_t arg_obj(const struct inj_py *py, uint64_t code, uint64_t locals, uint32_t i)
 {
-	return ld64(locals + 8 * i) & ref_mask(py);
+	const struct python_offsets *o = &py->off;
+	uint64_t v = ld64(locals + 8 * i) & ref_mask(py), c2a, ncell;
+
+	if (v || !(o->flags & PYOFF_FRAMEOBJ) || !(c2a = ld64(code + o->co_cell2arg)))
+		return v;
+	/* 3.8 to 3.10: an argument an inner function closes over was moved
+	 * into its cell (co_cell2arg[k] == i), after the locals */
+	ncell = ld64(ld64(code + o->co_cellvars) + o->ob_size);
+	for (uint64_t k = 0; k < ncell && k < 256; k++)
+		if (ld64(c2a + 8 * k) == i)
+			return ld64(locals + 8 * (ld32(code + o->co_nlocalsplus) + k));
+	return 0;
 }
 
 static uint64_t arg_name(const struct inj_py *py, uint64_t code, uint32_t i)
@@ -809,7 +882,7 @@ void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struc
 			int l = str_utf8(py, arg_name(py, h->code, i), name, sizeof(name));
 
 			if (l >= 0 && same(name, (uint32_t)l, want, wn)) {
-				value_into(py, arg_obj(py, locals, i), v, rec, off, 1);
+				value_into(py, arg_obj(py, h->code, locals, i), v, rec, off, 1);
 				break;
 			}
 		}
@@ -824,7 +897,7 @@ void agent_py_value(const struct inj_ctl *c, const struct py_hit *h, const struc
 				put_c(&t, ' ');
 			put_s(&t, name, l > 0 ? (uint32_t)l : 0);
 			put_c(&t, '=');
-			if (repr(py, &t, arg_obj(py, locals, i), &iv, 1))
+			if (repr(py, &t, arg_obj(py, h->code, locals, i), &iv, 1))
 				put_i(&t, iv);
 		}
 		text_value(&t, v, off);
