@@ -14,7 +14,10 @@
  * way, untimed, so that the timed ones find what a tracer touches for the
  * first time (its ring's pages) touched already; the steady cost of a hit,
  * apart from the once-only cost of a thread's first ring lap (bench/README).
- * Prints the page faults of the timed calls too (the threads' minor faults).
+ * Prints the page faults of the timed calls too (the threads' minor faults),
+ * and the threads' CPU time a timed call (cpu_per_call: what a tracer costs
+ * the program on a machine that others share, where wall time also counts
+ * the minutes the thread waited for a CPU).
  * usage: target [N [T [RATE [BURST [GAP_MS [KEYS]]]]]] */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -24,7 +27,7 @@
 #include <time.h>
 
 static long n_calls, burst, keys, warm, faults_total;
-static double rate, gap_s, timed_total;
+static double rate, gap_s, timed_total, cpu_total;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile long sink;
 
@@ -43,6 +46,15 @@ __attribute__((noinline)) long *bench_obj(void)
 {
 	__asm__ volatile("" ::: "memory");
 	return the_obj;
+}
+
+/* The calling thread's CPU time, s. */
+static double cpu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static double now(void)
@@ -69,7 +81,7 @@ static long thread_faults(void)
 
 static void *run(void *arg)
 {
-	double t0, gap = rate > 0 ? 1.0 / rate : 0, timed = 0, b0;
+	double t0, gap = rate > 0 ? 1.0 / rate : 0, timed = 0, b0, c0, cpu = 0;
 	long s = 0, f0;
 
 	(void)arg;
@@ -82,6 +94,7 @@ static void *run(void *arg)
 		pause_s(gap_s);
 	f0 = thread_faults();
 	t0 = b0 = now();
+	c0 = cpu_now();
 	for (long i = 0; i < n_calls; i++) {
 		s += bench_fn(keys ? i & (keys - 1) : i, 2 * i);
 		if (gap)
@@ -89,16 +102,20 @@ static void *run(void *arg)
 				;
 		if (burst && (i + 1) % burst == 0) {
 			timed += now() - b0;
+			cpu += cpu_now() - c0;
 			pause_s(gap_s);
 			b0 = now();
+			c0 = cpu_now();
 		}
 	}
 	timed += now() - b0;
+	cpu += cpu_now() - c0;
 	sink += s;
 	f0 = thread_faults() - f0;
 	pthread_mutex_lock(&lock);
 	timed_total += timed;
 	faults_total += f0;
+	cpu_total += cpu;
 	pthread_mutex_unlock(&lock);
 	return NULL;
 }
@@ -128,8 +145,10 @@ int main(int argc, char **argv)
 	if (getenv("BENCH_OBJ_CALL"))
 		sink += bench_fn((long)obj, 0);
 	/* bursts: the mean over threads of their timed (burst) time */
-	printf("calls %ld ns_per_call %.2f rate %.0f faults %ld\n", (n_calls + warm) * threads,
+	printf("calls %ld ns_per_call %.2f rate %.0f faults %ld cpu_per_call %.2f\n",
+	       (n_calls + warm) * threads,
 	       (burst ? timed_total / threads : t1 - t0) * 1e9 / (double)n_calls,
-	       (double)(n_calls * threads) / (t1 - t0), faults_total);
+	       (double)(n_calls * threads) / (t1 - t0), faults_total,
+	       cpu_total * 1e9 / (double)(n_calls * threads));
 	return 0;
 }
