@@ -194,6 +194,7 @@ build/fuzz/fuzz_python: src/python/linetable.c src/python/objects.c src/python/o
 build/fuzz/fuzz_gopclntab: src/stack/unwgo.c
 # The unwind-table cache file's reader, and the walker over what it accepts.
 build/fuzz/fuzz_unwtab: src/stack/unwcache.c src/stack/unwtab.c src/stack/unwgo.c src/stack/unwimage.c \
+	src/stack/unwjit.c \
 	src/objfile/modules.c \
 	src/objfile/procroot.c src/ns/root.c src/ns/pids.c src/core/proc.c
 FUZZ_SECONDS ?= 20
