@@ -171,6 +171,36 @@ def test_node_frames_named_and_one_stack(engine, stack_mode):
         cp.stderr
 
 
+def test_node_first_calls_interpreted():
+    """node's own tiers (no --always-sparkplug): a function's first calls run
+    in V8's interpreter, whose frames are one builtin for every function
+    (Builtins_InterpreterEntryTrampoline), then in its compiled code, named
+    in the perf map. Every one of the 4,000 writes is counted with its whole
+    stack (to _start), and each names emitLine, or the interpreter's builtin
+    where emitLine ran interpreted: a row never just lacks the JS frames."""
+    calls = 4000
+    with tempfile.TemporaryDirectory() as d:
+        cp, _ = attached_run([NODE, "--perf-basic-prof", f"--logfile={d}/v8.log",
+                              "--no-logfile-per-isolate", SCRIPT, calls],
+                             ["count", "--json", "-e", "inject", "libc:write $ustack"],
+                             f"done {calls} {calls * LINE}")
+    assert cp.returncode == 0, cp.stderr
+    rows = [json.loads(l) for l in cp.stdout.splitlines() if l.startswith("{")]
+
+    def names(r):
+        return [f.get("sym") or "" for f in r["key"]["ustack"] if "addr" in f]
+    mine = [r for r in rows if any("node::fs::WriteString" in n for n in names(r))]
+    named = sum(r["count"] for r in mine if any("emitLine" in n for n in names(r)))
+    interp = sum(r["count"] for r in mine if not any("emitLine" in n for n in names(r)))
+    assert calls - lost_hits(cp.stderr) <= named + interp <= calls, (named, interp, cp.stderr)
+    assert named > calls // 2, (named, interp)
+    for r in mine:
+        n = names(r)
+        assert n[-1] == "_start" and "end" not in r["key"]["ustack"][-1], n
+        assert any("emitLine" in x for x in n) or \
+            any(x.startswith("Builtins_InterpreterEntryTrampoline") for x in n), n
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_node_folded_marks_jit(engine):
     """count --folded: a JIT frame ends in perf's _[j] mark, its name's
