@@ -501,6 +501,21 @@ static inline uint32_t inj_rec_len(uint32_t w)
 	return w & INJ_REC_SHORT ? w & 0xffu : w & ~INJ_REC_PAD;
 }
 
+/* The bytes of the short record whose first word is w, as the agent writes
+ * one (no stray bits, its size, within avail bytes), or 0: not one. The
+ * tracer's reader (inject_raw.c), and its count of a recording's records. */
+static inline uint32_t inj_short_len(uint32_t w, uint64_t avail)
+{
+	uint32_t n = w & 0xffu;
+
+	if (!(w & INJ_REC_SHORT) || (w & ~(INJ_REC_SHORT | 0xfffffu)) ||
+	    n < sizeof(struct inj_rec_short) ||
+	    n > sizeof(struct inj_rec_short) + INJ_REC_SHORT_WORDS * sizeof(uint64_t) ||
+	    n > avail || (n & 7))
+		return 0;
+	return n;
+}
+
 /* ---- $ustack walked where the probe runs (agent/ustack.c) ------------------
  *
  * The unwind tables (stack_walk.h: tabs[], rows[], idx[]) of every module
