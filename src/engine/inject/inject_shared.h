@@ -116,6 +116,8 @@ struct agent_hdr {
 					 * for the code CPython calls (py: probes'
 					 * profile function), which has no site */
 	uint64_t fast_rec_off;		/* agent_fast_rec */
+	uint64_t fast_lat_in_off;	/* agent_fast_lat_in: a latency's entry */
+	uint64_t fast_lat_out_off;	/* agent_fast_lat_out: its return */
 };
 
 /* The self page (inj_ctl.self): per process, wiped in a forked child. */
