@@ -286,4 +286,6 @@ clean:
 	$(MAKE) -C tests/targets clean
 
 .PHONY: all deps unit fuzz e2e check demo bench install clean targets sdt
--include $(shell find build -name '*.d' 2>/dev/null)
+# (not build/bench: make bench builds an earlier tree there, whose sources
+# have .d files of their own: tests/targets/usdt_probes.d)
+-include $(shell find build -path build/bench -prune -o -name '*.d' -print 2>/dev/null)
