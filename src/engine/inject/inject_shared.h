@@ -440,7 +440,10 @@ struct inj_site {
 					 * first word (AGG_K_INT) */
 		volatile uint32_t row1;	/* a site of no key: its row + 1, once the
 					 * agent has found it (0: not yet) */
-		uint32_t pad;
+		volatile uint32_t full;	/* agent_fast_rec dropped a hit here on a full
+					 * ring since the tracer's last drain (which
+					 * clears it): its hits check the room before
+					 * they read the clock */
 	} fast;
 	/* objtrace: the set in the process (the trampoline tests objs.filter) */
 	struct {

@@ -356,6 +356,15 @@ int inj_poll_images(struct inj *j, usc_event_fn fn, void *ctx)
 				wake(&slots[s]);
 			}
 		__atomic_add_fetch(&img->shm.ctl->progress, 1, __ATOMIC_RELEASE);
+		/* room made: the sites that dropped on a full ring read the
+		 * clock first again (agent_fast_rec) */
+		for (size_t k = 0; k < j->base.nsites; k++) {
+			struct inj_site *is = (struct inj_site *)((char *)img->shm.map +
+								  img->shm.ctl->sites_off) + k;
+
+			if (is->fast.full)
+				is->fast.full = 0;
+		}
 		if (j->live && inj_mono_ns() >= img->next_reclaim) {
 			reclaim(j, img);
 			img->next_reclaim = inj_mono_ns() + 200000000ULL;
