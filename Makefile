@@ -224,6 +224,7 @@ build/fuzz/fuzz_python: src/python/linetable.c src/python/objects.c src/python/o
 build/fuzz/fuzz_gopclntab: src/stack/unwgo.c
 # The unwind-table cache file's reader, and the walker over what it accepts.
 build/fuzz/fuzz_unwtab: src/stack/unwcache.c src/stack/unwtab.c src/stack/unwgo.c src/stack/unwimage.c \
+	src/stack/unwjit.c \
 	src/objfile/modules.c \
 	src/objfile/procroot.c src/ns/root.c src/ns/pids.c src/core/proc.c
 FUZZ_SECONDS ?= 20
@@ -315,4 +316,6 @@ clean:
 	$(MAKE) -C tests/targets clean
 
 .PHONY: all deps unit fuzz e2e check demo bench install clean targets sdt
--include $(shell find build -name '*.d' 2>/dev/null)
+# (not build/bench: make bench builds an earlier tree there, whose sources
+# have .d files of their own: tests/targets/usdt_probes.d)
+-include $(shell find build -path build/bench -prune -o -name '*.d' -print 2>/dev/null)

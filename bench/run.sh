@@ -14,7 +14,8 @@
 # latency, flow, count, hist) takes to be ready on the bpf engine, beside
 # bpftrace's attach of one site (bench/ready.py); then
 # aggregations where the probe runs (bench/agg.py); then recording
-# (bench/record.py); then $ustack, walked where the probe runs and copied, on
+# (bench/record.py); then the live trace sustained, beside an earlier tree
+# (bench/sustained.py); then $ustack, walked where the probe runs and copied, on
 # inject and bpf, beside bpftrace (bench/stacks.py); then the unwind tables the
 # walks use: built for libc and python3.11, and cached (bench/unwtab.py, with
 # bench/unwalk.c); then every function of python3 counted (bench/python.py);
@@ -298,6 +299,27 @@ python3 bench/agg.py $US $T "${N_AGG:-10000000}" "$N_PROBED" "$REPS"
 # uftrace record -P and the live text consumer; the sustained rate for one
 # and two threads; report's time and memory on the recording.
 python3 bench/record.py $US $T "${N_RECORD:-10000000}" "$REPS"
+
+# Live trace, sustained: 10 M calls in a row under trace -e inject, text and
+# JSON, to /dev/null and to a file, beside an earlier tree (BENCH_OLD:
+# 39ad6a6, the reference of issue 41; "none" leaves it out), built once from
+# git into $B/old-COMMIT (one line says so when it cannot be)
+# (bench/sustained.py).
+OLD=${BENCH_OLD:-39ad6a6}
+old_us=-
+if [ "$OLD" != none ]; then
+	od=$B/old-$OLD
+	if [ ! -x $od/uscope ]; then
+		echo "bench: building $OLD once into $od (the sustained trace's reference)..." >&2
+		rm -rf $od && mkdir -p $od
+		if ! { git archive "$OLD" | tar -x -C $od && make -s -C $od -j2 uscope; } \
+			>$B/old-build.log 2>&1; then
+			echo "bench: $OLD not built, left out: $(tail -1 $B/old-build.log)" >&2
+		fi
+	fi
+	[ -x $od/uscope ] && old_us=$od/uscope
+fi
+python3 bench/sustained.py $US $old_us $T "${N_SUSTAINED:-10000000}" "$REPS" $B
 
 # $ustack on a ten-frame stack (tests/targets/bin/stacks deep): on inject the
 # unprobed loop, the plain count, count 'leaf $ustack' walked where the probe

@@ -15,9 +15,9 @@
  * first time (its ring's pages) touched already; the steady cost of a hit,
  * apart from the once-only cost of a thread's first ring lap (bench/README).
  * Prints the page faults of the timed calls too (the threads' minor faults),
- * and the threads' CPU time a timed call (cpu_per_call, ns: what the calls
- * cost the thread itself, without the time it waited for a CPU on a busy
- * machine; bench/static.py compares it).
+ * and the threads' CPU time a timed call (cpu_per_call: what a tracer costs
+ * the program on a machine that others share, where wall time also counts
+ * the minutes the thread waited for a CPU).
  * usage: target [N [T [RATE [BURST [GAP_MS [KEYS]]]]]] */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -48,6 +48,15 @@ __attribute__((noinline)) long *bench_obj(void)
 	return the_obj;
 }
 
+/* The calling thread's CPU time, s. */
+static double cpu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 static double now(void)
 {
 	struct timespec ts;
@@ -63,14 +72,6 @@ static void pause_s(double s)
 	nanosleep(&ts, NULL);
 }
 
-static double thread_cpu(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static long thread_faults(void)
 {
 	struct rusage ru;
@@ -80,7 +81,7 @@ static long thread_faults(void)
 
 static void *run(void *arg)
 {
-	double t0, gap = rate > 0 ? 1.0 / rate : 0, timed = 0, b0, cpu = 0, c0;
+	double t0, gap = rate > 0 ? 1.0 / rate : 0, timed = 0, b0, c0, cpu = 0;
 	long s = 0, f0;
 
 	(void)arg;
@@ -92,8 +93,8 @@ static void *run(void *arg)
 	if (warm && burst)
 		pause_s(gap_s);
 	f0 = thread_faults();
-	c0 = thread_cpu();
 	t0 = b0 = now();
+	c0 = cpu_now();
 	for (long i = 0; i < n_calls; i++) {
 		s += bench_fn(keys ? i & (keys - 1) : i, 2 * i);
 		if (gap)
@@ -101,20 +102,20 @@ static void *run(void *arg)
 				;
 		if (burst && (i + 1) % burst == 0) {
 			timed += now() - b0;
-			cpu += thread_cpu() - c0;
+			cpu += cpu_now() - c0;
 			pause_s(gap_s);
-			c0 = thread_cpu();
 			b0 = now();
+			c0 = cpu_now();
 		}
 	}
 	timed += now() - b0;
-	cpu += thread_cpu() - c0;
+	cpu += cpu_now() - c0;
 	sink += s;
 	f0 = thread_faults() - f0;
 	pthread_mutex_lock(&lock);
 	timed_total += timed;
-	cpu_total += cpu;
 	faults_total += f0;
+	cpu_total += cpu;
 	pthread_mutex_unlock(&lock);
 	return NULL;
 }
@@ -148,6 +149,6 @@ int main(int argc, char **argv)
 	       (n_calls + warm) * threads,
 	       (burst ? timed_total / threads : t1 - t0) * 1e9 / (double)n_calls,
 	       (double)(n_calls * threads) / (t1 - t0), faults_total,
-	       cpu_total / threads * 1e9 / (double)n_calls);
+	       cpu_total * 1e9 / (double)(n_calls * threads));
 	return 0;
 }

@@ -45,7 +45,7 @@ static int put(struct usc_output *o, const char *fmt, ...)
 /* n bytes as they are. */
 static int putn(struct usc_output *o, const void *p, size_t n)
 {
-	if (reserve(o, n))
+	if (o->len + n + 1 > o->cap && reserve(o, n))
 		return -ENOMEM;
 	memcpy(o->buf + o->len, p, n);
 	o->len += n;
@@ -56,6 +56,49 @@ static int putn(struct usc_output *o, const void *p, size_t n)
 static int putc_(struct usc_output *o, char c)
 {
 	return putn(o, &c, 1);
+}
+
+/* The appenders of an event's every line: a live trace formats a line for
+ * each hit it keeps, and vsnprintf was half of its time (its format parsed
+ * again at every call). */
+static int puts_(struct usc_output *o, const char *s)
+{
+	return putn(o, s, strlen(s));
+}
+
+/* v in decimal, zero-padded to width digits. */
+static int put_dec(struct usc_output *o, uint64_t v, unsigned width)
+{
+	char b[24], *e = b + sizeof(b), *p = e;
+
+	do {
+		*--p = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while ((unsigned)(e - p) < width && p > b)
+		*--p = '0';
+	return putn(o, p, (size_t)(e - p));
+}
+
+static int put_sdec(struct usc_output *o, int64_t v)
+{
+	int ret = v < 0 ? putc_(o, '-') : 0;
+
+	return ret ? ret : put_dec(o, v < 0 ? -(uint64_t)v : (uint64_t)v, 0);
+}
+
+/* "0x" and v in lower-case hex, as "0x%" PRIx64. */
+static int put_hex(struct usc_output *o, uint64_t v)
+{
+	char b[20], *e = b + sizeof(b), *p = e;
+
+	do {
+		*--p = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	*--p = 'x';
+	*--p = '0';
+	return putn(o, p, (size_t)(e - p));
 }
 
 
@@ -103,8 +146,15 @@ static int quoted(struct usc_output *o, const char *s, size_t n,
 
 	for (size_t i = 0; i < n && !ret;) {
 		size_t l = u[i] >= 0x80 ? utf8_len(u + i, n - i) : 0;
+		size_t run = i;
 
-		if (l) {
+		/* a run of printable ASCII that neither escapes: as it is */
+		while (run < n && u[run] >= 0x20 && u[run] < 0x7f && u[run] != '"' && u[run] != '\\')
+			run++;
+		if (run > i) {
+			ret = putn(o, u + i, run - i);
+			i = run;
+		} else if (l) {
 			ret = putn(o, u + i, l);
 			i += l;
 		} else {
@@ -407,13 +457,15 @@ static int put_value(struct usc_output *o, const struct usc_event *ev,
 	if (fetch_type_is_hex(a->type)) {
 		uint64_t x = truncate_to(v->u, size);
 
-		return put(o, o->json ? "\"0x%" PRIx64 "\"" : "0x%" PRIx64, x);
+		ret = o->json ? putc_(o, '"') : 0;
+		ret = ret ? ret : put_hex(o, x);
+		return ret || !o->json ? ret : putc_(o, '"');
 	}
 	if (fetch_type_is_signed(a->type))
-		return put(o, "%" PRId64, sign_extend(v->u, size));
+		return put_sdec(o, sign_extend(v->u, size));
 	if (a->type == USC_T_BITFIELD)
-		return put(o, "%" PRIu64, v->u);
-	return put(o, "%" PRIu64, truncate_to(v->u, size));
+		return put_dec(o, v->u, 0);
+	return put_dec(o, truncate_to(v->u, size), 0);
 }
 
 int output_event_args(struct usc_output *o, const struct usc_event *ev)
@@ -451,11 +503,15 @@ int output_event_args(struct usc_output *o, const struct usc_event *ev)
 			if (!ret)
 				ret = o->json ? put(o, "\"%s\":", name) : put(o, "%s=", name);
 		} else if (o->json) {
-			ret = put(o, "%s\"%s\":", shown ? "," : "", name);
+			ret = puts_(o, shown ? ",\"" : "\"");
+			ret = ret ? ret : puts_(o, name);
+			ret = ret ? ret : putn(o, "\":", 2);
 		} else if (a->show == USC_SHOW_PYVAL && a->insn[0].op == FOP_PYARGS) {
 			ret = putc_(o, ' ');	/* a Python call's arguments: NAME=VALUE ... */
 		} else {
-			ret = put(o, " %s=", name);
+			ret = putc_(o, ' ');
+			ret = ret ? ret : puts_(o, name);
+			ret = ret ? ret : putc_(o, '=');
 		}
 		shown++;
 		if (!ret && govalue_shows(a))
@@ -483,13 +539,17 @@ int output_ids(struct usc_output *o, const struct usc_event *ev)
 	/* a task in a PID namespace below ours (a container) has ids there too */
 	pid_t ns_pid = 0, ns_tid = 0;
 	bool nested = cache_ns_ids(o->cache, ev->pid, ev->tid, &ns_pid, &ns_tid);
+	int ret;
 
 	if (!o->json)
-		return nested ? put(o, "%d/%d", ev->tid, (int)ns_tid) : put(o, "%d", ev->tid);
+		return nested ? put(o, "%d/%d", ev->tid, (int)ns_tid) : put_sdec(o, ev->tid);
 	if (nested)
 		return put(o, ",\"pid\":%d,\"tid\":%d,\"ns_pid\":%d,\"ns_tid\":%d", ev->pid,
 			   ev->tid, (int)ns_pid, (int)ns_tid);
-	return put(o, ",\"pid\":%d,\"tid\":%d", ev->pid, ev->tid);
+	ret = puts_(o, ",\"pid\":");
+	ret = ret ? ret : put_sdec(o, ev->pid);
+	ret = ret ? ret : puts_(o, ",\"tid\":");
+	return ret ? ret : put_sdec(o, ev->tid);
 }
 
 /* A py: probe's event is named after the Python function it fires for
@@ -543,29 +603,46 @@ int output_event(struct usc_output *o, const struct usc_event *ev)
 		goto stacks;
 	}
 	if (o->json) {
-		ret = put(o, "{\"time_ns\":%" PRIu64 ",\"comm\":", ev->time_ns);
+		ret = puts_(o, "{\"time_ns\":");
+		ret = ret ? ret : put_dec(o, ev->time_ns, 0);
+		ret = ret ? ret : puts_(o, ",\"comm\":");
 		ret = ret ? ret : output_json_string(o, ev->comm, strlen(ev->comm));
 		ret = ret ? ret : output_ids(o, ev);
-		ret = ret ? ret : put(o, ",\"cpu\":%d,\"event\":", ev->cpu);
+		ret = ret ? ret : puts_(o, ",\"cpu\":");
+		ret = ret ? ret : put_sdec(o, ev->cpu);
+		ret = ret ? ret : puts_(o, ",\"event\":");
 		ret = ret ? ret : output_json_string(o, ev->site->label, strlen(ev->site->label));
-		ret = ret ? ret : put(o, ",\"type\":\"%c\",\"ip\":\"0x%" PRIx64 "\"",
-				      ev->site->is_return ? 'r' : 'p', ev->ip);
-		if (!ret && ev->site->is_return)
-			ret = put(o, ",\"func\":\"0x%" PRIx64 "\"", ev->func);
-		ret = ret ? ret : put(o, ",\"args\":");
+		ret = ret ? ret : puts_(o, ev->site->is_return ? ",\"type\":\"r\",\"ip\":\"" :
+							       ",\"type\":\"p\",\"ip\":\"");
+		ret = ret ? ret : put_hex(o, ev->ip);
+		if (!ret && ev->site->is_return) {
+			ret = puts_(o, "\",\"func\":\"");
+			ret = ret ? ret : put_hex(o, ev->func);
+		}
+		ret = ret ? ret : puts_(o, "\",\"args\":");
 		ret = ret ? ret : output_event_args(o, ev);
 		return ret ? ret : output_raw(o, OUTPUT_JSON_END);
 	}
 
-	ret = put(o, "%s-", ev->comm);
+	/* COMM-TID [CPU] SECONDS.MICROS: LABEL: (IP) */
+	ret = puts_(o, ev->comm);
+	ret = ret ? ret : putc_(o, '-');
 	ret = ret ? ret : output_ids(o, ev);
-	ret = ret ? ret : put(o, " [%03d] %" PRIu64 ".%06" PRIu64 ": %s: ", ev->cpu,
-			      ev->time_ns / 1000000000u, (ev->time_ns % 1000000000u) / 1000u,
-			      ev->site->label);
-	if (!ret && ev->site->is_return)
-		ret = put(o, "(0x%" PRIx64 " <- 0x%" PRIx64 ")", ev->ip, ev->func);
-	else if (!ret)
-		ret = put(o, "(0x%" PRIx64 ")", ev->ip);
+	ret = ret ? ret : puts_(o, " [");
+	ret = ret ? ret : ev->cpu < 0 ? put(o, "%03d", ev->cpu) : put_dec(o, (uint64_t)ev->cpu, 3);
+	ret = ret ? ret : puts_(o, "] ");
+	ret = ret ? ret : put_dec(o, ev->time_ns / 1000000000u, 0);
+	ret = ret ? ret : putc_(o, '.');
+	ret = ret ? ret : put_dec(o, (ev->time_ns % 1000000000u) / 1000u, 6);
+	ret = ret ? ret : puts_(o, ": ");
+	ret = ret ? ret : puts_(o, ev->site->label);
+	ret = ret ? ret : puts_(o, ": (");
+	ret = ret ? ret : put_hex(o, ev->ip);
+	if (!ret && ev->site->is_return) {
+		ret = puts_(o, " <- ");
+		ret = ret ? ret : put_hex(o, ev->func);
+	}
+	ret = ret ? ret : putc_(o, ')');
 	ret = ret ? ret : output_event_args(o, ev);
 	ret = ret ? ret : putc_(o, '\n');
 stacks:

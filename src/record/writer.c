@@ -22,6 +22,7 @@
 #include "cache/cache.h"
 
 #define WBUF (4u << 20)
+#define DIRECT (64u << 10)	/* a chunk written from where it is, not buffered */
 
 struct rec_writer {
 	int fd;
@@ -109,10 +110,11 @@ static int chunk(struct rec_writer *w, uint32_t type, const void *head, size_t h
 		if (ret)
 			return ret;
 	}
-	if (sizeof(c) + body + pad > WBUF / 2) {
-		/* a large piece: straight from where it is, after what is
-		 * buffered (chunks must stay in order: a ROUND's promise is
-		 * about the chunks before it) */
+	if (sizeof(c) + body + pad > DIRECT) {
+		/* a large piece (a ring's records): straight from where it
+		 * is, after what is buffered (chunks must stay in order: a
+		 * ROUND's promise is about the chunks before it), not copied
+		 * once more through the buffer */
 		int ret = w->len ? flush(w) : 0;
 
 		if (ret)

@@ -139,10 +139,16 @@ static void one(struct mapwatch *w, struct usc_cache *c, const void *rec, size_t
 		const struct mmap2_rec *m = rec;
 		struct proc_map pm = {0};
 		size_t room = size - sizeof(*m);
+		bool anon;
 
-		/* files ("//anon" is perf's anonymous memory) */
-		if (size < sizeof(*m) || m->filename[0] != '/' || m->filename[1] == '/' ||
-		    !memchr(m->filename, 0, room))
+		/* files, and anonymous executable memory ("//anon": JIT code,
+		 * CPython's perf trampolines; mprotect's making memory
+		 * executable is reported too): the walkers know it at once,
+		 * rather than from /proc after a walk met it in no mapping */
+		if (size < sizeof(*m) || m->filename[0] != '/' || !memchr(m->filename, 0, room))
+			break;
+		anon = !strcmp(m->filename, "//anon");
+		if (m->filename[1] == '/' && !(anon && (m->prot & PROT_EXEC)))
 			break;
 		pm.start = m->addr;
 		pm.end = m->addr + m->len;
@@ -158,7 +164,7 @@ static void one(struct mapwatch *w, struct usc_cache *c, const void *rec, size_t
 			pm.dev = makedev(m->maj, m->min);
 			pm.inode = m->ino;
 		}
-		pm.path = (char *)m->filename;
+		pm.path = anon ? NULL : (char *)m->filename;
 		if (cache_add_map(c, (pid_t)m->pid, &pm) == 0)
 			*changed = (int)m->pid;
 		break;

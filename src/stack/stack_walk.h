@@ -105,6 +105,14 @@
  *   STACK_TAB(env, i)        const struct stack_tab * of tabs[i], or NULL
  *   STACK_ROW(env, i)        const struct stack_row * of rows[i], or NULL
  *   STACK_IDX(env, i)        const uint32_t * of idx[i], or NULL
+ *   STACK_READ_RBP(env, dst, addr)  the same, of a saved rbp (default:
+ *                            STACK_READ): a word whose value matters to the
+ *                            walk only if a later frame's CFA is rbp-based
+ *                            or a frame is stepped by frame pointer
+ *                            (STACK_BP_USED), which a walk remembered by the
+ *                            words it read need not compare otherwise (in a
+ *                            program without frame pointers rbp holds
+ *                            anything: a request's pointer, a counter)
  * and may define how a search loops (the bpf program: bpf_loop, so the
  * verifier checks a step once rather than every path through the steps):
  *   STACK_LOOP(n, fn, ctx)   call long fn(uint32_t i, void *ctx) for i < n
@@ -345,6 +353,9 @@ static inline uint8_t stack_walk_fallback(const struct stack_walk *w)
 #ifndef STACK_CB
 #define STACK_CB STACK_INLINE
 #endif
+#ifndef STACK_READ_RBP
+#define STACK_READ_RBP(env, dst, addr) STACK_READ(env, dst, addr)
+#endif
 
 /* One step of the search for the mapping of a lookup address: the first
  * mapping whose end is above it, in [lo, lo + n). 1: done. */
@@ -564,7 +575,7 @@ row:
 	if ((r->op & STACK_RBP_MASK) == (STACK_RBP_SAVED << STACK_RBP_SHIFT)) {
 		/* unreadable: unknown, as libdw has it (a later frame may not
 		 * need it; one that does ends there, unread) */
-		if (STACK_READ(env, &v, cfa + 8 * (int64_t)r->rbp_off)) {
+		if (STACK_READ_RBP(env, &v, cfa + 8 * (int64_t)r->rbp_off)) {
 			next = STACK_W_BPUNREAD;
 		} else {
 			w->bp = v;
@@ -589,6 +600,7 @@ caller:
 #undef STACK_STEP
 #undef STACK_INLINE
 #undef STACK_READ
+#undef STACK_READ_RBP
 #undef STACK_NMAPS
 #undef STACK_MAP
 #undef STACK_TAB

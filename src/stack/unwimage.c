@@ -11,6 +11,7 @@
 #include "core/log.h"
 #include "core/grow.h"
 #include "objfile/modules.h"
+#include "stack/unwjit.h"
 #include "stack/unwtab.h"
 
 static int grow(void **v, uint32_t n, uint32_t add, size_t size)
@@ -157,7 +158,7 @@ void stack_vmemo_free(struct stack_vmemo *memo)
 }
 
 int stack_image_add_maps(struct stack_image *tabs, struct stack_tabset *s,
-			 struct stack_vmemo *memo, const struct proc_map *m, size_t n,
+			 struct stack_vmemo *memo, pid_t pid, const struct proc_map *m, size_t n,
 			 struct stack_image *maps)
 {
 	int err = 0;
@@ -179,11 +180,22 @@ int stack_image_add_maps(struct stack_image *tabs, struct stack_tabset *s,
 			continue;
 		}
 		/* anonymous executable memory (JIT code; a memfd, a named
-		 * anonymous mapping): walked by frame pointer */
+		 * anonymous mapping): walked by frame pointer, or by the table
+		 * of a shape known there (CPython's perf trampolines: unwjit.h) */
 		if (m[i].perms[2] == 'x' &&
 		    (!m[i].path || !m[i].path[0] || !strncmp(m[i].path, "/memfd:", 7) ||
 		     !strncmp(m[i].path, "[anon:", 6))) {
-			err = stack_image_map(maps, m[i].start, m[i].end, 0, STACK_TAB_ANON);
+			tab = STACK_TAB_ANON;
+			if (stack_jit_tab(pid, &m[i], &u) == 0) {
+				r = stack_image_tab(tabs, u);
+				if (r < 0) {
+					err = r;
+					break;
+				}
+				tab = (uint32_t)r;
+			}
+			err = stack_image_map(maps, m[i].start, m[i].end,
+					      tab == STACK_TAB_ANON ? 0 : m[i].start, tab);
 			if (err == -EINVAL)
 				err = 0;
 			continue;
@@ -227,7 +239,7 @@ int stack_image_proc(struct stack_image *img, struct stack_tabset *s, pid_t pid)
 
 	if (n < 0)
 		return (int)n;
-	err = stack_image_add_maps(img, s, NULL, m, (size_t)n, img);
+	err = stack_image_add_maps(img, s, NULL, pid, m, (size_t)n, img);
 	procmaps_free(m, (size_t)n);
 	return err;
 }

@@ -17,6 +17,7 @@
 #include "stack/stack.h"
 #include "stack/stack_int.h"
 #include "stack/stack_walk.h"	/* STACK_FP_SPAN */
+#include "stack/unwjit.h"
 #include "stack/unwstore.h"
 
 /* ---- a process: its modules in a Dwfl, and the stack being unwound ------ */
@@ -275,8 +276,9 @@ static uint64_t lookup_pc(const struct usc_stack *st, uint32_t i)
 	return usc_stack_exact(st, i) ? st->pc[i] : st->pc[i] - 1;
 }
 
-/* Is addr in anonymous executable memory (JIT code)? */
-static bool in_anon_code(struct walk *w, uint64_t addr)
+/* Is addr in anonymous executable memory (JIT code)? Its mapping, or
+ * NULL. */
+static const struct proc_map *in_anon_code(struct walk *w, uint64_t addr)
 {
 	size_t n = 0;
 	const struct proc_map *m = w->c ? cache_maps(w->c, w->pid, false, &n) : NULL;
@@ -285,8 +287,8 @@ static bool in_anon_code(struct walk *w, uint64_t addr)
 		if (addr >= m[i].start && addr < m[i].end)
 			return m[i].perms[2] == 'x' &&
 			       (!m[i].path || !m[i].path[0] || !strncmp(m[i].path, "/memfd:", 7) ||
-				!strncmp(m[i].path, "[anon:", 6));
-	return false;
+				!strncmp(m[i].path, "[anon:", 6)) ? &m[i] : NULL;
+	return NULL;
 }
 
 /* Frame i - 1 has CFI: frame i is its caller by the CFI, not by a guess.
@@ -298,6 +300,8 @@ static bool in_anon_code(struct walk *w, uint64_t addr)
 static bool caller_ok(struct walk *w, uint32_t i)
 {
 	uint64_t look = lookup_pc(w->out, i - 1);
+	const struct proc_map *jit = NULL;
+	const struct stack_utab *u;
 	bool sig, anon;
 	int r = unw_cfi_at(w->p->dwfl, look, &sig);
 
@@ -306,7 +310,14 @@ static bool caller_ok(struct walk *w, uint32_t i)
 			set_bit(w->out->sigframe, i - 1);
 		return true;
 	}
-	anon = r < 0 && in_anon_code(w, look);
+	anon = r < 0 && (jit = in_anon_code(w, look));
+	if (jit && !cache_frozen(w->c) && stack_jit_tab(w->pid, jit, &u) == 0) {
+		/* JIT code of a known shape (CPython's trampolines), whose
+		 * frame pointer libdw would follow wrongly: the tables, which
+		 * know it, go on from the copy (walk_tables) */
+		end_at(w, USC_STACK_END_NOCFI, w->out->pc[i - 1]);
+		return false;
+	}
 	if ((r == 0 || anon) && (i >= 2 || anon) && w->fp_known && !(w->fp_bp & 7) &&
 	    w->fp_bp >= w->fp_sp && w->fp_bp - w->fp_sp < STACK_FP_SPAN)
 		return true;

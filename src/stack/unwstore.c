@@ -68,7 +68,7 @@ static double mono_ms(void)
 	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-int stack_store_maps(struct stack_store *s, const struct proc_map *m, size_t n,
+int stack_store_maps(struct stack_store *s, pid_t pid, const struct proc_map *m, size_t n,
 		     struct stack_map **out, uint32_t *nout)
 {
 	struct stack_image maps = {0};
@@ -77,7 +77,7 @@ int stack_store_maps(struct stack_store *s, const struct proc_map *m, size_t n,
 
 	*out = NULL;
 	*nout = 0;
-	err = stack_image_add_maps(&s->img, s->set, &s->memo, m, n, &maps);
+	err = stack_image_add_maps(&s->img, s->set, &s->memo, pid, m, n, &maps);
 	s->build_ms += mono_ms() - t0;
 	if (s->img.ntabs != s->ntabs_logged) {
 		log_debug("stack: %u unwind tables (%u rows) after %.1f ms", s->img.ntabs,
@@ -105,5 +105,6 @@ int stack_store_proc(struct stack_store *s, struct usc_cache *c, pid_t pid, bool
 	*nout = 0;
 	if (!m)
 		return -ESRCH;
-	return stack_store_maps(s, m, n, out, nout);
+	/* a recording's processes are gone: their pids may be others' now */
+	return stack_store_maps(s, cache_frozen(c) ? 0 : pid, m, n, out, nout);
 }

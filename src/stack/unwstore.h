@@ -27,9 +27,10 @@ void stack_store_free(struct stack_store *s);
 /* Its tables as the walker indexes them (the image's maps are unused). */
 const struct stack_image *stack_store_image(const struct stack_store *s);
 
-/* The walker's mappings of m (n of them), sorted, the tables of their
- * modules added to the store: *out (malloc'd), *nout. 0 or -ENOMEM. */
-int stack_store_maps(struct stack_store *s, const struct proc_map *m, size_t n,
+/* The walker's mappings of m (n of them, process pid's: 0 for none to
+ * read), sorted, the tables of their modules added to the store: *out
+ * (malloc'd), *nout. 0 or -ENOMEM. */
+int stack_store_maps(struct stack_store *s, pid_t pid, const struct proc_map *m, size_t n,
 		     struct stack_map **out, uint32_t *nout);
 /* The same of process pid's maps as the cache holds them (refresh: read
  * again). -ESRCH: none known. */

@@ -111,12 +111,14 @@ struct stack_vmemo {
 void stack_vmemo_free(struct stack_vmemo *memo);
 
 /* The mappings m (n of them: /proc/PID/maps, or as the cache holds them)
- * into maps->maps, their modules' tables into tabs (the same image, or
- * one that holds the tables of many processes); memo: NULL, or where the
+ * of process pid (0: none to read: a recording's) into maps->maps, their
+ * modules' tables into tabs (the same image, or one that holds the tables
+ * of many processes), and the tables of JIT code of a known shape in its
+ * anonymous executable memory (unwjit.h); memo: NULL, or where the
  * mappings' link-time addresses are remembered. 0 or -ENOMEM. */
 struct proc_map;
 int stack_image_add_maps(struct stack_image *tabs, struct stack_tabset *s,
-			 struct stack_vmemo *memo, const struct proc_map *m, size_t n,
+			 struct stack_vmemo *memo, pid_t pid, const struct proc_map *m, size_t n,
 			 struct stack_image *maps);
 /* A module's table in the image (once): its index in tabs[], or -ENOMEM. */
 int stack_image_tab(struct stack_image *img, const struct stack_utab *u);

@@ -171,6 +171,36 @@ def test_node_frames_named_and_one_stack(engine, stack_mode):
         cp.stderr
 
 
+def test_node_first_calls_interpreted():
+    """node's own tiers (no --always-sparkplug): a function's first calls run
+    in V8's interpreter, whose frames are one builtin for every function
+    (Builtins_InterpreterEntryTrampoline), then in its compiled code, named
+    in the perf map. Every one of the 4,000 writes is counted with its whole
+    stack (to _start), and each names emitLine, or the interpreter's builtin
+    where emitLine ran interpreted: a row never just lacks the JS frames."""
+    calls = 4000
+    with tempfile.TemporaryDirectory() as d:
+        cp, _ = attached_run([NODE, "--perf-basic-prof", f"--logfile={d}/v8.log",
+                              "--no-logfile-per-isolate", SCRIPT, calls],
+                             ["count", "--json", "-e", "inject", "libc:write $ustack"],
+                             f"done {calls} {calls * LINE}")
+    assert cp.returncode == 0, cp.stderr
+    rows = [json.loads(l) for l in cp.stdout.splitlines() if l.startswith("{")]
+
+    def names(r):
+        return [f.get("sym") or "" for f in r["key"]["ustack"] if "addr" in f]
+    mine = [r for r in rows if any("node::fs::WriteString" in n for n in names(r))]
+    named = sum(r["count"] for r in mine if any("emitLine" in n for n in names(r)))
+    interp = sum(r["count"] for r in mine if not any("emitLine" in n for n in names(r)))
+    assert calls - lost_hits(cp.stderr) <= named + interp <= calls, (named, interp, cp.stderr)
+    assert named > calls // 2, (named, interp)
+    for r in mine:
+        n = names(r)
+        assert n[-1] == "_start" and "end" not in r["key"]["ustack"][-1], n
+        assert any("emitLine" in x for x in n) or \
+            any(x.startswith("Builtins_InterpreterEntryTrampoline") for x in n), n
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_node_folded_marks_jit(engine):
     """count --folded: a JIT frame ends in perf's _[j] mark, its name's
@@ -206,21 +236,30 @@ def test_node_text_marks_jit():
         assert re.fullmatch(r"JS:\S*emitLine \S*emitline\.js:\d+:\d+\+0x[0-9a-f]+ \[jit\]", l), l
 
 
-PY312 = Path.home() / ".pyenv/versions/3.12.1/bin/python3.12"
+PYS = {v: Path.home() / f".pyenv/versions/{v}/bin/python{v.rsplit('.', 1)[0]}"
+       for v in ("3.12.1", "3.13.0")}
 
 
-@pytest.mark.skipif(not PY312.exists(), reason="no CPython 3.12 (~/.pyenv/versions/3.12.1)")
+@pytest.mark.parametrize("version", sorted(PYS))
 @pytest.mark.parametrize("engine", ENGINES)
-def test_python_perf_trampolines(engine):
-    """python3.12 -X perf: each Python call goes through a trampoline in
-    anonymous memory, named py::QUALNAME:FILE in the perf map: the stack
-    names it (jit), and $pystack's splice still puts the Python frame in
-    place of the evaluator's call it makes. CPython 3.12's x86-64
-    trampoline keeps no frame pointer (sub $8, %rsp; call *%rcx): the walk
-    cannot go on past it and says so (no CFI), never a guessed frame. On
+def test_python_perf_trampolines(engine, version):
+    """python3.12 and 3.13 -X perf: each Python call goes through a
+    trampoline in anonymous memory, named py::QUALNAME:FILE in the perf map:
+    the stack names it (jit), and $pystack's splice still puts the Python
+    frame in place of the evaluator's call it makes. Their x86-64
+    trampoline keeps no frame pointer (sub $8, %rsp; call *%rcx): a step by
+    frame pointer through it would read a frame that is not there. Known by
+    its shape (stack/unwjit.c), it is stepped as its code says, and the walk
+    goes on with its caller's CFI (py_trampoline_evaluator) through each
+    Python call's trampoline to main's and _start: every walker, where the
+    probe runs and from a copy alike (a hit that met the trampolines'
+    arena before uscope had read its mapping falls back to a copy). On
     inject each call's stack is one stack."""
+    py = PYS[version]
+    if not py.exists():
+        pytest.skip(f"no CPython {version} (~/.pyenv/versions/{version})")
     script = u.TARGETS / "jit" / "emitline.py"
-    cp, _ = attached_run([PY312, "-X", "perf", script, CALLS],
+    cp, _ = attached_run([py, "-X", "perf", script, CALLS],
                          ["count", "--json", "-e", engine, "libc:__write $ustack"],
                          f"done {CALLS} {CALLS * LINE}")
     assert cp.returncode == 0, cp.stderr
@@ -247,13 +286,19 @@ def test_python_perf_trampolines(engine):
         n = names(r)
         t = next(k for k, x in enumerate(n) if x.startswith("py::emit_line:"))
         assert "os_write" in n[:t], n
-        # the trampoline that entered the evaluator: named, marked, last
+        # the trampoline that entered the evaluator: named, marked; its
+        # caller by the trampoline's own rule, then by the CFI
         assert n[t].endswith("emitline.py") and st[t]["jit"] and st[t]["module"] is None, st[t]
-        assert n[t + 1:] == [], n
-        # (bpf: the trampoline's mapping made since it read the maps)
-        end = r["key"]["ustack"][-1]["end"]
-        assert end.startswith("no CFI for ") or \
-            (engine == "bpf" and end.endswith("is in no file mapping")), end
+        assert n[t + 1] == "py_trampoline_evaluator", n
+        # each Python call's trampoline in turn (drive_loop's, the
+        # module's), then CPython's C to main (python's main jumps to
+        # Py_BytesMain: no frame of its own) and _start, the outermost
+        rest = [x[:x.index(":", 4)] for x in n[t + 1:] if x.startswith("py::")]
+        assert rest == ["py::drive_loop", "py::<module>"], n
+        assert "Py_BytesMain" in n and n[-1] == "_start", n
+        assert "end" not in r["key"]["ustack"][-1], r["key"]["ustack"][-1]
+        assert all(f.get("jit", False) == (f["module"] is None) for f in st if
+                   not f.get("python")), st
         # the evaluator's frame below it, replaced by the Python frame it
         # ran (bpf reads the Python frames where the probe runs: a read
         # that faults leaves the evaluator's frame, as without -X perf)

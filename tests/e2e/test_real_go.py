@@ -88,20 +88,37 @@ def test_string_argument_of_a_stripped_binary(stripped, engine):
 def test_goid_pairs_each_return_with_its_entry(server, engine):
     """$goid at the entry and the return: each goroutine's calls alternate
     entry, return, with the id it was called with (the pairing Go needs);
-    $tid shows returns on another thread than their entry."""
+    $tid shows returns on another thread than their entry.
+
+    What it can promise on a machine others share: every event in its
+    goroutine's order, and none missing but those uscope counts as lost (a
+    hit the bpf program could not record: its thread's task storage
+    refused, the ring buffer full; the last round's one failure of this
+    test was not reproduced in 50 runs since, and it asserted no loss at
+    all). Each break in a goroutine's entry/return alternation and each id
+    without its entry needs one loss uscope reported."""
     s = attach("trace", server.pid, "--json", "main.process id=$arg1:s64 g=$goid t=$tid",
                "r:main.process g=$goid t=$tid", engine=engine)
     run_load(server)
     s.stop().ok()
-    r = rp.events_of(s, json_out=True)
+    r = u.TraceResult(s.bg.argv, s.rc, s.stdout, s.stderr, s.stdout,
+                      json=True).check(rc=0, lost0=False)
+    lost = r.summary.lost
+    assert lost <= len(IDS) // 20, s.describe()     # a few, not a broken probe
     per_g = collections.defaultdict(list)
     for e in r.events:
+        assert e.args["g"] is not None, e	# $goid read at every hit
         per_g[e.args["g"]].append((e.type, e.args.get("id"), e.args["t"]))
-    ids = []
+    ids, breaks = [], 0
     for g, seq in per_g.items():
-        assert [k for k, _, _ in seq] == ["p", "r"] * (len(seq) // 2), (g, seq)
+        kinds = [k for k, _, _ in seq]
+        # a break: an entry without its return, a return without its entry
+        breaks += sum(1 for a, b in zip(["r"] + kinds, kinds + ["p"]) if a == b)
         ids += [i for k, i, _ in seq if k == "p"]
-    assert sorted(ids) == IDS
+    assert breaks <= lost, (lost, {g: seq for g, seq in per_g.items()
+                                   if [k for k, _, _ in seq] != ["p", "r"] * (len(seq) // 2)})
+    assert len(ids) == len(set(ids)) and set(ids) <= set(IDS), sorted(ids)
+    assert len(IDS) - len(ids) <= lost, (sorted(set(IDS) - set(ids)), lost)
 
 
 # --------------------------------------------------------------------------

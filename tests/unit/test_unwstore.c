@@ -1,8 +1,9 @@
 /* The engines' side of walked stacks: the session's store of unwind tables
  * and a process's mappings against it (src/stack/unwstore.c), walks as an
  * engine stores them (struct fetch_walk_hdr: stack_walked,
- * fetch_walk_valid), why a walk falls back, and the cache's count of maps
- * changes (cache_maps_gen). */
+ * fetch_walk_valid), why a walk falls back, the cache's count of maps
+ * changes (cache_maps_gen), and JIT code of a known shape (CPython's perf
+ * trampolines: stack/unwjit.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,8 +18,10 @@
 #include "cache/cache.h"
 #include "objfile/modules.h"
 #include "stack/stack.h"
+#include "stack/unwjit.h"
 #include "stack/unwstore.h"
 #include "stack/unwtab.h"
+#include <sys/mman.h>
 
 #define NOIPA __attribute__((noipa))
 
@@ -264,6 +267,105 @@ static void test_store_proc(void **state)
 	cache_free(c);	/* the store with it */
 }
 
+/* CPython's perf trampolines, as 3.12 and 3.13 (sub $8), and later
+ * (push %rbp) copy them into their arenas */
+static const uint8_t TRAMP_SUB[] = {0x48, 0x83, 0xec, 0x08, 0xff, 0xd1,
+				    0x48, 0x83, 0xc4, 0x08, 0xc3};
+static const uint8_t TRAMP_FP[] = {0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5,
+				   0xff, 0xd1, 0x5d, 0xc3};
+
+static void fill(uint8_t *b, size_t n, const uint8_t *t, size_t len, size_t stride)
+{
+	memset(b, 0, n);
+	for (size_t at = 0; at + len <= n; at += stride)
+		memcpy(b + at, t, len);
+}
+
+static void test_jit_shapes(void **state)
+{
+	uint8_t b[64];
+	const char *name = NULL;
+
+	(void)state;
+	fill(b, sizeof(b), TRAMP_SUB, sizeof(TRAMP_SUB), sizeof(TRAMP_SUB));	/* 3.12 */
+	assert_int_equal(stack_jit_shape(b, sizeof(b), &name), 0);
+	assert_non_null(strstr(name, "CPython"));
+	fill(b, sizeof(b), TRAMP_SUB, sizeof(TRAMP_SUB), 16);			/* 3.13 */
+	assert_int_equal(stack_jit_shape(b, sizeof(b), NULL), 0);
+	fill(b, sizeof(b), TRAMP_FP, sizeof(TRAMP_FP), 16);			/* endbr64 */
+	assert_int_equal(stack_jit_shape(b, sizeof(b), NULL), 1);
+	assert_int_equal(stack_jit_shape(b, sizeof(TRAMP_FP), NULL), 1);	/* one copy */
+	/* not copies: one, then something else */
+	fill(b, sizeof(b), TRAMP_SUB, sizeof(TRAMP_SUB), sizeof(b));
+	memset(b + sizeof(TRAMP_SUB), 0x90, 32);
+	assert_int_equal(stack_jit_shape(b, sizeof(b), NULL), -ENODATA);
+	/* other code: V8's, a frame that keeps its pointer */
+	memcpy(b, "\x55\x48\x89\xe5\x41\x57\x41\x56", 8);
+	assert_int_equal(stack_jit_shape(b, sizeof(b), NULL), -ENODATA);
+	assert_int_equal(stack_jit_shape(b, 3, NULL), -ENODATA);		/* short */
+}
+
+typedef void (*tramp_fn)(uint64_t top, uint64_t b, uint64_t c, void (*fn)(uint64_t));
+
+/* Through a trampoline of CPython 3.12's shape in anonymous executable
+ * memory (a copy in the middle of its arena, which a frame pointer does not
+ * describe: rbp is this function's, so a step by it would skip this frame),
+ * the walk goes on to this function, then as without it. */
+static void test_jit_trampoline(void **state)
+{
+	size_t size = 65536;
+	uint8_t *mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			    -1, 0);
+	struct usc_cache *c = cache_new();
+	struct stack_store *st;
+	struct stack_map *maps = NULL;
+	uint64_t pcs[64], tramp;
+	struct stack_walk w;
+	uint32_t n = 0, k;
+
+	(void)state;
+	setenv("USCOPE_NO_UNWIND_CACHE", "1", 1);
+	assert_true(mem != MAP_FAILED);
+	assert_non_null(c);
+	fill(mem, size, TRAMP_SUB, sizeof(TRAMP_SUB), sizeof(TRAMP_SUB));
+	assert_int_equal(mprotect(mem, size, PROT_READ | PROT_EXEC), 0);
+	tramp = (uint64_t)mem + 100 * sizeof(TRAMP_SUB);
+	((tramp_fn)tramp)(stack_top(), 0, 0, here);
+	__asm__ volatile("" ::: "memory");
+
+	st = stack_store_of(c);
+	assert_non_null(st);
+	assert_int_equal(stack_store_proc(st, c, getpid(), true, &maps, &n), 0);
+	walk_with(stack_store_image(st), maps, n, pcs, &w);
+	/* here, then the trampoline's call, returning to its +6 */
+	for (k = 0; k < w.n && pcs[k] != tramp + 6; k++)
+		;
+	assert_true(k == 1);
+	/* its caller: this function, not the one rbp would name */
+	assert_true(pcs[k + 1] > (uint64_t)test_jit_trampoline &&
+		    pcs[k + 1] - (uint64_t)test_jit_trampoline < 4096);
+	assert_true(w.n > k + 2);
+	assert_true(w.end == STACK_WALK_OUTERMOST || w.end == STACK_WALK_LIMIT);
+	/* without a process to read (a recording's), the arena is JIT code
+	 * of no known shape */
+	free(maps);
+	maps = NULL;
+	{
+		size_t nm = 0;
+		const struct proc_map *m = cache_maps(c, getpid(), false, &nm);
+		uint32_t tab = 0;
+
+		assert_int_equal(stack_store_maps(st, 0, m, nm, &maps, &n), 0);
+		for (uint32_t i = 0; i < n; i++)
+			if (maps[i].start <= tramp && tramp < maps[i].end)
+				tab = maps[i].tab;
+		assert_int_equal(tab, STACK_TAB_ANON);
+	}
+	free(maps);
+	munmap(mem, size);
+	cache_free(c);
+}
+
 static void test_maps_gen(void **state)
 {
 	struct usc_cache *c = cache_new();
@@ -295,6 +397,8 @@ int main(void)
 		cmocka_unit_test(test_fallbacks),
 		cmocka_unit_test(test_store_proc),
 		cmocka_unit_test(test_maps_gen),
+		cmocka_unit_test(test_jit_shapes),
+		cmocka_unit_test(test_jit_trampoline),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -167,20 +167,24 @@ struct lat_frame {
 #define STK_MEMO_N 4		/* a power of two */
 #define STK_MEMO_READS 32
 #define STK_MEMO_PCS 32
-#define STK_MEMO_SPAN 16384	/* the words it read lie within this many bytes */
+#define STK_MEMO_RANGES 4	/* the words it read lie in at most so many ranges */
+#define STK_MEMO_RANGE 512	/* ... of at most so many bytes each */
 
 struct stk_memo {
 	__u64 ip, sp, bp;
 	__u32 gen, frames;
 	__u32 nreads, bp_used;
-	__u32 valid, span;	/* the words read lie in [lo, lo + span) */
-	__u64 lo;
+	__u64 rbp_reads;	/* the reads (bits) that were saved rbps: compared
+				 * only where the walk used bp (STACK_READ_RBP) */
+	__u32 valid, nranges;
+	__u64 rlo[STK_MEMO_RANGES];	/* the ranges: [rlo, rlo + rlen), read */
+	__u32 rlen[STK_MEMO_RANGES];	/* again one after the other */
 	__u64 hash;		/* counted: its hash in stk_stacks; 0: not yet */
 	struct fetch_walk_hdr h;
 	__u64 pcs[STK_MEMO_PCS];
 	__u64 addr[STK_MEMO_READS];	/* as the walk read them */
 	__u64 val[STK_MEMO_READS];
-	__u32 off[STK_MEMO_READS];	/* ... from lo */
+	__u32 off[STK_MEMO_READS];	/* ... in the ranges read one after the other */
 };
 
 /* The arguments being evaluated. Kept in task storage, not on the stack,

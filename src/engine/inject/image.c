@@ -557,7 +557,10 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 			 * path's: inj_py_sites changed its kind after fill_sites) */
 			if (is->agg_fast || (is->rec_fast && is->kind == INJ_PLAIN)) {
 				ts.fast = m->agent_remote +
-					  (is->rec_fast ? hdr->fast_rec_off : hdr->fast_off);
+					  (is->rec_fast ? hdr->fast_rec_off :
+					   is->agg == INJ_AGG_ENTRY ? hdr->fast_lat_in_off :
+					   is->agg == INJ_AGG_RETURN ? hdr->fast_lat_out_off :
+					   hdr->fast_off);
 				ts.fast_a = is->nargs > 0 ? is->reg_only[0] : 0xff;
 				ts.fast_b = is->nargs > 1 ? is->reg_only[1] : 0xff;
 				if (is->rec_fast && is->ret_site) {

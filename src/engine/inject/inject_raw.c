@@ -20,12 +20,9 @@ static int peek(const void *p, uint32_t n, size_t avail, uint32_t *site, uint64_
 	if (n & INJ_REC_SHORT) {
 		const struct inj_rec_short *q = p;
 
-		if ((n & ~(INJ_REC_SHORT | 0xfffffu)))
-			return -EINVAL;	/* stray bits */
-		n = inj_rec_len(n);
-		if (n < sizeof(*q) || n > sizeof(*q) + INJ_REC_SHORT_WORDS * sizeof(uint64_t) ||
-		    n > avail || (n & 7))
-			return -EINVAL;
+		n = inj_short_len(n, avail);
+		if (!n)
+			return -EINVAL;	/* stray bits, a size the agent never writes */
 		*len = n;
 		*site = q->site;
 		*tsc = q->tsc;

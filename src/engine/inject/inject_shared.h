@@ -116,6 +116,8 @@ struct agent_hdr {
 					 * for the code CPython calls (py: probes'
 					 * profile function), which has no site */
 	uint64_t fast_rec_off;		/* agent_fast_rec */
+	uint64_t fast_lat_in_off;	/* agent_fast_lat_in: a latency's entry */
+	uint64_t fast_lat_out_off;	/* agent_fast_lat_out: its return */
 };
 
 /* The self page (inj_ctl.self): per process, wiped in a forked child. */
@@ -438,7 +440,10 @@ struct inj_site {
 					 * first word (AGG_K_INT) */
 		volatile uint32_t row1;	/* a site of no key: its row + 1, once the
 					 * agent has found it (0: not yet) */
-		uint32_t pad;
+		volatile uint32_t full;	/* agent_fast_rec dropped a hit here on a full
+					 * ring since the tracer's last drain (which
+					 * clears it): its hits check the room before
+					 * they read the clock */
 	} fast;
 	/* objtrace: the set in the process (the trampoline tests objs.filter) */
 	struct {
@@ -499,6 +504,21 @@ struct inj_rec_short {
 static inline uint32_t inj_rec_len(uint32_t w)
 {
 	return w & INJ_REC_SHORT ? w & 0xffu : w & ~INJ_REC_PAD;
+}
+
+/* The bytes of the short record whose first word is w, as the agent writes
+ * one (no stray bits, its size, within avail bytes), or 0: not one. The
+ * tracer's reader (inject_raw.c), and its count of a recording's records. */
+static inline uint32_t inj_short_len(uint32_t w, uint64_t avail)
+{
+	uint32_t n = w & 0xffu;
+
+	if (!(w & INJ_REC_SHORT) || (w & ~(INJ_REC_SHORT | 0xfffffu)) ||
+	    n < sizeof(struct inj_rec_short) ||
+	    n > sizeof(struct inj_rec_short) + INJ_REC_SHORT_WORDS * sizeof(uint64_t) ||
+	    n > avail || (n & 7))
+		return 0;
+	return n;
 }
 
 /* ---- $ustack walked where the probe runs (agent/ustack.c) ------------------

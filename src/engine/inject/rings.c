@@ -356,6 +356,15 @@ int inj_poll_images(struct inj *j, usc_event_fn fn, void *ctx)
 				wake(&slots[s]);
 			}
 		__atomic_add_fetch(&img->shm.ctl->progress, 1, __ATOMIC_RELEASE);
+		/* room made: the sites that dropped on a full ring read the
+		 * clock first again (agent_fast_rec) */
+		for (size_t k = 0; k < j->base.nsites; k++) {
+			struct inj_site *is = (struct inj_site *)((char *)img->shm.map +
+								  img->shm.ctl->sites_off) + k;
+
+			if (is->fast.full)
+				is->fast.full = 0;
+		}
 		if (j->live && inj_mono_ns() >= img->next_reclaim) {
 			reclaim(j, img);
 			img->next_reclaim = inj_mono_ns() + 200000000ULL;
@@ -388,22 +397,38 @@ void inj_wake_all(struct inj *j)
 }
 
 /* The records of [tail, head) as each site's events (their headers read
- * only: the summary's counts). */
-static void count_records(struct inj *j, const char *ring, uint64_t tail, uint64_t head)
+ * only: the summary's counts), up to the first record end at or past
+ * tail + max bytes: that end, or head. A record that is not what the agent
+ * writes ends the count there, and the rest is head's (written as it is,
+ * for the reader to judge). */
+static uint64_t count_records(struct inj *j, const char *ring, uint64_t tail, uint64_t head,
+			      uint64_t max)
 {
-	while (tail != head) {
-		uint64_t at = tail & (INJ_RING_SIZE - 1);
-		uint32_t site, len;
-		uint64_t tsc;
-		int kind = inject_raw_peek(ring + at, head - tail < INJ_RING_SIZE - at ?
-					   head - tail : INJ_RING_SIZE - at, &site, &tsc, &len);
+	uint64_t from = tail;
 
+	while (tail != head && tail - from < max) {
+		uint64_t at = tail & (INJ_RING_SIZE - 1);
+		uint64_t room = head - tail < INJ_RING_SIZE - at ? head - tail : INJ_RING_SIZE - at;
+		uint32_t site, len = 0;
+		uint64_t tsc;
+		int kind = 0;
+
+		/* most are short: their first word says all (read once: the
+		 * ring is the process's memory), and the call a record is the
+		 * third of what a recording costs the tracer */
+		if (room >= sizeof(struct inj_rec_short))
+			len = inj_short_len(*(const volatile uint32_t *)(ring + at), room);
+		if (len)
+			site = ((const struct inj_rec_short *)(ring + at))->site;
+		else
+			kind = inject_raw_peek(ring + at, room, &site, &tsc, &len);
 		if (kind < 0)
-			return;
+			return head;
 		if (kind == 0 && site < j->base.nsites)
 			j->stats[site].events++;
 		tail += len;
 	}
+	return tail;
 }
 
 /* An image the recording has not described: its process, and each site's
@@ -446,8 +471,44 @@ static int write_ring(struct inj *j, size_t idx, uint32_t k, const char *ring, u
 	if (!out->knows_thread(out, h.tid) &&
 	    (ret = out->thread(out, h.pid, h.tid, inj_comm(j, img, h.pid, h.tid))))
 		return ret;
-	count_records(j, ring, from, head);
+	count_records(j, ring, from, head, UINT64_MAX);
 	return out->inject(out, &h, ring + at, first, ring, n - first);
+}
+
+/* Slot k's records of image idx, [tail, head) of its live ring, written to
+ * out in pieces of about RECORD_PIECE bytes, each ending at a record's end,
+ * and the slot's tail moved past each piece once it is written: a thread
+ * that waits for room goes on while the rest is written (the whole ring at
+ * once kept it waiting for all of it, while the tracer was writing what it
+ * could already have had). */
+#define RECORD_PIECE (256u << 10)
+static int stream_ring(struct inj *j, size_t idx, uint32_t k, const char *ring, uint64_t tail,
+		       uint64_t head, const struct usc_raw_out *out)
+{
+	struct inj_image *img = j->images[idx];
+	struct inj_slot *sl = &slots_of(&img->shm)[k];
+	struct usc_raw_inject h = {(uint32_t)idx, k, sl->tgid ? (int32_t)sl->tgid : img->pid,
+				   (int32_t)(sl->tid ? sl->tid : (uint32_t)sl->key), 0};
+	int ret;
+
+	inj_host_ids(j, img, &h.pid, &h.tid);
+	if (!out->knows_thread(out, h.tid) &&
+	    (ret = out->thread(out, h.pid, h.tid, inj_comm(j, img, h.pid, h.tid))))
+		return ret;
+	while (tail != head) {
+		uint64_t to = count_records(j, ring, tail, head, RECORD_PIECE);
+		uint64_t n = to - tail, at = tail & (INJ_RING_SIZE - 1);
+		uint64_t first = n < INJ_RING_SIZE - at ? n : INJ_RING_SIZE - at;
+
+		h.nbytes = (uint32_t)n;
+		ret = out->inject(out, &h, ring + at, first, ring, n - first);
+		if (ret)
+			return ret;
+		tail = to;
+		__atomic_store_n(&sl->tail, tail, __ATOMIC_RELEASE);
+		wake(sl);
+	}
+	return 0;
 }
 
 /* The flight recorder (--snapshot): the newest records of slot k's
@@ -569,11 +630,9 @@ static int record_images(struct inj *j, const struct usc_raw_out *out)
 			n = head - tail;
 			if (!n || n > INJ_RING_SIZE)
 				continue;
-			ret = write_ring(j, i, k, ring, tail, head, out);
+			ret = stream_ring(j, i, k, ring, tail, head, out);
 			if (ret)
 				return ret;
-			__atomic_store_n(&sl->tail, head, __ATOMIC_RELEASE);
-			wake(sl);
 			written++;
 		}
 		__atomic_add_fetch(&m->ctl->progress, 1, __ATOMIC_RELEASE);

@@ -210,7 +210,7 @@ static __always_inline void stk_rc_put(struct wenv *e, __u64 pc, const struct st
 /* 8 bytes of the stack: from the window of it last read, else a new window
  * read there, else the 8 bytes alone (the window would cross the stack's
  * end). */
-static __always_inline void stk_log(struct task_state *ts, __u64 addr, __u64 v)
+static __always_inline void stk_log(struct task_state *ts, __u64 addr, __u64 v, __u64 rbp)
 {
 	struct stk_memo *m;
 	__u32 n;
@@ -225,22 +225,24 @@ static __always_inline void stk_log(struct task_state *ts, __u64 addr, __u64 v)
 	}
 	m->addr[n & (STK_MEMO_READS - 1)] = addr;
 	m->val[n & (STK_MEMO_READS - 1)] = v;
+	m->rbp_reads |= rbp << (n & 63);
 	m->nreads = n + 1;
 }
 
-static __always_inline int stk_read(struct task_state *ts, __u64 *dst, __u64 addr)
+/* rbp: the word is a saved rbp (STACK_READ_RBP) */
+static __always_inline int stk_read(struct task_state *ts, __u64 *dst, __u64 addr, __u64 rbp)
 {
 	__u64 off = addr - ts->wbase;
 
 	if (ts->wbase && addr >= ts->wbase && off <= STK_WIN - 8 && !(off & 7)) {
 		*dst = *(__u64 *)&ts->win[off & (STK_WIN - 8)];
-		stk_log(ts, addr, *dst);
+		stk_log(ts, addr, *dst, rbp);
 		return 0;
 	}
 	if (!(addr & 7) && !bpf_probe_read_user(ts->win, STK_WIN, (const void *)addr)) {
 		ts->wbase = addr;
 		*dst = *(__u64 *)&ts->win[0];
-		stk_log(ts, addr, *dst);
+		stk_log(ts, addr, *dst, rbp);
 		return 0;
 	}
 	ts->mlog = 0;	/* a word alone: the walk is not remembered */
@@ -249,7 +251,8 @@ static __always_inline int stk_read(struct task_state *ts, __u64 *dst, __u64 add
 
 #define STACK_STEP usc_stk_step
 #define STACK_INLINE static __always_inline
-#define STACK_READ(env, dst, addr) stk_read(WENV(env)->ts, dst, addr)
+#define STACK_READ(env, dst, addr) stk_read(WENV(env)->ts, dst, addr, 0)
+#define STACK_READ_RBP(env, dst, addr) stk_read(WENV(env)->ts, dst, addr, 1)
 #define STACK_NMAPS(env) WENV(env)->n
 #define STACK_MAP(env, i) \
 	((i) < WENV(env)->n ? (const struct stack_map *)stk_elem(&stk_maps, WENV(env)->first + (i)) : \
@@ -273,60 +276,99 @@ static long stk_step_cb(__u32 i, void *ctx)
 
 /* Does the walk m remembered hold for this hit: made from the same
  * registers, with the same mappings, and the words it read read the same?
- * They are read again in one read of the span they lie in (a read's cost is
- * mostly its own, not its bytes'), into the copy's room. */
+ * They are read again a range at a time (the words of a few frames lie
+ * close together; a frame's buffer may lie between them, as main's 4 KiB in
+ * stacks.c: one read of the whole span cost ~450 ns there), into the
+ * copy's room, one range after the other. */
 static __always_inline int stk_memo_holds(struct task_state *ts, struct stk_memo *m, __u32 gen,
 					  __u32 frames)
 {
 	__u8 *span = (__u8 *)ts->buf + BPFENG_STK_OFF + sizeof(struct fetch_stack_hdr);
-	__u32 n = m->nreads, len = m->span;
+	__u32 n = m->nreads, at = 0;
+	/* saved rbps matter only to a walk that used rbp */
+	__u64 skip = m->bp_used ? 0 : m->rbp_reads;
 
 	if (!m->valid || m->gen != gen || m->ip != ts->regs[USC_REG_IP] ||
 	    m->sp != ts->regs[USC_REG_SP] || (m->bp_used && m->bp != ts->regs[USC_REG_BP]) ||
-	    m->frames != frames || !len || len > STK_MEMO_SPAN || n > STK_MEMO_READS)
+	    m->frames != frames || !m->nranges || m->nranges > STK_MEMO_RANGES ||
+	    n > STK_MEMO_READS)
 		return 0;
-	if (bpf_probe_read_user(span, len & (2 * STK_MEMO_SPAN - 1), (const void *)m->lo))
-		return 0;
+	for (__u32 k = 0; k < STK_MEMO_RANGES; k++) {
+		__u32 len;
+
+		if (k >= m->nranges)
+			break;
+		len = m->rlen[k];
+		if (!len || len > STK_MEMO_RANGE ||
+		    bpf_probe_read_user(span + (at & ((STK_MEMO_RANGES - 1) * STK_MEMO_RANGE)),
+					len & (2 * STK_MEMO_RANGE - 1), (const void *)m->rlo[k]))
+			return 0;
+		at += STK_MEMO_RANGE;
+	}
 	for (__u32 i = 0; i < STK_MEMO_READS; i++) {
 		__u64 off;
 
 		if (i >= n)
 			break;
 		off = m->off[i];
-		if (*(__u64 *)(span + (off & (STK_MEMO_SPAN - 8))) != m->val[i])
+		if (*(__u64 *)(span + (off & (STK_MEMO_RANGES * STK_MEMO_RANGE - 8))) != m->val[i] &&
+		    !((skip >> (i & 63)) & 1))
 			return 0;
 	}
 	return 1;
 }
 
 /* The walk just made, remembered in m (when it can be: every word it read
- * read from a window, close enough together, few enough frames). */
+ * read from a window, in few enough ranges, few enough frames). A walk
+ * reads up the stack: a word joins the range of the one before when that
+ * stays within STK_MEMO_RANGE bytes, else starts the next range. Range k
+ * is read to STK_MEMO_RANGE * k in the copy's room. */
 static __always_inline void stk_memo_keep(struct task_state *ts, struct stk_memo *m,
 					  const struct fetch_walk_hdr *h, const __u64 *pcs,
 					  __u32 gen, __u32 frames)
 {
-	__u64 lo = ~0ULL, hi = 0;
-	__u32 n = m->nreads;
+	__u32 n = m->nreads, nr = 0;
+	__u64 lo = 0, hi = 0;
 
 	if (!ts->mlog || h->n > STK_MEMO_PCS || !n || n > STK_MEMO_READS)
 		return;
 	for (__u32 i = 0; i < STK_MEMO_READS; i++) {
+		__u64 a;
+
 		if (i >= n)
 			break;
-		if (m->addr[i] < lo)
-			lo = m->addr[i];
-		if (m->addr[i] + 8 > hi)
-			hi = m->addr[i] + 8;
+		a = m->addr[i];
+		if (a & 7)
+			return;
+		if (nr && a >= lo && a + 8 <= lo + STK_MEMO_RANGE) {
+			if (a + 8 > hi)
+				hi = a + 8;
+		} else if (nr && a < lo && hi - a <= STK_MEMO_RANGE) {
+			lo = a;
+		} else {
+			if (nr >= STK_MEMO_RANGES)
+				return;	/* too scattered: not remembered */
+			if (nr) {
+				m->rlo[(nr - 1) & (STK_MEMO_RANGES - 1)] = lo;
+				m->rlen[(nr - 1) & (STK_MEMO_RANGES - 1)] = (__u32)(hi - lo);
+			}
+			lo = a;
+			hi = a + 8;
+			nr++;
+		}
+		m->off[i] = nr - 1;	/* its range, for now */
 	}
-	if (hi - lo > STK_MEMO_SPAN || (lo & 7))
-		return;
+	m->rlo[(nr - 1) & (STK_MEMO_RANGES - 1)] = lo;
+	m->rlen[(nr - 1) & (STK_MEMO_RANGES - 1)] = (__u32)(hi - lo);
+	m->nranges = nr;
 	for (__u32 i = 0; i < STK_MEMO_READS; i++) {
+		__u32 k;
+
 		if (i >= n)
 			break;
-		m->off[i] = (__u32)(m->addr[i] - lo);
+		k = m->off[i] & (STK_MEMO_RANGES - 1);
+		m->off[i] = k * STK_MEMO_RANGE + (__u32)(m->addr[i] - m->rlo[k]);
 	}
-	m->lo = lo;
-	m->span = (__u32)(hi - lo);
 	m->ip = ts->regs[USC_REG_IP];
 	m->sp = ts->regs[USC_REG_SP];
 	m->bp = ts->regs[USC_REG_BP];
@@ -390,6 +432,7 @@ __noinline int stk_walk(struct task_state *ts, __u32 frames, __u32 at)
 	}
 	m->valid = 0;
 	m->nreads = 0;
+	m->rbp_reads = 0;
 	ts->mlog = mi + 1;
 	ts->mbp = 0;
 	e.ts = ts;

@@ -23,6 +23,10 @@
 void agent_hit(struct inj_regs *regs, struct inj_site *site) HIDDEN;
 uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
 	__attribute__((no_caller_saved_registers));	/* fast.c */
+uint32_t agent_fast_lat_in(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
+	__attribute__((no_caller_saved_registers));
+uint32_t agent_fast_lat_out(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
+	__attribute__((no_caller_saved_registers));
 uint32_t agent_fast_rec(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
 	__attribute__((no_caller_saved_registers));
 
@@ -32,6 +36,8 @@ __attribute__((section(".agent_hdr"), used)) HIDDEN const struct agent_hdr agent
 	.hit_off = (uint64_t)&agent_hit,	/* the blob is linked at 0 */
 	.fast_off = (uint64_t)&agent_fast,
 	.fast_rec_off = (uint64_t)&agent_fast_rec,
+	.fast_lat_in_off = (uint64_t)&agent_fast_lat_in,
+	.fast_lat_out_off = (uint64_t)&agent_fast_lat_out,
 	.py_pending_off = (uint64_t)&agent_py_pending,
 	.trap_off = (uint64_t)&agent_trap,
 };

@@ -22,7 +22,13 @@
  * words read the same, walks the same: the words are read again (all at
  * once: none waits for another, as in a walk), compared, and the walk
  * remembered is the answer, its id in the counted stacks' table too. A
- * walk that read a word outside the readable range is not remembered.
+ * saved rbp is compared only when the walk used rbp (a CFA from it, a
+ * step by frame pointer): in code without frame pointers rbp holds any
+ * value (redis keeps a client's pointer there), and a walk that did not
+ * use it is the same whatever it was (redis -P 16 under count 'zmalloc
+ * $ustack': the walks remembered went from missing at nearly every hit to
+ * holding). A walk that read a word outside the readable range is not
+ * remembered.
  *
  * A walk that cannot go on (a row the tables cannot express, a pc in no
  * mapping the tracer has told us of, a process it has told us nothing of
@@ -44,6 +50,8 @@ struct memo {
 	uint32_t frames;	/* frames asked for */
 	uint16_t nreads;
 	uint16_t bp_used;	/* a CFA from rbp: the walk may have used bp */
+	uint64_t rbp_reads;	/* the reads (bits) that were saved rbps: compared
+				 * only where the walk used bp (STACK_READ_RBP) */
 	uint64_t id;		/* its id in the counted stacks' table; 0: none yet */
 	struct fetch_walk_hdr h;
 	uint64_t addr[MEMO_READS];
@@ -117,7 +125,7 @@ static __attribute__((noinline)) int uread_slow(struct uw *e, uint64_t *dst, uin
 }
 
 static inline __attribute__((always_inline)) int uread(struct uw *e, uint64_t *dst,
-						       uint64_t addr)
+						       uint64_t addr, int rbp)
 {
 	if (addr >= e->lo && addr + 8 <= e->hi && addr + 8 > addr) {
 		uint64_t v = *(const volatile uint64_t *)addr;
@@ -126,6 +134,7 @@ static inline __attribute__((always_inline)) int uread(struct uw *e, uint64_t *d
 		*dst = v;
 		if (m) {
 			if (m->nreads < MEMO_READS) {
+				m->rbp_reads |= (uint64_t)rbp << m->nreads;
 				m->addr[m->nreads] = addr;
 				m->val[m->nreads++] = v;
 			} else {
@@ -189,7 +198,8 @@ static inline __attribute__((always_inline)) void rc_put(struct uw *e, uint64_t 
 #define UW(env) ((struct uw *)(env))
 #define STACK_STEP agent_step
 #define STACK_INLINE static inline __attribute__((always_inline))
-#define STACK_READ(env, dst, addr) uread(UW(env), dst, addr)
+#define STACK_READ(env, dst, addr) uread(UW(env), dst, addr, 0)
+#define STACK_READ_RBP(env, dst, addr) uread(UW(env), dst, addr, 1)
 #define STACK_NMAPS(env) UW(env)->nmaps
 #define STACK_MAP(env, i) ((i) < UW(env)->nmaps ? &UW(env)->maps[i] : 0)
 #define STACK_TAB(env, i) ((i) < UW(env)->ntabs ? &UW(env)->tabs[i] : 0)
@@ -226,6 +236,8 @@ static inline __attribute__((always_inline)) int memo_holds(const struct memo *m
 							   uint32_t frames, uint64_t lo, uint64_t hi)
 {
 	uint32_t n = m->nreads, same = 1;
+	/* saved rbps matter only to a walk that used rbp */
+	uint64_t skip = m->bp_used ? 0 : m->rbp_reads;
 
 	if (m->proc1 != p1 || m->gen != gen || m->ip != regs[USC_REG_IP] ||
 	    m->sp != regs[USC_REG_SP] || (m->bp_used && m->bp != regs[USC_REG_BP]) ||
@@ -236,7 +248,7 @@ static inline __attribute__((always_inline)) int memo_holds(const struct memo *m
 
 		if (a < lo || a + 8 > hi || a + 8 < a)
 			return 0;
-		same &= *(const volatile uint64_t *)a == m->val[i];
+		same &= (*(const volatile uint64_t *)a == m->val[i]) | (uint32_t)(skip >> i & 1);
 	}
 	return same;
 }
@@ -292,6 +304,7 @@ static uint8_t walk(struct inj_ctl *c, struct inj_slot *s, uint32_t tgid, const 
 	}
 	m->proc1 = 0;		/* being written */
 	m->nreads = 0;
+	m->rbp_reads = 0;
 	e.log = m;
 	e.bp_used = 0;
 	stack_walk_init(&w, ip, sp, regs[USC_REG_BP], frames, pcs);
