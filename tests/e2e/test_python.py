@@ -504,6 +504,79 @@ def test_pystack_same_on_inject_and_bpf(tmp_path):
     assert strip(ij) == strip(bp)
 
 
+def recorded_events(rec, tmp_path, n):
+    """The --json events of `trace -r REC`, once it holds n of pymark's (a
+    recording is read while it is written: whole chunks only)."""
+    for _ in range(600):
+        cp = u.run_uscope(["trace", "-r", rec, "--json", "-o", tmp_path / "r.json", "pymark"])
+        if cp.returncode == 0:
+            ev = json_lines((tmp_path / "r.json").read_text())
+            if len(ev) >= n:
+                return ev
+        time.sleep(0.05)    # (a bounded poll of the recording)
+    raise AssertionError(f"fewer than {n} events in {rec}: {cp.stderr}")
+
+
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
+def test_pystack_from_a_recording(engine, tmp_path):
+    """$pystack recorded, read back after the process has gone: the frames
+    traceback.extract_stack() took at each point, as a live run shows them
+    (the recording carries the code objects' names and line tables), in
+    trace -r, count -r, report and export --format chrome."""
+    rec = tmp_path / "py.usc"
+    argv = [str(u.uscope_path()), "record", "-e", engine, "-o", str(rec),
+            f"{MARK}:pymark tag=$arg1:s32 $pystack:128", "--", "env", f"LD_PRELOAD={MARK}",
+            PYTHON, PYSTACK, MARK, "wait"]
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    u.REGISTRY.uscopes.append(p)
+    try:
+        # the workload waits at its end (its code objects alive) until every
+        # event is in the file
+        for _ in range(6000):
+            if rec.exists() and rec.stat().st_size > 0:
+                break
+            time.sleep(0.01)
+        recorded_events(rec, tmp_path, 20)
+        stdout, stderr = p.communicate("", timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, stderr
+    want = workload_stacks(stdout)
+    assert len(want) == 20
+    # the process has gone: the names come from the recording alone
+    events = recorded_events(rec, tmp_path, 20)
+    assert len(events) == 20
+    for e in events:
+        tid, frames = want[e["args"]["tag"]]
+        assert e["args"]["pystack"] is not None, e
+        got = [(f["sym"], f["file"], f["line"]) for f in e["args"]["pystack"]]
+        assert e["tid"] == tid and all(f["python"] for f in e["args"]["pystack"])
+        assert got == frames, (e["args"]["tag"], got, frames)
+    # count -r: a row a stack, the same frames
+    cp = u.run_uscope(["count", "-r", rec, "--json", "pymark tag=$arg1:s32 $pystack"])
+    assert cp.returncode == 0, cp.stderr
+    rows = [o for o in json_lines(cp.stdout) if o.get("final")]
+    assert sorted(o["key"]["tag"] for o in rows) == sorted(want)
+    for o in rows:
+        got = [(f["sym"], f["file"], f["line"]) for f in o["key"]["pystack"]]
+        assert got == want[o["key"]["tag"]][1][:len(got)] and got, o
+    cp = u.run_uscope(["report", "-r", rec, "--json"])
+    assert cp.returncode == 0, cp.stderr
+    calls = {o["function"]: o["calls"] for o in json_lines(cp.stdout) if "function" in o}
+    assert calls == {"pymark": 20}
+    cp = u.run_uscope(["export", "-r", rec, "--format", "chrome", "-o", tmp_path / "c.json"])
+    assert cp.returncode == 0, cp.stderr
+    chrome = json.loads((tmp_path / "c.json").read_text())
+    chrome = chrome["traceEvents"] if isinstance(chrome, dict) else chrome
+    marks = [c for c in chrome if c.get("name") == "pymark"]
+    assert len(marks) == 20
+    for c in marks:
+        got = [(f["sym"], f["file"], f["line"]) for f in c["args"]["pystack"]]
+        assert got == want[c["args"]["tag"]][1], c
+
+
 @pytest.mark.parametrize("engine", ["inject", "bpf"])
 def test_ustack_has_the_python_frames(engine, tmp_path):
     want, events = traced_stacks(engine, "$ustack:256", tmp_path)
