@@ -611,6 +611,85 @@ def test_pystack_from_a_recording(engine, tmp_path):
         assert got == want[c["args"]["tag"]][1], c
 
 
+NOT_YET = "Python frames not read: the process's CPython was not known yet"
+
+
+def system_wide_stacks(engine, tmp_path, started_before):
+    """pystack.py traced system-wide (no -p, no COMMAND): its own stacks,
+    and its events (other processes that map libpymark, another test's,
+    may hit too: left out by pid). started_before: it runs when uscope
+    starts, else it starts after."""
+    out = tmp_path / f"sw-{engine}.json"
+    argv = ["env", f"LD_PRELOAD={MARK}", PYTHON, PYSTACK, MARK, "first"]
+    t = u.Target(argv) if started_before else None
+    if t:
+        t.expect("ready")
+    bg = u.Background(["trace", "--json", "-e", engine, "-o", out,
+                       f"{MARK}:pymark tag=$arg1:s32 $pystack:128"])
+    try:
+        bg.wait_ready()
+        if not t:
+            t = u.Target(argv)
+            t.expect("ready")
+        t.write("go\n")
+        mine = []
+        for _ in range(3000):
+            text = out.read_text() if out.exists() else ""
+            mine = [e for e in json_lines(text[:text.rfind("\n") + 1]) if e["pid"] == t.pid]
+            if len(mine) >= 20:
+                break
+            time.sleep(0.01)    # (a bounded poll of uscope's output file)
+        bg.signal(2)
+        assert bg.wait() == 0, bg.stderr
+        t.close_stdin()
+        stdout = (t._buf + t.p.stdout.read()).decode()
+        assert t.wait() == 0
+    finally:
+        if t and t.alive():
+            t.kill()
+    events = [e for e in json_lines(out.read_text()) if e["pid"] == t.pid]
+    return workload_stacks(stdout), events, bg.stderr
+
+
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
+def test_pystack_system_wide(engine, tmp_path):
+    """$pystack with no -p and no COMMAND: each process's CPython found
+    where it runs (inject: as each process is attached; bpf: the processes
+    running CPython when uscope starts told to the program at once): the
+    frames traceback.extract_stack() took, every one."""
+    want, events, err = system_wide_stacks(engine, tmp_path, True)
+    assert len(want) == 20 and len(events) == 20, err
+    for e in events:
+        tid, frames = want[e["args"]["tag"]]
+        got = [(f.get("sym"), f.get("file"), f.get("line")) for f in e["args"]["pystack"]]
+        assert e["tid"] == tid and got == frames, (e["args"]["tag"], got, frames)
+    assert NOT_YET not in json.dumps(events)
+
+
+def test_pystack_system_wide_process_started_after(tmp_path):
+    """bpf, system-wide: a CPython started after uscope is found at its
+    first hit and told to the program; the hits that came before (its
+    first ones) say so, each, and are counted in one line at the end; every
+    later hit has the frames traceback.extract_stack() took."""
+    want, events, err = system_wide_stacks("bpf", tmp_path, False)
+    assert len(want) == 20 and len(events) == 20, err
+    events.sort(key=lambda e: e["time_ns"])
+    early = [e for e in events if e["args"]["pystack"][-1].get("end", "").startswith(NOT_YET)]
+    assert events[:len(early)] == early     # the first hits only
+    assert len(early) < 20
+    for e in early:
+        assert len(e["args"]["pystack"]) == 1, e
+    for e in events[len(early):]:
+        tid, frames = want[e["args"]["tag"]]
+        got = [(f.get("sym"), f.get("file"), f.get("line")) for f in e["args"]["pystack"]]
+        assert got == frames, (e["args"]["tag"], got, frames)
+    if early:
+        # (another test's processes may add theirs to the count)
+        n = [int(l.split("$pystack: ")[1].split()[0]) for l in err.splitlines()
+             if "came before uscope knew" in l]
+        assert len(n) == 1 and n[0] >= len(early), err
+
+
 @pytest.mark.parametrize("engine", ["inject", "bpf"])
 def test_ustack_has_the_python_frames(engine, tmp_path):
     want, events = traced_stacks(engine, "$ustack:256", tmp_path)
@@ -669,7 +748,8 @@ def test_a_script_as_command(tmp_path, shebang):
      "py: probes run in the process"),
     (["trace", "-e", "tracefs", "libc:malloc $pystack", "--", PYTHON, "-c", "pass"],
      "$pystack: CPython's frames are walked where the probe runs"),
-    (["trace", "libc:malloc $pystack", "-d", "1"], "give -p PID or a COMMAND"),
+    (["trace", "-e", "tracefs", "libc:malloc $pystack", "-d", "1"],
+     "$pystack: CPython's frames are walked where the probe runs"),
     # system-wide, py: probes are the inject engine's, when named
     (["trace", "py:fib", "-d", "1"], "-e inject to use it"),
     (["trace", "py:fib", "--", "/bin/true"], "runs no CPython of its own"),
