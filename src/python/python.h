@@ -93,6 +93,9 @@
  *       thread state by CPython's key from the thread's %fs base) and in the
  *       bpf program (engine/bpf/uscope.bpf.c, task->thread.fsbase), stored
  *       as python_frame triples (frame.h), named by session/python.c.
+ *       System-wide: session/pysystem.c (the bpf program told of each
+ *       process's CPython at the start or at its first hit, PYWALK_NOTYET
+ *       before).
  *   Python frames in $ustack: a $ustack site gets a hidden $pystack
  *       (session/python.c) and stack_splice_python (stack/pysplice.c) puts
  *       them in place of each _PyEval_EvalFrameDefault frame, or of a part

@@ -2,13 +2,9 @@
  * refusals of what cannot be, $ustack given the Python frames to splice,
  * engines told where CPython is, and $pystack's frames (and those spliced
  * into $ustack) named as events go to the sinks. */
-#include <dirent.h>
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cache/cache.h"
@@ -26,20 +22,6 @@
 
 #define SPLICE_ARG "__usc_pystack"	/* $ustack's Python frames: a hidden argument */
 #define FIND_TRIES 100			/* polls COMMAND's CPython is looked for */
-#define LOOK_AGAIN_NS 200000000ULL	/* system-wide: a process looked at again */
-#define NONE_AGAIN_NS 5000000000ULL	/* ... and one with no CPython (a dlopen) */
-#define CHECK_NS 1000000000ULL		/* system-wide: the processes told, checked */
-
-/* System-wide $pystack: a process the engines were told of (or looked at
- * and found none in), by its host pid, and what it was then. */
-struct sys_proc {
-	pid_t pid;			/* 0: a free slot */
-	bool told;			/* the engines know its CPython */
-	bool counted;			/* in notyet_procs */
-	uint64_t looked_ns;		/* when its CPython was last looked for */
-	uint64_t checked_ns;		/* ... its identity last checked */
-	uint64_t start, dev, ino;	/* its start time, its executable's file */
-};
 
 struct session_python {
 	struct python_runtime rt;	/* the target's, as the plan found it */
@@ -48,13 +30,9 @@ struct session_python {
 	unsigned tries;			/* COMMAND: polls it was looked for in */
 	struct usc_stack *spliced[USC_MAX_ARGS];
 	struct stack_pyeval *evals;	/* stack_splice_python's, kept */
-	/* system-wide: each process's CPython found at its first hit (bpf) */
-	bool system, scanned;
-	struct sys_proc *procs;		/* open addressing by pid */
-	size_t nprocs, procs_cap;
-	uint64_t next_check_ns;
-	uint64_t notyet_hits;		/* hits before their process's CPython was known */
-	size_t notyet_procs;
+	/* system-wide: each process's CPython found where it runs
+	 * (pysystem.c) */
+	struct session_pysys *sys;
 };
 
 static bool wants(const struct usc_session *s, bool *stacks, bool *py_probes)
@@ -203,9 +181,9 @@ int session_python_plan(struct usc_session *s)
 		 * first hit (session_python_value) */
 		if (!stacks)
 			return 0;
-		if (!(s->python = calloc(1, sizeof(*s->python))))
+		if (!(s->python = calloc(1, sizeof(*s->python))) ||
+		    !(s->python->sys = session_pysys_new()))
 			return -ENOMEM;
-		s->python->system = true;
 		return 0;
 	}
 	p = calloc(1, sizeof(*p));
@@ -237,225 +215,6 @@ int session_python_plan(struct usc_session *s)
 	return 0;
 }
 
-/* ---- system-wide ------------------------------------------------------------ */
-
-static uint64_t mono_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
-}
-
-/* What process pid is: its start time (/proc/PID/stat's 22nd field) and
- * its executable's file, which a pid used again or an exec changes. 0, or
- * -ESRCH (gone). */
-static int proc_identity(pid_t pid, struct sys_proc *out)
-{
-	char path[64], buf[1024], *r;
-	unsigned long long start = 0;
-	struct stat st;
-	size_t n;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (!(f = fopen(path, "re")))
-		return -ESRCH;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	/* after the command's ")": the state is field 3, starttime 22 */
-	if (!(r = strrchr(buf, ')')) ||
-	    sscanf(r + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
-			  "%*d %*d %llu", &start) != 1)
-		return -ESRCH;
-	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
-	if (stat(path, &st))
-		memset(&st, 0, sizeof(st));	/* (a kernel thread, or not ours) */
-	out->start = start;
-	out->dev = st.st_dev;
-	out->ino = st.st_ino;
-	return 0;
-}
-
-static bool same_proc(const struct sys_proc *a, const struct sys_proc *b)
-{
-	return a->start == b->start && a->dev == b->dev && a->ino == b->ino;
-}
-
-static struct sys_proc *sys_slot(struct sys_proc *v, size_t cap, pid_t pid)
-{
-	size_t i = ((size_t)(uint32_t)pid * 0x9e3779b9u) & (cap - 1);
-
-	while (v[i].pid && v[i].pid != pid)
-		i = (i + 1) & (cap - 1);
-	return &v[i];
-}
-
-/* The table again, in cap slots, with the entries keep(ctx, entry) keeps. */
-static int sys_rehash(struct session_python *p, size_t cap,
-		      bool (*keep)(void *ctx, struct sys_proc *), void *ctx)
-{
-	struct sys_proc *v = calloc(cap, sizeof(*v));
-
-	if (!v)
-		return -ENOMEM;
-	p->nprocs = 0;
-	for (size_t i = 0; i < p->procs_cap; i++)
-		if (p->procs[i].pid && (!keep || keep(ctx, &p->procs[i]))) {
-			*sys_slot(v, cap, p->procs[i].pid) = p->procs[i];
-			p->nprocs++;
-		}
-	free(p->procs);
-	p->procs = v;
-	p->procs_cap = cap;
-	return 0;
-}
-
-static struct sys_proc *sys_proc_of(struct session_python *p, pid_t pid)
-{
-	struct sys_proc *e;
-
-	if ((p->nprocs + 1) * 2 > p->procs_cap &&
-	    sys_rehash(p, p->procs_cap ? p->procs_cap * 2 : 64, NULL, NULL))
-		return NULL;
-	e = sys_slot(p->procs, p->procs_cap, pid);
-	if (!e->pid) {
-		e->pid = pid;
-		p->nprocs++;
-	}
-	return e;
-}
-
-static void tell_engines(struct usc_session *s, pid_t pid, const struct python_runtime *rt)
-{
-	for (size_t k = 0; k < s->nengines; k++) {
-		struct session_engine *se = &s->engines[k];
-
-		if (se->live && se->e && se->ops->python && se->ops->python(se->e, pid, rt) && rt)
-			log_debug("python: process %d: the %s engine could not be told of its "
-				  "CPython", (int)pid, se->ops->name);
-	}
-}
-
-/* A hit of pid whose $pystack the engine could not walk: it was not told
- * of the process's CPython (yet). Looked for now (again after an exec, or
- * a while after none was found), and the engines told: true when pid runs
- * no CPython uscope reads (the hit has no Python frames), false when it
- * does (the hit came before the engine knew: counted). */
-static bool sys_notyet(struct usc_session *s, struct session_python *p, pid_t pid)
-{
-	struct sys_proc *e = sys_proc_of(p, pid), id;
-	struct python_runtime rt;
-	uint64_t now = mono_ns();
-
-	if (!e) {
-		p->notyet_hits++;
-		return false;
-	}
-	if (e->looked_ns && now - e->checked_ns < LOOK_AGAIN_NS)
-		goto known;
-	e->checked_ns = now;
-	if (e->looked_ns && !proc_identity(pid, &id) && same_proc(&id, e) &&
-	    (e->told || now - e->looked_ns < NONE_AGAIN_NS))
-		goto known;	/* the same process as it was looked at */
-	e->looked_ns = now;
-	e->told = false;
-	if (proc_identity(pid, e) || python_find_pid(pid, &rt))
-		return true;	/* gone, or no CPython uscope reads */
-	python_names_runtime(s->cache, pid, &rt);
-	tell_engines(s, pid, &rt);
-	e->told = true;
-	log_debug("python: process %d runs CPython (%s): the engines told", (int)pid, rt.path);
-	python_runtime_free(&rt);
-known:
-	if (!e->told)
-		return true;
-	p->notyet_hits++;
-	if (!e->counted) {
-		e->counted = true;
-		p->notyet_procs++;
-	}
-	return false;
-}
-
-static bool sys_keep(void *ctx, struct sys_proc *e)
-{
-	struct sys_proc id;
-
-	if (!proc_identity(e->pid, &id) && same_proc(&id, e))
-		return true;
-	if (e->told)
-		tell_engines(ctx, e->pid, NULL);
-	return false;
-}
-
-/* Does process pid map a file whose path says python (python3.X,
- * libpython3.X.so)? A quick look before the real one. */
-static bool maps_python(pid_t pid)
-{
-	char path[64], line[512];
-	bool yes = false;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	if (!(f = fopen(path, "re")))
-		return false;
-	while (!yes && fgets(line, sizeof(line), f))
-		yes = strstr(line, "python") != NULL;
-	fclose(f);
-	return yes;
-}
-
-/* At the start: every process that runs a CPython uscope reads now is
- * told to the engines that walk where the probe runs (bpf), so that only
- * those started later have a first hit before uscope knows them. */
-static void sys_scan(struct usc_session *s, struct session_python *p)
-{
-	struct dirent *d;
-	size_t told = 0;
-	bool any = false;
-	DIR *dir;
-
-	for (size_t k = 0; k < s->nengines; k++)
-		any |= s->engines[k].live && s->engines[k].e && s->engines[k].ops->python;
-	if (!any || !(dir = opendir("/proc")))
-		return;
-	while ((d = readdir(dir))) {
-		pid_t pid = (pid_t)strtol(d->d_name, NULL, 10);
-		struct python_runtime rt;
-		struct sys_proc *e;
-
-		if (pid <= 0 || pid == getpid() || !maps_python(pid) ||
-		    python_find_pid(pid, &rt))
-			continue;
-		if ((e = sys_proc_of(p, pid)) && !proc_identity(pid, e)) {
-			e->looked_ns = e->checked_ns = mono_ns();
-			python_names_runtime(s->cache, pid, &rt);
-			tell_engines(s, pid, &rt);
-			e->told = true;
-			told++;
-		}
-		python_runtime_free(&rt);
-	}
-	closedir(dir);
-	log_info("$pystack: %zu process%s running CPython, told to the engines; any other at its "
-		 "first hit", told, told == 1 ? "" : "es");
-}
-
-/* Now and then: the processes that have gone, exec'd, or whose pid another
- * one has now, are forgotten, and the engines told of those they knew
- * (such a pid is looked at afresh at its next hit). */
-static void sys_check(struct usc_session *s, struct session_python *p)
-{
-	uint64_t now = mono_ns();
-
-	if (now < p->next_check_ns || !p->nprocs)
-		return;
-	p->next_check_ns = now + CHECK_NS;
-	sys_rehash(p, p->procs_cap, sys_keep, s);
-}
-
 /* Tell the engines that want it where CPython is in pid (its run-time
  * addresses); COMMAND is looked for until its libpython is mapped. */
 void session_python_poll(struct usc_session *s)
@@ -464,12 +223,8 @@ void session_python_poll(struct usc_session *s)
 	struct python_runtime rt;
 	bool stacks, py_probes;
 
-	if (p && p->system) {
-		if (!p->scanned) {
-			p->scanned = true;
-			sys_scan(s, p);
-		}
-		sys_check(s, p);
+	if (p && p->sys) {
+		session_pysys_poll(s, p->sys);
 		return;
 	}
 	if (!p || !p->found || s->pid <= 0 || p->told == s->pid || p->tries > FIND_TRIES)
@@ -484,13 +239,19 @@ void session_python_poll(struct usc_session *s)
 		return;
 	}
 	python_names_runtime(s->cache, s->pid, &rt);
+	session_python_tell(s, s->pid, &rt);
+	python_runtime_free(&rt);
+}
+
+void session_python_tell(struct usc_session *s, pid_t pid, const struct python_runtime *rt)
+{
 	for (size_t k = 0; k < s->nengines; k++) {
 		struct session_engine *se = &s->engines[k];
 
-		if (se->live && se->e && se->ops->python)
-			se->ops->python(se->e, s->pid, &rt);
+		if (se->live && se->e && se->ops->python && se->ops->python(se->e, pid, rt) && rt)
+			log_debug("python: process %d: the %s engine could not be told of its "
+				  "CPython", (int)pid, se->ops->name);
 	}
-	python_runtime_free(&rt);
 }
 
 void session_python_free(struct usc_session *s)
@@ -499,13 +260,7 @@ void session_python_free(struct usc_session *s)
 
 	if (!p)
 		return;
-	if (p->notyet_hits)
-		log_warn("$pystack: %llu hit%s of %zu process%s came before uscope knew %s CPython "
-			 "(system-wide, it is found at a process's first hit): shown without "
-			 "Python frames", (unsigned long long)p->notyet_hits,
-			 p->notyet_hits == 1 ? "" : "s", p->notyet_procs,
-			 p->notyet_procs == 1 ? "" : "es", p->notyet_procs == 1 ? "its" : "their");
-	free(p->procs);
+	session_pysys_free(p->sys);
 	python_runtime_free(&p->rt);
 	for (size_t i = 0; i < USC_MAX_ARGS; i++)
 		free(p->spliced[i]);
@@ -529,7 +284,8 @@ int session_python_value(struct usc_session *s, const struct usc_event *ev, unsi
 		 * now; else (COMMAND before its exec, a child that runs
 		 * something else) it runs none */
 		if (h.status == PYWALK_NOTYET &&
-		    (!s->python || !s->python->system || sys_notyet(s, s->python, ev->pid))) {
+		    (!s->python || !s->python->sys ||
+		     session_pysys_notyet(s, s->python->sys, ev->pid))) {
 			h.status = PYWALK_NONE;
 			memcpy(nopy, &h, sizeof(h));
 			if (python_names_stack(s->cache, ev->pid, nopy, sizeof(h), st,
@@ -622,8 +378,8 @@ int session_python_record_event(struct usc_session *s, const struct usc_event *e
 		    !python_stack_ok(ev->vals[i].str, ev->vals[i].len))
 			continue;
 		memcpy(&h, ev->vals[i].str, sizeof(h));
-		if (h.status == PYWALK_NOTYET && s->python->system)
-			sys_notyet(s, s->python, ev->pid);	/* (system-wide: told now) */
+		if (h.status == PYWALK_NOTYET && s->python->sys)	/* (told now) */
+			session_pysys_notyet(s, s->python->sys, ev->pid);
 		touch_frames(&r, ev->vals[i].str, ev->vals[i].len);
 	}
 	return python_names_new_codes(s->cache, ev->pid, write_code, s);
