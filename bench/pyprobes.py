@@ -117,10 +117,19 @@ def py_part1(py, name, pre=(), script=None):
     count_py = [US, "count", "--json", "py:*", "--"]
     count_leaf = [US, "count", "--json", "py:leaf", "--"]
     # 3.8 to 3.11: through the agent's frame evaluator (the default), and
-    # beside it through the profile function (USCOPE_PY_PROFILE=1)
+    # beside it through the profile function (USCOPE_PY_PROFILE=1); on
+    # 3.11.0 to 3.11.3 (Debian 12's 3.11.2) the default is the profile
+    # function (the evaluator misses calls there, CPython gh-104405:
+    # doc/python.md), and the evaluator, asked for (USCOPE_PY_PROFILE=0), is
+    # the one beside
     minor = minor_of(name)
     v311 = minor <= 11
-    prof_env = dict(ENV, USCOPE_PY_PROFILE="1")
+    micro = int(subprocess.run(list(pre) + [py, "-c", "import sys; print(sys.version_info[2])"],
+                               capture_output=True, text=True).stdout or 0)
+    by_prof = minor == 11 and micro < 4
+    prof_env = dict(ENV, USCOPE_PY_PROFILE="0" if by_prof else "1")
+    side = "the frame evaluator (USCOPE_PY_PROFILE=0)" if by_prof else \
+        "the profile function (USCOPE_PY_PROFILE=1)"
     free_t, cprof_t, count_t, leaf_t, lost, seen, leafs = [], [], [], [], 0, set(), set()
     prof_t, free_w, count_w, leaf_w = [], [], [], []
     for _ in range(REPS1):	# interleaved, so that drift hits them alike
@@ -140,7 +149,7 @@ def py_part1(py, name, pre=(), script=None):
         lost += not_counted(p.stderr)
         leafs.add(py_calls(p.stdout)[0])
         if v311:
-            t, _, p = run(count_py + work, WORK_RE, "count 'py:*' (profile function)", prof_env)
+            t, _, p = run(count_py + work, WORK_RE, f"count 'py:*' ({side})", prof_env)
             prof_t.append(t)
             lost += not_counted(p.stderr)
             seen.add(py_calls(p.stdout))
@@ -162,11 +171,12 @@ def py_part1(py, name, pre=(), script=None):
     print(f"  {'unprobed':28s} {free:8.3f} s")
     print(f"  {'python -m cProfile':28s} {cprof:8.3f} s  {cprof / free:5.2f}x the unprobed run")
     print(f"  {'uscope count py:*':28s} {count:8.3f} s  {count / free:5.2f}x the unprobed run" +
-          (" (the frame evaluator)" if v311 else ""))
+          ((" (the profile function: gh-104405)" if by_prof else " (the frame evaluator)")
+           if v311 else ""))
     if v311:
         prof = min(prof_t)
-        print(f"  {'  ... the profile function':28s} {prof:8.3f} s  {prof / free:5.2f}x the unprobed "
-              f"run (USCOPE_PY_PROFILE=1)")
+        print(f"  {'  ... ' + side.split(' (')[0][4:]:28s} {prof:8.3f} s  {prof / free:5.2f}x the "
+              f"unprobed run ({side.split(' (')[1]}")
     print(f"  {'uscope count py:leaf':28s} {leaf:8.3f} s  {leaf / free:5.2f}x the unprobed run "
           f"({max(leafs)} calls counted: {100 * max(leafs) / max(calls, 1):.1f}% of the calls)")
     print(f"  {calls} Python calls of the workload counted ({funcs} functions in all), "

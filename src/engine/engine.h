@@ -220,7 +220,8 @@ struct usc_engine_ops {
 	/* Optional: process pid runs this CPython (python/detect.h), at these
 	 * run-time addresses: an engine that walks its frames where the probe
 	 * runs and cannot find it itself (bpf) is told so, once it is mapped
-	 * (COMMAND: after its exec). */
+	 * (COMMAND: after its exec; system-wide: at the process's first hit);
+	 * rt NULL: pid no longer runs it (gone, exec'd, its pid used again). */
 	int (*python)(struct usc_engine *e, pid_t pid, const struct python_runtime *rt);
 	/* Optional. Does the engine evaluate the site's filter where the
 	 * probe runs? Otherwise the session drops the events it does not

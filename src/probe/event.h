@@ -49,6 +49,7 @@ enum usc_stack_end {
 	/* $pystack */
 	USC_STACK_END_PYFAULT,		/* a Python frame could not be read */
 	USC_STACK_END_NOPYTHON,		/* the thread runs no Python */
+	USC_STACK_END_PYNOTYET,		/* its process's CPython was not known yet */
 };
 
 /* A stack: frame 0 is the probed code, then its callers. pc[i] is exact

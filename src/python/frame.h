@@ -69,6 +69,9 @@ static inline int python_stack_ok(const void *p, uint32_t len)
 /* python_stack_hdr.status beyond enum python_walk_status: the thread runs
  * no Python (no thread state), or the process no CPython uscope reads */
 #define PYWALK_NONE 8
+/* ... the process's CPython was not known where the probe ran yet (the bpf
+ * program, system-wide: uscope tells it at the process's first hit) */
+#define PYWALK_NOTYET 9
 
 /* A walk's bound on the thread states and interpreters it looks at to find
  * a thread's (walk.h's tfind). */

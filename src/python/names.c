@@ -590,6 +590,7 @@ int python_names_stack(struct usc_cache *c, pid_t pid, const void *bytes, uint32
 	st->end = h.status == PYWALK_END && !h.n ? USC_STACK_END_NOPYTHON :
 		  h.status == PYWALK_END ? USC_STACK_END_OUTERMOST :
 		  h.status == PYWALK_FULL ? USC_STACK_END_LIMIT :
-		  h.status == PYWALK_NONE ? USC_STACK_END_NOPYTHON : USC_STACK_END_PYFAULT;
+		  h.status == PYWALK_NONE ? USC_STACK_END_NOPYTHON :
+		  h.status == PYWALK_NOTYET ? USC_STACK_END_PYNOTYET : USC_STACK_END_PYFAULT;
 	return 0;
 }

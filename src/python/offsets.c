@@ -486,6 +486,12 @@ const struct python_glibc *python_glibc_for(const char *version)
 	return version && !strcmp(version, "2.36") ? &glibc : NULL;
 }
 
+bool python_eval_sees_every_call(uint32_t v)
+{
+	/* (3.11 always has its Py_Version: the micro version is known) */
+	return (v >> 16) != 0x030b || v >= 0x030b0400;
+}
+
 void python_version_str(uint32_t v, char *buf, unsigned len)
 {
 	unsigned level = (v >> 4) & 0xf, serial = v & 0xf;

@@ -196,6 +196,15 @@ const struct python_glibc *python_glibc_for(const char *version);
 /* "3.11.2", "3.12.0rc1": PY_VERSION_HEX as Python prints it. */
 void python_version_str(uint32_t version, char *buf, unsigned len);
 
+/* Does a PEP 523 frame evaluator see every call of a Python function on
+ * this version (3.8 to 3.11, the versions py: probes count through one)?
+ * Not on 3.11.0 to 3.11.3: a subscript specialized for a class whose
+ * __getitem__ is a Python function (BINARY_SUBSCR_GETITEM) pushes its
+ * frame inline, without the evaluator (CPython gh-104405, fixed in
+ * 3.11.4); Debian 12's python3.11 is 3.11.2. 3.8 to 3.10 push no frame
+ * inline. */
+bool python_eval_sees_every_call(uint32_t version);
+
 /* 3.13 keeps a copy of its own offsets at the start of _PyRuntime
  * (_Py_DebugOffsets). Check the ones the table has against those bytes (len
  * of them, read from the file or the process): 0, or -EPROTO with the first

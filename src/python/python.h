@@ -16,6 +16,9 @@
  *       f_lasti), co_name stands for co_qualname, co_varnames for
  *       co_localsplusnames, older dicts, a line table of another format
  *       (lt_format).
+ *       python_eval_sees_every_call: whether a PEP 523 evaluator sees every
+ *       call of a version (not 3.11.0 to 3.11.3: gh-104405; the profile
+ *       function counts py: probes there, engine/inject/python.c).
  *       struct python_offsets is plain fixed-width data: uscope copies it to
  *       the agent and to a bpf map as is. Also glibc's struct pthread offsets
  *       for the thread-specific key (2.36).
@@ -90,6 +93,9 @@
  *       thread state by CPython's key from the thread's %fs base) and in the
  *       bpf program (engine/bpf/uscope.bpf.c, task->thread.fsbase), stored
  *       as python_frame triples (frame.h), named by session/python.c.
+ *       System-wide: session/pysystem.c (the bpf program told of each
+ *       process's CPython at the start or at its first hit, PYWALK_NOTYET
+ *       before).
  *   Python frames in $ustack: a $ustack site gets a hidden $pystack
  *       (session/python.c) and stack_splice_python (stack/pysplice.c) puts
  *       them in place of each _PyEval_EvalFrameDefault frame, or of a part

@@ -30,6 +30,9 @@ struct session_python {
 	unsigned tries;			/* COMMAND: polls it was looked for in */
 	struct usc_stack *spliced[USC_MAX_ARGS];
 	struct stack_pyeval *evals;	/* stack_splice_python's, kept */
+	/* system-wide: each process's CPython found where it runs
+	 * (pysystem.c) */
+	struct session_pysys *sys;
 };
 
 static bool wants(const struct usc_session *s, bool *stacks, bool *py_probes)
@@ -172,13 +175,16 @@ int session_python_plan(struct usc_session *s)
 	if (!wants(s, &stacks, &py_probes) && !ustacks)
 		return 0;
 	if (s->target.kind == USC_TARGET_SYSTEM) {
-		/* system-wide $ustack: native frames only; py: probes: the inject
-		 * engine finds CPython in each process it attaches */
+		/* system-wide $ustack: native frames only; py: probes and
+		 * $pystack: the inject engine finds CPython in each process it
+		 * attaches, the bpf program is told of a process's at its
+		 * first hit (session_python_value) */
 		if (!stacks)
 			return 0;
-		log_error("$pystack: uscope reads CPython's frames in the process it traces: give "
-			  "-p PID or a COMMAND (system-wide, py: probes alone)");
-		return -EINVAL;
+		if (!(s->python = calloc(1, sizeof(*s->python))) ||
+		    !(s->python->sys = session_pysys_new()))
+			return -ENOMEM;
+		return 0;
 	}
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -217,6 +223,10 @@ void session_python_poll(struct usc_session *s)
 	struct python_runtime rt;
 	bool stacks, py_probes;
 
+	if (p && p->sys) {
+		session_pysys_poll(s, p->sys);
+		return;
+	}
 	if (!p || !p->found || s->pid <= 0 || p->told == s->pid || p->tries > FIND_TRIES)
 		return;
 	p->tries++;
@@ -229,13 +239,19 @@ void session_python_poll(struct usc_session *s)
 		return;
 	}
 	python_names_runtime(s->cache, s->pid, &rt);
+	session_python_tell(s, s->pid, &rt);
+	python_runtime_free(&rt);
+}
+
+void session_python_tell(struct usc_session *s, pid_t pid, const struct python_runtime *rt)
+{
 	for (size_t k = 0; k < s->nengines; k++) {
 		struct session_engine *se = &s->engines[k];
 
-		if (se->live && se->e && se->ops->python)
-			se->ops->python(se->e, s->pid, &rt);
+		if (se->live && se->e && se->ops->python && se->ops->python(se->e, pid, rt) && rt)
+			log_debug("python: process %d: the %s engine could not be told of its "
+				  "CPython", (int)pid, se->ops->name);
 	}
-	python_runtime_free(&rt);
 }
 
 void session_python_free(struct usc_session *s)
@@ -244,6 +260,7 @@ void session_python_free(struct usc_session *s)
 
 	if (!p)
 		return;
+	session_pysys_free(p->sys);
 	python_runtime_free(&p->rt);
 	for (size_t i = 0; i < USC_MAX_ARGS; i++)
 		free(p->spliced[i]);
@@ -258,6 +275,27 @@ int session_python_value(struct usc_session *s, const struct usc_event *ev, unsi
 			 struct usc_stack *st, struct usc_value *out)
 {
 	const struct usc_value *v = &ev->vals[i];
+	struct python_stack_hdr h;
+	uint8_t nopy[sizeof(h)];
+
+	if (!s->replayed && python_stack_ok(v->str, v->len)) {
+		memcpy(&h, v->str, sizeof(h));
+		/* not told of the process's CPython: system-wide, looked for
+		 * now; else (COMMAND before its exec, a child that runs
+		 * something else) it runs none */
+		if (h.status == PYWALK_NOTYET &&
+		    (!s->python || !s->python->sys ||
+		     session_pysys_notyet(s, s->python->sys, ev->pid))) {
+			h.status = PYWALK_NONE;
+			memcpy(nopy, &h, sizeof(h));
+			if (python_names_stack(s->cache, ev->pid, nopy, sizeof(h), st,
+					       USC_STACK_FRAMES_MAX))
+				*out = (struct usc_value){.kind = USC_V_FAULT};
+			else
+				*out = (struct usc_value){.kind = USC_V_STACK, .stack = st};
+			return 0;
+		}
+	}
 
 	if (python_names_stack(s->cache, ev->pid, v->str, v->len, st, USC_STACK_FRAMES_MAX)) {
 		*out = (struct usc_value){.kind = USC_V_FAULT};
@@ -333,10 +371,17 @@ int session_python_record_event(struct usc_session *s, const struct usc_event *e
 {
 	struct rec_ctx r = {s, ev->pid};
 
-	for (unsigned i = 0; i < ev->nvals; i++)
-		if (ev->vals[i].kind == USC_V_PYSTACK &&
-		    python_stack_ok(ev->vals[i].str, ev->vals[i].len))
-			touch_frames(&r, ev->vals[i].str, ev->vals[i].len);
+	for (unsigned i = 0; i < ev->nvals; i++) {
+		struct python_stack_hdr h;
+
+		if (ev->vals[i].kind != USC_V_PYSTACK ||
+		    !python_stack_ok(ev->vals[i].str, ev->vals[i].len))
+			continue;
+		memcpy(&h, ev->vals[i].str, sizeof(h));
+		if (h.status == PYWALK_NOTYET && s->python->sys)	/* (told now) */
+			session_pysys_notyet(s, s->python->sys, ev->pid);
+		touch_frames(&r, ev->vals[i].str, ev->vals[i].len);
+	}
 	return python_names_new_codes(s->cache, ev->pid, write_code, s);
 }
 

@@ -293,8 +293,8 @@ int usc_session_replay(struct usc_session *s, const char *path, struct usc_probe
 	s->sites = rec_file_take_sites(f, &s->nsites);
 	s->ectx.sites = s->sites;
 	s->ectx.nsites = s->nsites;
-	for (size_t i = 0; i < s->nsites; i++)
-		s->ectx.has_stacks |= site_has_ustack(&s->sites[i]);
+	for (size_t i = 0; i < s->nsites; i++)	/* $pystack's frames are named too */
+		s->ectx.has_stacks |= site_has_ustack(&s->sites[i]) || site_has_pystack(&s->sites[i]);
 	s->stats = calloc(s->nsites + 1, sizeof(*s->stats));
 	s->stack_fb = calloc((s->nsites + 1) * USC_STACK_FB_NR, sizeof(*s->stack_fb));
 	s->place = calloc(s->nsites + 1, sizeof(*s->place));

@@ -27,6 +27,7 @@ struct session_engine {
 struct session_merge;
 struct session_janitor;
 struct session_python;
+struct session_pysys;
 struct rec_header;
 
 struct usc_session {
@@ -231,6 +232,19 @@ void session_python_poll(struct usc_session *s);
 void session_interpose_plan(struct usc_session *s);
 void session_interpose_poll(struct usc_session *s);
 void session_python_free(struct usc_session *s);
+/* Tell the engines that walk CPython's frames where the probe runs (bpf)
+ * that pid runs rt (NULL: no longer). */
+void session_python_tell(struct usc_session *s, pid_t pid, const struct python_runtime *rt);
+/* pysystem.c: $pystack system-wide, each process's CPython found where it
+ * runs. poll: each round (the processes running CPython told at the first,
+ * those gone or exec'd forgotten); notyet: a hit of pid whose $pystack the
+ * engine could not walk for want of its CPython: true when pid runs none
+ * (its hit has no Python frames), false when it does (it is told now; the
+ * hit is counted, said at free). */
+struct session_pysys *session_pysys_new(void);
+void session_pysys_poll(struct usc_session *s, struct session_pysys *p);
+bool session_pysys_notyet(struct usc_session *s, struct session_pysys *p, pid_t pid);
+void session_pysys_free(struct session_pysys *p);
 /* Value i of ev, a $pystack as an engine walked it, named into st: *out. */
 int session_python_value(struct usc_session *s, const struct usc_event *ev, unsigned i,
 			 struct usc_stack *st, struct usc_value *out);

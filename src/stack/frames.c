@@ -294,6 +294,10 @@ void stack_end_text(struct usc_cache *c, pid_t pid, const struct usc_stack *st, 
 	case USC_STACK_END_NOPYTHON:
 		snprintf(buf, len, "no Python frames: the thread runs no Python code here");
 		break;
+	case USC_STACK_END_PYNOTYET:
+		snprintf(buf, len, "Python frames not read: the process's CPython was not known "
+			 "yet (system-wide: found at its first hit)");
+		break;
 	default:
 		snprintf(buf, len, "the CFI at 0x%llx%s could not be followed",
 			 (unsigned long long)st->end_pc, where);

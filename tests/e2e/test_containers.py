@@ -467,6 +467,29 @@ def test_stack_in_container(containers, decoy, engine):
     assert re.fullmatch(r"on_line\+0x0 \(server\) waiter\.c:\d+", lines[1].strip()), lines
     assert re.fullmatch(r"main\+0x[0-9a-f]+ \(server\) waiter\.c:\d+", lines[2].strip()), lines
     assert "(libc.so.6+0x" in lines[3], lines
+    # walked where the probe runs, as on the host: the agent knows the
+    # process by the pid it has inside (PID 1), the mappings are the host's
+    assert "fell back" not in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("engine", ["inject", "bpf"])
+def test_counted_stack_in_container(containers, decoy, engine):
+    """count by $ustack in a container: each stack counted where the probe
+    runs (no copy), named after the container's process by its host PID."""
+    c = containers([SERVER])
+    bg = u.Background(["count", "--json", "-e", engine, "-p", c.pid, "on_line $ustack:3"])
+    bg.wait_ready()
+    for _ in range(3):
+        c.send("stack", "got {k}")
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.describe()
+    assert "fell back" not in res.stderr, res.stderr
+    rows = [o for o in u.json_lines(res.output) if o.get("final")]
+    assert len(rows) == 1 and rows[0]["count"] == 3, rows
+    st = rows[0]["key"]["ustack"]
+    assert [f.get("sym") for f in st[:2]] == ["on_line", "main"], st
+    assert st[2].get("module", "").endswith("libc.so.6"), st
 
 
 def test_completion_sees_the_container(containers, decoy):

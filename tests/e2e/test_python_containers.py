@@ -194,10 +194,16 @@ def own_and_rows(case, c, bg):
 # ---- by host pid ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_count_by_host_pid(case, container):
+def test_count_by_host_pid(case, container, monkeypatch):
     """-p HOSTPID of a CPython in a container: every call of the workload's
     functions, as many as its own count of the same run (sys.monitoring
     from 3.12, sys.setprofile before)."""
+    if case == "host-3.11":
+        # Debian's 3.11.2 counts through the profile function unless asked
+        # (its evaluator misses gh-104405's calls: doc/python.md), and the
+        # workload's own sys.setprofile would take that one's place: the
+        # evaluator, asked for (the workload has no __getitem__ in Python)
+        monkeypatch.setenv("USCOPE_PY_PROFILE", "0")
     c = container(case, ["{dir}/pycalls.py", "serve"])
     bg = u.Background(["count", "--json", "-p", c.pid, "py:__main__:*"])
     bg.wait_ready()
@@ -234,6 +240,9 @@ def test_pystack_by_host_pid(case, engine, container, tmp_path):
         time.sleep(0.01)    # (a bounded poll of uscope's output file)
     bg.signal(signal.SIGINT)
     assert bg.wait() == 0, bg.stderr
+    # $ustack walked where the probe runs, as on the host (the agent knows
+    # its process by the pid it has inside): no copy of the stack
+    assert "fell back" not in bg.stderr, bg.stderr
     c.t.close_stdin()
     want = workload_stacks(read_all(c.t))
     events = json_lines(out.read_text())

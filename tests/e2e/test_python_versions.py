@@ -96,6 +96,81 @@ def test_counts_equal_setprofile(name):
     assert got == want
 
 
+GETITEM = """
+import json
+calls = {}
+def note(name):
+    calls[name] = calls.get(name, 0) + 1
+class Seq:
+    def __getitem__(self, i):
+        note("Seq.__getitem__")
+        return i
+def lookup(self, k):
+    note("lookup")
+    return k
+class Table:
+    __getitem__ = lookup
+def get(s, i, flag):
+    if flag:
+        return s[i]
+    return 0
+def run():
+    s, t = Seq(), Table()
+    n = 0
+    for i in range(1000):
+        n += s[i] + t[i]
+    for _ in range(100):
+        get(s, 0, False)
+    return n + get(s, 1, True)  # (its first run, the code long warm)
+run()
+print("own " + json.dumps(calls, sort_keys=True), flush=True)
+"""
+EVALUATOR = "py: probes' calls through the agent's frame evaluator (PEP 523)"
+MISSES = "without the frame evaluator (CPython gh-104405, fixed in 3.11.4)"
+
+
+@pytest.mark.parametrize("name", list(PYTHONS))
+def test_getitem_from_a_subscript_counted(name, tmp_path):
+    """A __getitem__ written in Python, called by subscripts 1,001 and
+    1,000 times (one a function of another name the class takes as its
+    __getitem__): counted as the functions count themselves, by default and
+    through the profile function. 3.11.0 to 3.11.3 (Debian 12's 3.11.2)
+    call it from a specialized subscript without a PEP 523 evaluator
+    (CPython gh-104405): there uscope counts through the profile function
+    unless USCOPE_PY_PROFILE=0 asks for the evaluator, which then misses
+    those calls, as doc/python.md says; 3.11.4 on, and 3.8 to 3.10, the
+    evaluator counts them all."""
+    py = python(name)
+    script = tmp_path / "getitem.py"
+    script.write_text(GETITEM)
+    minor = int(subprocess.run([py, "-c", "import sys; print(sys.version_info[1])"],
+                               capture_output=True, text=True).stdout)
+    micro = int(subprocess.run([py, "-c", "import sys; print(sys.version_info[2])"],
+                               capture_output=True, text=True).stdout)
+    misses = minor == 11 and micro < 4
+    ways = {"default": None}
+    if minor <= 11:
+        ways.update(profilefunc={"USCOPE_PY_PROFILE": "1"}, evaluator={"USCOPE_PY_PROFILE": "0"})
+    for way, env in ways.items():
+        cp = u.run_uscope(["count", "--json", "-vv", "py:__main__:*", "--", py, script],
+                          timeout=90, env=env)
+        assert cp.returncode == 0, cp.stderr
+        own = [json.loads(l[4:]) for l in cp.stdout.splitlines() if l.startswith("own ")]
+        assert own == [{"Seq.__getitem__": 1001, "lookup": 1000}], cp.stdout
+        got = py_rows(cp.stdout)
+        if minor <= 11:
+            through_eval = way == "evaluator" or (way == "default" and not misses)
+            assert (EVALUATOR in cp.stderr) == through_eval, (way, cp.stderr)
+            assert (MISSES in cp.stderr) == (way == "default" and misses), (way, cp.stderr)
+        if way == "evaluator" and misses:
+            # the documented miss: the calls of the specialized subscripts
+            assert got[qual(name, "Seq.__getitem__")] < 1001 and got["lookup"] < 1000, got
+            assert got["note"] == 2001, got     # (called by them, through the evaluator)
+            continue
+        assert got[qual(name, "Seq.__getitem__")] == 1001 and got["lookup"] == 1000, (way, got)
+        assert got["note"] == 2001 and got["get"] == 101 and got["run"] == 1, (way, got)
+
+
 EXECS = """
 for i in range(200):
     exec(f"def f{i}(x):\\n    return x\\nf{i}(1)\\nf{i}(2)\\n", {"__name__": "gen"})

@@ -207,7 +207,10 @@ static int bpfeng_load(struct bpfeng *u)
 		u->skel->rodata->follow = u->follow;
 		/* the parts no site uses are left to the verifier to prune */
 		u->skel->rodata->ustack_on = sites_use(u, FOP_USTACK);
-		u->skel->rodata->pystack_on = sites_use(u, FOP_PYSTACK);
+		/* (2: system-wide, where a process's CPython is told at its first
+		 * hit: the hits before say so) */
+		u->skel->rodata->pystack_on = !sites_use(u, FOP_PYSTACK) ? 0 :
+					      s->target->kind == USC_TARGET_SYSTEM ? 2 : 1;
 		u->skel->rodata->obj_on = sites_follow_objects(u);
 		bpf_program__set_autoload(u->skel->progs.usc_probe_s, sleepable);
 		bpf_program__set_autoload(u->skel->progs.usc_probe, !sleepable);
@@ -396,15 +399,20 @@ static int bpfeng_add_pid(struct usc_engine *e, pid_t pid)
 	return bpfeng_links_attach(u, prog, pid);
 }
 
-/* $pystack: where CPython is in process pid, for the program (pyprocs). */
+/* $pystack: where CPython is in process pid, for the program (pyprocs);
+ * rt NULL: pid no longer runs it. */
 static int bpfeng_python(struct usc_engine *e, pid_t pid, const struct python_runtime *rt)
 {
 	struct bpfeng *u = bpfeng_of(e);
-	struct bpfeng_py v = {.off = *rt->off, .glibc = rt->glibc,
-			      .runtime = rt->runtime};
 	__u32 key = (__u32)pid;
+	struct bpfeng_py v;
 
-	if (!u->skel || bpf_map_update_elem(bpf_map__fd(u->skel->maps.pyprocs), &key, &v, BPF_ANY))
+	if (!u->skel)
+		return -ENOENT;
+	if (!rt)
+		return bpf_map_delete_elem(bpf_map__fd(u->skel->maps.pyprocs), &key) ? -errno : 0;
+	v = (struct bpfeng_py){.off = *rt->off, .glibc = rt->glibc, .runtime = rt->runtime};
+	if (bpf_map_update_elem(bpf_map__fd(u->skel->maps.pyprocs), &key, &v, BPF_ANY))
 		return -errno;
 	return 0;
 }

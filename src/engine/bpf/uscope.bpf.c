@@ -47,7 +47,8 @@ const volatile __u32 agg_unit_ns = 1;	/* latency: ns of its unit */
 /* What some site of the session does (a feature no site uses is code the
  * verifier prunes, and does not walk: a quicker load) */
 const volatile __u32 ustack_on = 0;	/* $ustack */
-const volatile __u32 pystack_on = 0;	/* $pystack, or a $ustack's hidden one */
+const volatile __u32 pystack_on = 0;	/* $pystack, or a $ustack's hidden one
+					   (2: system-wide) */
 const volatile __u32 obj_on = 0;	/* objtrace's roles */
 
 /* min and max older than this are stale: the tracer moves it on as it reads */

@@ -107,6 +107,8 @@ struct inj_image {
 	struct {
 		uint64_t gen;		/* the cache's maps_gen of it */
 		uint64_t refreshed;	/* ns, when its maps were last read from /proc */
+		pid_t pid;		/* its host pid (tgids[] has the agent's: its
+					 * getpid, another in a container) */
 	} stk_procs[INJ_STK_PROCS];
 	uint32_t stk_full;		/* no room for a table or a process: said once */
 	uint32_t py_seen;		/* bytes of the agent's Python names read */

@@ -121,7 +121,9 @@ static void probes(struct inj *j, struct inj_py *py, const char *rt_path)
  * latency, flow) or a stack (the evaluator runs before the frame is the
  * thread's, so $pystack would miss it), and CPython has the functions.
  * USCOPE_PY_PROFILE=1 keeps the profile function (tests, bench: both ways
- * side by side). */
+ * side by side); on a CPython whose evaluator misses calls (3.11.0 to
+ * 3.11.3: python_eval_sees_every_call) the profile function serves, unless
+ * USCOPE_PY_PROFILE=0 asks for the evaluator all the same. */
 static bool eval_fits(const struct inj *j, const struct inj_py *py,
 		      const struct python_runtime *rt)
 {
@@ -140,6 +142,17 @@ static bool eval_fits(const struct inj *j, const struct inj_py *py,
 		for (unsigned a = 0; s->python && a < s->nargs; a++)
 			if (s->args[a].insn[0].op == FOP_USTACK || s->args[a].insn[0].op == FOP_PYSTACK)
 				return false;
+	}
+	/* USCOPE_PY_PROFILE=0: the evaluator wherever it can be set, even where
+	 * it misses calls (the user's choice: py: probes on no __getitem__) */
+	if (!python_eval_sees_every_call(rt->version) && !(env && !strcmp(env, "0"))) {
+		char v[32];
+
+		python_version_str(rt->version, v, sizeof(v));
+		log_debug("inject: CPython %s calls a __getitem__ written in Python from a "
+			  "specialized subscript without the frame evaluator (CPython gh-104405, "
+			  "fixed in 3.11.4): py: probes' calls through the profile function", v);
+		return false;
 	}
 	return true;
 }

@@ -23,6 +23,7 @@
 #include "core/log.h"
 #include "cache/cache.h"
 #include "engine/inject/inject_int.h"
+#include "ns/ns.h"
 #include "stack/stack.h"
 #include "stack/unwstore.h"
 
@@ -156,14 +157,16 @@ static void sync_tables(struct inj *j, struct inj_image *img)
 	__atomic_store_n(&k->ntabs, nt, __ATOMIC_RELEASE);
 }
 
-/* Process pid's mappings into entry p of the image, published. */
+/* Process pid's mappings into entry p of the image, published. pid is the
+ * host's; the entry is found by the agent with the pid the process knows
+ * itself by (its self word: another one in a container's PID namespace). */
 static int publish(struct inj *j, struct inj_image *img, uint32_t p, pid_t pid, bool refresh)
 {
 	struct stack_store *st = stack_store_of(j->base.ctx->cache);
 	struct inj_stk *k = stk_of(img);
 	struct inj_stk_proc *pr;
 	struct stack_map *maps = NULL;
-	uint32_t n = 0, next;
+	uint32_t n = 0, next, self;
 	int err;
 
 	if (!st || !k)
@@ -180,9 +183,11 @@ static int publish(struct inj *j, struct inj_image *img, uint32_t p, pid_t pid, 
 	memcpy(pr->maps[next & 1], maps, (size_t)n * sizeof(*maps));
 	pr->nmaps[next & 1] = n;
 	__atomic_store_n(&pr->gen, next, __ATOMIC_RELEASE);
-	if (pr->tgid != (uint32_t)pid) {
-		__atomic_store_n(&pr->tgid, (uint32_t)pid, __ATOMIC_RELEASE);
-		__atomic_store_n(&k->tgids[p], (uint32_t)pid, __ATOMIC_RELEASE);
+	if (img->stk_procs[p].pid != pid || !k->tgids[p]) {
+		self = (uint32_t)ns_inner_tid(pid);
+		img->stk_procs[p].pid = pid;
+		__atomic_store_n(&pr->tgid, self, __ATOMIC_RELEASE);
+		__atomic_store_n(&k->tgids[p], self, __ATOMIC_RELEASE);
 	}
 	free(maps);
 	log_debug("inject: the mappings of process %d for its stacks: %u (%u unwind tables)",
@@ -190,20 +195,30 @@ static int publish(struct inj *j, struct inj_image *img, uint32_t p, pid_t pid, 
 	return 0;
 }
 
+/* The entry of host pid pid in the image, or INJ_STK_PROCS. */
+static uint32_t entry_of(const struct inj_image *img, const struct inj_stk *k, pid_t pid)
+{
+	uint32_t p;
+
+	for (p = 0; p < INJ_STK_PROCS; p++)
+		if (k->tgids[p] && img->stk_procs[p].pid == pid)
+			break;
+	return p;
+}
+
 /* The entry of process pid, made if new (a dead one's taken over). */
 static int proc_entry(struct inj *j, struct inj_image *img, pid_t pid)
 {
 	struct inj_stk *k = stk_of(img);
 	char path[64];
-	uint32_t p;
+	uint32_t p = entry_of(img, k, pid);
 
-	for (p = 0; p < INJ_STK_PROCS; p++)
-		if (k->tgids[p] == (uint32_t)pid)
-			return (int)p;
+	if (p < INJ_STK_PROCS)
+		return (int)p;
 	for (p = 0; p < INJ_STK_PROCS && k->tgids[p]; p++)
 		;
 	for (uint32_t q = 0; p == INJ_STK_PROCS && q < INJ_STK_PROCS; q++) {
-		snprintf(path, sizeof(path), "/proc/%u", k->tgids[q]);
+		snprintf(path, sizeof(path), "/proc/%d", (int)img->stk_procs[q].pid);
 		if (access(path, F_OK) && errno == ENOENT) {
 			/* gone: no thread of it walks any more */
 			__atomic_store_n(&k->tgids[q], 0, __ATOMIC_RELEASE);
@@ -256,9 +271,9 @@ void inj_stk_sync(struct inj *j)
 		if (!k || !img->refs)
 			continue;
 		for (uint32_t p = 0; p < INJ_STK_PROCS; p++) {
-			pid_t pid = (pid_t)k->tgids[p];
+			pid_t pid = img->stk_procs[p].pid;
 
-			if (pid && cache_maps_gen(c, pid) != img->stk_procs[p].gen)
+			if (k->tgids[p] && cache_maps_gen(c, pid) != img->stk_procs[p].gen)
 				publish(j, img, p, pid, false);
 		}
 	}
@@ -273,7 +288,7 @@ void inj_stk_event(struct inj *j, struct inj_image *img, const struct usc_event 
 	for (unsigned a = 0; a < ev->nvals; a++) {
 		const struct usc_value *v = &ev->vals[a];
 		struct fetch_stack_hdr h;
-		int p;
+		uint32_t p;
 
 		if (v->kind != USC_V_USTACK || v->len < sizeof(h))
 			continue;
@@ -282,18 +297,30 @@ void inj_stk_event(struct inj *j, struct inj_image *img, const struct usc_event 
 			proc_entry(j, img, ev->pid);
 		} else if (h.why == STACK_FB_NOMODULE) {
 			/* loaded since, and not seen yet? */
-			for (p = 0; p < INJ_STK_PROCS && k->tgids[p] != (uint32_t)ev->pid; p++)
-				;
+			p = entry_of(img, k, ev->pid);
 			if (p < INJ_STK_PROCS &&
 			    inj_mono_ns() - img->stk_procs[p].refreshed >= REFRESH_NS) {
 				img->stk_procs[p].refreshed = inj_mono_ns();
-				publish(j, img, (uint32_t)p, ev->pid, true);
+				publish(j, img, p, ev->pid, true);
 			}
 		}
 	}
 }
 
 /* ---- counted stacks ---------------------------------------------------------- */
+
+/* The host's pid of the process the agent knows as self (its getpid). */
+static pid_t host_pid(struct inj *j, const struct inj_image *img, uint32_t self)
+{
+	const struct inj_stk *k = stk_of(img);
+	int32_t pid = (int32_t)self, tid = (int32_t)self;
+
+	for (uint32_t p = 0; p < INJ_STK_PROCS; p++)
+		if (k->tgids[p] == self)
+			return img->stk_procs[p].pid;
+	inj_host_ids(j, img, &pid, &tid);
+	return pid;
+}
 
 /* The session's id of the image's counted stack id, or 0. */
 static uint64_t session_id(struct inj *j, const struct inj_image *img, uint64_t id)
@@ -315,7 +342,7 @@ static uint64_t session_id(struct inj *j, const struct inj_image *img, uint64_t 
 	if (h.n > k->ent_frames ||
 	    stack_walked(&e->h, sizeof(h) + 8 * (size_t)h.n, &u.st, USC_STACK_FRAMES_MAX))
 		return 0;
-	return stack_intern(j->base.ctx->cache, (pid_t)e->tgid, &u.st);
+	return stack_intern(j->base.ctx->cache, host_pid(j, img, e->tgid), &u.st);
 }
 
 struct key_ctx {

@@ -130,7 +130,8 @@ static __noinline __u32 walk_python(struct task_state *ts, __u32 off, __u32 want
 		want = PYTHON_FRAMES_MAX;
 	h->n = 0;
 	h->want = (__u16)want;
-	h->status = PYWALK_NONE;
+	/* system-wide, a process not told of yet: its first hits */
+	h->status = py || pystack_on != 2 ? PYWALK_NONE : PYWALK_NOTYET;
 	h->pad = 0;
 	if (py && want) {
 		if ((tstate = py_tstate(py, sleepable))) {
