@@ -20,6 +20,18 @@
  *	for a line on stdin, calls work(i) for i in 0..99 and ends; then prints
  *	"thread done sum=S" and exits 0 (tests/e2e/test_session.py: -p TID).
  *
+ *   chaos storm THREADS ROUNDS [once]
+ *	prints "ready pid=PID"; then for each line on stdin (once: one time,
+ *	at once) a batch: THREADS threads (the main one and THREADS-1 started
+ *	for it) each run ROUNDS rounds; a round calls work(i) 10 times, makes
+ *	system calls (getppid, a 200 us nanosleep, a write to and a read from a
+ *	pipe of its own) and, in the main thread every 4th round, forks a child
+ *	that calls work 5 times and exits with their sum's low byte, reaped and
+ *	checked. Each batch prints "storm done threads=T calls=N sum=S forks=F
+ *	bad=B" (B: children that ended otherwise, failed pipe round trips).
+ *	Exits 0 at the end of stdin (once: after its batch). Whatever happens
+ *	to a tracer meanwhile, the line is the same (tests/e2e/test_chaos.py).
+ *
  *   chaos detour
  *	prints "ready hop=ADDR detour=ADDR" (runtime addresses), then for each
  *	line on stdin calls hop(i) for i in 0..999 and prints "hops sum=S".
@@ -36,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 struct obj {
@@ -128,6 +141,98 @@ static int thread(void)
 	return 0;
 }
 
+/* ---- storm ---- */
+
+struct storm {
+	pthread_t th;
+	long id, rounds;
+	long calls, sum, forks, bad;
+};
+
+static void *storm_thread(void *arg)
+{
+	struct storm *w = arg;
+	struct timespec nap = {0, 200000};
+	struct obj *o = obj_new(w->id);
+	int pfd[2];
+	char b = 0;
+
+	if (pipe(pfd))
+		abort();
+	for (long r = 0; r < w->rounds; r++) {
+		for (int k = 0; k < 10; k++) {
+			w->sum += work(o, w->calls);
+			w->calls++;
+		}
+		w->sum += getppid() > 0;
+		nanosleep(&nap, NULL);
+		if (write(pfd[1], &b, 1) != 1 || read(pfd[0], &b, 1) != 1)
+			w->bad++;
+		if (w->id == 0 && r % 4 == 0) {
+			pid_t p = fork();
+			int st;
+
+			if (p == 0) {
+				long s = 0;
+
+				for (long i = 0; i < 5; i++)
+					s += work(o, i);
+				_exit((int)(s & 0xff));
+			}
+			if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st) ||
+			    WEXITSTATUS(st) != (1 + 4 + 7 + 10 + 13))
+				w->bad++;
+			w->forks++;
+		}
+	}
+	obj_free(o);
+	close(pfd[0]);
+	close(pfd[1]);
+	return NULL;
+}
+
+static int storm_batch(long nthreads, long rounds)
+{
+	struct storm w[16] = {{0}};
+	long calls = 0, sum = 0, forks = 0, bad = 0;
+
+	for (long t = 0; t < nthreads; t++) {
+		w[t].id = t;
+		w[t].rounds = rounds;
+		if (t && pthread_create(&w[t].th, NULL, storm_thread, &w[t]))
+			return 1;
+	}
+	storm_thread(&w[0]);
+	for (long t = 1; t < nthreads; t++)
+		pthread_join(w[t].th, NULL);
+	for (long t = 0; t < nthreads; t++) {
+		calls += w[t].calls;
+		sum += w[t].sum;
+		forks += w[t].forks;
+		bad += w[t].bad;
+	}
+	printf("storm done threads=%ld calls=%ld sum=%ld forks=%ld bad=%ld\n", nthreads, calls, sum,
+	       forks, bad);
+	fflush(stdout);
+	return 0;
+}
+
+static int storm(long nthreads, long rounds, int once)
+{
+	char line[256];
+
+	if (nthreads < 1 || nthreads > 16)
+		return 2;
+	printf("ready pid=%d\n", (int)getpid());
+	fflush(stdout);
+	if (once)
+		return storm_batch(nthreads, rounds);
+	while (fgets(line, sizeof(line), stdin))
+		if (storm_batch(nthreads, rounds))
+			return 1;
+	return 0;
+}
+
 static volatile sig_atomic_t got[NSIG];
 
 static void on_signal(int sig)
@@ -172,8 +277,11 @@ int main(int argc, char **argv)
 		return signals();
 	if (argc == 2 && !strcmp(argv[1], "thread"))
 		return thread();
+	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "once"))) && !strcmp(argv[1], "storm"))
+		return storm(atol(argv[2]), atol(argv[3]), argc == 5);
 	if (argc != 3) {
-		fprintf(stderr, "usage: chaos ROUNDS CALLS | chaos signals | chaos thread | chaos detour\n");
+		fprintf(stderr, "usage: chaos ROUNDS CALLS | chaos signals | chaos thread | chaos detour | "
+				"chaos storm THREADS ROUNDS [once]\n");
 		return 2;
 	}
 	rounds = atol(argv[1]);

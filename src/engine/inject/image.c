@@ -146,6 +146,8 @@ void inj_image_free(struct inj_image *img)
 	for (size_t p = 0; p < img->npatches; p++) {
 		free(img->patches[p].sites);
 		free(img->patches[p].probe_off);
+		free(img->patches[p].probe_at);
+		free(img->patches[p].piece_at);
 	}
 	free(img->patches);
 	free(img->areas);
@@ -509,8 +511,14 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 	ssize_t n;
 
 	buf = malloc(cap);
-	if (!buf)
+	free(pa->probe_at);
+	free(pa->piece_at);
+	pa->probe_at = calloc(pa->nsites + 1, sizeof(*pa->probe_at));
+	pa->piece_at = calloc(pa->nsites + 1, sizeof(*pa->piece_at));
+	if (!buf || !pa->probe_at || !pa->piece_at) {
+		free(buf);
 		return -ENOMEM;
+	}
 	/* relocated pieces between the probes, in address order: an entry and
 	 * a return site of a short function can share one patch */
 	uint32_t done = 0;
@@ -529,12 +537,14 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 			.rseq_sig = m->ctl->rseq_sig,
 		};
 
+		pa->piece_at[k] = at + len;
 		n = reloc(pa, done, pa->probe_off[k], at + len, buf + len, cap - len);
 		if (n < 0)
 			goto out;
 		len += (size_t)n;
 		done = pa->probe_off[k];
 		ts.probe_at = at + len;
+		pa->probe_at[k] = ts.probe_at;
 		/* every probe calls the agent when the tracer has died */
 		ts.hit = m->agent_remote + hdr->hit_off;
 		ts.site = m->remote + m->ctl->sites_off + i * sizeof(struct inj_site);
@@ -585,6 +595,7 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 		}
 		len += (size_t)n;
 	}
+	pa->piece_at[pa->nsites] = at + len;
 	n = reloc(pa, done, pa->plan.len, at + len, buf + len, cap - len);
 	if (n < 0)
 		goto out;
@@ -618,34 +629,67 @@ static struct inj_patch *conflict(struct inj_image *img, const struct user_regs_
 	return NULL;
 }
 
-/* Move every thread out of the displaced ranges by single steps. */
+/* Where a thread stopped at ip inside patch pa's displaced bytes goes on
+ * in the trampoline, already written: the probe about to fire there, or its
+ * instruction's relocated copy (the piece it is in relocated up to it must
+ * be what starts the piece in the trampoline, read back). 0: nowhere. */
+static uint64_t tramp_ip(const struct inj_patch *pa, struct remote *rem, uint64_t ip)
+{
+	uint32_t k = (uint32_t)(ip - pa->addr), s = 0;
+
+	for (size_t i = 0; i <= pa->nsites; i++) {
+		uint32_t e = i < pa->nsites ? pa->probe_off[i] : (uint32_t)pa->plan.len;
+		uint8_t mine[X86_RELOC_MAX(32)], there[sizeof(mine)];
+		const char *why = NULL;
+		ssize_t n;
+
+		if (i < pa->nsites && k == e)
+			return pa->probe_at[i];
+		if (k < s || k >= e) {
+			s = e;
+			continue;
+		}
+		n = x86_relocate(pa->orig + s, k - s, pa->addr + s, pa->piece_at[i], mine,
+				 sizeof(mine), &why);
+		if (n < 0 || (n && (remote_read(rem, pa->piece_at[i], there, (size_t)n) ||
+				    memcmp(mine, there, (size_t)n))))
+			return 0;
+		return pa->piece_at[i] + (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Move every thread out of the displaced ranges: on at its instruction's
+ * copy in the trampoline (as a kernel uprobe runs an instruction out of
+ * line), no single step: a tracer that dies in the middle of one leaves the
+ * thread its trap. */
 static int clear_threads(struct inj_image *img, struct remote *rem)
 {
 	for (size_t t = 0; t < rem->ntasks; t++) {
-		for (int step = 0;; step++) {
-			struct user_regs_struct r;
-			struct inj_patch *pa;
+		struct user_regs_struct r;
+		struct inj_patch *pa;
+		uint64_t to;
 
-			if (remote_get_regs(rem, t, &r))
-				break;	/* gone */
-			pa = conflict(img, &r);
-			if (!pa)
-				break;
-			uint8_t insn[2] = {0};
-
-			remote_read(rem, r.rip, insn, 2);
-			/* stepping over a system call could block with every
-			 * thread held */
-			if (step >= 64 || (long long)r.orig_rax >= 0 ||
-			    (insn[0] == 0x0f && insn[1] == 0x05)) {
-				log_error("thread %d of process %d is inside the code a probe would "
-					  "replace (0x%llx); try again", (int)rem->tasks[t].tid,
-					  (int)rem->pid, (unsigned long long)pa->addr);
-				return -EAGAIN;
-			}
-			if (remote_step(rem, t))
-				break;
+		if (remote_get_regs(rem, t, &r))
+			continue;	/* gone */
+		pa = conflict(img, &r);
+		if (!pa)
+			continue;
+		/* (a system call there to restart would restart in the copy:
+		 * the kernel goes back 2 bytes from where it is) */
+		to = (long long)r.orig_rax >= 0 ? 0 : tramp_ip(pa, rem, r.rip);
+		if (!to) {
+			log_error("thread %d of process %d is inside the code a probe would "
+				  "replace (0x%llx); try again", (int)rem->tasks[t].tid,
+				  (int)rem->pid, (unsigned long long)pa->addr);
+			return -EAGAIN;
 		}
+		r.rip = to;
+		if (remote_set_regs(rem, t, &r))
+			continue;
+		log_debug("inject: thread %d of process %d moved from 0x%llx, inside a patch, to "
+			  "its copy at 0x%llx", (int)rem->tasks[t].tid, (int)rem->pid,
+			  (unsigned long long)pa->addr, (unsigned long long)to);
 	}
 	return 0;
 }

@@ -50,6 +50,11 @@ struct inj_patch {
 	uint8_t nwritten;
 	size_t *sites;		/* the engine's site indexes, by probe offset */
 	uint32_t *probe_off;	/* per site: where in the displaced bytes it fires */
+	/* the trampoline's layout: where each site's probe code starts, and
+	 * the relocated piece of the displaced bytes before it (the last: after
+	 * the last probe), [nsites + 1]; a thread stopped inside the displaced
+	 * bytes goes on at its instruction's copy */
+	uint64_t *probe_at, *piece_at;
 	size_t nsites;
 	uint64_t tramp;
 	bool applied;

@@ -195,15 +195,24 @@ void inj_undo_fill(struct inj_image *img, const struct proc_map *maps, size_t nm
 
 /* ---- a dead session's leftovers ------------------------------------------------ */
 
-/* Every thread whose next instruction is at addr, one step on (through the
- * jump there, into the trampoline, which passes through). */
-static void step_off(struct remote *rem, uint64_t addr)
+/* Every thread whose next instruction is the jmp rel32 at addr (jump, as
+ * written) made to have taken it: on in the trampoline, which passes
+ * through. No single step: a tracer that dies in the middle of one leaves
+ * the thread its trap. */
+static void step_off(struct remote *rem, uint64_t addr, const uint8_t *jump)
 {
+	int32_t rel;
+
+	if (jump[0] != 0xe9)
+		return;
+	memcpy(&rel, jump + 1, 4);
 	for (size_t t = 0; t < rem->ntasks; t++) {
 		struct user_regs_struct r;
 
-		if (remote_get_regs(rem, t, &r) == 0 && r.rip == addr)
-			remote_step(rem, t);
+		if (remote_get_regs(rem, t, &r) == 0 && r.rip == addr) {
+			r.rip = addr + 5 + (uint64_t)(int64_t)rel;
+			remote_set_regs(rem, t, &r);
+		}
 	}
 }
 
@@ -243,7 +252,7 @@ static int undo_session(struct remote *rem, uint64_t base, uint64_t len, const s
 	for (uint32_t i = 0; i < nundo; i++) {
 		restored += put_back(rem, u[i].addr, u[i].jump, u[i].orig, u[i].n);
 		if (u[i].spring) {
-			step_off(rem, u[i].spring);
+			step_off(rem, u[i].spring, u[i].jump_spring);
 			restored += put_back(rem, u[i].spring, u[i].jump_spring, u[i].orig_spring, 5);
 		}
 	}
