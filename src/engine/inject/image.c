@@ -21,6 +21,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <cpuid.h>
@@ -169,7 +170,7 @@ bool inj_image_applied(const struct inj_image *img)
 /* Where each part of the shared memory lies (the agent reads these offsets
  * from struct inj_ctl). */
 struct shm_layout {
-	uint64_t slots, counts, sites, undo, sem, py, rings, obj;
+	uint64_t slots, counts, sites, undo, sem, kids, py, rings, obj;
 	struct inj_ctl agg;
 	struct inj_stk stk;
 };
@@ -195,6 +196,9 @@ static void shm_layout(struct inj *j, struct inj_shm *m, struct shm_layout *l)
 	off += (nsites + 1) * sizeof(struct inj_undo);
 	l->sem = off;
 	off += (nsites + 1) * sizeof(uint64_t);
+	off = (off + 63) & ~63ULL;
+	l->kids = off;
+	off += INJ_MAX_KIDS * sizeof(struct inj_kid_ent);
 	/* (before the rings and what follows them, which are given back at the
 	 * end: a profile function left in a thread reads it later) */
 	off = inj_py_reserve(j, off, &l->py);
@@ -240,6 +244,14 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 		return (int)fd;
 	snprintf(path, sizeof(path), "/proc/%d/fd/%ld", (int)rem->pid, fd);
 	lfd = open(path, O_RDWR | O_CLOEXEC);
+	if (lfd >= 0) {
+		struct stat st;
+
+		if (fstat(lfd, &st) == 0) {
+			m->memfd_dev = st.st_dev;
+			m->memfd_ino = st.st_ino;
+		}
+	}
 	if (lfd < 0 || ftruncate(lfd, (off_t)m->size)) {
 		ret = -errno;
 		log_error("cannot share memory with process %d: %s", (int)rem->pid, strerror(errno));
@@ -304,6 +316,9 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	c->rings_off = l.rings;
 	c->undo_off = l.undo;
 	c->sem_off = l.sem;
+	c->kids_off = l.kids;
+	/* -p and system-wide: a forked child takes itself up (agent/tracer.c) */
+	c->follow_forks = j->children;
 	c->use_rdfsbase = use_rdfsbase();
 	c->agg_dir_off = l.agg.agg_dir_off;
 	c->agg_vals_off = l.agg.agg_vals_off;
@@ -552,7 +567,10 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 		ts.letgo = m->self_remote + INJ_SELF_LETGO;
 		if (e->ctx->set->count_only) {
 			ts.counter = m->remote + m->cpu_counts_off + i * sizeof(uint64_t);
-			ts.self = m->self_remote;
+			/* a forked child not followed (its self word 0) counts
+			 * nothing; a followed one counts from its first call (it
+			 * never calls the agent to claim its word) */
+			ts.self = j->children ? 0 : m->self_remote;
 			ts.stride = m->cpu_stride;
 		} else {
 			const struct inj_site *is = (const struct inj_site *)
@@ -832,6 +850,9 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
 		ret = read_originals(j, img, rem);
 	if (!ret)
 		ret = shm_create(j, img, rem);
+	/* (before any jump: what it forks is found by what it maps) */
+	if (!ret && img->shm.ctl->follow_forks)
+		img->undo_memfd = inj_undo_tell_memfd(j, img);
 	if (!ret)
 		ret = inj_stk_install(j, img, rem);
 	if (!ret) {
@@ -859,6 +880,7 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
 	if (ret) {
 		inj_restore(j, img, rem);
 		inj_image_retire(img);
+		inj_undo_forget(j, &img->undo_memfd);
 	}
 	return ret;
 }

@@ -113,7 +113,7 @@ static int inj_attach(struct usc_engine *e)
 	/* Python's code objects are named from its memory, stacks' frames
 	 * from its mappings as they are at the end: a process of COMMAND's
 	 * waits at its exit for its last records to be read */
-	j->hold_exit = (j->follow || j->children) && (inj_py_wanted(j) || e->ctx->has_stacks);
+	j->hold_exit = j->follow && (inj_py_wanted(j) || e->ctx->has_stacks);
 	inj_agg_geometry(j);
 	inj_stk_geometry(j);
 	return j->stats ? 0 : -ENOMEM;
@@ -142,7 +142,7 @@ int inj_proc_attach(struct inj *j, pid_t pid)
 	j->attaching++;
 	undo = inj_undo_tell(j, pid);
 	for (int tries = 0;; tries++) {
-		ret = remote_stop_all(&rem, pid);
+		ret = j->drop_stop ? remote_stop_all_nostop(&rem, pid) : remote_stop_all(&rem, pid);
 		if (ret) {
 			inj_undo_forget(j, &undo);
 			j->attaching--;
@@ -165,7 +165,10 @@ int inj_proc_attach(struct inj *j, pid_t pid)
 
 		*p = (struct inj_proc){.pid = pid, .state = PROC_RUN, .img = img, .undo = undo};
 		undo = 0;
-		inj_gate_go(j, pid);	/* (system-wide: ours, the gate lets it be) */
+		/* (system-wide: ours, the gate lets it be; one the gate stopped
+		 * is marked so once it is sent on: system.c) */
+		if (!j->drop_stop)
+			inj_gate_go(j, pid);
 		j->live = true;
 		inj_calibrate(j);
 		for (size_t t = 0; t < rem.ntasks; t++)
@@ -178,10 +181,9 @@ int inj_proc_attach(struct inj *j, pid_t pid)
 				if (rem.tasks[t].held[k].si_signo == SIGSTOP)
 					rem.tasks[t].held[k--] =
 						rem.tasks[t].held[--rem.tasks[t].nheld];
-	if (!ret && j->children)
-		inj_follow_keep(j, &rem);	/* what it forks from now on is followed */
-	else
-		remote_release(&rem);
+	/* let go: what it forks takes itself up (forks.c), nothing waits for
+	 * us from now on */
+	remote_release(&rem);
 	inj_undo_forget(j, &undo);	/* nothing stays applied, or j->procs has it */
 	if (!ret)
 		log_info("inject: %zu probe%s patched in process %d, stopped for %.2f ms",
@@ -251,6 +253,7 @@ static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 			inj_system_seen(j, (pid_t)seen[i].tgid, seen[i].stopped);
 		inj_system_seen(j, 0, false);
 	}
+	inj_forks_poll(j);	/* children forked since (their names, their maps) */
 	n = inj_poll_images(j, fn, ctx);	/* (the names the events need first) */
 	inj_follow_exits(j);	/* drained: a process held at its exit ends */
 	return n;
@@ -336,6 +339,8 @@ static void inj_detach(struct usc_engine *e)
 	}
 	if (j->children && j->ntasks)
 		inj_follow_release(j);	/* then each process as without them */
+	if (j->children)
+		inj_forks_find(j);	/* every child, including those that never hit */
 	for (size_t i = 0; i < j->nprocs; i++) {
 		struct inj_proc *p = &j->procs[i];
 
@@ -349,6 +354,8 @@ static void inj_detach(struct usc_engine *e)
 	if (any)
 		for (size_t i = 0; i < j->nimages; i++)
 			inj_image_retire(j->images[i]);
+	for (size_t i = 0; i < j->nimages; i++)
+		inj_undo_forget(j, &j->images[i]->undo_memfd);
 }
 
 /* The rows aggregated in place: the names of the py: probes' functions

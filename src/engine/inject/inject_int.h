@@ -88,6 +88,8 @@ struct inj_shm {
 	uint64_t self_remote;		/* the MADV_WIPEONFORK page: the self word */
 	uint64_t *folded;		/* [nsites][INJ_NCOUNTS]: counts of reclaimed slots */
 	uint64_t dropped;		/* tail calls never returned, of reclaimed slots */
+	dev_t memfd_dev;		/* the memfd's: what a process that maps it maps */
+	ino_t memfd_ino;
 	void *owner_map;		/* the owner page (undo.c), or NULL */
 	uint64_t owner_remote;		/* ... in the process (read-only there) */
 	bool held;			/* we hold its mutex */
@@ -121,6 +123,8 @@ struct inj_image {
 					 * position written up to (INJ_NSLOTS) */
 	struct inj_chunk *chunks;	/* every probe's code in the trampolines */
 	size_t nchunks;
+	uint32_t kids_seen;		/* forks.c: the children listed, taken up */
+	int undo_memfd;			/* the janitor's handle of its memfd (forks.c) */
 };
 
 enum inj_proc_state {
@@ -280,6 +284,22 @@ void inj_undo_forget(struct inj *j, int *undo);
  * that died in it left. 0; -EINPROGRESS: its agent is letting go, let the
  * threads run and try again; -EBUSY: a live uscope traces it (reported). */
 int inj_undo_dead(struct remote *rem, const struct proc_map *maps, size_t nmaps);
+
+/* forks.c: forked children with no ptrace (-p, system-wide) */
+/* The children listed since the last call taken up (janitor entries, names,
+ * mappings). */
+void inj_forks_poll(struct inj *j);
+/* At the end: every process that maps a patched image's memfd taken up too
+ * (children that never hit a probe), for the detach to restore. */
+void inj_forks_find(struct inj *j);
+/* fn(pid, ctx) for every process that maps the memfd (dev, ino), this one
+ * aside, until fn returns non-zero (returned). */
+int inj_memfd_each(uint64_t dev, uint64_t ino, int (*fn)(pid_t pid, void *ctx), void *ctx);
+/* Does process pid map the memfd (dev, ino)? */
+bool inj_maps_memfd(pid_t pid, uint64_t dev, uint64_t ino);
+/* The janitor told of img's memfd (every process that maps it, after a
+ * death): its handle, or <= 0. */
+int inj_undo_tell_memfd(struct inj *j, struct inj_image *img);
 
 /* unmap.c */
 /* After inj_restore, with every thread of the process in rem stopped: the

@@ -65,6 +65,12 @@ static int remote_wait(struct remote *r, pid_t tid, bool want_trap, int resume)
 			return 0;	/* stopped: by our interrupt, or a trap */
 		if (want_trap && sig == SIGTRAP && ev == 0)
 			return 0;
+		if (ev == 0 && sig == SIGSTOP && r->drop_stop) {
+			/* dropped: on to our interrupt's stop */
+			if (ptrace(resume, tid, 0, 0) < 0)
+				return -errno;
+			continue;
+		}
 		if (ev == 0 && sig != SIGTRAP && (t = remote_find(r, tid))) {
 			siginfo_t si;	/* delivered at detach */
 
@@ -169,13 +175,14 @@ static int remote_find_syscall(struct remote *r)
 	return -ENOTSUP;
 }
 
-static int stop_once(struct remote *r, pid_t pid)
+static int stop_once(struct remote *r, pid_t pid, bool drop_stop)
 {
 	char dir[64];
 	bool grew = true;
 	int ret;
 
 	memset(r, 0, sizeof(*r));
+	r->drop_stop = drop_stop;
 	r->pid = pid;
 	r->mem_fd = -1;
 	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
@@ -260,10 +267,10 @@ fail:
 
 #define DEAD_STEP_TRIES 200	/* 10 ms apart: a dead uscope's call ends */
 
-int remote_stop_all(struct remote *r, pid_t pid)
+static int stop_all(struct remote *r, pid_t pid, bool drop_stop)
 {
 	for (int tries = 0;; tries++) {
-		int ret = stop_once(r, pid);
+		int ret = stop_once(r, pid, drop_stop);
 
 		if (ret != -EINPROGRESS)
 			return ret;
@@ -274,6 +281,16 @@ int remote_stop_all(struct remote *r, pid_t pid)
 		}
 		usleep(10000);
 	}
+}
+
+int remote_stop_all(struct remote *r, pid_t pid)
+{
+	return stop_all(r, pid, false);
+}
+
+int remote_stop_all_nostop(struct remote *r, pid_t pid)
+{
+	return stop_all(r, pid, true);
 }
 
 int remote_adopt(struct remote *r, pid_t pid)

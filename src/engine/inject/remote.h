@@ -34,6 +34,8 @@ struct remote {
 	uint64_t step_at;
 	bool step_none;		/* no room for one: the old way (a single step) */
 	bool step_placed;	/* our bytes are there: put the vDSO's back at the end */
+	bool drop_stop;		/* a SIGSTOP that comes while it is stopped is dropped
+				 * (the gate's, for a process it holds: system.c) */
 };
 
 /* Stop every thread of pid: PTRACE_SEIZE + PTRACE_INTERRUPT each task in
@@ -42,6 +44,10 @@ struct remote {
  * -EBUSY (another tracer holds it, or a dead uscope's step does not end;
  * logged), -EPERM (logged). */
 int remote_stop_all(struct remote *r, pid_t pid);
+/* The same, a SIGSTOP that comes meanwhile dropped, never held (the gate's
+ * stop of a process started after attach: a SIGSTOP held here would stop it
+ * again should we die before we let it go). */
+int remote_stop_all_nostop(struct remote *r, pid_t pid);
 /* Take over a process that is already our tracee and stopped, with one
  * thread (COMMAND, held by PTRACE_TRACEME at its exec). */
 int remote_adopt(struct remote *r, pid_t pid);

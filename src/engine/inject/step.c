@@ -406,7 +406,7 @@ static int step_wait(struct remote *r, size_t task, struct user_regs_struct *reg
 			return si.op == PTRACE_SYSCALL_INFO_ENTRY ? STOP_ENTRY :
 			       si.op == PTRACE_SYSCALL_INFO_EXIT ? STOP_EXIT : STOP_OTHER;
 		}
-		if (ev == 0) {
+		if (ev == 0 && !(sig == SIGSTOP && r->drop_stop)) {
 			struct remote_task *t = &r->tasks[task];
 			siginfo_t si;
 

@@ -422,3 +422,19 @@ int inj_janitor_undo(pid_t pid)
 	}
 	return ret;
 }
+
+static int undo_one_mapper(pid_t pid, void *ctx)
+{
+	int *first = ctx, ret = inj_janitor_undo(pid);
+
+	if (ret && !*first)
+		*first = ret;
+	return 0;
+}
+
+int inj_janitor_undo_memfd(uint64_t dev, uint64_t ino)
+{
+	int first = 0, ret = inj_memfd_each(dev, ino, undo_one_mapper, &first);
+
+	return ret ? ret : first;
+}

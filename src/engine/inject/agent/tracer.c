@@ -20,7 +20,16 @@
  * atomic store covers stays as it is (a jump to a trampoline that passes
  * through), and so does a springboard (dead filler that a thread may have
  * jumped towards): both are marked left in the undo table, and the next
- * tracer takes them out with every thread stopped (image.c, undo.c). */
+ * tracer takes them out with every thread stopped (image.c, undo.c).
+ *
+ * Forks, with no ptrace: a child forked while the tracer follows forks (-p,
+ * system-wide) runs a copy of the patched code and maps the same shared
+ * memory, but its self word (a MADV_WIPEONFORK page) reads 0. Its first
+ * hit claims it: its pid, and an entry in the control block's list of
+ * children, which the tracer reads at its next drain (their janitor
+ * entries, names, mappings). So nothing stops a child for the tracer, and a
+ * stopped tracer holds no process; a child that dies before it is taken up
+ * lets go by itself, as any process of the tracer's. */
 #include "engine/inject/agent/agent.h"
 
 #define CLOCK_MONOTONIC 1
@@ -248,4 +257,27 @@ void agent_let_go(struct inj_ctl *c)
 	__atomic_store_n(st, INJ_LETGO_AGENT, __ATOMIC_RELEASE);
 	/* threads waiting for room, the kernel having woken only one */
 	sys6(SYS_futex, (long)c->owner, FUTEX_WAKE, 0x7fffffff, 0, 0, 0);
+}
+
+/* ---- a forked child ------------------------------------------------------------ */
+
+uint32_t agent_claim(struct inj_ctl *c)
+{
+	volatile uint32_t *self = (volatile uint32_t *)c->self;
+	struct inj_kid_ent *kids = (struct inj_kid_ent *)((char *)c + c->kids_off);
+	uint32_t pid, seen = 0, n;
+
+	if (!c->follow_forks || !c->kids_off || owner_died(c->owner))
+		return 0;
+	pid = (uint32_t)sys6(SYS_getpid, 0, 0, 0, 0, 0, 0);
+	/* (another thread of the child may be first: its value then) */
+	if (!__atomic_compare_exchange_n(self, &seen, pid, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return seen;
+	n = __atomic_fetch_add(&c->nkids, 1, __ATOMIC_SEQ_CST);
+	if (n < INJ_MAX_KIDS) {
+		sys6(SYS_prctl, PR_GET_NAME, (long)kids[n].comm, 0, 0, 0, 0);
+		__atomic_store_n(&kids[n].pid, pid, __ATOMIC_RELEASE);
+	}
+	agent_ring(c);	/* the tracer takes it up soon */
+	return pid;
 }
