@@ -537,6 +537,14 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 	/* relocated pieces between the probes, in address order: an entry and
 	 * a return site of a short function can share one patch */
 	uint32_t done = 0;
+	/* an entry's first instruction left before the patch: undone before the
+	 * probes at the entry, done again after them (struct inj_pre) */
+	bool redo = pa->pre.len > 0;
+
+	if (redo) {
+		memcpy(buf + len, pa->pre.undo, pa->pre.undo_len);
+		len += pa->pre.undo_len;
+	}
 
 	for (size_t k = 0; k < pa->nsites; k++) {
 		size_t i = pa->sites[k];
@@ -552,6 +560,11 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 			.rseq_sig = m->ctl->rseq_sig,
 		};
 
+		if (redo && pa->probe_off[k]) {
+			memcpy(buf + len, pa->pre.code, pa->pre.len);
+			len += pa->pre.len;
+			redo = false;
+		}
 		pa->piece_at[k] = at + len;
 		n = reloc(pa, done, pa->probe_off[k], at + len, buf + len, cap - len);
 		if (n < 0)
@@ -612,6 +625,10 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 			c[img->nchunks++] = (struct inj_chunk){ts.probe_at, (uint32_t)n};
 		}
 		len += (size_t)n;
+	}
+	if (redo) {
+		memcpy(buf + len, pa->pre.code, pa->pre.len);
+		len += pa->pre.len;
 	}
 	pa->piece_at[pa->nsites] = at + len;
 	n = reloc(pa, done, pa->plan.len, at + len, buf + len, cap - len);
@@ -756,15 +773,18 @@ static void semaphores_lower(struct inj_image *img, struct remote *rem)
 }
 
 /* The bytes in memory must be the file's: a breakpoint or another tool's
- * patch there would be copied into the trampoline. */
+ * patch there would be copied into the trampoline. Another kernel uprobe's
+ * int3 there: the patch is left alone in this process (foreign.c). */
 static int read_originals(struct inj *j, struct inj_image *img, struct remote *rem)
 {
 	const struct usc_engine_ctx *s = j->base.ctx;
 	int ret = 0;
+	size_t out = 0;
 
 	for (size_t p = 0; p < img->npatches && !ret; p++) {
 		struct inj_patch *pa = &img->patches[p];
-		uint8_t file[sizeof(pa->orig)];
+		uint8_t file[sizeof(pa->orig)], fspring[5];
+		bool foreign = false;
 		const struct usc_site *site = j->base.sites[pa->sites[0]];
 		struct objfile *ef = NULL;
 
@@ -779,14 +799,28 @@ static int read_originals(struct inj *j, struct inj_image *img, struct remote *r
 				  (unsigned long long)pa->spring, strerror(-ret));
 		else if (ef && ((objfile_read(ef, pa->plan.addr, file, pa->plan.len) == 0 &&
 				 memcmp(file, pa->orig, pa->plan.len)) ||
-				(pa->spring && objfile_read(ef, pa->plan.spring, file, 5) == 0 &&
-				 memcmp(file, pa->orig_spring, 5)))) {
-			log_error("%s: the code of process %d at 0x%llx differs from %s (a "
-				  "breakpoint or another tool's patch?)", site->label, (int)rem->pid,
-				  (unsigned long long)pa->addr, site->path);
-			ret = -EBUSY;
+				(pa->spring && objfile_read(ef, pa->plan.spring, fspring, 5) == 0 &&
+				 memcmp(fspring, pa->orig_spring, 5)))) {
+			foreign = inj_bytes_over(pa->orig, file, pa->plan.len) >= 0 &&
+				  (!pa->spring || inj_bytes_over(pa->orig_spring, fspring, 5) >= 0);
+			if (!foreign) {
+				log_error("%s: the code of process %d at 0x%llx differs from %s (a "
+					  "breakpoint or another tool's patch?)", site->label,
+					  (int)rem->pid, (unsigned long long)pa->addr, site->path);
+				ret = -EBUSY;
+			}
 		}
+		if (foreign) {	/* another uprobe's int3s: left alone here */
+			if (!pa->foreign)
+				inj_foreign_said(j, pa, rem->pid);
+			free(pa->sites);
+			free(pa->probe_off);
+			continue;
+		}
+		img->patches[out++] = *pa;
 	}
+	if (!ret)
+		img->npatches = out;
 	return ret;
 }
 
@@ -892,16 +926,34 @@ bool inj_restore(struct inj *j, struct inj_image *img, struct remote *rem)
 	(void)j;
 	for (size_t p = 0; p < img->npatches; p++) {
 		struct inj_patch *pa = &img->patches[p];
-		uint8_t now[5];
+		uint8_t now[5], fix[5];
+		int over;
 
 		if (!pa->applied)
 			continue;
-		if (remote_read(rem, pa->addr, now, pa->nwritten) ||
-		    memcmp(now, pa->written, pa->nwritten)) {
+		if (remote_read(rem, pa->addr, now, pa->nwritten)) {
 			same_image = false;
 			continue;
 		}
-		if (remote_write(rem, pa->addr, pa->orig, pa->plan.len) == 0 && pa->spring)
+		over = inj_bytes_over(now, pa->written, pa->nwritten);
+		if (over < 0) {
+			/* ours taken out around another uprobe's int3 (foreign.c),
+			 * or another image's */
+			if (inj_bytes_over(now, pa->orig, pa->nwritten) < 0)
+				same_image = false;
+			continue;
+		}
+		if (over) {	/* another uprobe's int3 on our jump: kept */
+			for (size_t i = 0; i < pa->nwritten; i++)
+				fix[i] = now[i] == 0xcc && pa->written[i] != 0xcc ? 0xcc : pa->orig[i];
+			remote_write(rem, pa->addr, fix, pa->nwritten);
+			if (pa->plan.len > pa->nwritten)
+				remote_write(rem, pa->addr + pa->nwritten, pa->orig + pa->nwritten,
+					     pa->plan.len - pa->nwritten);
+		} else if (remote_write(rem, pa->addr, pa->orig, pa->plan.len)) {
+			continue;
+		}
+		if (pa->spring)
 			remote_write(rem, pa->spring, pa->orig_spring, 5);
 	}
 	if (same_image) {

@@ -75,7 +75,8 @@ static int inj_can_place(struct usc_engine *e, const struct usc_site *site, char
 
 	if (!j->plans) {
 		j->plans = calloc(s->nsites + 1, sizeof(*j->plans));
-		if (!j->plans)
+		j->pre = calloc(s->nsites + 1, sizeof(*j->pre));
+		if (!j->plans || !j->pre)
 			return -ENOMEM;
 	}
 	return inj_plan_site(j, site, why, len);
@@ -254,6 +255,7 @@ static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 		inj_system_seen(j, 0, false);
 	}
 	inj_forks_poll(j);	/* children forked since (their names, their maps) */
+	inj_watch(j);		/* another tool's uprobe over a patch: taken out */
 	n = inj_poll_images(j, fn, ctx);	/* (the names the events need first) */
 	inj_follow_exits(j);	/* drained: a process held at its exit ends */
 	return n;
@@ -398,6 +400,8 @@ static void inj_destroy(struct usc_engine *e)
 	free(j->tasks);
 	free(j->kids);
 	free(j->plans);
+	free(j->pre);
+	procmaps_free(j->plan_maps, j->plan_nmaps);
 	free(j->stats);
 	free(j->comms);
 	tsc_free(j->clock);

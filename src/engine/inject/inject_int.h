@@ -36,6 +36,20 @@
 
 extern const unsigned char inject_agent_blob[], inject_agent_blob_end[];
 
+/* An entry patch placed after the function's first instruction (a push, a
+ * sub from rsp) when that one is shorter than the jump: another tool's
+ * kernel uprobe at the function's entry (bpftrace, perf) runs that
+ * instruction out of line and goes on after it, onto our jump, not into its
+ * middle. The trampoline undoes it before the probes at the entry (they see
+ * the state at the entry: rsp as it was) and does it again after them
+ * (plan.c). */
+struct inj_pre {
+	uint8_t len;		/* the instruction's bytes (0: none) */
+	uint8_t code[7];
+	uint8_t undo_len;
+	uint8_t undo[8];	/* lea N(%rsp),%rsp */
+};
+
 /* One patch: a jump at addr over len displaced bytes, to a trampoline that
  * runs the probes of one or more sites (several probes at one address). */
 struct inj_patch {
@@ -55,6 +69,8 @@ struct inj_patch {
 	 * the last probe), [nsites + 1]; a thread stopped inside the displaced
 	 * bytes goes on at its instruction's copy */
 	uint64_t *probe_at, *piece_at;
+	struct inj_pre pre;	/* the entry's instruction before addr, or none */
+	bool foreign;		/* another tool's uprobe came over it somewhere: said */
 	size_t nsites;
 	uint64_t tramp;
 	bool applied;
@@ -192,6 +208,10 @@ struct inj {
 	bool children;
 	pid_t pid;			/* the traced process (the first, for COMMAND) */
 	struct x86_patch *plans;	/* per site of the session, from can_place */
+	struct inj_pre *pre;		/* ... the entry's first instruction left before it */
+	struct proc_map *plan_maps;	/* -p: the process's maps, read once to plan */
+	size_t plan_nmaps;
+	bool plan_nomaps;
 	struct inj_proc *procs;
 	size_t nprocs;
 	size_t attaching;		/* attaches under way (fibers): room kept in procs */
@@ -225,6 +245,7 @@ struct inj {
 	bool drop_stop;			/* attaching one the gate stopped: its SIGSTOP
 					 * still pending is not given back */
 	struct inj_gate *gate;		/* system-wide: the gate (gate.c), or NULL */
+	uint64_t watch_next;		/* foreign.c: when the patches are read next (ns) */
 	struct sys_late *late;		/* ... what was left out of them (system.c) */
 };
 
@@ -300,6 +321,16 @@ bool inj_maps_memfd(pid_t pid, uint64_t dev, uint64_t ino);
 /* The janitor told of img's memfd (every process that maps it, after a
  * death): its handle, or <= 0. */
 int inj_undo_tell_memfd(struct inj *j, struct inj_image *img);
+
+/* foreign.c: another tool's kernel uprobe over our patches */
+/* n bytes now against want: 0 the same, 1 the same but for int3s (another
+ * uprobe's breakpoints), -1 otherwise. */
+int inj_bytes_over(const uint8_t *now, const uint8_t *want, size_t n);
+/* Every patch of every process read (at most a few times a second): one
+ * another uprobe came over taken out around its int3, said once. */
+void inj_watch(struct inj *j);
+/* A patch left alone at attach in process pid (another uprobe was on it). */
+void inj_foreign_said(struct inj *j, const struct inj_patch *pa, pid_t pid);
 
 /* unmap.c */
 /* After inj_restore, with every thread of the process in rem stopped: the

@@ -216,15 +216,18 @@ static void step_off(struct remote *rem, uint64_t addr, const uint8_t *jump)
 	}
 }
 
-/* bytes at addr are `now`: put `orig` back. 1 when it did. */
+/* bytes at addr are `now` (but for another uprobe's int3s, kept: foreign.c):
+ * put `orig` back. 1 when it did. */
 static int put_back(struct remote *rem, uint64_t addr, const uint8_t *now, const uint8_t *orig,
 		    size_t n)
 {
-	uint8_t at[8];
+	uint8_t at[8], fix[8];
 
-	if (n > sizeof(at) || remote_read(rem, addr, at, n) || memcmp(at, now, n))
+	if (n > sizeof(at) || remote_read(rem, addr, at, n) || inj_bytes_over(at, now, n) < 0)
 		return 0;
-	return remote_write(rem, addr, orig, n) == 0;
+	for (size_t i = 0; i < n; i++)
+		fix[i] = at[i] == 0xcc && now[i] != 0xcc ? 0xcc : orig[i];
+	return remote_write(rem, addr, fix, n) == 0;
 }
 
 /* The dead session whose control block is at base (mapped len bytes). */
@@ -345,9 +348,9 @@ static int left_by(struct remote *rem, uint64_t base, uint64_t len, const struct
 		uint8_t at[8];
 
 		if ((u[i].n <= sizeof(at) && remote_read(rem, u[i].addr, at, u[i].n) == 0 &&
-		     !memcmp(at, u[i].jump, u[i].n)) ||
+		     inj_bytes_over(at, u[i].jump, u[i].n) >= 0) ||
 		    (u[i].spring && remote_read(rem, u[i].spring, at, 5) == 0 &&
-		     !memcmp(at, u[i].jump_spring, 5)))
+		     inj_bytes_over(at, u[i].jump_spring, 5) >= 0))
 			left = LEFT_PATCHES;
 	}
 	free(u);

@@ -147,17 +147,18 @@ struct iov {
 	uint64_t len;
 };
 
-/* Are the n bytes at addr these? Read without faulting: the module may
- * have been unmapped since (dlclose). */
-static int holds(long pid, uint64_t addr, const uint8_t *bytes, uint32_t n)
+/* Are the n bytes at addr these, but for another kernel uprobe's int3s (its
+ * breakpoint over our jump: engine/inject/foreign.c)? Read without
+ * faulting: the module may have been unmapped since (dlclose). The bytes
+ * there into now. */
+static int holds(long pid, uint64_t addr, const uint8_t *bytes, uint32_t n, uint8_t *now)
 {
-	uint8_t now[8];
 	struct iov l = {now, n}, r = {(void *)addr, n};
 
-	if (n > sizeof(now) || sys6(SYS_process_vm_readv, pid, (long)&l, 1, (long)&r, 1, 0) != n)
+	if (n > 8 || sys6(SYS_process_vm_readv, pid, (long)&l, 1, (long)&r, 1, 0) != n)
 		return 0;
 	for (uint32_t i = 0; i < n; i++)
-		if (now[i] != bytes[i])
+		if (now[i] != bytes[i] && now[i] != 0xcc)
 			return 0;
 	return 1;
 }
@@ -204,22 +205,26 @@ static int put_back(uint64_t a, const uint8_t *orig, uint32_t n)
 	}
 }
 
-/* One patch back to the file's bytes, when our jump is still there. */
+/* One patch back to the file's bytes, when our jump is still there (an
+ * int3 another uprobe wrote over it stays: the kernel puts its byte back). */
 static void undo_one(long pid, struct inj_undo *u)
 {
 	uint64_t page = u->addr & ~4095ULL;
+	uint8_t now[8], orig[8];
 
-	if (u->n && u->n <= 8 && holds(pid, u->addr, u->jump, u->n)) {
+	if (u->n && u->n <= 8 && holds(pid, u->addr, u->jump, u->n, now)) {
+		for (uint32_t i = 0; i < u->n; i++)
+			orig[i] = now[i] == 0xcc && u->jump[i] != 0xcc ? 0xcc : u->orig[i];
 		if ((u->addr & 15) + u->n > 16 || !(u->prot & PROT_EXEC) ||
 		    sys6(SYS_mprotect, (long)page, 4096, u->prot | PROT_WRITE, 0, 0, 0)) {
 			u->left |= INJ_LEFT_JUMP;
 		} else {
-			if (put_back(u->addr, u->orig, u->n))
+			if (put_back(u->addr, orig, u->n))
 				u->left |= INJ_LEFT_JUMP;
 			sys6(SYS_mprotect, (long)page, 4096, u->prot, 0, 0, 0);
 		}
 	}
-	if (u->spring && holds(pid, u->spring, u->jump_spring, 5))
+	if (u->spring && holds(pid, u->spring, u->jump_spring, 5, now))
 		u->left |= INJ_LEFT_SPRING;
 }
 
