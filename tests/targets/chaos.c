@@ -32,6 +32,14 @@
  *	Exits 0 at the end of stdin (once: after its batch). Whatever happens
  *	to a tracer meanwhile, the line is the same (tests/e2e/test_chaos.py).
  *
+ *   chaos forks N MS
+ *	prints "ready pid=PID"; then for each line on stdin forks N children
+ *	MS milliseconds apart, each calling work(i) for i in 0..9 and exiting
+ *	with the low byte of their sum; reaps and checks each, and prints
+ *	"forks done n=N bad=B ms=T" (T: its own time from the first fork to the
+ *	last child reaped, in ms). Exits 0 at the end of stdin
+ *	(tests/e2e/test_signals.py: a stopped tracer must not hold it).
+ *
  *   chaos detour
  *	prints "ready hop=ADDR detour=ADDR" (runtime addresses), then for each
  *	line on stdin calls hop(i) for i in 0..999 and prints "hops sum=S".
@@ -233,6 +241,45 @@ static int storm(long nthreads, long rounds, int once)
 	return 0;
 }
 
+/* ---- forks ---- */
+
+static int forks(long n, long ms)
+{
+	struct timespec gap = {ms / 1000, (ms % 1000) * 1000000}, t0, t1;
+	struct obj *o = obj_new(0);
+	char line[256];
+	long bad = 0;
+
+	printf("ready pid=%d\n", (int)getpid());
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+	bad = 0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (long k = 0; k < n; k++) {
+		pid_t p = fork();
+		int st;
+
+		if (p == 0) {
+			long s = 0;
+
+			for (long i = 0; i < 10; i++)
+				s += work(o, i);
+			_exit((int)(s & 0xff));
+		}
+		if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 145)
+			bad++;
+		if (k + 1 < n)
+			nanosleep(&gap, NULL);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("forks done n=%ld bad=%ld ms=%ld\n", n, bad,
+	       (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+	fflush(stdout);
+	}
+	obj_free(o);
+	return 0;
+}
+
 static volatile sig_atomic_t got[NSIG];
 
 static void on_signal(int sig)
@@ -277,11 +324,13 @@ int main(int argc, char **argv)
 		return signals();
 	if (argc == 2 && !strcmp(argv[1], "thread"))
 		return thread();
+	if (argc == 4 && !strcmp(argv[1], "forks"))
+		return forks(atol(argv[2]), atol(argv[3]));
 	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "once"))) && !strcmp(argv[1], "storm"))
 		return storm(atol(argv[2]), atol(argv[3]), argc == 5);
 	if (argc != 3) {
 		fprintf(stderr, "usage: chaos ROUNDS CALLS | chaos signals | chaos thread | chaos detour | "
-				"chaos storm THREADS ROUNDS [once]\n");
+				"chaos storm THREADS ROUNDS [once] | chaos forks N MS\n");
 		return 2;
 	}
 	rounds = atol(argv[1]);

@@ -266,6 +266,16 @@ static int inj_record(struct usc_engine *e, const struct usc_raw_out *out)
 	struct inj *j = inj_of(e);
 	int n;
 
+	if (j->gate) {	/* system-wide: the processes started since (system.c) */
+		struct gate_seen seen[64];
+		size_t k = inj_gate_poll(j, seen, 64);
+
+		for (size_t i = 0; i < k; i++)
+			inj_system_seen(j, (pid_t)seen[i].tgid, seen[i].stopped);
+		inj_system_seen(j, 0, false);
+	}
+	inj_forks_poll(j);	/* children forked since (their names, their maps) */
+	inj_watch(j);		/* another tool's uprobe over a patch: taken out */
 	for (size_t i = 0; i < j->nimages; i++)
 		inj_py_sync(j, j->images[i]);
 	n = inj_record_images(j, out);
@@ -349,8 +359,16 @@ static void inj_detach(struct usc_engine *e)
 		if (!p->img || !inj_image_applied(p->img))
 			continue;
 		any = true;
-		if (proc_alive(p->pid))
+		/* (one that exec'd since maps the image's memory no more: the
+		 * addresses are another program's, left alone) */
+		if (proc_alive(p->pid) &&
+		    (!p->img->shm.memfd_ino ||
+		     inj_maps_memfd(p->pid, (uint64_t)p->img->shm.memfd_dev,
+				    (uint64_t)p->img->shm.memfd_ino)))
 			inj_leave(j, p->img, p->pid);	/* else nothing of it to restore */
+		else if (proc_alive(p->pid))
+			log_debug("inject: process %d exec'd since it was patched: its new program "
+				  "is left alone", (int)p->pid);
 		inj_undo_forget(j, &p->undo);
 	}
 	if (any)
