@@ -22,15 +22,15 @@
  * let go (USC_UNDO_GATE: the gate's map, opened by its id when told) are
  * sent SIGCONT.
  *
- * It also bounds how long uscope may keep the processes it holds by ptrace
- * waiting (the inject engine's, under -p and system-wide): a tracee stops
- * for uscope at each signal and fork, and a uscope that is itself stopped
- * (SIGSTOP: it takes Ctrl-Z's SIGTSTP without stopping while it holds any)
- * would keep it stopped as long. When uscope has been stopped for
- * JAN_HOLD_NS while a thread of a process it patched waits in a ptrace stop,
- * the janitor kills uscope: the kernel lets the tracees go, and the rest is
- * as after any death (the agents let go, the janitor takes out what is
- * left). doc/engines.md says so (a killed uscope cannot).
+ * It also bounds how long uscope may keep a process it holds by ptrace
+ * waiting (the inject engine's COMMAND tree: under -p and system-wide it
+ * holds none after the attach): a tracee stops for uscope at each signal
+ * and fork, and a uscope that is itself stopped (SIGSTOP, a debugger) would
+ * keep it stopped as long. When uscope has been stopped for JAN_HOLD_NS
+ * while a thread of a process it patched waits in a ptrace stop, the
+ * janitor kills uscope: the kernel lets the tracees go, and the rest is as
+ * after any death (the agents let go, the janitor takes out what is left).
+ * doc/engines.md says so (a killed uscope cannot).
  *
  * It is forked twice, so that init reaps it: uscope never has it as a child
  * (no zombie in a library's host, nothing for a waitpid(-1) to find). It

@@ -399,6 +399,7 @@ MODES = {"pid": kills_pid, "py": kills_py, "command": kills_command, "system": k
 
 
 def run(mode, n, seed, tmp):
+    """n kills of one mode: the list of kills (each with its "error")."""
     if mode == "pid":
         return kills_pid(n, seed, tmp=tmp)
     if mode == "system":
