@@ -188,39 +188,71 @@ void inj_forks_poll(struct inj *j)
 
 /* ---- at the end: every process that maps an image's memfd ------------------------ */
 
-struct found {
-	struct inj *j;
-	struct inj_image *img;
-};
-
-static int found_one(pid_t pid, void *ctx)
+/* Process pid, which maps img's memfd, taken up unless known (or a vfork
+ * child of a known one: its memory is that one's, restored with it). */
+static void found_one(struct inj *j, struct inj_image *img, pid_t pid)
 {
-	struct found *f = ctx;
 	struct proc_status st;
 
-	if (proc_of(f->j, pid) || proc_status_read(pid, &st))
-		return 0;
-	/* a vfork child shares its parent's memory: restored with it */
-	for (size_t i = 0; i < f->j->nprocs; i++)
-		if (f->j->procs[i].img == f->img && same_vm(pid, f->j->procs[i].pid))
-			return 0;
-	take_up(f->j, f->img, pid, st.ns_tgid ? st.ns_tgid : pid);
-	return 0;
+	if (proc_of(j, pid) || proc_status_read(pid, &st))
+		return;
+	for (size_t i = 0; i < j->nprocs; i++)
+		if (j->procs[i].img == img && same_vm(pid, j->procs[i].pid))
+			return;
+	take_up(j, img, pid, st.ns_tgid ? st.ns_tgid : pid);
+}
+
+/* The image whose memfd process pid maps, if any (one pass over its maps
+ * for every image: system-wide has many). */
+static struct inj_image *image_mapped(struct inj *j, pid_t pid)
+{
+	struct inj_image *found = NULL;
+	struct proc_map *m = NULL;
+	ssize_t n;
+
+	usc_log_quiet(true);	/* gone, or not ours to read */
+	n = procmaps_read(pid, &m);
+	usc_log_quiet(false);
+	for (ssize_t i = 0; i < n && !found; i++) {
+		if (!m[i].path || !strstr(m[i].path, "memfd:uscope"))
+			continue;
+		for (size_t k = 0; k < j->nimages && !found; k++) {
+			struct inj_image *img = j->images[k];
+
+			if (img->shm.ctl && img->shm.ctl->follow_forks && img->shm.memfd_ino &&
+			    m[i].inode == (uint64_t)img->shm.memfd_ino &&
+			    m[i].dev == (uint64_t)img->shm.memfd_dev && inj_image_applied(img))
+				found = img;
+		}
+	}
+	procmaps_free(m, n > 0 ? (size_t)n : 0);
+	return found;
 }
 
 void inj_forks_find(struct inj *j)
 {
-	inj_forks_poll(j);
-	for (size_t i = 0; i < j->nimages; i++) {
-		struct inj_image *img = j->images[i];
-		struct found f = {j, img};
+	DIR *d;
+	struct dirent *de;
+	pid_t me = getpid();
+	bool any = false;
 
-		if (!img->shm.ctl || !img->shm.ctl->follow_forks || !inj_image_applied(img) ||
-		    !img->shm.memfd_ino)
+	inj_forks_poll(j);
+	for (size_t k = 0; k < j->nimages; k++)
+		any |= j->images[k]->shm.ctl && j->images[k]->shm.ctl->follow_forks &&
+		       inj_image_applied(j->images[k]);
+	if (!any || !(d = opendir("/proc")))
+		return;
+	while ((de = readdir(d))) {
+		struct inj_image *img;
+		pid_t pid;
+
+		if (!isdigit((unsigned char)de->d_name[0]))
 			continue;
-		inj_memfd_each((uint64_t)img->shm.memfd_dev, (uint64_t)img->shm.memfd_ino, found_one,
-			       &f);
+		pid = (pid_t)atoi(de->d_name);
+		if (pid != me && !proc_of(j, pid) && (img = image_mapped(j, pid)))
+			found_one(j, img, pid);
 	}
+	closedir(d);
 }
 
 int inj_undo_tell_memfd(struct inj *j, struct inj_image *img)

@@ -349,8 +349,6 @@ static void inj_detach(struct usc_engine *e)
 			inj_follow_detach(j);
 		return;
 	}
-	if (j->children && j->ntasks)
-		inj_follow_release(j);	/* then each process as without them */
 	if (j->children)
 		inj_forks_find(j);	/* every child, including those that never hit */
 	for (size_t i = 0; i < j->nprocs; i++) {

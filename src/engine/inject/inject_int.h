@@ -403,12 +403,6 @@ void inj_follow_waited(struct inj *j, pid_t pid, int status);
 void inj_follow_exits(struct inj *j);
 /* Stop the whole tree, restore every image, let every task go. */
 void inj_follow_detach(struct inj *j);
-/* -p: the process patched, every thread stopped in rem: keep it (and what
- * it forks) as our tracee, and let it run. */
-void inj_follow_keep(struct inj *j, struct remote *rem);
-/* -p: let every task go, untraced, with its held signals (the patches
- * stay: the engine takes them out of each process after). */
-void inj_follow_release(struct inj *j);
 /* The ids a record of img's carries (pid: its process's own getpid, tid:
  * its gettid) as the host's: a container's process, or a child it forked
  * (0: gone). */

@@ -346,21 +346,6 @@ void remote_release(struct remote *r)
 	remote_forget(r);
 }
 
-void remote_keep(struct remote *r, long opts)
-{
-	remote_step_clean(r);
-	for (size_t i = 0; i < r->ntasks; i++) {
-		struct remote_task *t = &r->tasks[i];
-
-		ptrace(PTRACE_SETOPTIONS, t->tid, 0, (void *)opts);
-		ptrace(PTRACE_CONT, t->tid, 0, 0);
-		for (unsigned k = 0; k < t->nheld; k++)
-			if (!(t->stepped && sync_fault(&t->held[k])))
-				syscall(SYS_tgkill, r->pid, t->tid, t->held[k].si_signo);
-	}
-	remote_forget(r);
-}
-
 void remote_forget(struct remote *r)
 {
 	remote_step_clean(r);

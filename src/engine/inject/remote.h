@@ -56,10 +56,6 @@ int remote_adopt(struct remote *r, pid_t pid);
 int remote_open(struct remote *r, pid_t pid);
 /* Let every thread go (PTRACE_DETACH), giving back held signals. */
 void remote_release(struct remote *r);
-/* Let every thread go on, still our tracee, with ptrace options opts (-p
- * followed into the processes it forks): held signals are sent again (a
- * restart from a PTRACE_INTERRUPT stop delivers none). */
-void remote_keep(struct remote *r, long opts);
 /* Forget the process without letting it go: it stays our tracee (COMMAND's
  * tree, which the engine holds all along). */
 void remote_forget(struct remote *r);
