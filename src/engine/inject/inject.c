@@ -4,9 +4,11 @@
  * engine can place it (plan.c): the whole function is decoded and the
  * 5-byte jump checked safe. Then, with every thread of the process stopped,
  * its image is patched (image.c): shared memory, the agent, trampolines,
- * jumps. A running process (-p) is stopped by ptrace for that and let go:
- * it runs, forks and takes signals on its own, and its forked children
- * record nothing. COMMAND's tree is held by ptrace all along (follow.c):
+ * jumps. A running process (-p, system-wide) is stopped by ptrace for that
+ * and let go: it runs, forks and takes signals on its own; a child it forks
+ * takes itself up at its first hit (forks.c), or with --no-children records
+ * nothing. Each system call run in it is a step it finishes alone should we
+ * die (step.c). COMMAND's tree is held by ptrace all along (follow.c):
  * the processes it forks record as themselves, and an exec'd program is
  * patched at its entry point. Detach stops the processes once more and
  * writes back every original byte; trampolines and the shared memory stay

@@ -203,8 +203,8 @@ struct inj_stk_geom {
 struct inj {
 	struct usc_engine base;
 	bool follow;			/* COMMAND: its tree, held by ptrace */
-	/* -p: held by ptrace too once patched, so that the processes it forks
-	 * are followed as COMMAND's are (not --no-children) */
+	/* -p and system-wide (not --no-children): the processes it forks are
+	 * followed, with no ptrace: they take themselves up (forks.c) */
 	bool children;
 	pid_t pid;			/* the traced process (the first, for COMMAND) */
 	struct x86_patch *plans;	/* per site of the session, from can_place */
@@ -351,8 +351,8 @@ void inj_leave(struct inj *j, struct inj_image *img, pid_t pid);
 int inj_areas(struct inj *j, struct inj_image *img, struct remote *rem,
 	      const struct proc_map *maps, size_t nmaps);
 
-/* inject.c: attach to running process pid (stopped, patched, let go or
- * held by ptrace with j->children): 0 or -errno (reported, but -ESRCH) */
+/* inject.c: attach to running process pid (stopped, patched, let go): 0 or
+ * -errno (reported, but -ESRCH) */
 int inj_proc_attach(struct inj *j, pid_t pid);
 
 /* system.c: system-wide, every running process that maps a probed file

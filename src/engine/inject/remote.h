@@ -33,7 +33,9 @@ struct remote {
 	 * dead tail), 0: not found yet */
 	uint64_t step_at;
 	bool step_none;		/* no room for one: the old way (a single step) */
-	bool step_placed;	/* our bytes are there: put the vDSO's back at the end */
+	bool step_placed;	/* bytes of ours (or a dead uscope's) there: the vDSO's
+				 * back at the end */
+	bool step_code;		/* this session's stub written there */
 	bool drop_stop;		/* a SIGSTOP that comes while it is stopped is dropped
 				 * (the gate's, for a process it holds: system.c) */
 };

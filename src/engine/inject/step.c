@@ -230,7 +230,7 @@ void remote_step_clean(struct remote *r)
 	if (remote_write(r, r->step_at, g->mine + g->area, STEP_SIZE))
 		log_debug("inject: process %d: cannot put its vDSO's bytes back at 0x%llx",
 			  (int)r->pid, (unsigned long long)r->step_at);
-	r->step_placed = false;
+	r->step_placed = r->step_code = false;
 }
 
 /* ---- a thread's registers, as it goes on with them ---------------------------- */
@@ -465,12 +465,13 @@ static int step_begin(struct remote *r, size_t t, uint64_t scratch, uint64_t cal
 	if (ptrace(PTRACE_GETSIGMASK, tid, (void *)8, mask) < 0)
 		return -errno;
 	user_form(saved, user);
-	if (!r->step_placed) {
+	if (!r->step_code) {
 		/* (a dead uscope's block there was dealt with at the stop) */
+		r->step_placed = true;
 		err = remote_write(r, r->step_at + CODE_OFF, g->code, g->code_len);
 		if (err)
 			return err;
-		r->step_placed = true;
+		r->step_code = true;
 	}
 	block_fill(d, tid, *mask, user, scratch, callret);
 	if ((err = remote_write(r, r->step_at, d, sizeof(d))))
