@@ -390,3 +390,73 @@ def test_inject_attach_out_of_memory_patches_nothing():
     hops(t)
     t.close_stdin()
     assert t.wait() == 0
+
+
+# ---- uscope dead in the middle of a step, at a chosen instant --------------------
+
+# USCOPE_FAULT=inject.stepN-WHERE makes uscope kill itself at the Nth system
+# call it runs in the process (src/engine/inject/step.c): with the thread's
+# registers set for it ("set"), at the system call's entry, at its exit; the
+# attach runs about 15. The random kills above land there now and then;
+# these land there every time.
+
+STORM = chaos_kills.storm_line(4, 400)
+
+
+@pytest.mark.parametrize("where", ["set", "entry", "exit"])
+@pytest.mark.parametrize("step", [1, 5, 11])
+def test_uscope_dead_in_a_step_lets_the_thread_finish_it(step, where):
+    """The thread finishes the step alone (the system call made, its
+    registers and mask back from the block in the process), the target runs
+    its batch to its own result, its code is the file's once the janitor is
+    done, and the next uscope attaches and counts every call."""
+    t = u.Target([CHAOS, "storm", 4, 400])
+    assert t.readline() == f"ready pid={t.pid}"
+    t.write("go\n")
+    r = run_uscope(["count", "-e", "inject", "-p", t.pid, "work $ustack"],
+                   env={"USCOPE_FAULT": f"inject.step{step}-{where}"})
+    assert r.returncode == -signal.SIGKILL, f"uscope did not die in step {step}: {r.stderr}"
+    assert t.readline() == STORM
+    wait_for("the target's code is not the file's", lambda: code_is_the_files(t.pid), 10)
+    wait_for("a janitor left", lambda: janitors_of(t.pid), 10)
+    bg = u.Background(["count", "-e", "inject", "-p", t.pid, "work"])
+    bg.wait_ready()
+    t.write("go\n")
+    assert t.readline() == STORM
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    # 4 threads x 400 rounds x 10 calls, and 5 calls in each of 100 children
+    assert res.stdout.split()[-2:] == ["work", str(16000 + 100 * 5)], res.stdout
+    t.close_stdin()
+    assert t.wait() == 0
+
+
+def test_uscope_dead_inside_a_call_lets_the_thread_finish_it():
+    """py: probes' attach calls Py_AddPendingCall in the process: uscope dies
+    while the thread is inside it; the function returns to the stub, which
+    puts the thread back as it was; python3.11 runs its batch to its own
+    result, and the next uscope counts every call."""
+    if not Path(chaos_kills.PYTHON).exists():
+        pytest.skip("Debian's python3.11 is needed")
+    t = u.Target([chaos_kills.PYTHON, chaos_kills.PYSTORM, 3, 100])
+    assert t.readline() == f"ready pid={t.pid}"
+    r = run_uscope(["count", "-e", "inject", "-p", t.pid, "py:step"],
+                   env={"USCOPE_FAULT": "inject.call-inside"})
+    assert r.returncode == -signal.SIGKILL, f"uscope did not die inside the call: {r.stderr}"
+    t.write("go\n")
+    assert t.readline() == chaos_kills.pystorm_line(3, 100)
+    wait_for("the target's code is not the file's",
+             lambda: u.code_is_the_file(t.pid, chaos_kills.PYTHON), 10)
+    wait_for("a janitor left", lambda: janitors_of(t.pid), 10)
+    bg = u.Background(["count", "-e", "inject", "-p", t.pid, "py:step"])
+    bg.wait_ready()
+    t.write("go\n")
+    assert t.readline() == chaos_kills.pystorm_line(3, 100)
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    # 3 threads x 100 rounds x 10 calls (the children's are os._exit's sum)
+    assert res.stdout.split()[-1] == str(3000 + 13 * 5), res.stdout
+    t.close_stdin()
+    assert t.wait() == 0

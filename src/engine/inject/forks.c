@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,8 +158,33 @@ static void take_up(struct inj *j, struct inj_image *img, pid_t pid, pid_t inner
 	log_debug("inject: process %d, forked from %d, taken up", (int)pid, (int)img->pid);
 }
 
+/* A few of the children taken up that have ended since, forgotten (a
+ * prefork server forks one a request: their entries would pile up, and
+ * their pids come again). */
+#define SWEEP_PER_POLL 16
+
+static void sweep(struct inj *j)
+{
+	for (int k = 0; k < SWEEP_PER_POLL && j->nprocs; k++) {
+		struct inj_proc *p;
+
+		if (j->sweep_at >= j->nprocs)
+			j->sweep_at = 0;
+		p = &j->procs[j->sweep_at];
+		if (!p->img || p->img->pid == p->pid || kill(p->pid, 0) == 0 || errno != ESRCH) {
+			j->sweep_at++;
+			continue;
+		}
+		inj_undo_forget(j, &p->undo);
+		inj_image_put(j, p->img);
+		*p = j->procs[--j->nprocs];
+	}
+}
+
 void inj_forks_poll(struct inj *j)
 {
+	if (j->children)
+		sweep(j);
 	for (size_t i = 0; i < j->nimages; i++) {
 		struct inj_image *img = j->images[i];
 		struct inj_ctl *c = img->shm.ctl;

@@ -246,6 +246,7 @@ struct inj {
 					 * still pending is not given back */
 	struct inj_gate *gate;		/* system-wide: the gate (gate.c), or NULL */
 	uint64_t watch_next;		/* foreign.c: when the patches are read next (ns) */
+	size_t sweep_at;		/* forks.c: the next entry looked at for an end */
 	struct sys_late *late;		/* ... what was left out of them (system.c) */
 };
 

@@ -39,6 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fault.h"
 #include "core/log.h"
 #include "core/proc.h"
 #include "engine/inject/remote.h"
@@ -366,6 +367,24 @@ static size_t stepper(struct remote *r)
 
 enum { STOP_ENTRY, STOP_EXIT, STOP_OTHER };
 
+/* The tests' way to die in the middle of a step (core/fault.h): uscope
+ * kills itself at its Nth step (counted from 1 in this process), where
+ * says when: "set" (the registers set, the thread not yet run), "entry"
+ * (at the system call's entry), "exit" (at its exit), "inside" (a call's:
+ * at the first system call the called function makes, or its marker):
+ * USCOPE_FAULT=inject.stepN-WHERE; inject.call-inside: inside the first
+ * call, whatever its step. */
+static void die_at(unsigned step, const char *where)
+{
+	char point[48];
+
+	snprintf(point, sizeof(point), "inject.step%u-%s", step, where);
+	if (core_fault(point) || (!strcmp(where, "inside") && core_fault("inject.call-inside")))
+		kill(getpid(), SIGKILL);
+}
+
+static unsigned nsteps;	/* steps run by this process */
+
 /* tid's next stop of the step, resumed past the others (a signal that comes
  * meanwhile, one of SIGKILL, SIGSTOP or a fault, is kept for the detach).
  * STOP_* with *regs, or -errno (-ESRCH: gone; -ETIMEDOUT past deadline ns,
@@ -524,6 +543,7 @@ long remote_step_syscall(struct remote *r, bool *ok, long nr, const long *a)
 	regs.rip = r->step_at + CODE_OFF + C_SYS;
 	regs.rsp = scratch;
 	err = remote_set_regs(r, t, &regs);
+	die_at(++nsteps, "set");
 	/* its entry, then its exit */
 	while (!err && stop != STOP_EXIT) {
 		if (ptrace(PTRACE_SYSCALL, r->tasks[t].tid, 0, 0) < 0)
@@ -532,6 +552,8 @@ long remote_step_syscall(struct remote *r, bool *ok, long nr, const long *a)
 			err = stop;
 		else if (regs.rip != r->step_at + CODE_OFF + C_SYS + 2)
 			err = -EIO;	/* not ours: cannot be */
+		else
+			die_at(nsteps, stop == STOP_ENTRY ? "entry" : "exit");
 	}
 	if (err == -ESRCH)
 		return err;
@@ -575,6 +597,7 @@ int remote_step_call(struct remote *r, size_t task, uint64_t fn, uint64_t a1, ui
 	deadline = (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec +
 		   (uint64_t)timeout_ms * 1000000ULL;
 	err = remote_set_regs(r, task, &regs);
+	die_at(++nsteps, "set");
 	/* through the function's own system calls to the marker's entry,
 	 * then its exit */
 	for (bool marked = false; !err;) {
@@ -587,6 +610,7 @@ int remote_step_call(struct remote *r, size_t task, uint64_t fn, uint64_t a1, ui
 			err = stop;
 			break;
 		}
+		die_at(nsteps, "inside");
 		if (regs.rip != mark)
 			continue;
 		if (stop == STOP_ENTRY) {
