@@ -189,27 +189,48 @@ void inj_forks_poll(struct inj *j)
 		struct inj_image *img = j->images[i];
 		struct inj_ctl *c = img->shm.ctl;
 		const struct inj_kid_ent *kids;
-		uint32_t n;
+		uint32_t n, pending = UINT32_MAX;
 
 		if (!c || !c->follow_forks || !c->kids_off || !inj_image_applied(img))
 			continue;
 		kids = (const struct inj_kid_ent *)((const char *)c + c->kids_off);
 		n = __atomic_load_n(&c->nkids, __ATOMIC_ACQUIRE);
 		n = n < INJ_MAX_KIDS ? n : INJ_MAX_KIDS;
-		for (; img->kids_seen < n; img->kids_seen++) {
-			const struct inj_kid_ent *k = &kids[img->kids_seen];
+		for (uint32_t at = img->kids_seen; at < n; at++) {
+			const struct inj_kid_ent *k = &kids[at];
 			pid_t inner = (pid_t)__atomic_load_n(&k->pid, __ATOMIC_ACQUIRE);
 			pid_t host;
 
-			if (!inner)
-				break;	/* being written: next time */
+			if (!inner) {	/* being written: from here next time */
+				pending = pending < at ? pending : at;
+				continue;
+			}
 			host = host_pid(img, inner);
 			if (host > 0) {
 				comm_told(j, host, k->comm);
 				take_up(j, img, host, inner);
 			}
 		}
+		img->kids_seen = pending < n ? pending : n;
 	}
+}
+
+const char *inj_forks_comm(struct inj *j, const struct inj_image *img, pid_t pid)
+{
+	const struct inj_ctl *c = img->shm.ctl;
+	const struct inj_kid_ent *kids;
+	uint32_t n;
+
+	if (!c || !c->follow_forks || !c->kids_off)
+		return NULL;
+	(void)j;
+	kids = (const struct inj_kid_ent *)((const char *)c + c->kids_off);
+	n = __atomic_load_n(&c->nkids, __ATOMIC_ACQUIRE);
+	n = n < INJ_MAX_KIDS ? n : INJ_MAX_KIDS;
+	for (uint32_t at = n; at-- > 0;)	/* the newest first: a pid comes again */
+		if ((pid_t)__atomic_load_n(&kids[at].pid, __ATOMIC_ACQUIRE) == pid)
+			return kids[at].comm;
+	return NULL;
 }
 
 /* ---- at the end: every process that maps an image's memfd ------------------------ */

@@ -311,6 +311,9 @@ int inj_undo_dead(struct remote *rem, const struct proc_map *maps, size_t nmaps)
 /* The children listed since the last call taken up (janitor entries, names,
  * mappings). */
 void inj_forks_poll(struct inj *j);
+/* The name a child of img's process told when it took itself up (pid: its
+ * own getpid), or NULL: a child gone before uscope took it up. */
+const char *inj_forks_comm(struct inj *j, const struct inj_image *img, pid_t pid);
 /* At the end: every process that maps a patched image's memfd taken up too
  * (children that never hit a probe), for the detach to restore. */
 void inj_forks_find(struct inj *j);
