@@ -61,7 +61,9 @@ enum usc_undo_kind {
 	 * every thread stopped what the agent could not (inj_janitor_undo):
 	 * only when the session gave it an executable to run for that
 	 * (usc_session_opts.janitor_exe). done(): restored, or the process
-	 * has gone. */
+	 * has gone. Or text "mem:DEV:INO": the shared memory of a process
+	 * whose forked children take themselves up (they map it): each
+	 * process that maps that memfd then, as above (inj_janitor_undo_memfd). */
 	USC_UNDO_INJECT,
 	/* the inject engine's gate (engine/inject/gate.c): text, its map's id,
 	 * the value (a u32 keyed by tgid) of a process the gate stopped, and
@@ -289,6 +291,10 @@ static inline void engine_undo_done(const struct usc_engine_ctx *ctx, int id)
  * its agent has let go or had a moment to (engine/inject/undo.c). 0 (done,
  * or nothing was left, or the process has gone), or -errno. */
 int inj_janitor_undo(pid_t pid);
+/* The same for every process that maps the memfd (dev, ino): the children a
+ * process the inject session patched forked, which the session may not have
+ * known of. 0 or -errno (the first failure). */
+int inj_janitor_undo_memfd(uint64_t dev, uint64_t ino);
 
 /* An engine by name ("tracefs", "bpf", "inject"), or NULL. */
 const struct usc_engine_ops *engine_by_name(const char *name);

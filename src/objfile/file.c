@@ -344,7 +344,11 @@ int objfile_open(const char *path, struct objfile **out)
 	ef->priv = p;
 	p->fd = -1;
 	p->mapsz = (size_t)st.st_size;
-	p->map = mmap(NULL, p->mapsz, PROT_READ, MAP_PRIVATE, fd, 0);
+	/* shared, not private: the kernel places a uprobe's breakpoint in every
+	 * private mapping of the file that may be executable (another session's,
+	 * bpftrace's, perf's: VM_MAYEXEC), ours too, and the code decoded from
+	 * here would have its int3s; a shared mapping it leaves alone */
+	p->map = mmap(NULL, p->mapsz, PROT_READ, MAP_SHARED, fd, 0);
 	if (p->map == MAP_FAILED) {
 		err = -errno;
 		p->map = NULL;

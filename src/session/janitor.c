@@ -22,15 +22,15 @@
  * let go (USC_UNDO_GATE: the gate's map, opened by its id when told) are
  * sent SIGCONT.
  *
- * It also bounds how long uscope may keep the processes it holds by ptrace
- * waiting (the inject engine's, under -p and system-wide): a tracee stops
- * for uscope at each signal and fork, and a uscope that is itself stopped
- * (SIGSTOP: it takes Ctrl-Z's SIGTSTP without stopping while it holds any)
- * would keep it stopped as long. When uscope has been stopped for
- * JAN_HOLD_NS while a thread of a process it patched waits in a ptrace stop,
- * the janitor kills uscope: the kernel lets the tracees go, and the rest is
- * as after any death (the agents let go, the janitor takes out what is
- * left). doc/engines.md says so (a killed uscope cannot).
+ * It also bounds how long uscope may keep a process it holds by ptrace
+ * waiting (the inject engine's COMMAND tree: under -p and system-wide it
+ * holds none after the attach): a tracee stops for uscope at each signal
+ * and fork, and a uscope that is itself stopped (SIGSTOP, a debugger) would
+ * keep it stopped as long. When uscope has been stopped for JAN_HOLD_NS
+ * while a thread of a process it patched waits in a ptrace stop, the
+ * janitor kills uscope: the kernel lets the tracees go, and the rest is as
+ * after any death (the agents let go, the janitor takes out what is left).
+ * doc/engines.md says so (a killed uscope cannot).
  *
  * It is forked twice, so that init reaps it: uscope never has it as a child
  * (no zombie in a library's host, nothing for a waitpid(-1) to find). It
@@ -135,10 +135,34 @@ static void jan_gate_open(struct jan_mem *m, const char *text)
 		close((int)fd);
 }
 
-/* After a death: every process the gate stopped that uscope did not let go
- * goes on (SIGCONT), and is marked so. */
-static void jan_gate_go(const struct jan_mem *m)
+static char jan_state(const char *path);
+static void jan_path(char *out, size_t cap, const char *pid, const char *rest);
+
+/* Is process pid stopped ('T'), or in a ptrace stop ('t')? */
+static bool jan_stopped(uint32_t pid)
 {
+	char digits[16], *d = digits + sizeof(digits), path[48], st;
+
+	*--d = 0;
+	do
+		*--d = (char)('0' + pid % 10);
+	while ((pid /= 10));
+	jan_path(path, sizeof(path), d, "/stat");
+	st = jan_state(path);
+	return st == 'T' || st == 't';
+}
+
+#define JAN_GATE_SENT 256	/* the processes sent SIGCONT once, remembered */
+
+/* After a death: every process the gate stopped that uscope did not let go
+ * goes on (SIGCONT): at once, and again each round it is found stopped (a
+ * SIGSTOP the dying uscope still held as a tracee is delivered when the
+ * kernel lets it go, which may come after our first SIGCONT). final: the
+ * last round, each marked let go. */
+static void jan_gate_go(const struct jan_mem *m, bool final)
+{
+	static uint32_t sent[JAN_GATE_SENT];
+	static size_t nsent;
 	uint32_t key = 0, next, v, go = m->gate_go;
 	bool first = true;
 	union bpf_attr a;
@@ -146,6 +170,8 @@ static void jan_gate_go(const struct jan_mem *m)
 	if (!m->gate)
 		return;
 	for (;;) {
+		bool known = false;
+
 		for (size_t i = 0; i < sizeof(a); i++)
 			((volatile uint8_t *)&a)[i] = 0;
 		a.map_fd = (uint32_t)(m->gate - 1);
@@ -159,10 +185,18 @@ static void jan_gate_go(const struct jan_mem *m)
 		a.value = (uint64_t)(uintptr_t)&v;
 		if (syscall(SYS_bpf, BPF_MAP_LOOKUP_ELEM, &a, sizeof(a)) < 0 || v != m->gate_stopped)
 			continue;
-		a.value = (uint64_t)(uintptr_t)&go;
-		a.flags = BPF_ANY;
-		syscall(SYS_bpf, BPF_MAP_UPDATE_ELEM, &a, sizeof(a));
-		kill((pid_t)key, SIGCONT);
+		for (size_t i = 0; i < nsent && !known; i++)
+			known = sent[i] == key;
+		if (!known || jan_stopped(key)) {
+			kill((pid_t)key, SIGCONT);
+			if (!known && nsent < JAN_GATE_SENT)
+				sent[nsent++] = key;
+		}
+		if (final) {
+			a.value = (uint64_t)(uintptr_t)&go;
+			a.flags = BPF_ANY;
+			syscall(SYS_bpf, BPF_MAP_UPDATE_ELEM, &a, sizeof(a));
+		}
 	}
 }
 
@@ -579,11 +613,11 @@ static __attribute__((noreturn)) void jan_main(int sock, const char *exe, pid_t 
 		uint64_t until = jan_now() + JAN_RETRY_NS;
 
 		while (owner_fd >= 0 && jan_now() < until && poll(&end, 1, 10) == 0)
-			jan_gate_go(&m);
-		for (int i = 0; i < 10; i++) {
+			jan_gate_go(&m, false);
+		for (int i = 0; i < 30; i++) {
 			struct timespec step = {0, (long)JAN_STEP_NS};
 
-			jan_gate_go(&m);
+			jan_gate_go(&m, i == 29);
 			nanosleep(&step, NULL);
 		}
 	}

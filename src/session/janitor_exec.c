@@ -7,6 +7,7 @@
  * later uscope would (engine/inject/undo.c, inj_janitor_undo). Its
  * standard files are /dev/null, as the janitor's were. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -21,11 +22,19 @@ int usc_janitor_main(int argc, char **argv)
 	if (argc < 1 || strcmp(argv[0], USC_JANITOR_ARG))
 		return 2;
 	for (int i = 1; i + 1 < argc; i += 2) {
+		unsigned long long dev, ino;
 		char *end;
 		long pid;
+		int n = 0;
 
 		if (strcmp(argv[i], "-p"))
 			return 2;
+		/* a memfd: every process that maps it (engine.h, USC_UNDO_INJECT) */
+		if (sscanf(argv[i + 1], "mem:%llu:%llu%n", &dev, &ino, &n) == 2 &&
+		    !argv[i + 1][n]) {
+			failed |= inj_janitor_undo_memfd(dev, ino) != 0;
+			continue;
+		}
 		errno = 0;
 		pid = strtol(argv[i + 1], &end, 10);
 		if (errno || *end || pid <= 0)

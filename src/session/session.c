@@ -367,7 +367,6 @@ struct run {
 	bool gone, stopping;
 	int status;
 	int sigints;		/* the terminal's SIGINTs and SIGHUPs */
-	int tstp_said;		/* Ctrl-Z refused, said */
 	int forward;		/* a signal for COMMAND once the probes are gone */
 	const char *dump_why;	/* the flight recorder is to write (SIGUSR1) */
 };
@@ -442,25 +441,15 @@ static void reap(struct run *r)
 	}
 }
 
-/* Ctrl-Z without a COMMAND (uscope alone in the foreground). A process an
- * engine holds by ptrace (trace_exec: inject's under -p and system-wide)
- * stops for uscope at each of its signals and forks: a suspended uscope
- * would keep it stopped as long. So uscope does not stop then, and says
- * why once (the janitor also ends a uscope stopped by SIGSTOP for long,
- * janitor.c). Otherwise it stops, as SIGTSTP would have it. */
+/* Ctrl-Z without a COMMAND (uscope alone in the foreground): it stops, as
+ * SIGTSTP would have it. No engine holds a process then (inject's under -p
+ * and system-wide let it go after the attach: its forks take themselves up,
+ * engine/inject/forks.c), and what waits for uscope waits a bound
+ * (--max-wait). */
 static void tstp(struct run *r)
 {
-	bool holds = false;
-
-	for (size_t k = 0; k < r->s->nengines; k++)
-		holds |= r->s->engines[k].live && r->s->engines[k].ops->trace_exec;
-	if (!holds) {
-		kill(getpid(), SIGSTOP);
-		return;
-	}
-	if (!r->tstp_said++)
-		log_warn("not suspended: the processes uscope holds (ptrace, -e inject) would wait "
-			 "for it at their next signal or fork; Ctrl-C ends the trace");
+	(void)r;
+	kill(getpid(), SIGSTOP);
 }
 
 static void read_signals(struct run *r)

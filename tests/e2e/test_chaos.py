@@ -14,6 +14,13 @@ and it removes them. Then:
 The moments are seeded: USCOPE_CHAOS_SEED (default 23) and the case's index
 give each run its own, and a failure says how to replay it.
 
+Then (issue 40) 200 kills at any instant of uscope's start, each uniform
+over its first 0.5 s, on targets that are busy (threads, system calls,
+forks): -p, -p with a py: probe, COMMAND, and system-wide with the target
+started after uscope (tests/e2e/chaos_kills.py). No target breaks: each
+finishes with its own output, dies of no signal, does not hang, and has the
+file's code again.
+
 And a program whose code carries a patch (a jump written over its first
 instructions, as a killed -e inject session leaves it) is refused by the
 kernel engines, which would crash it, with the reason; it runs on
@@ -31,6 +38,7 @@ from pathlib import Path
 
 import pytest
 
+import chaos_kills
 import uscope_e2e as u
 from uscope_e2e import run_uscope, target
 
@@ -263,6 +271,28 @@ def test_kill_uscope_at_a_random_moment(cmd, engine, k, tmp_path):
         raise AssertionError(f"{e}\n{phase}: uscope {bg.argv}\n{bg.stderr}\n{hint}") from None
 
 
+# ---- kills at any instant of the start, on busy targets (issue 40) ------------
+
+# 200 kills in all, 50 a way of meeting the target: -p (threads, system calls,
+# forks), -p with a py: probe (python3.11), COMMAND, system-wide with the
+# target started after uscope. Each kill's instant is uniform over uscope's
+# first 0.5 s (tests/e2e/chaos_kills.py says what is checked). About 5
+# minutes in all here; bench/chaos_kills.py runs 1,000 under load.
+KILLS = int(os.environ.get("USCOPE_CHAOS_KILLS", "50"))
+
+
+@pytest.mark.parametrize("mode", ["pid", "py", "command", "system"])
+def test_kill_uscope_at_any_instant_of_its_start(mode, tmp_path):
+    if mode == "py" and not Path(chaos_kills.PYTHON).exists():
+        pytest.skip("Debian's python3.11 is needed")
+    res = chaos_kills.run(mode, KILLS, f"{SEED}", tmp_path)
+    broken = [r for r in res if r["error"]]
+    assert len(res) >= KILLS and not broken, \
+        (f"{len(broken)} of {len(res)} targets broken (replay: USCOPE_CHAOS_SEED={SEED} "
+         f"python3 bench/chaos_kills.py {KILLS} --load 0 --modes {mode}):\n" +
+         "\n".join(str(r) for r in broken[:3]))
+
+
 # ---- a patched program and the kernel engines ---------------------------------
 
 HOPS = f"hops sum={sum(3 * i + 1 for i in range(1000))}"
@@ -358,5 +388,75 @@ def test_inject_attach_out_of_memory_patches_nothing():
     assert code_is_the_files(t.pid) is True
     wait_for("no janitor left", lambda: janitors_of(t.pid), 5)
     hops(t)
+    t.close_stdin()
+    assert t.wait() == 0
+
+
+# ---- uscope dead in the middle of a step, at a chosen instant --------------------
+
+# USCOPE_FAULT=inject.stepN-WHERE makes uscope kill itself at the Nth system
+# call it runs in the process (src/engine/inject/step.c): with the thread's
+# registers set for it ("set"), at the system call's entry, at its exit; the
+# attach runs about 15. The random kills above land there now and then;
+# these land there every time.
+
+STORM = chaos_kills.storm_line(4, 400)
+
+
+@pytest.mark.parametrize("where", ["set", "entry", "exit"])
+@pytest.mark.parametrize("step", [1, 5, 11])
+def test_uscope_dead_in_a_step_lets_the_thread_finish_it(step, where):
+    """The thread finishes the step alone (the system call made, its
+    registers and mask back from the block in the process), the target runs
+    its batch to its own result, its code is the file's once the janitor is
+    done, and the next uscope attaches and counts every call."""
+    t = u.Target([CHAOS, "storm", 4, 400])
+    assert t.readline() == f"ready pid={t.pid}"
+    t.write("go\n")
+    r = run_uscope(["count", "-e", "inject", "-p", t.pid, "work $ustack"],
+                   env={"USCOPE_FAULT": f"inject.step{step}-{where}"})
+    assert r.returncode == -signal.SIGKILL, f"uscope did not die in step {step}: {r.stderr}"
+    assert t.readline() == STORM
+    wait_for("the target's code is not the file's", lambda: code_is_the_files(t.pid), 10)
+    wait_for("a janitor left", lambda: janitors_of(t.pid), 10)
+    bg = u.Background(["count", "-e", "inject", "-p", t.pid, "work"])
+    bg.wait_ready()
+    t.write("go\n")
+    assert t.readline() == STORM
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    # 4 threads x 400 rounds x 10 calls, and 5 calls in each of 100 children
+    assert res.stdout.split()[-2:] == ["work", str(16000 + 100 * 5)], res.stdout
+    t.close_stdin()
+    assert t.wait() == 0
+
+
+def test_uscope_dead_inside_a_call_lets_the_thread_finish_it():
+    """py: probes' attach calls Py_AddPendingCall in the process: uscope dies
+    while the thread is inside it; the function returns to the stub, which
+    puts the thread back as it was; python3.11 runs its batch to its own
+    result, and the next uscope counts every call."""
+    if not Path(chaos_kills.PYTHON).exists():
+        pytest.skip("Debian's python3.11 is needed")
+    t = u.Target([chaos_kills.PYTHON, chaos_kills.PYSTORM, 3, 100])
+    assert t.readline() == f"ready pid={t.pid}"
+    r = run_uscope(["count", "-e", "inject", "-p", t.pid, "py:step"],
+                   env={"USCOPE_FAULT": "inject.call-inside"})
+    assert r.returncode == -signal.SIGKILL, f"uscope did not die inside the call: {r.stderr}"
+    t.write("go\n")
+    assert t.readline() == chaos_kills.pystorm_line(3, 100)
+    wait_for("the target's code is not the file's",
+             lambda: u.code_is_the_file(t.pid, chaos_kills.PYTHON), 10)
+    wait_for("a janitor left", lambda: janitors_of(t.pid), 10)
+    bg = u.Background(["count", "-e", "inject", "-p", t.pid, "py:step"])
+    bg.wait_ready()
+    t.write("go\n")
+    assert t.readline() == chaos_kills.pystorm_line(3, 100)
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    # 3 threads x 100 rounds x 10 calls (the children's are os._exit's sum)
+    assert res.stdout.split()[-1] == str(3000 + 13 * 5), res.stdout
     t.close_stdin()
     assert t.wait() == 0

@@ -236,43 +236,121 @@ def test_terminal_ctrl_c(tmp_path):
             os.close(slave)
 
 
-def test_ctrl_z_does_not_suspend_uscope_while_it_holds_processes():
-    """Without a COMMAND, uscope holds the processes it injected by ptrace
-    (they stop for it at each signal and fork): SIGTSTP does not stop it,
-    it says why once, and the trace goes on to its normal end."""
+def test_ctrl_z_suspends_uscope_and_nothing_waits_for_it():
+    """Without a COMMAND, uscope holds no process after the attach (-e
+    inject lets it go; what it forks takes itself up): Ctrl-Z's SIGTSTP
+    stops uscope, the process takes its signals and answers meanwhile, and
+    once uscope goes on it has counted every call."""
     w = Waiter()
     bg = u.Background(["count", "-e", "inject", "-p", w.pid, "on_line"])
     bg.wait_ready()
     bg.signal(signal.SIGTSTP)
-    u.wait_true("uscope said it is not suspended",
-                lambda: "not suspended" in bg.stderr or bg.stderr, u.TIMEOUT)
-    os.kill(w.pid, signal.SIGWINCH)   # a signal: the tracee stops for uscope
+    u.wait_true("uscope stopped", lambda: proc_state(bg.pid) == "T" or proc_state(bg.pid),
+                u.TIMEOUT)
+    os.kill(w.pid, signal.SIGWINCH)   # a signal: nothing of uscope's waits for it
     w.send("one")
     w.send("two")
+    assert proc_state(bg.pid) == "T"
+    bg.signal(signal.SIGCONT)
     bg.signal(signal.SIGINT)
     assert bg.wait() == 0, bg.stderr
     out = bg.stdout_path.read_text()
     assert re.search(r"^on_line\s+2$", out, re.M), out
-    assert bg.stderr.count("not suspended") == 1, bg.stderr
+    assert "not suspended" not in bg.stderr, bg.stderr
     w.close_stdin()
     assert w.wait() == 0
 
 
-def test_a_stopped_uscope_holds_a_traced_process_within_a_bound():
-    """uscope stopped by SIGSTOP while a process it injected waits for it
-    (a signal's ptrace stop): its janitor ends it after a bound, the kernel
-    lets the process go, and the process's code is the file's again."""
+def proc_state(pid):
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return "gone"
+    return stat.rsplit(")", 1)[1].split()[0]
+
+
+def test_a_stopped_uscope_holds_no_traced_process():
+    """uscope stopped by SIGSTOP: the process it injected takes its signals
+    and answers as if it were not traced (it is not held: nothing stops
+    for uscope after the attach), the janitor lets uscope be, and once it
+    goes on it counts every call; its end restores the process's code."""
     w = Waiter()
     bg = u.Background(["count", "-e", "inject", "-p", w.pid, "on_line"])
     bg.wait_ready()
     janitor_of(bg.pid)
     w.send("before")
     bg.signal(signal.SIGSTOP)
-    os.kill(w.pid, signal.SIGWINCH)   # it stops for the stopped uscope
-    w.send("after")                   # ... until the janitor ends uscope
-    assert bg.wait() == -signal.SIGKILL, bg.stderr
-    u.wait_true("the waiter's code is its file's again",
-                lambda: u.code_is_the_file(w.pid, u.target("waiter")), u.TIMEOUT)
-    w.send("untraced")
+    os.kill(w.pid, signal.SIGWINCH)
+    for k in range(3):
+        w.send(f"during {k}")
+    time.sleep(1.5)   # longer than the janitor ever waited for a stopped uscope
+    assert proc_state(bg.pid) == "T", "uscope was ended while stopped"
+    bg.signal(signal.SIGCONT)
+    w.send("after")
+    bg.signal(signal.SIGINT)
+    assert bg.wait() == 0, bg.stderr
+    assert re.search(r"^on_line\s+5$", bg.stdout_path.read_text(), re.M), \
+        bg.stdout_path.read_text()
+    assert u.code_is_the_file(w.pid, u.target("waiter")) is True
     w.close_stdin()
     assert w.wait() == 0
+
+
+FORKS, GAP_MS, MAX_WAIT_MS = 60, 10, 2
+
+
+def forker():
+    t = u.Target([target("chaos"), "forks", FORKS, GAP_MS])
+    assert t.readline() == f"ready pid={t.pid}"
+    return t
+
+
+def forks_ms(t):
+    t.write("go\n")
+    m = re.fullmatch(rf"forks done n={FORKS} bad=0 ms=(\d+)", t.readline())
+    assert m, "the forker did not say how long it took"
+    return int(m.group(1))
+
+
+@pytest.mark.parametrize("cmd", [["count", "work $ustack"],
+                                 ["record", "-o", "{rec}", "work i=$arg2:s64"]])
+def test_a_stopped_uscope_costs_a_forking_process_at_most_max_wait_a_fork(cmd, tmp_path):
+    """A process that forks every 10 ms, traced with -p by a uscope that is
+    stopped (SIGSTOP) all along, lossless (counted stacks, a recording: a
+    thread whose ring is full waits for room, within --max-wait): its own
+    time to run its forks grows by at most --max-wait per fork over an
+    untraced run of the same (the better of two, just before), and once
+    uscope goes on, it has every child's calls."""
+    rec = tmp_path / "forks.usc"
+    cmd = [str(rec) if a == "{rec}" else a for a in cmd]
+    base = forker()
+    untraced = min(forks_ms(base), forks_ms(base))
+    base.close_stdin()
+    assert base.wait() == 0
+    t = forker()
+    bg = u.Background([cmd[0], "-e", "inject", "--max-wait", f"{MAX_WAIT_MS}ms", "-p", t.pid] +
+                      cmd[1:])
+    bg.wait_ready()
+    bg.signal(signal.SIGSTOP)
+    took = forks_ms(t)
+    bound = untraced + FORKS * MAX_WAIT_MS + 250   # (250 ms: a loaded machine's noise)
+    assert took <= bound, f"{took} ms with uscope stopped, {untraced} ms untraced"
+    bg.signal(signal.SIGCONT)
+    bg.signal(signal.SIGINT)
+    res = bg.result()
+    assert res.rc == 0, res.stderr
+    if cmd[0] == "count":
+        total = sum(int(line.split()[-1]) for line in res.stdout.splitlines()
+                    if line.strip() and line.split()[-1].isdigit())
+        assert total == 10 * FORKS, res.stdout
+    else:
+        r = u.run_uscope(["trace", "-r", rec])
+        assert r.returncode == 0, r.stderr
+        by_pid = {}
+        for e in u.parse_text(r.stdout)[0]:
+            if e.event == "work":
+                by_pid.setdefault(e.tid, []).append(int(e.args["i"]))
+        assert len(by_pid) == FORKS and all(v == list(range(10)) for v in by_pid.values()), \
+            {p: v for p, v in list(by_pid.items())[:3]}
+    t.close_stdin()
+    assert t.wait() == 0

@@ -472,6 +472,30 @@ def test_kill_uscope_restores_a_process_started_later(exe):
     s.end()
 
 
+def test_kill_uscope_restores_a_process_started_later_50_times_under_load(exe):
+    """The test above, 50 times in a row, with two CPU-bound processes
+    running: it once failed 2 of 8 times under load (the process the gate
+    had stopped stayed stopped: its SIGSTOP, held by the dying uscope, was
+    delivered after it had been sent on)."""
+    load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        for k in range(50):
+            bg = count_bg(exe)
+            s = Server(exe)
+            assert s.say("self 2") == "self 2", k
+            assert patched(s.pid, exe), k
+            bg.signal(signal.SIGKILL)
+            bg.wait()
+            u.wait_true(f"run {k}: process {s.pid}'s code is not the file's",
+                        lambda: code_is_the_files(s.pid, exe), 10)
+            assert s.say("serve 2 5") == "served 2 5", k
+            s.end()
+    finally:
+        for p in load:
+            p.kill()
+            p.wait()
+
+
 def test_kill_uscope_lets_a_process_the_gate_stopped_go(exe):
     """uscope is stopped (SIGSTOP) so that it cannot take the process the
     gate stops; then killed: its janitor, which holds the gate's map, lets

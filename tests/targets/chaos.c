@@ -20,6 +20,26 @@
  *	for a line on stdin, calls work(i) for i in 0..99 and ends; then prints
  *	"thread done sum=S" and exits 0 (tests/e2e/test_session.py: -p TID).
  *
+ *   chaos storm THREADS ROUNDS [once]
+ *	prints "ready pid=PID"; then for each line on stdin (once: one time,
+ *	at once) a batch: THREADS threads (the main one and THREADS-1 started
+ *	for it) each run ROUNDS rounds; a round calls work(i) 10 times, makes
+ *	system calls (getppid, a 200 us nanosleep, a write to and a read from a
+ *	pipe of its own) and, in the main thread every 4th round, forks a child
+ *	that calls work 5 times and exits with their sum's low byte, reaped and
+ *	checked. Each batch prints "storm done threads=T calls=N sum=S forks=F
+ *	bad=B" (B: children that ended otherwise, failed pipe round trips).
+ *	Exits 0 at the end of stdin (once: after its batch). Whatever happens
+ *	to a tracer meanwhile, the line is the same (tests/e2e/test_chaos.py).
+ *
+ *   chaos forks N MS
+ *	prints "ready pid=PID"; then for each line on stdin forks N children
+ *	MS milliseconds apart, each calling work(i) for i in 0..9 and exiting
+ *	with the low byte of their sum; reaps and checks each, and prints
+ *	"forks done n=N bad=B ms=T" (T: its own time from the first fork to the
+ *	last child reaped, in ms). Exits 0 at the end of stdin
+ *	(tests/e2e/test_signals.py: a stopped tracer must not hold it).
+ *
  *   chaos detour
  *	prints "ready hop=ADDR detour=ADDR" (runtime addresses), then for each
  *	line on stdin calls hop(i) for i in 0..999 and prints "hops sum=S".
@@ -36,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 struct obj {
@@ -128,6 +149,137 @@ static int thread(void)
 	return 0;
 }
 
+/* ---- storm ---- */
+
+struct storm {
+	pthread_t th;
+	long id, rounds;
+	long calls, sum, forks, bad;
+};
+
+static void *storm_thread(void *arg)
+{
+	struct storm *w = arg;
+	struct timespec nap = {0, 200000};
+	struct obj *o = obj_new(w->id);
+	int pfd[2];
+	char b = 0;
+
+	if (pipe(pfd))
+		abort();
+	for (long r = 0; r < w->rounds; r++) {
+		for (int k = 0; k < 10; k++) {
+			w->sum += work(o, w->calls);
+			w->calls++;
+		}
+		w->sum += getppid() > 0;
+		nanosleep(&nap, NULL);
+		if (write(pfd[1], &b, 1) != 1 || read(pfd[0], &b, 1) != 1)
+			w->bad++;
+		if (w->id == 0 && r % 4 == 0) {
+			pid_t p = fork();
+			int st;
+
+			if (p == 0) {
+				long s = 0;
+
+				for (long i = 0; i < 5; i++)
+					s += work(o, i);
+				_exit((int)(s & 0xff));
+			}
+			if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st) ||
+			    WEXITSTATUS(st) != (1 + 4 + 7 + 10 + 13))
+				w->bad++;
+			w->forks++;
+		}
+	}
+	obj_free(o);
+	close(pfd[0]);
+	close(pfd[1]);
+	return NULL;
+}
+
+static int storm_batch(long nthreads, long rounds)
+{
+	struct storm w[16] = {{0}};
+	long calls = 0, sum = 0, forks = 0, bad = 0;
+
+	for (long t = 0; t < nthreads; t++) {
+		w[t].id = t;
+		w[t].rounds = rounds;
+		if (t && pthread_create(&w[t].th, NULL, storm_thread, &w[t]))
+			return 1;
+	}
+	storm_thread(&w[0]);
+	for (long t = 1; t < nthreads; t++)
+		pthread_join(w[t].th, NULL);
+	for (long t = 0; t < nthreads; t++) {
+		calls += w[t].calls;
+		sum += w[t].sum;
+		forks += w[t].forks;
+		bad += w[t].bad;
+	}
+	printf("storm done threads=%ld calls=%ld sum=%ld forks=%ld bad=%ld\n", nthreads, calls, sum,
+	       forks, bad);
+	fflush(stdout);
+	return 0;
+}
+
+static int storm(long nthreads, long rounds, int once)
+{
+	char line[256];
+
+	if (nthreads < 1 || nthreads > 16)
+		return 2;
+	printf("ready pid=%d\n", (int)getpid());
+	fflush(stdout);
+	if (once)
+		return storm_batch(nthreads, rounds);
+	while (fgets(line, sizeof(line), stdin))
+		if (storm_batch(nthreads, rounds))
+			return 1;
+	return 0;
+}
+
+/* ---- forks ---- */
+
+static int forks(long n, long ms)
+{
+	struct timespec gap = {ms / 1000, (ms % 1000) * 1000000}, t0, t1;
+	struct obj *o = obj_new(0);
+	char line[256];
+	long bad = 0;
+
+	printf("ready pid=%d\n", (int)getpid());
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin)) {
+	bad = 0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (long k = 0; k < n; k++) {
+		pid_t p = fork();
+		int st;
+
+		if (p == 0) {
+			long s = 0;
+
+			for (long i = 0; i < 10; i++)
+				s += work(o, i);
+			_exit((int)(s & 0xff));
+		}
+		if (p < 0 || waitpid(p, &st, 0) != p || !WIFEXITED(st) || WEXITSTATUS(st) != 145)
+			bad++;
+		if (k + 1 < n)
+			nanosleep(&gap, NULL);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	printf("forks done n=%ld bad=%ld ms=%ld\n", n, bad,
+	       (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+	fflush(stdout);
+	}
+	obj_free(o);
+	return 0;
+}
+
 static volatile sig_atomic_t got[NSIG];
 
 static void on_signal(int sig)
@@ -172,8 +324,13 @@ int main(int argc, char **argv)
 		return signals();
 	if (argc == 2 && !strcmp(argv[1], "thread"))
 		return thread();
+	if (argc == 4 && !strcmp(argv[1], "forks"))
+		return forks(atol(argv[2]), atol(argv[3]));
+	if ((argc == 4 || (argc == 5 && !strcmp(argv[4], "once"))) && !strcmp(argv[1], "storm"))
+		return storm(atol(argv[2]), atol(argv[3]), argc == 5);
 	if (argc != 3) {
-		fprintf(stderr, "usage: chaos ROUNDS CALLS | chaos signals | chaos thread | chaos detour\n");
+		fprintf(stderr, "usage: chaos ROUNDS CALLS | chaos signals | chaos thread | chaos detour | "
+				"chaos storm THREADS ROUNDS [once] | chaos forks N MS\n");
 		return 2;
 	}
 	rounds = atol(argv[1]);

@@ -576,23 +576,6 @@ static void let_go(struct inj *j)
 	j->ntasks = 0;
 }
 
-void inj_follow_keep(struct inj *j, struct remote *rem)
-{
-	long opts = PT_OPTS | (j->hold_exit ? PTRACE_O_TRACEEXIT : 0);
-
-	for (size_t i = 0; i < rem->ntasks; i++)
-		if (!task_add(j, rem->tasks[i].tid))
-			log_warn("out of memory: process %d's children may not be followed",
-				 (int)rem->pid);
-	remote_keep(rem, opts);
-}
-
-void inj_follow_release(struct inj *j)
-{
-	stop_tasks(j);
-	let_go(j);
-}
-
 void inj_follow_detach(struct inj *j)
 {
 	stop_tasks(j);

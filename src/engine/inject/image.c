@@ -21,6 +21,7 @@
 #include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <cpuid.h>
@@ -146,6 +147,8 @@ void inj_image_free(struct inj_image *img)
 	for (size_t p = 0; p < img->npatches; p++) {
 		free(img->patches[p].sites);
 		free(img->patches[p].probe_off);
+		free(img->patches[p].probe_at);
+		free(img->patches[p].piece_at);
 	}
 	free(img->patches);
 	free(img->areas);
@@ -167,7 +170,7 @@ bool inj_image_applied(const struct inj_image *img)
 /* Where each part of the shared memory lies (the agent reads these offsets
  * from struct inj_ctl). */
 struct shm_layout {
-	uint64_t slots, counts, sites, undo, sem, py, rings, obj;
+	uint64_t slots, counts, sites, undo, sem, kids, py, rings, obj;
 	struct inj_ctl agg;
 	struct inj_stk stk;
 };
@@ -193,6 +196,9 @@ static void shm_layout(struct inj *j, struct inj_shm *m, struct shm_layout *l)
 	off += (nsites + 1) * sizeof(struct inj_undo);
 	l->sem = off;
 	off += (nsites + 1) * sizeof(uint64_t);
+	off = (off + 63) & ~63ULL;
+	l->kids = off;
+	off += INJ_MAX_KIDS * sizeof(struct inj_kid_ent);
 	/* (before the rings and what follows them, which are given back at the
 	 * end: a profile function left in a thread reads it later) */
 	off = inj_py_reserve(j, off, &l->py);
@@ -238,6 +244,14 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 		return (int)fd;
 	snprintf(path, sizeof(path), "/proc/%d/fd/%ld", (int)rem->pid, fd);
 	lfd = open(path, O_RDWR | O_CLOEXEC);
+	if (lfd >= 0) {
+		struct stat st;
+
+		if (fstat(lfd, &st) == 0) {
+			m->memfd_dev = st.st_dev;
+			m->memfd_ino = st.st_ino;
+		}
+	}
 	if (lfd < 0 || ftruncate(lfd, (off_t)m->size)) {
 		ret = -errno;
 		log_error("cannot share memory with process %d: %s", (int)rem->pid, strerror(errno));
@@ -302,6 +316,9 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 	c->rings_off = l.rings;
 	c->undo_off = l.undo;
 	c->sem_off = l.sem;
+	c->kids_off = l.kids;
+	/* -p and system-wide: a forked child takes itself up (agent/tracer.c) */
+	c->follow_forks = j->children;
 	c->use_rdfsbase = use_rdfsbase();
 	c->agg_dir_off = l.agg.agg_dir_off;
 	c->agg_vals_off = l.agg.agg_vals_off;
@@ -509,11 +526,25 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 	ssize_t n;
 
 	buf = malloc(cap);
-	if (!buf)
+	free(pa->probe_at);
+	free(pa->piece_at);
+	pa->probe_at = calloc(pa->nsites + 1, sizeof(*pa->probe_at));
+	pa->piece_at = calloc(pa->nsites + 1, sizeof(*pa->piece_at));
+	if (!buf || !pa->probe_at || !pa->piece_at) {
+		free(buf);
 		return -ENOMEM;
+	}
 	/* relocated pieces between the probes, in address order: an entry and
 	 * a return site of a short function can share one patch */
 	uint32_t done = 0;
+	/* an entry's first instruction left before the patch: undone before the
+	 * probes at the entry, done again after them (struct inj_pre) */
+	bool redo = pa->pre.len > 0;
+
+	if (redo) {
+		memcpy(buf + len, pa->pre.undo, pa->pre.undo_len);
+		len += pa->pre.undo_len;
+	}
 
 	for (size_t k = 0; k < pa->nsites; k++) {
 		size_t i = pa->sites[k];
@@ -529,12 +560,19 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 			.rseq_sig = m->ctl->rseq_sig,
 		};
 
+		if (redo && pa->probe_off[k]) {
+			memcpy(buf + len, pa->pre.code, pa->pre.len);
+			len += pa->pre.len;
+			redo = false;
+		}
+		pa->piece_at[k] = at + len;
 		n = reloc(pa, done, pa->probe_off[k], at + len, buf + len, cap - len);
 		if (n < 0)
 			goto out;
 		len += (size_t)n;
 		done = pa->probe_off[k];
 		ts.probe_at = at + len;
+		pa->probe_at[k] = ts.probe_at;
 		/* every probe calls the agent when the tracer has died */
 		ts.hit = m->agent_remote + hdr->hit_off;
 		ts.site = m->remote + m->ctl->sites_off + i * sizeof(struct inj_site);
@@ -542,7 +580,10 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 		ts.letgo = m->self_remote + INJ_SELF_LETGO;
 		if (e->ctx->set->count_only) {
 			ts.counter = m->remote + m->cpu_counts_off + i * sizeof(uint64_t);
-			ts.self = m->self_remote;
+			/* a forked child not followed (its self word 0) counts
+			 * nothing; a followed one counts from its first call (it
+			 * never calls the agent to claim its word) */
+			ts.self = j->children ? 0 : m->self_remote;
 			ts.stride = m->cpu_stride;
 		} else {
 			const struct inj_site *is = (const struct inj_site *)
@@ -588,6 +629,11 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 		}
 		len += (size_t)n;
 	}
+	if (redo) {
+		memcpy(buf + len, pa->pre.code, pa->pre.len);
+		len += pa->pre.len;
+	}
+	pa->piece_at[pa->nsites] = at + len;
 	n = reloc(pa, done, pa->plan.len, at + len, buf + len, cap - len);
 	if (n < 0)
 		goto out;
@@ -621,34 +667,67 @@ static struct inj_patch *conflict(struct inj_image *img, const struct user_regs_
 	return NULL;
 }
 
-/* Move every thread out of the displaced ranges by single steps. */
+/* Where a thread stopped at ip inside patch pa's displaced bytes goes on
+ * in the trampoline, already written: the probe about to fire there, or its
+ * instruction's relocated copy (the piece it is in relocated up to it must
+ * be what starts the piece in the trampoline, read back). 0: nowhere. */
+static uint64_t tramp_ip(const struct inj_patch *pa, struct remote *rem, uint64_t ip)
+{
+	uint32_t k = (uint32_t)(ip - pa->addr), s = 0;
+
+	for (size_t i = 0; i <= pa->nsites; i++) {
+		uint32_t e = i < pa->nsites ? pa->probe_off[i] : (uint32_t)pa->plan.len;
+		uint8_t mine[X86_RELOC_MAX(32)], there[sizeof(mine)];
+		const char *why = NULL;
+		ssize_t n;
+
+		if (i < pa->nsites && k == e)
+			return pa->probe_at[i];
+		if (k < s || k >= e) {
+			s = e;
+			continue;
+		}
+		n = x86_relocate(pa->orig + s, k - s, pa->addr + s, pa->piece_at[i], mine,
+				 sizeof(mine), &why);
+		if (n < 0 || (n && (remote_read(rem, pa->piece_at[i], there, (size_t)n) ||
+				    memcmp(mine, there, (size_t)n))))
+			return 0;
+		return pa->piece_at[i] + (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Move every thread out of the displaced ranges: on at its instruction's
+ * copy in the trampoline (as a kernel uprobe runs an instruction out of
+ * line), no single step: a tracer that dies in the middle of one leaves the
+ * thread its trap. */
 static int clear_threads(struct inj_image *img, struct remote *rem)
 {
 	for (size_t t = 0; t < rem->ntasks; t++) {
-		for (int step = 0;; step++) {
-			struct user_regs_struct r;
-			struct inj_patch *pa;
+		struct user_regs_struct r;
+		struct inj_patch *pa;
+		uint64_t to;
 
-			if (remote_get_regs(rem, t, &r))
-				break;	/* gone */
-			pa = conflict(img, &r);
-			if (!pa)
-				break;
-			uint8_t insn[2] = {0};
-
-			remote_read(rem, r.rip, insn, 2);
-			/* stepping over a system call could block with every
-			 * thread held */
-			if (step >= 64 || (long long)r.orig_rax >= 0 ||
-			    (insn[0] == 0x0f && insn[1] == 0x05)) {
-				log_error("thread %d of process %d is inside the code a probe would "
-					  "replace (0x%llx); try again", (int)rem->tasks[t].tid,
-					  (int)rem->pid, (unsigned long long)pa->addr);
-				return -EAGAIN;
-			}
-			if (remote_step(rem, t))
-				break;
+		if (remote_get_regs(rem, t, &r))
+			continue;	/* gone */
+		pa = conflict(img, &r);
+		if (!pa)
+			continue;
+		/* (a system call there to restart would restart in the copy:
+		 * the kernel goes back 2 bytes from where it is) */
+		to = (long long)r.orig_rax >= 0 ? 0 : tramp_ip(pa, rem, r.rip);
+		if (!to) {
+			log_error("thread %d of process %d is inside the code a probe would "
+				  "replace (0x%llx); try again", (int)rem->tasks[t].tid,
+				  (int)rem->pid, (unsigned long long)pa->addr);
+			return -EAGAIN;
 		}
+		r.rip = to;
+		if (remote_set_regs(rem, t, &r))
+			continue;
+		log_debug("inject: thread %d of process %d moved from 0x%llx, inside a patch, to "
+			  "its copy at 0x%llx", (int)rem->tasks[t].tid, (int)rem->pid,
+			  (unsigned long long)pa->addr, (unsigned long long)to);
 	}
 	return 0;
 }
@@ -697,15 +776,18 @@ static void semaphores_lower(struct inj_image *img, struct remote *rem)
 }
 
 /* The bytes in memory must be the file's: a breakpoint or another tool's
- * patch there would be copied into the trampoline. */
+ * patch there would be copied into the trampoline. Another kernel uprobe's
+ * int3 there: the patch is left alone in this process (foreign.c). */
 static int read_originals(struct inj *j, struct inj_image *img, struct remote *rem)
 {
 	const struct usc_engine_ctx *s = j->base.ctx;
 	int ret = 0;
+	size_t out = 0;
 
 	for (size_t p = 0; p < img->npatches && !ret; p++) {
 		struct inj_patch *pa = &img->patches[p];
-		uint8_t file[sizeof(pa->orig)];
+		uint8_t file[sizeof(pa->orig)], fspring[5];
+		bool foreign = false;
 		const struct usc_site *site = j->base.sites[pa->sites[0]];
 		struct objfile *ef = NULL;
 
@@ -720,14 +802,28 @@ static int read_originals(struct inj *j, struct inj_image *img, struct remote *r
 				  (unsigned long long)pa->spring, strerror(-ret));
 		else if (ef && ((objfile_read(ef, pa->plan.addr, file, pa->plan.len) == 0 &&
 				 memcmp(file, pa->orig, pa->plan.len)) ||
-				(pa->spring && objfile_read(ef, pa->plan.spring, file, 5) == 0 &&
-				 memcmp(file, pa->orig_spring, 5)))) {
-			log_error("%s: the code of process %d at 0x%llx differs from %s (a "
-				  "breakpoint or another tool's patch?)", site->label, (int)rem->pid,
-				  (unsigned long long)pa->addr, site->path);
-			ret = -EBUSY;
+				(pa->spring && objfile_read(ef, pa->plan.spring, fspring, 5) == 0 &&
+				 memcmp(fspring, pa->orig_spring, 5)))) {
+			foreign = inj_bytes_over(pa->orig, file, pa->plan.len) >= 0 &&
+				  (!pa->spring || inj_bytes_over(pa->orig_spring, fspring, 5) >= 0);
+			if (!foreign) {
+				log_error("%s: the code of process %d at 0x%llx differs from %s (a "
+					  "breakpoint or another tool's patch?)", site->label,
+					  (int)rem->pid, (unsigned long long)pa->addr, site->path);
+				ret = -EBUSY;
+			}
 		}
+		if (foreign) {	/* another uprobe's int3s: left alone here */
+			if (!pa->foreign)
+				inj_foreign_said(j, pa, rem->pid);
+			free(pa->sites);
+			free(pa->probe_off);
+			continue;
+		}
+		img->patches[out++] = *pa;
 	}
+	if (!ret)
+		img->npatches = out;
 	return ret;
 }
 
@@ -791,6 +887,9 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
 		ret = read_originals(j, img, rem);
 	if (!ret)
 		ret = shm_create(j, img, rem);
+	/* (before any jump: what it forks is found by what it maps) */
+	if (!ret && img->shm.ctl->follow_forks)
+		img->undo_memfd = inj_undo_tell_memfd(j, img);
 	if (!ret)
 		ret = inj_stk_install(j, img, rem);
 	if (!ret) {
@@ -818,6 +917,7 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
 	if (ret) {
 		inj_restore(j, img, rem);
 		inj_image_retire(img);
+		inj_undo_forget(j, &img->undo_memfd);
 	}
 	return ret;
 }
@@ -829,16 +929,34 @@ bool inj_restore(struct inj *j, struct inj_image *img, struct remote *rem)
 	(void)j;
 	for (size_t p = 0; p < img->npatches; p++) {
 		struct inj_patch *pa = &img->patches[p];
-		uint8_t now[5];
+		uint8_t now[5], fix[5];
+		int over;
 
 		if (!pa->applied)
 			continue;
-		if (remote_read(rem, pa->addr, now, pa->nwritten) ||
-		    memcmp(now, pa->written, pa->nwritten)) {
+		if (remote_read(rem, pa->addr, now, pa->nwritten)) {
 			same_image = false;
 			continue;
 		}
-		if (remote_write(rem, pa->addr, pa->orig, pa->plan.len) == 0 && pa->spring)
+		over = inj_bytes_over(now, pa->written, pa->nwritten);
+		if (over < 0) {
+			/* ours taken out around another uprobe's int3 (foreign.c),
+			 * or another image's */
+			if (inj_bytes_over(now, pa->orig, pa->nwritten) < 0)
+				same_image = false;
+			continue;
+		}
+		if (over) {	/* another uprobe's int3 on our jump: kept */
+			for (size_t i = 0; i < pa->nwritten; i++)
+				fix[i] = now[i] == 0xcc && pa->written[i] != 0xcc ? 0xcc : pa->orig[i];
+			remote_write(rem, pa->addr, fix, pa->nwritten);
+			if (pa->plan.len > pa->nwritten)
+				remote_write(rem, pa->addr + pa->nwritten, pa->orig + pa->nwritten,
+					     pa->plan.len - pa->nwritten);
+		} else if (remote_write(rem, pa->addr, pa->orig, pa->plan.len)) {
+			continue;
+		}
+		if (pa->spring)
 			remote_write(rem, pa->spring, pa->orig_spring, 5);
 	}
 	if (same_image) {

@@ -4,9 +4,11 @@
  * engine can place it (plan.c): the whole function is decoded and the
  * 5-byte jump checked safe. Then, with every thread of the process stopped,
  * its image is patched (image.c): shared memory, the agent, trampolines,
- * jumps. A running process (-p) is stopped by ptrace for that and let go:
- * it runs, forks and takes signals on its own, and its forked children
- * record nothing. COMMAND's tree is held by ptrace all along (follow.c):
+ * jumps. A running process (-p, system-wide) is stopped by ptrace for that
+ * and let go: it runs, forks and takes signals on its own; a child it forks
+ * takes itself up at its first hit (forks.c), or with --no-children records
+ * nothing. Each system call run in it is a step it finishes alone should we
+ * die (step.c). COMMAND's tree is held by ptrace all along (follow.c):
  * the processes it forks record as themselves, and an exec'd program is
  * patched at its entry point. Detach stops the processes once more and
  * writes back every original byte; trampolines and the shared memory stay
@@ -75,7 +77,8 @@ static int inj_can_place(struct usc_engine *e, const struct usc_site *site, char
 
 	if (!j->plans) {
 		j->plans = calloc(s->nsites + 1, sizeof(*j->plans));
-		if (!j->plans)
+		j->pre = calloc(s->nsites + 1, sizeof(*j->pre));
+		if (!j->plans || !j->pre)
 			return -ENOMEM;
 	}
 	return inj_plan_site(j, site, why, len);
@@ -113,7 +116,7 @@ static int inj_attach(struct usc_engine *e)
 	/* Python's code objects are named from its memory, stacks' frames
 	 * from its mappings as they are at the end: a process of COMMAND's
 	 * waits at its exit for its last records to be read */
-	j->hold_exit = (j->follow || j->children) && (inj_py_wanted(j) || e->ctx->has_stacks);
+	j->hold_exit = j->follow && (inj_py_wanted(j) || e->ctx->has_stacks);
 	inj_agg_geometry(j);
 	inj_stk_geometry(j);
 	return j->stats ? 0 : -ENOMEM;
@@ -142,7 +145,7 @@ int inj_proc_attach(struct inj *j, pid_t pid)
 	j->attaching++;
 	undo = inj_undo_tell(j, pid);
 	for (int tries = 0;; tries++) {
-		ret = remote_stop_all(&rem, pid);
+		ret = j->drop_stop ? remote_stop_all_nostop(&rem, pid) : remote_stop_all(&rem, pid);
 		if (ret) {
 			inj_undo_forget(j, &undo);
 			j->attaching--;
@@ -165,7 +168,10 @@ int inj_proc_attach(struct inj *j, pid_t pid)
 
 		*p = (struct inj_proc){.pid = pid, .state = PROC_RUN, .img = img, .undo = undo};
 		undo = 0;
-		inj_gate_go(j, pid);	/* (system-wide: ours, the gate lets it be) */
+		/* (system-wide: ours, the gate lets it be; one the gate stopped
+		 * is marked so once it is sent on: system.c) */
+		if (!j->drop_stop)
+			inj_gate_go(j, pid);
 		j->live = true;
 		inj_calibrate(j);
 		for (size_t t = 0; t < rem.ntasks; t++)
@@ -178,10 +184,9 @@ int inj_proc_attach(struct inj *j, pid_t pid)
 				if (rem.tasks[t].held[k].si_signo == SIGSTOP)
 					rem.tasks[t].held[k--] =
 						rem.tasks[t].held[--rem.tasks[t].nheld];
-	if (!ret && j->children)
-		inj_follow_keep(j, &rem);	/* what it forks from now on is followed */
-	else
-		remote_release(&rem);
+	/* let go: what it forks takes itself up (forks.c), nothing waits for
+	 * us from now on */
+	remote_release(&rem);
 	inj_undo_forget(j, &undo);	/* nothing stays applied, or j->procs has it */
 	if (!ret)
 		log_info("inject: %zu probe%s patched in process %d, stopped for %.2f ms",
@@ -251,6 +256,8 @@ static int inj_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, void 
 			inj_system_seen(j, (pid_t)seen[i].tgid, seen[i].stopped);
 		inj_system_seen(j, 0, false);
 	}
+	inj_forks_poll(j);	/* children forked since (their names, their maps) */
+	inj_watch(j);		/* another tool's uprobe over a patch: taken out */
 	n = inj_poll_images(j, fn, ctx);	/* (the names the events need first) */
 	inj_follow_exits(j);	/* drained: a process held at its exit ends */
 	return n;
@@ -261,6 +268,16 @@ static int inj_record(struct usc_engine *e, const struct usc_raw_out *out)
 	struct inj *j = inj_of(e);
 	int n;
 
+	if (j->gate) {	/* system-wide: the processes started since (system.c) */
+		struct gate_seen seen[64];
+		size_t k = inj_gate_poll(j, seen, 64);
+
+		for (size_t i = 0; i < k; i++)
+			inj_system_seen(j, (pid_t)seen[i].tgid, seen[i].stopped);
+		inj_system_seen(j, 0, false);
+	}
+	inj_forks_poll(j);	/* children forked since (their names, their maps) */
+	inj_watch(j);		/* another tool's uprobe over a patch: taken out */
 	for (size_t i = 0; i < j->nimages; i++)
 		inj_py_sync(j, j->images[i]);
 	n = inj_record_images(j, out);
@@ -334,21 +351,31 @@ static void inj_detach(struct usc_engine *e)
 			inj_follow_detach(j);
 		return;
 	}
-	if (j->children && j->ntasks)
-		inj_follow_release(j);	/* then each process as without them */
+	if (j->children)
+		inj_forks_find(j);	/* every child, including those that never hit */
 	for (size_t i = 0; i < j->nprocs; i++) {
 		struct inj_proc *p = &j->procs[i];
 
 		if (!p->img || !inj_image_applied(p->img))
 			continue;
 		any = true;
-		if (proc_alive(p->pid))
+		/* (one that exec'd since maps the image's memory no more: the
+		 * addresses are another program's, left alone) */
+		if (proc_alive(p->pid) &&
+		    (!p->img->shm.memfd_ino ||
+		     inj_maps_memfd(p->pid, (uint64_t)p->img->shm.memfd_dev,
+				    (uint64_t)p->img->shm.memfd_ino)))
 			inj_leave(j, p->img, p->pid);	/* else nothing of it to restore */
+		else if (proc_alive(p->pid))
+			log_debug("inject: process %d exec'd since it was patched: its new program "
+				  "is left alone", (int)p->pid);
 		inj_undo_forget(j, &p->undo);
 	}
 	if (any)
 		for (size_t i = 0; i < j->nimages; i++)
 			inj_image_retire(j->images[i]);
+	for (size_t i = 0; i < j->nimages; i++)
+		inj_undo_forget(j, &j->images[i]->undo_memfd);
 }
 
 /* The rows aggregated in place: the names of the py: probes' functions
@@ -391,6 +418,8 @@ static void inj_destroy(struct usc_engine *e)
 	free(j->tasks);
 	free(j->kids);
 	free(j->plans);
+	free(j->pre);
+	procmaps_free(j->plan_maps, j->plan_nmaps);
 	free(j->stats);
 	free(j->comms);
 	tsc_free(j->clock);

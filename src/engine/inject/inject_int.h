@@ -36,6 +36,20 @@
 
 extern const unsigned char inject_agent_blob[], inject_agent_blob_end[];
 
+/* An entry patch placed after the function's first instruction (a push, a
+ * sub from rsp) when that one is shorter than the jump: another tool's
+ * kernel uprobe at the function's entry (bpftrace, perf) runs that
+ * instruction out of line and goes on after it, onto our jump, not into its
+ * middle. The trampoline undoes it before the probes at the entry (they see
+ * the state at the entry: rsp as it was) and does it again after them
+ * (plan.c). */
+struct inj_pre {
+	uint8_t len;		/* the instruction's bytes (0: none) */
+	uint8_t code[7];
+	uint8_t undo_len;
+	uint8_t undo[8];	/* lea N(%rsp),%rsp */
+};
+
 /* One patch: a jump at addr over len displaced bytes, to a trampoline that
  * runs the probes of one or more sites (several probes at one address). */
 struct inj_patch {
@@ -50,6 +64,13 @@ struct inj_patch {
 	uint8_t nwritten;
 	size_t *sites;		/* the engine's site indexes, by probe offset */
 	uint32_t *probe_off;	/* per site: where in the displaced bytes it fires */
+	/* the trampoline's layout: where each site's probe code starts, and
+	 * the relocated piece of the displaced bytes before it (the last: after
+	 * the last probe), [nsites + 1]; a thread stopped inside the displaced
+	 * bytes goes on at its instruction's copy */
+	uint64_t *probe_at, *piece_at;
+	struct inj_pre pre;	/* the entry's instruction before addr, or none */
+	bool foreign;		/* another tool's uprobe came over it somewhere: said */
 	size_t nsites;
 	uint64_t tramp;
 	bool applied;
@@ -83,6 +104,8 @@ struct inj_shm {
 	uint64_t self_remote;		/* the MADV_WIPEONFORK page: the self word */
 	uint64_t *folded;		/* [nsites][INJ_NCOUNTS]: counts of reclaimed slots */
 	uint64_t dropped;		/* tail calls never returned, of reclaimed slots */
+	dev_t memfd_dev;		/* the memfd's: what a process that maps it maps */
+	ino_t memfd_ino;
 	void *owner_map;		/* the owner page (undo.c), or NULL */
 	uint64_t owner_remote;		/* ... in the process (read-only there) */
 	bool held;			/* we hold its mutex */
@@ -118,6 +141,8 @@ struct inj_image {
 					 * position written up to (INJ_NSLOTS) */
 	struct inj_chunk *chunks;	/* every probe's code in the trampolines */
 	size_t nchunks;
+	uint32_t kids_seen;		/* forks.c: the children listed, taken up */
+	int undo_memfd;			/* the janitor's handle of its memfd (forks.c) */
 };
 
 enum inj_proc_state {
@@ -180,11 +205,15 @@ struct inj_stk_geom {
 struct inj {
 	struct usc_engine base;
 	bool follow;			/* COMMAND: its tree, held by ptrace */
-	/* -p: held by ptrace too once patched, so that the processes it forks
-	 * are followed as COMMAND's are (not --no-children) */
+	/* -p and system-wide (not --no-children): the processes it forks are
+	 * followed, with no ptrace: they take themselves up (forks.c) */
 	bool children;
 	pid_t pid;			/* the traced process (the first, for COMMAND) */
 	struct x86_patch *plans;	/* per site of the session, from can_place */
+	struct inj_pre *pre;		/* ... the entry's first instruction left before it */
+	struct proc_map *plan_maps;	/* -p: the process's maps, read once to plan */
+	size_t plan_nmaps;
+	bool plan_nomaps;
 	struct inj_proc *procs;
 	size_t nprocs;
 	size_t attaching;		/* attaches under way (fibers): room kept in procs */
@@ -218,6 +247,8 @@ struct inj {
 	bool drop_stop;			/* attaching one the gate stopped: its SIGSTOP
 					 * still pending is not given back */
 	struct inj_gate *gate;		/* system-wide: the gate (gate.c), or NULL */
+	uint64_t watch_next;		/* foreign.c: when the patches are read next (ns) */
+	size_t sweep_at;		/* forks.c: the next entry looked at for an end */
 	struct sys_late *late;		/* ... what was left out of them (system.c) */
 };
 
@@ -278,6 +309,35 @@ void inj_undo_forget(struct inj *j, int *undo);
  * threads run and try again; -EBUSY: a live uscope traces it (reported). */
 int inj_undo_dead(struct remote *rem, const struct proc_map *maps, size_t nmaps);
 
+/* forks.c: forked children with no ptrace (-p, system-wide) */
+/* The children listed since the last call taken up (janitor entries, names,
+ * mappings). */
+void inj_forks_poll(struct inj *j);
+/* The name a child of img's process told when it took itself up (pid: its
+ * own getpid), or NULL: a child gone before uscope took it up. */
+const char *inj_forks_comm(struct inj *j, const struct inj_image *img, pid_t pid);
+/* At the end: every process that maps a patched image's memfd taken up too
+ * (children that never hit a probe), for the detach to restore. */
+void inj_forks_find(struct inj *j);
+/* fn(pid, ctx) for every process that maps the memfd (dev, ino), this one
+ * aside, until fn returns non-zero (returned). */
+int inj_memfd_each(uint64_t dev, uint64_t ino, int (*fn)(pid_t pid, void *ctx), void *ctx);
+/* Does process pid map the memfd (dev, ino)? */
+bool inj_maps_memfd(pid_t pid, uint64_t dev, uint64_t ino);
+/* The janitor told of img's memfd (every process that maps it, after a
+ * death): its handle, or <= 0. */
+int inj_undo_tell_memfd(struct inj *j, struct inj_image *img);
+
+/* foreign.c: another tool's kernel uprobe over our patches */
+/* n bytes now against want: 0 the same, 1 the same but for int3s (another
+ * uprobe's breakpoints), -1 otherwise. */
+int inj_bytes_over(const uint8_t *now, const uint8_t *want, size_t n);
+/* Every patch of every process read (at most a few times a second): one
+ * another uprobe came over taken out around its int3, said once. */
+void inj_watch(struct inj *j);
+/* A patch left alone at attach in process pid (another uprobe was on it). */
+void inj_foreign_said(struct inj *j, const struct inj_patch *pa, pid_t pid);
+
 /* unmap.c */
 /* After inj_restore, with every thread of the process in rem stopped: the
  * image's shared memory, agent and pages unmapped from the process, once
@@ -297,8 +357,8 @@ void inj_leave(struct inj *j, struct inj_image *img, pid_t pid);
 int inj_areas(struct inj *j, struct inj_image *img, struct remote *rem,
 	      const struct proc_map *maps, size_t nmaps);
 
-/* inject.c: attach to running process pid (stopped, patched, let go or
- * held by ptrace with j->children): 0 or -errno (reported, but -ESRCH) */
+/* inject.c: attach to running process pid (stopped, patched, let go): 0 or
+ * -errno (reported, but -ESRCH) */
 int inj_proc_attach(struct inj *j, pid_t pid);
 
 /* system.c: system-wide, every running process that maps a probed file
@@ -349,12 +409,6 @@ void inj_follow_waited(struct inj *j, pid_t pid, int status);
 void inj_follow_exits(struct inj *j);
 /* Stop the whole tree, restore every image, let every task go. */
 void inj_follow_detach(struct inj *j);
-/* -p: the process patched, every thread stopped in rem: keep it (and what
- * it forks) as our tracee, and let it run. */
-void inj_follow_keep(struct inj *j, struct remote *rem);
-/* -p: let every task go, untraced, with its held signals (the patches
- * stay: the engine takes them out of each process after). */
-void inj_follow_release(struct inj *j);
 /* The ids a record of img's carries (pid: its process's own getpid, tid:
  * its gettid) as the host's: a container's process, or a child it forked
  * (0: gone). */

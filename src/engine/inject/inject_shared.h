@@ -88,6 +88,7 @@
 #define INJ_FAST_KEYS 2			/* arguments of a site on the agent's fast path */
 #define INJ_KEY_CACHE 16		/* per thread: keys whose row it remembers */
 #define INJ_PY_SEEN_THREAD 16		/* per thread: code objects it knows described */
+#define INJ_MAX_KIDS 4096		/* forked children listed (inj_ctl.kids_off) */
 
 /* The counters of a thread and site. */
 enum inj_count {
@@ -246,8 +247,24 @@ struct inj_ctl {
 	volatile uint32_t doorbell;	/* a futex word the producers move on */
 	volatile uint64_t progress;	/* passes the tracer has made */
 	uint64_t pad_t[6];
+	/* forks (-p and system-wide, which hold no process by ptrace after
+	 * the attach): a forked child's first hit claims its self word itself
+	 * (its getpid) and lists itself in kids[], for the tracer to take up
+	 * (its janitor entry, its name, its mappings); a child that never hits
+	 * a probe is found by the tracer at its end by what it maps */
+	uint32_t follow_forks __attribute__((aligned(64)));
+	volatile uint32_t nkids;	/* claims made: kids[] holds the first INJ_MAX_KIDS */
+	uint64_t kids_off;		/* struct inj_kid_ent kids[INJ_MAX_KIDS] */
+	uint64_t pad_k[6];
 };
 _Static_assert(sizeof(struct inj_ctl) % 64 == 0, "inj_ctl: whole lines");
+
+/* A forked child that took itself up (inj_ctl.kids_off). */
+struct inj_kid_ent {
+	volatile uint32_t pid;		/* its getpid; 0 while being written */
+	uint32_t pad;
+	char comm[16];			/* its name then (it may be gone when read) */
+};
 
 /* A directory entry: a key's row. */
 enum inj_dir_state { INJ_DIR_FREE = 0, INJ_DIR_BUSY = 1, INJ_DIR_READY = 2 };

@@ -11,6 +11,99 @@
 #include "engine/inject/inject_int.h"
 #include "cache/cache.h"
 #include "resolve/shape.h"
+#include "x86/insn.h"
+
+/* The undo of an entry's first instruction at code (len bytes): a push of a
+ * register, or a sub of an immediate from rsp, undone by a lea of rsp (the
+ * flags are dead at a function's entry). 0: it is none of those. */
+static int pre_undo(const uint8_t *code, uint32_t len, struct inj_pre *pre)
+{
+	static const uint8_t lea8[] = {0x48, 0x8d, 0x64, 0x24}, lea32[] = {0x48, 0x8d, 0xa4, 0x24};
+	int32_t n;
+
+	if ((len == 1 && code[0] >= 0x50 && code[0] <= 0x57) ||
+	    (len == 2 && code[0] == 0x41 && code[1] >= 0x50 && code[1] <= 0x57)) {
+		memcpy(pre->undo, lea8, 4);
+		pre->undo[4] = 8;		/* lea 8(%rsp),%rsp */
+		pre->undo_len = 5;
+	} else if (len == 4 && code[0] == 0x48 && code[1] == 0x83 && code[2] == 0xec) {
+		memcpy(pre->undo, lea8, 4);
+		pre->undo[4] = code[3];		/* lea imm8(%rsp),%rsp */
+		pre->undo_len = 5;
+	} else if (len == 7 && code[0] == 0x48 && code[1] == 0x81 && code[2] == 0xec) {
+		memcpy(&n, code + 3, 4);
+		memcpy(pre->undo, lea32, 4);
+		memcpy(pre->undo + 4, &n, 4);	/* lea imm32(%rsp),%rsp */
+		pre->undo_len = 8;
+	} else {
+		return 0;
+	}
+	pre->len = (uint8_t)len;
+	memcpy(pre->code, code, len);
+	return 1;
+}
+
+/* An entry patch at the function's first instruction, when that one is
+ * shorter than the jump and can be undone: the patch after it instead
+ * (struct inj_pre), as the planner checks it there (no branch lands
+ * inside it; its first byte is inside the first patch, checked so too). */
+static void plan_pre(const struct objfile *ef, const struct func_shape *sh, struct x86_patch *p,
+		     struct inj_pre *pre)
+{
+	const struct x86_region *r = &sh->rg[0];
+	uint8_t code[16];
+	struct x86_patch at;
+	const char *rule = NULL;
+	int len;
+
+	size_t avail;
+
+	memset(pre, 0, sizeof(*pre));
+	if (p->spring || p->probe_off || p->addr != sh->entry || p->addr < r->addr ||
+	    p->addr >= r->addr + r->len)
+		return;
+	avail = (size_t)(r->addr + r->len - p->addr);
+	avail = avail < sizeof(code) ? avail : sizeof(code);
+	memcpy(code, r->code + (p->addr - r->addr), avail);
+	len = x86_insn_length(code, avail);
+	if (len <= 0 || len >= X86_JMP_LEN || !pre_undo(code, (uint32_t)len, pre))
+		return;
+	if (shape_plan_probe(ef, sh, p->addr + (uint64_t)len, &at, &rule) || at.spring ||
+	    at.probe_off || at.addr != p->addr + (uint64_t)len) {
+		memset(pre, 0, sizeof(*pre));
+		return;
+	}
+	*p = at;
+}
+
+/* -p: is another tool's kernel uprobe on the patch in the process now (its
+ * int3 over the file's bytes there)? Its address, or 0. The process's maps
+ * read once. */
+static uint64_t foreign_uprobe(struct inj *j, const struct objfile *ef, const char *path,
+			       const struct x86_patch *p)
+{
+	const struct usc_engine_ctx *s = j->base.ctx;
+	uint8_t file[32], now[32];
+	uint64_t off, rt;
+	struct remote rem;
+	int got;
+
+	if (s->target->kind != USC_TARGET_PID || p->len > sizeof(file))
+		return 0;
+	if (!j->plan_maps && !j->plan_nomaps) {
+		ssize_t n = procmaps_read(s->target->pid, &j->plan_maps);
+
+		j->plan_nmaps = n > 0 ? (size_t)n : 0;
+		j->plan_nomaps = n <= 0;
+	}
+	if (!j->plan_nmaps || objfile_vaddr_to_offset(ef, p->addr, &off) ||
+	    procmaps_file_offset_to_addr(j->plan_maps, j->plan_nmaps, path, off, &rt) ||
+	    objfile_read(ef, p->addr, file, p->len) || remote_open(&rem, s->target->pid))
+		return 0;
+	got = remote_read(&rem, rt, now, p->len);
+	remote_forget(&rem);
+	return !got && inj_bytes_over(now, file, p->len) == 1 ? rt : 0;
+}
 
 int inj_plan_site(struct inj *j, const struct usc_site *site, char *why, size_t len)
 {
@@ -57,7 +150,20 @@ int inj_plan_site(struct inj *j, const struct usc_site *site, char *why, size_t 
 	}
 	ret = site->ret_site ? shape_plan_return(ef, &sh, site->vaddr, p, &rule) :
 			       shape_plan_probe(ef, &sh, site->vaddr, p, &rule);
+	if (!ret && !site->ret_site)
+		plan_pre(ef, &sh, p, &j->pre[site - s->sites]);
 	shape_free(&sh);
+	if (!ret) {
+		uint64_t at = foreign_uprobe(j, ef, site->path, p);
+
+		if (at) {
+			snprintf(why, len, "another tool's uprobe is on it in process %d (a "
+				 "breakpoint at 0x%llx: bpftrace, perf, a kernel engine): a patch there "
+				 "would break the process when that uprobe goes; a kernel engine shares it",
+				 (int)s->target->pid, (unsigned long long)at);
+			return -ENOTSUP;
+		}
+	}
 	if (ret == -ENOMEM)
 		return ret;
 	if (ret) {
@@ -119,6 +225,30 @@ static void patch_free(struct inj_patch *p)
 	p->probe_off = NULL;
 }
 
+/* A patch after the entry's first instruction (struct inj_pre) that
+ * overlaps another: over that instruction too, as an entry patch is
+ * without it (no branch lands inside either: plan_pre checked both). */
+static void pre_drop(struct inj_image *img)
+{
+	for (size_t p = 0; p < img->npatches; p++) {
+		struct inj_patch *a = &img->patches[p];
+		uint64_t lo = a->addr - a->pre.len, hi = a->addr + a->plan.len;
+		bool over = false;
+
+		if (!a->pre.len)
+			continue;
+		for (size_t q = 0; q < img->npatches && !over; q++)
+			over = q != p && img->patches[q].addr < hi &&
+			       img->patches[q].addr + img->patches[q].plan.len > lo;
+		if (!over)
+			continue;
+		a->addr = lo;
+		a->plan.addr -= a->pre.len;
+		a->plan.len += a->pre.len;
+		memset(&a->pre, 0, sizeof(a->pre));	/* (its probes, at the entry: at 0) */
+	}
+}
+
 /* Overlapping patches become one over their union: an entry probe and a
  * return site of a short function, say. Each was checked safe (no branch
  * into its interior); overlapping, their interiors cover the union's. */
@@ -126,6 +256,7 @@ static int merge_overlaps(struct inj *j, struct inj_image *img)
 {
 	size_t out = 0;
 
+	pre_drop(img);
 	qsort(img->patches, img->npatches, sizeof(*img->patches), cmp_patch);
 	for (size_t p = 0; p < img->npatches; p++) {
 		struct inj_patch *a = out ? &img->patches[out - 1] : NULL, *b = &img->patches[p];
@@ -198,7 +329,9 @@ int inj_patches(struct inj *j, struct inj_image *img, const struct proc_map *map
 		for (p = 0; p < img->npatches; p++)
 			if (img->patches[p].addr == plan.addr + bias &&
 			    img->patches[p].plan.len == plan.len &&
-			    img->patches[p].plan.spring == plan.spring)
+			    img->patches[p].plan.spring == plan.spring &&
+			    !memcmp(&img->patches[p].pre, &j->pre[site - s->sites],
+				    sizeof(struct inj_pre)))
 				break;
 		if (p == img->npatches) {
 			pa = &img->patches[img->npatches++];
@@ -206,6 +339,7 @@ int inj_patches(struct inj *j, struct inj_image *img, const struct proc_map *map
 			pa->plan = plan;
 			pa->bias = bias;
 			pa->spring = plan.spring ? plan.spring + bias : 0;
+			pa->pre = j->pre[site - s->sites];
 		}
 		pa = &img->patches[p];
 		size_t *ns = realloc(pa->sites, (pa->nsites + 1) * sizeof(*ns));

@@ -65,6 +65,12 @@ static int remote_wait(struct remote *r, pid_t tid, bool want_trap, int resume)
 			return 0;	/* stopped: by our interrupt, or a trap */
 		if (want_trap && sig == SIGTRAP && ev == 0)
 			return 0;
+		if (ev == 0 && sig == SIGSTOP && r->drop_stop) {
+			/* dropped: on to our interrupt's stop */
+			if (ptrace(resume, tid, 0, 0) < 0)
+				return -errno;
+			continue;
+		}
 		if (ev == 0 && sig != SIGTRAP && (t = remote_find(r, tid))) {
 			siginfo_t si;	/* delivered at detach */
 
@@ -169,13 +175,14 @@ static int remote_find_syscall(struct remote *r)
 	return -ENOTSUP;
 }
 
-int remote_stop_all(struct remote *r, pid_t pid)
+static int stop_once(struct remote *r, pid_t pid, bool drop_stop)
 {
 	char dir[64];
 	bool grew = true;
 	int ret;
 
 	memset(r, 0, sizeof(*r));
+	r->drop_stop = drop_stop;
 	r->pid = pid;
 	r->mem_fd = -1;
 	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
@@ -193,7 +200,8 @@ int remote_stop_all(struct remote *r, pid_t pid)
 
 			if (tid <= 0 || remote_find(r, tid))
 				continue;
-			if (ptrace(PTRACE_SEIZE, tid, 0, 0) < 0) {
+			/* (its steps' system-call stops tell themselves apart) */
+			if (ptrace(PTRACE_SEIZE, tid, 0, (void *)PTRACE_O_TRACESYSGOOD) < 0) {
 				pid_t other;
 
 				ret = -errno;
@@ -247,12 +255,42 @@ int remote_stop_all(struct remote *r, pid_t pid)
 	ret = remote_open_mem(r);
 	if (!ret)
 		ret = remote_find_syscall(r);
+	if (!ret)
+		ret = remote_step_finish_dead(r);
 	if (ret)
 		goto fail;
 	return 0;
 fail:
 	remote_release(r);
 	return ret;
+}
+
+#define DEAD_STEP_TRIES 200	/* 10 ms apart: a dead uscope's call ends */
+
+static int stop_all(struct remote *r, pid_t pid, bool drop_stop)
+{
+	for (int tries = 0;; tries++) {
+		int ret = stop_once(r, pid, drop_stop);
+
+		if (ret != -EINPROGRESS)
+			return ret;
+		if (tries == DEAD_STEP_TRIES) {
+			log_error("process %d: a thread is still inside a call a uscope that died "
+				  "made there", (int)pid);
+			return -EBUSY;
+		}
+		usleep(10000);
+	}
+}
+
+int remote_stop_all(struct remote *r, pid_t pid)
+{
+	return stop_all(r, pid, false);
+}
+
+int remote_stop_all_nostop(struct remote *r, pid_t pid)
+{
+	return stop_all(r, pid, true);
 }
 
 int remote_adopt(struct remote *r, pid_t pid)
@@ -288,6 +326,7 @@ static bool sync_fault(const siginfo_t *si)
 
 void remote_release(struct remote *r)
 {
+	remote_step_clean(r);
 	for (size_t i = 0; i < r->ntasks; i++) {
 		struct remote_task *t = &r->tasks[i];
 		int first = 0;
@@ -307,22 +346,9 @@ void remote_release(struct remote *r)
 	remote_forget(r);
 }
 
-void remote_keep(struct remote *r, long opts)
-{
-	for (size_t i = 0; i < r->ntasks; i++) {
-		struct remote_task *t = &r->tasks[i];
-
-		ptrace(PTRACE_SETOPTIONS, t->tid, 0, (void *)opts);
-		ptrace(PTRACE_CONT, t->tid, 0, 0);
-		for (unsigned k = 0; k < t->nheld; k++)
-			if (!(t->stepped && sync_fault(&t->held[k])))
-				syscall(SYS_tgkill, r->pid, t->tid, t->held[k].si_signo);
-	}
-	remote_forget(r);
-}
-
 void remote_forget(struct remote *r)
 {
+	remote_step_clean(r);
 	free(r->tasks);
 	r->tasks = NULL;
 	r->ntasks = r->cap = 0;
@@ -359,7 +385,9 @@ int remote_set_regs(struct remote *r, size_t task, const struct user_regs_struct
 	return ptrace(PTRACE_SETREGS, r->tasks[task].tid, 0, regs) < 0 ? -errno : 0;
 }
 
-int remote_step(struct remote *r, size_t task)
+/* Execute one instruction of a stopped task: the old way, where a step
+ * has no room (a tracer that dies meanwhile leaves the trap flag). */
+static int legacy_step(struct remote *r, size_t task)
 {
 	pid_t tid = r->tasks[task].tid;
 
@@ -372,10 +400,15 @@ int remote_step(struct remote *r, size_t task)
 long remote_syscall(struct remote *r, bool *ok, long nr, long a1, long a2, long a3, long a4,
 		    long a5, long a6)
 {
+	const long a[6] = {a1, a2, a3, a4, a5, a6};
 	struct user_regs_struct saved, regs;
+	long res = remote_step_syscall(r, ok, nr, a);
 	int ret;
 
-	*ok = false;
+	if (*ok || !r->step_none)
+		return res;
+	log_debug("inject: process %d: no room for a step in its vDSO: a single step",
+		  (int)r->pid);
 	ret = remote_get_regs(r, 0, &saved);
 	if (ret)
 		return ret;
@@ -391,7 +424,7 @@ long remote_syscall(struct remote *r, bool *ok, long nr, long a1, long a2, long 
 	regs.rip = r->syscall_insn;
 	ret = remote_set_regs(r, 0, &regs);
 	if (!ret)
-		ret = remote_step(r, 0);
+		ret = legacy_step(r, 0);
 	if (!ret)
 		ret = remote_get_regs(r, 0, &regs);
 	if (remote_set_regs(r, 0, &saved) && !ret)
@@ -443,8 +476,10 @@ int remote_call(struct remote *r, size_t task, uint64_t fn, uint64_t a1, uint64_
 	struct user_regs_struct saved, regs;
 	pid_t tid = r->tasks[task].tid;
 	uint64_t sp;
-	int err;
+	int err = remote_step_call(r, task, fn, a1, a2, timeout_ms, ret);
 
+	if (err != -ENOTSUP || !r->step_none)
+		return err;
 	if ((err = remote_get_regs(r, task, &saved)))
 		return err;
 	regs = saved;

@@ -96,6 +96,14 @@ const char *inj_comm(struct inj *j, const struct inj_image *img, pid_t pid, pid_
 			c->comm[strcspn(c->comm, "\n")] = 0;
 		fclose(f);
 	}
+	if (!c->comm[0] && img && tid == pid) {
+		/* a forked child gone before it was taken up: its name as it
+		 * told it (forks.c) */
+		const char *told = inj_forks_comm(j, img, pid);
+
+		if (told)
+			snprintf(c->comm, sizeof(c->comm), "%.16s", told);
+	}
 	return c->comm;
 }
 

@@ -1,8 +1,8 @@
 /* System-wide on the inject engine (-e inject, neither -p nor COMMAND):
  * every process running at start that maps a probed file is attached as
- * with -p (inject.c, inj_proc_attach): stopped, patched, and held by
- * ptrace so that what it forks is followed (follow.c). Each has its own
- * image, rings and janitor entry: a kill -9 of uscope restores every one.
+ * with -p (inject.c, inj_proc_attach): stopped, patched, and let go; what
+ * it forks takes itself up (forks.c). Each has its own image, rings and
+ * janitor entry: a kill -9 of uscope restores every one.
  *
  * Which processes: those whose maps hold one of the sites' files (by
  * device and inode, or by path), but uscope's own (this process, its
@@ -464,9 +464,12 @@ void inj_system_seen(struct inj *j, pid_t pid, bool stopped)
 	j->sys_late_tty += !stopped && why != WHY_MAX_PROCS && why != WHY_N;
 	if (ret)
 		untraced_add(j->late, pid);
-	inj_gate_go(j, pid);
-	if (stopped)	/* patched, or refused: it runs on (its group-stop ends) */
+	/* patched, or refused: it runs on (its group-stop ends, or its SIGSTOP
+	 * still pending goes), and only then is it marked so: until then, a
+	 * janitor after our death continues it (janitor.c) */
+	if (stopped)
 		kill(pid, SIGCONT);
+	inj_gate_go(j, pid);
 }
 
 void inj_system_end(struct inj *j)
@@ -491,7 +494,7 @@ void inj_system_end(struct inj *j)
 }
 
 /* -p: the processes descending from the target already, attached as it
- * is (after it: held by ptrace, what they fork from now on is followed). */
+ * is (after it: what they fork from now on takes itself up, forks.c). */
 struct sys_desc {
 	struct inj *j;
 	struct sys_file files[16];
@@ -508,8 +511,17 @@ static int desc_attach(pid_t pid, void *ctx)
 	for (size_t i = 0; i < c->j->nprocs; i++)
 		if (c->j->procs[i].pid == pid)
 			return 0;	/* forked since attach: followed */
-	if (proc_status_read(pid, &st) || st.tracer == getpid())
-		return 0;	/* gone; or forked since, its first stop to come */
+	if (proc_status_read(pid, &st))
+		return 0;	/* gone */
+	/* forked since the attach of one we patched: a copy of its code,
+	 * which takes itself up */
+	for (size_t i = 0; i < c->j->nimages; i++) {
+		const struct inj_image *img = c->j->images[i];
+
+		if (img->shm.memfd_ino && inj_maps_memfd(pid, (uint64_t)img->shm.memfd_dev,
+							 (uint64_t)img->shm.memfd_ino))
+			return 0;
+	}
 	maps = maps_a_file(pid, c->files, c->nf);
 	if (!maps)
 		return 0;	/* it runs another program */

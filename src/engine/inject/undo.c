@@ -195,27 +195,39 @@ void inj_undo_fill(struct inj_image *img, const struct proc_map *maps, size_t nm
 
 /* ---- a dead session's leftovers ------------------------------------------------ */
 
-/* Every thread whose next instruction is at addr, one step on (through the
- * jump there, into the trampoline, which passes through). */
-static void step_off(struct remote *rem, uint64_t addr)
+/* Every thread whose next instruction is the jmp rel32 at addr (jump, as
+ * written) made to have taken it: on in the trampoline, which passes
+ * through. No single step: a tracer that dies in the middle of one leaves
+ * the thread its trap. */
+static void step_off(struct remote *rem, uint64_t addr, const uint8_t *jump)
 {
+	int32_t rel;
+
+	if (jump[0] != 0xe9)
+		return;
+	memcpy(&rel, jump + 1, 4);
 	for (size_t t = 0; t < rem->ntasks; t++) {
 		struct user_regs_struct r;
 
-		if (remote_get_regs(rem, t, &r) == 0 && r.rip == addr)
-			remote_step(rem, t);
+		if (remote_get_regs(rem, t, &r) == 0 && r.rip == addr) {
+			r.rip = addr + 5 + (uint64_t)(int64_t)rel;
+			remote_set_regs(rem, t, &r);
+		}
 	}
 }
 
-/* bytes at addr are `now`: put `orig` back. 1 when it did. */
+/* bytes at addr are `now` (but for another uprobe's int3s, kept: foreign.c):
+ * put `orig` back. 1 when it did. */
 static int put_back(struct remote *rem, uint64_t addr, const uint8_t *now, const uint8_t *orig,
 		    size_t n)
 {
-	uint8_t at[8];
+	uint8_t at[8], fix[8];
 
-	if (n > sizeof(at) || remote_read(rem, addr, at, n) || memcmp(at, now, n))
+	if (n > sizeof(at) || remote_read(rem, addr, at, n) || inj_bytes_over(at, now, n) < 0)
 		return 0;
-	return remote_write(rem, addr, orig, n) == 0;
+	for (size_t i = 0; i < n; i++)
+		fix[i] = at[i] == 0xcc && now[i] != 0xcc ? 0xcc : orig[i];
+	return remote_write(rem, addr, fix, n) == 0;
 }
 
 /* The dead session whose control block is at base (mapped len bytes). */
@@ -243,7 +255,7 @@ static int undo_session(struct remote *rem, uint64_t base, uint64_t len, const s
 	for (uint32_t i = 0; i < nundo; i++) {
 		restored += put_back(rem, u[i].addr, u[i].jump, u[i].orig, u[i].n);
 		if (u[i].spring) {
-			step_off(rem, u[i].spring);
+			step_off(rem, u[i].spring, u[i].jump_spring);
 			restored += put_back(rem, u[i].spring, u[i].jump_spring, u[i].orig_spring, 5);
 		}
 	}
@@ -336,9 +348,9 @@ static int left_by(struct remote *rem, uint64_t base, uint64_t len, const struct
 		uint8_t at[8];
 
 		if ((u[i].n <= sizeof(at) && remote_read(rem, u[i].addr, at, u[i].n) == 0 &&
-		     !memcmp(at, u[i].jump, u[i].n)) ||
+		     inj_bytes_over(at, u[i].jump, u[i].n) >= 0) ||
 		    (u[i].spring && remote_read(rem, u[i].spring, at, 5) == 0 &&
-		     !memcmp(at, u[i].jump_spring, 5)))
+		     inj_bytes_over(at, u[i].jump_spring, 5) >= 0))
 			left = LEFT_PATCHES;
 	}
 	free(u);
@@ -412,4 +424,20 @@ int inj_janitor_undo(pid_t pid)
 		usleep(10000);
 	}
 	return ret;
+}
+
+static int undo_one_mapper(pid_t pid, void *ctx)
+{
+	int *first = ctx, ret = inj_janitor_undo(pid);
+
+	if (ret && !*first)
+		*first = ret;
+	return 0;
+}
+
+int inj_janitor_undo_memfd(uint64_t dev, uint64_t ino)
+{
+	int first = 0, ret = inj_memfd_each(dev, ino, undo_one_mapper, &first);
+
+	return ret ? ret : first;
 }

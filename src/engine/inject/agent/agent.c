@@ -109,10 +109,11 @@ static struct inj_slot *slot_get(struct inj_ctl *c, uint64_t key, uint32_t tgid)
 		struct inj_slot *s = &slots[(h + i) & mask];
 		uint64_t k = s->key;
 
-		if (k == key)
+		if (k == key && s->tgid == tgid)
 			return s;
 		if (k)
-			continue;
+			continue;	/* (a forked child's thread keyed by the fs base
+					 * it shares with its parent's: a slot of its own) */
 		if (__sync_bool_compare_and_swap(&s->key, 0, key) || s->key == key) {
 			if (c->key_mode == INJ_KEY_TID_AT_FS)
 				s->tid = (uint32_t)key;
@@ -865,7 +866,7 @@ void agent_hit(struct inj_regs *r, struct inj_site *site)
 			agent_py_sync(c);	/* CPython ends ($pystack) */
 		return;
 	}
-	tgid = *(volatile uint32_t *)c->self;
+	tgid = agent_self(c);
 	env = (struct env){tgid, 0, sp, c, 0, 0};
 	if (!tgid)
 		return;		/* a forked child not followed: not traced */
@@ -944,7 +945,7 @@ void agent_py_hit(struct inj_ctl *c, uint32_t idx, const struct py_hit *h)
 	struct inj_site *site = (struct inj_site *)((char *)c + c->sites_off) + idx;
 	struct inj_slot *s;
 	uint64_t *counts, slot;
-	uint32_t tgid = *(volatile uint32_t *)c->self;
+	uint32_t tgid = agent_self(c);
 
 	if (!tgid)
 		return;		/* a forked child not followed: not traced */

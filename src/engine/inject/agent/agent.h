@@ -49,6 +49,9 @@ int agent_wait_room(struct inj_ctl *c, struct inj_slot *s, uint64_t head, uint64
 void agent_ring(struct inj_ctl *c) HIDDEN;
 /* The tracer has died: take this process's patches out (once). */
 void agent_let_go(struct inj_ctl *c) HIDDEN;
+/* A forked child's first hit (its self word 0): its own pid claimed and
+ * listed for the tracer when it follows forks, else 0 (not traced). */
+uint32_t agent_claim(struct inj_ctl *c) HIDDEN;
 
 /* $ustack walked where the probe runs (agent/ustack.c): the stack of the
  * hit (regs) of thread slot s of process tgid, up to frames frames, into h
@@ -127,6 +130,15 @@ void agent_trap(void) HIDDEN;
 static inline __attribute__((always_inline)) int owner_died(uint64_t owner)
 {
 	return (*(volatile const uint32_t *)owner & INJ_OWNER_DIED) != 0;
+}
+
+/* The process's id as its records carry it (the self word); a forked
+ * child's first hit claims it (agent_claim). 0: not traced. */
+static inline __attribute__((always_inline)) uint32_t agent_self(struct inj_ctl *c)
+{
+	uint32_t t = *(volatile const uint32_t *)c->self;
+
+	return t ? t : agent_claim(c);
 }
 
 #endif

@@ -132,10 +132,10 @@ fast_fs_base(const struct inj_ctl *c)
 static inline struct inj_slot *fast_slot(const struct inj_site *site, struct inj_ctl *c)
 {
 	struct inj_slot *slots = (struct inj_slot *)site->fast.slots;
-	uint32_t mask = c->nslots - 1, hs;
+	uint32_t mask = c->nslots - 1, hs, self = *(volatile uint32_t *)site->fast.self;
 	uint64_t key;
 
-	if (owner_died(site->owner) || !*(volatile uint32_t *)site->fast.self || !c->enabled)
+	if (owner_died(site->owner) || !self || !c->enabled)
 		return 0;	/* (a dead tracer: agent_hit lets go) */
 	if (c->key_mode == INJ_KEY_TID_AT_FS) {
 		uint32_t tid;
@@ -152,7 +152,7 @@ static inline struct inj_slot *fast_slot(const struct inj_site *site, struct inj
 		struct inj_slot *t = &slots[(hs + i) & mask];
 		uint64_t k = t->key;
 
-		if (k == key)
+		if (k == key && t->tgid == self)
 			return t->nest ? 0 : t;
 		if (!k)
 			return 0;	/* the thread's first hit: it claims a slot */

@@ -368,7 +368,7 @@ uint64_t agent_py_verdict(struct inj_py *py, uint64_t code, uint64_t iframe, str
 	 * too. */
 	if (iframe && !py->mon)
 		qn ^= ld64(iframe + py->off.fr_globals) * 0xff51afd7ed558ccdULL;
-	uint32_t mask = py->ncodes - 1, me = *(volatile const uint32_t *)my_ctl()->self;
+	uint32_t mask = py->ncodes - 1, me = agent_self(my_ctl());
 
 	/* an entry is a process's (the processes a -p process forks share the
 	 * table: the same address may hold another code object in each) */
@@ -409,7 +409,7 @@ struct inj_py_code *agent_py_verdict_kept(const struct inj_py *py, uint64_t code
 {
 	struct inj_py_code *t = (struct inj_py_code *)((char *)py + py->codes_off);
 	uint64_t qn = py_code_ident(py, code), h = code * 0x9e3779b97f4a7c15ULL;
-	uint32_t mask = py->ncodes - 1, me = *(volatile const uint32_t *)my_ctl()->self;
+	uint32_t mask = py->ncodes - 1, me = agent_self(my_ctl());
 
 	for (uint32_t i = 0; i < VERDICT_PROBES; i++) {
 		struct inj_py_code *e = &t[((uint32_t)(h >> 40) + i) & mask];

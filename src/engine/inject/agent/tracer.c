@@ -20,7 +20,16 @@
  * atomic store covers stays as it is (a jump to a trampoline that passes
  * through), and so does a springboard (dead filler that a thread may have
  * jumped towards): both are marked left in the undo table, and the next
- * tracer takes them out with every thread stopped (image.c, undo.c). */
+ * tracer takes them out with every thread stopped (image.c, undo.c).
+ *
+ * Forks, with no ptrace: a child forked while the tracer follows forks (-p,
+ * system-wide) runs a copy of the patched code and maps the same shared
+ * memory, but its self word (a MADV_WIPEONFORK page) reads 0. Its first
+ * hit claims it: its pid, and an entry in the control block's list of
+ * children, which the tracer reads at its next drain (their janitor
+ * entries, names, mappings). So nothing stops a child for the tracer, and a
+ * stopped tracer holds no process; a child that dies before it is taken up
+ * lets go by itself, as any process of the tracer's. */
 #include "engine/inject/agent/agent.h"
 
 #define CLOCK_MONOTONIC 1
@@ -138,17 +147,18 @@ struct iov {
 	uint64_t len;
 };
 
-/* Are the n bytes at addr these? Read without faulting: the module may
- * have been unmapped since (dlclose). */
-static int holds(long pid, uint64_t addr, const uint8_t *bytes, uint32_t n)
+/* Are the n bytes at addr these, but for another kernel uprobe's int3s (its
+ * breakpoint over our jump: engine/inject/foreign.c)? Read without
+ * faulting: the module may have been unmapped since (dlclose). The bytes
+ * there into now. */
+static int holds(long pid, uint64_t addr, const uint8_t *bytes, uint32_t n, uint8_t *now)
 {
-	uint8_t now[8];
 	struct iov l = {now, n}, r = {(void *)addr, n};
 
-	if (n > sizeof(now) || sys6(SYS_process_vm_readv, pid, (long)&l, 1, (long)&r, 1, 0) != n)
+	if (n > 8 || sys6(SYS_process_vm_readv, pid, (long)&l, 1, (long)&r, 1, 0) != n)
 		return 0;
 	for (uint32_t i = 0; i < n; i++)
-		if (now[i] != bytes[i])
+		if (now[i] != bytes[i] && now[i] != 0xcc)
 			return 0;
 	return 1;
 }
@@ -195,22 +205,26 @@ static int put_back(uint64_t a, const uint8_t *orig, uint32_t n)
 	}
 }
 
-/* One patch back to the file's bytes, when our jump is still there. */
+/* One patch back to the file's bytes, when our jump is still there (an
+ * int3 another uprobe wrote over it stays: the kernel puts its byte back). */
 static void undo_one(long pid, struct inj_undo *u)
 {
 	uint64_t page = u->addr & ~4095ULL;
+	uint8_t now[8], orig[8];
 
-	if (u->n && u->n <= 8 && holds(pid, u->addr, u->jump, u->n)) {
+	if (u->n && u->n <= 8 && holds(pid, u->addr, u->jump, u->n, now)) {
+		for (uint32_t i = 0; i < u->n; i++)
+			orig[i] = now[i] == 0xcc && u->jump[i] != 0xcc ? 0xcc : u->orig[i];
 		if ((u->addr & 15) + u->n > 16 || !(u->prot & PROT_EXEC) ||
 		    sys6(SYS_mprotect, (long)page, 4096, u->prot | PROT_WRITE, 0, 0, 0)) {
 			u->left |= INJ_LEFT_JUMP;
 		} else {
-			if (put_back(u->addr, u->orig, u->n))
+			if (put_back(u->addr, orig, u->n))
 				u->left |= INJ_LEFT_JUMP;
 			sys6(SYS_mprotect, (long)page, 4096, u->prot, 0, 0, 0);
 		}
 	}
-	if (u->spring && holds(pid, u->spring, u->jump_spring, 5))
+	if (u->spring && holds(pid, u->spring, u->jump_spring, 5, now))
 		u->left |= INJ_LEFT_SPRING;
 }
 
@@ -248,4 +262,27 @@ void agent_let_go(struct inj_ctl *c)
 	__atomic_store_n(st, INJ_LETGO_AGENT, __ATOMIC_RELEASE);
 	/* threads waiting for room, the kernel having woken only one */
 	sys6(SYS_futex, (long)c->owner, FUTEX_WAKE, 0x7fffffff, 0, 0, 0);
+}
+
+/* ---- a forked child ------------------------------------------------------------ */
+
+uint32_t agent_claim(struct inj_ctl *c)
+{
+	volatile uint32_t *self = (volatile uint32_t *)c->self;
+	struct inj_kid_ent *kids = (struct inj_kid_ent *)((char *)c + c->kids_off);
+	uint32_t pid, seen = 0, n;
+
+	if (!c->follow_forks || !c->kids_off || owner_died(c->owner))
+		return 0;
+	pid = (uint32_t)sys6(SYS_getpid, 0, 0, 0, 0, 0, 0);
+	/* (another thread of the child may be first: its value then) */
+	if (!__atomic_compare_exchange_n(self, &seen, pid, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return seen;
+	n = __atomic_fetch_add(&c->nkids, 1, __ATOMIC_SEQ_CST);
+	if (n < INJ_MAX_KIDS) {
+		sys6(SYS_prctl, PR_GET_NAME, (long)kids[n].comm, 0, 0, 0, 0);
+		__atomic_store_n(&kids[n].pid, pid, __ATOMIC_RELEASE);
+	}
+	agent_ring(c);	/* the tracer takes it up soon */
+	return pid;
 }
