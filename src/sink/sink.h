@@ -169,6 +169,13 @@ enum usc_summary_mode {
 				 * verbose): record and export */
 };
 
+/* uscope script: the script's own output (printf, print, the maps at the
+ * end, in bpftrace's text, or its JSON lines with json) to fp, its probes
+ * run on the events of engines that stream them, BEGIN, END and interval
+ * probes run here (script.c, src/script/). The script is the caller's. */
+struct usc_script;
+struct usc_sink *usc_sink_script(struct usc_script *s, FILE *fp, bool json);
+
 /* The readiness line ("uscope: tracing 163 functions (429 sites)"), one
  * line a probe on how its sites went to the engines (when more than one
  * took some, or verbose), and at the end the summary mode says

@@ -1,0 +1,531 @@
+/* The script executor, written once: one instruction of a compiled program
+ * (prog.h). Included by the tracer (script/run.c: a script on the events
+ * an engine streams, and BEGIN, END and interval probes), by the inject
+ * agent (engine/inject/agent/script.c: in the traced process) and by the
+ * bpf engine's script program (engine/bpf/script.bpf.c: in the kernel), as
+ * probe/fetch_eval.h is, so the three cannot give different answers.
+ *
+ * The includer drives the loop (a for loop, or bpf_loop), counting the
+ * steps, and defines before including:
+ *   SCRIPT_STEP                       the function's name
+ *   SCRIPT_INLINE                     its storage and inlining
+ *   SCRIPT_IN(env, k, u)              0 with input k's integer in *u, or
+ *                                     non-zero (unreadable)
+ *   SCRIPT_IN_STR(env, k, dst, cap)   input k's string into dst (cap bytes,
+ *                                     NUL included): its length, or < 0
+ *   SCRIPT_BUILTIN(env, which)        enum script_builtin's value
+ *   SCRIPT_COMM(env, dst)             the thread's name (16 bytes): 0, or not
+ *   SCRIPT_READ(env, dst, addr, len)  len (1..8) bytes of user memory: 0, or
+ *                                     non-zero (unreadable)
+ *   SCRIPT_READ_STR(env, dst, addr, cap)  a string of user memory: its
+ *                                     length (the NUL within cap), or < 0
+ *   SCRIPT_MAP(env, idx, m, key, create)  the value of key in map idx (m
+ *                                     its descriptor): a plain map's, or
+ *                                     this thread's (CPU's) copy of an
+ *                                     aggregation's; made zeroed when
+ *                                     create; 0 when absent or full
+ *   SCRIPT_MAP_DEL(env, idx, m, key)
+ *   SCRIPT_EMIT(env, rec, len)        an output record (struct script_rec
+ *                                     and its values, len bytes): 0, or
+ *                                     non-zero (no room)
+ *   SCRIPT_USTACK(env, frames, id)    0 with the hit's stack as an id, or
+ *                                     non-zero
+ *   SCRIPT_ERR(env, err, idx)         a runtime error (enum script_err; idx
+ *                                     the map of SERR_FULL)
+ *   SCRIPT_RAND(env)                  32 random bits
+ * and may define, where a verifier wants every index bounded:
+ *   SCRIPT_R(i), SCRIPT_S(i), SCRIPT_OFF(o, n)  (default: as they are)
+ *   SCRIPT_COPY(dst, src, n)          n bytes (default: a loop)
+ *   SCRIPT_ADD(p, x)                  *p += x on a u64 (default: plain; the
+ *                                     bpf program's are atomic)
+ * The macros are undefined at the end. */
+#ifndef USC_SCRIPT_VM_ONCE
+#define USC_SCRIPT_VM_ONCE
+
+#include "script/prog.h"
+
+/* The machine's state: one a thread (the agent), a CPU (bpf), or the
+ * tracer's. */
+struct script_vm {
+	uint32_t pc;		/* from the probe's first instruction */
+	uint32_t strlen;	/* the program's, NUL included (<= SCRIPT_STR_CAP) */
+	uint32_t done;
+	uint32_t pad;
+	int64_t r[SCRIPT_NREGS];
+	char s[SCRIPT_NSTRS][SCRIPT_STR_CAP];
+	uint8_t key[SCRIPT_KEY_MAX];
+	struct script_rec rec;	/* the output record being made: its header, */
+	uint8_t out[SCRIPT_OUT_MAX];	/* its values */
+};
+
+/* r[a] OP r[b] as bpftrace computes it: division and modulo unsigned, a
+ * division by zero 0 (and a modulo by zero the dividend, as BPF's),
+ * right shifts logical unless SALU_SAR. *div: set on a division by zero. */
+static inline int64_t script_alu(uint32_t op, int64_t a, int64_t b, int *div)
+{
+	uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+
+	switch (op) {
+	case SALU_ADD: return (int64_t)(ua + ub);
+	case SALU_SUB: return (int64_t)(ua - ub);
+	case SALU_MUL: return (int64_t)(ua * ub);
+	case SALU_DIV:
+	case SALU_UDIV:
+		if (!ub) {
+			*div = 1;
+			return 0;
+		}
+		return (int64_t)(ua / ub);
+	case SALU_MOD:
+	case SALU_UMOD:
+		if (!ub) {
+			*div = 1;
+			return a;
+		}
+		return (int64_t)(ua % ub);
+	case SALU_AND: return a & b;
+	case SALU_OR: return a | b;
+	case SALU_XOR: return a ^ b;
+	case SALU_SHL: return (int64_t)(ua << (ub & 63));
+	case SALU_SHR: return (int64_t)(ua >> (ub & 63));
+	case SALU_SAR: return a >> (ub & 63);
+	case SALU_EQ: return a == b;
+	case SALU_NE: return a != b;
+	case SALU_LT: return a < b;
+	case SALU_LE: return a <= b;
+	case SALU_GT: return a > b;
+	case SALU_GE: return a >= b;
+	case SALU_ULT: return ua < ub;
+	case SALU_ULE: return ua <= ub;
+	case SALU_UGT: return ua > ub;
+	case SALU_UGE: return ua >= ub;
+	case SALU_LAND: return a && b;
+	case SALU_LOR: return a || b;
+	case SALU_NEG: return (int64_t)(0 - ua);
+	case SALU_NOT: return ~a;
+	case SALU_LNOT: return !a;
+	case SALU_BSWAP: {
+		uint64_t r = 0;
+		uint32_t n = ub == 1 || ub == 2 || ub == 4 ? (uint32_t)ub : 8;
+
+		for (uint32_t k = 0; k < n; k++)
+			r |= ((ua >> (8 * k)) & 0xff) << (8 * (n - 1 - k));
+		return (int64_t)r;
+	}
+	default: return 0;
+	}
+}
+
+/* sum / count as bpftrace's avg, signed (BPF before v4 has no signed
+ * division: on the magnitude). */
+static inline int64_t script_avg(int64_t sum, uint64_t count)
+{
+	uint64_t q;
+
+	if (!count)
+		return 0;
+	q = (sum < 0 ? 0 - (uint64_t)sum : (uint64_t)sum) / count;
+	return sum < 0 ? (int64_t)(0 - q) : (int64_t)q;
+}
+
+/* v cut to size bytes, sign-extended when sign. */
+static inline int64_t script_ext(int64_t v, uint32_t size, uint32_t sign)
+{
+	uint64_t u = (uint64_t)v;
+
+	if (size && size < 8) {
+		u &= (1ULL << (8 * size)) - 1;
+		if (sign && (u >> (8 * size - 1)))
+			u |= ~0ULL << (8 * size);
+	}
+	return (int64_t)u;
+}
+
+#endif /* USC_SCRIPT_VM_ONCE */
+
+/* Included for struct script_vm alone: no step to make. */
+#ifdef SCRIPT_STEP
+
+#ifndef SCRIPT_R
+#define SCRIPT_R(i) ((i) & (SCRIPT_NREGS - 1))
+#endif
+#ifndef SCRIPT_S
+#define SCRIPT_S(i) ((i) & (SCRIPT_NSTRS - 1))
+#endif
+#ifndef SCRIPT_OFF
+#define SCRIPT_OFF(o, n) (o)
+#endif
+#ifndef SCRIPT_ADD
+#define SCRIPT_ADD(p, x) (*(p) += (x))
+#endif
+#ifndef SCRIPT_COPY
+#define SCRIPT_COPY(dst, src, n)                                              \
+	do {                                                                  \
+		for (uint32_t k_ = 0; k_ < (uint32_t)(n); k_++)               \
+			((uint8_t *)(dst))[k_] = ((const uint8_t *)(src))[k_]; \
+	} while (0)
+#endif
+
+/* One instruction. vm->pc moves to the next one (or the jump's target);
+ * 1 when the probe is done, else 0. */
+SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in,
+			      const struct script_map *maps, uint32_t nmaps, const char *strtab,
+			      uint32_t nstrtab, void *env)
+{
+	uint32_t d = in->d, a = in->a, b = in->b, strl = vm->strlen;
+	uint64_t u = 0;
+	int div = 0;
+	long n;
+
+	if (strl < 2 || strl > SCRIPT_STR_CAP)
+		strl = SCRIPT_STRLEN;
+	vm->pc++;
+	switch (in->op) {
+	case SOP_END:
+		return 1;
+	case SOP_LDI:
+		vm->r[SCRIPT_R(d)] = in->imm;
+		break;
+	case SOP_MOV:
+		vm->r[SCRIPT_R(d)] = vm->r[SCRIPT_R(a)];
+		break;
+	case SOP_ALU:
+		vm->r[SCRIPT_R(d)] = script_alu(in->x, vm->r[SCRIPT_R(a)], vm->r[SCRIPT_R(b)], &div);
+		if (div)
+			SCRIPT_ERR(env, SERR_DIV, 0);
+		break;
+	case SOP_ALUI:
+		vm->r[SCRIPT_R(d)] = script_alu(in->x, vm->r[SCRIPT_R(a)], in->imm, &div);
+		if (div)
+			SCRIPT_ERR(env, SERR_DIV, 0);
+		break;
+	case SOP_EXT:
+		vm->r[SCRIPT_R(d)] = script_ext(vm->r[SCRIPT_R(a)], in->x & 0xff, in->x & 0x100);
+		break;
+	case SOP_JMP:
+		vm->pc = (uint32_t)in->imm;
+		break;
+	case SOP_JZ:
+		if (!vm->r[SCRIPT_R(a)])
+			vm->pc = (uint32_t)in->imm;
+		break;
+	case SOP_JNZ:
+		if (vm->r[SCRIPT_R(a)])
+			vm->pc = (uint32_t)in->imm;
+		break;
+	case SOP_IN:
+		if (SCRIPT_IN(env, in->x, &u)) {
+			u = 0;
+			SCRIPT_ERR(env, SERR_READ, 0);
+		}
+		vm->r[SCRIPT_R(d)] = (int64_t)u;
+		break;
+	case SOP_INS: {
+		char *s = vm->s[SCRIPT_S(d)];
+
+		n = SCRIPT_IN_STR(env, in->x, s, strl);
+		if (n < 0) {
+			n = 0;
+			SCRIPT_ERR(env, SERR_READ, 0);
+		}
+		for (uint32_t k = (uint32_t)n; k < SCRIPT_STR_CAP; k++)
+			s[k] = 0;
+		break;
+	}
+	case SOP_BUILTIN:
+		vm->r[SCRIPT_R(d)] = (int64_t)SCRIPT_BUILTIN(env, in->x);
+		break;
+	case SOP_COMM: {
+		char *s = vm->s[SCRIPT_S(d)];
+
+		for (uint32_t k = 0; k < SCRIPT_STR_CAP; k++)
+			s[k] = 0;
+		if (SCRIPT_COMM(env, s))
+			s[0] = 0;
+		s[15] = 0;
+		break;
+	}
+	case SOP_READ: {
+		uint32_t size = in->x & 0xff;
+
+		if (size < 1 || size > 8 ||
+		    SCRIPT_READ(env, &u, (uint64_t)vm->r[SCRIPT_R(a)] + (uint64_t)in->imm, size)) {
+			u = 0;
+			SCRIPT_ERR(env, SERR_READ, 0);
+		}
+		vm->r[SCRIPT_R(d)] = script_ext((int64_t)u, size, in->x & 0x100);
+		break;
+	}
+	case SOP_STR: {
+		char *s = vm->s[SCRIPT_S(d)];
+		uint64_t max = b == 0xff ? strl : (uint64_t)vm->r[SCRIPT_R(b)] + 1;
+
+		if (max > strl)
+			max = strl;
+		n = max > 1 ? SCRIPT_READ_STR(env, s, (uint64_t)vm->r[SCRIPT_R(a)], (uint32_t)max) : 0;
+		if (n < 0) {
+			n = 0;
+			SCRIPT_ERR(env, SERR_READ, 0);
+		}
+		if ((uint64_t)n >= max)
+			n = max ? (long)max - 1 : 0;
+		for (uint32_t k = (uint32_t)n; k < SCRIPT_STR_CAP; k++)
+			s[k] = 0;
+		break;
+	}
+	case SOP_BUF: {
+		uint8_t *s = (uint8_t *)vm->s[SCRIPT_S(d)];
+		uint64_t len = (uint64_t)vm->r[SCRIPT_R(b)], max = (uint64_t)in->imm;
+
+		if (max > strl - 1)
+			max = strl - 1;
+		if (len > max)
+			len = max;
+		for (uint32_t k = 0; k < SCRIPT_STR_CAP; k++)
+			s[k] = 0;
+		/* a word at a time: SCRIPT_READ takes 1..8 bytes */
+		for (uint32_t k = 0; k < len && k < SCRIPT_STR_CAP - 1; k += 8) {
+			uint32_t c = len - k < 8 ? (uint32_t)(len - k) : 8;
+
+			u = 0;
+			if (SCRIPT_READ(env, &u, (uint64_t)vm->r[SCRIPT_R(a)] + k, c)) {
+				SCRIPT_ERR(env, SERR_READ, 0);
+				len = k;
+				break;
+			}
+			for (uint32_t j = 0; j < c && k + 1 + j < SCRIPT_STR_CAP; j++)
+				s[k + 1 + j] = (uint8_t)(u >> (8 * j));
+		}
+		s[0] = (uint8_t)len;
+		break;
+	}
+	case SOP_SCONST: {
+		char *s = vm->s[SCRIPT_S(d)];
+		uint32_t k = 0;
+
+		for (; k + 1 < strl && in->x + k < nstrtab && strtab[in->x + k]; k++)
+			s[k] = strtab[in->x + k];
+		for (; k < SCRIPT_STR_CAP; k++)
+			s[k] = 0;
+		break;
+	}
+	case SOP_SMOV:
+		SCRIPT_COPY(vm->s[SCRIPT_S(d)], vm->s[SCRIPT_S(a)], SCRIPT_STR_CAP);
+		break;
+	case SOP_SCMP: {
+		const char *x = vm->s[SCRIPT_S(a)], *y = vm->s[SCRIPT_S(b)];
+		uint32_t lim = in->imm > 0 && (uint64_t)in->imm < strl ? (uint32_t)in->imm : strl;
+		int eq = 1;
+
+		for (uint32_t k = 0; k < lim && k < SCRIPT_STR_CAP; k++) {
+			if (x[k] != y[k]) {
+				eq = 0;
+				break;
+			}
+			if (!x[k])
+				break;
+		}
+		vm->r[SCRIPT_R(d)] = in->x ? !eq : eq;
+		break;
+	}
+	case SOP_KEY:
+		if (in->x <= SCRIPT_KEY_MAX - 8)
+			SCRIPT_COPY(&vm->key[SCRIPT_OFF(in->x, SCRIPT_KEY_MAX - 8)],
+				    &vm->r[SCRIPT_R(a)], 8);
+		break;
+	case SOP_KEYPID:
+		if (in->x <= SCRIPT_KEY_MAX - 8) {
+			u = SCRIPT_BUILTIN(env, SB_PID);
+			SCRIPT_COPY(&vm->key[SCRIPT_OFF(in->x, SCRIPT_KEY_MAX - 8)], &u, 8);
+		}
+		break;
+	case SOP_KEYS:
+		if (in->x <= SCRIPT_KEY_MAX - SCRIPT_STR_CAP && in->imm > 0 &&
+		    in->imm <= SCRIPT_STR_CAP)
+			SCRIPT_COPY(&vm->key[SCRIPT_OFF(in->x, SCRIPT_KEY_MAX - SCRIPT_STR_CAP)],
+				    vm->s[SCRIPT_S(a)], (uint32_t)in->imm);
+		break;
+	case SOP_OUT:
+		if (in->x <= SCRIPT_OUT_MAX - 8)
+			SCRIPT_COPY(&vm->out[SCRIPT_OFF(in->x, SCRIPT_OUT_MAX - 8)],
+				    &vm->r[SCRIPT_R(a)], 8);
+		break;
+	case SOP_OUTPID:
+		if (in->x <= SCRIPT_OUT_MAX - 8) {
+			u = SCRIPT_BUILTIN(env, SB_PID);
+			SCRIPT_COPY(&vm->out[SCRIPT_OFF(in->x, SCRIPT_OUT_MAX - 8)], &u, 8);
+		}
+		break;
+	case SOP_OUTS:
+		if (in->x <= SCRIPT_OUT_MAX - SCRIPT_STR_CAP && in->imm > 0 &&
+		    in->imm <= SCRIPT_STR_CAP)
+			SCRIPT_COPY(&vm->out[SCRIPT_OFF(in->x, SCRIPT_OUT_MAX - SCRIPT_STR_CAP)],
+				    vm->s[SCRIPT_S(a)], (uint32_t)in->imm);
+		break;
+	case SOP_EMIT: {
+		uint32_t len = a | b << 8;
+
+		if (len > SCRIPT_OUT_MAX)
+			len = SCRIPT_OUT_MAX;
+		vm->rec.kind = (uint16_t)in->imm;
+		vm->rec.id = (uint16_t)in->x;
+		vm->rec.len = len;
+		if (SCRIPT_EMIT(env, &vm->rec, (uint32_t)sizeof(vm->rec) + len))
+			SCRIPT_ERR(env, SERR_OUT, 0);
+		if (in->imm == SOUT_EXIT)
+			return 1;
+		break;
+	}
+	case SOP_USTACK:
+		if (SCRIPT_USTACK(env, (uint32_t)in->imm, &u)) {
+			u = 0;
+			SCRIPT_ERR(env, SERR_STACK, 0);
+		}
+		vm->r[SCRIPT_R(d)] = (int64_t)u;
+		break;
+	case SOP_RAND:
+		vm->r[SCRIPT_R(d)] = (int64_t)(uint32_t)SCRIPT_RAND(env);
+		break;
+	case SOP_SCUT: {
+		char *s = vm->s[SCRIPT_S(d)];
+		uint64_t cut = (uint64_t)vm->r[SCRIPT_R(a)];
+
+		for (uint32_t k = 0; k < SCRIPT_STR_CAP; k++)
+			if (k >= cut)
+				s[k] = 0;
+		break;
+	}
+	case SOP_MAP: {
+		const struct script_map *m;
+		uint32_t mop = (uint32_t)in->imm, create;
+		uint8_t *v;
+		int64_t x = vm->r[SCRIPT_R(a)];
+
+		if (in->x >= nmaps || in->x >= SCRIPT_MAPS_MAX)
+			return 1;
+		m = &maps[in->x];
+		if (mop == SMOP_DELETE) {
+			SCRIPT_MAP_DEL(env, in->x, m, vm->key);
+			break;
+		}
+		create = mop != SMOP_LOAD && mop != SMOP_LOADS && mop != SMOP_HAS &&
+			 mop != SMOP_LOADB && mop != SMOP_AGGLOAD;
+		v = (uint8_t *)SCRIPT_MAP(env, in->x, m, vm->key, create);
+		if (!v) {
+			if (create)
+				SCRIPT_ERR(env, SERR_FULL, in->x);
+			if (mop == SMOP_LOADS || mop == SMOP_LOADB) {
+				for (uint32_t k = 0; k < SCRIPT_STR_CAP; k++)
+					vm->s[SCRIPT_S(d)][k] = 0;
+			}
+			vm->r[SCRIPT_R(d)] = 0;
+			break;
+		}
+		switch (mop) {
+		case SMOP_LOAD:
+			SCRIPT_COPY(&vm->r[SCRIPT_R(d)], v, 8);
+			break;
+		case SMOP_HAS:
+			vm->r[SCRIPT_R(d)] = 1;
+			break;
+		case SMOP_LOADS: {
+			char *s = vm->s[SCRIPT_S(d)];
+			uint32_t k = 0;
+
+			for (; k + 1 < strl && k < m->vallen && v[k]; k++)
+				s[k] = (char)v[k];
+			for (; k < SCRIPT_STR_CAP; k++)
+				s[k] = 0;
+			break;
+		}
+		case SMOP_LOADB:
+			if (m->vallen <= SCRIPT_OUT_MAX)
+				SCRIPT_COPY(vm->out, v, m->vallen);
+			vm->r[SCRIPT_R(d)] = 1;
+			break;
+		case SMOP_STORE:
+			SCRIPT_COPY(v, &x, 8);
+			break;
+		case SMOP_STORES:
+			if (m->vallen <= SCRIPT_STR_CAP)
+				SCRIPT_COPY(v, vm->s[SCRIPT_S(a)], m->vallen);
+			break;
+		case SMOP_STOREB:
+			if (m->vallen <= SCRIPT_OUT_MAX)
+				SCRIPT_COPY(v, vm->out, m->vallen);
+			break;
+		case SMOP_COUNT:
+			SCRIPT_ADD((uint64_t *)v, 1);
+			break;
+		case SMOP_SUM:
+			SCRIPT_ADD((uint64_t *)v, (uint64_t)x);
+			break;
+		case SMOP_MIN:
+		case SMOP_MAX: {
+			struct script_mm *mm = (struct script_mm *)v;
+
+			if (!mm->set || (mop == SMOP_MIN ? x < mm->v : x > mm->v))
+				mm->v = x;
+			mm->set = 1;
+			break;
+		}
+		case SMOP_AVG:
+		case SMOP_STATS: {
+			struct script_cs *cs = (struct script_cs *)v;
+
+			SCRIPT_ADD(&cs->count, 1);
+			SCRIPT_ADD((uint64_t *)&cs->sum, (uint64_t)x);
+			break;
+		}
+		case SMOP_HIST:
+		case SMOP_LHIST: {
+			uint32_t bk = mop == SMOP_HIST ? script_hist_bucket(x) :
+				      script_lhist_bucket(x, m->lmin, m->lmax, m->lstep, m->nbuckets);
+
+			if (bk < m->nbuckets && bk < SCRIPT_LHIST_MAX)
+				SCRIPT_ADD((uint64_t *)v + bk, 1);
+			break;
+		}
+		case SMOP_AGGLOAD:
+			if (m->vk == SVK_AVG) {
+				struct script_cs *cs = (struct script_cs *)v;
+
+				vm->r[SCRIPT_R(d)] = script_avg(cs->sum, cs->count);
+			} else if (m->vk == SVK_MIN || m->vk == SVK_MAX) {
+				vm->r[SCRIPT_R(d)] = ((struct script_mm *)v)->v;
+			} else {
+				SCRIPT_COPY(&vm->r[SCRIPT_R(d)], v, 8);
+			}
+			break;
+		default:
+			break;
+		}
+		break;
+	}
+	default:
+		return 1;
+	}
+	return 0;
+}
+
+#endif /* SCRIPT_STEP */
+
+#undef SCRIPT_STEP
+#undef SCRIPT_INLINE
+#undef SCRIPT_IN
+#undef SCRIPT_IN_STR
+#undef SCRIPT_BUILTIN
+#undef SCRIPT_COMM
+#undef SCRIPT_READ
+#undef SCRIPT_READ_STR
+#undef SCRIPT_MAP
+#undef SCRIPT_MAP_DEL
+#undef SCRIPT_EMIT
+#undef SCRIPT_USTACK
+#undef SCRIPT_ERR
+#undef SCRIPT_RAND
+#undef SCRIPT_R
+#undef SCRIPT_S
+#undef SCRIPT_OFF
+#undef SCRIPT_COPY
+#undef SCRIPT_ADD
