@@ -65,12 +65,14 @@ AGENT_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -O2 -fPIC -ffreestandin
 	-fcf-protection=none -fvisibility=hidden -fno-sanitize=all
 AGENT_SRCS := src/engine/inject/agent/agent.c src/engine/inject/agent/tracer.c \
 	src/engine/inject/agent/ustack.c src/engine/inject/agent/python.c \
-	src/engine/inject/agent/pymon.c src/engine/inject/agent/pyeval.c src/engine/inject/agent/fast.c
+	src/engine/inject/agent/pymon.c src/engine/inject/agent/pyeval.c src/engine/inject/agent/fast.c \
+	src/engine/inject/agent/script.c
 AGENT_OBJS := $(patsubst src/engine/inject/agent/%.c,build/inject/%.o,$(AGENT_SRCS))
 build/inject/agent.bin: $(AGENT_SRCS) $(wildcard src/engine/inject/agent/*.h) src/engine/inject/agent/agent.lds \
 		src/engine/inject/inject_shared.h src/engine/inject/objset.h src/probe/fetch.h src/probe/fetch_eval.h \
 		src/probe/filter_eval.h src/agg/agg_shared.h src/python/frame.h src/python/walk.h \
-		src/python/offsets.h src/stack/stack_walk.h
+		src/python/offsets.h src/stack/stack_walk.h src/engine/inject/script_shared.h \
+		src/script/prog.h src/script/vm.h src/script/table.h
 	@mkdir -p $(dir $@)
 	@set -e; for f in $(AGENT_SRCS); do \
 		echo "$(CC) $(AGENT_CFLAGS) -c $$f"; \

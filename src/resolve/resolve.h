@@ -90,6 +90,12 @@ struct usc_site {
 	bool py_final;			/* hidden: Py_FinalizeEx, where the agent waits
 					 * for the tracer to read what the records so far
 					 * name, before CPython frees it ($pystack) */
+	/* uscope script (src/script/): the probe of the program (the run's
+	 * settings' script) this site runs, or -1; and whether its engine
+	 * runs it where the probe fires (the session's choice: else its
+	 * events go to uscope, which runs it) */
+	int32_t script;
+	bool script_in_place;
 };
 
 /* The hidden argument, last of a site's, in which a Go function's site

@@ -326,6 +326,30 @@ static int call(struct cg *cg, struct ast *n)
 	int r, x, y;
 
 	if (!strcmp(f, "str")) {
+		if (a->kind == N_MAP && cg->s->maps[a->sym].shadow > 0 && !a->next) {
+			/* where the probe runs, the string now (bpftrace's); in
+			 * uscope, the one read when the address was stored */
+			int sh = cg->s->maps[a->sym].shadow, t;
+			uint32_t j1, j2, j3;
+
+			x = map_read(cg, a);
+			r = sreg(cg, n);
+			t = reg(cg, n);
+			if (x < 0 || r < 0 || t < 0)
+				return -1;
+			emit(cg, SOP_BUILTIN, t, 0, 0, SB_LIVE, 0);
+			j1 = emit(cg, SOP_JNZ, 0, t, 0, 0, 0);
+			emit(cg, SOP_MAP, t, 0, 0, (uint32_t)sh, SMOP_HAS);
+			j2 = emit(cg, SOP_JZ, 0, t, 0, 0, 0);
+			emit(cg, SOP_MAP, r, 0, 0, (uint32_t)sh, SMOP_LOADS);
+			j3 = emit(cg, SOP_JMP, 0, 0, 0, 0, 0);
+			patch(cg, j1, here(cg));
+			patch(cg, j2, here(cg));
+			emit(cg, SOP_STR, r, x, 0xff, 0, 0);
+			patch(cg, j3, here(cg));
+			cg->nreg = t;
+			return r;
+		}
 		if (n->input >= 0) {
 			r = sreg(cg, n);
 			if (r < 0)
@@ -412,6 +436,8 @@ static int call(struct cg *cg, struct ast *n)
 		if (key(cg, a))
 			return -1;
 		emit(cg, SOP_MAP, 0, 0, 0, (uint32_t)a->sym, SMOP_DELETE);
+		if (cg->s->maps[a->sym].shadow > 0)
+			emit(cg, SOP_MAP, 0, 0, 0, (uint32_t)cg->s->maps[a->sym].shadow, SMOP_DELETE);
 		return 0;
 	}
 	if (!strcmp(f, "print")) {
@@ -707,6 +733,23 @@ static int cstmt(struct cg *cg, struct ast *n)
 					return -1;
 			} else if (map_store(cg, n->a, n->b)) {
 				return -1;
+			}
+			if (n->ival > 0) {
+				/* the shadow (lower.c): the string at the address, in
+				 * uscope only */
+				int t = reg(cg, n), sr2 = sreg(cg, n);
+				uint32_t j;
+
+				if (t < 0 || sr2 < 0)
+					return -1;
+				emit(cg, SOP_BUILTIN, t, 0, 0, SB_LIVE, 0);
+				j = emit(cg, SOP_JNZ, 0, t, 0, 0, 0);
+				emit(cg, SOP_INS, sr2, 0, 0, (uint32_t)(n->ival - 1), 0);
+				if (key(cg, n->a))
+					return -1;
+				emit(cg, SOP_MAP, 0, sr2, 0, (uint32_t)cg->s->maps[n->a->sym].shadow,
+				     SMOP_STORES);
+				patch(cg, j, here(cg));
 			}
 			break;
 		}

@@ -242,6 +242,30 @@ static int walk(struct lower *lw, struct ast *n)
 	return walk(lw, n->a) || walk(lw, n->b) || walk(lw, n->c) ? -EINVAL : 0;
 }
 
+/* A store into a map whose addresses str() reads: the string too, as an
+ * input, for the shadow (script_mapinfo.shadow). */
+static int shadow_input(struct lower *lw, struct ast *n)
+{
+	const struct script_mapinfo *m = &lw->s->maps[n->a->sym];
+	char text[256];
+	struct chain c;
+
+	if (n->op || !m->shadow || n->b->ty.kind != TY_INT || !chain(lw, n->b, &c))
+		return 0;
+	snprintf(text, sizeof(text), "+%lld(%s):string", (long long)c.off, c.text);
+	if (lw->pr->ninputs >= SCRIPT_INPUTS_MAX)
+		return 0;
+	for (unsigned k = 0; k < lw->pr->ninputs; k++)
+		if (lw->pr->inputs[k].is_str && !strcmp(lw->pr->inputs[k].text, text)) {
+			n->ival = k + 1;
+			return 0;
+		}
+	snprintf(lw->pr->inputs[lw->pr->ninputs].text, sizeof(lw->pr->inputs[0].text), "%s", text);
+	lw->pr->inputs[lw->pr->ninputs].is_str = true;
+	n->ival = ++lw->pr->ninputs;
+	return 0;
+}
+
 static int walk_stmts(struct lower *lw, struct ast *n)
 {
 	for (; n; n = n->next) {
@@ -260,7 +284,7 @@ static int walk_stmts(struct lower *lw, struct ast *n)
 		case N_ASSIGN:
 			if (walk(lw, n->b))
 				return -EINVAL;
-			if (n->a->kind == N_MAP && walk_list(lw, n->a->a))
+			if (n->a->kind == N_MAP && (walk_list(lw, n->a->a) || shadow_input(lw, n)))
 				return -EINVAL;
 			break;
 		case N_EXPRSTMT:
@@ -386,9 +410,63 @@ static int make_spec(struct usc_script *s, const struct script_attach *a,
 	return 0;
 }
 
+/* Maps of addresses that str() reads: str(@m[k]). */
+static void find_str_maps(struct usc_script *s, struct ast *n)
+{
+	for (; n; n = n->next) {
+		if (n->kind == N_CALL && !strcmp(n->name, "str") && n->a && n->a->kind == N_MAP &&
+		    n->a->sym >= 0 && s->maps[n->a->sym].val.kind == TY_INT)
+			s->maps[n->a->sym].shadow = -1;	/* wanted */
+		find_str_maps(s, n->a);
+		find_str_maps(s, n->b);
+		find_str_maps(s, n->c);
+	}
+}
+
+/* The shadows of the maps find_str_maps marked. */
+static int make_shadows(struct usc_script *s, struct script_diag *d)
+{
+	size_t n = s->nmaps;
+
+	for (size_t i = 0; i < n; i++) {
+		struct script_mapinfo *m, *sh;
+
+		if (s->maps[i].shadow != -1)
+			continue;
+		if (s->nmaps == s->capmaps) {
+			struct script_mapinfo *nm = realloc(s->maps, 2 * s->capmaps * sizeof(*nm));
+
+			if (!nm)
+				return script_fail(d, 0, 0, "out of memory"), -ENOMEM;
+			s->maps = nm;
+			s->capmaps *= 2;
+		}
+		if (s->nmaps >= SCRIPT_MAPS_MAX)
+			return script_fail(d, s->maps[i].pos, s->maps[i].len, "more than %d maps",
+					   SCRIPT_MAPS_MAX);
+		m = &s->maps[i];
+		sh = &s->maps[s->nmaps];
+		*sh = *m;
+		sh->shadow = 0;
+		sh->hidden = true;
+		sh->val = (struct ty){.kind = TY_STR};
+		if (script_map_layout(s, sh, d))
+			return -EINVAL;
+		m->shadow = (int)s->nmaps++;
+	}
+	return 0;
+}
+
 int script_lower(struct usc_script *s, struct script_diag *d)
 {
 	size_t nsites = 0, k = 0;
+
+	for (struct ast_probe *p = s->prog.probes; p; p = p->next) {
+		find_str_maps(s, p->pred);
+		find_str_maps(s, p->body);
+	}
+	if (make_shadows(s, d))
+		return -EINVAL;
 
 	for (size_t i = 0; i < s->prog.nprobes; i++) {
 		struct script_probeinfo *pr = &s->probes[i];

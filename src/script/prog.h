@@ -101,6 +101,8 @@ enum script_alu {
 enum script_builtin {
 	SB_PID, SB_TID, SB_NSECS, SB_CPU, SB_ELAPSED, SB_UID, SB_GID,
 	SB_SITE,	/* the session's index of the site that fired (func, probe) */
+	SB_LIVE,	/* 1 where the probe runs (inject, bpf): memory is read at the
+			 * hit; 0 in uscope, on streamed events: later */
 	SB_NR
 };
 

@@ -106,6 +106,8 @@ static uint64_t env_builtin(struct rt_env *e, uint32_t which)
 		if (!ev)
 			return 0x80000000u | e->attach;
 		return (uint64_t)(ev->site - rt->pr.sites);
+	case SB_LIVE:
+		return 0;	/* the hit is over: memory read now is later */
 	default:
 		return 0;
 	}
@@ -301,40 +303,6 @@ static void run(struct script_rt *rt, unsigned pi, const struct usc_event *ev, u
 
 /* ---- the maps, merged --------------------------------------------------------- */
 
-/* src's value into dst's, as the map's values combine. */
-static void combine(const struct script_map *m, uint8_t *dst, const uint8_t *src, bool first)
-{
-	switch (m->vk) {
-	case SVK_COUNT:
-	case SVK_SUM:
-		*(uint64_t *)dst += *(const uint64_t *)src;
-		return;
-	case SVK_MIN:
-	case SVK_MAX: {
-		struct script_mm *d = (struct script_mm *)dst;
-		const struct script_mm *s = (const struct script_mm *)src;
-
-		if (s->set && (!d->set || (m->vk == SVK_MIN ? s->v < d->v : s->v > d->v)))
-			*d = *s;
-		return;
-	}
-	case SVK_AVG:
-	case SVK_STATS:
-		((struct script_cs *)dst)->count += ((const struct script_cs *)src)->count;
-		((struct script_cs *)dst)->sum += ((const struct script_cs *)src)->sum;
-		return;
-	case SVK_HIST:
-	case SVK_LHIST:
-		for (uint32_t b = 0; b < m->nbuckets; b++)
-			((uint64_t *)dst)[b] += ((const uint64_t *)src)[b];
-		return;
-	default:
-		if (first)
-			memcpy(dst, src, m->vallen);
-		return;
-	}
-}
-
 struct merge {
 	struct stab *tab;
 	const struct script_map *m;
@@ -354,7 +322,7 @@ static void merge_row(void *arg, int mi, const uint8_t *key, const uint8_t *val)
 		mg->oom = true;
 		return;
 	}
-	combine(mg->m, v, val, !e);
+	stab_combine(mg->m, v, val, !e);
 }
 
 /* uscope's own rows of map mi. */
@@ -432,6 +400,8 @@ static int print_map(struct script_rt *rt, int mi, uint32_t top, uint32_t div)
 
 static void clear_map(struct script_rt *rt, int mi, bool zero)
 {
+	if (rt->s->maps[mi].shadow > 0)
+		clear_map(rt, rt->s->maps[mi].shadow, zero);
 	stab_clear(rt->tabs[mi], zero);
 	for (size_t k = 0; k < rt->nsrc; k++)
 		if (rt->src[k].clear)
@@ -706,7 +676,8 @@ int script_rt_end(struct script_rt *rt)
 				order[k - 1] = t;
 			}
 		for (size_t i = 0; order && i < s->nmaps && !ret; i++)
-			ret = print_map(rt, (int)order[i], 0, 0);
+			if (!s->maps[order[i]].hidden)
+				ret = print_map(rt, (int)order[i], 0, 0);
 		free(order);
 	}
 	fflush(rt->pr.fp);
@@ -720,7 +691,7 @@ int script_rt_end(struct script_rt *rt)
 		if (errs[e] && err_what[e])
 			log_warn("script: %llu %s", (unsigned long long)errs[e], err_what[e]);
 	for (size_t i = 0; full && i < s->nmaps; i++)
-		if (full[i])
+		if (full[i] && !s->maps[i].hidden)
 			log_warn("script: @%s: %llu updates lost: the map holds %u keys (--max-keys "
 				 "sets it)", s->maps[i].name, (unsigned long long)full[i],
 				 script_maps(rt->b)[i].max);

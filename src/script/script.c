@@ -71,6 +71,16 @@ struct usc_probe_spec *usc_script_specs(struct usc_script *s, size_t *n)
 	return s->specs;
 }
 
+const struct script_blob *usc_script_blob(const struct usc_script *s)
+{
+	return s->blob;
+}
+
+const unsigned *usc_script_spec_probes(const struct usc_script *s)
+{
+	return s->spec_probe;
+}
+
 bool usc_script_has_sites(const struct usc_script *s)
 {
 	return s->nspecs > 0;

@@ -73,6 +73,11 @@ struct usc_probe_spec;
 /* The probe specs its uprobes, uretprobes, usdt and py: probes became, for
  * the session (owned by the script). */
 struct usc_probe_spec *usc_script_specs(struct usc_script *s, size_t *n);
+/* The compiled program (script/prog.h), for the engines; and for each of
+ * usc_script_specs's specs the probe its sites run. */
+struct script_blob;
+const struct script_blob *usc_script_blob(const struct usc_script *s);
+const unsigned *usc_script_spec_probes(const struct usc_script *s);
 /* Has it probes on sites (else only BEGIN, END, interval)? */
 bool usc_script_has_sites(const struct usc_script *s);
 /* The attach points, for the readiness line: their count. */

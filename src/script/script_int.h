@@ -47,6 +47,12 @@ struct script_mapinfo {
 	bool assigned;			/* a value was ever stored */
 	bool tid_only;			/* every access is [tid] */
 	bool read_as_agg;
+	/* str(@m[k]) of a map of addresses: the strings at them, read when
+	 * each was stored (lower.c), for the engines that stream events (the
+	 * process may have moved on, or ended, when uscope runs the event):
+	 * the shadow map's index, or 0 */
+	int shadow;
+	bool hidden;			/* a shadow: never printed */
 	struct script_field keys[16];	/* the key's layout */
 	struct script_map m;		/* what the executors see */
 	struct script_field vfields[16];	/* SVK_BYTES of a tuple: its elements */
@@ -139,6 +145,9 @@ int script_sema(struct usc_script *s, struct script_diag *d);
 int script_lower(struct usc_script *s, struct script_diag *d);
 /* compile.c: the code, then the blob. 0 or -errno with d. */
 int script_compile(struct usc_script *s, struct script_diag *d);
+
+/* sema.c: map m's layout (its keys' places, its values' kind and size). */
+int script_map_layout(struct usc_script *s, struct script_mapinfo *m, struct script_diag *d);
 
 /* lower.c: bpftrace's reg("NAME") as the 64-bit register's name, or NULL. */
 const char *script_reg_name(const char *r);

@@ -1102,7 +1102,7 @@ static int pass(struct sema *sm)
 }
 
 /* A map's layout: its keys' places, its values' kind and size. */
-static int map_layout(struct usc_script *s, struct script_mapinfo *m, struct script_diag *d)
+int script_map_layout(struct usc_script *s, struct script_mapinfo *m, struct script_diag *d)
 {
 	uint32_t off = 0;
 
@@ -1189,7 +1189,7 @@ int script_sema(struct usc_script *s, struct script_diag *d)
 
 		if (!m->assigned && m->val.kind == TY_NONE)
 			return script_fail(d, m->pos, m->len, "@%s is never assigned a value", m->name);
-		if (map_layout(s, m, d))
+		if (script_map_layout(s, m, d))
 			return -EINVAL;
 	}
 	return 0;

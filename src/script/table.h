@@ -246,6 +246,43 @@ static inline void stab_del(struct stab *t, const uint8_t *key)
 		__sync_bool_compare_and_swap(&e->state, STAB_READY, STAB_DEAD);
 }
 
+/* src's value into dst's, as map m's values combine (first: dst is new;
+ * a plain value is then copied). */
+static inline void stab_combine(const struct script_map *m, uint8_t *dst, const uint8_t *src,
+				int first)
+{
+	switch (m->vk) {
+	case SVK_COUNT:
+	case SVK_SUM:
+		*(uint64_t *)dst += *(const uint64_t *)src;
+		return;
+	case SVK_MIN:
+	case SVK_MAX: {
+		struct script_mm *d = (struct script_mm *)dst;
+		const struct script_mm *s = (const struct script_mm *)src;
+
+		if (s->set && (!d->set || (m->vk == SVK_MIN ? s->v < d->v : s->v > d->v)))
+			*d = *s;
+		return;
+	}
+	case SVK_AVG:
+	case SVK_STATS:
+		((struct script_cs *)dst)->count += ((const struct script_cs *)src)->count;
+		((struct script_cs *)dst)->sum += ((const struct script_cs *)src)->sum;
+		return;
+	case SVK_HIST:
+	case SVK_LHIST:
+		for (uint32_t b = 0; b < m->nbuckets && b < SCRIPT_LHIST_MAX; b++)
+			((uint64_t *)dst)[b] += ((const uint64_t *)src)[b];
+		return;
+	default:
+		if (first)
+			for (uint32_t i = 0; i < m->vallen; i++)
+				dst[i] = src[i];
+		return;
+	}
+}
+
 /* clear(): every key deleted; zero(): every value zero, the keys kept. */
 static inline void stab_clear(struct stab *t, int zero_only)
 {

@@ -26,6 +26,8 @@ static int ss_begin(struct usc_sink *k, const struct usc_sink_ctx *c)
 	struct script_rt *rt = rt_of(k);
 
 	script_rt_session(rt, c->cache, c->sites, c->nsites, c->specs);
+	if (c->script_src && script_rt_add_source(rt, c->script_src))
+		return -ENOMEM;
 	script_rt_begin(rt);
 	return 0;
 }

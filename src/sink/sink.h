@@ -21,6 +21,7 @@
 
 struct usc_sink;
 struct usc_probe_spec;
+struct script_source;
 struct rec_header;
 
 /* What a sink is told of the session, once it is planned (the session fills
@@ -48,6 +49,9 @@ struct usc_sink_ctx {
 						 * start (-e inject); 0: not counted */
 	size_t nlate;				/* ... and at the end, the ones patched
 						 * as they started */
+	/* uscope script: what the engines that run the program where the
+	 * probe fires hold (its maps' rows there: script/run.h), or NULL */
+	const struct script_source *script_src;
 };
 
 /* Is site i one the user sees (not hidden, placed on an engine)? */

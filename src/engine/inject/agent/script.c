@@ -1,0 +1,230 @@
+/* uscope script in the traced process: a site's probe of the program run
+ * by the executor every engine shares (script/vm.h), at the hit, on the
+ * thread's own machine state; maps in the shared memory (script/table.h,
+ * an aggregation's row a copy per thread: no atomic operation on the hit's
+ * path); printf and the other outputs as records in the thread's ring,
+ * which uscope formats. A read of a bad pointer goes through
+ * process_vm_readv: 0 or "", counted, never a fault. */
+#include "engine/inject/agent/hit.h"
+#include "engine/inject/script_shared.h"
+#include "script/table.h"
+#include "script/vm.h"
+
+struct senv {
+	struct inj_ctl *c;
+	struct inj_slot *s;
+	uint64_t slot;
+	uint64_t *counts;
+	const struct inj_site *site;
+	uint64_t *regs;
+	uint32_t tgid;
+	struct inj_script *sc;
+	char *str;		/* the slot's string input */
+};
+
+struct iov {
+	void *base;
+	uint64_t len;
+};
+
+static long rd(const struct senv *e, void *dst, uint64_t addr, uint64_t len)
+{
+	struct iov l = {dst, len}, r = {(void *)addr, len};
+
+	return sys6(SYS_process_vm_readv, e->tgid, (long)&l, 1, (long)&r, 1, 0);
+}
+
+static int s_read(const struct senv *e, void *dst, uint64_t addr, uint32_t len)
+{
+	return !addr || rd(e, dst, addr, len) != (long)len;
+}
+
+/* A string at addr: a page at a time, to its NUL. */
+static long s_read_str(const struct senv *e, char *dst, uint64_t addr, uint32_t cap)
+{
+	uint32_t got = 0;
+
+	if (!addr)
+		return -1;
+	while (got < cap) {
+		uint64_t a = addr + got;
+		uint32_t n = (uint32_t)(4096 - (a & 4095));
+		long k;
+
+		if (n > cap - got)
+			n = cap - got;
+		k = rd(e, dst + got, a, n);
+		if (k <= 0)
+			break;
+		for (uint32_t i = 0; i < (uint32_t)k; i++)
+			if (!dst[got + i])
+				return got + i;
+		got += (uint32_t)k;
+		if ((uint32_t)k < n)
+			break;
+	}
+	if (!got)
+		return -1;
+	dst[got < cap ? got : cap - 1] = 0;
+	return got < cap ? got : cap - 1;
+}
+
+static int s_in(struct senv *e, uint32_t k, uint64_t *u)
+{
+	const struct inj_site *site = e->site;
+	struct inj_val v;
+	uint32_t off = 0;
+
+	if (k >= site->nargs || k >= INJ_MAX_ARGS)
+		return 1;
+	if (site->reg_only[k] < USC_REG_NR) {
+		v.val = e->regs[site->reg_only[k]];
+	} else {
+		agent_arg(e->c, e->s, site, e->regs, e->tgid, k, &v, e->str, &off);
+		if (v.kind != INJ_INT)
+			return 1;
+	}
+	*u = (uint64_t)agg_value_of(v.val, site->arg_size[k], site->arg_sign[k]);
+	return 0;
+}
+
+static long s_in_str(struct senv *e, uint32_t k, char *dst, uint32_t cap)
+{
+	struct inj_val v;
+	uint32_t off = 0, n;
+
+	if (k >= e->site->nargs || k >= INJ_MAX_ARGS)
+		return -1;
+	agent_arg(e->c, e->s, e->site, e->regs, e->tgid, k, &v, e->str, &off);
+	if (v.kind == INJ_NULL)
+		return 0;
+	if (v.kind != INJ_STR || v.str_off >= INJ_SCRIPT_STR)
+		return -1;
+	n = v.str_len < cap - 1 ? v.str_len : cap - 1;
+	for (uint32_t i = 0; i < n && v.str_off + i < INJ_SCRIPT_STR; i++)
+		dst[i] = e->str[v.str_off + i];
+	dst[n] = 0;
+	return n;
+}
+
+static uint64_t s_nsecs(const struct inj_script *sc)
+{
+	uint64_t t = rd_tsc();
+
+	return sc->ns0 + (uint64_t)(((unsigned __int128)(t - sc->tsc0) * sc->mult) >> 32);
+}
+
+static uint64_t s_builtin(struct senv *e, uint32_t which)
+{
+	uint32_t cpu;
+
+	switch (which) {
+	case SB_PID: return e->tgid;
+	case SB_TID: return e->s->tid;
+	case SB_NSECS: return s_nsecs(e->sc);
+	case SB_ELAPSED: {
+		uint64_t t = s_nsecs(e->sc);
+
+		return t > e->sc->start_ns ? t - e->sc->start_ns : 0;
+	}
+	case SB_CPU:
+		(void)stamp(e->c, &cpu);
+		return cpu;
+	case SB_UID: return (uint64_t)sys6(102 /* getuid */, 0, 0, 0, 0, 0, 0);
+	case SB_GID: return (uint64_t)sys6(104 /* getgid */, 0, 0, 0, 0, 0, 0);
+	case SB_SITE: return e->site->script_site;
+	case SB_LIVE: return 1;
+	default: return 0;
+	}
+}
+
+static int s_comm(struct senv *e, char *dst)
+{
+	(void)e;
+	return sys6(SYS_prctl, PR_GET_NAME, (long)dst, 0, 0, 0, 0) != 0;
+}
+
+static void *s_map(struct senv *e, uint32_t idx, int create)
+{
+	struct stab *t = (struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
+	struct script_vm *vm = (struct script_vm *)((char *)e->c + e->sc->vm_off +
+						    e->slot * INJ_SCRIPT_VM);
+
+	return stab_get(t, vm->key, create, (uint32_t)e->slot);
+}
+
+static void s_del(struct senv *e, uint32_t idx, const uint8_t *key)
+{
+	stab_del((struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]), key);
+}
+
+static void s_err(struct senv *e, uint32_t err, uint32_t idx)
+{
+	if (err == SERR_FULL)
+		__sync_fetch_and_add(&e->sc->full[idx & (SCRIPT_MAPS_MAX - 1)], 1);
+	else if (err < SERR_NR)
+		__sync_fetch_and_add(&e->sc->errs[err], 1);
+}
+
+static uint32_t s_rand(struct senv *e)
+{
+	uint64_t x = rd_tsc() ^ ((uint64_t)e->s->tid << 32);
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return (uint32_t)(x >> 16);
+}
+
+#define SCRIPT_STEP script_step
+#define SCRIPT_INLINE static inline __attribute__((always_inline))
+#define SCRIPT_IN(env, k, u) s_in((struct senv *)(env), k, u)
+#define SCRIPT_IN_STR(env, k, dst, cap) s_in_str((struct senv *)(env), k, dst, cap)
+#define SCRIPT_BUILTIN(env, w) s_builtin((struct senv *)(env), w)
+#define SCRIPT_COMM(env, dst) s_comm((struct senv *)(env), dst)
+#define SCRIPT_READ(env, dst, addr, len) s_read((struct senv *)(env), dst, addr, len)
+#define SCRIPT_READ_STR(env, dst, addr, cap) s_read_str((struct senv *)(env), dst, addr, cap)
+#define SCRIPT_MAP(env, idx, m, key, create) s_map((struct senv *)(env), idx, create)
+#define SCRIPT_MAP_DEL(env, idx, m, key) s_del((struct senv *)(env), idx, key)
+#define SCRIPT_EMIT(env, rec, len) (agent_script_rec(((struct senv *)(env))->c,            \
+						     ((struct senv *)(env))->s,            \
+						     ((struct senv *)(env))->counts,       \
+						     ((struct senv *)(env))->site, rec, len), 0)
+#define SCRIPT_USTACK(env, frames, id) 1
+#define SCRIPT_ERR(env, err, idx) s_err((struct senv *)(env), err, idx)
+#define SCRIPT_RAND(env) s_rand((struct senv *)(env))
+#include "script/vm.h"
+
+void agent_script(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint64_t *counts,
+		  const struct inj_site *site, uint64_t *regs, uint32_t tgid)
+{
+	struct inj_script *sc = (struct inj_script *)((char *)c + c->script_off);
+	const struct script_blob *b;
+	const struct script_probe *p;
+	const struct script_insn *insns;
+	struct script_vm *vm;
+	struct senv env;
+	uint32_t pi = site->script - 1;
+
+	if (!c->script_off || slot >= c->nslots)
+		return;
+	b = (const struct script_blob *)((char *)c + sc->blob_off);
+	if (pi >= b->nprobes)
+		return;
+	p = &script_probes(b)[pi];
+	insns = script_insns(b) + p->first;
+	vm = (struct script_vm *)((char *)c + sc->vm_off + slot * INJ_SCRIPT_VM);
+	env = (struct senv){c, s, slot, counts, site, regs, tgid, sc,
+			    (char *)c + sc->str_off + slot * INJ_SCRIPT_STR};
+	vm->pc = 0;
+	vm->strlen = b->strlen;
+	for (uint32_t steps = 0;; steps++) {
+		if (steps >= SCRIPT_STEPS) {
+			s_err(&env, SERR_STEPS, 0);
+			return;
+		}
+		if (vm->pc >= p->n || script_step(vm, &insns[vm->pc], script_maps(b), b->nmaps,
+						  script_strtab(b), b->nstrtab, &env))
+			return;
+	}
+}
