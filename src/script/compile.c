@@ -29,6 +29,9 @@ struct cg {
 		int nbrk;
 	} loops[NLOOPS];
 	int nloops;
+	/* pid and tid, read once at the probe's start into these registers
+	 * (-1: the probe does not use it) */
+	int pid_reg, tid_reg;
 	int err;
 };
 
@@ -155,40 +158,44 @@ static int put_field(struct cg *cg, struct ast *v, const struct script_field *f,
 	return 0;
 }
 
-/* The key of a map access n into the key buffer. */
+/* The key of a map access n, for SOP_MAP's b: none (SCRIPT_KEYNONE), one
+ * integer in a register (its number: it stays taken until the caller's
+ * statement ends), or built in the key buffer (SCRIPT_KEYBUF); -1: a
+ * mistake. */
 static int key(struct cg *cg, struct ast *n)
 {
 	const struct script_mapinfo *m = &cg->s->maps[n->sym];
 	int sr = cg->nreg, ss = cg->nsreg, k = 0;
 
-	if (!n->ival) {
-		int r = reg(cg, n);
-
-		if (r < 0)
-			return -1;
-		emit(cg, SOP_LDI, r, 0, 0, 0, 0);
-		emit(cg, SOP_KEY, 0, r, 0, 0, 0);
+	if (!n->ival)
+		return SCRIPT_KEYNONE;
+	if (n->ival == 1 && m->m.keylen == 8 && !is_str(&m->keys[0].ty) &&
+	    m->keys[0].ty.kind != TY_USYM && m->keys[0].ty.kind != TY_USTACK) {
+		if (n->a->input >= 0 && n->a->input < 0x7e && n->a->ty.kind == TY_INT &&
+		    (n->a->ty.size >= 8 || n->a->ty.ptr))
+			return SCRIPT_KEYIN | n->a->input;	/* read by the map's step */
+		return cexpr(cg, n->a);
 	}
 	for (struct ast *v = n->a; v; v = v->next, k++)
 		if (put_field(cg, v, &m->keys[k], false))
 			return -1;
 	cg->nreg = sr;
 	cg->nsreg = ss;
-	return 0;
+	return SCRIPT_KEYBUF;
 }
 
 /* The value of @m[k] into a new register. */
 static int map_read(struct cg *cg, struct ast *n)
 {
 	const struct script_mapinfo *m = &cg->s->maps[n->sym];
-	int r;
+	int r, k = key(cg, n);
 
-	if (key(cg, n))
+	if (k < 0)
 		return -1;
 	if (is_str(&m->val)) {
 		r = sreg(cg, n);
 		if (r >= 0)
-			emit(cg, SOP_MAP, r, 0, 0, (uint32_t)n->sym, SMOP_LOADS);
+			emit(cg, SOP_MAP, r, 0, k, (uint32_t)n->sym, SMOP_LOADS);
 		return r;
 	}
 	if (m->val.kind == TY_TUPLE || m->val.kind == TY_USYM || m->val.kind == TY_USTACK) {
@@ -196,12 +203,12 @@ static int map_read(struct cg *cg, struct ast *n)
 			return CFAIL(cg, n, "a tuple in a map can only be printed: print(@%s)", m->name);
 		r = reg(cg, n);
 		if (r >= 0)
-			emit(cg, SOP_MAP, r, 0, 0, (uint32_t)n->sym, SMOP_LOAD);	/* its address or id */
+			emit(cg, SOP_MAP, r, 0, k, (uint32_t)n->sym, SMOP_LOAD);	/* its address or id */
 		return r;
 	}
 	r = reg(cg, n);
 	if (r >= 0)
-		emit(cg, SOP_MAP, r, 0, 0, (uint32_t)n->sym,
+		emit(cg, SOP_MAP, r, 0, k, (uint32_t)n->sym,
 		     m->val.kind == TY_AGG ? SMOP_AGGLOAD : SMOP_LOAD);
 	return r;
 }
@@ -242,9 +249,11 @@ static int map_store(struct cg *cg, struct ast *mapn, struct ast *v)
 			return -1;
 		mop = SMOP_STORE;
 	}
-	if (key(cg, mapn))
+	int k = key(cg, mapn);
+
+	if (k < 0)
 		return -1;
-	emit(cg, SOP_MAP, 0, r, 0, (uint32_t)mapn->sym, mop);
+	emit(cg, SOP_MAP, 0, r, k, (uint32_t)mapn->sym, mop);
 	cg->nreg = sr;
 	cg->nsreg = ss;
 	return 0;
@@ -283,9 +292,11 @@ static int update(struct cg *cg, struct ast *lhs, int op, struct ast *v, int64_t
 		emit(cg, SOP_ALUI, dst, cur, 0, (uint32_t)alu_of(op, true), k);
 	}
 	if (lhs->kind == N_MAP) {
-		if (key(cg, lhs))
+		int k = key(cg, lhs);
+
+		if (k < 0)
 			return -1;
-		emit(cg, SOP_MAP, 0, dst, 0, (uint32_t)lhs->sym, SMOP_STORE);
+		emit(cg, SOP_MAP, 0, dst, k, (uint32_t)lhs->sym, SMOP_STORE);
 	} else {
 		emit(cg, SOP_MOV, cg->pr->vars[lhs->sym].reg, dst, 0, 0, 0);
 	}
@@ -339,9 +350,12 @@ static int call(struct cg *cg, struct ast *n)
 				return -1;
 			emit(cg, SOP_BUILTIN, t, 0, 0, SB_LIVE, 0);
 			j1 = emit(cg, SOP_JNZ, 0, t, 0, 0, 0);
-			emit(cg, SOP_MAP, t, 0, 0, (uint32_t)sh, SMOP_HAS);
+			/* the key map_read used: its last instruction's */
+			int kb = cg->s->insns[cg->s->ninsns - 3].b;
+
+			emit(cg, SOP_MAP, t, 0, kb, (uint32_t)sh, SMOP_HAS);
 			j2 = emit(cg, SOP_JZ, 0, t, 0, 0, 0);
-			emit(cg, SOP_MAP, r, 0, 0, (uint32_t)sh, SMOP_LOADS);
+			emit(cg, SOP_MAP, r, 0, kb, (uint32_t)sh, SMOP_LOADS);
 			j3 = emit(cg, SOP_JMP, 0, 0, 0, 0, 0);
 			patch(cg, j1, here(cg));
 			patch(cg, j2, here(cg));
@@ -433,11 +447,13 @@ static int call(struct cg *cg, struct ast *n)
 		return output(cg, n, f[0] == 'c' ? SOUT_CLEAR : SOUT_ZERO, (uint32_t)a->sym, NULL,
 			      NULL) ? -1 : 0;
 	if (!strcmp(f, "delete")) {
-		if (key(cg, a))
+		int k = key(cg, a);
+
+		if (k < 0)
 			return -1;
-		emit(cg, SOP_MAP, 0, 0, 0, (uint32_t)a->sym, SMOP_DELETE);
+		emit(cg, SOP_MAP, 0, 0, k, (uint32_t)a->sym, SMOP_DELETE);
 		if (cg->s->maps[a->sym].shadow > 0)
-			emit(cg, SOP_MAP, 0, 0, 0, (uint32_t)cg->s->maps[a->sym].shadow, SMOP_DELETE);
+			emit(cg, SOP_MAP, 0, 0, k, (uint32_t)cg->s->maps[a->sym].shadow, SMOP_DELETE);
 		return 0;
 	}
 	if (!strcmp(f, "print")) {
@@ -559,6 +575,10 @@ static int cexpr(struct cg *cg, struct ast *n)
 				emit(cg, SOP_RAND, r, 0, 0, 0, 0);
 			return r;
 		}
+		if (!strcmp(n->name, "tid") && cg->tid_reg >= 0)
+			return cg->tid_reg;
+		if (!strcmp(n->name, "pid") && cg->pid_reg >= 0)
+			return cg->pid_reg;
 		for (size_t k = 0; k < sizeof(b) / sizeof(b[0]); k++)
 			if (!strcmp(n->name, b[k].name)) {
 				r = reg(cg, n);
@@ -745,9 +765,11 @@ static int cstmt(struct cg *cg, struct ast *n)
 				emit(cg, SOP_BUILTIN, t, 0, 0, SB_LIVE, 0);
 				j = emit(cg, SOP_JNZ, 0, t, 0, 0, 0);
 				emit(cg, SOP_INS, sr2, 0, 0, (uint32_t)(n->ival - 1), 0);
-				if (key(cg, n->a))
+				int k = key(cg, n->a);
+
+				if (k < 0)
 					return -1;
-				emit(cg, SOP_MAP, 0, sr2, 0, (uint32_t)cg->s->maps[n->a->sym].shadow,
+				emit(cg, SOP_MAP, 0, sr2, k, (uint32_t)cg->s->maps[n->a->sym].shadow,
 				     SMOP_STORES);
 				patch(cg, j, here(cg));
 			}
@@ -846,14 +868,34 @@ static int cstmts(struct cg *cg, struct ast *n)
 	return 0;
 }
 
+/* Does the tree use builtin name? */
+static bool uses(const struct ast *n, const char *name)
+{
+	for (; n; n = n->next)
+		if ((n->kind == N_BUILTIN && !strcmp(n->name, name)) || uses(n->a, name) ||
+		    uses(n->b, name) || uses(n->c, name))
+			return true;
+	return false;
+}
+
 static int probe(struct usc_script *s, struct script_probeinfo *pr, struct script_diag *d,
 		 struct script_probe *out)
 {
-	struct cg cg = {.s = s, .pr = pr, .d = d, .vreg = SCRIPT_NREGS, .vsreg = SCRIPT_NSTRS};
+	struct cg cg = {.s = s, .pr = pr, .d = d, .vreg = SCRIPT_NREGS, .vsreg = SCRIPT_NSTRS,
+			.pid_reg = -1, .tid_reg = -1};
 	uint32_t j = 0;
 	bool pred = pr->ast->pred != NULL;
 
 	cg.first = (uint32_t)s->ninsns;
+	/* the thread's ids, constant in a hit: once */
+	if (uses(pr->ast->pred, "tid") || uses(pr->ast->body, "tid")) {
+		cg.tid_reg = --cg.vreg;
+		emit(&cg, SOP_BUILTIN, cg.tid_reg, 0, 0, SB_TID, 0);
+	}
+	if (uses(pr->ast->pred, "pid") || uses(pr->ast->body, "pid")) {
+		cg.pid_reg = --cg.vreg;
+		emit(&cg, SOP_BUILTIN, cg.pid_reg, 0, 0, SB_PID, 0);
+	}
 	/* variables: registers from the top, zeroed */
 	for (unsigned k = 0; k < pr->nvars; k++) {
 		struct script_var *v = &pr->vars[k];
@@ -892,6 +934,33 @@ static int probe(struct usc_script *s, struct script_probeinfo *pr, struct scrip
 	out->first = cg.first;
 	out->n = (uint32_t)(s->ninsns - cg.first);
 	out->ninputs = pr->ninputs;
+	out->flags = SCRIPT_PROBE_FAST;
+	for (size_t i = cg.first; i < s->ninsns; i++) {
+		const struct script_insn *in = &s->insns[i];
+		bool fast;
+
+		/* what vm.h's SCRIPT_FAST_ONLY step has */
+		switch (in->op) {
+		case SOP_END: case SOP_LDI: case SOP_MOV: case SOP_ALU: case SOP_ALUI:
+		case SOP_EXT: case SOP_JMP: case SOP_JZ: case SOP_JNZ: case SOP_BUILTIN:
+		case SOP_KEY: case SOP_KEYPID: case SOP_RAND:
+			fast = true;
+			break;
+		case SOP_IN:
+			fast = in->x < 2;
+			break;
+		case SOP_MAP:
+			fast = in->imm != SMOP_LOADS && in->imm != SMOP_STORES &&
+			       in->imm != SMOP_STOREB && in->imm != SMOP_LOADB &&
+			       !((in->b & SCRIPT_KEYIN) && in->b < SCRIPT_KEYNONE &&
+				 (in->b & 0x7f) >= 2);
+			break;
+		default:
+			fast = false;
+		}
+		if (!fast)
+			out->flags &= ~SCRIPT_PROBE_FAST;
+	}
 	return 0;
 }
 

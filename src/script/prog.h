@@ -37,7 +37,8 @@
 #define SCRIPT_KEY_MAX 512		/* bytes of a map's key */
 #define SCRIPT_OUT_MAX 2048		/* bytes of an output record's values */
 #define SCRIPT_MAPS_MAX 128
-#define SCRIPT_STEPS 100000		/* instructions a hit may execute */
+#define SCRIPT_STEPS 100000		/* jumps back (a loop's turns) a hit may make:
+					 * the rest of the code only goes forward */
 #define SCRIPT_LOOP_MAX 1000000		/* a while loop's iterations at most: the
 					 * step bound ends it before */
 #define SCRIPT_HIST_BUCKETS 65		/* hist(): bpftrace's log2 buckets */
@@ -72,8 +73,11 @@ enum script_op {
 	SOP_KEY,	/* key[x .. x+8) = r[a] */
 	SOP_KEYS,	/* key[x .. x+imm) = s[a]'s bytes (imm: the strlen, padded to 8) */
 	SOP_KEYPID,	/* key[x .. x+8) = the hit's process (a usym's, a stack's) */
-	SOP_MAP,	/* map x, key in the key buffer: operation imm (enum script_mop)
-			 * with r[a] / s[a], result in r[d] / s[d] */
+	SOP_MAP,	/* map x: operation imm (enum script_mop) with r[a] / s[a],
+			 * result in r[d] / s[d]; the key in the key buffer (b
+			 * SCRIPT_KEYBUF), none (SCRIPT_KEYNONE: a zero word),
+			 * input k's 8 bytes (SCRIPT_KEYIN | k), or register b's
+			 * (a map of one integer key) */
 	SOP_OUT,	/* out[x .. x+8) = r[a] */
 	SOP_OUTS,	/* out[x .. x+imm) = s[a] */
 	SOP_OUTPID,	/* out[x .. x+8) = the hit's process */
@@ -84,6 +88,10 @@ enum script_op {
 	SOP_SCUT,	/* s[d] cut to r[a] bytes (str(s, n)) */
 	SOP_NR
 };
+
+#define SCRIPT_KEYBUF 0xff
+#define SCRIPT_KEYNONE 0xfe
+#define SCRIPT_KEYIN 0x80	/* | k: input k's 8 bytes (IN fused in) */
 
 enum script_alu {
 	SALU_ADD, SALU_SUB, SALU_MUL, SALU_DIV, SALU_MOD, SALU_UDIV, SALU_UMOD,
@@ -188,8 +196,13 @@ struct script_map {
 struct script_probe {
 	uint32_t first, n;	/* instructions [first, first + n) */
 	uint32_t ninputs;	/* the site's fetch arguments it reads */
-	uint32_t pad;
+	uint32_t flags;		/* SCRIPT_PROBE_* */
 };
+
+/* Its code is integers and maps only, and reads inputs 0 and 1 at most: a
+ * fast path may run it with no call out (no string, no memory read, no
+ * output record, no stack). */
+#define SCRIPT_PROBE_FAST 1u
 
 /* What an output record is (SOP_EMIT's imm). The tracer does the rest. */
 enum script_out_kind {
@@ -252,7 +265,7 @@ static inline const char *script_strtab(const struct script_blob *b)
 }
 
 /* bpftrace's log2 bucket: 0 the negatives, 1 the zero, then 2 + floor(log2 v). */
-static inline uint32_t script_hist_bucket(int64_t v)
+static inline __attribute__((always_inline)) uint32_t script_hist_bucket(int64_t v)
 {
 	uint64_t u = (uint64_t)v;
 	uint32_t n = 0;

@@ -221,11 +221,9 @@ static long env_read_str(struct rt_env *e, char *dst, uint64_t addr, uint32_t ca
 	return (long)cap - 1;
 }
 
-static void *env_map(struct rt_env *e, uint32_t idx, int create)
+static void *env_map(struct rt_env *e, uint32_t idx, const uint8_t *key, int create)
 {
-	struct script_rt *rt = e->rt;
-
-	return stab_get(rt->tabs[idx], rt->vm.key, create, 0);
+	return stab_get(e->rt->tabs[idx], key, create, 0);
 }
 
 static int handle(struct script_rt *rt, const struct usc_event *ev, uint32_t attach,
@@ -269,7 +267,7 @@ static uint32_t env_rand(struct rt_env *e)
 #define SCRIPT_COMM(env, dst) env_comm((struct rt_env *)(env), dst)
 #define SCRIPT_READ(env, dst, addr, len) env_read((struct rt_env *)(env), dst, addr, len)
 #define SCRIPT_READ_STR(env, dst, addr, cap) env_read_str((struct rt_env *)(env), dst, addr, cap)
-#define SCRIPT_MAP(env, idx, m, key, create) env_map((struct rt_env *)(env), idx, create)
+#define SCRIPT_MAP(env, idx, m, key, create) env_map((struct rt_env *)(env), idx, key, create)
 #define SCRIPT_MAP_DEL(env, idx, m, key) stab_del(((struct rt_env *)(env))->rt->tabs[idx], key)
 #define SCRIPT_EMIT(env, rec, len) env_emit((struct rt_env *)(env), rec, len)
 #define SCRIPT_USTACK(env, frames, id) 1
@@ -286,19 +284,14 @@ static void run(struct script_rt *rt, unsigned pi, const struct usc_event *ev, u
 	struct rt_env env = {rt, ev, attach};
 	struct script_vm *vm = &rt->vm;
 
-	vm->pc = 0;
-	vm->strlen = rt->b->strlen;
-	for (uint32_t steps = 0;; steps++) {
-		if (steps >= SCRIPT_STEPS) {
-			rt->errs[SERR_STEPS]++;
-			break;
-		}
-		if (vm->pc >= p->n)
-			break;
-		if (rt_step(vm, &insns[vm->pc], script_maps(rt->b), rt->b->nmaps,
-			    script_strtab(rt->b), rt->b->nstrtab, &env))
-			break;
-	}
+	uint32_t pc = 0;
+
+	vm->strlen = rt->b->strlen >= 2 && rt->b->strlen <= SCRIPT_STR_CAP ? rt->b->strlen :
+		     SCRIPT_STRLEN;
+	vm->back = 0;
+	while (pc < p->n)
+		pc = rt_step(vm, &insns[pc], pc, script_maps(rt->b), rt->b->nmaps,
+			     script_strtab(rt->b), rt->b->nstrtab, &env);
 }
 
 /* ---- the maps, merged --------------------------------------------------------- */

@@ -23,6 +23,8 @@
 
 #include "script/prog.h"
 
+#define STAB_INLINE static inline __attribute__((always_inline))
+
 enum stab_state { STAB_FREE = 0, STAB_BUSY = 1, STAB_READY = 2, STAB_DEAD = 3 };
 
 struct stab {
@@ -50,7 +52,7 @@ struct stab_ent {
 
 /* The geometry of a map's table: fills t's sizes and offsets, returns its
  * bytes. */
-static inline uint64_t stab_layout(struct stab *t, const struct script_map *m, uint32_t nslots)
+STAB_INLINE uint64_t stab_layout(struct stab *t, const struct script_map *m, uint32_t nslots)
 {
 	uint64_t off = sizeof(struct stab);
 	uint32_t n = 16, agg = script_vk_agg(m->vk);
@@ -78,35 +80,44 @@ static inline uint64_t stab_layout(struct stab *t, const struct script_map *m, u
 	return (off + 4095) & ~4095ULL;
 }
 
-static inline struct stab_ent *stab_ent(const struct stab *t, uint32_t i)
+STAB_INLINE struct stab_ent *stab_ent(const struct stab *t, uint32_t i)
 {
 	return (struct stab_ent *)((char *)t + t->dir_off + (uint64_t)i * t->entsize);
 }
 
-static inline uint8_t *stab_key(struct stab_ent *e)
+STAB_INLINE uint8_t *stab_key(struct stab_ent *e)
 {
 	return (uint8_t *)(e + 1);
 }
 
-static inline uint8_t *stab_val(const struct stab *t, struct stab_ent *e)
+STAB_INLINE uint8_t *stab_val(const struct stab *t, struct stab_ent *e)
 {
 	return (uint8_t *)(e + 1) + t->keylen;
 }
 
 /* Slot s's copy of row r: its generation word, then the value. */
-static inline uint64_t *stab_copy(const struct stab *t, uint32_t s, uint32_t r)
+STAB_INLINE uint64_t *stab_copy(const struct stab *t, uint32_t s, uint32_t r)
 {
 	return (uint64_t *)((char *)t + t->copies_off + ((uint64_t)s * t->max + r) * t->aggsize);
 }
 
-static inline uint64_t *stab_touched(const struct stab *t, uint32_t s)
+STAB_INLINE uint64_t *stab_touched(const struct stab *t, uint32_t s)
 {
 	return (uint64_t *)((char *)t + t->touched_off) + (uint64_t)s * ((t->max + 63) / 64);
 }
 
-static inline uint64_t stab_hash(const uint8_t *key, uint32_t len)
+STAB_INLINE uint64_t stab_hash(const uint8_t *key, uint32_t len)
 {
 	uint64_t h = 0x9e3779b97f4a7c15ULL;
+
+	if (len == 8) {		/* one integer: the common key */
+		uint64_t w;
+
+		__builtin_memcpy(&w, key, 8);
+		h = (h ^ w) * 0xff51afd7ed558ccdULL;
+		h ^= h >> 32;
+		return h ? h : 1;
+	}
 
 	for (uint32_t i = 0; i + 8 <= len && i < SCRIPT_KEY_MAX; i += 8) {
 		uint64_t w;
@@ -118,8 +129,15 @@ static inline uint64_t stab_hash(const uint8_t *key, uint32_t len)
 	return h ? h : 1;
 }
 
-static inline int stab_keyeq(const uint8_t *a, const uint8_t *b, uint32_t len)
+STAB_INLINE int stab_keyeq(const uint8_t *a, const uint8_t *b, uint32_t len)
 {
+	if (len == 8) {
+		uint64_t x, y;
+
+		__builtin_memcpy(&x, a, 8);
+		__builtin_memcpy(&y, b, 8);
+		return x == y;
+	}
 	for (uint32_t i = 0; i + 8 <= len && i < SCRIPT_KEY_MAX; i += 8) {
 		uint64_t x, y;
 
@@ -131,7 +149,7 @@ static inline int stab_keyeq(const uint8_t *a, const uint8_t *b, uint32_t len)
 	return 1;
 }
 
-static inline void stab_zero(void *p, uint64_t n)
+STAB_INLINE void stab_zero(void *p, uint64_t n)
 {
 	volatile uint64_t *w = (volatile uint64_t *)p;
 
@@ -140,7 +158,7 @@ static inline void stab_zero(void *p, uint64_t n)
 }
 
 /* Wait a bounded while for an entry another thread is writing. */
-static inline uint32_t stab_wait(struct stab_ent *e)
+STAB_INLINE uint32_t stab_wait(struct stab_ent *e)
 {
 	uint32_t st = __atomic_load_n(&e->state, __ATOMIC_ACQUIRE);
 
@@ -154,7 +172,7 @@ static inline uint32_t stab_wait(struct stab_ent *e)
 }
 
 /* The entry of key, or 0; made when absent and create (0 when full). */
-static inline struct stab_ent *stab_find(struct stab *t, const uint8_t *key, int create)
+STAB_INLINE struct stab_ent *stab_find(struct stab *t, const uint8_t *key, int create)
 {
 	uint64_t h = stab_hash(key, t->keylen);
 	uint32_t mask = t->nent - 1, at = (uint32_t)h & mask;
@@ -215,7 +233,7 @@ static inline struct stab_ent *stab_find(struct stab *t, const uint8_t *key, int
 /* The value of key for thread slot s: a plain map's, or s's copy of an
  * aggregation's row (made zero if it is of an older generation); 0 when
  * absent (and not create) or full. */
-static inline uint8_t *stab_get(struct stab *t, const uint8_t *key, int create, uint32_t s)
+STAB_INLINE uint8_t *stab_get(struct stab *t, const uint8_t *key, int create, uint32_t s)
 {
 	struct stab_ent *e = stab_find(t, key, create);
 	uint64_t *c, *tw, bit;
@@ -238,7 +256,7 @@ static inline uint8_t *stab_get(struct stab *t, const uint8_t *key, int create, 
 	return (uint8_t *)(c + 1);
 }
 
-static inline void stab_del(struct stab *t, const uint8_t *key)
+STAB_INLINE void stab_del(struct stab *t, const uint8_t *key)
 {
 	struct stab_ent *e = stab_find(t, key, 0);
 
@@ -248,7 +266,7 @@ static inline void stab_del(struct stab *t, const uint8_t *key)
 
 /* src's value into dst's, as map m's values combine (first: dst is new;
  * a plain value is then copied). */
-static inline void stab_combine(const struct script_map *m, uint8_t *dst, const uint8_t *src,
+STAB_INLINE void stab_combine(const struct script_map *m, uint8_t *dst, const uint8_t *src,
 				int first)
 {
 	switch (m->vk) {
@@ -284,7 +302,7 @@ static inline void stab_combine(const struct script_map *m, uint8_t *dst, const 
 }
 
 /* clear(): every key deleted; zero(): every value zero, the keys kept. */
-static inline void stab_clear(struct stab *t, int zero_only)
+STAB_INLINE void stab_clear(struct stab *t, int zero_only)
 {
 	for (uint32_t i = 0; i < t->nent; i++) {
 		struct stab_ent *e = stab_ent(t, i);

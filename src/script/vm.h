@@ -33,7 +33,10 @@
  *   SCRIPT_ERR(env, err, idx)         a runtime error (enum script_err; idx
  *                                     the map of SERR_FULL)
  *   SCRIPT_RAND(env)                  32 random bits
- * and may define, where a verifier wants every index bounded:
+ * and may define SCRIPT_FAST_ONLY: the step of a fast path, integers and
+ * maps of them only (what compile.c's SCRIPT_PROBE_FAST allows; any other
+ * instruction ends the probe), so that no string's loop is in its code;
+ * and, where a verifier wants every index bounded:
  *   SCRIPT_R(i), SCRIPT_S(i), SCRIPT_OFF(o, n)  (default: as they are)
  *   SCRIPT_COPY(dst, src, n)          n bytes (default: a loop)
  *   SCRIPT_ADD(p, x)                  *p += x on a u64 (default: plain; the
@@ -44,13 +47,17 @@
 
 #include "script/prog.h"
 
+#define SCRIPT_DONE 0xffffffffu	/* SCRIPT_STEP: the probe is done */
+
 /* The machine's state: one a thread (the agent), a CPU (bpf), or the
  * tracer's. */
 struct script_vm {
-	uint32_t pc;		/* from the probe's first instruction */
+	uint32_t back;		/* jumps back this hit made (the driver zeroes it) */
 	uint32_t strlen;	/* the program's, NUL included (<= SCRIPT_STR_CAP) */
 	uint32_t done;
 	uint32_t pad;
+	uint64_t zero;		/* the key of a map without one: always 0 */
+	uint64_t key8;		/* an input as a key (SCRIPT_KEYIN) */
 	int64_t r[SCRIPT_NREGS];
 	char s[SCRIPT_NSTRS][SCRIPT_STR_CAP];
 	uint8_t key[SCRIPT_KEY_MAX];
@@ -61,7 +68,7 @@ struct script_vm {
 /* r[a] OP r[b] as bpftrace computes it: division and modulo unsigned, a
  * division by zero 0 (and a modulo by zero the dividend, as BPF's),
  * right shifts logical unless SALU_SAR. *div: set on a division by zero. */
-static inline int64_t script_alu(uint32_t op, int64_t a, int64_t b, int *div)
+static inline __attribute__((always_inline)) int64_t script_alu(uint32_t op, int64_t a, int64_t b, int *div)
 {
 	uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
 
@@ -129,7 +136,7 @@ static inline int64_t script_avg(int64_t sum, uint64_t count)
 }
 
 /* v cut to size bytes, sign-extended when sign. */
-static inline int64_t script_ext(int64_t v, uint32_t size, uint32_t sign)
+static inline __attribute__((always_inline)) int64_t script_ext(int64_t v, uint32_t size, uint32_t sign)
 {
 	uint64_t u = (uint64_t)v;
 
@@ -158,6 +165,9 @@ static inline int64_t script_ext(int64_t v, uint32_t size, uint32_t sign)
 #ifndef SCRIPT_ADD
 #define SCRIPT_ADD(p, x) (*(p) += (x))
 #endif
+#ifndef SCRIPT_COPY8
+#define SCRIPT_COPY8(dst, src) __builtin_memcpy(dst, src, 8)
+#endif
 #ifndef SCRIPT_COPY
 #define SCRIPT_COPY(dst, src, n)                                              \
 	do {                                                                  \
@@ -166,23 +176,26 @@ static inline int64_t script_ext(int64_t v, uint32_t size, uint32_t sign)
 	} while (0)
 #endif
 
-/* One instruction. vm->pc moves to the next one (or the jump's target);
- * 1 when the probe is done, else 0. */
-SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in,
-			      const struct script_map *maps, uint32_t nmaps, const char *strtab,
-			      uint32_t nstrtab, void *env)
+/* One instruction, at pc: the next one's pc (a jump's target), or
+ * SCRIPT_DONE when the probe is done. vm->strlen is the driver's to have
+ * checked (2 to SCRIPT_STR_CAP), vm->back to have zeroed; it steps while
+ * pc is within the probe: the work is bounded (SCRIPT_STEPS jumps back). */
+SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in, uint32_t pc,
+				   const struct script_map *maps, uint32_t nmaps, const char *strtab,
+				   uint32_t nstrtab, void *env)
 {
 	uint32_t d = in->d, a = in->a, b = in->b, strl = vm->strlen;
 	uint64_t u = 0;
 	int div = 0;
 	long n;
 
-	if (strl < 2 || strl > SCRIPT_STR_CAP)
-		strl = SCRIPT_STRLEN;
-	vm->pc++;
+	(void)strl;
+	(void)n;
+	(void)strtab;
+	(void)nstrtab;
 	switch (in->op) {
 	case SOP_END:
-		return 1;
+		return SCRIPT_DONE;
 	case SOP_LDI:
 		vm->r[SCRIPT_R(d)] = in->imm;
 		break;
@@ -203,16 +216,16 @@ SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in
 		vm->r[SCRIPT_R(d)] = script_ext(vm->r[SCRIPT_R(a)], in->x & 0xff, in->x & 0x100);
 		break;
 	case SOP_JMP:
-		vm->pc = (uint32_t)in->imm;
-		break;
 	case SOP_JZ:
-		if (!vm->r[SCRIPT_R(a)])
-			vm->pc = (uint32_t)in->imm;
-		break;
 	case SOP_JNZ:
-		if (vm->r[SCRIPT_R(a)])
-			vm->pc = (uint32_t)in->imm;
-		break;
+		if (in->op != SOP_JMP && !vm->r[SCRIPT_R(a)] == (in->op == SOP_JNZ))
+			break;
+		/* a loop's turn: bounded (the rest of the code goes forward) */
+		if ((uint32_t)in->imm <= pc && ++vm->back > SCRIPT_STEPS) {
+			SCRIPT_ERR(env, SERR_STEPS, 0);
+			return SCRIPT_DONE;
+		}
+		return (uint32_t)in->imm;
 	case SOP_IN:
 		if (SCRIPT_IN(env, in->x, &u)) {
 			u = 0;
@@ -220,6 +233,7 @@ SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in
 		}
 		vm->r[SCRIPT_R(d)] = (int64_t)u;
 		break;
+#ifndef SCRIPT_FAST_ONLY
 	case SOP_INS: {
 		char *s = vm->s[SCRIPT_S(d)];
 
@@ -232,9 +246,11 @@ SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in
 			s[k] = 0;
 		break;
 	}
+#endif
 	case SOP_BUILTIN:
 		vm->r[SCRIPT_R(d)] = (int64_t)SCRIPT_BUILTIN(env, in->x);
 		break;
+#ifndef SCRIPT_FAST_ONLY
 	case SOP_COMM: {
 		char *s = vm->s[SCRIPT_S(d)];
 
@@ -328,17 +344,19 @@ SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in
 		vm->r[SCRIPT_R(d)] = in->x ? !eq : eq;
 		break;
 	}
+#endif
 	case SOP_KEY:
 		if (in->x <= SCRIPT_KEY_MAX - 8)
-			SCRIPT_COPY(&vm->key[SCRIPT_OFF(in->x, SCRIPT_KEY_MAX - 8)],
-				    &vm->r[SCRIPT_R(a)], 8);
+			SCRIPT_COPY8(&vm->key[SCRIPT_OFF(in->x, SCRIPT_KEY_MAX - 8)],
+				     &vm->r[SCRIPT_R(a)]);
 		break;
 	case SOP_KEYPID:
 		if (in->x <= SCRIPT_KEY_MAX - 8) {
 			u = SCRIPT_BUILTIN(env, SB_PID);
-			SCRIPT_COPY(&vm->key[SCRIPT_OFF(in->x, SCRIPT_KEY_MAX - 8)], &u, 8);
+			SCRIPT_COPY8(&vm->key[SCRIPT_OFF(in->x, SCRIPT_KEY_MAX - 8)], &u);
 		}
 		break;
+#ifndef SCRIPT_FAST_ONLY
 	case SOP_KEYS:
 		if (in->x <= SCRIPT_KEY_MAX - SCRIPT_STR_CAP && in->imm > 0 &&
 		    in->imm <= SCRIPT_STR_CAP)
@@ -347,13 +365,13 @@ SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in
 		break;
 	case SOP_OUT:
 		if (in->x <= SCRIPT_OUT_MAX - 8)
-			SCRIPT_COPY(&vm->out[SCRIPT_OFF(in->x, SCRIPT_OUT_MAX - 8)],
-				    &vm->r[SCRIPT_R(a)], 8);
+			SCRIPT_COPY8(&vm->out[SCRIPT_OFF(in->x, SCRIPT_OUT_MAX - 8)],
+				     &vm->r[SCRIPT_R(a)]);
 		break;
 	case SOP_OUTPID:
 		if (in->x <= SCRIPT_OUT_MAX - 8) {
 			u = SCRIPT_BUILTIN(env, SB_PID);
-			SCRIPT_COPY(&vm->out[SCRIPT_OFF(in->x, SCRIPT_OUT_MAX - 8)], &u, 8);
+			SCRIPT_COPY8(&vm->out[SCRIPT_OFF(in->x, SCRIPT_OUT_MAX - 8)], &u);
 		}
 		break;
 	case SOP_OUTS:
@@ -373,7 +391,7 @@ SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in
 		if (SCRIPT_EMIT(env, &vm->rec, (uint32_t)sizeof(vm->rec) + len))
 			SCRIPT_ERR(env, SERR_OUT, 0);
 		if (in->imm == SOUT_EXIT)
-			return 1;
+			return SCRIPT_DONE;
 		break;
 	}
 	case SOP_USTACK:
@@ -383,9 +401,11 @@ SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in
 		}
 		vm->r[SCRIPT_R(d)] = (int64_t)u;
 		break;
+#endif
 	case SOP_RAND:
 		vm->r[SCRIPT_R(d)] = (int64_t)(uint32_t)SCRIPT_RAND(env);
 		break;
+#ifndef SCRIPT_FAST_ONLY
 	case SOP_SCUT: {
 		char *s = vm->s[SCRIPT_S(d)];
 		uint64_t cut = (uint64_t)vm->r[SCRIPT_R(a)];
@@ -395,39 +415,55 @@ SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in
 				s[k] = 0;
 		break;
 	}
+#endif
 	case SOP_MAP: {
 		const struct script_map *m;
 		uint32_t mop = (uint32_t)in->imm, create;
 		uint8_t *v;
 		int64_t x = vm->r[SCRIPT_R(a)];
+		const uint8_t *key = b == SCRIPT_KEYBUF ? vm->key :
+				     b == SCRIPT_KEYNONE ? (const uint8_t *)&vm->zero :
+				     (const uint8_t *)&vm->r[SCRIPT_R(b)];
 
+		if (b & SCRIPT_KEYIN && b < SCRIPT_KEYNONE) {
+			/* the key is an input, read here (IN fused in) */
+			if (SCRIPT_IN(env, b & 0x7f, &u)) {
+				u = 0;
+				SCRIPT_ERR(env, SERR_READ, 0);
+			}
+			vm->key8 = u;
+			key = (const uint8_t *)&vm->key8;
+		}
 		if (in->x >= nmaps || in->x >= SCRIPT_MAPS_MAX)
-			return 1;
+			return SCRIPT_DONE;
 		m = &maps[in->x];
 		if (mop == SMOP_DELETE) {
-			SCRIPT_MAP_DEL(env, in->x, m, vm->key);
+			SCRIPT_MAP_DEL(env, in->x, m, key);
 			break;
 		}
 		create = mop != SMOP_LOAD && mop != SMOP_LOADS && mop != SMOP_HAS &&
 			 mop != SMOP_LOADB && mop != SMOP_AGGLOAD;
-		v = (uint8_t *)SCRIPT_MAP(env, in->x, m, vm->key, create);
+		v = (uint8_t *)SCRIPT_MAP(env, in->x, m, key, create);
 		if (!v) {
 			if (create)
 				SCRIPT_ERR(env, SERR_FULL, in->x);
+#ifndef SCRIPT_FAST_ONLY
 			if (mop == SMOP_LOADS || mop == SMOP_LOADB) {
 				for (uint32_t k = 0; k < SCRIPT_STR_CAP; k++)
 					vm->s[SCRIPT_S(d)][k] = 0;
 			}
+#endif
 			vm->r[SCRIPT_R(d)] = 0;
 			break;
 		}
 		switch (mop) {
 		case SMOP_LOAD:
-			SCRIPT_COPY(&vm->r[SCRIPT_R(d)], v, 8);
+			SCRIPT_COPY8(&vm->r[SCRIPT_R(d)], v);
 			break;
 		case SMOP_HAS:
 			vm->r[SCRIPT_R(d)] = 1;
 			break;
+#ifndef SCRIPT_FAST_ONLY
 		case SMOP_LOADS: {
 			char *s = vm->s[SCRIPT_S(d)];
 			uint32_t k = 0;
@@ -444,7 +480,7 @@ SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in
 			vm->r[SCRIPT_R(d)] = 1;
 			break;
 		case SMOP_STORE:
-			SCRIPT_COPY(v, &x, 8);
+			SCRIPT_COPY8(v, &x);
 			break;
 		case SMOP_STORES:
 			if (m->vallen <= SCRIPT_STR_CAP)
@@ -454,6 +490,7 @@ SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in
 			if (m->vallen <= SCRIPT_OUT_MAX)
 				SCRIPT_COPY(v, vm->out, m->vallen);
 			break;
+#endif
 		case SMOP_COUNT:
 			SCRIPT_ADD((uint64_t *)v, 1);
 			break;
@@ -494,7 +531,7 @@ SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in
 			} else if (m->vk == SVK_MIN || m->vk == SVK_MAX) {
 				vm->r[SCRIPT_R(d)] = ((struct script_mm *)v)->v;
 			} else {
-				SCRIPT_COPY(&vm->r[SCRIPT_R(d)], v, 8);
+				SCRIPT_COPY8(&vm->r[SCRIPT_R(d)], v);
 			}
 			break;
 		default:
@@ -503,14 +540,15 @@ SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in
 		break;
 	}
 	default:
-		return 1;
+		return SCRIPT_DONE;
 	}
-	return 0;
+	return pc + 1;
 }
 
 #endif /* SCRIPT_STEP */
 
 #undef SCRIPT_STEP
+#undef SCRIPT_FAST_ONLY
 #undef SCRIPT_INLINE
 #undef SCRIPT_IN
 #undef SCRIPT_IN_STR
@@ -528,4 +566,5 @@ SCRIPT_INLINE int SCRIPT_STEP(struct script_vm *vm, const struct script_insn *in
 #undef SCRIPT_S
 #undef SCRIPT_OFF
 #undef SCRIPT_COPY
+#undef SCRIPT_COPY8
 #undef SCRIPT_ADD

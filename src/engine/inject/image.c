@@ -474,7 +474,7 @@ static void fill_sites(struct inj *j, struct inj_image *img)
 			inj_agg_site(j, site, d, img->shm.ctl, img->shm.remote);
 			inj_obj_site(site, d, img->shm.ctl, img->shm.remote);
 			inj_rec_fast_site(j, d, img->shm.ctl, img->shm.remote);
-			inj_script_site(j, site, d);
+			inj_script_site(j, site, d, img->shm.ctl, img->shm.remote);
 		}
 	}
 }
@@ -558,9 +558,11 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 			}
 			/* (a site the agent calls for Python is never the fast
 			 * path's: inj_py_sites changed its kind after fill_sites) */
-			if (is->agg_fast || (is->rec_fast && is->kind == INJ_PLAIN)) {
+			if (is->agg_fast || (is->rec_fast && is->kind == INJ_PLAIN) ||
+			    is->script_fast) {
 				ts.fast = m->agent_remote +
-					  (is->rec_fast ? hdr->fast_rec_off : hdr->fast_off);
+					  (is->script_fast ? hdr->script_fast_off :
+					   is->rec_fast ? hdr->fast_rec_off : hdr->fast_off);
 				ts.fast_a = is->nargs > 0 ? is->reg_only[0] : 0xff;
 				ts.fast_b = is->nargs > 1 ? is->reg_only[1] : 0xff;
 				if (is->rec_fast && is->ret_site) {

@@ -441,7 +441,8 @@ uint64_t inj_script_reserve(struct inj *j, uint64_t off, uint64_t *script_off);
 void inj_script_ctl(struct inj *j, struct inj_shm *m, uint64_t script_off);
 /* What the agent is told of a site: its probe, its index in the session;
  * after inj_rec_fast_site. */
-void inj_script_site(struct inj *j, const struct usc_site *site, struct inj_site *d);
+void inj_script_site(struct inj *j, const struct usc_site *site, struct inj_site *d,
+		     const struct inj_ctl *c, uint64_t remote);
 int inj_script_rows(struct usc_engine *e, int m,
 		    void (*fn)(void *arg, int m, const uint8_t *key, const uint8_t *val), void *arg);
 void inj_script_clear(struct usc_engine *e, int m, bool zero);

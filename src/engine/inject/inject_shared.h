@@ -116,6 +116,7 @@ struct agent_hdr {
 					 * for the code CPython calls (py: probes'
 					 * profile function), which has no site */
 	uint64_t fast_rec_off;		/* agent_fast_rec */
+	uint64_t script_fast_off;	/* agent_script_fast */
 };
 
 /* The self page (inj_ctl.self): per process, wiped in a forked child. */
@@ -423,6 +424,9 @@ struct inj_site {
 	 * (agent/script.c), and the session's index of the site */
 	uint32_t script;
 	uint32_t script_site;
+	uint32_t script_fast;		/* agent_script_fast runs it: its code needs
+					 * no call, its inputs are registers as they are */
+	uint32_t pad_script;
 	uint8_t arg_size[INJ_MAX_ARGS];	/* an integer's bytes (0: all 8), to mask */
 	uint8_t arg_sign[INJ_MAX_ARGS];	/* signed: a value sign-extends */
 	uint8_t arg_str[INJ_MAX_ARGS];	/* a string argument */

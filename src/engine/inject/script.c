@@ -128,16 +128,36 @@ void inj_script_ctl(struct inj *j, struct inj_shm *m, uint64_t script_off)
 	m->ctl->script_off = script_off;
 }
 
-void inj_script_site(struct inj *j, const struct usc_site *site, struct inj_site *d)
+void inj_script_site(struct inj *j, const struct usc_site *site, struct inj_site *d,
+		     const struct inj_ctl *c, uint64_t remote)
 {
+	const struct script_blob *b = blob_of(j);
+	const struct script_probe *p;
+
 	d->script = 0;
+	d->script_fast = 0;
 	d->script_site = (uint32_t)(site - j->base.ctx->sites);
-	if (!site->script_in_place || site->script < 0 || !d->ctl)
+	if (!site->script_in_place || site->script < 0 || !d->ctl || !b ||
+	    (uint32_t)site->script >= b->nprobes)
 		return;
 	d->script = (uint32_t)site->script + 1;
 	/* the agent's fast paths record or count: not a program's */
 	d->agg_fast = 0;
 	d->rec_fast = 0;
+	/* agent_script_fast: a plain site (no tail call to follow), a probe of
+	 * integers and maps, its inputs registers as they are (not the stack
+	 * pointer: the trampoline has moved it) */
+	p = &script_probes(b)[site->script];
+	d->script_fast = (p->flags & SCRIPT_PROBE_FAST) && d->kind == INJ_PLAIN && !d->obj;
+	for (unsigned a = 0; a < d->nargs && a < 2 && d->script_fast; a++)
+		d->script_fast = d->reg_only[a] < USC_REG_NR && d->reg_only[a] != USC_REG_SP &&
+				 !d->arg_str[a];
+	if (!d->script_fast)
+		return;
+	d->fast.self = c->self;
+	d->fast.slots = remote + c->slots_off;
+	d->fast.counts = remote + c->counts_off + INJ_NCOUNTS * 8 * (uint64_t)d->index;
+	d->fast.count_stride = INJ_NCOUNTS * 8 * (uint64_t)c->nsites;
 }
 
 /* Map mi's table in an image's region, checked against what we wrote. */

@@ -25,6 +25,8 @@ uint32_t agent_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
 	__attribute__((no_caller_saved_registers));	/* fast.c */
 uint32_t agent_fast_rec(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
 	__attribute__((no_caller_saved_registers));
+uint32_t agent_script_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
+	__attribute__((no_caller_saved_registers));	/* script.c */
 
 /* The tracer reads this header at the blob's start (inject_shared.h). */
 __attribute__((section(".agent_hdr"), used)) HIDDEN const struct agent_hdr agent_hdr = {
@@ -32,6 +34,7 @@ __attribute__((section(".agent_hdr"), used)) HIDDEN const struct agent_hdr agent
 	.hit_off = (uint64_t)&agent_hit,	/* the blob is linked at 0 */
 	.fast_off = (uint64_t)&agent_fast,
 	.fast_rec_off = (uint64_t)&agent_fast_rec,
+	.script_fast_off = (uint64_t)&agent_script_fast,
 	.py_pending_off = (uint64_t)&agent_py_pending,
 	.trap_off = (uint64_t)&agent_trap,
 };

@@ -10,8 +10,13 @@
 #include "script/table.h"
 #include "script/vm.h"
 
+uint32_t agent_script_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
+	__attribute__((no_caller_saved_registers));
+
 struct senv {
 	struct inj_ctl *c;
+	uint64_t a, b;		/* agent_script_fast: inputs 0 and 1 */
+	uint32_t fast;
 	struct inj_slot *s;
 	uint64_t slot;
 	uint64_t *counts;
@@ -69,7 +74,7 @@ static long s_read_str(const struct senv *e, char *dst, uint64_t addr, uint32_t 
 	return got < cap ? got : cap - 1;
 }
 
-static int s_in(struct senv *e, uint32_t k, uint64_t *u)
+ALWAYS int s_in(struct senv *e, uint32_t k, uint64_t *u)
 {
 	const struct inj_site *site = e->site;
 	struct inj_val v;
@@ -77,6 +82,11 @@ static int s_in(struct senv *e, uint32_t k, uint64_t *u)
 
 	if (k >= site->nargs || k >= INJ_MAX_ARGS)
 		return 1;
+	if (e->fast) {
+		*u = (uint64_t)agg_value_of(k ? e->b : e->a, site->arg_size[k & 1],
+					    site->arg_sign[k & 1]);
+		return 0;
+	}
 	if (site->reg_only[k] < USC_REG_NR) {
 		v.val = e->regs[site->reg_only[k]];
 	} else {
@@ -107,14 +117,14 @@ static long s_in_str(struct senv *e, uint32_t k, char *dst, uint32_t cap)
 	return n;
 }
 
-static uint64_t s_nsecs(const struct inj_script *sc)
+ALWAYS uint64_t s_nsecs(const struct inj_script *sc)
 {
 	uint64_t t = rd_tsc();
 
 	return sc->ns0 + (uint64_t)(((unsigned __int128)(t - sc->tsc0) * sc->mult) >> 32);
 }
 
-static uint64_t s_builtin(struct senv *e, uint32_t which)
+ALWAYS uint64_t s_builtin(struct senv *e, uint32_t which)
 {
 	uint32_t cpu;
 
@@ -144,16 +154,50 @@ static int s_comm(struct senv *e, char *dst)
 	return sys6(SYS_prctl, PR_GET_NAME, (long)dst, 0, 0, 0, 0) != 0;
 }
 
-static void *s_map(struct senv *e, uint32_t idx, int create)
+/* A thread's rows of one-integer keys it found last (after its machine,
+ * in its slot's INJ_SCRIPT_VM bytes): a hit on the same key and map goes
+ * straight to its value, once the entry is seen to hold it still (its
+ * state and key; an aggregation's copy, its generation). */
+#define KC_N 16
+struct kc {
+	uint64_t key;
+	uint32_t map;
+	uint32_t agg;
+	uint8_t *val;
+	struct stab_ent *e;
+};
+_Static_assert(sizeof(struct script_vm) + KC_N * sizeof(struct kc) <= INJ_SCRIPT_VM,
+	       "a slot's machine and key cache fit");
+
+ALWAYS void *s_map(struct senv *e, uint32_t idx, const uint8_t *key, int create)
 {
 	struct stab *t = (struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
-	struct script_vm *vm = (struct script_vm *)((char *)e->c + e->sc->vm_off +
-						    e->slot * INJ_SCRIPT_VM);
+	struct kc *kc;
+	uint64_t k;
+	uint8_t *v;
 
-	return stab_get(t, vm->key, create, (uint32_t)e->slot);
+	if (t->keylen != 8)
+		return stab_get(t, key, create, (uint32_t)e->slot);
+	__builtin_memcpy(&k, key, 8);
+	kc = (struct kc *)((char *)e->c + e->sc->vm_off + e->slot * INJ_SCRIPT_VM +
+			   sizeof(struct script_vm)) + ((k ^ (k >> 17) ^ idx * 0x9e37u) & (KC_N - 1));
+	if (kc->e && kc->key == k && kc->map == idx + 1 &&
+	    __atomic_load_n(&kc->e->state, __ATOMIC_ACQUIRE) == STAB_READY &&
+	    *(const uint64_t *)stab_key(kc->e) == k &&
+	    (!kc->agg || ((const uint64_t *)kc->val)[-1] == kc->e->gen))
+		return kc->val;
+	v = stab_get(t, key, create, (uint32_t)e->slot);
+	if (v) {
+		kc->key = k;
+		kc->map = idx + 1;
+		kc->agg = t->aggsize != 0;
+		kc->val = v;
+		kc->e = stab_find(t, key, 0);
+	}
+	return v;
 }
 
-static void s_del(struct senv *e, uint32_t idx, const uint8_t *key)
+ALWAYS void s_del(struct senv *e, uint32_t idx, const uint8_t *key)
 {
 	stab_del((struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]), key);
 }
@@ -177,14 +221,14 @@ static uint32_t s_rand(struct senv *e)
 }
 
 #define SCRIPT_STEP script_step
-#define SCRIPT_INLINE static inline __attribute__((always_inline))
+#define SCRIPT_INLINE ALWAYS
 #define SCRIPT_IN(env, k, u) s_in((struct senv *)(env), k, u)
 #define SCRIPT_IN_STR(env, k, dst, cap) s_in_str((struct senv *)(env), k, dst, cap)
 #define SCRIPT_BUILTIN(env, w) s_builtin((struct senv *)(env), w)
 #define SCRIPT_COMM(env, dst) s_comm((struct senv *)(env), dst)
 #define SCRIPT_READ(env, dst, addr, len) s_read((struct senv *)(env), dst, addr, len)
 #define SCRIPT_READ_STR(env, dst, addr, cap) s_read_str((struct senv *)(env), dst, addr, cap)
-#define SCRIPT_MAP(env, idx, m, key, create) s_map((struct senv *)(env), idx, create)
+#define SCRIPT_MAP(env, idx, m, key, create) s_map((struct senv *)(env), idx, key, create)
 #define SCRIPT_MAP_DEL(env, idx, m, key) s_del((struct senv *)(env), idx, key)
 #define SCRIPT_EMIT(env, rec, len) (agent_script_rec(((struct senv *)(env))->c,            \
 						     ((struct senv *)(env))->s,            \
@@ -195,36 +239,95 @@ static uint32_t s_rand(struct senv *e)
 #define SCRIPT_RAND(env) s_rand((struct senv *)(env))
 #include "script/vm.h"
 
+/* the same, integers and maps only: agent_script_fast's */
+#define SCRIPT_STEP script_step_fast
+#define SCRIPT_FAST_ONLY
+#define SCRIPT_INLINE ALWAYS
+#define SCRIPT_IN(env, k, u) s_in((struct senv *)(env), k, u)
+#define SCRIPT_IN_STR(env, k, dst, cap) s_in_str((struct senv *)(env), k, dst, cap)
+#define SCRIPT_BUILTIN(env, w) s_builtin((struct senv *)(env), w)
+#define SCRIPT_COMM(env, dst) s_comm((struct senv *)(env), dst)
+#define SCRIPT_READ(env, dst, addr, len) s_read((struct senv *)(env), dst, addr, len)
+#define SCRIPT_READ_STR(env, dst, addr, cap) s_read_str((struct senv *)(env), dst, addr, cap)
+#define SCRIPT_MAP(env, idx, m, key, create) s_map((struct senv *)(env), idx, key, create)
+#define SCRIPT_MAP_DEL(env, idx, m, key) s_del((struct senv *)(env), idx, key)
+#define SCRIPT_EMIT(env, rec, len) (agent_script_rec(((struct senv *)(env))->c,            \
+						     ((struct senv *)(env))->s,            \
+						     ((struct senv *)(env))->counts,       \
+						     ((struct senv *)(env))->site, rec, len), 0)
+#define SCRIPT_USTACK(env, frames, id) 1
+#define SCRIPT_ERR(env, err, idx) s_err((struct senv *)(env), err, idx)
+#define SCRIPT_RAND(env) s_rand((struct senv *)(env))
+#include "script/vm.h"
+
+/* The probe of site on the slot's machine, stepped by STEP. */
+#define RUN(NAME, STEP)								\
+ALWAYS void NAME(struct senv *env, const struct inj_script *sc)			\
+{										\
+	const struct script_blob *b = (const struct script_blob *)((char *)env->c + sc->blob_off); \
+	const struct script_probe *p;						\
+	const struct script_insn *insns;					\
+	struct script_vm *vm;							\
+	uint32_t pi = env->site->script - 1;					\
+										\
+	if (pi >= b->nprobes)							\
+		return;								\
+	p = &script_probes(b)[pi];						\
+	insns = script_insns(b) + p->first;					\
+	vm = (struct script_vm *)((char *)env->c + sc->vm_off + env->slot * INJ_SCRIPT_VM); \
+	const struct script_map *maps = script_maps(b);				\
+	const char *strtab = script_strtab(b);					\
+	uint32_t pc = 0, n = p->n, nmaps = b->nmaps, nstr = b->nstrtab;		\
+										\
+	vm->strlen = b->strlen >= 2 && b->strlen <= SCRIPT_STR_CAP ? b->strlen : SCRIPT_STRLEN; \
+	vm->back = 0;								\
+	while (pc < n)								\
+		pc = STEP(vm, &insns[pc], pc, maps, nmaps, strtab, nstr, env);	\
+}
+RUN(run, script_step)
+RUN(run_fast, script_step_fast)
+
 void agent_script(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint64_t *counts,
 		  const struct inj_site *site, uint64_t *regs, uint32_t tgid)
 {
 	struct inj_script *sc = (struct inj_script *)((char *)c + c->script_off);
-	const struct script_blob *b;
-	const struct script_probe *p;
-	const struct script_insn *insns;
-	struct script_vm *vm;
 	struct senv env;
-	uint32_t pi = site->script - 1;
 
 	if (!c->script_off || slot >= c->nslots)
 		return;
-	b = (const struct script_blob *)((char *)c + sc->blob_off);
-	if (pi >= b->nprobes)
-		return;
-	p = &script_probes(b)[pi];
-	insns = script_insns(b) + p->first;
-	vm = (struct script_vm *)((char *)c + sc->vm_off + slot * INJ_SCRIPT_VM);
-	env = (struct senv){c, s, slot, counts, site, regs, tgid, sc,
-			    (char *)c + sc->str_off + slot * INJ_SCRIPT_STR};
-	vm->pc = 0;
-	vm->strlen = b->strlen;
-	for (uint32_t steps = 0;; steps++) {
-		if (steps >= SCRIPT_STEPS) {
-			s_err(&env, SERR_STEPS, 0);
-			return;
-		}
-		if (vm->pc >= p->n || script_step(vm, &insns[vm->pc], script_maps(b), b->nmaps,
-						  script_strtab(b), b->nstrtab, &env))
-			return;
-	}
+	env = (struct senv){.c = c, .s = s, .slot = slot, .counts = counts, .site = site,
+			    .regs = regs, .tgid = tgid, .sc = sc,
+			    .str = (char *)c + sc->str_off + slot * INJ_SCRIPT_STR};
+	run(&env, sc);
+}
+
+/* A site whose probe needs no call out (SCRIPT_PROBE_FAST) and reads its
+ * inputs from registers as they are (a and b), called by its trampoline
+ * before (or instead of) agent_hit, as agent_fast is: it keeps every
+ * register but the flags. 0 when it ran the probe; 1 when the hit is
+ * agent_hit's (a thread's first hit: it claims a slot), nothing done. */
+uint32_t agent_script_fast(const struct inj_site *site, uint64_t a, uint64_t b)
+{
+	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
+	struct inj_slot *slots = (struct inj_slot *)site->fast.slots, *s;
+	struct inj_script *sc;
+	struct senv env;
+	uint64_t slot, *counts;
+
+	s = fast_slot(site, c);
+	if (!s || !c->script_off)
+		return 1;
+	s->nest = 1;
+	__asm__ volatile("" ::: "memory");
+	slot = (uint64_t)(s - slots);
+	counts = (uint64_t *)(site->fast.counts + slot * site->fast.count_stride);
+	sc = (struct inj_script *)((char *)c + c->script_off);
+	env = (struct senv){.c = c, .a = a, .b = b, .fast = 1, .s = s, .slot = slot,
+			    .counts = counts, .site = site, .tgid = *(volatile uint32_t *)site->fast.self,
+			    .sc = sc};
+	run_fast(&env, sc);
+	counts[0]++;
+	__asm__ volatile("" ::: "memory");
+	s->nest = 0;
+	return 0;
 }
