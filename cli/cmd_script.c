@@ -257,7 +257,8 @@ int cmd_script(int argc, char **argv)
 	o.nspecs = nspecs;
 	/* bpftrace's uprobe is on the function's entry, not on its inlined
 	 * copies; a USDT probe reads only what the program reads */
-	o.so.resolve_flags |= RESOLVE_NO_INLINES | RESOLVE_NO_DEFAULT_ARGS;
+	o.so.resolve_flags |= RESOLVE_NO_INLINES | RESOLVE_NO_DEFAULT_ARGS | RESOLVE_SKIP_MISSING |
+			      RESOLVE_URETPROBE_EXACT;
 	o.so.script = usc_script_blob(s);
 	o.so.script_probe = usc_script_spec_probes(s);
 	code = cli_run_sink(&o, fp, usc_sink_script(s, fp, o.json), USC_SUMMARY_NONE);

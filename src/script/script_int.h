@@ -105,6 +105,7 @@ struct script_probeinfo {
 	unsigned nvars;
 	struct script_input inputs[SCRIPT_INPUTS_MAX];
 	unsigned ninputs;
+	unsigned stack_frames;		/* its ustack's (sema: one a probe) */
 };
 
 struct usc_script {

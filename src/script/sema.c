@@ -264,6 +264,18 @@ static bool on_sites(const struct sema *sm)
 	return sm->pr->on_sites;
 }
 
+/* A probe takes its stack once: one number of frames (a site fetches one
+ * $ustack). */
+static int one_stack(struct sema *sm, struct ast *n, unsigned frames)
+{
+	if (!sm->pr->stack_frames)
+		sm->pr->stack_frames = frames;
+	if (sm->pr->stack_frames != frames)
+		return FAIL(sm, n, "a probe takes its stack with one number of frames (ustack is "
+			    "ustack(127))");
+	return 0;
+}
+
 static int builtin(struct sema *sm, struct ast *n)
 {
 	const char *b = n->name;
@@ -326,7 +338,7 @@ static int builtin(struct sema *sm, struct ast *n)
 			return FAIL(sm, n, "ustack is the stack where the probe fires: BEGIN, END and "
 				    "interval probes have none");
 		n->ty.kind = TY_USTACK;
-		return 0;
+		return one_stack(sm, n, 127);
 	}
 	if (!strcmp(b, "bpftrace") || !strcmp(b, "perf")) {
 		n->ty.kind = TY_STACKMODE;
@@ -553,7 +565,7 @@ static int call(struct sema *sm, struct ast *n)
 			return FAIL(sm, x, "ustack(): from 1 to 256 frames");
 		n->ty.kind = TY_USTACK;
 		n->ty.fmt = (uint16_t)frames;
-		return 0;
+		return one_stack(sm, n, frames ? (unsigned)frames : 127);
 	}
 	if (!strcmp(f, "reg")) {
 		if (nargs(sm, n, 1, 1))
@@ -1092,6 +1104,7 @@ static int pass(struct sema *sm)
 		sm->pr = &sm->s->probes[pi];
 		sm->probe = pi;
 		sm->pr->nvars = 0;
+		sm->pr->stack_frames = 0;
 		sm->loops = 0;
 		if (p->pred && (expr(sm, p->pred) || want_int(sm, p->pred, "the predicate")))
 			return -EINVAL;

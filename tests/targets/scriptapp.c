@@ -16,9 +16,13 @@
  *   stack    outer() -> mid() -> leaf(i) N times, and mid() -> leaf() N times
  *   bad      take(p) with p = 1, -1, 0, a freed page's address, i cycling
  *   hot      hot(i): a loop of N calls (benchmarks)
+ *   resolve  getaddrinfo(HOSTS[i % 3], "80") N times, then
+ *            gethostbyname("localhost") twice (/etc/hosts' names only:
+ *            HOSTS = "localhost", "ip6-localhost", "127.0.0.1")
  * With "wait": prints "ready", then one round per line read from stdin
  * (each followed by "round K"), until EOF. Then "scriptapp done MODE N".
  * Built at -O2 (the SIB operand), every probed function noipa. */
+#include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,6 +133,17 @@ static void round_of(const char *mode, long n)
 	} else if (!strcmp(mode, "hot")) {
 		for (long i = 0; i < n; i++)
 			hot(i);
+	} else if (!strcmp(mode, "resolve")) {
+		static const char *const hosts[3] = {"localhost", "ip6-localhost", "127.0.0.1"};
+
+		for (long i = 0; i < n; i++) {
+			struct addrinfo hints = {.ai_family = AF_INET}, *res = NULL;
+
+			if (!getaddrinfo(hosts[i % 3], "80", &hints, &res))
+				freeaddrinfo(res);
+		}
+		for (int i = 0; i < 2; i++)
+			gethostbyname("localhost");
 	}
 }
 
