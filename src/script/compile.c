@@ -887,15 +887,13 @@ static int probe(struct usc_script *s, struct script_probeinfo *pr, struct scrip
 	bool pred = pr->ast->pred != NULL;
 
 	cg.first = (uint32_t)s->ninsns;
-	/* the thread's ids, constant in a hit: once */
-	if (uses(pr->ast->pred, "tid") || uses(pr->ast->body, "tid")) {
-		cg.tid_reg = --cg.vreg;
-		emit(&cg, SOP_BUILTIN, cg.tid_reg, 0, 0, SB_TID, 0);
-	}
-	if (uses(pr->ast->pred, "pid") || uses(pr->ast->body, "pid")) {
-		cg.pid_reg = --cg.vreg;
-		emit(&cg, SOP_BUILTIN, cg.pid_reg, 0, 0, SB_PID, 0);
-	}
+	/* the thread's ids, constant in a hit: in their registers before the
+	 * first instruction (the drivers put them there: SCRIPT_PROBE_TID) */
+	cg.vreg = SCRIPT_REG_PID;
+	if (uses(pr->ast->pred, "tid") || uses(pr->ast->body, "tid"))
+		cg.tid_reg = SCRIPT_REG_TID;
+	if (uses(pr->ast->pred, "pid") || uses(pr->ast->body, "pid"))
+		cg.pid_reg = SCRIPT_REG_PID;
 	/* variables: registers from the top, zeroed */
 	for (unsigned k = 0; k < pr->nvars; k++) {
 		struct script_var *v = &pr->vars[k];
@@ -934,7 +932,8 @@ static int probe(struct usc_script *s, struct script_probeinfo *pr, struct scrip
 	out->first = cg.first;
 	out->n = (uint32_t)(s->ninsns - cg.first);
 	out->ninputs = pr->ninputs;
-	out->flags = SCRIPT_PROBE_FAST;
+	out->flags = SCRIPT_PROBE_FAST | (cg.tid_reg >= 0 ? SCRIPT_PROBE_TID : 0) |
+		     (cg.pid_reg >= 0 ? SCRIPT_PROBE_PID : 0);
 	for (size_t i = cg.first; i < s->ninsns; i++) {
 		const struct script_insn *in = &s->insns[i];
 		bool fast;

@@ -44,6 +44,7 @@
 #define SCRIPT_HIST_BUCKETS 65		/* hist(): bpftrace's log2 buckets */
 #define SCRIPT_LHIST_MAX 1002		/* lhist(): buckets at most, bpftrace's */
 #define SCRIPT_KEYS_DEFAULT 4096	/* keys a map holds (bpftrace's) */
+#define SCRIPT_VAL_BYTES (8 * SCRIPT_LHIST_MAX + 64)	/* a map's value, at most */
 
 enum script_op {
 	SOP_END = 0,	/* the probe is done */
@@ -203,6 +204,12 @@ struct script_probe {
  * fast path may run it with no call out (no string, no memory read, no
  * output record, no stack). */
 #define SCRIPT_PROBE_FAST 1u
+/* Its code reads the thread's id in SCRIPT_REG_TID, the process's in
+ * SCRIPT_REG_PID: the driver puts them there before the first step. */
+#define SCRIPT_PROBE_TID 2u
+#define SCRIPT_PROBE_PID 4u
+#define SCRIPT_REG_TID (SCRIPT_NREGS - 1)
+#define SCRIPT_REG_PID (SCRIPT_NREGS - 2)
 
 /* What an output record is (SOP_EMIT's imm). The tracer does the rest. */
 enum script_out_kind {

@@ -273,7 +273,7 @@ static uint32_t env_rand(struct rt_env *e)
 #define SCRIPT_USTACK(env, frames, id) 1
 #define SCRIPT_ERR(env, err, idx) env_err((struct rt_env *)(env), err, idx)
 #define SCRIPT_RAND(env) env_rand((struct rt_env *)(env))
-#define SCRIPT_COPY(dst, src, n) memcpy(dst, src, n)
+#define SCRIPT_COPY(dst, src, n, max) memcpy(dst, src, n)
 #include "script/vm.h"
 
 /* Probe pi on an event (or none). */
@@ -289,6 +289,10 @@ static void run(struct script_rt *rt, unsigned pi, const struct usc_event *ev, u
 	vm->strlen = rt->b->strlen >= 2 && rt->b->strlen <= SCRIPT_STR_CAP ? rt->b->strlen :
 		     SCRIPT_STRLEN;
 	vm->back = 0;
+	if (p->flags & SCRIPT_PROBE_TID)
+		vm->r[SCRIPT_REG_TID] = (int64_t)env_builtin(&env, SB_TID);
+	if (p->flags & SCRIPT_PROBE_PID)
+		vm->r[SCRIPT_REG_PID] = (int64_t)env_builtin(&env, SB_PID);
 	while (pc < p->n)
 		pc = rt_step(vm, &insns[pc], pc, script_maps(rt->b), rt->b->nmaps,
 			     script_strtab(rt->b), rt->b->nstrtab, &env);

@@ -38,7 +38,10 @@
  * instruction ends the probe), so that no string's loop is in its code;
  * and, where a verifier wants every index bounded:
  *   SCRIPT_R(i), SCRIPT_S(i), SCRIPT_OFF(o, n)  (default: as they are)
- *   SCRIPT_COPY(dst, src, n)          n bytes (default: a loop)
+ *   SCRIPT_COPY(dst, src, n, max)     n bytes, at most max (a constant the
+ *                                     call site's regions hold; default: a loop)
+ *   SCRIPT_VAL_MAX                    bytes a map's value may have (the bpf
+ *                                     program's maps' value size)
  *   SCRIPT_ADD(p, x)                  *p += x on a u64 (default: plain; the
  *                                     bpf program's are atomic)
  * The macros are undefined at the end. */
@@ -168,8 +171,11 @@ static inline __attribute__((always_inline)) int64_t script_ext(int64_t v, uint3
 #ifndef SCRIPT_COPY8
 #define SCRIPT_COPY8(dst, src) __builtin_memcpy(dst, src, 8)
 #endif
+#ifndef SCRIPT_VAL_MAX
+#define SCRIPT_VAL_MAX (8 * SCRIPT_LHIST_MAX + 64)
+#endif
 #ifndef SCRIPT_COPY
-#define SCRIPT_COPY(dst, src, n)                                              \
+#define SCRIPT_COPY(dst, src, n, max)                                         \
 	do {                                                                  \
 		for (uint32_t k_ = 0; k_ < (uint32_t)(n); k_++)               \
 			((uint8_t *)(dst))[k_] = ((const uint8_t *)(src))[k_]; \
@@ -326,7 +332,7 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		break;
 	}
 	case SOP_SMOV:
-		SCRIPT_COPY(vm->s[SCRIPT_S(d)], vm->s[SCRIPT_S(a)], SCRIPT_STR_CAP);
+		SCRIPT_COPY(vm->s[SCRIPT_S(d)], vm->s[SCRIPT_S(a)], SCRIPT_STR_CAP, SCRIPT_STR_CAP);
 		break;
 	case SOP_SCMP: {
 		const char *x = vm->s[SCRIPT_S(a)], *y = vm->s[SCRIPT_S(b)];
@@ -361,7 +367,7 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		if (in->x <= SCRIPT_KEY_MAX - SCRIPT_STR_CAP && in->imm > 0 &&
 		    in->imm <= SCRIPT_STR_CAP)
 			SCRIPT_COPY(&vm->key[SCRIPT_OFF(in->x, SCRIPT_KEY_MAX - SCRIPT_STR_CAP)],
-				    vm->s[SCRIPT_S(a)], (uint32_t)in->imm);
+				    vm->s[SCRIPT_S(a)], (uint32_t)in->imm, SCRIPT_STR_CAP);
 		break;
 	case SOP_OUT:
 		if (in->x <= SCRIPT_OUT_MAX - 8)
@@ -378,7 +384,7 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		if (in->x <= SCRIPT_OUT_MAX - SCRIPT_STR_CAP && in->imm > 0 &&
 		    in->imm <= SCRIPT_STR_CAP)
 			SCRIPT_COPY(&vm->out[SCRIPT_OFF(in->x, SCRIPT_OUT_MAX - SCRIPT_STR_CAP)],
-				    vm->s[SCRIPT_S(a)], (uint32_t)in->imm);
+				    vm->s[SCRIPT_S(a)], (uint32_t)in->imm, SCRIPT_STR_CAP);
 		break;
 	case SOP_EMIT: {
 		uint32_t len = a | b << 8;
@@ -463,32 +469,35 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		case SMOP_HAS:
 			vm->r[SCRIPT_R(d)] = 1;
 			break;
+		case SMOP_STORE:
+			SCRIPT_COPY8(v, &x);
+			break;
 #ifndef SCRIPT_FAST_ONLY
 		case SMOP_LOADS: {
 			char *s = vm->s[SCRIPT_S(d)];
 			uint32_t k = 0;
 
-			for (; k + 1 < strl && k < m->vallen && v[k]; k++)
+			for (; k + 1 < strl && k < m->vallen && k < SCRIPT_VAL_MAX && v[k]; k++)
 				s[k] = (char)v[k];
 			for (; k < SCRIPT_STR_CAP; k++)
 				s[k] = 0;
 			break;
 		}
 		case SMOP_LOADB:
-			if (m->vallen <= SCRIPT_OUT_MAX)
-				SCRIPT_COPY(vm->out, v, m->vallen);
+			if (m->vallen <= SCRIPT_OUT_MAX && m->vallen <= SCRIPT_VAL_MAX)
+				SCRIPT_COPY(vm->out, v, m->vallen, SCRIPT_VAL_MAX < SCRIPT_OUT_MAX ?
+					    SCRIPT_VAL_MAX : SCRIPT_OUT_MAX);
 			vm->r[SCRIPT_R(d)] = 1;
 			break;
-		case SMOP_STORE:
-			SCRIPT_COPY8(v, &x);
-			break;
 		case SMOP_STORES:
-			if (m->vallen <= SCRIPT_STR_CAP)
-				SCRIPT_COPY(v, vm->s[SCRIPT_S(a)], m->vallen);
+			if (m->vallen <= SCRIPT_STR_CAP && m->vallen <= SCRIPT_VAL_MAX)
+				SCRIPT_COPY(v, vm->s[SCRIPT_S(a)], m->vallen,
+					    SCRIPT_VAL_MAX < SCRIPT_STR_CAP ? SCRIPT_VAL_MAX : SCRIPT_STR_CAP);
 			break;
 		case SMOP_STOREB:
-			if (m->vallen <= SCRIPT_OUT_MAX)
-				SCRIPT_COPY(v, vm->out, m->vallen);
+			if (m->vallen <= SCRIPT_OUT_MAX && m->vallen <= SCRIPT_VAL_MAX)
+				SCRIPT_COPY(v, vm->out, m->vallen, SCRIPT_VAL_MAX < SCRIPT_OUT_MAX ?
+					    SCRIPT_VAL_MAX : SCRIPT_OUT_MAX);
 			break;
 #endif
 		case SMOP_COUNT:
@@ -519,7 +528,7 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 			uint32_t bk = mop == SMOP_HIST ? script_hist_bucket(x) :
 				      script_lhist_bucket(x, m->lmin, m->lmax, m->lstep, m->nbuckets);
 
-			if (bk < m->nbuckets && bk < SCRIPT_LHIST_MAX)
+			if (bk < m->nbuckets && bk < SCRIPT_LHIST_MAX && 8 * (bk + 1) <= SCRIPT_VAL_MAX)
 				SCRIPT_ADD((uint64_t *)v + bk, 1);
 			break;
 		}
@@ -567,4 +576,5 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 #undef SCRIPT_OFF
 #undef SCRIPT_COPY
 #undef SCRIPT_COPY8
+#undef SCRIPT_VAL_MAX
 #undef SCRIPT_ADD

@@ -248,3 +248,20 @@ def test_language(engine):
     assert m["e"][""] == "42" and m["b"][""] == "1"
     lines = s.printf_lines(out)
     assert lines == ["begin", "@tuple: (3, t, 18)", "@e: 42"]
+
+
+FAST = f"""
+uprobe:{APP}:work {{ @s[tid] = nsecs; @c[arg0] = count(); @v[arg0] = arg1; }}
+uretprobe:{APP}:work /@s[tid]/ {{ @h = hist(nsecs - @s[tid]); @n = count(); delete(@s[tid]); }}
+"""
+
+
+def test_integer_probes(engine):
+    """Probes of integers and maps only: on inject, agent_script_fast runs
+    them (stores, loads, deletes, aggregations)."""
+    out = run(FAST, [APP, "keys", 30], engine)
+    m = s.parse_maps(out)
+    assert m["n"][""] == "30" and sum(c for _, c in m["h"][""]) == 30
+    assert m["c"] == {str(k): "6" for k in range(5)}
+    assert m["v"] == {str(k): str(k + 25) for k in range(5)}
+    assert "s" not in m

@@ -41,6 +41,31 @@ int inj_script_place(struct usc_engine *e, const struct usc_site *site)
 	return 0;
 }
 
+/* A slot's bytes of per-thread maps (struct inj_pt and its value each);
+ * their offsets in off[] when given. */
+static uint32_t pt_size_of(const struct script_blob *b, uint32_t *off)
+{
+	uint32_t n = 0;
+
+	for (uint32_t m = 0; m < b->nmaps && m < SCRIPT_MAPS_MAX; m++) {
+		const struct script_map *sm = &script_maps(b)[m];
+
+		if (off)
+			off[m] = INJ_PT_NONE;
+		if (!(sm->flags & SCRIPT_MAP_PERTHREAD) || sm->keylen != 8)
+			continue;
+		if (off)
+			off[m] = n;
+		n += (uint32_t)sizeof(struct inj_pt) + ((sm->vallen + 7) & ~7u);
+	}
+	return (n + 63) & ~63u;
+}
+
+static uint32_t pt_size(const struct script_blob *b)
+{
+	return pt_size_of(b, NULL);
+}
+
 uint64_t inj_script_reserve(struct inj *j, uint64_t off, uint64_t *script_off)
 {
 	const struct script_blob *b = blob_of(j);
@@ -58,6 +83,8 @@ uint64_t inj_script_reserve(struct inj *j, uint64_t off, uint64_t *script_off)
 	off = (off + 4095) & ~4095ULL;
 	off += (uint64_t)INJ_NSLOTS * INJ_SCRIPT_VM;
 	off += (uint64_t)INJ_NSLOTS * INJ_SCRIPT_STR;
+	off = (off + 4095) & ~4095ULL;
+	off += (uint64_t)INJ_NSLOTS * pt_size(b);
 	for (uint32_t m = 0; m < b->nmaps && m < SCRIPT_MAPS_MAX; m++) {
 		struct stab t;
 
@@ -111,7 +138,18 @@ void inj_script_ctl(struct inj *j, struct inj_shm *m, uint64_t script_off)
 	off += (uint64_t)INJ_NSLOTS * INJ_SCRIPT_VM;
 	sc->str_off = off;
 	off += (uint64_t)INJ_NSLOTS * INJ_SCRIPT_STR;
+	off = (off + 4095) & ~4095ULL;
+	sc->pt_off = off;
+	sc->pt_size = pt_size_of(b, sc->pt_map_off);
+	off += (uint64_t)INJ_NSLOTS * sc->pt_size;
 	sc->nmaps = b->nmaps;
+	sc->insns_at = sc->blob_off + b->insns_off;
+	sc->maps_at = sc->blob_off + b->maps_off;
+	sc->strtab_at = sc->blob_off + b->strtab_off;
+	sc->probes_at = sc->blob_off + b->probes_off;
+	sc->nprobes = b->nprobes;
+	sc->nstrtab = b->nstrtab;
+	sc->strlen = b->strlen >= 2 && b->strlen <= SCRIPT_STR_CAP ? b->strlen : SCRIPT_STRLEN;
 	for (uint32_t i = 0; i < b->nmaps && i < SCRIPT_MAPS_MAX; i++) {
 		struct stab t;
 		uint64_t size;
@@ -181,6 +219,39 @@ static struct stab *table_of(struct inj *j, const struct inj_shm *m, int mi, str
 	return t;
 }
 
+/* The slot of ent, a per-thread map's value, in the region. */
+static struct inj_pt *pt_of(const struct inj_shm *shm, const struct inj_script *sc, uint32_t slot,
+			    int mi)
+{
+	uint64_t off = sc->pt_off + (uint64_t)slot * sc->pt_size + sc->pt_map_off[mi];
+
+	if (sc->pt_map_off[mi] == INJ_PT_NONE || off + sizeof(struct inj_pt) > shm->size)
+		return NULL;
+	return (struct inj_pt *)((char *)shm->map + off);
+}
+
+/* A per-thread map's values, each thread's with its tid the key. */
+static void pt_rows(const struct inj_shm *shm, int mi, const struct script_map *m,
+		    void (*fn)(void *arg, int m, const uint8_t *key, const uint8_t *val), void *arg)
+{
+	const struct inj_script *sc = (const struct inj_script *)((const char *)shm->map +
+								  shm->ctl->script_off);
+
+	if (sc->pt_map_off[mi] == INJ_PT_NONE || m->vallen > SCRIPT_VAL_BYTES)
+		return;
+	for (uint32_t s = 0; s < INJ_NSLOTS; s++) {
+		struct inj_pt *p = pt_of(shm, sc, s, mi);
+		uint8_t val[SCRIPT_VAL_BYTES];
+		uint64_t tid;
+
+		if (!p || !__atomic_load_n(&p->present, __ATOMIC_ACQUIRE))
+			continue;
+		tid = p->tid;
+		memcpy(val, p + 1, m->vallen);
+		fn(arg, mi, (const uint8_t *)&tid, val);
+	}
+}
+
 int inj_script_rows(struct usc_engine *e, int mi,
 		    void (*fn)(void *arg, int m, const uint8_t *key, const uint8_t *val), void *arg)
 {
@@ -195,6 +266,7 @@ int inj_script_rows(struct usc_engine *e, int mi,
 		if (!t)
 			continue;
 		m = &script_maps(b)[mi];
+		pt_rows(&j->images[i]->shm, mi, m, fn, arg);
 		if (t->aggsize && !acc && !(acc = malloc(t->aggsize)))
 			return -ENOMEM;
 		for (uint32_t k = 0; k < t->nent; k++) {
@@ -237,9 +309,22 @@ void inj_script_clear(struct usc_engine *e, int mi, bool zero)
 
 	for (size_t i = 0; i < j->nimages; i++) {
 		struct stab want, *t = table_of(j, &j->images[i]->shm, mi, &want);
+		const struct inj_shm *shm = &j->images[i]->shm;
 
-		if (t)
-			stab_clear(t, zero);
+		if (!t)
+			continue;
+		stab_clear(t, zero);
+		for (uint32_t s = 0; s < INJ_NSLOTS; s++) {
+			struct inj_pt *p = pt_of(shm, (const struct inj_script *)
+						 ((const char *)shm->map + shm->ctl->script_off), s, mi);
+
+			if (!p || !p->present)
+				continue;
+			if (zero)
+				memset(p + 1, 0, script_maps(blob_of(j))[mi].vallen);
+			else
+				__atomic_store_n(&p->present, 0, __ATOMIC_RELEASE);
+		}
 	}
 }
 

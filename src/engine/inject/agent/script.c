@@ -169,9 +169,28 @@ struct kc {
 _Static_assert(sizeof(struct script_vm) + KC_N * sizeof(struct kc) <= INJ_SCRIPT_VM,
 	       "a slot's machine and key cache fit");
 
+/* A per-thread map's value of this thread (key its tid), or 0: the map's
+ * table has it. */
+ALWAYS struct inj_pt *s_pt(struct senv *e, uint32_t idx, uint64_t k)
+{
+	const struct inj_script *sc = e->sc;
+	uint32_t o = sc->pt_map_off[idx & (SCRIPT_MAPS_MAX - 1)];
+	struct inj_pt *p;
+
+	if (o == INJ_PT_NONE || k != e->s->tid)
+		return 0;
+	p = (struct inj_pt *)((char *)e->c + sc->pt_off + e->slot * sc->pt_size + o);
+	if (p->tid != k) {	/* the slot's last thread's: not this one's */
+		p->present = 0;
+		p->tid = k;
+	}
+	return p;
+}
+
 ALWAYS void *s_map(struct senv *e, uint32_t idx, const uint8_t *key, int create)
 {
 	struct stab *t = (struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
+	struct inj_pt *p;
 	struct kc *kc;
 	uint64_t k;
 	uint8_t *v;
@@ -179,6 +198,15 @@ ALWAYS void *s_map(struct senv *e, uint32_t idx, const uint8_t *key, int create)
 	if (t->keylen != 8)
 		return stab_get(t, key, create, (uint32_t)e->slot);
 	__builtin_memcpy(&k, key, 8);
+	if ((p = s_pt(e, idx, k))) {
+		if (!p->present) {
+			if (!create)
+				return 0;
+			stab_zero(p + 1, ((t->vallen ? t->vallen : t->aggsize - 8) + 7) & ~7ULL);
+			__atomic_store_n(&p->present, 1, __ATOMIC_RELEASE);
+		}
+		return p + 1;
+	}
 	kc = (struct kc *)((char *)e->c + e->sc->vm_off + e->slot * INJ_SCRIPT_VM +
 			   sizeof(struct script_vm)) + ((k ^ (k >> 17) ^ idx * 0x9e37u) & (KC_N - 1));
 	if (kc->e && kc->key == k && kc->map == idx + 1 &&
@@ -199,6 +227,14 @@ ALWAYS void *s_map(struct senv *e, uint32_t idx, const uint8_t *key, int create)
 
 ALWAYS void s_del(struct senv *e, uint32_t idx, const uint8_t *key)
 {
+	struct inj_pt *p;
+	uint64_t k;
+
+	__builtin_memcpy(&k, key, 8);
+	if ((p = s_pt(e, idx, k))) {
+		__atomic_store_n(&p->present, 0, __ATOMIC_RELEASE);
+		return;
+	}
 	stab_del((struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]), key);
 }
 
@@ -260,29 +296,31 @@ static uint32_t s_rand(struct senv *e)
 #define SCRIPT_RAND(env) s_rand((struct senv *)(env))
 #include "script/vm.h"
 
-/* The probe of site on the slot's machine, stepped by STEP. */
+/* The probe of site on the slot's machine, stepped by STEP. Its last
+ * instruction is the SOP_END the compiler ends every probe with: not run. */
 #define RUN(NAME, STEP)								\
 ALWAYS void NAME(struct senv *env, const struct inj_script *sc)			\
 {										\
-	const struct script_blob *b = (const struct script_blob *)((char *)env->c + sc->blob_off); \
-	const struct script_probe *p;						\
+	const char *c = (const char *)env->c;					\
+	const struct script_probe *p = (const struct script_probe *)(c + sc->probes_at) + \
+				       (env->site->script - 1);			\
 	const struct script_insn *insns;					\
-	struct script_vm *vm;							\
-	uint32_t pi = env->site->script - 1;					\
+	struct script_vm *vm = (struct script_vm *)(c + sc->vm_off + env->slot * INJ_SCRIPT_VM); \
+	uint32_t pc = 0, last;							\
 										\
-	if (pi >= b->nprobes)							\
+	if (env->site->script - 1 >= sc->nprobes || !p->n)			\
 		return;								\
-	p = &script_probes(b)[pi];						\
-	insns = script_insns(b) + p->first;					\
-	vm = (struct script_vm *)((char *)env->c + sc->vm_off + env->slot * INJ_SCRIPT_VM); \
-	const struct script_map *maps = script_maps(b);				\
-	const char *strtab = script_strtab(b);					\
-	uint32_t pc = 0, n = p->n, nmaps = b->nmaps, nstr = b->nstrtab;		\
-										\
-	vm->strlen = b->strlen >= 2 && b->strlen <= SCRIPT_STR_CAP ? b->strlen : SCRIPT_STRLEN; \
+	insns = (const struct script_insn *)(c + sc->insns_at) + p->first;	\
+	last = p->n - 1;							\
+	vm->strlen = sc->strlen;						\
 	vm->back = 0;								\
-	while (pc < n)								\
-		pc = STEP(vm, &insns[pc], pc, maps, nmaps, strtab, nstr, env);	\
+	if (p->flags & SCRIPT_PROBE_TID)					\
+		vm->r[SCRIPT_REG_TID] = env->s->tid;				\
+	if (p->flags & SCRIPT_PROBE_PID)					\
+		vm->r[SCRIPT_REG_PID] = env->tgid;				\
+	while (pc < last)							\
+		pc = STEP(vm, &insns[pc], pc, (const struct script_map *)(c + sc->maps_at), \
+			  sc->nmaps, c + sc->strtab_at, sc->nstrtab, env);	\
 }
 RUN(run, script_step)
 RUN(run_fast, script_step_fast)
