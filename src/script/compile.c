@@ -15,6 +15,7 @@
 
 #define NLOOPS 16
 #define NJUMPS 64
+#define NCSE 4
 
 struct cg {
 	struct usc_script *s;
@@ -32,6 +33,14 @@ struct cg {
 	/* pid and tid, read once at the probe's start into these registers
 	 * (-1: the probe does not use it) */
 	int pid_reg, tid_reg;
+	/* integer values of maps read in this stretch of straight code, each
+	 * kept in a register of its own: read again, that register (a store
+	 * or delete on the map, an output record and a jump's target forget
+	 * them) */
+	struct {
+		int map, key, reg;
+	} cse[NCSE];
+	int ncse;
 	int err;
 };
 
@@ -84,13 +93,23 @@ static uint32_t emit(struct cg *cg, uint8_t op, int d, int a, int b, uint32_t x,
 		s->capinsns = cap;
 	}
 	s->insns[s->ninsns] = (struct script_insn){op, (uint8_t)d, (uint8_t)a, (uint8_t)b, x, imm};
+	if (op == SOP_EMIT) {
+		cg->ncse = 0;
+	} else if (op == SOP_MAP && imm != SMOP_LOAD && imm != SMOP_LOADS && imm != SMOP_HAS &&
+		   imm != SMOP_LOADB && imm != SMOP_AGGLOAD) {
+		for (int i = 0; i < cg->ncse; i++)
+			if (cg->cse[i].map == (int)x)
+				cg->cse[i--] = cg->cse[--cg->ncse];
+	}
 	return (uint32_t)(s->ninsns++ - cg->first);
 }
 
+/* a jump's target: what straight code before it read is not known there */
 static void patch(struct cg *cg, uint32_t at, uint32_t target)
 {
 	if (cg->first + at < cg->s->ninsns)
 		cg->s->insns[cg->first + at].imm = target;
+	cg->ncse = 0;
 }
 
 static bool is_str(const struct ty *t)
@@ -205,6 +224,20 @@ static int map_read(struct cg *cg, struct ast *n)
 		if (r >= 0)
 			emit(cg, SOP_MAP, r, 0, k, (uint32_t)n->sym, SMOP_LOAD);	/* its address or id */
 		return r;
+	}
+	if (m->val.kind != TY_AGG &&
+	    (k == SCRIPT_KEYNONE || k == SCRIPT_REG_TID || k == SCRIPT_REG_PID ||
+	     ((k & SCRIPT_KEYIN) && k < SCRIPT_KEYNONE))) {	/* a key the hit keeps */
+		/* read before in this straight code: its register */
+		for (int i = 0; i < cg->ncse; i++)
+			if (cg->cse[i].map == n->sym && cg->cse[i].key == k)
+				return cg->cse[i].reg;
+		if (cg->ncse < NCSE && cg->vreg > 16) {
+			r = --cg->vreg;
+			emit(cg, SOP_MAP, r, 0, k, (uint32_t)n->sym, SMOP_LOAD);
+			cg->cse[cg->ncse++] = (typeof(cg->cse[0])){n->sym, k, r};
+			return r;
+		}
 	}
 	r = reg(cg, n);
 	if (r >= 0)
@@ -813,6 +846,7 @@ static int cstmt(struct cg *cg, struct ast *n)
 	case N_WHILE: {
 		uint32_t start = here(cg);
 
+		cg->ncse = 0;	/* a target: the loop's turns jump back here */
 		if (cg->nloops >= NLOOPS)
 			return CFAIL(cg, n, "loops nest %d deep at most", NLOOPS);
 		cg->loops[cg->nloops].start = start;
@@ -876,6 +910,33 @@ static bool uses(const struct ast *n, const char *name)
 		    uses(n->b, name) || uses(n->c, name))
 			return true;
 	return false;
+}
+
+/* A probe of one update (vm.h's _one runs it): [a value into r[a]:
+ * LDI, IN or BUILTIN,] a MAP of a store or an aggregation keyed by
+ * nothing, an input, tid or pid, and the END. */
+static bool one(const struct script_insn *in, uint32_t n)
+{
+	const struct script_insn *m = &in[n == 3 ? 1 : 0];
+
+	if ((n != 2 && n != 3) || m->op != SOP_MAP || m[1].op != SOP_END)
+		return false;
+	switch (m->imm) {
+	case SMOP_COUNT:
+		break;
+	case SMOP_STORE: case SMOP_SUM: case SMOP_MIN: case SMOP_MAX: case SMOP_AVG:
+	case SMOP_STATS: case SMOP_HIST: case SMOP_LHIST:
+		if (n != 3 || in->d != m->a ||
+		    (in->op != SOP_LDI && in->op != SOP_IN && in->op != SOP_BUILTIN))
+			return false;
+		break;
+	default:
+		return false;
+	}
+	if (n == 3 && m->imm == SMOP_COUNT)
+		return false;
+	return m->b == SCRIPT_KEYNONE || m->b == SCRIPT_REG_TID || m->b == SCRIPT_REG_PID ||
+	       ((m->b & SCRIPT_KEYIN) && m->b < SCRIPT_KEYNONE);
 }
 
 static int probe(struct usc_script *s, struct script_probeinfo *pr, struct script_diag *d,
@@ -960,6 +1021,8 @@ static int probe(struct usc_script *s, struct script_probeinfo *pr, struct scrip
 		if (!fast)
 			out->flags &= ~SCRIPT_PROBE_FAST;
 	}
+	if (one(&s->insns[cg.first], out->n))
+		out->flags |= SCRIPT_PROBE_ONE;
 	return 0;
 }
 

@@ -208,6 +208,9 @@ struct script_probe {
  * SCRIPT_REG_PID: the driver puts them there before the first step. */
 #define SCRIPT_PROBE_TID 2u
 #define SCRIPT_PROBE_PID 4u
+/* It is one update of a map (compile.c's one()): vm.h's _one runs it
+ * with no machine to set up. */
+#define SCRIPT_PROBE_ONE 8u
 #define SCRIPT_REG_TID (SCRIPT_NREGS - 1)
 #define SCRIPT_REG_PID (SCRIPT_NREGS - 2)
 

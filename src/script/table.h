@@ -39,7 +39,10 @@ struct stab {
 	volatile uint32_t used;	/* rows taken */
 	uint64_t dir_off, copies_off, touched_off;	/* from the table's start */
 	volatile uint64_t full;	/* updates that found no room */
-	uint64_t pad[2];
+	volatile uint64_t epoch;	/* bumped by every delete, clear and zero: a
+				 * row found at one epoch is the key's while
+				 * it stays (the agent's cache of rows) */
+	uint64_t pad;
 };
 
 struct stab_ent {
@@ -68,6 +71,7 @@ STAB_INLINE uint64_t stab_layout(struct stab *t, const struct script_map *m, uin
 	t->nslots = agg ? nslots : 0;
 	t->used = 0;
 	t->full = 0;
+	t->epoch = 0;
 	off = (off + 63) & ~63ULL;
 	t->dir_off = off;
 	off += (uint64_t)n * t->entsize;
@@ -260,8 +264,8 @@ STAB_INLINE void stab_del(struct stab *t, const uint8_t *key)
 {
 	struct stab_ent *e = stab_find(t, key, 0);
 
-	if (e)
-		__sync_bool_compare_and_swap(&e->state, STAB_READY, STAB_DEAD);
+	if (e && __sync_bool_compare_and_swap(&e->state, STAB_READY, STAB_DEAD))
+		__atomic_add_fetch(&t->epoch, 1, __ATOMIC_RELEASE);
 }
 
 /* src's value into dst's, as map m's values combine (first: dst is new;
@@ -317,6 +321,7 @@ STAB_INLINE void stab_clear(struct stab *t, int zero_only)
 			stab_zero(stab_val(t, e), t->vallen);
 		__atomic_add_fetch(&e->gen, 1, __ATOMIC_RELEASE);
 	}
+	__atomic_add_fetch(&t->epoch, 1, __ATOMIC_RELEASE);
 }
 
 #endif

@@ -25,6 +25,9 @@
  *                                     aggregation's; made zeroed when
  *                                     create; 0 when absent or full
  *   SCRIPT_MAP_DEL(env, idx, m, key)
+ * and may define, for a key of one integer not built in the key buffer:
+ *   SCRIPT_MAP8(env, idx, m, k, create), SCRIPT_MAP_DEL8(env, idx, m, k)
+ *                                     as the two above, the key k's value
  *   SCRIPT_EMIT(env, rec, len)        an output record (struct script_rec
  *                                     and its values, len bytes): 0, or
  *                                     non-zero (no room)
@@ -181,6 +184,107 @@ static inline __attribute__((always_inline)) int64_t script_ext(int64_t v, uint3
 			((uint8_t *)(dst))[k_] = ((const uint8_t *)(src))[k_]; \
 	} while (0)
 #endif
+
+#define SCRIPT_CAT_(a, b) a##b
+#define SCRIPT_CAT(a, b) SCRIPT_CAT_(a, b)
+
+/* An update of map m's value v by operation mop with x: a store or an
+ * aggregation's (SCRIPT_MOP_UPDATE). */
+SCRIPT_INLINE void SCRIPT_CAT(SCRIPT_STEP, _update)(const struct script_map *m, uint32_t mop,
+						    uint8_t *v, int64_t x)
+{
+	switch (mop) {
+	case SMOP_STORE:
+		SCRIPT_COPY8(v, &x);
+		break;
+	case SMOP_COUNT:
+		SCRIPT_ADD((uint64_t *)v, 1);
+		break;
+	case SMOP_SUM:
+		SCRIPT_ADD((uint64_t *)v, (uint64_t)x);
+		break;
+	case SMOP_MIN:
+	case SMOP_MAX: {
+		struct script_mm *mm = (struct script_mm *)v;
+
+		if (!mm->set || (mop == SMOP_MIN ? x < mm->v : x > mm->v))
+			mm->v = x;
+		mm->set = 1;
+		break;
+	}
+	case SMOP_AVG:
+	case SMOP_STATS: {
+		struct script_cs *cs = (struct script_cs *)v;
+
+		SCRIPT_ADD(&cs->count, 1);
+		SCRIPT_ADD((uint64_t *)&cs->sum, (uint64_t)x);
+		break;
+	}
+	case SMOP_HIST:
+	case SMOP_LHIST: {
+		uint32_t bk = mop == SMOP_HIST ? script_hist_bucket(x) :
+			      script_lhist_bucket(x, m->lmin, m->lmax, m->lstep, m->nbuckets);
+
+		if (bk < m->nbuckets && bk < SCRIPT_LHIST_MAX && 8 * (bk + 1) <= SCRIPT_VAL_MAX)
+			SCRIPT_ADD((uint64_t *)v + bk, 1);
+		break;
+	}
+	default:
+		break;
+	}
+}
+
+/* A probe of one update (compile.c's SCRIPT_PROBE_ONE): its n
+ * instructions at in are a value's (LDI, IN or BUILTIN; none for a
+ * count) when n is 3, a MAP of a store or an aggregation whose key is
+ * none, an input, the thread's or the process's id, and the END. The same
+ * as stepping them, with no machine to set up. */
+SCRIPT_INLINE void SCRIPT_CAT(SCRIPT_STEP, _one)(const struct script_insn *in, uint32_t n,
+						 const struct script_map *maps, uint32_t nmaps,
+						 void *env)
+{
+	const struct script_insn *mi = &in[n == 3 ? 1 : 0];
+	uint32_t b = mi->b, mop = (uint32_t)mi->imm;
+	uint64_t u = 0, k = 0;
+	int64_t x = 0;
+	uint8_t *v;
+
+	if (n == 3) {
+		if (in->op == SOP_LDI) {
+			x = in->imm;
+		} else if (in->op == SOP_IN) {
+			if (SCRIPT_IN(env, in->x, &u)) {
+				u = 0;
+				SCRIPT_ERR(env, SERR_READ, 0);
+			}
+			x = (int64_t)u;
+		} else {
+			x = (int64_t)SCRIPT_BUILTIN(env, in->x);
+		}
+	}
+	if (b & SCRIPT_KEYIN && b < SCRIPT_KEYNONE) {
+		if (SCRIPT_IN(env, b & 0x7f, &k)) {
+			k = 0;
+			SCRIPT_ERR(env, SERR_READ, 0);
+		}
+	} else if (b == SCRIPT_REG_TID) {
+		k = SCRIPT_BUILTIN(env, SB_TID);
+	} else if (b == SCRIPT_REG_PID) {
+		k = SCRIPT_BUILTIN(env, SB_PID);
+	}
+	if (mi->x >= nmaps || mi->x >= SCRIPT_MAPS_MAX)
+		return;
+#ifdef SCRIPT_MAP8
+	v = (uint8_t *)SCRIPT_MAP8(env, mi->x, &maps[mi->x], k, 1);
+#else
+	v = (uint8_t *)SCRIPT_MAP(env, mi->x, &maps[mi->x], (const uint8_t *)&k, 1);
+#endif
+	if (!v) {
+		SCRIPT_ERR(env, SERR_FULL, mi->x);
+		return;
+	}
+	SCRIPT_CAT(SCRIPT_STEP, _update)(&maps[mi->x], mop, v, x);
+}
 
 /* One instruction, at pc: the next one's pc (a jump's target), or
  * SCRIPT_DONE when the probe is done. vm->strlen is the driver's to have
@@ -443,13 +547,28 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		if (in->x >= nmaps || in->x >= SCRIPT_MAPS_MAX)
 			return SCRIPT_DONE;
 		m = &maps[in->x];
-		if (mop == SMOP_DELETE) {
-			SCRIPT_MAP_DEL(env, in->x, m, key);
-			break;
-		}
 		create = mop != SMOP_LOAD && mop != SMOP_LOADS && mop != SMOP_HAS &&
 			 mop != SMOP_LOADB && mop != SMOP_AGGLOAD;
-		v = (uint8_t *)SCRIPT_MAP(env, in->x, m, key, create);
+#ifdef SCRIPT_MAP8
+		if (b != SCRIPT_KEYBUF) {
+			/* its value as it is, not through memory */
+			uint64_t k8 = b == SCRIPT_KEYNONE ? 0 : b & SCRIPT_KEYIN ? u :
+				      (uint64_t)vm->r[SCRIPT_R(b)];
+
+			if (mop == SMOP_DELETE) {
+				SCRIPT_MAP_DEL8(env, in->x, m, k8);
+				break;
+			}
+			v = (uint8_t *)SCRIPT_MAP8(env, in->x, m, k8, create);
+		} else
+#endif
+		{
+			if (mop == SMOP_DELETE) {
+				SCRIPT_MAP_DEL(env, in->x, m, key);
+				break;
+			}
+			v = (uint8_t *)SCRIPT_MAP(env, in->x, m, key, create);
+		}
 		if (!v) {
 			if (create)
 				SCRIPT_ERR(env, SERR_FULL, in->x);
@@ -468,9 +587,6 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 			break;
 		case SMOP_HAS:
 			vm->r[SCRIPT_R(d)] = 1;
-			break;
-		case SMOP_STORE:
-			SCRIPT_COPY8(v, &x);
 			break;
 #ifndef SCRIPT_FAST_ONLY
 		case SMOP_LOADS: {
@@ -500,38 +616,17 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 					    SCRIPT_VAL_MAX : SCRIPT_OUT_MAX);
 			break;
 #endif
+		case SMOP_STORE:
 		case SMOP_COUNT:
-			SCRIPT_ADD((uint64_t *)v, 1);
-			break;
 		case SMOP_SUM:
-			SCRIPT_ADD((uint64_t *)v, (uint64_t)x);
-			break;
 		case SMOP_MIN:
-		case SMOP_MAX: {
-			struct script_mm *mm = (struct script_mm *)v;
-
-			if (!mm->set || (mop == SMOP_MIN ? x < mm->v : x > mm->v))
-				mm->v = x;
-			mm->set = 1;
-			break;
-		}
+		case SMOP_MAX:
 		case SMOP_AVG:
-		case SMOP_STATS: {
-			struct script_cs *cs = (struct script_cs *)v;
-
-			SCRIPT_ADD(&cs->count, 1);
-			SCRIPT_ADD((uint64_t *)&cs->sum, (uint64_t)x);
-			break;
-		}
+		case SMOP_STATS:
 		case SMOP_HIST:
-		case SMOP_LHIST: {
-			uint32_t bk = mop == SMOP_HIST ? script_hist_bucket(x) :
-				      script_lhist_bucket(x, m->lmin, m->lmax, m->lstep, m->nbuckets);
-
-			if (bk < m->nbuckets && bk < SCRIPT_LHIST_MAX && 8 * (bk + 1) <= SCRIPT_VAL_MAX)
-				SCRIPT_ADD((uint64_t *)v + bk, 1);
+		case SMOP_LHIST:
+			SCRIPT_CAT(SCRIPT_STEP, _update)(m, mop, v, x);
 			break;
-		}
 		case SMOP_AGGLOAD:
 			if (m->vk == SVK_AVG) {
 				struct script_cs *cs = (struct script_cs *)v;
@@ -567,6 +662,8 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 #undef SCRIPT_READ_STR
 #undef SCRIPT_MAP
 #undef SCRIPT_MAP_DEL
+#undef SCRIPT_MAP8
+#undef SCRIPT_MAP_DEL8
 #undef SCRIPT_EMIT
 #undef SCRIPT_USTACK
 #undef SCRIPT_ERR

@@ -83,8 +83,16 @@ ALWAYS int s_in(struct senv *e, uint32_t k, uint64_t *u)
 	if (k >= site->nargs || k >= INJ_MAX_ARGS)
 		return 1;
 	if (e->fast) {
-		*u = (uint64_t)agg_value_of(k ? e->b : e->a, site->arg_size[k & 1],
-					    site->arg_sign[k & 1]);
+		uint64_t x = k ? e->b : e->a;
+		uint32_t size = site->arg_size[k & 1];
+
+		/* agg_value_of, kept inline */
+		if (size && size < 8) {
+			x &= (1ULL << (8 * size)) - 1;
+			if (site->arg_sign[k & 1] && (x >> (8 * size - 1)))
+				x |= ~0ULL << (8 * size);
+		}
+		*u = x;
 		return 0;
 	}
 	if (site->reg_only[k] < USC_REG_NR) {
@@ -156,15 +164,15 @@ static int s_comm(struct senv *e, char *dst)
 
 /* A thread's rows of one-integer keys it found last (after its machine,
  * in its slot's INJ_SCRIPT_VM bytes): a hit on the same key and map goes
- * straight to its value, once the entry is seen to hold it still (its
- * state and key; an aggregation's copy, its generation). */
+ * straight to its value while the table's epoch is the one it was found
+ * at (no delete, clear or zero since). */
 #define KC_N 16
 struct kc {
 	uint64_t key;
 	uint32_t map;
-	uint32_t agg;
+	uint32_t pad;
 	uint8_t *val;
-	struct stab_ent *e;
+	uint64_t epoch;
 };
 _Static_assert(sizeof(struct script_vm) + KC_N * sizeof(struct kc) <= INJ_SCRIPT_VM,
 	       "a slot's machine and key cache fit");
@@ -187,17 +195,16 @@ ALWAYS struct inj_pt *s_pt(struct senv *e, uint32_t idx, uint64_t k)
 	return p;
 }
 
-ALWAYS void *s_map(struct senv *e, uint32_t idx, const uint8_t *key, int create)
+ALWAYS void *s_map8(struct senv *e, uint32_t idx, uint64_t k, int create)
 {
 	struct stab *t = (struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
 	struct inj_pt *p;
 	struct kc *kc;
-	uint64_t k;
+	uint64_t epoch;
 	uint8_t *v;
 
 	if (t->keylen != 8)
-		return stab_get(t, key, create, (uint32_t)e->slot);
-	__builtin_memcpy(&k, key, 8);
+		return stab_get(t, (const uint8_t *)&k, create, (uint32_t)e->slot);
 	if ((p = s_pt(e, idx, k))) {
 		if (!p->present) {
 			if (!create)
@@ -209,33 +216,53 @@ ALWAYS void *s_map(struct senv *e, uint32_t idx, const uint8_t *key, int create)
 	}
 	kc = (struct kc *)((char *)e->c + e->sc->vm_off + e->slot * INJ_SCRIPT_VM +
 			   sizeof(struct script_vm)) + ((k ^ (k >> 17) ^ idx * 0x9e37u) & (KC_N - 1));
-	if (kc->e && kc->key == k && kc->map == idx + 1 &&
-	    __atomic_load_n(&kc->e->state, __ATOMIC_ACQUIRE) == STAB_READY &&
-	    *(const uint64_t *)stab_key(kc->e) == k &&
-	    (!kc->agg || ((const uint64_t *)kc->val)[-1] == kc->e->gen))
+	epoch = __atomic_load_n(&t->epoch, __ATOMIC_ACQUIRE);
+	if (kc->key == k && kc->map == idx + 1 && kc->epoch == epoch)
 		return kc->val;
-	v = stab_get(t, key, create, (uint32_t)e->slot);
+	v = stab_get(t, (const uint8_t *)&k, create, (uint32_t)e->slot);
 	if (v) {
 		kc->key = k;
 		kc->map = idx + 1;
-		kc->agg = t->aggsize != 0;
 		kc->val = v;
-		kc->e = stab_find(t, key, 0);
+		kc->epoch = epoch;
 	}
 	return v;
 }
 
-ALWAYS void s_del(struct senv *e, uint32_t idx, const uint8_t *key)
+ALWAYS void *s_map(struct senv *e, uint32_t idx, const uint8_t *key, int create)
 {
-	struct inj_pt *p;
+	struct stab *t = (struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
 	uint64_t k;
 
+	if (t->keylen != 8)
+		return stab_get(t, key, create, (uint32_t)e->slot);
 	__builtin_memcpy(&k, key, 8);
+	return s_map8(e, idx, k, create);
+}
+
+ALWAYS void s_del8(struct senv *e, uint32_t idx, uint64_t k)
+{
+	struct inj_pt *p;
+
 	if ((p = s_pt(e, idx, k))) {
 		__atomic_store_n(&p->present, 0, __ATOMIC_RELEASE);
 		return;
 	}
-	stab_del((struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]), key);
+	stab_del((struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]),
+		 (const uint8_t *)&k);
+}
+
+ALWAYS void s_del(struct senv *e, uint32_t idx, const uint8_t *key)
+{
+	struct stab *t = (struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
+	uint64_t k;
+
+	if (t->keylen != 8) {
+		stab_del(t, key);
+		return;
+	}
+	__builtin_memcpy(&k, key, 8);
+	s_del8(e, idx, k);
 }
 
 static void s_err(struct senv *e, uint32_t err, uint32_t idx)
@@ -266,6 +293,8 @@ static uint32_t s_rand(struct senv *e)
 #define SCRIPT_READ_STR(env, dst, addr, cap) s_read_str((struct senv *)(env), dst, addr, cap)
 #define SCRIPT_MAP(env, idx, m, key, create) s_map((struct senv *)(env), idx, key, create)
 #define SCRIPT_MAP_DEL(env, idx, m, key) s_del((struct senv *)(env), idx, key)
+#define SCRIPT_MAP8(env, idx, m, k, create) s_map8((struct senv *)(env), idx, k, create)
+#define SCRIPT_MAP_DEL8(env, idx, m, k) s_del8((struct senv *)(env), idx, k)
 #define SCRIPT_EMIT(env, rec, len) (agent_script_rec(((struct senv *)(env))->c,            \
 						     ((struct senv *)(env))->s,            \
 						     ((struct senv *)(env))->counts,       \
@@ -287,6 +316,8 @@ static uint32_t s_rand(struct senv *e)
 #define SCRIPT_READ_STR(env, dst, addr, cap) s_read_str((struct senv *)(env), dst, addr, cap)
 #define SCRIPT_MAP(env, idx, m, key, create) s_map((struct senv *)(env), idx, key, create)
 #define SCRIPT_MAP_DEL(env, idx, m, key) s_del((struct senv *)(env), idx, key)
+#define SCRIPT_MAP8(env, idx, m, k, create) s_map8((struct senv *)(env), idx, k, create)
+#define SCRIPT_MAP_DEL8(env, idx, m, k) s_del8((struct senv *)(env), idx, k)
 #define SCRIPT_EMIT(env, rec, len) (agent_script_rec(((struct senv *)(env))->c,            \
 						     ((struct senv *)(env))->s,            \
 						     ((struct senv *)(env))->counts,       \
@@ -298,32 +329,40 @@ static uint32_t s_rand(struct senv *e)
 
 /* The probe of site on the slot's machine, stepped by STEP. Its last
  * instruction is the SOP_END the compiler ends every probe with: not run. */
-#define RUN(NAME, STEP)								\
+#define RUN(NAME, STEP, FAST)							\
 ALWAYS void NAME(struct senv *env, const struct inj_script *sc)			\
 {										\
 	const char *c = (const char *)env->c;					\
 	const struct script_probe *p = (const struct script_probe *)(c + sc->probes_at) + \
 				       (env->site->script - 1);			\
+	const struct script_map *maps = (const struct script_map *)(c + sc->maps_at);	\
+	const char *strtab = c + sc->strtab_at;					\
+	uint32_t nmaps = sc->nmaps, nstrtab = sc->nstrtab;			\
 	const struct script_insn *insns;					\
-	struct script_vm *vm = (struct script_vm *)(c + sc->vm_off + env->slot * INJ_SCRIPT_VM); \
+	struct script_vm *vm;							\
 	uint32_t pc = 0, last;							\
 										\
 	if (env->site->script - 1 >= sc->nprobes || !p->n)			\
 		return;								\
 	insns = (const struct script_insn *)(c + sc->insns_at) + p->first;	\
+	if (p->flags & SCRIPT_PROBE_ONE) {					\
+		STEP##_one(insns, p->n, maps, nmaps, env);			\
+		return;								\
+	}									\
+	vm = (struct script_vm *)(c + sc->vm_off + env->slot * INJ_SCRIPT_VM);	\
 	last = p->n - 1;							\
-	vm->strlen = sc->strlen;						\
+	if (!FAST)								\
+		vm->strlen = sc->strlen;					\
 	vm->back = 0;								\
 	if (p->flags & SCRIPT_PROBE_TID)					\
 		vm->r[SCRIPT_REG_TID] = env->s->tid;				\
 	if (p->flags & SCRIPT_PROBE_PID)					\
 		vm->r[SCRIPT_REG_PID] = env->tgid;				\
 	while (pc < last)							\
-		pc = STEP(vm, &insns[pc], pc, (const struct script_map *)(c + sc->maps_at), \
-			  sc->nmaps, c + sc->strtab_at, sc->nstrtab, env);	\
+		pc = STEP(vm, &insns[pc], pc, maps, nmaps, strtab, nstrtab, env);	\
 }
-RUN(run, script_step)
-RUN(run_fast, script_step_fast)
+RUN(run, script_step, 0)
+RUN(run_fast, script_step_fast, 1)
 
 void agent_script(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint64_t *counts,
 		  const struct inj_site *site, uint64_t *regs, uint32_t tgid)
