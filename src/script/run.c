@@ -588,6 +588,7 @@ int script_rt_begin(struct script_rt *rt)
 		if (rt->s->attach[i].kind == SP_INTERVAL)
 			rt->next_tick[i] = now + rt->s->attach[i].interval_ns;
 	run_kind(rt, SP_BEGIN);
+	fflush(rt->pr.fp);	/* as bpftrace: what BEGIN printed is out at once */
 	return rt->exited;
 }
 
@@ -640,6 +641,9 @@ int script_rt_tick(struct script_rt *rt, uint64_t now)
 			rt->next_tick[i] = now + s->attach[i].interval_ns;
 		run(rt, s->attach[i].probe, NULL, (uint32_t)i);
 	}
+	/* a drain is over: what it printed is out (a pipe's reader sees it
+	 * now, as bpftrace's does, not when the buffer fills) */
+	fflush(rt->pr.fp);
 	return rt->exited;
 }
 
