@@ -29,7 +29,6 @@ static const struct cli_opt script_own[] = {
 	 "past it are lost, and said at the end"},
 	{'S', 0, NULL, "bytes of a string, its NUL included (64; bpftrace's\nBPFTRACE_STRLEN), "
 	 "8 to 200"},
-	{'N', 0, NULL, "(the default: a uprobe is on the function's entry, as\nbpftrace's)"},
 	{0, 0, NULL, NULL},
 };
 
@@ -55,8 +54,8 @@ static const struct cli_cmd script_cmd = {
 	"  uscope script -x 'uprobe:libc:malloc { @[comm] = count(); }' -p 1234\n"
 	"  uscope script -x 'uretprobe:/bin/bash:readline { printf(\"%s\\n\", str(retval)); }'\n"
 	"  uscope script lat.bt -- ./app\n",
-	.extra = CLI_ARG_JSON | CLI_ARG_LIVE | CLI_ARG_AGG | CLI_ARG_SCRIPT | CLI_ARG_NO_INLINES |
-		 CLI_ARG_URETPROBE | CLI_ARG_OUTPUT,
+	.extra = CLI_ARG_JSON | CLI_ARG_LIVE | CLI_ARG_AGG | CLI_ARG_SCRIPT | CLI_ARG_URETPROBE |
+		 CLI_ARG_OUTPUT,
 	.own = script_own,
 };
 

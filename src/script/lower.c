@@ -95,6 +95,16 @@ static bool base(struct lower *lw, const struct ast *n, char *buf, size_t len)
 		snprintf(buf, len, "%s", n->name);
 		return true;
 	}
+	if (n->kind == N_FIELD && n->a->kind == N_FIELD) {
+		/* a member chain of a parameter: r->next->id, s.x */
+		size_t at;
+
+		if (!base(lw, n->a, buf, len))
+			return false;
+		at = strlen(buf);
+		return (size_t)snprintf(buf + at, len - at, "%s%s", n->arrow ? "->" : ".",
+					n->name) < len - at;
+	}
 	return false;
 }
 

@@ -650,7 +650,7 @@ int script_rt_tick(struct script_rt *rt, uint64_t now)
 static const char *const err_what[SERR_NR] = {
 	[SERR_READ] = "reads of the process's memory failed (0 or \"\" instead)",
 	[SERR_DIV] = "divisions by zero (0 instead)",
-	[SERR_STEPS] = "hits stopped after " "100000" " instructions (a loop that ran too long)",
+	[SERR_STEPS] = "hits stopped after 100000 turns of their loops (a loop that ran too long)",
 	[SERR_OUT] = "outputs (printf ...) lost: no room where the probe ran",
 	[SERR_STACK] = "stacks could not be taken",
 };

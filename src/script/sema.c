@@ -481,6 +481,8 @@ static int agg_call(struct sema *sm, struct ast *n, uint32_t vk, unsigned na)
 	return 0;
 }
 
+static int int_type(struct sema *sm, const char *name, struct ast *n, struct ty *t);
+
 static int call(struct sema *sm, struct ast *n)
 {
 	const char *f = n->name;
@@ -664,8 +666,15 @@ static int call(struct sema *sm, struct ast *n)
 		return 0;
 	}
 	if (!strcmp(f, "sizeof")) {
-		if (nargs(sm, n, 1, 1) || args_all(sm, n))
+		if (nargs(sm, n, 1, 1))
 			return -EINVAL;
+		/* a type's name (sizeof(uint32)), or an expression's type */
+		if (a->kind == N_BUILTIN && (!strncmp(a->name, "int", 3) || !strncmp(a->name, "uint", 4))) {
+			if (int_type(sm, a->name, a, &a->ty))
+				return -EINVAL;
+		} else if (args_all(sm, n)) {
+			return -EINVAL;
+		}
 		n->ty = ty_int(8, false);
 		return 0;
 	}
@@ -778,7 +787,13 @@ static int binop(struct sema *sm, struct ast *n)
 
 static int field(struct sema *sm, struct ast *n)
 {
-	if (n->a->kind == N_BUILTIN && !strcmp(n->a->name, "args")) {
+	const struct ast *root = n->a;
+
+	/* args.r->next->id: a member chain of a parameter, as the debug info
+	 * lays it out (uscope's probe language reads it: r->next->id) */
+	while (root->kind == N_FIELD)
+		root = root->a;
+	if (root->kind == N_BUILTIN && !strcmp(root->name, "args")) {
 		if (!on_sites(sm) || (!all_attach(sm, SP_UPROBE) && !all_attach(sm, SP_URETPROBE) &&
 				      !all_attach(sm, SP_PY)))
 			return FAIL(sm, n, "args is for uprobes and py: probes: the probed "

@@ -265,3 +265,27 @@ def test_integer_probes(engine):
     assert m["c"] == {str(k): "6" for k in range(5)}
     assert m["v"] == {str(k): str(k + 25) for k in range(5)}
     assert "s" not in m
+
+
+DWARF = u.target("dwarfapp-O2")
+ARGS = f"""
+uprobe:{DWARF}:handle
+{{
+	@[args->n, args->r->id, str(args->r->path)] = count();
+	@flags = sum(args->flag);
+	@next = max(args->r->next->id);
+}}
+"""
+
+
+def test_args_by_name(engine):
+    """args.NAME and its member chains (args->r->next->id), read through
+    the debug info: handle(&r, i, i % 2, ...) with r.id 10 i, r.path
+    PATHS[i % 3], r.next->id 77."""
+    out = run(ARGS, [DWARF, 3], engine)
+    m = s.parse_maps(out)
+    assert m[""] == {"1, 10, /one": "1", "2, 20, /two": "1", "3, 30, /zero": "1"}
+    assert m["flags"][""] == "2" and m["next"][""] == "77"
+    bt = bt_maps(ARGS, [DWARF, 3])
+    if bt is not None:
+        assert m == s.parse_maps(bt)

@@ -245,6 +245,9 @@ uprobe:{APP}:take
 	@s[str(arg0)] = count();
 	@n[nsecs] = count();
 	@r = *(uint64 *)arg0;
+	$i = 0;
+	@z = 100 / ($i * 0);
+	while ($i >= 0) {{ $i++; }}
 }}
 """
 
@@ -252,8 +255,10 @@ uprobe:{APP}:take
 @pytest.mark.parametrize("engine", ["inject", "bpf"])
 def test_hostile(engine):
     """str() and a load of garbage pointers (1, -1, NULL, an unmapped page),
-    and a map filled past its bound: the target finishes with its own
-    output; the reads give "" and 0 and are counted, the map's losses said."""
+    a map filled past its bound, a loop that never ends and a division by
+    zero: the target finishes with its own output; the reads give "" and 0,
+    the loop stops at its bound, the division gives 0, each counted and said
+    once; the map's losses said."""
     r = s.script(HOSTILE, [APP, "bad", 400], engine, extra=["--max-keys", "100"])
     assert r.returncode == 0, r.stderr
     assert "scriptapp done bad 400" in r.stdout
@@ -263,6 +268,9 @@ def test_hostile(engine):
     assert len(m["n"]) == 100
     assert "@n: 300 updates lost: the map holds 100 keys" in r.stderr
     assert "reads of the process's memory failed" in r.stderr
+    assert m["z"][""] == "0"
+    assert "400 hits stopped after 100000 turns of their loops" in r.stderr, r.stderr
+    assert "400 divisions by zero" in r.stderr, r.stderr
 
 
 def test_json():
