@@ -693,8 +693,13 @@ int script_rt_end(struct script_rt *rt)
 		if (rt->src[k].errors)
 			rt->src[k].errors(rt->src[k].ctx, errs, full);
 	for (int e = 1; e < SERR_NR; e++)
-		if (errs[e] && err_what[e])
-			log_warn("script: %llu %s", (unsigned long long)errs[e], err_what[e]);
+		if (errs[e] && err_what[e]) {
+			/* one: its first word without its plural's s */
+			int w = (int)strcspn(err_what[e], " ");
+
+			log_warn("script: %llu %.*s%s", (unsigned long long)errs[e],
+				 errs[e] == 1 ? w - 1 : w, err_what[e], err_what[e] + w);
+		}
 	for (size_t i = 0; full && i < s->nmaps; i++)
 		if (full[i] && !s->maps[i].hidden)
 			log_warn("script: @%s: %llu updates lost: the map holds %u keys (--max-keys "
