@@ -49,6 +49,16 @@ BPF_ENGINE_SRCS := $(filter src/engine/bpf/%.c,$(LIB_SRCS))
 $(call objs,build/rel,$(BPF_ENGINE_SRCS)) $(call objs,build/san,$(BPF_ENGINE_SRCS)): build/bpf/uscope.skel.h
 BASE_CFLAGS += -Ibuild/bpf
 # The inject engine's gate (src/engine/inject/gate.c): a program of its own.
+# uscope script's program in the kernel: an object of its own (the engine's
+# load time and kernel floor stay), with the executor every engine shares.
+build/bpf/script.bpf.o: src/engine/bpf/script.bpf.c src/engine/bpf/script_shared.h \
+		src/engine/bpf/bpf_shared.h src/script/vm.h src/script/prog.h src/probe/fetch.h \
+		src/probe/fetch_eval.h src/agg/agg_shared.h
+	@mkdir -p $(dir $@)
+	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu -Isrc -c $< -o $@
+build/bpf/script_bpf.skel.h: build/bpf/script.bpf.o
+	bpftool gen skeleton $< name uscope_script_bpf > $@.tmp && mv $@.tmp $@
+$(call objs,build/rel,$(BPF_ENGINE_SRCS)) $(call objs,build/san,$(BPF_ENGINE_SRCS)): build/bpf/script_bpf.skel.h
 build/bpf/gate.bpf.o: src/engine/inject/gate.bpf.c src/engine/inject/gate_shared.h
 	@mkdir -p $(dir $@)
 	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu -Isrc -c $< -o $@

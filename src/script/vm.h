@@ -41,6 +41,8 @@
  * instruction ends the probe), so that no string's loop is in its code;
  * and, where a verifier wants every index bounded:
  *   SCRIPT_R(i), SCRIPT_S(i), SCRIPT_OFF(o, n)  (default: as they are)
+ *   SCRIPT_ZERO(s, k)                 a string register's bytes from k on: 0
+ *   SCRIPT_STRCPY(dst, src, cap, max) a string into a string register
  *   SCRIPT_COPY(dst, src, n, max)     n bytes, at most max (a constant the
  *                                     call site's regions hold; default: a loop)
  *   SCRIPT_VAL_MAX                    bytes a map's value may have (the bpf
@@ -58,6 +60,10 @@
 /* The machine's state: one a thread (the agent), a CPU (bpf), or the
  * tracer's. */
 struct script_vm {
+	/* first: a driver may keep a header of its own just before it, and
+	 * send the two as one (the bpf program does) */
+	struct script_rec rec;	/* the output record being made: its header, */
+	uint8_t out[SCRIPT_OUT_MAX];	/* its values */
 	uint32_t back;		/* jumps back this hit made (the driver zeroes it) */
 	uint32_t strlen;	/* the program's, NUL included (<= SCRIPT_STR_CAP) */
 	uint32_t done;
@@ -67,8 +73,6 @@ struct script_vm {
 	int64_t r[SCRIPT_NREGS];
 	char s[SCRIPT_NSTRS][SCRIPT_STR_CAP];
 	uint8_t key[SCRIPT_KEY_MAX];
-	struct script_rec rec;	/* the output record being made: its header, */
-	uint8_t out[SCRIPT_OUT_MAX];	/* its values */
 };
 
 /* r[a] OP r[b] as bpftrace computes it: division and modulo unsigned, a
@@ -168,8 +172,40 @@ static inline __attribute__((always_inline)) int64_t script_ext(int64_t v, uint3
 #ifndef SCRIPT_OFF
 #define SCRIPT_OFF(o, n) (o)
 #endif
+/* Does the program use one of these ops (SCRIPT_BIT(SOP_...) | ...), of
+ * these map operations (SCRIPT_BIT(SMOP_...))? A driver whose verifier
+ * walks every case (the bpf program) says from the program's constants,
+ * and the cases it never runs are not walked. */
+#define SCRIPT_BIT(x) (1u << (x))
+#ifndef SCRIPT_OPS
+#define SCRIPT_OPS(mask) 1
+#endif
+#ifndef SCRIPT_MOPS
+#define SCRIPT_MOPS(mask) 1
+#endif
+#ifndef SCRIPT_STRTAB_MAX	/* bytes of a string table, at most */
+#define SCRIPT_STRTAB_MAX (1u << 31)
+#endif
 #ifndef SCRIPT_ADD
 #define SCRIPT_ADD(p, x) (*(p) += (x))
+#endif
+#ifndef SCRIPT_ZERO	/* a string register's bytes from k on: zero */
+#define SCRIPT_ZERO(s, k)                                                     \
+	do {                                                                  \
+		for (uint32_t z_ = (k); z_ < SCRIPT_STR_CAP; z_++)            \
+			(s)[z_] = 0;                                          \
+	} while (0)
+#endif
+#ifndef SCRIPT_STRCPY	/* the string at src (max bytes there at most) into a
+			 * string register, cap bytes at most with its NUL: its
+			 * length (the NUL and the rest are SCRIPT_ZERO's) */
+#define SCRIPT_STRCPY(dst, src, cap, max)                                     \
+	({                                                                    \
+		uint32_t c_ = 0;                                              \
+		for (; c_ + 1 < (cap) && c_ + 1 < SCRIPT_STR_CAP && c_ < (max) && (src)[c_]; c_++) \
+			(dst)[c_] = (char)(src)[c_];                          \
+		c_;                                                           \
+	})
 #endif
 #ifndef SCRIPT_COPY8
 #define SCRIPT_COPY8(dst, src) __builtin_memcpy(dst, src, 8)
@@ -195,16 +231,25 @@ SCRIPT_INLINE void SCRIPT_CAT(SCRIPT_STEP, _update)(const struct script_map *m, 
 {
 	switch (mop) {
 	case SMOP_STORE:
+		if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_STORE)))
+			return;
 		SCRIPT_COPY8(v, &x);
 		break;
 	case SMOP_COUNT:
+		if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_COUNT)))
+			return;
 		SCRIPT_ADD((uint64_t *)v, 1);
 		break;
 	case SMOP_SUM:
+		if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_SUM)))
+			return;
 		SCRIPT_ADD((uint64_t *)v, (uint64_t)x);
 		break;
 	case SMOP_MIN:
-	case SMOP_MAX: {
+	case SMOP_MAX:
+		if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_MIN) | SCRIPT_BIT(SMOP_MAX)))
+			return;
+	{
 		struct script_mm *mm = (struct script_mm *)v;
 
 		if (!mm->set || (mop == SMOP_MIN ? x < mm->v : x > mm->v))
@@ -213,7 +258,10 @@ SCRIPT_INLINE void SCRIPT_CAT(SCRIPT_STEP, _update)(const struct script_map *m, 
 		break;
 	}
 	case SMOP_AVG:
-	case SMOP_STATS: {
+	case SMOP_STATS:
+		if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_AVG) | SCRIPT_BIT(SMOP_STATS)))
+			return;
+	{
 		struct script_cs *cs = (struct script_cs *)v;
 
 		SCRIPT_ADD(&cs->count, 1);
@@ -221,11 +269,14 @@ SCRIPT_INLINE void SCRIPT_CAT(SCRIPT_STEP, _update)(const struct script_map *m, 
 		break;
 	}
 	case SMOP_HIST:
-	case SMOP_LHIST: {
+	case SMOP_LHIST:
+		if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_HIST) | SCRIPT_BIT(SMOP_LHIST)))
+			return;
+	{
 		uint32_t bk = mop == SMOP_HIST ? script_hist_bucket(x) :
 			      script_lhist_bucket(x, m->lmin, m->lmax, m->lstep, m->nbuckets);
 
-		if (bk < m->nbuckets && bk < SCRIPT_LHIST_MAX && 8 * (bk + 1) <= SCRIPT_VAL_MAX)
+		if (bk < m->nbuckets && bk < SCRIPT_LHIST_MAX && bk < SCRIPT_VAL_MAX / 8)
 			SCRIPT_ADD((uint64_t *)v + bk, 1);
 		break;
 	}
@@ -244,7 +295,7 @@ SCRIPT_INLINE void SCRIPT_CAT(SCRIPT_STEP, _one)(const struct script_insn *in, u
 						 void *env)
 {
 	const struct script_insn *mi = &in[n == 3 ? 1 : 0];
-	uint32_t b = mi->b, mop = (uint32_t)mi->imm;
+	uint32_t b = mi->b, mop = (uint32_t)mi->imm, mx = mi->x;
 	uint64_t u = 0, k = 0;
 	int64_t x = 0;
 	uint8_t *v;
@@ -272,18 +323,19 @@ SCRIPT_INLINE void SCRIPT_CAT(SCRIPT_STEP, _one)(const struct script_insn *in, u
 	} else if (b == SCRIPT_REG_PID) {
 		k = SCRIPT_BUILTIN(env, SB_PID);
 	}
-	if (mi->x >= nmaps || mi->x >= SCRIPT_MAPS_MAX)
+	if (mx >= nmaps || mx >= SCRIPT_MAPS_MAX)
 		return;
+	mx = SCRIPT_OFF(mx, SCRIPT_MAPS_MAX - 1);
 #ifdef SCRIPT_MAP8
-	v = (uint8_t *)SCRIPT_MAP8(env, mi->x, &maps[mi->x], k, 1);
+	v = (uint8_t *)SCRIPT_MAP8(env, mx, &maps[mx], k, 1);
 #else
-	v = (uint8_t *)SCRIPT_MAP(env, mi->x, &maps[mi->x], (const uint8_t *)&k, 1);
+	v = (uint8_t *)SCRIPT_MAP(env, mx, &maps[mx], (const uint8_t *)&k, 1);
 #endif
 	if (!v) {
-		SCRIPT_ERR(env, SERR_FULL, mi->x);
+		SCRIPT_ERR(env, SERR_FULL, mx);
 		return;
 	}
-	SCRIPT_CAT(SCRIPT_STEP, _update)(&maps[mi->x], mop, v, x);
+	SCRIPT_CAT(SCRIPT_STEP, _update)(&maps[mx], mop, v, x);
 }
 
 /* One instruction, at pc: the next one's pc (a jump's target), or
@@ -305,29 +357,43 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 	(void)nstrtab;
 	switch (in->op) {
 	case SOP_END:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_END)))
+			return SCRIPT_DONE;
 		return SCRIPT_DONE;
 	case SOP_LDI:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_LDI)))
+			return SCRIPT_DONE;
 		vm->r[SCRIPT_R(d)] = in->imm;
 		break;
 	case SOP_MOV:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_MOV)))
+			return SCRIPT_DONE;
 		vm->r[SCRIPT_R(d)] = vm->r[SCRIPT_R(a)];
 		break;
 	case SOP_ALU:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_ALU)))
+			return SCRIPT_DONE;
 		vm->r[SCRIPT_R(d)] = script_alu(in->x, vm->r[SCRIPT_R(a)], vm->r[SCRIPT_R(b)], &div);
 		if (div)
 			SCRIPT_ERR(env, SERR_DIV, 0);
 		break;
 	case SOP_ALUI:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_ALUI)))
+			return SCRIPT_DONE;
 		vm->r[SCRIPT_R(d)] = script_alu(in->x, vm->r[SCRIPT_R(a)], in->imm, &div);
 		if (div)
 			SCRIPT_ERR(env, SERR_DIV, 0);
 		break;
 	case SOP_EXT:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_EXT)))
+			return SCRIPT_DONE;
 		vm->r[SCRIPT_R(d)] = script_ext(vm->r[SCRIPT_R(a)], in->x & 0xff, in->x & 0x100);
 		break;
 	case SOP_JMP:
 	case SOP_JZ:
 	case SOP_JNZ:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_JMP) | SCRIPT_BIT(SOP_JZ) | SCRIPT_BIT(SOP_JNZ)))
+			return SCRIPT_DONE;
 		if (in->op != SOP_JMP && !vm->r[SCRIPT_R(a)] == (in->op == SOP_JNZ))
 			break;
 		/* a loop's turn: bounded (the rest of the code goes forward) */
@@ -337,6 +403,8 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		}
 		return (uint32_t)in->imm;
 	case SOP_IN:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_IN)))
+			return SCRIPT_DONE;
 		if (SCRIPT_IN(env, in->x, &u)) {
 			u = 0;
 			SCRIPT_ERR(env, SERR_READ, 0);
@@ -344,7 +412,10 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		vm->r[SCRIPT_R(d)] = (int64_t)u;
 		break;
 #ifndef SCRIPT_FAST_ONLY
-	case SOP_INS: {
+	case SOP_INS:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_INS)))
+			return SCRIPT_DONE;
+	{
 		char *s = vm->s[SCRIPT_S(d)];
 
 		n = SCRIPT_IN_STR(env, in->x, s, strl);
@@ -352,16 +423,20 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 			n = 0;
 			SCRIPT_ERR(env, SERR_READ, 0);
 		}
-		for (uint32_t k = (uint32_t)n; k < SCRIPT_STR_CAP; k++)
-			s[k] = 0;
+		SCRIPT_ZERO(s, (uint32_t)n);
 		break;
 	}
 #endif
 	case SOP_BUILTIN:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_BUILTIN)))
+			return SCRIPT_DONE;
 		vm->r[SCRIPT_R(d)] = (int64_t)SCRIPT_BUILTIN(env, in->x);
 		break;
 #ifndef SCRIPT_FAST_ONLY
-	case SOP_COMM: {
+	case SOP_COMM:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_COMM)))
+			return SCRIPT_DONE;
+	{
 		char *s = vm->s[SCRIPT_S(d)];
 
 		for (uint32_t k = 0; k < SCRIPT_STR_CAP; k++)
@@ -371,7 +446,10 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		s[15] = 0;
 		break;
 	}
-	case SOP_READ: {
+	case SOP_READ:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_READ)))
+			return SCRIPT_DONE;
+	{
 		uint32_t size = in->x & 0xff;
 
 		if (size < 1 || size > 8 ||
@@ -382,7 +460,10 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		vm->r[SCRIPT_R(d)] = script_ext((int64_t)u, size, in->x & 0x100);
 		break;
 	}
-	case SOP_STR: {
+	case SOP_STR:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_STR)))
+			return SCRIPT_DONE;
+	{
 		char *s = vm->s[SCRIPT_S(d)];
 		uint64_t max = b == 0xff ? strl : (uint64_t)vm->r[SCRIPT_R(b)] + 1;
 
@@ -395,11 +476,13 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		}
 		if ((uint64_t)n >= max)
 			n = max ? (long)max - 1 : 0;
-		for (uint32_t k = (uint32_t)n; k < SCRIPT_STR_CAP; k++)
-			s[k] = 0;
+		SCRIPT_ZERO(s, (uint32_t)n);
 		break;
 	}
-	case SOP_BUF: {
+	case SOP_BUF:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_BUF)))
+			return SCRIPT_DONE;
+	{
 		uint8_t *s = (uint8_t *)vm->s[SCRIPT_S(d)];
 		uint64_t len = (uint64_t)vm->r[SCRIPT_R(b)], max = (uint64_t)in->imm;
 
@@ -425,20 +508,28 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		s[0] = (uint8_t)len;
 		break;
 	}
-	case SOP_SCONST: {
+	case SOP_SCONST:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_SCONST)))
+			return SCRIPT_DONE;
+	{
 		char *s = vm->s[SCRIPT_S(d)];
 		uint32_t k = 0;
 
-		for (; k + 1 < strl && in->x + k < nstrtab && strtab[in->x + k]; k++)
-			s[k] = strtab[in->x + k];
-		for (; k < SCRIPT_STR_CAP; k++)
-			s[k] = 0;
+		if (in->x < nstrtab && in->x < SCRIPT_STRTAB_MAX)
+			k = SCRIPT_STRCPY(s, &strtab[SCRIPT_OFF(in->x, SCRIPT_STRTAB_MAX - 1)], strl,
+					  nstrtab - in->x);
+		SCRIPT_ZERO(s, k);
 		break;
 	}
 	case SOP_SMOV:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_SMOV)))
+			return SCRIPT_DONE;
 		SCRIPT_COPY(vm->s[SCRIPT_S(d)], vm->s[SCRIPT_S(a)], SCRIPT_STR_CAP, SCRIPT_STR_CAP);
 		break;
-	case SOP_SCMP: {
+	case SOP_SCMP:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_SCMP)))
+			return SCRIPT_DONE;
+	{
 		const char *x = vm->s[SCRIPT_S(a)], *y = vm->s[SCRIPT_S(b)];
 		uint32_t lim = in->imm > 0 && (uint64_t)in->imm < strl ? (uint32_t)in->imm : strl;
 		int eq = 1;
@@ -456,11 +547,15 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 	}
 #endif
 	case SOP_KEY:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_KEY)))
+			return SCRIPT_DONE;
 		if (in->x <= SCRIPT_KEY_MAX - 8)
 			SCRIPT_COPY8(&vm->key[SCRIPT_OFF(in->x, SCRIPT_KEY_MAX - 8)],
 				     &vm->r[SCRIPT_R(a)]);
 		break;
 	case SOP_KEYPID:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_KEYPID)))
+			return SCRIPT_DONE;
 		if (in->x <= SCRIPT_KEY_MAX - 8) {
 			u = SCRIPT_BUILTIN(env, SB_PID);
 			SCRIPT_COPY8(&vm->key[SCRIPT_OFF(in->x, SCRIPT_KEY_MAX - 8)], &u);
@@ -468,29 +563,40 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		break;
 #ifndef SCRIPT_FAST_ONLY
 	case SOP_KEYS:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_KEYS)))
+			return SCRIPT_DONE;
 		if (in->x <= SCRIPT_KEY_MAX - SCRIPT_STR_CAP && in->imm > 0 &&
 		    in->imm <= SCRIPT_STR_CAP)
 			SCRIPT_COPY(&vm->key[SCRIPT_OFF(in->x, SCRIPT_KEY_MAX - SCRIPT_STR_CAP)],
 				    vm->s[SCRIPT_S(a)], (uint32_t)in->imm, SCRIPT_STR_CAP);
 		break;
 	case SOP_OUT:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_OUT)))
+			return SCRIPT_DONE;
 		if (in->x <= SCRIPT_OUT_MAX - 8)
 			SCRIPT_COPY8(&vm->out[SCRIPT_OFF(in->x, SCRIPT_OUT_MAX - 8)],
 				     &vm->r[SCRIPT_R(a)]);
 		break;
 	case SOP_OUTPID:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_OUTPID)))
+			return SCRIPT_DONE;
 		if (in->x <= SCRIPT_OUT_MAX - 8) {
 			u = SCRIPT_BUILTIN(env, SB_PID);
 			SCRIPT_COPY8(&vm->out[SCRIPT_OFF(in->x, SCRIPT_OUT_MAX - 8)], &u);
 		}
 		break;
 	case SOP_OUTS:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_OUTS)))
+			return SCRIPT_DONE;
 		if (in->x <= SCRIPT_OUT_MAX - SCRIPT_STR_CAP && in->imm > 0 &&
 		    in->imm <= SCRIPT_STR_CAP)
 			SCRIPT_COPY(&vm->out[SCRIPT_OFF(in->x, SCRIPT_OUT_MAX - SCRIPT_STR_CAP)],
 				    vm->s[SCRIPT_S(a)], (uint32_t)in->imm, SCRIPT_STR_CAP);
 		break;
-	case SOP_EMIT: {
+	case SOP_EMIT:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_EMIT)))
+			return SCRIPT_DONE;
+	{
 		uint32_t len = a | b << 8;
 
 		if (len > SCRIPT_OUT_MAX)
@@ -505,6 +611,8 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		break;
 	}
 	case SOP_USTACK:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_USTACK)))
+			return SCRIPT_DONE;
 		if (SCRIPT_USTACK(env, (uint32_t)in->imm, &u)) {
 			u = 0;
 			SCRIPT_ERR(env, SERR_STACK, 0);
@@ -513,20 +621,27 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		break;
 #endif
 	case SOP_RAND:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_RAND)))
+			return SCRIPT_DONE;
 		vm->r[SCRIPT_R(d)] = (int64_t)(uint32_t)SCRIPT_RAND(env);
 		break;
 #ifndef SCRIPT_FAST_ONLY
-	case SOP_SCUT: {
+	case SOP_SCUT:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_SCUT)))
+			return SCRIPT_DONE;
+	{
 		char *s = vm->s[SCRIPT_S(d)];
 		uint64_t cut = (uint64_t)vm->r[SCRIPT_R(a)];
 
-		for (uint32_t k = 0; k < SCRIPT_STR_CAP; k++)
-			if (k >= cut)
-				s[k] = 0;
+		if (cut < SCRIPT_STR_CAP)
+			SCRIPT_ZERO(s, (uint32_t)cut);
 		break;
 	}
 #endif
-	case SOP_MAP: {
+	case SOP_MAP:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_MAP)))
+			return SCRIPT_DONE;
+	{
 		const struct script_map *m;
 		uint32_t mop = (uint32_t)in->imm, create;
 		uint8_t *v;
@@ -546,7 +661,7 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		}
 		if (in->x >= nmaps || in->x >= SCRIPT_MAPS_MAX)
 			return SCRIPT_DONE;
-		m = &maps[in->x];
+		m = &maps[SCRIPT_OFF(in->x, SCRIPT_MAPS_MAX - 1)];
 		create = mop != SMOP_LOAD && mop != SMOP_LOADS && mop != SMOP_HAS &&
 			 mop != SMOP_LOADB && mop != SMOP_AGGLOAD;
 #ifdef SCRIPT_MAP8
@@ -573,44 +688,54 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 			if (create)
 				SCRIPT_ERR(env, SERR_FULL, in->x);
 #ifndef SCRIPT_FAST_ONLY
-			if (mop == SMOP_LOADS || mop == SMOP_LOADB) {
-				for (uint32_t k = 0; k < SCRIPT_STR_CAP; k++)
-					vm->s[SCRIPT_S(d)][k] = 0;
-			}
+			if ((mop == SMOP_LOADS || mop == SMOP_LOADB) &&
+			    SCRIPT_MOPS(SCRIPT_BIT(SMOP_LOADS) | SCRIPT_BIT(SMOP_LOADB)))
+				SCRIPT_ZERO(vm->s[SCRIPT_S(d)], 0);
 #endif
 			vm->r[SCRIPT_R(d)] = 0;
 			break;
 		}
 		switch (mop) {
 		case SMOP_LOAD:
+			if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_LOAD)))
+				return SCRIPT_DONE;
 			SCRIPT_COPY8(&vm->r[SCRIPT_R(d)], v);
 			break;
 		case SMOP_HAS:
+			if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_HAS)))
+				return SCRIPT_DONE;
 			vm->r[SCRIPT_R(d)] = 1;
 			break;
 #ifndef SCRIPT_FAST_ONLY
-		case SMOP_LOADS: {
+		case SMOP_LOADS:
+			if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_LOADS)))
+				return SCRIPT_DONE;
+		{
 			char *s = vm->s[SCRIPT_S(d)];
-			uint32_t k = 0;
+			uint32_t k = SCRIPT_STRCPY(s, (const char *)v, strl, m->vallen < SCRIPT_VAL_MAX ?
+						   m->vallen : SCRIPT_VAL_MAX);
 
-			for (; k + 1 < strl && k < m->vallen && k < SCRIPT_VAL_MAX && v[k]; k++)
-				s[k] = (char)v[k];
-			for (; k < SCRIPT_STR_CAP; k++)
-				s[k] = 0;
+			SCRIPT_ZERO(s, k);
 			break;
 		}
 		case SMOP_LOADB:
+			if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_LOADB)))
+				return SCRIPT_DONE;
 			if (m->vallen <= SCRIPT_OUT_MAX && m->vallen <= SCRIPT_VAL_MAX)
 				SCRIPT_COPY(vm->out, v, m->vallen, SCRIPT_VAL_MAX < SCRIPT_OUT_MAX ?
 					    SCRIPT_VAL_MAX : SCRIPT_OUT_MAX);
 			vm->r[SCRIPT_R(d)] = 1;
 			break;
 		case SMOP_STORES:
+			if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_STORES)))
+				return SCRIPT_DONE;
 			if (m->vallen <= SCRIPT_STR_CAP && m->vallen <= SCRIPT_VAL_MAX)
 				SCRIPT_COPY(v, vm->s[SCRIPT_S(a)], m->vallen,
 					    SCRIPT_VAL_MAX < SCRIPT_STR_CAP ? SCRIPT_VAL_MAX : SCRIPT_STR_CAP);
 			break;
 		case SMOP_STOREB:
+			if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_STOREB)))
+				return SCRIPT_DONE;
 			if (m->vallen <= SCRIPT_OUT_MAX && m->vallen <= SCRIPT_VAL_MAX)
 				SCRIPT_COPY(v, vm->out, m->vallen, SCRIPT_VAL_MAX < SCRIPT_OUT_MAX ?
 					    SCRIPT_VAL_MAX : SCRIPT_OUT_MAX);
@@ -625,9 +750,13 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		case SMOP_STATS:
 		case SMOP_HIST:
 		case SMOP_LHIST:
+			if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_STORE) | SCRIPT_BIT(SMOP_COUNT) | SCRIPT_BIT(SMOP_SUM) | SCRIPT_BIT(SMOP_MIN) | SCRIPT_BIT(SMOP_MAX) | SCRIPT_BIT(SMOP_AVG) | SCRIPT_BIT(SMOP_STATS) | SCRIPT_BIT(SMOP_HIST) | SCRIPT_BIT(SMOP_LHIST)))
+				return SCRIPT_DONE;
 			SCRIPT_CAT(SCRIPT_STEP, _update)(m, mop, v, x);
 			break;
 		case SMOP_AGGLOAD:
+			if (!SCRIPT_MOPS(SCRIPT_BIT(SMOP_AGGLOAD)))
+				return SCRIPT_DONE;
 			if (m->vk == SVK_AVG) {
 				struct script_cs *cs = (struct script_cs *)v;
 
@@ -671,7 +800,13 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 #undef SCRIPT_R
 #undef SCRIPT_S
 #undef SCRIPT_OFF
+#undef SCRIPT_BIT
+#undef SCRIPT_OPS
+#undef SCRIPT_MOPS
+#undef SCRIPT_STRTAB_MAX
 #undef SCRIPT_COPY
 #undef SCRIPT_COPY8
+#undef SCRIPT_ZERO
+#undef SCRIPT_STRCPY
 #undef SCRIPT_VAL_MAX
 #undef SCRIPT_ADD

@@ -16,15 +16,18 @@ import uscope_e2e as u
 APP = u.target("scriptapp")
 
 # (engine, environment): inject runs the program in the process; "events"
-# is inject with uscope running it on the streamed events instead; bpf and
-# tracefs (kernel uprobes: 10-16 us a hit, few calls)
+# is inject with uscope running it on the streamed events instead; bpf runs
+# it in the kernel (script.bpf.c), "bpfall" the same with every case of the
+# executor verified (as a program with every op would be), "bpfev" has uscope
+# run it on bpf's events; tracefs (kernel uprobes: 10-16 us a hit, few calls)
 ENGINES = [("inject", {}), ("events", {"USCOPE_SCRIPT_EVENTS": "1"}), ("bpf", {}),
+           ("bpfall", {"USCOPE_BPF_SCRIPT_ALL": "1"}), ("bpfev", {"USCOPE_BPF_SCRIPT": "0"}),
            ("tracefs", {})]
 ENGINE_IDS = [e for e, _ in ENGINES]
 
 
 def engine_args(engine):
-    return ["-e", "inject" if engine == "events" else engine]
+    return ["-e", {"events": "inject", "bpfall": "bpf", "bpfev": "bpf"}.get(engine, engine)]
 
 
 def engine_env(engine):

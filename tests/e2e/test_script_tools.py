@@ -93,7 +93,7 @@ class Pty:
             pass
 
 
-@pytest.mark.parametrize("engine", ["inject", "tracefs"])
+@pytest.mark.parametrize("engine", ["inject", "bpf", "tracefs"])
 def test_bashreadline(engine):
     """uretprobe:/bin/bash:readline, -p a shell's PID, stopped by SIGINT."""
     sh = Pty()

@@ -39,5 +39,21 @@ struct bscript_out {
 };
 
 #define BSCRIPT_STEPS 65536	/* instructions a hit executes at most (bpf_loop's) */
+#define BSCRIPT_INSNS 4096	/* a program's instructions, at most */
+#define BSCRIPT_STRTAB 16384	/* bytes of its string table, at most */
+#define BSCRIPT_VAL_MAX 2048	/* bytes of a map's value, at most */
+
+/* The program as the kernel's maps hold it: one value each */
+struct bscript_insns {
+	struct script_insn i[BSCRIPT_INSNS];
+};
+
+struct bscript_strtab {
+	char s[BSCRIPT_STRTAB];
+};
+
+struct bscript_maps {
+	struct script_map m[SCRIPT_MAPS_MAX];
+};
 
 #endif
