@@ -27,8 +27,8 @@
  *   sink/script.c      the sink that runs it in a session
  *   cli/cmd_script.c   uscope script
  * Where the probe runs, the engines run the same program: see
- * engine/engine.h (usc_site.script, script_place, script_read) and
- * doc/scripts.md. */
+ * engine/engine.h (usc_site.script, script_place, script_rows,
+ * script_clear, script_errors) and doc/scripts.md. */
 #ifndef USC_SCRIPT_SCRIPT_H
 #define USC_SCRIPT_SCRIPT_H
 

@@ -19,14 +19,17 @@ APP = u.target("scriptapp")
 # is inject with uscope running it on the streamed events instead; bpf runs
 # it in the kernel (script.bpf.c), "bpfall" the same with every case of the
 # executor verified (as a program with every op would be), "bpfev" has uscope
-# run it on bpf's events; tracefs (kernel uprobes: 10-16 us a hit, few calls)
+# run it on bpf's events, "bpfret" in the kernel with the kernel's uretprobes
+# (--uretprobe); tracefs (kernel uprobes: 10-16 us a hit, few calls)
 ENGINES = [("inject", {}), ("events", {"USCOPE_SCRIPT_EVENTS": "1"}), ("bpf", {}),
            ("bpfall", {"USCOPE_BPF_SCRIPT_ALL": "1"}), ("bpfev", {"USCOPE_BPF_SCRIPT": "0"}),
-           ("tracefs", {})]
+           ("bpfret", {}), ("tracefs", {})]
 ENGINE_IDS = [e for e, _ in ENGINES]
 
 
 def engine_args(engine):
+    if engine == "bpfret":     # bpf with the kernel's uretprobes
+        return ["-e", "bpf", "--uretprobe"]
     return ["-e", {"events": "inject", "bpfall": "bpf", "bpfev": "bpf"}.get(engine, engine)]
 
 

@@ -94,7 +94,9 @@ static int bpfeng_can_place(struct usc_engine *e, const struct usc_site *site, c
 {
 	struct bpfeng *u = bpfeng_of(e);
 
-	if (site->is_return && !site->ret_site) {
+	/* a script's return may be the kernel's uretprobe (its program runs
+	 * it as a plain site: retval is in rax) */
+	if (site->is_return && !site->ret_site && site->script < 0) {
 		snprintf(why, len, "the bpf engine probes returns on their return sites only "
 			 "(--uretprobe needs -e tracefs)");
 		return -ENOTSUP;
