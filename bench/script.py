@@ -195,6 +195,8 @@ def ready(argv):
     out, err = p.communicate()
     if "ready" not in line:
         if argv[0] != US:
+            print(f"bench: {argv[0]} printed no BEGIN line, left out: {err.strip()[-300:]}",
+                  file=sys.stderr)
             return None
         sys.exit(f"bench: {' '.join(argv)}: no BEGIN line:\n{line}{out[-500:]}{err[-1000:]}")
     if argv[0] == US and not re.search(r"^@c\[\d+\]: [1-9]", out, re.M):
@@ -209,7 +211,8 @@ try:
             starts.setdefault(engine, []).append(
                 ready([US, "script", "-e", engine, "-p", str(victim.pid), path]))
         if bt and not bt_failed:
-            ms = ready([bt, "-p", str(victim.pid), path])
+            # its output unbuffered: BEGIN's line at once (a pipe is not a tty)
+            ms = ready([bt, "-B", "none", "-p", str(victim.pid), path])
             if ms is not None:
                 starts.setdefault("bpftrace", []).append(ms)
 finally:

@@ -570,7 +570,7 @@ int usc_script(struct pt_regs *regs)
 	    x.first + 3 <= ninsns) {
 		__u32 at = x.first;
 
-		asm volatile("%0 &= 0x7ff" : "+r"(at));	/* and two more: within */
+		asm volatile("%0 &= 0xfff" : "+r"(at));	/* and two more: within */
 		bs_step_one(&x.insns->i[at], p->n, x.maps->m, nmaps, &x);
 		return 0;
 	}

@@ -45,7 +45,7 @@ struct bscript_out {
 
 /* The program as the kernel's maps hold it: one value each */
 struct bscript_insns {
-	struct script_insn i[BSCRIPT_INSNS];
+	struct script_insn i[BSCRIPT_INSNS + 4];	/* room for a masked probe's 3 */
 };
 
 struct bscript_strtab {
