@@ -275,10 +275,6 @@ static inline const char *script_strtab(const struct script_blob *b)
 }
 
 /* bpftrace's log2 bucket: 0 the negatives, 1 the zero, then 2 + floor(log2 v). */
-#ifndef SCRIPT_NZ
-#define SCRIPT_NZ(x) ((((x) | (0 - (x))) >> 63) & 1)
-#endif
-
 static inline __attribute__((always_inline)) uint32_t script_hist_bucket(int64_t v)
 {
 	uint64_t u = (uint64_t)v;
@@ -288,10 +284,10 @@ static inline __attribute__((always_inline)) uint32_t script_hist_bucket(int64_t
 		return 0;
 	if (v == 0)
 		return 1;
-	/* the highest bit set, with no branch (a verifier walks one path):
-	 * nz(x) = (x | -x) >> 63 is 1 when x is not 0 (x < 2^63 here); the
-	 * bpf program says it in assembly, which the compiler cannot make a
-	 * branch of again */
+#ifdef SCRIPT_NZ
+	/* the driver's SCRIPT_NZ(x), 1 when x is not 0 with no branch: the
+	 * highest bit set on one path (the bpf program's verifier walks it
+	 * once, not once a bucket) */
 	{
 		uint64_t t;
 
@@ -302,6 +298,14 @@ static inline __attribute__((always_inline)) uint32_t script_hist_bucket(int64_t
 		t = SCRIPT_NZ(u >> 2) << 1; n += (uint32_t)t; u >>= t;
 		n += (uint32_t)SCRIPT_NZ(u >> 1);
 	}
+#else
+	if (u >> 32) { n += 32; u >>= 32; }
+	if (u >> 16) { n += 16; u >>= 16; }
+	if (u >> 8) { n += 8; u >>= 8; }
+	if (u >> 4) { n += 4; u >>= 4; }
+	if (u >> 2) { n += 2; u >>= 2; }
+	if (u >> 1) { n += 1; }
+#endif
 	return 2 + n;
 }
 
