@@ -17,7 +17,8 @@ Then start time: a 20-probe script (20 functions of bench/gen_funcs.py's
 program, each `@c[N] = count(); @h = hist(arg0);`, and a BEGIN that prints a
 line) run on a running process with -p, from the command's start to BEGIN's
 line (BEGIN runs once every probe is in place, in uscope as in bpftrace):
-parse, compile, attach.
+parse, compile, attach. bpftrace runs it system-wide (its BEGIN does not
+fire with -p), on the same file.
 
 Targets: inject count <= 15 ns a hit above the unprobed call, inject latency
 <= 60 ns a call; bpf within 10% of bpftrace's cost on the same program
@@ -211,8 +212,9 @@ try:
             starts.setdefault(engine, []).append(
                 ready([US, "script", "-e", engine, "-p", str(victim.pid), path]))
         if bt and not bt_failed:
-            # its output unbuffered: BEGIN's line at once (a pipe is not a tty)
-            ms = ready([bt, "-B", "none", "-p", str(victim.pid), path])
+            # its output unbuffered: BEGIN's line at once (a pipe is not a
+            # tty); system-wide: bpftrace 0.17 runs no BEGIN with -p
+            ms = ready([bt, "-B", "none", path])
             if ms is not None:
                 starts.setdefault("bpftrace", []).append(ms)
 finally:
