@@ -50,6 +50,16 @@ BPF_ENGINE_SRCS := $(filter src/engine/bpf/%.c,$(LIB_SRCS))
 $(call objs,build/rel,$(BPF_ENGINE_SRCS)) $(call objs,build/san,$(BPF_ENGINE_SRCS)): build/bpf/uscope.skel.h
 BASE_CFLAGS += -Ibuild/bpf
 # The inject engine's gate (src/engine/inject/gate.c): a program of its own.
+# uscope script's program in the kernel: an object of its own (the engine's
+# load time and kernel floor stay), with the executor every engine shares.
+build/bpf/script.bpf.o: src/engine/bpf/script.bpf.c src/engine/bpf/script_shared.h \
+		src/engine/bpf/bpf_shared.h src/script/vm.h src/script/prog.h src/probe/fetch.h \
+		src/probe/fetch_eval.h src/agg/agg_shared.h
+	@mkdir -p $(dir $@)
+	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu -Isrc -c $< -o $@
+build/bpf/script_bpf.skel.h: build/bpf/script.bpf.o
+	bpftool gen skeleton $< name uscope_script_bpf > $@.tmp && mv $@.tmp $@
+$(call objs,build/rel,$(BPF_ENGINE_SRCS)) $(call objs,build/san,$(BPF_ENGINE_SRCS)): build/bpf/script_bpf.skel.h
 build/bpf/gate.bpf.o: src/engine/inject/gate.bpf.c src/engine/inject/gate_shared.h
 	@mkdir -p $(dir $@)
 	clang -target bpf -O2 -g -D__TARGET_ARCH_x86 -I/usr/include/x86_64-linux-gnu -Isrc -c $< -o $@
@@ -66,12 +76,14 @@ AGENT_CFLAGS := -std=gnu11 -Wall -Wextra $(WERROR) -Isrc -O2 -fPIC -ffreestandin
 	-fcf-protection=none -fvisibility=hidden -fno-sanitize=all
 AGENT_SRCS := src/engine/inject/agent/agent.c src/engine/inject/agent/tracer.c \
 	src/engine/inject/agent/ustack.c src/engine/inject/agent/python.c \
-	src/engine/inject/agent/pymon.c src/engine/inject/agent/pyeval.c src/engine/inject/agent/fast.c
+	src/engine/inject/agent/pymon.c src/engine/inject/agent/pyeval.c src/engine/inject/agent/fast.c \
+	src/engine/inject/agent/script.c
 AGENT_OBJS := $(patsubst src/engine/inject/agent/%.c,build/inject/%.o,$(AGENT_SRCS))
 build/inject/agent.bin: $(AGENT_SRCS) $(wildcard src/engine/inject/agent/*.h) src/engine/inject/agent/agent.lds \
 		src/engine/inject/inject_shared.h src/engine/inject/objset.h src/probe/fetch.h src/probe/fetch_eval.h \
 		src/probe/filter_eval.h src/agg/agg_shared.h src/python/frame.h src/python/walk.h \
-		src/python/offsets.h src/stack/stack_walk.h
+		src/python/offsets.h src/stack/stack_walk.h src/engine/inject/script_shared.h \
+		src/script/prog.h src/script/vm.h src/script/table.h
 	@mkdir -p $(dir $@)
 	@set -e; for f in $(AGENT_SRCS); do \
 		echo "$(CC) $(AGENT_CFLAGS) -c $$f"; \
@@ -222,6 +234,10 @@ build/fuzz/fuzz_python: src/python/linetable.c src/python/objects.c src/python/o
 	src/python/symbolize.c
 # Go's function table reader, and its pcsp values as unwind rows.
 build/fuzz/fuzz_gopclntab: src/stack/unwgo.c
+# uscope script's passes, text to bytecode, and the executor on what they make.
+build/fuzz/fuzz_script: src/script/ast.c src/script/compile.c src/script/diag.c src/script/fmt.c \
+	src/script/lex.c src/script/lower.c src/script/parse.c src/script/probes.c src/script/script.c \
+	src/script/sema.c
 # The unwind-table cache file's reader, and the walker over what it accepts.
 build/fuzz/fuzz_unwtab: src/stack/unwcache.c src/stack/unwtab.c src/stack/unwgo.c src/stack/unwimage.c \
 	src/stack/unwjit.c \

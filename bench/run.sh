@@ -13,7 +13,8 @@
 # BPFTRACE_RUNS=0 leaves it out); then how long each command (trace,
 # latency, flow, count, hist) takes to be ready on the bpf engine, beside
 # bpftrace's attach of one site (bench/ready.py); then
-# aggregations where the probe runs (bench/agg.py); then recording
+# aggregations where the probe runs (bench/agg.py); then uscope script beside
+# bpftrace on the same programs (bench/script.py); then recording
 # (bench/record.py); then the live trace sustained, beside an earlier tree
 # (bench/sustained.py); then $ustack, walked where the probe runs and copied, on
 # inject and bpf, beside bpftrace (bench/stacks.py); then the unwind tables the
@@ -294,6 +295,11 @@ python3 bench/ready.py $US $B/funcs ${READY_RUNS:-7} f_0007
 # Aggregations where the probe runs: count by key, hist, latency; every run's
 # rows checked against what the calls give, and against bpftrace's.
 python3 bench/agg.py $US $T "${N_AGG:-10000000}" "$N_PROBED" "$REPS"
+
+# uscope script, bpftrace's language, beside bpftrace running the same program
+# text: count and latency on every engine, every run's maps checked; the start
+# of a 20-probe script on a running process (bench/script.py).
+python3 bench/script.py $US $T $B/funcs "$N_FAST" "$N_PROBED" "$REPS" "${SCRIPT_START_RUNS:-5}"
 
 # Recording: entry + return of bench_fn recorded losslessly to tmpfs, beside
 # uftrace record -P and the live text consumer; the sustained rate for one

@@ -168,6 +168,9 @@ static int args_shared(int c, struct cli_opts *o)
 	case 'n':
 		o->so.no_children = true;
 		return ARG_OK;
+	case 'x':
+		o->program = optarg;
+		return ARG_OK;
 	case 'J': {
 		char *end;
 		unsigned long v;
@@ -421,7 +424,11 @@ static int args_check(int argc, char **argv, const struct cli_cmd *cmd, struct c
 	}
 	/* a live command's empty result is said (cli_run_sink) */
 	o->say_empty = cmd->extra & CLI_ARG_LIVE;
-	if (optind >= argc && !o->replay) {
+	if (cmd->extra & CLI_ARG_SCRIPT) {
+		o->say_empty = false;
+		o->words = argv + optind;
+		o->nwords = argc - optind;
+	} else if (optind >= argc && !o->replay) {
 		cli_usage_error("give at least one PROBE");
 		return 2;
 	}
@@ -437,6 +444,8 @@ static int args_check(int argc, char **argv, const struct cli_cmd *cmd, struct c
 		cli_usage_error("--no-children is for -p PID (COMMAND's children are always traced)");
 		return 2;
 	}
+	if (cmd->extra & CLI_ARG_SCRIPT)
+		return -1;
 	o->nspecs = (size_t)(argc - optind);
 	if (cli_parse_probes(argv + optind, argc - optind, &o->specs))
 		return 1;

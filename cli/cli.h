@@ -28,6 +28,7 @@ int cmd_report(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_objtrace(int argc, char **argv);
 int cmd_flamegraph(int argc, char **argv);
+int cmd_script(int argc, char **argv);
 
 /* One-line error to stderr, "uscope: ..." */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -66,6 +67,8 @@ enum cli_arg_extra {
 					 * lossless producer may wait for room */
 	CLI_ARG_ALL = 1 << 20,		/* --all */
 	CLI_ARG_LIVE = 1 << 21,		/* a live run: -p, --root, -- COMMAND, -d, -e */
+	CLI_ARG_SCRIPT = 1 << 22,	/* uscope script: -x PROGRAM; the words after the
+					 * options are FILE and its parameters, not PROBEs */
 };
 
 /* An option, declared once (options.c): val, its getopt value (its short
@@ -154,6 +157,9 @@ struct cli_opts {
 	const char *labels[16];		/* --label K=V, nlabels of them */
 	size_t nlabels;
 	const char *pprof;		/* --pprof FILE */
+	const char *program;		/* script -x PROGRAM */
+	char **words;			/* CLI_ARG_SCRIPT: the words after the options */
+	int nwords;
 	/* sinks cli_run_sink adds to its own (and frees): --serve's, --pprof's */
 	struct usc_sink *extra[2];
 	size_t nextra;

@@ -1,6 +1,7 @@
 /* Another tool's probe syntax, pasted: a pointer to uscope-probes(7) and,
- * where it can be derived, the uscope command that does the same. bpftrace
- * ('uprobe:/bin/ls:main { @ = count(); }', uretprobe:, usdt:, u:, ur:, U:)
+ * where it can be derived, the uscope command that does the same; a
+ * bpftrace program ('uprobe:/bin/ls:main { @ = count(); }') to uscope
+ * script. bpftrace's probes (uprobe:, uretprobe:, usdt:, u:, ur:, U:)
  * and perf probe (FUNC%return; -x BINARY, cli_getopt's). */
 #include <stdio.h>
 #include <string.h>
@@ -31,7 +32,7 @@ static const char *bt_command(const char *body)
 }
 
 /* text as bpftrace's: the uscope command in out. */
-static bool bt_hint(const char *text, char *out, size_t len)
+static bool bt_probe_hint(const char *text, char *out, size_t len)
 {
 	const char *loc = NULL, *body = strchr(text, '{'), *end;
 	char where[256];
@@ -78,6 +79,24 @@ static bool bt_hint(const char *text, char *out, size_t len)
 	snprintf(out, len, "that is bpftrace's syntax; uscope's is in uscope-probes(7): "
 		 "uscope %s '%s%s%s'", bt_command(body), bt_types[k].ret ? "r:" : "", where,
 		 body && strstr(body, "ustack") ? " $ustack" : "");
+	return true;
+}
+
+/* A bpftrace program (a probe with its actions) is uscope script's to
+ * run; the one-liner that does the same after it. */
+static bool bt_hint(const char *text, char *out, size_t len)
+{
+	char one[HINT_MAX];
+
+	if (!bt_probe_hint(text, one, sizeof(one)))
+		return false;
+	if (!strchr(text, '{')) {
+		snprintf(out, len, "%s", one);
+		return true;
+	}
+	snprintf(out, len, "that is a bpftrace program: uscope script -x '%.*s' runs it "
+		 "(uscope-script(1)); as one probe, %.1024s", (int)(strlen(text) < 512 ? strlen(text) : 512),
+		 text, one + (strncmp(one, "that is bpftrace's syntax; ", 27) ? 0 : 27));
 	return true;
 }
 

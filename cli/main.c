@@ -24,6 +24,7 @@ static void usage(FILE *f)
 	      "  report  per function calls and times of a recording\n"
 	      "  export  a recording as Chrome JSON, CTF, folded stacks or a flame graph\n"
 	      "  flamegraph  a flame graph (SVG) of folded stacks or of a recording\n"
+	      "  script  run a bpftrace program on user space (uprobe:, usdt:, BEGIN ...)\n"
 	      "  list    list the functions that can be probed\n"
 	      "\n"
 	      "'uscope COMMAND --help' describes a command.\n", f);
@@ -39,7 +40,7 @@ int main(int argc, char **argv)
 		cli_verbose = true;
 	if (argc < 2) {
 		cli_error("give a command: trace, flow, count, hist, latency, objtrace, record, "
-			  "report, export, flamegraph or list (see uscope --help)");
+			  "report, export, flamegraph, script or list (see uscope --help)");
 		return 2;
 	}
 	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -72,7 +73,9 @@ int main(int argc, char **argv)
 		return cmd_flamegraph(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "list"))
 		return cmd_list(argc - 1, argv + 1);
-	cli_error("unknown command '%s' (commands: trace, flow, count, hist, latency, objtrace, record, report, export, flamegraph, list; see uscope --help)",
+	if (!strcmp(argv[1], "script"))
+		return cmd_script(argc - 1, argv + 1);
+	cli_error("unknown command '%s' (commands: trace, flow, count, hist, latency, objtrace, record, report, export, flamegraph, script, list; see uscope --help)",
 		  argv[1]);
 	return 2;
 }

@@ -91,6 +91,8 @@ const struct cli_opt cli_opts_all[] = {
 	{'P', CLI_ARG_PPROF, "    --pprof FILE",
 	 "also write the stacks ($ustack) as a pprof profile\n(gzipped), for go tool pprof, "
 	 "Pyroscope, Parca"},
+	{'x', CLI_ARG_SCRIPT, "-x, --program PROGRAM",
+	 "the program itself, instead of FILE (bpftrace's -e)"},
 	{'e', CLI_ARG_LIVE, "-e, --engine NAME",
 	 "auto (default: each probe on the fastest engine that\ncan take it), inject, bpf or "
 	 "tracefs"},

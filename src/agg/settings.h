@@ -12,8 +12,13 @@
 
 #include "agg/agg.h"
 
+struct script_blob;
+
 struct usc_settings {
 	struct usc_agg_opts agg;	/* what is aggregated (its defaults applied) */
+	/* uscope script: the compiled program (script/prog.h) the sites run
+	 * (usc_site.script), or NULL */
+	const struct script_blob *script;
 	bool count_only;		/* only hit counts are wanted: an engine may
 					 * count instead of recording */
 	uint32_t stack_bytes;		/* $ustack: bytes of stack copied (0: 8 KiB) */

@@ -243,6 +243,24 @@ struct usc_engine_ops {
 	 * attached to since, as they started (the summary says them); 0: it
 	 * places probes in files, not processes. */
 	size_t (*procs)(struct usc_engine *e, size_t *late);
+	/* Optional, uscope script (ctx->set->script): can the engine run the
+	 * site's probe (site->script) where the probe fires, its maps in its
+	 * own memory, its output records (printf ...) delivered as events
+	 * (usc_event.script_rec)? 0, or -ENOTSUP: its events go to uscope,
+	 * which runs it. Asked after the plan, before attach; the answer is in
+	 * site->script_in_place. */
+	int (*script_place)(struct usc_engine *e, const struct usc_site *site);
+	/* The rows of the program's map m as the engine holds them, each to
+	 * fn (its key; a plain value, or an aggregation's copies combined). */
+	int (*script_rows)(struct usc_engine *e, int m,
+			   void (*fn)(void *arg, int m, const uint8_t *key, const uint8_t *val),
+			   void *arg);
+	/* clear(@m) (zero: zero(@m)) where the engine holds map m. */
+	void (*script_clear)(struct usc_engine *e, int m, bool zero);
+	/* Its counts of runtime errors (by script/prog.h's enum script_err)
+	 * and of each map's updates lost for want of room, added to errs and
+	 * full. */
+	void (*script_errors)(struct usc_engine *e, uint64_t *errs, uint64_t *full);
 	/* Optional: after attach, instead of start, trace the sites in process
 	 * pid alone (its probes placed in that process only, not in every
 	 * process that maps the file): once per process, each live at once.

@@ -108,6 +108,12 @@ struct usc_event {
 	uint64_t func;		/* returns: the function's address */
 	unsigned nvals;
 	const struct usc_value *vals;	/* in the order of site->args */
+	/* uscope script: an output record (printf's values ...) the engine's
+	 * executor made where the probe ran (script/prog.h's struct
+	 * script_rec, then its values; script_len bytes), for the script's
+	 * sink to format; NULL: an event */
+	const void *script_rec;
+	uint32_t script_len;
 };
 
 /* Return non-zero to stop delivery. */

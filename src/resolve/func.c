@@ -43,7 +43,7 @@ static int check_boundary(const struct objfile *ef, const struct objfile_sym *fn
 }
 
 void resolve_log_unknown(const struct usc_probe_spec *spec, const struct objfile *ef,
-			 const char *path)
+			 const char *path, unsigned flags)
 {
 	const char *sugg[3];
 	char list[512] = "";
@@ -52,7 +52,9 @@ void resolve_log_unknown(const struct usc_probe_spec *spec, const struct objfile
 	for (size_t i = 0; i < n && used < sizeof(list); i++)
 		used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
 					 sugg[i]);
-	if (n)
+	if (flags & RESOLVE_SKIP_MISSING)
+		log_warn("%s: no function '%s' in %s: left out", spec->text, spec->symbol, path);
+	else if (n)
 		log_error("%s: no function '%s' in %s; did you mean: %s?", spec->text,
 			  spec->symbol, path, list);
 	else
@@ -154,8 +156,12 @@ int resolve_glob(const struct usc_probe_spec *spec, unsigned idx, const char *pa
 	if (n < 0)
 		return (int)n;
 	if (n == 0) {
-		log_error("%s: no function matches '%s' in %s", spec->text, spec->symbol,
-			  path);
+		if (flags & RESOLVE_SKIP_MISSING)
+			log_warn("%s: no function matches '%s' in %s: left out", spec->text,
+				 spec->symbol, path);
+		else
+			log_error("%s: no function matches '%s' in %s", spec->text, spec->symbol,
+				  path);
 		ret = -ENOENT;
 	}
 	if (!sv->quiet)
@@ -204,7 +210,7 @@ static int symbol_inlined_only(const struct usc_probe_spec *spec, unsigned idx, 
 	}
 	if (k < 0)
 		return k;
-	resolve_log_unknown(spec, ef, path);
+	resolve_log_unknown(spec, ef, path, flags);
 	return -ENOENT;
 }
 

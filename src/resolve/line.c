@@ -23,7 +23,7 @@ static int line_in_func(const struct usc_probe_spec *spec, const char *path,
 	int ret = objfile_func_lookup(ef, spec->symbol, &fn, NULL, NULL);
 
 	if (ret) {
-		resolve_log_unknown(spec, ef, path);
+		resolve_log_unknown(spec, ef, path, 0);
 		return ret;
 	}
 	if (debuginfo_func_line(dm, fn->vaddr, file, &l0)) {

@@ -49,6 +49,7 @@ int resolve_probes(struct usc_cache *c, const struct usc_target *target,
 {
 	struct site_vec sv = {.c = c, .flags = flags};
 	bool final = false;
+	size_t skipped = 0;
 	int ret = cache_set_root(c, target->root);	/* its debug files are there too */
 
 	for (size_t i = 0; i < nspecs && !ret; i++) {
@@ -58,6 +59,12 @@ int resolve_probes(struct usc_cache *c, const struct usc_target *target,
 		for (size_t k = 0; k < i && !sv.quiet; k++)
 			sv.quiet = !strcmp(specs[k].text, specs[i].text);
 		ret = resolve_one(target, &specs[i], (unsigned)i, flags, &sv);
+		if (ret == -ENOENT && (flags & RESOLVE_SKIP_MISSING) &&
+		    specs[i].loc_kind == USC_LOC_SYMBOL && sv.n == first) {
+			skipped++;	/* left out, said */
+			ret = 0;
+			continue;
+		}
 		if (!ret)
 			ret = resolve_check_optimized_out(c, &specs[i], sv.v + first, sv.n - first);
 		for (size_t k = first; !ret && k < sv.n; k++)
@@ -69,6 +76,10 @@ int resolve_probes(struct usc_cache *c, const struct usc_target *target,
 				final = true;
 				ret = resolve_python_final(target, &specs[i], (unsigned)i, &sv);
 			}
+	}
+	if (!ret && nspecs && skipped == nspecs) {
+		log_error("none of the probes' functions exists: nothing to trace");
+		ret = -ENOENT;
 	}
 	if (ret) {
 		resolve_sites_free(sv.v, sv.n);

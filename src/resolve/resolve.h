@@ -90,6 +90,12 @@ struct usc_site {
 	bool py_final;			/* hidden: Py_FinalizeEx, where the agent waits
 					 * for the tracer to read what the records so far
 					 * name, before CPython frees it ($pystack) */
+	/* uscope script (src/script/): the probe of the program (the run's
+	 * settings' script) this site runs, or -1; and whether its engine
+	 * runs it where the probe fires (the session's choice: else its
+	 * events go to uscope, which runs it) */
+	int32_t script;
+	bool script_in_place;
 };
 
 /* The hidden argument, last of a site's, in which a Go function's site
@@ -164,6 +170,16 @@ enum resolve_flags {
 	 * g (R14), the hidden argument USC_GO_CTX_ARG: a goroutine's call may
 	 * return on another thread than it began */
 	RESOLVE_GO_PAIRS = 1 << 5,
+	/* a probe on a function its module does not have (a name or a glob
+	 * that matches none) is left out with a warning, as bpftrace leaves
+	 * out an attach point it cannot resolve (uscope script); an error
+	 * still when every probe is */
+	RESOLVE_SKIP_MISSING = 1 << 6,
+	/* a return probe whose $retval its return sites cannot give at every
+	 * return (a tail call through a pointer, return sites that cannot all
+	 * be found) swaps the return address instead, as RESOLVE_URETPROBE
+	 * does for every one (uscope script: bpftrace's uretprobe answers) */
+	RESOLVE_URETPROBE_EXACT = 1 << 7,
 };
 struct usc_cache;
 int resolve_probes(struct usc_cache *c, const struct usc_target *target,

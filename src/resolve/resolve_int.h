@@ -64,9 +64,10 @@ int resolve_glob(const struct usc_probe_spec *spec, unsigned idx, const char *pa
 		 const struct objfile *ef, unsigned flags, struct site_vec *sv);
 int resolve_symbol(const struct usc_probe_spec *spec, unsigned idx, const char *path,
 		   const struct objfile *ef, unsigned flags, struct site_vec *sv);
-/* No function spec->symbol in path: say so, with the closest names. */
+/* No function spec->symbol in path: say so, with the closest names (a
+ * warning with RESOLVE_SKIP_MISSING in flags: the probe is left out). */
 void resolve_log_unknown(const struct usc_probe_spec *spec, const struct objfile *ef,
-			 const char *path);
+			 const char *path, unsigned flags);
 
 /* sites.c: a new zeroed site at the end of sv, or NULL (no memory). */
 struct usc_site *resolve_site_push(struct site_vec *sv);

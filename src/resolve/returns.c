@@ -200,6 +200,17 @@ int resolve_return_sites(struct site_vec *sv, const struct usc_probe_spec *spec,
 		if (n == -ENOMEM)
 			return (int)n;
 	}
+	for (ssize_t i = 0; i < n && (flags & RESOLVE_URETPROBE_EXACT); i++)
+		if (rs[i].kind == X86_TAIL_JMP && !rs[i].target) {
+			why = "a tail call through a pointer";
+			n = 0;
+		}
+	if (n <= 0 && (flags & RESOLVE_URETPROBE_EXACT) && n != -ENOMEM) {
+		log_info("%s: the return of %s is probed by swapping its return address: %s",
+			 spec->text, objfile_sym_pretty(fn), why ? why : "its return sites");
+		free(rs);
+		return resolve_add_site(sv, spec, idx, path, ef, fn, fn->vaddr, 0);
+	}
 	if (n <= 0) {
 		if (spec->is_glob) {
 			log_warn("%s: skipping %s: cannot find all its return sites: %s "

@@ -276,7 +276,8 @@ void session_watch_maps(struct usc_session *s, pid_t pid, bool on_exec)
 	size_t n;
 	int ret;
 
-	if (!s->ectx.has_stacks || s->mapwatch)
+	/* (a script names addresses at its end: usym, ustack) */
+	if ((!s->ectx.has_stacks && !s->set.script) || s->mapwatch)
 		return;
 	ret = mapwatch_open(pid, on_exec, &s->mapwatch);
 	if (!ret)

@@ -447,6 +447,8 @@ int session_plan_engines(struct usc_session *s)
 	ret = session_check_code(s);
 	if (!ret)
 		ret = session_plan_agg(s);
+	if (!ret)
+		ret = session_plan_script(s);
 out:
 	for (size_t k = 0; a.why && k < s->nengines * s->nsites; k++)
 		free(a.why[k]);

@@ -54,6 +54,7 @@ static void settings_decide(struct usc_settings *set, const struct usc_session_o
 			       o->max_wait_ns ? o->max_wait_ns : SESSION_MAX_WAIT_NS,
 		.objtrace = {o->objtrace.on, o->objtrace.max_objects},
 		.max_procs = o->max_procs ? o->max_procs : SESSION_MAX_PROCS,
+		.script = o->script,
 	};
 	/* aggregations: a string of a key takes whole words */
 	if (!set->agg.str_max)
@@ -208,6 +209,9 @@ int session_plan_sites(struct usc_session *s)
 	session_interpose_plan(s);
 	s->ectx.sites = s->sites;
 	s->ectx.nsites = s->nsites;
+	for (size_t i = 0; i < s->nsites; i++)
+		s->sites[i].script = s->opts.script && s->sites[i].probe < s->nspecs ?
+				     (int32_t)s->opts.script_probe[s->sites[i].probe] : -1;
 	/* $ustack copies --stack-size bytes, and always with --stack-mode
 	 * copy: the engines read it in the program */
 	for (size_t i = 0; i < s->nsites; i++) {
@@ -512,6 +516,7 @@ static int fill_sink_ctx(struct usc_session *s)
 		.pid = s->pid,
 		.exe = s->pid ? s->target.exe : NULL,
 		.command = s->opts.cmd != NULL,
+		.script_src = s->script_src,
 		.nprocs = nprocs + s->nfallback[0],
 	};
 	return 0;
@@ -872,6 +877,7 @@ void usc_session_free(struct usc_session *s)
 		free(s->stacks[i]);
 	session_obj_free(s);
 	session_python_free(s);
+	free(s->script_src);
 	free(s->engines);
 	free(s->engine_names);
 	free(s->engine_nsites);

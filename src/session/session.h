@@ -89,6 +89,10 @@ struct usc_session_opts {
 	 * heals the uprobes only, and the inject agents let go alone (what no
 	 * atomic store takes out stays, for a later uscope to take out) */
 	const char *janitor_exe;
+	/* uscope script: the compiled program (script/prog.h), and for each
+	 * probe spec the probe of the program its sites run; NULL: none */
+	const struct script_blob *script;
+	const unsigned *script_probe;
 	/* the engines to choose from, in order of preference (tests give a
 	 * fake one); NULL: usc_engines */
 	const struct usc_engine_ops *const *engines;

@@ -92,6 +92,10 @@ struct usc_session {
 	struct usc_undo undo;
 	struct session_janitor *janitor;
 	struct session_python *python;	/* CPython in the target (session/python.c) */
+	/* uscope script: the engine that runs the program where the probe
+	 * fires (session/script.c), as the script's sink sees it; live when
+	 * script_in_place */
+	struct script_source *script_src;
 	/* interposed probes, said once the process has loaded its modules
 	 * (session/interpose.c) */
 	bool interpose_done;
@@ -162,6 +166,12 @@ int session_plan_agg(struct usc_session *s);
  * call (sink agg_row). 0 or -errno (reported). */
 int session_agg_collect(struct usc_session *s);
 void session_agg_free(struct usc_session *s);
+
+/* script.c: uscope script. Which sites their engine runs the program of
+ * where the probe fires (site->script_in_place: all of them, on one engine
+ * that can, or none), and what the script's sink is told of it
+ * (sctx.script_src). 0 or -errno. */
+int session_plan_script(struct usc_session *s);
 
 /* objtrace.c: the followed set kept by the session, for the sites of an
  * engine that keeps none where the probe runs (tracefs). */

@@ -21,6 +21,7 @@
 
 struct usc_sink;
 struct usc_probe_spec;
+struct script_source;
 struct rec_header;
 
 /* What a sink is told of the session, once it is planned (the session fills
@@ -48,6 +49,9 @@ struct usc_sink_ctx {
 						 * start (-e inject); 0: not counted */
 	size_t nlate;				/* ... and at the end, the ones patched
 						 * as they started */
+	/* uscope script: what the engines that run the program where the
+	 * probe fires hold (its maps' rows there: script/run.h), or NULL */
+	const struct script_source *script_src;
 };
 
 /* Is site i one the user sees (not hidden, placed on an engine)? */
@@ -168,6 +172,13 @@ enum usc_summary_mode {
 				 * the few with the most events (every label when
 				 * verbose): record and export */
 };
+
+/* uscope script: the script's own output (printf, print, the maps at the
+ * end, in bpftrace's text, or its JSON lines with json) to fp, its probes
+ * run on the events of engines that stream them, BEGIN, END and interval
+ * probes run here (script.c, src/script/). The script is the caller's. */
+struct usc_script;
+struct usc_sink *usc_sink_script(struct usc_script *s, FILE *fp, bool json);
 
 /* The readiness line ("uscope: tracing 163 functions (429 sites)"), one
  * line a probe on how its sites went to the engines (when more than one

@@ -59,7 +59,7 @@ def test_syntax():
 def test_commands():
     got, _ = complete(f"{uscope_bin()} ")
     assert {"trace", "flow", "count", "hist", "latency", "objtrace", "record", "report",
-            "export", "flamegraph", "list"} <= set(got), got
+            "export", "flamegraph", "script", "list"} <= set(got), got
     got, _ = complete(f"{uscope_bin()} la")
     assert got == ["latency"], got
     got, _ = complete(f"{uscope_bin()} --")
@@ -67,7 +67,7 @@ def test_commands():
 
 
 COMMANDS = ["trace", "flow", "count", "hist", "latency", "objtrace", "record", "report",
-            "export", "flamegraph", "list"]
+            "export", "flamegraph", "script", "list"]
 
 
 @pytest.mark.parametrize("cmd", COMMANDS)
@@ -229,3 +229,12 @@ def test_root_directories():
     assert got == [], got
     got, _ = complete(f"{uscope_bin()} trace --root /usr /bin/ls")
     assert "/bin/ls" in got, got
+
+
+def test_script_file(tmp_path):
+    """script: FILE is a file (a bpftrace program); -x's PROGRAM is text."""
+    (tmp_path / "lat.bt").write_text("BEGIN { exit(); }\n")
+    got, _ = complete(f"{uscope_bin()} script {tmp_path}/la")
+    assert got == [f"{tmp_path}/lat.bt"], got
+    got, _ = complete(f"{uscope_bin()} script -x ")
+    assert got == [], got

@@ -15,7 +15,7 @@ import uscope_e2e as u
 ROOT = Path(__file__).resolve().parents[2]
 MAN = ROOT / "doc/man"
 COMMANDS = ["trace", "flow", "count", "hist", "latency", "objtrace", "record", "report",
-            "export", "flamegraph", "list"]
+            "export", "flamegraph", "script", "list"]
 PAGES = sorted(p.name for p in MAN.iterdir())
 
 

@@ -94,7 +94,9 @@ static int bpfeng_can_place(struct usc_engine *e, const struct usc_site *site, c
 {
 	struct bpfeng *u = bpfeng_of(e);
 
-	if (site->is_return && !site->ret_site) {
+	/* a script's return may be the kernel's uretprobe (its program runs
+	 * it as a plain site: retval is in rax) */
+	if (site->is_return && !site->ret_site && site->script < 0) {
 		snprintf(why, len, "the bpf engine probes returns on their return sites only "
 			 "(--uretprobe needs -e tracefs)");
 		return -ENOTSUP;
@@ -212,8 +214,10 @@ static int bpfeng_load(struct bpfeng *u)
 		u->skel->rodata->pystack_on = !sites_use(u, FOP_PYSTACK) ? 0 :
 					      s->target->kind == USC_TARGET_SYSTEM ? 2 : 1;
 		u->skel->rodata->obj_on = sites_follow_objects(u);
-		bpf_program__set_autoload(u->skel->progs.usc_probe_s, sleepable);
-		bpf_program__set_autoload(u->skel->progs.usc_probe, !sleepable);
+		/* a script's sites run the script's program (script.c): the
+		 * engine's own is not loaded, nor walked by the verifier */
+		bpf_program__set_autoload(u->skel->progs.usc_probe_s, sleepable && !bscript_on(u));
+		bpf_program__set_autoload(u->skel->progs.usc_probe, !sleepable && !bscript_on(u));
 		bpf_program__set_autoload(u->skel->progs.usc_fork, u->follow);
 		bpf_program__set_autoload(u->skel->progs.usc_exit, u->follow);
 		/* a multi link takes a program loaded for it, which libbpf 1.1's
@@ -243,7 +247,8 @@ static int bpfeng_load(struct bpfeng *u)
 				log_info("the bpf engine cannot read memory that is not paged in yet "
 					 "(no sleepable uprobes in this kernel: %s): such values show "
 					 "as (fault)", strerror(-err));
-			bpfeng_load_said(u, now_ms() - t0);
+			if (!bscript_on(u))
+				bpfeng_load_said(u, now_ms() - t0);
 			return 0;
 		}
 		err = -errno;
@@ -328,7 +333,7 @@ static int bpfeng_attach(struct usc_engine *e)
 			return err;
 		}
 	}
-	return 0;
+	return bscript_on(u) ? bscript_load(u) : 0;
 }
 
 /* -p: a process that descends from the target already, in the tree the
@@ -348,8 +353,9 @@ static int bpfeng_seed(pid_t pid, void *ctx)
 static int bpfeng_start(struct usc_engine *e, pid_t pid, bool follow_children)
 {
 	struct bpfeng *u = bpfeng_of(e);
-	struct bpf_program *prog = u->sleepable ? u->skel->progs.usc_probe_s :
-						  u->skel->progs.usc_probe;
+	struct bpf_program *prog = u->script	  ? bscript_prog(u)
+				   : u->sleepable ? u->skel->progs.usc_probe_s
+						  : u->skel->progs.usc_probe;
 
 	(void)follow_children;
 	if (u->follow) {
@@ -390,8 +396,9 @@ static int bpfeng_start(struct usc_engine *e, pid_t pid, bool follow_children)
 static int bpfeng_add_pid(struct usc_engine *e, pid_t pid)
 {
 	struct bpfeng *u = bpfeng_of(e);
-	struct bpf_program *prog = u->sleepable ? u->skel->progs.usc_probe_s :
-						  u->skel->progs.usc_probe;
+	struct bpf_program *prog = u->script	  ? bscript_prog(u)
+				   : u->sleepable ? u->skel->progs.usc_probe_s
+						  : u->skel->progs.usc_probe;
 
 	if (!u->skel || u->follow || pid <= 0)
 		return -EINVAL;
@@ -456,7 +463,7 @@ static int bpfeng_poll(struct usc_engine *e, int timeout_ms, usc_event_fn fn, vo
 	u->ctx = ctx;
 	u->delivered = 0;
 	u->stop_asked = 0;
-	n = ring_buffer__poll(u->rb, timeout_ms);
+	n = u->script ? bscript_poll(u, timeout_ms) : ring_buffer__poll(u->rb, timeout_ms);
 	if (n < 0 && n != -EINTR)
 		return n;
 	return u->delivered;
@@ -532,6 +539,7 @@ static void bpfeng_destroy(struct usc_engine *e)
 
 	bpfeng_detach(e);
 	ring_buffer__free(u->rb);
+	bscript_free(u);
 	bpfeng_stk_free(u);
 	uscope_bpf__destroy(u->skel);
 	free(u->links);
@@ -561,4 +569,8 @@ const struct usc_engine_ops bpf_engine_ops = {
 	.agg_place = bpfeng_agg_place,
 	.agg_read = bpfeng_agg_read,
 	.add_pid = bpfeng_add_pid,
+	.script_place = bscript_place,
+	.script_rows = bscript_rows,
+	.script_clear = bscript_clear,
+	.script_errors = bscript_errors,
 };

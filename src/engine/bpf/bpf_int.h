@@ -17,6 +17,7 @@ struct ring_buffer;
 struct bpf_link;
 struct bpf_program;
 struct bpfeng_stk;
+struct bscript;
 
 /* enum bpf_attach_type's BPF_TRACE_UPROBE_MULTI (Linux 6.6), which the
  * system's headers (Linux 6.1's) predate */
@@ -50,6 +51,8 @@ struct bpfeng {
 	bool agg;			/* some site aggregates */
 	uint32_t agg_keylen;		/* the map's key bytes after the site */
 	uint32_t agg_nbuckets;
+	/* uscope script's program in the kernel (script.c), or NULL */
+	struct bscript *script;
 };
 
 static inline struct bpfeng *bpfeng_of(struct usc_engine *e)
@@ -74,6 +77,21 @@ int bpfeng_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx);
 int bpfeng_agg_prepare(struct bpfeng *u);
 /* A site's filter and aggregation role into the map's entry. */
 void bpfeng_agg_site(struct bpfeng *u, const struct usc_site *site, struct bpfeng_site *us);
+
+/* script.c: uscope script's program run in the kernel (script.bpf.c) */
+int bscript_place(struct usc_engine *e, const struct usc_site *site);
+/* Do the sites run a script's program here? */
+bool bscript_on(const struct bpfeng *u);
+/* After the engine's own load: the script's object, sharing its maps. */
+int bscript_load(struct bpfeng *u);
+struct bpf_program *bscript_prog(struct bpfeng *u);
+/* Its output records to u->fn, as events. */
+int bscript_poll(struct bpfeng *u, int timeout_ms);
+void bscript_free(struct bpfeng *u);
+int bscript_rows(struct usc_engine *e, int m,
+		 void (*fn)(void *arg, int m, const uint8_t *key, const uint8_t *val), void *arg);
+void bscript_clear(struct usc_engine *e, int m, bool zero);
+void bscript_errors(struct usc_engine *e, uint64_t *errs, uint64_t *full);
 
 /* ustack.c: $ustack walked where the probe runs */
 /* Before load: whether sites walk, the maps' sizes. */

@@ -103,6 +103,7 @@ bool bpfeng_multi_supported(void)
 
 struct group {
 	const char *path;
+	bool ret;			/* the kernel's uretprobes (a script's returns) */
 	const size_t *idx;		/* the sites of the file, indices in e->sites */
 	size_t n;
 	uint64_t *offs, *refs, *cookies;	/* scratch, n each */
@@ -125,6 +126,7 @@ static int group_link(struct group *g, size_t from, size_t n)
 	a.ref_ctr_offsets = refs ? (uintptr_t)(g->refs + from) : 0;
 	a.cookies = (uintptr_t)(g->cookies + from);
 	a.cnt = (uint32_t)n;
+	a.umulti_flags = g->ret ? 1 : 0;	/* BPF_F_UPROBE_MULTI_RETURN */
 	a.pid = (uint32_t)(g->pid > 0 ? g->pid : 0);
 	return link_create(&a);
 }
@@ -172,12 +174,21 @@ static int attach_group(struct bpfeng *u, struct group *g)
 	return 0;
 }
 
+/* A return probe that is the kernel's uretprobe (uscope script's on bpf,
+ * as bpftrace's: one trap a call), not a probe on the return instructions. */
+static bool kernel_ret(const struct usc_site *s)
+{
+	return s->is_return && !s->ret_site;
+}
+
 static int by_path(const void *a, const void *b, void *ctx)
 {
 	const struct usc_site *const *sites = ctx;
 	size_t i = *(const size_t *)a, j = *(const size_t *)b;
 	int c = strcmp(sites[i]->path, sites[j]->path);
 
+	if (!c)
+		c = (int)kernel_ret(sites[i]) - (int)kernel_ret(sites[j]);
 	return c ? c : (i > j) - (i < j);
 }
 
@@ -208,9 +219,11 @@ static int attach_multi(struct bpfeng *u, int prog, pid_t pid)
 	for (size_t k = 0; k < n && !err;) {
 		struct group g = {.path = u->base.sites[order[k]]->path, .idx = order + k,
 				  .offs = scratch, .refs = scratch + n, .cookies = scratch + 2 * n,
-				  .prog = prog, .pid = pid};
+				  .prog = prog, .pid = pid,
+				  .ret = kernel_ret(u->base.sites[order[k]])};
 
-		while (k + g.n < n && !strcmp(u->base.sites[order[k + g.n]]->path, g.path))
+		while (k + g.n < n && !strcmp(u->base.sites[order[k + g.n]]->path, g.path) &&
+		       kernel_ret(u->base.sites[order[k + g.n]]) == g.ret)
 			g.n++;
 		err = attach_group(u, &g);
 		k += g.n;
@@ -229,7 +242,8 @@ static int attach_single(struct bpfeng *u, struct bpf_program *prog, pid_t pid)
 	for (size_t i = 0; i < u->base.nsites; i++) {
 		const struct usc_site *site = u->base.sites[i];
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = i,
-			    .ref_ctr_offset = (size_t)site->ref_ctr_offset);
+			    .ref_ctr_offset = (size_t)site->ref_ctr_offset,
+			    .retprobe = kernel_ret(site));
 
 		u->links[i] = bpf_program__attach_uprobe_opts(prog, pid > 0 ? pid : -1, site->path,
 							      site->offset, &opts);

@@ -170,7 +170,7 @@ bool inj_image_applied(const struct inj_image *img)
 /* Where each part of the shared memory lies (the agent reads these offsets
  * from struct inj_ctl). */
 struct shm_layout {
-	uint64_t slots, counts, sites, undo, sem, kids, py, rings, obj;
+	uint64_t slots, counts, sites, undo, sem, kids, py, rings, obj, script;
 	struct inj_ctl agg;
 	struct inj_stk stk;
 };
@@ -208,6 +208,7 @@ static void shm_layout(struct inj *j, struct inj_shm *m, struct shm_layout *l)
 	off = inj_agg_reserve(j, off, &l->agg);
 	off = inj_obj_reserve(j, off, &l->obj);
 	off = inj_stk_reserve(j, off, &l->stk);
+	off = inj_script_reserve(j, off, &l->script);
 	m->size = off;
 }
 
@@ -332,6 +333,7 @@ static int shm_create(struct inj *j, struct inj_image *img, struct remote *rem)
 		c->stk_off = l.stk.ro_off;
 	}
 	inj_py_ctl(j, c, rem->pid, l.py);
+	inj_script_ctl(j, m, l.script);
 	{
 		const struct usc_engine_ctx *s = j->base.ctx;
 
@@ -489,6 +491,7 @@ static void fill_sites(struct inj *j, struct inj_image *img)
 			inj_agg_site(j, site, d, img->shm.ctl, img->shm.remote);
 			inj_obj_site(site, d, img->shm.ctl, img->shm.remote);
 			inj_rec_fast_site(j, d, img->shm.ctl, img->shm.remote);
+			inj_script_site(j, site, d, img->shm.ctl, img->shm.remote);
 		}
 	}
 }
@@ -596,9 +599,11 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 			}
 			/* (a site the agent calls for Python is never the fast
 			 * path's: inj_py_sites changed its kind after fill_sites) */
-			if (is->agg_fast || (is->rec_fast && is->kind == INJ_PLAIN)) {
+			if (is->agg_fast || (is->rec_fast && is->kind == INJ_PLAIN) ||
+			    is->script_fast) {
 				ts.fast = m->agent_remote +
-					  (is->rec_fast ? hdr->fast_rec_off :
+					  (is->script_fast ? hdr->script_fast_off :
+					   is->rec_fast ? hdr->fast_rec_off :
 					   is->agg == INJ_AGG_ENTRY ? hdr->fast_lat_in_off :
 					   is->agg == INJ_AGG_RETURN ? hdr->fast_lat_out_off :
 					   hdr->fast_off);

@@ -450,6 +450,10 @@ const struct usc_engine_ops inject_engine_ops = {
 	.destroy = inj_destroy,
 	.filters = inj_filters,
 	.agg_place = inj_agg_place,
+	.script_place = inj_script_place,
+	.script_rows = inj_script_rows,
+	.script_clear = inj_script_clear,
+	.script_errors = inj_script_errors,
 	.agg_read = inj_agg_read_py,
 	.procs = inj_procs,
 };

@@ -487,6 +487,23 @@ void inj_stk_event(struct inj *j, struct inj_image *img, const struct usc_event 
 void inj_stk_key(struct inj *j, const struct inj_image *img, const struct usc_site *site,
 		 uint8_t *key, uint32_t keylen);
 
+/* script.c: uscope script, the program run by the agent where the probe
+ * fires (agent/script.c) */
+int inj_script_place(struct usc_engine *e, const struct usc_site *site);
+/* Room for the program, its maps and the slots' machines after off in the
+ * shared layout (*script_off: where, or 0: no site runs it); the new end. */
+uint64_t inj_script_reserve(struct inj *j, uint64_t off, uint64_t *script_off);
+/* The program and its tables into the new region m (ctl->script_off set). */
+void inj_script_ctl(struct inj *j, struct inj_shm *m, uint64_t script_off);
+/* What the agent is told of a site: its probe, its index in the session;
+ * after inj_rec_fast_site. */
+void inj_script_site(struct inj *j, const struct usc_site *site, struct inj_site *d,
+		     const struct inj_ctl *c, uint64_t remote);
+int inj_script_rows(struct usc_engine *e, int m,
+		    void (*fn)(void *arg, int m, const uint8_t *key, const uint8_t *val), void *arg);
+void inj_script_clear(struct usc_engine *e, int m, bool zero);
+void inj_script_errors(struct usc_engine *e, uint64_t *errs, uint64_t *full);
+
 /* objset.c: uscope objtrace's followed set */
 /* Room for the set after off in the shared layout (*obj_off: where, or 0
  * when no site follows objects); the new end. */

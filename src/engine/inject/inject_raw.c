@@ -38,6 +38,12 @@ static int peek(const void *p, uint32_t n, size_t avail, uint32_t *site, uint64_
 		*len = n;
 		return 1;
 	}
+	if (n >= sizeof(*r) + 8 && n <= avail && !(n & 7) && r->nvals == INJ_NVALS_SCRIPT) {
+		*len = n;	/* a script's output (struct script_rec, then values) */
+		*site = r->site;
+		*tsc = r->tsc;
+		return 0;
+	}
 	if (n < sizeof(*r) || n > avail || (n & 7) || r->nvals > INJ_MAX_ARGS ||
 	    sizeof(*r) + r->nvals * sizeof(struct inj_val) > n)
 		return -EINVAL;	/* not a record the agent writes */
@@ -101,6 +107,13 @@ int inject_raw_event(const void *p, size_t avail, const struct usc_site *site, u
 		return 0;
 	}
 	ev->cpu = (int32_t)r->cpu;
+	if (r->nvals == INJ_NVALS_SCRIPT) {
+		/* a script's output record: its bytes, for the script's sink */
+		ev->nvals = 0;
+		ev->script_rec = r + 1;
+		ev->script_len = len - (uint32_t)sizeof(*r);
+		return 0;
+	}
 	if (site->ret_site)
 		ev->ip = r->retaddr;
 	for (unsigned a = 0; a < r->nvals && a < INJ_MAX_ARGS; a++) {
@@ -152,8 +165,8 @@ int inject_raw_pystacks(const void *p, size_t avail,
 	int ret = 0;
 
 	if (avail < sizeof(uint32_t) || peek(p, w = first_word(p), avail, &site, &tsc, &len) ||
-	    (w & INJ_REC_SHORT))
-		return 0;	/* a pad, not a record, or one of integers only */
+	    (w & INJ_REC_SHORT) || r->nvals == INJ_NVALS_SCRIPT)
+		return 0;	/* a pad, not a record, one of integers only, a script's */
 	for (unsigned a = 0; a < r->nvals && a < INJ_MAX_ARGS && !ret; a++) {
 		const struct inj_val *v = &r->vals[a];
 

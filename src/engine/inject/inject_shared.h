@@ -119,6 +119,7 @@ struct agent_hdr {
 	uint64_t fast_rec_off;		/* agent_fast_rec */
 	uint64_t fast_lat_in_off;	/* agent_fast_lat_in: a latency's entry */
 	uint64_t fast_lat_out_off;	/* agent_fast_lat_out: its return */
+	uint64_t script_fast_off;	/* agent_script_fast */
 };
 
 /* The self page (inj_ctl.self): per process, wiped in a forked child. */
@@ -242,6 +243,8 @@ struct inj_ctl {
 	/* $ustack walked where the probe runs: struct inj_stk, or 0 */
 	uint64_t stk_off;
 	uint64_t py_off;		/* Python: struct inj_py, or 0 (none) */
+	uint64_t script_off;		/* uscope script: struct inj_script
+					 * (script_shared.h), or 0 (none) */
 	/* the tracer's side, on a line of its own: written each time it drains */
 	volatile uint32_t asleep __attribute__((aligned(64)));	/* ring the doorbell */
 	volatile uint32_t doorbell;	/* a futex word the producers move on */
@@ -436,6 +439,13 @@ struct inj_site {
 					 * filter, string or stack: agent_fast_rec writes
 					 * it whole when the ring has room (the trampoline
 					 * calls it as agent_fast for agg_fast) */
+	/* uscope script: the program's probe (+ 1; 0: none) the site runs
+	 * (agent/script.c), and the session's index of the site */
+	uint32_t script;
+	uint32_t script_site;
+	uint32_t script_fast;		/* agent_script_fast runs it: its code needs
+					 * no call, its inputs are registers as they are */
+	uint32_t pad_script;
 	uint8_t arg_size[INJ_MAX_ARGS];	/* an integer's bytes (0: all 8), to mask */
 	uint8_t arg_sign[INJ_MAX_ARGS];	/* signed: a value sign-extends */
 	uint8_t arg_str[INJ_MAX_ARGS];	/* a string argument */
@@ -488,6 +498,9 @@ struct inj_val {
 };
 
 #define INJ_REC_PAD 0x80000000u		/* in len: skip to the ring's start */
+#define INJ_NVALS_SCRIPT 0xffffu	/* in nvals: a script's output record
+					 * (script/prog.h's struct script_rec and its
+					 * values) instead of values */
 #define INJ_REC_SHORT 0x40000000u	/* in len: a struct inj_rec_short */
 
 struct inj_rec {

@@ -29,6 +29,8 @@ uint32_t agent_fast_lat_out(const struct inj_site *site, uint64_t a, uint64_t b)
 	__attribute__((no_caller_saved_registers));
 uint32_t agent_fast_rec(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
 	__attribute__((no_caller_saved_registers));
+uint32_t agent_script_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
+	__attribute__((no_caller_saved_registers));	/* script.c */
 
 /* The tracer reads this header at the blob's start (inject_shared.h). */
 __attribute__((section(".agent_hdr"), used)) HIDDEN const struct agent_hdr agent_hdr = {
@@ -38,6 +40,7 @@ __attribute__((section(".agent_hdr"), used)) HIDDEN const struct agent_hdr agent
 	.fast_rec_off = (uint64_t)&agent_fast_rec,
 	.fast_lat_in_off = (uint64_t)&agent_fast_lat_in,
 	.fast_lat_out_off = (uint64_t)&agent_fast_lat_out,
+	.script_fast_off = (uint64_t)&agent_script_fast,
 	.py_pending_off = (uint64_t)&agent_py_pending,
 	.trap_off = (uint64_t)&agent_trap,
 };
@@ -839,6 +842,10 @@ static inline void deliver(struct inj_ctl *c, struct inj_slot *s, uint64_t slot,
 {
 	uint64_t verdict = 0;
 
+	if (site->script) {	/* uscope script: the program (agent/script.c) */
+		agent_script(c, s, slot, counts, site, regs, env->tgid);
+		return;
+	}
 	if (site->obj && !(verdict = obj_verdict(c, site, regs, env, counts)))
 		return;
 	if (site->agg)
@@ -989,4 +996,50 @@ void agent_py_hit(struct inj_ctl *c, uint32_t idx, const struct py_hit *h)
 	}
 	__asm__ volatile("" ::: "memory");
 	s->nest = 0;
+}
+
+/* ---- uscope script (agent/script.c) ---------------------------------------- */
+
+void agent_arg(const struct inj_ctl *c, struct inj_slot *s, const struct inj_site *site,
+	       const uint64_t *regs, uint32_t tgid, uint32_t i, struct inj_val *v, char *buf,
+	       uint32_t *off)
+{
+	struct env env = {tgid, s->tid, regs[USC_REG_SP], c, s, 0};
+	struct fetch_where w = {site->ip, site->offset, site->vaddr};
+
+	eval_arg(&env, &w, regs, &site->args[i], v, buf, off, 0);
+}
+
+void agent_script_rec(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
+		      const struct inj_site *site, const void *p, uint32_t n)
+{
+	uint32_t size = c->ring_size, pos, pad = 0, need = (uint32_t)(sizeof(struct inj_rec) + n + 7) & ~7u;
+	uint64_t head, slot = (uint64_t)(s - (struct inj_slot *)((char *)c + c->slots_off));
+	struct inj_rec *h;
+	char *ring;
+
+	head = s->head;
+	pos = (uint32_t)head & (size - 1);
+	if (pos + need > size)
+		pad = size - pos;
+	ring = (char *)c + c->rings_off + slot * size;
+	if (need > size / 2 || !room(c, s, ring, head, pad, need, counts)) {
+		counts[INJ_C_LOST]++;
+		return;
+	}
+	if (pad) {
+		*(uint32_t *)(ring + pos) = INJ_REC_PAD | pad;
+		head += pad;
+		pos = 0;
+	}
+	h = (struct inj_rec *)(ring + pos);
+	h->len = need;
+	h->site = site->index;
+	h->tsc = stamp(c, &h->cpu);
+	h->retaddr = 0;
+	h->nvals = INJ_NVALS_SCRIPT;
+	copy_bytes(h + 1, p, n);
+	__atomic_store_n(&s->head, head + need, __ATOMIC_RELEASE);
+	if (__builtin_expect(c->asleep, 0))
+		ring_if_due(c, s, head + need);
 }

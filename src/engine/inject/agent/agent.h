@@ -122,6 +122,19 @@ void agent_py_sync(struct inj_ctl *c) HIDDEN;
 /* Py_AddPendingCall's function (arg: the control block): the profile
  * function in, or (detached) out of, every thread state. */
 int agent_py_pending(uint64_t arg) HIDDEN;
+/* uscope script (agent/script.c): site fires with a program's probe
+ * (inj_site.script) for thread slot s. */
+void agent_script(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint64_t *counts,
+		  const struct inj_site *site, uint64_t *regs, uint32_t tgid) HIDDEN;
+/* Argument i of the site, as record() fetches it (agent.c): v, a string's
+ * bytes at buf + *off. */
+void agent_arg(const struct inj_ctl *c, struct inj_slot *s, const struct inj_site *site,
+	       const uint64_t *regs, uint32_t tgid, uint32_t i, struct inj_val *v, char *buf,
+	       uint32_t *off) HIDDEN;
+/* A script's output record (n bytes at p) into the slot's ring as site's
+ * (nvals INJ_NVALS_SCRIPT); no room: lost and counted. */
+void agent_script_rec(struct inj_ctl *c, struct inj_slot *s, uint64_t *counts,
+		      const struct inj_site *site, const void *p, uint32_t n) HIDDEN;
 /* An int3: a call the tracer makes in the process returns here. */
 void agent_trap(void) HIDDEN;
 

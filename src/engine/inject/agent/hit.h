@@ -69,4 +69,48 @@ ALWAYS void val_add(const struct inj_ctl *c, struct agg_val *a, uint64_t *touche
 	}
 }
 
+/* A thread's key where it is not its tid (fs_base: a load, or a system
+ * call where the CPU cannot read it), out of line and saving what it uses:
+ * the fast paths of glibc's threads keep no register for it. */
+static inline __attribute__((noinline, no_caller_saved_registers)) uint64_t
+fast_fs_base(const struct inj_ctl *c)
+{
+	return fs_base(c);
+}
+
+/* The fast paths' thread (agent_fast, agent_script_fast): its slot when
+ * the hit is the fast path's (the tracer alive, the process followed,
+ * recording on, the slot claimed already by this process, no hit of ours
+ * under way in the thread), else NULL. */
+ALWAYS struct inj_slot *fast_slot(const struct inj_site *site, struct inj_ctl *c)
+{
+	struct inj_slot *slots = (struct inj_slot *)site->fast.slots;
+	uint32_t mask = c->nslots - 1, hs, self = *(volatile uint32_t *)site->fast.self;
+	uint64_t key;
+
+	if (owner_died(site->owner) || !self || !c->enabled)
+		return 0;	/* (a dead tracer: agent_hit lets go) */
+	if (c->key_mode == INJ_KEY_TID_AT_FS) {
+		uint32_t tid;
+
+		__asm__ volatile("movl %%fs:(%1), %0" : "=r"(tid) : "r"((uint64_t)c->tid_off));
+		key = tid;
+	} else {
+		key = fast_fs_base(c);
+	}
+	if (!key)
+		return 0;
+	hs = (uint32_t)((key * 0x9e3779b97f4a7c15ULL) >> 40);
+	for (uint32_t i = 0; i <= mask; i++) {
+		struct inj_slot *t = &slots[(hs + i) & mask];
+		uint64_t k = t->key;
+
+		if (k == key && t->tgid == self)
+			return t->nest ? 0 : t;
+		if (!k)
+			return 0;	/* the thread's first hit: it claims a slot */
+	}
+	return 0;
+}
+
 #endif

@@ -1,0 +1,410 @@
+/* uscope script in the traced process: a site's probe of the program run
+ * by the executor every engine shares (script/vm.h), at the hit, on the
+ * thread's own machine state; maps in the shared memory (script/table.h,
+ * an aggregation's row a copy per thread: no atomic operation on the hit's
+ * path); printf and the other outputs as records in the thread's ring,
+ * which uscope formats. A read of a bad pointer goes through
+ * process_vm_readv: 0 or "", counted, never a fault. */
+#include "engine/inject/agent/hit.h"
+#include "engine/inject/script_shared.h"
+#include "script/table.h"
+#include "script/vm.h"
+
+uint32_t agent_script_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
+	__attribute__((no_caller_saved_registers));
+
+struct senv {
+	struct inj_ctl *c;
+	uint64_t a, b;		/* agent_script_fast: inputs 0 and 1 */
+	uint32_t fast;
+	struct inj_slot *s;
+	uint64_t slot;
+	uint64_t *counts;
+	const struct inj_site *site;
+	uint64_t *regs;
+	uint32_t tgid;
+	struct inj_script *sc;
+	char *str;		/* the slot's string input */
+};
+
+struct iov {
+	void *base;
+	uint64_t len;
+};
+
+static long rd(const struct senv *e, void *dst, uint64_t addr, uint64_t len)
+{
+	struct iov l = {dst, len}, r = {(void *)addr, len};
+
+	return sys6(SYS_process_vm_readv, e->tgid, (long)&l, 1, (long)&r, 1, 0);
+}
+
+static int s_read(const struct senv *e, void *dst, uint64_t addr, uint32_t len)
+{
+	return !addr || rd(e, dst, addr, len) != (long)len;
+}
+
+/* A string at addr: a page at a time, to its NUL. */
+static long s_read_str(const struct senv *e, char *dst, uint64_t addr, uint32_t cap)
+{
+	uint32_t got = 0;
+
+	if (!addr)
+		return -1;
+	while (got < cap) {
+		uint64_t a = addr + got;
+		uint32_t n = (uint32_t)(4096 - (a & 4095));
+		long k;
+
+		if (n > cap - got)
+			n = cap - got;
+		k = rd(e, dst + got, a, n);
+		if (k <= 0)
+			break;
+		for (uint32_t i = 0; i < (uint32_t)k; i++)
+			if (!dst[got + i])
+				return got + i;
+		got += (uint32_t)k;
+		if ((uint32_t)k < n)
+			break;
+	}
+	if (!got)
+		return -1;
+	dst[got < cap ? got : cap - 1] = 0;
+	return got < cap ? got : cap - 1;
+}
+
+ALWAYS int s_in(struct senv *e, uint32_t k, uint64_t *u)
+{
+	const struct inj_site *site = e->site;
+	struct inj_val v;
+	uint32_t off = 0;
+
+	if (k >= site->nargs || k >= INJ_MAX_ARGS)
+		return 1;
+	if (e->fast) {
+		uint64_t x = k ? e->b : e->a;
+		uint32_t size = site->arg_size[k & 1];
+
+		/* agg_value_of, kept inline */
+		if (size && size < 8) {
+			x &= (1ULL << (8 * size)) - 1;
+			if (site->arg_sign[k & 1] && (x >> (8 * size - 1)))
+				x |= ~0ULL << (8 * size);
+		}
+		*u = x;
+		return 0;
+	}
+	if (site->reg_only[k] < USC_REG_NR) {
+		v.val = e->regs[site->reg_only[k]];
+	} else {
+		agent_arg(e->c, e->s, site, e->regs, e->tgid, k, &v, e->str, &off);
+		if (v.kind != INJ_INT)
+			return 1;
+	}
+	*u = (uint64_t)agg_value_of(v.val, site->arg_size[k], site->arg_sign[k]);
+	return 0;
+}
+
+static long s_in_str(struct senv *e, uint32_t k, char *dst, uint32_t cap)
+{
+	struct inj_val v;
+	uint32_t off = 0, n;
+
+	if (k >= e->site->nargs || k >= INJ_MAX_ARGS)
+		return -1;
+	agent_arg(e->c, e->s, e->site, e->regs, e->tgid, k, &v, e->str, &off);
+	if (v.kind == INJ_NULL)
+		return 0;
+	if (v.kind != INJ_STR || v.str_off >= INJ_SCRIPT_STR)
+		return -1;
+	n = v.str_len < cap - 1 ? v.str_len : cap - 1;
+	for (uint32_t i = 0; i < n && v.str_off + i < INJ_SCRIPT_STR; i++)
+		dst[i] = e->str[v.str_off + i];
+	dst[n] = 0;
+	return n;
+}
+
+ALWAYS uint64_t s_nsecs(const struct inj_script *sc)
+{
+	uint64_t t = rd_tsc();
+
+	return sc->ns0 + (uint64_t)(((unsigned __int128)(t - sc->tsc0) * sc->mult) >> 32);
+}
+
+ALWAYS uint64_t s_builtin(struct senv *e, uint32_t which)
+{
+	uint32_t cpu;
+
+	switch (which) {
+	case SB_PID: return e->tgid;
+	case SB_TID: return e->s->tid;
+	case SB_NSECS: return s_nsecs(e->sc);
+	case SB_ELAPSED: {
+		uint64_t t = s_nsecs(e->sc);
+
+		return t > e->sc->start_ns ? t - e->sc->start_ns : 0;
+	}
+	case SB_CPU:
+		(void)stamp(e->c, &cpu);
+		return cpu;
+	case SB_UID: return (uint64_t)sys6(102 /* getuid */, 0, 0, 0, 0, 0, 0);
+	case SB_GID: return (uint64_t)sys6(104 /* getgid */, 0, 0, 0, 0, 0, 0);
+	case SB_SITE: return e->site->script_site;
+	case SB_LIVE: return 1;
+	default: return 0;
+	}
+}
+
+static int s_comm(struct senv *e, char *dst)
+{
+	(void)e;
+	return sys6(SYS_prctl, PR_GET_NAME, (long)dst, 0, 0, 0, 0) != 0;
+}
+
+/* A thread's rows of one-integer keys it found last (after its machine,
+ * in its slot's INJ_SCRIPT_VM bytes): a hit on the same key and map goes
+ * straight to its value while the table's epoch is the one it was found
+ * at (no delete, clear or zero since). */
+#define KC_N 16
+struct kc {
+	uint64_t key;
+	uint32_t map;
+	uint32_t pad;
+	uint8_t *val;
+	uint64_t epoch;
+};
+_Static_assert(sizeof(struct script_vm) + KC_N * sizeof(struct kc) <= INJ_SCRIPT_VM,
+	       "a slot's machine and key cache fit");
+
+/* A per-thread map's value of this thread (key its tid), or 0: the map's
+ * table has it. */
+ALWAYS struct inj_pt *s_pt(struct senv *e, uint32_t idx, uint64_t k)
+{
+	const struct inj_script *sc = e->sc;
+	uint32_t o = sc->pt_map_off[idx & (SCRIPT_MAPS_MAX - 1)];
+	struct inj_pt *p;
+
+	if (o == INJ_PT_NONE || k != e->s->tid)
+		return 0;
+	p = (struct inj_pt *)((char *)e->c + sc->pt_off + e->slot * sc->pt_size + o);
+	if (p->tid != k) {	/* the slot's last thread's: not this one's */
+		p->present = 0;
+		p->tid = k;
+	}
+	return p;
+}
+
+ALWAYS void *s_map8(struct senv *e, uint32_t idx, uint64_t k, int create)
+{
+	struct stab *t = (struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
+	struct inj_pt *p;
+	struct kc *kc;
+	uint64_t epoch;
+	uint8_t *v;
+
+	if (t->keylen != 8)
+		return stab_get(t, (const uint8_t *)&k, create, (uint32_t)e->slot);
+	if ((p = s_pt(e, idx, k))) {
+		if (!p->present) {
+			if (!create)
+				return 0;
+			stab_zero(p + 1, ((t->vallen ? t->vallen : t->aggsize - 8) + 7) & ~7ULL);
+			__atomic_store_n(&p->present, 1, __ATOMIC_RELEASE);
+		}
+		return p + 1;
+	}
+	kc = (struct kc *)((char *)e->c + e->sc->vm_off + e->slot * INJ_SCRIPT_VM +
+			   sizeof(struct script_vm)) + ((k ^ (k >> 17) ^ idx * 0x9e37u) & (KC_N - 1));
+	epoch = __atomic_load_n(&t->epoch, __ATOMIC_ACQUIRE);
+	if (kc->key == k && kc->map == idx + 1 && kc->epoch == epoch)
+		return kc->val;
+	v = stab_get(t, (const uint8_t *)&k, create, (uint32_t)e->slot);
+	if (v) {
+		kc->key = k;
+		kc->map = idx + 1;
+		kc->val = v;
+		kc->epoch = epoch;
+	}
+	return v;
+}
+
+ALWAYS void *s_map(struct senv *e, uint32_t idx, const uint8_t *key, int create)
+{
+	struct stab *t = (struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
+	uint64_t k;
+
+	if (t->keylen != 8)
+		return stab_get(t, key, create, (uint32_t)e->slot);
+	__builtin_memcpy(&k, key, 8);
+	return s_map8(e, idx, k, create);
+}
+
+ALWAYS void s_del8(struct senv *e, uint32_t idx, uint64_t k)
+{
+	struct inj_pt *p;
+
+	if ((p = s_pt(e, idx, k))) {
+		__atomic_store_n(&p->present, 0, __ATOMIC_RELEASE);
+		return;
+	}
+	stab_del((struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]),
+		 (const uint8_t *)&k);
+}
+
+ALWAYS void s_del(struct senv *e, uint32_t idx, const uint8_t *key)
+{
+	struct stab *t = (struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
+	uint64_t k;
+
+	if (t->keylen != 8) {
+		stab_del(t, key);
+		return;
+	}
+	__builtin_memcpy(&k, key, 8);
+	s_del8(e, idx, k);
+}
+
+static void s_err(struct senv *e, uint32_t err, uint32_t idx)
+{
+	if (err == SERR_FULL)
+		__sync_fetch_and_add(&e->sc->full[idx & (SCRIPT_MAPS_MAX - 1)], 1);
+	else if (err < SERR_NR)
+		__sync_fetch_and_add(&e->sc->errs[err], 1);
+}
+
+static uint32_t s_rand(struct senv *e)
+{
+	uint64_t x = rd_tsc() ^ ((uint64_t)e->s->tid << 32);
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return (uint32_t)(x >> 16);
+}
+
+#define SCRIPT_STEP script_step
+#define SCRIPT_INLINE ALWAYS
+#define SCRIPT_IN(env, k, u) s_in((struct senv *)(env), k, u)
+#define SCRIPT_IN_STR(env, k, dst, cap) s_in_str((struct senv *)(env), k, dst, cap)
+#define SCRIPT_BUILTIN(env, w) s_builtin((struct senv *)(env), w)
+#define SCRIPT_COMM(env, dst) s_comm((struct senv *)(env), dst)
+#define SCRIPT_READ(env, dst, addr, len) s_read((struct senv *)(env), dst, addr, len)
+#define SCRIPT_READ_STR(env, dst, addr, cap) s_read_str((struct senv *)(env), dst, addr, cap)
+#define SCRIPT_MAP(env, idx, m, key, create) s_map((struct senv *)(env), idx, key, create)
+#define SCRIPT_MAP_DEL(env, idx, m, key) s_del((struct senv *)(env), idx, key)
+#define SCRIPT_MAP8(env, idx, m, k, create) s_map8((struct senv *)(env), idx, k, create)
+#define SCRIPT_MAP_DEL8(env, idx, m, k) s_del8((struct senv *)(env), idx, k)
+#define SCRIPT_EMIT(env, rec, len) (agent_script_rec(((struct senv *)(env))->c,            \
+						     ((struct senv *)(env))->s,            \
+						     ((struct senv *)(env))->counts,       \
+						     ((struct senv *)(env))->site, rec, len), 0)
+#define SCRIPT_USTACK(env, frames, id) 1
+#define SCRIPT_ERR(env, err, idx) s_err((struct senv *)(env), err, idx)
+#define SCRIPT_RAND(env) s_rand((struct senv *)(env))
+#include "script/vm.h"
+
+/* the same, integers and maps only: agent_script_fast's */
+#define SCRIPT_STEP script_step_fast
+#define SCRIPT_FAST_ONLY
+#define SCRIPT_INLINE ALWAYS
+#define SCRIPT_IN(env, k, u) s_in((struct senv *)(env), k, u)
+#define SCRIPT_IN_STR(env, k, dst, cap) s_in_str((struct senv *)(env), k, dst, cap)
+#define SCRIPT_BUILTIN(env, w) s_builtin((struct senv *)(env), w)
+#define SCRIPT_COMM(env, dst) s_comm((struct senv *)(env), dst)
+#define SCRIPT_READ(env, dst, addr, len) s_read((struct senv *)(env), dst, addr, len)
+#define SCRIPT_READ_STR(env, dst, addr, cap) s_read_str((struct senv *)(env), dst, addr, cap)
+#define SCRIPT_MAP(env, idx, m, key, create) s_map((struct senv *)(env), idx, key, create)
+#define SCRIPT_MAP_DEL(env, idx, m, key) s_del((struct senv *)(env), idx, key)
+#define SCRIPT_MAP8(env, idx, m, k, create) s_map8((struct senv *)(env), idx, k, create)
+#define SCRIPT_MAP_DEL8(env, idx, m, k) s_del8((struct senv *)(env), idx, k)
+#define SCRIPT_EMIT(env, rec, len) (agent_script_rec(((struct senv *)(env))->c,            \
+						     ((struct senv *)(env))->s,            \
+						     ((struct senv *)(env))->counts,       \
+						     ((struct senv *)(env))->site, rec, len), 0)
+#define SCRIPT_USTACK(env, frames, id) 1
+#define SCRIPT_ERR(env, err, idx) s_err((struct senv *)(env), err, idx)
+#define SCRIPT_RAND(env) s_rand((struct senv *)(env))
+#include "script/vm.h"
+
+/* The probe of site on the slot's machine, stepped by STEP. Its last
+ * instruction is the SOP_END the compiler ends every probe with: not run. */
+#define RUN(NAME, STEP, FAST)							\
+ALWAYS void NAME(struct senv *env, const struct inj_script *sc)			\
+{										\
+	const char *c = (const char *)env->c;					\
+	const struct script_probe *p = (const struct script_probe *)(c + sc->probes_at) + \
+				       (env->site->script - 1);			\
+	const struct script_map *maps = (const struct script_map *)(c + sc->maps_at);	\
+	const char *strtab = c + sc->strtab_at;					\
+	uint32_t nmaps = sc->nmaps, nstrtab = sc->nstrtab;			\
+	const struct script_insn *insns;					\
+	struct script_vm *vm;							\
+	uint32_t pc = 0, last;							\
+										\
+	if (env->site->script - 1 >= sc->nprobes || !p->n)			\
+		return;								\
+	insns = (const struct script_insn *)(c + sc->insns_at) + p->first;	\
+	if (p->flags & SCRIPT_PROBE_ONE) {					\
+		STEP##_one(insns, p->n, maps, nmaps, env);			\
+		return;								\
+	}									\
+	vm = (struct script_vm *)(c + sc->vm_off + env->slot * INJ_SCRIPT_VM);	\
+	last = p->n - 1;							\
+	if (!FAST)								\
+		vm->strlen = sc->strlen;					\
+	vm->back = 0;								\
+	if (p->flags & SCRIPT_PROBE_TID)					\
+		vm->r[SCRIPT_REG_TID] = env->s->tid;				\
+	if (p->flags & SCRIPT_PROBE_PID)					\
+		vm->r[SCRIPT_REG_PID] = env->tgid;				\
+	while (pc < last)							\
+		pc = STEP(vm, &insns[pc], pc, maps, nmaps, strtab, nstrtab, env);	\
+}
+RUN(run, script_step, 0)
+RUN(run_fast, script_step_fast, 1)
+
+void agent_script(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint64_t *counts,
+		  const struct inj_site *site, uint64_t *regs, uint32_t tgid)
+{
+	struct inj_script *sc = (struct inj_script *)((char *)c + c->script_off);
+	struct senv env;
+
+	if (!c->script_off || slot >= c->nslots)
+		return;
+	env = (struct senv){.c = c, .s = s, .slot = slot, .counts = counts, .site = site,
+			    .regs = regs, .tgid = tgid, .sc = sc,
+			    .str = (char *)c + sc->str_off + slot * INJ_SCRIPT_STR};
+	run(&env, sc);
+}
+
+/* A site whose probe needs no call out (SCRIPT_PROBE_FAST) and reads its
+ * inputs from registers as they are (a and b), called by its trampoline
+ * before (or instead of) agent_hit, as agent_fast is: it keeps every
+ * register but the flags. 0 when it ran the probe; 1 when the hit is
+ * agent_hit's (a thread's first hit: it claims a slot), nothing done. */
+uint32_t agent_script_fast(const struct inj_site *site, uint64_t a, uint64_t b)
+{
+	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
+	struct inj_slot *slots = (struct inj_slot *)site->fast.slots, *s;
+	struct inj_script *sc;
+	struct senv env;
+	uint64_t slot, *counts;
+
+	s = fast_slot(site, c);
+	if (!s || !c->script_off)
+		return 1;
+	s->nest = 1;
+	__asm__ volatile("" ::: "memory");
+	slot = (uint64_t)(s - slots);
+	counts = (uint64_t *)(site->fast.counts + slot * site->fast.count_stride);
+	sc = (struct inj_script *)((char *)c + c->script_off);
+	env = (struct senv){.c = c, .a = a, .b = b, .fast = 1, .s = s, .slot = slot,
+			    .counts = counts, .site = site, .tgid = *(volatile uint32_t *)site->fast.self,
+			    .sc = sc};
+	run_fast(&env, sc);
+	counts[0]++;
+	__asm__ volatile("" ::: "memory");
+	s->nest = 0;
+	return 0;
+}
