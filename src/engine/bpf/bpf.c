@@ -187,6 +187,40 @@ static bool sites_follow_objects(const struct bpfeng *u)
 	return false;
 }
 
+/* USCOPE_BPF_LOG=FILE: the verifier's whole log of the program loaded (or
+ * refused) written to FILE, at USCOPE_BPF_LOG_LEVEL (1 by default: every
+ * instruction it walked, with its source line; 2 adds the states): to see
+ * where an older kernel's verifier spends its million instructions. */
+static char *bpfeng_log_begin(struct bpf_program *p, size_t *size)
+{
+	const char *lvl = getenv("USCOPE_BPF_LOG_LEVEL");
+	char *buf;
+
+	if (!getenv("USCOPE_BPF_LOG"))
+		return NULL;
+	*size = 512u << 20;
+	buf = calloc(1, *size);
+	if (!buf)
+		return NULL;
+	bpf_program__set_log_buf(p, buf, *size);
+	bpf_program__set_log_level(p, lvl ? (unsigned)atoi(lvl) : 1);
+	return buf;
+}
+
+static void bpfeng_log_end(char *buf, size_t size)
+{
+	FILE *f;
+
+	if (!buf)
+		return;
+	f = fopen(getenv("USCOPE_BPF_LOG"), "w");
+	if (f) {
+		fwrite(buf, 1, strnlen(buf, size), f);
+		fclose(f);
+	}
+	free(buf);
+}
+
 /* Load the program: the sleepable build where the kernel has it. */
 static int bpfeng_load(struct bpfeng *u)
 {
@@ -205,6 +239,7 @@ static int bpfeng_load(struct bpfeng *u)
 			return -errno;
 		u->skel->rodata->count_only = s->set->count_only;
 		u->skel->rodata->follow = u->follow;
+		u->skel->rodata->prog_sleepable = sleepable;
 		/* the parts no site uses are left to the verifier to prune */
 		u->skel->rodata->ustack_on = sites_use(u, FOP_USTACK);
 		u->skel->rodata->pystack_on = sites_use(u, FOP_PYSTACK);
@@ -233,8 +268,15 @@ static int bpfeng_load(struct bpfeng *u)
 			u->skel = NULL;
 			return err;
 		}
+		size_t logsz = 0;
+		char *log = bpfeng_log_begin(sleepable ? u->skel->progs.usc_probe_s :
+					     u->skel->progs.usc_probe, &logsz);
+		int lerr;
+
 		t0 = now_ms();
-		if (uscope_bpf__load(u->skel) == 0) {
+		lerr = uscope_bpf__load(u->skel);
+		bpfeng_log_end(log, logsz);
+		if (lerr == 0) {
 			u->sleepable = sleepable;
 			if (!sleepable)
 				log_info("the bpf engine cannot read memory that is not paged in yet "
@@ -243,7 +285,7 @@ static int bpfeng_load(struct bpfeng *u)
 			bpfeng_load_said(u, now_ms() - t0);
 			return 0;
 		}
-		err = -errno;
+		err = lerr < 0 ? lerr : -EINVAL;
 		uscope_bpf__destroy(u->skel);
 		u->skel = NULL;
 	}

@@ -50,6 +50,16 @@ const volatile __u32 ustack_on = 0;	/* $ustack */
 const volatile __u32 pystack_on = 0;	/* $pystack, or a $ustack's hidden one */
 const volatile __u32 obj_on = 0;	/* objtrace's roles */
 
+/* The program loaded is the sleepable one (the engine loads one of the
+ * two at a time). Only that one may call bpf_copy_from_user: a callback
+ * shared by both picks its reader by a flag in its context, which Linux
+ * 6.1's verifier does not see as a constant (a byte spilled to the stack),
+ * so it walks the sleepable reader in the other program too and refuses
+ * the helper there. This constant makes that call dead code it prunes. */
+const volatile __u32 prog_sleepable = 0;
+#define bpf_copy_from_user(dst, len, src) \
+	(prog_sleepable ? (bpf_copy_from_user)(dst, len, src) : -14 /* EFAULT */)
+
 /* min and max older than this are stale: the tracer moves it on as it reads */
 volatile __u64 agg_epoch = 1;
 
@@ -174,7 +184,7 @@ struct stk_memo {
 	__u32 gen, frames;
 	__u32 nreads, bp_used;
 	__u32 valid, span;	/* the words read lie in [lo, lo + span) */
-	__u64 lo;
+	__u64 lo, hi;		/* ... hi: lo + span, as it is read */
 	__u64 hash;		/* counted: its hash in stk_stacks; 0: not yet */
 	struct fetch_walk_hdr h;
 	__u64 pcs[STK_MEMO_PCS];
@@ -232,6 +242,17 @@ struct {
 	__type(key, int);
 	__type(value, struct task_state);
 } state SEC(".maps");
+
+/* The thread's state, in a global function (one the verifier checks once,
+ * on its own): there a pointer argument is typed `mem`, which Linux 6.1's
+ * verifier refuses as a map key or value ("R2 type=mem expected=fp, pkt,
+ * pkt_meta, map_key, map_value"; 6.2 and later take it). A key or value
+ * made in the thread's state is passed from the map's own pointer instead,
+ * looked up again (the task's storage cache: a few loads). */
+static __always_inline struct task_state *ts_map(void)
+{
+	return bpf_task_storage_get(&state, bpf_get_current_task_btf(), 0, 0);
+}
 
 /* Strings, sleepable: the kfunc (Linux 6.12) faults pages in as
  * bpf_copy_from_user does; without it the sleepable program does not load,
@@ -295,13 +316,15 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *x, bool sleep
 		c->done = 1;
 		return 0;
 	case FETCH_BYTES: {	/* counted: the previous argument's value */
-		__u32 len = fetch_bytes_len(in, i ? rec->vals[(i - 1) & (BPFENG_MAX_ARGS - 1)].val : 0,
+		__u64 len = fetch_bytes_len(in, i ? rec->vals[(i - 1) & (BPFENG_MAX_ARGS - 1)].val : 0,
 					    BPFENG_STR_MAX - 1);
 
 		if (c->str_off > BPFENG_REC_MAX - BPFENG_STR_MAX)
 			goto fault;
 		dst = ts->buf + (c->str_off & (BPFENG_REC_MAX - 1));
-		len &= BPFENG_STR_MAX - 1;
+		/* a bound the verifier sees on the very register it checks (the
+		 * clamp's branches are lost on Linux 6.1's) */
+		asm volatile("%0 &= 0x7f" : "+r"(len));	/* BPFENG_STR_MAX - 1 */
 		if (len && (sleepable ? bpf_copy_from_user(dst, len, (const void *)(unsigned long)c->val) :
 			    bpf_probe_read_user(dst, len, (const void *)(unsigned long)c->val)))
 			goto fault;
@@ -325,7 +348,7 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *x, bool sleep
 			for (int j = 0; j < 15; j++, n++)
 				if (!dst[j])
 					break;
-		} else if (sleepable) {
+		} else if (sleepable && prog_sleepable) {
 			n = bpf_copy_from_user_str(dst, BPFENG_STR_MAX, (const void *)(unsigned long)c->val,
 						   0);
 		} else {
@@ -424,7 +447,7 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	if (!site || !cnt)
 		return;
 	if (site->agg == BPFENG_AGG_RETURN) {
-		lat_return(ts, site, cnt);
+		lat_return(site, cnt);
 		return;
 	}
 	rec->ts = site->agg ? 0 : bpf_ktime_get_ns();	/* a record's: aggregates have none */
@@ -476,10 +499,10 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 		asm volatile("%0 &= 0x1ff8" : "+r"(at));
 		why = stk_walk(ts, frames ? (frames > USC_STACK_FRAMES_MAX ? USC_STACK_FRAMES_MAX :
 					       frames) : USC_STACK_FRAMES, at);
-		if (!why && site->agg && !stk_count(ts, at, cnt)) {
+		if (!why && site->agg && !stk_count(at, cnt)) {
 			rec->vals[i].kind = BPFENG_STACKID;
 			rec->vals[i].val = ts->stk_hash;
-			aggregate(ts, site, idx, cnt);
+			aggregate(site, idx, cnt);
 			return;
 		}
 		if (!why) {
@@ -499,7 +522,7 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 			return;
 		}
 	} else if (site->agg) {
-		aggregate(ts, site, idx, cnt);
+		aggregate(site, idx, cnt);
 		return;
 	}
 	len = c->str_off;
@@ -531,6 +554,7 @@ struct pend_ctx {
 	struct task_state *ts;
 	__u64 sp;
 	__u32 id;
+	__u32 cont;		/* a ret of tail calls' callees: deliver theirs */
 	struct bpfeng_counts *cnt;
 };
 
@@ -548,12 +572,25 @@ static long drop_stale(__u32 k, void *data)
 	return 0;
 }
 
-/* At a ret that returns from the frame of the tail calls waiting on this
- * stack pointer: their functions return now, one a step. */
-static __always_inline long pop_one(struct pend_ctx *p, bool sleepable)
+/* The hit's events, one a step: the site's own (one step), or at a ret
+ * that returns from the frame of the tail calls waiting on this stack
+ * pointer, theirs, one a step (their functions return now).
+ *
+ * Every event is emitted here, in this callback, and nowhere else: emit is
+ * inlined once, and the probe's own frame stays small. Linux 6.1 counts a
+ * callback's frame on the call chain that references it, and the chain
+ * probe -> this -> stk_walk -> its step callbacks must stay within 512
+ * bytes of stack. */
+static __always_inline long deliver(__u32 k, struct pend_ctx *p, bool sleepable)
 {
 	__u32 n = p->ts->npend, t;
 
+	if (!p->cont) {
+		if (k)
+			return 1;
+		emit(p->ts, p->id, p->id, p->cnt, sleepable);
+		return 1;
+	}
 	if (n == 0 || n > BPFENG_PENDING || p->ts->pend[(n - 1) & (BPFENG_PENDING - 1)].sp != p->sp)
 		return 1;
 	t = p->ts->pend[(n - 1) & (BPFENG_PENDING - 1)].site;
@@ -562,14 +599,14 @@ static __always_inline long pop_one(struct pend_ctx *p, bool sleepable)
 	return 0;
 }
 
-static long pop_s(__u32 k, void *data)
+static long deliver_s(__u32 k, void *data)
 {
-	return pop_one(data, true);
+	return deliver(k, data, true);
 }
 
-static long pop_ns(__u32 k, void *data)
+static long deliver_ns(__u32 k, void *data)
 {
-	return pop_one(data, false);
+	return deliver(k, data, false);
 }
 
 static __always_inline int probe(struct pt_regs *regs, bool sleepable)
@@ -632,14 +669,13 @@ static __always_inline int probe(struct pt_regs *regs, bool sleepable)
 	ts->regs[USC_REG_R14] = regs->r14;
 	ts->regs[USC_REG_R15] = regs->r15;
 	ts->regs[USC_REG_IP] = regs->rip;
-	if (site->kind == BPFENG_CONT) {
-		if (ts->npend)
-			bpf_loop(BPFENG_POPS, sleepable ? pop_s : pop_ns, &pc, 0);
+	pc.cont = site->kind == BPFENG_CONT;
+	if (pc.cont && !ts->npend)
 		return 0;
-	}
-	if (obj_on && site->obj == BPFENG_OBJ_MATCH && !obj_mask(ts->regs, site->obj_regs))
+	if (!pc.cont && obj_on && site->obj == BPFENG_OBJ_MATCH &&
+	    !obj_mask(ts->regs, site->obj_regs))
 		return 0;	/* no followed object: nothing to evaluate */
-	emit(ts, id, id, cnt, sleepable);
+	bpf_loop(BPFENG_POPS, sleepable ? deliver_s : deliver_ns, &pc, 0);
 	return 0;
 }
 

@@ -226,6 +226,12 @@ static __always_inline void stk_log(struct task_state *ts, __u64 addr, __u64 v)
 	m->addr[n & (STK_MEMO_READS - 1)] = addr;
 	m->val[n & (STK_MEMO_READS - 1)] = v;
 	m->nreads = n + 1;
+	/* their span, as they are read (not in a loop over them at the end,
+	 * which Linux 6.1's verifier walks every path of: 4^32) */
+	if (addr < m->lo)
+		m->lo = addr;
+	if (addr + 8 > m->hi)
+		m->hi = addr + 8;
 }
 
 static __always_inline int stk_read(struct task_state *ts, __u64 *dst, __u64 addr)
@@ -305,19 +311,11 @@ static __always_inline void stk_memo_keep(struct task_state *ts, struct stk_memo
 					  const struct fetch_walk_hdr *h, const __u64 *pcs,
 					  __u32 gen, __u32 frames)
 {
-	__u64 lo = ~0ULL, hi = 0;
+	__u64 lo = m->lo, hi = m->hi;	/* the span of the words read (stk_log) */
 	__u32 n = m->nreads;
 
 	if (!ts->mlog || h->n > STK_MEMO_PCS || !n || n > STK_MEMO_READS)
 		return;
-	for (__u32 i = 0; i < STK_MEMO_READS; i++) {
-		if (i >= n)
-			break;
-		if (m->addr[i] < lo)
-			lo = m->addr[i];
-		if (m->addr[i] + 8 > hi)
-			hi = m->addr[i] + 8;
-	}
 	if (hi - lo > STK_MEMO_SPAN || (lo & 7))
 		return;
 	for (__u32 i = 0; i < STK_MEMO_READS; i++) {
@@ -390,6 +388,8 @@ __noinline int stk_walk(struct task_state *ts, __u32 frames, __u32 at)
 	}
 	m->valid = 0;
 	m->nreads = 0;
+	m->lo = ~0ULL;
+	m->hi = 0;
 	ts->mlog = mi + 1;
 	ts->mbp = 0;
 	e.ts = ts;
@@ -474,8 +474,9 @@ static __always_inline void stk_counted(struct task_state *ts, __u64 hash)
 /* A count's walk (the record's, at `at`) in stk_stacks: its hash in
  * ts->stk_hash. 0; 1: no room, or another stack has its hash (counted):
  * the hit is recorded instead, walked. */
-__noinline int stk_count(struct task_state *ts, __u32 at, struct bpfeng_counts *cnt)
+__noinline int stk_count(__u32 at, struct bpfeng_counts *cnt)
 {
+	struct task_state *ts = ts_map();	/* the walk stored: a map value's */
 	struct stk_hash_ctx c = {};
 	struct bpfeng_stk_key key = {};
 	const __u64 *v;
