@@ -72,9 +72,12 @@ pkg=$(apt-cache "${aptopts[@]}" depends linux-image-amd64 |
 	exit 1
 }
 dpkg-deb -x "$tmp"/"$pkg"_*.deb "$tmp/x"
-release=$(ls "$tmp/x/lib/modules")
-depmod -b "$tmp/x" "$release"
-mods=$tmp/x/lib/modules/$release
+# (merged /usr: trixie's modules are under usr/lib/modules)
+base=$tmp/x
+[ -d "$base/lib/modules" ] || base=$tmp/x/usr
+release=$(ls "$base/lib/modules")
+depmod -b "$base" "$release"
+mods=$base/lib/modules/$release
 # The modules the guest needs before its root is mounted, with what they
 # depend on, dependencies first (modules.dep lists a module's, transitively).
 rd=$tmp/rd

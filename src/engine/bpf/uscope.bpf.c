@@ -255,10 +255,23 @@ static __always_inline struct task_state *ts_map(void)
 }
 
 /* Strings, sleepable: the kfunc (Linux 6.12) faults pages in as
- * bpf_copy_from_user does; without it the sleepable program does not load,
- * and the engine takes the other. */
+ * bpf_copy_from_user does. Without it (have_copy_str 0: its call is dead
+ * code), the string's page, and the next where the string may reach it,
+ * is faulted in by a one-byte bpf_copy_from_user first, and the string
+ * read from memory now there (fault_in). */
 extern int bpf_copy_from_user_str(void *dst, __u32 dst__sz, const void *unsafe_ptr__ign,
 				  __u64 flags) __ksym __weak;
+const volatile __u32 have_copy_str = 0;
+
+/* The pages of [addr, addr + len) faulted in, so far as they are mapped
+ * (an error, at an unmapped page after the string's end, is no matter):
+ * one byte of each, copied into dst (overwritten after). */
+static __always_inline void fault_in(char *dst, __u64 addr, __u32 len)
+{
+	bpf_copy_from_user(dst, 1, (const void *)(unsigned long)addr);
+	if ((addr & 4095) + len > 4096)
+		bpf_copy_from_user(dst, 1, (const void *)(unsigned long)((addr | 4095) + 1));
+}
 
 /* One step of eval: instruction k of argument i (step = i * BPFENG_MAX_INSN +
  * k). A bpf_loop callback, so the verifier checks it once, not once a step. */
@@ -348,10 +361,12 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *x, bool sleep
 			for (int j = 0; j < 15; j++, n++)
 				if (!dst[j])
 					break;
-		} else if (sleepable && prog_sleepable) {
+		} else if (sleepable && prog_sleepable && have_copy_str) {
 			n = bpf_copy_from_user_str(dst, BPFENG_STR_MAX, (const void *)(unsigned long)c->val,
 						   0);
 		} else {
+			if (sleepable && prog_sleepable)
+				fault_in(dst, c->val, BPFENG_STR_MAX);
 			n = bpf_probe_read_user_str(dst, BPFENG_STR_MAX,
 						    (const void *)(unsigned long)c->val);
 		}
