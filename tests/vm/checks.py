@@ -23,6 +23,7 @@ load), which is kept as the line after the status line, prefixed `why: `.
 import argparse
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -45,16 +46,42 @@ class Failed(Exception):
     pass
 
 
+def stuck(p, argv):
+    """What a command that did not finish was doing (its processes, their
+    kernel stacks): then it is killed, with its process group."""
+    out = [f"$ {' '.join(argv)}", f"did not finish in {TIMEOUT} s; the processes:"]
+    ps = subprocess.run(["ps", "-eo", "pid,ppid,stat,wchan:32,args"], capture_output=True,
+                        text=True).stdout
+    out += [l for l in ps.splitlines() if "[" not in l]
+    for pid in [l.split()[0] for l in ps.splitlines()[1:] if "[" not in l]:
+        try:
+            stack = open(f"/proc/{pid}/stack").read().strip()
+        except OSError:
+            continue
+        if stack:
+            out.append(f"-- {pid}'s kernel stack:\n{stack}")
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    o, e = p.communicate()
+    return "\n".join(out) + f"\n{o}{e}"
+
+
 def run(args, **kw):
     """uscope ARGS: (stdout, stderr); an exit status of 1 before the
     readiness line is a refusal, any other failure a failure."""
-    p = subprocess.run([USCOPE, *args], capture_output=True, text=True, timeout=TIMEOUT,
-                       cwd=kw.get("cwd"))
-    ctx = f"$ uscope {' '.join(args)}\nexit {p.returncode}\n{p.stdout}{p.stderr}"
+    p = subprocess.Popen([USCOPE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise Failed(stuck(p, [USCOPE, *args]))
+    ctx = f"$ uscope {' '.join(args)}\nexit {p.returncode}\n{out}{err}"
     if p.returncode:
-        refused(p.returncode, p.stderr, ctx)
+        refused(p.returncode, err, ctx)
         raise Failed(ctx)
-    return p.stdout, p.stderr, ctx
+    return out, err, ctx
 
 
 def refused(rc, err, ctx):
@@ -187,8 +214,10 @@ def c_system(e):
         shutil.copy(T / "aggapp", app)
         args = ["count", "--json", "-e", e, f"{app}:lookup name=$arg1:string"]
         u = subprocess.Popen([USCOPE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+                             text=True, start_new_session=True)
         try:
+            if not select.select([u.stderr], [], [], TIMEOUT)[0]:
+                raise Failed(stuck(u, [USCOPE, *args]))
             line = u.stderr.readline()
             if not line.startswith("uscope: tracing"):
                 out, rest = u.communicate(timeout=TIMEOUT)
@@ -199,7 +228,10 @@ def c_system(e):
                 subprocess.run([app, "names"], stdout=subprocess.DEVNULL, timeout=TIMEOUT,
                                check=True)
             u.send_signal(signal.SIGINT)
-            out, rest = u.communicate(timeout=TIMEOUT)
+            try:
+                out, rest = u.communicate(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                raise Failed(stuck(u, [USCOPE, *args]))
         finally:
             if u.poll() is None:
                 u.kill()

@@ -606,6 +606,7 @@ static int bpfeng_stats(struct usc_engine *e, struct usc_stats *st)
 		__u32 key = (__u32)i;
 		uint64_t hits = 0, lost = 0, full = 0, fault = 0;
 
+		memset(u->stats[i].stack_partial, 0, sizeof(u->stats[i].stack_partial));
 		if (per && bpf_map_lookup_elem(bpf_map__fd(u->skel->maps.counts), &key, per) == 0)
 			for (int c = 0; c < ncpu; c++) {
 				hits += per[c].hits;
@@ -614,6 +615,8 @@ static int bpfeng_stats(struct usc_engine *e, struct usc_stats *st)
 				u->collided += per[c].collided;
 				full += per[c].full;
 				fault += per[c].fault;
+				for (int w = 0; w < USC_STACK_FB_NR; w++)
+					u->stats[i].stack_partial[w] += per[c].partial[w];
 			}
 		u->stats[i].agg_full = full;
 		u->stats[i].agg_fault = fault;

@@ -168,6 +168,10 @@ struct bpfeng_counts {
 	unsigned long long full;	/* hits whose new key found the map full */
 	unsigned long long fault;	/* hist: values that could not be read */
 	unsigned long long collided;	/* counted stacks whose hash another had */
+	/* $ustack counted as far as walked where the probe ran, by why the
+	 * walk stopped (enum stack_fallback): the ring buffer had no room
+	 * for a copy of the stack to unwind */
+	unsigned long long partial[16];
 };
 
 #endif

@@ -82,6 +82,13 @@ struct {
 	__uint(max_entries, 8 << 20);
 } events SEC(".maps");
 
+/* Is the ring buffer too full for a stack's copy: half of it holds
+ * records uscope has not read yet (a burst of copies is what fills it). */
+static __always_inline bool stk_crowded(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (4u << 20);
+}
+
 /* The processes followed: COMMAND, and every process it forks (usc_fork). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -514,11 +521,24 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 		asm volatile("%0 &= 0x1ff8" : "+r"(at));
 		why = stk_walk(ts, frames ? (frames > USC_STACK_FRAMES_MAX ? USC_STACK_FRAMES_MAX :
 					       frames) : USC_STACK_FRAMES, at);
-		if (!why && site->agg && !stk_count(at, cnt)) {
-			rec->vals[i].kind = BPFENG_STACKID;
-			rec->vals[i].val = ts->stk_hash;
-			aggregate(site, idx, cnt);
-			return;
+		/* a count never loses a hit to a full ring buffer: a walk that
+		 * stopped is copied for uscope to unwind while the ring buffer
+		 * has room, and counted as far as it went when it has not */
+		if (site->agg && (!why || stk_crowded())) {
+			int r = stk_count(at, cnt);
+
+			if (r == 2) {
+				__sync_fetch_and_add(&cnt->full, 1);
+				return;
+			}
+			if (!r) {
+				if (why)
+					__sync_fetch_and_add(&cnt->partial[why & 15], 1);
+				rec->vals[i].kind = BPFENG_STACKID;
+				rec->vals[i].val = ts->stk_hash;
+				aggregate(site, idx, cnt);
+				return;
+			}
 		}
 		if (!why) {
 			__u64 l = at + sizeof(struct fetch_walk_hdr) +

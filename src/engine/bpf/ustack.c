@@ -238,7 +238,9 @@ static struct stk_proc *proc_find(struct bpfeng_stk *k, pid_t pid)
 	return NULL;
 }
 
-/* Process pid's mappings into a new range, published (new tables first). */
+/* Process pid's mappings into a new range, published (new tables first).
+ * USCOPE_BPF_STK_PUBLISH=0 publishes none: every walk stops at its start
+ * and falls back (the tests' burst of copies). */
 static int publish(struct bpfeng *u, pid_t pid, bool refresh)
 {
 	struct bpfeng_stk *k = u->stk;
@@ -251,6 +253,8 @@ static int publish(struct bpfeng *u, pid_t pid, bool refresh)
 
 	if (!st)
 		return -ENOMEM;
+	if (getenv("USCOPE_BPF_STK_PUBLISH") && !strcmp(getenv("USCOPE_BPF_STK_PUBLISH"), "0"))
+		return -ENOENT;
 	err = stack_store_proc(st, u->base.ctx->cache, pid, refresh, &maps, &n);
 	if (err)
 		return err;

@@ -368,6 +368,14 @@ __noinline int stk_walk(struct task_state *ts, __u32 frames, __u32 at)
 	pcs = (__u64 *)(h + 1);
 	w = &ts->walk;
 	ts->stk_hash = 0;
+	/* a walk that cannot start: frame 0 alone, the rest unknown */
+	h->end_pc = ts->regs[USC_REG_IP];
+	h->n = 1;
+	h->frames = (__u16)frames;
+	h->end = STACK_WALK_NOMODULE;
+	h->nsig = 0;
+	*(__u32 *)h->sig = 0;
+	pcs[0] = ts->regs[USC_REG_IP];
 	pr = bpf_map_lookup_elem(&stk_procs, &tgid);
 	if (!pr)
 		return STACK_FB_NOPROC;
@@ -402,12 +410,19 @@ __noinline int stk_walk(struct task_state *ts, __u32 frames, __u32 at)
 			frames, e.pcs);
 	bpf_loop(STACK_WALK_MAX, stk_step_cb, &e, 0);
 	pr = bpf_map_lookup_elem(&stk_procs, &tgid);
-	if (!pr || pr->gen != gen)
-		return STACK_FB_CHANGED;	/* its range may have been rewritten */
+	if (!pr || pr->gen != gen) {
+		/* its range may have been rewritten: frame 0 alone */
+		h->end_pc = ts->regs[USC_REG_IP];
+		h->n = 1;
+		h->end = STACK_WALK_NOMODULE;
+		return STACK_FB_CHANGED;
+	}
 	h->end_pc = w->end_pc;
 	h->n = (__u16)w->n;
 	h->frames = (__u16)frames;
-	h->end = w->end;
+	/* (a walk not ended, or stopped at a row it cannot follow: counted
+	 * so when there is no room for a copy, stack_walked reads it) */
+	h->end = w->end == STACK_WALK_GOING ? STACK_WALK_FALLBACK : w->end;
 	h->nsig = w->nsig;
 	for (int i = 0; i < FETCH_WALK_SIGS; i++)
 		h->sig[i] = i < w->nsig ? w->sig[i] : 0;
@@ -472,8 +487,10 @@ static __always_inline void stk_counted(struct task_state *ts, __u64 hash)
 }
 
 /* A count's walk (the record's, at `at`) in stk_stacks: its hash in
- * ts->stk_hash. 0; 1: no room, or another stack has its hash (counted):
- * the hit is recorded instead, walked. */
+ * ts->stk_hash. 0; 1: another stack has its hash (counted): the hit is
+ * recorded instead; 2: the table is full (it holds as many stacks as the
+ * aggregation holds rows, --max-keys): the hit is counted as one whose key
+ * found no room, as any key past --max-keys is. */
 __noinline int stk_count(__u32 at, struct bpfeng_counts *cnt)
 {
 	struct task_state *ts = ts_map();	/* the walk stored: a map value's */
@@ -500,7 +517,7 @@ __noinline int stk_count(__u32 at, struct bpfeng_counts *cnt)
 			return 0;
 		}
 		if (err != -17 /* EEXIST: another CPU's just now */)
-			return 1;
+			return 2;
 		v = bpf_map_lookup_elem(&stk_stacks, &key);
 		if (!v)
 			return 1;
