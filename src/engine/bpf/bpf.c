@@ -234,6 +234,38 @@ static bool sites_use(const struct bpfeng *u, unsigned op)
 	return false;
 }
 
+/* What the sites' programs and filters hold, for the program's constants:
+ * the code of what no site has is left to the verifier to prune. A return
+ * site's hidden argument (its return address) is a REG, ST_MEM, END. */
+static void sites_say(const struct bpfeng *u, struct uscope_bpf *skel)
+{
+	uint64_t ops = 0;
+	bool args = false, filter = false, fstr = false;
+
+	for (size_t i = 0; i < u->base.nsites; i++) {
+		const struct usc_site *site = u->base.sites[i];
+
+		/* latency's returns pair with their entries: nothing evaluated */
+		if (site->agg_in_place && u->base.ctx->set->agg.kind == USC_AGG_LATENCY &&
+		    site->is_return && !site->filter.n)
+			continue;
+		for (unsigned a = 0; a < site->nargs; a++)
+			for (unsigned k = 0; k < site->args[a].ninsn && k < BPFENG_MAX_INSN; k++)
+				if (site->args[a].insn[k].op < 64)
+					ops |= 1ULL << site->args[a].insn[k].op;
+		if (site->ret_site)
+			ops |= 1ULL << FOP_REG | 1ULL << FOP_ST_MEM | 1ULL << FOP_END;
+		args |= site->nargs > 0 || site->ret_site;
+		filter |= site->filter.n > 0;
+		for (unsigned k = 0; k < site->filter.n && k < USC_FILTER_MAX; k++)
+			fstr |= site->filter.insn[k].op == FIL_STR;
+	}
+	skel->rodata->ops_used = ops;
+	skel->rodata->args_on = args;
+	skel->rodata->filter_on = filter;
+	skel->rodata->fstr_on = fstr;
+}
+
 static bool sites_follow_objects(const struct bpfeng *u)
 {
 	for (size_t i = 0; i < u->base.nsites; i++)
@@ -308,6 +340,7 @@ static int bpfeng_load(struct bpfeng *u)
 		u->skel->rodata->ustack_on = sites_use(u, FOP_USTACK);
 		u->skel->rodata->pystack_on = sites_use(u, FOP_PYSTACK);
 		u->skel->rodata->obj_on = sites_follow_objects(u);
+		sites_say(u, u->skel);
 		bpf_program__set_autoload(u->skel->progs.usc_probe_s, sleepable);
 		bpf_program__set_autoload(u->skel->progs.usc_probe, !sleepable);
 		bpf_program__set_autoload(u->skel->progs.usc_fork, u->follow);

@@ -49,6 +49,14 @@ const volatile __u32 agg_unit_ns = 1;	/* latency: ns of its unit */
 const volatile __u32 ustack_on = 0;	/* $ustack */
 const volatile __u32 pystack_on = 0;	/* $pystack, or a $ustack's hidden one */
 const volatile __u32 obj_on = 0;	/* objtrace's roles */
+/* What the sites' fetch programs and filters hold (their code is what the
+ * verifier walks: its time is the engine's readiness). Every default is
+ * "all", which is always right. */
+const volatile __u64 ops_used = ~0ULL;	/* bit FOP_*: an instruction of that op */
+const volatile __u32 args_on = 1;	/* some site fetches an argument */
+const volatile __u32 filter_on = 1;	/* some site filters */
+const volatile __u32 fstr_on = 1;	/* ... comparing a string */
+#define OP_USED(op) ((ops_used >> (op)) & 1)
 
 /* The program loaded is the sleepable one (the engine loads one of the
  * two at a time). Only that one may call bpf_copy_from_user: a callback
@@ -139,6 +147,7 @@ struct {
 #define FETCH_PID(env) (bpf_get_current_pid_tgid() >> 32)
 #define FETCH_TID(env) ((__u32)bpf_get_current_pid_tgid())
 #define FETCH_CPU(env) bpf_get_smp_processor_id()
+#define FETCH_OP_USED(op) OP_USED(op)
 #include "probe/fetch_eval.h"
 
 #define FETCH_INLINE static __always_inline
@@ -148,6 +157,7 @@ struct {
 #define FETCH_PID(env) (bpf_get_current_pid_tgid() >> 32)
 #define FETCH_TID(env) ((__u32)bpf_get_current_pid_tgid())
 #define FETCH_CPU(env) bpf_get_smp_processor_id()
+#define FETCH_OP_USED(op) OP_USED(op)
 #include "probe/fetch_eval.h"
 
 /* The fetch programs' walk over a site's arguments: the pointers on the
@@ -336,6 +346,8 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *x, bool sleep
 		c->done = 1;
 		return 0;
 	case FETCH_BYTES: {	/* counted: the previous argument's value */
+		if (!OP_USED(FOP_ST_BYTES))
+			goto fault;
 		__u64 len = fetch_bytes_len(in, i ? rec->vals[(i - 1) & (BPFENG_MAX_ARGS - 1)].val : 0,
 					    BPFENG_STR_MAX - 1);
 
@@ -358,6 +370,8 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *x, bool sleep
 	}
 	case FETCH_STRING:
 	case FETCH_COMM:
+		if (!OP_USED(FOP_ST_STRING) && !OP_USED(FOP_COMM))
+			goto fault;
 		if (c->str_off > BPFENG_REC_MAX - BPFENG_STR_MAX)
 			goto fault;	/* no room left: shown as a fault */
 		dst = ts->buf + (c->str_off & (BPFENG_REC_MAX - 1));
@@ -489,7 +503,8 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	c->str_off = sizeof(struct bpfeng_rec);
 	c->nargs = nargs;
 	c->stack_arg = c->py_arg = 0;
-	bpf_loop(nargs, sleepable ? eval_arg_s : eval_arg_ns, &x, 0);
+	if (args_on)
+		bpf_loop(nargs, sleepable ? eval_arg_s : eval_arg_ns, &x, 0);
 	if (obj_on && site->obj) {
 		__u64 verdict = obj_verdict(site, ts, cnt);
 		struct bpfeng_val *v = &rec->vals[site->obj_verdict & (BPFENG_MAX_ARGS - 1)];
@@ -499,7 +514,7 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 		v->kind = BPFENG_INT;
 		v->val = verdict;
 	}
-	if (!filter_pass(site, ts))
+	if (filter_on && !filter_pass(site, ts))
 		return;
 	if (pystack_on && c->py_arg) {
 		/* the Python frames after the strings, before a stack walked or
