@@ -53,11 +53,13 @@ def test_node_burst_every_hit_counted_with_js_frames():
     assert cp.returncode == 0, cp.stderr
     assert "lost" not in cp.stderr, cp.stderr
     r = rows(cp.stdout)
-    plain = [n for p, n, f in r if not f]
-    stacks = [(n, f) for p, n, f in r if f]
+    # the first probe's one row, the second's (write_2) a row a stack
+    plain = [n for p, n, f in r if p == "write"]
+    stacks = [(n, f) for p, n, f in r if p != "write"]
     assert len(plain) == 1 and plain[0] >= 4000, cp.stdout[-3000:]
-    # every hit is in a stack's row
+    # every hit is in a stack's row, and every row has its frames
     assert sum(n for n, _ in stacks) == plain[0], (plain, cp.stderr)
+    assert all(f and "__write" in f[0] for n, f in stacks), cp.stdout[-3000:]
     # the JS-called writes: JS frames (node's perf map names them) in
     # their rows, each but those the summary says were counted as far as
     # the walk went
@@ -79,10 +81,45 @@ def test_burst_of_copies_counted_as_far_as_walked(monkeypatch):
                      "mixed", "20000"], timeout=300)
     assert cp.returncode == 0, cp.stderr
     r = rows(cp.stdout)
-    plain = [n for p, n, f in r if not f]
-    assert plain == [40000]
-    assert sum(n for p, n, f in r if f) == 40000
+    assert [n for p, n, f in r if p == "leaf"] == [40000]
+    assert sum(n for p, n, f in r if p != "leaf") == 40000
+    # frame 0 at least, and where the walk stopped
+    assert all(f and f[0].startswith("leaf") for p, n, f in r if p != "leaf"), cp.stdout
     m = re.search(r"^uscope: (\d+) hits counted with the stack as far as it was walked.*"
                   r": noproc (\d+)$", cp.stderr, re.M)
     assert m and int(m.group(1)) == int(m.group(2)) > 0, cp.stderr
     assert "lost" not in cp.stderr
+
+
+PY = "/usr/bin/python3.11"
+PYAPP = """
+import os
+def leaf(i): os.getpid()
+def mid(i): leaf(i)
+def top(n):
+    for i in range(n): mid(i)
+top(30000)
+for i in range(500): leaf(i)
+"""
+
+
+def test_pystack_counted_in_the_kernel_as_inject_counts_it():
+    """count by $pystack on bpf: in the kernel (-v says so), the rows named
+    after the process has exited, the same rows as inject's."""
+    with tempfile.TemporaryDirectory() as d:
+        app = Path(d) / "app.py"
+        app.write_text(PYAPP.lstrip())
+        got = {}
+        for e in ("bpf", "inject"):
+            cp = run_uscope(["count", "-v", "-e", e, "libc:getpid $pystack", "--", PY,
+                             str(app)], timeout=300)
+            assert cp.returncode == 0, cp.stderr
+            got[e] = sorted((n, tuple(f)) for p, n, f in rows(cp.stdout) if f)
+            if e == "bpf":
+                assert "getpid at 0x" in cp.stderr and \
+                    "aggregated where the probe runs on bpf" in cp.stderr
+    want = [(500, ("leaf (%s:2)" % app, "<module> (%s:7)" % app)),
+            (30000, ("leaf (%s:2)" % app, "mid (%s:3)" % app, "top (%s:5)" % app,
+                     "<module> (%s:6)" % app))]
+    assert [r for r in got["bpf"] if r[0] >= 500] == want, got["bpf"]
+    assert got["bpf"] == got["inject"]

@@ -147,8 +147,15 @@ static int bpfeng_size_maps(struct bpfeng *u)
 	struct uscope_bpf *skel = u->skel;
 	__u32 nsites = u->base.nsites ? (__u32)u->base.nsites : 1;
 	struct bpf_map *grow[] = {skel->maps.agg, skel->maps.tgids, skel->maps.stk_procs,
-				  skel->maps.stk_stacks};
-	bool rt = kfeat_get()->mem_alloc;
+				  skel->maps.stk_stacks, skel->maps.py_stacks};
+	bool rt = kfeat_get()->mem_alloc, pycount = false;
+
+	for (size_t i = 0; i < u->base.nsites; i++)
+		pycount |= u->base.sites[i]->agg_in_place && site_has_pystack(u->base.sites[i]) &&
+			   !site_has_ustack(u->base.sites[i]);
+	if (bpf_map__set_max_entries(skel->maps.py_stacks,
+				     pycount && s->set->agg.max_rows ? s->set->agg.max_rows : 1))
+		return -EINVAL;
 
 	if (bpf_map__set_max_entries(skel->maps.sites, nsites) ||
 	    bpf_map__set_max_entries(skel->maps.counts, nsites) ||
@@ -577,6 +584,10 @@ static int bpfeng_record(void *ctx, void *data, size_t size)
 		return 0;
 	if (bpf_raw_event(data, size, u->base.sites, u->base.nsites, comm, u->vals, &ev))
 		return 0;
+	if (((const struct bpfeng_rec *)data)->pad == BPFENG_REC_PYNAMES) {
+		bpfeng_py_names(u, &ev);	/* no event: a count's new $pystack */
+		return 0;
+	}
 	if (u->stk)
 		bpfeng_stk_event(u, &ev);
 	u->stats[site].events++;

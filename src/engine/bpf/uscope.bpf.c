@@ -492,6 +492,7 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	rec->tid = (__u32)pt;
 	rec->site = idx;
 	rec->via = via;
+	rec->pad = 0;
 	rec->cpu = bpf_get_smp_processor_id();
 	nargs = site->nargs;
 	if (nargs > BPFENG_MAX_ARGS)
@@ -523,6 +524,35 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 		if (len > BPFENG_REC_MAX)
 			len = BPFENG_REC_MAX;
 		c->str_off = walk_python(ts, len, c->py_want, c->py_arg - 1, sleepable);
+		/* a $pystack key (no $ustack): counted by its frames' hash */
+		if (site->agg && !c->stack_arg) {
+			__u32 pi = (c->py_arg - 1) & (BPFENG_MAX_ARGS - 1);
+			int r = py_count(rec->vals[pi].str_off, rec->vals[pi].str_len, cnt);
+
+			if (r == 2) {
+				__sync_fetch_and_add(&cnt->full, 1);
+				return;
+			}
+			if (r == 3) {
+				__u64 l = c->str_off;
+
+				asm volatile("%0 &= 0x1fff" : "+r"(l));
+				if (l > BPFENG_STK_OFF)
+					l = BPFENG_STK_OFF;
+				rec->pad = BPFENG_REC_PYNAMES;
+				rec->len = (__u32)l;
+				rec_stamp(rec);
+				/* (none sent: the frames are named when the rows are read) */
+				bpf_ringbuf_output(&events, ts->buf, l, 0);
+				rec->pad = 0;
+			}
+			if (r == 0 || r == 3) {
+				rec->vals[pi].kind = BPFENG_STACKID;
+				rec->vals[pi].val = ts->stk_hash;
+				aggregate(site, idx, cnt);
+				return;
+			}
+		}
 	}
 	if (ustack_on && c->stack_arg && stk_on && !((__u64)c->stack_imm & FETCH_STACK_COPY)) {
 		/* walked: counted by its hash, or recorded; copied when it falls back */

@@ -508,7 +508,7 @@ __noinline int stk_count(__u32 at, struct bpfeng_counts *cnt)
 	key.tgid = bpf_get_current_pid_tgid() >> 32;
 	c.h = stk_mix(0x9e3779b97f4a7c15ULL, key.tgid);
 	bpf_loop(3 + STACK_WALK_MAX, stk_hash_step, &c, 0);
-	key.hash = c.h | 1;
+	key.hash = (c.h & ~BPFENG_STK_PY) | 1;	/* (bit 1 clear: not a $pystack) */
 	v = bpf_map_lookup_elem(&stk_stacks, &key);
 	if (!v) {
 		err = bpf_map_update_elem(&stk_stacks, &key, c.w, BPF_NOEXIST);
@@ -530,5 +530,64 @@ __noinline int stk_count(__u32 at, struct bpfeng_counts *cnt)
 		return 1;
 	}
 	stk_counted(ts, key.hash);
+	return 0;
+}
+
+/* ---- $pystack counted where the probe runs ---------------------------------- */
+
+/* counted Python stacks: python_stack_hdr and the frames (max_entries set
+ * at load: as many as the aggregation's rows), in values as large as
+ * stk_stacks' (the hash and compare steps, shared, read up to that) */
+#define PY_VALUE (sizeof(struct python_stack_hdr) + sizeof(struct python_frame) * PYTHON_FRAMES_MAX)
+_Static_assert(PY_VALUE <= STK_VALUE, "py_stacks' values");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(struct bpfeng_stk_key));
+	__uint(value_size, STK_VALUE);
+} py_stacks SEC(".maps");
+
+/* A count's $pystack (the record's, len bytes at off) in py_stacks: its
+ * hash (with BPFENG_STK_PY set) in ts->stk_hash. 0, or 3 the first time
+ * it is seen (uscope is told, to name its frames while the process runs);
+ * 1: another has its hash (counted); 2: the table is full, as stk_count. */
+__noinline int py_count(__u32 off, __u32 len, struct bpfeng_counts *cnt)
+{
+	struct task_state *ts = ts_map();	/* the frames stored: a map value's */
+	struct stk_hash_ctx c = {};
+	struct bpfeng_stk_key key = {};
+	const __u64 *v;
+	long err;
+
+	if (!ts || !cnt || (off & 7) || len < sizeof(struct python_stack_hdr) || len > PY_VALUE)
+		return 1;
+	c.w = (const __u64 *)(ts->buf + (off & (2 * BPFENG_REC_MAX - 8)));
+	c.n = (len + 7) / 8;
+	key.tgid = bpf_get_current_pid_tgid() >> 32;
+	c.h = stk_mix(0x7f4a7c159e3779b9ULL, key.tgid);
+	bpf_loop(3 + STACK_WALK_MAX, stk_hash_step, &c, 0);
+	key.hash = c.h | 1 | BPFENG_STK_PY;
+	ts->stk_hash = key.hash;
+	v = bpf_map_lookup_elem(&py_stacks, &key);
+	if (!v) {
+		/* (the value's bytes past the frames are the record's: never read) */
+		err = bpf_map_update_elem(&py_stacks, &key, c.w, BPF_NOEXIST);
+		if (!err)
+			return 3;
+		if (err != -17 /* EEXIST: another CPU's just now */)
+			return 2;
+		v = bpf_map_lookup_elem(&py_stacks, &key);
+		if (!v)
+			return 1;
+	}
+	c.other = v;
+	c.same = 1;
+	bpf_loop(3 + STACK_WALK_MAX, stk_cmp_step, &c, 0);
+	if (!c.same) {
+		__sync_fetch_and_add(&cnt->collided, 1);
+		return 1;
+	}
 	return 0;
 }
