@@ -195,6 +195,8 @@ def c_go(e):
 def c_pid(e):
     p = subprocess.Popen([str(T / "spin")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
+        if not select.select([p.stdout], [], [], TIMEOUT)[0]:
+            raise Failed("spin did not start")
         p.stdout.readline()	# ready
         out, err, ctx = run(["trace", "--json", "-e", e, "-p", str(p.pid),
                              "tick n=$arg1:s32", "-d", "3"])

@@ -22,8 +22,17 @@ ip link set lo up 2>/dev/null
 echo 1 >/proc/sys/kernel/sysrq
 echo "@@vm-begin $(uname -r) $(nproc) cpus"
 cd /src/uscope
-bash .vm/job.sh 2>&1
-echo "@@vm-job-exit $?"
+# the job bounded: one that does not end says what every process was doing
+timeout -k 5 "${USCOPE_VM_JOB_TIMEOUT:-900}" bash .vm/job.sh 2>&1
+rc=$?
+if [ $rc = 124 ] || [ $rc = 137 ]; then
+	echo "@@vm: the job did not end; the processes:"
+	ps -eo pid,ppid,stat,wchan:32,args 2>/dev/null | grep -v ' \['
+	for s in /proc/[0-9]*/stack; do
+		[ -s "$s" ] && { echo "-- $s"; cat "$s"; }
+	done 2>/dev/null
+fi
+echo "@@vm-job-exit $rc"
 echo "@@vm-dmesg-begin"
 dmesg
 echo "@@vm-dmesg-end"
