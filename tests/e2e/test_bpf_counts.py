@@ -48,8 +48,10 @@ def test_node_burst_every_hit_counted_with_js_frames():
     with tempfile.TemporaryDirectory() as d:
         app = Path(d) / "app.js"
         app.write_text(APP)
+        # (V8's log in the test's directory, not the current one)
         cp = run_uscope(["count", "-e", "bpf", "libc:write", "libc:write $ustack", "--", NODE,
-                         "--perf-basic-prof", str(app)], timeout=300)
+                         "--perf-basic-prof", "--no-logfile-per-isolate",
+                         f"--logfile={d}/v8.log", str(app)], timeout=300)
     assert cp.returncode == 0, cp.stderr
     assert "lost" not in cp.stderr, cp.stderr
     r = rows(cp.stdout)
