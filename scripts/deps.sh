@@ -22,7 +22,8 @@
 # a cluster of the test's own on a free port); the cluster the package starts is stopped.
 # libpython3.11-dev: a C program that embeds CPython is built against it (tests/e2e/test_python_versions.py).
 # debootstrap: roots of other Debian suites (scripts/roots.sh), to run uscope in other userlands and
-# Pythons in containers; qemu-system-x86: the kernel matrix boots Debian's kernels under TCG (tests/vm).
+# Pythons in containers; qemu-system-x86: the kernel matrix boots Debian's kernels under TCG (tests/vm);
+# cpio and kmod (depmod): scripts/kernels.sh makes each kernel's initramfs of its virtio and ext4 modules.
 # cmake: make static builds the static Zydis Debian does not ship from Debian's source package
 # (scripts/static-deps.sh; the other libraries' -dev packages ship their static archives).
 set -euo pipefail
@@ -32,7 +33,7 @@ pkgs=(build-essential pkg-config clang libclang-rt-14-dev
       libbpf-dev bpftool debuginfod libdebuginfod1 libiberty-dev sqlite3 bpftrace
       babeltrace2 groff-base man-db gdb libc6-dbg node-jsdom
       redis-server redis-tools nginx-light curl zlib1g-dev strace python3-jsonschema
-      postgresql libpython3.11-dev debootstrap qemu-system-x86 cmake)
+      postgresql libpython3.11-dev debootstrap qemu-system-x86 cmake cpio kmod)
 [ "${1:-}" = bench ] && pkgs+=(uftrace)
 missing=()
 for p in "${pkgs[@]}"; do

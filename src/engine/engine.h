@@ -182,8 +182,15 @@ struct usc_engine_ops {
 	 * out of the bytes an in-process patch moves. */
 	size_t (*footprint)(struct usc_engine *e, const struct usc_site *site,
 			    uint64_t (*r)[2], size_t max);
-	/* The session has handed e->sites: create their probes, not yet live.
-	 * -errno, the reason logged. */
+	/* Optional. The plan is made and e->sites handed: what can still fail
+	 * for want of the kernel's support, done before any engine attaches
+	 * (the bpf engine loads its program). Nothing to undo when it fails.
+	 * 0, or -errno with the reason in why, not logged: with -e auto the
+	 * session plans again without the engine (and -v says why); with
+	 * -e NAME it is the run's error, in one line. */
+	int (*prepare)(struct usc_engine *e, char *why, size_t len);
+	/* The session has handed e->sites (and prepared it): create their
+	 * probes, not yet live. -errno, the reason logged. */
 	int (*attach)(struct usc_engine *e);
 	/* Go live, for process pid and its threads (0 = system-wide);
 	 * follow_children also follows the processes it forks and execs. */

@@ -136,6 +136,9 @@ struct usc_site_stats {
 	 * probe ran, and copied instead, by why (enum stack_fallback,
 	 * src/stack/stack_walk.h; [0]: unused) */
 	uint64_t stack_fallback[USC_STACK_FB_NR];
+	/* ... and counted where the probe ran as far as the walk went, by why
+	 * it stopped: no room for a copy then (a burst filled the buffer) */
+	uint64_t stack_partial[USC_STACK_FB_NR];
 };
 
 /* An engine's counts; sites[i] is for the engine's e->sites[i]. */

@@ -52,6 +52,17 @@ struct fetch_where {
 #ifndef FETCH_READ_STACK
 #define FETCH_READ_STACK(env, dst, addr) FETCH_READ(env, dst, addr, 8)
 #endif
+/* FETCH_OP_USED(op): may an instruction of op come (default: any)? The bpf
+ * program says no for the ops none of its sites has, by a constant set
+ * before load: the verifier then skips their code (its time is the bpf
+ * engine's readiness). An op said not used faults. */
+#ifndef FETCH_OP_USED
+#define FETCH_OP_USED(op) 1
+#endif
+#define FETCH_GATE_(op) \
+	case op:        \
+		if (!FETCH_OP_USED(op)) \
+			return FETCH_FAULT;
 
 FETCH_INLINE int FETCH_STEP(const struct fetch_insn *in, const uint64_t *regs,
 			    const struct fetch_where *w, uint64_t *val, void *env)
@@ -61,75 +72,77 @@ FETCH_INLINE int FETCH_STEP(const struct fetch_insn *in, const uint64_t *regs,
 
 	(void)env;
 	switch (in->op) {
-	case FOP_END:
+	FETCH_GATE_(FOP_END)
 		return FETCH_DONE;
-	case FOP_REG:
+	FETCH_GATE_(FOP_REG)
 		*val = in->reg < USC_REG_NR ? regs[in->reg] : 0;
 		return FETCH_NEXT;
-	case FOP_STACK:
+	FETCH_GATE_(FOP_STACK)
 		if (in->imm < 0 || in->imm > 4096 ||
 		    FETCH_READ_STACK(env, &tmp, regs[USC_REG_SP] + 8 * (uint64_t)in->imm))
 			return FETCH_FAULT;
 		*val = tmp;
 		return FETCH_NEXT;
-	case FOP_STACKP:
+	FETCH_GATE_(FOP_STACKP)
 		*val = regs[USC_REG_SP];
 		return FETCH_NEXT;
-	case FOP_RETVAL:
+	FETCH_GATE_(FOP_RETVAL)
 		*val = regs[USC_REG_AX];
 		return FETCH_NEXT;
 	case FOP_IMM:
 	case FOP_MEM:
+		if (!FETCH_OP_USED(FOP_IMM) && !FETCH_OP_USED(FOP_MEM))
+			return FETCH_FAULT;
 		*val = (uint64_t)in->imm;
 		return FETCH_NEXT;
-	case FOP_FOFFS:	/* as the kernel: probe address - probe offset + OFF */
+	FETCH_GATE_(FOP_FOFFS)	/* as the kernel: probe address - probe offset + OFF */
 		*val = w->ip - w->offset + (uint64_t)in->imm;
 		return FETCH_NEXT;
-	case FOP_VADDR:	/* the module's load bias + a link-time address */
+	FETCH_GATE_(FOP_VADDR)	/* the module's load bias + a link-time address */
 		*val = w->ip - w->vaddr + (uint64_t)in->imm;
 		return FETCH_NEXT;
-	case FOP_ADD_REG:
+	FETCH_GATE_(FOP_ADD_REG)
 		*val += (in->reg < USC_REG_NR ? regs[in->reg] : 0) * in->size;
 		return FETCH_NEXT;
-	case FOP_DEREF:
+	FETCH_GATE_(FOP_DEREF)
 		if (FETCH_READ(env, &tmp, *val + (uint64_t)in->imm, 8))
 			return FETCH_FAULT;
 		*val = tmp;
 		return FETCH_NEXT;
-	case FOP_ST_RAW:
+	FETCH_GATE_(FOP_ST_RAW)
 		return FETCH_NEXT;
-	case FOP_ST_MEM:
+	FETCH_GATE_(FOP_ST_MEM)
 		sz = in->size;
 		if (sz == 0 || sz > 8 || FETCH_READ(env, &tmp, *val + (uint64_t)in->imm, sz))
 			return FETCH_FAULT;
 		*val = tmp;
 		return FETCH_NEXT;
-	case FOP_ST_STRING:
+	FETCH_GATE_(FOP_ST_STRING)
 		*val += (uint64_t)in->imm;
 		return *val ? FETCH_STRING : FETCH_NULL;
-	case FOP_ST_BYTES:	/* the includer copies fetch_bytes_len() bytes */
+	FETCH_GATE_(FOP_ST_BYTES)	/* the includer copies fetch_bytes_len() bytes */
 		return *val ? FETCH_BYTES : FETCH_NULL;
-	case FOP_COMM:
+	FETCH_GATE_(FOP_COMM)
 		return FETCH_COMM;
-	case FOP_USTACK:
+	FETCH_GATE_(FOP_USTACK)
 		return FETCH_STACK;
-	case FOP_PYSTACK:
+	FETCH_GATE_(FOP_PYSTACK)
 		return FETCH_PYSTACK;
 	case FOP_PYFUNC:
 	case FOP_PYARGS:
 	case FOP_PYARG:
 	case FOP_PYRETVAL:
 		return FETCH_PYVALUE;
-	case FOP_PID:
+	FETCH_GATE_(FOP_PID)
 		*val = FETCH_PID(env);
 		return FETCH_NEXT;
-	case FOP_TID:
+	FETCH_GATE_(FOP_TID)
 		*val = FETCH_TID(env);
 		return FETCH_NEXT;
-	case FOP_CPU:
+	FETCH_GATE_(FOP_CPU)
 		*val = FETCH_CPU(env);
 		return FETCH_NEXT;
-	case FOP_MOD_BF:
+	FETCH_GATE_(FOP_MOD_BF)
 		*val = (*val >> in->bf_offset) &
 		       (in->bf_width >= 64 ? ~0ULL : ((1ULL << in->bf_width) - 1));
 		return FETCH_NEXT;
@@ -139,6 +152,8 @@ FETCH_INLINE int FETCH_STEP(const struct fetch_insn *in, const uint64_t *regs,
 }
 
 #undef FETCH_STEP
+#undef FETCH_OP_USED
+#undef FETCH_GATE_
 #undef FETCH_INLINE
 #undef FETCH_READ
 #undef FETCH_READ_STACK

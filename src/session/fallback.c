@@ -144,6 +144,8 @@ void session_fallback_stats(struct usc_site_stats *to, const struct usc_site_sta
 	to->agg_full += from->agg_full;
 	to->agg_fault += from->agg_fault;
 	to->lost_wait += from->lost_wait;
-	for (int k = 0; k < USC_STACK_FB_NR; k++)
+	for (int k = 0; k < USC_STACK_FB_NR; k++) {
 		to->stack_fallback[k] += from->stack_fallback[k];
+		to->stack_partial[k] += from->stack_partial[k];
+	}
 }

@@ -376,13 +376,14 @@ static int unplaced(struct usc_session *s, struct answers *a)
 	return 0;
 }
 
-int session_plan_engines(struct usc_session *s)
+static int plan_once(struct usc_session *s)
 {
 	struct answers a = {0};
 	int ret = 0;
 
 	a.ok = calloc(s->nengines * s->nsites + 1, sizeof(*a.ok));
 	a.why = calloc(s->nengines * s->nsites + 1, sizeof(*a.why));
+	free(s->place);
 	s->place = calloc(s->nsites + 1, sizeof(*s->place));
 	if (!a.ok || !a.why || !s->place) {
 		ret = -ENOMEM;
@@ -456,5 +457,150 @@ out:
 	free(a.ok);
 	if (ret == -ENOMEM)
 		log_error("out of memory");
+	return ret;
+}
+
+int session_engine_sites(struct usc_session *s, size_t k)
+{
+	struct session_engine *se = &s->engines[k];
+	struct usc_engine *e = se->e;
+	size_t n = 0;
+
+	if (!e || e->sites)
+		return 0;
+	e->sites = calloc(se->nsites + 1, sizeof(*e->sites));
+	if (!e->sites)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->nsites; i++)
+		if (s->place[i].engine == (int)k)
+			e->sites[n++] = &s->sites[i];
+	e->nsites = n;
+	return 0;
+}
+
+/* What a plan decides of the sites, as they were before it: put back
+ * before the sites are planned again. */
+struct plan_saved {
+	bool *follow_tail, *filter_in_place, *agg_in_place;
+	int32_t *agg_func;
+	bool *unavailable;	/* [site][arg], args at argoff[site] */
+	size_t *argoff;
+};
+
+static void saved_free(struct plan_saved *p)
+{
+	free(p->follow_tail);
+	free(p->filter_in_place);
+	free(p->agg_in_place);
+	free(p->agg_func);
+	free(p->unavailable);
+	free(p->argoff);
+}
+
+static int plan_save(const struct usc_session *s, struct plan_saved *p)
+{
+	size_t n = s->nsites + 1, nargs = 0;
+
+	for (size_t i = 0; i < s->nsites; i++)
+		nargs += s->sites[i].nargs;
+	p->follow_tail = calloc(n, sizeof(bool));
+	p->filter_in_place = calloc(n, sizeof(bool));
+	p->agg_in_place = calloc(n, sizeof(bool));
+	p->agg_func = calloc(n, sizeof(int32_t));
+	p->argoff = calloc(n, sizeof(size_t));
+	p->unavailable = calloc(nargs + 1, sizeof(bool));
+	if (!p->follow_tail || !p->filter_in_place || !p->agg_in_place || !p->agg_func ||
+	    !p->argoff || !p->unavailable)
+		return -ENOMEM;
+	for (size_t i = 0, at = 0; i < s->nsites; i++) {
+		const struct usc_site *st = &s->sites[i];
+
+		p->follow_tail[i] = st->follow_tail;
+		p->filter_in_place[i] = st->filter_in_place;
+		p->agg_in_place[i] = st->agg_in_place;
+		p->agg_func[i] = st->agg_func;
+		p->argoff[i] = at;
+		for (unsigned k = 0; k < st->nargs; k++)
+			p->unavailable[at++] = st->args[k].unavailable;
+	}
+	return 0;
+}
+
+static void plan_restore(struct usc_session *s, const struct plan_saved *p)
+{
+	for (size_t i = 0; i < s->nsites; i++) {
+		struct usc_site *st = &s->sites[i];
+
+		st->follow_tail = p->follow_tail[i];
+		st->filter_in_place = p->filter_in_place[i];
+		st->agg_in_place = p->agg_in_place[i];
+		st->agg_func = p->agg_func[i];
+		for (unsigned k = 0; k < st->nargs; k++)
+			st->args[k].unavailable = p->unavailable[p->argoff[i] + k];
+	}
+	for (size_t k = 0; k < s->nengines; k++) {
+		struct session_engine *se = &s->engines[k];
+
+		se->nsites = 0;
+		if (se->e) {
+			free(se->e->sites);
+			se->e->sites = NULL;
+			se->e->nsites = 0;
+		}
+	}
+}
+
+/* Each engine with sites prepared (engine.h: the bpf engine loads its
+ * program). One that cannot be: the run's error with -e NAME; with -e
+ * auto it is left out (-v says why) and *again asks for a new plan. */
+static int prepare_engines(struct usc_session *s, bool *again)
+{
+	*again = false;
+	for (size_t k = 0; k < s->nengines; k++) {
+		struct session_engine *se = &s->engines[k];
+		char why[sizeof(se->why)] = "";
+		int ret;
+
+		if (!se->e || !se->nsites || !se->ops->prepare)
+			continue;
+		ret = session_engine_sites(s, k);
+		if (ret)
+			return ret;
+		ret = se->ops->prepare(se->e, why, sizeof(why));
+		if (!ret)
+			continue;
+		if (!why[0])
+			snprintf(why, sizeof(why), "%s", strerror(-ret));
+		if (s->ectx.engine_named) {
+			log_error("%s", why);
+			return ret;
+		}
+		log_info("not using the %s engine: %s", se->ops->name, why);
+		snprintf(se->why, sizeof(se->why), "%s", why);
+		free(se->e->sites);
+		se->e->ops->destroy(se->e);
+		se->e = NULL;
+		*again = true;
+	}
+	return 0;
+}
+
+int session_plan_engines(struct usc_session *s)
+{
+	struct plan_saved saved = {0};
+	bool again = true;
+	int ret = plan_save(s, &saved);
+
+	/* (at most once an engine: each round leaves one out for good) */
+	for (size_t round = 0; !ret && again && round <= s->nengines; round++) {
+		if (round)
+			plan_restore(s, &saved);
+		ret = plan_once(s);
+		if (!ret)
+			ret = prepare_engines(s, &again);
+	}
+	if (!saved.follow_tail && ret == -ENOMEM)
+		log_error("out of memory");	/* (plan_once says its own) */
+	saved_free(&saved);
 	return ret;
 }

@@ -387,7 +387,6 @@ static int attach_engines(struct usc_session *s)
 	for (size_t k = 0; k < s->nengines; k++) {
 		struct session_engine *se = &s->engines[k];
 		struct usc_engine *e = se->e;
-		size_t n = 0;
 		int ret;
 
 		if (!e)
@@ -397,13 +396,8 @@ static int attach_engines(struct usc_session *s)
 			se->e = NULL;
 			continue;
 		}
-		e->sites = calloc(se->nsites, sizeof(*e->sites));
-		if (!e->sites)
+		if (session_engine_sites(s, k))
 			return -ENOMEM;
-		for (size_t i = 0; i < s->nsites; i++)
-			if (s->place[i].engine == (int)k)
-				e->sites[n++] = &s->sites[i];
-		e->nsites = n;
 		se->live = true;
 		s->nlive++;
 		ret = e->ops->attach(e);

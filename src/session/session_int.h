@@ -148,8 +148,12 @@ int session_fallback_prepare(struct usc_session *s);
 void session_fallback_stats(struct usc_site_stats *to, const struct usc_site_stats *from);
 
 /* plan.c: an engine for every site (s->place), the engines already
- * created. 0 or -errno, reported. */
+ * created, and those with sites prepared (a bpf program loaded): one that
+ * cannot be is left out and the sites planned again, with -e auto. 0 or
+ * -errno, reported. */
 int session_plan_engines(struct usc_session *s);
+/* plan.c: engine k's sites handed to it (e->sites), once. 0 or -ENOMEM. */
+int session_engine_sites(struct usc_session *s, size_t k);
 /* mapped.c: sites in libraries the target maps only later (dlopen) to an
  * engine with kernel uprobes (-e auto), or a warning. */
 int session_place_later_mapped(struct usc_session *s);

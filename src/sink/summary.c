@@ -423,6 +423,32 @@ static void print_fallbacks(struct summary_sink *ss, const struct usc_sink_ctx *
 	}
 }
 
+/* $ustack: the hits counted where the probe ran with their stack as far as
+ * it was walked (the bpf engine, when a burst left no room for a copy). */
+static void print_partial(struct summary_sink *ss, const struct usc_sink_ctx *s,
+			  const struct usc_stats *st)
+{
+	uint64_t by[USC_STACK_FB_NR] = {0}, total = 0;
+
+	for (size_t i = 0; i < s->nsites; i++)
+		for (unsigned w = 1; w < USC_STACK_FB_NR && shown(s, i); w++)
+			by[w] += st->sites[i].stack_partial[w];
+	for (unsigned w = 1; w < USC_STACK_FB_NR; w++)
+		total += by[w];
+	if (!total)
+		return;
+	fprintf(ss->fp, "uscope: %llu hit%s counted with the stack as far as it was walked (no "
+		"room for a copy to unwind; their rows say where it stopped):",
+		(unsigned long long)total, total == 1 ? "" : "s");
+	for (unsigned w = 1, first = 1; w < USC_STACK_FB_NR; w++)
+		if (by[w]) {
+			fprintf(ss->fp, "%s %s %llu", first ? "" : ",", stack_fallback_name(w),
+				(unsigned long long)by[w]);
+			first = 0;
+		}
+	fputc('\n', ss->fp);
+}
+
 /* System-wide on inject: the processes traced, when some started after
  * attach (the readiness line said the others). */
 static void print_procs(struct summary_sink *ss, const struct usc_sink_ctx *s)
@@ -454,6 +480,7 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 	if (ss->mode == USC_SUMMARY_NONE) {
 		/* the commands that print no summary say this still */
 		print_fallbacks(ss, s, st);
+		print_partial(ss, s, st);
 		print_procs(ss, s);
 		batch_close(ss, &b);
 		return 0;
@@ -486,6 +513,7 @@ static int summary_report(struct usc_sink *k, const struct usc_sink_ctx *s,
 				(unsigned long long)s->set->record.snapshot);
 	}
 	print_fallbacks(ss, s, st);
+	print_partial(ss, s, st);
 	print_procs(ss, s);
 	fprintf(ss->fp, "uscope: %llu events, %llu lost%s\n", (unsigned long long)st->events,
 		(unsigned long long)st->lost,

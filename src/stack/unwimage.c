@@ -322,10 +322,23 @@ int stack_walked(const void *v, size_t len, struct usc_stack *out, uint32_t max)
 	uint64_t pcs[STACK_WALK_MAX];
 	struct fetch_walk_hdr h;
 	struct stack_walk w;
+	bool cut;
 
-	if (!fetch_walk_valid(v, len))
+	if (len < sizeof(h))
 		return -EINVAL;
 	memcpy(&h, v, sizeof(h));
+	/* a walk stopped at a row it cannot follow, counted as far as it went
+	 * (the bpf engine's, when there was no room for a copy): the CFI
+	 * could not be followed at end_pc */
+	cut = h.end == STACK_WALK_FALLBACK;
+	if (cut)
+		h.end = STACK_WALK_UNREAD;
+	if (len != sizeof(h) + 8 * (size_t)h.n || h.n > STACK_WALK_MAX || h.nsig > STACK_SIGS_MAX ||
+	    h.end < STACK_WALK_OUTERMOST || h.end > STACK_WALK_UNREAD)
+		return -EINVAL;
+	for (unsigned k = 0; k < h.nsig; k++)
+		if (h.sig[k] >= h.n)
+			return -EINVAL;
 	if (h.n > max)
 		return -EINVAL;
 	memset(&w, 0, sizeof(w));
@@ -336,5 +349,9 @@ int stack_walked(const void *v, size_t len, struct usc_stack *out, uint32_t max)
 	for (uint32_t k = 0; k < h.nsig; k++)
 		w.sig[k] = h.sig[k];
 	memcpy(pcs, (const uint8_t *)v + sizeof(h), 8 * (size_t)h.n);
-	return stack_walk_usc(&w, pcs, false, out);
+	if (stack_walk_usc(&w, pcs, false, out))
+		return -EINVAL;
+	if (cut)
+		out->end = USC_STACK_END_ERROR;
+	return 0;
 }

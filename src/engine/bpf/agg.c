@@ -21,9 +21,25 @@ bool bpfeng_filters(struct usc_engine *e, const struct usc_site *site)
 	return true;	/* the program filters records and aggregations alike */
 }
 
+/* A $pystack key (without $ustack, whose hidden Python frames uscope
+ * splices in) is counted in the kernel by its frames' hash, as a walked
+ * $ustack is: agg_fits leaves stacks to the engines that count them. */
+static bool pystack_fits(const struct usc_agg_opts *a, const struct usc_site *site)
+{
+	unsigned first, n;
+	int value;
+
+	if (a->kind == USC_AGG_NONE || site->nargs > BPFENG_MAX_ARGS - 1 ||
+	    !site_has_pystack(site) || site_has_ustack(site))
+		return false;
+	agg_layout(a, site, &first, &n, &value);
+	return first == 0 && agg_key_len(site->args, first, n, a->str_max) <= BPFENG_KEY_MAX;
+}
+
 int bpfeng_agg_place(struct usc_engine *e, const struct usc_site *site)
 {
-	return agg_fits(&e->ctx->set->agg, site, BPFENG_MAX_ARGS - 1, BPFENG_KEY_MAX) ? 0 : -ENOTSUP;
+	return agg_fits(&e->ctx->set->agg, site, BPFENG_MAX_ARGS - 1, BPFENG_KEY_MAX) ||
+	       pystack_fits(&e->ctx->set->agg, site) ? 0 : -ENOTSUP;
 }
 
 int bpfeng_agg_prepare(struct bpfeng *u)
@@ -126,7 +142,8 @@ int bpfeng_agg_read(struct usc_engine *e, usc_agg_fn fn, void *ctx)
 		memcpy(key, next, ksize);
 		if (k->site >= e->nsites || bpf_map_lookup_elem(fd, next, vals))
 			continue;	/* gone since, or not a site's */
-		if (u->stk && site_has_ustack(e->sites[k->site])) {
+		if ((u->stk && site_has_ustack(e->sites[k->site])) ||
+		    site_has_pystack(e->sites[k->site])) {
 			/* the program's stacks, the session's ids: in a copy */
 			memcpy(skey, k->key, u->agg_keylen);
 			bpfeng_stk_key(u, e->sites[k->site], skey, u->agg_keylen);

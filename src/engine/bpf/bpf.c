@@ -25,13 +25,18 @@
 #include "core/log.h"
 #include "core/proc.h"
 #include "engine/bpf/bpf_int.h"
+#include "engine/kfeat.h"
 #include "engine/raw.h"
 #include "python/detect.h"
 #include "uscope.skel.h"
 
+/* The verifier's reason for the last program it refused: the line before
+ * its "processed N insns" (for the one-line refusal). */
+static char verifier_why[160];
+
 static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	char *buf = NULL, *line, *end;
+	char *buf = NULL, *line, *end, *prev = NULL;
 	int n, lines = 0, skip;
 
 	if (level == LIBBPF_DEBUG)
@@ -45,6 +50,11 @@ static int libbpf_log(enum libbpf_print_level level, const char *fmt, va_list ap
 	skip = lines > 60 ? lines - 60 : 0;
 	for (line = buf; *line; line = *end ? end + 1 : end) {
 		end = line + strcspn(line, "\n");
+		if (!strncmp(line, "processed ", 10) && prev)
+			snprintf(verifier_why, sizeof(verifier_why), "%.*s",
+				 (int)strcspn(prev, "\n"), prev);
+		if (end > line)
+			prev = line;
 		if (skip-- > 0)
 			continue;
 		if (end > line)
@@ -72,10 +82,17 @@ static int bpfeng_create(const struct usc_engine_ctx *s, struct usc_engine **out
 			 size_t len)
 {
 	struct bpfeng *u;
+	char miss[256];
 
 	if (!may_bpf()) {
 		snprintf(why, len, "the bpf engine needs root (or CAP_BPF and CAP_PERFMON)");
 		return -EPERM;
+	}
+	/* what the program cannot do without, asked the kernel (kfeat.h) */
+	if (*kfeat_bpf_missing(kfeat_get(), miss, sizeof(miss))) {
+		snprintf(why, len, "the bpf engine needs what this kernel lacks: %s (-e inject and "
+			 "-e tracefs do without)", miss);
+		return -ENOTSUP;
 	}
 	u = calloc(1, sizeof(*u));
 	if (!u)
@@ -121,15 +138,26 @@ static int bpfeng_can_place(struct usc_engine *e, const struct usc_site *site, c
 /* The maps sized for the session before load: what a session does not use
  * is one entry, and the hashes it does are allocated as they fill, not
  * ahead: tens of ms to create a preallocated 65,536-entry hash, and more for
- * a per-CPU one, all before the readiness line. (Kernels before 6.1 take
- * only preallocated hashes in a sleepable program; the sleepable program
- * needs 6.12's bpf_copy_from_user_str anyway.) */
+ * a per-CPU one, all before the readiness line. A kernel without the BPF
+ * memory allocator (before 6.1: kfeat.h) warns in its log at a uprobe
+ * program that uses a hash allocated at run time: there every hash is
+ * preallocated. (Such a kernel also refuses one in a sleepable program; the
+ * sleepable program needs 6.12's bpf_copy_from_user_str anyway.) */
 static int bpfeng_size_maps(struct bpfeng *u)
 {
 	const struct usc_engine_ctx *s = u->base.ctx;
 	struct uscope_bpf *skel = u->skel;
 	__u32 nsites = u->base.nsites ? (__u32)u->base.nsites : 1;
-	struct bpf_map *grow[] = {skel->maps.agg, skel->maps.tgids, skel->maps.stk_procs};
+	struct bpf_map *grow[] = {skel->maps.agg, skel->maps.tgids, skel->maps.stk_procs,
+				  skel->maps.stk_stacks, skel->maps.py_stacks};
+	bool rt = kfeat_get()->mem_alloc, pycount = false;
+
+	for (size_t i = 0; i < u->base.nsites; i++)
+		pycount |= u->base.sites[i]->agg_in_place && site_has_pystack(u->base.sites[i]) &&
+			   !site_has_ustack(u->base.sites[i]);
+	if (bpf_map__set_max_entries(skel->maps.py_stacks,
+				     pycount && s->set->agg.max_rows ? s->set->agg.max_rows : 1))
+		return -EINVAL;
 
 	if (bpf_map__set_max_entries(skel->maps.sites, nsites) ||
 	    bpf_map__set_max_entries(skel->maps.counts, nsites) ||
@@ -139,9 +167,43 @@ static int bpfeng_size_maps(struct bpfeng *u)
 				     s->set->objtrace.on ? s->set->objtrace.max_objects : 1))
 		return -EINVAL;
 	for (size_t i = 0; i < sizeof(grow) / sizeof(grow[0]); i++)
-		if (bpf_map__set_map_flags(grow[i], bpf_map__map_flags(grow[i]) | BPF_F_NO_PREALLOC))
+		if (bpf_map__set_map_flags(grow[i], rt ? bpf_map__map_flags(grow[i]) | BPF_F_NO_PREALLOC :
+						  bpf_map__map_flags(grow[i]) & ~BPF_F_NO_PREALLOC))
 			return -EINVAL;
 	return 0;
+}
+
+/* With -v, in one line: what this kernel lacks that the engine does
+ * without, and what that costs. */
+static void bpfeng_lacks_said(const struct bpfeng *u)
+{
+	const struct kfeat *k = kfeat_get();
+	const char *what[3], *cost[3];
+	char line[512];
+	size_t n = 0, used = 0;
+
+	if (!u->sleepable && !getenv("USCOPE_BPF_SLEEPABLE")) {
+		what[n] = "sleepable uprobes";
+		cost[n++] = "values in memory not paged in yet show as (fault)";
+	}
+	if (!u->multi) {
+		what[n] = "multi-uprobe links";
+		cost[n++] = "one link a site, each waiting for the kernel's grace periods when it "
+			    "goes (about 0.1 s a site)";
+	}
+	if (!k->mem_alloc) {
+		what[n] = "the BPF memory allocator";
+		cost[n++] = "the hash maps are preallocated";
+	}
+	if (!n)
+		return;
+	for (size_t i = 0; i < n; i++)
+		used += (size_t)snprintf(line + used, used < sizeof(line) ? sizeof(line) - used : 0,
+					 "%s%s", i ? ", " : "", what[i]);
+	for (size_t i = 0; i < n; i++)
+		used += (size_t)snprintf(line + used, used < sizeof(line) ? sizeof(line) - used : 0,
+					 "%s%s", i ? "; " : ": ", cost[i]);
+	log_info("bpf: this kernel lacks %s", line);
 }
 
 static double now_ms(void)
@@ -181,12 +243,83 @@ static bool sites_use(const struct bpfeng *u, unsigned op)
 	return false;
 }
 
+/* What the sites' programs and filters hold, for the program's constants:
+ * the code of what no site has is left to the verifier to prune. A return
+ * site's hidden argument (its return address) is a REG, ST_MEM, END. */
+static void sites_say(const struct bpfeng *u, struct uscope_bpf *skel)
+{
+	uint64_t ops = 0;
+	bool args = false, filter = false, fstr = false;
+
+	for (size_t i = 0; i < u->base.nsites; i++) {
+		const struct usc_site *site = u->base.sites[i];
+
+		/* latency's returns pair with their entries: nothing evaluated */
+		if (site->agg_in_place && u->base.ctx->set->agg.kind == USC_AGG_LATENCY &&
+		    site->is_return && !site->filter.n)
+			continue;
+		for (unsigned a = 0; a < site->nargs; a++)
+			for (unsigned k = 0; k < site->args[a].ninsn && k < BPFENG_MAX_INSN; k++)
+				if (site->args[a].insn[k].op < 64)
+					ops |= 1ULL << site->args[a].insn[k].op;
+		if (site->ret_site)
+			ops |= 1ULL << FOP_REG | 1ULL << FOP_ST_MEM | 1ULL << FOP_END;
+		args |= site->nargs > 0 || site->ret_site;
+		filter |= site->filter.n > 0;
+		for (unsigned k = 0; k < site->filter.n && k < USC_FILTER_MAX; k++)
+			fstr |= site->filter.insn[k].op == FIL_STR;
+	}
+	skel->rodata->ops_used = ops;
+	skel->rodata->args_on = args;
+	skel->rodata->filter_on = filter;
+	skel->rodata->fstr_on = fstr;
+}
+
 static bool sites_follow_objects(const struct bpfeng *u)
 {
 	for (size_t i = 0; i < u->base.nsites; i++)
 		if (u->base.sites[i]->spec->obj_role != USC_OBJ_NONE)
 			return true;
 	return false;
+}
+
+/* USCOPE_BPF_LOG=FILE: the verifier's whole log of the program loaded (or
+ * refused) written to FILE, at USCOPE_BPF_LOG_LEVEL (1 by default: the path
+ * it refused; 2: every instruction it walked, with its source line and
+ * states): to see where an older kernel's verifier spends its million
+ * instructions. USCOPE_BPF_LOG_SIZE: the log's bytes (512 MiB): one too
+ * small for the log makes the kernel refuse the load (ENOSPC), as the tests
+ * do to see -e auto do without the engine. */
+static char *bpfeng_log_begin(struct bpf_program *p, size_t *size)
+{
+	const char *lvl = getenv("USCOPE_BPF_LOG_LEVEL"), *sz = getenv("USCOPE_BPF_LOG_SIZE");
+	char *buf;
+
+	if (!getenv("USCOPE_BPF_LOG"))
+		return NULL;
+	*size = sz ? strtoul(sz, NULL, 0) : 512u << 20;
+	if (*size < 128)
+		*size = 128;
+	buf = calloc(1, *size);
+	if (!buf)
+		return NULL;
+	bpf_program__set_log_buf(p, buf, *size);
+	bpf_program__set_log_level(p, lvl ? (unsigned)atoi(lvl) : 1);
+	return buf;
+}
+
+static void bpfeng_log_end(char *buf, size_t size)
+{
+	FILE *f;
+
+	if (!buf)
+		return;
+	f = fopen(getenv("USCOPE_BPF_LOG"), "w");
+	if (f) {
+		fwrite(buf, 1, strnlen(buf, size), f);
+		fclose(f);
+	}
+	free(buf);
 }
 
 /* Load the program: the sleepable build where the kernel has it. */
@@ -201,12 +334,17 @@ static int bpfeng_load(struct bpfeng *u)
 
 	libbpf_set_print(libbpf_log);
 	u->multi = bpfeng_multi_supported();
-	for (int sleepable = env && !strcmp(env, "0") ? 0 : 1; sleepable >= 0; sleepable--) {
+	/* the sleepable program only where the kernel has sleepable uprobes
+	 * (a load that would fail only once verified is not tried) */
+	for (int sleepable = (env && !strcmp(env, "0")) || !kfeat_get()->sleepable ? 0 : 1;
+	     sleepable >= 0; sleepable--) {
 		u->skel = uscope_bpf__open();
 		if (!u->skel)
 			return -errno;
 		u->skel->rodata->count_only = s->set->count_only;
 		u->skel->rodata->follow = u->follow;
+		u->skel->rodata->prog_sleepable = sleepable;
+		u->skel->rodata->have_copy_str = kfeat_get()->copy_str;
 		/* the parts no site uses are left to the verifier to prune */
 		u->skel->rodata->ustack_on = sites_use(u, FOP_USTACK);
 		/* (2: system-wide, where a process's CPython is told at its first
@@ -214,6 +352,7 @@ static int bpfeng_load(struct bpfeng *u)
 		u->skel->rodata->pystack_on = !sites_use(u, FOP_PYSTACK) ? 0 :
 					      s->target->kind == USC_TARGET_SYSTEM ? 2 : 1;
 		u->skel->rodata->obj_on = sites_follow_objects(u);
+		sites_say(u, u->skel);
 		/* a script's sites run the script's program (script.c): the
 		 * engine's own is not loaded, nor walked by the verifier */
 		bpf_program__set_autoload(u->skel->progs.usc_probe_s, sleepable && !bscript_on(u));
@@ -240,18 +379,22 @@ static int bpfeng_load(struct bpfeng *u)
 			u->skel = NULL;
 			return err;
 		}
+		size_t logsz = 0;
+		char *log = bpfeng_log_begin(sleepable ? u->skel->progs.usc_probe_s :
+					     u->skel->progs.usc_probe, &logsz);
+		int lerr;
+
 		t0 = now_ms();
-		if (uscope_bpf__load(u->skel) == 0) {
+		lerr = uscope_bpf__load(u->skel);
+		bpfeng_log_end(log, logsz);
+		if (lerr == 0) {
 			u->sleepable = sleepable;
-			if (!sleepable)
-				log_info("the bpf engine cannot read memory that is not paged in yet "
-					 "(no sleepable uprobes in this kernel: %s): such values show "
-					 "as (fault)", strerror(-err));
+			bpfeng_lacks_said(u);
 			if (!bscript_on(u))
 				bpfeng_load_said(u, now_ms() - t0);
 			return 0;
 		}
-		err = -errno;
+		err = lerr < 0 ? lerr : -EINVAL;
 		uscope_bpf__destroy(u->skel);
 		u->skel = NULL;
 	}
@@ -298,23 +441,43 @@ static int bpfeng_fill_site(struct bpfeng *u, size_t i, struct bpfeng_site *us)
 	return 0;
 }
 
+/* The program loaded for the sites planned (engine.h: prepare). */
+static int bpfeng_prepare(struct usc_engine *e, char *why, size_t len)
+{
+	struct bpfeng *u = bpfeng_of(e);
+	int err;
+
+	if (u->skel)
+		return 0;
+	verifier_why[0] = 0;
+	err = bpfeng_load(u);
+	if (!err)
+		return 0;
+	if (err == -EPERM && !verifier_why[0])
+		snprintf(why, len, "the bpf engine needs root (or CAP_BPF and CAP_PERFMON)");
+	else if (verifier_why[0])
+		snprintf(why, len, "the bpf engine's program does not load on this kernel: its "
+			 "verifier refuses it (%s; -v shows where); -e inject and -e tracefs do "
+			 "without", verifier_why);
+	else
+		snprintf(why, len, "the bpf engine's program does not load on this kernel: %s; "
+			 "-e inject and -e tracefs do without", strerror(-err));
+	return err;
+}
+
 static int bpfeng_attach(struct usc_engine *e)
 {
 	struct bpfeng *u = bpfeng_of(e);
+	char why[512];
 	int fd, err;
 
 	u->stats = calloc(e->nsites + 1, sizeof(*u->stats));
 	u->ret_idx = calloc(e->nsites + 1, sizeof(*u->ret_idx));
 	if (!u->stats || !u->ret_idx)
 		return -ENOMEM;
-	err = bpfeng_load(u);
+	err = bpfeng_prepare(e, why, sizeof(why));	/* (the fallback's: not prepared) */
 	if (err) {
-		if (err == -EPERM)
-			log_error("the bpf engine needs root (or CAP_BPF and CAP_PERFMON)");
-		else
-			log_error("cannot load the bpf engine's program: %s (kernel BPF with BTF, "
-				  "bpf_loop, uprobe cookies and task storage, 5.17 or later, is "
-				  "needed)", strerror(-err));
+		log_error("%s", why);
 		return err;
 	}
 	err = bpfeng_stk_attach(u);
@@ -436,6 +599,10 @@ static int bpfeng_record(void *ctx, void *data, size_t size)
 		return 0;
 	if (bpf_raw_event(data, size, u->base.sites, u->base.nsites, comm, u->vals, &ev))
 		return 0;
+	if (((const struct bpfeng_rec *)data)->pad == BPFENG_REC_PYNAMES) {
+		bpfeng_py_names(u, &ev);	/* no event: a count's new $pystack */
+		return 0;
+	}
 	if (u->stk)
 		bpfeng_stk_event(u, &ev);
 	u->stats[site].events++;
@@ -498,6 +665,7 @@ static int bpfeng_stats(struct usc_engine *e, struct usc_stats *st)
 		__u32 key = (__u32)i;
 		uint64_t hits = 0, lost = 0, full = 0, fault = 0;
 
+		memset(u->stats[i].stack_partial, 0, sizeof(u->stats[i].stack_partial));
 		if (per && bpf_map_lookup_elem(bpf_map__fd(u->skel->maps.counts), &key, per) == 0)
 			for (int c = 0; c < ncpu; c++) {
 				hits += per[c].hits;
@@ -506,6 +674,8 @@ static int bpfeng_stats(struct usc_engine *e, struct usc_stats *st)
 				u->collided += per[c].collided;
 				full += per[c].full;
 				fault += per[c].fault;
+				for (int w = 0; w < USC_STACK_FB_NR; w++)
+					u->stats[i].stack_partial[w] += per[c].partial[w];
 			}
 		u->stats[i].agg_full = full;
 		u->stats[i].agg_fault = fault;
@@ -557,6 +727,7 @@ const struct usc_engine_ops bpf_engine_ops = {
 	.pid_only_uprobes = true,
 	.create = bpfeng_create,
 	.can_place = bpfeng_can_place,
+	.prepare = bpfeng_prepare,
 	.python = bpfeng_python,
 	.attach = bpfeng_attach,
 	.start = bpfeng_start,

@@ -108,6 +108,9 @@ void bpfeng_stk_event(struct bpfeng *u, const struct usc_event *ev);
 /* A key of a site that counts stacks: the program's (tgid, hash) of each
  * stack made the session's id (stack_intern), one gone a fault. */
 void bpfeng_stk_key(struct bpfeng *u, const struct usc_site *site, uint8_t *key, uint32_t keylen);
+/* A $pystack the program counted for the first time (a record that is no
+ * event): its frames named now, while the process runs. */
+void bpfeng_py_names(struct bpfeng *u, const struct usc_event *ev);
 void bpfeng_stk_free(struct bpfeng *u);
 
 #endif

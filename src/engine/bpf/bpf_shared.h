@@ -119,8 +119,16 @@ struct bpfeng_stk_proc {
 struct bpfeng_stk_key {
 	unsigned int tgid;
 	unsigned int pad;
-	unsigned long long hash;
+	unsigned long long hash;	/* odd; with BPFENG_STK_PY: in py_stacks */
 };
+
+/* $pystack counted the same way: its frames kept in py_stacks by (process,
+ * hash), the hash's bit 1 set (the key's slot says which table) */
+#define BPFENG_STK_PY 2ULL
+
+/* bpfeng_rec.pad: a record that is no event: a $pystack counted for the
+ * first time, for uscope to name its frames while the process runs */
+#define BPFENG_REC_PYNAMES 1
 
 /* $pystack: where CPython is in a process (the pyprocs map, by tgid):
  * its layout, glibc's, and _PyRuntime's run-time address */
@@ -168,6 +176,10 @@ struct bpfeng_counts {
 	unsigned long long full;	/* hits whose new key found the map full */
 	unsigned long long fault;	/* hist: values that could not be read */
 	unsigned long long collided;	/* counted stacks whose hash another had */
+	/* $ustack counted as far as walked where the probe ran, by why the
+	 * walk stopped (enum stack_fallback): the ring buffer had no room
+	 * for a copy of the stack to unwind */
+	unsigned long long partial[16];
 };
 
 #endif

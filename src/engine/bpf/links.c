@@ -95,10 +95,7 @@ bool bpfeng_multi_supported(void)
 		cached = fd == -EBADF;
 		close(prog);
 	}
-	if (!cached)
-		log_info("bpf: no multi-uprobe links in this kernel (Linux 6.6): one link a site, "
-			 "each waiting for the kernel's grace periods when it goes (about 0.1 s a site)");
-	return cached;
+	return cached;	/* (its absence said with the rest: bpfeng_lacks_said) */
 }
 
 struct group {

@@ -50,6 +50,24 @@ const volatile __u32 ustack_on = 0;	/* $ustack */
 const volatile __u32 pystack_on = 0;	/* $pystack, or a $ustack's hidden one
 					   (2: system-wide) */
 const volatile __u32 obj_on = 0;	/* objtrace's roles */
+/* What the sites' fetch programs and filters hold (their code is what the
+ * verifier walks: its time is the engine's readiness). Every default is
+ * "all", which is always right. */
+const volatile __u64 ops_used = ~0ULL;	/* bit FOP_*: an instruction of that op */
+const volatile __u32 args_on = 1;	/* some site fetches an argument */
+const volatile __u32 filter_on = 1;	/* some site filters */
+const volatile __u32 fstr_on = 1;	/* ... comparing a string */
+#define OP_USED(op) ((ops_used >> (op)) & 1)
+
+/* The program loaded is the sleepable one (the engine loads one of the
+ * two at a time). Only that one may call bpf_copy_from_user: a callback
+ * shared by both picks its reader by a flag in its context, which Linux
+ * 6.1's verifier does not see as a constant (a byte spilled to the stack),
+ * so it walks the sleepable reader in the other program too and refuses
+ * the helper there. This constant makes that call dead code it prunes. */
+const volatile __u32 prog_sleepable = 0;
+#define bpf_copy_from_user(dst, len, src) \
+	(prog_sleepable ? (bpf_copy_from_user)(dst, len, src) : -14 /* EFAULT */)
 
 /* min and max older than this are stale: the tracer moves it on as it reads */
 volatile __u64 agg_epoch = 1;
@@ -72,6 +90,13 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 << 20);
 } events SEC(".maps");
+
+/* Is the ring buffer too full for a stack's copy: half of it holds
+ * records uscope has not read yet (a burst of copies is what fills it). */
+static __always_inline bool stk_crowded(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (4u << 20);
+}
 
 /* The processes followed: COMMAND, and every process it forks (usc_fork). */
 struct {
@@ -123,6 +148,7 @@ struct {
 #define FETCH_PID(env) (bpf_get_current_pid_tgid() >> 32)
 #define FETCH_TID(env) ((__u32)bpf_get_current_pid_tgid())
 #define FETCH_CPU(env) bpf_get_smp_processor_id()
+#define FETCH_OP_USED(op) OP_USED(op)
 #include "probe/fetch_eval.h"
 
 #define FETCH_INLINE static __always_inline
@@ -132,6 +158,7 @@ struct {
 #define FETCH_PID(env) (bpf_get_current_pid_tgid() >> 32)
 #define FETCH_TID(env) ((__u32)bpf_get_current_pid_tgid())
 #define FETCH_CPU(env) bpf_get_smp_processor_id()
+#define FETCH_OP_USED(op) OP_USED(op)
 #include "probe/fetch_eval.h"
 
 /* The fetch programs' walk over a site's arguments: the pointers on the
@@ -177,7 +204,8 @@ struct stk_memo {
 	__u32 nreads, bp_used;
 	__u64 rbp_reads;	/* the reads (bits) that were saved rbps: compared
 				 * only where the walk used bp (STACK_READ_RBP) */
-	__u32 valid, nranges;
+	__u32 valid, nranges;	/* nranges: the ranges so far, as it is read */
+	__u64 clo, chi;		/* the last range so far: [clo, chi) */
 	__u64 rlo[STK_MEMO_RANGES];	/* the ranges: [rlo, rlo + rlen), read */
 	__u32 rlen[STK_MEMO_RANGES];	/* again one after the other */
 	__u64 hash;		/* counted: its hash in stk_stacks; 0: not yet */
@@ -238,11 +266,35 @@ struct {
 	__type(value, struct task_state);
 } state SEC(".maps");
 
+/* The thread's state, in a global function (one the verifier checks once,
+ * on its own): there a pointer argument is typed `mem`, which Linux 6.1's
+ * verifier refuses as a map key or value ("R2 type=mem expected=fp, pkt,
+ * pkt_meta, map_key, map_value"; 6.2 and later take it). A key or value
+ * made in the thread's state is passed from the map's own pointer instead,
+ * looked up again (the task's storage cache: a few loads). */
+static __always_inline struct task_state *ts_map(void)
+{
+	return bpf_task_storage_get(&state, bpf_get_current_task_btf(), 0, 0);
+}
+
 /* Strings, sleepable: the kfunc (Linux 6.12) faults pages in as
- * bpf_copy_from_user does; without it the sleepable program does not load,
- * and the engine takes the other. */
+ * bpf_copy_from_user does. Without it (have_copy_str 0: its call is dead
+ * code), the string's page, and the next where the string may reach it,
+ * is faulted in by a one-byte bpf_copy_from_user first, and the string
+ * read from memory now there (fault_in). */
 extern int bpf_copy_from_user_str(void *dst, __u32 dst__sz, const void *unsafe_ptr__ign,
 				  __u64 flags) __ksym __weak;
+const volatile __u32 have_copy_str = 0;
+
+/* The pages of [addr, addr + len) faulted in, so far as they are mapped
+ * (an error, at an unmapped page after the string's end, is no matter):
+ * one byte of each, copied into dst (overwritten after). */
+static __always_inline void fault_in(char *dst, __u64 addr, __u32 len)
+{
+	bpf_copy_from_user(dst, 1, (const void *)(unsigned long)addr);
+	if ((addr & 4095) + len > 4096)
+		bpf_copy_from_user(dst, 1, (const void *)(unsigned long)((addr | 4095) + 1));
+}
 
 /* One step of eval: instruction k of argument i (step = i * BPFENG_MAX_INSN +
  * k). A bpf_loop callback, so the verifier checks it once, not once a step. */
@@ -300,13 +352,17 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *x, bool sleep
 		c->done = 1;
 		return 0;
 	case FETCH_BYTES: {	/* counted: the previous argument's value */
-		__u32 len = fetch_bytes_len(in, i ? rec->vals[(i - 1) & (BPFENG_MAX_ARGS - 1)].val : 0,
+		if (!OP_USED(FOP_ST_BYTES))
+			goto fault;
+		__u64 len = fetch_bytes_len(in, i ? rec->vals[(i - 1) & (BPFENG_MAX_ARGS - 1)].val : 0,
 					    BPFENG_STR_MAX - 1);
 
 		if (c->str_off > BPFENG_REC_MAX - BPFENG_STR_MAX)
 			goto fault;
 		dst = ts->buf + (c->str_off & (BPFENG_REC_MAX - 1));
-		len &= BPFENG_STR_MAX - 1;
+		/* a bound the verifier sees on the very register it checks (the
+		 * clamp's branches are lost on Linux 6.1's) */
+		asm volatile("%0 &= 0x7f" : "+r"(len));	/* BPFENG_STR_MAX - 1 */
 		if (len && (sleepable ? bpf_copy_from_user(dst, len, (const void *)(unsigned long)c->val) :
 			    bpf_probe_read_user(dst, len, (const void *)(unsigned long)c->val)))
 			goto fault;
@@ -320,6 +376,8 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *x, bool sleep
 	}
 	case FETCH_STRING:
 	case FETCH_COMM:
+		if (!OP_USED(FOP_ST_STRING) && !OP_USED(FOP_COMM))
+			goto fault;
 		if (c->str_off > BPFENG_REC_MAX - BPFENG_STR_MAX)
 			goto fault;	/* no room left: shown as a fault */
 		dst = ts->buf + (c->str_off & (BPFENG_REC_MAX - 1));
@@ -330,10 +388,12 @@ static __always_inline long eval_step(__u32 step, struct eval_ctx *x, bool sleep
 			for (int j = 0; j < 15; j++, n++)
 				if (!dst[j])
 					break;
-		} else if (sleepable) {
+		} else if (sleepable && prog_sleepable && have_copy_str) {
 			n = bpf_copy_from_user_str(dst, BPFENG_STR_MAX, (const void *)(unsigned long)c->val,
 						   0);
 		} else {
+			if (sleepable && prog_sleepable)
+				fault_in(dst, c->val, BPFENG_STR_MAX);
 			n = bpf_probe_read_user_str(dst, BPFENG_STR_MAX,
 						    (const void *)(unsigned long)c->val);
 		}
@@ -429,7 +489,7 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	if (!site || !cnt)
 		return;
 	if (site->agg == BPFENG_AGG_RETURN) {
-		lat_return(ts, site, cnt);
+		lat_return(site, cnt);
 		return;
 	}
 	rec->ts = site->agg ? 0 : bpf_ktime_get_ns();	/* a record's: aggregates have none */
@@ -438,6 +498,7 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	rec->tid = (__u32)pt;
 	rec->site = idx;
 	rec->via = via;
+	rec->pad = 0;
 	rec->cpu = bpf_get_smp_processor_id();
 	nargs = site->nargs;
 	if (nargs > BPFENG_MAX_ARGS)
@@ -449,7 +510,8 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 	c->str_off = sizeof(struct bpfeng_rec);
 	c->nargs = nargs;
 	c->stack_arg = c->py_arg = 0;
-	bpf_loop(nargs, sleepable ? eval_arg_s : eval_arg_ns, &x, 0);
+	if (args_on)
+		bpf_loop(nargs, sleepable ? eval_arg_s : eval_arg_ns, &x, 0);
 	if (obj_on && site->obj) {
 		__u64 verdict = obj_verdict(site, ts, cnt);
 		struct bpfeng_val *v = &rec->vals[site->obj_verdict & (BPFENG_MAX_ARGS - 1)];
@@ -459,7 +521,7 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 		v->kind = BPFENG_INT;
 		v->val = verdict;
 	}
-	if (!filter_pass(site, ts))
+	if (filter_on && !filter_pass(site, ts))
 		return;
 	if (pystack_on && c->py_arg) {
 		/* the Python frames after the strings, before a stack walked or
@@ -468,6 +530,35 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 		if (len > BPFENG_REC_MAX)
 			len = BPFENG_REC_MAX;
 		c->str_off = walk_python(ts, len, c->py_want, c->py_arg - 1, sleepable);
+		/* a $pystack key (no $ustack): counted by its frames' hash */
+		if (site->agg && !c->stack_arg) {
+			__u32 pi = (c->py_arg - 1) & (BPFENG_MAX_ARGS - 1);
+			int r = py_count(rec->vals[pi].str_off, rec->vals[pi].str_len, cnt);
+
+			if (r == 2) {
+				__sync_fetch_and_add(&cnt->full, 1);
+				return;
+			}
+			if (r == 3) {
+				__u64 l = c->str_off;
+
+				asm volatile("%0 &= 0x1fff" : "+r"(l));
+				if (l > BPFENG_STK_OFF)
+					l = BPFENG_STK_OFF;
+				rec->pad = BPFENG_REC_PYNAMES;
+				rec->len = (__u32)l;
+				rec_stamp(rec);
+				/* (none sent: the frames are named when the rows are read) */
+				bpf_ringbuf_output(&events, ts->buf, l, 0);
+				rec->pad = 0;
+			}
+			if (r == 0 || r == 3) {
+				rec->vals[pi].kind = BPFENG_STACKID;
+				rec->vals[pi].val = ts->stk_hash;
+				aggregate(site, idx, cnt);
+				return;
+			}
+		}
 	}
 	if (ustack_on && c->stack_arg && stk_on && !((__u64)c->stack_imm & FETCH_STACK_COPY)) {
 		/* walked: counted by its hash, or recorded; copied when it falls back */
@@ -481,11 +572,24 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 		asm volatile("%0 &= 0x1ff8" : "+r"(at));
 		why = stk_walk(ts, frames ? (frames > USC_STACK_FRAMES_MAX ? USC_STACK_FRAMES_MAX :
 					       frames) : USC_STACK_FRAMES, at);
-		if (!why && site->agg && !stk_count(ts, at, cnt)) {
-			rec->vals[i].kind = BPFENG_STACKID;
-			rec->vals[i].val = ts->stk_hash;
-			aggregate(ts, site, idx, cnt);
-			return;
+		/* a count never loses a hit to a full ring buffer: a walk that
+		 * stopped is copied for uscope to unwind while the ring buffer
+		 * has room, and counted as far as it went when it has not */
+		if (site->agg && (!why || stk_crowded())) {
+			int r = stk_count(at, cnt);
+
+			if (r == 2) {
+				__sync_fetch_and_add(&cnt->full, 1);
+				return;
+			}
+			if (!r) {
+				if (why)
+					__sync_fetch_and_add(&cnt->partial[why & 15], 1);
+				rec->vals[i].kind = BPFENG_STACKID;
+				rec->vals[i].val = ts->stk_hash;
+				aggregate(site, idx, cnt);
+				return;
+			}
 		}
 		if (!why) {
 			__u64 l = at + sizeof(struct fetch_walk_hdr) +
@@ -504,7 +608,7 @@ static __always_inline void emit(struct task_state *ts, __u32 idx, __u32 via,
 			return;
 		}
 	} else if (site->agg) {
-		aggregate(ts, site, idx, cnt);
+		aggregate(site, idx, cnt);
 		return;
 	}
 	len = c->str_off;
@@ -536,6 +640,7 @@ struct pend_ctx {
 	struct task_state *ts;
 	__u64 sp;
 	__u32 id;
+	__u32 cont;		/* a ret of tail calls' callees: deliver theirs */
 	struct bpfeng_counts *cnt;
 };
 
@@ -553,12 +658,25 @@ static long drop_stale(__u32 k, void *data)
 	return 0;
 }
 
-/* At a ret that returns from the frame of the tail calls waiting on this
- * stack pointer: their functions return now, one a step. */
-static __always_inline long pop_one(struct pend_ctx *p, bool sleepable)
+/* The hit's events, one a step: the site's own (one step), or at a ret
+ * that returns from the frame of the tail calls waiting on this stack
+ * pointer, theirs, one a step (their functions return now).
+ *
+ * Every event is emitted here, in this callback, and nowhere else: emit is
+ * inlined once, and the probe's own frame stays small. Linux 6.1 counts a
+ * callback's frame on the call chain that references it, and the chain
+ * probe -> this -> stk_walk -> its step callbacks must stay within 512
+ * bytes of stack. */
+static __always_inline long deliver(__u32 k, struct pend_ctx *p, bool sleepable)
 {
 	__u32 n = p->ts->npend, t;
 
+	if (!p->cont) {
+		if (k)
+			return 1;
+		emit(p->ts, p->id, p->id, p->cnt, sleepable);
+		return 1;
+	}
 	if (n == 0 || n > BPFENG_PENDING || p->ts->pend[(n - 1) & (BPFENG_PENDING - 1)].sp != p->sp)
 		return 1;
 	t = p->ts->pend[(n - 1) & (BPFENG_PENDING - 1)].site;
@@ -567,14 +685,14 @@ static __always_inline long pop_one(struct pend_ctx *p, bool sleepable)
 	return 0;
 }
 
-static long pop_s(__u32 k, void *data)
+static long deliver_s(__u32 k, void *data)
 {
-	return pop_one(data, true);
+	return deliver(k, data, true);
 }
 
-static long pop_ns(__u32 k, void *data)
+static long deliver_ns(__u32 k, void *data)
 {
-	return pop_one(data, false);
+	return deliver(k, data, false);
 }
 
 static __always_inline int probe(struct pt_regs *regs, bool sleepable)
@@ -637,14 +755,13 @@ static __always_inline int probe(struct pt_regs *regs, bool sleepable)
 	ts->regs[USC_REG_R14] = regs->r14;
 	ts->regs[USC_REG_R15] = regs->r15;
 	ts->regs[USC_REG_IP] = regs->rip;
-	if (site->kind == BPFENG_CONT) {
-		if (ts->npend)
-			bpf_loop(BPFENG_POPS, sleepable ? pop_s : pop_ns, &pc, 0);
+	pc.cont = site->kind == BPFENG_CONT;
+	if (pc.cont && !ts->npend)
 		return 0;
-	}
-	if (obj_on && site->obj == BPFENG_OBJ_MATCH && !obj_mask(ts->regs, site->obj_regs))
+	if (!pc.cont && obj_on && site->obj == BPFENG_OBJ_MATCH &&
+	    !obj_mask(ts->regs, site->obj_regs))
 		return 0;	/* no followed object: nothing to evaluate */
-	emit(ts, id, id, cnt, sleepable);
+	bpf_loop(BPFENG_POPS, sleepable ? deliver_s : deliver_ns, &pc, 0);
 	return 0;
 }
 

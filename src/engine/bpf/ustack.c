@@ -28,6 +28,8 @@
 #include "engine/bpf/bpf_int.h"
 #include "stack/stack.h"
 #include "stack/unwstore.h"
+#include "python/frame.h"
+#include "python/names.h"
 #include "uscope.skel.h"
 
 #define MAX_TABS 4096u
@@ -238,7 +240,9 @@ static struct stk_proc *proc_find(struct bpfeng_stk *k, pid_t pid)
 	return NULL;
 }
 
-/* Process pid's mappings into a new range, published (new tables first). */
+/* Process pid's mappings into a new range, published (new tables first).
+ * USCOPE_BPF_STK_PUBLISH=0 publishes none: every walk stops at its start
+ * and falls back (the tests' burst of copies). */
 static int publish(struct bpfeng *u, pid_t pid, bool refresh)
 {
 	struct bpfeng_stk *k = u->stk;
@@ -251,6 +255,8 @@ static int publish(struct bpfeng *u, pid_t pid, bool refresh)
 
 	if (!st)
 		return -ENOMEM;
+	if (getenv("USCOPE_BPF_STK_PUBLISH") && !strcmp(getenv("USCOPE_BPF_STK_PUBLISH"), "0"))
+		return -ENOENT;
 	err = stack_store_proc(st, u->base.ctx->cache, pid, refresh, &maps, &n);
 	if (err)
 		return err;
@@ -380,11 +386,50 @@ static uint64_t session_id(struct bpfeng *u, uint32_t tgid, uint64_t hash)
 	return stack_intern(u->base.ctx->cache, (pid_t)tgid, &s.st);
 }
 
+/* A $pystack the program counted: its frames named (from the names
+ * read when it was first seen: bpfeng_py_names), the session's id. */
+static uint64_t py_session_id(struct bpfeng *u, uint32_t tgid, uint64_t hash)
+{
+	struct bpfeng_stk_key key = {tgid, 0, hash};
+	/* (the map's values are as large as stk_stacks') */
+	uint8_t v[sizeof(struct fetch_walk_hdr) + 8 * STACK_WALK_MAX];
+	struct python_stack_hdr h;
+	union {
+		struct usc_stack st;
+		uint8_t b[sizeof(struct usc_stack) + 8 * USC_STACK_FRAMES_MAX];
+	} s;
+
+	if (bpf_map_lookup_elem(bpf_map__fd(u->skel->maps.py_stacks), &key, v))
+		return 0;
+	memcpy(&h, v, sizeof(h));
+	if (h.n > PYTHON_FRAMES_MAX ||
+	    python_names_stack(u->base.ctx->cache, (pid_t)tgid, v,
+			       sizeof(h) + h.n * sizeof(struct python_frame), &s.st,
+			       USC_STACK_FRAMES_MAX))
+		return 0;
+	return stack_intern(u->base.ctx->cache, (pid_t)tgid, &s.st);
+}
+
 static uint64_t key_id(void *ctx, uint32_t tgid, uint64_t hash)
 {
 	struct bpfeng *u = ctx;
 
+	if (hash & BPFENG_STK_PY)
+		return py_session_id(u, tgid, hash);
 	return u->stk ? session_id(u, tgid, hash) : 0;
+}
+
+void bpfeng_py_names(struct bpfeng *u, const struct usc_event *ev)
+{
+	union {
+		struct usc_stack st;
+		uint8_t b[sizeof(struct usc_stack) + 8 * USC_STACK_FRAMES_MAX];
+	} s;
+
+	for (unsigned a = 0; a < ev->nvals; a++)
+		if (ev->vals[a].kind == USC_V_PYSTACK)
+			python_names_stack(u->base.ctx->cache, ev->pid, ev->vals[a].str,
+					   ev->vals[a].len, &s.st, USC_STACK_FRAMES_MAX);
 }
 
 void bpfeng_stk_key(struct bpfeng *u, const struct usc_site *site, uint8_t *key, uint32_t keylen)

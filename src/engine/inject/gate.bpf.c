@@ -24,7 +24,8 @@ const volatile __u32 signal_tty_off = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(map_flags, BPF_F_NO_PREALLOC);	/* (its creation: 4 ms, not 20) */
+	__uint(map_flags, BPF_F_NO_PREALLOC);	/* (its creation: 4 ms, not 20; preallocated
+						 * where a kernel warns: gate.c) */
 	__uint(max_entries, GATE_MAX_PROCS);
 	__type(key, __u32);
 	__type(value, __u32);

@@ -50,6 +50,7 @@
 #include <bpf/bpf.h>
 
 #include "core/log.h"
+#include "engine/kfeat.h"
 #include "engine/inject/gate_shared.h"
 #include "engine/inject/inject_int.h"
 #include "gate.skel.h"
@@ -372,6 +373,9 @@ int inj_gate_open(struct inj *j)
 	if (!err) {
 		log_debug("inject: gate: a task's signal_struct at +%u, its tty at +%u",
 			  g->skel->rodata->task_signal_off, g->skel->rodata->signal_tty_off);
+		/* allocated as it fills, but where that warns (engine/kfeat.h) */
+		if (!kfeat_get()->mem_alloc)
+			bpf_map__set_map_flags(g->skel->maps.procs, 0);
 		if (inj_gate_bpf__load(g->skel))
 			err = -errno;
 	}

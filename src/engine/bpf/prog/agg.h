@@ -121,9 +121,9 @@ static long lat_find(__u32 k, void *data)
 
 /* Latency: the call of func ends; its frame, and those above it (calls
  * whose return was not seen: a longjmp), go. As src/flow pairs events. */
-__noinline int lat_return(struct task_state *ts, const struct bpfeng_site *site,
-			  struct bpfeng_counts *cnt)
+__noinline int lat_return(const struct bpfeng_site *site, struct bpfeng_counts *cnt)
 {
+	struct task_state *ts = ts_map();	/* the frame's key: a map value's */
 	struct lat_ctx l = {ts, 0, -1};
 	struct lat_frame *f;
 	__u64 dt;
@@ -143,9 +143,9 @@ __noinline int lat_return(struct task_state *ts, const struct bpfeng_site *site,
 	return 0;
 }
 
-__noinline int aggregate(struct task_state *ts, const struct bpfeng_site *site, __u32 idx,
-			 struct bpfeng_counts *cnt)
+__noinline int aggregate(const struct bpfeng_site *site, __u32 idx, struct bpfeng_counts *cnt)
 {
+	struct task_state *ts = ts_map();	/* the key: a map value's */
 	const struct bpfeng_rec *rec;
 	__s32 vi;
 	__s64 v = 0;

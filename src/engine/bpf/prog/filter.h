@@ -138,8 +138,8 @@ static __always_inline int fil_glob(struct fil_ctx *f, const char *strs, __u32 o
 	struct glob_ctx c = {strs, f->buf, g};
 	__u32 steps;
 
-	if (sn > 255 || (literal && sn != pn))
-		return 0;
+	if (!fstr_on || sn > 255 || (literal && sn != pn))
+		return 0;	/* (no filter compares strings: none of this is walked) */
 	__builtin_memset(g, 0, sizeof(*g));
 	g->poff = off;
 	g->pn = pn;

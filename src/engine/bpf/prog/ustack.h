@@ -213,7 +213,7 @@ static __always_inline void stk_rc_put(struct wenv *e, __u64 pc, const struct st
 static __always_inline void stk_log(struct task_state *ts, __u64 addr, __u64 v, __u64 rbp)
 {
 	struct stk_memo *m;
-	__u32 n;
+	__u32 n, nr;
 
 	if (!ts->mlog)
 		return;
@@ -227,6 +227,30 @@ static __always_inline void stk_log(struct task_state *ts, __u64 addr, __u64 v, 
 	m->val[n & (STK_MEMO_READS - 1)] = v;
 	m->rbp_reads |= rbp << (n & 63);
 	m->nreads = n + 1;
+	/* its range, as it is read (not in a loop over the reads at the end,
+	 * which Linux 6.1's verifier walks every path of: 3^32). A walk reads
+	 * up the stack: a word joins the last range when that stays within
+	 * STK_MEMO_RANGE bytes, else starts the next one. */
+	nr = m->nranges;
+	if (nr && addr >= m->clo && addr + 8 <= m->clo + STK_MEMO_RANGE) {
+		if (addr + 8 > m->chi)
+			m->chi = addr + 8;
+	} else if (nr && addr < m->clo && m->chi - addr <= STK_MEMO_RANGE) {
+		m->clo = addr;
+	} else {
+		if (nr >= STK_MEMO_RANGES) {
+			ts->mlog = 0;	/* too scattered: not remembered */
+			return;
+		}
+		if (nr) {
+			m->rlo[(nr - 1) & (STK_MEMO_RANGES - 1)] = m->clo;
+			m->rlen[(nr - 1) & (STK_MEMO_RANGES - 1)] = (__u32)(m->chi - m->clo);
+		}
+		m->clo = addr;
+		m->chi = addr + 8;
+		m->nranges = ++nr;
+	}
+	m->off[n & (STK_MEMO_READS - 1)] = nr - 1;	/* its range, for now */
 }
 
 /* rbp: the word is a saved rbp (STACK_READ_RBP) */
@@ -327,40 +351,13 @@ static __always_inline void stk_memo_keep(struct task_state *ts, struct stk_memo
 					  const struct fetch_walk_hdr *h, const __u64 *pcs,
 					  __u32 gen, __u32 frames)
 {
-	__u32 n = m->nreads, nr = 0;
-	__u64 lo = 0, hi = 0;
+	__u32 n = m->nreads, nr = m->nranges;
 
-	if (!ts->mlog || h->n > STK_MEMO_PCS || !n || n > STK_MEMO_READS)
+	if (!ts->mlog || h->n > STK_MEMO_PCS || !n || n > STK_MEMO_READS || !nr ||
+	    nr > STK_MEMO_RANGES)
 		return;
-	for (__u32 i = 0; i < STK_MEMO_READS; i++) {
-		__u64 a;
-
-		if (i >= n)
-			break;
-		a = m->addr[i];
-		if (a & 7)
-			return;
-		if (nr && a >= lo && a + 8 <= lo + STK_MEMO_RANGE) {
-			if (a + 8 > hi)
-				hi = a + 8;
-		} else if (nr && a < lo && hi - a <= STK_MEMO_RANGE) {
-			lo = a;
-		} else {
-			if (nr >= STK_MEMO_RANGES)
-				return;	/* too scattered: not remembered */
-			if (nr) {
-				m->rlo[(nr - 1) & (STK_MEMO_RANGES - 1)] = lo;
-				m->rlen[(nr - 1) & (STK_MEMO_RANGES - 1)] = (__u32)(hi - lo);
-			}
-			lo = a;
-			hi = a + 8;
-			nr++;
-		}
-		m->off[i] = nr - 1;	/* its range, for now */
-	}
-	m->rlo[(nr - 1) & (STK_MEMO_RANGES - 1)] = lo;
-	m->rlen[(nr - 1) & (STK_MEMO_RANGES - 1)] = (__u32)(hi - lo);
-	m->nranges = nr;
+	m->rlo[(nr - 1) & (STK_MEMO_RANGES - 1)] = m->clo;
+	m->rlen[(nr - 1) & (STK_MEMO_RANGES - 1)] = (__u32)(m->chi - m->clo);
 	for (__u32 i = 0; i < STK_MEMO_READS; i++) {
 		__u32 k;
 
@@ -393,7 +390,7 @@ static __always_inline void stk_memo_keep(struct task_state *ts, struct stk_memo
  * remembers its last walks (STK_MEMO_N, by ip and sp): a hit from the same
  * registers with the same mappings whose words read the same walks the
  * same, and takes the walk remembered (and its hash, counted): its words
- * are read again, in one read, and no row is looked up. */
+ * are read again, a few ranges at a time, and no row is looked up. */
 __noinline int stk_walk(struct task_state *ts, __u32 frames, __u32 at)
 {
 	struct fetch_walk_hdr *h;
@@ -412,6 +409,14 @@ __noinline int stk_walk(struct task_state *ts, __u32 frames, __u32 at)
 	pcs = (__u64 *)(h + 1);
 	w = &ts->walk;
 	ts->stk_hash = 0;
+	/* a walk that cannot start: frame 0 alone, the rest unknown */
+	h->end_pc = ts->regs[USC_REG_IP];
+	h->n = 1;
+	h->frames = (__u16)frames;
+	h->end = STACK_WALK_NOMODULE;
+	h->nsig = 0;
+	*(__u32 *)h->sig = 0;
+	pcs[0] = ts->regs[USC_REG_IP];
 	pr = bpf_map_lookup_elem(&stk_procs, &tgid);
 	if (!pr)
 		return STACK_FB_NOPROC;
@@ -432,6 +437,7 @@ __noinline int stk_walk(struct task_state *ts, __u32 frames, __u32 at)
 	}
 	m->valid = 0;
 	m->nreads = 0;
+	m->nranges = 0;
 	m->rbp_reads = 0;
 	ts->mlog = mi + 1;
 	ts->mbp = 0;
@@ -445,12 +451,19 @@ __noinline int stk_walk(struct task_state *ts, __u32 frames, __u32 at)
 			frames, e.pcs);
 	bpf_loop(STACK_WALK_MAX, stk_step_cb, &e, 0);
 	pr = bpf_map_lookup_elem(&stk_procs, &tgid);
-	if (!pr || pr->gen != gen)
-		return STACK_FB_CHANGED;	/* its range may have been rewritten */
+	if (!pr || pr->gen != gen) {
+		/* its range may have been rewritten: frame 0 alone */
+		h->end_pc = ts->regs[USC_REG_IP];
+		h->n = 1;
+		h->end = STACK_WALK_NOMODULE;
+		return STACK_FB_CHANGED;
+	}
 	h->end_pc = w->end_pc;
 	h->n = (__u16)w->n;
 	h->frames = (__u16)frames;
-	h->end = w->end;
+	/* (a walk not ended, or stopped at a row it cannot follow: counted
+	 * so when there is no room for a copy, stack_walked reads it) */
+	h->end = w->end == STACK_WALK_GOING ? STACK_WALK_FALLBACK : w->end;
 	h->nsig = w->nsig;
 	for (int i = 0; i < FETCH_WALK_SIGS; i++)
 		h->sig[i] = i < w->nsig ? w->sig[i] : 0;
@@ -515,10 +528,13 @@ static __always_inline void stk_counted(struct task_state *ts, __u64 hash)
 }
 
 /* A count's walk (the record's, at `at`) in stk_stacks: its hash in
- * ts->stk_hash. 0; 1: no room, or another stack has its hash (counted):
- * the hit is recorded instead, walked. */
-__noinline int stk_count(struct task_state *ts, __u32 at, struct bpfeng_counts *cnt)
+ * ts->stk_hash. 0; 1: another stack has its hash (counted): the hit is
+ * recorded instead; 2: the table is full (it holds as many stacks as the
+ * aggregation holds rows, --max-keys): the hit is counted as one whose key
+ * found no room, as any key past --max-keys is. */
+__noinline int stk_count(__u32 at, struct bpfeng_counts *cnt)
 {
+	struct task_state *ts = ts_map();	/* the walk stored: a map value's */
 	struct stk_hash_ctx c = {};
 	struct bpfeng_stk_key key = {};
 	const __u64 *v;
@@ -533,7 +549,7 @@ __noinline int stk_count(struct task_state *ts, __u32 at, struct bpfeng_counts *
 	key.tgid = bpf_get_current_pid_tgid() >> 32;
 	c.h = stk_mix(0x9e3779b97f4a7c15ULL, key.tgid);
 	bpf_loop(3 + STACK_WALK_MAX, stk_hash_step, &c, 0);
-	key.hash = c.h | 1;
+	key.hash = (c.h & ~BPFENG_STK_PY) | 1;	/* (bit 1 clear: not a $pystack) */
 	v = bpf_map_lookup_elem(&stk_stacks, &key);
 	if (!v) {
 		err = bpf_map_update_elem(&stk_stacks, &key, c.w, BPF_NOEXIST);
@@ -542,7 +558,7 @@ __noinline int stk_count(struct task_state *ts, __u32 at, struct bpfeng_counts *
 			return 0;
 		}
 		if (err != -17 /* EEXIST: another CPU's just now */)
-			return 1;
+			return 2;
 		v = bpf_map_lookup_elem(&stk_stacks, &key);
 		if (!v)
 			return 1;
@@ -555,5 +571,64 @@ __noinline int stk_count(struct task_state *ts, __u32 at, struct bpfeng_counts *
 		return 1;
 	}
 	stk_counted(ts, key.hash);
+	return 0;
+}
+
+/* ---- $pystack counted where the probe runs ---------------------------------- */
+
+/* counted Python stacks: python_stack_hdr and the frames (max_entries set
+ * at load: as many as the aggregation's rows), in values as large as
+ * stk_stacks' (the hash and compare steps, shared, read up to that) */
+#define PY_VALUE (sizeof(struct python_stack_hdr) + sizeof(struct python_frame) * PYTHON_FRAMES_MAX)
+_Static_assert(PY_VALUE <= STK_VALUE, "py_stacks' values");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(struct bpfeng_stk_key));
+	__uint(value_size, STK_VALUE);
+} py_stacks SEC(".maps");
+
+/* A count's $pystack (the record's, len bytes at off) in py_stacks: its
+ * hash (with BPFENG_STK_PY set) in ts->stk_hash. 0, or 3 the first time
+ * it is seen (uscope is told, to name its frames while the process runs);
+ * 1: another has its hash (counted); 2: the table is full, as stk_count. */
+__noinline int py_count(__u32 off, __u32 len, struct bpfeng_counts *cnt)
+{
+	struct task_state *ts = ts_map();	/* the frames stored: a map value's */
+	struct stk_hash_ctx c = {};
+	struct bpfeng_stk_key key = {};
+	const __u64 *v;
+	long err;
+
+	if (!ts || !cnt || (off & 7) || len < sizeof(struct python_stack_hdr) || len > PY_VALUE)
+		return 1;
+	c.w = (const __u64 *)(ts->buf + (off & (2 * BPFENG_REC_MAX - 8)));
+	c.n = (len + 7) / 8;
+	key.tgid = bpf_get_current_pid_tgid() >> 32;
+	c.h = stk_mix(0x7f4a7c159e3779b9ULL, key.tgid);
+	bpf_loop(3 + STACK_WALK_MAX, stk_hash_step, &c, 0);
+	key.hash = c.h | 1 | BPFENG_STK_PY;
+	ts->stk_hash = key.hash;
+	v = bpf_map_lookup_elem(&py_stacks, &key);
+	if (!v) {
+		/* (the value's bytes past the frames are the record's: never read) */
+		err = bpf_map_update_elem(&py_stacks, &key, c.w, BPF_NOEXIST);
+		if (!err)
+			return 3;
+		if (err != -17 /* EEXIST: another CPU's just now */)
+			return 2;
+		v = bpf_map_lookup_elem(&py_stacks, &key);
+		if (!v)
+			return 1;
+	}
+	c.other = v;
+	c.same = 1;
+	bpf_loop(3 + STACK_WALK_MAX, stk_cmp_step, &c, 0);
+	if (!c.same) {
+		__sync_fetch_and_add(&cnt->collided, 1);
+		return 1;
+	}
 	return 0;
 }
