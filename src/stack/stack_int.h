@@ -13,6 +13,7 @@ struct unw_proc {
 	Dwfl *dwfl;
 	uint64_t used;		/* for eviction: least recently used goes */
 	uint64_t refreshed;	/* ms, when its maps were last read again */
+	uint64_t maps_gen;	/* cache_maps_gen of the maps dwfl was made of */
 	/* the stack being unwound */
 	struct fetch_stack_hdr h;
 	const uint8_t *bytes;

@@ -120,6 +120,7 @@ static Dwfl *proc_dwfl(struct usc_cache *c, struct unw_proc *p, bool refresh)
 	}
 	if (fclose(f) || !text)
 		return free(text), NULL;
+	p->maps_gen = cache_maps_gen(c, p->pid);
 	d = dwfl_begin(&dwfl_cbs);
 	if (d && tlen) {
 		FILE *in = fmemopen(text, tlen, "r");
@@ -174,18 +175,23 @@ static struct unw_proc *proc_get(struct usc_cache *c, struct stack_cache *sc, pi
 	return p;
 }
 
-/* A module mapped since the maps were read (dlopen): read them again, at
- * most once a second a process (code outside every file, a JIT's, would
- * otherwise read them at every stack). */
+/* A module mapped since the maps were read (dlopen): made again from the
+ * maps as the cache has them when someone read them since (the inject
+ * engine, at a dlopen: the maps this dwfl was made of may have been read
+ * in the middle of one, a module's mappings not all there yet), else read
+ * again, at most once a second a process (code outside every file, a
+ * JIT's, would otherwise read them at every stack). */
 static bool proc_refresh(struct usc_cache *c, struct unw_proc *p)
 {
 	uint64_t t = now_ms();
+	bool newer = cache_maps_gen(c, p->pid) != p->maps_gen;
 	Dwfl *d;
 
-	if (p->refreshed && t - p->refreshed < 1000)
+	if (!newer && p->refreshed && t - p->refreshed < 1000)
 		return false;
-	p->refreshed = t;
-	d = proc_dwfl(c, p, true);
+	if (!newer)
+		p->refreshed = t;
+	d = proc_dwfl(c, p, !newer);
 	if (!d)
 		return false;
 	dwfl_end(p->dwfl);
@@ -205,7 +211,9 @@ int unw_cfi_at(Dwfl *d, uint64_t pc, bool *sig)
 	Dwarf_Frame *fr;
 
 	*sig = false;
-	if (!mod)
+	/* a module whose file libdwfl could not read (its mappings seen
+	 * half made, in a dlopen) is as good as none: read the maps again */
+	if (!mod || !dwfl_module_getelf(mod, &bias))
 		return -1;
 	for (int k = 0; k < 2; k++) {
 		cfi = k ? dwfl_module_dwarf_cfi(mod, &bias) : dwfl_module_eh_cfi(mod, &bias);
