@@ -251,7 +251,7 @@ static int load_dynamic(struct objfile *ef, const GElf_Phdr *dynph,
 	return 0;
 }
 
-static int index_elf(struct objfile *ef, Elf *elf)
+static int index_elf(struct objfile *ef, Elf *elf, bool syms)
 {
 	struct objfile_priv *p = ef->priv;
 	struct objfile_dyninfo di = { 0 };
@@ -299,12 +299,14 @@ static int index_elf(struct objfile *ef, Elf *elf)
 	ef->nsegs = nload;
 	if (have_dyn && (err = load_dynamic(ef, &dynph, &di)))
 		return err;
+	if (!syms)
+		return 0;
 	if ((err = gofile_detect(ef, elf)))
 		return err;
 	return objfile_load_syms(ef, elf, &di);
 }
 
-int objfile_open(const char *path, struct objfile **out)
+static int open_file(const char *path, bool syms, struct objfile **out)
 {
 	struct objfile *ef;
 	struct objfile_priv *p;
@@ -364,7 +366,7 @@ int objfile_open(const char *path, struct objfile **out)
 		objfile_close(ef);
 		return -ENOEXEC;
 	}
-	err = index_elf(ef, elf);
+	err = index_elf(ef, elf, syms);
 	p->elf = elf;
 	p->fd = fd;
 	if (err) {
@@ -373,4 +375,14 @@ int objfile_open(const char *path, struct objfile **out)
 	}
 	*out = ef;
 	return 0;
+}
+
+int objfile_open(const char *path, struct objfile **out)
+{
+	return open_file(path, true, out);
+}
+
+int objfile_open_headers(const char *path, struct objfile **out)
+{
+	return open_file(path, false, out);
 }

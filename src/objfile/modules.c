@@ -820,14 +820,14 @@ static int deps_collect(const char *exe_path, struct deplist *dl)
 		log_error("cannot find %s: %s", exe_path, strerror(errno));
 		return err;
 	}
-	if ((err = objfile_open(exe_real, &exe)) || (err = deplist_add(dl, exe_real, exe_path)))
+	if ((err = objfile_open_headers(exe_real, &exe)) || (err = deplist_add(dl, exe_real, exe_path)))
 		goto out;
 	for (size_t i = 0; i < dl->n && !err; i++) {
 		struct objfile *obj = exe;
 		char *obj_real;
 
 		if (i > 0) {
-			int e = objfile_open(dl->v[i].path, &obj);
+			int e = objfile_open_headers(dl->v[i].path, &obj);
 			if (e) {
 				log_warn("cannot read %s: %s", dl->v[i].path, strerror(-e));
 				continue;

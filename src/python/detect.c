@@ -109,6 +109,56 @@ static void scan_syms(Elf *e, struct pyfile *pf)
 	}
 }
 
+/* Is name a defined symbol of .dynsym, by its .gnu.hash (the dynamic
+ * linker's lookup)? 1 yes, 0 no, -1 no such table. A large program that is
+ * no Python (node: 75,000 exported and 107,000 local symbols) is told so in
+ * microseconds, not by reading every name (0.4 s). */
+static int dynsym_has(Elf *e, const char *name)
+{
+	Elf_Scn *scn = NULL, *hs = NULL, *ds = NULL;
+	GElf_Shdr sh, dsh;
+	Elf_Data *hd, *dd;
+	const uint32_t *w, *buckets, *chain;
+	uint32_t h = 5381, nb, symoff, nbloom;
+	size_t words;
+
+	while ((scn = elf_nextscn(e, scn)))
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_GNU_HASH)
+			hs = scn;
+	if (!hs || !gelf_getshdr(hs, &sh) || !(ds = elf_getscn(e, sh.sh_link)) ||
+	    !gelf_getshdr(ds, &dsh) || dsh.sh_type != SHT_DYNSYM || !dsh.sh_entsize ||
+	    !(hd = elf_rawdata(hs, NULL)) || !(dd = elf_getdata(ds, NULL)) ||
+	    hd->d_size < 16 || ((uintptr_t)hd->d_buf & 3))
+		return -1;
+	w = hd->d_buf;
+	words = hd->d_size / 4;
+	nb = w[0];
+	symoff = w[1];
+	nbloom = w[2];
+	if (!nb || (uint64_t)4 + 2ull * nbloom + nb > words)
+		return -1;
+	buckets = w + 4 + 2 * (size_t)nbloom;
+	chain = buckets + nb;
+	for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+		h = h * 33 + *c;
+	if (buckets[h % nb] < symoff)
+		return 0;	/* an empty bucket */
+	for (uint32_t i = buckets[h % nb]; i >= symoff; i++) {
+		GElf_Sym sym;
+		const char *n;
+		size_t ci = (size_t)(chain - w) + (i - symoff);
+
+		if (ci >= words)
+			return -1;
+		if ((w[ci] | 1) == (h | 1) && gelf_getsym(dd, (int)i, &sym) &&
+		    (n = elf_strptr(e, dsh.sh_link, sym.st_name)) && !strcmp(n, name))
+			return sym.st_shndx != SHN_UNDEF;
+		if (w[ci] & 1)
+			break;
+	}
+	return 0;
+}
+
 /* "3.10" out of a name such as python3.10 or libpython3.10.so.1.0 */
 static bool version_in_name(const char *path, char *buf, size_t len)
 {
@@ -280,6 +330,13 @@ static int detect(const char *path, struct python_runtime *rt, struct pyfile *pf
 	if (!e || elf_kind(e) != ELF_K_ELF || !gelf_getehdr(e, &eh) ||
 	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64) {
 		err = -ENOENT;	/* not ours to read: no runtime */
+		goto out;
+	}
+	/* every CPython uscope reads exports _PyRuntime (3.7 on); a file
+	 * named for Python is read whole, to say which one it is */
+	if (!strstr(path, "python") && dynsym_has(e, "_PyRuntime") == 0 &&
+	    dynsym_has(e, "Py_Version") == 0) {
+		err = -ENOENT;
 		goto out;
 	}
 	scan_syms(e, pf);
