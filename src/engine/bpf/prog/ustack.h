@@ -304,7 +304,7 @@ static long stk_step_cb(__u32 i, void *ctx)
  * close together; a frame's buffer may lie between them, as main's 4 KiB in
  * stacks.c: one read of the whole span cost ~450 ns there), into the
  * copy's room, one range after the other. */
-static __always_inline int stk_memo_holds(struct task_state *ts, struct stk_memo *m, __u32 gen,
+static __noinline int stk_memo_holds(struct task_state *ts, struct stk_memo *m, __u32 gen,
 					  __u32 frames)
 {
 	__u8 *span = (__u8 *)ts->buf + BPFENG_STK_OFF + sizeof(struct fetch_stack_hdr);
