@@ -9,7 +9,8 @@
  *
  * Each event has a header (class id, timestamp), a context (pid, tid, cpu,
  * comm) and its probe's arguments as typed fields: integers with their
- * size, signedness and base (hex types in base 16), strings as strings.
+ * size, signedness and base (hex types in base 16), strings as strings,
+ * stacks as sequences of their addresses (frame 0 first, NAME_length of them).
  * A value that could not be read (a fault, a NULL string) is written as 0
  * or "" with its bit set in the event's `unread` field (bit i: argument
  * i), so a reader can tell it apart from a real 0. Field names are the
@@ -149,6 +150,19 @@ static void field_decl(FILE *f, const struct usc_fetcharg *a, const char *name)
 	bool hex = (a->type >= USC_T_X8 && a->type <= USC_T_X64) || a->type == USC_T_SYMBOL;
 
 	fputs("\t\t", f);
+	if (a->type == USC_T_STACK) {
+		/* a stack: its addresses, frame 0 first, as LTTng's
+		 * callstack contexts are (a sequence and its length) */
+		fputs("uint32_t ", f);
+		ident(f, name);
+		fputs("_length;\n\t\tinteger { size = 64; align = 8; signed = false; base = 16; } ",
+		      f);
+		ident(f, name);
+		fputc('[', f);
+		ident(f, name);
+		fputs("_length];\n", f);
+		return;
+	}
 	if (fetch_type_is_string(a->type))
 		fputs("string { encoding = UTF8; }", f);
 	else
@@ -306,7 +320,13 @@ static int ctf_event(struct usc_sink *k, const struct usc_event *ev)
 		const struct usc_value *v = a < ev->nvals ? &ev->vals[a] : NULL;
 		enum usc_type t = site->args[a].type;
 
-		if (fetch_type_is_string(t)) {
+		if (t == USC_T_STACK) {
+			uint32_t nf = v && v->kind == USC_V_STACK ? v->stack->n : 0;
+
+			ret = put(cs, &nf, 4);
+			for (uint32_t j = 0; j < nf && !ret; j++)
+				ret = put(cs, &v->stack->pc[j], 8);
+		} else if (fetch_type_is_string(t)) {
 			const char *str = v && v->kind == USC_V_STR ? v->str : "";
 			size_t len = v && v->kind == USC_V_STR ? strnlen(str, v->len) : 0;
 

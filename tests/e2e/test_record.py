@@ -629,6 +629,30 @@ def test_ctf_of_threads(recs, tmp_path):
     assert ts == sorted(ts)
 
 
+def test_ctf_of_stacks(recs, tmp_path):
+    """A $ustack is a sequence of its addresses (frame 0 first) with its
+    length, as LTTng's callstack contexts: the frames of the recording's own
+    JSON, the inlined ones (which share their caller's address) once."""
+    rec = recs("stacks", ["leaf x=$arg1 $ustack"], [u.BIN / "stacks", "inline"],
+               "inject").check()
+    d = tmp_path / "stacks-ctf"
+    uscope("export", "-r", rec.path, "--format", "ctf", "-o", d)
+    cp = subprocess.run(["babeltrace2", str(d)], capture_output=True, text=True,
+                        timeout=u.TIMEOUT)
+    assert cp.returncode == 0, cp.stderr
+    got = [l for l in cp.stdout.splitlines() if " leaf: " in l]
+    js = [o for o in trace_replay(rec.path, json=True).check().objects if o["event"] == "leaf"]
+    assert len(got) == len(js) == 1
+    m = re.search(r"x = (0x[0-9A-Fa-f]+), ustack_length = (\d+), ustack = \[ (.*) \] \}$",
+                  got[0])
+    assert m, got[0]
+    addrs = [int(a, 16) for a in re.findall(r"\[\d+\] = (0x[0-9A-Fa-f]+)", m.group(3))]
+    want = [int(f["addr"], 16) for f in js[0]["args"]["ustack"] if not f["inlined"]]
+    assert int(m.group(1), 16) == int(js[0]["args"]["x"], 16)
+    assert int(m.group(2)) == len(addrs) == len(want) >= 4 and addrs == want
+    assert "_ustack[_ustack_length];" in (d / "metadata").read_text()
+
+
 # --------------------------------------------------------------------------
 # 6. export folded
 
