@@ -293,6 +293,13 @@ int shape_plan_probe(const struct objfile *ef, const struct func_shape *s, uint6
 	return x86_plan_probe(s->rg, s->n, &rd, vaddr, out, why);
 }
 
+int shape_branch_target(const struct objfile *ef, const struct func_shape *s, uint64_t vaddr)
+{
+	struct x86_reader rd = shape_reader(ef);
+
+	return x86_branch_target(s->rg, s->n, &rd, vaddr);
+}
+
 int shape_plan_return(const struct objfile *ef, const struct func_shape *s, uint64_t ret_addr,
 		      struct x86_patch *out, const char **why)
 {

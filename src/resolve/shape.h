@@ -63,6 +63,9 @@ int shape_plan_probe(const struct objfile *ef, const struct func_shape *s, uint6
 int shape_plan_return(const struct objfile *ef, const struct func_shape *s, uint64_t ret_addr,
 		      struct x86_patch *out, const char **why);
 
+/* x86_branch_target over the function. */
+int shape_branch_target(const struct objfile *ef, const struct func_shape *s, uint64_t vaddr);
+
 /* x86_func_patchable on fn. 0 or -errno (-ENOMEM, a read error). */
 int shape_patchable(const struct objfile *ef, const struct objfile_sym *fn,
 		    struct x86_patchability *out);

@@ -11,7 +11,8 @@
  * process it lands in, with the file's, and refuses with the reason when
  * they differ. A breakpoint already there with the rest of the instruction
  * intact is the kernel's own (another session's uprobe, which ours would
- * share) or a debugger's: no harm.
+ * share) or a debugger's: no harm; so is an inject session's jump whose
+ * other bytes are the file's (its pad, src/engine/inject/pad.c).
  *
  * Which processes: with -p, the target alone when the engine's uprobes
  * are placed in that process only (pid_only_uprobes); otherwise every
@@ -34,6 +35,7 @@
 #include "x86/insn.h"
 
 #define CODE_MAX 15	/* the longest x86-64 instruction */
+#define X86_JMP_LEN_CK 5	/* an inject patch's jmp rel32 */
 
 /* A site to check: the file's instruction there. */
 struct ck_site {
@@ -213,6 +215,18 @@ static int check_process(struct ck *c, pid_t pid, bool target)
 				continue;
 			/* a breakpoint: a kernel uprobe already there, or a debugger's */
 			if (got[0] == 0xcc && !memcmp(got + 1, k->code + 1, (size_t)k->len - 1))
+				continue;
+			/* a jump whose other bytes are the file's (an inject patch's,
+			 * src/engine/inject/pad.c): the breakpoint goes over its first
+			 * byte, a hit runs the file's instruction and goes on in the
+			 * file's bytes, and the kernel's putting the file's byte back
+			 * leaves the file's code */
+			if (got[0] == 0xe9 && k->len >= X86_JMP_LEN_CK &&
+			    !memcmp(got + 1, k->code + 1, (size_t)k->len - 1))
+				continue;
+			if (got[0] == 0xe9 && k->len < X86_JMP_LEN_CK &&
+			    pread(fd, got, X86_JMP_LEN_CK, (off_t)addr) == X86_JMP_LEN_CK &&
+			    !memcmp(got + 1, k->code + 1, X86_JMP_LEN_CK - 1))
 				continue;
 			ret = refuse(k, pid, addr, got);
 		}

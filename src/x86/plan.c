@@ -363,6 +363,20 @@ int x86_plan_return(const struct x86_region *regions, size_t nregions,
 	return (int)analyzed(regions, nregions, rd, JOB_RETURN, ret_addr, out, why);
 }
 
+int x86_branch_target(const struct x86_region *regions, size_t nregions,
+		      const struct x86_reader *rd, uint64_t addr)
+{
+	struct refusal rf = {0};
+	struct func_an a;
+	int ret = an_build(&a, regions, nregions, rd, &rf);
+
+	if (ret)
+		return ret == -ENOMEM ? ret : 1;
+	ret = a.unknown || an_has_target(&a, addr);
+	an_free(&a);
+	return ret;
+}
+
 static void set_result(int *res, const char **rule, char *why, size_t wsize, int ret,
 		       const struct refusal *rf)
 {

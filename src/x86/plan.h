@@ -60,6 +60,13 @@ int x86_plan_probe(const struct x86_region *regions, size_t nregions,
 		   const struct x86_reader *rd, uint64_t addr,
 		   struct x86_patch *out, const char **why);
 
+/* Does a branch of the function land at addr (an unknown jump table: it
+ * may)? 1, 0, or -ENOMEM. For a patch placed after an instruction that
+ * stays in place (the inject engine's plan_pre): a branch to the patch's
+ * start would run the probe where the site did not run. */
+int x86_branch_target(const struct x86_region *regions, size_t nregions,
+		      const struct x86_reader *rd, uint64_t addr);
+
 /* Plan a patch for a return site (a ret, or a tail-call jmp, at ret_addr, as
  * x86_return_sites finds them): displace the ret plus as many preceding
  * instructions of its block as needed to reach 5 bytes, or else whole NOPs

@@ -160,11 +160,15 @@ def test_five_sessions_leave_only_their_trampolines():
     """Five clean sessions on one running process (count, record, stacks
     counted, latency, trace): each unmaps its shared memory (1 GiB of rings
     and more), its agent and its pages at detach; only its trampolines stay,
-    one page for a probe or two, and the process runs on."""
+    one page for a probe or two, and the process runs on. A pad (a page the
+    jump lands on where its bytes are the file's, doc/engines.md "Beside
+    other tracers": `work $ustack` reads everything work's first
+    instruction changes) stays too, said with -v."""
     t = Target([target("chaos"), "signals"])
     assert t.readline().startswith("ready pid=")
     rx0, memfds0, vm0 = anon_rx_and_memfds(t.pid)
     assert not memfds0
+    pads = 0
     for k, argv in enumerate([["count", "work"], ["record", "-o", "/dev/null", "work"],
                               ["count", "work $ustack"], ["latency", "work"],
                               ["trace", "work i=$arg2:s64"]]):
@@ -174,7 +178,8 @@ def test_five_sessions_leave_only_their_trampolines():
                          r"agent unmapped; 4096 bytes of trampolines stay", r.stderr), r.stderr
         rx, memfds, vm = anon_rx_and_memfds(t.pid)
         assert not memfds, memfds
-        assert rx - rx0 <= 4096 * (k + 1), (rx, rx0)
+        pads += len(re.findall(r"lands on a pad", r.stderr))
+        assert rx - rx0 <= 4096 * (k + 1 + pads), (rx, rx0, pads)
         assert vm - vm0 < 16 * 1024, (vm, vm0)     # kB: not the GiB of a session
     t.kill()
 

@@ -17,6 +17,7 @@
 
 #include "x86/insn.h"
 #include "x86/analyze.h"
+#include "x86/plan.h"
 
 /* endbr64; push rbp; mov rbp,rsp; mov eax,[rip+0x10];
  * movabs rax,0x1122334455667788; lock cmpxchg [rdx],ecx; ret */
@@ -292,6 +293,78 @@ static void test_ret_sites_cold_fragment(void **state)
 	free(rs);
 }
 
+/* What an instruction changes, for placing a patch after it: the entries
+ * of tests/targets/mixentry.c and their kind. */
+static void test_effects(void **state)
+{
+	(void)state;
+	static const struct {
+		uint8_t code[8];
+		uint8_t len;
+		bool in_place, rerun, flags, rmem, wmem;
+		uint8_t reg, changed;	/* one register's changed bytes (0-15) */
+	} c[] = {
+		{{0x85, 0xf6}, 2, true, true, true, false, false, 6, 0},	/* test %esi,%esi */
+		{{0x48, 0x63, 0xff}, 3, true, false, false, false, false, 7, 0xf0}, /* movslq %edi,%rdi */
+		{{0x48, 0x63, 0xf7}, 3, true, true, false, false, false, 6, 0xff}, /* movslq %edi,%rsi */
+		{{0x48, 0x8b, 0x47, 0x08}, 4, true, true, false, true, false, 0, 0xff}, /* mov 8(%rdi),%rax */
+		{{0x48, 0x83, 0xc7, 0x4d}, 4, true, false, true, false, false, 7, 0xff}, /* add $77,%rdi */
+		{{0x31, 0xc0}, 2, true, true, true, false, false, 0, 0xff},	/* xor %eax,%eax */
+		{{0x89, 0xff}, 2, true, false, false, false, false, 7, 0xf0},	/* mov %edi,%edi */
+		{{0x40, 0x0f, 0xb6, 0xff}, 4, true, false, false, false, false, 7, 0xfe}, /* movzbl %dil,%edi */
+		{{0x48, 0x98}, 2, true, false, false, false, false, 0, 0xf0},	/* cltq */
+		{{0x48, 0x89, 0x7c, 0x24, 0x08}, 5, true, false, false, false, true, 7, 0}, /* mov %rdi,8(%rsp) */
+		{{0x48, 0x89, 0xe5}, 3, true, true, false, false, false, 5, 0xff}, /* mov %rsp,%rbp */
+		{{0x55}, 1, false, false, false, false, true, 4, 0},	/* push %rbp */
+		{{0x48, 0x83, 0xe4, 0xf0}, 4, false, false, true, false, false, 4, 0}, /* and $-16,%rsp */
+		{{0xeb, 0x10}, 2, false, false, false, false, false, 0, 0},	/* jmp */
+		{{0x0f, 0x44, 0xc7}, 3, true, false, false, false, false, 0, 0xff}, /* cmove %edi,%eax */
+		{{0xf0, 0x48, 0xff, 0x07}, 4, false, false, true, true, true, 0, 0}, /* lock incq (%rdi) */
+		{{0x66, 0x0f, 0xef, 0xc0}, 4, true, true, false, false, false, 0, 0}, /* pxor %xmm0,%xmm0 */
+		{{0x8d, 0x47, 0x01}, 3, true, true, false, false, false, 0, 0xff}, /* lea 1(%rdi),%eax */
+		{{0x8d, 0x7f, 0x01}, 3, true, false, false, false, false, 7, 0xff}, /* lea 1(%rdi),%edi */
+		{{0xf3, 0x0f, 0x1e, 0xfa}, 4, true, true, false, false, false, 0, 0}, /* endbr64 */
+	};
+
+	for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct x86_effects e;
+
+		assert_int_equal(x86_insn_effects(c[i].code, sizeof(c[i].code), &e), 0);
+		assert_int_equal(e.len, c[i].len);
+		assert_int_equal(e.in_place, c[i].in_place);
+		if (!e.in_place)
+			continue;
+		assert_int_equal(e.rerun, c[i].rerun);
+		assert_int_equal(e.writes_flags, c[i].flags);
+		assert_int_equal(e.reads_mem, c[i].rmem);
+		assert_int_equal(e.writes_mem, c[i].wmem);
+		assert_int_equal(e.changed[c[i].reg], c[i].changed);
+	}
+	{
+		static const uint8_t bad[] = {0x0f, 0xff};
+		struct x86_effects e;
+
+		assert_int_equal(x86_insn_effects(bad, sizeof(bad), &e), -ENOEXEC);
+	}
+}
+
+/* A branch lands right after the first instruction: a patch placed there
+ * (the inject engine's plan_pre) would fire the probe on the loop's every
+ * turn, and undo a push that was not done. */
+static void test_branch_target(void **state)
+{
+	(void)state;
+	/* 0x1000: push %rbx; (0x1001:) dec %edi; jne 0x1001; pop %rbx; ret */
+	static const uint8_t loop[] = {0x53, 0xff, 0xcf, 0x75, 0xfc, 0x5b, 0xc3};
+	/* 0x2000: push %rbx; mov %edi,%eax; pop %rbx; ret */
+	static const uint8_t flat[] = {0x53, 0x89, 0xf8, 0x5b, 0xc3};
+	struct x86_region r1 = {loop, sizeof(loop), 0x1000}, r2 = {flat, sizeof(flat), 0x2000};
+
+	assert_int_equal(x86_branch_target(&r1, 1, NULL, 0x1001), 1);
+	assert_int_equal(x86_branch_target(&r1, 1, NULL, 0x1003), 0);
+	assert_int_equal(x86_branch_target(&r2, 1, NULL, 0x2001), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -304,6 +377,8 @@ int main(void)
 		cmocka_unit_test(test_ret_sites_tail_call_pointer),
 		cmocka_unit_test(test_ret_sites_refused),
 		cmocka_unit_test(test_ret_sites_cold_fragment),
+		cmocka_unit_test(test_effects),
+		cmocka_unit_test(test_branch_target),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

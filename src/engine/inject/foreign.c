@@ -1,16 +1,21 @@
 /* Another tool's kernel uprobe over our patches (bpftrace, perf, a uscope
- * on tracefs or bpf): the target must not pay for it.
+ * on tracefs or bpf): the target must not pay for it, at any instant.
  *
  * A kernel uprobe writes an int3 over the first byte of the instruction at
  * its offset, in every process its filter takes, and when it is hit runs
  * the file's instruction out of line and goes on after it. Over our jump,
- * that lands in the middle of the jump: the process would crash. And when
- * the uprobe goes, the kernel writes the file's byte back over its int3,
- * in the middle of our jump if it is still there.
- *  - An entry patch is placed after the function's first instruction when
- *    that one is short and can be undone (plan.c, struct inj_pre): a
- *    uprobe at the function's entry, where other tools put theirs, runs it
- *    and lands on our jump.
+ * that lands in the middle of the jump. And when the uprobe goes, the
+ * kernel writes the file's byte back over its int3, before our jump's other
+ * bytes. So:
+ *  - A patch goes after the site's instruction where that can stay in
+ *    place (plan.c, plan_pre: a push at an entry, undone by the trampoline;
+ *    anything that changes nothing the probes read): a uprobe at the site
+ *    runs it and lands on our jump, and neither its hits nor its leaving
+ *    touch our bytes.
+ *  - Else the jump's bytes after the instruction are the file's own, its
+ *    target a pad placed there (pad.c): a hit goes on in the file's code,
+ *    and where all four are the file's, so does the uprobe's leaving. The
+ *    sites with no pad are said at attach.
  *  - At attach, a patch whose bytes hold another uprobe's int3 is left
  *    alone in that process (its hits there go uncounted), said once (with
  *    -p and -e auto, the plan gave its site to a kernel engine already,
@@ -18,9 +23,9 @@
  *  - While attached, the patches' bytes are read in every process (a few
  *    times a second, one system call a process): a patch another uprobe
  *    came over is taken out at once, but for the int3 (the file's bytes
- *    under the uprobe, as the kernel expects them), said once. A hit in
- *    between would land in our jump's middle: the entry placement above is
- *    what keeps the common case safe.
+ *    under the uprobe, as the kernel expects them), said once; one whose
+ *    uprobe came and went since the last look gets its first byte back
+ *    (put_back).
  *  - Detach, the janitor and the agent put the file's bytes back around
  *    another uprobe's int3, never over it (image.c, undo.c, agent/tracer.c).
  */
@@ -79,8 +84,29 @@ static void said(struct inj *j, const struct inj_patch *pa, pid_t pid, const cha
 		 site->label, (unsigned long long)pa->addr, (int)pid, how);
 }
 
+/* A uprobe that came and went between two looks: the kernel wrote the
+ * file's first byte back over its int3, before our jump's other bytes.
+ * Where those are the file's too (pad.c: the file's bytes 1-4), that is the
+ * file's code, and so it is after our taking out and its leaving; anywhere
+ * else a broken instruction. Either way our jump's first byte put back (one
+ * byte: atomic for the threads running there) makes it whole again. 1 when
+ * it was. */
+static int put_back(struct inj_patch *pa, pid_t pid, const uint8_t *now)
+{
+	struct remote rem;
+	int ret;
+
+	if (now[0] != pa->orig[0] || now[0] == pa->written[0] ||
+	    memcmp(now + 1, pa->written + 1, pa->nwritten - 1u) || remote_open(&rem, pid))
+		return 0;
+	ret = remote_write(&rem, pa->addr, pa->written, 1);
+	remote_forget(&rem);
+	return ret == 0;
+}
+
 /* Every applied patch of process p read in one call; the ones another
- * uprobe came over taken out (said once a site). */
+ * uprobe came over taken out (said once a site), the ones it left put
+ * back. */
 static void watch_proc(struct inj *j, const struct inj_proc *p)
 {
 	struct inj_image *img = p->img;
@@ -110,10 +136,16 @@ static void watch_proc(struct inj *j, const struct inj_proc *p)
 			if ((size_t)got < pa->nwritten)
 				break;	/* (the rest unread: gone, or unmapped) */
 			got -= (ssize_t)pa->nwritten;
-			if (memcmp(now[k], pa->written, pa->nwritten) && take_out(pa, p->pid, now[k]) &&
-			    !pa->foreign) {
+			if (!memcmp(now[k], pa->written, pa->nwritten))
+				continue;
+			if (take_out(pa, p->pid, now[k])) {
+				if (!pa->foreign)
+					said(j, pa, p->pid, "taken out there at once");
 				pa->foreign = true;
-				said(j, pa, p->pid, "taken out there at once");
+			} else if (!pa->plan.spring && put_back(pa, p->pid, now[k])) {
+				log_info("%s: another tool's uprobe on the patch at 0x%llx in process "
+					 "%d has gone: the patch is back", j->base.sites[pa->sites[0]]->label,
+					 (unsigned long long)pa->addr, (int)p->pid);
 			}
 		}
 	}

@@ -152,6 +152,7 @@ void inj_image_free(struct inj_image *img)
 	}
 	free(img->patches);
 	free(img->areas);
+	free(img->pad_pages);
 	free(img->semaphores);
 	free(img->shm.folded);
 	free(img);
@@ -515,6 +516,20 @@ static ssize_t reloc(const struct inj_patch *pa, uint32_t from_off, uint32_t to_
 	return n;
 }
 
+/* The site's instruction before the patch (struct inj_pre), run again at
+ * `at` in the trampoline. */
+static ssize_t redo_pre(const struct inj_patch *pa, uint64_t at, uint8_t *out, size_t cap)
+{
+	const char *why = NULL;
+	ssize_t n = x86_relocate(pa->pre.code, pa->pre.len, pa->addr - pa->pre.len, at, out, cap,
+				 &why);
+
+	if (n < 0)
+		log_error("cannot relocate the code at 0x%llx: %s",
+			  (unsigned long long)(pa->addr - pa->pre.len), why ? why : strerror((int)-n));
+	return n;
+}
+
 static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 		       struct inj_patch *pa)
 {
@@ -540,14 +555,13 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 	/* relocated pieces between the probes, in address order: an entry and
 	 * a return site of a short function can share one patch */
 	uint32_t done = 0;
-	/* an entry's first instruction left before the patch: undone before the
-	 * probes at the entry, done again after them (struct inj_pre) */
-	bool redo = pa->pre.len > 0;
+	/* the site's instruction left before the patch: undone before the
+	 * probes at the site where it can be, done again after them where
+	 * that is needed (struct inj_pre) */
+	bool redo = pa->pre.len && pa->pre.redo;
 
-	if (redo) {
-		memcpy(buf + len, pa->pre.undo, pa->pre.undo_len);
-		len += pa->pre.undo_len;
-	}
+	memcpy(buf + len, pa->pre.undo, pa->pre.undo_len);
+	len += pa->pre.undo_len;
 
 	for (size_t k = 0; k < pa->nsites; k++) {
 		size_t i = pa->sites[k];
@@ -557,15 +571,17 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 			/* flags are dead at a function's entry and at its returns
 			 * (the planner moves an entry patch past endbr64 itself) */
 			.save_flags = !(site->ret_site ||
-					(site->func_vaddr && site->vaddr == site->func_vaddr)),
+					(site->func_vaddr && site->vaddr == site->func_vaddr)) ||
+				      pa->pre.keep_flags,
 			.have_rdpid = rdpid,
 			.rseq_cpu_off = m->ctl->cpu_read == INJ_CPU_RSEQ ? m->ctl->rseq_cpu_off : 0,
 			.rseq_sig = m->ctl->rseq_sig,
 		};
 
 		if (redo && pa->probe_off[k]) {
-			memcpy(buf + len, pa->pre.code, pa->pre.len);
-			len += pa->pre.len;
+			if ((n = redo_pre(pa, at + len, buf + len, cap - len)) < 0)
+				goto out;
+			len += (size_t)n;
 			redo = false;
 		}
 		pa->piece_at[k] = at + len;
@@ -635,8 +651,9 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 		len += (size_t)n;
 	}
 	if (redo) {
-		memcpy(buf + len, pa->pre.code, pa->pre.len);
-		len += pa->pre.len;
+		if ((n = redo_pre(pa, at + len, buf + len, cap - len)) < 0)
+			goto out;
+		len += (size_t)n;
 	}
 	pa->piece_at[pa->nsites] = at + len;
 	n = reloc(pa, done, pa->plan.len, at + len, buf + len, cap - len);
@@ -848,7 +865,9 @@ static int plan_jumps(struct inj_image *img, const struct proc_map *maps, size_t
 				ret = x86_encode_jmp8(pa->addr, pa->spring, pa->written);
 			pa->nwritten = 2;
 		} else {
-			ret = x86_encode_jmp(pa->addr, pa->tramp, pa->written);
+			/* (onto its pad: the bytes after the first instruction
+			 * are the file's, pad.c) */
+			ret = x86_encode_jmp(pa->addr, pa->npad ? pa->pad : pa->tramp, pa->written);
 			pa->nwritten = 5;
 		}
 	}
@@ -869,6 +888,9 @@ static int write_jumps(struct inj_image *img, struct remote *rem)
 		 * jmp rel8 that leads to it) */
 		if (pa->spring)
 			ret = remote_write(rem, pa->spring, pa->written_spring, 5);
+		/* and a pad (new memory: never run before the jump) */
+		if (!ret && pa->npad)
+			ret = remote_write(rem, pa->pad, pa->pad_code, pa->npad);
 		if (!ret)
 			ret = remote_write(rem, pa->addr, pa->written, pa->nwritten);
 		if (!ret)
@@ -909,6 +931,8 @@ int inj_install(struct inj *j, struct inj_image *img, struct remote *rem)
 	}
 	for (size_t p = 0; p < img->npatches && !ret; p++)
 		ret = write_tramp(j, img, rem, &img->patches[p]);
+	if (!ret)
+		ret = inj_pads(j, img, rem);
 	if (!ret)
 		ret = clear_threads(img, rem);
 	if (!ret)

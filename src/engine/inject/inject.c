@@ -419,6 +419,7 @@ static void inj_destroy(struct usc_engine *e)
 	free(j->kids);
 	free(j->plans);
 	free(j->pre);
+	free(j->exposed);
 	procmaps_free(j->plan_maps, j->plan_nmaps);
 	free(j->stats);
 	free(j->comms);

@@ -36,19 +36,24 @@
 
 extern const unsigned char inject_agent_blob[], inject_agent_blob_end[];
 
-/* An entry patch placed after the function's first instruction (a push, a
- * sub from rsp) when that one is shorter than the jump: another tool's
- * kernel uprobe at the function's entry (bpftrace, perf) runs that
+/* A patch placed after the site's own instruction (plan.c, plan_pre):
+ * another tool's kernel uprobe on the site (bpftrace, perf) runs that
  * instruction out of line and goes on after it, onto our jump, not into its
- * middle. The trampoline undoes it before the probes at the entry (they see
- * the state at the entry: rsp as it was) and does it again after them
- * (plan.c). */
+ * middle. A push or a sub from rsp at a function's entry is undone by the
+ * trampoline before the probes (they see rsp as it was) and done again
+ * after them; any other instruction ran in place and changed nothing the
+ * probes read: run again after them when it sets flags and that is the same
+ * as running it once (redo), else the probes keep the flags (keep_flags). */
 struct inj_pre {
 	uint8_t len;		/* the instruction's bytes (0: none) */
-	uint8_t code[7];
+	uint8_t code[15];
 	uint8_t undo_len;
 	uint8_t undo[8];	/* lea N(%rsp),%rsp */
+	bool redo;		/* run again (relocated) after the probes */
+	bool keep_flags;	/* the probes save and restore the flags */
 };
+
+#define INJ_PAD_MAX 14	/* a pad: jmp rel32, or jmp *0(%rip) and the address */
 
 /* One patch: a jump at addr over len displaced bytes, to a trampoline that
  * runs the probes of one or more sites (several probes at one address). */
@@ -70,6 +75,9 @@ struct inj_patch {
 	 * bytes goes on at its instruction's copy */
 	uint64_t *probe_at, *piece_at;
 	struct inj_pre pre;	/* the entry's instruction before addr, or none */
+	uint64_t pad;		/* where the jump lands, a pad to tramp (pad.c), or 0 */
+	uint8_t npad;
+	uint8_t pad_code[INJ_PAD_MAX];
 	bool foreign;		/* another tool's uprobe came over it somewhere: said */
 	size_t nsites;
 	uint64_t tramp;
@@ -122,6 +130,8 @@ struct inj_image {
 	size_t npatches;
 	struct inj_area *areas;
 	size_t nareas;
+	uint64_t *pad_pages;		/* pad.c: the pages mapped for pads */
+	size_t npad_pages;
 	uint64_t *semaphores;		/* runtime addresses of USDT semaphores raised */
 	size_t nsemaphores;
 	uint64_t next_reclaim;		/* ns */
@@ -248,6 +258,9 @@ struct inj {
 					 * still pending is not given back */
 	struct inj_gate *gate;		/* system-wide: the gate (gate.c), or NULL */
 	uint64_t watch_next;		/* foreign.c: when the patches are read next (ns) */
+	bool *exposed;			/* pad.c: per site, said exposed to another
+					 * tool's uprobe (no pad) */
+	size_t nexposed;		/* ... how many */
 	size_t sweep_at;		/* forks.c: the next entry looked at for an end */
 	struct sys_late *late;		/* ... what was left out of them (system.c) */
 };
@@ -356,6 +369,14 @@ void inj_leave(struct inj *j, struct inj_image *img, pid_t pid);
  * reach of their modules. 0 or -ENOMEM (reported). */
 int inj_areas(struct inj *j, struct inj_image *img, struct remote *rem,
 	      const struct proc_map *maps, size_t nmaps);
+
+/* pad.c */
+/* After the trampolines are written: a pad for each patch that starts at a
+ * probe's instruction and could not go after it, where its jump's bytes
+ * after the instruction are the file's (another tool's uprobe there runs
+ * the file's instruction and goes on into the file's code). The ones with
+ * none said, once a site. 0 or -ENOMEM. */
+int inj_pads(struct inj *j, struct inj_image *img, struct remote *rem);
 
 /* inject.c: attach to running process pid (stopped, patched, let go): 0 or
  * -errno (reported, but -ESRCH) */

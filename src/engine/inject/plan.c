@@ -38,38 +38,168 @@ static int pre_undo(const uint8_t *code, uint32_t len, struct inj_pre *pre)
 	} else {
 		return 0;
 	}
-	pre->len = (uint8_t)len;
-	memcpy(pre->code, code, len);
+	pre->redo = true;
 	return 1;
 }
 
-/* An entry patch at the function's first instruction, when that one is
- * shorter than the jump and can be undone: the patch after it instead
- * (struct inj_pre), as the planner checks it there (no branch lands
- * inside it; its first byte is inside the first patch, checked so too). */
-static void plan_pre(const struct objfile *ef, const struct func_shape *sh, struct x86_patch *p,
-		     struct inj_pre *pre)
+/* What a site's probes read of the state where they fire: bytes of each
+ * general register (by its encoding, as struct x86_effects has them),
+ * memory, or everything (a stack walk, Python, a script: what the agent
+ * reads is not in the fetch programs alone). */
+struct site_reads {
+	uint8_t reg[16];
+	bool mem, all;
+};
+
+/* enum usc_reg -> the register's encoding */
+static const uint8_t reg_enc[USC_REG_NR] = {
+	[USC_REG_AX] = 0, [USC_REG_CX] = 1, [USC_REG_DX] = 2, [USC_REG_BX] = 3,
+	[USC_REG_SP] = 4, [USC_REG_BP] = 5, [USC_REG_SI] = 6, [USC_REG_DI] = 7,
+	[USC_REG_R8] = 8, [USC_REG_R9] = 9, [USC_REG_R10] = 10, [USC_REG_R11] = 11,
+	[USC_REG_R12] = 12, [USC_REG_R13] = 13, [USC_REG_R14] = 14, [USC_REG_R15] = 15,
+	[USC_REG_IP] = 16,	/* (the site's address: never the register) */
+};
+
+static void read_reg(struct site_reads *r, unsigned reg, uint8_t bytes)
 {
-	const struct x86_region *r = &sh->rg[0];
-	uint8_t code[16];
+	if (reg >= USC_REG_NR)
+		r->all = true;
+	else if (reg_enc[reg] < 16)
+		r->reg[reg_enc[reg]] |= bytes;
+}
+
+/* One fetch program's reads (probe/fetch.h's shape: a load, dereferences,
+ * a store). */
+static void fetch_reads(const struct usc_fetcharg *a, struct site_reads *r)
+{
+	const struct fetch_insn *in = a->insn;
+
+	if (!a->ninsn)
+		return;
+	switch (in[0].op) {
+	case FOP_REG:
+		/* a value stored as it is reads its low bytes; anything else
+		 * (an address, a bit field) the whole register */
+		read_reg(r, in[0].reg, a->ninsn >= 2 && in[1].op == FOP_ST_RAW && in[1].size &&
+					       in[1].size < 8 && (a->ninsn == 2 || in[2].op == FOP_END) ?
+					       (uint8_t)((1u << in[1].size) - 1) : 0xff);
+		break;
+	case FOP_STACK: case FOP_STACKP:
+		read_reg(r, USC_REG_SP, 0xff);
+		r->mem = true;
+		break;
+	case FOP_RETVAL:
+		read_reg(r, USC_REG_AX, 0xff);
+		read_reg(r, USC_REG_DX, 0xff);
+		break;
+	case FOP_GOID:
+		read_reg(r, USC_REG_R14, 0xff);
+		r->mem = true;
+		break;
+	case FOP_COMM: case FOP_IMM: case FOP_MEM: case FOP_FOFFS: case FOP_VADDR:
+	case FOP_PID: case FOP_TID: case FOP_CPU:
+		break;
+	default:	/* stacks, Python's, unbound variables */
+		r->all = true;
+		break;
+	}
+	for (unsigned k = 1; k < a->ninsn && in[k].op != FOP_END; k++) {
+		if (in[k].op == FOP_ADD_REG)
+			read_reg(r, in[k].reg, 0xff);
+		else if (in[k].op == FOP_DEREF || in[k].op == FOP_ST_MEM ||
+			 in[k].op == FOP_ST_STRING || in[k].op == FOP_ST_BYTES)
+			r->mem = true;
+	}
+}
+
+static void site_reads(const struct usc_site *site, struct site_reads *r)
+{
+	static const uint8_t obj_regs[6] = {USC_REG_DI, USC_REG_SI, USC_REG_DX,
+					    USC_REG_CX, USC_REG_R8, USC_REG_R9};
+
+	memset(r, 0, sizeof(*r));
+	r->all = site->python || site->py_hook || site->py_final || site->script >= 0;
+	for (unsigned i = 0; i < site->nargs; i++)
+		fetch_reads(&site->args[i], r);
+	if (site->spec->obj_role != USC_OBJ_NONE)
+		for (unsigned i = 0; i < 6; i++)
+			if (site->obj_regs >> i & 1)
+				read_reg(r, obj_regs[i], 0xff);
+}
+
+/* Can the instruction at the patch's start (e) run in place before the
+ * patch, the site's probes firing after it as if before it? When it changes
+ * nothing they read. */
+static bool pre_in_place(const struct x86_effects *e, const struct site_reads *r)
+{
+	bool changes = false;
+
+	if (!e->in_place || (e->writes_mem && (r->mem || r->all)))
+		return false;
+	for (int i = 0; i < 16; i++) {
+		changes |= e->changed[i] != 0;
+		if (e->changed[i] & r->reg[i])
+			return false;
+	}
+	return !(changes && r->all);
+}
+
+/* A patch at a site's instruction (an entry, an offset, a USDT site) goes
+ * after that instruction where it can, so that another tool's kernel uprobe
+ * on the site (bpftrace, perf, which put theirs at a function's entry) runs
+ * it out of line and lands on our jump, not inside it (foreign.c):
+ *  - a push or a sub from rsp first in a function (shorter than the jump):
+ *    the trampoline undoes it before the probes, which see the state at the
+ *    entry, and does it again after them;
+ *  - any instruction that changes nothing the site's probes read (no
+ *    branch, no write of rsp; a register or memory they do not read): it
+ *    runs in place, and the probes after it see what they would have seen
+ *    before it. The flags it sets, live after it, are the one thing the
+ *    probes would change: the trampoline runs it again after them where
+ *    that is the same as running it once (test, cmp, a load or a move into
+ *    a register it does not read), else the probes keep the flags.
+ * The patch after it is planned there as any (no branch lands inside it;
+ * a branch to the site runs the instruction, then the jump). */
+static void plan_pre(const struct objfile *ef, const struct func_shape *sh,
+		     const struct usc_site *site, struct x86_patch *p, struct inj_pre *pre)
+{
+	const struct x86_region *r = NULL;
+	bool entry = site->func_vaddr && site->vaddr == site->func_vaddr;
+	struct x86_effects e;
+	struct site_reads rd;
 	struct x86_patch at;
 	const char *rule = NULL;
-	int len;
-
 	size_t avail;
 
 	memset(pre, 0, sizeof(*pre));
-	if (p->spring || p->probe_off || p->addr != sh->entry || p->addr < r->addr ||
-	    p->addr >= r->addr + r->len)
+	for (size_t i = 0; i < sh->n && !r; i++)
+		if (p->addr >= sh->rg[i].addr && p->addr < sh->rg[i].addr + sh->rg[i].len)
+			r = &sh->rg[i];
+	if (!r || p->spring || p->probe_off || site->ret_site || site->python)
 		return;
 	avail = (size_t)(r->addr + r->len - p->addr);
-	avail = avail < sizeof(code) ? avail : sizeof(code);
-	memcpy(code, r->code + (p->addr - r->addr), avail);
-	len = x86_insn_length(code, avail);
-	if (len <= 0 || len >= X86_JMP_LEN || !pre_undo(code, (uint32_t)len, pre))
+	if (x86_insn_effects(r->code + (p->addr - r->addr), avail, &e) ||
+	    e.len > sizeof(pre->code) || e.len >= avail)
 		return;
-	if (shape_plan_probe(ef, sh, p->addr + (uint64_t)len, &at, &rule) || at.spring ||
-	    at.probe_off || at.addr != p->addr + (uint64_t)len) {
+	if (!(e.len < X86_JMP_LEN && p->addr == sh->entry &&
+	      pre_undo(r->code + (p->addr - r->addr), e.len, pre))) {
+		site_reads(site, &rd);
+		if (!pre_in_place(&e, &rd))
+			return;
+		/* at a function's entry the probes do not keep the flags */
+		pre->redo = entry && e.writes_flags && e.rerun;
+		pre->keep_flags = entry && e.writes_flags && !e.rerun;
+	}
+	pre->len = e.len;
+	memcpy(pre->code, r->code + (p->addr - r->addr), e.len);
+	/* (and no branch of the function lands after it: the probe would
+	 * fire where the site did not run, a push be undone that was not
+	 * done) */
+	if (shape_branch_target(ef, sh, p->addr + e.len) ||
+	    shape_plan_probe(ef, sh, p->addr + e.len, &at, &rule) || at.spring ||
+	    at.probe_off || at.addr != p->addr + e.len) {
+		log_debug("inject: %s: the patch stays over its first instruction (after it: %s)",
+			  site->label, rule ? rule : "a branch lands there, or a springboard");
 		memset(pre, 0, sizeof(*pre));
 		return;
 	}
@@ -150,8 +280,8 @@ int inj_plan_site(struct inj *j, const struct usc_site *site, char *why, size_t 
 	}
 	ret = site->ret_site ? shape_plan_return(ef, &sh, site->vaddr, p, &rule) :
 			       shape_plan_probe(ef, &sh, site->vaddr, p, &rule);
-	if (!ret && !site->ret_site)
-		plan_pre(ef, &sh, p, &j->pre[site - s->sites]);
+	if (!ret)
+		plan_pre(ef, &sh, site, p, &j->pre[site - s->sites]);
 	shape_free(&sh);
 	if (!ret) {
 		uint64_t at = foreign_uprobe(j, ef, site->path, p);
