@@ -15,19 +15,7 @@
 #include "script/fmt.h"
 #include "script/lex.h"
 #include "script/script_int.h"
-
-struct sema {
-	struct usc_script *s;
-	struct script_diag *d;
-	struct script_probeinfo *pr;
-	unsigned probe;
-	bool final;
-	int loops;
-	int err;
-};
-
-#define FAIL(sm, n, ...) (script_fail((sm)->d, (n)->pos, (n)->len ? (n)->len : 1, __VA_ARGS__), \
-			  (sm)->err = -EINVAL)
+#include "script/sema_int.h"
 
 void ty_name(const struct ty *t, char *buf, size_t len)
 {
@@ -86,7 +74,7 @@ int script_map_find(const struct usc_script *s, const char *name)
 	return -1;
 }
 
-static int map_of(struct sema *sm, struct ast *n)
+int sema_map_of(struct sema *sm, struct ast *n)
 {
 	struct usc_script *s = sm->s;
 	int i = script_map_find(s, n->name);
@@ -117,23 +105,21 @@ static int map_of(struct sema *sm, struct ast *n)
 	return n->sym = (int)s->nmaps++;
 }
 
-static int expr(struct sema *sm, struct ast *n);
-
 static bool is_builtin(const struct ast *n, const char *name)
 {
 	return n->kind == N_BUILTIN && !strcmp(n->name, name);
 }
 
 /* The keys of a map access (n->a, n->ival of them) against the map's. */
-static int map_keys(struct sema *sm, struct ast *n)
+int sema_map_keys(struct sema *sm, struct ast *n)
 {
 	struct script_mapinfo *m;
 	unsigned k = 0;
 
-	if (map_of(sm, n) < 0)
+	if (sema_map_of(sm, n) < 0)
 		return -EINVAL;
 	for (struct ast *key = n->a; key; key = key->next)
-		if (expr(sm, key))
+		if (sema_expr(sm, key))
 			return -EINVAL;
 	m = &sm->s->maps[n->sym];
 	if (!(n->ival == 1 && is_builtin(n->a, "tid")))
@@ -259,14 +245,14 @@ static bool all_attach(const struct sema *sm, int k)
 	return true;
 }
 
-static bool on_sites(const struct sema *sm)
+bool sema_on_sites(const struct sema *sm)
 {
 	return sm->pr->on_sites;
 }
 
 /* A probe takes its stack once: one number of frames (a site fetches one
  * $ustack). */
-static int one_stack(struct sema *sm, struct ast *n, unsigned frames)
+int sema_one_stack(struct sema *sm, struct ast *n, unsigned frames)
 {
 	if (!sm->pr->stack_frames)
 		sm->pr->stack_frames = frames;
@@ -298,7 +284,7 @@ static int builtin(struct sema *sm, struct ast *n)
 		return 0;
 	}
 	if (!strcmp(b, "func")) {
-		if (!on_sites(sm))
+		if (!sema_on_sites(sm))
 			return FAIL(sm, n, "func is the probed function's: it is for uprobes, "
 				    "uretprobes and usdt probes");
 		n->ty.kind = TY_FUNC;
@@ -322,7 +308,7 @@ static int builtin(struct sema *sm, struct ast *n)
 
 		if (*end || v < 0 || v > 31)
 			return FAIL(sm, n, "unknown identifier: '%s'", b);
-		if (!on_sites(sm) || (!all_attach(sm, SP_UPROBE) && !all_attach(sm, SP_USDT)))
+		if (!sema_on_sites(sm) || (!all_attach(sm, SP_UPROBE) && !all_attach(sm, SP_USDT)))
 			return FAIL(sm, n, "the %s builtin can only be used with 'uprobe' and 'usdt' "
 				    "probes", b);
 		if (b[0] == 's' && !all_attach(sm, SP_UPROBE))
@@ -334,11 +320,11 @@ static int builtin(struct sema *sm, struct ast *n)
 		return 0;
 	}
 	if (!strcmp(b, "ustack")) {
-		if (!on_sites(sm))
+		if (!sema_on_sites(sm))
 			return FAIL(sm, n, "ustack is the stack where the probe fires: BEGIN, END and "
 				    "interval probes have none");
 		n->ty.kind = TY_USTACK;
-		return one_stack(sm, n, 127);
+		return sema_one_stack(sm, n, 127);
 	}
 	if (!strcmp(b, "bpftrace") || !strcmp(b, "perf")) {
 		n->ty.kind = TY_STACKMODE;
@@ -355,396 +341,13 @@ static int builtin(struct sema *sm, struct ast *n)
 	return FAIL(sm, n, "unknown identifier: '%s'", b);
 }
 
-/* A call's arguments, n of them, counted. */
-static int nargs(struct sema *sm, struct ast *n, unsigned min, unsigned max)
-{
-	if ((unsigned)n->ival < min || (unsigned)n->ival > max) {
-		if (min == max)
-			return FAIL(sm, n, "%s() takes %u argument%s (%u given)", n->name, min,
-				    min == 1 ? "" : "s", (unsigned)n->ival);
-		return FAIL(sm, n, "%s() takes %u to %u arguments (%u given)", n->name, min, max,
-			    (unsigned)n->ival);
-	}
-	return 0;
-}
-
-static int args_all(struct sema *sm, struct ast *n)
-{
-	for (struct ast *a = n->a; a; a = a->next)
-		if (expr(sm, a))
-			return -EINVAL;
-	return 0;
-}
-
-static int want_int(struct sema *sm, struct ast *a, const char *what)
-{
-	char tn[64];
-
-	if (a->ty.kind == TY_INT || a->ty.kind == TY_NONE)
-		return 0;
-	ty_name(&a->ty, tn, sizeof(tn));
-	return FAIL(sm, a, "%s expects an integer (%s supplied)", what, tn);
-}
-
-static int want_const(struct sema *sm, struct ast *a, const char *what, int64_t *v)
-{
-	if (a->kind == N_INT) {
-		*v = a->ival;
-		return 0;
-	}
-	if (a->kind == N_PARAM && a->ty.kind == TY_INT) {
-		*v = a->ival;
-		return 0;
-	}
-	return FAIL(sm, a, "%s must be a constant integer", what);
-}
-
-/* A format's call (printf, time, cat, strftime): its first argument a
- * literal string (or a parameter). */
-static int want_str_lit(struct sema *sm, struct ast *a, const char *what)
-{
-	if (a && a->kind == N_STR)
-		return 0;
-	return FAIL(sm, a, "%s's format must be a string literal", what);
-}
-
-static int new_fmt(struct sema *sm, struct ast *n, enum script_out_kind kind, const char *text,
-		   size_t len, struct ast *args)
-{
-	struct usc_script *s = sm->s;
-	struct script_fmt *f;
-
-	if (!sm->final)
-		return 0;
-	if (s->nfmts >= 65535)
-		return FAIL(sm, n, "too many outputs");
-	if (s->nfmts == s->capfmts) {
-		size_t cap = s->capfmts ? 2 * s->capfmts : 16;
-		struct script_fmt *nf = realloc(s->fmts, cap * sizeof(*nf));
-
-		if (!nf)
-			return FAIL(sm, n, "out of memory");
-		s->fmts = nf;
-		s->capfmts = cap;
-	}
-	f = &s->fmts[s->nfmts];
-	if (kind == SOUT_PRINTF || kind == SOUT_CAT) {
-		if (script_fmt_split(s, text, len, f, n->a->pos, n->a->len, sm->d) ||
-		    script_fmt_check(s, f, n->name, args, n->pos, n->len, sm->d))
-			return sm->err = -EINVAL;
-	} else {
-		memset(f, 0, sizeof(*f));
-		f->text = text;
-		f->ntext = (uint32_t)len;
-		f->map = -1;
-	}
-	f->kind = kind;
-	n->sym = (int)s->nfmts++;
-	return 0;
-}
-
-static int map_arg(struct sema *sm, struct ast *n, struct ast *a, bool keys_ok)
-{
-	if (!a || a->kind != N_MAP)
-		return FAIL(sm, a ? a : n, "%s() takes a map", n->name);
-	if (!keys_ok && a->ival)
-		return FAIL(sm, a, "%s() takes a whole map: @%s, without a key", n->name, a->name);
-	if (a->ival)
-		return map_keys(sm, a);
-	return map_of(sm, a) < 0 ? -EINVAL : 0;
-}
-
-static int agg_call(struct sema *sm, struct ast *n, uint32_t vk, unsigned na)
-{
-	if (nargs(sm, n, na, na) || args_all(sm, n))
-		return -EINVAL;
-	if (na >= 1 && want_int(sm, n->a, n->name))
-		return -EINVAL;
-	n->ty.kind = TY_AGG;
-	n->ty.agg = (uint8_t)vk;
-	if (vk == SVK_LHIST) {
-		struct ast *mn = n->a->next, *mx = mn->next, *st = mx->next;
-
-		if (want_const(sm, mn, "lhist()'s min", &n->ty.lmin) ||
-		    want_const(sm, mx, "lhist()'s max", &n->ty.lmax) ||
-		    want_const(sm, st, "lhist()'s step", &n->ty.lstep))
-			return -EINVAL;
-		if (n->ty.lmin < 0)
-			return FAIL(sm, mn, "lhist(): min must be non-negative");
-		if (n->ty.lmax <= n->ty.lmin)
-			return FAIL(sm, mx, "lhist(): max must be greater than min");
-		if (n->ty.lstep <= 0)
-			return FAIL(sm, st, "lhist(): step must be at least 1");
-		if ((n->ty.lmax - n->ty.lmin) / n->ty.lstep > SCRIPT_LHIST_MAX - 2)
-			return FAIL(sm, st, "lhist(): more than %d buckets", SCRIPT_LHIST_MAX - 2);
-	}
-	return 0;
-}
-
-static int int_type(struct sema *sm, const char *name, struct ast *n, struct ty *t);
-
-static int call(struct sema *sm, struct ast *n)
-{
-	const char *f = n->name;
-	struct ast *a = n->a;
-
-	n->ty.kind = TY_VOID;
-	if (!strcmp(f, "count"))
-		return agg_call(sm, n, SVK_COUNT, 0);
-	if (!strcmp(f, "sum"))
-		return agg_call(sm, n, SVK_SUM, 1);
-	if (!strcmp(f, "min"))
-		return agg_call(sm, n, SVK_MIN, 1);
-	if (!strcmp(f, "max"))
-		return agg_call(sm, n, SVK_MAX, 1);
-	if (!strcmp(f, "avg"))
-		return agg_call(sm, n, SVK_AVG, 1);
-	if (!strcmp(f, "stats"))
-		return agg_call(sm, n, SVK_STATS, 1);
-	if (!strcmp(f, "hist"))
-		return agg_call(sm, n, SVK_HIST, 1);
-	if (!strcmp(f, "lhist"))
-		return agg_call(sm, n, SVK_LHIST, 4);
-	if (!strcmp(f, "str")) {
-		if (nargs(sm, n, 1, 2) || args_all(sm, n))
-			return -EINVAL;
-		if (a->ty.kind == TY_STR) {
-			/* str($1), str of a string: the string (cut) */
-		} else if (want_int(sm, a, "str()")) {
-			return -EINVAL;
-		}
-		if (a->next && want_int(sm, a->next, "str()'s length"))
-			return -EINVAL;
-		n->ty.kind = TY_STR;
-		return 0;
-	}
-	if (!strcmp(f, "buf")) {
-		if (nargs(sm, n, 1, 2) || args_all(sm, n) || want_int(sm, a, "buf()"))
-			return -EINVAL;
-		if (!a->next)
-			return FAIL(sm, n, "buf() of a pointer takes a length: buf(p, n)");
-		if (want_int(sm, a->next, "buf()'s length"))
-			return -EINVAL;
-		n->ty.kind = TY_BUF;
-		return 0;
-	}
-	if (!strcmp(f, "usym")) {
-		if (nargs(sm, n, 1, 1) || args_all(sm, n) || want_int(sm, a, "usym()"))
-			return -EINVAL;
-		if (!on_sites(sm))
-			return FAIL(sm, n, "usym() names an address of the traced process: BEGIN, "
-				    "END and interval probes have none");
-		n->ty.kind = TY_USYM;
-		return 0;
-	}
-	if (!strcmp(f, "uaddr")) {
-		if (nargs(sm, n, 1, 1))
-			return -EINVAL;
-		if (a->kind != N_STR)
-			return FAIL(sm, a, "uaddr() takes a symbol's name, a string literal");
-		if (!on_sites(sm))
-			return FAIL(sm, n, "uaddr() is an address in the probed binary: it is for "
-				    "uprobes, uretprobes and usdt probes");
-		a->ty.kind = TY_STR;
-		n->ty = ty_int(8, false);
-		n->ty.ptr = 1;
-		return 0;
-	}
-	if (!strcmp(f, "ustack")) {
-		int64_t frames = 0;
-		struct ast *x = a;
-
-		if (nargs(sm, n, 0, 2) || args_all(sm, n))
-			return -EINVAL;
-		if (!on_sites(sm))
-			return FAIL(sm, n, "ustack is the stack where the probe fires: BEGIN, END and "
-				    "interval probes have none");
-		if (x && x->ty.kind == TY_STACKMODE)
-			x = x->next;
-		if (x && want_const(sm, x, "ustack()'s frames", &frames))
-			return -EINVAL;
-		if (x && (frames < 1 || frames > 256))
-			return FAIL(sm, x, "ustack(): from 1 to 256 frames");
-		n->ty.kind = TY_USTACK;
-		n->ty.fmt = (uint16_t)frames;
-		return one_stack(sm, n, frames ? (unsigned)frames : 127);
-	}
-	if (!strcmp(f, "reg")) {
-		if (nargs(sm, n, 1, 1))
-			return -EINVAL;
-		if (a->kind != N_STR || !script_reg_name(a->str))
-			return FAIL(sm, a, "reg() takes a register's name: ip, sp, bp, ax, bx, cx, dx, "
-				    "si, di, r8 to r15");
-		if (!on_sites(sm))
-			return FAIL(sm, n, "reg() is a register where the probe fires: it is for "
-				    "uprobes, uretprobes and usdt probes");
-		a->ty.kind = TY_STR;
-		n->ty = ty_int(8, false);
-		return 0;
-	}
-	if (!strcmp(f, "printf") || !strcmp(f, "cat")) {
-		if (nargs(sm, n, 1, 64) || args_all(sm, n) || want_str_lit(sm, a, f))
-			return -EINVAL;
-		return new_fmt(sm, n, f[0] == 'p' ? SOUT_PRINTF : SOUT_CAT, a->str, a->slen, a->next);
-	}
-	if (!strcmp(f, "time")) {
-		if (nargs(sm, n, 0, 1) || args_all(sm, n) || (a && want_str_lit(sm, a, f)))
-			return -EINVAL;
-		return a ? new_fmt(sm, n, SOUT_TIME, a->str, a->slen, NULL) :
-			   new_fmt(sm, n, SOUT_TIME, "%H:%M:%S\n", 9, NULL);
-	}
-	if (!strcmp(f, "strftime")) {
-		if (nargs(sm, n, 2, 2) || args_all(sm, n) || want_str_lit(sm, a, f) ||
-		    want_int(sm, a->next, "strftime()'s time"))
-			return -EINVAL;
-		int64_t off = script_strtab_add(sm->s, a->str, a->slen);
-
-		if (off < 0 || off > 65535)
-			return FAIL(sm, n, "out of memory");
-		n->ty.kind = TY_TSTAMP;
-		n->ty.fmt = (uint16_t)off;
-		return 0;
-	}
-	if (!strcmp(f, "exit")) {
-		if (nargs(sm, n, 0, 0))
-			return -EINVAL;
-		return 0;
-	}
-	if (!strcmp(f, "delete")) {
-		if (nargs(sm, n, 1, 1))
-			return -EINVAL;
-		return map_arg(sm, n, a, true);
-	}
-	if (!strcmp(f, "clear") || !strcmp(f, "zero")) {
-		if (nargs(sm, n, 1, 1))
-			return -EINVAL;
-		return map_arg(sm, n, a, false);
-	}
-	if (!strcmp(f, "print")) {
-		if (nargs(sm, n, 1, 3))
-			return -EINVAL;
-		if (a->kind == N_MAP && !a->ival) {
-			int64_t v;
-
-			if (map_arg(sm, n, a, false))
-				return -EINVAL;
-			for (struct ast *x = a->next; x; x = x->next)
-				if (expr(sm, x) || want_const(sm, x, "print()'s top and div", &v))
-					return -EINVAL;
-			if (new_fmt(sm, n, SOUT_PRINT_MAP, "", 0, NULL))
-				return -EINVAL;
-			if (sm->final)
-				sm->s->fmts[n->sym].map = a->sym;
-			return 0;
-		}
-		if (a->next)
-			return FAIL(sm, n, "print() of a value takes that value alone");
-		if (expr(sm, a))
-			return -EINVAL;
-		if (a->ty.kind == TY_AGG || a->ty.kind == TY_VOID || a->ty.kind == TY_STACKMODE)
-			return FAIL(sm, a, "this cannot be printed");
-		if (new_fmt(sm, n, SOUT_PRINT, "", 0, NULL))
-			return -EINVAL;
-		if (sm->final) {
-			struct script_fmt *fm = &sm->s->fmts[n->sym];
-
-			fm->ty = a->ty;
-			fm->size = ty_size(sm->s, &a->ty);
-		}
-		return 0;
-	}
-	if (!strcmp(f, "strncmp")) {
-		int64_t v;
-
-		if (nargs(sm, n, 3, 3) || args_all(sm, n))
-			return -EINVAL;
-		if (a->ty.kind != TY_STR || a->next->ty.kind != TY_STR)
-			return FAIL(sm, n, "strncmp() compares two strings");
-		if (want_const(sm, a->next->next, "strncmp()'s length", &v))
-			return -EINVAL;
-		n->ty = ty_int(8, false);
-		return 0;
-	}
-	if (!strcmp(f, "sizeof")) {
-		if (nargs(sm, n, 1, 1))
-			return -EINVAL;
-		/* a type's name (sizeof(uint32)), or an expression's type */
-		if (a->kind == N_BUILTIN && (!strncmp(a->name, "int", 3) || !strncmp(a->name, "uint", 4))) {
-			if (int_type(sm, a->name, a, &a->ty))
-				return -EINVAL;
-		} else if (args_all(sm, n)) {
-			return -EINVAL;
-		}
-		n->ty = ty_int(8, false);
-		return 0;
-	}
-	if (!strcmp(f, "bswap")) {
-		if (nargs(sm, n, 1, 1) || args_all(sm, n) || want_int(sm, a, "bswap()"))
-			return -EINVAL;
-		n->ty = a->ty;
-		n->ty.ptr = 0;
-		return 0;
-	}
-	if (!strcmp(f, "uptr")) {
-		if (nargs(sm, n, 1, 1) || args_all(sm, n) || want_int(sm, a, "uptr()"))
-			return -EINVAL;
-		n->ty = a->ty;
-		return 0;
-	}
-	if (!strcmp(f, "system"))
-		return FAIL(sm, n, "system() runs a command from the probe: uscope does not (it "
-			    "would run with uscope's rights at any hit)");
-	if (!strcmp(f, "signal") || !strcmp(f, "override"))
-		return FAIL(sm, n, "%s() changes the traced program: uscope only observes it", f);
-	if (!strcmp(f, "kstack") || !strcmp(f, "ksym") || !strcmp(f, "kaddr") ||
-	    !strcmp(f, "kptr") || !strcmp(f, "cgroupid") || !strcmp(f, "cgroup_path") ||
-	    !strcmp(f, "path") || !strcmp(f, "skboutput") || !strcmp(f, "macaddr") ||
-	    !strcmp(f, "ntop") || !strcmp(f, "pton") || !strcmp(f, "unwatch") ||
-	    !strcmp(f, "strerror") || !strcmp(f, "join") || !strcmp(f, "debugf") ||
-	    !strcmp(f, "strcontains"))
-		return FAIL(sm, n, "%s() is not in uscope's language (doc/scripts.md lists what is)",
-			    f);
-	return FAIL(sm, n, "unknown function: %s", f);
-}
-
-static int int_type(struct sema *sm, const char *name, struct ast *n, struct ty *t)
-{
-	static const struct {
-		const char *name;
-		unsigned size;
-		bool sign;
-	} types[] = {
-		{"int8", 1, true}, {"int16", 2, true}, {"int32", 4, true}, {"int64", 8, true},
-		{"uint8", 1, false}, {"uint16", 2, false}, {"uint32", 4, false}, {"uint64", 8, false},
-		{"int8_t", 1, true}, {"int16_t", 2, true}, {"int32_t", 4, true}, {"int64_t", 8, true},
-		{"uint8_t", 1, false}, {"uint16_t", 2, false}, {"uint32_t", 4, false},
-		{"uint64_t", 8, false}, {"char", 1, true}, {"signed char", 1, true},
-		{"unsigned char", 1, false}, {"short", 2, true}, {"unsigned short", 2, false},
-		{"int", 4, true}, {"signed", 4, true}, {"unsigned", 4, false},
-		{"unsigned int", 4, false}, {"long", 8, true}, {"unsigned long", 8, false},
-		{"long long", 8, true}, {"unsigned long long", 8, false}, {"size_t", 8, false},
-		{"ssize_t", 8, true}, {"bool", 1, false}, {"void", 1, false},
-	};
-
-	for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++)
-		if (!strcmp(name, types[k].name)) {
-			*t = ty_int(types[k].size, types[k].sign);
-			return 0;
-		}
-	if (!strncmp(name, "struct ", 7) || !strncmp(name, "union ", 6) || !strncmp(name, "enum ", 5))
-		return FAIL(sm, n, "casts to C structs need the kernel's headers in bpftrace; uscope "
-			    "reads user-space types from the debug info: use args.NAME, or an "
-			    "integer pointer cast ((uint64 *)p)");
-	return FAIL(sm, n, "unknown type: %s", name);
-}
-
 static int binop(struct sema *sm, struct ast *n)
 {
 	struct ty *l = &n->a->ty, *r = &n->b->ty;
 	char a[64], b[64];
 	int op = n->op;
 
-	if (expr(sm, n->a) || expr(sm, n->b))
+	if (sema_expr(sm, n->a) || sema_expr(sm, n->b))
 		return -EINVAL;
 	if (l->kind == TY_NONE || r->kind == TY_NONE) {
 		n->ty = ty_int(8, true);
@@ -794,23 +397,203 @@ static int field(struct sema *sm, struct ast *n)
 	while (root->kind == N_FIELD)
 		root = root->a;
 	if (root->kind == N_BUILTIN && !strcmp(root->name, "args")) {
-		if (!on_sites(sm) || (!all_attach(sm, SP_UPROBE) && !all_attach(sm, SP_URETPROBE) &&
+		if (!sema_on_sites(sm) || (!all_attach(sm, SP_UPROBE) && !all_attach(sm, SP_URETPROBE) &&
 				      !all_attach(sm, SP_PY)))
 			return FAIL(sm, n, "args is for uprobes and py: probes: the probed "
 				    "function's parameters by name");
 		n->ty = ty_int(8, true);	/* its bits, as the debug info types them */
 		return 0;
 	}
-	if (expr(sm, n->a))
+	if (sema_expr(sm, n->a))
 		return -EINVAL;
 	return FAIL(sm, n, "fields of a value are read by the debug info's names in uscope: "
 		    "args.NAME (a parameter), or casts to integer pointers");
 }
 
-static int expr(struct sema *sm, struct ast *n)
+/* $1...: an integer when its text is one, else a string */
+static int param_expr(struct sema *sm, struct ast *n)
+{
+	size_t k;
+
+	if (n->sym < 0)
+		n->sym = (int)n->ival;	/* its number; ival becomes its value */
+	k = (size_t)n->sym - 1;
+	const char *v = k < sm->s->opts.nparams ? sm->s->opts.params[k] : "";
+	char *end;
+	long long x;
+
+	errno = 0;
+	x = strtoll(v, &end, 0);
+	if (*v && !*end && !errno) {
+		n->ty = ty_int(8, true);
+		n->ival = x;
+	} else {
+		n->ty.kind = TY_STR;
+		if (strlen(v) >= sm->s->strlen)
+			return FAIL(sm, n, "$%lld is longer than strlen (%u bytes)",
+				    (long long)n->ival, sm->s->strlen);
+	}
+	return 0;
+}
+
+/* @m[k] read: its value's type (an aggregation read as its integer) */
+static int map_expr(struct sema *sm, struct ast *n)
+{
+	struct script_mapinfo *m;
+
+	if (sema_map_keys(sm, n))
+		return -EINVAL;
+	m = &sm->s->maps[n->sym];
+	n->ty = m->val;
+	if (m->val.kind == TY_AGG) {
+		if (m->val.agg == SVK_COUNT || m->val.agg == SVK_SUM ||
+		    m->val.agg == SVK_MIN || m->val.agg == SVK_MAX || m->val.agg == SVK_AVG) {
+			n->ty = ty_int(8, m->val.agg != SVK_COUNT);
+			m->read_as_agg = true;
+			return 0;
+		}
+		return FAIL(sm, n, "@%s is a %s(): it can only be printed", m->name,
+			    m->val.agg == SVK_HIST ? "hist" : m->val.agg == SVK_LHIST ?
+			    "lhist" : "stats");
+	}
+	if (m->val.kind == TY_NONE && sm->final)
+		return FAIL(sm, n, "undefined map: @%s", m->name);
+	return 0;
+}
+
+/* (type)x, (type *)p */
+static int cast_expr(struct sema *sm, struct ast *n)
+{
+	char tn[64];
+	struct ty t;
+
+	if (sema_int_type(sm, n->name, n, &t) || sema_expr(sm, n->a))
+		return -EINVAL;
+	if (n->a->ty.kind != TY_INT && n->a->ty.kind != TY_NONE) {
+		ty_name(&n->a->ty, tn, sizeof(tn));
+		return FAIL(sm, n, "cannot cast a %s to an integer", tn);
+	}
+	if (n->ptr > 2)
+		return FAIL(sm, n, "casts go to pointers of at most two stars");
+	if (!strcmp(n->name, "void") && !n->ptr)
+		return FAIL(sm, n, "cannot cast to void");
+	t.ptr = n->ptr;
+	n->ty = t;
+	return 0;
+}
+
+/* (a, b, ...): integers and strings */
+static int tuple_expr(struct sema *sm, struct ast *n)
+{
+	unsigned k = 0;
+	struct ty *el;
+
+	if (n->ival > 16)
+		return FAIL(sm, n, "a tuple has 16 elements at most");
+	el = arena_alloc(sm->s->arena, (size_t)n->ival * sizeof(*el));
+	if (!el)
+		return FAIL(sm, n, "out of memory");
+	for (struct ast *x = n->a; x; x = x->next, k++) {
+		if (sema_expr(sm, x))
+			return -EINVAL;
+		if (x->ty.kind != TY_INT && x->ty.kind != TY_STR && x->ty.kind != TY_NONE &&
+		    x->ty.kind != TY_USYM && x->ty.kind != TY_FUNC && x->ty.kind != TY_PROBE)
+			return FAIL(sm, x, "a tuple holds integers and strings");
+		el[k] = x->ty;
+		if (el[k].kind == TY_INT) {
+			el[k].size = 8;
+			el[k].ptr = 0;
+		}
+	}
+	n->ty.kind = TY_TUPLE;
+	n->ty.nelem = (uint8_t)k;
+	n->ty.elem = el;
+	return 0;
+}
+
+/* -x, !x, ~x, *p */
+static int unop(struct sema *sm, struct ast *n)
 {
 	char tn[64];
 
+	if (sema_expr(sm, n->a))
+		return -EINVAL;
+	if (n->a->ty.kind == TY_NONE) {
+		n->ty = ty_int(8, true);
+		return 0;
+	}
+	if (n->a->ty.kind != TY_INT) {
+		ty_name(&n->a->ty, tn, sizeof(tn));
+		return FAIL(sm, n, "the %s operator can not be used on expressions of type "
+			    "'%s'", lex_tok_name((enum tok)n->op), tn);
+	}
+	if (n->op == T_MUL) {
+		n->ty = n->a->ty.ptr ? n->a->ty : ty_int(8, false);
+		if (n->a->ty.ptr)
+			n->ty.ptr--;
+		if (n->ty.ptr)
+			n->ty.size = 8;
+	} else if (n->op == T_LNOT) {
+		n->ty = ty_int(8, false);
+	} else {
+		n->ty = n->a->ty;
+		n->ty.ptr = 0;
+		if (n->op == T_MINUS)
+			n->ty = ty_int(8, true);
+	}
+	return 0;
+}
+
+/* c ? a : b */
+static int ternary(struct sema *sm, struct ast *n)
+{
+	if (sema_expr(sm, n->a) || sema_expr(sm, n->b) || sema_expr(sm, n->c))
+		return -EINVAL;
+	if (sema_want_int(sm, n->a, "the condition"))
+		return -EINVAL;
+	if (n->b->ty.kind == TY_NONE || n->c->ty.kind == TY_NONE) {
+		n->ty = n->b->ty.kind == TY_NONE ? n->c->ty : n->b->ty;
+		return 0;
+	}
+	if (n->b->ty.kind != n->c->ty.kind)
+		return FAIL(sm, n, "the ternary's branches have different types");
+	if (n->b->ty.kind != TY_INT && n->b->ty.kind != TY_STR)
+		return FAIL(sm, n, "the ternary gives integers or strings");
+	n->ty = n->b->ty;
+	if (n->ty.kind == TY_INT) {
+		n->ty = ty_int(8, n->b->ty.sign && n->c->ty.sign);
+	}
+	return 0;
+}
+
+/* x++, @m[k]-- */
+static int incdec(struct sema *sm, struct ast *n)
+{
+	if (n->a->kind == N_MAP) {
+		struct ty i64 = ty_int(8, true);
+
+		if (sema_map_keys(sm, n->a) || map_assign(sm, n->a, &i64, n))
+			return -EINVAL;
+		if (sema_expr(sm, n->a))
+			return -EINVAL;
+	} else {
+		struct ty i64 = ty_int(8, true);
+		struct script_var *v = var_of(sm, n->a->name);
+
+		if (!v)
+			return FAIL(sm, n->a, "undefined or undeclared variable: $%s",
+				    n->a->name);
+		if (var_assign(sm, n->a, &i64) || sema_expr(sm, n->a))
+			return -EINVAL;
+	}
+	if (sema_want_int(sm, n->a, "++ and --"))
+		return -EINVAL;
+	n->ty = n->a->ty;
+	return 0;
+}
+
+int sema_expr(struct sema *sm, struct ast *n)
+{
 	if (sm->err)
 		return sm->err;
 	switch (n->kind) {
@@ -823,29 +606,8 @@ static int expr(struct sema *sm, struct ast *n)
 			return FAIL(sm, n, "the string is longer than strlen (%u bytes with its NUL): "
 				    "--strlen sets it", sm->s->strlen);
 		return 0;
-	case N_PARAM: {
-		size_t k;
-
-		if (n->sym < 0)
-			n->sym = (int)n->ival;	/* its number; ival becomes its value */
-		k = (size_t)n->sym - 1;
-		const char *v = k < sm->s->opts.nparams ? sm->s->opts.params[k] : "";
-		char *end;
-		long long x;
-
-		errno = 0;
-		x = strtoll(v, &end, 0);
-		if (*v && !*end && !errno) {
-			n->ty = ty_int(8, true);
-			n->ival = x;
-		} else {
-			n->ty.kind = TY_STR;
-			if (strlen(v) >= sm->s->strlen)
-				return FAIL(sm, n, "$%lld is longer than strlen (%u bytes)",
-					    (long long)n->ival, sm->s->strlen);
-		}
-		return 0;
-	}
+	case N_PARAM:
+		return param_expr(sm, n);
 	case N_PARAMCOUNT:
 		n->ty = ty_int(8, true);
 		return 0;
@@ -859,98 +621,22 @@ static int expr(struct sema *sm, struct ast *n)
 		n->ty = v->ty;
 		return 0;
 	}
-	case N_MAP: {
-		struct script_mapinfo *m;
-
-		if (map_keys(sm, n))
-			return -EINVAL;
-		m = &sm->s->maps[n->sym];
-		n->ty = m->val;
-		if (m->val.kind == TY_AGG) {
-			if (m->val.agg == SVK_COUNT || m->val.agg == SVK_SUM ||
-			    m->val.agg == SVK_MIN || m->val.agg == SVK_MAX || m->val.agg == SVK_AVG) {
-				n->ty = ty_int(8, m->val.agg != SVK_COUNT);
-				m->read_as_agg = true;
-				return 0;
-			}
-			return FAIL(sm, n, "@%s is a %s(): it can only be printed", m->name,
-				    m->val.agg == SVK_HIST ? "hist" : m->val.agg == SVK_LHIST ?
-				    "lhist" : "stats");
-		}
-		if (m->val.kind == TY_NONE && sm->final)
-			return FAIL(sm, n, "undefined map: @%s", m->name);
-		return 0;
-	}
+	case N_MAP:
+		return map_expr(sm, n);
 	case N_CALL:
-		return call(sm, n);
+		return sema_call(sm, n);
 	case N_BINOP:
 		return binop(sm, n);
 	case N_UNOP:
-		if (expr(sm, n->a))
-			return -EINVAL;
-		if (n->a->ty.kind == TY_NONE) {
-			n->ty = ty_int(8, true);
-			return 0;
-		}
-		if (n->a->ty.kind != TY_INT) {
-			ty_name(&n->a->ty, tn, sizeof(tn));
-			return FAIL(sm, n, "the %s operator can not be used on expressions of type "
-				    "'%s'", lex_tok_name((enum tok)n->op), tn);
-		}
-		if (n->op == T_MUL) {
-			n->ty = n->a->ty.ptr ? n->a->ty : ty_int(8, false);
-			if (n->a->ty.ptr)
-				n->ty.ptr--;
-			if (n->ty.ptr)
-				n->ty.size = 8;
-		} else if (n->op == T_LNOT) {
-			n->ty = ty_int(8, false);
-		} else {
-			n->ty = n->a->ty;
-			n->ty.ptr = 0;
-			if (n->op == T_MINUS)
-				n->ty = ty_int(8, true);
-		}
-		return 0;
+		return unop(sm, n);
 	case N_TERNARY:
-		if (expr(sm, n->a) || expr(sm, n->b) || expr(sm, n->c))
-			return -EINVAL;
-		if (want_int(sm, n->a, "the condition"))
-			return -EINVAL;
-		if (n->b->ty.kind == TY_NONE || n->c->ty.kind == TY_NONE) {
-			n->ty = n->b->ty.kind == TY_NONE ? n->c->ty : n->b->ty;
-			return 0;
-		}
-		if (n->b->ty.kind != n->c->ty.kind)
-			return FAIL(sm, n, "the ternary's branches have different types");
-		if (n->b->ty.kind != TY_INT && n->b->ty.kind != TY_STR)
-			return FAIL(sm, n, "the ternary gives integers or strings");
-		n->ty = n->b->ty;
-		if (n->ty.kind == TY_INT) {
-			n->ty = ty_int(8, n->b->ty.sign && n->c->ty.sign);
-		}
-		return 0;
-	case N_CAST: {
-		struct ty t;
-
-		if (int_type(sm, n->name, n, &t) || expr(sm, n->a))
-			return -EINVAL;
-		if (n->a->ty.kind != TY_INT && n->a->ty.kind != TY_NONE) {
-			ty_name(&n->a->ty, tn, sizeof(tn));
-			return FAIL(sm, n, "cannot cast a %s to an integer", tn);
-		}
-		if (n->ptr > 2)
-			return FAIL(sm, n, "casts go to pointers of at most two stars");
-		if (!strcmp(n->name, "void") && !n->ptr)
-			return FAIL(sm, n, "cannot cast to void");
-		t.ptr = n->ptr;
-		n->ty = t;
-		return 0;
-	}
+		return ternary(sm, n);
+	case N_CAST:
+		return cast_expr(sm, n);
 	case N_FIELD:
 		return field(sm, n);
 	case N_TUPLEIDX:
-		if (expr(sm, n->a))
+		if (sema_expr(sm, n->a))
 			return -EINVAL;
 		if (n->a->ty.kind != TY_TUPLE)
 			return n->a->ty.kind == TY_NONE ? 0 : FAIL(sm, n, "only a tuple has fields .0, .1 ...");
@@ -959,65 +645,21 @@ static int expr(struct sema *sm, struct ast *n)
 		n->ty = n->a->ty.elem[n->ival];
 		return 0;
 	case N_INDEX:
-		if (expr(sm, n->a) || expr(sm, n->b))
+		if (sema_expr(sm, n->a) || sema_expr(sm, n->b))
 			return -EINVAL;
 		if (n->a->ty.kind != TY_INT || !n->a->ty.ptr)
 			return FAIL(sm, n, "only a pointer can be indexed: cast it first, ((uint32 *)p)[i]");
-		if (want_int(sm, n->b, "the index"))
+		if (sema_want_int(sm, n->b, "the index"))
 			return -EINVAL;
 		n->ty = n->a->ty;
 		n->ty.ptr--;
 		if (n->ty.ptr)
 			n->ty.size = 8;
 		return 0;
-	case N_TUPLE: {
-		unsigned k = 0;
-		struct ty *el;
-
-		if (n->ival > 16)
-			return FAIL(sm, n, "a tuple has 16 elements at most");
-		el = arena_alloc(sm->s->arena, (size_t)n->ival * sizeof(*el));
-		if (!el)
-			return FAIL(sm, n, "out of memory");
-		for (struct ast *x = n->a; x; x = x->next, k++) {
-			if (expr(sm, x))
-				return -EINVAL;
-			if (x->ty.kind != TY_INT && x->ty.kind != TY_STR && x->ty.kind != TY_NONE &&
-			    x->ty.kind != TY_USYM && x->ty.kind != TY_FUNC && x->ty.kind != TY_PROBE)
-				return FAIL(sm, x, "a tuple holds integers and strings");
-			el[k] = x->ty;
-			if (el[k].kind == TY_INT) {
-				el[k].size = 8;
-				el[k].ptr = 0;
-			}
-		}
-		n->ty.kind = TY_TUPLE;
-		n->ty.nelem = (uint8_t)k;
-		n->ty.elem = el;
-		return 0;
-	}
+	case N_TUPLE:
+		return tuple_expr(sm, n);
 	case N_INCDEC:
-		if (n->a->kind == N_MAP) {
-			struct ty i64 = ty_int(8, true);
-
-			if (map_keys(sm, n->a) || map_assign(sm, n->a, &i64, n))
-				return -EINVAL;
-			if (expr(sm, n->a))
-				return -EINVAL;
-		} else {
-			struct ty i64 = ty_int(8, true);
-			struct script_var *v = var_of(sm, n->a->name);
-
-			if (!v)
-				return FAIL(sm, n->a, "undefined or undeclared variable: $%s",
-					    n->a->name);
-			if (var_assign(sm, n->a, &i64) || expr(sm, n->a))
-				return -EINVAL;
-		}
-		if (want_int(sm, n->a, "++ and --"))
-			return -EINVAL;
-		n->ty = n->a->ty;
-		return 0;
+		return incdec(sm, n);
 	default:
 		return FAIL(sm, n, "not an expression");
 	}
@@ -1029,7 +671,7 @@ static int stmt(struct sema *sm, struct ast *n)
 {
 	switch (n->kind) {
 	case N_EXPRSTMT:
-		if (expr(sm, n->a))
+		if (sema_expr(sm, n->a))
 			return -EINVAL;
 		if (n->a->ty.kind == TY_AGG)
 			return FAIL(sm, n->a, "%s() goes into a map: @m = %s(...)", n->a->name,
@@ -1038,26 +680,26 @@ static int stmt(struct sema *sm, struct ast *n)
 	case N_ASSIGN: {
 		struct ast *l = n->a, *r = n->b;
 
-		if (expr(sm, r))
+		if (sema_expr(sm, r))
 			return -EINVAL;
 		if (n->op) {
 			/* @x += v, $x += v: integers */
-			if (want_int(sm, r, "a compound assignment"))
+			if (sema_want_int(sm, r, "a compound assignment"))
 				return -EINVAL;
 			if (l->kind == N_MAP) {
 				struct ty i64 = ty_int(8, true);
 
-				if (map_keys(sm, l) || map_assign(sm, l, &i64, n) || expr(sm, l))
+				if (sema_map_keys(sm, l) || map_assign(sm, l, &i64, n) || sema_expr(sm, l))
 					return -EINVAL;
 			} else if (!var_of(sm, l->name)) {
 				return FAIL(sm, l, "undefined or undeclared variable: $%s", l->name);
-			} else if (expr(sm, l)) {
+			} else if (sema_expr(sm, l)) {
 				return -EINVAL;
 			}
-			return want_int(sm, l, "a compound assignment");
+			return sema_want_int(sm, l, "a compound assignment");
 		}
 		if (l->kind == N_MAP) {
-			if (map_keys(sm, l) || map_assign(sm, l, &r->ty, n))
+			if (sema_map_keys(sm, l) || map_assign(sm, l, &r->ty, n))
 				return -EINVAL;
 			l->ty = sm->s->maps[l->sym].val;
 			return 0;
@@ -1068,12 +710,12 @@ static int stmt(struct sema *sm, struct ast *n)
 		return 0;
 	}
 	case N_IF:
-		if (expr(sm, n->a) || want_int(sm, n->a, "if's condition"))
+		if (sema_expr(sm, n->a) || sema_want_int(sm, n->a, "if's condition"))
 			return -EINVAL;
 		return stmts(sm, n->b) || (n->c && (n->c->kind == N_IF ? stmt(sm, n->c) :
 						     stmts(sm, n->c))) ? -EINVAL : 0;
 	case N_WHILE:
-		if (expr(sm, n->a) || want_int(sm, n->a, "while's condition"))
+		if (sema_expr(sm, n->a) || sema_want_int(sm, n->a, "while's condition"))
 			return -EINVAL;
 		sm->loops++;
 		if (stmts(sm, n->b))
@@ -1083,7 +725,7 @@ static int stmt(struct sema *sm, struct ast *n)
 	case N_UNROLL: {
 		int64_t v;
 
-		if (expr(sm, n->a) || want_const(sm, n->a, "unroll's count", &v))
+		if (sema_expr(sm, n->a) || sema_want_const(sm, n->a, "unroll's count", &v))
 			return -EINVAL;
 		if (v < 1 || v > 100)
 			return FAIL(sm, n->a, "unroll takes 1 to 100");
@@ -1121,7 +763,7 @@ static int pass(struct sema *sm)
 		sm->pr->nvars = 0;
 		sm->pr->stack_frames = 0;
 		sm->loops = 0;
-		if (p->pred && (expr(sm, p->pred) || want_int(sm, p->pred, "the predicate")))
+		if (p->pred && (sema_expr(sm, p->pred) || sema_want_int(sm, p->pred, "the predicate")))
 			return -EINVAL;
 		if (stmts(sm, p->body))
 			return -EINVAL;
