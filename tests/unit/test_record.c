@@ -154,8 +154,9 @@ static void build_session(struct usc_session *s, struct usc_placement *place,
 static void write_event(struct rec_writer *w, const struct want *x)
 {
 	struct usc_value v[4];
-	struct usc_event ev = {x->time, PID, x->tid, x->cpu, x->comm, &sites[x->site], x->ip,
-			       x->func, x->nvals, v};
+	struct usc_event ev = {.time_ns = x->time, .pid = PID, .tid = x->tid, .cpu = x->cpu,
+			       .comm = x->comm, .site = &sites[x->site], .ip = x->ip,
+			       .func = x->func, .nvals = x->nvals, .vals = v};
 
 	for (unsigned i = 0; i < x->nvals; i++) {
 		v[i] = (struct usc_value){.kind = x->v[i].kind, .u = x->v[i].u, .str = x->v[i].str};
