@@ -72,7 +72,7 @@ ALWAYS void val_add(const struct inj_ctl *c, struct agg_val *a, uint64_t *touche
 /* A thread's key where it is not its tid (fs_base: a load, or a system
  * call where the CPU cannot read it), out of line and saving what it uses:
  * the fast paths of glibc's threads keep no register for it. */
-static inline __attribute__((noinline, no_caller_saved_registers)) uint64_t
+static __attribute__((noinline, unused, no_caller_saved_registers)) uint64_t
 fast_fs_base(const struct inj_ctl *c)
 {
 	return fs_base(c);
