@@ -428,7 +428,9 @@ SCRIPT_INLINE const uint8_t *SCRIPT_CAT(SCRIPT_STEP, _key)(struct script_vm *vm,
 	return (const uint8_t *)&vm->r[SCRIPT_R(b)];
 }
 
-/* Map idx's value of the key SOP_MAP's b says (0: absent, or full). */
+/* Map idx's value of the key SOP_MAP's b says (0: absent, or full): a
+ * SOP_DELTA's read (SOP_MAP's case keeps its own, as it was: the bpf
+ * verifier walks that one in every program, and this form costs it more) */
 SCRIPT_INLINE uint8_t *SCRIPT_CAT(SCRIPT_STEP, _find)(struct script_vm *vm, uint32_t b, uint32_t idx,
 						      const struct script_map *m, uint32_t create,
 						      void *env)
@@ -444,24 +446,6 @@ SCRIPT_INLINE uint8_t *SCRIPT_CAT(SCRIPT_STEP, _find)(struct script_vm *vm, uint
 		return (uint8_t *)SCRIPT_MAP8(env, idx, m, k8, create);
 #endif
 	return (uint8_t *)SCRIPT_MAP(env, idx, m, key, create);
-}
-
-SCRIPT_INLINE void SCRIPT_CAT(SCRIPT_STEP, _del)(struct script_vm *vm, uint32_t b, uint32_t idx,
-						 const struct script_map *m, void *env)
-{
-	uint64_t k8 = 0;
-	const uint8_t *key = SCRIPT_CAT(SCRIPT_STEP, _key)(vm, b, &k8, env);
-
-	(void)key;
-	(void)k8;
-	(void)m;
-#ifdef SCRIPT_MAP8
-	if (b != SCRIPT_KEYBUF) {
-		SCRIPT_MAP_DEL8(env, idx, m, k8);
-		return;
-	}
-#endif
-	SCRIPT_MAP_DEL(env, idx, m, key);
 }
 
 /* One instruction, at pc: the next one's pc (a jump's target), or
@@ -800,17 +784,44 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		uint32_t mop = (uint32_t)in->imm, create;
 		uint8_t *v;
 		int64_t x = vm->r[SCRIPT_R(a)];
+		const uint8_t *key = b == SCRIPT_KEYBUF ? vm->key :
+				     b == SCRIPT_KEYNONE ? (const uint8_t *)&vm->zero :
+				     (const uint8_t *)&vm->r[SCRIPT_R(b)];
 
+		if (b & SCRIPT_KEYIN && b < SCRIPT_KEYNONE) {
+			/* the key is an input, read here (IN fused in) */
+			if (SCRIPT_IN(env, b & 0x7f, &u)) {
+				u = 0;
+				SCRIPT_ERR(env, SERR_READ, 0);
+			}
+			vm->key8 = u;
+			key = (const uint8_t *)&vm->key8;
+		}
 		if (in->x >= nmaps || in->x >= SCRIPT_MAPS_MAX)
 			return SCRIPT_DONE;
 		m = &maps[SCRIPT_OFF(in->x, SCRIPT_MAPS_MAX - 1)];
 		create = mop != SMOP_LOAD && mop != SMOP_LOADS && mop != SMOP_HAS &&
 			 mop != SMOP_LOADB && mop != SMOP_AGGLOAD;
-		if (mop == SMOP_DELETE) {
-			SCRIPT_CAT(SCRIPT_STEP, _del)(vm, b, in->x, m, env);
-			break;
+#ifdef SCRIPT_MAP8
+		if (b != SCRIPT_KEYBUF) {
+			/* its value as it is, not through memory */
+			uint64_t k8 = b == SCRIPT_KEYNONE ? 0 : b & SCRIPT_KEYIN ? u :
+				      (uint64_t)vm->r[SCRIPT_R(b)];
+
+			if (mop == SMOP_DELETE) {
+				SCRIPT_MAP_DEL8(env, in->x, m, k8);
+				break;
+			}
+			v = (uint8_t *)SCRIPT_MAP8(env, in->x, m, k8, create);
+		} else
+#endif
+		{
+			if (mop == SMOP_DELETE) {
+				SCRIPT_MAP_DEL(env, in->x, m, key);
+				break;
+			}
+			v = (uint8_t *)SCRIPT_MAP(env, in->x, m, key, create);
 		}
-		v = SCRIPT_CAT(SCRIPT_STEP, _find)(vm, b, in->x, m, create, env);
 		if (!v) {
 			if (create)
 				SCRIPT_ERR(env, SERR_FULL, in->x);
