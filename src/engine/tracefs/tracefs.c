@@ -10,7 +10,6 @@
  * (tracefseng_clean_stale), after checking that their owner is gone. */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,9 +77,6 @@ struct tracefseng {
 	pid_t pid;		/* -p: report this process's threads only */
 	bool filter_process;
 	bool live, removed;
-	/* the instance's settings, made meanwhile (instance_settings) */
-	pthread_t setter;
-	bool setting;
 	/* task cache: open addressing on tid */
 	struct tracefseng_task *tasks;
 	size_t ntasks, task_cap;
@@ -329,6 +325,7 @@ static struct tep_handle *load_formats(struct tracefseng *t)
 static int tracefseng_setup_decode(struct tracefseng *t)
 {
 	struct usc_engine *e = &t->base;
+	char *sz;
 
 	t->tep = load_formats(t);
 	if (!t->tep) {
@@ -397,15 +394,6 @@ static int tracefseng_setup_decode(struct tracefseng *t)
 	for (size_t i = 0; i < e->nsites; i++)
 		t->site_of_id[t->ts[i].ev->id] = (int)i;
 
-	return 0;
-}
-
-/* The ring buffer's readers: its sub-buffer's size, a trace_pipe_raw a
- * CPU (opening one waits for the instance's settings). */
-static int tracefseng_open_buffers(struct tracefseng *t)
-{
-	char *sz;
-
 	t->page_size = (size_t)getpagesize();
 	sz = tracefs_instance_file_read(t->inst, "buffer_subbuf_size_kb", NULL);
 	if (sz) {
@@ -460,32 +448,6 @@ static void set_filter(struct tracefseng *t, size_t i)
 		 ret ? "by uscope as its events are read" : "by the kernel: ", ret ? "" : text,
 		 ret == -EINVAL ? " (the kernel refused the filter)" :
 		 ret ? " (the kernel's filters cannot say it)" : "");
-}
-
-/* The instance's own settings. Timestamps use CLOCK_MONOTONIC so every
- * engine reports the same clock. New events are dropped, not old ones
- * overwritten, when the consumer falls behind; the kernel counts them.
- * Setting the clock empties the buffer and waits for a grace period
- * (20-40 ms), resizing it nearly as long, both under the lock the kernel
- * takes to open a buffer or turn recording on, but not the one the pid
- * filter and enabling the events (placing their breakpoints) take: so
- * they are made by a thread while start does those, with recording off
- * (tracing_on) until they are. */
-static void *instance_settings(void *arg)
-{
-	struct tracefseng *t = arg;
-
-	tracefs_instance_file_write(t->inst, "trace_clock", "mono");
-	tracefs_option_disable(t->inst, TRACEFS_OPTION_OVERWRITE);
-	tracefs_instance_set_buffer_size(t->inst, TRACEFSENG_BUFFER_KB, -1);
-	return NULL;
-}
-
-static void settings_join(struct tracefseng *t)
-{
-	if (t->setting)
-		pthread_join(t->setter, NULL);
-	t->setting = false;
 }
 
 static int tracefseng_attach(struct usc_engine *e)
@@ -559,17 +521,13 @@ static int tracefseng_attach(struct usc_engine *e)
 			set_filter(t, i);
 	}
 
-	/* Session settings, all on our own instance: nothing recorded until
-	 * they are made (instance_settings); event-fork acts only once start
-	 * has filled set_event_pid */
-	if (tracefs_trace_off(t->inst) < 0) {
-		log_error("cannot stop the tracefs instance %s recording", t->name);
-		return -EIO;
-	}
-	tracefs_option_enable(t->inst, TRACEFS_OPTION_EVENT_FORK);
-	t->setting = pthread_create(&t->setter, NULL, instance_settings, t) == 0;
-	if (!t->setting)
-		instance_settings(t);
+	/* Session settings, all on our own instance. Timestamps use
+	 * CLOCK_MONOTONIC so every engine reports the same clock. New events
+	 * are dropped, not old ones overwritten, when the consumer falls
+	 * behind; the kernel counts them. */
+	tracefs_instance_file_write(t->inst, "trace_clock", "mono");
+	tracefs_option_disable(t->inst, TRACEFS_OPTION_OVERWRITE);
+	tracefs_instance_set_buffer_size(t->inst, TRACEFSENG_BUFFER_KB, -1);
 	return tracefseng_setup_decode(t);
 }
 
@@ -577,9 +535,9 @@ static int tracefseng_attach(struct usc_engine *e)
 
 static struct tracefseng_task *task_get(struct tracefseng *t, int tid);
 
-/* filter_tasks's: each task born while the filter was made, known by its
- * process now (one that exits before its events are read is still named
- * right) */
+/* tracefs_pids_filter's: each task born while the filter was made, known
+ * by its process now (one that exits before its events are read is still
+ * named right) */
 static void learn_task(int tid, void *ctx)
 {
 	task_get(ctx, tid);
@@ -595,6 +553,7 @@ static int tracefseng_start(struct usc_engine *e, pid_t pid, bool follow_childre
 		 * create (threads and processes) as they are created. */
 		t->pid = pid;
 		t->filter_process = !follow_children;
+		tracefs_option_enable(t->inst, TRACEFS_OPTION_EVENT_FORK);
 		ret = tracefs_pids_filter(t->inst, pid, follow_children &&
 					  e->ctx->target->kind == USC_TARGET_PID, learn_task, t);
 		if (ret) {
@@ -621,14 +580,6 @@ static int tracefseng_start(struct usc_engine *e, pid_t pid, bool follow_childre
 	}
 	if (tracefs_event_enable(t->inst, t->name, NULL)) {
 		kernel_error("to enable the events of", t->name);
-		return -EIO;
-	}
-	settings_join(t);
-	ret = tracefseng_open_buffers(t);
-	if (ret)
-		return ret;
-	if (tracefs_trace_on(t->inst) < 0) {
-		log_error("cannot start the tracefs instance %s recording", t->name);
 		return -EIO;
 	}
 	t->live = true;
@@ -1042,7 +993,6 @@ static void tracefseng_detach(struct usc_engine *e)
 {
 	struct tracefseng *t = tracefseng_of(e);
 
-	settings_join(t);
 	if (t->removed)
 		return;
 	t->removed = true;
