@@ -87,8 +87,14 @@ enum script_op {
 	SOP_USTACK,	/* r[d] = the hit's user stack as an id, imm frames (0: all) */
 	SOP_RAND,	/* r[d] = a pseudo-random 32-bit number */
 	SOP_SCUT,	/* s[d] cut to r[a] bytes (str(s, n)) */
+	SOP_DELTA,	/* a per-thread stop, fused (compile.c's fuse): MAP LOAD
+			 * into r[a] of map x & 0xff (its key as SOP_MAP's b), JZ
+			 * r[a] to imm (imm 0: none), BUILTIN (x >> 8) & 0xff into
+			 * r[(x >> 16) & 0xff], ALU SUB r[d] = that - r[a]:
+			 * nsecs - @s[tid] after /@s[tid]/, one step */
 	SOP_NR
 };
+_Static_assert(SOP_NR <= 32, "the bpf program's mask of the ops a program uses is 32 bits");
 
 #define SCRIPT_KEYBUF 0xff
 #define SCRIPT_KEYNONE 0xfe
@@ -208,9 +214,10 @@ struct script_probe {
  * SCRIPT_REG_PID: the driver puts them there before the first step. */
 #define SCRIPT_PROBE_TID 2u
 #define SCRIPT_PROBE_PID 4u
-/* It is one update of a map (compile.c's one()): vm.h's _one runs it
- * with no machine to set up. */
-#define SCRIPT_PROBE_ONE 8u
+/* It is a few updates of maps (compile.c's few(): at most
+ * SCRIPT_UNITS_MAX): vm.h's _unit runs them with no machine to set up. */
+#define SCRIPT_PROBE_UPDATES 8u
+#define SCRIPT_UNITS_MAX 16
 #define SCRIPT_REG_TID (SCRIPT_NREGS - 1)
 #define SCRIPT_REG_PID (SCRIPT_NREGS - 2)
 

@@ -286,8 +286,10 @@ static void run(struct script_rt *rt, unsigned pi, const struct usc_event *ev, u
 
 	uint32_t pc = 0;
 
-	if (p->flags & SCRIPT_PROBE_ONE) {
-		rt_step_one(insns, p->n, script_maps(rt->b), rt->b->nmaps, &env);
+	if (p->flags & SCRIPT_PROBE_UPDATES) {
+		for (uint32_t i = 0; i < p->n; i = rt_step_unit(insns, p->n, i, script_maps(rt->b),
+								 rt->b->nmaps, &env))
+			;
 		return;
 	}
 	vm->strlen = rt->b->strlen >= 2 && rt->b->strlen <= SCRIPT_STR_CAP ? rt->b->strlen :

@@ -285,34 +285,12 @@ SCRIPT_INLINE void SCRIPT_CAT(SCRIPT_STEP, _update)(const struct script_map *m, 
 	}
 }
 
-/* A probe of one update (compile.c's SCRIPT_PROBE_ONE): its n
- * instructions at in are a value's (LDI, IN or BUILTIN; none for a
- * count) when n is 3, a MAP of a store or an aggregation whose key is
- * none, an input, the thread's or the process's id, and the END. The same
- * as stepping them, with no machine to set up. */
-SCRIPT_INLINE void SCRIPT_CAT(SCRIPT_STEP, _one)(const struct script_insn *in, uint32_t n,
-						 const struct script_map *maps, uint32_t nmaps,
-						 void *env)
+/* The key of a map operation in a probe of updates (SOP_MAP's b when it is
+ * none, an input, the thread's or the process's id). */
+SCRIPT_INLINE uint64_t SCRIPT_CAT(SCRIPT_STEP, _key8)(uint32_t b, void *env)
 {
-	const struct script_insn *mi = &in[n == 3 ? 1 : 0];
-	uint32_t b = mi->b, mop = (uint32_t)mi->imm, mx = mi->x;
-	uint64_t u = 0, k = 0;
-	int64_t x = 0;
-	uint8_t *v;
+	uint64_t k = 0;
 
-	if (n == 3) {
-		if (in->op == SOP_LDI) {
-			x = in->imm;
-		} else if (in->op == SOP_IN) {
-			if (SCRIPT_IN(env, in->x, &u)) {
-				u = 0;
-				SCRIPT_ERR(env, SERR_READ, 0);
-			}
-			x = (int64_t)u;
-		} else {
-			x = (int64_t)SCRIPT_BUILTIN(env, in->x);
-		}
-	}
 	if (b & SCRIPT_KEYIN && b < SCRIPT_KEYNONE) {
 		if (SCRIPT_IN(env, b & 0x7f, &k)) {
 			k = 0;
@@ -323,19 +301,151 @@ SCRIPT_INLINE void SCRIPT_CAT(SCRIPT_STEP, _one)(const struct script_insn *in, u
 	} else if (b == SCRIPT_REG_PID) {
 		k = SCRIPT_BUILTIN(env, SB_PID);
 	}
-	if (mx >= nmaps || mx >= SCRIPT_MAPS_MAX)
-		return;
-	mx = SCRIPT_OFF(mx, SCRIPT_MAPS_MAX - 1);
+	return k;
+}
+
+/* Map mx's value of key k (SCRIPT_MAP8 where the driver has it). */
+SCRIPT_INLINE uint8_t *SCRIPT_CAT(SCRIPT_STEP, _map8)(uint32_t mx, const struct script_map *m,
+						      uint64_t k, uint32_t create, void *env)
+{
+	(void)m;
 #ifdef SCRIPT_MAP8
-	v = (uint8_t *)SCRIPT_MAP8(env, mx, &maps[mx], k, 1);
+	return (uint8_t *)SCRIPT_MAP8(env, mx, m, k, create);
 #else
-	v = (uint8_t *)SCRIPT_MAP(env, mx, &maps[mx], (const uint8_t *)&k, 1);
+	return (uint8_t *)SCRIPT_MAP(env, mx, m, (const uint8_t *)&k, create);
 #endif
+}
+
+/* A probe of updates (compile.c's few(), SCRIPT_PROBE_UPDATES): units of a
+ * value (LDI, IN, BUILTIN, or a DELTA, whose jump is to the probe's END)
+ * and the map operation that takes it, or a map operation of none (count,
+ * delete), every key none, an input, the thread's or the process's id;
+ * then the END. The same as stepping them, with no machine to set up.
+ * The unit at i of the probe's n instructions at in: the next one's
+ * index, or SCRIPT_DONE. */
+SCRIPT_INLINE uint32_t SCRIPT_CAT(SCRIPT_STEP, _unit)(const struct script_insn *in, uint32_t n,
+						      uint32_t i, const struct script_map *maps,
+						      uint32_t nmaps, void *env)
+{
+	const struct script_insn *mi;
+	uint32_t mop, mx;
+	uint64_t u = 0;
+	int64_t x = 0;
+	uint8_t *v;
+
+	if (i + 1 >= n)
+		return SCRIPT_DONE;
+	mi = &in[i];
+	switch (mi->op) {
+	case SOP_MAP:
+		break;
+	case SOP_LDI:
+		x = mi->imm;
+		break;
+	case SOP_IN:
+		if (SCRIPT_IN(env, mi->x, &u)) {
+			u = 0;
+			SCRIPT_ERR(env, SERR_READ, 0);
+		}
+		x = (int64_t)u;
+		break;
+	case SOP_BUILTIN:
+		x = (int64_t)SCRIPT_BUILTIN(env, mi->x);
+		break;
+	case SOP_DELTA: {
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_DELTA)))
+			return SCRIPT_DONE;
+		mx = mi->x & 0xff;
+		if (mx >= nmaps || mx >= SCRIPT_MAPS_MAX)
+			return SCRIPT_DONE;
+		mx = SCRIPT_OFF(mx, SCRIPT_MAPS_MAX - 1);
+		v = SCRIPT_CAT(SCRIPT_STEP, _map8)(mx, &maps[mx],
+						   SCRIPT_CAT(SCRIPT_STEP, _key8)(mi->b, env), 0, env);
+		if (v)
+			SCRIPT_COPY8(&u, v);
+		if (!u && mi->imm)
+			return SCRIPT_DONE;	/* its jump, to the END */
+		x = (int64_t)(SCRIPT_BUILTIN(env, (mi->x >> 8) & 0xff) - u);
+		break;
+	}
+	default:
+		return SCRIPT_DONE;
+	}
+	if (mi->op != SOP_MAP) {
+		mi++;
+		i++;
+		if (i + 1 >= n || mi->op != SOP_MAP)
+			return SCRIPT_DONE;
+	}
+	mop = (uint32_t)mi->imm;
+	mx = mi->x;
+	if (mx >= nmaps || mx >= SCRIPT_MAPS_MAX)
+		return SCRIPT_DONE;
+	mx = SCRIPT_OFF(mx, SCRIPT_MAPS_MAX - 1);
+	u = SCRIPT_CAT(SCRIPT_STEP, _key8)(mi->b, env);
+	if (mop == SMOP_DELETE) {
+#ifdef SCRIPT_MAP8
+		SCRIPT_MAP_DEL8(env, mx, &maps[mx], u);
+#else
+		SCRIPT_MAP_DEL(env, mx, &maps[mx], (const uint8_t *)&u);
+#endif
+		return i + 1;
+	}
+	v = SCRIPT_CAT(SCRIPT_STEP, _map8)(mx, &maps[mx], u, 1, env);
 	if (!v) {
 		SCRIPT_ERR(env, SERR_FULL, mx);
-		return;
+		return i + 1;
 	}
 	SCRIPT_CAT(SCRIPT_STEP, _update)(&maps[mx], mop, v, x);
+	return i + 1;
+}
+
+/* The key of a map operation (SOP_MAP's b: the key buffer, none, an input
+ * read here, or a register) as a pointer to its bytes, and as a value when
+ * it is one integer (*k8). */
+SCRIPT_INLINE const uint8_t *SCRIPT_CAT(SCRIPT_STEP, _key)(struct script_vm *vm, uint32_t b,
+							    uint64_t *k8, void *env)
+{
+	uint64_t u = 0;
+
+	if (b == SCRIPT_KEYBUF)
+		return vm->key;
+	if (b == SCRIPT_KEYNONE) {
+		*k8 = 0;
+		return (const uint8_t *)&vm->zero;
+	}
+	if (b & SCRIPT_KEYIN) {
+		/* the key is an input, read here (IN fused in) */
+		if (SCRIPT_IN(env, b & 0x7f, &u)) {
+			u = 0;
+			SCRIPT_ERR(env, SERR_READ, 0);
+		}
+		vm->key8 = u;
+		*k8 = u;
+		return (const uint8_t *)&vm->key8;
+	}
+	*k8 = (uint64_t)vm->r[SCRIPT_R(b)];
+	return (const uint8_t *)&vm->r[SCRIPT_R(b)];
+}
+
+/* Map idx's value of the key SOP_MAP's b says (0: absent, or full): a
+ * SOP_DELTA's read (SOP_MAP's case keeps its own, as it was: the bpf
+ * verifier walks that one in every program, and this form costs it more) */
+SCRIPT_INLINE uint8_t *SCRIPT_CAT(SCRIPT_STEP, _find)(struct script_vm *vm, uint32_t b, uint32_t idx,
+						      const struct script_map *m, uint32_t create,
+						      void *env)
+{
+	uint64_t k8 = 0;
+	const uint8_t *key = SCRIPT_CAT(SCRIPT_STEP, _key)(vm, b, &k8, env);
+
+	(void)key;
+	(void)k8;
+	(void)m;
+#ifdef SCRIPT_MAP8
+	if (b != SCRIPT_KEYBUF)		/* its value as it is, not through memory */
+		return (uint8_t *)SCRIPT_MAP8(env, idx, m, k8, create);
+#endif
+	return (uint8_t *)SCRIPT_MAP(env, idx, m, key, create);
 }
 
 /* One instruction, at pc: the next one's pc (a jump's target), or
@@ -638,6 +748,34 @@ SCRIPT_INLINE uint32_t SCRIPT_STEP(struct script_vm *vm, const struct script_ins
 		break;
 	}
 #endif
+	case SOP_DELTA:
+		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_DELTA)))
+			return SCRIPT_DONE;
+	{
+		uint32_t mx = in->x & 0xff;
+		int64_t val = 0, t;
+		uint8_t *v;
+
+		if (mx >= nmaps || mx >= SCRIPT_MAPS_MAX)
+			return SCRIPT_DONE;
+		mx = SCRIPT_OFF(mx, SCRIPT_MAPS_MAX - 1);
+		v = SCRIPT_CAT(SCRIPT_STEP, _find)(vm, b, mx, &maps[mx], 0, env);
+		if (v)
+			SCRIPT_COPY8(&val, v);
+		vm->r[SCRIPT_R(a)] = val;
+		if (!val && in->imm) {
+			/* JZ's */
+			if ((uint32_t)in->imm <= pc && ++vm->back > SCRIPT_STEPS) {
+				SCRIPT_ERR(env, SERR_STEPS, 0);
+				return SCRIPT_DONE;
+			}
+			return (uint32_t)in->imm;
+		}
+		t = (int64_t)SCRIPT_BUILTIN(env, (in->x >> 8) & 0xff);
+		vm->r[SCRIPT_R(in->x >> 16)] = t;
+		vm->r[SCRIPT_R(d)] = (int64_t)((uint64_t)t - (uint64_t)val);
+		break;
+	}
 	case SOP_MAP:
 		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_MAP)))
 			return SCRIPT_DONE;

@@ -5,6 +5,7 @@ tests/targets/scriptapp.c's calls with known arguments: the maps equal the
 values the calls give, and bpftrace's."""
 
 import collections
+import os
 
 import pytest
 
@@ -265,6 +266,25 @@ def test_integer_probes(engine):
     assert m["c"] == {str(k): "6" for k in range(5)}
     assert m["v"] == {str(k): str(k + 25) for k in range(5)}
     assert "s" not in m
+
+
+UNITS = f"""
+uprobe:{APP}:work {{ @u[tid] = arg1; @c = count(); @m = max(arg1); }}
+uretprobe:{APP}:work /@u[tid]/ {{ @d = sum(uid - @u[tid]); @r = count(); delete(@u[tid]); }}
+"""
+
+
+def test_few_updates_and_a_stop(engine):
+    """Probes of a few map updates each (run as units, no machine), the
+    return's predicate, read and subtraction one fused step (a latency's
+    stop, nsecs - @s[tid], here uid - @u[tid] for a value to check):
+    work(i % 5, i), i < 30; i = 0 fails the predicate."""
+    out = run(UNITS, [APP, "keys", 30], engine)
+    m = s.parse_maps(out)
+    uid = os.getuid()
+    assert m["c"][""] == "30" and m["m"][""] == "29" and m["r"][""] == "29"
+    assert m["d"][""] == str(sum(uid - i for i in range(1, 30)))
+    assert "u" not in m
 
 
 DWARF = u.target("dwarfapp-O2")

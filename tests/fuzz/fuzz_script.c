@@ -116,8 +116,12 @@ static void run_probes(const struct script_blob *b, uint64_t seed)
 		uint32_t pc = 0;
 
 		for (int round = 0; round < 2; round++) {	/* the maps as the first left them */
-			if (pr->flags & SCRIPT_PROBE_ONE) {
-				fz_step_one(insns, pr->n, script_maps(b), b->nmaps, &e);
+			if (pr->flags & SCRIPT_PROBE_UPDATES) {
+				for (pc = 0, steps = 0; pc < pr->n; steps++) {
+					CHECK(steps <= pr->n);
+					pc = fz_step_unit(insns, pr->n, pc, script_maps(b),
+							  b->nmaps, &e);
+				}
 				continue;
 			}
 			memset(&vm, 0, sizeof(vm));
@@ -163,8 +167,11 @@ static void check_blob(const struct script_blob *b)
 			const struct script_insn *in = &script_insns(b)[pr->first + i];
 
 			CHECK(in->op < SOP_NR);
-			if (in->op == SOP_JMP || in->op == SOP_JZ || in->op == SOP_JNZ)
+			if (in->op == SOP_JMP || in->op == SOP_JZ || in->op == SOP_JNZ ||
+			    in->op == SOP_DELTA)
 				CHECK(in->imm >= 0 && in->imm < pr->n);
+			if (in->op == SOP_DELTA)
+				CHECK((in->x & 0xff) < b->nmaps);
 			if (in->op == SOP_MAP)
 				CHECK(in->x < b->nmaps);
 			if (in->op == SOP_SCONST)

@@ -132,7 +132,7 @@ static void test_compiled_forms(void **state)
 	(void)state;
 	/* one update: run with no machine, on the fast path */
 	s = compile_ok("uprobe:/bin/true:main { @[arg0] = count(); }");
-	assert_true(probe_of(s, 0)->flags & SCRIPT_PROBE_ONE);
+	assert_true(probe_of(s, 0)->flags & SCRIPT_PROBE_UPDATES);
 	assert_true(probe_of(s, 0)->flags & SCRIPT_PROBE_FAST);
 	assert_int_equal(probe_of(s, 0)->n, 2);
 	usc_script_free(s);
@@ -140,17 +140,21 @@ static void test_compiled_forms(void **state)
 	s = compile_ok("uprobe:/bin/true:main { @s[tid] = nsecs; }\n"
 		       "uretprobe:/bin/true:main /@s[tid]/ { @h = hist(nsecs - @s[tid]); "
 		       "delete(@s[tid]); }");
-	assert_true(probe_of(s, 0)->flags & SCRIPT_PROBE_ONE);
-	assert_false(probe_of(s, 1)->flags & SCRIPT_PROBE_ONE);
+	assert_true(probe_of(s, 0)->flags & SCRIPT_PROBE_UPDATES);
+	/* the return's: a few updates too, its predicate, read and
+	 * subtraction one SOP_DELTA (@s[tid] read once), then the hist and the
+	 * delete */
+	assert_true(probe_of(s, 1)->flags & SCRIPT_PROBE_UPDATES);
 	assert_true(probe_of(s, 1)->flags & SCRIPT_PROBE_FAST);
-	/* @s[tid] read once: the predicate's value is kept for the body */
-	assert_int_equal(map_ops(s, 1, 0, SMOP_LOAD), 1);
+	assert_int_equal(probe_of(s, 1)->n, 4);
+	assert_int_equal(script_insns(usc_script_blob(s))[probe_of(s, 1)->first].op, SOP_DELTA);
+	assert_int_equal(map_ops(s, 1, 0, SMOP_LOAD), 0);
 	assert_int_equal(map_ops(s, 1, 0, SMOP_DELETE), 1);
 	usc_script_free(s);
 
 	/* a string, an output: not the fast path */
 	s = compile_ok("uprobe:/bin/true:main { printf(\"%d\\n\", arg0); }");
-	assert_false(probe_of(s, 0)->flags & (SCRIPT_PROBE_FAST | SCRIPT_PROBE_ONE));
+	assert_false(probe_of(s, 0)->flags & (SCRIPT_PROBE_FAST | SCRIPT_PROBE_UPDATES));
 	usc_script_free(s);
 
 	/* a store between two reads: read again */
@@ -349,7 +353,7 @@ static void test_one_update_and_the_machine_agree(void **state)
 	char *a, *b;
 
 	(void)state;
-	/* the first is one update (SCRIPT_PROBE_ONE), the second the same with a
+	/* the first is one update (SCRIPT_PROBE_UPDATES), the second the same with a
 	 * variable, run by the machine */
 	a = run_events("uprobe:/bin/true:main { @c[arg0] = count(); }\n"
 		       "uprobe:/bin/true:main { @s[arg0] = sum(arg1); }\n"
@@ -363,6 +367,38 @@ static void test_one_update_and_the_machine_agree(void **state)
 	assert_non_null(strstr(a, "@c[0]: 10\n"));
 	assert_non_null(strstr(a, "@s[4]: 265\n"));	/* 4 + 9 + ... + 49 */
 	assert_non_null(strstr(a, "@t[43]: 48\n@t[44]: 49\n"));
+	free(a);
+	free(b);
+}
+
+static void test_units_and_the_machine_agree(void **state)
+{
+	char *a, *b;
+
+	(void)state;
+	/* a few updates a probe (SCRIPT_PROBE_UPDATES), a latency's stop fused
+	 * into one SOP_DELTA: the same maps as the machine makes of the same
+	 * program where $v keeps them from being units or fused. arg1 is i,
+	 * nsecs 1000 + i: hit 0's start is 0, which the predicate skips */
+	a = run_events("uprobe:/bin/true:main { @s[tid] = arg1; }\n"
+		       "uprobe:/bin/true:main /@s[tid]/ { @l[tid] = sum(nsecs - @s[tid]); "
+		       "delete(@s[tid]); }\n"
+		       "uprobe:/bin/true:main { @c[arg0] = count(); @m = max(arg1); "
+		       "@t[tid] = nsecs; }\n"
+		       "uprobe:/bin/true:main { @d = sum(nsecs - @t[tid]); }", 50);
+	b = run_events("uprobe:/bin/true:main { $v = 1; @s[tid] = arg1; }\n"
+		       "uprobe:/bin/true:main /@s[tid]/ { $v = 1; @l[tid] = sum(nsecs - @s[tid]); "
+		       "delete(@s[tid]); }\n"
+		       "uprobe:/bin/true:main { $v = 1; @c[arg0] = count(); @m = max(arg1); "
+		       "@t[tid] = nsecs; }\n"
+		       "uprobe:/bin/true:main { $v = 1; @d = sum(nsecs - @t[tid]); }", 50);
+	assert_string_equal(a, b);
+	/* tid 43: i = 2, 4, ... 48 (24 hits), tid 44: i = 1, 3, ... 49 (25) */
+	assert_non_null(strstr(a, "@l[43]: 24000\n@l[44]: 25000\n"));
+	assert_non_null(strstr(a, "@c[0]: 10\n"));
+	assert_non_null(strstr(a, "@m: 49\n"));
+	assert_non_null(strstr(a, "@d: 0\n"));
+	assert_null(strstr(a, "@s["));
 	free(a);
 	free(b);
 }
@@ -449,6 +485,7 @@ int main(void)
 		cmocka_unit_test(test_runtime_errors_said_once),
 		cmocka_unit_test(test_json),
 		cmocka_unit_test(test_one_update_and_the_machine_agree),
+		cmocka_unit_test(test_units_and_the_machine_agree),
 		cmocka_unit_test(test_tables),
 	};
 

@@ -566,14 +566,9 @@ int usc_script(struct pt_regs *regs)
 		bpf_loop(site->nargs < BPFENG_MAX_ARGS ? site->nargs : BPFENG_MAX_ARGS, eval_arg,
 			 &x, 0);
 	}
-	if ((p->flags & SCRIPT_PROBE_ONE) && (p->n == 2 || p->n == 3) &&
-	    x.first + 3 <= ninsns) {
-		__u32 at = x.first;
-
-		asm volatile("%0 &= 0xfff" : "+r"(at));	/* and two more: within */
-		bs_step_one(&x.insns->i[at], p->n, x.maps->m, nmaps, &x);
-		return 0;
-	}
+	/* a probe of a few updates (SCRIPT_PROBE_UPDATES) runs on the machine
+	 * here: a units path (vm.h's _unit, a bpf_loop turn each) beside it
+	 * made the verifier's walk, the load, tens of ms longer */
 	ts->vm.strlen = str_len;
 	ts->vm.back = 0;
 	ts->vm.r[SCRIPT_REG_TID] = (__u32)bpf_get_current_pid_tgid();

@@ -8,8 +8,6 @@
  * a session that was SIGKILLed has them removed by its janitor as it dies.
  * Should the janitor be gone too, the next session removes them
  * (tracefseng_clean_stale), after checking that their owner is gone. */
-#include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -27,6 +25,7 @@
 #include "core/proc.h"
 #include "engine/engine.h"
 #include "engine/tracefs/tracefs_lower.h"
+#include "engine/tracefs/tracefs_pids.h"
 
 #define TRACEFSENG_PREFIX "uscope_"
 #define TRACEFSENG_BUFFER_KB 4096	/* per CPU */
@@ -536,49 +535,12 @@ static int tracefseng_attach(struct usc_engine *e)
 
 static struct tracefseng_task *task_get(struct tracefseng *t, int tid);
 
-/* Every task of process pid in the filter; learn: each known by its
- * process now (one that exits before its events are read is still named
- * right). */
-static int write_task_pids(struct tracefseng *t, pid_t pid, bool append, bool learn)
+/* tracefs_pids_filter's: each task born while the filter was made, known
+ * by its process now (one that exits before its events are read is still
+ * named right) */
+static void learn_task(int tid, void *ctx)
 {
-	char dir[64], buf[64];
-	DIR *d;
-	struct dirent *de;
-	int ret = 0;
-
-	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
-	d = opendir(dir);
-	if (!d)
-		return -ESRCH;
-	while ((de = readdir(d))) {
-		if (!isdigit((unsigned char)de->d_name[0]))
-			continue;
-		snprintf(buf, sizeof(buf), "%.32s ", de->d_name);
-		if (!append) {
-			ret = tracefs_instance_file_write(t->inst, "set_event_pid", buf) < 0;
-			append = true;
-		} else {
-			ret = tracefs_instance_file_append(t->inst, "set_event_pid", buf) < 0;
-		}
-		if (ret)
-			break;
-		if (learn)
-			task_get(t, atoi(de->d_name));
-	}
-	closedir(d);
-	return ret ? -EIO : 0;
-}
-
-/* -p: a process that descends from the target already, in the filter as
- * the processes they fork from now on are (event-fork). */
-static int add_descendant(pid_t pid, void *ctx)
-{
-	struct tracefseng *t = ctx;
-	int ret = write_task_pids(t, pid, true, false);
-
-	if (!ret)	/* threads born meanwhile; each known by its process */
-		ret = write_task_pids(t, pid, true, true);
-	return ret == -ESRCH ? 0 : ret;		/* (gone meanwhile) */
+	task_get(ctx, tid);
 }
 
 static int tracefseng_start(struct usc_engine *e, pid_t pid, bool follow_children)
@@ -592,21 +554,11 @@ static int tracefseng_start(struct usc_engine *e, pid_t pid, bool follow_childre
 		t->pid = pid;
 		t->filter_process = !follow_children;
 		tracefs_option_enable(t->inst, TRACEFS_OPTION_EVENT_FORK);
-		ret = write_task_pids(t, pid, false, false);
-		if (!ret)
-			ret = write_task_pids(t, pid, true, false);	/* threads born meanwhile */
+		ret = tracefs_pids_filter(t->inst, pid, follow_children &&
+					  e->ctx->target->kind == USC_TARGET_PID, learn_task, t);
 		if (ret) {
 			log_error("cannot filter on process %d: %s", (int)pid,
 				  ret == -ESRCH ? "it has exited" : "set_event_pid failed");
-			return ret;
-		}
-		/* its descendants now, event-fork on before: what they fork
-		 * from now on, the kernel adds */
-		if (follow_children && e->ctx->target->kind == USC_TARGET_PID)
-			ret = proc_descendants_each(pid, add_descendant, t);
-		if (ret) {
-			log_error("cannot filter on the processes of %d: set_event_pid failed",
-				  (int)pid);
 			return ret;
 		}
 	}

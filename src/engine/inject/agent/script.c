@@ -13,10 +13,15 @@
 uint32_t agent_script_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
 	__attribute__((no_caller_saved_registers));
 
+/* Out of line, each saving the registers it uses (OOL): what a hit rarely
+ * needs stays out of the fast path's code, which then saves few registers
+ * and spills few values (a fast path, no_caller_saved_registers, saves
+ * every register its code uses anywhere). */
+#define OOL static __attribute__((noinline, no_caller_saved_registers))
+
 struct senv {
 	struct inj_ctl *c;
 	uint64_t a, b;		/* agent_script_fast: inputs 0 and 1 */
-	uint32_t fast;
 	struct inj_slot *s;
 	uint64_t slot;
 	uint64_t *counts;
@@ -74,7 +79,27 @@ static long s_read_str(const struct senv *e, char *dst, uint64_t addr, uint32_t 
 	return got < cap ? got : cap - 1;
 }
 
-ALWAYS int s_in(struct senv *e, uint32_t k, uint64_t *u)
+/* Input k of the fast path: its registers as they are (a, b), cut to the
+ * argument's size. */
+ALWAYS int s_in_fast(struct senv *e, uint32_t k, uint64_t *u)
+{
+	const struct inj_site *site = e->site;
+	uint64_t x = k ? e->b : e->a;
+	uint32_t size = site->arg_size[k & 1];
+
+	if (k >= site->nargs || k >= 2)
+		return 1;
+	/* agg_value_of, kept inline */
+	if (size && size < 8) {
+		x &= (1ULL << (8 * size)) - 1;
+		if (site->arg_sign[k & 1] && (x >> (8 * size - 1)))
+			x |= ~0ULL << (8 * size);
+	}
+	*u = x;
+	return 0;
+}
+
+static int s_in(struct senv *e, uint32_t k, uint64_t *u)
 {
 	const struct inj_site *site = e->site;
 	struct inj_val v;
@@ -82,19 +107,6 @@ ALWAYS int s_in(struct senv *e, uint32_t k, uint64_t *u)
 
 	if (k >= site->nargs || k >= INJ_MAX_ARGS)
 		return 1;
-	if (e->fast) {
-		uint64_t x = k ? e->b : e->a;
-		uint32_t size = site->arg_size[k & 1];
-
-		/* agg_value_of, kept inline */
-		if (size && size < 8) {
-			x &= (1ULL << (8 * size)) - 1;
-			if (site->arg_sign[k & 1] && (x >> (8 * size - 1)))
-				x |= ~0ULL << (8 * size);
-		}
-		*u = x;
-		return 0;
-	}
 	if (site->reg_only[k] < USC_REG_NR) {
 		v.val = e->regs[site->reg_only[k]];
 	} else {
@@ -132,10 +144,23 @@ ALWAYS uint64_t s_nsecs(const struct inj_script *sc)
 	return sc->ns0 + (uint64_t)(((unsigned __int128)(t - sc->tsc0) * sc->mult) >> 32);
 }
 
-ALWAYS uint64_t s_builtin(struct senv *e, uint32_t which)
+/* The builtins that call out (a system call, the CPU's number). */
+OOL uint64_t s_builtin_ool(struct senv *e, uint32_t which)
 {
 	uint32_t cpu;
 
+	switch (which) {
+	case SB_CPU:
+		(void)stamp(e->c, &cpu);
+		return cpu;
+	case SB_UID: return (uint64_t)sys6(102 /* getuid */, 0, 0, 0, 0, 0, 0);
+	case SB_GID: return (uint64_t)sys6(104 /* getgid */, 0, 0, 0, 0, 0, 0);
+	default: return 0;
+	}
+}
+
+ALWAYS uint64_t s_builtin(struct senv *e, uint32_t which)
+{
 	switch (which) {
 	case SB_PID: return e->tgid;
 	case SB_TID: return e->s->tid;
@@ -145,14 +170,9 @@ ALWAYS uint64_t s_builtin(struct senv *e, uint32_t which)
 
 		return t > e->sc->start_ns ? t - e->sc->start_ns : 0;
 	}
-	case SB_CPU:
-		(void)stamp(e->c, &cpu);
-		return cpu;
-	case SB_UID: return (uint64_t)sys6(102 /* getuid */, 0, 0, 0, 0, 0, 0);
-	case SB_GID: return (uint64_t)sys6(104 /* getgid */, 0, 0, 0, 0, 0, 0);
 	case SB_SITE: return e->site->script_site;
 	case SB_LIVE: return 1;
-	default: return 0;
+	default: return s_builtin_ool(e, which);
 	}
 }
 
@@ -195,38 +215,60 @@ ALWAYS struct inj_pt *s_pt(struct senv *e, uint32_t idx, uint64_t k)
 	return p;
 }
 
-ALWAYS void *s_map8(struct senv *e, uint32_t idx, uint64_t k, int create)
+/* A row not in the thread's cache: the table's, then cached. */
+OOL void *map8_find(struct senv *e, uint32_t idx, uint64_t k, int create, struct kc *kc,
+		    uint64_t epoch)
 {
 	struct stab *t = (struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
-	struct inj_pt *p;
-	struct kc *kc;
-	uint64_t epoch;
-	uint8_t *v;
+	uint8_t *v = stab_get(t, (const uint8_t *)&k, create, (uint32_t)e->slot);
 
-	if (t->keylen != 8)
-		return stab_get(t, (const uint8_t *)&k, create, (uint32_t)e->slot);
-	if ((p = s_pt(e, idx, k))) {
-		if (!p->present) {
-			if (!create)
-				return 0;
-			stab_zero(p + 1, ((t->vallen ? t->vallen : t->aggsize - 8) + 7) & ~7ULL);
-			__atomic_store_n(&p->present, 1, __ATOMIC_RELEASE);
-		}
-		return p + 1;
-	}
-	kc = (struct kc *)((char *)e->c + e->sc->vm_off + e->slot * INJ_SCRIPT_VM +
-			   sizeof(struct script_vm)) + ((k ^ (k >> 17) ^ idx * 0x9e37u) & (KC_N - 1));
-	epoch = __atomic_load_n(&t->epoch, __ATOMIC_ACQUIRE);
-	if (kc->key == k && kc->map == idx + 1 && kc->epoch == epoch)
-		return kc->val;
-	v = stab_get(t, (const uint8_t *)&k, create, (uint32_t)e->slot);
-	if (v) {
+	if (v && kc) {
 		kc->key = k;
 		kc->map = idx + 1;
 		kc->val = v;
 		kc->epoch = epoch;
 	}
 	return v;
+}
+
+/* A per-thread map's value, made (zero) for a thread that had none. */
+OOL void *pt_make(struct senv *e, uint32_t idx, struct inj_pt *p)
+{
+	struct stab *t = (struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
+
+	stab_zero(p + 1, ((t->vallen ? t->vallen : t->aggsize - 8) + 7) & ~7ULL);
+	__atomic_store_n(&p->present, 1, __ATOMIC_RELEASE);
+	return p + 1;
+}
+
+ALWAYS void *s_map8(struct senv *e, uint32_t idx, uint64_t k, int create)
+{
+	const struct inj_script *sc = e->sc;
+	struct stab *t = (struct stab *)((char *)e->c + sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
+	struct inj_pt *p;
+	struct kc *kc;
+	uint64_t epoch;
+
+	if (t->keylen != 8)
+		return map8_find(e, idx, k, create, 0, 0);
+	if ((p = s_pt(e, idx, k))) {
+		if (__builtin_expect(p->present, 1))
+			return p + 1;
+		if (!create)
+			return 0;
+		if (t->vallen == 8) {	/* one word (@s[tid] = nsecs) */
+			*(uint64_t *)(p + 1) = 0;
+			__atomic_store_n(&p->present, 1, __ATOMIC_RELEASE);
+			return p + 1;
+		}
+		return pt_make(e, idx, p);
+	}
+	kc = (struct kc *)((char *)e->c + sc->vm_off + e->slot * INJ_SCRIPT_VM +
+			   sizeof(struct script_vm)) + ((k ^ (k >> 17) ^ idx * 0x9e37u) & (KC_N - 1));
+	epoch = __atomic_load_n(&t->epoch, __ATOMIC_ACQUIRE);
+	if (kc->key == k && kc->map == idx + 1 && kc->epoch == epoch)
+		return kc->val;
+	return map8_find(e, idx, k, create, kc, epoch);
 }
 
 ALWAYS void *s_map(struct senv *e, uint32_t idx, const uint8_t *key, int create)
@@ -265,7 +307,7 @@ ALWAYS void s_del(struct senv *e, uint32_t idx, const uint8_t *key)
 	s_del8(e, idx, k);
 }
 
-static void s_err(struct senv *e, uint32_t err, uint32_t idx)
+OOL void s_err(struct senv *e, uint32_t err, uint32_t idx)
 {
 	if (err == SERR_FULL)
 		__sync_fetch_and_add(&e->sc->full[idx & (SCRIPT_MAPS_MAX - 1)], 1);
@@ -308,7 +350,7 @@ static uint32_t s_rand(struct senv *e)
 #define SCRIPT_STEP script_step_fast
 #define SCRIPT_FAST_ONLY
 #define SCRIPT_INLINE ALWAYS
-#define SCRIPT_IN(env, k, u) s_in((struct senv *)(env), k, u)
+#define SCRIPT_IN(env, k, u) s_in_fast((struct senv *)(env), k, u)
 #define SCRIPT_IN_STR(env, k, dst, cap) s_in_str((struct senv *)(env), k, dst, cap)
 #define SCRIPT_BUILTIN(env, w) s_builtin((struct senv *)(env), w)
 #define SCRIPT_COMM(env, dst) s_comm((struct senv *)(env), dst)
@@ -345,8 +387,9 @@ ALWAYS void NAME(struct senv *env, const struct inj_script *sc)			\
 	if (env->site->script - 1 >= sc->nprobes || !p->n)			\
 		return;								\
 	insns = (const struct script_insn *)(c + sc->insns_at) + p->first;	\
-	if (p->flags & SCRIPT_PROBE_ONE) {					\
-		STEP##_one(insns, p->n, maps, nmaps, env);			\
+	if (p->flags & SCRIPT_PROBE_UPDATES) {					\
+		for (uint32_t i = 0; i < p->n; i = STEP##_unit(insns, p->n, i, maps, nmaps, env)) \
+			;							\
 		return;								\
 	}									\
 	vm = (struct script_vm *)(c + sc->vm_off + env->slot * INJ_SCRIPT_VM);	\
@@ -378,6 +421,28 @@ void agent_script(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint64_t
 	run(&env, sc);
 }
 
+/* agent_script_fast's probe when it is not one update: the machine, out
+ * of line (agent_script_fast has saved every register already: a plain
+ * call saves nothing more). */
+static __attribute__((noinline)) void
+fast_machine(const struct inj_site *site, struct inj_slot *s, uint64_t slot, uint64_t a,
+	     uint64_t b, uint32_t tgid)
+{
+	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
+	struct inj_script *sc = (struct inj_script *)((char *)c + c->script_off);
+	struct senv env;
+
+	env.c = c;
+	env.a = a;
+	env.b = b;
+	env.s = s;
+	env.slot = slot;
+	env.site = site;
+	env.tgid = tgid;
+	env.sc = sc;
+	run_fast(&env, sc);
+}
+
 /* A site whose probe needs no call out (SCRIPT_PROBE_FAST) and reads its
  * inputs from registers as they are (a and b), called by its trampoline
  * before (or instead of) agent_hit, as agent_fast is: it keeps every
@@ -387,9 +452,10 @@ uint32_t agent_script_fast(const struct inj_site *site, uint64_t a, uint64_t b)
 {
 	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
 	struct inj_slot *slots = (struct inj_slot *)site->fast.slots, *s;
+	const struct script_probe *p;
 	struct inj_script *sc;
-	struct senv env;
-	uint64_t slot, *counts;
+	uint64_t slot;
+	uint32_t tgid;
 
 	s = fast_slot(site, c);
 	if (!s || !c->script_off)
@@ -397,13 +463,32 @@ uint32_t agent_script_fast(const struct inj_site *site, uint64_t a, uint64_t b)
 	s->nest = 1;
 	__asm__ volatile("" ::: "memory");
 	slot = (uint64_t)(s - slots);
-	counts = (uint64_t *)(site->fast.counts + slot * site->fast.count_stride);
+	tgid = *(volatile uint32_t *)site->fast.self;
 	sc = (struct inj_script *)((char *)c + c->script_off);
-	env = (struct senv){.c = c, .a = a, .b = b, .fast = 1, .s = s, .slot = slot,
-			    .counts = counts, .site = site, .tgid = *(volatile uint32_t *)site->fast.self,
-			    .sc = sc};
-	run_fast(&env, sc);
-	counts[0]++;
+	p = (const struct script_probe *)((const char *)c + sc->probes_at) + (site->script - 1);
+	if (site->script - 1 < sc->nprobes && (p->flags & SCRIPT_PROBE_UPDATES)) {
+		const struct script_insn *in = (const struct script_insn *)((const char *)c +
+									    sc->insns_at) + p->first;
+		const struct script_map *maps = (const struct script_map *)((const char *)c +
+									   sc->maps_at);
+		struct senv env;
+
+		env.c = c;
+		env.a = a;
+		env.b = b;
+		env.s = s;
+		env.slot = slot;
+		env.site = site;
+		env.tgid = tgid;
+		env.sc = sc;
+
+		for (uint32_t i = 0; i < p->n;
+		     i = script_step_fast_unit(in, p->n, i, maps, sc->nmaps, &env))
+			;
+	} else {
+		fast_machine(site, s, slot, a, b, tgid);
+	}
+	((uint64_t *)(site->fast.counts + slot * site->fast.count_stride))[0]++;
 	__asm__ volatile("" ::: "memory");
 	s->nest = 0;
 	return 0;
