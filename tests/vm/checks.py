@@ -8,7 +8,7 @@ library: the guest's root has python3.11 and little else.
     python3 tests/vm/checks.py [--engines inject,tracefs,bpf,auto] [--only NAME,...]
 
 Each check is one example of the tour (trace, count by key, latency, flow,
-$ustack, record/report, py:, Go, -p, system-wide) run through the real CLI
+$ustack, record/report, py:, Go, -p, system-wide, script) run through the real CLI
 with -e ENGINE, its output asserted exactly where the target makes it exact.
 One line a check:
 
@@ -245,9 +245,21 @@ def c_system(e):
              "two runs' calls: alpha 6, beta 4, 16 in all")
 
 
+def c_script(e):
+    """uscope script (bpftrace's language): its own program per engine, in
+    the kernel on bpf (an object of its own, loaded by this kernel)."""
+    app = T / "scriptapp"
+    out, err, ctx = run(["script", "-e", e, "-q", "-x",
+                         f"uprobe:{app}:work /arg1 >= 4/ {{ @[arg0] = sum(arg1); }} "
+                         f"uretprobe:{app}:work {{ @r = count(); }}", "--", str(app), "keys", "10"])
+    got = [l for l in out.splitlines() if l.startswith("@")]
+    want(sorted(got) == ["@[0]: 5", "@[1]: 6", "@[2]: 7", "@[3]: 8", "@[4]: 13", "@r: 10"],
+         ctx, "@[0..4] summed, 10 returns")
+
+
 CHECKS = {"trace": c_trace, "count": c_count, "latency": c_latency, "flow": c_flow,
           "ustack": c_ustack, "record": c_record, "python": c_python, "go": c_go,
-          "pid": c_pid, "system": c_system}
+          "pid": c_pid, "system": c_system, "script": c_script}
 ENGINES = ["inject", "tracefs", "bpf", "auto"]
 
 
