@@ -309,9 +309,12 @@ def test_record_summary_is_short_without_v(tmp_path):
     cp = run_uscope(["record", "-o", tmp_path / "r.usc", "-e", "inject", "libc:str*", "--",
                      DWARFAPP, "1"])
     assert cp.returncode == 0, cp.stderr
-    lines = u.error_lines(cp.stderr)
+    # the summary's lines (a warning, as an IFUNC's or a site left exposed to
+    # another tool, is said whatever the summary's length)
+    every = u.error_lines(cp.stderr)
+    lines = [l for l in every if not l.startswith("uscope: warning:")]
     assert len(lines) <= 6, f"{len(lines)} lines:\n" + "\n".join(lines[:20])
-    assert sum("IFUNC" in l for l in lines) == 1, lines   # not again for the returns
+    assert sum("IFUNC" in l for l in every) == 1, every   # not again for the returns
     s = u.parse_summary(cp.stderr)
     assert s.per_event == {"strtoimax": (1, 0), "strtoimax__return": (1, 0)}, cp.stderr
     # -v: every probe label, hit or not

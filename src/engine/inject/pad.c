@@ -249,13 +249,16 @@ static void say_exposed(struct inj *j, const struct inj_image *img, pid_t pid,
 						n ? ", " : "", j->base.sites[s]->label);
 		n++;
 	}
-	if (n)
-		log_warn("%zu site%s (%s) stay%s exposed in process %d to another tool's uprobe "
-			 "put on %s later (bpftrace, perf): a hit there in the 0.2 s before uscope "
-			 "takes its patch out would break the process (the first instruction is "
-			 "shorter than the jump and changes what the probe reads; no memory could be "
-			 "mapped where the jump could land safely)", n, n == 1 ? "" : "s", names,
-			 n == 1 ? "s" : "", (int)pid, n == 1 ? "it" : "them");
+	if (n) {
+		log_warn("%zu site%s (%s) stay%s exposed in process %d to a uprobe another tool "
+			 "(bpftrace, perf) puts on %s later: a hit in the 0.2 s before uscope takes "
+			 "its patch out would break the process (doc/engines.md, \"Beside other "
+			 "tracers\")", n, n == 1 ? "" : "s", names, n == 1 ? "s" : "", (int)pid,
+			 n == 1 ? "it" : "them");
+		log_info("(their first instruction is shorter than the jump and changes what the "
+			 "probe reads, and no memory could be mapped where the jump could land "
+			 "safely)");
+	}
 }
 
 int inj_pads(struct inj *j, struct inj_image *img, struct remote *rem)
