@@ -421,6 +421,21 @@ void agent_script(struct inj_ctl *c, struct inj_slot *s, uint64_t slot, uint64_t
 	run(&env, sc);
 }
 
+/* A fast path's environment: field by field, not a compound literal (which
+ * would clear the whole struct at every hit). */
+ALWAYS void fast_env(struct senv *env, const struct inj_site *site, struct inj_slot *s,
+		     uint64_t slot, uint64_t a, uint64_t b, uint32_t tgid)
+{
+	env->c = (struct inj_ctl *)site->ctl;
+	env->a = a;
+	env->b = b;
+	env->s = s;
+	env->slot = slot;
+	env->site = site;
+	env->tgid = tgid;
+	env->sc = (struct inj_script *)((char *)env->c + env->c->script_off);
+}
+
 /* agent_script_fast's probe when it is not one update: the machine, out
  * of line (agent_script_fast has saved every register already: a plain
  * call saves nothing more). */
@@ -428,19 +443,10 @@ static __attribute__((noinline)) void
 fast_machine(const struct inj_site *site, struct inj_slot *s, uint64_t slot, uint64_t a,
 	     uint64_t b, uint32_t tgid)
 {
-	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
-	struct inj_script *sc = (struct inj_script *)((char *)c + c->script_off);
 	struct senv env;
 
-	env.c = c;
-	env.a = a;
-	env.b = b;
-	env.s = s;
-	env.slot = slot;
-	env.site = site;
-	env.tgid = tgid;
-	env.sc = sc;
-	run_fast(&env, sc);
+	fast_env(&env, site, s, slot, a, b, tgid);
+	run_fast(&env, env.sc);
 }
 
 /* A site whose probe needs no call out (SCRIPT_PROBE_FAST) and reads its
@@ -473,14 +479,7 @@ uint32_t agent_script_fast(const struct inj_site *site, uint64_t a, uint64_t b)
 									   sc->maps_at);
 		struct senv env;
 
-		env.c = c;
-		env.a = a;
-		env.b = b;
-		env.s = s;
-		env.slot = slot;
-		env.site = site;
-		env.tgid = tgid;
-		env.sc = sc;
+		fast_env(&env, site, s, slot, a, b, tgid);
 
 		for (uint32_t i = 0; i < p->n;
 		     i = script_step_fast_unit(in, p->n, i, maps, sc->nmaps, &env))
