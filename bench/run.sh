@@ -41,6 +41,7 @@ mkdir -p $B
 cc -O2 -g -pthread -o $B/target bench/target.c
 python3 bench/gen_funcs.py 1000 > $B/funcs.c
 cc -O2 -o $B/funcs $B/funcs.c
+cc -O2 -o $B/clock bench/clock.c	# the clock's cost: the floor under a latency
 T=$(realpath $B/target)
 US=./uscope
 TFS=/sys/kernel/tracing
@@ -294,7 +295,7 @@ python3 bench/ready.py $US $B/funcs ${READY_RUNS:-7} f_0007
 
 # Aggregations where the probe runs: count by key, hist, latency; every run's
 # rows checked against what the calls give, and against bpftrace's.
-python3 bench/agg.py $US $T "${N_AGG:-10000000}" "$N_PROBED" "$REPS"
+BENCH_CLOCK=$B/clock python3 bench/agg.py $US $T "${N_AGG:-10000000}" "$N_PROBED" "$REPS"
 
 # uscope script, bpftrace's language, beside bpftrace running the same program
 # text: count and latency on every engine, every run's maps checked; the start

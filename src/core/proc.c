@@ -59,6 +59,10 @@ static void field(struct proc_status *st, const char *key, const char *v)
 		st->shstk = strstr(v, "shstk") != NULL;
 	} else if (!strcmp(key, "CapEff")) {
 		st->cap_eff = strtoull(v, NULL, 16);
+	} else if (!strcmp(key, "Uid")) {
+		st->uid = (uint32_t)strtoul(v, NULL, 10);
+	} else if (!strcmp(key, "Gid")) {
+		st->gid = (uint32_t)strtoul(v, NULL, 10);
 	}
 }
 

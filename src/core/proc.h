@@ -1,7 +1,7 @@
 /* /proc/PID/status, read in one place: the fields uscope asks of a task.
  * Tracers, engines and the session each needed a line or two of it (its
  * thread group, parent, tracer, namespace ids, seccomp mode, shadow stack,
- * capabilities); they all read it through proc_status_read. */
+ * capabilities, user and group); they all read it through proc_status_read. */
 #ifndef USC_CORE_PROC_H
 #define USC_CORE_PROC_H
 
@@ -22,6 +22,7 @@ struct proc_status {
 	int seccomp;		/* Seccomp: mode (0: none) */
 	bool shstk;		/* x86_Thread_features: has shstk */
 	unsigned long long cap_eff;	/* CapEff: */
+	uint32_t uid, gid;	/* Uid:, Gid: their first fields (the real ids) */
 };
 
 /* Task pid's status (pid 0: ours). 0, -ESRCH (no such task), -errno. Not

@@ -218,6 +218,23 @@ struct script_probe {
  * SCRIPT_UNITS_MAX): vm.h's _unit runs them with no machine to set up. */
 #define SCRIPT_PROBE_UPDATES 8u
 #define SCRIPT_UNITS_MAX 16
+
+/* One unit of a probe of updates, decoded (vm.h's script_unit_decode):
+ * a value, then the map operation that takes it. A driver that runs the
+ * same probe at every hit decodes its units once (the inject agent's
+ * agent_script_units); vm.h's _unit decodes and runs one. */
+struct script_unit {
+	uint8_t vop;		/* SOP_LDI, SOP_IN, SOP_BUILTIN, SOP_DELTA; 0: none */
+	uint8_t vx;		/* IN: the input; BUILTIN, DELTA: the builtin */
+	uint8_t dmap;		/* DELTA: the map it reads */
+	uint8_t dkey;		/* DELTA: its key (as SOP_MAP's b) */
+	uint8_t dstop;		/* DELTA: a value of 0 ends the probe */
+	uint8_t map;		/* the map operation's map, */
+	uint8_t mop;		/* its enum script_mop, */
+	uint8_t key;		/* its key (SOP_MAP's b: none, an input, tid, pid) */
+	int64_t imm;		/* LDI's value */
+};
+_Static_assert(sizeof(struct script_unit) == 16, "script_unit must stay 16 bytes");
 #define SCRIPT_REG_TID (SCRIPT_NREGS - 1)
 #define SCRIPT_REG_PID (SCRIPT_NREGS - 2)
 

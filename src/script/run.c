@@ -16,6 +16,7 @@
 
 #include "agg/agg_shared.h"
 #include "core/log.h"
+#include "core/proc.h"
 #include "resolve/resolve.h"
 #include "script/print.h"
 #include "script/run.h"
@@ -61,24 +62,16 @@ static uint64_t mono_ns(void)
 
 static void ids_of(struct script_rt *rt, pid_t pid)
 {
-	char path[64], line[256];
-	FILE *f;
+	struct proc_status st;
 
 	if (pid == rt->ids_pid)
 		return;
 	rt->ids_pid = pid;
 	rt->uid = rt->gid = 0;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, "Uid:", 4))
-			rt->uid = (uint32_t)strtoul(line + 4, NULL, 10);
-		else if (!strncmp(line, "Gid:", 4))
-			rt->gid = (uint32_t)strtoul(line + 4, NULL, 10);
+	if (proc_status_read(pid, &st) == 0) {
+		rt->uid = st.uid;
+		rt->gid = st.gid;
 	}
-	fclose(f);
 }
 
 static uint64_t env_builtin(struct rt_env *e, uint32_t which)

@@ -158,6 +158,61 @@ static inline __attribute__((always_inline)) int64_t script_ext(int64_t v, uint3
 	return (int64_t)u;
 }
 
+/* The unit of a probe of updates (compile.c's few(), SCRIPT_PROBE_UPDATES)
+ * at i of the probe's n instructions at in, decoded into *u: a value (LDI,
+ * IN, BUILTIN, or a DELTA, whose jump is to the probe's END) and the map
+ * operation that takes it, or a map operation of none (count, delete),
+ * every key none, an input, the thread's or the process's id; then the
+ * END. The next unit's index, or SCRIPT_DONE (the END, or what no unit
+ * is: the probe stops there). */
+static inline __attribute__((always_inline)) uint32_t
+script_unit_decode(const struct script_insn *in, uint32_t n, uint32_t i, uint32_t nmaps,
+		   struct script_unit *u)
+{
+	const struct script_insn *mi;
+
+	if (i + 1 >= n)
+		return SCRIPT_DONE;
+	mi = &in[i];
+	u->vop = mi->op;
+	u->vx = (uint8_t)mi->x;
+	u->dmap = u->dkey = u->dstop = 0;
+	u->imm = 0;
+	switch (mi->op) {
+	case SOP_MAP:
+		u->vop = 0;
+		break;
+	case SOP_LDI:
+		u->imm = mi->imm;
+		break;
+	case SOP_IN:
+	case SOP_BUILTIN:
+		break;
+	case SOP_DELTA:
+		u->dmap = (uint8_t)(mi->x & 0xff);
+		u->vx = (uint8_t)((mi->x >> 8) & 0xff);
+		u->dkey = mi->b;
+		u->dstop = mi->imm != 0;
+		if (u->dmap >= nmaps || u->dmap >= SCRIPT_MAPS_MAX)
+			return SCRIPT_DONE;
+		break;
+	default:
+		return SCRIPT_DONE;
+	}
+	if (mi->op != SOP_MAP) {
+		mi++;
+		i++;
+		if (i + 1 >= n || mi->op != SOP_MAP)
+			return SCRIPT_DONE;
+	}
+	if (mi->x >= nmaps || mi->x >= SCRIPT_MAPS_MAX || (uint64_t)mi->imm > 0xff)
+		return SCRIPT_DONE;
+	u->map = (uint8_t)mi->x;
+	u->mop = (uint8_t)mi->imm;
+	u->key = mi->b;
+	return i + 1;
+}
+
 #endif /* USC_SCRIPT_VM_ONCE */
 
 /* Included for struct script_vm alone: no step to make. */
@@ -316,88 +371,79 @@ SCRIPT_INLINE uint8_t *SCRIPT_CAT(SCRIPT_STEP, _map8)(uint32_t mx, const struct 
 #endif
 }
 
-/* A probe of updates (compile.c's few(), SCRIPT_PROBE_UPDATES): units of a
- * value (LDI, IN, BUILTIN, or a DELTA, whose jump is to the probe's END)
- * and the map operation that takes it, or a map operation of none (count,
- * delete), every key none, an input, the thread's or the process's id;
- * then the END. The same as stepping them, with no machine to set up.
- * The unit at i of the probe's n instructions at in: the next one's
- * index, or SCRIPT_DONE. */
-SCRIPT_INLINE uint32_t SCRIPT_CAT(SCRIPT_STEP, _unit)(const struct script_insn *in, uint32_t n,
-						      uint32_t i, const struct script_map *maps,
-						      uint32_t nmaps, void *env)
+/* A unit of a probe of updates, decoded (script_unit_decode), run: 0, or
+ * 1 when the probe is done (a DELTA of 0 whose jump is to the END). */
+SCRIPT_INLINE uint32_t SCRIPT_CAT(SCRIPT_STEP, _unit_run)(const struct script_unit *un,
+							  const struct script_map *maps, void *env)
 {
-	const struct script_insn *mi;
-	uint32_t mop, mx;
+	uint32_t mx;
 	uint64_t u = 0;
 	int64_t x = 0;
 	uint8_t *v;
 
-	if (i + 1 >= n)
-		return SCRIPT_DONE;
-	mi = &in[i];
-	switch (mi->op) {
-	case SOP_MAP:
+	switch (un->vop) {
+	case 0:
 		break;
 	case SOP_LDI:
-		x = mi->imm;
+		x = un->imm;
 		break;
 	case SOP_IN:
-		if (SCRIPT_IN(env, mi->x, &u)) {
+		if (SCRIPT_IN(env, un->vx, &u)) {
 			u = 0;
 			SCRIPT_ERR(env, SERR_READ, 0);
 		}
 		x = (int64_t)u;
 		break;
 	case SOP_BUILTIN:
-		x = (int64_t)SCRIPT_BUILTIN(env, mi->x);
+		x = (int64_t)SCRIPT_BUILTIN(env, un->vx);
 		break;
-	case SOP_DELTA: {
+	case SOP_DELTA:
 		if (!SCRIPT_OPS(SCRIPT_BIT(SOP_DELTA)))
-			return SCRIPT_DONE;
-		mx = mi->x & 0xff;
-		if (mx >= nmaps || mx >= SCRIPT_MAPS_MAX)
-			return SCRIPT_DONE;
-		mx = SCRIPT_OFF(mx, SCRIPT_MAPS_MAX - 1);
+			return 1;
+		mx = SCRIPT_OFF(un->dmap & (SCRIPT_MAPS_MAX - 1), SCRIPT_MAPS_MAX - 1);
 		v = SCRIPT_CAT(SCRIPT_STEP, _map8)(mx, &maps[mx],
-						   SCRIPT_CAT(SCRIPT_STEP, _key8)(mi->b, env), 0, env);
+						   SCRIPT_CAT(SCRIPT_STEP, _key8)(un->dkey, env), 0, env);
 		if (v)
 			SCRIPT_COPY8(&u, v);
-		if (!u && mi->imm)
-			return SCRIPT_DONE;	/* its jump, to the END */
-		x = (int64_t)(SCRIPT_BUILTIN(env, (mi->x >> 8) & 0xff) - u);
+		if (!u && un->dstop)
+			return 1;	/* its jump, to the END */
+		x = (int64_t)(SCRIPT_BUILTIN(env, un->vx) - u);
 		break;
-	}
 	default:
-		return SCRIPT_DONE;
+		return 1;
 	}
-	if (mi->op != SOP_MAP) {
-		mi++;
-		i++;
-		if (i + 1 >= n || mi->op != SOP_MAP)
-			return SCRIPT_DONE;
-	}
-	mop = (uint32_t)mi->imm;
-	mx = mi->x;
-	if (mx >= nmaps || mx >= SCRIPT_MAPS_MAX)
-		return SCRIPT_DONE;
-	mx = SCRIPT_OFF(mx, SCRIPT_MAPS_MAX - 1);
-	u = SCRIPT_CAT(SCRIPT_STEP, _key8)(mi->b, env);
-	if (mop == SMOP_DELETE) {
+	mx = SCRIPT_OFF(un->map & (SCRIPT_MAPS_MAX - 1), SCRIPT_MAPS_MAX - 1);
+	u = SCRIPT_CAT(SCRIPT_STEP, _key8)(un->key, env);
+	if (un->mop == SMOP_DELETE) {
 #ifdef SCRIPT_MAP8
 		SCRIPT_MAP_DEL8(env, mx, &maps[mx], u);
 #else
 		SCRIPT_MAP_DEL(env, mx, &maps[mx], (const uint8_t *)&u);
 #endif
-		return i + 1;
+		return 0;
 	}
 	v = SCRIPT_CAT(SCRIPT_STEP, _map8)(mx, &maps[mx], u, 1, env);
 	if (!v) {
 		SCRIPT_ERR(env, SERR_FULL, mx);
-		return i + 1;
+		return 0;
 	}
-	SCRIPT_CAT(SCRIPT_STEP, _update)(&maps[mx], mop, v, x);
-	return i + 1;
+	SCRIPT_CAT(SCRIPT_STEP, _update)(&maps[mx], un->mop, v, x);
+	return 0;
+}
+
+/* The unit at i of a probe of updates' n instructions at in, decoded and
+ * run: the next one's index, or SCRIPT_DONE. The same as stepping them,
+ * with no machine to set up. */
+SCRIPT_INLINE uint32_t SCRIPT_CAT(SCRIPT_STEP, _unit)(const struct script_insn *in, uint32_t n,
+						      uint32_t i, const struct script_map *maps,
+						      uint32_t nmaps, void *env)
+{
+	struct script_unit un;
+	uint32_t next = script_unit_decode(in, n, i, nmaps, &un);
+
+	if (next == SCRIPT_DONE)
+		return SCRIPT_DONE;
+	return SCRIPT_CAT(SCRIPT_STEP, _unit_run)(&un, maps, env) ? SCRIPT_DONE : next;
 }
 
 /* The key of a map operation (SOP_MAP's b: the key buffer, none, an input

@@ -618,7 +618,8 @@ static int write_tramp(struct inj *j, struct inj_image *img, struct remote *rem,
 			if (is->agg_fast || (is->rec_fast && is->kind == INJ_PLAIN) ||
 			    is->script_fast) {
 				ts.fast = m->agent_remote +
-					  (is->script_fast ? hdr->script_fast_off :
+					  (is->script_nunits ? hdr->script_units_off :
+					   is->script_fast ? hdr->script_fast_off :
 					   is->rec_fast ? hdr->fast_rec_off :
 					   is->agg == INJ_AGG_ENTRY ? hdr->fast_lat_in_off :
 					   is->agg == INJ_AGG_RETURN ? hdr->fast_lat_out_off :

@@ -77,9 +77,11 @@
 #include "probe/fetch.h"
 #include "stack/stack_walk.h"	/* the unwind tables' types */
 #include "python/frame.h"
+#include "script/prog.h"		/* struct script_unit */
 
 #define INJ_MAGIC 0x7573636f70650006ULL	/* "uscope", layout 6 */
 #define INJ_MAX_ARGS 16			/* per site */
+#define INJ_SCRIPT_UNITS 4		/* a script probe's units a site holds */
 #define INJ_STR_MAX 128			/* bytes of one string, NUL included */
 #define INJ_PENDING 16			/* tail calls a thread waits on */
 #define INJ_NCOUNTS 5			/* counters per thread and site */
@@ -120,6 +122,7 @@ struct agent_hdr {
 	uint64_t fast_lat_in_off;	/* agent_fast_lat_in: a latency's entry */
 	uint64_t fast_lat_out_off;	/* agent_fast_lat_out: its return */
 	uint64_t script_fast_off;	/* agent_script_fast */
+	uint64_t script_units_off;	/* agent_script_units */
 };
 
 /* The self page (inj_ctl.self): per process, wiped in a forked child. */
@@ -303,64 +306,74 @@ struct inj_pend {
 	uint32_t pad;
 };
 
+/* A thread's slot: INJ_SLOT_SIZE bytes, a power of two, so that a slot's
+ * address from its index, and its index from its address, are shifts on
+ * the hit's path. */
+#define INJ_SLOT_SIZE 1024
 struct inj_slot {
-	volatile uint64_t key;		/* 0: free */
-	volatile uint32_t tid;
-	volatile uint32_t nest;		/* inside the probe path: a nested hit
-					 * (a signal handler) is only counted */
-	volatile uint32_t tgid;		/* its process (the self word at its claim) */
-	uint32_t npend;
-	uint64_t dropped;		/* tail calls whose return was never seen */
-	/* $ustack: a range of the thread's stack known readable, from the
-	 * page of a stack pointer up to stk_hi (the mapping's end when
-	 * stk_end): copied directly, no system call */
-	uint64_t stk_lo, stk_hi;
-	uint32_t stk_end;
-	uint32_t pad0;
-	/* One line the thread writes at each record, one the tracer writes at
-	 * each record it has read: a word of either on the other's line would
-	 * cost a hit a transfer between CPUs (~10 ns each here, bench/README).
-	 * The thread checks for room against the tail it saw last (tail_seen,
-	 * never ahead of tail) and reads tail again only when that is short. */
-	volatile uint64_t head;		/* written by the thread */
-	uint64_t tail_seen;
-	uint64_t pad1[6];
-	volatile uint64_t tail;		/* written by the tracer */
-	volatile uint32_t waiting;	/* lossless: the thread waits for room */
-	volatile uint32_t wake;		/* ... on this futex word, moved on by the tracer */
-	uint64_t pad2[6];
-	struct inj_pend pend[INJ_PENDING];
-	/* agent_fast: the rows of the keys of one integer this thread saw last
-	 * (a row never changes its key: nothing goes stale) */
-	struct {
-		uint64_t v;
-		uint32_t site;
-		uint32_t row1;		/* row + 1; 0: empty */
-	} kc[INJ_KEY_CACHE];
-	/* $ustack walked: its process's mappings (inj_stk.procs[stk_proc],
-	 * while that one's tgid is the thread's), and the mappings its rows
-	 * cache holds rows for (procs[stk_rcp - 1] at generation stk_gen) */
-	uint32_t stk_proc;
-	uint32_t stk_rcp;
-	uint32_t stk_gen;
-	uint32_t stk_fb;		/* a count's walk fell back: why (the hit is
-					 * recorded instead, its stack copied), or
-					 * STACK_FB_NR: no room for it in the table
-					 * (recorded walked) */
-	/* $pystack: the code objects this thread saw described last (code,
-	 * its identity): no lookup in the shared table for them */
-	struct {
-		uint64_t code, ident;
-	} pyseen[INJ_PY_SEEN_THREAD];
-	/* $pystack without CPython's thread-specific key (3.14): this
-	 * thread's PyThreadState as last found in its interpreter's thread
-	 * list, checked at each use (0: look); and the pthread key (+ 1) of
-	 * this thread's TCB that held it then (0: none seen), which CPython
-	 * clears or changes when the state goes */
-	uint64_t py_ts;
-	uint32_t py_key;
-	uint32_t py_pad;
+	union {
+		struct {
+			volatile uint64_t key;		/* 0: free */
+			volatile uint32_t tid;
+			volatile uint32_t nest;		/* inside the probe path: a nested hit
+							 * (a signal handler) is only counted */
+			volatile uint32_t tgid;		/* its process (the self word at its claim) */
+			uint32_t npend;
+			uint64_t dropped;		/* tail calls whose return was never seen */
+			/* $ustack: a range of the thread's stack known readable, from the
+			 * page of a stack pointer up to stk_hi (the mapping's end when
+			 * stk_end): copied directly, no system call */
+			uint64_t stk_lo, stk_hi;
+			uint32_t stk_end;
+			uint32_t pad0;
+			/* One line the thread writes at each record, one the tracer writes at
+			 * each record it has read: a word of either on the other's line would
+			 * cost a hit a transfer between CPUs (~10 ns each here, bench/README).
+			 * The thread checks for room against the tail it saw last (tail_seen,
+			 * never ahead of tail) and reads tail again only when that is short. */
+			volatile uint64_t head;		/* written by the thread */
+			uint64_t tail_seen;
+			uint64_t pad1[6];
+			volatile uint64_t tail;		/* written by the tracer */
+			volatile uint32_t waiting;	/* lossless: the thread waits for room */
+			volatile uint32_t wake;		/* ... on this futex word, moved on by the tracer */
+			uint64_t pad2[6];
+			struct inj_pend pend[INJ_PENDING];
+			/* agent_fast: the rows of the keys of one integer this thread saw last
+			 * (a row never changes its key: nothing goes stale) */
+			struct {
+				uint64_t v;
+				uint32_t site;
+				uint32_t row1;		/* row + 1; 0: empty */
+			} kc[INJ_KEY_CACHE];
+			/* $ustack walked: its process's mappings (inj_stk.procs[stk_proc],
+			 * while that one's tgid is the thread's), and the mappings its rows
+			 * cache holds rows for (procs[stk_rcp - 1] at generation stk_gen) */
+			uint32_t stk_proc;
+			uint32_t stk_rcp;
+			uint32_t stk_gen;
+			uint32_t stk_fb;		/* a count's walk fell back: why (the hit is
+							 * recorded instead, its stack copied), or
+							 * STACK_FB_NR: no room for it in the table
+							 * (recorded walked) */
+			/* $pystack: the code objects this thread saw described last (code,
+			 * its identity): no lookup in the shared table for them */
+			struct {
+				uint64_t code, ident;
+			} pyseen[INJ_PY_SEEN_THREAD];
+			/* $pystack without CPython's thread-specific key (3.14): this
+			 * thread's PyThreadState as last found in its interpreter's thread
+			 * list, checked at each use (0: look); and the pthread key (+ 1) of
+			 * this thread's TCB that held it then (0: none seen), which CPython
+			 * clears or changes when the state goes */
+			uint64_t py_ts;
+			uint32_t py_key;
+			uint32_t py_pad;
+		};
+		uint8_t size_[INJ_SLOT_SIZE];
+	};
 };
+_Static_assert(sizeof(struct inj_slot) == INJ_SLOT_SIZE, "a slot is INJ_SLOT_SIZE bytes");
 
 struct inj_arg {
 	uint32_t ninsn;
@@ -445,7 +458,9 @@ struct inj_site {
 	uint32_t script_site;
 	uint32_t script_fast;		/* agent_script_fast runs it: its code needs
 					 * no call, its inputs are registers as they are */
-	uint32_t pad_script;
+	uint32_t script_nunits;		/* agent_script_units runs it: a probe of
+					 * updates, its units decoded once here */
+	struct script_unit script_units[INJ_SCRIPT_UNITS];
 	uint8_t arg_size[INJ_MAX_ARGS];	/* an integer's bytes (0: all 8), to mask */
 	uint8_t arg_sign[INJ_MAX_ARGS];	/* signed: a value sign-extends */
 	uint8_t arg_str[INJ_MAX_ARGS];	/* a string argument */
@@ -463,6 +478,7 @@ struct inj_site {
 		uint64_t touched;	/* slot 0's touched words */
 		uint64_t slot_words;	/* bytes of a slot's touched words */
 		uint64_t lat;		/* struct inj_lat[nslots] */
+		uint64_t script;	/* uscope script: its struct inj_script */
 		uint64_t hash0;		/* agg_hash's state after the site and a key's
 					 * first word (AGG_K_INT) */
 		volatile uint32_t row1;	/* a site of no key: its row + 1, once the

@@ -166,6 +166,29 @@ void inj_script_ctl(struct inj *j, struct inj_shm *m, uint64_t script_off)
 	m->ctl->script_off = script_off;
 }
 
+/* agent_script_units: a probe of a few updates, its units decoded here
+ * once (script/vm.h's decoder, the one every executor's _unit runs), so
+ * the hit runs them with no instruction to read. More units than a site
+ * holds, or one the decoder stops at: agent_script_fast steps them. */
+static void units_of(const struct script_blob *b, const struct script_probe *p,
+		     struct inj_site *d)
+{
+	const struct script_insn *in = script_insns(b) + p->first;
+	uint32_t i = 0, k = 0;
+
+	d->script_nunits = 0;
+	if (!(p->flags & SCRIPT_PROBE_UPDATES) || p->first + p->n > b->ninsns)
+		return;
+	while (i + 1 < p->n) {
+		if (k == INJ_SCRIPT_UNITS)
+			return;
+		i = script_unit_decode(in, p->n, i, b->nmaps, &d->script_units[k++]);
+		if (i == SCRIPT_DONE)
+			return;
+	}
+	d->script_nunits = k;
+}
+
 void inj_script_site(struct inj *j, const struct usc_site *site, struct inj_site *d,
 		     const struct inj_ctl *c, uint64_t remote)
 {
@@ -174,6 +197,7 @@ void inj_script_site(struct inj *j, const struct usc_site *site, struct inj_site
 
 	d->script = 0;
 	d->script_fast = 0;
+	d->script_nunits = 0;
 	d->script_site = (uint32_t)(site - j->base.ctx->sites);
 	if (!site->script_in_place || site->script < 0 || !d->ctl || !b ||
 	    (uint32_t)site->script >= b->nprobes)
@@ -190,8 +214,12 @@ void inj_script_site(struct inj *j, const struct usc_site *site, struct inj_site
 	for (unsigned a = 0; a < d->nargs && a < 2 && d->script_fast; a++)
 		d->script_fast = d->reg_only[a] < USC_REG_NR && d->reg_only[a] != USC_REG_SP &&
 				 !d->arg_str[a];
-	if (!d->script_fast)
+	if (!d->script_fast || !c->script_off) {
+		d->script_fast = 0;
 		return;
+	}
+	units_of(b, p, d);
+	d->fast.script = remote + c->script_off;
 	d->fast.self = c->self;
 	d->fast.slots = remote + c->slots_off;
 	d->fast.counts = remote + c->counts_off + INJ_NCOUNTS * 8 * (uint64_t)d->index;

@@ -31,6 +31,8 @@ uint32_t agent_fast_rec(const struct inj_site *site, uint64_t a, uint64_t b) HID
 	__attribute__((no_caller_saved_registers));
 uint32_t agent_script_fast(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
 	__attribute__((no_caller_saved_registers));	/* script.c */
+uint32_t agent_script_units(const struct inj_site *site, uint64_t a, uint64_t b) HIDDEN
+	__attribute__((no_caller_saved_registers));	/* script.c */
 
 /* The tracer reads this header at the blob's start (inject_shared.h). */
 __attribute__((section(".agent_hdr"), used)) HIDDEN const struct agent_hdr agent_hdr = {
@@ -41,6 +43,7 @@ __attribute__((section(".agent_hdr"), used)) HIDDEN const struct agent_hdr agent
 	.fast_lat_in_off = (uint64_t)&agent_fast_lat_in,
 	.fast_lat_out_off = (uint64_t)&agent_fast_lat_out,
 	.script_fast_off = (uint64_t)&agent_script_fast,
+	.script_units_off = (uint64_t)&agent_script_units,
 	.py_pending_off = (uint64_t)&agent_py_pending,
 	.trap_off = (uint64_t)&agent_trap,
 };
@@ -106,7 +109,7 @@ static inline uint32_t this_cpu(const struct inj_ctl *c)
 static struct inj_slot *slot_get(struct inj_ctl *c, uint64_t key, uint32_t tgid)
 {
 	struct inj_slot *slots = (struct inj_slot *)((char *)c + c->slots_off);
-	uint32_t mask = c->nslots - 1, h = (uint32_t)((key * 0x9e3779b97f4a7c15ULL) >> 40);
+	uint32_t mask = c->nslots - 1, h = slot_hash(c, key);
 
 	for (uint32_t i = 0; i <= mask; i++) {
 		struct inj_slot *s = &slots[(h + i) & mask];

@@ -78,6 +78,17 @@ fast_fs_base(const struct inj_ctl *c)
 	return fs_base(c);
 }
 
+/* Where a thread's key starts its search of the slots (agent.c's claim
+ * and fast_slot alike): a tid as it is (tids are dense: the low bits tell
+ * threads apart), a thread pointer (aligned alike in every thread)
+ * hashed. */
+ALWAYS uint32_t slot_hash(const struct inj_ctl *c, uint64_t key)
+{
+	if (c->key_mode == INJ_KEY_TID_AT_FS)
+		return (uint32_t)key;
+	return (uint32_t)((key * 0x9e3779b97f4a7c15ULL) >> 40);
+}
+
 /* The fast paths' thread (agent_fast, agent_script_fast): its slot when
  * the hit is the fast path's (the tracer alive, the process followed,
  * recording on, the slot claimed already by this process, no hit of ours
@@ -100,7 +111,7 @@ ALWAYS struct inj_slot *fast_slot(const struct inj_site *site, struct inj_ctl *c
 	}
 	if (!key)
 		return 0;
-	hs = (uint32_t)((key * 0x9e3779b97f4a7c15ULL) >> 40);
+	hs = slot_hash(c, key);
 	for (uint32_t i = 0; i <= mask; i++) {
 		struct inj_slot *t = &slots[(hs + i) & mask];
 		uint64_t k = t->key;

@@ -145,13 +145,13 @@ ALWAYS uint64_t s_nsecs(const struct inj_script *sc)
 }
 
 /* The builtins that call out (a system call, the CPU's number). */
-OOL uint64_t s_builtin_ool(struct senv *e, uint32_t which)
+OOL uint64_t s_builtin_ool(struct inj_ctl *c, uint32_t which)
 {
 	uint32_t cpu;
 
 	switch (which) {
 	case SB_CPU:
-		(void)stamp(e->c, &cpu);
+		(void)stamp(c, &cpu);
 		return cpu;
 	case SB_UID: return (uint64_t)sys6(102 /* getuid */, 0, 0, 0, 0, 0, 0);
 	case SB_GID: return (uint64_t)sys6(104 /* getgid */, 0, 0, 0, 0, 0, 0);
@@ -172,7 +172,7 @@ ALWAYS uint64_t s_builtin(struct senv *e, uint32_t which)
 	}
 	case SB_SITE: return e->site->script_site;
 	case SB_LIVE: return 1;
-	default: return s_builtin_ool(e, which);
+	default: return s_builtin_ool(e->c, which);
 	}
 }
 
@@ -216,11 +216,11 @@ ALWAYS struct inj_pt *s_pt(struct senv *e, uint32_t idx, uint64_t k)
 }
 
 /* A row not in the thread's cache: the table's, then cached. */
-OOL void *map8_find(struct senv *e, uint32_t idx, uint64_t k, int create, struct kc *kc,
-		    uint64_t epoch)
+OOL void *map8_find(struct inj_ctl *c, const struct inj_script *sc, uint64_t slot, uint32_t idx,
+		    uint64_t k, int create, struct kc *kc, uint64_t epoch)
 {
-	struct stab *t = (struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
-	uint8_t *v = stab_get(t, (const uint8_t *)&k, create, (uint32_t)e->slot);
+	struct stab *t = (struct stab *)((char *)c + sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
+	uint8_t *v = stab_get(t, (const uint8_t *)&k, create, (uint32_t)slot);
 
 	if (v && kc) {
 		kc->key = k;
@@ -232,9 +232,9 @@ OOL void *map8_find(struct senv *e, uint32_t idx, uint64_t k, int create, struct
 }
 
 /* A per-thread map's value, made (zero) for a thread that had none. */
-OOL void *pt_make(struct senv *e, uint32_t idx, struct inj_pt *p)
+OOL void *pt_make(struct inj_ctl *c, const struct inj_script *sc, uint32_t idx, struct inj_pt *p)
 {
-	struct stab *t = (struct stab *)((char *)e->c + e->sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
+	struct stab *t = (struct stab *)((char *)c + sc->tab_off[idx & (SCRIPT_MAPS_MAX - 1)]);
 
 	stab_zero(p + 1, ((t->vallen ? t->vallen : t->aggsize - 8) + 7) & ~7ULL);
 	__atomic_store_n(&p->present, 1, __ATOMIC_RELEASE);
@@ -250,7 +250,7 @@ ALWAYS void *s_map8(struct senv *e, uint32_t idx, uint64_t k, int create)
 	uint64_t epoch;
 
 	if (t->keylen != 8)
-		return map8_find(e, idx, k, create, 0, 0);
+		return map8_find(e->c, sc, e->slot, idx, k, create, 0, 0);
 	if ((p = s_pt(e, idx, k))) {
 		if (__builtin_expect(p->present, 1))
 			return p + 1;
@@ -261,14 +261,14 @@ ALWAYS void *s_map8(struct senv *e, uint32_t idx, uint64_t k, int create)
 			__atomic_store_n(&p->present, 1, __ATOMIC_RELEASE);
 			return p + 1;
 		}
-		return pt_make(e, idx, p);
+		return pt_make(e->c, sc, idx, p);
 	}
 	kc = (struct kc *)((char *)e->c + sc->vm_off + e->slot * INJ_SCRIPT_VM +
 			   sizeof(struct script_vm)) + ((k ^ (k >> 17) ^ idx * 0x9e37u) & (KC_N - 1));
 	epoch = __atomic_load_n(&t->epoch, __ATOMIC_ACQUIRE);
 	if (kc->key == k && kc->map == idx + 1 && kc->epoch == epoch)
 		return kc->val;
-	return map8_find(e, idx, k, create, kc, epoch);
+	return map8_find(e->c, sc, e->slot, idx, k, create, kc, epoch);
 }
 
 ALWAYS void *s_map(struct senv *e, uint32_t idx, const uint8_t *key, int create)
@@ -307,12 +307,12 @@ ALWAYS void s_del(struct senv *e, uint32_t idx, const uint8_t *key)
 	s_del8(e, idx, k);
 }
 
-OOL void s_err(struct senv *e, uint32_t err, uint32_t idx)
+OOL void s_err(struct inj_script *sc, uint32_t err, uint32_t idx)
 {
 	if (err == SERR_FULL)
-		__sync_fetch_and_add(&e->sc->full[idx & (SCRIPT_MAPS_MAX - 1)], 1);
+		__sync_fetch_and_add(&sc->full[idx & (SCRIPT_MAPS_MAX - 1)], 1);
 	else if (err < SERR_NR)
-		__sync_fetch_and_add(&e->sc->errs[err], 1);
+		__sync_fetch_and_add(&sc->errs[err], 1);
 }
 
 static uint32_t s_rand(struct senv *e)
@@ -326,48 +326,14 @@ static uint32_t s_rand(struct senv *e)
 }
 
 #define SCRIPT_STEP script_step
-#define SCRIPT_INLINE ALWAYS
 #define SCRIPT_IN(env, k, u) s_in((struct senv *)(env), k, u)
-#define SCRIPT_IN_STR(env, k, dst, cap) s_in_str((struct senv *)(env), k, dst, cap)
-#define SCRIPT_BUILTIN(env, w) s_builtin((struct senv *)(env), w)
-#define SCRIPT_COMM(env, dst) s_comm((struct senv *)(env), dst)
-#define SCRIPT_READ(env, dst, addr, len) s_read((struct senv *)(env), dst, addr, len)
-#define SCRIPT_READ_STR(env, dst, addr, cap) s_read_str((struct senv *)(env), dst, addr, cap)
-#define SCRIPT_MAP(env, idx, m, key, create) s_map((struct senv *)(env), idx, key, create)
-#define SCRIPT_MAP_DEL(env, idx, m, key) s_del((struct senv *)(env), idx, key)
-#define SCRIPT_MAP8(env, idx, m, k, create) s_map8((struct senv *)(env), idx, k, create)
-#define SCRIPT_MAP_DEL8(env, idx, m, k) s_del8((struct senv *)(env), idx, k)
-#define SCRIPT_EMIT(env, rec, len) (agent_script_rec(((struct senv *)(env))->c,            \
-						     ((struct senv *)(env))->s,            \
-						     ((struct senv *)(env))->counts,       \
-						     ((struct senv *)(env))->site, rec, len), 0)
-#define SCRIPT_USTACK(env, frames, id) 1
-#define SCRIPT_ERR(env, err, idx) s_err((struct senv *)(env), err, idx)
-#define SCRIPT_RAND(env) s_rand((struct senv *)(env))
-#include "script/vm.h"
+#include "engine/inject/agent/script_env.h"
 
 /* the same, integers and maps only: agent_script_fast's */
 #define SCRIPT_STEP script_step_fast
 #define SCRIPT_FAST_ONLY
-#define SCRIPT_INLINE ALWAYS
 #define SCRIPT_IN(env, k, u) s_in_fast((struct senv *)(env), k, u)
-#define SCRIPT_IN_STR(env, k, dst, cap) s_in_str((struct senv *)(env), k, dst, cap)
-#define SCRIPT_BUILTIN(env, w) s_builtin((struct senv *)(env), w)
-#define SCRIPT_COMM(env, dst) s_comm((struct senv *)(env), dst)
-#define SCRIPT_READ(env, dst, addr, len) s_read((struct senv *)(env), dst, addr, len)
-#define SCRIPT_READ_STR(env, dst, addr, cap) s_read_str((struct senv *)(env), dst, addr, cap)
-#define SCRIPT_MAP(env, idx, m, key, create) s_map((struct senv *)(env), idx, key, create)
-#define SCRIPT_MAP_DEL(env, idx, m, key) s_del((struct senv *)(env), idx, key)
-#define SCRIPT_MAP8(env, idx, m, k, create) s_map8((struct senv *)(env), idx, k, create)
-#define SCRIPT_MAP_DEL8(env, idx, m, k) s_del8((struct senv *)(env), idx, k)
-#define SCRIPT_EMIT(env, rec, len) (agent_script_rec(((struct senv *)(env))->c,            \
-						     ((struct senv *)(env))->s,            \
-						     ((struct senv *)(env))->counts,       \
-						     ((struct senv *)(env))->site, rec, len), 0)
-#define SCRIPT_USTACK(env, frames, id) 1
-#define SCRIPT_ERR(env, err, idx) s_err((struct senv *)(env), err, idx)
-#define SCRIPT_RAND(env) s_rand((struct senv *)(env))
-#include "script/vm.h"
+#include "engine/inject/agent/script_env.h"
 
 /* The probe of site on the slot's machine, stepped by STEP. Its last
  * instruction is the SOP_END the compiler ends every probe with: not run. */
@@ -433,7 +399,7 @@ ALWAYS void fast_env(struct senv *env, const struct inj_site *site, struct inj_s
 	env->slot = slot;
 	env->site = site;
 	env->tgid = tgid;
-	env->sc = (struct inj_script *)((char *)env->c + env->c->script_off);
+	env->sc = (struct inj_script *)site->fast.script;	/* (no load of the ctl's) */
 }
 
 /* agent_script_fast's probe when it is not one update: the machine, out
@@ -487,6 +453,35 @@ uint32_t agent_script_fast(const struct inj_site *site, uint64_t a, uint64_t b)
 	} else {
 		fast_machine(site, s, slot, a, b, tgid);
 	}
+	((uint64_t *)(site->fast.counts + slot * site->fast.count_stride))[0]++;
+	__asm__ volatile("" ::: "memory");
+	s->nest = 0;
+	return 0;
+}
+
+/* A site whose probe is a few updates, decoded once into the site
+ * (inj_site.script_units, engine/inject/script.c): agent_script_fast's,
+ * with no instruction read at the hit, the units run straight from the
+ * site's own lines. Called by the trampoline as agent_script_fast is. */
+uint32_t agent_script_units(const struct inj_site *site, uint64_t a, uint64_t b)
+{
+	struct inj_ctl *c = (struct inj_ctl *)site->ctl;
+	const struct script_map *maps;
+	struct inj_slot *s;
+	struct senv env;
+	uint64_t slot;
+
+	s = fast_slot(site, c);
+	if (!s || !c->script_off)
+		return 1;
+	s->nest = 1;
+	__asm__ volatile("" ::: "memory");
+	slot = (uint64_t)(s - (struct inj_slot *)site->fast.slots);
+	fast_env(&env, site, s, slot, a, b, *(volatile uint32_t *)site->fast.self);
+	maps = (const struct script_map *)((const char *)c + env.sc->maps_at);
+	for (uint32_t k = 0; k < site->script_nunits && k < INJ_SCRIPT_UNITS; k++)
+		if (script_step_fast_unit_run(&site->script_units[k], maps, &env))
+			break;
 	((uint64_t *)(site->fast.counts + slot * site->fast.count_stride))[0]++;
 	__asm__ volatile("" ::: "memory");
 	s->nest = 0;
