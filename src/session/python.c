@@ -305,6 +305,27 @@ int session_python_value(struct usc_session *s, const struct usc_event *ev, unsi
 	return 0;
 }
 
+struct rec_ctx {
+	struct usc_session *s;
+	pid_t pid;
+};
+
+/* Read each frame's code object now, while the process lives. */
+static int touch_frames(void *ctx, const void *bytes, uint32_t len)
+{
+	const struct rec_ctx *r = ctx;
+	struct python_stack_hdr h;
+	struct python_frame f;
+	struct python_code_info ci;
+
+	memcpy(&h, bytes, sizeof(h));
+	for (uint32_t i = 0; i < h.n && sizeof(h) + (i + 1) * sizeof(f) <= len; i++) {
+		memcpy(&f, (const char *)bytes + sizeof(h) + i * sizeof(f), sizeof(f));
+		python_names_code(r->s->cache, r->pid, f.code, &ci);
+	}
+	return 0;
+}
+
 int session_python_splice(struct usc_session *s, const struct usc_event *ev,
 			  struct usc_value *vals)
 {
@@ -320,6 +341,10 @@ int session_python_splice(struct usc_session *s, const struct usc_event *ev,
 			pv = &ev->vals[i];
 	if (!pv || !p || !python_stack_ok(pv->str, pv->len))
 		return 0;
+	/* the code objects first, while the process lives: naming the native
+	 * frames may load a library's symbols, long enough for a short-lived
+	 * process to end (a name read then is "<unknown code>") */
+	touch_frames(&(struct rec_ctx){s, ev->pid}, pv->str, pv->len);
 	memcpy(&h, pv->str, sizeof(h));
 	memcpy(frames, pv->str + sizeof(h), h.n * sizeof(frames[0]));	/* aligned */
 	for (unsigned i = 0; i < ev->nvals && i < USC_MAX_ARGS; i++) {
@@ -339,32 +364,11 @@ int session_python_splice(struct usc_session *s, const struct usc_event *ev,
 
 /* ---- recordings --------------------------------------------------------------- */
 
-struct rec_ctx {
-	struct usc_session *s;
-	pid_t pid;
-};
-
 static int write_code(void *ctx, pid_t pid, const struct python_code_info *ci)
 {
 	struct usc_session *s = ctx;
 
 	return rec_write_pycode(s->rec, pid, ci) ? -EIO : 0;
-}
-
-/* Read each frame's code object now, while the process lives. */
-static int touch_frames(void *ctx, const void *bytes, uint32_t len)
-{
-	const struct rec_ctx *r = ctx;
-	struct python_stack_hdr h;
-	struct python_frame f;
-	struct python_code_info ci;
-
-	memcpy(&h, bytes, sizeof(h));
-	for (uint32_t i = 0; i < h.n && sizeof(h) + (i + 1) * sizeof(f) <= len; i++) {
-		memcpy(&f, (const char *)bytes + sizeof(h) + i * sizeof(f), sizeof(f));
-		python_names_code(r->s->cache, r->pid, f.code, &ci);
-	}
-	return 0;
 }
 
 int session_python_record_event(struct usc_session *s, const struct usc_event *ev)
