@@ -236,6 +236,7 @@ build/fuzz/fuzz_python: src/python/linetable.c src/python/objects.c src/python/o
 build/fuzz/fuzz_gopclntab: src/stack/unwgo.c
 # uscope script's passes, text to bytecode, and the executor on what they make.
 build/fuzz/fuzz_script: src/script/ast.c src/script/compile.c src/script/diag.c src/script/fmt.c \
+	src/script/fuse.c \
 	src/script/lex.c src/script/lower.c src/script/parse.c src/script/probes.c src/script/script.c \
 	src/script/sema.c src/script/sema_call.c
 # The unwind-table cache file's reader, and the walker over what it accepts.

@@ -133,6 +133,7 @@ static int sreg(struct cg *cg, const struct ast *n)
 }
 
 static int cexpr(struct cg *cg, struct ast *n);
+static int tuple_elems(struct cg *cg, struct ast *t, struct ast **el);
 
 static int alu_of(int op, bool sign)
 {
@@ -261,10 +262,13 @@ static int map_store(struct cg *cg, struct ast *mapn, struct ast *v)
 		if (v->a && (r = cexpr(cg, v->a)) < 0)
 			return -1;
 	} else if (v->ty.kind == TY_TUPLE) {
-		struct ast *e = v->a;
+		struct ast *el[SCRIPT_VAR_ELEMS];
+		int n = tuple_elems(cg, v, el);
 
-		for (unsigned k = 0; e; e = e->next, k++)
-			if (put_field(cg, e, &m->vfields[k], true))
+		if (n < 0)
+			return -1;
+		for (int k = 0; k < n; k++)
+			if (put_field(cg, el[k], &m->vfields[k], true))
 				return -1;
 		mop = SMOP_STOREB;
 	} else if (is_str(&v->ty)) {
@@ -342,6 +346,89 @@ static int var_index(struct cg *cg, const char *name)
 		if (!strcmp(cg->pr->vars[k].name, name))
 			return (int)k;
 	return -1;
+}
+
+/* A tuple's elements as expressions, into el (SCRIPT_VAR_ELEMS at most):
+ * a tuple written out's, or a variable's, each element read as $t.k. Their
+ * number, or -1. */
+static int tuple_elems(struct cg *cg, struct ast *t, struct ast **el)
+{
+	int n = 0;
+
+	if (t->kind == N_TUPLE) {
+		for (struct ast *e = t->a; e; e = e->next) {
+			if (n == SCRIPT_VAR_ELEMS)
+				return CFAIL(cg, t, "a tuple has %d elements at most here",
+					     SCRIPT_VAR_ELEMS);
+			el[n++] = e;
+		}
+		return n;
+	}
+	if (t->kind != N_VAR || t->ty.kind != TY_TUPLE)
+		return CFAIL(cg, t, "a tuple here is written out, (a, b), or a variable's");
+	for (; n < t->ty.nelem && n < SCRIPT_VAR_ELEMS; n++) {
+		struct ast *e = arena_alloc(cg->s->arena, sizeof(*e));
+
+		if (!e)
+			return CFAIL(cg, t, "out of memory");
+		*e = (struct ast){.kind = N_TUPLEIDX, .pos = t->pos, .len = t->len, .a = t,
+				  .ival = n, .ty = t->ty.elem[n], .input = -1};
+		el[n] = e;
+	}
+	return n;
+}
+
+/* $t.k: a variable's element (its register), or a tuple written out's. */
+static int tuple_elem(struct cg *cg, struct ast *n)
+{
+	struct ast *el[SCRIPT_VAR_ELEMS];
+	int k;
+
+	if (n->a->kind == N_VAR) {
+		k = var_index(cg, n->a->name);
+		if (k < 0)
+			return CFAIL(cg, n->a, "undefined variable: $%s", n->a->name);
+		if (cg->pr->vars[k].ty.kind != TY_TUPLE || n->ival < 0 ||
+		    n->ival >= cg->pr->vars[k].ty.nelem || n->ival >= SCRIPT_VAR_ELEMS)
+			return CFAIL(cg, n, "$%s has no element %lld", n->a->name, (long long)n->ival);
+		return cg->pr->vars[k].ereg[n->ival];
+	}
+	if (n->a->kind != N_TUPLE)
+		return CFAIL(cg, n, "a tuple's elements are read from a variable ($t = ...; $t.0) or "
+			     "a tuple written out; a map's tuple is read whole, by print(@m)");
+	k = tuple_elems(cg, n->a, el);
+	if (k < 0)
+		return -1;
+	if (n->ival < 0 || n->ival >= k)
+		return CFAIL(cg, n, "the tuple has %d elements", k);
+	return cexpr(cg, el[n->ival]);
+}
+
+/* $t = (a, b ...) or $t = $u: every element read first, into registers of
+ * their own ($t = ($t.1, $t.0) swaps), then into the variable's. */
+static int tuple_assign(struct cg *cg, const struct script_var *var, struct ast *v)
+{
+	struct ast *el[SCRIPT_VAR_ELEMS];
+	int r[SCRIPT_VAR_ELEMS], n = tuple_elems(cg, v, el);
+
+	if (n < 0)
+		return -1;
+	if (var->ty.kind != TY_TUPLE || n != var->ty.nelem)
+		return CFAIL(cg, v, "$%s holds a tuple of %u elements", var->name, var->ty.nelem);
+	for (int k = 0; k < n; k++) {
+		bool str = is_str(&var->ty.elem[k]);
+		int x = cexpr(cg, el[k]);
+
+		if (x < 0)
+			return -1;
+		r[k] = str ? sreg(cg, el[k]) : reg(cg, el[k]);
+		if (r[k] < 0)
+			return -1;
+		emit(cg, str ? SOP_SMOV : SOP_MOV, r[k], x, 0, 0, 0);
+	}
+	for (int k = 0; k < n; k++)
+		emit(cg, is_str(&var->ty.elem[k]) ? SOP_SMOV : SOP_MOV, var->ereg[k], r[k], 0, 0, 0);
+	return 0;
 }
 
 /* An output (printf, print, time ...): its values, then SOP_EMIT. */
@@ -510,14 +597,17 @@ static int call(struct cg *cg, struct ast *n)
 		struct script_fmt tmp = {.nconv = 1, .conv = &c, .size = fm->size};
 
 		if (a->ty.kind == TY_TUPLE) {
-			struct ast *e = a->a;
+			struct ast *el[SCRIPT_VAR_ELEMS];
+			int ne = tuple_elems(cg, a, el);
 			uint32_t off = 0;
 
-			for (; e; e = e->next) {
-				struct script_field fl = {.ty = e->ty, .off = off,
-							  .size = ty_size(cg->s, &e->ty)};
+			if (ne < 0)
+				return -1;
+			for (int k = 0; k < ne; k++) {
+				struct script_field fl = {.ty = el[k]->ty, .off = off,
+							  .size = ty_size(cg->s, &el[k]->ty)};
 
-				if (put_field(cg, e, &fl, true))
+				if (put_field(cg, el[k], &fl, true))
 					return -1;
 				off += fl.size;
 			}
@@ -633,6 +723,9 @@ static int cexpr(struct cg *cg, struct ast *n)
 		if (k < 0)
 			return CFAIL(cg, n, "undefined variable: $%s", n->name);
 		n->sym = k;
+		if (cg->pr->vars[k].ty.kind == TY_TUPLE)
+			return CFAIL(cg, n, "a tuple in a variable is read by its elements ($%s.0 ...), "
+				     "stored whole in a map or printed whole", n->name);
 		return cg->pr->vars[k].reg;
 	}
 	case N_MAP:
@@ -759,7 +852,7 @@ static int cexpr(struct cg *cg, struct ast *n)
 		return n->post ? old : nv;
 	}
 	case N_TUPLEIDX:
-		return CFAIL(cg, n, "a tuple's fields are not compiled yet: print the tuple");
+		return tuple_elem(cg, n);
 	case N_TUPLE:
 		return CFAIL(cg, n, "a tuple goes in a map or print()");
 	default:
@@ -816,9 +909,11 @@ static int cstmt(struct cg *cg, struct ast *n)
 				return -1;
 			break;
 		}
-		if (n->b->ty.kind == TY_TUPLE)
-			return CFAIL(cg, n->b, "a tuple in a variable is not compiled yet: store it in "
-				     "a map");
+		if (n->b->ty.kind == TY_TUPLE) {
+			if (tuple_assign(cg, &cg->pr->vars[n->a->sym], n->b))
+				return -1;
+			break;
+		}
 		x = cexpr(cg, n->b);
 		if (x < 0)
 			return -1;
@@ -912,144 +1007,6 @@ static bool uses(const struct ast *n, const char *name)
 	return false;
 }
 
-/* A key a probe of updates computes itself: none, an input, the thread's
- * or the process's id. */
-static bool simple_key(uint32_t b)
-{
-	return b == SCRIPT_KEYNONE || b == SCRIPT_REG_TID || b == SCRIPT_REG_PID ||
-	       ((b & SCRIPT_KEYIN) && b < SCRIPT_KEYNONE);
-}
-
-/* A probe of updates (vm.h's _unit runs it, no machine): up to
- * SCRIPT_UNITS_MAX units of [a value: LDI, IN, BUILTIN, or a DELTA whose
- * jump, if any, is to the END] and the MAP of a store or an aggregation
- * that takes it (a count, a delete: none), keys simple_key's; then the
- * END. Nothing else reads the registers a unit writes. */
-static bool few(const struct script_insn *in, uint32_t n)
-{
-	uint32_t i = 0, units = 0;
-
-	if (!n || in[n - 1].op != SOP_END)
-		return false;
-	while (i + 1 < n) {
-		const struct script_insn *v = NULL, *m;
-
-		switch (in[i].op) {
-		case SOP_DELTA:
-			if (!simple_key(in[i].b) || (in[i].imm && (uint64_t)in[i].imm != n - 1))
-				return false;
-			/* fall through */
-		case SOP_LDI:
-		case SOP_IN:
-		case SOP_BUILTIN:
-			v = &in[i++];
-			break;
-		default:
-			break;
-		}
-		if (i + 1 >= n)
-			return false;	/* a value nothing takes */
-		m = &in[i++];
-		if (m->op != SOP_MAP || !simple_key(m->b))
-			return false;
-		switch (m->imm) {
-		case SMOP_COUNT:
-		case SMOP_DELETE:
-			if (v)
-				return false;
-			break;
-		case SMOP_STORE: case SMOP_SUM: case SMOP_MIN: case SMOP_MAX: case SMOP_AVG:
-		case SMOP_STATS: case SMOP_HIST: case SMOP_LHIST:
-			if (!v || m->a != v->d)
-				return false;
-			break;
-		default:
-			return false;
-		}
-		if (++units > SCRIPT_UNITS_MAX)
-			return false;
-	}
-	return units > 0;
-}
-
-/* Is insns[i] a jump (with its target in imm)? */
-static bool jumps(const struct script_insn *in)
-{
-	return in->op == SOP_JMP || in->op == SOP_JZ || in->op == SOP_JNZ ||
-	       (in->op == SOP_DELTA && in->imm);
-}
-
-/* At i: a per-thread stop, a builtin minus a map's value (nsecs -
- * @s[tid]: bpftrace's latency), as [BUILTIN,] MAP LOAD [, JZ on its
- * register], [BUILTIN,] ALU SUB (the builtin first when there is no
- * predicate; else the predicate read the map), none but the first a
- * jump's target. Its SOP_DELTA and *len, or op 0. */
-static struct script_insn delta_at(const struct script_insn *in, uint32_t n, uint32_t i,
-				   const bool *target, uint32_t *len)
-{
-	struct script_insn f = {0};
-	const struct script_insn *m, *jz = NULL, *bi = NULL, *sub;
-	uint32_t k = i;
-
-	if (k < n && in[k].op == SOP_BUILTIN)
-		bi = &in[k++];
-	if (k >= n || (k > i && target[k]))
-		return f;
-	m = &in[k++];
-	if (m->op != SOP_MAP || m->imm != SMOP_LOAD || m->x > 0xff || m->d >= SCRIPT_NREGS)
-		return f;
-	if (!bi && k < n && in[k].op == SOP_JZ && in[k].a == m->d && (uint64_t)in[k].imm > k &&
-	    !target[k])
-		jz = &in[k++];
-	if (!bi && k < n && !target[k])
-		bi = &in[k++];
-	if (!bi || k >= n || target[k])
-		return f;
-	sub = &in[k++];
-	/* (a key in the builtin's register would be read before it is set) */
-	if (bi->op != SOP_BUILTIN || bi->x > 0xff || bi->d >= SCRIPT_NREGS || bi->d == m->d ||
-	    bi->d == m->b ||
-	    sub->op != SOP_ALU || sub->x != SALU_SUB || sub->a != bi->d || sub->b != m->d)
-		return f;
-	*len = k - i;
-	f = (struct script_insn){SOP_DELTA, sub->d, m->d, m->b, m->x | bi->x << 8 | (uint32_t)bi->d << 16,
-				 jz ? jz->imm : 0};
-	return f;
-}
-
-/* The probe's n instructions at in with the common shapes fused, jumps
- * moved to where their targets went: the new count. */
-static uint32_t fuse(struct script_insn *in, uint32_t n)
-{
-	bool *target = calloc(n + 1, sizeof(*target));
-	uint32_t *at = calloc(n + 1, sizeof(*at)), out = 0;
-
-	if (!target || !at) {
-		free(target);
-		free(at);
-		return n;	/* as it is */
-	}
-	for (uint32_t i = 0; i < n; i++)
-		if (jumps(&in[i]) && (uint64_t)in[i].imm <= n)
-			target[in[i].imm] = true;
-	for (uint32_t i = 0; i < n;) {
-		uint32_t len = 1;
-		struct script_insn f = delta_at(in, n, i, target, &len);
-
-		for (uint32_t k = 0; k < len; k++)
-			at[i + k] = out;
-		in[out++] = f.op == SOP_DELTA ? f : in[i];
-		i += len;
-	}
-	at[n] = out;
-	for (uint32_t i = 0; i < out; i++)
-		if (jumps(&in[i]) && (uint64_t)in[i].imm <= n)
-			in[i].imm = at[in[i].imm];
-	free(target);
-	free(at);
-	return out;
-}
-
 static int probe(struct usc_script *s, struct script_probeinfo *pr, struct script_diag *d,
 		 struct script_probe *out)
 {
@@ -1071,6 +1028,23 @@ static int probe(struct usc_script *s, struct script_probeinfo *pr, struct scrip
 		struct script_var *v = &pr->vars[k];
 
 		v->is_str = is_str(&v->ty);
+		if (v->ty.kind == TY_TUPLE) {	/* a register an element */
+			v->reg = -1;
+			for (unsigned e = 0; e < v->ty.nelem && e < SCRIPT_VAR_ELEMS; e++) {
+				bool str = is_str(&v->ty.elem[e]);
+
+				if (str ? cg.vsreg <= 2 : cg.vreg <= 8)
+					return script_fail(d, pr->ast->pos, pr->ast->len, "too many "
+							   "variables in one probe");
+				v->ereg[e] = str ? --cg.vsreg : --cg.vreg;
+				if (str)
+					emit(&cg, SOP_SCONST, v->ereg[e], 0, 0,
+					     (uint32_t)script_strtab_add(s, "", 0), 0);
+				else
+					emit(&cg, SOP_LDI, v->ereg[e], 0, 0, 0, 0);
+			}
+			continue;
+		}
 		if (v->is_str) {
 			if (cg.vsreg <= 2)
 				return script_fail(d, pr->ast->pos, pr->ast->len, "too many string "
@@ -1101,7 +1075,7 @@ static int probe(struct usc_script *s, struct script_probeinfo *pr, struct scrip
 	emit(&cg, SOP_END, 0, 0, 0, 0, 0);
 	if (cg.err)
 		return cg.err;
-	s->ninsns = cg.first + fuse(&s->insns[cg.first], (uint32_t)(s->ninsns - cg.first));
+	s->ninsns = cg.first + script_fuse(&s->insns[cg.first], (uint32_t)(s->ninsns - cg.first));
 	out->first = cg.first;
 	out->n = (uint32_t)(s->ninsns - cg.first);
 	out->ninputs = pr->ninputs;
@@ -1135,7 +1109,7 @@ static int probe(struct usc_script *s, struct script_probeinfo *pr, struct scrip
 		if (!fast)
 			out->flags &= ~SCRIPT_PROBE_FAST;
 	}
-	if (few(&s->insns[cg.first], out->n))
+	if (script_few(&s->insns[cg.first], out->n))
 		out->flags |= SCRIPT_PROBE_UPDATES;
 	return 0;
 }

@@ -59,11 +59,14 @@ struct script_mapinfo {
 };
 
 /* A probe's $variable. */
+#define SCRIPT_VAR_ELEMS 8	/* a tuple in a variable: its elements, at most */
 struct script_var {
 	char name[USC_NAME_MAX];
 	struct ty ty;
-	int reg;			/* its register (an int's, or a string's) */
+	int reg;			/* its register (an int's, or a string's); a
+					 * tuple's: -1, each element has its own */
 	bool is_str;
+	int ereg[SCRIPT_VAR_ELEMS];	/* a tuple's elements' registers (compile.c) */
 };
 
 /* printf's (and time's, cat's) format, split: literal text and
@@ -146,6 +149,10 @@ int script_sema(struct usc_script *s, struct script_diag *d);
 int script_lower(struct usc_script *s, struct script_diag *d);
 /* compile.c: the code, then the blob. 0 or -errno with d. */
 int script_compile(struct usc_script *s, struct script_diag *d);
+/* fuse.c: a probe's n instructions at in with the common shapes fused (the
+ * new count); is it a few updates of maps (SCRIPT_PROBE_UPDATES)? */
+uint32_t script_fuse(struct script_insn *in, uint32_t n);
+bool script_few(const struct script_insn *in, uint32_t n);
 
 /* sema.c: map m's layout (its keys' places, its values' kind and size). */
 int script_map_layout(struct usc_script *s, struct script_mapinfo *m, struct script_diag *d);

@@ -196,6 +196,18 @@ static struct script_var *var_of(struct sema *sm, const char *name)
 	return NULL;
 }
 
+/* Two tuples of as many elements, each a string in both or in neither:
+ * one variable's registers hold either. */
+static bool same_elems(const struct ty *a, const struct ty *b)
+{
+	if (a->nelem != b->nelem)
+		return false;
+	for (unsigned k = 0; k < a->nelem; k++)
+		if ((a->elem[k].kind == TY_STR) != (b->elem[k].kind == TY_STR))
+			return false;
+	return true;
+}
+
 static int var_assign(struct sema *sm, struct ast *n, const struct ty *t)
 {
 	struct script_var *v = var_of(sm, n->name);
@@ -218,10 +230,19 @@ static int var_assign(struct sema *sm, struct ast *n, const struct ty *t)
 	}
 	if (t->kind == TY_NONE)
 		return 0;
+	if (t->kind == TY_TUPLE && t->nelem > SCRIPT_VAR_ELEMS)
+		return FAIL(sm, n, "a tuple in a variable has %d elements at most", SCRIPT_VAR_ELEMS);
+	for (unsigned k = 0; t->kind == TY_TUPLE && k < t->nelem; k++)
+		if (t->elem[k].kind == TY_TUPLE || t->elem[k].kind == TY_BUF ||
+		    t->elem[k].kind == TY_USTACK)
+			return FAIL(sm, n, "a tuple in a variable holds integers and strings");
 	if (v->ty.kind == TY_NONE) {
 		v->ty = *t;
 		return 0;
 	}
+	if (v->ty.kind == TY_TUPLE && t->kind == TY_TUPLE && !same_elems(&v->ty, t))
+		return FAIL(sm, n, "type mismatch for $%s: a tuple of other elements than the one "
+			    "it holds", n->name);
 	if (v->ty.kind != t->kind) {
 		ty_name(t, a, sizeof(a));
 		ty_name(&v->ty, b, sizeof(b));

@@ -251,6 +251,40 @@ def test_language(engine):
     assert lines == ["begin", "@tuple: (3, t, 18)", "@e: 42"]
 
 
+TUPLES = f"""
+uprobe:{APP}:work
+{{
+	$t = (arg0, "w", arg1 * 2);
+	$u = $t;
+	$t = ($t.2, $t.1, $t.0);
+	@first[$u.0] = sum($t.0);
+	@pair = $u;
+	@s[$t.1] = count();
+	if ($u.2 > 30) {{ printf("t %d %s %d\\n", $t.0, $t.1, $t.2); print($t); }}
+}}
+"""
+
+
+def test_tuples_in_variables(engine):
+    """$t = (a, b, c), its elements $t.0 ..., copied whole ($u = $t), its
+    elements swapped ($t = ($t.2, $t.1, $t.0): all read first), stored
+    whole in a map and printed whole: work(i % 5, i), i < 20."""
+    out = run(TUPLES, [APP, "keys", 20], engine)
+    m = s.parse_maps(out)
+    assert m["first"] == {str(k): str(8 * k + 60) for k in range(5)}
+    assert m["pair"][""] == "(4, w, 38)"
+    assert m["s"] == {"w": "20"}
+    want = []
+    for i in range(16, 20):
+        want += [f"t {2 * i} w {i % 5}", f"({2 * i}, w, {i % 5})"]
+    assert s.printf_lines(out) == want
+    bt = bt_maps(TUPLES, [APP, "keys", 20])
+    if bt is not None:
+        b = s.parse_maps(bt)
+        assert b["first"] == m["first"] and b["pair"] == m["pair"] and b["s"] == m["s"]
+        assert s.printf_lines(bt) == want
+
+
 FAST = f"""
 uprobe:{APP}:work {{ @s[tid] = nsecs; @c[arg0] = count(); @v[arg0] = arg1; }}
 uretprobe:{APP}:work /@s[tid]/ {{ @h = hist(nsecs - @s[tid]); @n = count(); delete(@s[tid]); }}

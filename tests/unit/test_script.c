@@ -88,7 +88,9 @@ static void test_mistakes_point_at_their_place(void **state)
 		{"BEGIN { printf(\"%q\\n\", 1); }", "PROGRAM:1:"},
 		{"BEGIN { @x = 1 / 0; }", "PROGRAM:1:18: division by zero"},
 		{"BEGIN { @x = sizeof(uint33); }", "PROGRAM:1:21: unknown type: uint33"},
-		{"BEGIN { $x = (1, \"a\"); }", "PROGRAM:1:14: a tuple in a variable is not compiled"},
+		{"BEGIN { $x = (1, \"a\"); $x = (\"a\", 1); }",
+		 "PROGRAM:1:24: type mismatch for $x: a tuple of other elements"},
+		{"BEGIN { $x = (1, (2, 3)); }", "PROGRAM:1:18: a tuple holds integers and strings"},
 	};
 
 	(void)state;
