@@ -17,62 +17,51 @@
 
 #define VMLINUX_BTF "/sys/kernel/btf/vmlinux"
 
-/* The whole of path, or NULL (*len its bytes). */
-static char *slurp(const char *path, size_t *len)
+/* The string section of the kernel's BTF, or NULL (*len its bytes): its
+ * header, then the strings alone, not the 3 MiB of types before them
+ * (sysfs gives the file a page a read: a thousand reads fewer). */
+static char *btf_strings(size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t cap = 8u << 20, n = 0;
+	int fd = open(VMLINUX_BTF, O_RDONLY | O_CLOEXEC);
+	struct btf_header h;
 	char *buf = NULL;
+	size_t n = 0;
 
 	if (fd < 0)
 		return NULL;
-	for (;;) {
-		ssize_t r;
+	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || h.magic != BTF_MAGIC ||
+	    h.hdr_len < sizeof(h) || !h.str_len || h.str_len > (64u << 20) ||
+	    !(buf = malloc(h.str_len)))
+		goto fail;
+	while (n < h.str_len) {
+		ssize_t r = pread(fd, buf + n, h.str_len - n,
+				  (off_t)h.hdr_len + h.str_off + (off_t)n);
 
-		if (!buf || n == cap) {
-			char *b = realloc(buf, cap = buf ? cap * 2 : cap);
-
-			if (!b)
-				break;
-			buf = b;
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r <= 0) {
-			close(fd);
-			if (r < 0) {
-				free(buf);
-				return NULL;
-			}
-			*len = n;
-			return buf;
-		}
+		if (r <= 0)
+			goto fail;
 		n += (size_t)r;
 	}
 	close(fd);
+	*len = n;
+	return buf;
+fail:
 	free(buf);
+	close(fd);
 	return NULL;
 }
 
 /* Does the kernel's BTF name each of names (a type, a function, a
- * kfunc)? One read of the file and a search of its strings: a name the
+ * kfunc)? A read of the file's strings and a search of them: a name the
  * kernel has is a string of its BTF. */
 static void btf_names(const char *const *names, bool *has, size_t n)
 {
-	size_t len = 0;
-	char *data = slurp(VMLINUX_BTF, &len);
-	const struct btf_header *h = (const void *)data;
-	const char *strs;
-	size_t slen;
+	size_t slen = 0;
+	char *strs = btf_strings(&slen);
 
 	for (size_t i = 0; i < n; i++)
 		has[i] = false;
-	if (!data || len < sizeof(*h) || h->magic != BTF_MAGIC || h->hdr_len > len ||
-	    (uint64_t)h->hdr_len + h->str_off + h->str_len > len) {
-		free(data);
+	if (!strs)
 		return;
-	}
-	strs = data + h->hdr_len + h->str_off;
-	slen = h->str_len;
 	for (size_t i = 0; i < n; i++) {
 		size_t nl = strlen(names[i]);
 		char *pat = malloc(nl + 2);
@@ -84,7 +73,7 @@ static void btf_names(const char *const *names, bool *has, size_t n)
 		has[i] = memmem(strs, slen, pat, nl + 2) != NULL;
 		free(pat);
 	}
-	free(data);
+	free(strs);
 }
 
 static bool helper(enum bpf_func_id id)
