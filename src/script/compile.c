@@ -262,7 +262,7 @@ static int map_store(struct cg *cg, struct ast *mapn, struct ast *v)
 		if (v->a && (r = cexpr(cg, v->a)) < 0)
 			return -1;
 	} else if (v->ty.kind == TY_TUPLE) {
-		struct ast *el[SCRIPT_VAR_ELEMS];
+		struct ast *el[SCRIPT_TUPLE_ELEMS];
 		int n = tuple_elems(cg, v, el);
 
 		if (n < 0)
@@ -348,7 +348,7 @@ static int var_index(struct cg *cg, const char *name)
 	return -1;
 }
 
-/* A tuple's elements as expressions, into el (SCRIPT_VAR_ELEMS at most):
+/* A tuple's elements as expressions, into el (SCRIPT_TUPLE_ELEMS at most):
  * a tuple written out's, or a variable's, each element read as $t.k. Their
  * number, or -1. */
 static int tuple_elems(struct cg *cg, struct ast *t, struct ast **el)
@@ -357,9 +357,9 @@ static int tuple_elems(struct cg *cg, struct ast *t, struct ast **el)
 
 	if (t->kind == N_TUPLE) {
 		for (struct ast *e = t->a; e; e = e->next) {
-			if (n == SCRIPT_VAR_ELEMS)
-				return CFAIL(cg, t, "a tuple has %d elements at most here",
-					     SCRIPT_VAR_ELEMS);
+			if (n == SCRIPT_TUPLE_ELEMS)
+				return CFAIL(cg, t, "a tuple has %d elements at most",
+					     SCRIPT_TUPLE_ELEMS);
 			el[n++] = e;
 		}
 		return n;
@@ -381,7 +381,7 @@ static int tuple_elems(struct cg *cg, struct ast *t, struct ast **el)
 /* $t.k: a variable's element (its register), or a tuple written out's. */
 static int tuple_elem(struct cg *cg, struct ast *n)
 {
-	struct ast *el[SCRIPT_VAR_ELEMS];
+	struct ast *el[SCRIPT_TUPLE_ELEMS];
 	int k;
 
 	if (n->a->kind == N_VAR) {
@@ -408,7 +408,7 @@ static int tuple_elem(struct cg *cg, struct ast *n)
  * their own ($t = ($t.1, $t.0) swaps), then into the variable's. */
 static int tuple_assign(struct cg *cg, const struct script_var *var, struct ast *v)
 {
-	struct ast *el[SCRIPT_VAR_ELEMS];
+	struct ast *el[SCRIPT_TUPLE_ELEMS];
 	int r[SCRIPT_VAR_ELEMS], n = tuple_elems(cg, v, el);
 
 	if (n < 0)
@@ -597,7 +597,7 @@ static int call(struct cg *cg, struct ast *n)
 		struct script_fmt tmp = {.nconv = 1, .conv = &c, .size = fm->size};
 
 		if (a->ty.kind == TY_TUPLE) {
-			struct ast *el[SCRIPT_VAR_ELEMS];
+			struct ast *el[SCRIPT_TUPLE_ELEMS];
 			int ne = tuple_elems(cg, a, el);
 			uint32_t off = 0;
 

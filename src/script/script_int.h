@@ -59,6 +59,7 @@ struct script_mapinfo {
 };
 
 /* A probe's $variable. */
+#define SCRIPT_TUPLE_ELEMS 16	/* a tuple's elements, at most */
 #define SCRIPT_VAR_ELEMS 8	/* a tuple in a variable: its elements, at most */
 struct script_var {
 	char name[USC_NAME_MAX];

@@ -509,8 +509,8 @@ static int tuple_expr(struct sema *sm, struct ast *n)
 	unsigned k = 0;
 	struct ty *el;
 
-	if (n->ival > 16)
-		return FAIL(sm, n, "a tuple has 16 elements at most");
+	if (n->ival > SCRIPT_TUPLE_ELEMS)
+		return FAIL(sm, n, "a tuple has %d elements at most", SCRIPT_TUPLE_ELEMS);
 	el = arena_alloc(sm->s->arena, (size_t)n->ival * sizeof(*el));
 	if (!el)
 		return FAIL(sm, n, "out of memory");

@@ -90,6 +90,8 @@ static void test_mistakes_point_at_their_place(void **state)
 		{"BEGIN { @x = sizeof(uint33); }", "PROGRAM:1:21: unknown type: uint33"},
 		{"BEGIN { $x = (1, \"a\"); $x = (\"a\", 1); }",
 		 "PROGRAM:1:24: type mismatch for $x: a tuple of other elements"},
+		{"BEGIN { $v = (1, 2, 3, 4, 5, 6, 7, 8, 9); }",
+		 "PROGRAM:1:9: a tuple in a variable has 8 elements at most"},
 		{"BEGIN { $x = (1, (2, 3)); }", "PROGRAM:1:18: a tuple holds integers and strings"},
 	};
 
@@ -237,6 +239,12 @@ static void test_begin_programs(void **state)
 	expect_out("BEGIN { @c[\"b\"] = 3; @c[\"a\"] = 1; @c[\"z\"] = 2; @n = 5; @t[1, \"x\"] = 7; "
 		   "exit(); }",
 		   "\n\n@c[a]: 1\n@c[z]: 2\n@c[b]: 3\n@n: 5\n@t[1, x]: 7\n");
+	/* tuples: a map's of 10 (16 at most), printed; a variable's of 8, swapped */
+	expect_out("BEGIN { @t = (1, 2, 3, 4, 5, 6, 7, 8, 9, \"j\"); "
+		   "print((1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)); $v = (1, \"b\", 3, 4, 5, 6, 7, 8); "
+		   "$v = ($v.7, $v.1, $v.5, $v.4, $v.3, $v.2, $v.6, $v.0); print($v); exit(); }",
+		   "(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)\n(8, b, 6, 5, 4, 3, 7, 1)\n\n\n"
+		   "@t: (1, 2, 3, 4, 5, 6, 7, 8, 9, j)\n");
 	/* aggregations */
 	expect_out("BEGIN { @s = sum(4); @s = sum(6); @mn = min(3); @mn = min(-2); @mx = max(9); "
 		   "@a = avg(4); @a = avg(7); @st = stats(10); @st = stats(20); exit(); }",
