@@ -92,9 +92,7 @@ class Bpftrace:
         assert self.p.poll() is None, self.p.communicate()[0]
 
     def count(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGINT)
-        out = self.p.communicate(timeout=u.TIMEOUT)[0]
+        out = u.interrupt(self.p)[0]
         m = re.search(r"^@: (\d+)$", out, re.M)
         return int(m.group(1)) if m else 0
 

@@ -147,8 +147,7 @@ def test_hist_and_count_equal_bpftraces(redis, engine):
             break
     redis.reset_stats()
     redis.send(SETS + GETS)
-    bt.send_signal(signal.SIGINT)
-    rest, err = bt.communicate(timeout=u.TIMEOUT)
+    rest, err = u.interrupt(bt)
     s.stop().ok()
     text = "".join(out) + rest
     calls, total = stats_after(redis)

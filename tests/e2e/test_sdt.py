@@ -315,10 +315,11 @@ def bpftrace_run(argv, t):
         if missing_lines(lines, window):
             round_(t, k)
             k += 1
-    p.send_signal(signal.SIGINT)
-    # bpftrace 0.17 may notice the signal only at its next event: one more
-    # round wakes it (its lines are checked like the others')
+    # bpftrace 0.17 acts on SIGINT only when it interrupts its epoll_wait
+    # (u.interrupt): sent again until it exits, with a round between
+    # (its lines are checked like the others')
     for _ in range(5):
+        p.send_signal(signal.SIGINT)
         try:
             p.wait(3)
             break

@@ -1125,3 +1125,21 @@ def wait_true(what, cond, timeout):
         if time.monotonic() >= deadline:
             raise AssertionError(f"{what} (after {timeout}s): {v}")
         time.sleep(0.02)
+
+
+def interrupt(p, timeout=TIMEOUT):
+    """Ctrl-C a peer tool p (bpftrace) until it exits: communicate()'s
+    (stdout, stderr). bpftrace 0.17 looks at the flag its SIGINT handler
+    sets only when epoll_wait returns EINTR (poll_perf_events): a SIGINT
+    that lands while it reads events or checks its -p process is noted and
+    never acted on, and it runs on. So the signal is sent again every half
+    second, within timeout (retrying communicate() loses no output)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+        try:
+            return p.communicate(timeout=0.5)
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
