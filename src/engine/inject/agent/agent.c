@@ -550,7 +550,7 @@ ALWAYS void lat_return(struct inj_ctl *c, struct inj_lat *l, uint64_t slot, uint
 		l->n = i;
 		if (row == INJ_NO_ROW)
 			return;		/* its key found the table full (counted) */
-		row_add(c, slot, row, (int64_t)(((unsigned __int128)dt * c->tsc_mult) >> 32));
+		row_add(c, slot, row, tsc_units(c, dt));
 		return;
 	}
 	(void)counts;	/* no entry seen: tracing began inside the call */

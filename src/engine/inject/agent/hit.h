@@ -49,6 +49,19 @@ ALWAYS uint64_t rd_tsc(void)
 	return (uint64_t)hi << 32 | lo;
 }
 
+/* A latency's ticks in its units (ns, us, ms): ticks * tsc_mult >> 32,
+ * in 64 bits where both fit in 32 (any call under a second or so, with a
+ * TSC faster than 1 GHz: an imul, where the 128-bit product is a mul and
+ * a shrd on the path that waits for the clock), else in 128. */
+ALWAYS int64_t tsc_units(const struct inj_ctl *c, uint64_t dt)
+{
+	uint64_t m = c->tsc_mult;
+
+	if (__builtin_expect(!((dt | m) >> 32), 1))
+		return (int64_t)((dt * m) >> 32);
+	return (int64_t)(((unsigned __int128)dt * m) >> 32);
+}
+
 /* One value into the thread's own values a of a row; touched gets the
  * row's bit. */
 ALWAYS void val_add(const struct inj_ctl *c, struct agg_val *a, uint64_t *touched, uint32_t row,
